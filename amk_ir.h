@@ -1,0 +1,141 @@
+/* amk_ir.h - the AMK IR and on-device ABI as plain C99 PODs (spec IR_SPEC.md §1, §7, §8).
+
+   Shared by the host (amk.h) and the device (amk_vm.cuh): it includes nothing from CUDA and
+   only <stdint.h>. Every numeric code and cap below is CANONICAL: it is the spec's, programs
+   written by other implementations depend on it, and tests/test_abi.c fails the build on drift.
+   Extend enums by appending; never renumber. Opcode 19 is taken by another implementation of the
+   spec (FUSED) and stays unused here; AMK's own opcodes start at 20. */
+#ifndef AMK_IR_H
+#define AMK_IR_H
+
+#include <stdint.h>
+
+/* ---- versions (spec §6, §8) ---------------------------------------------------------------- */
+#define AMK_IR_VERSION        "0.2.0" /* on-disk JSON format; a major mismatch is rejected */
+#define AMK_IR_VERSION_MAJOR  0
+#define AMK_IR_VERSION_MINOR  2
+#define AMK_IR_VERSION_PATCH  0
+#define AMK_ABI_VERSION       "0.2"   /* on-device ABI */
+#define AMK_ABI_VERSION_MAJOR 0
+#define AMK_ABI_VERSION_MINOR 2
+
+/* ---- ABI caps (spec §8) -------------------------------------------------------------------- */
+#define AMK_MAX_INPUTS  8
+#define AMK_MAX_OUTPUTS 4
+#define AMK_MAX_WAITS   8
+#define AMK_MAX_RANK    4
+
+/* ---- enums (spec §1.1); codes are canonical -------------------------------------------------- */
+typedef enum amk_dtype {
+    AMK_DTYPE_F32 = 0,
+    AMK_DTYPE_F16 = 1,
+    AMK_DTYPE_BF16 = 2,
+    AMK_DTYPE_F8E4M3 = 3,
+    AMK_DTYPE_F8E5M2 = 4,
+    AMK_DTYPE_I32 = 5,
+    AMK_DTYPE_I8 = 6,
+    AMK_DTYPE_I4 = 7, /* packed 4-bit, two per byte, element 2b in the low nibble of byte b */
+    AMK_DTYPE_U8 = 8,
+    AMK_DTYPE_BOOL = 9,
+    AMK_DTYPE_COUNT = 10
+} amk_dtype;
+
+typedef enum amk_memspace {
+    AMK_SPACE_HBM = 0,            /* weights, KV cache, IO */
+    AMK_SPACE_GLOBAL_SCRATCH = 1, /* large activations */
+    AMK_SPACE_SMEM = 2,           /* hot activations: on-chip, never crosses SMs */
+    AMK_SPACE_REGISTER = 3,       /* lowering hint: on-chip, never crosses SMs */
+    AMK_SPACE_COUNT = 4
+} amk_memspace;
+
+typedef enum amk_buffer_kind {
+    AMK_KIND_WEIGHT = 0,     /* read-only, bound by source */
+    AMK_KIND_ACTIVATION = 1, /* transient, may live in a page */
+    AMK_KIND_KV_CACHE = 2,   /* persistent read/write across launches */
+    AMK_KIND_IO_INPUT = 3,   /* read-only model input */
+    AMK_KIND_IO_OUTPUT = 4,  /* model output */
+    AMK_KIND_CONST = 5,      /* read-only, bound by source */
+    AMK_KIND_COUNT = 6
+} amk_buffer_kind;
+
+typedef enum amk_opcode {
+    AMK_OP_NOP = 0,
+    AMK_OP_COPY = 1,
+    AMK_OP_EMBED = 2,
+    AMK_OP_RMSNORM = 3,
+    AMK_OP_LAYERNORM = 4,
+    AMK_OP_GEMV_TILE = 5,
+    AMK_OP_GEMM_TILE = 6,
+    AMK_OP_ATTENTION_TILE = 7,
+    AMK_OP_ROPE = 8,
+    AMK_OP_SILU_MUL = 9,
+    AMK_OP_GELU = 10,
+    AMK_OP_ADD = 11,
+    AMK_OP_MUL = 12,
+    AMK_OP_DEQUANT = 13,
+    AMK_OP_SOFTMAX = 14,
+    AMK_OP_ALLREDUCE_SHARD = 15,
+    AMK_OP_KV_APPEND = 16,
+    AMK_OP_SAMPLE_ARGMAX = 17,
+    AMK_OP_ATTENTION_COMBINE = 18,
+    AMK_OP_RESERVED_FUSED = 19, /* why: taken by another implementation of the spec; never used */
+    AMK_OP_COUNT = 19           /* opcodes 0..18 are defined; the registry has this many rows */
+} amk_opcode;
+
+/* ATTENTION_TILE params.flags bits (IR_SPEC_NOTES conventions table). */
+#define AMK_ATTN_FLAG_PARTIAL (1u << 1) /* write [n_heads, head_dim+2] = [acc | m | l] */
+
+/* ---- the device ABI (spec §8) ---------------------------------------------------------------
+   The host resolves a validated program into these tables before launch. Every field is a fixed
+   width integer or float so host and device agree on the layout without CUDA headers. */
+
+/* Every scalar param of every opcode, marshalled from Task.params (keys in AMK_PARAM_FIELDS of
+   amk.h). The host fills defaults (group = K, scale = 1, dim = -1, m_off = 0, ...) so the device
+   never needs to know which keys were present. */
+typedef struct amk_params_t {
+    int32_t hidden, K, N_tile, n_off, M_tile, m_off;
+    int32_t head_dim, kv_start, kv_len, n_heads, n_kv_heads;
+    int32_t qdtype, group, pos, flags, dim, rope_orig_ctx, reserved0;
+    float eps, scale, theta, rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    float reserved1, reserved2;
+} amk_params_t;
+
+/* One tensor as the device sees it. ptr is a device address (or a host address in the reference
+   VM), already offset for paged activations. Strides are in elements, row-major. */
+typedef struct amk_buffer_t {
+    uint64_t ptr;
+    int64_t numel;
+    int32_t rank, dtype, space, kind;
+    int64_t shape[AMK_MAX_RANK];
+    int64_t stride[AMK_MAX_RANK];
+} amk_buffer_t;
+
+typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each launch */
+
+/* One Task == one instruction, a fixed-size POD. */
+typedef struct amk_instruction_t {
+    int32_t op, sm, out_counter, id;
+    int32_t n_inputs, n_outputs, n_waits, reserved0;
+    int32_t inputs[AMK_MAX_INPUTS];
+    int32_t outputs[AMK_MAX_OUTPUTS];
+    int32_t wait_counter[AMK_MAX_WAITS];
+    uint32_t wait_threshold[AMK_MAX_WAITS];
+    amk_params_t params;
+} amk_instruction_t;
+
+/* The whole program on the device. sm_queue_offset has num_sms+1 entries; the queue of SM s is
+   sm_queue[sm_queue_offset[s] .. sm_queue_offset[s+1]) (instruction indices in walk order). */
+typedef struct amk_program_t {
+    uint64_t buffers;         /* amk_buffer_t[n_buffers] */
+    uint64_t counters;        /* amk_counter_t[n_counters] */
+    uint64_t instructions;    /* amk_instruction_t[n_instructions] */
+    uint64_t sm_queue_offset; /* int32_t[num_sms + 1] */
+    uint64_t sm_queue;        /* int32_t[n_instructions] */
+    uint64_t scratch;         /* base of the page arena */
+    uint64_t abort_flag;      /* uint32_t*: nonzero makes every wait give up */
+    uint64_t timing;          /* optional per-instruction records, 0 = off */
+    int32_t n_buffers, n_counters, n_instructions, num_sms;
+    int32_t abi_major, abi_minor, reserved0, reserved1;
+} amk_program_t;
+
+#endif /* AMK_IR_H */

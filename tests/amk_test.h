@@ -1,0 +1,40 @@
+/* tests/amk_test.h - the tiny test harness every host test uses.
+
+   A test is a function `static void test_x(void)`; RUN(test_x) runs it and counts it passed when
+   none of its CHECKs failed. Each test binary ends with TEST_SUMMARY(), which prints
+   "<file>: N passed, N failed" and exits nonzero on any failure. tests/run.sh adds the binaries'
+   counts and prints the final "N passed, N failed" line. */
+#ifndef AMK_TEST_H
+#define AMK_TEST_H
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+#include <math.h>
+
+static int amk_t_passed, amk_t_failed, amk_t_cur_failed;
+static const char *amk_t_cur = "";
+
+#define CHECK(cond) do { if (!(cond)) { amk_t_cur_failed++; \
+    fprintf(stderr, "%s:%d: [%s] CHECK failed: %s\n", __FILE__, __LINE__, amk_t_cur, #cond); } } while (0)
+#define CHECK_MSG(cond, ...) do { if (!(cond)) { amk_t_cur_failed++; \
+    fprintf(stderr, "%s:%d: [%s] CHECK failed: %s: ", __FILE__, __LINE__, amk_t_cur, #cond); \
+    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+#define CHECK_EQ_INT(a, b) do { long long amk_t_a = (long long)(a), amk_t_b = (long long)(b); \
+    if (amk_t_a != amk_t_b) { amk_t_cur_failed++; fprintf(stderr, "%s:%d: [%s] %s == %s failed: %lld != %lld\n", \
+    __FILE__, __LINE__, amk_t_cur, #a, #b, amk_t_a, amk_t_b); } } while (0)
+#define CHECK_STR(a, b) do { const char *amk_t_a = (a), *amk_t_b = (b); \
+    if (!amk_t_a || !amk_t_b || strcmp(amk_t_a, amk_t_b) != 0) { amk_t_cur_failed++; \
+    fprintf(stderr, "%s:%d: [%s] %s == %s failed: '%s' != '%s'\n", __FILE__, __LINE__, amk_t_cur, \
+    #a, #b, amk_t_a ? amk_t_a : "(null)", amk_t_b ? amk_t_b : "(null)"); } } while (0)
+#define CHECK_NEAR(a, b, tol) do { double amk_t_a = (double)(a), amk_t_b = (double)(b); \
+    if (!(fabs(amk_t_a - amk_t_b) <= (tol))) { amk_t_cur_failed++; \
+    fprintf(stderr, "%s:%d: [%s] |%s - %s| <= %g failed: %.9g vs %.9g\n", __FILE__, __LINE__, \
+    amk_t_cur, #a, #b, (double)(tol), amk_t_a, amk_t_b); } } while (0)
+
+#define RUN(fn) do { amk_t_cur = #fn; amk_t_cur_failed = 0; fn(); \
+    if (amk_t_cur_failed) amk_t_failed++; else amk_t_passed++; } while (0)
+
+#define TEST_SUMMARY() do { printf("%s: %d passed, %d failed\n", __FILE__, amk_t_passed, amk_t_failed); \
+    return amk_t_failed ? 1 : 0; } while (0)
+
+#endif

@@ -1,0 +1,117 @@
+/* The canonical codes, caps and versions of spec §1.1, §7 and §8. If any drifts, this test (and
+   so `make test`) fails: the numbers below are copied from the spec, not from amk_ir.h. */
+#include "../amk.h"
+#include "amk_test.h"
+
+typedef struct { const char *name; int code; } named_code;
+
+static void check_table(const named_code *t, int n, int (*from_name)(const char *),
+                        const char *(*to_name)(int)) {
+    int i;
+    for (i = 0; i < n; i++) {
+        CHECK_EQ_INT(from_name(t[i].name), t[i].code);
+        CHECK_STR(to_name(t[i].code), t[i].name);
+    }
+}
+
+static void test_dtype_codes(void) {
+    static const named_code t[] = {{"F32", 0}, {"F16", 1}, {"BF16", 2}, {"F8E4M3", 3},
+        {"F8E5M2", 4}, {"I32", 5}, {"I8", 6}, {"I4", 7}, {"U8", 8}, {"BOOL", 9}};
+    check_table(t, 10, amk_dtype_from_name, amk_dtype_name);
+    CHECK_EQ_INT(AMK_DTYPE_COUNT, 10);
+    CHECK_EQ_INT(amk_dtype_bits(AMK_DTYPE_I4), 4);
+    CHECK_EQ_INT(amk_dtype_nbytes(AMK_DTYPE_I4, 3), 2); /* ceil for packed sub-byte types */
+    CHECK_EQ_INT(amk_dtype_nbytes(AMK_DTYPE_BF16, 3), 6);
+    CHECK_EQ_INT(amk_dtype_from_name("f32"), -1);       /* names are case-sensitive */
+}
+
+static void test_space_and_kind_codes(void) {
+    static const named_code s[] = {{"HBM", 0}, {"GLOBAL_SCRATCH", 1}, {"SMEM", 2}, {"REGISTER", 3}};
+    static const named_code k[] = {{"WEIGHT", 0}, {"ACTIVATION", 1}, {"KV_CACHE", 2},
+        {"IO_INPUT", 3}, {"IO_OUTPUT", 4}, {"CONST", 5}};
+    check_table(s, 4, amk_space_from_name, amk_space_name);
+    check_table(k, 6, amk_kind_from_name, amk_kind_name);
+}
+
+static void test_opcodes(void) {
+    static const named_code t[] = {{"NOP", 0}, {"COPY", 1}, {"EMBED", 2}, {"RMSNORM", 3},
+        {"LAYERNORM", 4}, {"GEMV_TILE", 5}, {"GEMM_TILE", 6}, {"ATTENTION_TILE", 7}, {"ROPE", 8},
+        {"SILU_MUL", 9}, {"GELU", 10}, {"ADD", 11}, {"MUL", 12}, {"DEQUANT", 13},
+        {"SOFTMAX", 14}, {"ALLREDUCE_SHARD", 15}, {"KV_APPEND", 16}, {"SAMPLE_ARGMAX", 17},
+        {"ATTENTION_COMBINE", 18}};
+    check_table(t, 19, amk_op_from_name, amk_op_name);
+    CHECK_EQ_INT(AMK_OP_RESERVED_FUSED, 19);     /* taken by another implementation */
+    CHECK(amk_op_spec_get(19) == NULL);           /* never defined here */
+    CHECK_EQ_INT(amk_op_from_name("FUSED"), -1);
+}
+
+static void test_registry_arity(void) {
+    /* spec §7 table: min inputs, max inputs (-1 variadic), outputs */
+    static const int ar[19][3] = {{0, 0, 0}, {1, 1, 1}, {2, 2, 1}, {2, 2, 1}, {2, 3, 1},
+        {2, 3, 1}, {2, 3, 1}, {3, 4, 1}, {2, 2, 1}, {2, 2, 1}, {1, 1, 1}, {2, 2, 1}, {1, 2, 1},
+        {2, 3, 1}, {1, 1, 1}, {1, 8, 1}, {2, 2, 1}, {1, 1, 1}, {2, 8, 1}};
+    int op;
+    for (op = 0; op < 19; op++) {
+        const amk_op_spec *s = amk_op_spec_get(op);
+        CHECK(s != NULL);
+        if (!s) continue;
+        CHECK_EQ_INT(s->min_inputs, ar[op][0]);
+        CHECK_EQ_INT(s->max_inputs, ar[op][1]);
+        CHECK_EQ_INT(s->n_outputs, ar[op][2]);
+    }
+}
+
+static void test_caps_and_versions(void) {
+    CHECK_EQ_INT(AMK_MAX_INPUTS, 8);
+    CHECK_EQ_INT(AMK_MAX_OUTPUTS, 4);
+    CHECK_EQ_INT(AMK_MAX_WAITS, 8);
+    CHECK_EQ_INT(AMK_MAX_RANK, 4);
+    CHECK_STR(AMK_IR_VERSION, "0.2.0");
+    CHECK_STR(AMK_ABI_VERSION, "0.2");
+    CHECK_EQ_INT(AMK_ABI_VERSION_MAJOR, 0);
+    CHECK_EQ_INT(AMK_ABI_VERSION_MINOR, 2);
+    /* the on-device PODs: fixed sizes so host and device agree without CUDA headers */
+    CHECK_EQ_INT(sizeof(amk_params_t), 18 * 4 + 8 * 4);
+    CHECK_EQ_INT(sizeof(amk_buffer_t), 8 + 8 + 16 + 32 + 32);
+    CHECK_EQ_INT(sizeof(amk_instruction_t) % 8, 0);
+}
+
+static void test_conversions(void) {
+    CHECK_EQ_INT(amk_f32_to_f16(1.0f), 0x3C00);
+    CHECK_EQ_INT(amk_f32_to_f16(65504.0f), 0x7BFF);
+    CHECK_EQ_INT(amk_f32_to_f16(65520.0f), 0x7C00);      /* rounds to infinity */
+    CHECK_EQ_INT(amk_f32_to_f16(5.9604644775390625e-8f), 0x0001); /* smallest subnormal */
+    CHECK_EQ_INT(amk_f32_to_f16(2.98023223876953125e-8f), 0x0000); /* half of it: ties to even */
+    CHECK_EQ_INT(amk_f32_to_bf16(1.0f), 0x3F80);
+    CHECK_EQ_INT(amk_f32_to_bf16(1.00390625f), 0x3F80);  /* exact tie rounds to even */
+    CHECK_EQ_INT(amk_f32_to_bf16(1.01171875f), 0x3F82);  /* tie 0x3F81.8 rounds up to even */
+    CHECK_NEAR(amk_f8e4m3_to_f32(0x7E), 448.0, 0);
+    CHECK_EQ_INT(amk_f32_to_f8e4m3(1000.0f), 0x7E);      /* saturates: E4M3FN has no inf */
+    CHECK_NEAR(amk_f8e4m3_to_f32(0x01), 0.001953125, 0); /* 2^-9 */
+    CHECK_NEAR(amk_f8e5m2_to_f32(0x7B), 57344.0, 0);
+    CHECK_EQ_INT(amk_f32_to_f8e5m2(1e6f), 0x7C);         /* overflows to infinity */
+    {
+        int i, bad = 0;
+        for (i = 0; i < 65536; i++) { /* every finite f16 survives f16 -> f32 -> f16 */
+            float f = amk_f16_to_f32((uint16_t)i);
+            if (f == f && amk_f32_to_f16(f) != (uint16_t)i) bad++;
+        }
+        CHECK_EQ_INT(bad, 0);
+        for (i = 0; i < 256; i++) {
+            float f = amk_f8e4m3_to_f32((uint8_t)i), g = amk_f8e5m2_to_f32((uint8_t)i);
+            if (f == f && amk_f32_to_f8e4m3(f) != (uint8_t)i) bad++;
+            if (g == g && fabsf(g) <= 57344.0f && amk_f32_to_f8e5m2(g) != (uint8_t)i) bad++;
+        }
+        CHECK_EQ_INT(bad, 0);
+    }
+}
+
+int main(void) {
+    RUN(test_dtype_codes);
+    RUN(test_space_and_kind_codes);
+    RUN(test_opcodes);
+    RUN(test_registry_arity);
+    RUN(test_caps_and_versions);
+    RUN(test_conversions);
+    TEST_SUMMARY();
+}
