@@ -11,6 +11,10 @@ LDLIBS  := -lm
 
 HDRS    := amk.h amk_ir.h $(wildcard src/*.h)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/impl.c,$(wildcard tests/test_*.c)))
+# Shell tests (they drive $(BUILD)/amk); each prints "<name>: N passed, N failed".
+TEST_SCRIPTS := $(wildcard tests/test_*.sh)
+FUZZERS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_SECONDS ?= 60
 
 .PHONY: all test test-build cxx-check clean fuzz
 all: $(BUILD)/amk
@@ -33,9 +37,18 @@ cxx-check: | $(BUILD)
 test-build: $(TESTS) $(BUILD)/amk cxx-check
 
 test: test-build
-	@bash tests/run.sh $(TESTS) $(TEST_SCRIPTS)
+	@AMK=$(BUILD)/amk bash tests/run.sh $(TESTS) $(TEST_SCRIPTS)
 
-$(BUILD) $(BUILD)/tests:
+# libFuzzer harnesses (clang): each runs FUZZ_SECONDS on its corpus, seeded from fuzz/seeds-NAME.
+$(BUILD)/fuzz/%: fuzz/%.c $(HDRS) | $(BUILD)/fuzz
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $< -lm
+fuzz: $(FUZZERS)
+	@for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p fuzz/corpus-$$n; \
+	  seeds=""; [ -d fuzz/seeds-$$n ] && seeds=fuzz/seeds-$$n; \
+	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 fuzz/corpus-$$n $$seeds 2>&1 | tail -n 12 || exit 1; done
+
+$(BUILD) $(BUILD)/tests $(BUILD)/fuzz:
 	mkdir -p $@
 
 clean:

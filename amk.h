@@ -492,6 +492,12 @@ typedef struct amk_st_entry {
 AMK_API amk_result amk_safetensors_write(const char *path, const amk_st_entry *entries, int n,
                                          amk_diag *d);
 
+/* Sections whose declarations live beside their implementation (merged in later). */
+#define AMK__PART_DECL
+#include "src/gguf.h"
+#include "src/tokenizer.h"
+#undef AMK__PART_DECL
+
 #ifdef __cplusplus
 }
 #endif
@@ -505,10 +511,15 @@ AMK_API amk_result amk_safetensors_write(const char *path, const amk_st_entry *e
 #include "src/common.h"
 #include "src/program.h"
 #include "src/json.h"
+#include "src/opshape.h"
 #include "src/validate.h"
 #include "src/lower.h"
 #include "src/refvm.h"
 #include "src/safetensors.h"
+#define AMK__PART_IMPL
+#include "src/gguf.h"
+#include "src/tokenizer.h"
+#undef AMK__PART_IMPL
 #endif /* AMK_IMPLEMENTATION */
 
 /* MIT License. Copyright (c) 2026 the AMK authors.
