@@ -495,7 +495,9 @@ AMK_API amk_result amk_safetensors_write(const char *path, const amk_st_entry *e
 /* Sections whose declarations live beside their implementation (merged in later). */
 #define AMK__PART_DECL
 #include "src/gguf.h"
+#include "src/model.h"
 #include "src/tokenizer.h"
+#include "src/cuda.h"
 #undef AMK__PART_DECL
 
 #ifdef __cplusplus
@@ -518,7 +520,9 @@ AMK_API amk_result amk_safetensors_write(const char *path, const amk_st_entry *e
 #include "src/safetensors.h"
 #define AMK__PART_IMPL
 #include "src/gguf.h"
+#include "src/model.h"
 #include "src/tokenizer.h"
+#include "src/cuda.h"
 #undef AMK__PART_IMPL
 #endif /* AMK_IMPLEMENTATION */
 
