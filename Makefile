@@ -17,6 +17,9 @@ FUZZERS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_SECONDS ?= 60
 
 .PHONY: all test test-build cxx-check clean fuzz
+
+# Device code (amk_vm.cuh, amk_ops.cuh): targets and DEVICE_CHECK come from gpu.mk.
+-include gpu.mk
 all: $(BUILD)/amk
 
 # The amk command (optimised, no sanitizers).
@@ -34,7 +37,7 @@ cxx-check: | $(BUILD)
 	$(CXX) -x c++ -std=c++11 $(WARN) -fsyntax-only tests/impl.c
 	$(CXX) -x c++ -std=c++11 $(WARN) -fsyntax-only examples/amk.c
 
-test-build: $(TESTS) $(BUILD)/amk cxx-check
+test-build: $(TESTS) $(BUILD)/amk cxx-check $(DEVICE_CHECK)
 
 test: test-build
 	@AMK=$(BUILD)/amk bash tests/run.sh $(TESTS) $(TEST_SCRIPTS)
