@@ -8,7 +8,6 @@ step the greedy id and the top-K logits. Usage:
     python3 scripts/hf_reference.py models/SmolLM2-135M-Instruct.Q4_1.gguf tests/data/llama/hf_reference.json
 """
 import json, os, sys, platform
-import torch, transformers
 
 PROMPTS = [
     "The capital of France is",
@@ -21,6 +20,7 @@ TOP_K = 16
 
 
 def main():
+    import torch, transformers
     path, out = sys.argv[1], sys.argv[2]
     d, f = os.path.split(os.path.abspath(path))
     torch.manual_seed(0)
@@ -50,7 +50,21 @@ def main():
             "n_new": N_NEW, "top_k": TOP_K}
     with open(out, "w") as fp:
         json.dump({"meta": meta, "cases": cases}, fp, indent=1)
+    write_text(out[:-5] + ".txt", cases)
+
+
+def write_text(path, cases):
+    """The same data for C tests: `case N id...` then per step `step NEXT K id logit ...`."""
+    with open(path, "w") as fp:
+        for c in cases:
+            fp.write("case %d %s\n" % (len(c["prompt_ids"]), " ".join(map(str, c["prompt_ids"]))))
+            for s in c["steps"]:
+                fp.write("step %d %d %s\n" % (s["next"], len(s["top_ids"]), " ".join(
+                    "%d %.9g" % (i, v) for i, v in zip(s["top_ids"], s["top_logits"]))))
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--text-only":  # re-derive the .txt from the .json
+        write_text(sys.argv[2][:-5] + ".txt", json.load(open(sys.argv[2]))["cases"])
+    else:
+        main()

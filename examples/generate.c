@@ -1,0 +1,43 @@
+/* generate.c - greedy text generation with AMK's public API, in a few dozen lines.
+
+   Build:  cc -std=c99 -O2 -o generate examples/generate.c -lm -ldl
+   Run:    ./generate models/SmolLM2-135M-Instruct.Q4_1.gguf "The capital of France is" */
+#define AMK_IMPLEMENTATION
+#include "../amk.h"
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    const char *path = argc > 1 ? argv[1] : "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    const char *prompt = argc > 2 ? argv[2] : "The capital of France is";
+    int ids[1024], n, pos, next = 0, n_new = 32;
+    char piece[256];
+    amk_llm *m;
+    amk_diag d;
+
+    amk_diag_clear(&d);
+    if (amk_llm_open(path, NULL, &m, &d) != AMK_OK) { /* load, build, lower, upload */
+        fprintf(stderr, "error: %s\n", d.message);
+        return 1;
+    }
+    n = amk_tokenizer_encode(amk_llm_tokenizer(m), prompt, strlen(prompt), 0, ids, 1024);
+    if (n < 1 || n > 1024) { fprintf(stderr, "error: prompt of %d tokens\n", n); return 1; }
+    printf("%s", prompt);
+    for (pos = 0; pos < n + n_new; pos++) {
+        int token = pos < n ? ids[pos] : next; /* the prompt first, then what we generated */
+        if (amk_llm_step(m, token, pos, NULL, &next, &d) != AMK_OK) {
+            fprintf(stderr, "\nerror: %s\n", d.message);
+            break;
+        }
+        if (pos < n - 1) continue;
+        if (next == amk_tokenizer_eos(amk_llm_tokenizer(m))) break;
+        {
+            int k = amk_tokenizer_decode(amk_llm_tokenizer(m), next, piece, sizeof piece);
+            if (k > 0) fwrite(piece, 1, (size_t)k, stdout);
+            fflush(stdout);
+        }
+    }
+    printf("\n");
+    amk_llm_close(m);
+    return 0;
+}

@@ -1,0 +1,237 @@
+/* The Llama path on the reference VM: the builder's program (validate, lower, JSON), per-step
+   patching, random weights, and the golden check against HF transformers on the real model
+   (tests/data/llama/hf_reference.txt, made by scripts/hf_reference.py).
+
+   The golden check runs a short prefix by default (first prompt, 8 new tokens) so `make test`
+   stays fast under sanitizers; AMK_GOLDEN_FULL=1 (make test-golden) runs every prompt, 32 tokens. */
+#include "../amk.h"
+#include "amk_test.h"
+
+#define MODEL_PATH "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define REF_PATH "tests/data/llama/hf_reference.txt"
+/* why: HF and AMK both compute in fp32 but sum in different orders over 30 layers; logits of
+   magnitude ~20 then differ by ~1e-4..1e-3. 1e-2 absolute still separates the top candidates. */
+#define LOGIT_TOL 1e-2
+
+static amk_llama_config tiny_config(void) {
+    amk_llama_config c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.arch, sizeof c.arch, "llama");
+    snprintf(c.name, sizeof c.name, "tiny");
+    c.n_layers = 2; c.hidden = 48; c.intermediate = 96; c.n_heads = 6; c.n_kv_heads = 2;
+    c.head_dim = 8; c.vocab = 50; c.max_pos = 64; c.rms_eps = 1e-5f; c.rope_theta = 10000.0f;
+    c.tie_embeddings = 1; c.n_eos = 1;
+    return c;
+}
+
+static void test_presets(void) {
+    amk_llama_config c;
+    CHECK_EQ_INT(amk_llama_config_preset("llama3-8b", &c), AMK_OK);
+    CHECK_EQ_INT(c.n_layers, 32); CHECK_EQ_INT(c.hidden, 4096); CHECK_EQ_INT(c.n_kv_heads, 8);
+    CHECK_EQ_INT(amk_llama_config_preset("llama3.2-1b", &c), AMK_OK);
+    CHECK_EQ_INT(c.tie_embeddings, 1); CHECK_EQ_INT(c.rope_llama3, 1);
+    CHECK_EQ_INT(amk_llama_config_preset("smollm2-135m", &c), AMK_OK);
+    CHECK_EQ_INT(c.head_dim, 64); CHECK_EQ_INT(c.vocab, 49152);
+    CHECK_EQ_INT(amk_llama_config_preset("gpt-5", &c), AMK_ERR_NOT_FOUND);
+}
+
+static void test_build_validates_and_lowers(void) {
+    amk_llama_config c = tiny_config();
+    amk_llama_build_opts o;
+    amk_program *p = NULL, *q = NULL;
+    amk_report rep;
+    amk_config sc;
+    amk_target t;
+    amk_diag d;
+    char *json = NULL, *json2 = NULL;
+    size_t n = 0, n2 = 0;
+    int i, n_attn = 0;
+    amk_diag_clear(&d);
+    amk_llama_build_opts_default(&o);
+    o.num_sms = 8;
+    o.kv_splits = 3;
+    CHECK_EQ_INT(amk_llama_build(&c, &o, &p, &d), AMK_OK);
+    if (!p) return;
+    memset(&rep, 0, sizeof rep);
+    CHECK_EQ_INT(amk_program_validate(p, &rep), AMK_OK);
+    CHECK_EQ_INT(rep.n_errors, 0);
+    amk_report_free(&rep);
+    for (i = 0; i < p->n_tasks; i++) n_attn += p->tasks[i].op == AMK_OP_ATTENTION_TILE;
+    CHECK_EQ_INT(n_attn, 2 * 3);
+    amk_config_default(&sc);
+    amk_target_builtin("h100", &t);
+    t.num_sms = 8;
+    CHECK_EQ_INT(amk_program_lower(p, &sc, &t, &d), AMK_OK);
+    for (i = 0; i < p->n_tasks; i++) CHECK(p->tasks[i].sm >= 0 && p->tasks[i].sm < 8);
+    /* the lowered step survives the JSON round trip and still validates */
+    CHECK_EQ_INT(amk_program_write_json(p, &json, &n), AMK_OK);
+    CHECK_EQ_INT(amk_program_load_json(json, n, &q, &d), AMK_OK);
+    if (q) {
+        CHECK_EQ_INT(amk_program_validate(q, NULL), AMK_OK);
+        CHECK_EQ_INT(amk_program_write_json(q, &json2, &n2), AMK_OK);
+        CHECK(json2 && n == n2 && memcmp(json, json2, n) == 0);
+    }
+    /* per-step params: windows of 22 rows (64/3 rounded up) cover [0, pos] */
+    CHECK_EQ_INT(amk_llama_set_pos(p, 30, &d), AMK_OK);
+    for (i = 0; i < p->n_tasks; i++) {
+        const amk_task *tk = &p->tasks[i];
+        if (tk->op == AMK_OP_ATTENTION_TILE) {
+            int64_t start = amk_task_param(tk, "kv_start")->i, len = amk_task_param(tk, "kv_len")->i;
+            CHECK_EQ_INT(len, start == 0 ? 22 : start == 22 ? 9 : 0);
+        }
+        if (tk->op == AMK_OP_KV_APPEND) CHECK_EQ_INT(amk_task_param(tk, "pos")->i, 30);
+    }
+    CHECK_EQ_INT(amk_llama_set_pos(p, 64, &d), AMK_ERR_RUNTIME);
+    amk_free(json);
+    amk_free(json2);
+    amk_program_free(q);
+    amk_program_free(p);
+}
+
+static void test_random_weights_decode(void) {
+    amk_llama_config c = tiny_config();
+    amk_llm_opts o;
+    amk_llm *m = NULL;
+    amk_diag d;
+    const float *logits = NULL;
+    int pos, argmax = -1, tok = 3, i, best, finite;
+    amk_diag_clear(&d);
+    amk_llm_opts_default(&o);
+    o.backend = AMK_BACKEND_CPU;
+    o.build.num_sms = 4;
+    o.build.max_seq = 16;
+    CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m, &d), AMK_OK);
+    if (!m) { fprintf(stderr, "%s\n", d.message); return; }
+    for (pos = 0; pos < 16; pos++) {
+        CHECK_EQ_INT(amk_llm_step(m, tok, pos, &logits, &argmax, &d), AMK_OK);
+        best = 0; finite = 1;
+        for (i = 0; i < c.vocab; i++) {
+            if (logits[i] != logits[i]) finite = 0;
+            if (logits[i] > logits[best]) best = i;
+        }
+        CHECK(finite);
+        CHECK_EQ_INT(argmax, best); /* SAMPLE_ARGMAX in the program agrees with the host */
+        tok = argmax;
+    }
+    CHECK_EQ_INT(amk_llm_step(m, tok, 16, &logits, &argmax, &d), AMK_ERR_RUNTIME); /* KV full */
+    CHECK(strstr(d.message, "KV cache") != NULL);
+    CHECK_EQ_INT(amk_llm_step(m, 50, 0, &logits, &argmax, &d), AMK_ERR_RUNTIME); /* bad token */
+    amk_llm_close(m);
+}
+
+static void test_sampler(void) {
+    float logits[5] = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
+    amk_sampler s;
+    int counts[5] = {0, 0, 0, 0, 0}, i;
+    amk_sampler_init(&s, 0.0f, 0, 1.0f, 1);
+    CHECK_EQ_INT(amk_sampler_sample(&s, logits, 5), 1); /* greedy: first of the tied maxima */
+    amk_sampler_free(&s);
+    amk_sampler_init(&s, 1.0f, 2, 1.0f, 7);             /* top-2: only ids 1 and 3 */
+    for (i = 0; i < 2000; i++) counts[amk_sampler_sample(&s, logits, 5)]++;
+    CHECK_EQ_INT(counts[0] + counts[2] + counts[4], 0);
+    CHECK(counts[1] > 800 && counts[3] > 800);         /* equal logits: about half each */
+    amk_sampler_free(&s);
+    {   /* softmax of {1,4,2,3,-1}: p(1) = 0.64, p(3) = 0.24 */
+        float l2[5] = {1.0f, 4.0f, 2.0f, 3.0f, -1.0f};
+        int other = 0, got3 = 0;
+        amk_sampler_init(&s, 1.0f, 0, 0.5f, 9);         /* top-p 0.5: only id 1 */
+        for (i = 0; i < 200; i++) other += amk_sampler_sample(&s, l2, 5) != 1;
+        CHECK_EQ_INT(other, 0);
+        amk_sampler_free(&s);
+        amk_sampler_init(&s, 1.0f, 0, 0.7f, 9);         /* top-p 0.7: ids 1 and 3 */
+        for (i = 0; i < 400; i++) {
+            int t = amk_sampler_sample(&s, l2, 5);
+            other += t != 1 && t != 3;
+            got3 += t == 3;
+        }
+        CHECK_EQ_INT(other, 0);
+        CHECK(got3 > 40 && got3 < 200);                  /* 0.24/0.88 of 400 = 109 expected */
+        amk_sampler_free(&s);
+    }
+}
+
+/* Reads the next "case" block of the reference: prompt ids and per-step (next, top ids, logits). */
+typedef struct ref_step { int next, k, ids[16]; double logit[16]; } ref_step;
+typedef struct ref_case { int n_prompt, prompt[64], n_steps; ref_step steps[32]; } ref_case;
+
+static int read_case(FILE *f, ref_case *c) {
+    char word[16];
+    int i;
+    long at;
+    if (fscanf(f, "%15s", word) != 1 || strcmp(word, "case") != 0) return 0;
+    if (fscanf(f, "%d", &c->n_prompt) != 1 || c->n_prompt < 1 || c->n_prompt > 64) return 0;
+    for (i = 0; i < c->n_prompt; i++)
+        if (fscanf(f, "%d", &c->prompt[i]) != 1) return 0;
+    c->n_steps = 0;
+    for (;;) {
+        ref_step *s = &c->steps[c->n_steps];
+        at = ftell(f);
+        if (fscanf(f, "%15s", word) != 1) break;
+        if (strcmp(word, "step") != 0) { fseek(f, at, SEEK_SET); break; }
+        if (c->n_steps == 32 || fscanf(f, "%d %d", &s->next, &s->k) != 2 || s->k < 1 || s->k > 16) return 0;
+        for (i = 0; i < s->k; i++)
+            if (fscanf(f, "%d %lf", &s->ids[i], &s->logit[i]) != 2) return 0;
+        c->n_steps++;
+    }
+    return c->n_steps > 0;
+}
+
+static void test_golden_smollm2(void) {
+    static ref_case rc;
+    FILE *f;
+    amk_llm_opts o;
+    amk_llm *m = NULL;
+    amk_diag d;
+    int full = getenv("AMK_GOLDEN_FULL") != NULL, n_cases = 0, match = 0, total = 0;
+    double worst = 0.0;
+    f = fopen(MODEL_PATH, "rb");
+    CHECK_MSG(f != NULL, "%s missing: run `make model`", MODEL_PATH);
+    if (!f) return;
+    fclose(f);
+    f = fopen(REF_PATH, "r");
+    CHECK(f != NULL);
+    if (!f) return;
+    amk_diag_clear(&d);
+    amk_llm_opts_default(&o);
+    o.backend = AMK_BACKEND_CPU;
+    o.build.max_seq = 96;
+    CHECK_EQ_INT(amk_llm_open(MODEL_PATH, &o, &m, &d), AMK_OK);
+    if (!m) { fprintf(stderr, "open: %s\n", d.message); fclose(f); return; }
+    while (read_case(f, &rc)) {
+        int pos = 0, i, s, argmax = -1, n_steps = full ? rc.n_steps : 8;
+        const float *logits = NULL;
+        CHECK_EQ_INT(amk_llm_reset(m, &d), AMK_OK);
+        for (i = 0; i < rc.n_prompt; i++)
+            CHECK_EQ_INT(amk_llm_step(m, rc.prompt[i], pos++, &logits, &argmax, &d), AMK_OK);
+        for (s = 0; s < n_steps; s++) {
+            const ref_step *st = &rc.steps[s];
+            for (i = 0; i < st->k; i++) {
+                double e = fabs((double)logits[st->ids[i]] - st->logit[i]);
+                if (e > worst) worst = e;
+                CHECK_MSG(e <= LOGIT_TOL, "case %d step %d id %d: amk %.5f hf %.5f", n_cases, s,
+                          st->ids[i], logits[st->ids[i]], st->logit[i]);
+            }
+            total++;
+            match += argmax == st->next;
+            CHECK_MSG(argmax == st->next, "case %d step %d: amk %d, hf %d", n_cases, s, argmax, st->next);
+            /* feed HF's token so one divergence does not cascade */
+            CHECK_EQ_INT(amk_llm_step(m, st->next, pos++, &logits, &argmax, &d), AMK_OK);
+        }
+        n_cases++;
+        if (!full) break;
+    }
+    printf("golden: %d cases, %d/%d greedy tokens equal to HF, worst logit difference %.2e\n",
+           n_cases, match, total, worst);
+    CHECK(n_cases >= 1);
+    fclose(f);
+    amk_llm_close(m);
+}
+
+int main(void) {
+    RUN(test_presets);
+    RUN(test_build_validates_and_lowers);
+    RUN(test_random_weights_decode);
+    RUN(test_sampler);
+    RUN(test_golden_smollm2);
+    TEST_SUMMARY();
+}
