@@ -498,6 +498,7 @@ AMK_API amk_result amk_safetensors_write(const char *path, const amk_st_entry *e
 #include "src/model.h"
 #include "src/tokenizer.h"
 #include "src/cuda.h"
+#include "src/llama.h"
 #undef AMK__PART_DECL
 
 #ifdef __cplusplus
@@ -523,6 +524,7 @@ AMK_API amk_result amk_safetensors_write(const char *path, const amk_st_entry *e
 #include "src/model.h"
 #include "src/tokenizer.h"
 #include "src/cuda.h"
+#include "src/llama.h"
 #undef AMK__PART_IMPL
 #endif /* AMK_IMPLEMENTATION */
 

@@ -139,7 +139,7 @@ typedef struct amk__lb {
     char name[160];
 } amk__lb;
 
-static int amk__lb_buf(amk__lb *b, int kind, int dtype, int64_t d0, int64_t d1, int64_t d2,
+AMK__FN int amk__lb_buf(amk__lb *b, int kind, int dtype, int64_t d0, int64_t d1, int64_t d2,
                        int rank, const char *source, const char *fmt, ...) {
     int64_t shape[3];
     va_list ap;
@@ -153,7 +153,7 @@ static int amk__lb_buf(amk__lb *b, int kind, int dtype, int64_t d0, int64_t d1, 
 }
 
 /* One task waiting for all producers of each listed counter (count in *_n). */
-static int amk__lb_task(amk__lb *b, int op, const int *ins, int n_in, int out, int counter,
+AMK__FN int amk__lb_task(amk__lb *b, int op, const int *ins, int n_in, int out, int counter,
                         const int *wait_c, const int *wait_n, int n_wait, int64_t est_bytes,
                         const char *label) {
     int t = amk_program_add_task(b->p, op, ins, n_in, &out, 1, counter, label), i;
@@ -165,13 +165,13 @@ static int amk__lb_task(amk__lb *b, int op, const int *ins, int n_in, int out, i
 
 /* Rows per tile so that the rows of one phase (matrices read together, same K) spread over the
    SMs: ceil(total_rows / num_sms). */
-static int amk__lb_tile_rows(int64_t total_rows, int num_sms) {
+AMK__FN int amk__lb_tile_rows(int64_t total_rows, int num_sms) {
     int64_t r = (total_rows + num_sms - 1) / num_sms;
     return r < 1 ? 1 : (int)r;
 }
 
 /* GEMV tiles of W [N, K] over x into out; all signal counter; returns the tile count. */
-static int amk__lb_gemv(amk__lb *b, int x, int w, int out, int counter, int64_t N, int64_t K,
+AMK__FN int amk__lb_gemv(amk__lb *b, int x, int w, int out, int counter, int64_t N, int64_t K,
                         int rows, int wait_c, int wait_n, const char *what, int layer) {
     int n_tiles = 0;
     int64_t off;
@@ -262,11 +262,11 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         kc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "k_cache.%d", i);
         vc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "v_cache.%d", i);
         xn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "xn.%d", i);
-        q = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, NH, HD, 0, 2, NULL, "q.%d", i);
-        k = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, NKV, HD, 0, 2, NULL, "k.%d", i);
-        v = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, NKV, HD, 0, 2, NULL, "v.%d", i);
-        qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, NH, HD, 0, 2, NULL, "q_rot.%d", i);
-        kr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, NKV, HD, 0, 2, NULL, "k_rot.%d", i);
+        q = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q.%d", i);
+        k = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "k.%d", i);
+        v = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "v.%d", i);
+        qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
+        kr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "k_rot.%d", i);
         attn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "attn.%d", i);
         o = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "o.%d", i);
         h = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "h.%d", i);
@@ -462,7 +462,7 @@ AMK_API void amk_sampler_free(amk_sampler *s) {
     s->scratch_n = 0;
 }
 
-static int amk__argmax(const float *x, int n) {
+AMK__FN int amk__argmax(const float *x, int n) {
     int i, best = 0;
     for (i = 1; i < n; i++)
         if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;
@@ -470,7 +470,7 @@ static int amk__argmax(const float *x, int n) {
 }
 
 /* Sorts idx[0..n) by p descending (heap sort: no recursion, no qsort context). */
-static void amk__sort_desc(int *idx, const float *p, int n) {
+AMK__FN void amk__sort_desc(int *idx, const float *p, int n) {
     int i, end;
     for (i = n / 2 - 1; i >= 0; i--) { /* min-heap on p, then extract to the end */
         int r = i;
@@ -575,7 +575,7 @@ AMK_API void amk_llm_close(amk_llm *m) {
     amk__free(m);
 }
 
-static int amk__find_buffer(const amk_program *p, const char *name) {
+AMK__FN int amk__find_buffer(const amk_program *p, const char *name) {
     int i;
     for (i = 0; i < p->n_buffers; i++)
         if (strcmp(p->buffers[i].name, name) == 0) return i;
@@ -583,7 +583,7 @@ static int amk__find_buffer(const amk_program *p, const char *name) {
 }
 
 /* Builds and lowers the step of m->cfg and creates the CPU VM. */
-static amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
+AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     amk_result r;
     amk_config sc;
     amk_target tgt;
@@ -607,7 +607,7 @@ static amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
 }
 
 /* Fills every WEIGHT buffer: from the model file, or random (seeded) when m->model is NULL. */
-static amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
+AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
     uint64_t total = 0, done = 0;
     int i;
     amk__rng rng;
