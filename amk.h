@@ -277,6 +277,7 @@ typedef struct amk_program {
     int has_config;  amk_config config;
     amk_result build_error;     /* sticky: first failure of a builder call, AMK_OK if none */
     int cap_buffers, cap_counters, cap_tasks, cap_meta; /* internal growth */
+    int id_cache_max, id_cache_n; /* internal: max task id while n_tasks == id_cache_n */
 } amk_program;
 
 /* ---- building programs in code. Each add returns the new id (task: its index), or -1 and sets
@@ -468,7 +469,7 @@ typedef struct amk_st_tensor {
 
 typedef struct amk_safetensors {
     amk_st_tensor *tensors; int n_tensors;
-    amk_meta *metadata; int n_metadata; /* "__metadata__" string pairs */
+    amk_meta *metadata; int n_metadata; /* "__metadata__" pairs; json is the value as a quoted JSON string */
     void *map; size_t map_size;         /* internal */
     int owns_map;
 } amk_safetensors;

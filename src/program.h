@@ -288,8 +288,12 @@ AMK_API int amk_program_add_task(amk_program *p, int op, const int *inputs, int 
         return amk__build_fail(p, AMK_ERR_INVALID_ARG);
     if (!amk__grow((void **)&p->tasks, &p->cap_tasks, p->n_tasks + 1, sizeof(amk_task)))
         return amk__build_fail(p, AMK_ERR_OUT_OF_MEMORY);
-    for (i = 0; i < p->n_tasks; i++)
-        if (p->tasks[i].id > max_id) max_id = p->tasks[i].id;
+    if (p->n_tasks > 0 && p->id_cache_n == p->n_tasks) {
+        max_id = p->id_cache_max; /* why: a rescan per add made building 20k tasks quadratic */
+    } else {
+        for (i = 0; i < p->n_tasks; i++)
+            if (p->tasks[i].id > max_id) max_id = p->tasks[i].id;
+    }
     t = &p->tasks[p->n_tasks];
     memset(t, 0, sizeof *t);
     t->id = max_id + 1; /* why: unique even after the list was reordered by lowering */
@@ -305,7 +309,9 @@ AMK_API int amk_program_add_task(amk_program *p, int op, const int *inputs, int 
         amk__task_free(t);
         return amk__build_fail(p, AMK_ERR_OUT_OF_MEMORY);
     }
-    return p->n_tasks++;
+    p->id_cache_max = t->id;
+    p->id_cache_n = ++p->n_tasks;
+    return p->n_tasks - 1;
 }
 
 AMK_API amk_result amk_task_add_wait(amk_program *p, int task, int counter, int64_t threshold) {
@@ -530,6 +536,7 @@ AMK_API amk_program *amk_program_clone(const amk_program *src) {
                                  s->out_counter, s->label) < 0) goto oom;
         t = &p->tasks[i];
         t->id = s->id;
+        if (t->id > p->id_cache_max) p->id_cache_max = t->id;
         t->sm = s->sm;
         t->est_bytes = s->est_bytes;
         t->est_flops = s->est_flops;

@@ -36,19 +36,15 @@ AMK__FN const amk__st_dtype_row *amk__st_dtype_by_code(int dtype) {
     return NULL;
 }
 
-/* "[3, 4]" into buf (truncated if it does not fit). */
+/* "[3, 4]" ("[]" for rank 0) into buf, truncated if it does not fit. */
 AMK__FN void amk__st_fmt_shape(char *buf, size_t size, const int64_t *shape, int rank) {
-    size_t len = 0;
+    size_t len;
     int i;
     if (!size) return;
-    buf[0] = 0;
-    for (i = 0; i <= rank && len < size; i++) {
-        int n = i == rank ? snprintf(buf + len, size - len, "]")
-                          : snprintf(buf + len, size - len, "%s%lld", i ? ", " : "[", (long long)shape[i]);
-        if (n < 0) return;
-        len += (size_t)n;
-    }
-    if (rank == 0 && size > 2) snprintf(buf, size, "[]");
+    len = (size_t)snprintf(buf, size, "[");
+    for (i = 0; i < rank && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (len < size) snprintf(buf + len, size - len, "]");
 }
 
 /* A parse error at JSON value v (NULL: no location), message formatted like printf. */
@@ -176,7 +172,7 @@ static int amk__st_span_cmp(const void *a, const void *b) {
 AMK__FN amk_result amk__st_check_overlap(const amk_safetensors *st, amk__st_span *spans, int n,
                                          amk_diag *d) {
     int i, last = -1;
-    qsort(spans, (size_t)n, sizeof *spans, amk__st_span_cmp);
+    if (n > 1) qsort(spans, (size_t)n, sizeof *spans, amk__st_span_cmp);
     for (i = 0; i < n; i++) {
         if (spans[i].begin == spans[i].end) continue;
         if (last >= 0 && spans[i].begin < spans[last].end)
@@ -253,7 +249,7 @@ AMK_API amk_result amk_safetensors_parse(const void *data, size_t size, amk_safe
     for (i = 0; i < root->n; i++) {
         const char *key = root->keys[i];
         amk_st_tensor *t;
-        uint64_t begin, end;
+        uint64_t begin = 0, end = 0;
         if (strlen(key) != root->key_lens[i]) {
             r = amk__st_err(d, &root->items[i], "tensor '%.200s': name contains a NUL byte", key);
             goto done;

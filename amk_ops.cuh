@@ -1,0 +1,834 @@
+/* amk_ops.cuh - the AMK instructions: one pure-compute device function per opcode 0..18.
+
+   Spec IR_SPEC.md §8.1 (instruction contract): an instruction runs on all threads of one block,
+   reads only its declared inputs, writes only its declared outputs, never touches a counter and
+   never launches work. The persistent kernel that schedules them is amk_vm.cuh (which includes
+   this file); the CPU twin of every function here is amk_ref_<name> in amk.h (>>refvm), and the
+   numerics follow IR_SPEC_NOTES.md "What each opcode computes": fp32 arithmetic and accumulation,
+   the result cast to the output dtype.
+
+   Layout of this file (STYLE.md): PTX wrappers, dtype helpers, block reductions, then the
+   instructions in opcode order.
+
+   Assumptions the host runtime (amk.h >>cuda) guarantees before launch: every buffer id, shape
+   and param of every instruction passed amk__op_check (so no index below can leave its buffer),
+   every buffer is contiguous row-major and starts 256-byte aligned with its size rounded up to
+   16 bytes, blockDim.x is a multiple of 32 in [32, 1024], and the dynamic shared memory holds
+   what amk__cuda_check_task asks for (x of a GEMV row block, q of an attention head per warp). */
+#ifndef AMK_OPS_CUH
+#define AMK_OPS_CUH
+
+#include <stdint.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include "amk_ir.h"
+
+/* ==== >>ptx: tiny wrappers, one per PTX instruction ========================================== */
+
+/* why: weights are read once per token and never written during a launch, so they take the
+   non-coherent path and skip L1 allocation (keeps L1 for activations). ONLY for WEIGHT/CONST/
+   IO_INPUT buffers: data another SM writes during the launch must never be read through .nc.
+   sm_70+ (L1::no_allocate needs PTX 7.4). Not volatile: a pure read of read-only memory. */
+static __device__ __forceinline__ uint4 amk_ptx_ld_nc_na_v4(const void *p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+
+/* why: counter polls must not hoist and must not invalidate L1 on every iteration (an acquire
+   load does: LDG.STRONG.GPU + CCTL.IVALL); relaxed at gpu scope reads L2. sm_70+. */
+static __device__ __forceinline__ uint32_t amk_ptx_ld_relaxed_gpu(const uint32_t *p) {
+    uint32_t v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* why: the one acquire after a successful poll: orders every later load of the block's thread 0
+   (and, through the following bar.sync, of the block) after the producers' release. sm_70+. */
+static __device__ __forceinline__ void amk_ptx_fence_acq_rel_gpu(void) {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
+/* why: back-off in counter spins so a waiting SM does not hammer L2. sm_70+; sleeps ~[0, 2ns]. */
+static __device__ __forceinline__ void amk_ptx_nanosleep(uint32_t ns) {
+    asm volatile("nanosleep.u32 %0;" :: "r"(ns));
+}
+
+/* why: timing records must be comparable across SMs; %globaltimer is a global ns clock (32 ns
+   steps on H100). sm_30+. volatile: every read is a new sample. */
+static __device__ __forceinline__ uint64_t amk_ptx_globaltimer(void) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* why: the hardware SM a block landed on, recorded in timing for the timeline. sm_20+. */
+static __device__ __forceinline__ uint32_t amk_ptx_smid(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+    return r;
+}
+
+/* why: ops size their shared-memory staging by what the launch actually gave. sm_20+ (PTX 4.1). */
+static __device__ __forceinline__ uint32_t amk_ptx_dynamic_smem_size(void) {
+    uint32_t r;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
+}
+
+/* ==== >>dtype: element loads and stores for every amk dtype =================================== */
+
+#define AMK_OPS_WARP 32
+
+/* E4M3FN (no infinity, 0x7F/0xFF are NaN), as amk_f8e4m3_to_f32 on the host. */
+static __device__ __forceinline__ float amk_f8e4m3_to_float(uint32_t v) {
+    uint32_t e = (v >> 3) & 15u, m = v & 7u;
+    float r;
+    if ((v & 0x7Fu) == 0x7Fu) return __int_as_float((int)(0x7FC00000u | ((v & 0x80u) << 24)));
+    r = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(m | 8u), (int)e - 10); /* why: bias 7, 3 mantissa bits */
+    return (v & 0x80u) ? -r : r;
+}
+
+/* E5M2 is the top byte of an IEEE half: exact through the f16 path. */
+static __device__ __forceinline__ float amk_f8e5m2_to_float(uint32_t v) {
+    return __half2float(__ushort_as_half((unsigned short)(v << 8)));
+}
+
+/* Round-to-nearest-even into a minifloat with ebits/mbits/bias; |f| >= overflow_at gives
+   overflow_code (E4M3: saturate to 448; E5M2: infinity), NaN gives 0x7F: the host's rules. */
+static __device__ uint32_t amk_float_to_minifloat(float f, int mbits, int bias, float overflow_at,
+                                                  uint32_t overflow_code) {
+    uint32_t sign = signbit(f) ? 0x80u : 0u, code;
+    float a = fabsf(f);
+    int e;
+    if (f != f) return 0x7Fu;
+    if (a >= overflow_at) return sign | overflow_code;
+    if (a == 0.0f) return sign;
+    frexpf(a, &e);
+    e -= 1; /* a in [2^e, 2^(e+1)) */
+    if (e < 1 - bias) { /* subnormal: units of 2^(1-bias-mbits); may round up into the first normal */
+        code = (uint32_t)rintf(ldexpf(a, bias - 1 + mbits));
+    } else {
+        uint32_t q = (uint32_t)rintf(ldexpf(a, mbits - e)); /* in [2^mbits, 2^(mbits+1)] */
+        if (q == (2u << mbits)) { q >>= 1; e += 1; }
+        code = ((uint32_t)(e + bias) << mbits) | (q - (1u << mbits));
+    }
+    return sign | code;
+}
+
+/* Element i of a buffer of dtype t as float (integers exact up to 2^24): amk__load_f32's twin. */
+static __device__ __forceinline__ float amk_load(const void *base, int t, int64_t i) {
+    const uint8_t *b = (const uint8_t *)base;
+    switch (t) {
+    case AMK_DTYPE_F32: return ((const float *)base)[i];
+    case AMK_DTYPE_F16: return __half2float(((const __half *)base)[i]);
+    case AMK_DTYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)base)[i]);
+    case AMK_DTYPE_F8E4M3: return amk_f8e4m3_to_float(b[i]);
+    case AMK_DTYPE_F8E5M2: return amk_f8e5m2_to_float(b[i]);
+    case AMK_DTYPE_I32: return (float)((const int32_t *)base)[i];
+    case AMK_DTYPE_I8: return (float)(int8_t)b[i];
+    case AMK_DTYPE_I4: { /* stored q + 8, element 2k in the low nibble (IR_SPEC_NOTES) */
+        uint32_t byte = b[i >> 1];
+        return (float)((int)((i & 1) ? (byte >> 4) : (byte & 15u)) - 8);
+    }
+    case AMK_DTYPE_U8: return (float)b[i];
+    case AMK_DTYPE_BOOL: return b[i] ? 1.0f : 0.0f;
+    default: return 0.0f;
+    }
+}
+
+/* Element i as an integer (ids, positions): floats truncate, NaN reads 0 (amk__load_i64). */
+static __device__ __forceinline__ int64_t amk_load_int(const void *base, int t, int64_t i) {
+    const uint8_t *b = (const uint8_t *)base;
+    float f;
+    if (t == AMK_DTYPE_I32) return ((const int32_t *)base)[i];
+    if (t == AMK_DTYPE_I8) return (int8_t)b[i];
+    if (t == AMK_DTYPE_U8 || t == AMK_DTYPE_BOOL) return b[i];
+    f = amk_load(base, t, i);
+    if (f != f) return 0;
+    if (f >= 9.2e18f) return INT64_MAX;
+    if (f <= -9.2e18f) return INT64_MIN;
+    return (int64_t)f;
+}
+
+/* Round to nearest even and saturate into [lo, hi]; NaN -> 0 (amk__sat_i32). */
+static __device__ __forceinline__ int amk_sat_int(float v, float lo, float hi) {
+    if (v != v) return 0;
+    return __float2int_rn(fminf(fmaxf(v, lo), hi));
+}
+
+/* Writes v as element i of dtype t (amk__store_f32's twin). I4 elements share a byte with a
+   neighbour another thread (or SM) may write at the same time, so they go through word atomics
+   (each nibble has one writer: clear then set is race-free). */
+static __device__ __forceinline__ void amk_store(void *base, int t, int64_t i, float v) {
+    uint8_t *b = (uint8_t *)base;
+    switch (t) {
+    case AMK_DTYPE_F32: ((float *)base)[i] = v; break;
+    case AMK_DTYPE_F16: ((__half *)base)[i] = __float2half_rn(v); break;
+    case AMK_DTYPE_BF16: ((__nv_bfloat16 *)base)[i] = __float2bfloat16_rn(v); break;
+    case AMK_DTYPE_F8E4M3: b[i] = (uint8_t)amk_float_to_minifloat(v, 3, 7, 464.0f, 0x7Eu); break; /* why: 448 + half its ulp */
+    case AMK_DTYPE_F8E5M2: b[i] = (uint8_t)amk_float_to_minifloat(v, 2, 15, 61440.0f, 0x7Cu); break; /* why: 57344 + half ulp -> inf */
+    case AMK_DTYPE_I32:
+        ((int32_t *)base)[i] = v != v ? 0 : __float2int_rn(v); /* cvt.rni saturates to int32 */
+        break;
+    case AMK_DTYPE_I8: b[i] = (uint8_t)(int8_t)amk_sat_int(v, -128.0f, 127.0f); break;
+    case AMK_DTYPE_I4: {
+        uint32_t q = (uint32_t)(amk_sat_int(v, -8.0f, 7.0f) + 8);
+        int64_t byte = i >> 1;
+        unsigned int *word = (unsigned int *)(b + (byte & ~(int64_t)3));
+        unsigned int shift = (unsigned int)((byte & 3) * 8 + (i & 1) * 4);
+        atomicAnd(word, ~(0xFu << shift));
+        atomicOr(word, q << shift);
+        break;
+    }
+    case AMK_DTYPE_U8: b[i] = (uint8_t)amk_sat_int(v, 0.0f, 255.0f); break;
+    case AMK_DTYPE_BOOL: b[i] = v != 0.0f; break;
+    default: break;
+    }
+}
+
+/* Writes an integer exactly where the dtype can (argmax results): amk__store_i64's twin. */
+static __device__ __forceinline__ void amk_store_int(void *base, int t, int64_t i, int64_t v) {
+    if (t == AMK_DTYPE_I32) ((int32_t *)base)[i] = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+    else amk_store(base, t, i, (float)v);
+}
+
+/* 8 consecutive 16-bit floats of a 16-byte vector as floats. */
+static __device__ __forceinline__ void amk_unpack_bf16x8(uint4 r, float *w) {
+    uint32_t u[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        w[2 * j] = __uint_as_float(u[j] << 16);
+        w[2 * j + 1] = __uint_as_float(u[j] & 0xFFFF0000u);
+    }
+}
+static __device__ __forceinline__ void amk_unpack_f16x8(uint4 r, float *w) {
+    uint32_t u[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        w[2 * j] = __half2float(__ushort_as_half((unsigned short)(u[j] & 0xFFFFu)));
+        w[2 * j + 1] = __half2float(__ushort_as_half((unsigned short)(u[j] >> 16)));
+    }
+}
+
+/* ==== >>reduce: warp and block reductions ====================================================== */
+
+static __device__ __forceinline__ float amk_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    return v;
+}
+static __device__ __forceinline__ float amk_warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    return v;
+}
+
+/* The instruction being executed, as the VM hands it to an op: a shared-memory copy of the
+   instruction and of its buffers' descriptors, plus scratch. */
+typedef struct amk_op_ctx {
+    amk_instruction_t ins;
+    amk_buffer_t in[AMK_MAX_INPUTS];
+    amk_buffer_t out[AMK_MAX_OUTPUTS];
+    uint32_t *status;   /* the VM status words (amk_vm.cuh): an op reports a run-time error here */
+    int index;          /* instruction index */
+    int error;          /* nonzero: an op hit a run-time error; the VM will not signal */
+    float red[AMK_OPS_WARP];   /* block reduction scratch */
+    int redi[AMK_OPS_WARP];
+} amk_op_ctx;
+
+/* Sum over the block; every thread gets the result. Uses c->red; all threads must call it. */
+static __device__ float amk_block_sum(amk_op_ctx *c, float v) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = amk_warp_sum(v);
+    if (lane == 0) c->red[warp] = v;
+    __syncthreads();
+    v = lane < nw ? c->red[lane] : 0.0f;
+    v = amk_warp_sum(v);
+    __syncthreads(); /* why: c->red is reused by the next call */
+    return v;
+}
+static __device__ float amk_block_max(amk_op_ctx *c, float v) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = amk_warp_max(v);
+    if (lane == 0) c->red[warp] = v;
+    __syncthreads();
+    v = lane < nw ? c->red[lane] : -INFINITY;
+    v = amk_warp_max(v);
+    __syncthreads();
+    return v;
+}
+
+/* Device-side run-time errors (a token id or position out of range): the first one wins the
+   status words and raises the abort flag so every block stops; the host reports it. */
+#define AMK_VM_ERR_EMBED_ID 1
+#define AMK_VM_ERR_ROPE_POS 2
+#define AMK_VM_ERR_BAD_OP 3
+#define AMK_VM_ERR_SMEM 4
+
+static __device__ void amk_op_fail(amk_op_ctx *c, int code, int64_t value) {
+    /* why: words 0..3 are abort, task, code, value (the status layout of amk_vm.cuh) */
+    if (atomicCAS(&c->status[0], 0u, 2u) == 0u) {
+        c->status[1] = (uint32_t)c->index;
+        c->status[2] = (uint32_t)code;
+        c->status[3] = (uint32_t)(value > INT32_MAX ? INT32_MAX : value < INT32_MIN ? INT32_MIN : value);
+    }
+    c->error = 1;
+}
+
+/* why: inlined into the VM's switch. __noinline__ was tried: the call ABI's saved registers
+   spilled in every op at the 1024-thread cap (64 registers), so the VM caps blocks at 512. */
+#define AMK_OP_FN static __device__
+
+#define AMK_OPS_TID ((int64_t)threadIdx.x)
+#define AMK_OPS_NT ((int64_t)blockDim.x)
+
+/* ==== >>ops: the instructions, in opcode order ================================================ */
+
+/* COPY: out = x, cast. */
+AMK_OP_FN void amk_op_copy(amk_op_ctx *c) {
+    const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
+    const void *xp = (const void *)x->ptr;
+    void *op = (void *)o->ptr;
+    int64_t i, n = o->numel;
+    if (x->dtype == o->dtype && x->dtype != AMK_DTYPE_I4) { /* same bytes: copy 16 at a time */
+        int64_t nb = n * (o->dtype == AMK_DTYPE_F32 || o->dtype == AMK_DTYPE_I32 ? 4
+                          : o->dtype == AMK_DTYPE_F16 || o->dtype == AMK_DTYPE_BF16 ? 2 : 1);
+        const uint4 *s4 = (const uint4 *)xp;
+        uint4 *d4 = (uint4 *)op;
+        for (i = AMK_OPS_TID; i < nb / 16; i += AMK_OPS_NT) d4[i] = s4[i];
+        for (i = nb / 16 * 16 + AMK_OPS_TID; i < nb; i += AMK_OPS_NT)
+            ((uint8_t *)op)[i] = ((const uint8_t *)xp)[i];
+        return;
+    }
+    for (i = AMK_OPS_TID; i < n; i += AMK_OPS_NT) amk_store(op, o->dtype, i, amk_load(xp, x->dtype, i));
+}
+
+/* EMBED: out[r, :] = table[ids[r], :]; an id outside [0, V) is a run-time error. */
+AMK_OP_FN void amk_op_embed(amk_op_ctx *c) {
+    const amk_buffer_t *ids = &c->in[0], *tab = &c->in[1], *o = &c->out[0];
+    int64_t H = c->ins.params.hidden, V = tab->shape[0], n_ids = ids->numel, i;
+    for (i = AMK_OPS_TID; i < n_ids * H; i += AMK_OPS_NT) {
+        int64_t r = i / H, h = i - r * H;
+        int64_t id = amk_load_int((const void *)ids->ptr, ids->dtype, r);
+        if (id < 0 || id >= V) { amk_op_fail(c, AMK_VM_ERR_EMBED_ID, id); continue; }
+        amk_store((void *)o->ptr, o->dtype, i, amk_load((const void *)tab->ptr, tab->dtype, id * H + h));
+    }
+}
+
+/* RMSNORM per row of `hidden`: out = x * (1/sqrt(mean(x^2) + eps)) * w. */
+AMK_OP_FN void amk_op_rmsnorm(amk_op_ctx *c) {
+    const amk_buffer_t *x = &c->in[0], *w = &c->in[1], *o = &c->out[0];
+    int64_t H = c->ins.params.hidden, rows = x->numel / H, r, k;
+    float eps = c->ins.params.eps;
+    for (r = 0; r < rows; r++) {
+        float ss = 0.0f, inv;
+        for (k = AMK_OPS_TID; k < H; k += AMK_OPS_NT) {
+            float v = amk_load((const void *)x->ptr, x->dtype, r * H + k);
+            ss += v * v;
+        }
+        ss = amk_block_sum(c, ss);
+        inv = 1.0f / sqrtf(ss / (float)H + eps);
+        for (k = AMK_OPS_TID; k < H; k += AMK_OPS_NT) {
+            float v = amk_load((const void *)x->ptr, x->dtype, r * H + k);
+            amk_store((void *)o->ptr, o->dtype, r * H + k,
+                      v * inv * amk_load((const void *)w->ptr, w->dtype, k));
+        }
+    }
+}
+
+/* LAYERNORM per row of `hidden`: (x - mean) / sqrt(var + eps) * w (+ b), population variance. */
+AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c) {
+    const amk_buffer_t *x = &c->in[0], *w = &c->in[1], *o = &c->out[0];
+    const amk_buffer_t *b = c->ins.n_inputs > 2 ? &c->in[2] : 0;
+    int64_t H = c->ins.params.hidden, rows = x->numel / H, r, k;
+    float eps = c->ins.params.eps;
+    for (r = 0; r < rows; r++) {
+        float s = 0.0f, mean, var, den;
+        for (k = AMK_OPS_TID; k < H; k += AMK_OPS_NT) s += amk_load((const void *)x->ptr, x->dtype, r * H + k);
+        mean = amk_block_sum(c, s) / (float)H;
+        s = 0.0f;
+        for (k = AMK_OPS_TID; k < H; k += AMK_OPS_NT) {
+            float d = amk_load((const void *)x->ptr, x->dtype, r * H + k) - mean;
+            s += d * d;
+        }
+        var = amk_block_sum(c, s) / (float)H;
+        den = sqrtf(var + eps); /* why: divide, as the reference does (bit-for-bit elementwise) */
+        for (k = AMK_OPS_TID; k < H; k += AMK_OPS_NT) {
+            float v = (amk_load((const void *)x->ptr, x->dtype, r * H + k) - mean) / den *
+                      amk_load((const void *)w->ptr, w->dtype, k);
+            if (b) v += amk_load((const void *)b->ptr, b->dtype, k);
+            amk_store((void *)o->ptr, o->dtype, r * H + k, v);
+        }
+    }
+}
+
+/* ---- GEMV / GEMM tiles -------------------------------------------------------------------------
+   out[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) for n in [n_off, n_off + N_tile) and the rows m
+   of the tile; nothing else of out is written. x rows are staged in shared memory as fp32
+   (AMK_GEMV_ROWS at a time); each warp owns output columns n (strided by the warp count), streams
+   W's row with 16-byte no-allocate loads when the dtype and alignment allow, and reduces with
+   shuffles. Quantized weights (qdtype 6 = I8, 7 = I4 packed) dequantize (q - zero) * scale on
+   the fly, only for the tile's rows. */
+
+#define AMK_GEMV_ROWS 4 /* why: x rows per pass; 4 accumulators per lane keep registers in check */
+#ifndef AMK_GEMV_INFLIGHT
+#define AMK_GEMV_INFLIGHT 4 /* why: 16-byte loads in flight per lane (DESIGN.md: 4 reached 3.13 TB/s) */
+#endif
+
+/* acc[r] += sum_j w[j] * xs[r*K + k0 + j] for the rows r < mr of the staged block. */
+#define AMK__GEMV_FMA(ACC, W, NW, XS, K, K0, MR) do { \
+    _Pragma("unroll") for (int r_ = 0; r_ < AMK_GEMV_ROWS; r_++) { \
+        if (r_ < (MR)) { \
+            const float *xr_ = (XS) + (int64_t)r_ * (K) + (K0); \
+            float a_ = (ACC)[r_]; \
+            _Pragma("unroll") for (int j_ = 0; j_ < (NW); j_++) a_ = fmaf((W)[j_], xr_[j_], a_); \
+            (ACC)[r_] = a_; \
+        } \
+    } } while (0)
+
+/* One pass of a 16-byte-vector weight row for a dtype with VEC elements per vector; UNPACK turns
+   a uint4 into VEC floats. The lane's vectors start at k = lane*VEC and step 32*VEC; the loads
+   of AMK_GEMV_INFLIGHT vectors are issued before any is used. */
+#define AMK__GEMV_VEC_ROW(UNPACK, VEC) do { \
+    const int step_ = 32 * (VEC); \
+    int k0_ = lane * (VEC); \
+    for (; k0_ + (AMK_GEMV_INFLIGHT - 1) * step_ + (VEC) <= K; k0_ += AMK_GEMV_INFLIGHT * step_) { \
+        uint4 raw_[AMK_GEMV_INFLIGHT]; \
+        _Pragma("unroll") for (int u_ = 0; u_ < AMK_GEMV_INFLIGHT; u_++) \
+            raw_[u_] = amk_ld_v4(wrow + (int64_t)(k0_ + u_ * step_) * esz, w_nc); \
+        _Pragma("unroll") for (int u_ = 0; u_ < AMK_GEMV_INFLIGHT; u_++) { \
+            float w_[VEC]; \
+            UNPACK(raw_[u_], w_); \
+            AMK__GEMV_FMA(acc, w_, VEC, xs, K, k0_ + u_ * step_, mr); \
+        } \
+    } \
+    for (; k0_ + (VEC) <= K; k0_ += step_) { \
+        float w_[VEC]; \
+        UNPACK(amk_ld_v4(wrow + (int64_t)k0_ * esz, w_nc), w_); \
+        AMK__GEMV_FMA(acc, w_, VEC, xs, K, k0_, mr); \
+    } } while (0)
+
+/* 16 bytes of a buffer: the no-allocate read-only path for read-only kinds (nc != 0), else a
+   coherent load (an activation used as a weight may be written during the launch). */
+static __device__ __forceinline__ uint4 amk_ld_v4(const void *p, int nc) {
+    return nc ? amk_ptx_ld_nc_na_v4(p) : *(const uint4 *)p;
+}
+
+static __device__ __forceinline__ void amk_unpack_f32x4(uint4 r, float *w) {
+    w[0] = __uint_as_float(r.x); w[1] = __uint_as_float(r.y);
+    w[2] = __uint_as_float(r.z); w[3] = __uint_as_float(r.w);
+}
+
+/* Scale and zero of quantized weight (n, k): group g = k / group of row n. */
+static __device__ __forceinline__ float amk_q_dequant(float q, const amk_buffer_t *sc,
+                                                     const amk_buffer_t *zr, int64_t gi) {
+    float s = amk_load((const void *)sc->ptr, sc->dtype, gi);
+    float z = zr ? amk_load((const void *)zr->ptr, zr->dtype, gi) : 0.0f;
+    return (q - z) * s;
+}
+
+static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *x = &c->in[0], *W = &c->in[1], *o = &c->out[0];
+    const int quant = (P->qdtype == AMK_DTYPE_I8 || P->qdtype == AMK_DTYPE_I4) && c->ins.n_inputs >= 3;
+    const amk_buffer_t *bias = !quant && c->ins.n_inputs > 2 ? &c->in[2] : 0;
+    const amk_buffer_t *sc = quant ? &c->in[2] : 0, *zr = quant && c->ins.n_inputs > 3 ? &c->in[3] : 0;
+    const int K = P->K, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int64_t M = x->numel / K, N_out = o->numel / M;
+    const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
+    const int64_t group = P->group > 0 ? P->group : K, G = K / group;
+    const int esz = W->dtype == AMK_DTYPE_F32 ? 4 : 2;
+    /* why: 16-byte loads need every row start 16-byte aligned (base is 256-aligned) */
+    const int fast = !quant && (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 ||
+                                W->dtype == AMK_DTYPE_BF16) && ((int64_t)K * esz) % 16 == 0;
+    const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
+    const int64_t rows_fit = (int64_t)(amk_ptx_dynamic_smem_size() / 4) / K;
+    const int64_t mc = rows_fit < AMK_GEMV_ROWS ? rows_fit : AMK_GEMV_ROWS;
+    float *xs = smem; /* [mc, K] fp32 */
+    int64_t m0, n, i;
+    if (mc < 1) { /* the host sizes shared memory for K; never reached for a checked program */
+        if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
+        return;
+    }
+    for (m0 = m_begin; m0 < m_end; m0 += mc) {
+        const int mr = (int)(m_end - m0 < mc ? m_end - m0 : mc);
+        for (i = AMK_OPS_TID; i < (int64_t)mr * K; i += AMK_OPS_NT)
+            xs[i] = amk_load((const void *)x->ptr, x->dtype, m0 * K + i);
+        __syncthreads();
+        for (n = n_begin + warp; n < n_end; n += nw) {
+            float acc[AMK_GEMV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (fast) {
+                const char *wrow = (const char *)W->ptr + n * K * esz; /* [K] row n of W */
+                if (W->dtype == AMK_DTYPE_BF16) AMK__GEMV_VEC_ROW(amk_unpack_bf16x8, 8);
+                else if (W->dtype == AMK_DTYPE_F16) AMK__GEMV_VEC_ROW(amk_unpack_f16x8, 8);
+                else AMK__GEMV_VEC_ROW(amk_unpack_f32x4, 4);
+            } else if (quant) {
+                /* I8: [N, K] int8; I4: element (n, k) is nibble n*K+k of the bytes (low first),
+                   q = nibble - 8, whether the buffer is I4 [N, K] or U8 [N, K/2] */
+                const uint8_t *qw = (const uint8_t *)W->ptr;
+                int k;
+                for (k = lane; k < K; k += 32) {
+                    const int64_t e = n * K + k;
+                    float q = P->qdtype == AMK_DTYPE_I8 ? (float)(int8_t)qw[e]
+                            : (float)((int)((e & 1) ? (qw[e >> 1] >> 4) : (qw[e >> 1] & 15u)) - 8);
+                    float w = amk_q_dequant(q, sc, zr, n * G + k / group);
+                    AMK__GEMV_FMA(acc, &w, 1, xs, K, k, mr);
+                }
+            } else {
+                int k;
+                for (k = lane; k < K; k += 32) {
+                    float w = amk_load((const void *)W->ptr, W->dtype, n * K + k);
+                    AMK__GEMV_FMA(acc, &w, 1, xs, K, k, mr);
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < AMK_GEMV_ROWS; r++) {
+                if (r < mr) {
+                    float v = amk_warp_sum(acc[r]);
+                    if (lane == 0) {
+                        if (bias) v += amk_load((const void *)bias->ptr, bias->dtype, n);
+                        amk_store((void *)o->ptr, o->dtype, (m0 + r) * N_out + n, v);
+                    }
+                }
+            }
+        }
+        __syncthreads(); /* why: xs is overwritten by the next row block */
+    }
+}
+
+/* GEMV_TILE: every row of x. */
+AMK_OP_FN void amk_op_gemv_tile(amk_op_ctx *c, float *smem) {
+    amk_op_gemm_rows(c, smem, 0, c->in[0].numel / c->ins.params.K);
+}
+
+/* GEMM_TILE: rows [m_off, m_off + M_tile). */
+AMK_OP_FN void amk_op_gemm_tile(amk_op_ctx *c, float *smem) {
+    amk_op_gemm_rows(c, smem, c->ins.params.m_off, (int64_t)c->ins.params.m_off + c->ins.params.M_tile);
+}
+
+/* ---- attention ---------------------------------------------------------------------------------
+   One warp per query head (heads strided over warps), flash-style over blocks of 32 keys: lane i
+   scores key j0+i against q (staged in shared memory), the warp rescales its running max m, sum l
+   and accumulator (dims lane, lane+32, ...) and adds p_j * v_j. Caches are [rows, n_kv_heads,
+   head_dim]; query head h reads kv head h / (n_heads / n_kv_heads). */
+
+#define AMK_ATTN_DPL 8 /* why: head_dim <= 8*32 = 256 accumulator dims per lane (host checks) */
+
+/* dot(qs[0..n), row elements off..off+n) of a buffer of dtype t). */
+static __device__ __forceinline__ float amk_dot_row(const float *qs, const void *base, int t,
+                                                    int64_t off, int n) {
+    float s = 0.0f;
+    int d = 0;
+    if ((t == AMK_DTYPE_BF16 || t == AMK_DTYPE_F16) && (off & 7) == 0) {
+        /* why: KV rows may be written in this launch (KV_APPEND), so a coherent load, not .nc */
+        const uint4 *p = (const uint4 *)((const uint16_t *)base + off);
+        for (; d + 8 <= n; d += 8) {
+            float w[8];
+            if (t == AMK_DTYPE_BF16) amk_unpack_bf16x8(p[d >> 3], w);
+            else amk_unpack_f16x8(p[d >> 3], w);
+#pragma unroll
+            for (int j = 0; j < 8; j++) s = fmaf(qs[d + j], w[j], s);
+        }
+    } else if (t == AMK_DTYPE_F32 && (off & 3) == 0) {
+        const float4 *p = (const float4 *)((const float *)base + off);
+        for (; d + 4 <= n; d += 4) {
+            float4 w = p[d >> 2];
+            s = fmaf(qs[d], w.x, s); s = fmaf(qs[d + 1], w.y, s);
+            s = fmaf(qs[d + 2], w.z, s); s = fmaf(qs[d + 3], w.w, s);
+        }
+    }
+    for (; d < n; d++) s = fmaf(qs[d], amk_load(base, t, off + d), s);
+    return s;
+}
+
+AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
+    const int hd = P->head_dim, nh = P->n_heads, nkv = P->n_kv_heads, grp = nh / nkv;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int partial = (P->flags & AMK_ATTN_FLAG_PARTIAL) != 0;
+    const int64_t j_begin = P->kv_start, j_end = (int64_t)P->kv_start + P->kv_len;
+    const float scale = P->scale;
+    float *qs = smem + (int64_t)warp * hd; /* [head_dim] fp32, this warp's query head */
+    int h;
+    if ((uint32_t)(nw * hd) * 4u > amk_ptx_dynamic_smem_size() || hd > 32 * AMK_ATTN_DPL) {
+        if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, hd); /* host checks: never for a checked program */
+        return;
+    }
+    for (h = warp; h < nh; h += nw) {
+        const int g = h / grp;
+        float m_run = -INFINITY, l_run = 0.0f, acc[AMK_ATTN_DPL];
+        int64_t j0;
+#pragma unroll
+        for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] = 0.0f;
+        for (int d = lane; d < hd; d += 32) qs[d] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h * hd + d);
+        __syncwarp();
+        for (j0 = j_begin; j0 < j_end; j0 += 32) {
+            const int64_t j = j0 + lane;
+            const int nvalid = (int)(j_end - j0 < 32 ? j_end - j0 : 32);
+            float s = -INFINITY, m_new, alpha, p;
+            if (j < j_end) s = scale * amk_dot_row(qs, (const void *)kc->ptr, kc->dtype, (j * nkv + g) * hd, hd);
+            m_new = fmaxf(m_run, amk_warp_max(s));
+            if (m_new == -INFINITY) continue; /* why: only -inf scores so far; nothing to add */
+            alpha = expf(m_run - m_new);
+            p = j < j_end ? expf(s - m_new) : 0.0f;
+            l_run = l_run * alpha + amk_warp_sum(p);
+#pragma unroll
+            for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] *= alpha;
+            for (int i = 0; i < nvalid; i++) {
+                const float pi = __shfl_sync(0xFFFFFFFFu, p, i);
+                const int64_t vb = ((j0 + i) * nkv + g) * hd;
+#pragma unroll
+                for (int t = 0; t < AMK_ATTN_DPL; t++) {
+                    const int d = lane + 32 * t;
+                    if (d < hd) acc[t] = fmaf(pi, amk_load((const void *)vc->ptr, vc->dtype, vb + d), acc[t]);
+                }
+            }
+            m_run = m_new;
+        }
+#pragma unroll
+        for (int t = 0; t < AMK_ATTN_DPL; t++) {
+            const int d = lane + 32 * t;
+            if (d >= hd) continue;
+            if (partial) ((float *)o->ptr)[(int64_t)h * (hd + 2) + d] = acc[t]; /* F32 (op_check) */
+            else amk_store((void *)o->ptr, o->dtype, (int64_t)h * hd + d, l_run > 0.0f ? acc[t] / l_run : 0.0f);
+        }
+        if (partial && lane == 0) {
+            ((float *)o->ptr)[(int64_t)h * (hd + 2) + hd] = m_run;
+            ((float *)o->ptr)[(int64_t)h * (hd + 2) + hd + 1] = l_run;
+        }
+        __syncwarp(); /* why: qs is overwritten for the warp's next head */
+    }
+}
+
+/* ROPE, rotate-half: x [S, heads, head_dim] (S = numel(positions)); pairs (i, i + half) of every
+   head row rotate by pos * inv_freq[i]. inv_freq and cos/sin go through double and round once,
+   so they land on the correctly rounded fp32 value the host's libm gives (almost always). */
+static __device__ float amk_rope_inv_freq(const amk_params_t *P, int i) {
+    const float e = (float)(2 * i) / (float)P->head_dim;
+    float inv = 1.0f / (float)pow((double)P->theta, (double)e);
+    if (P->rope_factor > 0.0f) { /* llama3 scaling (REFERENCE.md §3.4), in fp32 */
+        const float orig = (float)P->rope_orig_ctx, lo = P->rope_low_freq_factor, hi = P->rope_high_freq_factor;
+        const float wavelen = 2.0f * 3.14159265358979323846f / inv;
+        const float low_wl = orig / lo, high_wl = orig / hi;
+        if (wavelen < high_wl) {
+            /* high frequency: kept */
+        } else if (wavelen > low_wl) {
+            inv = inv / P->rope_factor;
+        } else {
+            const float smooth = (orig / wavelen - lo) / (hi - lo);
+            inv = (1.0f - smooth) * inv / P->rope_factor + smooth * inv;
+        }
+    }
+    return inv;
+}
+
+AMK_OP_FN void amk_op_rope(amk_op_ctx *c) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *x = &c->in[0], *ps = &c->in[1], *o = &c->out[0];
+    const int64_t hd = P->head_dim, half = hd / 2, S = ps->numel;
+    const int64_t per_pos = x->numel / (S * hd); /* head rows per position */
+    int64_t e;
+    for (e = AMK_OPS_TID; e < x->numel / 2; e += AMK_OPS_NT) {
+        const int64_t row = e / half, i = e - row * half, base = row * hd;
+        const int64_t pos = amk_load_int((const void *)ps->ptr, ps->dtype, row / per_pos);
+        float ang, cs, sn, x1, x2;
+        if (pos < 0) { amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos); continue; }
+        ang = (float)pos * amk_rope_inv_freq(P, (int)i);
+        cs = (float)cos((double)ang);
+        sn = (float)sin((double)ang);
+        x1 = amk_load((const void *)x->ptr, x->dtype, base + i);
+        x2 = amk_load((const void *)x->ptr, x->dtype, base + i + half);
+        amk_store((void *)o->ptr, o->dtype, base + i, x1 * cs - x2 * sn);
+        amk_store((void *)o->ptr, o->dtype, base + i + half, x2 * cs + x1 * sn);
+    }
+}
+
+/* SILU_MUL: silu(gate) * up. */
+AMK_OP_FN void amk_op_silu_mul(amk_op_ctx *c) {
+    const amk_buffer_t *g = &c->in[0], *u = &c->in[1], *o = &c->out[0];
+    int64_t i;
+    for (i = AMK_OPS_TID; i < o->numel; i += AMK_OPS_NT) {
+        const float gv = amk_load((const void *)g->ptr, g->dtype, i);
+        amk_store((void *)o->ptr, o->dtype, i, gv / (1.0f + expf(-gv)) * amk_load((const void *)u->ptr, u->dtype, i));
+    }
+}
+
+/* GELU, exact (erf). */
+AMK_OP_FN void amk_op_gelu(amk_op_ctx *c) {
+    const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
+    int64_t i;
+    for (i = AMK_OPS_TID; i < o->numel; i += AMK_OPS_NT) {
+        const float v = amk_load((const void *)x->ptr, x->dtype, i);
+        amk_store((void *)o->ptr, o->dtype, i, 0.5f * v * (1.0f + erff(v / sqrtf(2.0f))));
+    }
+}
+
+/* ADD: a + b. */
+AMK_OP_FN void amk_op_add(amk_op_ctx *c) {
+    const amk_buffer_t *a = &c->in[0], *b = &c->in[1], *o = &c->out[0];
+    int64_t i;
+    for (i = AMK_OPS_TID; i < o->numel; i += AMK_OPS_NT)
+        amk_store((void *)o->ptr, o->dtype, i, amk_load((const void *)a->ptr, a->dtype, i) +
+                                               amk_load((const void *)b->ptr, b->dtype, i));
+}
+
+/* MUL: a * b (b of one element broadcasts), or a * scale with one input. */
+AMK_OP_FN void amk_op_mul(amk_op_ctx *c) {
+    const amk_buffer_t *a = &c->in[0], *b = c->ins.n_inputs > 1 ? &c->in[1] : 0, *o = &c->out[0];
+    int64_t i;
+    for (i = AMK_OPS_TID; i < o->numel; i += AMK_OPS_NT) {
+        const float bv = !b ? c->ins.params.scale
+                       : amk_load((const void *)b->ptr, b->dtype, b->numel == 1 ? 0 : i);
+        amk_store((void *)o->ptr, o->dtype, i, amk_load((const void *)a->ptr, a->dtype, i) * bv);
+    }
+}
+
+/* DEQUANT: (q - zero) * scale over groups of `group` consecutive elements. qdtype 6: q is I8;
+   qdtype 7: q is I4, or U8 holding two nibbles a byte (logical element 2b in the low nibble). */
+AMK_OP_FN void amk_op_dequant(amk_op_ctx *c) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *q = &c->in[0], *sc = &c->in[1], *zr = c->ins.n_inputs > 2 ? &c->in[2] : 0;
+    const amk_buffer_t *o = &c->out[0];
+    const int64_t n = o->numel, group = P->group;
+    int64_t i;
+    for (i = AMK_OPS_TID; i < n; i += AMK_OPS_NT) {
+        float qv;
+        if (q->dtype == AMK_DTYPE_U8) {
+            const uint32_t byte = ((const uint8_t *)q->ptr)[i >> 1];
+            qv = (float)((int)((i & 1) ? (byte >> 4) : (byte & 15u)) - 8);
+        } else {
+            qv = amk_load((const void *)q->ptr, q->dtype, i); /* I8, or I4 (already q = nibble - 8) */
+        }
+        amk_store((void *)o->ptr, o->dtype, i, amk_q_dequant(qv, sc, zr, i / group));
+    }
+}
+
+/* SOFTMAX along `dim`: one warp per line (outer x inner lines of D elements, stride inner). */
+AMK_OP_FN void amk_op_softmax(amk_op_ctx *c) {
+    const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int dim = c->ins.params.dim, k;
+    int64_t D = x->numel, inner = 1, lines, line, j;
+    if (x->rank > 0) {
+        if (dim < 0) dim += x->rank;
+        D = x->shape[dim];
+        for (k = dim + 1; k < x->rank; k++) inner *= x->shape[k];
+    }
+    lines = D > 0 ? x->numel / D : 0;
+    for (line = warp; line < lines; line += nw) {
+        const int64_t outer = line / inner, in = line - outer * inner, base = outer * D * inner + in;
+        float m = -INFINITY, s = 0.0f;
+        for (j = lane; j < D; j += 32) m = fmaxf(m, amk_load((const void *)x->ptr, x->dtype, base + j * inner));
+        m = amk_warp_max(m);
+        for (j = lane; j < D; j += 32) s += expf(amk_load((const void *)x->ptr, x->dtype, base + j * inner) - m);
+        s = amk_warp_sum(s);
+        for (j = lane; j < D; j += 32)
+            amk_store((void *)o->ptr, o->dtype, base + j * inner,
+                      expf(amk_load((const void *)x->ptr, x->dtype, base + j * inner) - m) / s);
+    }
+}
+
+/* ALLREDUCE_SHARD: the sum of the shards, in input order (the single-device meaning). */
+AMK_OP_FN void amk_op_allreduce_shard(amk_op_ctx *c) {
+    const amk_buffer_t *o = &c->out[0];
+    int64_t i;
+    for (i = AMK_OPS_TID; i < o->numel; i += AMK_OPS_NT) {
+        float s = amk_load((const void *)c->in[0].ptr, c->in[0].dtype, i);
+        for (int p = 1; p < c->ins.n_inputs; p++) s += amk_load((const void *)c->in[p].ptr, c->in[p].dtype, i);
+        amk_store((void *)o->ptr, o->dtype, i, s);
+    }
+}
+
+/* KV_APPEND: row pos (numel(new) elements) of the cache = new, cast; the rest untouched. */
+AMK_OP_FN void amk_op_kv_append(amk_op_ctx *c) {
+    const amk_buffer_t *nw = &c->in[0], *o = &c->out[0]; /* out is the cache (in[1]) itself */
+    const int64_t R = nw->numel, base = (int64_t)c->ins.params.pos * R;
+    int64_t i;
+    for (i = AMK_OPS_TID; i < R; i += AMK_OPS_NT)
+        amk_store((void *)o->ptr, o->dtype, base + i, amk_load((const void *)nw->ptr, nw->dtype, i));
+}
+
+/* SAMPLE_ARGMAX per row of the last axis: first index of the max; NaN never wins; all NaN -> 0. */
+static __device__ __forceinline__ void amk_argmax_merge(float *bv, int64_t *bi, float v, int64_t i) {
+    if (i < 0 || v != v) return;
+    if (*bi < 0 || v > *bv || (v == *bv && i < *bi)) { *bv = v; *bi = i; }
+}
+
+AMK_OP_FN void amk_op_sample_argmax(amk_op_ctx *c) {
+    const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int64_t L = x->shape[x->rank - 1], rows = x->numel / L;
+    int64_t r, j;
+    for (r = 0; r < rows; r++) {
+        float bv = 0.0f;
+        int64_t bi = -1;
+        for (j = AMK_OPS_TID; j < L; j += AMK_OPS_NT) amk_argmax_merge(&bv, &bi, amk_load((const void *)x->ptr, x->dtype, r * L + j), j);
+        for (int off = 16; off > 0; off >>= 1) {
+            float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, off);
+            int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, bi, off);
+            amk_argmax_merge(&bv, &bi, ov, oi);
+        }
+        /* why: indices fit int32 here (rows of at most 2^31 logits), so redi holds them */
+        if (lane == 0) { c->red[warp] = bv; c->redi[warp] = (int)bi; }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float fv = 0.0f;
+            int64_t fi = -1;
+            for (int w = 0; w < nw; w++) amk_argmax_merge(&fv, &fi, c->red[w], c->redi[w]);
+            amk_store_int((void *)o->ptr, o->dtype, r, fi < 0 ? 0 : fi);
+        }
+        __syncthreads();
+    }
+}
+
+/* ATTENTION_COMBINE: partials [n_heads, head_dim + 2] = [acc | m | l] merged with the max m:
+   w_p = l_p > 0 ? exp(m_p - m) : 0, out = sum acc_p w_p / sum l_p w_p (0 when the sum is 0). */
+AMK_OP_FN void amk_op_attention_combine(amk_op_ctx *c) {
+    const int hd = c->ins.params.head_dim, np = c->ins.n_inputs;
+    const amk_buffer_t *o = &c->out[0];
+    const int64_t nh = c->in[0].numel / (hd + 2);
+    int64_t e;
+    for (e = AMK_OPS_TID; e < nh * hd; e += AMK_OPS_NT) {
+        const int64_t h = e / hd, d = e - h * hd, row = h * (hd + 2);
+        float m = -INFINITY, l = 0.0f, acc = 0.0f;
+        for (int p = 0; p < np; p++) m = fmaxf(m, ((const float *)c->in[p].ptr)[row + hd]);
+        for (int p = 0; p < np; p++) {
+            const float *pp = (const float *)c->in[p].ptr; /* [n_heads, head_dim + 2] F32 */
+            const float lp = pp[row + hd + 1], w = lp > 0.0f ? expf(pp[row + hd] - m) : 0.0f;
+            l += lp * w;
+            acc += pp[row + d] * w;
+        }
+        amk_store((void *)o->ptr, o->dtype, e, l > 0.0f ? acc / l : 0.0f);
+    }
+}
+
+/* Runs instruction c->ins on the calling block. smem: the dynamic shared memory. */
+static __device__ void amk_op_dispatch(amk_op_ctx *c, float *smem) {
+    switch (c->ins.op) {
+    case AMK_OP_NOP: break;
+    case AMK_OP_COPY: amk_op_copy(c); break;
+    case AMK_OP_EMBED: amk_op_embed(c); break;
+    case AMK_OP_RMSNORM: amk_op_rmsnorm(c); break;
+    case AMK_OP_LAYERNORM: amk_op_layernorm(c); break;
+    case AMK_OP_GEMV_TILE: amk_op_gemv_tile(c, smem); break;
+    case AMK_OP_GEMM_TILE: amk_op_gemm_tile(c, smem); break;
+    case AMK_OP_ATTENTION_TILE: amk_op_attention_tile(c, smem); break;
+    case AMK_OP_ROPE: amk_op_rope(c); break;
+    case AMK_OP_SILU_MUL: amk_op_silu_mul(c); break;
+    case AMK_OP_GELU: amk_op_gelu(c); break;
+    case AMK_OP_ADD: amk_op_add(c); break;
+    case AMK_OP_MUL: amk_op_mul(c); break;
+    case AMK_OP_DEQUANT: amk_op_dequant(c); break;
+    case AMK_OP_SOFTMAX: amk_op_softmax(c); break;
+    case AMK_OP_ALLREDUCE_SHARD: amk_op_allreduce_shard(c); break;
+    case AMK_OP_KV_APPEND: amk_op_kv_append(c); break;
+    case AMK_OP_SAMPLE_ARGMAX: amk_op_sample_argmax(c); break;
+    case AMK_OP_ATTENTION_COMBINE: amk_op_attention_combine(c); break;
+    default: if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, c->ins.op); break;
+    }
+}
+
+#endif /* AMK_OPS_CUH */

@@ -1,0 +1,147 @@
+/* amk_vm.cuh - the AMK persistent megakernel (the device VM).
+
+   One block per SM walks its own queue of instructions (amk_program_t.sm_queue_offset /
+   sm_queue, built by the host from a validated, lowered program). Before an instruction, thread 0
+   waits for each of its counters to reach its threshold (relaxed polls with exponential
+   nanosleep back-off, then ONE acquire fence; the abort flag is read in every spin); the block
+   runs the instruction (amk_ops.cuh); then thread 0 issues a device-scope fence and adds 1 to
+   the instruction's out_counter: spec IR_SPEC.md §8.1.
+
+   Build: this header is the whole device translation unit:
+       nvcc -x cu -cubin -gencode arch=compute_90a,code=sm_90a -o amk_vm.cubin amk_vm.cuh
+   (gpu.mk does that, plus PTX and an embeddable C array). The host loads it with
+   cuModuleLoadDataEx and launches amk_vm_main cooperatively, grid = the program's SM count.
+
+   The status words (at amk_program_t.abort_flag, uint32_t, zeroed by the host before a launch)
+   extend the spec's abort flag with what the host needs to explain a failed launch:
+     [0]      abort: 0 run; 1 the host aborted (watchdog); 2 a device run-time error
+     [1..3]   the error's instruction index, code (AMK_VM_ERR_*) and value (the bad id)
+     [4 + b]  queue entries block b has finished: the host's stuck-SM report
+   Timing (amk_program_t.timing != 0): one amk_vm_timing_t per instruction index. The host side
+   (amk.h >>cuda) mirrors both layouts; change them together. */
+#ifndef AMK_VM_CUH
+#define AMK_VM_CUH
+
+#include "amk_ops.cuh"
+
+#define AMK_VM_STATUS_ABORT 0
+#define AMK_VM_STATUS_PROGRESS 4
+#define AMK_VM_ABORT_HOST 1u
+#define AMK_VM_ABORT_ERROR 2u
+
+#ifndef AMK_VM_MAX_THREADS
+/* why: 512 threads leave 128 registers a thread; at 1024 (64 registers) the ops spill */
+#define AMK_VM_MAX_THREADS 512
+#endif
+#ifndef AMK_VM_BACKOFF_MAX_NS
+#define AMK_VM_BACKOFF_MIN_NS 32u  /* why: ~ one L2 round trip; the first poll does not sleep */
+#define AMK_VM_BACKOFF_MAX_NS 512u /* why: bounds the wake-up delay to ~1 us (the signal costs 0.6) */
+#endif
+
+/* One per instruction when timing is on (40 bytes, globaltimer ns). */
+typedef struct amk_vm_timing_t {
+    uint64_t t_wait;  /* the block reached the instruction */
+    uint64_t t_start; /* its waits were met; the op starts */
+    uint64_t t_end;   /* the op finished (before the signal) */
+    uint32_t block;   /* the queue (program SM) that ran it */
+    uint32_t smid;    /* the hardware SM */
+    int32_t op;
+    uint32_t done;    /* 1 once written */
+} amk_vm_timing_t;
+
+/* Thread 0: waits until every wait counter of gi reaches its threshold. Returns 0 if the abort
+   flag was raised meanwhile. */
+static __device__ int amk_vm_wait(const amk_instruction_t *gi, const uint32_t *counters,
+                                  const uint32_t *status) {
+    const int nw = gi->n_waits;
+    for (int w = 0; w < nw; w++) {
+        const uint32_t *ctr = counters + gi->wait_counter[w];
+        const uint32_t th = gi->wait_threshold[w];
+        uint32_t ns = 0;
+        while (amk_ptx_ld_relaxed_gpu(ctr) < th) {
+            if (amk_ptx_ld_relaxed_gpu(status + AMK_VM_STATUS_ABORT) != 0u) return 0;
+            if (ns) amk_ptx_nanosleep(ns);
+            ns = ns == 0 ? AMK_VM_BACKOFF_MIN_NS : ns < AMK_VM_BACKOFF_MAX_NS ? 2 * ns : ns;
+        }
+    }
+    if (nw) amk_ptx_fence_acq_rel_gpu(); /* acquire: the producers' writes are visible from here */
+    return 1;
+}
+
+/* Threads t of nt (all but thread 0): copy instruction gi and its buffer descriptors into c. */
+static __device__ void amk_vm_load_ctx(amk_op_ctx *c, const amk_instruction_t *gi,
+                                       const amk_buffer_t *bufs, int t, int nt) {
+    const int iw = (int)(sizeof(amk_instruction_t) / 4), bw = (int)(sizeof(amk_buffer_t) / 4);
+    const uint32_t *src = (const uint32_t *)gi;
+    uint32_t *dst = (uint32_t *)&c->ins;
+    uint32_t *bdst = (uint32_t *)c->in; /* in[] and out[] are contiguous: 12 slots */
+    const int slots = AMK_MAX_INPUTS + AMK_MAX_OUTPUTS;
+    for (int w = t; w < iw; w += nt) dst[w] = src[w];
+    for (int w = t; w < slots * bw; w += nt) {
+        const int slot = w / bw, word = w - slot * bw;
+        const int id = slot < AMK_MAX_INPUTS ? (slot < gi->n_inputs ? gi->inputs[slot] : -1)
+                     : (slot - AMK_MAX_INPUTS < gi->n_outputs ? gi->outputs[slot - AMK_MAX_INPUTS] : -1);
+        if (id >= 0) bdst[w] = ((const uint32_t *)&bufs[id])[word];
+    }
+}
+
+/* The persistent kernel. grid = prog.num_sms blocks (cooperative: all co-resident), blockDim a
+   multiple of 32 in [32, AMK_VM_MAX_THREADS], dynamic shared memory for the ops' staging. */
+extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(amk_program_t prog) {
+    /* why: two contexts so threads can load the next instruction while thread 0 still reads the
+       current one to signal it (saves a barrier per instruction) */
+    __shared__ amk_op_ctx ctx[2];
+    __shared__ int go;
+    extern __shared__ __align__(16) unsigned char amk_vm_smem[];
+    const int32_t *qoff = (const int32_t *)prog.sm_queue_offset;   /* [num_sms + 1] */
+    const int32_t *queue = (const int32_t *)prog.sm_queue;         /* [n_instructions] */
+    const amk_instruction_t *insts = (const amk_instruction_t *)prog.instructions;
+    const amk_buffer_t *bufs = (const amk_buffer_t *)prog.buffers;
+    uint32_t *counters = (uint32_t *)prog.counters;                /* [n_counters] */
+    uint32_t *status = (uint32_t *)prog.abort_flag;                /* [4 + num_sms] */
+    amk_vm_timing_t *timing = (amk_vm_timing_t *)prog.timing;      /* [n_instructions] or 0 */
+    const int block = (int)blockIdx.x;
+    int q, q_begin, q_end;
+    if (block >= prog.num_sms) return;
+    q_begin = qoff[block];
+    q_end = qoff[block + 1];
+    for (q = q_begin; q < q_end; q++) {
+        amk_op_ctx *c = &ctx[q & 1];
+        const int idx = queue[q];
+        const amk_instruction_t *gi = &insts[idx];
+        uint64_t t_wait = 0, t_start = 0;
+        if (threadIdx.x == 0) {
+            if (timing) t_wait = amk_ptx_globaltimer();
+            go = amk_vm_wait(gi, counters, status);
+            if (timing) t_start = amk_ptx_globaltimer();
+            c->index = idx;
+            c->error = 0;
+            c->status = status;
+        } else {
+            amk_vm_load_ctx(c, gi, bufs, (int)threadIdx.x - 1, (int)blockDim.x - 1);
+        }
+        __syncthreads();
+        if (!go) break; /* aborted: every block leaves promptly */
+        amk_op_dispatch(c, (float *)amk_vm_smem);
+        __syncthreads(); /* all of the op's stores are done (and c->error is final) */
+        if (c->error) break; /* no signal: dependants stay blocked until they see the abort flag */
+        if (threadIdx.x == 0) {
+            if (timing) {
+                amk_vm_timing_t r;
+                r.t_wait = t_wait;
+                r.t_start = t_start;
+                r.t_end = amk_ptx_globaltimer();
+                r.block = (uint32_t)block;
+                r.smid = amk_ptx_smid();
+                r.op = c->ins.op;
+                r.done = 1u;
+                timing[idx] = r;
+            }
+            __threadfence(); /* release: the block's output stores (ordered by the barrier) first */
+            atomicAdd(&counters[c->ins.out_counter], 1u);
+            ((volatile uint32_t *)status)[AMK_VM_STATUS_PROGRESS + block] = (uint32_t)(q - q_begin + 1);
+        }
+    }
+}
+
+#endif /* AMK_VM_CUH */

@@ -1,0 +1,60 @@
+# gpu.mk - the device code (amk_vm.cuh, amk_ops.cuh): included by the Makefile.
+#   make test      also compiles the device code for sm_90a with nvcc, so ptxas checks every PTX
+#                  string and spills fail the build ($(DEVICE_CHECK)); skipped with a warning when
+#                  nvcc is absent. It also builds and runs tests/gpu/test_cuda_host (no GPU needed).
+#   make device    the images: $(BUILD)/device/amk_vm.cubin (sm_90a), .ptx, and
+#                  $(BUILD)/amk_device_image.h (both as C arrays: amk_device_cubin, amk_device_ptx)
+#   make test-gpu  builds and runs the GPU test suite (needs an NVIDIA H100/H200 and its driver)
+.DEFAULT_GOAL := all
+
+NVCC_GENCODE ?= -gencode arch=compute_90a,code=sm_90a
+# why -fmad=false: elementwise ops then round exactly like the C reference VM (no contraction);
+# the hot loops call fmaf explicitly. Spills are errors: the VM is built to fit 128 registers.
+NVCC_FLAGS ?= -O3 -fmad=false -Xptxas -v,--warn-on-spills -Werror all-warnings
+DEVICE_SRC := amk_vm.cuh amk_ops.cuh amk_ir.h
+HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
+
+.PHONY: device test-gpu device-report
+
+$(BUILD)/device $(BUILD)/gpu:
+	mkdir -p $@
+
+$(BUILD)/device/amk_vm.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
+	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS) -o $@ amk_vm.cuh 2> $(BUILD)/device/ptxas.log \
+	  || { cat $(BUILD)/device/ptxas.log; rm -f $@; exit 1; }
+	@grep -A3 "entry function 'amk_vm_main'" $(BUILD)/device/ptxas.log | tail -n 2
+
+$(BUILD)/device/amk_vm.ptx: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
+	$(NVCC) -x cu -ptx -arch=sm_90a -O3 -fmad=false -o $@ amk_vm.cuh
+
+$(BUILD)/device/embed: tests/gpu/embed.c | $(BUILD)/device
+	$(CC) $(CSTD) -O2 -o $@ $<
+
+$(BUILD)/amk_device_image.h: $(BUILD)/device/embed $(BUILD)/device/amk_vm.cubin $(BUILD)/device/amk_vm.ptx
+	$(BUILD)/device/embed $@ amk_device_cubin $(BUILD)/device/amk_vm.cubin amk_device_ptx $(BUILD)/device/amk_vm.ptx
+
+device: $(BUILD)/amk_device_image.h
+
+ifneq ($(HAVE_NVCC),)
+DEVICE_CHECK := $(BUILD)/amk_device_image.h
+else
+DEVICE_CHECK :=
+$(info gpu.mk: $(NVCC) not found; the device code is not compiled)
+endif
+
+# Host-side runtime test (no GPU: the no-driver path and argument checks), part of `make test`.
+TESTS += $(BUILD)/gpu/test_cuda_host
+$(BUILD)/gpu/test_cuda_host: tests/gpu/test_cuda_host.c $(BUILD)/tests/impl.o tests/amk_test.h $(HDRS) | $(BUILD)/gpu
+	$(CC) $(CSTD) -g -O1 $(SAN) -o $@ $< $(BUILD)/tests/impl.o $(LDLIBS) -ldl
+
+# The GPU suite: no host sanitizers (compute-sanitizer wraps it instead); -O1 as the host tests.
+$(BUILD)/gpu/test_gpu: tests/gpu/test_gpu.c $(wildcard tests/gpu/*.h) $(HDRS) tests/amk_test.h \
+                       $(BUILD)/amk_device_image.h | $(BUILD)/gpu
+	$(CC) $(CSTD) -g -O1 -I$(BUILD) $(if $(wildcard tests/randprog.h),-DAMK_TEST_HAVE_RANDPROG) \
+	  -o $@ $< $(LDLIBS) -ldl
+
+test-gpu: $(BUILD)/gpu/test_gpu
+	$(BUILD)/gpu/test_gpu
+
+device-report: $(BUILD)/device/amk_vm.cubin
+	@cat $(BUILD)/device/ptxas.log

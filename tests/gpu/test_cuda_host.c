@@ -1,0 +1,120 @@
+/* The CUDA runtime's host side without a GPU (part of `make test`): a machine without the
+   driver gets AMK_ERR_NO_DRIVER with a clear message, never a crash; bad programs and arguments
+   are refused before the driver is touched. AMK_CUDA_LIBRARY forces "no driver" even on a GPU
+   machine, so every assertion here holds everywhere. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stdlib.h>
+#include "../../amk.h"
+#include "../amk_test.h"
+
+static const unsigned char fake_image[] = "// not a real image: the driver is never reached\n";
+
+/* x[16] F32 -> COPY -> y[16] F32 on SM sm of a 2-SM target. */
+static amk_program *small_program(int sm) {
+    amk_program *p = amk_program_create();
+    amk_target t;
+    int64_t shape[1] = {16};
+    int x, y, c, task;
+    amk_target_builtin("h100", &t);
+    t.num_sms = 2;
+    amk_program_set_target(p, &t);
+    x = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, shape, AMK_SPACE_HBM, NULL);
+    y = amk_program_add_buffer(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 1, shape, AMK_SPACE_HBM, NULL);
+    c = amk_program_add_counter(p, "copied");
+    task = amk_program_add_task(p, AMK_OP_COPY, &x, 1, &y, 1, c, "copy");
+    p->tasks[task].sm = sm;
+    return p;
+}
+
+static void test_no_driver(void) {
+    amk_program *p = small_program(1);
+    amk_cuda *c = (amk_cuda *)(uintptr_t)1;
+    amk_diag d;
+    amk_diag_clear(&d);
+    setenv("AMK_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_NO_DRIVER);
+    CHECK(c == NULL);
+    CHECK_EQ_INT(d.result, AMK_ERR_NO_DRIVER);
+    CHECK_MSG(strstr(d.message, "no CUDA driver") != NULL, "message: %s", d.message);
+    CHECK_MSG(strstr(d.message, "/nonexistent/libcuda.so.1") != NULL, "message: %s", d.message);
+    amk_program_free(p);
+}
+
+static void test_library_without_cuda_symbols(void) {
+    amk_program *p = small_program(0);
+    amk_cuda *c = NULL;
+    amk_diag d;
+    amk_diag_clear(&d);
+    setenv("AMK_CUDA_LIBRARY", "libm.so.6", 1); /* a real library, but not a CUDA driver */
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_NO_DRIVER);
+    CHECK(c == NULL);
+    CHECK_MSG(strstr(d.message, "cuInit") != NULL, "message: %s", d.message);
+    amk_program_free(p);
+}
+
+static void test_unlowered_program_refused_first(void) {
+    amk_program *p = small_program(-1); /* no SM: not lowered */
+    amk_cuda *c = NULL;
+    amk_diag d;
+    amk_diag_clear(&d);
+    setenv("AMK_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(d.task, 0);
+    CHECK_MSG(strstr(d.message, "lower") != NULL, "message: %s", d.message);
+    p->tasks[0].sm = 2; /* outside the target's 2 SMs: validate refuses it */
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_REJECTED);
+    CHECK_STR(d.check, "SM_RANGE");
+    amk_program_free(p);
+}
+
+static void test_bad_references_refused(void) {
+    amk_program *p = small_program(0);
+    amk_cuda *c = NULL;
+    amk_diag d;
+    amk_diag_clear(&d);
+    setenv("AMK_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    p->tasks[0].out_counter = 7; /* no such counter */
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_REJECTED);
+    CHECK(c == NULL);
+    p->tasks[0].out_counter = 0;
+    p->tasks[0].inputs[0] = 9; /* no such buffer */
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_REJECTED);
+    p->tasks[0].inputs[0] = 0;
+    amk_task_add_wait(p, 0, 0, 0); /* threshold 0 can never be a real wait */
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_REJECTED);
+    amk_program_free(p);
+}
+
+static void test_null_arguments(void) {
+    amk_program *p = small_program(0);
+    amk_cuda *c = NULL;
+    amk_cuda_info info;
+    amk_cuda_timing_record rec;
+    int n = 5;
+    amk_diag d;
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_cuda_create(NULL, fake_image, sizeof fake_image, &c, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_create(p, NULL, 0, &c, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, 0, &c, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, NULL, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_run(NULL, 100.0, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_upload(NULL, 0, &n, 4, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_download(NULL, 0, &n, 4, NULL), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_update_params(NULL, p, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_timing(NULL, &rec, 1, &n, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(n, 0);
+    amk_cuda_get_info(NULL, &info);
+    CHECK_EQ_INT(info.grid, 0);
+    amk_cuda_set_timing(NULL, 1);
+    amk_cuda_free(NULL);
+    amk_program_free(p);
+}
+
+int main(void) {
+    RUN(test_no_driver);
+    RUN(test_library_without_cuda_symbols);
+    RUN(test_unlowered_program_refused_first);
+    RUN(test_bad_references_refused);
+    RUN(test_null_arguments);
+    TEST_SUMMARY();
+}

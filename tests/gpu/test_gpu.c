@@ -1,0 +1,1162 @@
+/* tests/gpu/test_gpu.c - the CUDA VM against the reference VM, on a real GPU (`make test-gpu`).
+
+   Every opcode on fresh random inputs in several dtypes, multi-SM DAG programs (tiles under an
+   all-join counter, chains across SMs, KV_APPEND then split attention), random lowered programs
+   (tests/randprog.h), the watchdog, device run-time errors, timing records, params updates and
+   the image loader. Every buffer that is not an input is poisoned (0xFF bytes: NaN for floats)
+   in both VMs before a run, so an element the GPU forgot to write, or wrote outside a tile,
+   shows. Tolerances are per output dtype (one or two roundings of it), in units of the
+   reference's own value plus a small fraction of the buffer's largest magnitude.
+
+   Usage: test_gpu [--quick] [--bench] [NAME-SUBSTRING ...] (a test runs if any substring matches)
+     --quick   smaller cases and no large ones (for compute-sanitizer)
+     --bench   also print bandwidth/latency measurements (not tests; bench/NOTES.md)
+   Env: AMK_TEST_SEED (default: from the clock, printed), AMK_TEST_SLOW (timeout multiplier). */
+#define _POSIX_C_SOURCE 200809L
+#define AMK_IMPLEMENTATION
+#include "../../amk.h"
+#include "../amk_test.h"
+#include "amk_device_image.h"
+#ifdef AMK_TEST_HAVE_RANDPROG
+#include "../randprog.h"
+#endif
+#include <time.h>
+
+static uint64_t g_seed;
+static double g_slow = 1.0;
+static int g_quick, g_bench;
+static char **g_only; /* name filters (argv), g_n_only of them */
+static int g_n_only;
+static amk_cuda *g_keep; /* why: holds the primary context so each test does not rebuild it */
+static const void *g_image = amk_device_cubin.bytes; /* AMK_TEST_IMAGE=path.cubin replaces it */
+static size_t g_image_size = sizeof amk_device_cubin.bytes - 1;
+
+/* ---- small helpers ---------------------------------------------------------------------------- */
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+typedef struct trng { uint64_t s; } trng;
+static uint64_t trng_next(trng *r) {
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float trng_sym(trng *r) { return (float)((double)(trng_next(r) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f; }
+static trng trng_for(const char *tag) {
+    trng r;
+    r.s = g_seed;
+    while (*tag) r.s = r.s * 131 + (unsigned char)*tag++;
+    trng_next(&r);
+    return r;
+}
+
+/* A program on a target of n_sms SMs (threads per block 256 unless changed). */
+static amk_program *prog_new(int n_sms) {
+    amk_program *p = amk_program_create();
+    amk_target t;
+    amk_target_builtin("h100", &t);
+    t.num_sms = n_sms;
+    amk_program_set_target(p, &t);
+    p->has_config = 1;
+    return p;
+}
+static int buf(amk_program *p, const char *name, amk_buffer_kind k, amk_dtype t, int rank, int64_t d0,
+               int64_t d1, int64_t d2) {
+    int64_t shape[3];
+    shape[0] = d0; shape[1] = d1; shape[2] = d2;
+    return amk_program_add_buffer(p, name, k, t, rank, shape, AMK_SPACE_HBM, NULL);
+}
+/* A task with one output on SM sm; returns its index. */
+static int task(amk_program *p, amk_opcode op, const int *ins, int ni, int out, int counter, int sm) {
+    int t = amk_program_add_task(p, op, ins, ni, &out, 1, counter, amk_op_name(op));
+    if (t >= 0) p->tasks[t].sm = sm;
+    return t;
+}
+static void seti(amk_program *p, int t, const char *k, int64_t v) { amk_task_set_int(p, t, k, v); }
+static void setf(amk_program *p, int t, const char *k, double v) { amk_task_set_real(p, t, k, v); }
+
+/* Random values for a buffer in its dtype: floats in [-scale, scale], integers in [0, scale]
+   (I8/I32 signed in [-scale, scale]), I4 any nibble. */
+static void fill_random(void *data, const amk_buffer *b, trng *r, float scale) {
+    int64_t n = amk_buffer_numel(b), i;
+    for (i = 0; i < n; i++) {
+        float u = trng_sym(r);
+        switch (b->dtype) {
+        case AMK_DTYPE_I32: case AMK_DTYPE_I8: amk__store_f32(data, b->dtype, i, (float)floor(u * scale + 0.5)); break;
+        case AMK_DTYPE_U8: amk__store_f32(data, b->dtype, i, (float)floor((u + 1.0f) * 0.5f * scale + 0.5)); break;
+        case AMK_DTYPE_I4: amk__store_f32(data, b->dtype, i, (float)floor(u * 8.0f)); break;
+        case AMK_DTYPE_BOOL: amk__store_f32(data, b->dtype, i, u > 0.0f ? 1.0f : 0.0f); break;
+        default: amk__store_f32(data, b->dtype, i, u * scale); break;
+        }
+    }
+}
+
+static int is_input_kind(int kind) {
+    return kind == AMK_KIND_WEIGHT || kind == AMK_KIND_CONST || kind == AMK_KIND_IO_INPUT || kind == AMK_KIND_KV_CACHE;
+}
+
+/* One program on both VMs. */
+typedef struct gcase {
+    amk_program *p;
+    amk_refvm *vm;
+    amk_cuda *cu;
+    amk_diag d;
+    trng rng;
+} gcase;
+
+/* Creates both VMs, fills every input kind (and KV caches: prior-step state) with random values
+   of magnitude scale, poisons everything else, and uploads it all. 0 on failure (reported). */
+static int gcase_begin(gcase *g, amk_program *p, const char *tag, float scale) {
+    int b;
+    amk_result r;
+    memset(g, 0, sizeof *g);
+    g->p = p;
+    g->rng = trng_for(tag);
+    amk_diag_clear(&g->d);
+    CHECK_EQ_INT(p->build_error, AMK_OK);
+    r = amk_refvm_create(p, &g->vm, &g->d);
+    CHECK_MSG(r == AMK_OK, "%s: refvm_create: %s", tag, g->d.message);
+    if (r != AMK_OK) return 0;
+    r = amk_cuda_create(p, g_image, g_image_size, &g->cu, &g->d);
+    CHECK_MSG(r == AMK_OK, "%s: cuda_create: %s [%s] %s", tag, amk_result_str(r), g->d.cuda_error, g->d.message);
+    if (r != AMK_OK) return 0;
+    for (b = 0; b < p->n_buffers; b++) {
+        size_t nb = 0;
+        void *data = amk_refvm_buffer(g->vm, b, &nb);
+        if (is_input_kind(p->buffers[b].kind)) fill_random(data, &p->buffers[b], &g->rng, scale);
+        else memset(data, 0xFF, nb);
+    }
+    for (b = 0; b < p->n_buffers; b++) {
+        size_t nb = 0;
+        void *data = amk_refvm_buffer(g->vm, b, &nb);
+        r = amk_cuda_upload(g->cu, b, data, nb, &g->d);
+        CHECK_MSG(r == AMK_OK, "%s: upload %d: %s", tag, b, g->d.message);
+        if (r != AMK_OK) return 0;
+    }
+    return 1;
+}
+
+/* Re-uploads buffer b from the reference VM's storage (after a test set its values). */
+static void gcase_sync(gcase *g, int b) {
+    size_t nb = 0;
+    void *data = amk_refvm_buffer(g->vm, b, &nb);
+    CHECK_EQ_INT(amk_cuda_upload(g->cu, b, data, nb, &g->d), AMK_OK);
+}
+
+static int gcase_run(gcase *g, const char *tag) {
+    amk_result r = amk_refvm_run(g->vm, NULL, &g->d);
+    CHECK_MSG(r == AMK_OK, "%s: refvm_run: %s", tag, g->d.message);
+    if (r != AMK_OK) return 0;
+    r = amk_cuda_run(g->cu, 10000.0 * g_slow, &g->d);
+    CHECK_MSG(r == AMK_OK, "%s: cuda_run: %s: %s [%s]", tag, amk_result_str(r), g->d.message, g->d.cuda_error);
+    return r == AMK_OK;
+}
+
+/* Default relative tolerance of an output dtype: about two roundings of it. */
+static double dtype_tol(int dt) {
+    switch (dt) {
+    case AMK_DTYPE_F32: return 2e-5;
+    case AMK_DTYPE_F16: return 2e-3;
+    case AMK_DTYPE_BF16: return 1.6e-2;
+    case AMK_DTYPE_F8E4M3: return 0.13;
+    case AMK_DTYPE_F8E5M2: return 0.26;
+    default: return 0.0; /* integers: exact */
+    }
+}
+
+/* GPU buffer b against the reference: |gpu - ref| <= rtol*|ref| + atol_rel*max|ref|, NaN only
+   where the reference has NaN (the poison of an element nobody writes). rtol < 0: dtype default. */
+static int gcase_compare(gcase *g, int b, double rtol, double atol_rel, const char *tag) {
+    const amk_buffer *bb = &g->p->buffers[b];
+    size_t nb = 0;
+    const void *ref = amk_refvm_buffer(g->vm, b, &nb);
+    void *gpu = malloc(nb ? nb : 1);
+    int64_t n = amk_buffer_numel(bb), i, bad = 0;
+    double maxabs = 0.0, worst = 0.0;
+    if (rtol < 0) rtol = dtype_tol(bb->dtype);
+    if (atol_rel < 0) atol_rel = dtype_tol(bb->dtype);
+    CHECK_EQ_INT(amk_cuda_download(g->cu, b, gpu, nb, &g->d), AMK_OK);
+    for (i = 0; i < n; i++) {
+        double e = amk__load_f32(ref, bb->dtype, i);
+        if (e == e && fabs(e) > maxabs && !isinf(e)) maxabs = fabs(e);
+    }
+    for (i = 0; i < n; i++) {
+        double a = amk__load_f32(gpu, bb->dtype, i), e = amk__load_f32(ref, bb->dtype, i);
+        double err = fabs(a - e), tol = rtol * fabs(e) + atol_rel * maxabs;
+        int ok = (a != a && e != e) || a == e || (a == a && e == e && err <= tol);
+        if (!ok) {
+            if (bad < 4) fprintf(stderr, "  %s: buffer %d '%s' [%lld]: gpu %.9g ref %.9g (tol %.3g)\n", tag, b,
+                                 bb->name, (long long)i, a, e, tol);
+            bad++;
+        } else if (e == e && a == a && err / (tol > 0 ? tol : 1) > worst) {
+            worst = err / (tol > 0 ? tol : 1);
+        }
+    }
+    free(gpu);
+    CHECK_MSG(bad == 0, "%s: %lld of %lld elements of '%s' differ", tag, (long long)bad, (long long)n, bb->name);
+    return bad == 0;
+}
+
+static void gcase_end(gcase *g) {
+    amk_cuda_free(g->cu);
+    amk_refvm_free(g->vm);
+    amk_program_free(g->p);
+    memset(g, 0, sizeof *g);
+}
+
+/* Runs a program whose every non-input buffer is compared (the single-op tests). */
+static void check_program(amk_program *p, const char *tag, float scale, double rtol, double atol_rel) {
+    gcase g;
+    int b;
+    if (gcase_begin(&g, p, tag, scale) && gcase_run(&g, tag))
+        for (b = 0; b < p->n_buffers; b++)
+            if (!is_input_kind(p->buffers[b].kind) || p->buffers[b].kind == AMK_KIND_KV_CACHE)
+                gcase_compare(&g, b, rtol, atol_rel, tag);
+    gcase_end(&g);
+}
+
+/* ---- single opcodes ------------------------------------------------------------------------------ */
+
+static void copy_case(amk_dtype src, amk_dtype dst, int64_t n, float scale) {
+    amk_program *p = prog_new(1);
+    int x = buf(p, "x", AMK_KIND_IO_INPUT, src, 1, n, 0, 0), y = buf(p, "y", AMK_KIND_IO_OUTPUT, dst, 1, n, 0, 0);
+    char tag[64];
+    task(p, AMK_OP_COPY, &x, 1, y, amk_program_add_counter(p, ""), 0);
+    snprintf(tag, sizeof tag, "COPY %s->%s", amk_dtype_name(src), amk_dtype_name(dst));
+    check_program(p, tag, scale, 0.0, 0.0); /* a cast is exact: both round to nearest even */
+}
+
+static void test_copy(void) {
+    copy_case(AMK_DTYPE_F32, AMK_DTYPE_BF16, 1000, 3.0f);
+    copy_case(AMK_DTYPE_BF16, AMK_DTYPE_F32, 1000, 3.0f);
+    copy_case(AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1001, 3.0f); /* byte path, odd size */
+    copy_case(AMK_DTYPE_F32, AMK_DTYPE_F16, 999, 70000.0f); /* overflows to inf */
+    copy_case(AMK_DTYPE_F16, AMK_DTYPE_F32, 999, 1000.0f);
+    copy_case(AMK_DTYPE_F32, AMK_DTYPE_F8E4M3, 517, 600.0f); /* saturates at 448 */
+    copy_case(AMK_DTYPE_F32, AMK_DTYPE_F8E5M2, 517, 70000.0f); /* overflows to inf */
+    copy_case(AMK_DTYPE_F32, AMK_DTYPE_F8E4M3, 300, 0.01f); /* subnormals */
+    copy_case(AMK_DTYPE_F8E4M3, AMK_DTYPE_F32, 256, 300.0f);
+    copy_case(AMK_DTYPE_F8E5M2, AMK_DTYPE_BF16, 256, 3000.0f);
+    copy_case(AMK_DTYPE_F16, AMK_DTYPE_I8, 300, 200.0f); /* saturates */
+    copy_case(AMK_DTYPE_F32, AMK_DTYPE_I4, 33, 10.0f);   /* odd nibble count: atomics */
+    copy_case(AMK_DTYPE_I4, AMK_DTYPE_F32, 33, 1.0f);
+    copy_case(AMK_DTYPE_I4, AMK_DTYPE_I4, 101, 1.0f);
+    copy_case(AMK_DTYPE_U8, AMK_DTYPE_F16, 100, 255.0f);
+    copy_case(AMK_DTYPE_F32, AMK_DTYPE_BOOL, 64, 1.0f);
+    copy_case(AMK_DTYPE_I32, AMK_DTYPE_F32, 100, 100000.0f);
+    copy_case(AMK_DTYPE_F32, AMK_DTYPE_I32, 100, 3e9f); /* saturates */
+    copy_case(AMK_DTYPE_F32, AMK_DTYPE_U8, 100, 300.0f);
+}
+
+static void embed_case(amk_dtype ids_t, amk_dtype tab_t, amk_dtype out_t, int64_t V, int64_t H, int64_t n) {
+    amk_program *p = prog_new(2);
+    int ids = buf(p, "ids", AMK_KIND_IO_INPUT, ids_t, 1, n, 0, 0);
+    int tab = buf(p, "table", AMK_KIND_WEIGHT, tab_t, 2, V, H, 0);
+    int y = buf(p, "y", AMK_KIND_IO_OUTPUT, out_t, 2, n, H, 0);
+    int in[2], t, i;
+    gcase g;
+    in[0] = ids; in[1] = tab;
+    t = task(p, AMK_OP_EMBED, in, 2, y, amk_program_add_counter(p, ""), 1);
+    seti(p, t, "hidden", H);
+    if (gcase_begin(&g, p, "EMBED", 1.0f)) {
+        void *idv = amk_refvm_buffer(g.vm, ids, NULL);
+        for (i = 0; i < n; i++) amk__store_i64(idv, ids_t, i, (int64_t)(trng_next(&g.rng) % (uint64_t)V));
+        amk__store_i64(idv, ids_t, n - 1, V - 1); /* the last row too */
+        gcase_sync(&g, ids);
+        if (gcase_run(&g, "EMBED")) gcase_compare(&g, y, 0.0, 0.0, "EMBED");
+    }
+    gcase_end(&g);
+}
+
+static void test_embed(void) {
+    embed_case(AMK_DTYPE_I32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 37, 72, 5);
+    embed_case(AMK_DTYPE_U8, AMK_DTYPE_F32, AMK_DTYPE_BF16, 200, 576, 3);
+}
+
+static void norm_case(amk_opcode op, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t rows, int64_t H, int bias) {
+    amk_program *p = prog_new(1);
+    int in[3], y, t;
+    in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, rows, H, 0);
+    in[1] = buf(p, "w", AMK_KIND_WEIGHT, wt, 1, H, 0, 0);
+    in[2] = buf(p, "b", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, H, 0, 0);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, rows, H, 0);
+    t = task(p, op, in, bias ? 3 : 2, y, amk_program_add_counter(p, ""), 0);
+    seti(p, t, "hidden", H);
+    setf(p, t, "eps", 1e-5);
+    check_program(p, amk_op_name(op), 2.0f, -1, -1);
+}
+
+static void test_rmsnorm(void) {
+    norm_case(AMK_OP_RMSNORM, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_BF16, 3, 576, 0);
+    norm_case(AMK_OP_RMSNORM, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 4096, 0);
+    norm_case(AMK_OP_RMSNORM, AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F16, 2, 100, 0);
+}
+
+static void test_layernorm(void) {
+    norm_case(AMK_OP_LAYERNORM, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 2, 300, 1);
+    norm_case(AMK_OP_LAYERNORM, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_F16, 3, 768, 0);
+}
+
+/* out [M, N] = x [M, K] @ W[n_off:n_off+N_tile].T; quant: 0 none, 6 I8, 7 I4 (wt I4 or U8). */
+static void gemv_case(const char *tag, amk_opcode op, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t M,
+                      int64_t N, int64_t K, int64_t n_off, int64_t N_tile, int bias, int quant, int64_t group,
+                      amk_dtype st, int zeros, int64_t m_off, int64_t M_tile) {
+    amk_program *p = prog_new(3);
+    int in[4], ni = 2, y, t;
+    in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, M, K, 0);
+    in[1] = wt == AMK_DTYPE_U8 ? buf(p, "W", AMK_KIND_WEIGHT, wt, 2, N, K / 2, 0)
+                               : buf(p, "W", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
+    if (quant) {
+        in[ni++] = buf(p, "scales", AMK_KIND_WEIGHT, st, 2, N, K / group, 0);
+        if (zeros) in[ni++] = buf(p, "zeros", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, N, K / group, 0);
+    } else if (bias) {
+        in[ni++] = buf(p, "bias", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, N, 0, 0);
+    }
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, M, N, 0);
+    t = task(p, op, in, ni, y, amk_program_add_counter(p, ""), 2);
+    seti(p, t, "K", K);
+    seti(p, t, "n_off", n_off);
+    seti(p, t, "N_tile", N_tile);
+    if (op == AMK_OP_GEMM_TILE) { seti(p, t, "m_off", m_off); seti(p, t, "M_tile", M_tile); }
+    if (quant) { seti(p, t, "qdtype", quant); seti(p, t, "group", group); }
+    check_program(p, tag, 1.0f, -1, -1);
+}
+
+static void test_gemv_tile(void) {
+    gemv_case("GEMV bf16 tile", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 256, 576, 128, 64, 0, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV f16 bias", AMK_OP_GEMV_TILE, AMK_DTYPE_BF16, AMK_DTYPE_F16, AMK_DTYPE_BF16, 1, 96, 4096, 0, 96, 1, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV f32 M=5", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 5, 70, 100, 3, 60, 0, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV bf16 unaligned K", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 2, 40, 100, 0, 40, 1, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV f8 weights", AMK_OP_GEMV_TILE, AMK_DTYPE_F16, AMK_DTYPE_F8E4M3, AMK_DTYPE_F32, 1, 32, 64, 0, 32, 0, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV q8 zeros", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_I8, AMK_DTYPE_F32, 1, 64, 128, 8, 48, 0, 6, 32, AMK_DTYPE_F16, 1, 0, 0);
+    gemv_case("GEMV q4 odd K", AMK_OP_GEMV_TILE, AMK_DTYPE_BF16, AMK_DTYPE_I4, AMK_DTYPE_F32, 2, 48, 65, 0, 48, 0, 7, 13, AMK_DTYPE_F32, 0, 0, 0);
+    gemv_case("GEMV q4 u8-packed", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_U8, AMK_DTYPE_BF16, 1, 32, 64, 0, 32, 0, 7, 64, AMK_DTYPE_BF16, 1, 0, 0);
+    if (!g_quick)
+        gemv_case("GEMV bf16 large", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 2048, 2048, 512, 1024, 0, 0, 0, 0, 0, 0, 0);
+}
+
+static void test_gemm_tile(void) {
+    gemv_case("GEMM rows", AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 6, 64, 128, 16, 32, 0, 0, 0, 0, 0, 2, 3);
+    gemv_case("GEMM f16 bias", AMK_OP_GEMM_TILE, AMK_DTYPE_BF16, AMK_DTYPE_F16, AMK_DTYPE_F16, 9, 40, 256, 0, 40, 1, 0, 0, 0, 0, 4, 5);
+}
+
+static void attn_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype ot, int nh, int nkv, int hd,
+                      int max_seq, int kv_start, int kv_len, int partial) {
+    amk_program *p = prog_new(2);
+    int in[3], y, t;
+    in[0] = buf(p, "q", AMK_KIND_IO_INPUT, qt, 2, nh, hd, 0);
+    in[1] = buf(p, "k", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
+    in[2] = buf(p, "v", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
+    y = partial ? buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, nh, hd + 2, 0)
+                : buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, nh, hd, 0);
+    t = task(p, AMK_OP_ATTENTION_TILE, in, 3, y, amk_program_add_counter(p, ""), 1);
+    seti(p, t, "head_dim", hd);
+    seti(p, t, "n_heads", nh);
+    seti(p, t, "n_kv_heads", nkv);
+    seti(p, t, "kv_start", kv_start);
+    seti(p, t, "kv_len", kv_len);
+    setf(p, t, "scale", 1.0 / sqrt((double)hd));
+    if (partial) seti(p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
+    check_program(p, tag, 1.0f, -1, 1e-5);
+}
+
+static void test_attention_tile(void) {
+    attn_case("ATTN gqa bf16", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 6, 2, 64, 100, 5, 70, 0);
+    attn_case("ATTN gqa partial", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 6, 2, 64, 100, 5, 70, 1);
+    attn_case("ATTN empty", AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 4, 32, 10, 3, 0, 0);
+    attn_case("ATTN empty partial", AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 4, 32, 10, 3, 0, 1);
+    attn_case("ATTN hd256 f32", AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_F32, 2, 1, 256, 64, 0, 40, 0);
+    attn_case("ATTN hd80 f16", AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_F32, 12, 3, 80, 40, 7, 33, 0);
+    attn_case("ATTN one key", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 9, 3, 64, 8, 7, 1, 1);
+    if (!g_quick) attn_case("ATTN long", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 32, 8, 128, 4096, 0, 4000, 1);
+}
+
+static void rope_case(const char *tag, amk_dtype xt, amk_dtype ot, int64_t S, int64_t heads, int64_t hd,
+                      const int32_t *pos, double theta, double factor, double rtol) {
+    amk_program *p = prog_new(1);
+    int in[2], y, t, i;
+    gcase g;
+    in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 3, S, heads, hd);
+    in[1] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, S, 0, 0);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 3, S, heads, hd);
+    t = task(p, AMK_OP_ROPE, in, 2, y, amk_program_add_counter(p, ""), 0);
+    seti(p, t, "head_dim", hd);
+    setf(p, t, "theta", theta);
+    if (factor > 0) {
+        setf(p, t, "rope_factor", factor);
+        setf(p, t, "rope_low_freq_factor", 1.0);
+        setf(p, t, "rope_high_freq_factor", 4.0);
+        seti(p, t, "rope_orig_ctx", 8192);
+    }
+    if (gcase_begin(&g, p, tag, 2.0f)) {
+        void *pv = amk_refvm_buffer(g.vm, in[1], NULL);
+        for (i = 0; i < S; i++) amk__store_i64(pv, AMK_DTYPE_I32, i, pos[i]);
+        gcase_sync(&g, in[1]);
+        /* why: |angle| error ~ pos * 1 ulp of inv_freq (libm vs device): scale the tolerance */
+        if (gcase_run(&g, tag)) gcase_compare(&g, y, rtol, rtol, tag);
+    }
+    gcase_end(&g);
+}
+
+static void test_rope(void) {
+    static const int32_t p1[1] = {37}, p3[3] = {0, 1000, 8191}, p9[1] = {5000};
+    rope_case("ROPE f32", AMK_DTYPE_F32, AMK_DTYPE_F32, 1, 4, 64, p1, 10000.0, 0, 2e-5);
+    rope_case("ROPE bf16 seq", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 3, 2, 128, p3, 500000.0, 0, 1.6e-2);
+    rope_case("ROPE f32 far", AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 2, 128, p3, 500000.0, 0, 1e-3);
+    rope_case("ROPE llama3", AMK_DTYPE_F32, AMK_DTYPE_F32, 1, 2, 64, p9, 500000.0, 32.0, 1e-3);
+}
+
+static void eltwise_case(const char *tag, amk_opcode op, int ni, amk_dtype at, amk_dtype bt, amk_dtype ot,
+                         int64_t n, int64_t nb, float scale, double rtol, double atol_rel) {
+    amk_program *p = prog_new(1);
+    int in[3], y, t;
+    in[0] = buf(p, "a", AMK_KIND_IO_INPUT, at, 1, n, 0, 0);
+    in[1] = buf(p, "b", AMK_KIND_IO_INPUT, bt, 1, nb, 0, 0);
+    in[2] = buf(p, "c", AMK_KIND_IO_INPUT, AMK_DTYPE_F16, 1, n, 0, 0);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 1, n, 0, 0);
+    t = task(p, op, in, ni, y, amk_program_add_counter(p, ""), 0);
+    if (op == AMK_OP_MUL && ni == 1) setf(p, t, "scale", 0.37);
+    check_program(p, tag, scale, rtol, atol_rel);
+}
+
+static void test_elementwise(void) {
+    eltwise_case("SILU_MUL bf16", AMK_OP_SILU_MUL, 2, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1536, 1536, 6.0f, -1, -1);
+    eltwise_case("SILU_MUL f32", AMK_OP_SILU_MUL, 2, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 1000, 1000, 10.0f, 2e-5, 1e-6);
+    eltwise_case("GELU f32", AMK_OP_GELU, 1, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 1000, 1, 5.0f, 2e-5, 1e-6);
+    eltwise_case("GELU f16", AMK_OP_GELU, 1, AMK_DTYPE_F16, AMK_DTYPE_F32, AMK_DTYPE_F16, 999, 1, 5.0f, -1, -1);
+    eltwise_case("ADD f16+bf16", AMK_OP_ADD, 2, AMK_DTYPE_F16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 777, 777, 4.0f, 0.0, 0.0);
+    eltwise_case("ADD bf16 out", AMK_OP_ADD, 2, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_BF16, 1000, 1000, 4.0f, 0.0, 0.0);
+    eltwise_case("MUL", AMK_OP_MUL, 2, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 500, 500, 3.0f, 0.0, 0.0);
+    eltwise_case("MUL broadcast", AMK_OP_MUL, 2, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_F32, 500, 1, 3.0f, 0.0, 0.0);
+    eltwise_case("MUL scale", AMK_OP_MUL, 1, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F16, 500, 1, 3.0f, 0.0, 0.0);
+    eltwise_case("ALLREDUCE 3", AMK_OP_ALLREDUCE_SHARD, 3, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_F32, 300, 300, 2.0f, 0.0, 0.0);
+    eltwise_case("ALLREDUCE 1", AMK_OP_ALLREDUCE_SHARD, 1, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_BF16, 300, 1, 2.0f, 0.0, 0.0);
+}
+
+static void dequant_case(const char *tag, amk_dtype qt, int qdtype, int64_t rows, int64_t cols, int64_t group,
+                         amk_dtype st, int zeros, amk_dtype ot) {
+    amk_program *p = prog_new(1);
+    int64_t logical = qt == AMK_DTYPE_U8 ? rows * cols * 2 : rows * cols;
+    int in[3], y, t;
+    in[0] = buf(p, "q", AMK_KIND_WEIGHT, qt, 2, rows, cols, 0);
+    in[1] = buf(p, "scales", AMK_KIND_WEIGHT, st, 1, logical / group, 0, 0);
+    in[2] = buf(p, "zeros", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, logical / group, 0, 0);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, rows, logical / rows, 0);
+    t = task(p, AMK_OP_DEQUANT, in, zeros ? 3 : 2, y, amk_program_add_counter(p, ""), 0);
+    seti(p, t, "qdtype", qdtype);
+    seti(p, t, "group", group);
+    check_program(p, tag, 100.0f, 0.0, 0.0);
+}
+
+static void test_dequant(void) {
+    dequant_case("DEQUANT i8 zeros", AMK_DTYPE_I8, 6, 4, 64, 16, AMK_DTYPE_F16, 1, AMK_DTYPE_F32);
+    dequant_case("DEQUANT i4", AMK_DTYPE_I4, 7, 5, 24, 8, AMK_DTYPE_F32, 0, AMK_DTYPE_BF16);
+    dequant_case("DEQUANT u8 packed", AMK_DTYPE_U8, 7, 2, 16, 32, AMK_DTYPE_BF16, 1, AMK_DTYPE_F32);
+}
+
+static void softmax_case(const char *tag, amk_dtype xt, amk_dtype ot, int rank, int64_t d0, int64_t d1, int64_t d2,
+                         int dim, float scale) {
+    amk_program *p = prog_new(1);
+    int x = buf(p, "x", AMK_KIND_IO_INPUT, xt, rank, d0, d1, d2), y = buf(p, "y", AMK_KIND_IO_OUTPUT, ot, rank, d0, d1, d2);
+    int t = task(p, AMK_OP_SOFTMAX, &x, 1, y, amk_program_add_counter(p, ""), 0);
+    seti(p, t, "dim", dim);
+    check_program(p, tag, scale, -1, 1e-6);
+}
+
+static void test_softmax(void) {
+    softmax_case("SOFTMAX last", AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 3, 5, 7, -1, 5.0f);
+    softmax_case("SOFTMAX mid", AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 3, 5, 7, 1, 5.0f);
+    softmax_case("SOFTMAX first", AMK_DTYPE_BF16, AMK_DTYPE_F32, 3, 3, 5, 7, 0, 5.0f);
+    softmax_case("SOFTMAX wide", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 2, 2, 5000, 0, -1, 20.0f);
+}
+
+static void test_kv_append(void) {
+    amk_program *p = prog_new(2);
+    int nw = buf(p, "new", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, 2, 64, 0);
+    int cache = buf(p, "cache", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, 10, 2, 64);
+    int nw2 = buf(p, "new2", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 3, 48, 0);
+    int cache2 = buf(p, "cache2", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 3, 7, 3, 48);
+    int in[2], t;
+    in[0] = nw; in[1] = cache;
+    t = task(p, AMK_OP_KV_APPEND, in, 2, cache, amk_program_add_counter(p, ""), 0);
+    seti(p, t, "pos", 7);
+    in[0] = nw2; in[1] = cache2;
+    t = task(p, AMK_OP_KV_APPEND, in, 2, cache2, amk_program_add_counter(p, ""), 1);
+    seti(p, t, "pos", 6); /* the last row */
+    check_program(p, "KV_APPEND", 2.0f, 0.0, 0.0); /* compares both whole caches: one row changed */
+}
+
+static void test_sample_argmax(void) {
+    amk_program *p = prog_new(1);
+    int x = buf(p, "logits", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 4, 1000, 0);
+    int y = buf(p, "tok", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 4, 0, 0);
+    int x2 = buf(p, "logits2", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, 1, 49152, 0);
+    int y2 = buf(p, "tok2", AMK_KIND_IO_OUTPUT, AMK_DTYPE_U8, 1, 1, 0, 0);
+    int i;
+    gcase g;
+    task(p, AMK_OP_SAMPLE_ARGMAX, &x, 1, y, amk_program_add_counter(p, ""), 0);
+    task(p, AMK_OP_SAMPLE_ARGMAX, &x2, 1, y2, amk_program_add_counter(p, ""), 0);
+    if (gcase_begin(&g, p, "ARGMAX", 10.0f)) {
+        float *l = (float *)amk_refvm_buffer(g.vm, x, NULL);
+        void *l2 = amk_refvm_buffer(g.vm, x2, NULL);
+        l[17] = l[500] = 50.0f;                         /* row 0: a tie, first index wins */
+        for (i = 1000; i < 2000; i += 3) l[i] = NAN;    /* row 1: NaN never wins */
+        l[1000 + 999] = 40.0f;
+        for (i = 2000; i < 3000; i++) l[i] = NAN;       /* row 2: all NaN -> 0 */
+        for (i = 3000; i < 4000; i++) l[i] = -INFINITY; /* row 3: all -inf -> the first */
+        amk__store_f32(l2, AMK_DTYPE_BF16, 40000, 77.0f); /* tok2 = 40000 saturates to 255 in U8 */
+        gcase_sync(&g, x);
+        gcase_sync(&g, x2);
+        if (gcase_run(&g, "ARGMAX")) {
+            int32_t tok[4];
+            gcase_compare(&g, y, 0.0, 0.0, "ARGMAX");
+            gcase_compare(&g, y2, 0.0, 0.0, "ARGMAX bf16");
+            CHECK_EQ_INT(amk_cuda_download(g.cu, y, tok, sizeof tok, NULL), AMK_OK);
+            CHECK_EQ_INT(tok[0], 17);
+            CHECK_EQ_INT(tok[1], 999); /* the index within the row */
+            CHECK_EQ_INT(tok[2], 0);
+            CHECK_EQ_INT(tok[3], 0);
+        }
+    }
+    gcase_end(&g);
+}
+
+static void test_attention_combine(void) {
+    const int nh = 4, hd = 64, P = 3;
+    amk_program *p = prog_new(1);
+    int in[3], y, y2, i, t;
+    gcase g;
+    for (i = 0; i < P; i++) in[i] = buf(p, "partial", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, nh, hd + 2, 0);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, nh, hd, 0);
+    y2 = buf(p, "y2", AMK_KIND_IO_OUTPUT, AMK_DTYPE_BF16, 2, nh, hd, 0);
+    t = task(p, AMK_OP_ATTENTION_COMBINE, in, P, y, amk_program_add_counter(p, ""), 0);
+    seti(p, t, "head_dim", hd);
+    t = task(p, AMK_OP_ATTENTION_COMBINE, in, P, y2, amk_program_add_counter(p, ""), 0);
+    seti(p, t, "head_dim", hd);
+    if (gcase_begin(&g, p, "COMBINE", 1.0f)) {
+        for (i = 0; i < P; i++) {
+            float *pp = (float *)amk_refvm_buffer(g.vm, in[i], NULL);
+            int h;
+            for (h = 0; h < nh; h++) {
+                pp[h * (hd + 2) + hd] = 2.0f * trng_sym(&g.rng);         /* m */
+                pp[h * (hd + 2) + hd + 1] = 1.5f + trng_sym(&g.rng);     /* l > 0 */
+            }
+            if (i == 1) { pp[1 * (hd + 2) + hd] = -INFINITY; pp[1 * (hd + 2) + hd + 1] = 0.0f; } /* empty */
+            pp[3 * (hd + 2) + hd] = -INFINITY; /* head 3: every partial empty -> zeros */
+            pp[3 * (hd + 2) + hd + 1] = 0.0f;
+            gcase_sync(&g, in[i]);
+        }
+        if (gcase_run(&g, "COMBINE")) {
+            gcase_compare(&g, y, 2e-5, 1e-6, "COMBINE");
+            gcase_compare(&g, y2, -1, -1, "COMBINE bf16");
+        }
+    }
+    gcase_end(&g);
+}
+
+static void test_nop(void) {
+    amk_program *p = prog_new(4);
+    int c0 = amk_program_add_counter(p, "");
+    int c1 = amk_program_add_counter(p, "");
+    int x = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, 8, 0, 0), y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 1, 8, 0, 0);
+    int t = amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, c0, "nop");
+    p->tasks[t].sm = 3;
+    t = task(p, AMK_OP_COPY, &x, 1, y, c1, 0);
+    amk_task_add_wait(p, t, c0, 1); /* a NOP still signals */
+    check_program(p, "NOP", 1.0f, 0.0, 0.0);
+}
+
+/* ---- multi-SM programs ------------------------------------------------------------------------- */
+
+/* 16 GEMV tiles on 16 SMs under one all-join counter, an RMSNORM on a 17th SM waiting for all of
+   them, then 4 tiles reading the norm. Run several times: the outputs must not move. */
+static void test_dag_tiles_join(void) {
+    const int tiles = 16, K = 512, N = 1024, N2 = 256;
+    amk_program *p = prog_new(tiles + 1);
+    int x = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, K, 0);
+    int W = buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
+    int w2 = buf(p, "w2", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, N, 0, 0);
+    int W3 = buf(p, "W3", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N2, N, 0);
+    int y = buf(p, "y", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 1, N, 0);
+    int z = buf(p, "z", AMK_KIND_ACTIVATION, AMK_DTYPE_BF16, 2, 1, N, 0);
+    int o = buf(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, N2, 0);
+    int c0 = amk_program_add_counter(p, "tiles"), c1 = amk_program_add_counter(p, "norm");
+    int c2 = amk_program_add_counter(p, "out"), in[2], i, t, run;
+    gcase g;
+    for (i = 0; i < tiles; i++) {
+        in[0] = x; in[1] = W;
+        t = task(p, AMK_OP_GEMV_TILE, in, 2, y, c0, i);
+        seti(p, t, "K", K); seti(p, t, "n_off", i * (N / tiles)); seti(p, t, "N_tile", N / tiles);
+    }
+    in[0] = y; in[1] = w2;
+    t = task(p, AMK_OP_RMSNORM, in, 2, z, c1, tiles);
+    seti(p, t, "hidden", N); setf(p, t, "eps", 1e-6);
+    amk_task_add_wait(p, t, c0, tiles);
+    for (i = 0; i < 4; i++) {
+        in[0] = z; in[1] = W3;
+        t = task(p, AMK_OP_GEMV_TILE, in, 2, o, c2, 3 + 4 * i);
+        seti(p, t, "K", N); seti(p, t, "n_off", i * (N2 / 4)); seti(p, t, "N_tile", N2 / 4);
+        amk_task_add_wait(p, t, c1, 1);
+    }
+    if (gcase_begin(&g, p, "DAG tiles", 1.0f) && gcase_run(&g, "DAG tiles")) {
+        float first[256], again[256];
+        gcase_compare(&g, y, -1, -1, "DAG tiles y");
+        gcase_compare(&g, z, -1, -1, "DAG tiles z");
+        gcase_compare(&g, o, 2e-3, 2e-3, "DAG tiles out"); /* z is bf16: a flipped rounding moves out */
+        CHECK_EQ_INT(amk_cuda_download(g.cu, o, first, sizeof first, NULL), AMK_OK);
+        for (run = 0; run < (g_quick ? 2 : 20); run++) {
+            CHECK_EQ_INT(amk_cuda_run(g.cu, 10000.0 * g_slow, &g.d), AMK_OK);
+            CHECK_EQ_INT(amk_cuda_download(g.cu, o, again, sizeof again, NULL), AMK_OK);
+            CHECK_MSG(memcmp(first, again, sizeof first) == 0, "run %d moved the output: a race", run);
+        }
+    }
+    gcase_end(&g);
+}
+
+/* A chain of ADDs hopping across SMs: acc_i = acc_{i-1} + w_i on SM (5 i) mod n_sms, each waiting
+   for the one before. Bit-exact: any stale read shows. */
+static void test_dag_chain(void) {
+    const int n = g_quick ? 16 : 96, n_sms = 32, H = 1000;
+    amk_program *p = prog_new(n_sms);
+    int prev = buf(p, "acc0", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, H, 0, 0), i, last = -1, prev_c = -1;
+    gcase g;
+    for (i = 0; i < n; i++) {
+        char name[32];
+        int in[2], t, c = amk_program_add_counter(p, "");
+        snprintf(name, sizeof name, "w%d", i);
+        in[0] = prev;
+        in[1] = buf(p, name, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, H, 0, 0);
+        snprintf(name, sizeof name, "acc%d", i + 1);
+        last = buf(p, name, i == n - 1 ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, H, 0, 0);
+        t = task(p, AMK_OP_ADD, in, 2, last, c, (5 * i) % n_sms);
+        if (prev_c >= 0) amk_task_add_wait(p, t, prev_c, 1);
+        prev = last;
+        prev_c = c;
+    }
+    if (gcase_begin(&g, p, "DAG chain", 1.0f) && gcase_run(&g, "DAG chain")) gcase_compare(&g, last, 0.0, 0.0, "DAG chain");
+    gcase_end(&g);
+}
+
+/* KV_APPEND of k and v on two SMs (one shared counter), attention split over three windows on
+   three SMs (partials), ATTENTION_COMBINE on a sixth; then the next position through
+   amk_cuda_update_params, with the caches carried over on both VMs. */
+static void test_dag_kv_attention(void) {
+    const int nh = 6, nkv = 2, hd = 64, max_seq = 64;
+    int pos = 47, step;
+    amk_program *p = prog_new(6);
+    int kn = buf(p, "k_new", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, nkv, hd, 0);
+    int vn = buf(p, "v_new", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, nkv, hd, 0);
+    int kc = buf(p, "k_cache", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 3, max_seq, nkv, hd);
+    int vc = buf(p, "v_cache", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 3, max_seq, nkv, hd);
+    int q = buf(p, "q", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, nh, hd, 0);
+    int o = buf(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_BF16, 2, nh, hd, 0);
+    int ckv = amk_program_add_counter(p, "kv"), catt = amk_program_add_counter(p, "partials");
+    int cout = amk_program_add_counter(p, "out");
+    int part[3], in[3], tk, tv, ta[3], tc, w;
+    gcase g;
+    in[0] = kn; in[1] = kc;
+    tk = task(p, AMK_OP_KV_APPEND, in, 2, kc, ckv, 0);
+    in[0] = vn; in[1] = vc;
+    tv = task(p, AMK_OP_KV_APPEND, in, 2, vc, ckv, 1);
+    for (w = 0; w < 3; w++) {
+        part[w] = buf(p, "partial", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, nh, hd + 2, 0);
+        in[0] = q; in[1] = kc; in[2] = vc;
+        ta[w] = task(p, AMK_OP_ATTENTION_TILE, in, 3, part[w], catt, 2 + w);
+        seti(p, ta[w], "head_dim", hd); seti(p, ta[w], "n_heads", nh); seti(p, ta[w], "n_kv_heads", nkv);
+        setf(p, ta[w], "scale", 0.125); seti(p, ta[w], "flags", AMK_ATTN_FLAG_PARTIAL);
+        amk_task_add_wait(p, ta[w], ckv, 2);
+    }
+    tc = task(p, AMK_OP_ATTENTION_COMBINE, part, 3, o, cout, 5);
+    seti(p, tc, "head_dim", hd);
+    amk_task_add_wait(p, tc, catt, 3);
+    for (step = 0; step < 2; step++, pos++) {
+        seti(p, tk, "pos", pos);
+        seti(p, tv, "pos", pos);
+        seti(p, ta[0], "kv_start", 0);  seti(p, ta[0], "kv_len", 20);
+        seti(p, ta[1], "kv_start", 20); seti(p, ta[1], "kv_len", 20);
+        seti(p, ta[2], "kv_start", 40); seti(p, ta[2], "kv_len", pos + 1 - 40);
+        if (step == 0) {
+            if (!gcase_begin(&g, p, "DAG kv", 1.0f)) break;
+        } else {
+            CHECK_EQ_INT(amk_cuda_update_params(g.cu, p, &g.d), AMK_OK);
+        }
+        if (!gcase_run(&g, "DAG kv")) break;
+        gcase_compare(&g, o, -1, 1e-3, "DAG kv out");
+        gcase_compare(&g, kc, 0.0, 0.0, "DAG kv k cache");
+        gcase_compare(&g, vc, 0.0, 0.0, "DAG kv v cache");
+        for (w = 0; w < 3; w++) gcase_compare(&g, part[w], 1e-5, 1e-5, "DAG kv partial");
+    }
+    gcase_end(&g);
+}
+
+#ifdef AMK_TEST_HAVE_RANDPROG
+/* Random valid programs (tests/randprog.h), lowered onto n_sms SMs. */
+static void test_dag_random(void) {
+    const int n_seeds = g_quick ? 3 : 24;
+    int s;
+    for (s = 0; s < n_seeds; s++) {
+        randprog_opts o;
+        amk_program *p;
+        amk_config cfg;
+        amk_target t;
+        amk_diag d;
+        gcase g;
+        char tag[64];
+        int b, n_sms = (s % 3 == 0) ? 132 : 4 + s % 13;
+        uint64_t seed = g_seed + (uint64_t)s * 7919u;
+        o.n_tasks = 20 + s * 4;
+        o.kv = -1;
+        o.onchip = s % 2;
+        p = randprog_make(seed, &o);
+        snprintf(tag, sizeof tag, "random seed %llu sms %d", (unsigned long long)seed, n_sms);
+        amk_config_default(&cfg);
+        amk_target_builtin("h100", &t);
+        t.num_sms = n_sms;
+        amk_diag_clear(&d);
+        if (amk_program_lower(p, &cfg, &t, &d) != AMK_OK) {
+            CHECK_MSG(0, "%s: lower: %s", tag, d.message);
+            amk_program_free(p);
+            continue;
+        }
+        if (!gcase_begin(&g, p, tag, 1.0f)) { gcase_end(&g); continue; }
+        CHECK(randprog_fill(g.vm, p, seed));
+        for (b = 0; b < p->n_buffers; b++)
+            if (is_input_kind(p->buffers[b].kind)) gcase_sync(&g, b);
+        if (gcase_run(&g, tag))
+            for (b = 0; b < p->n_buffers; b++)
+                if (p->buffers[b].kind == AMK_KIND_IO_OUTPUT || p->buffers[b].kind == AMK_KIND_KV_CACHE)
+                    gcase_compare(&g, b, 4 * dtype_tol(p->buffers[b].dtype), 4 * dtype_tol(p->buffers[b].dtype), tag);
+        gcase_end(&g);
+    }
+}
+#endif
+
+/* ---- the runtime: watchdog, errors, timing, params, images ---------------------------------------- */
+
+/* SM 0 copies x to y; SM 1 waits on a counter nobody signals (validate would refuse this: the test
+   goes through the unchecked entry). The launch must end in AMK_ERR_TIMEOUT naming SM 1, quickly,
+   with SM 0's work done; the same object must time out again; a valid program must then run. */
+static void test_watchdog(void) {
+    amk_program *p = prog_new(2);
+    int x = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, 64, 0, 0);
+    int y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 1, 64, 0, 0);
+    int z = buf(p, "z", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 1, 64, 0, 0);
+    int c0 = amk_program_add_counter(p, "copied"), never = amk_program_add_counter(p, "never");
+    int c2 = amk_program_add_counter(p, "stuck");
+    int t0, t1, i, round;
+    float xs[64], ys[64];
+    amk_cuda *cu = NULL;
+    amk_diag d;
+    t0 = task(p, AMK_OP_COPY, &x, 1, y, c0, 0);
+    t1 = task(p, AMK_OP_COPY, &x, 1, z, c2, 1);
+    amk_task_add_wait(p, t1, never, 1);
+    AMK__UNUSED(t0);
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_cuda_create(p, g_image, g_image_size, &cu, &d), AMK_ERR_REJECTED);
+    CHECK(cu == NULL);
+    CHECK_EQ_INT(amk__cuda_create_unchecked(p, g_image, g_image_size, &cu, &d), AMK_OK);
+    if (!cu) { amk_program_free(p); return; }
+    for (i = 0; i < 64; i++) xs[i] = (float)i * 0.5f;
+    CHECK_EQ_INT(amk_cuda_upload(cu, x, xs, sizeof xs, &d), AMK_OK);
+    for (round = 0; round < 2; round++) {
+        double t = now_ms(), dt;
+        amk_result r;
+        amk_diag_clear(&d);
+        r = amk_cuda_run(cu, 200.0 * g_slow, &d);
+        dt = now_ms() - t;
+        CHECK_EQ_INT(r, AMK_ERR_TIMEOUT);
+        CHECK_MSG(dt < 200.0 * g_slow + 1500.0, "the aborted launch took %.0f ms", dt);
+        CHECK_EQ_INT(d.task, t1);
+        CHECK_EQ_INT(d.counter, never);
+        CHECK_MSG(strstr(d.message, "SM 1 at task 1") != NULL, "message: %s", d.message);
+        CHECK_MSG(strstr(d.message, "1 of 2 SMs") != NULL, "message: %s", d.message);
+        memset(ys, 0, sizeof ys);
+        CHECK_EQ_INT(amk_cuda_download(cu, y, ys, sizeof ys, &d), AMK_OK);
+        CHECK(memcmp(xs, ys, sizeof xs) == 0); /* SM 0 finished its part */
+    }
+    amk_cuda_free(cu);
+    amk_program_free(p);
+    /* the context survives: a valid program runs and is right */
+    copy_case(AMK_DTYPE_F32, AMK_DTYPE_BF16, 100, 2.0f);
+}
+
+/* A token id out of range: AMK_ERR_RUNTIME naming the task; the next run with good ids works. */
+static void test_device_errors(void) {
+    amk_program *p = prog_new(2);
+    int ids = buf(p, "ids", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 2, 0, 0);
+    int tab = buf(p, "table", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, 10, 8, 0);
+    int y = buf(p, "y", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 2, 8, 0);
+    int z = buf(p, "z", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 2, 8, 0);
+    int pos = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    int c0 = amk_program_add_counter(p, ""), c1 = amk_program_add_counter(p, "");
+    int in[2], t, t2;
+    int32_t bad[2] = {3, 10}, good[2] = {3, 9}, neg = -5, zero = 0;
+    gcase g;
+    in[0] = ids; in[1] = tab;
+    t = task(p, AMK_OP_EMBED, in, 2, y, c0, 0);
+    seti(p, t, "hidden", 8);
+    in[0] = y; in[1] = pos;
+    t2 = task(p, AMK_OP_ROPE, in, 2, z, c1, 1);
+    seti(p, t2, "head_dim", 8);
+    setf(p, t2, "theta", 10000.0);
+    amk_task_add_wait(p, t2, c0, 1);
+    if (gcase_begin(&g, p, "device errors", 1.0f)) {
+        amk_result r;
+        CHECK_EQ_INT(amk_cuda_upload(g.cu, pos, &zero, 4, NULL), AMK_OK);
+        CHECK_EQ_INT(amk_cuda_upload(g.cu, ids, bad, sizeof bad, NULL), AMK_OK);
+        r = amk_cuda_run(g.cu, 5000.0 * g_slow, &g.d);
+        CHECK_EQ_INT(r, AMK_ERR_RUNTIME);
+        CHECK_EQ_INT(g.d.task, t);
+        CHECK_MSG(strstr(g.d.message, "token id") && strstr(g.d.message, "10"), "message: %s", g.d.message);
+        CHECK_EQ_INT(amk_cuda_upload(g.cu, ids, good, sizeof good, NULL), AMK_OK);
+        CHECK_EQ_INT(amk_cuda_upload(g.cu, pos, &neg, 4, NULL), AMK_OK);
+        r = amk_cuda_run(g.cu, 5000.0 * g_slow, &g.d);
+        CHECK_EQ_INT(r, AMK_ERR_RUNTIME);
+        CHECK_EQ_INT(g.d.task, t2);
+        CHECK_MSG(strstr(g.d.message, "position") && strstr(g.d.message, "-5"), "message: %s", g.d.message);
+        memcpy(amk_refvm_buffer(g.vm, ids, NULL), good, sizeof good);
+        memcpy(amk_refvm_buffer(g.vm, pos, NULL), &zero, 4);
+        gcase_sync(&g, ids);
+        gcase_sync(&g, pos);
+        if (gcase_run(&g, "device errors, then good")) gcase_compare(&g, z, 0.0, 0.0, "device errors z");
+    }
+    gcase_end(&g);
+}
+
+/* Timing: every task recorded on its SM, and each consumer starts after its producer ended. */
+static void test_timing(void) {
+    const int n = 24, n_sms = 8, H = 256;
+    amk_program *p = prog_new(n_sms);
+    int prev = buf(p, "a0", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, H, 0, 0), w = buf(p, "w", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, H, 0, 0);
+    int i, prev_c = -1, n_rec = 0;
+    amk_cuda_timing_record rec[24];
+    amk_cuda_info info;
+    gcase g;
+    for (i = 0; i < n; i++) {
+        int in[2], t, c = amk_program_add_counter(p, ""), out;
+        char name[16];
+        snprintf(name, sizeof name, "a%d", i + 1);
+        out = buf(p, name, i == n - 1 ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, H, 0, 0);
+        in[0] = prev; in[1] = w;
+        t = task(p, AMK_OP_MUL, in, 2, out, c, (3 * i) % n_sms);
+        if (prev_c >= 0) amk_task_add_wait(p, t, prev_c, 1);
+        prev = out;
+        prev_c = c;
+    }
+    if (gcase_begin(&g, p, "timing", 1.0f)) {
+        CHECK_EQ_INT(amk_cuda_timing(g.cu, rec, n, &n_rec, &g.d), AMK_ERR_INVALID_ARG); /* not on yet */
+        amk_cuda_set_timing(g.cu, 1);
+        if (gcase_run(&g, "timing")) {
+            amk_cuda_get_info(g.cu, &info);
+            CHECK_EQ_INT(amk_cuda_timing(g.cu, rec, n, &n_rec, &g.d), AMK_OK);
+            CHECK_EQ_INT(n_rec, n);
+            for (i = 0; i < n_rec; i++) {
+                CHECK(rec[i].done);
+                CHECK_EQ_INT(rec[i].task, i);
+                CHECK_EQ_INT(rec[i].op, AMK_OP_MUL);
+                CHECK_EQ_INT(rec[i].sm, (3 * i) % n_sms);
+                CHECK(rec[i].hw_sm >= 0 && rec[i].hw_sm < info.device_sms);
+                CHECK(rec[i].end_us >= rec[i].start_us && rec[i].wait_us >= 0.0);
+                if (i > 0) CHECK_MSG(rec[i].start_us >= rec[i - 1].end_us, "task %d started %.3f us before task %d ended",
+                                     i, rec[i - 1].end_us - rec[i].start_us, i - 1);
+            }
+            gcase_compare(&g, prev, 0.0, 0.0, "timing out");
+        }
+    }
+    gcase_end(&g);
+}
+
+/* update_params must refuse another program and out-of-range params (the device trusts them). */
+static void test_update_params_checks(void) {
+    amk_program *p = prog_new(1), *q;
+    int nw = buf(p, "new", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, 16, 0, 0);
+    int cache = buf(p, "cache", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 2, 4, 16, 0);
+    int in[2], t;
+    gcase g;
+    in[0] = nw; in[1] = cache;
+    t = task(p, AMK_OP_KV_APPEND, in, 2, cache, amk_program_add_counter(p, ""), 0);
+    seti(p, t, "pos", 1);
+    if (gcase_begin(&g, p, "update_params", 1.0f)) {
+        q = amk_program_clone(p);
+        seti(q, t, "pos", 4); /* one past the cache */
+        CHECK_EQ_INT(amk_cuda_update_params(g.cu, q, &g.d), AMK_ERR_REJECTED);
+        CHECK_STR(g.d.check, "PARAM_VALUE");
+        q->tasks[0].op = AMK_OP_COPY;
+        CHECK_EQ_INT(amk_cuda_update_params(g.cu, q, &g.d), AMK_ERR_MISMATCH);
+        amk_program_free(q);
+        seti(p, t, "pos", 3);
+        CHECK_EQ_INT(amk_cuda_update_params(g.cu, p, &g.d), AMK_OK);
+        if (gcase_run(&g, "update_params")) gcase_compare(&g, cache, 0.0, 0.0, "update_params");
+    }
+    gcase_end(&g);
+}
+
+static void test_upload_checks(void) {
+    amk_program *p = prog_new(1);
+    int x = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 1, 5, 0, 0), y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I4, 1, 5, 0, 0);
+    unsigned char tmp[64];
+    gcase g;
+    task(p, AMK_OP_COPY, &x, 1, y, amk_program_add_counter(p, ""), 0);
+    if (gcase_begin(&g, p, "upload checks", 1.0f)) {
+        CHECK_EQ_INT(amk_cuda_upload(g.cu, x, tmp, 9, &g.d), AMK_ERR_MISMATCH);
+        CHECK_EQ_INT(g.d.buffer, x);
+        CHECK_EQ_INT(amk_cuda_upload(g.cu, 7, tmp, 10, &g.d), AMK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(amk_cuda_upload(g.cu, -1, tmp, 10, &g.d), AMK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(amk_cuda_download(g.cu, y, tmp, 3, &g.d), AMK_OK); /* 5 nibbles = 3 bytes */
+        CHECK_EQ_INT(amk_cuda_download(g.cu, y, tmp, 4, &g.d), AMK_ERR_MISMATCH);
+    }
+    gcase_end(&g);
+}
+
+/* The PTX image goes through the driver's JIT; a broken one reports ptxas's log. */
+static void test_images(void) {
+    static const char bad_ptx[] = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry amk_vm_main() { bogus.instruction; }\n";
+    amk_program *p = prog_new(1);
+    int x = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, 300, 0, 0), y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F16, 1, 300, 0, 0);
+    amk_cuda *cu = NULL;
+    amk_diag d;
+    amk_cuda_info info;
+    double t0;
+    float xs[300], ys[300];
+    uint16_t hs[300];
+    int i;
+    task(p, AMK_OP_COPY, &x, 1, y, amk_program_add_counter(p, ""), 0);
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_cuda_create(p, bad_ptx, sizeof bad_ptx - 1, &cu, &d), AMK_ERR_CUDA);
+    CHECK(cu == NULL);
+    CHECK_MSG(d.jit_log[0] != 0, "no JIT log; message: %s", d.message);
+    CHECK_MSG(strstr(d.cuda_error, "CUDA_ERROR_") != NULL, "cuda_error: %s", d.cuda_error);
+    if (!g_quick) {
+        amk_diag_clear(&d);
+        t0 = now_ms();
+        /* the embedded PTX without its NUL: the loader must terminate it */
+        CHECK_EQ_INT(amk_cuda_create(p, amk_device_ptx.bytes, amk_device_ptx_size, &cu, &d), AMK_OK);
+        printf("  PTX JIT load: %.0f ms\n", now_ms() - t0);
+        if (cu) {
+            for (i = 0; i < 300; i++) xs[i] = (float)i / 7.0f;
+            CHECK_EQ_INT(amk_cuda_upload(cu, x, xs, sizeof xs, &d), AMK_OK);
+            CHECK_EQ_INT(amk_cuda_run(cu, 10000.0 * g_slow, &d), AMK_OK);
+            CHECK_EQ_INT(amk_cuda_download(cu, y, hs, sizeof hs, &d), AMK_OK);
+            for (i = 0; i < 300; i++) ys[i] = amk_f16_to_f32(hs[i]);
+            for (i = 0; i < 300; i++) CHECK(ys[i] == amk_f16_to_f32(amk_f32_to_f16(xs[i])));
+            amk_cuda_get_info(cu, &info);
+            CHECK(info.cc_major == 9);
+            amk_cuda_free(cu);
+        }
+    }
+    amk_program_free(p);
+}
+
+static void test_info(void) {
+    amk_cuda_info info;
+    amk_cuda_get_info(g_keep, &info);
+    CHECK(info.device_name[0] != 0);
+    CHECK_EQ_INT(info.cc_major, 9);
+    CHECK(info.device_sms >= 100);
+    CHECK_EQ_INT(info.threads, 256);
+    CHECK(info.regs_per_thread > 0 && info.regs_per_thread <= 128);
+    CHECK(info.smem_bytes >= 100000);
+    printf("  device: %s, cc %d.%d, %d SMs, driver %d; VM: %d regs/thread, %lld B dynamic smem\n",
+           info.device_name, info.cc_major, info.cc_minor, info.device_sms, info.driver_version,
+           info.regs_per_thread, (long long)info.smem_bytes);
+}
+
+/* ---- benchmarks (--bench): numbers for bench/NOTES.md, not tests ---------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One GEMV over tiles on every SM: weight bytes over kernel span and over wall time per run. */
+static void bench_gemv(int64_t N, int64_t K, int tiles, int threads) {
+    amk_program *p = prog_new(tiles);
+    int x = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, K, 0), W = buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
+    int y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, N, 0), c = amk_program_add_counter(p, "");
+    int i, in[2], n_rec = 0, runs = 30;
+    amk_cuda *cu = NULL;
+    amk_diag d;
+    double wall[30], span[30], bytes = (double)N * (double)K * 2.0;
+    uint16_t *w;
+    amk_cuda_timing_record *rec;
+    trng r = trng_for("bench");
+    p->config.threads_per_block = threads;
+    in[0] = x; in[1] = W;
+    for (i = 0; i < tiles; i++) {
+        int t = task(p, AMK_OP_GEMV_TILE, in, 2, y, c, i);
+        int64_t a = N * i / tiles, b = N * (i + 1) / tiles;
+        seti(p, t, "K", K); seti(p, t, "n_off", a); seti(p, t, "N_tile", b - a);
+    }
+    amk_diag_clear(&d);
+    if (amk_cuda_create(p, g_image, g_image_size, &cu, &d) != AMK_OK) {
+        printf("  bench gemv: create failed: %s\n", d.message);
+        amk_program_free(p);
+        return;
+    }
+    w = (uint16_t *)malloc((size_t)(N * K) * 2);
+    for (i = 0; i < 4096; i++) w[i] = amk_f32_to_bf16(trng_sym(&r) * 0.05f);
+    for (i = 4096; i < N * K; i += 4096) memcpy(w + i, w, (size_t)(N * K - i < 4096 ? N * K - i : 4096) * 2);
+    amk_cuda_upload(cu, W, w, (size_t)(N * K) * 2, &d);
+    free(w);
+    rec = (amk_cuda_timing_record *)calloc((size_t)tiles, sizeof *rec);
+    for (i = 0; i < 5; i++) amk_cuda_run(cu, 10000.0, &d);
+    for (i = 0; i < runs; i++) {
+        double t0 = now_ms();
+        amk_cuda_run(cu, 10000.0, &d);
+        wall[i] = (now_ms() - t0) * 1e3;
+    }
+    amk_cuda_set_timing(cu, 1);
+    for (i = 0; i < runs; i++) {
+        int k;
+        double lo = 1e30, hi = 0;
+        amk_cuda_run(cu, 10000.0, &d);
+        amk_cuda_timing(cu, rec, tiles, &n_rec, &d);
+        for (k = 0; k < n_rec; k++) {
+            if (rec[k].start_us < lo) lo = rec[k].start_us;
+            if (rec[k].end_us > hi) hi = rec[k].end_us;
+        }
+        span[i] = hi - lo;
+    }
+    qsort(wall, (size_t)runs, sizeof(double), cmp_double);
+    qsort(span, (size_t)runs, sizeof(double), cmp_double);
+    printf("  bench gemv bf16 %lldx%lld (%.1f MB) %d tiles x %d threads: op span median %.1f us (%.0f GB/s), "
+           "run() wall median %.1f us (%.0f GB/s)\n", (long long)N, (long long)K, bytes / 1e6, tiles, threads,
+           span[runs / 2], bytes / span[runs / 2] * 1e-3, wall[runs / 2], bytes / wall[runs / 2] * 1e-3);
+    free(rec);
+    amk_cuda_free(cu);
+    amk_program_free(p);
+}
+
+/* A chain of NOPs hopping across SMs: the cost of one dependent signal, SM to SM. */
+static void bench_chain(int n, int n_sms) {
+    amk_program *p = prog_new(n_sms);
+    int i, prev = -1, n_rec = 0, runs = 20;
+    amk_cuda *cu = NULL;
+    amk_diag d;
+    double per[20];
+    amk_cuda_timing_record *rec = (amk_cuda_timing_record *)calloc((size_t)n, sizeof *rec);
+    for (i = 0; i < n; i++) {
+        int c = amk_program_add_counter(p, ""), t = amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, c, "hop");
+        p->tasks[t].sm = (i * 7) % n_sms;
+        if (prev >= 0) amk_task_add_wait(p, t, prev, 1);
+        prev = c;
+    }
+    amk_diag_clear(&d);
+    if (amk_cuda_create(p, g_image, g_image_size, &cu, &d) == AMK_OK) {
+        amk_cuda_set_timing(cu, 1);
+        for (i = 0; i < 3; i++) amk_cuda_run(cu, 10000.0, &d);
+        for (i = 0; i < runs; i++) {
+            amk_cuda_run(cu, 10000.0, &d);
+            amk_cuda_timing(cu, rec, n, &n_rec, &d);
+            per[i] = (rec[n - 1].start_us - rec[0].start_us) / (n - 1);
+        }
+        qsort(per, (size_t)runs, sizeof(double), cmp_double);
+        printf("  bench chain: %d dependent NOPs over %d SMs: %.3f us per hop (timing records, median of %d)", n,
+               n_sms, per[runs / 2], runs);
+        amk_cuda_set_timing(cu, 0);
+        for (i = 0; i < runs; i++) {
+            double t0 = now_ms();
+            amk_cuda_run(cu, 10000.0, &d);
+            per[i] = (now_ms() - t0) * 1e3;
+        }
+        qsort(per, (size_t)runs, sizeof(double), cmp_double);
+        printf("; timing off: run() wall %.1f us = %.3f us per hop\n", per[runs / 2], per[runs / 2] / n);
+        amk_cuda_free(cu);
+    } else {
+        printf("  bench chain: create failed: %s\n", d.message);
+    }
+    free(rec);
+    amk_program_free(p);
+}
+
+/* ---- main ------------------------------------------------------------------------------------------- */
+
+static int wanted(const char *name) {
+    int i;
+    for (i = 0; i < g_n_only; i++)
+        if (strstr(name, g_only[i])) return 1;
+    return g_n_only == 0;
+}
+
+#define TRY(fn) do { if (wanted(#fn)) { double t_ = now_ms(); RUN(fn); \
+    printf("  %-28s %s %7.0f ms\n", #fn, amk_t_cur_failed ? "FAIL" : "ok  ", now_ms() - t_); fflush(stdout); } } while (0)
+
+int main(int argc, char **argv) {
+    int i;
+    const char *s = getenv("AMK_TEST_SEED"), *slow = getenv("AMK_TEST_SLOW");
+    amk_program *p;
+    amk_diag d;
+    amk_result r;
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
+        else if (strcmp(argv[i], "--bench") == 0) g_bench = 1;
+        else argv[1 + g_n_only++] = argv[i]; /* why: filters gather at argv[1..]; i >= 1 + g_n_only */
+    }
+    g_only = argv + 1;
+    if (getenv("AMK_TEST_IMAGE") && *getenv("AMK_TEST_IMAGE")) { /* a variant build, for benchmarks */
+        char *img;
+        size_t n;
+        if (amk__read_file(getenv("AMK_TEST_IMAGE"), &img, &n, NULL) != AMK_OK) {
+            printf("test_gpu: cannot read AMK_TEST_IMAGE %s\n", getenv("AMK_TEST_IMAGE"));
+            return 1;
+        }
+        g_image = img; /* why: read until exit; freed by the process */
+        g_image_size = n;
+        printf("test_gpu: image %s (%zu bytes)\n", getenv("AMK_TEST_IMAGE"), n);
+    }
+    g_seed = s && *s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
+    if (slow && *slow) g_slow = atof(slow) > 1.0 ? atof(slow) : 1.0;
+    printf("test_gpu: seed %llu (AMK_TEST_SEED to repeat)%s\n", (unsigned long long)g_seed, g_quick ? ", quick" : "");
+    p = prog_new(1);
+    amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, amk_program_add_counter(p, ""), "keep");
+    p->tasks[0].sm = 0;
+    amk_diag_clear(&d);
+    r = amk_cuda_create(p, g_image, g_image_size, &g_keep, &d);
+    amk_program_free(p);
+    if (r != AMK_OK) {
+        printf("test_gpu: no usable GPU (%s: %s)\n", amk_result_str(r), d.message);
+        printf("%s: 0 passed, 1 failed\n", __FILE__);
+        return 1;
+    }
+    TRY(test_info);
+    TRY(test_nop);
+    TRY(test_copy);
+    TRY(test_embed);
+    TRY(test_rmsnorm);
+    TRY(test_layernorm);
+    TRY(test_gemv_tile);
+    TRY(test_gemm_tile);
+    TRY(test_attention_tile);
+    TRY(test_rope);
+    TRY(test_elementwise);
+    TRY(test_dequant);
+    TRY(test_softmax);
+    TRY(test_kv_append);
+    TRY(test_sample_argmax);
+    TRY(test_attention_combine);
+    TRY(test_dag_tiles_join);
+    TRY(test_dag_chain);
+    TRY(test_dag_kv_attention);
+#ifdef AMK_TEST_HAVE_RANDPROG
+    TRY(test_dag_random);
+#endif
+    TRY(test_watchdog);
+    TRY(test_device_errors);
+    TRY(test_timing);
+    TRY(test_update_params_checks);
+    TRY(test_upload_checks);
+    TRY(test_images);
+    if (g_bench) {
+        bench_gemv(33792, 4096, 132, 256);
+        bench_gemv(33792, 4096, 132, 512);
+        bench_gemv(14336, 4096, 132, 256); /* why: 117 MB, above the 50 MB L2 */
+        bench_chain(264, 132);
+    }
+    amk_cuda_free(g_keep);
+    TEST_SUMMARY();
+}

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# tests/test_cli.sh - drives the amk command ($AMK, default build/amk) over tests/data/cli:
+# exit codes, messages, fmt stability, info fields, runs on the reference VM with safetensors
+# in and out (made here byte by byte). Last line: "test_cli.sh: N passed, N failed".
+set -u
+AMK=${AMK:-build/amk}
+DATA=tests/data/cli
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/amk-cli.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+passed=0
+failed=0
+
+# amk ARGS...: runs the tool; sets rc, out (stdout) and err (stderr).
+amk() {
+  "$AMK" "$@" >"$TMP/stdout" 2>"$TMP/stderr"
+  rc=$?
+  out=$(cat "$TMP/stdout")
+  err=$(cat "$TMP/stderr")
+}
+pass() { passed=$((passed + 1)); }
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL: $1" >&2
+  printf '  stdout: %s\n  stderr: %s\n' "$(printf '%s' "$out" | head -c 600)" "$(printf '%s' "$err" | head -c 600)" >&2
+}
+expect_rc() { if [ "$rc" = "$1" ]; then pass; else fail "$2: exit $rc, wanted $1"; fi; }
+expect_out() { case "$out" in *"$1"*) pass ;; *) fail "$2: stdout lacks '$1'" ;; esac; }
+expect_err() { case "$err" in *"$1"*) pass ;; *) fail "$2: stderr lacks '$1'" ;; esac; }
+expect_true() { if eval "$1"; then pass; else fail "$2"; fi; }
+
+# le64 N: N as 8 little-endian bytes.
+le64() {
+  local i
+  for i in 0 1 2 3 4 5 6 7; do printf "\\x$(printf %02x $((($1 >> (8 * i)) & 255)))"; done
+}
+# mk_st OUT HEADER: a safetensors file with the header padded to 8 bytes; data bytes from stdin.
+mk_st() {
+  local out=$1 header=$2
+  while [ $(((8 + ${#header}) % 8)) != 0 ]; do header="$header "; done
+  { le64 ${#header}; printf '%s' "$header"; cat; } >"$out"
+}
+# rep PATTERN COUNT: printf PATTERN COUNT times.
+rep() { local i; for ((i = 0; i < $2; i++)); do printf "$1"; done; }
+F32_ONE='\x00\x00\x80\x3f'
+F16_ONE='\x00\x3c'
+# first_values NAME: the values printed for output NAME by `amk run` without -o.
+first_values() { printf '%s\n' "$out" | sed -n "s/^$1: [^=]*= //p"; }
+
+# ---- help and usage ----------------------------------------------------------------------
+amk --help
+expect_rc 0 "amk --help"
+for c in validate fmt info run; do expect_out "  $c " "amk --help lists $c"; done
+for c in validate fmt info run; do
+  amk "$c" --help
+  expect_rc 0 "amk $c --help"
+  expect_out "usage: amk $c" "amk $c --help"
+done
+amk help run
+expect_rc 0 "amk help run"
+expect_out "--order-seed" "amk help run"
+amk
+expect_rc 2 "amk without a command"
+amk frobnicate
+expect_rc 2 "unknown command"
+expect_err "unknown command 'frobnicate'" "unknown command"
+
+# ---- validate ------------------------------------------------------------------------------
+amk validate "$DATA/valid.json"
+expect_rc 0 "validate valid"
+expect_out "accepted: 0 errors" "validate valid"
+amk validate "$DATA/race.json"
+expect_rc 1 "validate race"
+expect_out "RACE_READ" "validate race"
+expect_out "rejected: " "validate race"
+amk validate "$DATA/malformed.json"
+expect_rc 2 "validate malformed"
+expect_err "malformed.json:7:" "validate malformed names FILE:LINE"
+expect_err "/buffers/0/shape" "validate malformed names the JSON path"
+amk validate "$TMP/does-not-exist.json"
+expect_rc 2 "validate missing file"
+amk validate --bogus "$DATA/valid.json"
+expect_rc 2 "validate unknown flag"
+expect_err "unknown option '--bogus'" "validate unknown flag"
+expect_err "usage: amk validate" "validate unknown flag prints usage"
+amk validate "$DATA/valid.json" "$DATA/race.json"
+expect_rc 2 "validate two files"
+
+# ---- fmt -----------------------------------------------------------------------------------
+"$AMK" fmt "$DATA/valid.json" >"$TMP/fmt1.json" 2>"$TMP/stderr"
+rc=$?
+expect_rc 0 "fmt valid"
+"$AMK" fmt "$TMP/fmt1.json" >"$TMP/fmt2.json" 2>"$TMP/stderr"
+expect_true 'cmp -s "$TMP/fmt1.json" "$TMP/fmt2.json" && [ -s "$TMP/fmt1.json" ]' "fmt of fmt output is byte-identical"
+amk fmt "$DATA/valid.json" -o "$TMP/fmt3.json"
+expect_rc 0 "fmt -o"
+expect_true 'cmp -s "$TMP/fmt1.json" "$TMP/fmt3.json"' "fmt -o writes what stdout gets"
+amk validate "$TMP/fmt1.json"
+expect_rc 0 "fmt output still validates"
+amk fmt "$DATA/malformed.json"
+expect_rc 2 "fmt malformed"
+amk fmt "$DATA/valid.json" -o
+expect_rc 2 "fmt -o without a value"
+
+# ---- info ----------------------------------------------------------------------------------
+amk info "$DATA/valid.json"
+expect_rc 0 "info valid"
+expect_out "tasks: 3 (RMSNORM 1, GEMV_TILE 1, ADD 1)" "info tasks"
+expect_out "buffers: 6 (WEIGHT 2, ACTIVATION 2, IO_INPUT 1, IO_OUTPUT 1)" "info buffers"
+expect_out "counters: 3" "info counters"
+expect_out "weight_bytes: 576 (576 B)" "info weight bytes"
+expect_out "critical_path: 3" "info critical path"
+expect_out "sms_used: unassigned" "info sms"
+expect_out "validation: accepted: 0 errors" "info validation"
+amk info "$DATA/race.json"
+expect_rc 0 "info race"
+expect_out "validation: rejected: " "info race validation"
+amk info "$DATA/malformed.json"
+expect_rc 2 "info malformed"
+amk info "$DATA/paged.json"
+expect_rc 0 "info paged"
+expect_out "target: h100 (sm_90, 132 SMs)" "info paged target"
+expect_out "sms_used: 2 of 132" "info paged sms"
+expect_out "pages: 2 (128 bytes: scratch 128, on-chip 0)" "info paged pages"
+expect_out "scratch_bytes: 128" "info paged scratch"
+expect_out "validation: accepted: 0 errors" "info paged validation"
+
+# ---- run: weights and inputs from files -------------------------------------------------------
+rep "$F32_ONE" 16 | mk_st "$TMP/x.st" '{"x":{"dtype":"F32","shape":[1,16],"data_offsets":[0,64]}}'
+{ rep "$F32_ONE" 16; rep "$F16_ONE" 256; } | mk_st "$TMP/w.st" \
+  '{"__metadata__":{"format":"pt"},"norm.weight":{"dtype":"F32","shape":[16],"data_offsets":[0,64]},"proj.weight":{"dtype":"F16","shape":[16,16],"data_offsets":[64,576]}}'
+amk run "$DATA/valid.json" --weights "$TMP/w.st" --inputs "$TMP/x.st"
+expect_rc 0 "run with files"
+# out = x + W @ rmsnorm(x) = 1 + 16 / sqrt(1 + 1e-5)
+expect_out "out: F32 [1, 16] = 16.9999 16.9999" "run with files computes the residual"
+
+# a missing weight names it, its buffer and the file
+rep "$F32_ONE" 16 | mk_st "$TMP/w_partial.st" '{"norm.weight":{"dtype":"F32","shape":[16],"data_offsets":[0,64]}}'
+amk run "$DATA/valid.json" --weights "$TMP/w_partial.st" --inputs "$TMP/x.st"
+expect_rc 2 "run missing weight"
+expect_err "weight 'proj.weight' (buffer 2) not found in $TMP/w_partial.st" "run missing weight message"
+amk run "$DATA/valid.json" --inputs "$TMP/x.st"
+expect_rc 2 "run without weights"
+expect_err "not found: no --weights file given" "run without weights message"
+
+# dtype and shape mismatches name both sides
+rep "$F16_ONE" 16 | mk_st "$TMP/x16.st" '{"x":{"dtype":"F16","shape":[1,16],"data_offsets":[0,32]}}'
+amk run "$DATA/valid.json" --weights "$TMP/w.st" --inputs "$TMP/x16.st"
+expect_rc 2 "run dtype mismatch"
+expect_err "input 'x': file has F16 [1, 16], buffer wants F32 [1, 16]" "run dtype mismatch message"
+rep "$F32_ONE" 32 | mk_st "$TMP/x32.st" '{"x":{"dtype":"F32","shape":[1,32],"data_offsets":[0,128]}}'
+amk run "$DATA/valid.json" --weights "$TMP/w.st" --inputs "$TMP/x32.st"
+expect_rc 2 "run shape mismatch"
+expect_err "input 'x': file has F32 [1, 32], buffer wants F32 [1, 16]" "run shape mismatch message"
+
+# a file that is not safetensors is a bad input file, named
+amk run "$DATA/valid.json" --weights "$DATA/valid.json" --random 1
+expect_rc 2 "run with a corrupt weights file"
+expect_err "$DATA/valid.json" "corrupt weights file is named"
+
+# ---- run: random fill, output files, determinism ----------------------------------------------
+amk run "$DATA/valid.json" --random 1 -o "$TMP/r1.st"
+expect_rc 0 "run --random -o"
+expect_out "wrote 1 tensor to $TMP/r1.st" "run --random -o"
+amk run "$DATA/valid.json" --random 1 --order-seed 7 -o "$TMP/r2.st"
+expect_rc 0 "run --order-seed"
+expect_true 'cmp -s "$TMP/r1.st" "$TMP/r2.st" && [ -s "$TMP/r1.st" ]' "same seed, any order: identical output"
+amk run "$DATA/paged.json" --random 1 -o "$TMP/r4.st"
+expect_true 'cmp -s "$TMP/r1.st" "$TMP/r4.st"' "the paged, SM-assigned program computes the same"
+amk run "$DATA/valid.json" --random 2 -o "$TMP/r3.st"
+expect_true '! cmp -s "$TMP/r1.st" "$TMP/r3.st"' "another seed: other values"
+amk run "$DATA/valid.json" --random 1 -o "$TMP/no-such-dir/r.st"
+expect_rc 1 "run -o into a missing directory"
+
+# ---- run: the KV cache carries over from one step to the next -----------------------------------
+amk run "$DATA/kv_step0.json" --random 5 -o "$TMP/s0.st"
+expect_rc 0 "kv step 0 writes its state"
+expect_out "wrote 1 tensor" "kv step 0 writes its state"
+amk run "$DATA/kv_step0.json" --random 5
+step0=$(first_values k_cache)
+amk run "$DATA/kv_step1.json" --random 6 --kv "$TMP/s0.st"
+expect_rc 0 "kv step 1 reads the state"
+step1=$(first_values k_cache)
+row0_0=$(echo "$step0" | cut -d' ' -f1-4)
+row0_1=$(echo "$step1" | cut -d' ' -f1-4)
+row1_0=$(echo "$step0" | cut -d' ' -f5-8)
+row1_1=$(echo "$step1" | cut -d' ' -f5-8)
+expect_true '[ -n "$row0_0" ] && [ "$row0_0" != "0 0 0 0" ] && [ "$row0_0" = "$row0_1" ]' \
+  "kv row 0 carried over ('$row0_0' vs '$row0_1')"
+expect_true '[ "$row1_0" = "0 0 0 0" ] && [ -n "$row1_1" ] && [ "$row1_1" != "0 0 0 0" ]' \
+  "kv row 1 written by step 1 ('$row1_0' -> '$row1_1')"
+amk run "$DATA/kv_step1.json" --random 6
+expect_true '[ "$(first_values k_cache | cut -d" " -f1-4)" = "0 0 0 0" ]' "without --kv the cache starts at zero"
+
+# ---- run: rejected programs and bad arguments ---------------------------------------------------
+amk run "$DATA/race.json" --random 1
+expect_rc 1 "run rejected program"
+expect_err "rejected: " "run rejected program"
+amk run "$DATA/malformed.json" --random 1
+expect_rc 2 "run malformed program"
+amk run "$DATA/valid.json" --random 12x
+expect_rc 2 "run --random 12x"
+expect_err "--random wants an unsigned integer seed, not '12x'" "run --random 12x"
+amk run "$DATA/valid.json" --random -1
+expect_rc 2 "run --random -1"
+amk run "$DATA/valid.json" --random 1 --order-seed 99999999999999999999999
+expect_rc 2 "run --order-seed overflow"
+amk run "$DATA/valid.json" --weight "$TMP/w.st"
+expect_rc 2 "run unknown flag"
+expect_err "usage: amk run" "run unknown flag prints usage"
+amk run "$DATA/valid.json" --random 1 --random 2
+expect_rc 2 "run option given twice"
+
+echo "test_cli.sh: $passed passed, $failed failed"
+[ "$failed" = 0 ]

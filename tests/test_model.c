@@ -1,0 +1,663 @@
+/* tests/test_model.c - model import: a tiny Llama (2 layers, hidden 64, 4 heads, 2 KV heads, vocab
+   32) written by the test as GGUF (Q8_0, F16 and F32 tensors, Q/K rows permuted as the converter
+   does) and as safetensors + config.json (single file and sharded, both RoPE spellings). Every
+   weight read back must equal the HF-order tensor it came from, bit for bit. Also: errors, and
+   the real SmolLM2 GGUF when models/ has it. */
+#define _POSIX_C_SOURCE 200809L
+#include "../amk.h"
+#include "amk_test.h"
+#include "data/model/gguf_writer.h"
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N_LAYERS 2
+#define HIDDEN 64
+#define INTER 128
+#define N_HEADS 4
+#define N_KV 2
+#define HEAD_DIM 16
+#define VOCAB 32
+#define MAX_W (N_LAYERS * 9 + 3)
+
+/* One weight of the tiny model: E is the HF-order tensor every reader must return. */
+typedef struct tiny_weight {
+    char name[64];       /* HF name */
+    char gname[64];      /* GGUF name */
+    int rank;
+    int64_t rows, cols;  /* HF [rows, cols]; cols 1 for a vector */
+    uint32_t gtype;      /* GGUF storage: F32, F16 or Q8_0 */
+    int perm_heads;      /* q/k: heads whose rows the converter permutes */
+    float *e;            /* [rows, cols] f32, exactly representable in gtype */
+} tiny_weight;
+
+static tiny_weight W[MAX_W];
+static int n_w;
+static char tmpdir[128];
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+static float rnd_sym(void) {
+    rng_state ^= rng_state >> 12; rng_state ^= rng_state << 25; rng_state ^= rng_state >> 27;
+    return (float)((double)((rng_state * 2685821657736338717ull) >> 40) / 16777216.0 * 2.0 - 1.0);
+}
+
+/* Q8_0 round trip of a row (what dequantize(quantize(x)) gives), written from the block layout. */
+static void q8_roundtrip(float *x, int64_t n) {
+    unsigned char blk[34];
+    int64_t b;
+    int j;
+    for (b = 0; b < n / 32; b++) {
+        float d;
+        tw_quant_q8_0(x + 32 * b, 32, blk);
+        d = amk_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        for (j = 0; j < 32; j++) x[32 * b + j] = (float)(int8_t)blk[2 + j] * d;
+    }
+}
+
+static void add_weight(const char *name, const char *gname, int64_t rows, int64_t cols,
+                       uint32_t gtype, int perm_heads) {
+    tiny_weight *w = &W[n_w++];
+    int64_t i, r;
+    snprintf(w->name, sizeof w->name, "%s", name);
+    snprintf(w->gname, sizeof w->gname, "%s", gname);
+    w->rank = cols > 1 ? 2 : 1;
+    w->rows = rows;
+    w->cols = cols;
+    w->gtype = gtype;
+    w->perm_heads = perm_heads;
+    w->e = (float *)malloc((size_t)(rows * cols) * sizeof(float));
+    for (i = 0; i < rows * cols; i++) w->e[i] = cols == 1 ? 1.0f + 0.1f * rnd_sym() : 0.2f * rnd_sym();
+    for (r = 0; r < rows; r++) {
+        float *row = w->e + r * cols;
+        if (gtype == AMK_GGML_Q8_0) q8_roundtrip(row, cols);
+        if (gtype == AMK_GGML_F16)
+            for (i = 0; i < cols; i++) row[i] = amk_f16_to_f32(amk_f32_to_f16(row[i]));
+    }
+}
+
+static void build_weights(void) {
+    static const char *const hf[9] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj",
+        "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj",
+        "mlp.up_proj", "mlp.down_proj"};
+    static const char *const gg[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                      "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
+    const int64_t rows[9] = {HIDDEN, N_HEADS * HEAD_DIM, N_KV * HEAD_DIM, N_KV * HEAD_DIM, HIDDEN,
+                             HIDDEN, INTER, INTER, HIDDEN};
+    const int64_t cols[9] = {1, HIDDEN, HIDDEN, HIDDEN, N_HEADS * HEAD_DIM, 1, HIDDEN, HIDDEN, INTER};
+    /* storage per layer entry: layer 0 and 1 differ so q and k are tried as Q8_0 and F16 */
+    const uint32_t types[2][9] = {
+        {AMK_GGML_F32, AMK_GGML_Q8_0, AMK_GGML_F16, AMK_GGML_F32, AMK_GGML_Q8_0, AMK_GGML_F32,
+         AMK_GGML_F16, AMK_GGML_Q8_0, AMK_GGML_Q8_0},
+        {AMK_GGML_F32, AMK_GGML_F16, AMK_GGML_Q8_0, AMK_GGML_Q8_0, AMK_GGML_F16, AMK_GGML_F32,
+         AMK_GGML_Q8_0, AMK_GGML_F32, AMK_GGML_F16}};
+    char a[64], b[64];
+    int l, i;
+    n_w = 0;
+    add_weight("model.embed_tokens.weight", "token_embd.weight", VOCAB, HIDDEN, AMK_GGML_Q8_0, 0);
+    for (l = 0; l < N_LAYERS; l++)
+        for (i = 0; i < 9; i++) {
+            snprintf(a, sizeof a, "model.layers.%d.%s.weight", l, hf[i]);
+            snprintf(b, sizeof b, "blk.%d.%s.weight", l, gg[i]);
+            add_weight(a, b, rows[i], cols[i], types[l][i], i == 1 ? N_HEADS : i == 2 ? N_KV : 0);
+        }
+    add_weight("model.norm.weight", "output_norm.weight", HIDDEN, 1, AMK_GGML_F32, 0);
+    add_weight("lm_head.weight", "output.weight", VOCAB, HIDDEN, AMK_GGML_Q8_0, 0);
+}
+
+static char *path_in(const char *sub) {
+    static char buf[8][256];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, sub);
+    return buf[k];
+}
+
+/* ---- GGUF writer: permutes q/k rows like convert_hf_to_gguf.py and stores each type ----------- */
+
+typedef struct gguf_opts {
+    int tied;                /* leave out output.weight */
+    const char *skip;        /* a GGUF tensor to leave out */
+    const char *arch;
+    int rope_freqs;          /* add rope_freqs.weight */
+    int scaling_keys;        /* add the llama3 scaling keys */
+} gguf_opts;
+
+static void write_tiny_gguf(const char *path, const gguf_opts *o) {
+    tw_gguf w;
+    const char *toks[VOCAB];
+    char tokbuf[VOCAB][16];
+    int i;
+    size_t n;
+    unsigned char *f;
+    tw_init(&w, 3);
+    tw_kv_str(&w, "general.architecture", o->arch ? o->arch : "llama");
+    tw_kv_str(&w, "general.name", "tiny");
+    tw_kv_u32(&w, "llama.block_count", N_LAYERS);
+    tw_kv_u32(&w, "llama.context_length", 256);
+    tw_kv_u32(&w, "llama.embedding_length", HIDDEN);
+    tw_kv_u32(&w, "llama.feed_forward_length", INTER);
+    tw_kv_u32(&w, "llama.attention.head_count", N_HEADS);
+    tw_kv_u32(&w, "llama.attention.head_count_kv", N_KV);
+    tw_kv_f32(&w, "llama.rope.freq_base", 100000.0f);
+    tw_kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    tw_kv_u32(&w, "llama.rope.dimension_count", HEAD_DIM);
+    if (o->scaling_keys) {
+        tw_kv_str(&w, "llama.rope.scaling.type", "llama3");
+        tw_kv_f32(&w, "llama.rope.scaling.factor", 32.0f);
+        tw_kv_f32(&w, "llama.rope.scaling.low_freq_factor", 1.0f);
+        tw_kv_f32(&w, "llama.rope.scaling.high_freq_factor", 4.0f);
+        tw_kv_u32(&w, "llama.rope.scaling.original_context_length", 8192);
+    }
+    for (i = 0; i < VOCAB; i++) { snprintf(tokbuf[i], sizeof tokbuf[i], "t%d", i); toks[i] = tokbuf[i]; }
+    tw_kv_strs(&w, "tokenizer.ggml.tokens", VOCAB, toks);
+    tw_kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
+    tw_kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
+    for (i = 0; i < n_w; i++) {
+        const tiny_weight *t = &W[i];
+        int64_t dims[2], r, c, nel = t->rows * t->cols;
+        float *src = (float *)malloc((size_t)nel * sizeof(float));
+        unsigned char *data;
+        size_t nbytes;
+        if ((o->tied && strcmp(t->gname, "output.weight") == 0) || (o->skip && strcmp(t->gname, o->skip) == 0)) {
+            free(src);
+            continue;
+        }
+        for (r = 0; r < t->rows; r++) {
+            int64_t from = r;
+            if (t->perm_heads) { /* gguf row h*d + 2j + u holds hf row h*d + u*d/2 + j */
+                int64_t d = t->rows / t->perm_heads, h = r / d, j = (r % d) / 2, u = r % 2;
+                from = h * d + u * (d / 2) + j;
+            }
+            for (c = 0; c < t->cols; c++) src[r * t->cols + c] = t->e[from * t->cols + c];
+        }
+        if (t->gtype == AMK_GGML_F32) {
+            nbytes = (size_t)nel * 4;
+            data = (unsigned char *)malloc(nbytes);
+            memcpy(data, src, nbytes);
+        } else if (t->gtype == AMK_GGML_F16) {
+            nbytes = (size_t)nel * 2;
+            data = (unsigned char *)malloc(nbytes);
+            for (r = 0; r < nel; r++) {
+                uint16_t h = amk_f32_to_f16(src[r]);
+                data[2 * r] = (unsigned char)(h & 0xFF);
+                data[2 * r + 1] = (unsigned char)(h >> 8);
+            }
+        } else {
+            nbytes = (size_t)(nel / 32 * 34);
+            data = (unsigned char *)malloc(nbytes);
+            tw_quant_q8_0(src, nel, data);
+        }
+        dims[0] = t->rank == 2 ? t->cols : t->rows; /* GGUF order: the contiguous axis first */
+        dims[1] = t->rows;
+        tw_tensor(&w, t->gname, t->gtype, t->rank, dims, data, nbytes);
+        free(data);
+        free(src);
+    }
+    if (o->rope_freqs) {
+        float fr[HEAD_DIM / 2];
+        int64_t dims[1] = {HEAD_DIM / 2};
+        for (i = 0; i < HEAD_DIM / 2; i++) fr[i] = 1.0f;
+        tw_tensor(&w, "rope_freqs.weight", AMK_GGML_F32, 1, dims, fr, sizeof fr);
+    }
+    f = tw_finish(&w, &n);
+    CHECK(tw_write_file(path, f, n));
+    free(f);
+    tw_free(&w);
+}
+
+/* ---- safetensors + config.json --------------------------------------------------------------- */
+
+/* Writes the weights whose index is in [from, to) (lm_head only when !tied) as F32. */
+static void write_shard(const char *path, int from, int to, int tied) {
+    amk_st_entry e[MAX_W];
+    int64_t shapes[MAX_W][2];
+    int i, n = 0;
+    amk_diag d;
+    for (i = from; i < to; i++) {
+        if (tied && strcmp(W[i].name, "lm_head.weight") == 0) continue;
+        shapes[n][0] = W[i].rows;
+        shapes[n][1] = W[i].cols;
+        e[n].name = W[i].name;
+        e[n].dtype = AMK_DTYPE_F32;
+        e[n].rank = W[i].rank;
+        e[n].shape = shapes[n];
+        e[n].data = W[i].e;
+        n++;
+    }
+    CHECK_EQ_INT(amk_safetensors_write(path, e, n, &d), AMK_OK);
+}
+
+static void write_text(const char *path, const char *text) { CHECK(tw_write_file(path, text, strlen(text))); }
+
+/* config.json of the tiny model; rope is the RoPE part, extra more members (may be ""). */
+static void write_config(const char *dir, int tied, const char *rope, const char *extra) {
+    char text[2048], path[256];
+    snprintf(text, sizeof text,
+             "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
+             "\"_name_or_path\": \"tiny\", \"hidden_size\": %d, \"intermediate_size\": %d, "
+             "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
+             "\"hidden_act\": \"silu\", \"max_position_embeddings\": 256, \"rms_norm_eps\": 1e-05, "
+             "\"vocab_size\": %d, \"bos_token_id\": 1, \"eos_token_id\": [2], "
+             "\"tie_word_embeddings\": %s, \"attention_bias\": false, \"torch_dtype\": \"float32\", "
+             "%s%s}", HIDDEN, INTER, N_LAYERS, N_HEADS, N_KV, VOCAB, tied ? "true" : "false", rope,
+             extra);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_text(path, text);
+}
+#define ROPE_OLD "\"rope_theta\": 100000.0, \"rope_scaling\": null"
+#define ROPE_V5 "\"rope_parameters\": {\"rope_theta\": 100000.0, \"rope_type\": \"default\"}"
+
+static void make_dir(const char *sub) { mkdir(path_in(sub), 0755); }
+
+/* dir "st": single file, untied, old spelling. dir "sh": two shards + index, tied, v5 spelling. */
+static void write_st_models(void) {
+    char index[4096];
+    size_t len;
+    int i, split = 1 + 9; /* embed + layer 0 in shard 1 */
+    make_dir("st");
+    write_shard(path_in("st/model.safetensors"), 0, n_w, 0);
+    write_config(path_in("st"), 0, ROPE_OLD, "");
+    make_dir("sh");
+    write_shard(path_in("sh/model-00001-of-00002.safetensors"), 0, split, 1);
+    write_shard(path_in("sh/model-00002-of-00002.safetensors"), split, n_w, 1);
+    write_config(path_in("sh"), 1, ROPE_V5, "");
+    len = (size_t)snprintf(index, sizeof index, "{\"metadata\": {\"total_size\": 1}, \"weight_map\": {");
+    for (i = 0; i < n_w - 1; i++)
+        len += (size_t)snprintf(index + len, sizeof index - len, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"",
+                                i ? ", " : "", W[i].name, i < split ? 1 : 2);
+    snprintf(index + len, sizeof index - len, "}}");
+    write_text(path_in("sh/model.safetensors.index.json"), index);
+}
+
+/* ---- checks ------------------------------------------------------------------------------------ */
+
+static void check_config(const amk_llama_config *c, int tied) {
+    CHECK_STR(c->arch, "llama");
+    CHECK_STR(c->name, "tiny");
+    CHECK_EQ_INT(c->n_layers, N_LAYERS);
+    CHECK_EQ_INT(c->hidden, HIDDEN);
+    CHECK_EQ_INT(c->intermediate, INTER);
+    CHECK_EQ_INT(c->n_heads, N_HEADS);
+    CHECK_EQ_INT(c->n_kv_heads, N_KV);
+    CHECK_EQ_INT(c->head_dim, HEAD_DIM);
+    CHECK_EQ_INT(c->vocab, VOCAB);
+    CHECK_EQ_INT(c->max_pos, 256);
+    CHECK(c->rms_eps == 1e-5f);
+    CHECK(c->rope_theta == 100000.0f);
+    CHECK_EQ_INT(c->rope_llama3, 0);
+    CHECK_EQ_INT(c->tie_embeddings, tied);
+    CHECK_EQ_INT(c->bos_id, 1);
+    CHECK_EQ_INT(c->n_eos, 1);
+    CHECK_EQ_INT(c->eos_ids[0], 2);
+    CHECK_EQ_INT(c->attention_bias, 0);
+    CHECK_EQ_INT(c->mlp_bias, 0);
+}
+
+/* Every weight reads back equal to E (lm_head: the embedding when tied), as F32, F16 and BF16. */
+static void check_weights(amk_model *m, int tied) {
+    int i, bad = 0;
+    amk_diag d;
+    for (i = 0; i < n_w && bad < 3; i++) {
+        const tiny_weight *t = &W[i];
+        const tiny_weight *src = tied && strcmp(t->name, "lm_head.weight") == 0 ? &W[0] : t;
+        int64_t shape[4], nel = t->rows * t->cols, k;
+        int rank = -1;
+        float *y = (float *)malloc((size_t)nel * 4);
+        uint16_t *h = (uint16_t *)malloc((size_t)nel * 2);
+        amk_diag_clear(&d);
+        CHECK_EQ_INT(amk_model_tensor_shape(m, t->name, &rank, shape, &d), AMK_OK);
+        CHECK_EQ_INT(rank, t->rank);
+        CHECK(shape[0] == t->rows && (t->rank == 1 || shape[1] == t->cols));
+        CHECK_EQ_INT(amk_model_tensor_read(m, t->name, AMK_DTYPE_F32, y, (size_t)nel * 4, &d), AMK_OK);
+        if (memcmp(y, src->e, (size_t)nel * 4) != 0) {
+            bad++;
+            for (k = 0; k < nel && y[k] == src->e[k]; k++) {}
+            CHECK_MSG(0, "%s (%s) element %lld: %g, want %g", t->name, amk_gguf_type_name(t->gtype),
+                      (long long)k, y[k], src->e[k]);
+        }
+        CHECK_EQ_INT(amk_model_tensor_read(m, t->name, AMK_DTYPE_BF16, h, (size_t)nel * 2, &d), AMK_OK);
+        for (k = 0; k < nel && h[k] == amk_f32_to_bf16(src->e[k]); k++) {}
+        CHECK_MSG(k == nel, "%s as BF16 differs at %lld", t->name, (long long)k);
+        CHECK_EQ_INT(amk_model_tensor_read(m, t->name, AMK_DTYPE_F16, h, (size_t)nel * 2, &d), AMK_OK);
+        for (k = 0; k < nel && h[k] == amk_f32_to_f16(src->e[k]); k++) {}
+        CHECK_MSG(k == nel, "%s as F16 differs at %lld", t->name, (long long)k);
+        free(y);
+        free(h);
+    }
+}
+
+static amk_model *open_ok(const char *path) {
+    amk_model *m = NULL;
+    amk_diag d;
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_model_open(path, &m, &d), AMK_OK);
+    if (!m) fprintf(stderr, "open '%s': %s\n", path, d.message);
+    return m;
+}
+/* Opening path fails with r and a message holding want. */
+static void open_fails(const char *path, amk_result r, const char *want) {
+    amk_model *m = (amk_model *)&m;
+    amk_diag d;
+    amk_result got;
+    amk_diag_clear(&d);
+    got = amk_model_open(path, &m, &d);
+    CHECK_MSG(got == r, "%s: result %s, want %s (%s)", path, amk_result_str(got), amk_result_str(r), d.message);
+    CHECK(m == NULL);
+    CHECK_MSG(strstr(d.message, want) != NULL, "message '%s' lacks '%s'", d.message, want);
+}
+
+static void test_gguf_untied(void) {
+    gguf_opts o;
+    amk_model *m;
+    memset(&o, 0, sizeof o);
+    write_tiny_gguf(path_in("untied.gguf"), &o);
+    if (!(m = open_ok(path_in("untied.gguf")))) return;
+    check_config(amk_model_config(m), 0);
+    CHECK(amk_model_gguf(m) != NULL);
+    CHECK_EQ_INT(amk_gguf_n_tensors(amk_model_gguf(m)), n_w);
+    CHECK_STR(amk_model_dir(m), tmpdir);
+    check_weights(m, 0);
+    amk_model_close(m);
+}
+
+static void test_gguf_tied(void) {
+    gguf_opts o;
+    amk_model *m;
+    memset(&o, 0, sizeof o);
+    o.tied = 1;
+    write_tiny_gguf(path_in("tied.gguf"), &o);
+    if (!(m = open_ok(path_in("tied.gguf")))) return;
+    check_config(amk_model_config(m), 1);
+    check_weights(m, 1);
+    amk_model_close(m);
+}
+
+static void test_safetensors_dir(void) {
+    amk_model *m;
+    amk_llama_config gc;
+    gguf_opts o;
+    memset(&o, 0, sizeof o);
+    write_tiny_gguf(path_in("untied.gguf"), &o);
+    if (!(m = open_ok(path_in("untied.gguf")))) return;
+    gc = *amk_model_config(m);
+    amk_model_close(m);
+    if (!(m = open_ok(path_in("st")))) return;
+    check_config(amk_model_config(m), 0);
+    CHECK(memcmp(&gc, amk_model_config(m), sizeof gc) == 0); /* the same config from both formats */
+    CHECK(amk_model_gguf(m) == NULL);
+    CHECK_STR(amk_model_dir(m), path_in("st"));
+    check_weights(m, 0);
+    amk_model_close(m);
+    /* the .safetensors file itself, config.json beside it */
+    if (!(m = open_ok(path_in("st/model.safetensors")))) return;
+    check_config(amk_model_config(m), 0);
+    CHECK_STR(amk_model_dir(m), path_in("st"));
+    amk_model_close(m);
+}
+
+static void test_safetensors_sharded(void) {
+    amk_model *m;
+    if (!(m = open_ok(path_in("sh")))) return;
+    check_config(amk_model_config(m), 1);
+    check_weights(m, 1);
+    amk_model_close(m);
+    if (!(m = open_ok(path_in("sh/model.safetensors.index.json")))) return;
+    check_config(amk_model_config(m), 1);
+    amk_model_close(m);
+}
+
+/* Only the config part of the GGUF differs: untied config.json but no lm_head stored. */
+static void test_untied_config_without_lm_head(void) {
+    amk_model *m;
+    make_dir("nolm");
+    write_shard(path_in("nolm/model.safetensors"), 0, n_w - 1, 1);
+    write_config(path_in("nolm"), 0, ROPE_OLD, "");
+    if (!(m = open_ok(path_in("nolm")))) return;
+    CHECK_EQ_INT(amk_model_config(m)->tie_embeddings, 1);
+    check_weights(m, 1);
+    amk_model_close(m);
+}
+
+static void test_llama3_rope(void) {
+    amk_model *m;
+    gguf_opts o;
+    const amk_llama_config *c;
+    make_dir("r3");
+    write_shard(path_in("r3/model.safetensors"), 0, n_w, 0);
+    write_config(path_in("r3"), 0, "\"rope_parameters\": {\"rope_theta\": 500000.0, \"rope_type\": "
+                 "\"llama3\", \"factor\": 32.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                 "\"original_max_position_embeddings\": 8192}", "");
+    if ((m = open_ok(path_in("r3")))) {
+        c = amk_model_config(m);
+        CHECK(c->rope_theta == 500000.0f && c->rope_llama3 == 1 && c->rope_factor == 32.0f &&
+              c->rope_low_freq_factor == 1.0f && c->rope_high_freq_factor == 4.0f &&
+              c->rope_orig_ctx == 8192);
+        amk_model_close(m);
+    }
+    write_config(path_in("r3"), 0, "\"rope_theta\": 500000, \"rope_scaling\": {\"type\": \"llama3\", "
+                 "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+                 "\"original_max_position_embeddings\": 8192}", "");
+    if ((m = open_ok(path_in("r3")))) {
+        c = amk_model_config(m);
+        CHECK(c->rope_theta == 500000.0f && c->rope_llama3 == 1 && c->rope_factor == 8.0f);
+        amk_model_close(m);
+    }
+    write_config(path_in("r3"), 0, "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}", "");
+    open_fails(path_in("r3"), AMK_ERR_UNSUPPORTED, "RoPE scaling 'yarn'");
+    write_config(path_in("r3"), 0, "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 4}", "");
+    open_fails(path_in("r3"), AMK_ERR_PARSE, "lacks 'low_freq_factor'");
+    /* GGUF: rope_freqs.weight alone is not enough yet; with the scaling keys it is */
+    memset(&o, 0, sizeof o);
+    o.rope_freqs = 1;
+    write_tiny_gguf(path_in("freqs.gguf"), &o);
+    open_fails(path_in("freqs.gguf"), AMK_ERR_UNSUPPORTED, "llama3 RoPE scaling");
+    o.scaling_keys = 1;
+    write_tiny_gguf(path_in("freqs.gguf"), &o);
+    if ((m = open_ok(path_in("freqs.gguf")))) {
+        c = amk_model_config(m);
+        CHECK(c->rope_llama3 == 1 && c->rope_factor == 32.0f && c->rope_low_freq_factor == 1.0f &&
+              c->rope_high_freq_factor == 4.0f && c->rope_orig_ctx == 8192);
+        amk_model_close(m);
+    }
+}
+
+static void test_errors(void) {
+    gguf_opts o;
+    amk_model *m;
+    amk_diag d;
+    float buf[HIDDEN];
+    /* a missing tensor is named, in HF and GGUF terms */
+    memset(&o, 0, sizeof o);
+    o.skip = "blk.1.ffn_up.weight";
+    write_tiny_gguf(path_in("missing.gguf"), &o);
+    open_fails(path_in("missing.gguf"), AMK_ERR_NOT_FOUND,
+               "model has no tensor 'model.layers.1.mlp.up_proj.weight' (GGUF 'blk.1.ffn_up.weight')");
+    memset(&o, 0, sizeof o);
+    o.arch = "qwen2";
+    write_tiny_gguf(path_in("qwen.gguf"), &o);
+    open_fails(path_in("qwen.gguf"), AMK_ERR_UNSUPPORTED, "architecture 'qwen2' is not supported");
+    /* reads: unknown names, wrong sizes, wrong dtypes */
+    memset(&o, 0, sizeof o);
+    write_tiny_gguf(path_in("untied.gguf"), &o);
+    if ((m = open_ok(path_in("untied.gguf")))) {
+        CHECK_EQ_INT(amk_model_tensor_read(m, "model.layers.7.mlp.up_proj.weight", AMK_DTYPE_F32, buf, sizeof buf, &d), AMK_ERR_NOT_FOUND);
+        CHECK(strstr(d.message, "'model.layers.7.mlp.up_proj.weight'") != NULL);
+        CHECK_EQ_INT(amk_model_tensor_read(m, "model.layers.01.mlp.up_proj.weight", AMK_DTYPE_F32, buf, sizeof buf, &d), AMK_ERR_NOT_FOUND);
+        CHECK_EQ_INT(amk_model_tensor_shape(m, "token_embd.weight", NULL, NULL, &d), AMK_ERR_NOT_FOUND);
+        CHECK_EQ_INT(amk_model_tensor_read(m, "model.norm.weight", AMK_DTYPE_F32, buf, sizeof buf - 4, &d), AMK_ERR_MISMATCH);
+        CHECK(strstr(d.message, "model.norm.weight") != NULL);
+        CHECK_EQ_INT(amk_model_tensor_read(m, "model.norm.weight", AMK_DTYPE_I32, buf, sizeof buf, &d), AMK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(amk_model_tensor_read(m, "model.norm.weight", AMK_DTYPE_F32, buf, sizeof buf, &d), AMK_OK);
+        amk_model_close(m);
+    }
+    /* config.json problems */
+    make_dir("bad");
+    write_shard(path_in("bad/model.safetensors"), 0, n_w, 0);
+    write_config(path_in("bad"), 0, ROPE_OLD, ", \"mlp_bias\": false");
+    if ((m = open_ok(path_in("bad")))) amk_model_close(m);
+    write_config(path_in("bad"), 0, ROPE_OLD, ", \"mlp_bias\": true");
+    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "MLP biases");
+    write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"attention_bias\": true, "
+               "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32}");
+    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "attention biases are not supported");
+    write_text(path_in("bad/config.json"), "{\"model_type\": \"mistral\"}");
+    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "model_type 'mistral'");
+    write_config(path_in("bad"), 0, ROPE_OLD, ", \"head_dim\": 8");
+    open_fails(path_in("bad"), AMK_ERR_MISMATCH, "tensor 'model.layers.0.self_attn.q_proj.weight' has shape [64, 64]; the config implies [32, 64]");
+    write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": \"64\"}");
+    open_fails(path_in("bad"), AMK_ERR_PARSE, "'hidden_size' must be an integer");
+    write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64}");
+    open_fails(path_in("bad"), AMK_ERR_PARSE, "config.json lacks 'intermediate_size'");
+    write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64,");
+    open_fails(path_in("bad"), AMK_ERR_PARSE, "config.json");
+    write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"hidden_act\": \"gelu\"}");
+    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "hidden_act 'gelu'");
+    write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+               "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 3, \"vocab_size\": 32}");
+    open_fails(path_in("bad"), AMK_ERR_PARSE, "4 heads do not split into 3 KV heads");
+    write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+               "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32, \"eos_token_id\": [1, 2, 3, 4, 5]}");
+    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "eos_token_id lists 5 ids");
+}
+
+static unsigned char *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    unsigned char *p;
+    long len;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    p = (unsigned char *)malloc((size_t)len + 1);
+    *n = fread(p, 1, (size_t)len, f);
+    fclose(f);
+    return p;
+}
+
+static void test_shard_errors(void) {
+    size_t n1, n2;
+    unsigned char *s1 = read_all(path_in("sh/model-00001-of-00002.safetensors"), &n1);
+    unsigned char *s2 = read_all(path_in("sh/model-00002-of-00002.safetensors"), &n2);
+    size_t ni;
+    unsigned char *idx = read_all(path_in("sh/model.safetensors.index.json"), &ni);
+    CHECK(s1 && s2 && idx);
+    if (!s1 || !s2 || !idx) return;
+    make_dir("tr");
+    write_config(path_in("tr"), 1, ROPE_V5, "");
+    CHECK(tw_write_file(path_in("tr/model.safetensors.index.json"), idx, ni));
+    CHECK(tw_write_file(path_in("tr/model-00001-of-00002.safetensors"), s1, n1));
+    /* a truncated shard: the error names the shard file */
+    CHECK(tw_write_file(path_in("tr/model-00002-of-00002.safetensors"), s2, n2 - 100));
+    open_fails(path_in("tr"), AMK_ERR_PARSE, "model-00002-of-00002.safetensors");
+    /* a missing shard */
+    remove(path_in("tr/model-00002-of-00002.safetensors"));
+    open_fails(path_in("tr"), AMK_ERR_IO, "model-00002-of-00002.safetensors");
+    /* both shards present, but the index puts a tensor in the wrong one */
+    CHECK(tw_write_file(path_in("tr/model-00002-of-00002.safetensors"), s2, n2));
+    write_text(path_in("tr/model.safetensors.index.json"),
+               "{\"weight_map\": {\"model.norm.weight\": \"model-00001-of-00002.safetensors\", "
+               "\"model.embed_tokens.weight\": \"model-00002-of-00002.safetensors\"}}");
+    open_fails(path_in("tr"), AMK_ERR_NOT_FOUND, "maps tensor 'model.norm.weight' to "
+               "'model-00001-of-00002.safetensors', which does not hold it");
+    write_text(path_in("tr/model.safetensors.index.json"),
+               "{\"weight_map\": {\"model.norm.weight\": \"../sh/model-00002-of-00002.safetensors\"}}");
+    open_fails(path_in("tr"), AMK_ERR_PARSE, "is not a plain file name");
+    write_text(path_in("tr/model.safetensors.index.json"), "{\"weight_map\": []}");
+    open_fails(path_in("tr"), AMK_ERR_PARSE, "no weight_map object");
+    open_fails(path_in("nope"), AMK_ERR_IO, "nope");
+    free(s1);
+    free(s2);
+    free(idx);
+}
+
+/* The real model, when present (REFERENCE §3.1). */
+static void test_real_smollm2(void) {
+    static const char *const path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    static const char *const suffix[9] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj",
+        "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj",
+        "mlp.up_proj", "mlp.down_proj"};
+    amk_model *m;
+    const amk_llama_config *c;
+    const amk_gguf *g;
+    int counts[64], i, l, n_read = 0;
+    int64_t total = 0;
+    float *buf;
+    clock_t t0;
+    amk_diag d;
+    FILE *f = fopen(path, "rb");
+    if (!f) { printf("test_real_smollm2: %s absent, skipped\n", path); return; }
+    fclose(f);
+    if (!(m = open_ok(path))) return;
+    c = amk_model_config(m);
+    CHECK_EQ_INT(c->n_layers, 30);
+    CHECK_EQ_INT(c->hidden, 576);
+    CHECK_EQ_INT(c->intermediate, 1536);
+    CHECK_EQ_INT(c->n_heads, 9);
+    CHECK_EQ_INT(c->n_kv_heads, 3);
+    CHECK_EQ_INT(c->head_dim, 64);
+    CHECK_EQ_INT(c->vocab, 49152);
+    CHECK_EQ_INT(c->max_pos, 8192);
+    CHECK(c->rope_theta == 100000.0f && c->rms_eps == 1e-5f && c->rope_llama3 == 0);
+    CHECK_EQ_INT(c->tie_embeddings, 1);
+    CHECK_EQ_INT(c->bos_id, 1);
+    CHECK(c->n_eos == 1 && c->eos_ids[0] == 2);
+    g = amk_model_gguf(m);
+    memset(counts, 0, sizeof counts);
+    for (i = 0; i < amk_gguf_n_tensors(g); i++) {
+        uint32_t t = amk_gguf_tensor_at(g, i)->type;
+        if (t < 64) counts[t]++;
+    }
+    printf("test_real_smollm2: tensor types:");
+    for (i = 0; i < 64; i++)
+        if (counts[i]) printf(" %s x%d", amk_gguf_type_name((uint32_t)i), counts[i]);
+    printf("\n");
+    buf = (float *)malloc((size_t)49152 * 576 * sizeof(float));
+    t0 = clock();
+    for (l = -1; l <= 30; l++)
+        for (i = 0; i < (l < 0 || l == 30 ? (l < 0 ? 1 : 2) : 9); i++) {
+            char name[96];
+            int64_t shape[4], nel;
+            int rank;
+            if (l < 0) snprintf(name, sizeof name, "model.embed_tokens.weight");
+            else if (l == 30) snprintf(name, sizeof name, i ? "lm_head.weight" : "model.norm.weight");
+            else snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, suffix[i]);
+            CHECK_EQ_INT(amk_model_tensor_shape(m, name, &rank, shape, &d), AMK_OK);
+            nel = rank == 2 ? shape[0] * shape[1] : shape[0];
+            CHECK_EQ_INT(amk_model_tensor_read(m, name, AMK_DTYPE_F32, buf, (size_t)nel * 4, &d), AMK_OK);
+            CHECK(buf[0] == buf[0] && buf[nel - 1] == buf[nel - 1]);
+            total += nel;
+            n_read++;
+        }
+    printf("test_real_smollm2: read %d weights, %lld values as F32 in %.2f s\n", n_read,
+           (long long)total, (double)(clock() - t0) / CLOCKS_PER_SEC);
+    CHECK_EQ_INT(n_read, 30 * 9 + 3);
+    free(buf);
+    amk_model_close(m);
+}
+
+static void cleanup(void) {
+    char cmd[300];
+    /* why: the test made this tree under /tmp with a pid-unique name; remove it whole */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+}
+
+int main(void) {
+    int i;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/amk_test_model_%ld", (long)getpid());
+    mkdir(tmpdir, 0755);
+    build_weights();
+    write_st_models();
+    RUN(test_gguf_untied);
+    RUN(test_gguf_tied);
+    RUN(test_safetensors_dir);
+    RUN(test_safetensors_sharded);
+    RUN(test_untied_config_without_lm_head);
+    RUN(test_llama3_rope);
+    RUN(test_errors);
+    RUN(test_shard_errors);
+    RUN(test_real_smollm2);
+    cleanup();
+    for (i = 0; i < n_w; i++) free(W[i].e);
+    TEST_SUMMARY();
+}

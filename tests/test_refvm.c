@@ -1,0 +1,1285 @@
+/* Reference VM tests: every opcode against independent double-precision math, the op checks
+   (one rejected case per rule, asserting the exact check id), and the counter-driven walk
+   (list order, seeded random order, STUCK, pages, binding, 20k tasks).
+
+   Tolerances: fp32 outputs within rel * mag, where mag is the sum of the absolute terms of the
+   computation and rel is 1e-5*sqrt(K) for reductions of K terms (1e-6 for elementwise ops);
+   F16/BF16 outputs get one rounding step of the output dtype on top. */
+#include "../amk.h"
+#include "amk_test.h"
+#include <stdint.h>
+#include <time.h>
+
+/* ---- random numbers (splitmix64; the library's generator is internal) ------------------------ */
+static uint64_t rng_state = 0x1234567u;
+static uint64_t rnd_u64(void) {
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double rnd_in(double lo, double hi) {
+    return lo + (hi - lo) * ((double)(rnd_u64() >> 11) / 9007199254740992.0);
+}
+
+/* ---- dtype encode/decode, written here (decoding F16/BF16 independently of the library) ------ */
+static double f16_dec(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+static double bf16_dec(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* One rounding step (relative) of a dtype; 0 for F32 (fp32 rounding is in the rel term). */
+static double dt_step(int dt) {
+    switch (dt) {
+    case AMK_DTYPE_F16: return ldexp(1, -10);
+    case AMK_DTYPE_BF16: return ldexp(1, -7);
+    case AMK_DTYPE_F8E4M3: return ldexp(1, -3);
+    case AMK_DTYPE_F8E5M2: return ldexp(1, -2);
+    default: return 0;
+    }
+}
+
+/* ---- a one-task test program: buffers with host storage and the exact values they hold ------- */
+#define TC_MAXB 16
+typedef struct tbuf {
+    int dt;
+    int64_t n;
+    size_t nbytes;
+    unsigned char *data;
+    double *v; /* [n] the exact value of each element as stored */
+} tbuf;
+typedef struct tc {
+    amk_program *p;
+    tbuf b[TC_MAXB];
+    int nb, task;
+} tc;
+
+static void tc_init(tc *c) {
+    memset(c, 0, sizeof *c);
+    c->p = amk_program_create();
+    c->task = -1;
+}
+static void tc_free(tc *c) {
+    int i;
+    for (i = 0; i < c->nb; i++) { free(c->b[i].data); free(c->b[i].v); }
+    amk_program_free(c->p);
+}
+static int tc_buf(tc *c, int kind, int dt, int rank, int64_t d0, int64_t d1, int64_t d2) {
+    int64_t shape[3];
+    char name[16];
+    int id, i;
+    tbuf *b;
+    shape[0] = d0; shape[1] = d1; shape[2] = d2;
+    snprintf(name, sizeof name, "b%d", c->nb);
+    id = amk_program_add_buffer(c->p, name, (amk_buffer_kind)kind, (amk_dtype)dt, rank, shape,
+                                AMK_SPACE_HBM, kind == AMK_KIND_WEIGHT ? name : NULL);
+    b = &c->b[id];
+    b->dt = dt;
+    b->n = 1;
+    for (i = 0; i < rank; i++) b->n *= shape[i];
+    b->nbytes = (size_t)amk_dtype_nbytes(dt, b->n);
+    b->data = (unsigned char *)calloc(b->nbytes + 1, 1);
+    b->v = (double *)calloc((size_t)b->n + 1, sizeof(double));
+    c->nb++;
+    return id;
+}
+/* Stores x (rounded to the dtype) as element i and returns the exact stored value. */
+static double tset(tbuf *b, int64_t i, double x) {
+    unsigned char *p = b->data;
+    double r = 0;
+    switch (b->dt) {
+    case AMK_DTYPE_F32: { float f = (float)x; memcpy(p + 4 * i, &f, 4); r = f; break; }
+    case AMK_DTYPE_F16: { uint16_t h = amk_f32_to_f16((float)x); memcpy(p + 2 * i, &h, 2); r = f16_dec(h); break; }
+    case AMK_DTYPE_BF16: { uint16_t h = amk_f32_to_bf16((float)x); memcpy(p + 2 * i, &h, 2); r = bf16_dec(h); break; }
+    case AMK_DTYPE_F8E4M3: p[i] = amk_f32_to_f8e4m3((float)x); r = amk_f8e4m3_to_f32(p[i]); break;
+    case AMK_DTYPE_F8E5M2: p[i] = amk_f32_to_f8e5m2((float)x); r = amk_f8e5m2_to_f32(p[i]); break;
+    case AMK_DTYPE_I32: { int32_t v = (int32_t)llround(x); memcpy(p + 4 * i, &v, 4); r = v; break; }
+    case AMK_DTYPE_I8: { int v = (int)llround(x); v = v < -128 ? -128 : v > 127 ? 127 : v; p[i] = (unsigned char)(signed char)v; r = v; break; }
+    case AMK_DTYPE_U8: { int v = (int)llround(x); v = v < 0 ? 0 : v > 255 ? 255 : v; p[i] = (unsigned char)v; r = v; break; }
+    case AMK_DTYPE_I4: {
+        int v = (int)llround(x);
+        v = v < -8 ? -8 : v > 7 ? 7 : v;
+        if (i & 1) p[i / 2] = (unsigned char)((p[i / 2] & 0x0F) | ((v + 8) << 4));
+        else p[i / 2] = (unsigned char)((p[i / 2] & 0xF0) | (v + 8));
+        r = v;
+        break;
+    }
+    default: break;
+    }
+    b->v[i] = r;
+    return r;
+}
+static void tfill(tbuf *b, double lo, double hi) {
+    int64_t i;
+    for (i = 0; i < b->n; i++) tset(b, i, rnd_in(lo, hi));
+}
+/* The value of element i as stored. */
+static double tget(const tbuf *b, int64_t i) {
+    const unsigned char *p = b->data;
+    switch (b->dt) {
+    case AMK_DTYPE_F32: { float f; memcpy(&f, p + 4 * i, 4); return f; }
+    case AMK_DTYPE_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return f16_dec(h); }
+    case AMK_DTYPE_BF16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return bf16_dec(h); }
+    case AMK_DTYPE_I32: { int32_t v; memcpy(&v, p + 4 * i, 4); return v; }
+    case AMK_DTYPE_I8: return (signed char)p[i];
+    case AMK_DTYPE_U8: return p[i];
+    default: return NAN;
+    }
+}
+static void tpoison(tbuf *b) { memset(b->data, 0xFF, b->nbytes); }
+/* Element i still holds the poison bytes (byte-sized dtypes only). */
+static int tpoisoned(const tbuf *b, int64_t i) {
+    size_t w = (size_t)amk_dtype_bits(b->dt) / 8, k;
+    for (k = 0; k < w; k++)
+        if (b->data[(size_t)i * w + k] != 0xFF) return 0;
+    return 1;
+}
+
+static void tc_task(tc *c, int op, const int *ins, int n_in, int out) {
+    int outs[1];
+    int cnt = amk_program_add_counter(c->p, "");
+    outs[0] = out;
+    c->task = amk_program_add_task(c->p, op, ins, n_in, outs, 1, cnt, "t");
+}
+static void tc_int(tc *c, const char *k, int64_t v) { amk_task_set_int(c->p, c->task, k, v); }
+static void tc_real(tc *c, const char *k, double v) { amk_task_set_real(c->p, c->task, k, v); }
+static amk_result tc_exec(tc *c, amk_diag *d) {
+    const amk_task *t = &c->p->tasks[c->task];
+    void *ins[AMK_MAX_INPUTS], *outs[AMK_MAX_OUTPUTS];
+    int i;
+    for (i = 0; i < t->n_inputs; i++) ins[i] = c->b[t->inputs[i]].data;
+    outs[0] = c->b[t->outputs[0]].data;
+    amk_diag_clear(d);
+    return amk_ref_exec(c->p, t, ins, outs, d);
+}
+
+/* got within rel*mag (fp32 computation) plus one rounding step of the output dtype of want. */
+static int near_out(int dt, double got, double want, double mag, double rel) {
+    double tol = rel * mag + fabs(want) * dt_step(dt) + (dt == AMK_DTYPE_F16 ? ldexp(1, -24) : 0);
+    if (want != want) return got != got;
+    if (isinf(want)) return got == want;
+    return fabs(got - want) <= tol;
+}
+/* Compares out elements [0, n) with want/mag; prints the first mismatch; returns mismatches. */
+static int cmp_out(const char *label, const tbuf *b, const double *want, const double *mag,
+                   double rel, int64_t n) {
+    int64_t i;
+    int bad = 0;
+    for (i = 0; i < n; i++) {
+        double got = tget(b, i);
+        if (near_out(b->dt, got, want[i], mag[i], rel)) continue;
+        if (!bad)
+            fprintf(stderr, "  %s: element %lld got %.9g want %.9g (mag %.3g, %s)\n", label,
+                    (long long)i, got, want[i], mag[i], amk_dtype_name(b->dt));
+        bad++;
+    }
+    return bad;
+}
+
+/* ==== op checks: one rejected case per rule, exact check id ================================== */
+
+/* A one-task program from text: buffers "DT[d0,d1,..]" (inputs, then "|", then outputs; "=k" is
+   input k again), params "key=value" (a value with '.', 'e' or 'n' is real). */
+static amk_program *build_case(int op, const char *bufs, const char *params) {
+    amk_program *p = amk_program_create();
+    int ins[16], outs[4], n_in = 0, n_out = 0, side = 0, cnt;
+    const char *s = bufs;
+    char tok[64];
+    int n;
+    while (sscanf(s, "%63s%n", tok, &n) == 1) {
+        s += n;
+        if (strcmp(tok, "|") == 0) { side = 1; continue; }
+        if (tok[0] == '=') {
+            outs[n_out++] = ins[atoi(tok + 1)];
+        } else {
+            char *br = strchr(tok, '['), *q, name[16];
+            int64_t shape[4];
+            int rank = 0, id;
+            *br = 0;
+            q = br + 1;
+            while (*q && *q != ']') {
+                shape[rank++] = strtoll(q, &q, 10);
+                if (*q == ',') q++;
+            }
+            snprintf(name, sizeof name, "b%d", p->n_buffers);
+            id = amk_program_add_buffer(p, name, side ? AMK_KIND_ACTIVATION : AMK_KIND_IO_INPUT,
+                                        (amk_dtype)amk_dtype_from_name(tok), rank, shape, AMK_SPACE_HBM,
+                                        NULL);
+            if (side) outs[n_out++] = id;
+            else ins[n_in++] = id;
+        }
+    }
+    cnt = amk_program_add_counter(p, "");
+    amk_program_add_task(p, op, ins, n_in, outs, n_out, cnt, "t");
+    s = params;
+    while (sscanf(s, "%63s%n", tok, &n) == 1) {
+        char *eq = strchr(tok, '=');
+        s += n;
+        *eq = 0;
+        if (strpbrk(eq + 1, ".en")) amk_task_set_real(p, 0, tok, strtod(eq + 1, NULL));
+        else amk_task_set_int(p, 0, tok, strtoll(eq + 1, NULL, 10));
+    }
+    return p;
+}
+
+typedef struct check_case { int op; const char *bufs, *params, *want; } check_case;
+
+static const check_case CHECK_CASES[] = {
+    /* preconditions, re-checked so a direct amk_ref_exec call is safe */
+    {19, "F32[4] | F32[4]", "", "OP_UNKNOWN"},
+    {AMK_OP_COPY, "F32[4] F32[4] | F32[4]", "", "OP_ARITY"},
+    {AMK_OP_COPY, "F32[-1] | F32[1]", "", "BUFFER_SHAPE"},
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[2,6]", "K=8.0 N_tile=3 n_off=3", "PARAM_TYPE"},
+    {AMK_OP_COPY, "F32[4] | F16[4]", "", "ok"},
+    {AMK_OP_COPY, "F32[4] | F32[5]", "", "OP_SHAPE"},
+    {AMK_OP_GELU, "F32[4] | F32[3]", "", "OP_SHAPE"},
+    {AMK_OP_EMBED, "I32[3] F32[10,4] | F32[3,4]", "hidden=4", "ok"},
+    {AMK_OP_EMBED, "U8[3] BF16[10,4] | F32[3,4]", "hidden=4", "ok"},
+    {AMK_OP_EMBED, "F32[3] F32[10,4] | F32[3,4]", "hidden=4", "OP_DTYPE"},
+    {AMK_OP_EMBED, "I4[4] F32[10,4] | F32[4,4]", "hidden=4", "OP_DTYPE"},
+    {AMK_OP_EMBED, "I32[3] F32[40] | F32[3,4]", "hidden=4", "OP_SHAPE"},
+    {AMK_OP_EMBED, "I32[3] F32[10,4] | F32[3,4]", "hidden=0", "PARAM_VALUE"},
+    {AMK_OP_EMBED, "I32[3] F32[10,4] | F32[3,5]", "hidden=5", "OP_SHAPE"},
+    {AMK_OP_EMBED, "I32[3] F32[10,4] | F32[2,4]", "hidden=4", "OP_SHAPE"},
+    {AMK_OP_RMSNORM, "F32[2,4] F32[4] | F32[2,4]", "hidden=4 eps=1e-5", "ok"},
+    {AMK_OP_RMSNORM, "F32[2,4] F32[4] | F32[2,4]", "hidden=0 eps=1e-5", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM, "F32[10] F32[4] | F32[10]", "hidden=4 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_RMSNORM, "F32[2,4] F32[3] | F32[2,4]", "hidden=4 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_RMSNORM, "F32[2,4] F32[4] | F32[2,5]", "hidden=4 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_RMSNORM, "F32[2,4] F32[4] | F32[2,4]", "hidden=4 eps=-1.0", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM, "F32[2,4] F32[4] | F32[2,4]", "hidden=4 eps=nan", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM, "F32[2,4] F32[4] | F32[2,4]", "hidden=4 eps=1e300", "PARAM_VALUE"},
+    {AMK_OP_LAYERNORM, "F32[2,4] F32[4] F32[4] | F32[2,4]", "hidden=4 eps=1e-5", "ok"},
+    {AMK_OP_LAYERNORM, "F32[2,4] F32[4] F32[3] | F32[2,4]", "hidden=4 eps=1e-5", "OP_SHAPE"},
+    /* GEMV / GEMM, float weights */
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[2,6]", "K=8 N_tile=3 n_off=3", "ok"},
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] F32[6] | F32[2,6]", "K=8 N_tile=3 n_off=3", "ok"},
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[2,6]", "K=0 N_tile=3 n_off=3", "PARAM_VALUE"},
+    {AMK_OP_GEMV_TILE, "F32[2,7] F32[6,8] | F32[2,6]", "K=8 N_tile=3 n_off=3", "OP_SHAPE"},
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[48] | F32[2,6]", "K=8 N_tile=3 n_off=3", "OP_SHAPE"},
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,4] | F32[2,6]", "K=8 N_tile=3 n_off=3", "OP_SHAPE"},
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[2,6]", "K=8 N_tile=3 n_off=-1", "PARAM_VALUE"},
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[2,6]", "K=8 N_tile=0 n_off=3", "PARAM_VALUE"},
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[2,6]", "K=8 N_tile=3 n_off=4", "PARAM_VALUE"},
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[2,5]", "K=8 N_tile=3 n_off=3", "OP_SHAPE"},
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[3,6]", "K=8 N_tile=3 n_off=3", "OP_SHAPE"},
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] F32[5] | F32[2,6]", "K=8 N_tile=3 n_off=3", "OP_SHAPE"},
+    {AMK_OP_GEMM_TILE, "F32[4,8] F32[6,8] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=2 m_off=1", "ok"},
+    {AMK_OP_GEMM_TILE, "F32[4,8] F32[6,8] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=0 m_off=1", "PARAM_VALUE"},
+    {AMK_OP_GEMM_TILE, "F32[4,8] F32[6,8] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=2 m_off=-1", "PARAM_VALUE"},
+    {AMK_OP_GEMM_TILE, "F32[4,8] F32[6,8] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=2 m_off=3", "PARAM_VALUE"},
+    /* GEMV, weight-only quantized */
+    {AMK_OP_GEMV_TILE, "F32[1,16] I8[4,16] F32[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=6 group=8", "ok"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] I4[4,16] BF16[4,2] F32[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=7 group=8", "ok"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] U8[4,8] F32[4,1] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=7", "ok"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] I8[4,16] F32[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=5 group=8", "PARAM_VALUE"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] I8[4,16] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=6 group=8", "OP_SHAPE"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] I8[4,16] F32[4,2] F32[4,2] F32[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=6 group=8", "OP_ARITY"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] F32[4,16] F32[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=6 group=8", "OP_DTYPE"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] I8[4,16] F32[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=7 group=8", "OP_DTYPE"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] U8[4,16] F32[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=7 group=8", "OP_SHAPE"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] I8[4,12] F32[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=6 group=8", "OP_SHAPE"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] I8[4,16] F32[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=6 group=0", "PARAM_VALUE"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] I8[4,16] F32[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=6 group=5", "PARAM_VALUE"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] I8[4,16] I8[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=6 group=8", "OP_DTYPE"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] I8[4,16] F32[4,3] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=6 group=8", "OP_SHAPE"},
+    {AMK_OP_GEMV_TILE, "F32[1,16] I8[4,16] F32[4,2] F32[4,1] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=6 group=8", "OP_SHAPE"},
+    /* ATTENTION_TILE: q [n_heads=4, head_dim=2], k/v [max_seq=5, n_kv_heads=2, 2] */
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "ok"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,4]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "ok"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=0 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=3 kv_start=1 kv_len=3 scale=0.7", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,3] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[19] F32[19] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[6,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=3 kv_len=3 scale=0.7", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=-1 scale=0.7", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=nan", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | BF16[4,4]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,3]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] I32[1] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_UNSUPPORTED"},
+    /* ROPE */
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=10000.0", "ok"},
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_factor=8.0 rope_orig_ctx=8192", "ok"},
+    {AMK_OP_ROPE, "F32[2,3,4] F32[2] | F32[2,3,4]", "head_dim=4 theta=10000.0", "OP_DTYPE"},
+    {AMK_OP_ROPE, "F32[2,3,4] I32[0] | F32[2,3,4]", "head_dim=4 theta=10000.0", "OP_SHAPE"},
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=3 theta=10000.0", "PARAM_VALUE"},
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=0 theta=10000.0", "PARAM_VALUE"},
+    {AMK_OP_ROPE, "F32[2,3,5] I32[2] | F32[2,3,5]", "head_dim=4 theta=10000.0", "OP_SHAPE"},
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,5]", "head_dim=4 theta=10000.0", "OP_SHAPE"},
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=0.0", "PARAM_VALUE"},
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_factor=8.0 rope_orig_ctx=0", "PARAM_VALUE"},
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_factor=8.0 rope_orig_ctx=8192 rope_low_freq_factor=4.0 rope_high_freq_factor=1.0", "PARAM_VALUE"},
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_factor=8.0 rope_orig_ctx=8192 rope_low_freq_factor=0.0", "PARAM_VALUE"},
+    /* elementwise */
+    {AMK_OP_SILU_MUL, "F32[4] BF16[2,2] | F16[4]", "", "ok"},
+    {AMK_OP_SILU_MUL, "F32[4] F32[5] | F32[4]", "", "OP_SHAPE"},
+    {AMK_OP_ADD, "F32[4] F32[4] | F32[5]", "", "OP_SHAPE"},
+    {AMK_OP_MUL, "F32[4] F32[1] | F32[4]", "", "ok"},
+    {AMK_OP_MUL, "F32[4] | F32[4]", "scale=2.0", "ok"},
+    {AMK_OP_MUL, "F32[4] F32[2] | F32[4]", "", "OP_SHAPE"},
+    {AMK_OP_MUL, "F32[4] | F32[3]", "", "OP_SHAPE"},
+    /* DEQUANT */
+    {AMK_OP_DEQUANT, "I8[2,8] F32[2,2] | F32[2,8]", "qdtype=6 group=4", "ok"},
+    {AMK_OP_DEQUANT, "U8[2,4] F32[2,2] F32[2,2] | BF16[2,8]", "qdtype=7 group=4", "ok"},
+    {AMK_OP_DEQUANT, "I4[2,8] F32[4] | F32[16]", "qdtype=7 group=4", "ok"},
+    {AMK_OP_DEQUANT, "I8[2,8] F32[2,2] | F32[2,8]", "qdtype=5 group=4", "PARAM_VALUE"},
+    {AMK_OP_DEQUANT, "I8[2,8] F32[2,2] | F32[2,8]", "group=4", "PARAM_VALUE"},
+    {AMK_OP_DEQUANT, "U8[2,8] F32[2,2] | F32[2,8]", "qdtype=6 group=4", "OP_DTYPE"},
+    {AMK_OP_DEQUANT, "I8[2,8] F32[2,2] | F32[2,8]", "qdtype=7 group=4", "OP_DTYPE"},
+    {AMK_OP_DEQUANT, "I8[2,8] F32[2,2] | F32[2,8]", "qdtype=6 group=0", "PARAM_VALUE"},
+    {AMK_OP_DEQUANT, "I8[2,8] F32[2,2] | F32[2,8]", "qdtype=6 group=3", "PARAM_VALUE"},
+    {AMK_OP_DEQUANT, "I8[2,8] F32[3] | F32[2,8]", "qdtype=6 group=4", "OP_SHAPE"},
+    {AMK_OP_DEQUANT, "I8[2,8] F32[4] F32[3] | F32[2,8]", "qdtype=6 group=4", "OP_SHAPE"},
+    {AMK_OP_DEQUANT, "I8[2,8] F32[4] | I8[2,8]", "qdtype=6 group=4", "OP_DTYPE"},
+    {AMK_OP_DEQUANT, "U8[2,4] F32[4] | F32[2,4]", "qdtype=7 group=4", "OP_SHAPE"},
+    /* SOFTMAX */
+    {AMK_OP_SOFTMAX, "F32[2,3,4] | F32[24]", "dim=-3", "ok"},
+    {AMK_OP_SOFTMAX, "F32[2,3,4] | F32[24]", "dim=3", "PARAM_VALUE"},
+    {AMK_OP_SOFTMAX, "F32[2,3,4] | F32[24]", "dim=-4", "PARAM_VALUE"},
+    {AMK_OP_SOFTMAX, "F32[] | F32[]", "", "PARAM_VALUE"},
+    {AMK_OP_SOFTMAX, "F32[2,3,4] | F32[23]", "", "OP_SHAPE"},
+    /* ALLREDUCE_SHARD */
+    {AMK_OP_ALLREDUCE_SHARD, "F32[4] BF16[4] F32[2,2] | F32[4]", "", "ok"},
+    {AMK_OP_ALLREDUCE_SHARD, "F32[4] F32[5] | F32[4]", "", "OP_SHAPE"},
+    /* KV_APPEND: new [n_kv_heads, head_dim], cache [max_seq, n_kv_heads, head_dim] */
+    {AMK_OP_KV_APPEND, "F32[2,4] F32[6,2,4] | =1", "pos=5", "ok"},
+    {AMK_OP_KV_APPEND, "F32[2,4] F32[6,2,4] | =1", "pos=6", "PARAM_VALUE"},
+    {AMK_OP_KV_APPEND, "F32[2,4] F32[6,2,4] | =1", "pos=-1", "PARAM_VALUE"},
+    {AMK_OP_KV_APPEND, "F32[0] F32[6,2,4] | =1", "pos=0", "OP_SHAPE"},
+    {AMK_OP_KV_APPEND, "F32[2,4] F32[7,7] | =1", "pos=0", "OP_SHAPE"},
+    {AMK_OP_KV_APPEND, "F32[2,4] F32[6,2,4] | F32[6,2,4]", "pos=0", "OP_SHAPE"},
+    /* SAMPLE_ARGMAX */
+    {AMK_OP_SAMPLE_ARGMAX, "F32[2,5] | I32[2]", "", "ok"},
+    {AMK_OP_SAMPLE_ARGMAX, "BF16[2,5] | U8[2]", "", "ok"},
+    {AMK_OP_SAMPLE_ARGMAX, "F32[] | I32[]", "", "OP_SHAPE"},
+    {AMK_OP_SAMPLE_ARGMAX, "F32[2,0] | I32[2]", "", "OP_SHAPE"},
+    {AMK_OP_SAMPLE_ARGMAX, "F32[2,5] | F32[2]", "", "OP_DTYPE"},
+    {AMK_OP_SAMPLE_ARGMAX, "F32[2,5] | I4[2]", "", "OP_DTYPE"},
+    {AMK_OP_SAMPLE_ARGMAX, "F32[2,5] | BOOL[2]", "", "OP_DTYPE"},
+    {AMK_OP_SAMPLE_ARGMAX, "F32[2,5] | I32[3]", "", "OP_SHAPE"},
+    /* ATTENTION_COMBINE: partials [n_heads=2, head_dim+2 = 6] */
+    {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[2,6] | F32[2,4]", "head_dim=4", "ok"},
+    {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[2,6] | F32[2,4]", "head_dim=0", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_COMBINE, "F32[2,6] BF16[2,6] | F32[2,4]", "head_dim=4", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[3,6] | F32[2,4]", "head_dim=4", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_COMBINE, "F32[2,5] F32[2,5] | F32[2,4]", "head_dim=4", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[2,6] | F32[2,3]", "head_dim=4", "OP_SHAPE"},
+};
+
+static void test_op_check_rules(void) {
+    size_t i;
+    for (i = 0; i < sizeof CHECK_CASES / sizeof CHECK_CASES[0]; i++) {
+        const check_case *k = &CHECK_CASES[i];
+        amk_program *p = build_case(k->op, k->bufs, k->params);
+        amk_diag d;
+        amk_result r;
+        amk_diag_clear(&d);
+        /* NULL storage: a task that passes the check then fails for want of storage */
+        r = amk_ref_exec(p, &p->tasks[0], NULL, NULL, &d);
+        if (strcmp(k->want, "ok") == 0) {
+            CHECK_MSG(r == AMK_ERR_INVALID_ARG && d.check[0] == 0, "case %d (%s %s | %s): got %s [%s] %s",
+                      (int)i, amk_op_name(k->op), k->bufs, k->params, amk_result_str(r), d.check, d.message);
+        } else {
+            CHECK_MSG(r == AMK_ERR_REJECTED && strcmp(d.check, k->want) == 0,
+                      "case %d (%s %s | %s): want %s, got %s [%s] %s", (int)i, amk_op_name(k->op),
+                      k->bufs, k->params, k->want, amk_result_str(r), d.check, d.message);
+            CHECK_MSG(d.task == 0, "case %d: diag task %d", (int)i, d.task);
+        }
+        amk_program_free(p);
+    }
+}
+
+/* The message names the numbers; a bad buffer id is REF_BUFFER. */
+static void test_op_check_messages(void) {
+    amk_program *p = build_case(AMK_OP_GEMV_TILE, "F32[1,8] F32[256,8] | F32[1,300]",
+                                "K=8 N_tile=100 n_off=200");
+    amk_diag d;
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_ref_exec(p, &p->tasks[0], NULL, NULL, &d), AMK_ERR_REJECTED);
+    CHECK_STR(d.check, "PARAM_VALUE");
+    CHECK_STR(d.message, "GEMV_TILE: n_off+N_tile = 300 exceeds W rows 256");
+    p->tasks[0].inputs[1] = 99;
+    CHECK_EQ_INT(amk_ref_exec(p, &p->tasks[0], NULL, NULL, &d), AMK_ERR_REJECTED);
+    CHECK_STR(d.check, "REF_BUFFER");
+    CHECK(strstr(d.message, "99") != NULL);
+    amk_program_free(p);
+}
+
+
+/* ==== numerics, one opcode at a time (amk_ref_exec) ========================================== */
+
+static const int ACT_DTS[3] = {AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_BF16};
+static const int OUT_DTS[3] = {AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F16};
+
+static void test_copy(void) {
+    static const int in_dts[] = {AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_BF16, AMK_DTYPE_F8E4M3,
+                                 AMK_DTYPE_F8E5M2, AMK_DTYPE_I8, AMK_DTYPE_I32};
+    static const int64_t sizes[] = {1, 7, 64};
+    int a, o, s;
+    for (a = 0; a < 7; a++)
+        for (o = 0; o < 3; o++)
+            for (s = 0; s < 3; s++) {
+                tc c;
+                amk_diag d;
+                int x, y;
+                int64_t i, n = sizes[s];
+                double want[64], mag[64];
+                char label[64];
+                tc_init(&c);
+                x = tc_buf(&c, AMK_KIND_IO_INPUT, in_dts[a], 1, n, 0, 0);
+                y = tc_buf(&c, AMK_KIND_ACTIVATION, OUT_DTS[o], 1, n, 0, 0);
+                tfill(&c.b[x], in_dts[a] >= AMK_DTYPE_I32 ? -100 : -4, in_dts[a] >= AMK_DTYPE_I32 ? 100 : 4);
+                tc_task(&c, AMK_OP_COPY, &x, 1, y);
+                tpoison(&c.b[y]);
+                CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+                for (i = 0; i < n; i++) { want[i] = c.b[x].v[i]; mag[i] = fabs(want[i]); }
+                snprintf(label, sizeof label, "COPY %s->%s n=%d", amk_dtype_name(in_dts[a]),
+                         amk_dtype_name(OUT_DTS[o]), (int)n);
+                CHECK_MSG(cmp_out(label, &c.b[y], want, mag, 0, n) == 0, "%s", label);
+                tc_free(&c);
+            }
+    { /* same dtype copies the bytes: I32 beyond 2^24 survives */
+        tc c;
+        amk_diag d;
+        int x, y;
+        tc_init(&c);
+        x = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 2, 0, 0);
+        y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_I32, 1, 2, 0, 0);
+        tset(&c.b[x], 0, 16777217.0);
+        tset(&c.b[x], 1, -2147483647.0);
+        tc_task(&c, AMK_OP_COPY, &x, 1, y);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+        CHECK_EQ_INT(tget(&c.b[y], 0), 16777217);
+        CHECK_EQ_INT(tget(&c.b[y], 1), -2147483647);
+        tc_free(&c);
+    }
+}
+
+static void test_embed(void) {
+    static const int id_dts[] = {AMK_DTYPE_I32, AMK_DTYPE_I8, AMK_DTYPE_U8};
+    int a, b, o;
+    for (a = 0; a < 3; a++)
+        for (b = 0; b < 3; b++)
+            for (o = 0; o < 2; o++) {
+                tc c;
+                amk_diag d;
+                int ids, table, y, ins[2];
+                int64_t i, h, V = 10, H = 6, n = 5;
+                double want[30], mag[30];
+                tc_init(&c);
+                ids = tc_buf(&c, AMK_KIND_IO_INPUT, id_dts[a], 1, n, 0, 0);
+                table = tc_buf(&c, AMK_KIND_WEIGHT, ACT_DTS[b], 2, V, H, 0);
+                y = tc_buf(&c, AMK_KIND_ACTIVATION, OUT_DTS[o], 2, n, H, 0);
+                for (i = 0; i < n; i++) tset(&c.b[ids], i, (double)((i * 7 + 3) % V));
+                tfill(&c.b[table], -2, 2);
+                ins[0] = ids; ins[1] = table;
+                tc_task(&c, AMK_OP_EMBED, ins, 2, y);
+                tc_int(&c, "hidden", H);
+                tpoison(&c.b[y]);
+                CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+                for (i = 0; i < n; i++)
+                    for (h = 0; h < H; h++) {
+                        want[i * H + h] = c.b[table].v[(int64_t)c.b[ids].v[i] * H + h];
+                        mag[i * H + h] = fabs(want[i * H + h]);
+                    }
+                CHECK(cmp_out("EMBED", &c.b[y], want, mag, 0, n * H) == 0);
+                /* an id outside [0, V): RUNTIME, and nothing written */
+                if (id_dts[a] != AMK_DTYPE_I8) {
+                    tset(&c.b[ids], 2, (double)V);
+                    tpoison(&c.b[y]);
+                    CHECK_EQ_INT(tc_exec(&c, &d), AMK_ERR_RUNTIME);
+                    CHECK(strstr(d.message, "10") != NULL);
+                    CHECK(tpoisoned(&c.b[y], 0));
+                }
+                if (id_dts[a] != AMK_DTYPE_U8) {
+                    tset(&c.b[ids], 2, -1.0);
+                    CHECK_EQ_INT(tc_exec(&c, &d), AMK_ERR_RUNTIME);
+                    CHECK(strstr(d.message, "-1") != NULL);
+                }
+                tc_free(&c);
+            }
+}
+
+/* RMSNORM and LAYERNORM over hidden in {1, 8, 33}, 1 or 3 rows, every activation/weight/output
+   dtype pairing. */
+static void norm_case(int layer, int xdt, int wdt, int odt, int64_t H, int64_t rows, int bias) {
+    tc c;
+    amk_diag d;
+    int x, w, b = -1, y, ins[3];
+    int64_t r, h;
+    double eps = 1e-5, *want, *mag;
+    char label[96];
+    tc_init(&c);
+    x = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, rows, H, 0);
+    w = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 1, H, 0, 0);
+    if (bias) b = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 1, H, 0, 0);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, odt, 2, rows, H, 0);
+    tfill(&c.b[x], -3, 3);
+    tfill(&c.b[w], -2, 2);
+    if (bias) tfill(&c.b[b], -1, 1);
+    ins[0] = x; ins[1] = w; ins[2] = b;
+    tc_task(&c, layer ? AMK_OP_LAYERNORM : AMK_OP_RMSNORM, ins, bias ? 3 : 2, y);
+    tc_int(&c, "hidden", H);
+    tc_real(&c, "eps", eps);
+    tpoison(&c.b[y]);
+    CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+    want = (double *)calloc((size_t)(rows * H), sizeof(double));
+    mag = (double *)calloc((size_t)(rows * H), sizeof(double));
+    for (r = 0; r < rows; r++) {
+        const double *xv = c.b[x].v + r * H, *wv = c.b[w].v;
+        double mean = 0, var = 0, ss = 0;
+        for (h = 0; h < H; h++) { mean += xv[h]; ss += xv[h] * xv[h]; }
+        mean /= (double)H;
+        for (h = 0; h < H; h++) var += (xv[h] - mean) * (xv[h] - mean);
+        var /= (double)H;
+        for (h = 0; h < H; h++) {
+            if (layer) {
+                double sd = sqrt(var + eps);
+                want[r * H + h] = (xv[h] - mean) / sd * wv[h] + (bias ? c.b[b].v[h] : 0);
+                mag[r * H + h] = (fabs(xv[h]) + fabs(mean)) / sd * fabs(wv[h]) + (bias ? fabs(c.b[b].v[h]) : 0);
+            } else {
+                want[r * H + h] = xv[h] / sqrt(ss / (double)H + eps) * wv[h];
+                mag[r * H + h] = fabs(want[r * H + h]);
+            }
+        }
+    }
+    snprintf(label, sizeof label, "%s x=%s w=%s out=%s H=%d rows=%d", layer ? "LAYERNORM" : "RMSNORM",
+             amk_dtype_name(xdt), amk_dtype_name(wdt), amk_dtype_name(odt), (int)H, (int)rows);
+    CHECK_MSG(cmp_out(label, &c.b[y], want, mag, 1e-5 * sqrt((double)H), rows * H) == 0, "%s", label);
+    free(want);
+    free(mag);
+    tc_free(&c);
+}
+
+static void test_norms(void) {
+    static const int64_t Hs[] = {1, 8, 33};
+    int a, b, o, k = 0;
+    for (a = 0; a < 3; a++)
+        for (b = 0; b < 2; b++)
+            for (o = 0; o < 3; o++, k++) {
+                norm_case(0, ACT_DTS[a], ACT_DTS[b * 2], OUT_DTS[o], Hs[k % 3], 1 + 2 * (k % 2), 0);
+                norm_case(1, ACT_DTS[a], ACT_DTS[b * 2], OUT_DTS[o], Hs[(k + 1) % 3], 1 + 2 * (k % 2), k % 2);
+            }
+}
+
+/* GEMV/GEMM tile on float weights: out [M, N+2] is poisoned first; only the tile may change. */
+static void gemv_case(int op, int xdt, int wdt, int bdt, int odt, int64_t M, int64_t K, int64_t N,
+                      int n_off, int n_tile, int m_off, int m_tile) {
+    tc c;
+    amk_diag d;
+    int x, W, bias = -1, y, ins[3];
+    int64_t Nout = N + 2, m, n, k, bad = 0;
+    char label[128];
+    tc_init(&c);
+    x = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, M, K, 0);
+    W = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, K, 0);
+    if (bdt >= 0) bias = tc_buf(&c, AMK_KIND_WEIGHT, bdt, 1, N, 0, 0);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, odt, 2, M, Nout, 0);
+    tfill(&c.b[x], -1, 1);
+    tfill(&c.b[W], -1, 1);
+    if (bias >= 0) tfill(&c.b[bias], -1, 1);
+    ins[0] = x; ins[1] = W; ins[2] = bias;
+    tc_task(&c, op, ins, bias >= 0 ? 3 : 2, y);
+    tc_int(&c, "K", K);
+    tc_int(&c, "N_tile", n_tile);
+    tc_int(&c, "n_off", n_off);
+    if (op == AMK_OP_GEMM_TILE) { tc_int(&c, "M_tile", m_tile); tc_int(&c, "m_off", m_off); }
+    else { m_off = 0; m_tile = (int)M; }
+    tpoison(&c.b[y]);
+    snprintf(label, sizeof label, "%s x=%s W=%s bias=%s out=%s M=%d K=%d N=%d tile=[%d,+%d) rows=[%d,+%d)",
+             amk_op_name(op), amk_dtype_name(xdt), amk_dtype_name(wdt), bdt >= 0 ? amk_dtype_name(bdt) : "-",
+             amk_dtype_name(odt), (int)M, (int)K, (int)N, n_off, n_tile, m_off, m_tile);
+    CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
+    for (m = 0; m < M; m++)
+        for (n = 0; n < Nout; n++) {
+            int in_tile = n >= n_off && n < n_off + n_tile && m >= m_off && m < m_off + m_tile;
+            if (!in_tile) {
+                if (!tpoisoned(&c.b[y], m * Nout + n)) bad++;
+            } else {
+                double want = 0, mag = 0;
+                for (k = 0; k < K; k++) {
+                    want += c.b[x].v[m * K + k] * c.b[W].v[n * K + k];
+                    mag += fabs(c.b[x].v[m * K + k] * c.b[W].v[n * K + k]);
+                }
+                if (bias >= 0) { want += c.b[bias].v[n]; mag += fabs(c.b[bias].v[n]); }
+                if (!near_out(odt, tget(&c.b[y], m * Nout + n), want, mag, 1e-5 * sqrt((double)K))) {
+                    if (!bad) fprintf(stderr, "  %s: [%d,%d] got %.9g want %.9g\n", label, (int)m, (int)n,
+                                      tget(&c.b[y], m * Nout + n), want);
+                    bad++;
+                }
+            }
+        }
+    CHECK_MSG(bad == 0, "%s: %d bad elements", label, (int)bad);
+    tc_free(&c);
+}
+
+static void test_gemv_float(void) {
+    static const int xdts[] = {AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_BF16, AMK_DTYPE_F8E4M3, AMK_DTYPE_F8E5M2};
+    /* M, K, N, n_off, N_tile */
+    static const int shapes[5][5] = {{1, 1, 5, 0, 5}, {1, 7, 5, 1, 2}, {3, 64, 16, 13, 3}, {2, 96, 16, 4, 8}, {1, 576, 8, 0, 8}};
+    int a, w, o, s, k = 0;
+    for (a = 0; a < 5; a++)
+        for (w = 0; w < 3; w++)
+            for (o = 0; o < 2; o++, k++) {
+                const int *sh = shapes[k % 5];
+                int bdt = k % 3 == 0 ? -1 : k % 3 == 1 ? AMK_DTYPE_F32 : AMK_DTYPE_BF16;
+                gemv_case(AMK_OP_GEMV_TILE, xdts[a], ACT_DTS[w], bdt, OUT_DTS[o], sh[0], sh[1], sh[2], sh[3], sh[4], 0, 0);
+            }
+    for (s = 0; s < 5; s++)
+        gemv_case(AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, shapes[s][0],
+                  shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4], 0, 0);
+}
+
+static void test_gemm_tile(void) {
+    gemv_case(AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_F32, -1, AMK_DTYPE_F32, 5, 24, 6, 2, 3, 1, 3);
+    gemv_case(AMK_OP_GEMM_TILE, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_BF16, 4, 40, 9, 0, 9, 0, 4);
+    gemv_case(AMK_OP_GEMM_TILE, AMK_DTYPE_F16, AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_F32, 6, 17, 5, 4, 1, 5, 1);
+}
+
+/* Weight-only quantized GEMV: form 0 = I8 [N,K], 1 = I4 [N,K], 2 = U8 [N,K/2] (same bytes as 1).
+   Returns the output bytes (caller frees) so the two I4 layouts can be compared. */
+static unsigned char *qgemv_case(int form, int xdt, int sdt, int zdt, int odt, int64_t M, int64_t K,
+                                 int64_t group, uint64_t seed) {
+    tc c;
+    amk_diag d;
+    int x, qw, sc, z = -1, y, ins[4], n_in = 3;
+    int64_t N = 6, n_off = 1, n_tile = 4, G = K / group, Nout = N, m, n, k, bad = 0;
+    unsigned char *res;
+    char label[128];
+    rng_state = seed;
+    tc_init(&c);
+    x = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, M, K, 0);
+    if (form == 2) {
+        /* the U8 form holds the I4 form's bytes: fill an I4 twin and copy them over */
+        tbuf twin;
+        int64_t i;
+        memset(&twin, 0, sizeof twin);
+        twin.dt = AMK_DTYPE_I4;
+        twin.n = N * K;
+        twin.data = (unsigned char *)calloc((size_t)(N * K / 2 + 1), 1);
+        twin.v = (double *)calloc((size_t)(N * K), sizeof(double));
+        tfill(&twin, -8.4, 7.4);
+        qw = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_U8, 2, N, K / 2, 0);
+        memcpy(c.b[qw].data, twin.data, (size_t)(N * K / 2));
+        free(c.b[qw].v);
+        c.b[qw].v = twin.v; /* the logical q values */
+        for (i = 0; i < N * K / 2; i++) CHECK(c.b[qw].data[i] == twin.data[i]);
+        free(twin.data);
+    } else {
+        qw = tc_buf(&c, AMK_KIND_WEIGHT, form == 0 ? AMK_DTYPE_I8 : AMK_DTYPE_I4, 2, N, K, 0);
+        if (form == 0) tfill(&c.b[qw], -128.4, 127.4);
+        else tfill(&c.b[qw], -8.4, 7.4);
+    }
+    sc = tc_buf(&c, AMK_KIND_WEIGHT, sdt, 2, N, G, 0);
+    if (zdt >= 0) { z = tc_buf(&c, AMK_KIND_WEIGHT, zdt, 2, N, G, 0); n_in = 4; }
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, odt, 2, M, Nout, 0);
+    tfill(&c.b[x], -1, 1);
+    tfill(&c.b[sc], -0.1, 0.1);
+    if (z >= 0) tfill(&c.b[z], -3, 3);
+    ins[0] = x; ins[1] = qw; ins[2] = sc; ins[3] = z;
+    tc_task(&c, AMK_OP_GEMV_TILE, ins, n_in, y);
+    tc_int(&c, "K", K);
+    tc_int(&c, "N_tile", n_tile);
+    tc_int(&c, "n_off", n_off);
+    tc_int(&c, "qdtype", form == 0 ? AMK_DTYPE_I8 : AMK_DTYPE_I4);
+    if (group != K || form == 1) tc_int(&c, "group", group); /* else: group defaults to K */
+    tpoison(&c.b[y]);
+    snprintf(label, sizeof label, "quant GEMV form=%d x=%s scales=%s zeros=%s out=%s M=%d K=%d group=%d",
+             form, amk_dtype_name(xdt), amk_dtype_name(sdt), zdt >= 0 ? amk_dtype_name(zdt) : "-",
+             amk_dtype_name(odt), (int)M, (int)K, (int)group);
+    CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
+    for (m = 0; m < M; m++)
+        for (n = 0; n < Nout; n++) {
+            double want = 0, mag = 0;
+            if (n < n_off || n >= n_off + n_tile) {
+                if (!tpoisoned(&c.b[y], m * Nout + n)) bad++;
+                continue;
+            }
+            for (k = 0; k < K; k++) {
+                double zero = z >= 0 ? c.b[z].v[n * G + k / group] : 0;
+                double w = (c.b[qw].v[n * K + k] - zero) * c.b[sc].v[n * G + k / group];
+                want += c.b[x].v[m * K + k] * w;
+                mag += fabs(c.b[x].v[m * K + k]) * (fabs(c.b[qw].v[n * K + k]) + fabs(zero)) * fabs(c.b[sc].v[n * G + k / group]);
+            }
+            if (!near_out(odt, tget(&c.b[y], m * Nout + n), want, mag, 1e-5 * sqrt((double)K))) {
+                if (!bad) fprintf(stderr, "  %s: [%d,%d] got %.9g want %.9g\n", label, (int)m, (int)n,
+                                  tget(&c.b[y], m * Nout + n), want);
+                bad++;
+            }
+        }
+    CHECK_MSG(bad == 0, "%s: %d bad elements", label, (int)bad);
+    res = (unsigned char *)malloc(c.b[y].nbytes);
+    memcpy(res, c.b[y].data, c.b[y].nbytes);
+    tc_free(&c);
+    return res;
+}
+
+static void test_gemv_quant(void) {
+    int k;
+    for (k = 0; k < 12; k++) {
+        int64_t K = k % 2 ? 64 : 16, group = k % 3 == 0 ? K : 8;
+        int xdt = ACT_DTS[k % 3], sdt = ACT_DTS[(k + 1) % 3], odt = OUT_DTS[k % 2];
+        int zdt = k % 4 == 0 ? -1 : k % 4 == 1 ? AMK_DTYPE_F32 : k % 4 == 2 ? AMK_DTYPE_BF16 : AMK_DTYPE_I8;
+        int64_t M = 1 + k % 2;
+        unsigned char *a, *b;
+        free(qgemv_case(0, xdt, sdt, zdt, odt, M, K, group, 100 + k));
+        /* the I4 and packed-U8 layouts hold the same bytes: identical results */
+        a = qgemv_case(1, xdt, sdt, zdt, odt, M, K, group, 200 + k);
+        b = qgemv_case(2, xdt, sdt, zdt, odt, M, K, group, 200 + k);
+        CHECK_MSG(memcmp(a, b, (size_t)amk_dtype_nbytes(odt, M * 6)) == 0, "I4 vs U8 layout, case %d", k);
+        free(a);
+        free(b);
+    }
+}
+
+/* Attention in double: per head [acc(head_dim) | m | l] (un-normalised), and the scores' mag. */
+static void attn_ref(const double *q, const double *kc, const double *vc, int nh, int nkv, int hd,
+                     int start, int len, double scale, double *part, double *acc_mag, double *s_mag) {
+    int h, j, e, rep = nh / nkv;
+    for (h = 0; h < nh; h++) {
+        int g = h / rep;
+        double m = -INFINITY, l = 0, s[64], sm[64];
+        for (j = 0; j < len; j++) {
+            const double *kr = kc + ((int64_t)(start + j) * nkv + g) * hd;
+            s[j] = 0;
+            sm[j] = 0;
+            for (e = 0; e < hd; e++) { s[j] += q[h * hd + e] * kr[e]; sm[j] += fabs(q[h * hd + e] * kr[e]); }
+            s[j] *= scale;
+            sm[j] *= fabs(scale);
+            if (s[j] > m) m = s[j];
+        }
+        s_mag[h] = 0;
+        for (e = 0; e < hd; e++) { part[h * (hd + 2) + e] = 0; acc_mag[h * hd + e] = 0; }
+        for (j = 0; j < len; j++) {
+            const double *vr = vc + ((int64_t)(start + j) * nkv + g) * hd;
+            double p = exp(s[j] - m);
+            l += p;
+            if (sm[j] > s_mag[h]) s_mag[h] = sm[j];
+            for (e = 0; e < hd; e++) { part[h * (hd + 2) + e] += p * vr[e]; acc_mag[h * hd + e] += p * fabs(vr[e]); }
+        }
+        part[h * (hd + 2) + hd] = m;
+        part[h * (hd + 2) + hd + 1] = l;
+    }
+}
+
+/* One ATTENTION_TILE over [start, start+len) of a cache of max_seq rows, normalised or partial. */
+static void attn_case(int qdt, int kdt, int odt, int nh, int nkv, int hd, int max_seq, int start,
+                      int len, int partial) {
+    tc c;
+    amk_diag d;
+    int q, k, v, y, ins[3], h, e, bad = 0;
+    double scale = 1.0 / sqrt((double)hd), part[16 * 18], acc_mag[16 * 16], s_mag[16];
+    double rel = 1e-5 * sqrt((double)(hd + len + 1));
+    char label[128];
+    tc_init(&c);
+    q = tc_buf(&c, AMK_KIND_IO_INPUT, qdt, 2, nh, hd, 0);
+    k = tc_buf(&c, AMK_KIND_KV_CACHE, kdt, 3, max_seq, nkv, hd);
+    v = tc_buf(&c, AMK_KIND_KV_CACHE, kdt, 3, max_seq, nkv, hd);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, odt, 2, nh, partial ? hd + 2 : hd, 0);
+    tfill(&c.b[q], -1.5, 1.5);
+    tfill(&c.b[k], -1.5, 1.5);
+    tfill(&c.b[v], -2, 2);
+    ins[0] = q; ins[1] = k; ins[2] = v;
+    tc_task(&c, AMK_OP_ATTENTION_TILE, ins, 3, y);
+    tc_int(&c, "head_dim", hd);
+    tc_int(&c, "n_heads", nh);
+    tc_int(&c, "n_kv_heads", nkv);
+    tc_int(&c, "kv_start", start);
+    tc_int(&c, "kv_len", len);
+    tc_real(&c, "scale", scale);
+    if (partial) tc_int(&c, "flags", 2);
+    tpoison(&c.b[y]);
+    snprintf(label, sizeof label, "ATTENTION q=%s kv=%s out=%s heads=%d/%d hd=%d window=[%d,+%d) partial=%d",
+             amk_dtype_name(qdt), amk_dtype_name(kdt), amk_dtype_name(odt), nh, nkv, hd, start, len, partial);
+    CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
+    attn_ref(c.b[q].v, c.b[k].v, c.b[v].v, nh, nkv, hd, start, len, scale, part, acc_mag, s_mag);
+    for (h = 0; h < nh; h++) {
+        double l = part[h * (hd + 2) + hd + 1];
+        for (e = 0; e < hd; e++) {
+            double want = partial ? part[h * (hd + 2) + e] : len ? part[h * (hd + 2) + e] / l : 0;
+            double mag = partial ? acc_mag[h * hd + e] : len ? acc_mag[h * hd + e] / l : 0;
+            double got = tget(&c.b[y], partial ? h * (hd + 2) + e : h * hd + e);
+            if (!near_out(odt, got, want, mag + 1e-30, rel * (1 + s_mag[h]))) {
+                if (!bad) fprintf(stderr, "  %s: head %d elem %d got %.9g want %.9g\n", label, h, e, got, want);
+                bad++;
+            }
+        }
+        if (partial) {
+            double m = part[h * (hd + 2) + hd], gm = tget(&c.b[y], h * (hd + 2) + hd);
+            double gl = tget(&c.b[y], h * (hd + 2) + hd + 1);
+            if (len == 0) {
+                if (!(isinf(gm) && gm < 0 && gl == 0)) bad++;
+            } else {
+                if (!near_out(odt, gm, m, s_mag[h], rel)) bad++;
+                if (!near_out(odt, gl, l, l, rel * (1 + s_mag[h]))) bad++;
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %d bad", label, bad);
+    tc_free(&c);
+}
+
+static void test_attention(void) {
+    /* window (start, len) on max_seq 10 */
+    static const int windows[4][2] = {{0, 10}, {3, 4}, {9, 1}, {2, 0}};
+    int a, w, o, hd, k = 0;
+    for (a = 0; a < 3; a++)
+        for (w = 0; w < 4; w++)
+            for (o = 0; o < 2; o++, k++) {
+                hd = k % 2 ? 8 : 4;
+                /* GQA 6 query heads on 2 kv heads: head h reads kv head h / 3 */
+                attn_case(ACT_DTS[a], ACT_DTS[(a + w) % 3], OUT_DTS[o], 6, 2, hd, 10, windows[w][0], windows[w][1], 0);
+                attn_case(ACT_DTS[a], ACT_DTS[(a + o) % 3], AMK_DTYPE_F32, 6, 2, hd, 10, windows[w][0], windows[w][1], 1);
+            }
+    attn_case(AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 4, 16, 7, 0, 7, 0); /* MHA */
+    attn_case(AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 1, 5, 6, 1, 5, 0);  /* MQA, odd head_dim */
+}
+
+/* Partials over 3 windows (one empty) combined equal full attention over their union. */
+static void test_attention_combine(void) {
+    static const int cuts[3][2] = {{0, 4}, {4, 0}, {4, 6}};
+    const int nh = 6, nkv = 2, hd = 8, S = 10;
+    tc c;
+    amk_diag d;
+    int q, k, v, parts[3], full, comb, ins[3], i, e, h, bad = 0;
+    double part[6 * 10], acc_mag[6 * 8], s_mag[6], scale = 1.0 / sqrt(8.0);
+    tc_init(&c);
+    q = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, nh, hd, 0);
+    k = tc_buf(&c, AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 3, S, nkv, hd);
+    v = tc_buf(&c, AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 3, S, nkv, hd);
+    for (i = 0; i < 3; i++) parts[i] = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, nh, hd + 2, 0);
+    full = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, nh, hd, 0);
+    comb = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, nh, hd, 0);
+    tfill(&c.b[q], -2, 2);
+    tfill(&c.b[k], -2, 2);
+    tfill(&c.b[v], -2, 2);
+    ins[0] = q; ins[1] = k; ins[2] = v;
+    for (i = 0; i < 4; i++) {
+        tc_task(&c, AMK_OP_ATTENTION_TILE, ins, 3, i < 3 ? parts[i] : full);
+        tc_int(&c, "head_dim", hd);
+        tc_int(&c, "n_heads", nh);
+        tc_int(&c, "n_kv_heads", nkv);
+        tc_int(&c, "kv_start", i < 3 ? cuts[i][0] : 0);
+        tc_int(&c, "kv_len", i < 3 ? cuts[i][1] : S);
+        tc_real(&c, "scale", scale);
+        if (i < 3) tc_int(&c, "flags", 2);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+    }
+    tc_task(&c, AMK_OP_ATTENTION_COMBINE, parts, 3, comb);
+    tc_int(&c, "head_dim", hd);
+    CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+    attn_ref(c.b[q].v, c.b[k].v, c.b[v].v, nh, nkv, hd, 0, S, scale, part, acc_mag, s_mag);
+    for (h = 0; h < nh; h++)
+        for (e = 0; e < hd; e++) {
+            double l = part[h * (hd + 2) + hd + 1], want = part[h * (hd + 2) + e] / l;
+            double got = tget(&c.b[comb], h * hd + e), ref = tget(&c.b[full], h * hd + e);
+            double mag = acc_mag[h * hd + e] / l, rel = 1e-5 * sqrt(20.0) * (1 + s_mag[h]);
+            if (!near_out(AMK_DTYPE_F32, got, want, mag, rel) || !near_out(AMK_DTYPE_F32, got, ref, mag, rel)) {
+                if (!bad) fprintf(stderr, "  COMBINE head %d elem %d: got %.9g, full %.9g, double %.9g\n", h, e, got, ref, want);
+                bad++;
+            }
+        }
+    CHECK_EQ_INT(bad, 0);
+    /* every partial empty: zeros */
+    for (i = 0; i < 3; i++) {
+        tc_task(&c, AMK_OP_ATTENTION_TILE, ins, 3, parts[i]);
+        tc_int(&c, "head_dim", hd);
+        tc_int(&c, "n_heads", nh);
+        tc_int(&c, "n_kv_heads", nkv);
+        tc_int(&c, "kv_start", 5);
+        tc_int(&c, "kv_len", 0);
+        tc_real(&c, "scale", scale);
+        tc_int(&c, "flags", 2);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+    }
+    tc_task(&c, AMK_OP_ATTENTION_COMBINE, parts, 3, comb);
+    tc_int(&c, "head_dim", hd);
+    tpoison(&c.b[comb]);
+    CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+    for (i = 0; i < nh * hd; i++) bad += tget(&c.b[comb], i) != 0.0;
+    CHECK_EQ_INT(bad, 0);
+    tc_free(&c);
+}
+
+/* inv_freq in double, with the llama3 rule (REFERENCE.md §3.4); band: 0 high, 1 medium, 2 low. */
+static double rope_inv(int i, int hd, double theta, double factor, double lo, double hi, double orig,
+                       int *band) {
+    double inv = pow(theta, -2.0 * i / hd), wl;
+    *band = 0;
+    if (factor <= 0) return inv;
+    wl = 2 * 3.14159265358979323846 / inv;
+    if (wl < orig / hi) return inv;
+    if (wl > orig / lo) { *band = 2; return inv / factor; }
+    *band = 1;
+    {
+        double smooth = (orig / wl - lo) / (hi - lo);
+        return (1 - smooth) * inv / factor + smooth * inv;
+    }
+}
+
+static void rope_case(int xdt, int odt, int S, int nh, int hd, const int *pos, double theta,
+                      double factor, int *bands) {
+    tc c;
+    amk_diag d;
+    int x, ps, y, ins[2], s, h, i, bad = 0, band;
+    double lo = 1, hi = 4, orig = 8192;
+    char label[96];
+    tc_init(&c);
+    x = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 3, S, nh, hd);
+    ps = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, S, 0, 0);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, odt, 3, S, nh, hd);
+    tfill(&c.b[x], -2, 2);
+    for (s = 0; s < S; s++) tset(&c.b[ps], s, pos[s]);
+    ins[0] = x; ins[1] = ps;
+    tc_task(&c, AMK_OP_ROPE, ins, 2, y);
+    tc_int(&c, "head_dim", hd);
+    tc_real(&c, "theta", theta);
+    if (factor > 0) {
+        tc_real(&c, "rope_factor", factor);
+        tc_int(&c, "rope_orig_ctx", (int64_t)orig);
+        tc_real(&c, "rope_low_freq_factor", lo);
+        tc_real(&c, "rope_high_freq_factor", hi);
+    }
+    tpoison(&c.b[y]);
+    snprintf(label, sizeof label, "ROPE x=%s out=%s S=%d heads=%d hd=%d theta=%g factor=%g",
+             amk_dtype_name(xdt), amk_dtype_name(odt), S, nh, hd, theta, factor);
+    CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
+    for (s = 0; s < S; s++)
+        for (h = 0; h < nh; h++)
+            for (i = 0; i < hd / 2; i++) {
+                int64_t base = ((int64_t)s * nh + h) * hd;
+                double inv = rope_inv(i, hd, theta, factor, lo, hi, orig, &band), ang = pos[s] * inv;
+                double x1 = c.b[x].v[base + i], x2 = c.b[x].v[base + i + hd / 2];
+                double w1 = x1 * cos(ang) - x2 * sin(ang), w2 = x2 * cos(ang) + x1 * sin(ang);
+                /* why: fp32 angle = pos*inv_freq carries ~(ln(theta)+2) ulp of relative error */
+                double mag = fabs(x1) + fabs(x2), rel = fabs(ang) * (log(theta) + 2) * 1.2e-7 + 2e-6;
+                bands[band]++;
+                if (!near_out(odt, tget(&c.b[y], base + i), w1, mag, rel) ||
+                    !near_out(odt, tget(&c.b[y], base + i + hd / 2), w2, mag, rel)) {
+                    if (!bad) fprintf(stderr, "  %s: pos %d head %d i %d got %.9g,%.9g want %.9g,%.9g\n",
+                                      label, pos[s], h, i, tget(&c.b[y], base + i),
+                                      tget(&c.b[y], base + i + hd / 2), w1, w2);
+                    bad++;
+                }
+            }
+    CHECK_MSG(bad == 0, "%s: %d bad", label, bad);
+    tc_free(&c);
+}
+
+static void test_rope(void) {
+    static const int one[4][1] = {{0}, {1}, {17}, {5000}};
+    static const int three[3] = {0, 7, 300}, far[3] = {1, 100, 4000};
+    static const int hds[3] = {2, 8, 64};
+    int bands[3] = {0, 0, 0}, a, p, h;
+    for (a = 0; a < 3; a++)
+        for (p = 0; p < 4; p++)
+            for (h = 0; h < 3; h++)
+                rope_case(ACT_DTS[a], OUT_DTS[(p + h) % 3], 1, 2, hds[h], one[p], 10000.0, 0, bands);
+    rope_case(AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 3, 8, three, 10000.0, 0, bands);
+    rope_case(AMK_DTYPE_BF16, AMK_DTYPE_BF16, 3, 2, 16, three, 10000.0, 0, bands);
+    memset(bands, 0, sizeof bands);
+    /* llama3 scaling as in Llama-3.1 (factor 8, low 1, high 4, orig 8192, theta 500000) */
+    rope_case(AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 2, 64, far, 500000.0, 8.0, bands);
+    rope_case(AMK_DTYPE_BF16, AMK_DTYPE_F32, 3, 1, 128, far, 500000.0, 32.0, bands);
+    CHECK(bands[0] > 0 && bands[1] > 0 && bands[2] > 0); /* every branch of the rule was used */
+    { /* a negative position: RUNTIME */
+        tc c;
+        amk_diag d;
+        int x, ps, y, ins[2];
+        tc_init(&c);
+        x = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 2, 4, 0);
+        ps = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+        y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 2, 4, 0);
+        tset(&c.b[ps], 0, -3);
+        ins[0] = x; ins[1] = ps;
+        tc_task(&c, AMK_OP_ROPE, ins, 2, y);
+        tc_int(&c, "head_dim", 4);
+        tc_real(&c, "theta", 10000.0);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_ERR_RUNTIME);
+        CHECK(strstr(d.message, "-3") != NULL);
+        tc_free(&c);
+    }
+}
+
+/* SILU_MUL, GELU, ADD, MUL (same shape, broadcast scalar, param scale). */
+static void test_elementwise(void) {
+    static const int64_t sizes[3] = {1, 13, 64};
+    int op, a, o, k = 0;
+    for (op = 0; op < 6; op++)
+        for (a = 0; a < 3; a++)
+            for (o = 0; o < 3; o++, k++) {
+                tc c;
+                amk_diag d;
+                int64_t n = sizes[k % 3], i;
+                int x0, x1 = -1, y, ins[2], ni = 2;
+                double want[64], mag[64], sc = -1.75;
+                char label[64];
+                static const int ops[6] = {AMK_OP_SILU_MUL, AMK_OP_GELU, AMK_OP_ADD, AMK_OP_MUL, AMK_OP_MUL, AMK_OP_MUL};
+                tc_init(&c);
+                x0 = tc_buf(&c, AMK_KIND_IO_INPUT, ACT_DTS[a], 1, n, 0, 0);
+                if (op != 1 && op != 5) x1 = tc_buf(&c, AMK_KIND_IO_INPUT, ACT_DTS[(a + o) % 3], 1, op == 4 ? 1 : n, 0, 0);
+                if (op == 1 || op == 5) ni = 1;
+                y = tc_buf(&c, AMK_KIND_ACTIVATION, OUT_DTS[o], 1, n, 0, 0);
+                tfill(&c.b[x0], -4, 4);
+                if (x1 >= 0) tfill(&c.b[x1], -3, 3);
+                ins[0] = x0; ins[1] = x1;
+                tc_task(&c, ops[op], ins, ni, y);
+                if (op == 5) tc_real(&c, "scale", sc);
+                tpoison(&c.b[y]);
+                CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+                for (i = 0; i < n; i++) {
+                    double a0 = c.b[x0].v[i], b0 = x1 >= 0 ? c.b[x1].v[op == 4 ? 0 : i] : sc;
+                    switch (op) {
+                    case 0: want[i] = a0 / (1 + exp(-a0)) * b0; mag[i] = fabs(want[i]); break;
+                    case 1: want[i] = 0.5 * a0 * (1 + erf(a0 / sqrt(2.0))); mag[i] = fabs(a0); break;
+                    case 2: want[i] = a0 + b0; mag[i] = fabs(want[i]); break;
+                    default: want[i] = a0 * b0; mag[i] = fabs(want[i]); break;
+                    }
+                }
+                snprintf(label, sizeof label, "%s#%d in=%s out=%s n=%d", amk_op_name(ops[op]), op,
+                         amk_dtype_name(ACT_DTS[a]), amk_dtype_name(OUT_DTS[o]), (int)n);
+                CHECK_MSG(cmp_out(label, &c.b[y], want, mag, 1e-6, n) == 0, "%s", label);
+                tc_free(&c);
+            }
+}
+
+/* DEQUANT: I8, I4, and U8-packed I4, with and without zeros. */
+static void test_dequant(void) {
+    int k;
+    for (k = 0; k < 12; k++) {
+        tc c;
+        amk_diag d;
+        int form = k % 3, q, sc, z = -1, y, ins[3], ni = 2;
+        int64_t rows = 2, L = 16, group = k % 2 ? 4 : 16, n = rows * L, e;
+        double want[32], mag[32];
+        char label[64];
+        tc_init(&c);
+        if (form == 0) q = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_I8, 2, rows, L, 0);
+        else if (form == 1) q = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_I4, 2, rows, L, 0);
+        else q = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_U8, 2, rows, L / 2, 0);
+        sc = tc_buf(&c, AMK_KIND_WEIGHT, ACT_DTS[k % 3], 1, n / group, 0, 0);
+        if (k % 4 >= 2) { z = tc_buf(&c, AMK_KIND_WEIGHT, ACT_DTS[(k + 1) % 3], 1, n / group, 0, 0); ni = 3; }
+        y = tc_buf(&c, AMK_KIND_ACTIVATION, OUT_DTS[k % 3], 2, rows, L, 0);
+        tfill(&c.b[sc], -0.5, 0.5);
+        if (z >= 0) tfill(&c.b[z], -4, 4);
+        if (form == 2) { /* bytes with a known nibble pair: low = element 2b, high = 2b+1, each q+8 */
+            for (e = 0; e < n; e += 2) {
+                int lo = (int)(rnd_u64() % 16), hi = (int)(rnd_u64() % 16);
+                c.b[q].data[e / 2] = (unsigned char)(lo | (hi << 4));
+                want[e] = lo - 8;
+                want[e + 1] = hi - 8;
+            }
+        } else {
+            tfill(&c.b[q], form == 0 ? -128.4 : -8.4, form == 0 ? 127.4 : 7.4);
+            for (e = 0; e < n; e++) want[e] = c.b[q].v[e];
+        }
+        for (e = 0; e < n; e++) { /* want holds q here */
+            double zero = z >= 0 ? c.b[z].v[e / group] : 0, s = c.b[sc].v[e / group];
+            mag[e] = (fabs(want[e]) + fabs(zero)) * fabs(s);
+            want[e] = (want[e] - zero) * s;
+        }
+        ins[0] = q; ins[1] = sc; ins[2] = z;
+        tc_task(&c, AMK_OP_DEQUANT, ins, ni, y);
+        tc_int(&c, "qdtype", form == 0 ? AMK_DTYPE_I8 : AMK_DTYPE_I4);
+        tc_int(&c, "group", group);
+        tpoison(&c.b[y]);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+        snprintf(label, sizeof label, "DEQUANT form=%d group=%d zeros=%d out=%s", form, (int)group, z >= 0,
+                 amk_dtype_name(OUT_DTS[k % 3]));
+        CHECK_MSG(cmp_out(label, &c.b[y], want, mag, 1e-6, n) == 0, "%s", label);
+        tc_free(&c);
+    }
+}
+
+static void test_softmax(void) {
+    static const int dims[5] = {-1, 0, 1, -2, 2};
+    int k, a, o;
+    for (k = 0; k < 5; k++)
+        for (a = 0; a < 2; a++)
+            for (o = 0; o < 2; o++) {
+                tc c;
+                amk_diag d;
+                int x, y, dim = dims[k], ax, i0, i1, i2, j;
+                int64_t sh[3] = {3, 4, 5}, st[3] = {20, 5, 1};
+                double want[60], mag[60];
+                char label[64];
+                tc_init(&c);
+                x = tc_buf(&c, AMK_KIND_IO_INPUT, ACT_DTS[a * 2], 3, 3, 4, 5);
+                y = tc_buf(&c, AMK_KIND_ACTIVATION, OUT_DTS[o], 1, 60, 0, 0);
+                tfill(&c.b[x], -5, 5);
+                tc_task(&c, AMK_OP_SOFTMAX, &x, 1, y);
+                if (dim != -1) tc_int(&c, "dim", dim);
+                tpoison(&c.b[y]);
+                CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+                ax = dim < 0 ? dim + 3 : dim;
+                for (i0 = 0; i0 < 3; i0++)
+                    for (i1 = 0; i1 < 4; i1++)
+                        for (i2 = 0; i2 < 5; i2++) {
+                            int64_t e = i0 * 20 + i1 * 5 + i2, base = e - (ax == 0 ? i0 : ax == 1 ? i1 : i2) * st[ax];
+                            double m = -INFINITY, sum = 0;
+                            for (j = 0; j < sh[ax]; j++) m = fmax(m, c.b[x].v[base + j * st[ax]]);
+                            for (j = 0; j < sh[ax]; j++) sum += exp(c.b[x].v[base + j * st[ax]] - m);
+                            want[e] = exp(c.b[x].v[e] - m) / sum;
+                            mag[e] = want[e];
+                        }
+                snprintf(label, sizeof label, "SOFTMAX dim=%d x=%s out=%s", dim, amk_dtype_name(ACT_DTS[a * 2]),
+                         amk_dtype_name(OUT_DTS[o]));
+                CHECK_MSG(cmp_out(label, &c.b[y], want, mag, 1e-5 * sqrt(5.0), 60) == 0, "%s", label);
+                tc_free(&c);
+            }
+}
+
+static void test_allreduce(void) {
+    static const int counts[3] = {1, 3, 8};
+    int k, p, i;
+    for (k = 0; k < 3; k++) {
+        tc c;
+        amk_diag d;
+        int ins[8], y;
+        double want[10], mag[10];
+        tc_init(&c);
+        for (p = 0; p < counts[k]; p++) {
+            ins[p] = tc_buf(&c, AMK_KIND_IO_INPUT, ACT_DTS[(p + k) % 3], 1, 10, 0, 0);
+            tfill(&c.b[ins[p]], -3, 3);
+        }
+        y = tc_buf(&c, AMK_KIND_ACTIVATION, OUT_DTS[k], 1, 10, 0, 0);
+        tc_task(&c, AMK_OP_ALLREDUCE_SHARD, ins, counts[k], y);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+        for (i = 0; i < 10; i++) {
+            want[i] = mag[i] = 0;
+            for (p = 0; p < counts[k]; p++) { want[i] += c.b[ins[p]].v[i]; mag[i] += fabs(c.b[ins[p]].v[i]); }
+        }
+        CHECK(cmp_out("ALLREDUCE_SHARD", &c.b[y], want, mag, 1e-6 * counts[k], 10) == 0);
+        tc_free(&c);
+    }
+    { /* the sum runs in input order in fp32: (1e8 + 1) - 1e8 == 0, any other order gives 1 */
+        tc c;
+        amk_diag d;
+        int ins[3], y;
+        tc_init(&c);
+        for (p = 0; p < 3; p++) ins[p] = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, 1, 0, 0);
+        y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 1, 0, 0);
+        tset(&c.b[ins[0]], 0, 1e8);
+        tset(&c.b[ins[1]], 0, 1);
+        tset(&c.b[ins[2]], 0, -1e8);
+        tc_task(&c, AMK_OP_ALLREDUCE_SHARD, ins, 3, y);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+        CHECK(tget(&c.b[y], 0) == 0.0);
+        tc_free(&c);
+    }
+}
+
+static void test_kv_append(void) {
+    static const int cdts[3] = {AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F16};
+    static const int poss[3] = {0, 3, 5};
+    int a, b, p;
+    for (a = 0; a < 3; a++)
+        for (b = 0; b < 2; b++)
+            for (p = 0; p < 3; p++) {
+                tc c;
+                amk_diag d;
+                int nw, cache, ins[2], bad = 0;
+                int64_t R = 8, i;
+                unsigned char *before;
+                const amk_task *t;
+                void *in_ptrs[2], *out_ptrs[1];
+                tc_init(&c);
+                nw = tc_buf(&c, AMK_KIND_IO_INPUT, ACT_DTS[b * 2], 2, 2, 4, 0);
+                cache = tc_buf(&c, AMK_KIND_KV_CACHE, cdts[a], 3, 6, 2, 4);
+                tfill(&c.b[nw], -3, 3);
+                tfill(&c.b[cache], -3, 3);
+                before = (unsigned char *)malloc(c.b[cache].nbytes);
+                memcpy(before, c.b[cache].data, c.b[cache].nbytes);
+                ins[0] = nw; ins[1] = cache;
+                tc_task(&c, AMK_OP_KV_APPEND, ins, 2, cache);
+                tc_int(&c, "pos", poss[p]);
+                t = &c.p->tasks[c.task];
+                in_ptrs[0] = c.b[nw].data;
+                in_ptrs[1] = out_ptrs[0] = c.b[cache].data; /* in place */
+                CHECK_EQ_INT(amk_ref_exec(c.p, t, in_ptrs, out_ptrs, &d), AMK_OK);
+                for (i = 0; i < 6 * R; i++) {
+                    size_t w = (size_t)amk_dtype_bits(cdts[a]) / 8;
+                    if (i / R == poss[p]) {
+                        if (!near_out(cdts[a], tget(&c.b[cache], i), c.b[nw].v[i % R], fabs(c.b[nw].v[i % R]), 0)) bad++;
+                    } else if (memcmp(before + i * w, c.b[cache].data + i * w, w) != 0) {
+                        bad++;
+                    }
+                }
+                CHECK_MSG(bad == 0, "KV_APPEND cache=%s new=%s pos=%d: %d bad", amk_dtype_name(cdts[a]),
+                          amk_dtype_name(ACT_DTS[b * 2]), poss[p], bad);
+                free(before);
+                tc_free(&c);
+            }
+}
+
+static void test_argmax(void) {
+    static const int odts[3] = {AMK_DTYPE_I32, AMK_DTYPE_I8, AMK_DTYPE_U8};
+    /* rows: a tie (first wins), NaNs never win, all NaN -> 0, all -inf -> 0 */
+    static const double rows[4][5] = {{1, 3, 3, 2, 0}, {NAN, -1, NAN, -0.5, -0.5},
+                                      {NAN, NAN, NAN, NAN, NAN}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}};
+    static const int want[4] = {1, 3, 0, 0};
+    int a, o, r, j;
+    for (a = 0; a < 2; a++)
+        for (o = 0; o < 3; o++) {
+            tc c;
+            amk_diag d;
+            int x, y;
+            tc_init(&c);
+            x = tc_buf(&c, AMK_KIND_IO_INPUT, ACT_DTS[a * 2], 3, 2, 2, 5);
+            y = tc_buf(&c, AMK_KIND_IO_OUTPUT, odts[o], 2, 2, 2, 0);
+            for (r = 0; r < 4; r++)
+                for (j = 0; j < 5; j++) tset(&c.b[x], r * 5 + j, rows[r][j]);
+            tc_task(&c, AMK_OP_SAMPLE_ARGMAX, &x, 1, y);
+            tpoison(&c.b[y]);
+            CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+            for (r = 0; r < 4; r++) CHECK_EQ_INT(tget(&c.b[y], r), want[r]);
+            tc_free(&c);
+        }
+    { /* random rows against a plain argmax */
+        tc c;
+        amk_diag d;
+        int x, y, r2, best;
+        tc_init(&c);
+        x = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 7, 300, 0);
+        y = tc_buf(&c, AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 7, 0, 0);
+        tfill(&c.b[x], -10, 10);
+        tc_task(&c, AMK_OP_SAMPLE_ARGMAX, &x, 1, y);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+        for (r2 = 0; r2 < 7; r2++) {
+            best = 0;
+            for (j = 1; j < 300; j++)
+                if (c.b[x].v[r2 * 300 + j] > c.b[x].v[r2 * 300 + best]) best = j;
+            CHECK_EQ_INT(tget(&c.b[y], r2), best);
+        }
+        tc_free(&c);
+    }
+}
+
+int main(void) {
+    RUN(test_op_check_rules);
+    RUN(test_op_check_messages);
+    RUN(test_copy);
+    RUN(test_embed);
+    RUN(test_norms);
+    RUN(test_gemv_float);
+    RUN(test_gemm_tile);
+    RUN(test_gemv_quant);
+    RUN(test_attention);
+    RUN(test_attention_combine);
+    RUN(test_rope);
+    RUN(test_elementwise);
+    RUN(test_dequant);
+    RUN(test_softmax);
+    RUN(test_allreduce);
+    RUN(test_kv_append);
+    RUN(test_argmax);
+    TEST_SUMMARY();
+}
