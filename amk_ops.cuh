@@ -36,6 +36,13 @@ static __device__ __forceinline__ uint4 amk_ptx_ld_nc_na_v4(const void *p) {
     return r;
 }
 
+/* why: a GEMV tile's weights are read-only, so they can be pulled into L2 while the SM still
+   waits for its inputs (the megakernel's central win); a hint, never a fault for valid addresses.
+   sm_90 (PTX 8.0). addr 16-byte aligned, bytes a multiple of 16. */
+static __device__ __forceinline__ void amk_ptx_prefetch_l2_bulk(const void *addr, uint32_t bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(addr), "r"(bytes) : "memory");
+}
+
 /* why: counter polls must not hoist and must not invalidate L1 on every iteration (an acquire
    load does: LDG.STRONG.GPU + CCTL.IVALL); relaxed at gpu scope reads L2. sm_70+. */
 static __device__ __forceinline__ uint32_t amk_ptx_ld_relaxed_gpu(const uint32_t *p) {
@@ -374,7 +381,9 @@ AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c) {
 
 #define AMK_GEMV_ROWS 4 /* why: x rows per pass; 4 accumulators per lane keep registers in check */
 #ifndef AMK_GEMV_INFLIGHT
-#define AMK_GEMV_INFLIGHT 4 /* why: 16-byte loads in flight per lane (DESIGN.md: 4 reached 3.13 TB/s) */
+/* why: 16-byte loads in flight per lane; measured on H100 (bench/NOTES.md): 4 gave 1.85 TB/s at
+   256 threads, 8 gave 2.24 (2.82 at 512 threads) with no spills */
+#define AMK_GEMV_INFLIGHT 8
 #endif
 
 /* acc[r] += sum_j w[j] * xs[r*K + k0 + j] for the rows r < mr of the staged block. */

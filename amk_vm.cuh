@@ -35,7 +35,14 @@
 #endif
 #ifndef AMK_VM_BACKOFF_MAX_NS
 #define AMK_VM_BACKOFF_MIN_NS 32u  /* why: ~ one L2 round trip; the first poll does not sleep */
-#define AMK_VM_BACKOFF_MAX_NS 512u /* why: bounds the wake-up delay to ~1 us (the signal costs 0.6) */
+/* why: a dependent hop across SMs measured 2.05 us with a 512 ns cap, 1.47 with 128, 1.33 with
+   pure spinning (H100, bench/NOTES.md); 128 keeps most of the gain and still backs off */
+#define AMK_VM_BACKOFF_MAX_NS 128u
+#endif
+#ifndef AMK_VM_PREFETCH_BYTES
+/* why: while an SM waits, the first bytes of its GEMV tile go to L2: 128 KB x 132 SMs = 17 MB of
+   the 50 MB L2, about what one SM streams in the 5 us of a typical dependency bubble */
+#define AMK_VM_PREFETCH_BYTES 131072u
 #endif
 
 /* One per instruction when timing is on (40 bytes, globaltimer ns). */
@@ -66,6 +73,34 @@ static __device__ int amk_vm_wait(const amk_instruction_t *gi, const uint32_t *c
     }
     if (nw) amk_ptx_fence_acq_rel_gpu(); /* acquire: the producers' writes are visible from here */
     return 1;
+}
+
+/* Thread 0: 1 if every wait of gi is already met (one relaxed pass, no fence). */
+static __device__ int amk_vm_ready(const amk_instruction_t *gi, const uint32_t *counters) {
+    for (int w = 0; w < gi->n_waits; w++)
+        if (amk_ptx_ld_relaxed_gpu(counters + gi->wait_counter[w]) < gi->wait_threshold[w]) return 0;
+    return 1;
+}
+
+/* Thread 0, before a wait that is not met yet: prefetch the first AMK_VM_PREFETCH_BYTES of a
+   GEMV/GEMM tile's weight rows into L2 when the weights are a read-only kind. */
+static __device__ void amk_vm_prefetch(const amk_instruction_t *gi, const amk_buffer_t *bufs) {
+    const amk_buffer_t *W;
+    uint64_t bits, start, end, limit;
+    if (AMK_VM_PREFETCH_BYTES == 0u || (gi->op != AMK_OP_GEMV_TILE && gi->op != AMK_OP_GEMM_TILE) || gi->n_inputs < 2)
+        return;
+    W = &bufs[gi->inputs[1]];
+    if (W->kind != AMK_KIND_WEIGHT && W->kind != AMK_KIND_CONST) return;
+    bits = W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_I32 ? 32 : W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16 ? 16
+         : W->dtype == AMK_DTYPE_I4 || gi->params.qdtype == AMK_DTYPE_I4 ? 4 : 8; /* I4 packed in I4 or U8 */
+    /* rows [n_off, n_off + N_tile) of the [N, K] weight, in bytes */
+    start = (uint64_t)gi->params.n_off * (uint64_t)gi->params.K * bits / 8 & ~(uint64_t)15;
+    end = ((uint64_t)gi->params.n_off + (uint64_t)gi->params.N_tile) * (uint64_t)gi->params.K * bits / 8;
+    limit = (uint64_t)W->numel * (W->dtype == AMK_DTYPE_U8 ? 8 : bits) / 8; /* never past the buffer */
+    if (end > limit) end = limit;
+    if (end > start + AMK_VM_PREFETCH_BYTES) end = start + AMK_VM_PREFETCH_BYTES;
+    end = end & ~(uint64_t)15;
+    if (end > start) amk_ptx_prefetch_l2_bulk((const char *)W->ptr + start, (uint32_t)(end - start));
 }
 
 /* Threads t of nt (all but thread 0): copy instruction gi and its buffer descriptors into c. */
@@ -112,6 +147,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
         uint64_t t_wait = 0, t_start = 0;
         if (threadIdx.x == 0) {
             if (timing) t_wait = amk_ptx_globaltimer();
+            if (!amk_vm_ready(gi, counters)) amk_vm_prefetch(gi, bufs);
             go = amk_vm_wait(gi, counters, status);
             if (timing) t_start = amk_ptx_globaltimer();
             c->index = idx;

@@ -45,13 +45,13 @@ endif
 # Host-side runtime test (no GPU: the no-driver path and argument checks), part of `make test`.
 TESTS += $(BUILD)/gpu/test_cuda_host
 $(BUILD)/gpu/test_cuda_host: tests/gpu/test_cuda_host.c $(BUILD)/tests/impl.o tests/amk_test.h $(HDRS) | $(BUILD)/gpu
-	$(CC) $(CSTD) -g -O1 $(SAN) -o $@ $< $(BUILD)/tests/impl.o $(LDLIBS) -ldl
+	$(CC) $(CSTD) -g -O1 $(SAN) -o $@ $< $(BUILD)/tests/impl.o $(LDLIBS)
 
 # The GPU suite: no host sanitizers (compute-sanitizer wraps it instead); -O1 as the host tests.
 $(BUILD)/gpu/test_gpu: tests/gpu/test_gpu.c $(wildcard tests/gpu/*.h) $(HDRS) tests/amk_test.h \
                        $(BUILD)/amk_device_image.h | $(BUILD)/gpu
 	$(CC) $(CSTD) -g -O1 -I$(BUILD) $(if $(wildcard tests/randprog.h),-DAMK_TEST_HAVE_RANDPROG) \
-	  -o $@ $< $(LDLIBS) -ldl
+	  -o $@ $< $(LDLIBS)
 
 test-gpu: $(BUILD)/gpu/test_gpu
 	$(BUILD)/gpu/test_gpu

@@ -4,6 +4,8 @@
      amk fmt FILE.json [-o OUT]  the canonical JSON of a program
      amk info FILE.json          counts, weight bytes, critical path, SMs, pages, validation
      amk run FILE.json [...]     one forward pass on the reference VM (safetensors in and out)
+     amk build -m MODEL          a model's decode step as a program
+     amk generate -m MODEL -p P  text generation
 
    Results go to stdout, diagnostics to stderr. Exit codes, the same for every subcommand:
    0 success, 1 rejected by validation or failed at run time, 2 bad usage or an unreadable or
@@ -15,6 +17,8 @@
 #define AMK_IMPLEMENTATION
 #include "../amk.h"
 #include <stdio.h>
+#include <time.h>
+#include <unistd.h>
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_BAD_INPUT = 2 };
 
@@ -528,6 +532,260 @@ done:
     return rc;
 }
 
+/* ---- build and generate: the Llama path ------------------------------------------------------- */
+
+typedef struct cli_llm_args {
+    const char *model, *random, *ctx, *dtype, *sms, *splits, *seed;
+    int cpu;
+} cli_llm_args;
+
+/* Takes a Llama option at argv[*i] into a; 1 taken, 0 not a Llama option, -1 usage error. */
+static int cli_llm_option(const cli_cmd *cmd, int argc, char **argv, int *i, cli_llm_args *a) {
+    const char *o = argv[*i];
+    const char **slot = strcmp(o, "-m") == 0 || strcmp(o, "--model") == 0 ? &a->model
+                      : strcmp(o, "--random-weights") == 0 ? &a->random
+                      : strcmp(o, "--ctx") == 0 ? &a->ctx
+                      : strcmp(o, "--dtype") == 0 ? &a->dtype
+                      : strcmp(o, "--sms") == 0 ? &a->sms
+                      : strcmp(o, "--kv-splits") == 0 ? &a->splits
+                      : strcmp(o, "--weight-seed") == 0 ? &a->seed : NULL;
+    if (strcmp(o, "--cpu") == 0) { a->cpu = 1; return 1; }
+    if (!slot) return 0;
+    return cli_take_value(cmd, argc, argv, i, slot) ? 1 : -1;
+}
+
+/* Options into amk_llm_opts; CLI_OK or CLI_BAD_INPUT (after a message). */
+static int cli_llm_opts(const cli_cmd *cmd, const cli_llm_args *a, amk_llm_opts *o) {
+    uint64_t v;
+    amk_llm_opts_default(o);
+    o->backend = a->cpu ? AMK_BACKEND_CPU : AMK_BACKEND_AUTO;
+    if (a->ctx) {
+        if (!cli_parse_u64(a->ctx, &v) || v < 1 || v > (1u << 24)) return cli_usage_error(cmd, "bad --ctx '%s'", a->ctx);
+        o->build.max_seq = (int)v;
+    }
+    if (a->sms) {
+        if (!cli_parse_u64(a->sms, &v) || v < 1 || v > 4096) return cli_usage_error(cmd, "bad --sms '%s'", a->sms);
+        o->build.num_sms = (int)v;
+    }
+    if (a->splits) {
+        if (!cli_parse_u64(a->splits, &v) || v < 1 || v > 8) return cli_usage_error(cmd, "bad --kv-splits '%s' (1..8)", a->splits);
+        o->build.kv_splits = (int)v;
+    }
+    if (a->seed && !cli_parse_u64(a->seed, &o->random_seed)) return cli_usage_error(cmd, "bad --weight-seed '%s'", a->seed);
+    if (a->dtype) {
+        int t = amk_dtype_from_name(a->dtype);
+        if (t != AMK_DTYPE_F32 && t != AMK_DTYPE_BF16 && t != AMK_DTYPE_F16)
+            return cli_usage_error(cmd, "bad --dtype '%s' (F32, BF16 or F16)", a->dtype);
+        o->build.weight_dtype = t;
+    }
+    if (!a->model == !a->random) return cli_usage_error(cmd, "%s", "give exactly one of -m MODEL and --random-weights SHAPE");
+    return CLI_OK;
+}
+
+/* The config of --random-weights: a preset name or a config.json path. */
+static int cli_random_config(const char *shape, amk_llama_config *c) {
+    amk_diag d;
+    amk_diag_clear(&d);
+    if (amk_llama_config_preset(shape, c) == AMK_OK) return CLI_OK;
+    if (!strchr(shape, '/') && !strstr(shape, ".json")) {
+        fprintf(stderr, "amk: unknown shape '%s' (llama3-8b, llama3.2-1b, smollm2-135m, or a config.json)\n", shape);
+        return CLI_BAD_INPUT;
+    }
+    if (amk_llama_config_load_json(shape, c, &d) != AMK_OK) {
+        fprintf(stderr, "amk: %s\n", d.message);
+        return CLI_BAD_INPUT;
+    }
+    return CLI_OK;
+}
+
+static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
+    cli_llm_args a;
+    const char *out = NULL;
+    amk_llm_opts o;
+    amk_llama_config cfg;
+    amk_model *model = NULL;
+    amk_program *p = NULL;
+    amk_config sc;
+    amk_target t;
+    amk_diag d;
+    int i, rc;
+    memset(&a, 0, sizeof a);
+    amk_diag_clear(&d);
+    for (i = 1; i < argc; i++) {
+        int took = cli_llm_option(cmd, argc, argv, &i, &a);
+        if (took < 0) return CLI_BAD_INPUT;
+        if (took) continue;
+        if (strcmp(argv[i], "-o") == 0) { if (!cli_take_value(cmd, argc, argv, &i, &out)) return CLI_BAD_INPUT; continue; }
+        return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
+    }
+    if ((rc = cli_llm_opts(cmd, &a, &o)) != CLI_OK) return rc;
+    if (a.random) {
+        if ((rc = cli_random_config(a.random, &cfg)) != CLI_OK) return rc;
+    } else {
+        if (amk_model_open(a.model, &model, &d) != AMK_OK) { fprintf(stderr, "amk: %s\n", d.message); return CLI_BAD_INPUT; }
+        cfg = *amk_model_config(model);
+        amk_model_close(model);
+    }
+    if (amk_llama_build(&cfg, &o.build, &p, &d) != AMK_OK) { fprintf(stderr, "amk: %s\n", d.message); return CLI_FAIL; }
+    amk_config_default(&sc);
+    amk_target_builtin("h100", &t);
+    t.num_sms = o.build.num_sms;
+    if (amk_program_lower(p, &sc, &t, &d) != AMK_OK) {
+        fprintf(stderr, "amk: lowering failed: %s\n", d.message);
+        amk_program_free(p);
+        return CLI_FAIL;
+    }
+    if (out) {
+        if (amk_program_save(p, out, &d) != AMK_OK) { fprintf(stderr, "amk: %s\n", d.message); amk_program_free(p); return CLI_FAIL; }
+    } else {
+        char *text = NULL;
+        size_t n = 0;
+        if (amk_program_write_json(p, &text, &n) != AMK_OK) { amk_program_free(p); return CLI_FAIL; }
+        fwrite(text, 1, n, stdout);
+        amk_free(text);
+    }
+    fprintf(stderr, "built %s: %d layers, %d tasks, %d buffers, %d counters, %.1f MB of weights, lowered onto %d SMs\n",
+            cfg.name, cfg.n_layers, p->n_tasks, p->n_buffers, p->n_counters,
+            (double)amk_program_weight_bytes(p) / 1e6, t.num_sms);
+    amk_program_free(p);
+    return CLI_OK;
+}
+
+static double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A progress bar on stderr while weights load (only when stderr is a terminal). */
+static void cli_progress(void *user, const char *what, uint64_t done, uint64_t total) {
+    int width = 30, fill = total ? (int)(done * (uint64_t)width / total) : width, k;
+    (void)user;
+    if (!isatty(2)) return;
+    fprintf(stderr, "\rloading %s [", what);
+    for (k = 0; k < width; k++) fputc(k < fill ? '#' : ' ', stderr);
+    fprintf(stderr, "] %3d%%%s", total ? (int)(done * 100 / total) : 100, done >= total ? "\n" : "");
+    fflush(stderr);
+}
+
+static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
+    cli_llm_args a;
+    const char *prompt = NULL, *n_s = NULL, *temp_s = NULL, *topk_s = NULL, *topp_s = NULL, *seed_s = NULL, *sys_s = NULL;
+    int chat = 0, quiet = 0, i, rc, n_new = 64, n_prompt, *ids = NULL, pos, next = -1, eos, generated = 0;
+    uint64_t v, seed = 0;
+    double temp = 0.0, top_p = 1.0, t0, t1, t2;
+    int top_k = 0;
+    amk_llm_opts o;
+    amk_llm *m = NULL;
+    amk_llama_config cfg;
+    const amk_tokenizer *tok;
+    amk_sampler smp;
+    amk_diag d;
+    char *text = NULL, piece[512];
+    memset(&a, 0, sizeof a);
+    amk_diag_clear(&d);
+    for (i = 1; i < argc; i++) {
+        const char *x = argv[i];
+        int took = cli_llm_option(cmd, argc, argv, &i, &a);
+        if (took < 0) return CLI_BAD_INPUT;
+        if (took) continue;
+        if (strcmp(x, "--chat") == 0) { chat = 1; continue; }
+        if (strcmp(x, "-q") == 0 || strcmp(x, "--quiet") == 0) { quiet = 1; continue; }
+        {
+            const char **slot = strcmp(x, "-p") == 0 || strcmp(x, "--prompt") == 0 ? &prompt
+                              : strcmp(x, "-n") == 0 ? &n_s : strcmp(x, "--temp") == 0 ? &temp_s
+                              : strcmp(x, "--top-k") == 0 ? &topk_s : strcmp(x, "--top-p") == 0 ? &topp_s
+                              : strcmp(x, "--seed") == 0 ? &seed_s : strcmp(x, "--system") == 0 ? &sys_s : NULL;
+            if (!slot) return cli_usage_error(cmd, "unexpected argument '%s'", x);
+            if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
+        }
+    }
+    if ((rc = cli_llm_opts(cmd, &a, &o)) != CLI_OK) return rc;
+    if (n_s) { if (!cli_parse_u64(n_s, &v) || v > (1u << 24)) return cli_usage_error(cmd, "bad -n '%s'", n_s); n_new = (int)v; }
+    if (topk_s) { if (!cli_parse_u64(topk_s, &v) || v > (1u << 30)) return cli_usage_error(cmd, "bad --top-k '%s'", topk_s); top_k = (int)v; }
+    if (seed_s && !cli_parse_u64(seed_s, &seed)) return cli_usage_error(cmd, "bad --seed '%s'", seed_s);
+    if (temp_s) { char *e; temp = strtod(temp_s, &e); if (*e || !(temp >= 0.0 && temp <= 100.0)) return cli_usage_error(cmd, "bad --temp '%s'", temp_s); }
+    if (topp_s) { char *e; top_p = strtod(topp_s, &e); if (*e || !(top_p > 0.0 && top_p <= 1.0)) return cli_usage_error(cmd, "bad --top-p '%s' (0 < p <= 1)", topp_s); }
+    if (!a.random && !prompt) return cli_usage_error(cmd, "%s", "-p PROMPT is required with -m");
+    o.progress = quiet ? NULL : cli_progress;
+    t0 = cli_now();
+    if (a.random) {
+        if ((rc = cli_random_config(a.random, &cfg)) != CLI_OK) return rc;
+        if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) { fprintf(stderr, "amk: %s\n", d.message); return CLI_FAIL; }
+    } else if (amk_llm_open(a.model, &o, &m, &d) != AMK_OK) {
+        fprintf(stderr, "amk: %s\n", d.message);
+        return d.result == AMK_ERR_OUT_OF_MEMORY || d.result == AMK_ERR_REJECTED ? CLI_FAIL : CLI_BAD_INPUT;
+    }
+    tok = amk_llm_tokenizer(m);
+    ids = (int *)malloc((size_t)amk_llm_max_seq(m) * sizeof(int));
+    if (!ids) { amk_llm_close(m); return CLI_FAIL; }
+    if (tok) { /* the prompt, as text or in the chat template */
+        const char *src = prompt;
+        if (chat) {
+            int need = amk_tokenizer_chat_prompt(tok, sys_s, prompt, NULL, 0);
+            text = need >= 0 ? (char *)malloc((size_t)need + 1) : NULL;
+            if (!text) { fprintf(stderr, "amk: cannot build the chat prompt\n"); rc = CLI_FAIL; goto done; }
+            amk_tokenizer_chat_prompt(tok, sys_s, prompt, text, (size_t)need + 1);
+            src = text;
+        }
+        n_prompt = amk_tokenizer_encode(tok, src, strlen(src), amk_tokenizer_add_bos(tok), ids, amk_llm_max_seq(m));
+        eos = amk_tokenizer_eos(tok);
+    } else { /* random weights: no tokenizer; start from BOS and print ids */
+        ids[0] = cfg.bos_id >= 0 && cfg.bos_id < cfg.vocab ? cfg.bos_id : 0;
+        n_prompt = 1;
+        eos = -1;
+    }
+    if (n_prompt < 1 || n_prompt > amk_llm_max_seq(m) || n_prompt + n_new > amk_llm_max_seq(m)) {
+        fprintf(stderr, "amk: the prompt (%d tokens) plus -n %d does not fit the context of %d tokens (use --ctx)\n",
+                n_prompt, n_new, amk_llm_max_seq(m));
+        rc = CLI_FAIL;
+        goto done;
+    }
+    amk_sampler_init(&smp, (float)temp, top_k, (float)top_p, seed);
+    if (!quiet) fprintf(stderr, "%s: %s, %d layers, backend %s, context %d\n", a.model ? a.model : a.random,
+                        amk_llm_config(m)->name, amk_llm_config(m)->n_layers, amk_llm_backend_name(m), amk_llm_max_seq(m));
+    if (tok && !chat) fputs(prompt, stdout);
+    t1 = t2 = cli_now();
+    rc = CLI_OK;
+    for (pos = 0; pos < n_prompt + n_new - 1 || (pos == 0 && n_new > 0); pos++) {
+        const float *logits = NULL;
+        int argmax = -1, token = pos < n_prompt ? ids[pos] : next;
+        if (amk_llm_step(m, token, pos, &logits, &argmax, &d) != AMK_OK) {
+            fprintf(stderr, "\namk: step %d: %s\n", pos, d.message);
+            rc = CLI_FAIL;
+            break;
+        }
+        if (pos == n_prompt - 1) t2 = cli_now();
+        if (pos < n_prompt - 1) continue;
+        next = temp > 0.0 ? amk_sampler_sample(&smp, logits, amk_llm_config(m)->vocab) : argmax;
+        generated++;
+        if (next == eos) break;
+        if (tok) {
+            int k = amk_tokenizer_decode(tok, next, piece, sizeof piece);
+            if (k > 0) fwrite(piece, 1, (size_t)k, stdout);
+        } else {
+            printf("%d ", next);
+        }
+        fflush(stdout);
+        if (generated >= n_new) break;
+    }
+    printf("\n");
+    fflush(stdout);
+    {
+        double end = cli_now(), pre = t2 - t1, dec = end - t2;
+        if (!quiet)
+            fprintf(stderr, "load %.2f s | prompt %d tokens, %.1f tok/s | decode %d tokens, %.1f tok/s (%s)\n",
+                    t1 - t0, n_prompt, pre > 0 ? n_prompt / pre : 0.0, generated - 1,
+                    dec > 0 && generated > 1 ? (generated - 1) / dec : 0.0, amk_llm_backend_name(m));
+    }
+    amk_sampler_free(&smp);
+done:
+    free(text);
+    free(ids);
+    amk_llm_close(m);
+    return rc;
+}
+
 /* ---- the command table ------------------------------------------------------------------------- */
 
 static const cli_cmd cli_cmds[] = {
@@ -563,6 +821,29 @@ static const cli_cmd cli_cmds[] = {
      "OUT.safetensors (-o; feed it back with --kv for the next step), or summarised on stdout.\n"
      "Exit: 0 ok, 1 rejected or failed at run time, 2 bad arguments or input files.\n",
      cmd_run},
+    {"build", "build a model's decode step as a program (JSON)",
+     "amk build (-m MODEL | --random-weights SHAPE) [-o STEP.json] [--ctx N] [--dtype F32|BF16|F16]\n"
+     "          [--sms N] [--kv-splits N]",
+     "Builds the Llama decode step of MODEL (a .gguf, a .safetensors with config.json, or a model\n"
+     "directory) or of SHAPE (llama3-8b, llama3.2-1b, smollm2-135m, or a config.json), lowers it\n"
+     "onto --sms SMs (default 132, an H100), validates it and writes its JSON to STEP.json or stdout.\n"
+     "--ctx sets the KV cache rows (default min(model context, 4096)); --kv-splits the attention\n"
+     "tiles along the KV length (1..8, default 4); --dtype the weight dtype (default F32).\n"
+     "Exit: 0 ok, 1 build or lowering failed, 2 bad arguments or model file.\n",
+     cmd_build},
+    {"generate", "generate text with a model",
+     "amk generate (-m MODEL -p PROMPT | --random-weights SHAPE) [-n N] [--chat] [--system S]\n"
+     "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--dtype D] [--cpu] [-q]",
+     "Loads MODEL, builds its decode step and feeds the prompt through it token by token, then\n"
+     "generates up to N tokens (default 64), streaming the text, stopping at the end-of-sequence\n"
+     "token. Greedy by default; --temp T > 0 samples (with --top-k, --top-p, --seed). --chat wraps\n"
+     "the prompt in the model's chat template (ChatML; --system replaces the default system\n"
+     "prompt). Prints load time and prompt and decode tokens per second to stderr at the end.\n"
+     "--random-weights SHAPE runs a shape with random weights and prints token ids. A prompt plus\n"
+     "N longer than the context (--ctx) is an error. Runs on the reference VM (--cpu); the GPU\n"
+     "backend is not wired in yet.\n"
+     "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",
+     cmd_generate},
 };
 #define CLI_N_CMDS ((int)(sizeof cli_cmds / sizeof cli_cmds[0]))
 

@@ -58,7 +58,9 @@ done
 
 if [ "${GPU_CHECK_SANITIZE:-1}" != 0 ] && command -v compute-sanitizer > /dev/null; then
   export AMK_TEST_SLOW=30
-  step memcheck  san -- timeout 240 compute-sanitizer --tool memcheck --error-exitcode 99 \
+  # why --report-api-errors no: test_images feeds the driver a broken PTX on purpose; the tests
+  # check every API result themselves
+  step memcheck  san -- timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 99 \
        "$BUILD/gpu/test_gpu" --quick
   step racecheck san -- timeout 150 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 \
        "$BUILD/gpu/test_gpu" --quick test_gemv test_attention_tile test_rmsnorm test_sample_argmax test_softmax

@@ -197,21 +197,50 @@ AMK__FN void amk__sb_printf(amk__sb *sb, const char *fmt, ...) {
 }
 AMK__FN void amk__sb_free(amk__sb *sb) { amk__free(sb->p); memset(sb, 0, sizeof *sb); }
 
-/* Shortest decimal that reads back as exactly d (finite d), always with a '.' or an exponent so
-   it reads back as a real, not an integer. why: byte-stable JSON round trips of float params. */
-AMK__FN void amk__fmt_double(char *buf, size_t size, double d) {
-    int prec;
-    if (d != d) { snprintf(buf, size, "NaN"); return; }
-    if (d > DBL_MAX) { snprintf(buf, size, "Infinity"); return; }
-    if (d < -DBL_MAX) { snprintf(buf, size, "-Infinity"); return; }
+/* Shortest decimal that reads back as exactly v, spelled as Python's repr writes floats (1e-06,
+   0.1, 100000.0, 1e+300, -0.0): always with a '.' or an exponent, so it reads back as a real, not
+   an integer. why: byte-stable JSON round trips, and programs identical to the spec's own output.
+   A non-finite v gives "null" (JSON has no such numbers; writers refuse them before this). */
+AMK__FN void amk__fmt_double(char *out, size_t size, double v) {
+    char tmp[40], dig[24], probe[48];
+    int prec, nd = 0, e10 = 0, decpt, i, neg = 0;
+    size_t o = 0;
+    if (!(v <= DBL_MAX && v >= -DBL_MAX)) { snprintf(out, size, "null"); return; }
     for (prec = 1; prec <= 17; prec++) {
-        snprintf(buf, size, "%.*g", prec, d);
-        if (strtod(buf, NULL) == d) break;
+        const char *c, *e;
+        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, v);
+        neg = tmp[0] == '-';
+        e = strchr(tmp, 'e');
+        if (!e) break; /* cannot happen for a finite value */
+        nd = 0;
+        for (c = tmp; c < e; c++)
+            if (*c >= '0' && *c <= '9') dig[nd++] = *c;
+        e10 = atoi(e + 1);
+        dig[nd] = 0;
+        snprintf(probe, sizeof probe, "%s%se%d", neg ? "-" : "", dig, e10 - (nd - 1));
+        if (strtod(probe, NULL) == v) break;
     }
-    if (!strpbrk(buf, ".eEn")) {
-        size_t n = strlen(buf);
-        if (n + 2 < size) { buf[n] = '.'; buf[n + 1] = '0'; buf[n + 2] = 0; }
+    while (nd > 1 && dig[nd - 1] == '0') nd--;
+    dig[nd] = 0;
+    decpt = e10 + 1; /* v = 0.dig * 10^decpt */
+    if (neg) tmp[o++] = '-';
+    if (decpt <= -4 || decpt > 16) {
+        tmp[o++] = dig[0];
+        if (nd > 1) { tmp[o++] = '.'; for (i = 1; i < nd; i++) tmp[o++] = dig[i]; }
+        snprintf(tmp + o, sizeof tmp - o, "e%c%02d", e10 < 0 ? '-' : '+', e10 < 0 ? -e10 : e10);
+    } else if (decpt <= 0) {
+        tmp[o++] = '0'; tmp[o++] = '.';
+        for (i = 0; i < -decpt; i++) tmp[o++] = '0';
+        for (i = 0; i < nd; i++) tmp[o++] = dig[i];
+        tmp[o] = 0;
+    } else {
+        for (i = 0; i < decpt; i++) tmp[o++] = i < nd ? dig[i] : '0';
+        tmp[o++] = '.';
+        if (nd <= decpt) tmp[o++] = '0';
+        for (i = decpt; i < nd; i++) tmp[o++] = dig[i];
+        tmp[o] = 0;
     }
+    snprintf(out, size, "%s", tmp);
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */
@@ -225,6 +254,15 @@ AMK__FN amk_result amk__read_file(const char *path, char **data, size_t *size, a
     *size = 0;
     f = fopen(path, "rb");
     if (!f) return amk__fail(d, AMK_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+#if !defined(_WIN32)
+    { /* why: fopen succeeds on a directory, whose ftell is LONG_MAX */
+        struct stat st;
+        if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+            fclose(f);
+            return amk__fail(d, AMK_ERR_IO, "'%s' is not a regular file", path);
+        }
+    }
+#endif
     if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return amk__fail(d, AMK_ERR_IO, "cannot size '%s' (not a regular file?)", path);
@@ -561,7 +599,6 @@ struct amk__jval {
     amk__jval *items;       /* ARRAY elements, OBJECT values, in document order */
     const char **keys;      /* OBJECT keys (decoded, NUL-terminated), in document order */
     size_t *key_lens;
-    int key_line_unused;
 };
 
 typedef struct amk__jdoc {

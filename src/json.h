@@ -698,51 +698,6 @@ AMK__FN void amk__json_put_string(amk__sb *sb, const char *s, size_t len) {
     amk__sb_putc(sb, '"');
 }
 
-/* Writes a finite double the way Python's repr does: the shortest digits that read back exactly,
-   fixed notation for decimal exponents -4..15 (always with a '.': "100000.0", "0.0001") and
-   scientific beyond ("1e-06", "1e+300"). Locale-independent. why: byte-identical to the spec's
-   reference writer (json.dumps), unlike %g ("1e+05"). A non-finite value writes "null". */
-AMK__FN void amk__json_fmt_real(char *out, size_t size, double v) {
-    char tmp[40], dig[24], probe[48];
-    int prec, nd = 0, e10 = 0, decpt, i, neg = 0;
-    size_t o = 0;
-    if (!(v <= DBL_MAX && v >= -DBL_MAX)) { snprintf(out, size, "null"); return; }
-    for (prec = 1; prec <= 17; prec++) {
-        const char *c, *e;
-        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, v);
-        neg = tmp[0] == '-';
-        e = strchr(tmp, 'e');
-        if (!e) break; /* cannot happen for a finite value */
-        nd = 0;
-        for (c = tmp; c < e; c++)
-            if (*c >= '0' && *c <= '9') dig[nd++] = *c;
-        e10 = atoi(e + 1);
-        dig[nd] = 0;
-        snprintf(probe, sizeof probe, "%s%se%d", neg ? "-" : "", dig, e10 - (nd - 1));
-        if (strtod(probe, NULL) == v) break;
-    }
-    while (nd > 1 && dig[nd - 1] == '0') nd--;
-    dig[nd] = 0;
-    decpt = e10 + 1; /* v = 0.dig * 10^decpt */
-    if (neg) tmp[o++] = '-';
-    if (decpt <= -4 || decpt > 16) {
-        tmp[o++] = dig[0];
-        if (nd > 1) { tmp[o++] = '.'; for (i = 1; i < nd; i++) tmp[o++] = dig[i]; }
-        snprintf(tmp + o, sizeof tmp - o, "e%c%02d", e10 < 0 ? '-' : '+', e10 < 0 ? -e10 : e10);
-    } else if (decpt <= 0) {
-        tmp[o++] = '0'; tmp[o++] = '.';
-        for (i = 0; i < -decpt; i++) tmp[o++] = '0';
-        for (i = 0; i < nd; i++) tmp[o++] = dig[i];
-        tmp[o] = 0;
-    } else {
-        for (i = 0; i < decpt; i++) tmp[o++] = i < nd ? dig[i] : '0';
-        tmp[o++] = '.';
-        if (nd <= decpt) tmp[o++] = '0';
-        for (i = decpt; i < nd; i++) tmp[o++] = dig[i];
-        tmp[o] = 0;
-    }
-    snprintf(out, size, "%s", tmp);
-}
 
 /* Writes v as JSON; spaced puts ", " and ": " between items (the program file's style),
    otherwise the output is compact. */
@@ -754,7 +709,7 @@ AMK__FN void amk__json_put_value_sep(amk__sb *sb, const amk__jval *v, int spaced
     case AMK__J_NULL: amk__sb_puts(sb, "null"); break;
     case AMK__J_BOOL: amk__sb_puts(sb, v->i ? "true" : "false"); break;
     case AMK__J_INT: amk__sb_printf(sb, "%lld", (long long)v->i); break;
-    case AMK__J_REAL: amk__json_fmt_real(num, sizeof num, v->f); amk__sb_puts(sb, num); break;
+    case AMK__J_REAL: amk__fmt_double(num, sizeof num, v->f); amk__sb_puts(sb, num); break;
     case AMK__J_STRING: amk__json_put_string(sb, v->s, v->slen); break;
     case AMK__J_ARRAY:
         amk__sb_putc(sb, '[');
@@ -1646,7 +1601,7 @@ AMK__FN void amk__jw_str(amk__jw *w, const char *s) {
 AMK__FN void amk__jw_real(amk__jw *w, double v) {
     char num[40];
     if (!(v <= DBL_MAX && v >= -DBL_MAX)) w->bad = 1;
-    amk__json_fmt_real(num, sizeof num, v);
+    amk__fmt_double(num, sizeof num, v);
     amk__sb_puts(&w->sb, num);
 }
 

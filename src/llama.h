@@ -17,6 +17,8 @@ AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o);
 
 /* A named shape with its real hyper-parameters: "llama3-8b", "llama3.2-1b", "smollm2-135m". */
 AMK_API amk_result amk_llama_config_preset(const char *name, amk_llama_config *cfg);
+/* A config from an HF config.json alone (no weights needed): the random-weight mode uses it. */
+AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config *cfg, amk_diag *d);
 
 /* Builds the decode step of cfg (one token at position pos, KV cache persisted across steps):
    EMBED; per layer RMSNORM, Q/K/V GEMV tiles, ROPE, KV_APPEND, split-KV ATTENTION_TILE and
@@ -128,6 +130,30 @@ AMK_API amk_result amk_llama_config_preset(const char *name, amk_llama_config *c
         return AMK_OK;
     }
     return AMK_ERR_NOT_FOUND;
+}
+
+AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config *cfg, amk_diag *d) {
+    char *text = NULL;
+    size_t len = 0;
+    amk__jdoc doc;
+    amk_result r;
+    if (!path || !cfg) return AMK_ERR_INVALID_ARG;
+    memset(cfg, 0, sizeof *cfg);
+    r = amk__read_file(path, &text, &len, d);
+    if (r != AMK_OK) return r;
+    r = amk__json_parse(text, len, AMK_JSON_MAX_DEPTH, &doc, d);
+    if (r == AMK_OK) {
+        r = amk__model_config_json(doc.root, cfg, d);
+        if (r == AMK_OK) r = amk__model_check_config(cfg, d);
+        amk__json_free(&doc);
+    }
+    amk__free(text);
+    if (r != AMK_OK && d && !strstr(d->message, path)) {
+        char msg[sizeof d->message];
+        memcpy(msg, d->message, sizeof msg);
+        snprintf(d->message, sizeof d->message, "%.200s: %.300s", path, msg);
+    }
+    return r;
 }
 
 /* ---- the builder ---------------------------------------------------------------------------- */

@@ -2,12 +2,14 @@
 /* (part of amk.h's implementation; included once from amk.h)
 
    amk_program_validate runs in passes; each records every failure it finds and goes on:
-     1 buffers, counters, task ids             5 SM assignment and the per-SM queues
+     1 buffers, counters, task ids
      2 each task alone: references, opcode, arity, params, then amk__op_check
      3 waits against the producer count of their counter
      4 the dependency graph: Kahn's algorithm, one witness cycle
-     6 uses: unwritten reads, unreached outputs, on-chip buffers, pages
-     7 happens-before: RACE_READ, RACE_KV, RACE_WAW, PAGE_ALIAS      8 config and target
+     5 SM assignment and the per-SM queues
+     6 uses: unwritten reads, unreached outputs, on-chip buffers, page table
+     7 happens-before: RACE_READ, RACE_KV, RACE_WAW, PAGE_ALIAS
+     8 config and target
    A later pass skips what an earlier one found broken, so one defect gives one issue, not dozens:
    a task that fails a pass-2 check takes no part in race checks (its references, waits or regions
    cannot be trusted); a wait on the task's own counter carries no edge; a buffer with a bad kind

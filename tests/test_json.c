@@ -518,7 +518,7 @@ static void test_fmt_real(void) {
     for (k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         amk__jdoc doc;
         amk_diag d;
-        amk__json_fmt_real(buf, sizeof buf, cases[k].v);
+        amk__fmt_double(buf, sizeof buf, cases[k].v);
         CHECK_STR(buf, cases[k].s);
         CHECK_EQ_INT(parse(buf, &doc, &d), AMK_OK);
         if (!doc.root) continue;

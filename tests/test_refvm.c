@@ -1263,6 +1263,376 @@ static void test_argmax(void) {
     }
 }
 
+
+/* A partial with l = 0 weighs nothing, even when its m is the largest. */
+static void test_combine_zero_l(void) {
+    tc c;
+    amk_diag d;
+    int a, b, y, ins[2], e;
+    tc_init(&c);
+    a = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 1, 4, 0);
+    b = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 1, 4, 0);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 1, 2, 0);
+    tset(&c.b[a], 0, 3); tset(&c.b[a], 1, -1); tset(&c.b[a], 2, 0.5); tset(&c.b[a], 3, 2);
+    tset(&c.b[b], 0, 100); tset(&c.b[b], 1, 100); tset(&c.b[b], 2, 5); tset(&c.b[b], 3, 0);
+    ins[0] = a; ins[1] = b;
+    tc_task(&c, AMK_OP_ATTENTION_COMBINE, ins, 2, y);
+    tc_int(&c, "head_dim", 2);
+    CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+    for (e = 0; e < 2; e++) CHECK_NEAR(tget(&c.b[y], e), c.b[a].v[e] / 2.0, 1e-6);
+    tc_free(&c);
+}
+
+/* ==== the VM: create, bind, run ============================================================== */
+
+/* Adds a task with waits (counter, threshold pairs, -1 terminated) and returns its index. */
+static int vm_task(amk_program *p, int op, const int *ins, int n_in, int out, int signal, const int *waits) {
+    int outs[1], t, i;
+    outs[0] = out;
+    t = amk_program_add_task(p, op, ins, n_in, outs, out >= 0 ? 1 : 0, signal, amk_op_name(op));
+    for (i = 0; waits && waits[i] >= 0; i += 2) amk_task_add_wait(p, t, waits[i], waits[i + 1]);
+    return t;
+}
+
+/* A small multi-branch program:
+     h = RMSNORM(x, wn); y[:, 0:4], y[:, 4:8], y[:, 8:12] = three GEMV tiles of h (one counter);
+     g = GELU(x); g2 = GEMV(g) (one tile); s = y + g2; sm = SOFTMAX(s); tok = ARGMAX(sm);
+     probs = COPY(sm). The task list is deliberately not in dependency order. */
+enum { VX, VWN, VW, VH, VY, VG, VG2, VS, VSM, VTOK, VPROBS };
+static amk_program *vm_program(void) {
+    amk_program *p = amk_program_create();
+    int64_t s2x16[2] = {2, 16}, s16[1] = {16}, s12x16[2] = {12, 16}, s2x12[2] = {2, 12}, s2[1] = {2};
+    int c[8], i, ins[2], w[5];
+    amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, s2x16, AMK_SPACE_HBM, NULL);
+    amk_program_add_buffer(p, "wn", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, s16, AMK_SPACE_HBM, "wn");
+    amk_program_add_buffer(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, s12x16, AMK_SPACE_HBM, "W");
+    amk_program_add_buffer(p, "h", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2x16, AMK_SPACE_HBM, NULL);
+    amk_program_add_buffer(p, "y", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2x12, AMK_SPACE_HBM, NULL);
+    amk_program_add_buffer(p, "g", AMK_KIND_ACTIVATION, AMK_DTYPE_BF16, 2, s2x16, AMK_SPACE_HBM, NULL);
+    amk_program_add_buffer(p, "g2", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2x12, AMK_SPACE_HBM, NULL);
+    amk_program_add_buffer(p, "s", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2x12, AMK_SPACE_HBM, NULL);
+    amk_program_add_buffer(p, "sm", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2x12, AMK_SPACE_HBM, NULL);
+    amk_program_add_buffer(p, "tok", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, s2, AMK_SPACE_HBM, NULL);
+    amk_program_add_buffer(p, "probs", AMK_KIND_IO_OUTPUT, AMK_DTYPE_BF16, 2, s2x12, AMK_SPACE_HBM, NULL);
+    for (i = 0; i < 8; i++) c[i] = amk_program_add_counter(p, "");
+    /* ADD s = y + g2 (waits all three tiles and g2) */
+    ins[0] = VY; ins[1] = VG2;
+    w[0] = c[1]; w[1] = 3; w[2] = c[3]; w[3] = 1; w[4] = -1;
+    vm_task(p, AMK_OP_ADD, ins, 2, VS, c[4], w);
+    for (i = 0; i < 3; i++) { /* GEMV tiles of h */
+        int t;
+        ins[0] = VH; ins[1] = VW;
+        w[0] = c[0]; w[1] = 1; w[2] = -1;
+        t = vm_task(p, AMK_OP_GEMV_TILE, ins, 2, VY, c[1], w);
+        amk_task_set_int(p, t, "K", 16);
+        amk_task_set_int(p, t, "N_tile", 4);
+        amk_task_set_int(p, t, "n_off", 4 * i);
+    }
+    ins[0] = VSM;
+    w[0] = c[5]; w[1] = 1; w[2] = -1;
+    vm_task(p, AMK_OP_SAMPLE_ARGMAX, ins, 1, VTOK, c[6], w);
+    vm_task(p, AMK_OP_COPY, ins, 1, VPROBS, c[7], w);
+    ins[0] = VX;
+    i = vm_task(p, AMK_OP_GELU, ins, 1, VG, c[2], NULL);
+    ins[0] = VG; ins[1] = VW;
+    w[0] = c[2]; w[1] = 1; w[2] = -1;
+    i = vm_task(p, AMK_OP_GEMV_TILE, ins, 2, VG2, c[3], w);
+    amk_task_set_int(p, i, "K", 16);
+    amk_task_set_int(p, i, "N_tile", 12);
+    amk_task_set_int(p, i, "n_off", 0);
+    ins[0] = VS;
+    w[0] = c[4]; w[1] = 1; w[2] = -1;
+    vm_task(p, AMK_OP_SOFTMAX, ins, 1, VSM, c[5], w);
+    ins[0] = VX; ins[1] = VWN;
+    i = vm_task(p, AMK_OP_RMSNORM, ins, 2, VH, c[0], NULL);
+    amk_task_set_int(p, i, "hidden", 16);
+    amk_task_set_real(p, i, "eps", 1e-6);
+    return p;
+}
+
+static void test_vm_run_orders(void) {
+    amk_program *p = vm_program();
+    amk_refvm *vm = NULL;
+    amk_diag d;
+    float x[32], wn[16];
+    uint16_t W[192];
+    double xd[32], wnd[16], Wd[192], h[32], g[32], s[24], sm[24];
+    unsigned char *snap[11];
+    size_t nb[11];
+    int i, k, r, seed, bad = 0;
+    for (i = 0; i < 32; i++) { x[i] = (float)rnd_in(-2, 2); xd[i] = x[i]; }
+    for (i = 0; i < 16; i++) { wn[i] = (float)rnd_in(0.5, 1.5); wnd[i] = wn[i]; }
+    for (i = 0; i < 192; i++) { W[i] = amk_f32_to_bf16((float)rnd_in(-1, 1)); Wd[i] = bf16_dec(W[i]); }
+    amk_diag_clear(&d);
+    CHECK_MSG(amk_refvm_create(p, &vm, &d) == AMK_OK, "create: [%s] %s", d.check, d.message);
+    if (!vm) { amk_program_free(p); return; }
+    CHECK_EQ_INT(amk_refvm_bind(vm, VWN, wn, sizeof wn), AMK_OK);
+    CHECK_EQ_INT(amk_refvm_bind(vm, VW, W, sizeof W), AMK_OK);
+    CHECK(amk_refvm_buffer(vm, VW, &nb[0]) == (void *)W && nb[0] == sizeof W);
+    memcpy(amk_refvm_buffer(vm, VX, NULL), x, sizeof x);
+    CHECK_MSG(amk_refvm_run(vm, NULL, &d) == AMK_OK, "run: %s", d.message);
+    /* against double math: rmsnorm, three tiles + gelu/gemv branch, add, softmax */
+    for (r = 0; r < 2; r++) {
+        double ss = 0;
+        for (k = 0; k < 16; k++) ss += xd[r * 16 + k] * xd[r * 16 + k];
+        for (k = 0; k < 16; k++) {
+            h[r * 16 + k] = xd[r * 16 + k] / sqrt(ss / 16 + 1e-6) * wnd[k];
+            g[r * 16 + k] = bf16_dec(amk_f32_to_bf16((float)(0.5 * xd[r * 16 + k] * (1 + erf(xd[r * 16 + k] / sqrt(2.0))))));
+        }
+        for (i = 0; i < 12; i++) {
+            double y = 0, g2 = 0;
+            for (k = 0; k < 16; k++) { y += h[r * 16 + k] * Wd[i * 16 + k]; g2 += g[r * 16 + k] * Wd[i * 16 + k]; }
+            s[r * 12 + i] = y + g2;
+        }
+        {
+            double m = -INFINITY, sum = 0;
+            for (i = 0; i < 12; i++) m = fmax(m, s[r * 12 + i]);
+            for (i = 0; i < 12; i++) sum += exp(s[r * 12 + i] - m);
+            for (i = 0; i < 12; i++) sm[r * 12 + i] = exp(s[r * 12 + i] - m) / sum;
+        }
+    }
+    {
+        const float *got = (const float *)amk_refvm_buffer(vm, VSM, NULL);
+        const int32_t *tok = (const int32_t *)amk_refvm_buffer(vm, VTOK, NULL);
+        for (i = 0; i < 24; i++) bad += !(fabs(got[i] - sm[i]) <= 1e-4 * (sm[i] + 1e-3));
+        CHECK_EQ_INT(bad, 0);
+        for (r = 0; r < 2; r++) {
+            int best = 0;
+            for (i = 1; i < 12; i++) if (got[r * 12 + i] > got[r * 12 + best]) best = i;
+            CHECK_EQ_INT(tok[r], best);
+        }
+    }
+    for (i = 0; i < 11; i++) {
+        const void *src = amk_refvm_buffer(vm, i, &nb[i]);
+        snap[i] = (unsigned char *)malloc(nb[i]);
+        memcpy(snap[i], src, nb[i]);
+    }
+    /* seeded random orders: bitwise the same as list order */
+    for (seed = 1; seed <= 20; seed++) {
+        amk_refvm_opts o;
+        o.seed = (uint64_t)seed;
+        for (i = VH; i < 11; i++) memset(amk_refvm_buffer(vm, i, NULL), 0xAB, nb[i]);
+        CHECK_MSG(amk_refvm_run(vm, &o, &d) == AMK_OK, "seed %d: %s", seed, d.message);
+        for (i = 0; i < 11; i++) CHECK_MSG(memcmp(snap[i], amk_refvm_buffer(vm, i, NULL), nb[i]) == 0,
+                                           "seed %d: buffer %d differs from list order", seed, i);
+    }
+    for (i = 0; i < 11; i++) free(snap[i]);
+    amk_refvm_free(vm);
+    amk_program_free(p);
+}
+
+static void test_vm_bind_and_buffers(void) {
+    amk_program *p = vm_program();
+    amk_refvm *vm = NULL;
+    amk_diag d;
+    float wn[16], small[4];
+    size_t n = 123;
+    CHECK_EQ_INT(amk_refvm_create(p, &vm, &d), AMK_OK);
+    if (!vm) { amk_program_free(p); return; }
+    memset(wn, 0, sizeof wn);
+    CHECK_EQ_INT(amk_refvm_bind(vm, VH, wn, sizeof(float) * 32), AMK_ERR_INVALID_ARG); /* activation */
+    CHECK_EQ_INT(amk_refvm_bind(vm, VTOK, wn, 8), AMK_ERR_INVALID_ARG);                /* output */
+    CHECK_EQ_INT(amk_refvm_bind(vm, VWN, small, sizeof small), AMK_ERR_MISMATCH);
+    CHECK_EQ_INT(amk_refvm_bind(vm, 99, wn, sizeof wn), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_refvm_bind(vm, -1, wn, sizeof wn), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_refvm_bind(NULL, VWN, wn, sizeof wn), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_refvm_bind(vm, VWN, NULL, sizeof wn), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_refvm_bind(vm, VX, wn, 128), AMK_OK); /* IO_INPUT binds too */
+    CHECK(amk_refvm_buffer(vm, 99, &n) == NULL && n == 0);
+    CHECK(amk_refvm_buffer(vm, VY, &n) != NULL && n == 2 * 12 * 4);
+    {   /* fresh storage is zeroed */
+        const unsigned char *y = (const unsigned char *)amk_refvm_buffer(vm, VY, NULL);
+        size_t i, nz = 0;
+        for (i = 0; i < 96; i++) nz += y[i] != 0;
+        CHECK_EQ_INT(nz, 0);
+    }
+    amk_refvm_free(vm);
+    vm = (amk_refvm *)&n; /* create clears *out even when it fails */
+    CHECK_EQ_INT(amk_refvm_create(NULL, &vm, &d), AMK_ERR_INVALID_ARG);
+    CHECK(vm == NULL);
+    CHECK_EQ_INT(amk_refvm_run(NULL, NULL, &d), AMK_ERR_INVALID_ARG);
+    amk_refvm_free(NULL);
+    amk_program_free(p);
+}
+
+/* Params can change between runs; the run re-checks them. A bad id at run time is RUNTIME. */
+static void test_vm_errors_at_run(void) {
+    amk_program *p = amk_program_create();
+    int64_t s3[1] = {3}, s5x4[2] = {5, 4}, s3x4[2] = {3, 4};
+    int ins[2], t, c;
+    amk_refvm *vm = NULL;
+    amk_diag d;
+    int32_t *ids;
+    amk_program_add_buffer(p, "ids", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, s3, AMK_SPACE_HBM, NULL);
+    amk_program_add_buffer(p, "table", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, s5x4, AMK_SPACE_HBM, "table");
+    amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, s3x4, AMK_SPACE_HBM, NULL);
+    c = amk_program_add_counter(p, "");
+    ins[0] = 0; ins[1] = 1;
+    t = vm_task(p, AMK_OP_EMBED, ins, 2, 2, c, NULL);
+    amk_task_set_int(p, t, "hidden", 4);
+    CHECK_EQ_INT(amk_refvm_create(p, &vm, &d), AMK_OK);
+    if (!vm) { amk_program_free(p); return; }
+    ids = (int32_t *)amk_refvm_buffer(vm, 0, NULL);
+    ids[0] = 1; ids[1] = 4; ids[2] = 0;
+    CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_OK);
+    ids[1] = 5;
+    CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_ERR_RUNTIME);
+    CHECK_EQ_INT(d.task, 0);
+    CHECK(strstr(d.message, "5") != NULL);
+    ids[1] = 2;
+    amk_task_set_int(p, t, "hidden", 3); /* no longer fits the table */
+    CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_ERR_REJECTED);
+    CHECK_STR(d.check, "OP_SHAPE");
+    CHECK_EQ_INT(d.task, 0);
+    amk_refvm_free(vm);
+    amk_program_free(p);
+}
+
+/* Two tasks waiting on each other: rejected at create (CYCLE), or STUCK at run. */
+static void test_vm_stuck(void) {
+    amk_program *p = amk_program_create();
+    amk_refvm *vm = NULL;
+    amk_diag d;
+    amk_result r;
+    int c0 = amk_program_add_counter(p, ""), c1 = amk_program_add_counter(p, "");
+    int c2 = amk_program_add_counter(p, ""), w[3];
+    w[0] = c1; w[1] = 1; w[2] = -1;
+    vm_task(p, AMK_OP_NOP, NULL, 0, -1, c0, w);
+    w[0] = c0;
+    vm_task(p, AMK_OP_NOP, NULL, 0, -1, c1, w);
+    vm_task(p, AMK_OP_NOP, NULL, 0, -1, c2, NULL); /* this one can fire */
+    amk_diag_clear(&d);
+    r = amk_refvm_create(p, &vm, &d);
+    CHECK(r == AMK_OK || r == AMK_ERR_REJECTED);
+    if (r == AMK_OK) {
+        CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_ERR_STUCK);
+        CHECK_EQ_INT(d.task, 0);
+        CHECK_EQ_INT(d.counter, c1);
+        CHECK(strstr(d.message, "2 of 3") != NULL);
+        CHECK(strstr(d.message, "task 1 waits counter 0 >= 1") != NULL);
+    } else {
+        CHECK(d.check[0] != 0);
+    }
+    amk_refvm_free(vm);
+    amk_program_free(p);
+    /* a valid chain whose wait is raised after create (waits are re-read every run): STUCK */
+    p = amk_program_create();
+    vm = NULL;
+    c0 = amk_program_add_counter(p, "");
+    c1 = amk_program_add_counter(p, "");
+    vm_task(p, AMK_OP_NOP, NULL, 0, -1, c0, NULL);
+    w[0] = c0; w[1] = 1; w[2] = -1;
+    vm_task(p, AMK_OP_NOP, NULL, 0, -1, c1, w);
+    CHECK_MSG(amk_refvm_create(p, &vm, &d) == AMK_OK, "[%s] %s", d.check, d.message);
+    if (vm) {
+        CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_OK);
+        p->tasks[1].waits[0].threshold = 2;
+        CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_ERR_STUCK);
+        CHECK_EQ_INT(d.task, 1);
+        CHECK_EQ_INT(d.counter, c0);
+        CHECK_STR(d.message, "no task is ready but 1 of 2 never fired: task 1 waits counter 0 >= 2 (at 1);");
+    }
+    amk_refvm_free(vm);
+    amk_program_free(p);
+}
+
+/* 20000 tasks in a chain listed in reverse: the walk stays fast (ready heap, per-counter lists). */
+static void test_vm_many_tasks(void) {
+    enum { N = 20000 };
+    amk_program *p = amk_program_create();
+    amk_refvm *vm = NULL;
+    amk_diag d;
+    amk_refvm_opts o;
+    int i, w[3];
+    clock_t t0 = clock();
+    for (i = 0; i < N; i++) amk_program_add_counter(p, NULL);
+    for (i = 0; i < N; i++) { /* task i signals counter i and waits for counter i+1 */
+        w[0] = i + 1; w[1] = 1; w[2] = -1;
+        vm_task(p, AMK_OP_NOP, NULL, 0, -1, i, i + 1 < N ? w : NULL);
+    }
+    CHECK_MSG(amk_refvm_create(p, &vm, &d) == AMK_OK, "[%s] %s", d.check, d.message);
+    if (vm) {
+        CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_OK);
+        o.seed = 99;
+        CHECK_EQ_INT(amk_refvm_run(vm, &o, &d), AMK_OK);
+    }
+    CHECK_MSG((double)(clock() - t0) / CLOCKS_PER_SEC < 5.0, "%.2f s", (double)(clock() - t0) / CLOCKS_PER_SEC);
+    amk_refvm_free(vm);
+    amk_program_free(p);
+}
+
+/* Buffers on one page share its storage; the page is sized for the largest of them. */
+static void test_vm_pages(void) {
+    amk_program *p = amk_program_create();
+    int64_t s8[1] = {8}, s2x4[2] = {2, 4};
+    amk_refvm *vm = NULL;
+    amk_diag d;
+    int c[4], ins[1], w[3], i;
+    size_t na, nb;
+    float *x;
+    amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, s8, AMK_SPACE_HBM, NULL);
+    amk_program_add_buffer(p, "a", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, s8, AMK_SPACE_GLOBAL_SCRATCH, NULL);
+    amk_program_add_buffer(p, "c", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, s8, AMK_SPACE_HBM, NULL);
+    amk_program_add_buffer(p, "b", AMK_KIND_ACTIVATION, AMK_DTYPE_F16, 2, s2x4, AMK_SPACE_GLOBAL_SCRATCH, NULL);
+    amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 1, s8, AMK_SPACE_HBM, NULL);
+    for (i = 0; i < 4; i++) c[i] = amk_program_add_counter(p, "");
+    ins[0] = 0;
+    vm_task(p, AMK_OP_COPY, ins, 1, 1, c[0], NULL);        /* a = x */
+    ins[0] = 1; w[0] = c[0]; w[1] = 1; w[2] = -1;
+    vm_task(p, AMK_OP_COPY, ins, 1, 2, c[1], w);           /* c = a (a's last use) */
+    ins[0] = 2; w[0] = c[1];
+    vm_task(p, AMK_OP_COPY, ins, 1, 3, c[2], w);           /* b = c, reusing a's page */
+    ins[0] = 3; w[0] = c[2];
+    vm_task(p, AMK_OP_COPY, ins, 1, 4, c[3], w);           /* out = b */
+    p->has_pages = 1;
+    p->n_pages = 1;
+    p->pages = (amk_page *)calloc(1, sizeof(amk_page));
+    p->pages[0].space = AMK_SPACE_GLOBAL_SCRATCH;
+    p->pages[0].nbytes = 32;
+    p->pages[0].live_start = p->pages[0].live_end = -1;
+    p->buffer_page = (int *)malloc(5 * sizeof(int));
+    for (i = 0; i < 5; i++) p->buffer_page[i] = i == 1 || i == 3 ? 0 : -1;
+    CHECK_MSG(amk_refvm_create(p, &vm, &d) == AMK_OK, "[%s] %s", d.check, d.message);
+    if (vm) {
+        CHECK(amk_refvm_buffer(vm, 1, &na) == amk_refvm_buffer(vm, 3, &nb));
+        CHECK(na == 32 && nb == 16);
+        x = (float *)amk_refvm_buffer(vm, 0, NULL);
+        for (i = 0; i < 8; i++) x[i] = 0.25f * (float)i - 1.0f; /* exact in F16 */
+        CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_OK);
+        for (i = 0; i < 8; i++) CHECK(((float *)amk_refvm_buffer(vm, 4, NULL))[i] == x[i]);
+    }
+    amk_refvm_free(vm);
+    amk_program_free(p);
+}
+
+/* The KV cache persists across runs; KV_APPEND with a new pos each run fills successive rows. */
+static void test_vm_kv_persists(void) {
+    amk_program *p = amk_program_create();
+    int64_t s2x4[2] = {2, 4}, s5x2x4[3] = {5, 2, 4};
+    amk_refvm *vm = NULL;
+    amk_diag d;
+    int ins[2], t, run, i, c;
+    float *nw, *cache;
+    amk_program_add_buffer(p, "new", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, s2x4, AMK_SPACE_HBM, NULL);
+    amk_program_add_buffer(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, s5x2x4, AMK_SPACE_HBM, NULL);
+    c = amk_program_add_counter(p, "");
+    ins[0] = 0; ins[1] = 1;
+    t = vm_task(p, AMK_OP_KV_APPEND, ins, 2, 1, c, NULL);
+    amk_task_set_int(p, t, "pos", 0);
+    CHECK_MSG(amk_refvm_create(p, &vm, &d) == AMK_OK, "[%s] %s", d.check, d.message);
+    if (!vm) { amk_program_free(p); return; }
+    nw = (float *)amk_refvm_buffer(vm, 0, NULL);
+    cache = (float *)amk_refvm_buffer(vm, 1, NULL);
+    for (run = 0; run < 3; run++) {
+        amk_task_set_int(p, t, "pos", run);
+        for (i = 0; i < 8; i++) nw[i] = (float)(run * 10 + i);
+        CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_OK);
+    }
+    for (i = 0; i < 40; i++) CHECK_EQ_INT((int)cache[i], i < 24 ? (i / 8) * 10 + i % 8 : 0);
+    amk_refvm_free(vm);
+    amk_program_free(p);
+}
+
 int main(void) {
     RUN(test_op_check_rules);
     RUN(test_op_check_messages);
@@ -1281,5 +1651,13 @@ int main(void) {
     RUN(test_allreduce);
     RUN(test_kv_append);
     RUN(test_argmax);
+    RUN(test_combine_zero_l);
+    RUN(test_vm_run_orders);
+    RUN(test_vm_bind_and_buffers);
+    RUN(test_vm_errors_at_run);
+    RUN(test_vm_stuck);
+    RUN(test_vm_many_tasks);
+    RUN(test_vm_pages);
+    RUN(test_vm_kv_persists);
     TEST_SUMMARY();
 }

@@ -776,6 +776,19 @@ static void test_race_kv(void) {
     expect_clean(k.p); /* each KV_APPEND reads its own cache: prior-step state, fine */
     CHECK_EQ_INT(amk_program_simulate_adversarial(k.p, 7, 8, NULL), 0);
     amk_program_free(k.p);
+    /* two ordered appends into one cache (pos 3, then 4): KV_APPEND reads nothing of the cache it
+       writes in place, so the first append does not race with the second */
+    k = mk_kv(1);
+    {
+        int t = op2(k.p, AMK_OP_KV_APPEND, 0, k.kc, k.kc, amk_program_add_counter(k.p, ""), "k_append 4");
+        amk_task_set_int(k.p, t, "pos", 4);
+        amk_task_add_wait(k.p, t, k.c0, 2);
+        amk_task_add_wait(k.p, k.attn, k.p->tasks[t].out_counter, 1);
+        expect_clean(k.p);
+        k.p->tasks[k.attn].n_waits = 1; /* attention no longer waits for the second append */
+        CHECK_EQ_INT(expect_only(k.p, AMK_CHECK_RACE_KV), 1);
+    }
+    amk_program_free(k.p);
     /* a KV cache nobody writes this pass holds prior-step state: reading it is fine */
     k = mk_kv(0);
     k.p->tasks[0].op = k.p->tasks[1].op = AMK_OP_COPY; /* the appends now copy elsewhere */

@@ -1032,6 +1032,74 @@ static void bench_gemv(int64_t N, int64_t K, int tiles, int threads) {
     amk_program_free(p);
 }
 
+/* L dependent GEMV layers x_{l+1} = x_l @ W_l.T (each [N, N] bf16), every layer split in one tile
+   per SM under one all-join counter that the next layer waits on: a decode-like stream where the
+   dependency bubbles between layers count. */
+static void bench_layers(int L, int64_t N, int threads) {
+    const int tiles = 132;
+    amk_program *p = prog_new(tiles);
+    int l, i, prev, prev_c = -1, n_rec = 0, runs = 20, *W = (int *)calloc((size_t)L, sizeof(int));
+    amk_cuda *cu = NULL;
+    amk_diag d;
+    double span[20], wall[20], bytes = (double)L * (double)N * (double)N * 2.0;
+    uint16_t *w = (uint16_t *)malloc((size_t)(N * N) * 2);
+    amk_cuda_timing_record *rec;
+    trng r = trng_for("layers");
+    p->config.threads_per_block = threads;
+    prev = buf(p, "x0", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, N, 0);
+    for (l = 0; l < L; l++) {
+        int out = buf(p, "x", l == L - 1 ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 1, N, 0);
+        int c = amk_program_add_counter(p, "layer"), in[2];
+        W[l] = buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, N, 0);
+        in[0] = prev; in[1] = W[l];
+        for (i = 0; i < tiles; i++) {
+            int t = task(p, AMK_OP_GEMV_TILE, in, 2, out, c, i);
+            int64_t a = N * i / tiles, b = N * (i + 1) / tiles;
+            seti(p, t, "K", N); seti(p, t, "n_off", a); seti(p, t, "N_tile", b - a);
+            if (prev_c >= 0) amk_task_add_wait(p, t, prev_c, tiles);
+        }
+        prev = out;
+        prev_c = c;
+    }
+    amk_diag_clear(&d);
+    rec = (amk_cuda_timing_record *)calloc((size_t)(L * tiles), sizeof *rec);
+    if (amk_cuda_create(p, g_image, g_image_size, &cu, &d) != AMK_OK) {
+        printf("  bench layers: create failed: %s\n", d.message);
+    } else {
+        for (i = 0; i < 4096; i++) w[i] = amk_f32_to_bf16(trng_sym(&r) * 0.02f);
+        for (i = 4096; i < N * N; i += 4096) memcpy(w + i, w, (size_t)(N * N - i < 4096 ? N * N - i : 4096) * 2);
+        for (l = 0; l < L; l++) amk_cuda_upload(cu, W[l], w, (size_t)(N * N) * 2, &d);
+        for (i = 0; i < 5; i++) amk_cuda_run(cu, 10000.0, &d);
+        for (i = 0; i < runs; i++) {
+            double t0 = now_ms();
+            amk_cuda_run(cu, 10000.0, &d);
+            wall[i] = (now_ms() - t0) * 1e3;
+        }
+        amk_cuda_set_timing(cu, 1);
+        for (i = 0; i < runs; i++) {
+            int k;
+            double lo = 1e30, hi = 0;
+            amk_cuda_run(cu, 10000.0, &d);
+            amk_cuda_timing(cu, rec, L * tiles, &n_rec, &d);
+            for (k = 0; k < n_rec; k++) {
+                if (rec[k].start_us < lo) lo = rec[k].start_us;
+                if (rec[k].end_us > hi) hi = rec[k].end_us;
+            }
+            span[i] = hi - lo;
+        }
+        qsort(wall, (size_t)runs, sizeof(double), cmp_double);
+        qsort(span, (size_t)runs, sizeof(double), cmp_double);
+        printf("  bench layers: %d x bf16 %lldx%lld (%.0f MB), %d tiles/layer x %d threads: span median %.1f us "
+               "(%.0f GB/s), run() wall median %.1f us (%.0f GB/s)\n", L, (long long)N, (long long)N, bytes / 1e6,
+               tiles, threads, span[runs / 2], bytes / span[runs / 2] * 1e-3, wall[runs / 2], bytes / wall[runs / 2] * 1e-3);
+        amk_cuda_free(cu);
+    }
+    free(w);
+    free(rec);
+    free(W);
+    amk_program_free(p);
+}
+
 /* A chain of NOPs hopping across SMs: the cost of one dependent signal, SM to SM. */
 static void bench_chain(int n, int n_sms) {
     amk_program *p = prog_new(n_sms);
@@ -1155,6 +1223,8 @@ int main(int argc, char **argv) {
         bench_gemv(33792, 4096, 132, 256);
         bench_gemv(33792, 4096, 132, 512);
         bench_gemv(14336, 4096, 132, 256); /* why: 117 MB, above the 50 MB L2 */
+        bench_layers(16, 4096, 256);
+        bench_layers(16, 4096, 512);
         bench_chain(264, 132);
     }
     amk_cuda_free(g_keep);
