@@ -49,7 +49,7 @@ first_values() { printf '%s\n' "$out" | sed -n "s/^$1: [^=]*= //p"; }
 # ---- help and usage ----------------------------------------------------------------------
 amk --help
 expect_rc 0 "amk --help"
-for c in validate fmt info run; do expect_out "  $c " "amk --help lists $c"; done
+for c in validate fmt info run build generate; do expect_out "  $c " "amk --help lists $c"; done
 for c in validate fmt info run; do
   amk "$c" --help
   expect_rc 0 "amk $c --help"
@@ -209,6 +209,42 @@ expect_rc 2 "run unknown flag"
 expect_err "usage: amk run" "run unknown flag prints usage"
 amk run "$DATA/valid.json" --random 1 --random 2
 expect_rc 2 "run option given twice"
+
+# ---- build and generate (the Llama path; random weights, no model file needed) --------------------
+for c in build generate; do
+  amk "$c" --help
+  expect_rc 0 "amk $c --help"
+  expect_out "usage: amk $c" "amk $c --help"
+done
+amk build --random-weights "$DATA/tiny_config.json" --sms 4 --ctx 32 -o "$TMP/step.json"
+expect_rc 0 "build from a config.json"
+expect_err "2 layers" "build summary"
+amk validate "$TMP/step.json"
+expect_rc 0 "the built step validates"
+amk info "$TMP/step.json"
+expect_out "ATTENTION_COMBINE" "info of the built step"
+amk build --random-weights gpt-9
+expect_rc 2 "build with an unknown shape"
+expect_err "unknown shape 'gpt-9'" "build with an unknown shape"
+amk build -m "$TMP/nope.gguf"
+expect_rc 2 "build with a missing model"
+amk build -m x --random-weights smollm2-135m
+expect_rc 2 "build with two model sources"
+amk generate --random-weights "$DATA/tiny_config.json" -n 5 --ctx 16 --sms 2 -q
+expect_rc 0 "generate with random weights"
+expect_true '[ "$(printf "%s" "$out" | wc -w)" = 5 ]' "generate prints 5 token ids"
+first=$out
+amk generate --random-weights "$DATA/tiny_config.json" -n 5 --ctx 16 --sms 2 -q
+expect_true '[ "$out" = "$first" ]' "greedy generation is deterministic"
+amk generate --random-weights "$DATA/tiny_config.json" -n 5 --ctx 16 --sms 2 -q --temp 1.0 --seed 3
+expect_rc 0 "sampled generation"
+amk generate --random-weights "$DATA/tiny_config.json" -n 40 --ctx 16 -q
+expect_rc 1 "a context longer than the KV cache"
+expect_err "does not fit the context of 16 tokens" "context overflow message"
+amk generate -m "$TMP/nope.gguf"
+expect_rc 2 "generate without -p"
+amk generate --random-weights "$DATA/tiny_config.json" --top-p 0
+expect_rc 2 "generate --top-p 0"
 
 echo "test_cli.sh: $passed passed, $failed failed"
 [ "$failed" = 0 ]
