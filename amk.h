@@ -365,7 +365,8 @@ AMK_API amk_result amk_program_save(const amk_program *p, const char *path, amk_
     X(OUTPUT_UNREACHED,    'E', "an IO_OUTPUT buffer is never written") \
     X(CONFIG_VALUE,        'E', "a ScheduleConfig value is out of range for the target") \
     X(NAME_DUP,            'W', "two buffers share a name (binding by name is ambiguous)") \
-    X(GPU_LABEL,           'W', "meta.gpu differs from target.name")
+    X(GPU_LABEL,           'W', "meta.gpu differs from target.name") \
+    X(BUILD_ERROR,         'E', "a builder call failed, so the program is incomplete")
 
 typedef enum amk_check {
 #define AMK__CHECK_ENUM(id, sev, msg) AMK_CHECK_##id,

@@ -267,6 +267,15 @@ static __device__ float amk_block_max(amk_op_ctx *c, float v) {
     return v;
 }
 
+/* The VM status words (at amk_program_t.abort_flag; layout in amk_vm.cuh's header comment). */
+#define AMK_VM_STATUS_ABORT 0
+#define AMK_VM_STATUS_ERR_TASK 1
+#define AMK_VM_STATUS_ERR_CODE 2
+#define AMK_VM_STATUS_ERR_VALUE 3
+#define AMK_VM_STATUS_PROGRESS 4
+#define AMK_VM_ABORT_HOST 1u
+#define AMK_VM_ABORT_ERROR 2u
+
 /* Device-side run-time errors (a token id or position out of range): the first one wins the
    status words and raises the abort flag so every block stops; the host reports it. */
 #define AMK_VM_ERR_EMBED_ID 1
@@ -275,11 +284,10 @@ static __device__ float amk_block_max(amk_op_ctx *c, float v) {
 #define AMK_VM_ERR_SMEM 4
 
 static __device__ void amk_op_fail(amk_op_ctx *c, int code, int64_t value) {
-    /* why: words 0..3 are abort, task, code, value (the status layout of amk_vm.cuh) */
-    if (atomicCAS(&c->status[0], 0u, 2u) == 0u) {
-        c->status[1] = (uint32_t)c->index;
-        c->status[2] = (uint32_t)code;
-        c->status[3] = (uint32_t)(value > INT32_MAX ? INT32_MAX : value < INT32_MIN ? INT32_MIN : value);
+    if (atomicCAS(&c->status[AMK_VM_STATUS_ABORT], 0u, AMK_VM_ABORT_ERROR) == 0u) {
+        c->status[AMK_VM_STATUS_ERR_TASK] = (uint32_t)c->index;
+        c->status[AMK_VM_STATUS_ERR_CODE] = (uint32_t)code;
+        c->status[AMK_VM_STATUS_ERR_VALUE] = (uint32_t)(value > INT32_MAX ? INT32_MAX : value < INT32_MIN ? INT32_MIN : value);
     }
     c->error = 1;
 }

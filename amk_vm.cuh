@@ -5,7 +5,14 @@
    waits for each of its counters to reach its threshold (relaxed polls with exponential
    nanosleep back-off, then ONE acquire fence; the abort flag is read in every spin); the block
    runs the instruction (amk_ops.cuh); then thread 0 issues a device-scope fence and adds 1 to
-   the instruction's out_counter: spec IR_SPEC.md §8.1.
+   the instruction's out_counter: spec IR_SPEC.md §8.1. While a GEMV/GEMM tile's counters are not
+   met yet, thread 0 first asks L2 for the start of the tile's (read-only) weights.
+
+   This is the simple path: every warp computes, thread 0 waits. Warp specialisation (a loader
+   warp streaming weights into a shared-memory ring ahead of the counters, a controller warp) is
+   the next step; bench/NOTES.md says where the time goes. Build-time knobs (-D):
+   AMK_VM_MAX_THREADS, AMK_VM_BACKOFF_MIN_NS/MAX_NS, AMK_VM_PREFETCH_BYTES (0 = off),
+   AMK_GEMV_INFLIGHT.
 
    Build: this header is the whole device translation unit:
        nvcc -x cu -cubin -gencode arch=compute_90a,code=sm_90a -o amk_vm.cubin amk_vm.cuh
@@ -23,11 +30,6 @@
 #define AMK_VM_CUH
 
 #include "amk_ops.cuh"
-
-#define AMK_VM_STATUS_ABORT 0
-#define AMK_VM_STATUS_PROGRESS 4
-#define AMK_VM_ABORT_HOST 1u
-#define AMK_VM_ABORT_ERROR 2u
 
 #ifndef AMK_VM_MAX_THREADS
 /* why: 512 threads leave 128 registers a thread; at 1024 (64 registers) the ops spill */

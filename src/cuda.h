@@ -118,6 +118,9 @@ typedef unsigned long long amk__CUdeviceptr;
 #define AMK__VM_STATUS_PROGRESS 4 /* [abort, error task, error code, error value, progress[num_sms]] */
 #define AMK__VM_ABORT_HOST 1u
 #define AMK__VM_ABORT_ERROR 2u
+#define AMK__VM_ERR_EMBED_ID 1 /* AMK_VM_ERR_*: what a device run-time error was */
+#define AMK__VM_ERR_ROPE_POS 2
+#define AMK__VM_ERR_SMEM 4
 #define AMK__VM_MAX_THREADS 512 /* AMK_VM_MAX_THREADS: the kernel's launch bound */
 #define AMK__VM_ATTN_MAX_HEAD_DIM 256 /* 32 lanes x AMK_ATTN_DPL accumulators */
 typedef struct amk__vm_timing {
@@ -846,8 +849,8 @@ AMK_API amk_result amk_cuda_run(amk_cuda *c, double timeout_ms, amk_diag *d) {
         if (d) d->task = ti < (uint32_t)c->n_tasks ? (int)ti : -1;
         r = amk__fail(d, AMK_ERR_RUNTIME, "task %u (%s): %s %d", ti,
                       ti < (uint32_t)c->n_tasks ? amk_op_name(c->ins[ti].op) : "?",
-                      code == 1 ? "token id out of range:" : code == 2 ? "negative position:"
-                      : code == 4 ? "shared memory too small for" : "device error", (int)val);
+                      code == AMK__VM_ERR_EMBED_ID ? "token id out of range:" : code == AMK__VM_ERR_ROPE_POS ? "negative position:"
+                      : code == AMK__VM_ERR_SMEM ? "shared memory too small for" : "device error", (int)val);
         goto done;
     }
     for (s = 0; s < c->num_sms; s++) /* a clean exit must have run every queue to its end */

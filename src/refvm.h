@@ -27,7 +27,8 @@ AMK__FN amk_result amk__refvm_fail(amk_diag *d, amk_result r, const char *check,
 /* The index of t in p's task list, or -1 when t is not one of p's tasks. */
 AMK__FN int amk__refvm_task_index(const amk_program *p, const amk_task *t) {
     uintptr_t a = (uintptr_t)p->tasks, b = (uintptr_t)t;
-    if (!p->tasks || b < a || (b - a) % sizeof(amk_task) || (b - a) / sizeof(amk_task) >= (uintptr_t)p->n_tasks)
+    if (!p->tasks || b < a || (b - a) % sizeof(amk_task) ||
+        (b - a) / sizeof(amk_task) >= (uintptr_t)p->n_tasks)
         return -1;
     return (int)((b - a) / sizeof(amk_task));
 }
@@ -44,7 +45,8 @@ AMK__FN float amk__refvm_f16(uint16_t h) {
     uint32_t e = h & 0x7C00u;
     if (e == 0 || e == 0x7C00u) return amk_f16_to_f32(h); /* zero, subnormal, inf, NaN */
     /* rebias the exponent (15 -> 127): add (127-15) << 23 to the shifted exponent|mantissa */
-    return amk__bits_f32(((uint32_t)(h & 0x8000u) << 16) | ((((uint32_t)h & 0x7FFFu) << 13) + 0x38000000u));
+    return amk__bits_f32(((uint32_t)(h & 0x8000u) << 16) |
+                         ((((uint32_t)h & 0x7FFFu) << 13) + 0x38000000u));
 }
 
 /* dst[0..n) = elements [off, off+n) of a buffer of dtype t, as fp32. */
@@ -99,7 +101,8 @@ AMK__FN void amk__refvm_cast(void *dst, int dt, int64_t doff, const void *src, i
     if (n <= 0) return;
     if (dt == st && bits % 8 == 0) {
         size_t w = (size_t)(bits / 8);
-        memmove((uint8_t *)dst + (size_t)doff * w, (const uint8_t *)src + (size_t)soff * w, (size_t)n * w);
+        memmove((uint8_t *)dst + (size_t)doff * w, (const uint8_t *)src + (size_t)soff * w,
+                (size_t)n * w);
         return;
     }
     for (i = 0; i < n; i++) amk__store_f32(dst, dt, doff + i, amk__load_f32(src, st, soff + i));
@@ -709,12 +712,12 @@ AMK_API amk_result amk_refvm_run(amk_refvm *vm, const amk_refvm_opts *opts, amk_
                                        "task %d waits on counter %d of %d", i, t->waits[j].counter, nc);
         n_ws += t->n_waits;
     }
-    counters = (int64_t *)amk__calloc((size_t)(nc + 1), sizeof(int64_t));
-    off = (int *)amk__calloc((size_t)(nc + 1), sizeof(int));
-    next = (int *)amk__calloc((size_t)(nc + 1), sizeof(int));
-    pending = (int *)amk__calloc((size_t)(nt + 1), sizeof(int));
-    ready = (int *)amk__calloc((size_t)(nt + 1), sizeof(int));
-    ws = (amk__refvm_waiter *)amk__calloc((size_t)(n_ws + 1), sizeof(amk__refvm_waiter));
+    counters = (int64_t *)amk__calloc((size_t)nc + 1, sizeof(int64_t));
+    off = (int *)amk__calloc((size_t)nc + 1, sizeof(int));
+    next = (int *)amk__calloc((size_t)nc + 1, sizeof(int));
+    pending = (int *)amk__calloc((size_t)nt + 1, sizeof(int));
+    ready = (int *)amk__calloc((size_t)nt + 1, sizeof(int));
+    ws = (amk__refvm_waiter *)amk__calloc((size_t)n_ws + 1, sizeof(amk__refvm_waiter));
     if (!counters || !off || !next || !pending || !ready || !ws) {
         r = amk__refvm_fail(d, AMK_ERR_OUT_OF_MEMORY, NULL, -1, -1, "out of memory for the walk");
         goto done;

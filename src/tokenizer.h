@@ -6,7 +6,9 @@
 /* A byte-level BPE tokenizer (REFERENCE.md §3.2): text -> special tokens matched verbatim ->
    pre-tokenizer pieces -> bytes in GPT-2's byte alphabet -> BPE merges -> ids. Built from a GGUF
    file, an HF tokenizer.json, or a format-neutral spec. Immutable once built: one tokenizer may be
-   used from many threads at once. Encoding keeps no cache.
+   used from many threads at once. Encoding keeps no cache. Letters, digits and spaces are
+   classified by Unicode 16 (src/unicode_tables.h), as HF tokenizers' regex engine does; the output
+   matches HF tokenizers id for id on SmolLM2 (tests/test_tokenizer.c).
    What it does NOT do: SentencePiece ("llama" GGUF vocabularies), normalizers, BPE dropout,
    other pre-tokenizer regexes than the three below. */
 typedef struct amk_tokenizer amk_tokenizer;
@@ -533,7 +535,11 @@ AMK__FN amk_result amk__tok_build(const amk__tok_src *src, amk_tokenizer **out, 
     t->merge_mask = m - 1;
     t->merge_slots = (amk__tok_merge *)amk__malloc(m * sizeof(amk__tok_merge));
     if (!t->merge_slots) goto oom;
-    for (pos = 0; pos < m; pos++) { t->merge_slots[pos].rank = -1; t->merge_slots[pos].key = 0; t->merge_slots[pos].id = -1; }
+    for (pos = 0; pos < m; pos++) {
+        t->merge_slots[pos].key = 0;
+        t->merge_slots[pos].rank = -1;
+        t->merge_slots[pos].id = -1;
+    }
     for (i = 0; i < src->n_merges; i++) {
         const amk__tok_pair *pr = &src->merges[i];
         int ia = amk__tok_lookup(t, pr->a, pr->alen), ib = amk__tok_lookup(t, pr->b, pr->blen), ir;
@@ -622,7 +628,8 @@ AMK_API amk_result amk_tokenizer_create(const amk_tokenizer_spec *s, amk_tokeniz
         }
     }
     if (s->token_types)
-        for (i = 0; i < s->n_tokens; i++) special[i] = (unsigned char)(s->token_types[i] == 3 || s->token_types[i] == 4);
+        for (i = 0; i < s->n_tokens; i++) /* why: 3 control, 4 user-defined */
+            special[i] = (unsigned char)(s->token_types[i] == 3 || s->token_types[i] == 4);
     src.n_tokens = s->n_tokens;
     src.tokens = s->tokens;
     src.token_lens = s->token_lens;
@@ -691,18 +698,29 @@ AMK_API amk_result amk_tokenizer_from_gguf(const amk_gguf *g, amk_tokenizer **ou
     lens = (size_t *)amk__malloc((size_t)n_tok * sizeof *lens);
     special = (unsigned char *)amk__calloc((size_t)n_tok, 1);
     pairs = (amk__tok_pair *)amk__malloc((size_t)(n_merges ? n_merges : 1) * sizeof *pairs);
-    if (!tokens || !lens || !special || !pairs) { r = amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "tokenizer: out of memory"); goto done; }
+    if (!tokens || !lens || !special || !pairs) {
+        r = amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+        goto done;
+    }
     for (i = 0; i < (int)n_tok; i++) {
         tokens[i] = amk_gguf_array_string(g, k_tokens, i, &lens[i]);
-        if (!tokens[i]) { r = amk__fail(d, AMK_ERR_PARSE, "gguf: %s[%d] is unreadable", k_tokens, i); goto done; }
-        if (n_types >= 0) {
-            if (!amk_gguf_array_int(g, k_types, i, &v)) { r = amk__fail(d, AMK_ERR_PARSE, "gguf: %s[%d] is not an integer", k_types, i); goto done; }
-            special[i] = (unsigned char)(v == 3 || v == 4); /* why: 3 control, 4 user-defined */
+        if (!tokens[i]) {
+            r = amk__fail(d, AMK_ERR_PARSE, "gguf: %s[%d] is unreadable", k_tokens, i);
+            goto done;
         }
+        if (n_types < 0) continue;
+        if (!amk_gguf_array_int(g, k_types, i, &v)) {
+            r = amk__fail(d, AMK_ERR_PARSE, "gguf: %s[%d] is not an integer", k_types, i);
+            goto done;
+        }
+        special[i] = (unsigned char)(v == 3 || v == 4); /* why: 3 control, 4 user-defined */
     }
     for (i = 0; i < (int)n_merges; i++) {
         const char *m = amk_gguf_array_string(g, k_merges, i, &len);
-        if (!m || !amk__tok_split_merge(m, len, &pairs[i])) { r = amk__fail(d, AMK_ERR_PARSE, "gguf: %s[%d] is not \"A B\"", k_merges, i); goto done; }
+        if (!m || !amk__tok_split_merge(m, len, &pairs[i])) {
+            r = amk__fail(d, AMK_ERR_PARSE, "gguf: %s[%d] is not \"A B\"", k_merges, i);
+            goto done;
+        }
     }
     src.n_tokens = (int)n_tok;
     src.tokens = tokens;
@@ -845,7 +863,8 @@ AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_le
     }
     v = amk__json_get(model, "type");
     if ((v && !amk__tok_jstr_is(v, "BPE")) || amk__tok_jbool(model, "byte_fallback", 0) != 0 ||
-        !amk__tok_jempty(model, "continuing_subword_prefix") || !amk__tok_jempty(model, "end_of_word_suffix") ||
+        !amk__tok_jempty(model, "continuing_subword_prefix") ||
+        !amk__tok_jempty(model, "end_of_word_suffix") ||
         !amk__tok_jempty(model, "dropout")) {
         r = amk__tok_jfail(d, model, "/model", AMK_ERR_UNSUPPORTED, "tokenizer.json: only a plain BPE model "
                            "is supported (no byte_fallback, subword prefix/suffix or dropout)");
@@ -853,7 +872,8 @@ AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_le
     }
     v = amk__json_get(root, "normalizer");
     if (v && v->type != AMK__J_NULL) {
-        r = amk__tok_jfail(d, v, "/normalizer", AMK_ERR_UNSUPPORTED, "tokenizer.json: normalizers are not supported");
+        r = amk__tok_jfail(d, v, "/normalizer", AMK_ERR_UNSUPPORTED,
+                           "tokenizer.json: normalizers are not supported");
         goto done;
     }
     pt = amk__json_get(root, "pre_tokenizer");
@@ -864,7 +884,11 @@ AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_le
     }
     if ((r = amk__tok_json_pretok(pt, &src.pretok, d)) != AMK_OK) goto done;
     im = amk__tok_jbool(model, "ignore_merges", 0);
-    if (im < 0) { r = amk__tok_jfail(d, model, "/model/ignore_merges", AMK_ERR_PARSE, "tokenizer.json: ignore_merges is not a bool"); goto done; }
+    if (im < 0) {
+        r = amk__tok_jfail(d, model, "/model/ignore_merges", AMK_ERR_PARSE,
+                           "tokenizer.json: ignore_merges is not a bool");
+        goto done;
+    }
     src.ignore_merges = im;
 
     vocab = amk__json_get(model, "vocab");
@@ -876,7 +900,8 @@ AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_le
                            "object, model.merges and added_tokens arrays");
         goto done;
     }
-    if (vocab->n > AMK__TOK_MAX_TOKENS || (added && added->type == AMK__J_ARRAY && added->n > AMK__TOK_MAX_TOKENS)) {
+    if (vocab->n > AMK__TOK_MAX_TOKENS ||
+        (added && added->type == AMK__J_ARRAY && added->n > AMK__TOK_MAX_TOKENS)) {
         r = amk__tok_jfail(d, vocab, "/model/vocab", AMK_ERR_PARSE, "tokenizer.json: more than %d tokens",
                            AMK__TOK_MAX_TOKENS);
         goto done;
@@ -893,9 +918,10 @@ AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_le
     }
     for (i = 0; added && added->type == AMK__J_ARRAY && i < added->n; i++) {
         const amk__jval *a = &added->items[i], *id = amk__json_get(a, "id"), *c = amk__json_get(a, "content");
-        if (!id || id->type != AMK__J_INT || id->i < 0 || id->i >= n_entries || !c || c->type != AMK__J_STRING) {
-            r = amk__tok_jfail(d, a, "/added_tokens", AMK_ERR_PARSE, "tokenizer.json: added token %d needs an id "
-                               "in [0, %d) and a string content", i, n_entries);
+        if (!id || id->type != AMK__J_INT || id->i < 0 || id->i >= n_entries || !c ||
+            c->type != AMK__J_STRING) {
+            r = amk__tok_jfail(d, a, "/added_tokens", AMK_ERR_PARSE, "tokenizer.json: added token %d "
+                               "needs an id in [0, %d) and a string content", i, n_entries);
             goto done;
         }
         if (id->i > max_id) max_id = (int)id->i;
@@ -909,7 +935,10 @@ AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_le
     lens = (size_t *)amk__calloc((size_t)src.n_tokens, sizeof *lens);
     special = (unsigned char *)amk__calloc((size_t)src.n_tokens, 1);
     pairs = (amk__tok_pair *)amk__malloc((size_t)(merges && merges->n ? merges->n : 1) * sizeof *pairs);
-    if (!tokens || !lens || !special || !pairs) { r = amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "tokenizer: out of memory"); goto done; }
+    if (!tokens || !lens || !special || !pairs) {
+        r = amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+        goto done;
+    }
     for (i = 0; i < vocab->n; i++) {
         int id = (int)vocab->items[i].i;
         if (tokens[id]) {
@@ -962,18 +991,21 @@ AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_le
         amk_diag cd;
         amk_diag_clear(&cd);
         if ((r = amk__json_parse(config, config_len, AMK_JSON_MAX_DEPTH, &cdoc, &cd)) != AMK_OK) {
-            amk__tok_jfail(d, NULL, "tokenizer_config.json", r, "tokenizer_config.json:%d:%d: %s", cd.line, cd.col,
-                           cd.message);
+            amk__tok_jfail(d, NULL, "tokenizer_config.json", r, "tokenizer_config.json:%d:%d: %s",
+                           cd.line, cd.col, cd.message);
             if (d) { d->line = cd.line; d->col = cd.col; }
             goto fail_built;
         }
         c = cdoc.root;
         if (c->type != AMK__J_OBJECT) {
-            r = amk__tok_jfail(d, c, "tokenizer_config.json", AMK_ERR_PARSE, "tokenizer_config.json is not an object");
+            r = amk__tok_jfail(d, c, "tokenizer_config.json", AMK_ERR_PARSE,
+                               "tokenizer_config.json is not an object");
             goto fail_built;
         }
-        if ((v = amk__json_get(c, "bos_token")) && v->type != AMK__J_NULL) (*out)->bos = amk__tok_config_token(*out, v);
-        if ((v = amk__json_get(c, "eos_token")) && v->type != AMK__J_NULL) (*out)->eos = amk__tok_config_token(*out, v);
+        if ((v = amk__json_get(c, "bos_token")) && v->type != AMK__J_NULL)
+            (*out)->bos = amk__tok_config_token(*out, v);
+        if ((v = amk__json_get(c, "eos_token")) && v->type != AMK__J_NULL)
+            (*out)->eos = amk__tok_config_token(*out, v);
         im = amk__tok_jbool(c, "add_bos_token", (*out)->add_bos);
         if (im < 0) {
             r = amk__tok_jfail(d, amk__json_get(c, "add_bos_token"), "tokenizer_config.json/add_bos_token",

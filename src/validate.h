@@ -642,7 +642,8 @@ AMK__FN void amk__v_waits(amk__vctx *v) {
                              tn, c, thr, np, np == 1 ? "" : "s", np);
             else if (thr < np)
                 amk__v_issue(v, AMK_CHECK_WAIT_PARTIAL_JOIN, ti, -1, c,
-                             "%s waits on counter %d for %lld of its %d producers: the first to finish may not be the ones it needs (wait for %d)",
+                             "%s waits on counter %d for %lld of its %d producers: the first to "
+                             "finish may not be the ones it needs (wait for %d)",
                              tn, c, thr, np, np);
         }
     }
@@ -706,7 +707,8 @@ AMK__FN int amk__v_queue_order(amk__vctx *v) {
             }
             if (lo == lo0 || pe[lo - 1].a != sm || (a = pe[lo - 1].b) < b) continue;
             amk__v_issue(v, AMK_CHECK_SM_QUEUE_ORDER, b, -1, c,
-                         "%s (queue position %d on SM %d) waits on counter %d, signalled by %s, which comes later (position %d) in the same SM's queue: SM %d blocks forever",
+                         "%s (queue position %d on SM %d) waits on counter %d, signalled by %s, which comes "
+                         "later (position %d) in the same SM's queue: SM %d blocks forever",
                          amk__v_tname(p, b, tn, sizeof tn), b, sm, c, amk__v_tname(p, a, tn2, sizeof tn2),
                          a, sm);
             issues++;
@@ -864,7 +866,8 @@ AMK__FN void amk__v_use_checks(amk__vctx *v) {
                              p->tasks[on].sm, amk__v_tname(p, off, tn2, sizeof tn2), p->tasks[off].sm);
             if (multi && un >= 0)
                 amk__v_issue(v, AMK_CHECK_ONCHIP_UNASSIGNED, un, x, -1,
-                             "%s lives in %s and is used by several tasks, %s among them without an SM: they must all run on one SM",
+                             "%s lives in %s and is used by several tasks, %s among them "
+                             "without an SM: they must all run on one SM",
                              bn, amk_space_name(b->space), amk__v_tname(p, un, tn, sizeof tn));
         }
     }
@@ -881,8 +884,8 @@ AMK__FN void amk__v_page_refs(amk__vctx *v) {
     for (i = 0; i < np; i++) {
         const amk_page *pg = &p->pages[i];
         if (pg->id != i)
-            amk__v_issue(v, AMK_CHECK_PAGE_REF, -1, -1, -1, "page at index %d has id %d; a page id must equal its index",
-                         i, pg->id);
+            amk__v_issue(v, AMK_CHECK_PAGE_REF, -1, -1, -1,
+                         "page at index %d has id %d; a page id must equal its index", i, pg->id);
         if (pg->space < 0 || pg->space >= AMK_SPACE_COUNT || pg->nbytes < 0)
             amk__v_issue(v, AMK_CHECK_PAGE_REF, -1, -1, -1, "page %d has space %d and %lld bytes", i,
                          pg->space, (long long)pg->nbytes);
@@ -1201,7 +1204,8 @@ AMK__FN void amk__v_race_issues(amk__vctx *v) {
             break;
         default:
             amk__v_issue(v, AMK_CHECK_PAGE_ALIAS, q->target, q->buffer, -1,
-                         "%s and %s share page %d, but %s (a user of the first) is not ordered before %s (a writer of the second)",
+                         "%s and %s share page %d, but %s (a user of the first) is not "
+                         "ordered before %s (a writer of the second)",
                          bn, amk__v_bname(p, q->other, bn2, sizeof bn2), p->buffer_page[q->buffer], tn2, tn);
             break;
         }
@@ -1299,6 +1303,9 @@ AMK_API amk_result amk_program_validate(const amk_program *p, amk_report *report
     v.page_ok = (unsigned char *)amk__calloc((size_t)v.nb + 1, 1);
     v.ids = (amk__v_pair *)amk__calloc((size_t)v.n + 1, sizeof(amk__v_pair));
     if (!v.task_bad || !v.buf_enum || !v.buf_shape || !v.page_ok || !v.ids) v.oom = 1;
+    if (!v.oom && p->build_error != AMK_OK)
+        amk__v_issue(&v, AMK_CHECK_BUILD_ERROR, -1, -1, -1, "a builder call failed (%s); the program is incomplete",
+                     amk_result_str(p->build_error));
     if (!v.oom) amk__v_buffers(&v);
     if (!v.oom) amk__v_counters_and_ids(&v);
     if (!v.oom) amk__v_tasks(&v);
@@ -1344,7 +1351,8 @@ AMK_API void amk_report_format_issue(const amk_program *p, const amk_issue *is, 
     where[0] = 0;
     if (is->task >= 0 && is->task < nt) {
         const amk_task *t = &p->tasks[is->task];
-        if (t->label && t->label[0]) snprintf(where, sizeof where, " task %d (id %d '%.60s')", is->task, t->id, t->label);
+        if (t->label && t->label[0])
+            snprintf(where, sizeof where, " task %d (id %d '%.60s')", is->task, t->id, t->label);
         else snprintf(where, sizeof where, " task %d (id %d)", is->task, t->id);
     } else if (is->task >= 0) {
         snprintf(where, sizeof where, " task %d", is->task);
@@ -1645,7 +1653,8 @@ AMK_API int amk_program_simulate_adversarial(const amk_program *p, uint64_t seed
         d->task = race.task;
         d->buffer = race.buffer;
         amk__fail(d, AMK_ERR_REJECTED,
-                  "order %d (seed %llu): %s can run before %s is fully written (its writer %s has not run); %d violation%s in %d orders",
+                  "order %d (seed %llu): %s can run before %s is fully written (its "
+                  "writer %s has not run); %d violation%s in %d orders",
                   race.order, (unsigned long long)(seed + (uint64_t)race.order),
                   amk__v_tname(p, race.task, tn, sizeof tn), amk__v_bname(p, race.buffer, bn, sizeof bn),
                   race.writer >= 0 ? amk__v_tname(p, race.writer, tn2, sizeof tn2) : "?", race.count,

@@ -638,6 +638,36 @@ static void test_gemv_float(void) {
                   shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4], 0, 0);
 }
 
+/* Every F16 bit pattern as a weight, through a K=1 GEMV with x = 1: out = the weight exactly
+   (the GEMV path decodes F16 rows with its own fast decoder). */
+static void test_gemv_f16_every_value(void) {
+    tc c;
+    amk_diag d;
+    int x, W, y, ins[2], bad = 0;
+    int64_t n;
+    tc_init(&c);
+    x = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, 1, 0);
+    W = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F16, 2, 65536, 1, 0);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 1, 65536, 0);
+    tset(&c.b[x], 0, 1.0);
+    for (n = 0; n < 65536; n++) { uint16_t h = (uint16_t)n; memcpy(c.b[W].data + 2 * n, &h, 2); }
+    ins[0] = x; ins[1] = W;
+    tc_task(&c, AMK_OP_GEMV_TILE, ins, 2, y);
+    tc_int(&c, "K", 1);
+    tc_int(&c, "N_tile", 65536);
+    tc_int(&c, "n_off", 0);
+    CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+    for (n = 0; n < 65536; n++) {
+        double want = f16_dec((uint16_t)n), got = tget(&c.b[y], n);
+        if (want != want ? got == got : got != want) {
+            if (!bad) fprintf(stderr, "  F16 0x%04x: got %.9g want %.9g\n", (unsigned)n, got, want);
+            bad++;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    tc_free(&c);
+}
+
 static void test_gemm_tile(void) {
     gemv_case(AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_F32, -1, AMK_DTYPE_F32, 5, 24, 6, 2, 3, 1, 3);
     gemv_case(AMK_OP_GEMM_TILE, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_BF16, 4, 40, 9, 0, 9, 0, 4);
@@ -1640,6 +1670,7 @@ int main(void) {
     RUN(test_embed);
     RUN(test_norms);
     RUN(test_gemv_float);
+    RUN(test_gemv_f16_every_value);
     RUN(test_gemm_tile);
     RUN(test_gemv_quant);
     RUN(test_attention);

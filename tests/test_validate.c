@@ -242,6 +242,16 @@ static void test_counter_init(void) {
     amk_program_free(c.p);
 }
 
+static void test_build_error(void) {
+    chain c = mk_chain(1);
+    CHECK_EQ_INT(amk_program_add_buffer(c.p, NULL, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 0, NULL,
+                                        AMK_SPACE_HBM, NULL), -1); /* a failed builder call */
+    expect_only(c.p, AMK_CHECK_BUILD_ERROR);
+    c.p->build_error = AMK_OK;
+    expect_clean(c.p);
+    amk_program_free(c.p);
+}
+
 static void test_task_id(void) {
     chain c = mk_chain(1);
     c.p->tasks[c.t1].id = c.p->tasks[c.t0].id;
@@ -1306,13 +1316,13 @@ static void test_garbage(void) {
     amk_program_free(p);
 }
 
-/* A loaded program goes through the same checks (IR_SPEC_NOTES 8 is the loader's: a wrong type
-   is a load error, never coerced). */
+/* IR_SPEC_NOTES 8 is the loader's: a wrong type is a load error, never coerced. A loaded program
+   then goes through the same checks. */
 static void test_loaded_json(void) {
     static const char *good =
         "{\"ir_version\": \"0.2.0\", \"abi_version\": \"0.2\", \"meta\": {}, \"target\": null,"
         " \"buffers\": ["
-        "  {\"id\": 0, \"name\": \"x\", \"kind\": \"IO_INPUT\", \"dtype\": \"F32\", \"shape\": [1, 4], \"space\": \"HBM\", \"source\": null},"
+        "  {\"id\": 0, \"name\": \"x\", \"kind\": \"IO_INPUT\", \"dtype\": \"F32\", \"shape\": [1, 4], \"space\": \"HBM\", \"source\": null},\n"
         "  {\"id\": 1, \"name\": \"out\", \"kind\": \"IO_OUTPUT\", \"dtype\": \"F32\", \"shape\": [1, 4], \"space\": \"HBM\", \"source\": null}],"
         " \"counters\": [{\"id\": 0, \"init\": 0, \"note\": \"\"}],"
         " \"tasks\": [{\"id\": 0, \"op\": \"COPY\", \"inputs\": [0], \"outputs\": [1], \"out_counter\": 0,"
@@ -1325,6 +1335,25 @@ static void test_loaded_json(void) {
         return;
     }
     expect_clean(p);
+    {
+        /* strict: an init beyond uint32, a shape given as a string, a task given as null */
+        static const char *const bad[3][2] = {
+            {"\"init\": 0", "\"init\": 4294967296"},
+            {"\"shape\": [1, 4], \"space\": \"HBM\", \"source\": null},\n", "\"shape\": \"1,4\", \"space\": \"HBM\", \"source\": null},\n"},
+            {"\"tasks\": [{", "\"tasks\": [null, {"}};
+        int i;
+        for (i = 0; i < 3; i++) {
+            const char *at = strstr(good, bad[i][0]);
+            char text[2048];
+            amk_program *q = NULL;
+            CHECK(at != NULL);
+            if (!at) continue;
+            snprintf(text, sizeof text, "%.*s%s%s", (int)(at - good), good, bad[i][1], at + strlen(bad[i][0]));
+            CHECK(amk_program_load_json(text, strlen(text), &q, NULL) != AMK_OK);
+            CHECK(q == NULL);
+            amk_program_free(q);
+        }
+    }
     p->tasks[0].outputs[0] = 0; /* now it writes its own IO_INPUT and the output is unreached */
     {
         amk_report rep;
@@ -1356,6 +1385,7 @@ int main(void) {
     RUN(test_buffer_shape);
     RUN(test_name_dup);
     RUN(test_counter_init);
+    RUN(test_build_error);
     RUN(test_task_id);
     RUN(test_ref_buffer);
     RUN(test_ref_counter);
