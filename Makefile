@@ -28,15 +28,17 @@ TEST_SCRIPTS := $(wildcard tests/test_*.sh)
 FUZZERS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_SECONDS ?= 60
 
-.PHONY: all test test-build test-golden cxx-check clean fuzz model run
+.PHONY: all test test-build test-golden test-gpu-llama cxx-check clean fuzz model run
 
 # Device code (amk_vm.cuh, amk_ops.cuh): targets and DEVICE_CHECK come from gpu.mk.
 -include gpu.mk
 all: $(BUILD)/amk
 
-# The amk command (optimised, no sanitizers).
-$(BUILD)/amk: examples/amk.c $(HDRS) | $(BUILD)
-	$(CC) $(CSTD) $(OPT) -o $@ examples/amk.c $(LDLIBS)
+# The amk command (optimised, no sanitizers). Where nvcc exists it embeds the device image, so
+# `amk generate` runs on the GPU when there is one and `amk bench` works.
+AMK_IMAGE_FLAGS := $(if $(DEVICE_CHECK),-I$(BUILD) -DAMK_EMBED_DEVICE_IMAGE)
+$(BUILD)/amk: examples/amk.c $(HDRS) $(DEVICE_CHECK) | $(BUILD)
+	$(CC) $(CSTD) $(OPT) $(AMK_IMAGE_FLAGS) -o $@ examples/amk.c $(LDLIBS)
 
 # Host tests: C99, -Werror, ASan + UBSan, one binary per tests/test_*.c over one shared impl object.
 $(BUILD)/tests/impl.o: tests/impl.c $(HDRS) | $(BUILD)/tests
@@ -45,14 +47,19 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/tests/impl.o tests/amk_test.h $(HDRS)
 	$(CC) $(CSTD) -g -O1 $(SAN) -o $@ $< $(BUILD)/tests/impl.o $(LDLIBS)
 
 # The implementation also compiles as C++ (warnings are errors there too).
-cxx-check: | $(BUILD)
+cxx-check: $(DEVICE_CHECK) | $(BUILD)
 	$(CXX) -x c++ -std=c++11 $(WARN) -fsyntax-only tests/impl.c
-	$(CXX) -x c++ -std=c++11 $(WARN) -fsyntax-only examples/amk.c
+	$(CXX) -x c++ -std=c++11 $(WARN) -fsyntax-only $(AMK_IMAGE_FLAGS) examples/amk.c
 
 test-build: $(TESTS) $(BUILD)/amk cxx-check $(DEVICE_CHECK)
 
 test: test-build $(MODEL)
 	@AMK=$(BUILD)/amk bash tests/run.sh $(TESTS) $(TEST_SCRIPTS)
+
+# The golden check on the GPU backend too (run on the H100): the same test with the image embedded.
+test-gpu-llama: $(MODEL) $(DEVICE_CHECK) | $(BUILD)
+	$(CC) $(CSTD) -O2 $(AMK_IMAGE_FLAGS) -o $(BUILD)/test_llama_gpu tests/test_llama.c tests/impl.c $(LDLIBS)
+	AMK_GOLDEN_FULL=1 $(BUILD)/test_llama_gpu
 
 # The full golden check against HF transformers (4 prompts x 32 tokens), optimised build.
 test-golden: $(MODEL) | $(BUILD)

@@ -580,6 +580,53 @@ typedef uint64_t amk__word;
 AMK__FN int amk__bit_get(const amk__word *b, size_t i) { return (int)((b[i >> 6] >> (i & 63)) & 1u); }
 AMK__FN void amk__bit_set(amk__word *b, size_t i) { b[i >> 6] |= (amk__word)1 << (i & 63); }
 
+/* ---- UTF-8 (shared by the JSON parser and the tokenizer) ----------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s[0..avail), 0 if invalid (overlong, surrogate, above
+   U+10FFFF, bad or missing continuation byte). RFC 3629 table 4. */
+AMK__FN int amk__utf8_seq_len(const unsigned char *s, size_t avail) {
+    unsigned c = s[0], lo = 0x80, hi = 0xBF;
+    int n, i;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;      /* overlong */
+        else if (c == 0xED) hi = 0x9F; /* surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;      /* overlong */
+        else if (c == 0xF4) hi = 0x8F; /* above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if ((size_t)n > avail) return 0;
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF) return 0;
+    return n;
+}
+
+AMK__FN size_t amk__utf8_put(unsigned char *o, unsigned cp) {
+    if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (cp >> 6));
+        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (cp >> 12));
+        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (cp >> 18));
+    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
 /* ---- internal JSON DOM (implemented in >>impl_json; shared by every parser of the library) ----- */
 
 typedef enum amk__jtype {

@@ -6,6 +6,9 @@
    stays fast under sanitizers; AMK_GOLDEN_FULL=1 (make test-golden) runs every prompt, 32 tokens. */
 #include "../amk.h"
 #include "amk_test.h"
+#ifdef AMK_EMBED_DEVICE_IMAGE
+#include "amk_device_image.h"
+#endif
 
 #define MODEL_PATH "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define REF_PATH "tests/data/llama/hf_reference.txt"
@@ -176,7 +179,10 @@ static int read_case(FILE *f, ref_case *c) {
     return c->n_steps > 0;
 }
 
-static void test_golden_smollm2(void) {
+/* Greedy decoding of every reference case on one backend: HF's greedy ids and top logits must
+   match within LOGIT_TOL. With AMK_EMBED_DEVICE_IMAGE (the GPU build of this test, `make
+   test-gpu-llama`) it runs on the CUDA backend too. */
+static void golden_run(amk_backend backend) {
     static ref_case rc;
     FILE *f;
     amk_llm_opts o;
@@ -193,8 +199,12 @@ static void test_golden_smollm2(void) {
     if (!f) return;
     amk_diag_clear(&d);
     amk_llm_opts_default(&o);
-    o.backend = AMK_BACKEND_CPU;
+    o.backend = backend;
     o.build.max_seq = 96;
+#ifdef AMK_EMBED_DEVICE_IMAGE
+    o.device_image = amk_device_cubin.bytes;
+    o.device_image_size = amk_device_cubin_size;
+#endif
     CHECK_EQ_INT(amk_llm_open(MODEL_PATH, &o, &m, &d), AMK_OK);
     if (!m) { fprintf(stderr, "open: %s\n", d.message); fclose(f); return; }
     while (read_case(f, &rc)) {
@@ -220,12 +230,17 @@ static void test_golden_smollm2(void) {
         n_cases++;
         if (!full) break;
     }
-    printf("golden: %d cases, %d/%d greedy tokens equal to HF, worst logit difference %.2e\n",
-           n_cases, match, total, worst);
+    printf("golden (%s): %d cases, %d/%d greedy tokens equal to HF, worst logit difference %.2e\n",
+           amk_llm_backend_name(m), n_cases, match, total, worst);
     CHECK(n_cases >= 1);
     fclose(f);
     amk_llm_close(m);
 }
+
+static void test_golden_smollm2(void) { golden_run(AMK_BACKEND_CPU); }
+#ifdef AMK_EMBED_DEVICE_IMAGE
+static void test_golden_smollm2_cuda(void) { golden_run(AMK_BACKEND_CUDA); }
+#endif
 
 int main(void) {
     RUN(test_presets);
@@ -233,5 +248,8 @@ int main(void) {
     RUN(test_random_weights_decode);
     RUN(test_sampler);
     RUN(test_golden_smollm2);
+#ifdef AMK_EMBED_DEVICE_IMAGE
+    RUN(test_golden_smollm2_cuda);
+#endif
     TEST_SUMMARY();
 }
