@@ -532,6 +532,50 @@ done:
     return rc;
 }
 
+/* ---- the device image and the timeline ------------------------------------------------------- */
+
+#ifdef AMK_EMBED_DEVICE_IMAGE /* the Makefile embeds the cubin where nvcc exists */
+#include "amk_device_image.h"
+static const void *cli_image(size_t *n) { *n = amk_device_cubin_size; return amk_device_cubin.bytes; }
+#else
+static const void *cli_image(size_t *n) { *n = 0; return NULL; }
+#endif
+
+/* Writes the last GPU run's per-instruction timeline as Chrome trace JSON (Perfetto opens it):
+   one track per SM, one slice per task (label, opcode, wait time). */
+static int cli_write_trace(amk_cuda *c, const amk_program *p, const char *path) {
+    amk_cuda_timing_record *rec = (amk_cuda_timing_record *)calloc((size_t)p->n_tasks + 1, sizeof *rec);
+    int n = 0, i;
+    FILE *f;
+    amk_diag d;
+    amk_diag_clear(&d);
+    if (!rec || amk_cuda_timing(c, rec, p->n_tasks, &n, &d) != AMK_OK) {
+        fprintf(stderr, "amk: no timeline: %s\n", d.message);
+        free(rec);
+        return CLI_FAIL;
+    }
+    f = fopen(path, "w");
+    if (!f) { fprintf(stderr, "amk: cannot write '%s'\n", path); free(rec); return CLI_FAIL; }
+    fprintf(f, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
+    for (i = 0; i < n; i++) {
+        const amk_cuda_timing_record *r = &rec[i];
+        const char *label = p->tasks[r->task].label;
+        int k;
+        if (!r->done) continue;
+        fprintf(f, "{\"name\": \"");
+        for (k = 0; label[k]; k++) /* labels are ours: escape only what JSON needs */
+            if (label[k] == '"' || label[k] == '\\') fprintf(f, "\\%c", label[k]);
+            else if ((unsigned char)label[k] >= 0x20) fputc(label[k], f);
+        fprintf(f, "\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": 0, \"tid\": %d, "
+                   "\"args\": {\"task\": %d, \"wait_us\": %.3f, \"hw_sm\": %d}},\n",
+                amk_op_name(r->op), r->start_us, r->end_us - r->start_us, r->sm, r->task, r->wait_us, r->hw_sm);
+    }
+    fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"args\": {\"name\": \"amk megakernel\"}}\n]}\n");
+    fclose(f);
+    free(rec);
+    return CLI_OK;
+}
+
 /* ---- build and generate: the Llama path ------------------------------------------------------- */
 
 typedef struct cli_llm_args {
@@ -671,6 +715,7 @@ static void cli_progress(void *user, const char *what, uint64_t done, uint64_t t
 static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     cli_llm_args a;
     const char *prompt = NULL, *n_s = NULL, *temp_s = NULL, *topk_s = NULL, *topp_s = NULL, *seed_s = NULL, *sys_s = NULL;
+    const char *trace = NULL;
     int chat = 0, quiet = 0, i, rc, n_new = 64, n_prompt, *ids = NULL, pos, next = -1, eos, generated = 0;
     uint64_t v, seed = 0;
     double temp = 0.0, top_p = 1.0, t0, t1, t2;
@@ -695,7 +740,8 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
             const char **slot = strcmp(x, "-p") == 0 || strcmp(x, "--prompt") == 0 ? &prompt
                               : strcmp(x, "-n") == 0 ? &n_s : strcmp(x, "--temp") == 0 ? &temp_s
                               : strcmp(x, "--top-k") == 0 ? &topk_s : strcmp(x, "--top-p") == 0 ? &topp_s
-                              : strcmp(x, "--seed") == 0 ? &seed_s : strcmp(x, "--system") == 0 ? &sys_s : NULL;
+                              : strcmp(x, "--seed") == 0 ? &seed_s : strcmp(x, "--system") == 0 ? &sys_s
+                              : strcmp(x, "--trace") == 0 ? &trace : NULL;
             if (!slot) return cli_usage_error(cmd, "unexpected argument '%s'", x);
             if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
         }
@@ -708,6 +754,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     if (topp_s) { char *e; top_p = strtod(topp_s, &e); if (*e || !(top_p > 0.0 && top_p <= 1.0)) return cli_usage_error(cmd, "bad --top-p '%s' (0 < p <= 1)", topp_s); }
     if (!a.random && !prompt) return cli_usage_error(cmd, "%s", "-p PROMPT is required with -m");
     o.progress = quiet ? NULL : cli_progress;
+    o.device_image = cli_image(&o.device_image_size);
     t0 = cli_now();
     if (a.random) {
         if ((rc = cli_random_config(a.random, &cfg)) != CLI_OK) return rc;
@@ -769,6 +816,15 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
         fflush(stdout);
         if (generated >= n_new) break;
     }
+    if (trace && amk_llm_cuda(m)) { /* the timeline of one more step at the last position */
+        const float *lg;
+        amk_cuda_set_timing(amk_llm_cuda(m), 1);
+        if (amk_llm_step(m, next >= 0 ? next : 0, pos < amk_llm_max_seq(m) ? pos : pos - 1, &lg, NULL, &d) == AMK_OK &&
+            cli_write_trace(amk_llm_cuda(m), amk_llm_program(m), trace) == CLI_OK && !quiet)
+            fprintf(stderr, "trace: %s\n", trace);
+    } else if (trace) {
+        fprintf(stderr, "amk: --trace needs the GPU backend\n");
+    }
     printf("\n");
     fflush(stdout);
     {
@@ -783,6 +839,116 @@ done:
     free(text);
     free(ids);
     amk_llm_close(m);
+    return rc;
+}
+
+/* ---- bench --------------------------------------------------------------------------------- */
+
+/* Sum of op time per opcode over all SMs from the last run's timeline; prints the top ones. */
+static void cli_print_op_times(amk_cuda *c, const amk_program *p, double step_us, int grid) {
+    amk_cuda_timing_record *rec = (amk_cuda_timing_record *)calloc((size_t)p->n_tasks + 1, sizeof *rec);
+    double per_op[AMK_OP_COUNT], wait_total = 0.0, busy = 0.0;
+    int n = 0, i, op;
+    amk_diag d;
+    amk_diag_clear(&d);
+    memset(per_op, 0, sizeof per_op);
+    if (!rec || amk_cuda_timing(c, rec, p->n_tasks, &n, &d) != AMK_OK) { free(rec); return; }
+    for (i = 0; i < n; i++) {
+        if (!rec[i].done || rec[i].op < 0 || rec[i].op >= AMK_OP_COUNT) continue;
+        per_op[rec[i].op] += rec[i].end_us - rec[i].start_us;
+        wait_total += rec[i].wait_us;
+    }
+    for (op = 0; op < AMK_OP_COUNT; op++) busy += per_op[op];
+    printf("    per opcode (sum over SMs of op time; %% of all SMs x step time):");
+    for (op = 0; op < AMK_OP_COUNT; op++)
+        if (per_op[op] > 0.0) printf(" %s %.0f us (%.1f%%)", amk_op_name(op), per_op[op], 100.0 * per_op[op] / (step_us * grid));
+    printf("\n    waiting on counters: %.0f us (%.1f%%), idle/overhead: %.1f%%\n", wait_total,
+           100.0 * wait_total / (step_us * grid), 100.0 * (1.0 - (busy + wait_total) / (step_us * grid)));
+    free(rec);
+}
+
+static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
+    const char *shapes_s = NULL, *ctx_s = NULL, *iters_s = NULL, *trace = NULL, *splits_s = NULL;
+    char shapes[256], ctxs[128], *save = NULL, *sh;
+    uint64_t v;
+    int iters = 50, i, rc = CLI_OK, splits = 8;
+    size_t image_size = 0;
+    const void *image = cli_image(&image_size);
+    double read_gbs = 0.0, copy_gbs = 0.0;
+    for (i = 1; i < argc; i++) {
+        const char **slot = strcmp(argv[i], "--shapes") == 0 ? &shapes_s : strcmp(argv[i], "--ctx") == 0 ? &ctx_s
+                          : strcmp(argv[i], "--iters") == 0 ? &iters_s : strcmp(argv[i], "--trace") == 0 ? &trace
+                          : strcmp(argv[i], "--kv-splits") == 0 ? &splits_s : NULL;
+        if (!slot) return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
+        if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
+    }
+    if (iters_s) { if (!cli_parse_u64(iters_s, &v) || v < 1 || v > 100000) return cli_usage_error(cmd, "bad --iters '%s'", iters_s); iters = (int)v; }
+    if (splits_s) { if (!cli_parse_u64(splits_s, &v) || v < 1 || v > 8) return cli_usage_error(cmd, "bad --kv-splits '%s'", splits_s); splits = (int)v; }
+    snprintf(shapes, sizeof shapes, "%s", shapes_s ? shapes_s : "llama3-8b,llama3.2-1b,smollm2-135m");
+    snprintf(ctxs, sizeof ctxs, "%s", ctx_s ? ctx_s : "128,4096");
+    if (!image) { fprintf(stderr, "amk bench: this amk was built without the device image (needs nvcc)\n"); return CLI_FAIL; }
+    printf("| shape | ctx | ms/token | weight GB | GB/s | %% of read ceiling | tasks |\n|---|---|---|---|---|---|---|\n");
+    for (sh = strtok_r(shapes, ",", &save); sh; sh = strtok_r(NULL, ",", &save)) {
+        char ctxbuf[128], *save2 = NULL, *cs;
+        amk_llama_config cfg;
+        if (cli_random_config(sh, &cfg) != CLI_OK) { rc = CLI_BAD_INPUT; continue; }
+        snprintf(ctxbuf, sizeof ctxbuf, "%s", ctxs);
+        for (cs = strtok_r(ctxbuf, ",", &save2); cs; cs = strtok_r(NULL, ",", &save2)) {
+            amk_llm_opts o;
+            amk_llm *m = NULL;
+            amk_diag d;
+            double med = 0.0, wgb;
+            int ctx;
+            amk_diag_clear(&d);
+            if (!cli_parse_u64(cs, &v) || v < 1 || v > (1u << 20)) { fprintf(stderr, "amk bench: bad context '%s'\n", cs); rc = CLI_BAD_INPUT; continue; }
+            ctx = (int)v;
+            amk_llm_opts_default(&o);
+            o.backend = AMK_BACKEND_CUDA;
+            o.device_image = image;
+            o.device_image_size = image_size;
+            o.build.weight_dtype = AMK_DTYPE_BF16;
+            o.build.act_dtype = AMK_DTYPE_BF16;
+            o.build.max_seq = ctx + 1; /* ctx tokens cached, the step decodes the next one */
+            o.build.kv_splits = splits;
+            if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) {
+                fprintf(stderr, "amk bench: %s ctx %d: %s\n", sh, ctx, d.message);
+                rc = CLI_FAIL;
+                continue;
+            }
+            if (read_gbs == 0.0 && amk_cuda_read_bandwidth(amk_llm_cuda(m), (size_t)1 << 31, 20, &read_gbs, &copy_gbs, &d) != AMK_OK) {
+                fprintf(stderr, "amk bench: read ceiling: %s\n", d.message);
+                rc = CLI_FAIL;
+            }
+            /* one real step at position ctx fixes the params; then time launches of that step */
+            if (amk_llm_step(m, 1, ctx, NULL, NULL, &d) != AMK_OK ||
+                amk_cuda_time_runs(amk_llm_cuda(m), 5, iters, &med, NULL, &d) != AMK_OK) {
+                fprintf(stderr, "amk bench: %s ctx %d: %s\n", sh, ctx, d.message);
+                rc = CLI_FAIL;
+                amk_llm_close(m);
+                continue;
+            }
+            wgb = (double)amk_program_weight_bytes(amk_llm_program(m)) / 1e9;
+            printf("| %s | %d | %.3f | %.2f | %.0f | %.1f%% | %d |\n", sh, ctx, med / 1000.0, wgb,
+                   wgb / (med * 1e-6), 100.0 * wgb / (med * 1e-6) / read_gbs, amk_llm_program(m)->n_tasks);
+            { /* one timed run with the timeline on: where the time goes */
+                amk_cuda_info info;
+                amk_cuda_get_info(amk_llm_cuda(m), &info);
+                amk_cuda_set_timing(amk_llm_cuda(m), 1);
+                if (amk_llm_step(m, 1, ctx, NULL, NULL, &d) == AMK_OK) {
+                    cli_print_op_times(amk_llm_cuda(m), amk_llm_program(m), med, info.grid);
+                    if (trace) {
+                        char path[512];
+                        snprintf(path, sizeof path, "%s.%s.%d.json", trace, sh, ctx);
+                        if (cli_write_trace(amk_llm_cuda(m), amk_llm_program(m), path) == CLI_OK) printf("    trace: %s\n", path);
+                    }
+                }
+                amk_cuda_set_timing(amk_llm_cuda(m), 0);
+            }
+            fflush(stdout);
+            amk_llm_close(m);
+        }
+    }
+    printf("read ceiling (same run): %.0f GB/s streaming read; device copy %.0f GB/s (read + write)\n", read_gbs, copy_gbs);
     return rc;
 }
 
@@ -833,17 +999,30 @@ static const cli_cmd cli_cmds[] = {
      cmd_build},
     {"generate", "generate text with a model",
      "amk generate (-m MODEL -p PROMPT | --random-weights SHAPE) [-n N] [--chat] [--system S]\n"
-     "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--dtype D] [--cpu] [-q]",
+     "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--dtype D] [--cpu] [-q]\n"
+     "             [--trace FILE.json]",
      "Loads MODEL, builds its decode step and feeds the prompt through it token by token, then\n"
      "generates up to N tokens (default 64), streaming the text, stopping at the end-of-sequence\n"
      "token. Greedy by default; --temp T > 0 samples (with --top-k, --top-p, --seed). --chat wraps\n"
      "the prompt in the model's chat template (ChatML; --system replaces the default system\n"
      "prompt). Prints load time and prompt and decode tokens per second to stderr at the end.\n"
      "--random-weights SHAPE runs a shape with random weights and prints token ids. A prompt plus\n"
-     "N longer than the context (--ctx) is an error. Runs on the reference VM (--cpu); the GPU\n"
-     "backend is not wired in yet.\n"
+     "N longer than the context (--ctx) is an error. Runs on the GPU when there is one (and this\n"
+     "amk holds the device image), else on the reference VM; --cpu forces the reference VM.\n"
+     "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
+     "open it in Perfetto).\n"
      "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",
      cmd_generate},
+    {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",
+     "amk bench [--shapes A,B,...] [--ctx N,M,...] [--iters N] [--kv-splits N] [--trace PREFIX]",
+     "For each shape (default llama3-8b,llama3.2-1b,smollm2-135m; random bf16 weights made on the\n"
+     "GPU) and context (default 128,4096): builds, lowers and loads the decode step, runs one step\n"
+     "at position ctx, then times --iters launches of it (median, CUDA events). Prints ms/token,\n"
+     "weight bytes, achieved bandwidth and its share of the streaming-read ceiling measured by a\n"
+     "read kernel in the same run, then the per-opcode time from one timed run's timeline.\n"
+     "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE.CTX.json; Perfetto).\n"
+     "Needs a GPU and an amk built with the device image.\n",
+     cmd_bench},
 };
 #define CLI_N_CMDS ((int)(sizeof cli_cmds / sizeof cli_cmds[0]))
 

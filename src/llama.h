@@ -46,6 +46,11 @@ typedef struct amk_llm_opts {
     amk_llama_build_opts build;
     amk_backend backend;
     uint64_t random_seed; /* amk_llm_open_random: the weights' seed */
+    /* The device VM image (amk_vm.cuh built by `make device`: a cubin, fatbin or PTX). Without one
+       AUTO runs on the reference VM and CUDA fails. */
+    const void *device_image;
+    size_t device_image_size;
+    double timeout_ms;    /* per GPU step; <= 0: 10 s */
     /* Called while weights load (what: "weights", done/total in bytes). May be NULL. */
     void (*progress)(void *user, const char *what, uint64_t done, uint64_t total);
     void *progress_user;
@@ -73,6 +78,8 @@ AMK_API const char *amk_llm_backend_name(const amk_llm *m); /* "cpu" or "cuda" *
    be fed in order from 0 (the KV cache holds the earlier ones). */
 AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **logits, int *argmax,
                                 amk_diag *d);
+/* The GPU backend's runtime (NULL on the reference VM): for timing and the timeline. */
+AMK_API amk_cuda *amk_llm_cuda(amk_llm *m);
 /* Zeroes the KV cache (a new conversation). */
 AMK_API amk_result amk_llm_reset(amk_llm *m, amk_diag *d);
 
@@ -572,7 +579,8 @@ struct amk_llm {
     amk_program *prog;
     amk_model *model;         /* NULL for random weights */
     amk_tokenizer *tok;       /* NULL for random weights */
-    amk_refvm *vm;            /* the CPU backend */
+    amk_refvm *vm;            /* the CPU backend, or */
+    amk_cuda *cuda;           /* the GPU backend */
     int buf_token, buf_pos, buf_logits, buf_next;
     int max_seq;
     float *logits;            /* [vocab] host copy handed to the caller */
@@ -589,11 +597,13 @@ AMK_API const amk_llama_config *amk_llm_config(const amk_llm *m) { return m ? &m
 AMK_API const amk_program *amk_llm_program(const amk_llm *m) { return m ? m->prog : NULL; }
 AMK_API const amk_tokenizer *amk_llm_tokenizer(const amk_llm *m) { return m ? m->tok : NULL; }
 AMK_API int amk_llm_max_seq(const amk_llm *m) { return m ? m->max_seq : 0; }
-AMK_API const char *amk_llm_backend_name(const amk_llm *m) { AMK__UNUSED(m); return "cpu"; }
+AMK_API amk_cuda *amk_llm_cuda(amk_llm *m) { return m ? m->cuda : NULL; }
+AMK_API const char *amk_llm_backend_name(const amk_llm *m) { return m && m->cuda ? "cuda" : "cpu"; }
 
 AMK_API void amk_llm_close(amk_llm *m) {
     if (!m) return;
     amk_refvm_free(m->vm);
+    amk_cuda_free(m->cuda);
     amk_program_free(m->prog);
     amk_tokenizer_free(m->tok);
     amk_model_close(m->model);
@@ -616,6 +626,7 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     r = amk_llama_build(&m->cfg, &m->opts.build, &m->prog, d);
     if (r != AMK_OK) return r;
     amk_config_default(&sc);
+    sc.threads_per_block = 512; /* why: 26% faster GEMV tiles than 256 on the H100 (bench/NOTES.md) */
     amk_target_builtin("h100", &tgt);
     if (m->opts.build.num_sms > 0) tgt.num_sms = m->opts.build.num_sms;
     r = amk_program_lower(m->prog, &sc, &tgt, d);
@@ -627,9 +638,17 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     m->max_seq = (int)m->prog->buffers[amk__find_buffer(m->prog, "k_cache.0")].shape[0];
     m->logits = (float *)amk__calloc((size_t)m->cfg.vocab, sizeof(float));
     if (!m->logits) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
-    if (m->opts.backend == AMK_BACKEND_CUDA)
-        return amk__fail(d, AMK_ERR_UNSUPPORTED, "the CUDA backend is not wired into amk_llm yet");
-    return amk_refvm_create(m->prog, &m->vm, d);
+    if (m->opts.backend != AMK_BACKEND_CPU) {
+        if (!m->opts.device_image) {
+            if (m->opts.backend == AMK_BACKEND_CUDA)
+                return amk__fail(d, AMK_ERR_INVALID_ARG, "no device image (build it with `make device`)");
+        } else {
+            r = amk_cuda_create(m->prog, m->opts.device_image, m->opts.device_image_size, &m->cuda, d);
+            if (r == AMK_ERR_NO_DRIVER && m->opts.backend == AMK_BACKEND_AUTO) amk_diag_clear(d);
+            else if (r != AMK_OK) return r;
+        }
+    }
+    return m->cuda ? AMK_OK : amk_refvm_create(m->prog, &m->vm, d);
 }
 
 /* Fills every WEIGHT buffer: from the model file, or random (seeded) when m->model is NULL. */
@@ -642,13 +661,31 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
     amk__rng_seed(&rng, m->opts.random_seed);
     for (i = 0; i < m->prog->n_buffers; i++) {
         const amk_buffer *b = &m->prog->buffers[i];
-        size_t nb;
+        size_t nb = (size_t)amk__buffer_nbytes(b);
         void *dst;
+        amk_result r = AMK_OK;
         if (b->kind != AMK_KIND_WEIGHT) continue;
+        if (m->cuda) { /* GPU: random weights made on the device; file weights through a staging copy */
+            if (!m->model) {
+                float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[1]) : 0.0f; /* why: unit variance per output */
+                r = b->rank == 2 ? amk_cuda_fill_random(m->cuda, i, m->opts.random_seed * 1000003u + (uint64_t)i, scale, d)
+                                 : amk_cuda_fill_value(m->cuda, i, 1.0f, d);
+            } else {
+                void *stage = amk__malloc(nb);
+                if (!stage) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
+                r = amk_model_tensor_read(m->model, b->source, b->dtype, stage, nb, d);
+                if (r == AMK_OK) r = amk_cuda_upload(m->cuda, i, stage, nb, d);
+                amk__free(stage);
+            }
+            if (r != AMK_OK) return r;
+            done += nb;
+            if (m->opts.progress) m->opts.progress(m->opts.progress_user, "weights", done, total);
+            continue;
+        }
         dst = amk_refvm_buffer(m->vm, i, &nb);
         if (!dst) return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
         if (m->model) {
-            amk_result r = amk_model_tensor_read(m->model, b->source, b->dtype, dst, nb, d);
+            r = amk_model_tensor_read(m->model, b->source, b->dtype, dst, nb, d);
             if (r != AMK_OK) return r;
         } else {
             int64_t n = amk_buffer_numel(b), j;
@@ -718,6 +755,21 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
         return amk__fail(d, AMK_ERR_RUNTIME, "token id %d is outside the vocabulary (%d)", token, m->cfg.vocab);
     r = amk_llama_set_pos(m->prog, pos, d);
     if (r != AMK_OK) return r;
+    if (m->cuda) {
+        int32_t next = -1;
+        v = token;
+        r = amk_cuda_update_params(m->cuda, m->prog, d);
+        if (r == AMK_OK) r = amk_cuda_upload(m->cuda, m->buf_token, &v, 4, d);
+        v = pos;
+        if (r == AMK_OK) r = amk_cuda_upload(m->cuda, m->buf_pos, &v, 4, d);
+        if (r == AMK_OK) r = amk_cuda_run(m->cuda, m->opts.timeout_ms, d);
+        if (r == AMK_OK) r = amk_cuda_download(m->cuda, m->buf_logits, m->logits, (size_t)m->cfg.vocab * 4, d);
+        if (r == AMK_OK) r = amk_cuda_download(m->cuda, m->buf_next, &next, 4, d);
+        if (r != AMK_OK) return r;
+        if (logits) *logits = m->logits;
+        if (argmax) *argmax = next;
+        return AMK_OK;
+    }
     v = token;
     buf = amk_refvm_buffer(m->vm, m->buf_token, &nb);
     memcpy(buf, &v, 4);
@@ -743,6 +795,11 @@ AMK_API amk_result amk_llm_reset(amk_llm *m, amk_diag *d) {
         size_t nb;
         void *b;
         if (m->prog->buffers[i].kind != AMK_KIND_KV_CACHE) continue;
+        if (m->cuda) {
+            amk_result r = amk_cuda_fill_value(m->cuda, i, 0.0f, d);
+            if (r != AMK_OK) return r;
+            continue;
+        }
         b = amk_refvm_buffer(m->vm, i, &nb);
         if (!b) return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for KV cache");
         memset(b, 0, nb);
