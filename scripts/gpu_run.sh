@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# scripts/gpu_run.sh PHASE - the lead's GPU session in two calls (the 98 MB model travels in two
+# halves, since one call carries at most 64 MiB; the machine keeps /tmp between warm calls).
+#   phase a: stash the first half; build; GPU op tests; amk bench; HF transformers baseline
+#   phase b: join the model; golden greedy check on CUDA vs HF and the reference VM; generate;
+#            compute-sanitizer on a full SmolLM2 decode step
+# Logs and traces go to $OUT; a short table is printed last.
+set -u
+cd "$(dirname "$0")/.."
+B=build-gpu
+OUTD=${OUT:-/tmp/amk-out}
+mkdir -p "$OUTD"
+rows=()
+run() { # run NAME CMD...: log to $OUTD/NAME.log, keep rc and time
+  local name=$1; shift
+  local t0=$(date +%s.%N)
+  "$@" > "$OUTD/$name.log" 2>&1; local rc=$?
+  rows+=("$(printf '%-14s rc=%-3s %6.1f s  %s' "$name" "$rc" "$(awk "BEGIN{print $(date +%s.%N) - $t0}")" \
+          "$(grep -E '[0-9]+ passed, [0-9]+ failed|ERROR SUMMARY|RACECHECK SUMMARY|golden' "$OUTD/$name.log" | tail -n 2 | tr '\n' ' ' | cut -c1-90)")")
+  echo "== $name rc=$rc"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+case "${1:-a}" in
+a)
+  cp .model_parts/a/part00 /tmp/amk_model_part00
+  run build make -j16 BUILD=$B $B/amk $B/gpu/test_gpu
+  run test_gpu $B/gpu/test_gpu
+  run bench $B/amk bench --iters 50 --trace "$OUTD/trace"
+  run hf_baseline python3 bench/hf_baseline.py "$OUTD/hf_baseline.json"
+  tail -n 40 "$OUTD/bench.log"
+  tail -n 15 "$OUTD/hf_baseline.log"
+  ls "$OUTD"/trace.* 2>/dev/null | head -3 | while read f; do gzip -f "$f"; done
+  rm -f "$OUTD"/trace.*.json
+  ;;
+b)
+  mkdir -p models
+  cat /tmp/amk_model_part00 .model_parts/b/part01 > models/SmolLM2-135M-Instruct.Q4_1.gguf
+  sha256sum models/SmolLM2-135M-Instruct.Q4_1.gguf
+  [ -x $B/amk ] || run build make -j16 BUILD=$B $B/amk
+  run golden make BUILD=$B test-gpu-llama
+  run generate $B/amk generate -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 48 -p "The history of the printing press" --trace "$OUTD/smollm2_trace.json"
+  run generate_chat $B/amk generate -m models/SmolLM2-135M-Instruct.Q4_1.gguf --chat -n 48 -p "What is the capital of France? Answer in one sentence."
+  run generate_cpu $B/amk generate --cpu -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 48 -p "The history of the printing press"
+  run memcheck timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/amk generate -q -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 2 -p "Hello"
+  run racecheck timeout 200 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/amk generate -q -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 1 -p "Hi"
+  for f in generate generate_chat generate_cpu; do echo "--- $f"; tail -n 4 "$OUTD/$f.log"; done
+  grep golden "$OUTD/golden.log"
+  tail -n 6 "$OUTD/memcheck.log" "$OUTD/racecheck.log"
+  gzip -f "$OUTD/smollm2_trace.json" 2>/dev/null
+  ;;
+esac
+echo
+for r in "${rows[@]}"; do echo "$r"; done
