@@ -165,32 +165,52 @@ static __device__ __forceinline__ int amk_sat_int(float v, float lo, float hi) {
     return __float2int_rn(fminf(fmaxf(v, lo), hi));
 }
 
+/* v as one element of dtype t: the element's bits in the low amk_dtype_width(t) bits (I4: the
+   nibble q + 8), with amk__store_f32's rounding and saturation. */
+static __device__ __forceinline__ uint32_t amk_encode(int t, float v) {
+    switch (t) {
+    case AMK_DTYPE_F32: return __float_as_uint(v);
+    case AMK_DTYPE_F16: return __half_as_ushort(__float2half_rn(v));
+    case AMK_DTYPE_BF16: return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    case AMK_DTYPE_F8E4M3: return amk_float_to_minifloat(v, 3, 7, 464.0f, 0x7Eu); /* why: 448 + half its ulp */
+    case AMK_DTYPE_F8E5M2: return amk_float_to_minifloat(v, 2, 15, 61440.0f, 0x7Cu); /* why: 57344 + half ulp -> inf */
+    case AMK_DTYPE_I32: return (uint32_t)(v != v ? 0 : __float2int_rn(v)); /* cvt.rni saturates to int32 */
+    case AMK_DTYPE_I8: return (uint32_t)(uint8_t)(int8_t)amk_sat_int(v, -128.0f, 127.0f);
+    case AMK_DTYPE_I4: return (uint32_t)(amk_sat_int(v, -8.0f, 7.0f) + 8);
+    case AMK_DTYPE_U8: return (uint32_t)amk_sat_int(v, 0.0f, 255.0f);
+    case AMK_DTYPE_BOOL: return v != 0.0f;
+    default: return 0u;
+    }
+}
+
+/* Bits of one element of dtype t (4 for I4; 0 if unknown): amk_dtype_bits' twin. */
+static __device__ __forceinline__ int amk_dtype_width(int t) {
+    switch (t) {
+    case AMK_DTYPE_F32: case AMK_DTYPE_I32: return 32;
+    case AMK_DTYPE_F16: case AMK_DTYPE_BF16: return 16;
+    case AMK_DTYPE_F8E4M3: case AMK_DTYPE_F8E5M2: case AMK_DTYPE_I8: case AMK_DTYPE_U8: case AMK_DTYPE_BOOL: return 8;
+    case AMK_DTYPE_I4: return 4;
+    default: return 0;
+    }
+}
+
 /* Writes v as element i of dtype t (amk__store_f32's twin). I4 elements share a byte with a
    neighbour another thread (or SM) may write at the same time, so they go through word atomics
    (each nibble has one writer: clear then set is race-free). */
 static __device__ __forceinline__ void amk_store(void *base, int t, int64_t i, float v) {
-    uint8_t *b = (uint8_t *)base;
-    switch (t) {
-    case AMK_DTYPE_F32: ((float *)base)[i] = v; break;
-    case AMK_DTYPE_F16: ((__half *)base)[i] = __float2half_rn(v); break;
-    case AMK_DTYPE_BF16: ((__nv_bfloat16 *)base)[i] = __float2bfloat16_rn(v); break;
-    case AMK_DTYPE_F8E4M3: b[i] = (uint8_t)amk_float_to_minifloat(v, 3, 7, 464.0f, 0x7Eu); break; /* why: 448 + half its ulp */
-    case AMK_DTYPE_F8E5M2: b[i] = (uint8_t)amk_float_to_minifloat(v, 2, 15, 61440.0f, 0x7Cu); break; /* why: 57344 + half ulp -> inf */
-    case AMK_DTYPE_I32:
-        ((int32_t *)base)[i] = v != v ? 0 : __float2int_rn(v); /* cvt.rni saturates to int32 */
-        break;
-    case AMK_DTYPE_I8: b[i] = (uint8_t)(int8_t)amk_sat_int(v, -128.0f, 127.0f); break;
-    case AMK_DTYPE_I4: {
-        uint32_t q = (uint32_t)(amk_sat_int(v, -8.0f, 7.0f) + 8);
-        int64_t byte = i >> 1;
-        unsigned int *word = (unsigned int *)(b + (byte & ~(int64_t)3));
-        unsigned int shift = (unsigned int)((byte & 3) * 8 + (i & 1) * 4);
+    const uint32_t e = amk_encode(t, v);
+    switch (amk_dtype_width(t)) {
+    case 32: ((uint32_t *)base)[i] = e; break;
+    case 16: ((uint16_t *)base)[i] = (uint16_t)e; break;
+    case 8: ((uint8_t *)base)[i] = (uint8_t)e; break;
+    case 4: {
+        const int64_t byte = i >> 1;
+        unsigned int *word = (unsigned int *)((uint8_t *)base + (byte & ~(int64_t)3));
+        const unsigned int shift = (unsigned int)((byte & 3) * 8 + (i & 1) * 4);
         atomicAnd(word, ~(0xFu << shift));
-        atomicOr(word, q << shift);
+        atomicOr(word, e << shift);
         break;
     }
-    case AMK_DTYPE_U8: b[i] = (uint8_t)amk_sat_int(v, 0.0f, 255.0f); break;
-    case AMK_DTYPE_BOOL: b[i] = v != 0.0f; break;
     default: break;
     }
 }
@@ -267,22 +287,9 @@ static __device__ float amk_block_max(amk_op_ctx *c, float v) {
     return v;
 }
 
-/* The VM status words (at amk_program_t.abort_flag; layout in amk_vm.cuh's header comment). */
-#define AMK_VM_STATUS_ABORT 0
-#define AMK_VM_STATUS_ERR_TASK 1
-#define AMK_VM_STATUS_ERR_CODE 2
-#define AMK_VM_STATUS_ERR_VALUE 3
-#define AMK_VM_STATUS_PROGRESS 4
-#define AMK_VM_ABORT_HOST 1u
-#define AMK_VM_ABORT_ERROR 2u
-
 /* Device-side run-time errors (a token id or position out of range): the first one wins the
-   status words and raises the abort flag so every block stops; the host reports it. */
-#define AMK_VM_ERR_EMBED_ID 1
-#define AMK_VM_ERR_ROPE_POS 2
-#define AMK_VM_ERR_BAD_OP 3
-#define AMK_VM_ERR_SMEM 4
-
+   status words (AMK_VM_STATUS_*, amk_ir.h) and raises the abort flag so every block stops; the
+   host reports it. */
 static __device__ void amk_op_fail(amk_op_ctx *c, int code, int64_t value) {
     if (atomicCAS(&c->status[AMK_VM_STATUS_ABORT], 0u, AMK_VM_ABORT_ERROR) == 0u) {
         c->status[AMK_VM_STATUS_ERR_TASK] = (uint32_t)c->index;
