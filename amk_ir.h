@@ -138,4 +138,26 @@ typedef struct amk_program_t {
     int32_t abi_major, abi_minor, reserved0, reserved1;
 } amk_program_t;
 
+/* VM status words at amk_program_t.abort_flag: uint32_t[4 + num_sms], zeroed before a launch.
+   [0] abort (0 run, 1 host watchdog, 2 device error) [1] error task [2] error code [3] value
+   [4 + b] queue entries block b finished. */
+#define AMK_VM_STATUS_ABORT 0
+#define AMK_VM_STATUS_ERR_TASK 1
+#define AMK_VM_STATUS_ERR_CODE 2
+#define AMK_VM_STATUS_ERR_VALUE 3
+#define AMK_VM_STATUS_PROGRESS 4
+#define AMK_VM_ABORT_HOST 1u
+#define AMK_VM_ABORT_ERROR 2u
+#define AMK_VM_ERR_EMBED_ID 1
+#define AMK_VM_ERR_ROPE_POS 2
+#define AMK_VM_ERR_BAD_OP 3
+#define AMK_VM_ERR_SMEM 4
+/* One per instruction when amk_program_t.timing != 0 (globaltimer ns). */
+typedef struct amk_vm_timing_t {
+    uint64_t t_wait, t_start, t_end;
+    uint32_t block, smid;
+    int32_t op;
+    uint32_t done;
+} amk_vm_timing_t;
+
 #endif /* AMK_IR_H */

@@ -19,13 +19,18 @@
    (gpu.mk does that, plus PTX and an embeddable C array). The host loads it with
    cuModuleLoadDataEx and launches amk_vm_main cooperatively, grid = the program's SM count.
 
-   The status words (at amk_program_t.abort_flag, uint32_t, zeroed by the host before a launch)
-   extend the spec's abort flag with what the host needs to explain a failed launch:
-     [0]      abort: 0 run; 1 the host aborted (watchdog); 2 a device run-time error
-     [1..3]   the error's instruction index, code (AMK_VM_ERR_*) and value (the bad id)
-     [4 + b]  queue entries block b has finished: the host's stuck-SM report
-   Timing (amk_program_t.timing != 0): one amk_vm_timing_t per instruction index. The host side
-   (amk.h >>cuda) mirrors both layouts; change them together. */
+   The status words (at amk_program_t.abort_flag, AMK_VM_STATUS_* in amk_ir.h) extend the spec's
+   abort flag with what the host needs to explain a failed launch: the abort reason, the failed
+   instruction, its AMK_VM_ERR_* code and bad value, and per block the queue entries finished
+   (the host's stuck-SM report). Timing (amk_program_t.timing != 0): one amk_vm_timing_t
+   (amk_ir.h) per instruction index: when the block reached it (t_wait), when its waits were met
+   (t_start), when the op finished before the signal (t_end), the program SM (block) and the
+   hardware SM (smid); done = 1 once written. Both layouts are amk_ir.h's, shared with the host.
+
+   The same image holds three small service kernels the runtime launches normally (not
+   cooperatively): amk_bw_read and amk_bw_copy (the device's streaming bandwidth, measured in the
+   process that runs the VM) and amk_fill (seeded random or constant buffer contents on the
+   device, for benchmarks with random weights). */
 #ifndef AMK_VM_CUH
 #define AMK_VM_CUH
 
@@ -46,17 +51,6 @@
    the 50 MB L2, about what one SM streams in the 5 us of a typical dependency bubble */
 #define AMK_VM_PREFETCH_BYTES 131072u
 #endif
-
-/* One per instruction when timing is on (40 bytes, globaltimer ns). */
-typedef struct amk_vm_timing_t {
-    uint64_t t_wait;  /* the block reached the instruction */
-    uint64_t t_start; /* its waits were met; the op starts */
-    uint64_t t_end;   /* the op finished (before the signal) */
-    uint32_t block;   /* the queue (program SM) that ran it */
-    uint32_t smid;    /* the hardware SM */
-    int32_t op;
-    uint32_t done;    /* 1 once written */
-} amk_vm_timing_t;
 
 /* Thread 0: waits until every wait counter of gi reaches its threshold. Returns 0 if the abort
    flag was raised meanwhile. */
@@ -180,6 +174,135 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             ((volatile uint32_t *)status)[AMK_VM_STATUS_PROGRESS + block] = (uint32_t)(q - q_begin + 1);
         }
     }
+}
+
+/* ==== >>service: kernels the runtime launches normally, outside a program ==================== */
+
+#define AMK_BW_THREADS 1024 /* why: the bandwidth kernels' launch bound; the host picks the grid */
+#define AMK_BW_INFLIGHT 8   /* why: 16-byte loads in flight per thread: 128 B x 2048 threads = 256 KB
+                               per SM, several times what Little's law asks at ~25 GB/s per SM */
+#define AMK_FILL_THREADS 256 /* why: the fill kernels' launch bound (few registers, many blocks) */
+
+/* Streams n 16-byte vectors of src (read-only for the whole launch) with no-allocate loads,
+   AMK_BW_INFLIGHT in flight per thread, grid-strided; XORs them so no load is dead, and stores
+   to sink only when a warp's XOR hits one value (practically never: no atomics in the timing). */
+extern "C" __global__ void __launch_bounds__(AMK_BW_THREADS) amk_bw_read(uint64_t src_addr, uint64_t n,
+                                                                          uint64_t sink_addr) {
+    const uint4 *src = (const uint4 *)src_addr; /* [n] 16-byte vectors */
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t acc = 0;
+    for (; i + (AMK_BW_INFLIGHT - 1) * stride < n; i += AMK_BW_INFLIGHT * stride) {
+        uint4 v[AMK_BW_INFLIGHT];
+#pragma unroll
+        for (int u = 0; u < AMK_BW_INFLIGHT; u++) v[u] = amk_ptx_ld_nc_na_v4(src + i + u * stride);
+#pragma unroll
+        for (int u = 0; u < AMK_BW_INFLIGHT; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    for (; i < n; i += stride) {
+        const uint4 v = amk_ptx_ld_nc_na_v4(src + i);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc ^= __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+    if ((threadIdx.x & 31) == 0 && acc == 0x9E3779B9u) *(uint32_t *)sink_addr = acc; /* why: any rare value */
+}
+
+/* dst[i] = src[i] for n 16-byte vectors: no-allocate loads, streaming (evict-first) stores. */
+extern "C" __global__ void __launch_bounds__(AMK_BW_THREADS) amk_bw_copy(uint64_t dst_addr, uint64_t src_addr,
+                                                                          uint64_t n) {
+    const uint4 *src = (const uint4 *)src_addr; /* [n] */
+    uint4 *dst = (uint4 *)dst_addr;             /* [n], disjoint from src */
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + (AMK_BW_INFLIGHT - 1) * stride < n; i += AMK_BW_INFLIGHT * stride) {
+        uint4 v[AMK_BW_INFLIGHT];
+#pragma unroll
+        for (int u = 0; u < AMK_BW_INFLIGHT; u++) v[u] = amk_ptx_ld_nc_na_v4(src + i + u * stride);
+#pragma unroll
+        for (int u = 0; u < AMK_BW_INFLIGHT; u++) __stcs(dst + i + u * stride, v[u]);
+    }
+    for (; i < n; i += stride) __stcs(dst + i, amk_ptx_ld_nc_na_v4(src + i));
+}
+
+/* The 64 random bits of element i: splitmix64 of seed + i * golden (the host's amk__splitmix64
+   on that state), so a value depends only on (seed, i), never on the grid. */
+static __device__ __forceinline__ uint64_t amk_fill_hash(uint64_t seed, uint64_t i) {
+    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Element i of a random fill, as the bits amk_encode gives. Float dtypes: u uniform in [0, 1) on
+   24 bits, x = (2u - 1) * scale in [-scale, scale), rounded toward zero into the dtype so no value
+   reaches +scale. Integer dtypes: uniform in [0, count) (the host caps count to the dtype). */
+static __device__ __forceinline__ uint32_t amk_fill_random_bits(int t, uint64_t seed, float scale, uint32_t count,
+                                                                int64_t i) {
+    const uint64_t h = amk_fill_hash(seed, (uint64_t)i);
+    float x;
+    uint32_t code;
+    if (t == AMK_DTYPE_I32 || t == AMK_DTYPE_I8 || t == AMK_DTYPE_I4 || t == AMK_DTYPE_U8 || t == AMK_DTYPE_BOOL) {
+        const uint32_t q = (uint32_t)(((h >> 32) * (uint64_t)count) >> 32);
+        return t == AMK_DTYPE_I4 ? q + 8u : q; /* I4 stores q + 8 */
+    }
+    x = ((float)(uint32_t)(h >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * scale; /* why: 2^24 */
+    switch (t) {
+    case AMK_DTYPE_F16: return __half_as_ushort(__float2half_rz(x));
+    case AMK_DTYPE_BF16: return __bfloat16_as_ushort(__float2bfloat16_rz(x));
+    case AMK_DTYPE_F8E4M3: case AMK_DTYPE_F8E5M2: /* round to nearest, then one code toward zero if it grew */
+        code = amk_encode(t, x);
+        if ((code & 0x7Fu) != 0u &&
+            fabsf(t == AMK_DTYPE_F8E4M3 ? amk_f8e4m3_to_float(code) : amk_f8e5m2_to_float(code)) > fabsf(x))
+            code -= 1u;
+        return code;
+    default: return __float_as_uint(x);
+    }
+}
+
+/* Writes bytes [0, nbytes) of a buffer of numel elements of dtype t, 16 bytes a thread per step:
+   each element's bits come from the random stream or the constant value. Bits past numel in the
+   last byte (an odd I4 count) are 0; nothing past nbytes is written. */
+static __device__ __forceinline__ void amk_fill_body(uint64_t ptr, uint64_t nbytes, int64_t numel, int t,
+                                                     int random, uint64_t seed, float v, uint32_t count) {
+    const int bits = amk_dtype_width(t), per_word = bits ? 32 / bits : 0;
+    const uint32_t mask = bits == 32 ? 0xFFFFFFFFu : (1u << bits) - 1u;
+    const uint32_t konst = random ? 0u : amk_encode(t, v) & mask;
+    const uint64_t chunks = (nbytes + 15) / 16, stride = (uint64_t)gridDim.x * blockDim.x;
+    uint64_t ch;
+    if (!bits) return; /* the host refuses unknown dtypes */
+    for (ch = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; ch < chunks; ch += stride) {
+        uint32_t w[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int64_t e0 = (int64_t)(ch * 4 + (uint64_t)k) * per_word; /* first element of word k */
+            uint32_t word = 0;
+            for (int j = 0; j < per_word && e0 + j < numel; j++)
+                word |= (random ? amk_fill_random_bits(t, seed, v, count, e0 + j) & mask : konst) << (j * bits);
+            w[k] = word;
+        }
+        if ((ch + 1) * 16 <= nbytes) {
+            ((uint4 *)ptr)[ch] = make_uint4(w[0], w[1], w[2], w[3]); /* ptr is 256-byte aligned */
+        } else {
+            for (uint64_t b = ch * 16; b < nbytes; b++)
+                ((uint8_t *)ptr)[b] = (uint8_t)(w[(b >> 2) & 3] >> ((b & 3) * 8));
+        }
+    }
+}
+
+/* A buffer filled with seeded uniform values (amk_fill_random_bits), grid-strided. */
+extern "C" __global__ void __launch_bounds__(AMK_FILL_THREADS) amk_fill_random(uint64_t ptr, uint64_t nbytes,
+                                                                               int64_t numel, int32_t dtype,
+                                                                               uint64_t seed, float scale,
+                                                                               uint32_t count) {
+    amk_fill_body(ptr, nbytes, numel, dtype, 1, seed, scale, count);
+}
+
+/* A buffer filled with one value, encoded as amk_store would. */
+extern "C" __global__ void __launch_bounds__(AMK_FILL_THREADS) amk_fill_value(uint64_t ptr, uint64_t nbytes,
+                                                                              int64_t numel, int32_t dtype,
+                                                                              float value) {
+    amk_fill_body(ptr, nbytes, numel, dtype, 0, 0, value, 0);
 }
 
 #endif /* AMK_VM_CUH */

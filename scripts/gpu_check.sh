@@ -3,10 +3,13 @@
 # the GPU tests, runs them (with --bench numbers), runs compute-sanitizer memcheck on the quick
 # suite and racecheck/synccheck on the single-SM op tests (shared-memory hazards), and prints a
 # short table last. Logs go to $OUT (or /tmp/amk-gpu-check). Exit status: nonzero if any step failed.
-#   BUILD=build-gpu  build directory      GPU_CHECK_SANITIZE=0  skip compute-sanitizer
+#   BUILD=build-gpu  build directory      GPU_CHECK_SANITIZE=0  skip compute-sanitizer (=memcheck: only it)
 #   GPU_CHECK_BENCH=0  no --bench         AMK_TEST_SEED=N       repeat a seed
 #   GPU_CHECK_PREBUILT=1  use $BUILD/gpu/test_gpu as carried (built on an x86-64 dev machine with
 #                         `make BUILD=... $BUILD/gpu/test_gpu`): no compile on the GPU machine
+#   GPU_CHECK_SAN_TESTS="test_a test_b"  memcheck only these tests (default: the whole quick suite)
+#   GPU_CHECK_HF=shape,shape  also run bench/hf_baseline.py on these shapes (JSON: $LOG/hf_baseline.json)
+#   GPU_CHECK_HF_CTX=128,4096  its context lengths
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
@@ -45,7 +48,7 @@ fi
 grep -A3 "entry function 'amk_vm_main'" "$BUILD/device/ptxas.log" 2>/dev/null | tail -n 2
 BENCH=--bench; [ "${GPU_CHECK_BENCH:-1}" = 0 ] && BENCH=
 step test_gpu tally    -- "$BUILD/gpu/test_gpu" $BENCH
-grep -E '^  (test_|bench|PTX|device)' "$LOG/test_gpu.log"
+grep -E '^  (test_|bench|PTX|device|bandwidth|time_runs)' "$LOG/test_gpu.log"
 
 # Experiment images ($BUILD/device/variants/NAME.cubin, built by hand with -D overrides of
 # amk_vm.cuh / amk_ops.cuh constants): the same benchmarks with each.
@@ -56,16 +59,26 @@ for v in "$BUILD"/device/variants/*.cubin; do
   grep -E '^  bench' "$LOG/variant_$n.log" | sed "s/^  bench/  [$n] bench/"
 done
 
+if [ -n "${GPU_CHECK_HF:-}" ]; then
+  hf_table() { sed -n '/^shape /,/^hf_baseline: wrote/p' "$1" | grep -v '^hf_baseline' | awk '{printf "%s/%s %s; ", $1, $2, $4}'; }
+  step hf_baseline hf_table -- timeout 420 env PYTHONUNBUFFERED=1 python3 bench/hf_baseline.py "$LOG/hf_baseline.json" \
+       --shapes "$GPU_CHECK_HF" --ctx "${GPU_CHECK_HF_CTX:-128,4096}"
+  sed -n '/^shape /,$p' "$LOG/hf_baseline.log"
+fi
+
 if [ "${GPU_CHECK_SANITIZE:-1}" != 0 ] && command -v compute-sanitizer > /dev/null; then
   export AMK_TEST_SLOW=30
   # why --report-api-errors no: test_images feeds the driver a broken PTX on purpose; the tests
   # check every API result themselves
+  # shellcheck disable=SC2086 # why: the test names split into arguments
   step memcheck  san -- timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 99 \
-       "$BUILD/gpu/test_gpu" --quick
-  step racecheck san -- timeout 150 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 \
-       "$BUILD/gpu/test_gpu" --quick test_gemv test_attention_tile test_rmsnorm test_sample_argmax test_softmax
-  step synccheck san -- timeout 90 compute-sanitizer --tool synccheck --error-exitcode 99 \
-       "$BUILD/gpu/test_gpu" --quick test_gemv test_attention_tile test_rmsnorm test_sample_argmax test_timing
+       "$BUILD/gpu/test_gpu" --quick ${GPU_CHECK_SAN_TESTS:-}
+  if [ "${GPU_CHECK_SANITIZE:-1}" != memcheck ]; then
+    step racecheck san -- timeout 150 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 \
+         "$BUILD/gpu/test_gpu" --quick test_gemv test_attention_tile test_rmsnorm test_sample_argmax test_softmax
+    step synccheck san -- timeout 90 compute-sanitizer --tool synccheck --error-exitcode 99 \
+         "$BUILD/gpu/test_gpu" --quick test_gemv test_attention_tile test_rmsnorm test_sample_argmax test_timing
+  fi
 else
   rows+=("compute-sanitizer: skipped")
 fi

@@ -62,6 +62,39 @@ typedef struct amk_cuda_timing_record {
 AMK_API amk_result amk_cuda_timing(amk_cuda *c, amk_cuda_timing_record *records, int cap,
                                    int *n_out, amk_diag *d);
 
+/* Measures the device's streaming read bandwidth in the same process: a read-only kernel
+   (amk_bw_read: 16-byte no-allocate loads, 8 in flight a thread, an XOR reduction so nothing is
+   optimised away) over a scratch buffer of `bytes` bytes, allocated and freed inside and raised to
+   4x the device's L2 when smaller (so L2 hits do not count). Each configuration (one block of 1024
+   threads per SM, and as many blocks as fit) runs `iters` times after 2 warm-up launches, timed with
+   CUDA events; *gbs gets the best configuration's median in GB/s (1e9 bytes/s, bytes read only).
+   *copy_gbs (may be NULL): the same for a device-to-device copy kernel (amk_bw_copy, first half
+   of the scratch into the second), counting bytes read + written. iters in [1, 10000].
+   Errors: INVALID_ARG, UNSUPPORTED (an image without the kernels), CUDA (out of device memory). */
+AMK_API amk_result amk_cuda_read_bandwidth(amk_cuda *c, size_t bytes, int iters, double *gbs,
+                                           double *copy_gbs, amk_diag *d);
+/* Fills a buffer on the device with seeded uniform values in [-scale, scale) in its dtype (float
+   dtypes; integer dtypes get values in [0, (int)scale)), without a host copy: the random-weight
+   benchmark uses it for 16 GB of weights. Same (seed, buffer) -> same values on every run.
+   Element i's value depends only on (seed, buffer_id, i): splitmix64 bits, 24 of them for a
+   float u in [0, 1), v = (2u - 1) * scale, rounded toward zero into the dtype (so never +scale).
+   Float dtypes need a finite scale >= 0; integer dtypes a scale >= 1, whose integer part is
+   capped at the dtype's count of non-negative values (I8 128, U8 256, I4 8 (stored q + 8), BOOL
+   2, I32 2^31 - 1). Synchronous. Errors: INVALID_ARG (bad id or scale), UNSUPPORTED, CUDA. */
+AMK_API amk_result amk_cuda_fill_random(amk_cuda *c, int buffer_id, uint64_t seed, float scale,
+                                        amk_diag *d);
+/* Fills a buffer with one value (norm weights get 1.0), rounded and saturated into the dtype as
+   amk_cuda_upload of amk__store_f32's encoding would be. Synchronous. */
+AMK_API amk_result amk_cuda_fill_value(amk_cuda *c, int buffer_id, float value, amk_diag *d);
+/* Median wall time of n launches of the loaded program (each: counters zeroed, cooperative
+   launch, completion), timed with CUDA events around each launch on the stream, after `warmup`
+   launches; per-launch times into times_us when not NULL (n entries). The timed span is the
+   counter memset plus the kernel (the status copy and host polling are outside it); every launch
+   is checked as amk_cuda_run checks it (10 s watchdog) and the first failure is returned. An even
+   n gives the mean of the two middle times. n in [1, 100000], warmup in [0, 100000]. */
+AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *median_us,
+                                      double *times_us, amk_diag *d);
+
 typedef struct amk_cuda_info {
     char device_name[128];
     int cc_major, cc_minor;
@@ -94,6 +127,7 @@ typedef void *amk__CUcontext;
 typedef void *amk__CUmodule;
 typedef void *amk__CUfunction;
 typedef void *amk__CUstream;
+typedef void *amk__CUevent;
 typedef unsigned long long amk__CUdeviceptr;
 
 /* cuda.h enum values (CUDA 12/13; stable ABI). */
@@ -103,6 +137,7 @@ typedef unsigned long long amk__CUdeviceptr;
 #define AMK__CU_DEV_ATTR_MULTIPROCESSOR_COUNT 16
 #define AMK__CU_DEV_ATTR_CC_MAJOR 75
 #define AMK__CU_DEV_ATTR_CC_MINOR 76
+#define AMK__CU_DEV_ATTR_L2_CACHE_SIZE 38
 #define AMK__CU_DEV_ATTR_COOPERATIVE_LAUNCH 95
 #define AMK__CU_DEV_ATTR_SMEM_PER_BLOCK_OPTIN 97
 #define AMK__CU_FUNC_ATTR_MAX_THREADS_PER_BLOCK 0
@@ -112,23 +147,14 @@ typedef unsigned long long amk__CUdeviceptr;
 #define AMK__CU_JIT_ERROR_LOG_BUFFER 5
 #define AMK__CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
 #define AMK__CU_STREAM_NON_BLOCKING 1
+#define AMK__CU_EVENT_DEFAULT 0
 
-/* The device VM's layouts (amk_vm.cuh): the status words at the abort flag and the timing
-   record. Change both files together. */
-#define AMK__VM_STATUS_PROGRESS 4 /* [abort, error task, error code, error value, progress[num_sms]] */
-#define AMK__VM_ABORT_HOST 1u
-#define AMK__VM_ABORT_ERROR 2u
-#define AMK__VM_ERR_EMBED_ID 1 /* AMK_VM_ERR_*: what a device run-time error was */
-#define AMK__VM_ERR_ROPE_POS 2
-#define AMK__VM_ERR_SMEM 4
+/* The device VM's limits (amk_vm.cuh, amk_ops.cuh); its status words and timing records are
+   amk_ir.h's AMK_VM_STATUS_* and amk_vm_timing_t. */
 #define AMK__VM_MAX_THREADS 512 /* AMK_VM_MAX_THREADS: the kernel's launch bound */
 #define AMK__VM_ATTN_MAX_HEAD_DIM 256 /* 32 lanes x AMK_ATTN_DPL accumulators */
-typedef struct amk__vm_timing {
-    uint64_t t_wait, t_start, t_end;
-    uint32_t block, smid;
-    int32_t op;
-    uint32_t done;
-} amk__vm_timing;
+#define AMK__VM_BW_THREADS 1024 /* AMK_BW_THREADS: amk_bw_read/amk_bw_copy's launch bound */
+#define AMK__VM_FILL_THREADS 256 /* AMK_FILL_THREADS: amk_fill_random/amk_fill_value's */
 
 #define AMK__CUDA_ALIGN 256            /* why: every buffer 16-byte-vector and cache-line aligned */
 #define AMK__CUDA_DEFAULT_TIMEOUT_MS 10000.0
@@ -167,6 +193,12 @@ typedef struct amk__vm_timing {
     X(StreamQuery, "cuStreamQuery", (amk__CUstream)) \
     X(StreamSynchronize, "cuStreamSynchronize", (amk__CUstream)) \
     X(LaunchCooperativeKernel, "cuLaunchCooperativeKernel", (amk__CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, amk__CUstream, void **)) \
+    X(LaunchKernel, "cuLaunchKernel", (amk__CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, amk__CUstream, void **, void **)) \
+    X(EventCreate, "cuEventCreate", (amk__CUevent *, unsigned int)) \
+    X(EventDestroy, "cuEventDestroy_v2", (amk__CUevent)) \
+    X(EventRecord, "cuEventRecord", (amk__CUevent, amk__CUstream)) \
+    X(EventSynchronize, "cuEventSynchronize", (amk__CUevent)) \
+    X(EventElapsedTime, "cuEventElapsedTime_v2", (float *, amk__CUevent, amk__CUevent)) \
     X(GetErrorName, "cuGetErrorName", (amk__CUresult, const char **)) \
     X(GetErrorString, "cuGetErrorString", (amk__CUresult, const char **))
 
@@ -183,6 +215,7 @@ struct amk_cuda {
     amk__CUcontext ctx;         /* the primary context, retained */
     amk__CUmodule mod;
     amk__CUfunction fn;
+    amk__CUfunction fn_bw_read, fn_bw_copy, fn_fill_random, fn_fill_value; /* NULL if the image lacks one */
     amk__CUstream stream;       /* the launch */
     amk__CUstream ctl;          /* the abort write: a second stream, so it passes the kernel */
     amk__CUdeviceptr arena;
@@ -194,6 +227,7 @@ struct amk_cuda {
     int64_t smem_bytes;
     uint64_t *buf_off;          /* [n_buffers] offset of each buffer's storage in the arena */
     int64_t *buf_bytes;         /* [n_buffers] its size in its dtype */
+    amk_buffer_t *bufs;         /* [n_buffers] host copy of the device buffer table */
     amk_instruction_t *ins;     /* [n_tasks] host copy of the instruction table */
     int32_t *queue_off;         /* [num_sms + 1] */
     int32_t *queue;             /* [n_tasks] */
@@ -231,9 +265,11 @@ AMK__FN amk_result amk__cuda_open_driver(amk_cuda *c, amk_diag *d) {
         return amk__fail(d, AMK_ERR_NO_DRIVER, "no CUDA driver: cannot open %s (%s)",
                          path && *path ? path : "libcuda.so.1", e ? e : "not found");
     }
-    /* why: memcpy, not a cast: ISO C has no conversion from void * to a function pointer */
+    /* why: memcpy, not a cast: ISO C has no conversion from void * to a function pointer.
+       cuEventElapsedTime_v2 is CUDA 12.8+; older drivers have the same call without the suffix */
 #define AMK__CU_LOAD(name, sym, params) \
     f = dlsym(c->lib, sym); \
+    if (!f && strcmp(sym, "cuEventElapsedTime_v2") == 0) f = dlsym(c->lib, "cuEventElapsedTime"); \
     if (!f) return amk__fail(d, AMK_ERR_NO_DRIVER, "the CUDA driver lacks %s (too old?)", sym); \
     memcpy(&c->api.name, &f, sizeof f);
     AMK__CUDA_FNS(AMK__CU_LOAD)
@@ -396,12 +432,12 @@ AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d
     for (b = 0; b < p->n_buffers; b++)
         if (n_pages > 0 && p->buffer_page[b] >= 0) c->buf_off[b] = page_off[p->buffer_page[b]];
     if (!amk__cuda_reserve(&top, (uint64_t)c->n_counters * 4, &c->off_counters) ||
-        !amk__cuda_reserve(&top, (uint64_t)(AMK__VM_STATUS_PROGRESS + c->num_sms) * 4, &c->off_status) ||
+        !amk__cuda_reserve(&top, (uint64_t)(AMK_VM_STATUS_PROGRESS + c->num_sms) * 4, &c->off_status) ||
         !amk__mul_u64((uint64_t)p->n_buffers, sizeof(amk_buffer_t), &n) || !amk__cuda_reserve(&top, n, &off_buffers) ||
         !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_instruction_t), &n) || !amk__cuda_reserve(&top, n, &c->off_instructions) ||
         !amk__cuda_reserve(&top, (uint64_t)(c->num_sms + 1) * 4, &off_qoff) ||
         !amk__cuda_reserve(&top, (uint64_t)c->n_tasks * 4, &off_queue) ||
-        !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk__vm_timing), &n) || !amk__cuda_reserve(&top, n, &c->off_timing))
+        !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_timing_t), &n) || !amk__cuda_reserve(&top, n, &c->off_timing))
         goto overflow;
     amk__free(page_off);
     amk__free(page_bytes);
@@ -457,13 +493,18 @@ AMK__FN amk_result amk__cuda_load_image(amk_cuda *c, const void *image, size_t s
         return amk__cuda_err(c, d, r, "cuModuleLoadDataEx (see jit_log)");
     }
     AMK__CU_TRY(c, d, ModuleGetFunction(&c->fn, c->mod, "amk_vm_main"), "cuModuleGetFunction(amk_vm_main)");
+    /* the service kernels are optional: an image without them still runs programs */
+    if (c->api.ModuleGetFunction(&c->fn_bw_read, c->mod, "amk_bw_read") != AMK__CUDA_SUCCESS) c->fn_bw_read = NULL;
+    if (c->api.ModuleGetFunction(&c->fn_bw_copy, c->mod, "amk_bw_copy") != AMK__CUDA_SUCCESS) c->fn_bw_copy = NULL;
+    if (c->api.ModuleGetFunction(&c->fn_fill_random, c->mod, "amk_fill_random") != AMK__CUDA_SUCCESS) c->fn_fill_random = NULL;
+    if (c->api.ModuleGetFunction(&c->fn_fill_value, c->mod, "amk_fill_value") != AMK__CUDA_SUCCESS) c->fn_fill_value = NULL;
     return AMK_OK;
 }
 
 /* Everything after the driver is up: launch shape, arena, tables. */
 AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *d) {
     int optin = 0, static_smem = 0, fn_max_threads = 0, nb = 0, coop = 0, i, s;
-    amk_buffer_t *bt = NULL;
+    amk_buffer_t *bt;
     amk_result r;
     AMK__CU_TRY(c, d, DeviceGetAttribute(&optin, AMK__CU_DEV_ATTR_SMEM_PER_BLOCK_OPTIN, c->dev), "cuDeviceGetAttribute");
     AMK__CU_TRY(c, d, DeviceGetAttribute(&coop, AMK__CU_DEV_ATTR_COOPERATIVE_LAUNCH, c->dev), "cuDeviceGetAttribute");
@@ -501,7 +542,7 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     c->prog.sm_queue += c->arena;
     c->prog.abort_flag += c->arena;
     /* tables: buffers, instructions, queues (task-list order filtered by SM: spec §3.1) */
-    bt = (amk_buffer_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(amk_buffer_t));
+    bt = c->bufs = (amk_buffer_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(amk_buffer_t));
     if (!bt) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     for (i = 0; i < p->n_buffers; i++) {
         const amk_buffer *b = &p->buffers[i];
@@ -523,24 +564,19 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     for (s = 0; s < c->num_sms; s++) c->queue_off[s + 1] += c->queue_off[s];
     {
         int32_t *fill = (int32_t *)amk__calloc((size_t)c->num_sms, sizeof(int32_t));
-        if (!fill) { amk__free(bt); return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory"); }
+        if (!fill) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
         for (i = 0; i < p->n_tasks; i++) c->queue[c->queue_off[p->tasks[i].sm] + fill[p->tasks[i].sm]++] = i;
         amk__free(fill);
     }
-    r = AMK_OK;
-    if (p->n_buffers) {
-        amk__CUresult cr = c->api.MemcpyHtoD(c->prog.buffers, bt, (size_t)p->n_buffers * sizeof(amk_buffer_t));
-        if (cr != AMK__CUDA_SUCCESS) r = amk__cuda_err(c, d, cr, "cuMemcpyHtoD (buffer table)");
-    }
-    amk__free(bt);
-    if (r != AMK_OK) return r;
+    if (p->n_buffers)
+        AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.buffers, bt, (size_t)p->n_buffers * sizeof(amk_buffer_t)), "cuMemcpyHtoD (buffer table)");
     if (c->n_tasks) {
         AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.instructions, c->ins, (size_t)c->n_tasks * sizeof(amk_instruction_t)), "cuMemcpyHtoD");
         AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.sm_queue, c->queue, (size_t)c->n_tasks * 4), "cuMemcpyHtoD");
     }
     AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.sm_queue_offset, c->queue_off, (size_t)(c->num_sms + 1) * 4), "cuMemcpyHtoD");
-    AMK__CU_TRY(c, d, MemAllocHost((void **)&c->host_status, (size_t)(AMK__VM_STATUS_PROGRESS + c->num_sms + 1) * 4), "cuMemAllocHost");
-    c->host_abort = c->host_status + AMK__VM_STATUS_PROGRESS + c->num_sms;
+    AMK__CU_TRY(c, d, MemAllocHost((void **)&c->host_status, (size_t)(AMK_VM_STATUS_PROGRESS + c->num_sms + 1) * 4), "cuMemAllocHost");
+    c->host_abort = c->host_status + AMK_VM_STATUS_PROGRESS + c->num_sms;
     AMK__CU_TRY(c, d, StreamCreate(&c->stream, AMK__CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     AMK__CU_TRY(c, d, StreamCreate(&c->ctl, AMK__CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     c->info.grid = c->num_sms;
@@ -674,6 +710,7 @@ AMK_API void amk_cuda_free(amk_cuda *c) {
 #endif
     amk__free(c->buf_off);
     amk__free(c->buf_bytes);
+    amk__free(c->bufs);
     amk__free(c->ins);
     amk__free(c->queue);
     amk__free(c->queue_off);
@@ -775,7 +812,7 @@ AMK__FN amk_result amk__cuda_report_stuck(amk_cuda *c, double timeout_ms, amk_di
         c->api.MemcpyDtoH(ctr, c->prog.counters, (size_t)c->n_counters * 4);
     for (s = 0; s < c->num_sms; s++) {
         const int len = c->queue_off[s + 1] - c->queue_off[s];
-        const int done = (int)c->host_status[AMK__VM_STATUS_PROGRESS + s];
+        const int done = (int)c->host_status[AMK_VM_STATUS_PROGRESS + s];
         if (done >= len) continue;
         n_stuck++;
         if (n_stuck <= 4 && done >= 0) {
@@ -805,70 +842,79 @@ AMK__FN amk_result amk__cuda_report_stuck(amk_cuda *c, double timeout_ms, amk_di
     return AMK_ERR_TIMEOUT;
 }
 
-AMK_API amk_result amk_cuda_run(amk_cuda *c, double timeout_ms, amk_diag *d) {
-    amk_program_t prog;
+/* Enqueues one launch on c->stream (c's context current): the counters and status words zeroed
+   (and the timing records when timing is on), then the cooperative launch. *prog gets the
+   launch's parameters. */
+AMK__FN amk_result amk__cuda_launch(amk_cuda *c, amk_program_t *prog, amk_diag *d) {
+    const size_t status_bytes = (size_t)(AMK_VM_STATUS_PROGRESS + c->num_sms) * 4;
     void *args[1];
-    amk__CUresult cr = AMK__CUDA_SUCCESS;
-    amk_result r;
-    int s, st;
-    const size_t status_bytes = (size_t)(AMK__VM_STATUS_PROGRESS + (c ? c->num_sms : 0)) * 4;
-    if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run: NULL");
-    if (timeout_ms <= 0) timeout_ms = AMK__CUDA_DEFAULT_TIMEOUT_MS;
-    if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
-#define AMK__CU_RUN(call, what) do { cr = c->api.call; if (cr != AMK__CUDA_SUCCESS) { r = amk__cuda_err(c, d, cr, what); goto done; } } while (0)
-    prog = c->prog;
-    prog.timing = c->timing_on ? c->arena + c->off_timing : 0;
+    *prog = c->prog;
+    prog->timing = c->timing_on ? c->arena + c->off_timing : 0;
     /* counters and status words are adjacent: one memset (spec §2: counters zeroed per launch) */
-    AMK__CU_RUN(MemsetD8Async(prog.counters, 0, (size_t)(c->off_status - c->off_counters) + status_bytes, c->stream), "cuMemsetD8Async");
+    AMK__CU_TRY(c, d, MemsetD8Async(prog->counters, 0, (size_t)(c->off_status - c->off_counters) + status_bytes, c->stream), "cuMemsetD8Async");
     if (c->timing_on && c->n_tasks)
-        AMK__CU_RUN(MemsetD8Async(prog.timing, 0, (size_t)c->n_tasks * sizeof(amk__vm_timing), c->stream), "cuMemsetD8Async");
-    args[0] = &prog;
-    AMK__CU_RUN(LaunchCooperativeKernel(c->fn, (unsigned)c->num_sms, 1, 1, (unsigned)c->threads, 1, 1,
-                                        (unsigned)c->smem_bytes, c->stream, args), "cuLaunchCooperativeKernel");
-    AMK__CU_RUN(MemcpyDtoHAsync(c->host_status, prog.abort_flag, status_bytes, c->stream), "cuMemcpyDtoHAsync");
+        AMK__CU_TRY(c, d, MemsetD8Async(prog->timing, 0, (size_t)c->n_tasks * sizeof(amk_vm_timing_t), c->stream), "cuMemsetD8Async");
+    args[0] = prog;
+    AMK__CU_TRY(c, d, LaunchCooperativeKernel(c->fn, (unsigned)c->num_sms, 1, 1, (unsigned)c->threads, 1, 1,
+                                              (unsigned)c->smem_bytes, c->stream, args), "cuLaunchCooperativeKernel");
     c->timed_run = c->timing_on;
+    return AMK_OK;
+}
+
+/* After amk__cuda_launch: copies the status words back, waits for the stream (past timeout_ms,
+   <= 0: the default, the watchdog raises the abort flag) and turns the status into a result. */
+AMK__FN amk_result amk__cuda_complete(amk_cuda *c, const amk_program_t *prog, double timeout_ms, amk_diag *d) {
+    const size_t status_bytes = (size_t)(AMK_VM_STATUS_PROGRESS + c->num_sms) * 4;
+    const uint32_t *st_words = c->host_status;
+    amk__CUresult cr = AMK__CUDA_SUCCESS;
+    int s, st;
+    if (timeout_ms <= 0) timeout_ms = AMK__CUDA_DEFAULT_TIMEOUT_MS;
+    AMK__CU_TRY(c, d, MemcpyDtoHAsync(c->host_status, prog->abort_flag, status_bytes, c->stream), "cuMemcpyDtoHAsync");
     st = amk__cuda_wait_stream(c, amk__cuda_now_ms() + timeout_ms, &cr);
-    if (st < 0) { r = amk__cuda_err(c, d, cr, "the megakernel launch"); goto done; }
+    if (st < 0) return amk__cuda_err(c, d, cr, "the megakernel launch");
     if (st == 0) { /* watchdog: raise the abort flag through the second stream */
-        *c->host_abort = AMK__VM_ABORT_HOST;
-        AMK__CU_RUN(MemcpyHtoDAsync(prog.abort_flag, c->host_abort, 4, c->ctl), "cuMemcpyHtoDAsync (abort)");
-        AMK__CU_RUN(StreamSynchronize(c->ctl), "cuStreamSynchronize (abort)");
+        *c->host_abort = AMK_VM_ABORT_HOST;
+        AMK__CU_TRY(c, d, MemcpyHtoDAsync(prog->abort_flag, c->host_abort, 4, c->ctl), "cuMemcpyHtoDAsync (abort)");
+        AMK__CU_TRY(c, d, StreamSynchronize(c->ctl), "cuStreamSynchronize (abort)");
         st = amk__cuda_wait_stream(c, amk__cuda_now_ms() + AMK__CUDA_ABORT_GRACE_MS, &cr);
-        if (st < 0) { r = amk__cuda_err(c, d, cr, "the aborted megakernel launch"); goto done; }
-        if (st == 0) {
-            r = amk__fail(d, AMK_ERR_TIMEOUT, "launch exceeded %.0f ms and did not stop %.0f ms after the abort flag; "
-                          "the GPU context may be unusable", timeout_ms, AMK__CUDA_ABORT_GRACE_MS);
-            goto done;
-        }
-        r = amk__cuda_report_stuck(c, timeout_ms, d);
-        goto done;
+        if (st < 0) return amk__cuda_err(c, d, cr, "the aborted megakernel launch");
+        if (st == 0)
+            return amk__fail(d, AMK_ERR_TIMEOUT, "launch exceeded %.0f ms and did not stop %.0f ms after the abort flag; "
+                             "the GPU context may be unusable", timeout_ms, AMK__CUDA_ABORT_GRACE_MS);
+        return amk__cuda_report_stuck(c, timeout_ms, d);
     }
-    if (c->host_status[0] == AMK__VM_ABORT_ERROR) {
-        const uint32_t ti = c->host_status[1], code = c->host_status[2];
-        const int32_t val = (int32_t)c->host_status[3];
+    if (st_words[AMK_VM_STATUS_ABORT] == AMK_VM_ABORT_ERROR) {
+        const uint32_t ti = st_words[AMK_VM_STATUS_ERR_TASK], code = st_words[AMK_VM_STATUS_ERR_CODE];
+        const int32_t val = (int32_t)st_words[AMK_VM_STATUS_ERR_VALUE];
         if (d) d->task = ti < (uint32_t)c->n_tasks ? (int)ti : -1;
-        r = amk__fail(d, AMK_ERR_RUNTIME, "task %u (%s): %s %d", ti,
-                      ti < (uint32_t)c->n_tasks ? amk_op_name(c->ins[ti].op) : "?",
-                      code == AMK__VM_ERR_EMBED_ID ? "token id out of range:" : code == AMK__VM_ERR_ROPE_POS ? "negative position:"
-                      : code == AMK__VM_ERR_SMEM ? "shared memory too small for" : "device error", (int)val);
-        goto done;
+        return amk__fail(d, AMK_ERR_RUNTIME, "task %u (%s): %s %d", ti,
+                         ti < (uint32_t)c->n_tasks ? amk_op_name(c->ins[ti].op) : "?",
+                         code == AMK_VM_ERR_EMBED_ID ? "token id out of range:" : code == AMK_VM_ERR_ROPE_POS ? "negative position:"
+                         : code == AMK_VM_ERR_SMEM ? "shared memory too small for" : code == AMK_VM_ERR_BAD_OP ? "bad opcode"
+                         : "device error", (int)val);
     }
     for (s = 0; s < c->num_sms; s++) /* a clean exit must have run every queue to its end */
-        if ((int)c->host_status[AMK__VM_STATUS_PROGRESS + s] != c->queue_off[s + 1] - c->queue_off[s]) {
-            r = amk__fail(d, AMK_ERR_RUNTIME, "the VM left SM %d's queue after %u of %d tasks (abort word %u)", s,
-                          c->host_status[AMK__VM_STATUS_PROGRESS + s], c->queue_off[s + 1] - c->queue_off[s], c->host_status[0]);
-            goto done;
-        }
-    r = AMK_OK;
-done:
-#undef AMK__CU_RUN
+        if ((int)st_words[AMK_VM_STATUS_PROGRESS + s] != c->queue_off[s + 1] - c->queue_off[s])
+            return amk__fail(d, AMK_ERR_RUNTIME, "the VM left SM %d's queue after %u of %d tasks (abort word %u)", s,
+                             st_words[AMK_VM_STATUS_PROGRESS + s], c->queue_off[s + 1] - c->queue_off[s],
+                             st_words[AMK_VM_STATUS_ABORT]);
+    return AMK_OK;
+}
+
+AMK_API amk_result amk_cuda_run(amk_cuda *c, double timeout_ms, amk_diag *d) {
+    amk_program_t prog;
+    amk_result r;
+    if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run: NULL");
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
+    r = amk__cuda_launch(c, &prog, d);
+    if (r == AMK_OK) r = amk__cuda_complete(c, &prog, timeout_ms, d);
     amk__cuda_leave(c);
     return r;
 }
 
 AMK_API amk_result amk_cuda_timing(amk_cuda *c, amk_cuda_timing_record *records, int cap,
                                    int *n_out, amk_diag *d) {
-    amk__vm_timing *raw;
+    amk_vm_timing_t *raw;
     amk__CUresult cr;
     amk_result r;
     uint64_t t0 = UINT64_MAX;
@@ -878,10 +924,10 @@ AMK_API amk_result amk_cuda_timing(amk_cuda *c, amk_cuda_timing_record *records,
     if (!c->timed_run) return amk__fail(d, AMK_ERR_INVALID_ARG, "the last run did not record timing (amk_cuda_set_timing)");
     n = cap < c->n_tasks ? cap : c->n_tasks;
     if (n == 0) return AMK_OK;
-    raw = (amk__vm_timing *)amk__calloc((size_t)c->n_tasks, sizeof(amk__vm_timing));
+    raw = (amk_vm_timing_t *)amk__calloc((size_t)c->n_tasks, sizeof(amk_vm_timing_t));
     if (!raw) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) { amk__free(raw); return r; }
-    cr = c->api.MemcpyDtoH(raw, c->arena + c->off_timing, (size_t)c->n_tasks * sizeof(amk__vm_timing));
+    cr = c->api.MemcpyDtoH(raw, c->arena + c->off_timing, (size_t)c->n_tasks * sizeof(amk_vm_timing_t));
     amk__cuda_leave(c);
     if (cr != AMK__CUDA_SUCCESS) { amk__free(raw); return amk__cuda_err(c, d, cr, "cuMemcpyDtoH (timing)"); }
     for (i = 0; i < c->n_tasks; i++)
@@ -900,6 +946,230 @@ AMK_API amk_result amk_cuda_timing(amk_cuda *c, amk_cuda_timing_record *records,
     amk__free(raw);
     if (n_out) *n_out = n;
     return AMK_OK;
+}
+
+/* ---- service kernels: bandwidth, fills, timed runs --------------------------------------------- */
+
+#define AMK__CUDA_BW_WARMUP 2     /* why: the first launch pays for module and TLB setup */
+#define AMK__CUDA_MAX_ITERS 10000 /* why: bounds the medians' scratch; far beyond any useful count */
+#define AMK__CUDA_MAX_RUNS 100000
+
+AMK__FN int amk__cuda_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of v[0..n) (sorted in place); n >= 1. */
+AMK__FN double amk__cuda_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof(double), amk__cuda_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Launches fn (normal launch, grid x threads, no dynamic shared memory) AMK__CUDA_BW_WARMUP + iters
+   times on c->stream, each timed with events; *ms gets the median of the timed ones. c's
+   context is current; times is scratch of iters doubles. */
+AMK__FN amk_result amk__cuda_time_kernel(amk_cuda *c, amk__CUfunction fn, unsigned grid, unsigned threads,
+                                         void **args, int iters, amk__CUevent e0, amk__CUevent e1,
+                                         double *times, double *ms, amk_diag *d) {
+    int i;
+    for (i = 0; i < AMK__CUDA_BW_WARMUP + iters; i++) {
+        float t = 0.0f;
+        AMK__CU_TRY(c, d, EventRecord(e0, c->stream), "cuEventRecord");
+        AMK__CU_TRY(c, d, LaunchKernel(fn, grid, 1, 1, threads, 1, 1, 0, c->stream, args, NULL), "cuLaunchKernel");
+        AMK__CU_TRY(c, d, EventRecord(e1, c->stream), "cuEventRecord");
+        AMK__CU_TRY(c, d, EventSynchronize(e1), "cuEventSynchronize");
+        AMK__CU_TRY(c, d, EventElapsedTime(&t, e0, e1), "cuEventElapsedTime");
+        if (i >= AMK__CUDA_BW_WARMUP) times[i - AMK__CUDA_BW_WARMUP] = (double)t;
+    }
+    *ms = amk__cuda_median(times, iters);
+    return AMK_OK;
+}
+
+/* One bandwidth configuration: copy == 0 reads `bytes` with amk_bw_read, copy != 0 copies the
+   first half into the second with amk_bw_copy; blocks_per_sm <= 0 means as many as fit. *gbs
+   gets the median in GB/s (read bytes, or read + write bytes). bytes is raised to 4x L2. */
+AMK__FN amk_result amk__cuda_bw_measure(amk_cuda *c, size_t bytes, int iters, int copy, int blocks_per_sm,
+                                        double *gbs, amk_diag *d) {
+    amk__CUfunction fn = copy ? c->fn_bw_copy : c->fn_bw_read;
+    amk__CUdeviceptr scratch = 0;
+    amk__CUevent e0 = NULL, e1 = NULL;
+    amk__CUresult cr;
+    amk_result r;
+    double *times, ms = 0.0;
+    uint64_t n16, src, dst, sink;
+    void *args[3];
+    int l2 = 0, fit = 0;
+    unsigned grid;
+    *gbs = 0.0;
+    if (!fn) return amk__fail(d, AMK_ERR_UNSUPPORTED, "the device image has no %s kernel (rebuild it)", copy ? "amk_bw_copy" : "amk_bw_read");
+    if (iters < 1 || iters > AMK__CUDA_MAX_ITERS) return amk__fail(d, AMK_ERR_INVALID_ARG, "iters %d is outside [1, %d]", iters, AMK__CUDA_MAX_ITERS);
+    times = (double *)amk__malloc((size_t)iters * sizeof(double));
+    if (!times) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) { amk__free(times); return r; }
+#define AMK__CU_BW(call, what) do { cr = c->api.call; if (cr != AMK__CUDA_SUCCESS) { r = amk__cuda_err(c, d, cr, what); goto done; } } while (0)
+    AMK__CU_BW(DeviceGetAttribute(&l2, AMK__CU_DEV_ATTR_L2_CACHE_SIZE, c->dev), "cuDeviceGetAttribute");
+    AMK__CU_BW(OccupancyMaxActiveBlocks(&fit, fn, AMK__VM_BW_THREADS, 0), "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (fit < 1) { r = amk__fail(d, AMK_ERR_UNSUPPORTED, "the bandwidth kernel does not fit a SM"); goto done; }
+    if (bytes > SIZE_MAX / 2) { r = amk__fail(d, AMK_ERR_INVALID_ARG, "a %llu-byte scratch buffer is too large", (unsigned long long)bytes); goto done; }
+    if (bytes / 4 < (size_t)l2) bytes = (size_t)l2 * 4;
+    bytes &= ~(size_t)31; /* why: whole 16-byte vectors in each half */
+    grid = (unsigned)c->info.device_sms * (unsigned)(blocks_per_sm > 0 && blocks_per_sm < fit ? blocks_per_sm : fit);
+    AMK__CU_BW(MemAlloc(&scratch, bytes + 256), "cuMemAlloc (bandwidth scratch)");
+    AMK__CU_BW(MemsetD8Async(scratch, 0, bytes + 256, c->stream), "cuMemsetD8Async");
+    AMK__CU_BW(EventCreate(&e0, AMK__CU_EVENT_DEFAULT), "cuEventCreate");
+    AMK__CU_BW(EventCreate(&e1, AMK__CU_EVENT_DEFAULT), "cuEventCreate");
+    sink = scratch + bytes; /* past what the kernels read */
+    if (copy) {
+        n16 = bytes / 32;
+        dst = scratch + bytes / 2;
+        src = scratch;
+        args[0] = &dst; args[1] = &src; args[2] = &n16;
+    } else {
+        n16 = bytes / 16;
+        src = scratch;
+        args[0] = &src; args[1] = &n16; args[2] = &sink;
+    }
+    r = amk__cuda_time_kernel(c, fn, grid, AMK__VM_BW_THREADS, args, iters, e0, e1, times, &ms, d);
+    if (r == AMK_OK && ms > 0.0) *gbs = (double)bytes / (ms * 1e-3) * 1e-9;
+    else if (r == AMK_OK) r = amk__fail(d, AMK_ERR_CUDA, "the bandwidth kernel's time read 0 ms");
+done:
+#undef AMK__CU_BW
+    if (e0) c->api.EventDestroy(e0);
+    if (e1) c->api.EventDestroy(e1);
+    if (scratch) {
+        c->api.StreamSynchronize(c->stream);
+        c->api.MemFree(scratch);
+    }
+    amk__cuda_leave(c);
+    amk__free(times);
+    return r;
+}
+
+AMK_API amk_result amk_cuda_read_bandwidth(amk_cuda *c, size_t bytes, int iters, double *gbs,
+                                           double *copy_gbs, amk_diag *d) {
+    static const int per_sm[2] = {1, 0}; /* why: one block of 1024 a SM, and full occupancy */
+    amk_result r;
+    double g;
+    int k;
+    if (gbs) *gbs = 0.0;
+    if (copy_gbs) *copy_gbs = 0.0;
+    if (!c || !gbs) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_read_bandwidth: NULL argument");
+    if (iters < 1 || iters > AMK__CUDA_MAX_ITERS) return amk__fail(d, AMK_ERR_INVALID_ARG, "iters %d is outside [1, %d]", iters, AMK__CUDA_MAX_ITERS);
+    for (k = 0; k < 2; k++) {
+        if ((r = amk__cuda_bw_measure(c, bytes, iters, 0, per_sm[k], &g, d)) != AMK_OK) return r;
+        if (g > *gbs) *gbs = g;
+        if (!copy_gbs) continue;
+        if ((r = amk__cuda_bw_measure(c, bytes, iters, 1, per_sm[k], &g, d)) != AMK_OK) return r;
+        if (g > *copy_gbs) *copy_gbs = g;
+    }
+    return AMK_OK;
+}
+
+/* The seed of buffer_id's stream: distinct buffers filled with one seed get unrelated values. */
+AMK__FN uint64_t amk__cuda_fill_seed(uint64_t seed, int buffer_id) {
+    uint64_t x = seed ^ ((uint64_t)(uint32_t)buffer_id * 0xD1B54A32D192ED03ull); /* why: an odd 64-bit constant */
+    return amk__splitmix64(&x);
+}
+
+/* Launches a fill kernel over buffer id (random != 0: amk_fill_random) and waits for it. */
+AMK__FN amk_result amk__cuda_fill(amk_cuda *c, int id, int random, uint64_t seed, float v, amk_diag *d) {
+    const char *name = random ? "amk_cuda_fill_random" : "amk_cuda_fill_value";
+    amk__CUfunction fn;
+    amk__CUresult cr;
+    amk_result r;
+    uint64_t ptr, nbytes, chunks, blocks, kseed;
+    int64_t numel;
+    int32_t dtype;
+    uint32_t count = 0;
+    void *args[7];
+    if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "%s: NULL", name);
+    if (id < 0 || id >= c->n_buffers) {
+        if (d) d->buffer = id;
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "buffer %d does not exist", id);
+    }
+    fn = random ? c->fn_fill_random : c->fn_fill_value;
+    if (!fn) return amk__fail(d, AMK_ERR_UNSUPPORTED, "the device image has no %s kernel (rebuild it)", random ? "amk_fill_random" : "amk_fill_value");
+    dtype = c->bufs[id].dtype;
+    numel = c->bufs[id].numel;
+    ptr = c->bufs[id].ptr;
+    nbytes = (uint64_t)c->buf_bytes[id];
+    if (random && amk_dtype_is_float(dtype) && !(v >= 0.0f && v <= FLT_MAX)) {
+        if (d) d->buffer = id;
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "%s: scale %g must be finite and >= 0 for buffer %d (%s)", name, (double)v, id, amk_dtype_name(dtype));
+    }
+    if (random && !amk_dtype_is_float(dtype)) {
+        /* why: the number of non-negative values each integer dtype holds */
+        const double cap = dtype == AMK_DTYPE_I8 ? 128.0 : dtype == AMK_DTYPE_U8 ? 256.0 : dtype == AMK_DTYPE_I4 ? 8.0
+                         : dtype == AMK_DTYPE_BOOL ? 2.0 : 2147483647.0;
+        if (!(v >= 1.0f)) {
+            if (d) d->buffer = id;
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "%s: buffer %d is %s: values in [0, (int)scale) need scale >= 1, not %g",
+                             name, id, amk_dtype_name(dtype), (double)v);
+        }
+        count = (uint32_t)((double)v < cap ? floor((double)v) : cap);
+    }
+    if (nbytes == 0) return AMK_OK;
+    kseed = amk__cuda_fill_seed(seed, id);
+    chunks = (nbytes + 15) / 16;
+    blocks = (chunks + AMK__VM_FILL_THREADS - 1) / AMK__VM_FILL_THREADS;
+    if (blocks > (uint64_t)c->info.device_sms * 8) blocks = (uint64_t)c->info.device_sms * 8; /* why: 2048 threads a SM, grid-strided */
+    args[0] = &ptr; args[1] = &nbytes; args[2] = &numel; args[3] = &dtype;
+    if (random) { args[4] = &kseed; args[5] = &v; args[6] = &count; }
+    else args[4] = &v;
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
+    cr = c->api.LaunchKernel(fn, (unsigned)blocks, 1, 1, AMK__VM_FILL_THREADS, 1, 1, 0, c->stream, args, NULL);
+    if (cr == AMK__CUDA_SUCCESS) cr = c->api.StreamSynchronize(c->stream);
+    amk__cuda_leave(c);
+    return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, random ? "amk_fill_random" : "amk_fill_value");
+}
+
+AMK_API amk_result amk_cuda_fill_random(amk_cuda *c, int buffer_id, uint64_t seed, float scale,
+                                        amk_diag *d) {
+    return amk__cuda_fill(c, buffer_id, 1, seed, scale, d);
+}
+
+AMK_API amk_result amk_cuda_fill_value(amk_cuda *c, int buffer_id, float value, amk_diag *d) {
+    return amk__cuda_fill(c, buffer_id, 0, 0, value, d);
+}
+
+AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *median_us,
+                                      double *times_us, amk_diag *d) {
+    amk__CUevent e0 = NULL, e1 = NULL;
+    amk__CUresult cr;
+    amk_program_t prog;
+    amk_result r;
+    double *sorted;
+    int i;
+    if (median_us) *median_us = 0.0;
+    if (!c || !median_us) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_time_runs: NULL argument");
+    if (n < 1 || n > AMK__CUDA_MAX_RUNS || warmup < 0 || warmup > AMK__CUDA_MAX_RUNS)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_time_runs: n %d or warmup %d is outside its range", n, warmup);
+    sorted = (double *)amk__malloc((size_t)n * sizeof(double));
+    if (!sorted) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) { amk__free(sorted); return r; }
+#define AMK__CU_TR(call, what) do { cr = c->api.call; if (cr != AMK__CUDA_SUCCESS) { r = amk__cuda_err(c, d, cr, what); goto done; } } while (0)
+    AMK__CU_TR(EventCreate(&e0, AMK__CU_EVENT_DEFAULT), "cuEventCreate");
+    AMK__CU_TR(EventCreate(&e1, AMK__CU_EVENT_DEFAULT), "cuEventCreate");
+    for (i = 0; i < warmup + n; i++) {
+        float ms = 0.0f;
+        AMK__CU_TR(EventRecord(e0, c->stream), "cuEventRecord");
+        if ((r = amk__cuda_launch(c, &prog, d)) != AMK_OK) goto done;
+        AMK__CU_TR(EventRecord(e1, c->stream), "cuEventRecord");
+        if ((r = amk__cuda_complete(c, &prog, 0.0, d)) != AMK_OK) goto done;
+        if (i < warmup) continue;
+        AMK__CU_TR(EventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
+        sorted[i - warmup] = (double)ms * 1e3;
+        if (times_us) times_us[i - warmup] = sorted[i - warmup];
+    }
+    *median_us = amk__cuda_median(sorted, n);
+    r = AMK_OK;
+done:
+#undef AMK__CU_TR
+    if (e0) c->api.EventDestroy(e0);
+    if (e1) c->api.EventDestroy(e1);
+    amk__cuda_leave(c);
+    amk__free(sorted);
+    return r;
 }
 
 #endif /* AMK__PART_IMPL */

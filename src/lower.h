@@ -124,7 +124,7 @@ AMK__FN amk_result amk__lower_explicit(const amk_program *p, const amk_config *c
     amk__lower_idpos *ids;
     amk_result r = AMK_OK;
     int i, n = p->n_tasks;
-    ids = (amk__lower_idpos *)amk__malloc((size_t)(n ? n : 1) * sizeof(amk__lower_idpos));
+    ids = (amk__lower_idpos *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(amk__lower_idpos));
     if (!ids) return amk__lower_oom(d);
     for (i = 0; i < n; i++) { ids[i].id = p->tasks[i].id; ids[i].index = i; sm_of[i] = -1; }
     qsort(ids, (size_t)n, sizeof *ids, amk__lower_idpos_cmp);
@@ -194,13 +194,13 @@ AMK__FN amk_result amk__lower_order(const amk_program *p, int *order, amk_diag *
     int n = p->n_tasks, nc = p->n_counters, i, j, k = 0;
     int *left = (int *)amk__calloc((size_t)nc + 1, sizeof(int));          /* [nc] producers left */
     int *start = (int *)amk__calloc((size_t)nc + 2, sizeof(int));         /* [nc+1] CSR offsets */
-    int *pending = (int *)amk__calloc((size_t)(n ? n : 1), sizeof(int));  /* [n] waits left */
+    int *pending = (int *)amk__calloc((size_t)(n > 0 ? n : 1), sizeof(int));  /* [n] waits left */
     int *waiters = NULL;                                                  /* task index per wait */
     amk__lower_heap heap;
     amk_result r = AMK_OK;
     int64_t total = 0;
     heap.n = 0;
-    heap.items = (amk__lower_hitem *)amk__malloc((size_t)(n ? n : 1) * sizeof(amk__lower_hitem));
+    heap.items = (amk__lower_hitem *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(amk__lower_hitem));
     if (!left || !start || !pending || !heap.items) { r = amk__lower_oom(d); goto done; }
     for (i = 0; i < n; i++) {
         int c = p->tasks[i].out_counter;
@@ -284,8 +284,8 @@ AMK__FN amk_result amk__lower_assign(const amk_program *p, const int *order, con
         return AMK_OK;
     }
     /* why: group the users of each on-chip buffer; the group's first task picks the SM */
-    parent = (int *)amk__malloc((size_t)(n ? n : 1) * sizeof(int));
-    group_sm = (int *)amk__malloc((size_t)(n ? n : 1) * sizeof(int));
+    parent = (int *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    group_sm = (int *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
     first_user = (int *)amk__malloc((size_t)(p->n_buffers ? p->n_buffers : 1) * sizeof(int));
     if (!parent || !group_sm || !first_user) { r = amk__lower_oom(d); goto done; }
     for (k = 0; k < n; k++) { parent[k] = k; group_sm[k] = -1; }
@@ -672,11 +672,11 @@ AMK_API amk_result amk_program_lower(amk_program *p, const amk_config *c, const 
     target = *t; /* why: c and t may point into p (re-lowering with p's own config) */
     amk_config_default(&cfg);
     if (!amk__config_copy(&cfg, c)) { amk__config_free(&cfg); return amk__lower_oom(d); }
-    order = (int *)amk__malloc((size_t)(n ? n : 1) * sizeof(int));
-    sm = (int *)amk__malloc((size_t)(n ? n : 1) * sizeof(int));
-    explicit_sm = (int *)amk__malloc((size_t)(n ? n : 1) * sizeof(int));
+    order = (int *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    sm = (int *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    explicit_sm = (int *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
     buffer_page = (int *)amk__malloc((size_t)(p->n_buffers ? p->n_buffers : 1) * sizeof(int));
-    tasks = (amk_task *)amk__malloc((size_t)(n ? n : 1) * sizeof(amk_task));
+    tasks = (amk_task *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(amk_task));
     if (!order || !sm || !explicit_sm || !buffer_page || !tasks) { r = amk__lower_oom(d); goto fail; }
     if (cfg.sm_assignment == AMK_SM_EXPLICIT &&
         (r = amk__lower_explicit(p, &cfg, target.num_sms, explicit_sm, d)) != AMK_OK)

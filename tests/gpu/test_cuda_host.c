@@ -3,6 +3,7 @@
    are refused before the driver is touched. AMK_CUDA_LIBRARY forces "no driver" even on a GPU
    machine, so every assertion here holds everywhere. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stddef.h>
 #include <stdlib.h>
 #include "../../amk.h"
 #include "../amk_test.h"
@@ -110,11 +111,36 @@ static void test_null_arguments(void) {
     amk_program_free(p);
 }
 
+static void test_service_null_arguments(void) {
+    double g = -1.0, cg = -1.0, med = -1.0, times[2];
+    amk_diag d;
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_cuda_read_bandwidth(NULL, 1u << 20, 5, &g, &cg, &d), AMK_ERR_INVALID_ARG);
+    CHECK(g == 0.0 && cg == 0.0); /* outputs cleared even on failure */
+    CHECK_EQ_INT(amk_cuda_fill_random(NULL, 0, 1, 0.5f, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_fill_value(NULL, 0, 1.0f, NULL), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_time_runs(NULL, 1, 2, &med, times, &d), AMK_ERR_INVALID_ARG);
+    CHECK(med == 0.0);
+    CHECK_MSG(strstr(d.message, "time_runs") != NULL, "message: %s", d.message);
+}
+
+/* The status words and timing records are one layout for host and device (amk_ir.h). */
+static void test_vm_layouts(void) {
+    CHECK_EQ_INT(sizeof(amk_vm_timing_t), 40);
+    CHECK_EQ_INT(offsetof(amk_vm_timing_t, t_end), 16);
+    CHECK_EQ_INT(offsetof(amk_vm_timing_t, block), 24);
+    CHECK_EQ_INT(offsetof(amk_vm_timing_t, done), 36);
+    CHECK_EQ_INT(AMK_VM_STATUS_PROGRESS, 4);
+    CHECK(AMK_VM_STATUS_ABORT < AMK_VM_STATUS_PROGRESS && AMK_VM_STATUS_ERR_VALUE < AMK_VM_STATUS_PROGRESS);
+}
+
 int main(void) {
     RUN(test_no_driver);
     RUN(test_library_without_cuda_symbols);
     RUN(test_unlowered_program_refused_first);
     RUN(test_bad_references_refused);
     RUN(test_null_arguments);
+    RUN(test_service_null_arguments);
+    RUN(test_vm_layouts);
     TEST_SUMMARY();
 }

@@ -966,6 +966,223 @@ static void test_info(void) {
            info.regs_per_thread, (long long)info.smem_bytes);
 }
 
+/* ---- service kernels: fills, bandwidth, timed runs ---------------------------------------------- */
+
+static const amk_dtype all_dtypes[AMK_DTYPE_COUNT] = {
+    AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_BF16, AMK_DTYPE_F8E4M3, AMK_DTYPE_F8E5M2,
+    AMK_DTYPE_I32, AMK_DTYPE_I8, AMK_DTYPE_I4, AMK_DTYPE_U8, AMK_DTYPE_BOOL};
+
+/* A program of one NOP and, per dtype, a weight of n elements (buffer id = dtype code), then a
+   second BF16 weight "twin" (id AMK_DTYPE_COUNT) and a U8 "guard" [64] (id AMK_DTYPE_COUNT + 1). */
+static amk_cuda *fill_setup(amk_program **pp, int64_t n) {
+    amk_program *p = prog_new(1);
+    amk_cuda *cu = NULL;
+    amk_diag d;
+    int k;
+    for (k = 0; k < AMK_DTYPE_COUNT; k++) buf(p, amk_dtype_name(all_dtypes[k]), AMK_KIND_WEIGHT, all_dtypes[k], 1, n, 0, 0);
+    buf(p, "twin", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 1, n, 0, 0);
+    buf(p, "guard", AMK_KIND_WEIGHT, AMK_DTYPE_U8, 1, 64, 0, 0);
+    k = amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, amk_program_add_counter(p, ""), "nop");
+    p->tasks[k].sm = 0;
+    amk_diag_clear(&d);
+    CHECK_MSG(amk_cuda_create(p, g_image, g_image_size, &cu, &d) == AMK_OK, "fill program: %s", d.message);
+    *pp = p;
+    return cu;
+}
+
+/* The fill's float stream before the dtype's rounding: amk_fill_random_bits' host twin. */
+static float fill_ref(uint64_t seed, int buffer_id, int64_t i, float scale) {
+    uint64_t x = amk__cuda_fill_seed(seed, buffer_id) + (uint64_t)i * 0x9E3779B97F4A7C15ull;
+    uint64_t h = amk__splitmix64(&x);
+    return ((float)(uint32_t)(h >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * scale;
+}
+
+static void test_fill_random(void) {
+    const int64_t n = g_quick ? 4099 : 100003; /* why: odd, so the last 16-byte chunk is partial */
+    amk_program *p = NULL;
+    amk_cuda *cu = fill_setup(&p, n);
+    unsigned char guard[64], back[64];
+    amk_diag d;
+    int k;
+    amk_diag_clear(&d);
+    if (!cu) { amk_program_free(p); return; }
+    memset(guard, 0xA5, sizeof guard);
+    CHECK_EQ_INT(amk_cuda_upload(cu, AMK_DTYPE_COUNT + 1, guard, sizeof guard, &d), AMK_OK);
+    for (k = 0; k < AMK_DTYPE_COUNT; k++) {
+        const amk_dtype dt = all_dtypes[k];
+        const int is_float = amk_dtype_is_float(dt);
+        const float scale = is_float ? 0.5f : dt == AMK_DTYPE_I32 ? 1000.0f : dt == AMK_DTYPE_I8 ? 100.5f
+                          : dt == AMK_DTYPE_U8 ? 200.0f : dt == AMK_DTYPE_I4 ? 99.0f : 2.0f;
+        /* integer ranges: [0, (int)scale) capped at the dtype (I4 holds 0..7 as q) */
+        const int count = dt == AMK_DTYPE_I32 ? 1000 : dt == AMK_DTYPE_I8 ? 100 : dt == AMK_DTYPE_U8 ? 200 : dt == AMK_DTYPE_I4 ? 8 : 2;
+        const size_t nb = (size_t)amk_dtype_nbytes(dt, n);
+        unsigned char *a = (unsigned char *)malloc(nb), *b = (unsigned char *)malloc(nb);
+        int64_t i, bad = 0, differ = 0, seen[256];
+        double lo = 1e30, hi = -1e30, sum = 0.0;
+        memset(seen, 0, sizeof seen);
+        CHECK_EQ_INT(amk_cuda_fill_random(cu, dt, 42, scale, &d), AMK_OK);
+        CHECK_EQ_INT(amk_cuda_download(cu, dt, a, nb, &d), AMK_OK);
+        for (i = 0; i < n; i++) {
+            const double v = amk__load_f32(a, dt, i);
+            if (is_float) {
+                if (!(v >= -scale && v < scale)) bad++;
+            } else if (!(v >= 0 && v < count && v == floor(v))) {
+                bad++;
+            } else if (v < 256) {
+                seen[(int)v]++;
+            }
+            if (v < lo) lo = v;
+            if (v > hi) hi = v;
+            sum += v;
+        }
+        CHECK_MSG(bad == 0, "fill_random %s: %lld of %lld values outside the range", amk_dtype_name(dt), (long long)bad, (long long)n);
+        if (is_float) {
+            CHECK_MSG(lo < -0.8 * scale && hi > 0.8 * scale && fabs(sum / (double)n) < 0.05 * scale,
+                      "fill_random %s: min %g max %g mean %g", amk_dtype_name(dt), lo, hi, sum / (double)n);
+        } else {
+            /* every value drawn where n is many times count (I32: only the ends of the range) */
+            int v, missing = 0;
+            for (v = 0; v < count && count <= 256; v++) missing += seen[v] == 0;
+            CHECK_MSG(missing == 0 && hi >= 0.98 * (count - 1) && lo <= 0.02 * count,
+                      "fill_random %s: %d of %d values never drawn, min %g max %g", amk_dtype_name(dt), missing, count, lo, hi);
+        }
+        if (dt == AMK_DTYPE_I4) CHECK_EQ_INT(a[n / 2] >> 4, 0); /* the nibble past an odd count */
+        /* bit-exact against the host twin where the dtype's rounding is plain: f32, bf16 (truncation) */
+        for (i = 0, bad = 0; i < n && (dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_BF16); i++) {
+            float e = fill_ref(42, dt, i, scale);
+            uint32_t eb;
+            memcpy(&eb, &e, 4);
+            if (dt == AMK_DTYPE_F32 ? memcmp(a + 4 * i, &eb, 4) != 0 : ((const uint16_t *)a)[i] != (uint16_t)(eb >> 16)) bad++;
+        }
+        CHECK_MSG(bad == 0, "fill_random %s: %lld values differ from the host twin", amk_dtype_name(dt), (long long)bad);
+        /* same seed, same bytes; another seed, other values */
+        CHECK_EQ_INT(amk_cuda_fill_random(cu, dt, 42, scale, &d), AMK_OK);
+        CHECK_EQ_INT(amk_cuda_download(cu, dt, b, nb, &d), AMK_OK);
+        CHECK_MSG(memcmp(a, b, nb) == 0, "fill_random %s: the same seed gave other values", amk_dtype_name(dt));
+        CHECK_EQ_INT(amk_cuda_fill_random(cu, dt, 43, scale, &d), AMK_OK);
+        CHECK_EQ_INT(amk_cuda_download(cu, dt, b, nb, &d), AMK_OK);
+        for (i = 0; i < n; i++) differ += amk__load_f32(a, dt, i) != amk__load_f32(b, dt, i);
+        CHECK_MSG(differ > n / 4, "fill_random %s: seeds 42 and 43 differ in only %lld of %lld", amk_dtype_name(dt),
+                  (long long)differ, (long long)n);
+        if (dt == AMK_DTYPE_BF16) { /* another buffer, the same seed: another stream */
+            CHECK_EQ_INT(amk_cuda_fill_random(cu, AMK_DTYPE_COUNT, 42, scale, &d), AMK_OK);
+            CHECK_EQ_INT(amk_cuda_download(cu, AMK_DTYPE_COUNT, b, nb, &d), AMK_OK);
+            for (i = 0, differ = 0; i < n; i++) differ += ((const uint16_t *)a)[i] != ((const uint16_t *)b)[i];
+            CHECK_MSG(differ > n / 2, "fill_random: buffers %d and %d share a stream (%lld differ)", dt, AMK_DTYPE_COUNT, (long long)differ);
+        }
+        free(a);
+        free(b);
+    }
+    CHECK_EQ_INT(amk_cuda_download(cu, AMK_DTYPE_COUNT + 1, back, sizeof back, &d), AMK_OK);
+    CHECK_MSG(memcmp(guard, back, sizeof guard) == 0, "a fill wrote into the next buffer");
+    /* refused: a scale the dtype cannot use, a bad buffer id */
+    CHECK_EQ_INT(amk_cuda_fill_random(cu, AMK_DTYPE_I8, 1, 0.5f, &d), AMK_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(d.message, "scale >= 1") != NULL, "message: %s", d.message);
+    CHECK_EQ_INT(amk_cuda_fill_random(cu, AMK_DTYPE_F32, 1, -1.0f, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_fill_random(cu, AMK_DTYPE_F32, 1, (float)NAN, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_fill_random(cu, AMK_DTYPE_F16, 1, (float)INFINITY, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_fill_random(cu, -1, 1, 1.0f, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_fill_random(cu, AMK_DTYPE_COUNT + 2, 1, 1.0f, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_fill_value(cu, AMK_DTYPE_COUNT + 2, 1.0f, &d), AMK_ERR_INVALID_ARG);
+    amk_cuda_free(cu);
+    amk_program_free(p);
+}
+
+/* fill_value gives the bytes the host's encoding (amk__store_f32) gives, in every dtype. */
+static void test_fill_value(void) {
+    static const float values[4] = {1.0f, -2.5f, 0.3f, 1000.0f};
+    const int64_t n = 1001;
+    amk_program *p = NULL;
+    amk_cuda *cu = fill_setup(&p, n);
+    amk_diag d;
+    int k, v;
+    amk_diag_clear(&d);
+    if (!cu) { amk_program_free(p); return; }
+    for (k = 0; k < AMK_DTYPE_COUNT; k++) {
+        const amk_dtype dt = all_dtypes[k];
+        const size_t nb = (size_t)amk_dtype_nbytes(dt, n);
+        unsigned char *got = (unsigned char *)malloc(nb), *want = (unsigned char *)malloc(nb);
+        for (v = 0; v < 4; v++) {
+            int64_t i;
+            memset(want, 0, nb);
+            for (i = 0; i < n; i++) amk__store_f32(want, dt, i, values[v]);
+            CHECK_EQ_INT(amk_cuda_fill_value(cu, dt, values[v], &d), AMK_OK);
+            CHECK_EQ_INT(amk_cuda_download(cu, dt, got, nb, &d), AMK_OK);
+            CHECK_MSG(memcmp(got, want, nb) == 0, "fill_value %g in %s differs from the host encoding (first byte %02x, want %02x)",
+                      (double)values[v], amk_dtype_name(dt), got[0], want[0]);
+        }
+        free(got);
+        free(want);
+    }
+    amk_cuda_free(cu);
+    amk_program_free(p);
+}
+
+static void test_read_bandwidth(void) {
+    double g = 0.0, cg = 0.0, g2 = 0.0;
+    amk_diag d;
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_cuda_read_bandwidth(g_keep, 0, 5, &g, &cg, &d), AMK_OK); /* 0: raised to 4x L2 */
+    CHECK_MSG(g > 100.0 && g < 50000.0, "read bandwidth %.1f GB/s", g);
+    CHECK_MSG(cg > 100.0 && cg < 50000.0, "copy bandwidth %.1f GB/s", cg);
+    if (!g_quick) {
+        CHECK_EQ_INT(amk_cuda_read_bandwidth(g_keep, (size_t)1 << 30, 3, &g2, NULL, &d), AMK_OK);
+        CHECK_MSG(g2 > 100.0 && g2 < 50000.0, "read bandwidth over 1 GiB %.1f GB/s", g2);
+    }
+    CHECK_EQ_INT(amk_cuda_read_bandwidth(g_keep, 0, 0, &g2, NULL, &d), AMK_ERR_INVALID_ARG);
+    CHECK(g2 == 0.0);
+    CHECK_EQ_INT(amk_cuda_read_bandwidth(g_keep, 0, 3, NULL, NULL, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_read_bandwidth(g_keep, SIZE_MAX, 3, &g2, NULL, &d), AMK_ERR_INVALID_ARG);
+    printf("  bandwidth (4x L2 scratch, median of 5): read %.0f GB/s, copy %.0f GB/s (read + write)\n", g, cg);
+}
+
+/* time_runs: n positive per-launch times around the median, the program really ran (its output
+   matches the reference), and timing records still come from the last launch. */
+static void test_time_runs(void) {
+    const int n = 8, n_sms = 4, H = 1024, runs = 9;
+    amk_program *p = prog_new(n_sms);
+    int prev = buf(p, "a0", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, H, 0, 0), w = buf(p, "w", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, H, 0, 0);
+    int i, prev_c = -1, n_rec = 0;
+    double med = 0.0, times[9], lo = 1e30, hi = 0.0;
+    amk_cuda_timing_record rec[8];
+    gcase g;
+    for (i = 0; i < n; i++) {
+        int in[2], t, c = amk_program_add_counter(p, ""), out;
+        char name[16];
+        snprintf(name, sizeof name, "a%d", i + 1);
+        out = buf(p, name, i == n - 1 ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, H, 0, 0);
+        in[0] = prev; in[1] = w;
+        t = task(p, AMK_OP_MUL, in, 2, out, c, i % n_sms);
+        if (prev_c >= 0) amk_task_add_wait(p, t, prev_c, 1);
+        prev = out;
+        prev_c = c;
+    }
+    if (gcase_begin(&g, p, "time_runs", 1.0f)) {
+        for (i = 0; i < runs; i++) times[i] = -1.0;
+        amk_cuda_set_timing(g.cu, 1);
+        CHECK_EQ_INT(amk_cuda_time_runs(g.cu, 2, runs, &med, times, &g.d), AMK_OK);
+        for (i = 0; i < runs; i++) {
+            CHECK_MSG(times[i] > 0.0 && times[i] < 1e6, "run %d took %g us", i, times[i]);
+            if (times[i] < lo) lo = times[i];
+            if (times[i] > hi) hi = times[i];
+        }
+        CHECK_MSG(med >= lo && med <= hi && med > 0.0, "median %g outside [%g, %g]", med, lo, hi);
+        printf("  time_runs: %d dependent MULs over %d SMs: median %.1f us (min %.1f, max %.1f)\n", n, n_sms, med, lo, hi);
+        CHECK_EQ_INT(amk_cuda_timing(g.cu, rec, n, &n_rec, &g.d), AMK_OK);
+        CHECK_EQ_INT(n_rec, n);
+        for (i = 0; i < n_rec; i++) CHECK(rec[i].done);
+        CHECK_EQ_INT(amk_refvm_run(g.vm, NULL, &g.d), AMK_OK);
+        gcase_compare(&g, prev, 0.0, 0.0, "time_runs out");
+        amk_cuda_set_timing(g.cu, 0);
+        CHECK_EQ_INT(amk_cuda_time_runs(g.cu, 0, 2, &med, NULL, &g.d), AMK_OK); /* no per-run array */
+        CHECK(med > 0.0);
+        CHECK_EQ_INT(amk_cuda_time_runs(g.cu, 0, 0, &med, NULL, &g.d), AMK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(amk_cuda_time_runs(g.cu, -1, 3, &med, NULL, &g.d), AMK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(amk_cuda_time_runs(g.cu, 0, 3, NULL, NULL, &g.d), AMK_ERR_INVALID_ARG);
+    }
+    gcase_end(&g);
+}
+
 /* ---- benchmarks (--bench): numbers for bench/NOTES.md, not tests ---------------------------------- */
 
 static int cmp_double(const void *a, const void *b) {
@@ -1041,7 +1258,7 @@ static void bench_layers(int L, int64_t N, int threads) {
     int l, i, prev, prev_c = -1, n_rec = 0, runs = 20, *W = (int *)calloc((size_t)L, sizeof(int));
     amk_cuda *cu = NULL;
     amk_diag d;
-    double span[20], wall[20], bytes = (double)L * (double)N * (double)N * 2.0;
+    double span[20], wall[20], ev = 0.0, bytes = (double)L * (double)N * (double)N * 2.0;
     uint16_t *w = (uint16_t *)malloc((size_t)(N * N) * 2);
     amk_cuda_timing_record *rec;
     trng r = trng_for("layers");
@@ -1075,6 +1292,7 @@ static void bench_layers(int L, int64_t N, int threads) {
             amk_cuda_run(cu, 10000.0, &d);
             wall[i] = (now_ms() - t0) * 1e3;
         }
+        amk_cuda_time_runs(cu, 3, 30, &ev, NULL, &d);
         amk_cuda_set_timing(cu, 1);
         for (i = 0; i < runs; i++) {
             int k;
@@ -1090,8 +1308,9 @@ static void bench_layers(int L, int64_t N, int threads) {
         qsort(wall, (size_t)runs, sizeof(double), cmp_double);
         qsort(span, (size_t)runs, sizeof(double), cmp_double);
         printf("  bench layers: %d x bf16 %lldx%lld (%.0f MB), %d tiles/layer x %d threads: span median %.1f us "
-               "(%.0f GB/s), run() wall median %.1f us (%.0f GB/s)\n", L, (long long)N, (long long)N, bytes / 1e6,
-               tiles, threads, span[runs / 2], bytes / span[runs / 2] * 1e-3, wall[runs / 2], bytes / wall[runs / 2] * 1e-3);
+               "(%.0f GB/s), run() wall median %.1f us (%.0f GB/s), time_runs median %.1f us (%.0f GB/s)\n", L,
+               (long long)N, (long long)N, bytes / 1e6, tiles, threads, span[runs / 2], bytes / span[runs / 2] * 1e-3,
+               wall[runs / 2], bytes / wall[runs / 2] * 1e-3, ev, bytes / ev * 1e-3);
         amk_cuda_free(cu);
     }
     free(w);
@@ -1139,6 +1358,47 @@ static void bench_chain(int n, int n_sms) {
         printf("  bench chain: create failed: %s\n", d.message);
     }
     free(rec);
+    amk_program_free(p);
+}
+
+/* Bandwidth per configuration (1 GiB scratch), and the fill kernels' speed on a 4 GiB bf16 weight. */
+static void bench_service(void) {
+    static const int per_sm[2] = {1, 0};
+    const int64_t rows = 32768, cols = 65536; /* why: 4 GiB of bf16, a quarter of Llama-3-8B */
+    amk_program *p;
+    amk_cuda *cu = NULL;
+    amk_diag d;
+    double g = 0.0, cg = 0.0, t0, t_rand, t_val;
+    int k, copy;
+    amk_diag_clear(&d);
+    for (copy = 0; copy < 2; copy++)
+        for (k = 0; k < 2; k++) {
+            if (amk__cuda_bw_measure(g_keep, (size_t)1 << 30, 20, copy, per_sm[k], &g, &d) == AMK_OK)
+                printf("  bench bandwidth %s 1 GiB, %s x 1024 threads: %.0f GB/s (median of 20)\n", copy ? "copy" : "read",
+                       per_sm[k] ? "1 block/SM" : "full occupancy", g);
+            else
+                printf("  bench bandwidth: %s\n", d.message);
+        }
+    if (amk_cuda_read_bandwidth(g_keep, (size_t)4 << 30, 10, &g, &cg, &d) == AMK_OK)
+        printf("  bench bandwidth 4 GiB, best configuration: read %.0f GB/s, copy %.0f GB/s\n", g, cg);
+    p = prog_new(1);
+    buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, rows, cols, 0);
+    k = amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, amk_program_add_counter(p, ""), "nop");
+    p->tasks[k].sm = 0;
+    if (amk_cuda_create(p, g_image, g_image_size, &cu, &d) == AMK_OK) {
+        amk_cuda_fill_random(cu, 0, 1, 0.02f, &d); /* warm-up */
+        t0 = now_ms();
+        k = amk_cuda_fill_random(cu, 0, 2, 0.02f, &d);
+        t_rand = now_ms() - t0;
+        t0 = now_ms();
+        k |= amk_cuda_fill_value(cu, 0, 1.0f, &d);
+        t_val = now_ms() - t0;
+        printf("  bench fill 4 GiB bf16: random %.1f ms (%.0f GB/s), value %.1f ms (%.0f GB/s)%s\n", t_rand,
+               4.294967296 / t_rand * 1e3, t_val, 4.294967296 / t_val * 1e3, k ? " FAILED" : "");
+        amk_cuda_free(cu);
+    } else {
+        printf("  bench fill: create failed: %s\n", d.message);
+    }
     amk_program_free(p);
 }
 
@@ -1219,6 +1479,10 @@ int main(int argc, char **argv) {
     TRY(test_update_params_checks);
     TRY(test_upload_checks);
     TRY(test_images);
+    TRY(test_fill_random);
+    TRY(test_fill_value);
+    TRY(test_read_bandwidth);
+    TRY(test_time_runs);
     if (g_bench) {
         bench_gemv(33792, 4096, 132, 256);
         bench_gemv(33792, 4096, 132, 512);
@@ -1226,6 +1490,7 @@ int main(int argc, char **argv) {
         bench_layers(16, 4096, 256);
         bench_layers(16, 4096, 512);
         bench_chain(264, 132);
+        bench_service();
     }
     amk_cuda_free(g_keep);
     TEST_SUMMARY();
