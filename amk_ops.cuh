@@ -548,6 +548,7 @@ static __device__ __forceinline__ float amk_dot_row(const float *qs, const void 
     if ((t == AMK_DTYPE_BF16 || t == AMK_DTYPE_F16) && (off & 7) == 0) {
         /* why: KV rows may be written in this launch (KV_APPEND), so a coherent load, not .nc */
         const uint4 *p = (const uint4 *)((const uint16_t *)base + off);
+#pragma unroll 4
         for (; d + 8 <= n; d += 8) {
             float w[8];
             if (t == AMK_DTYPE_BF16) amk_unpack_bf16x8(p[d >> 3], w);
@@ -557,6 +558,7 @@ static __device__ __forceinline__ float amk_dot_row(const float *qs, const void 
         }
     } else if (t == AMK_DTYPE_F32 && (off & 3) == 0) {
         const float4 *p = (const float4 *)((const float *)base + off);
+#pragma unroll 4
         for (; d + 4 <= n; d += 4) {
             float4 w = p[d >> 2];
             s = fmaf(qs[d], w.x, s); s = fmaf(qs[d + 1], w.y, s);
@@ -601,13 +603,41 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
             l_run = l_run * alpha + amk_warp_sum(p);
 #pragma unroll
             for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] *= alpha;
-            for (int i = 0; i < nvalid; i++) {
-                const float pi = __shfl_sync(0xFFFFFFFFu, p, i);
-                const int64_t vb = ((j0 + i) * nkv + g) * hd;
+            /* why: the V rows are loaded one after another; with the dtype switch hoisted out of the
+               loop (BF16, F32) the unrolled rows' loads can be in flight together */
+            if (vc->dtype == AMK_DTYPE_BF16) {
+                const uint16_t *vp = (const uint16_t *)vc->ptr;
+#pragma unroll 4
+                for (int i = 0; i < nvalid; i++) {
+                    const float pi = __shfl_sync(0xFFFFFFFFu, p, i);
+                    const int64_t vb = ((j0 + i) * nkv + g) * hd;
 #pragma unroll
-                for (int t = 0; t < AMK_ATTN_DPL; t++) {
-                    const int d = lane + 32 * t;
-                    if (d < hd) acc[t] = fmaf(pi, amk_load((const void *)vc->ptr, vc->dtype, vb + d), acc[t]);
+                    for (int t = 0; t < AMK_ATTN_DPL; t++) {
+                        const int d = lane + 32 * t;
+                        if (d < hd) acc[t] = fmaf(pi, __uint_as_float((uint32_t)vp[vb + d] << 16), acc[t]);
+                    }
+                }
+            } else if (vc->dtype == AMK_DTYPE_F32) {
+                const float *vp = (const float *)vc->ptr;
+#pragma unroll 4
+                for (int i = 0; i < nvalid; i++) {
+                    const float pi = __shfl_sync(0xFFFFFFFFu, p, i);
+                    const int64_t vb = ((j0 + i) * nkv + g) * hd;
+#pragma unroll
+                    for (int t = 0; t < AMK_ATTN_DPL; t++) {
+                        const int d = lane + 32 * t;
+                        if (d < hd) acc[t] = fmaf(pi, vp[vb + d], acc[t]);
+                    }
+                }
+            } else {
+                for (int i = 0; i < nvalid; i++) {
+                    const float pi = __shfl_sync(0xFFFFFFFFu, p, i);
+                    const int64_t vb = ((j0 + i) * nkv + g) * hd;
+#pragma unroll
+                    for (int t = 0; t < AMK_ATTN_DPL; t++) {
+                        const int d = lane + 32 * t;
+                        if (d < hd) acc[t] = fmaf(pi, amk_load((const void *)vc->ptr, vc->dtype, vb + d), acc[t]);
+                    }
                 }
             }
             m_run = m_new;
