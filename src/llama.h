@@ -335,9 +335,12 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             n_k = amk__lb_gemv(&b, xn, w_k, k, c_k, kv_rows, H, rows, c_n1, 1, "k", i);
             n_v = amk__lb_gemv(&b, xn, w_v, v, c_v, kv_rows, H, rows, c_n1, 1, "v", i);
             if (n_q < 0 || n_k < 0 || n_v < 0) goto fail;
-            ins[0] = q; ins[1] = pos;
-            snprintf(label, sizeof label, "L%d rope q", i);
-            t = amk__lb_task(&b, AMK_OP_ROPE, ins, 2, qr, c_qr, &c_q, &n_q, 1, 0, label);
+            /* why: K and V are ready before Q (fewer rows); their rope and appends come first in
+               list order, so an SM that also holds rope q does not block them behind it */
+            ins[0] = k; ins[1] = pos;
+            snprintf(label, sizeof label, "L%d rope k", i);
+            t = amk__lb_task(&b, AMK_OP_ROPE, ins, 2, kr, c_kr, &c_k, &n_k, 1, 0, label);
+            if (t < 0) goto fail;
             amk_task_set_int(p, t, "head_dim", HD);
             amk_task_set_real(p, t, "theta", c->rope_theta);
             if (c->rope_llama3) {
@@ -346,11 +349,19 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                 amk_task_set_real(p, t, "rope_high_freq_factor", c->rope_high_freq_factor);
                 amk_task_set_int(p, t, "rope_orig_ctx", c->rope_orig_ctx);
             }
-            ins[0] = k;
-            snprintf(label, sizeof label, "L%d rope k", i);
-            j = amk__lb_task(&b, AMK_OP_ROPE, ins, 2, kr, c_kr, &c_k, &n_k, 1, 0, label);
-            if (t < 0 || j < 0) goto fail;
-            { /* same rope params on k */
+            ins[0] = kr; ins[1] = kc;
+            snprintf(label, sizeof label, "L%d k append", i);
+            j = amk__lb_task(&b, AMK_OP_KV_APPEND, ins, 2, kc, c_ka, &c_kr, &one, 1, 0, label);
+            amk_task_set_int(p, j, "pos", 0);
+            ins[0] = v; ins[1] = vc;
+            snprintf(label, sizeof label, "L%d v append", i);
+            j = amk__lb_task(&b, AMK_OP_KV_APPEND, ins, 2, vc, c_va, &c_v, &n_v, 1, 0, label);
+            amk_task_set_int(p, j, "pos", 0);
+            ins[0] = q; ins[1] = pos;
+            snprintf(label, sizeof label, "L%d rope q", i);
+            j = amk__lb_task(&b, AMK_OP_ROPE, ins, 2, qr, c_qr, &c_q, &n_q, 1, 0, label);
+            if (j < 0) goto fail;
+            { /* the same rope params as k */
                 int pi;
                 for (pi = 0; pi < p->tasks[t].n_params; pi++) {
                     const amk_param *pr = &p->tasks[t].params[pi];
@@ -358,14 +369,6 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                     else amk_task_set_real(p, j, pr->key, pr->f);
                 }
             }
-            ins[0] = kr; ins[1] = kc;
-            snprintf(label, sizeof label, "L%d k append", i);
-            t = amk__lb_task(&b, AMK_OP_KV_APPEND, ins, 2, kc, c_ka, &c_kr, &one, 1, 0, label);
-            amk_task_set_int(p, t, "pos", 0);
-            ins[0] = v; ins[1] = vc;
-            snprintf(label, sizeof label, "L%d v append", i);
-            t = amk__lb_task(&b, AMK_OP_KV_APPEND, ins, 2, vc, c_va, &c_v, &n_v, 1, 0, label);
-            amk_task_set_int(p, t, "pos", 0);
             for (j = 0; j < S; j++) {
                 int wc[3], wn[3], part;
                 wc[0] = c_qr; wc[1] = c_ka; wc[2] = c_va; wn[0] = wn[1] = wn[2] = 1;
