@@ -2,7 +2,7 @@
 """bench/hf_baseline.py - the baseline AMK's decode benchmark is compared with: one decode step
 of the same model shapes through HF transformers, captured as a CUDA graph over a static KV cache.
 
-For each shape (the configs of amk_llama_config_preset in src/llama.h, REFERENCE.md 3.1/3.3), with
+For each shape (the configs of amk_llama_config_preset in amk.h, REFERENCE.md 3.1/3.3), with
 random bfloat16 weights built directly on the GPU (LlamaConfig + LlamaForCausalLM; nothing is
 downloaded), and each context length ctx:
   1. a StaticCache for one sequence, positions [0, ctx) filled by prefilling a random prompt of

@@ -130,7 +130,7 @@ def main():
             "gguf": importlib.metadata.version("gguf"), "transformers": tf_version,
             "python": sys.version.split()[0],
             "note": "HF tokenizers classifies \\p{L} \\p{N} \\s by Unicode 16 (Oniguruma), its Digits step "
-                    "by Rust's char::is_numeric (Unicode 17 in this build); src/unicode_tables.h is Unicode 16",
+                    "by Rust's char::is_numeric (Unicode 17 in this build); the >>unicode_tables block of amk.h is Unicode 16",
             "transformers_gguf_loader": "agrees on %d cases; differs on %d, all containing digits "
             "(it ignores the smollm Digits pre-tokenizer)" % (agree, digits_only_differ),
             "encode": "add_special_tokens=False", "n_cases": len(lines),
