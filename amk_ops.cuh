@@ -607,6 +607,28 @@ static __device__ __forceinline__ float amk_dot_row(const float *qs, const void 
     return s;
 }
 
+/* acc[t] += p_i * V[row j0+i, kv head g, dim lane+32t] over nvalid rows of V in dtype t. Called with
+   t a constant for BF16 and F32: those copies have straight-line loads that the unrolled rows keep
+   in flight together (amk_load's dtype switch would put each behind a branch); any other dtype
+   goes through amk_load. */
+static __device__ __forceinline__ void amk_attn_pv(float *acc, float p, const void *v, int dt,
+                                                   int64_t j0, int nvalid, int nkv, int g, int hd, int lane) {
+#pragma unroll 4
+    for (int i = 0; i < nvalid; i++) {
+        const float pi = __shfl_sync(0xFFFFFFFFu, p, i);
+        const int64_t vb = ((j0 + i) * nkv + g) * hd;
+#pragma unroll
+        for (int t = 0; t < AMK_ATTN_DPL; t++) {
+            const int d = lane + 32 * t;
+            if (d < hd) {
+                const float x = dt == AMK_DTYPE_BF16 ? __uint_as_float((uint32_t)((const uint16_t *)v)[vb + d] << 16)
+                              : dt == AMK_DTYPE_F32 ? ((const float *)v)[vb + d] : amk_load(v, dt, vb + d);
+                acc[t] = fmaf(pi, x, acc[t]);
+            }
+        }
+    }
+}
+
 AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
@@ -641,43 +663,9 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
             l_run = l_run * alpha + amk_warp_sum(p);
 #pragma unroll
             for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] *= alpha;
-            /* why: the V rows are loaded one after another; with the dtype switch hoisted out of the
-               loop (BF16, F32) the unrolled rows' loads can be in flight together */
-            if (vc->dtype == AMK_DTYPE_BF16) {
-                const uint16_t *vp = (const uint16_t *)vc->ptr;
-#pragma unroll 4
-                for (int i = 0; i < nvalid; i++) {
-                    const float pi = __shfl_sync(0xFFFFFFFFu, p, i);
-                    const int64_t vb = ((j0 + i) * nkv + g) * hd;
-#pragma unroll
-                    for (int t = 0; t < AMK_ATTN_DPL; t++) {
-                        const int d = lane + 32 * t;
-                        if (d < hd) acc[t] = fmaf(pi, __uint_as_float((uint32_t)vp[vb + d] << 16), acc[t]);
-                    }
-                }
-            } else if (vc->dtype == AMK_DTYPE_F32) {
-                const float *vp = (const float *)vc->ptr;
-#pragma unroll 4
-                for (int i = 0; i < nvalid; i++) {
-                    const float pi = __shfl_sync(0xFFFFFFFFu, p, i);
-                    const int64_t vb = ((j0 + i) * nkv + g) * hd;
-#pragma unroll
-                    for (int t = 0; t < AMK_ATTN_DPL; t++) {
-                        const int d = lane + 32 * t;
-                        if (d < hd) acc[t] = fmaf(pi, vp[vb + d], acc[t]);
-                    }
-                }
-            } else {
-                for (int i = 0; i < nvalid; i++) {
-                    const float pi = __shfl_sync(0xFFFFFFFFu, p, i);
-                    const int64_t vb = ((j0 + i) * nkv + g) * hd;
-#pragma unroll
-                    for (int t = 0; t < AMK_ATTN_DPL; t++) {
-                        const int d = lane + 32 * t;
-                        if (d < hd) acc[t] = fmaf(pi, amk_load((const void *)vc->ptr, vc->dtype, vb + d), acc[t]);
-                    }
-                }
-            }
+            if (vc->dtype == AMK_DTYPE_BF16) amk_attn_pv(acc, p, (const void *)vc->ptr, AMK_DTYPE_BF16, j0, nvalid, nkv, g, hd, lane);
+            else if (vc->dtype == AMK_DTYPE_F32) amk_attn_pv(acc, p, (const void *)vc->ptr, AMK_DTYPE_F32, j0, nvalid, nkv, g, hd, lane);
+            else amk_attn_pv(acc, p, (const void *)vc->ptr, vc->dtype, j0, nvalid, nkv, g, hd, lane);
             m_run = m_new;
         }
 #pragma unroll
@@ -738,22 +726,27 @@ AMK_OP_FN void amk_op_rope(amk_op_ctx *c) {
     }
 }
 
-/* SILU_MUL: silu(gate) * up. */
-AMK_OP_FN void amk_op_silu_mul(amk_op_ctx *c) {
-    const amk_buffer_t *g = &c->in[0], *u = &c->in[1], *o = &c->out[0];
+/* The binary elementwise ops, out[e] = f(a[e], b[e]); op is a compile-time constant at each call
+   so the choice folds away. */
+static __device__ __forceinline__ void amk_op_binary(amk_op_ctx *c, int op) {
+    const amk_buffer_t *a = &c->in[0], *b = &c->in[1], *o = &c->out[0];
     const int64_t n = o->numel;
     int64_t i;
     for (i = AMK_OPS_TID; i < n; i += AMK_EW_ILP * AMK_OPS_NT) {
-        float gv[AMK_EW_ILP], uv[AMK_EW_ILP];
+        float av[AMK_EW_ILP], bv[AMK_EW_ILP];
         int k;
-        amk_load_ilp((const void *)g->ptr, g->dtype, i, AMK_OPS_NT, n, gv);
-        amk_load_ilp((const void *)u->ptr, u->dtype, i, AMK_OPS_NT, n, uv);
+        amk_load_ilp((const void *)a->ptr, a->dtype, i, AMK_OPS_NT, n, av);
+        amk_load_ilp((const void *)b->ptr, b->dtype, i, AMK_OPS_NT, n, bv);
 #pragma unroll
-        for (k = 0; k < AMK_EW_ILP; k++)
-            if (i + k * AMK_OPS_NT < n)
-                amk_store((void *)o->ptr, o->dtype, i + k * AMK_OPS_NT, gv[k] / (1.0f + expf(-gv[k])) * uv[k]);
+        for (k = 0; k < AMK_EW_ILP; k++) {
+            const float r = op == AMK_OP_SILU_MUL ? av[k] / (1.0f + expf(-av[k])) * bv[k] : av[k] + bv[k];
+            if (i + k * AMK_OPS_NT < n) amk_store((void *)o->ptr, o->dtype, i + k * AMK_OPS_NT, r);
+        }
     }
 }
+
+/* SILU_MUL: silu(gate) * up. */
+AMK_OP_FN void amk_op_silu_mul(amk_op_ctx *c) { amk_op_binary(c, AMK_OP_SILU_MUL); }
 
 /* GELU, exact (erf). */
 AMK_OP_FN void amk_op_gelu(amk_op_ctx *c) {
@@ -766,20 +759,7 @@ AMK_OP_FN void amk_op_gelu(amk_op_ctx *c) {
 }
 
 /* ADD: a + b. */
-AMK_OP_FN void amk_op_add(amk_op_ctx *c) {
-    const amk_buffer_t *a = &c->in[0], *b = &c->in[1], *o = &c->out[0];
-    const int64_t n = o->numel;
-    int64_t i;
-    for (i = AMK_OPS_TID; i < n; i += AMK_EW_ILP * AMK_OPS_NT) {
-        float av[AMK_EW_ILP], bv[AMK_EW_ILP];
-        int k;
-        amk_load_ilp((const void *)a->ptr, a->dtype, i, AMK_OPS_NT, n, av);
-        amk_load_ilp((const void *)b->ptr, b->dtype, i, AMK_OPS_NT, n, bv);
-#pragma unroll
-        for (k = 0; k < AMK_EW_ILP; k++)
-            if (i + k * AMK_OPS_NT < n) amk_store((void *)o->ptr, o->dtype, i + k * AMK_OPS_NT, av[k] + bv[k]);
-    }
-}
+AMK_OP_FN void amk_op_add(amk_op_ctx *c) { amk_op_binary(c, AMK_OP_ADD); }
 
 /* MUL: a * b (b of one element broadcasts), or a * scale with one input. */
 AMK_OP_FN void amk_op_mul(amk_op_ctx *c) {
