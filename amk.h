@@ -6372,7 +6372,13 @@ AMK__FN int amk__lower_is_onchip(const amk_program *p, int b) {
            (p->buffers[b].space == AMK_SPACE_SMEM || p->buffers[b].space == AMK_SPACE_REGISTER);
 }
 
-/* sm[k] for the task at position k. explicit_sm is sm_of[original index] (explicit mode). */
+/* sm[k] for the task at position k. explicit_sm is sm_of[original index] (explicit mode).
+   load_balance balances each dependency level on its own (the level of a task is 1 + the deepest
+   producer it waits on): tasks of one level run at about the same time, so each level's bytes
+   are what must spread evenly. why: balancing cumulative bytes over the whole program put up to
+   3 of one phase's GEMV tiles on one SM (that phase then took 3 tile times) to make up for an
+   earlier, larger phase. Within a level: the least level load, then the least total, then the
+   lowest index. */
 AMK__FN amk_result amk__lower_assign(const amk_program *p, const int *order, const amk_config *c,
                                      int num_sms, const int *explicit_sm, int *sm, amk_diag *d) {
     int n = p->n_tasks, k, j, m = num_sms < n ? num_sms : n;
@@ -6402,30 +6408,68 @@ AMK__FN amk_result amk__lower_assign(const amk_program *p, const int *order, con
             else parent[amk__lower_find(parent, k)] = amk__lower_find(parent, first_user[b]);
         }
     }
-    if (c->sm_assignment == AMK_SM_LOAD_BALANCE) {
-        /* why: with ties going to the lowest index, n tasks never reach an SM index >= n, so
-           loads beyond min(num_sms, n) need no memory (num_sms comes from the caller) */
-        load = (int64_t *)amk__calloc((size_t)(m ? m : 1), sizeof(int64_t));
-        heap.items = (amk__lower_hitem *)amk__malloc(((size_t)m + (size_t)n + 1) * sizeof(amk__lower_hitem));
-        if (!load || !heap.items) { r = amk__lower_oom(d); goto done; }
-        for (j = 0; j < m; j++) amk__lower_hpush(&heap, 0, j);
-    }
-    for (k = 0; k < n; k++) {
-        int g = amk__lower_find(parent, k), s = group_sm[g];
-        if (c->sm_assignment == AMK_SM_ROUND_ROBIN) {
+    if (c->sm_assignment == AMK_SM_ROUND_ROBIN) {
+        for (k = 0; k < n; k++) {
+            int g = amk__lower_find(parent, k), s = group_sm[g];
             if (s < 0) s = k % num_sms;
-        } else {
-            int64_t cost = p->tasks[order[k]].est_bytes;
-            if (cost < 1) cost = 1; /* why: zero-cost tasks still spread over the SMs */
-            while (s < 0) { /* the least-loaded SM; heap entries left stale by followers are skipped */
-                amk__lower_hitem top = amk__lower_hpop(&heap);
-                if (top.key == load[top.val]) s = top.val;
-            }
-            load[s] = load[s] > INT64_MAX - cost ? INT64_MAX : load[s] + cost;
-            amk__lower_hpush(&heap, load[s], s);
+            group_sm[g] = s;
+            sm[k] = s;
         }
-        group_sm[g] = s;
-        sm[k] = s;
+        goto done;
+    }
+    { /* load_balance, level by level. why m: ties go to the lowest index, so n tasks never reach
+         an SM index >= n; loads beyond min(num_sms, n) need no memory */
+        int nc = p->n_counters, lv, *depth, *cdepth, *by_level, *level_start, max_depth = 0;
+        int64_t *lvl;
+        load = (int64_t *)amk__calloc((size_t)(m ? m : 1), sizeof(int64_t));
+        lvl = (int64_t *)amk__calloc((size_t)(m ? m : 1), sizeof(int64_t));
+        depth = (int *)amk__calloc((size_t)(n > 0 ? n : 1), sizeof(int));
+        cdepth = (int *)amk__calloc((size_t)(nc > 0 ? nc : 1), sizeof(int));
+        by_level = (int *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+        level_start = NULL;
+        if (load && lvl && depth && cdepth && by_level) {
+            for (k = 0; k < n; k++) { /* order is topological: producers come first */
+                const amk_task *t = &p->tasks[order[k]];
+                int dep = 0;
+                for (j = 0; j < t->n_waits; j++) {
+                    int cc = t->waits[j].counter;
+                    if (cc >= 0 && cc < nc && cdepth[cc] > dep) dep = cdepth[cc];
+                }
+                depth[k] = dep + 1;
+                if (depth[k] > max_depth) max_depth = depth[k];
+                if (t->out_counter >= 0 && t->out_counter < nc && cdepth[t->out_counter] < depth[k])
+                    cdepth[t->out_counter] = depth[k];
+            }
+            level_start = (int *)amk__calloc((size_t)max_depth + 2, sizeof(int));
+        }
+        if (!level_start) {
+            amk__free(lvl); amk__free(depth); amk__free(cdepth); amk__free(by_level);
+            r = amk__lower_oom(d);
+            goto done;
+        }
+        for (k = 0; k < n; k++) level_start[depth[k] + 1]++; /* counting sort, stable in k */
+        for (lv = 0; lv <= max_depth; lv++) level_start[lv + 1] += level_start[lv];
+        for (k = 0; k < n; k++) by_level[level_start[depth[k]]++] = k;
+        for (lv = max_depth; lv > 0; lv--) level_start[lv] = level_start[lv - 1];
+        level_start[0] = 0;
+        for (lv = 1; lv <= max_depth; lv++) {
+            for (j = 0; j < m; j++) lvl[j] = 0;
+            for (j = level_start[lv]; j < level_start[lv + 1]; j++) {
+                int kk = by_level[j], g = amk__lower_find(parent, kk), s = group_sm[g], q;
+                int64_t cost = p->tasks[order[kk]].est_bytes;
+                if (cost < 1) cost = 1; /* why: zero-cost tasks still spread over the SMs */
+                if (s < 0) /* why: a linear scan; m <= n, and programs have ~100 SMs */
+                    for (s = 0, q = 1; q < m; q++)
+                        if (lvl[q] < lvl[s] || (lvl[q] == lvl[s] && load[q] < load[s])) s = q;
+                if (s < m) {
+                    lvl[s] = lvl[s] > INT64_MAX - cost ? INT64_MAX : lvl[s] + cost;
+                    load[s] = load[s] > INT64_MAX - cost ? INT64_MAX : load[s] + cost;
+                }
+                group_sm[g] = s;
+                sm[kk] = s;
+            }
+        }
+        amk__free(lvl); amk__free(depth); amk__free(cdepth); amk__free(by_level); amk__free(level_start);
     }
 done:
     amk__free(parent);

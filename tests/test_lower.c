@@ -139,21 +139,47 @@ static void check_lowered(const amk_program *orig, const amk_program *q, const a
     if (c->sm_assignment == AMK_SM_ROUND_ROBIN && !has_onchip(q))
         for (k = 0; k < n; k++) CHECK_EQ_INT(q->tasks[k].sm, k % num_sms);
     if (c->sm_assignment == AMK_SM_LOAD_BALANCE && !has_onchip(q)) {
-        /* greedy bound: max load <= min load + the largest single cost (cost = max(est, 1)) */
-        int64_t *load = (int64_t *)calloc((size_t)num_sms, sizeof(int64_t)), big = 0, lo, hi;
+        /* greedy bound within each dependency level (level = 1 + the deepest producer a task waits
+           on; computed here from the waits, independently of the lowering): the level's max SM
+           load <= its min load + its largest single cost (cost = max(est, 1)). With fewer tasks than
+           SMs in a level, no SM gets two before every SM has one. */
+        int *lvl = (int *)calloc((size_t)n + 1, sizeof(int)), *cl = (int *)calloc((size_t)q->n_counters + 1, sizeof(int));
+        int max_lv = 0, lv, j;
+        int64_t *load = (int64_t *)calloc((size_t)num_sms, sizeof(int64_t));
+        int *cnt = (int *)calloc((size_t)num_sms, sizeof(int));
         for (k = 0; k < n; k++) {
-            int64_t cost = q->tasks[k].est_bytes > 0 ? q->tasks[k].est_bytes : 1;
-            load[q->tasks[k].sm] += cost;
-            if (cost > big) big = cost;
+            const amk_task *t = &q->tasks[k];
+            for (j = 0; j < t->n_waits; j++)
+                if (cl[t->waits[j].counter] > lvl[k]) lvl[k] = cl[t->waits[j].counter];
+            lvl[k]++;
+            if (cl[t->out_counter] < lvl[k]) cl[t->out_counter] = lvl[k];
+            if (lvl[k] > max_lv) max_lv = lvl[k];
         }
-        lo = hi = load[0];
-        for (k = 1; k < num_sms; k++) {
-            if (load[k] < lo) lo = load[k];
-            if (load[k] > hi) hi = load[k];
+        for (lv = 1; lv <= max_lv; lv++) {
+            int64_t big = 0, lo, hi;
+            int n_lv = 0, most = 0;
+            memset(load, 0, (size_t)num_sms * sizeof(int64_t));
+            memset(cnt, 0, (size_t)num_sms * sizeof(int));
+            for (k = 0; k < n; k++) {
+                int64_t cost = q->tasks[k].est_bytes > 0 ? q->tasks[k].est_bytes : 1;
+                if (lvl[k] != lv) continue;
+                load[q->tasks[k].sm] += cost;
+                if (++cnt[q->tasks[k].sm] > most) most = cnt[q->tasks[k].sm];
+                if (cost > big) big = cost;
+                n_lv++;
+            }
+            lo = hi = load[0];
+            for (k = 1; k < num_sms; k++) {
+                if (load[k] < lo) lo = load[k];
+                if (load[k] > hi) hi = load[k];
+            }
+            if (n_lv >= num_sms)
+                CHECK_MSG(hi <= lo + big, "%s: level %d loads %lld..%lld, largest task %lld", what, lv,
+                          (long long)lo, (long long)hi, (long long)big);
+            else
+                CHECK_MSG(most == 1, "%s: level %d has %d tasks on %d SMs but %d on one", what, lv, n_lv, num_sms, most);
         }
-        CHECK_MSG(hi <= lo + big, "%s: loads %lld..%lld, largest task %lld", what, (long long)lo,
-                  (long long)hi, (long long)big);
-        free(load);
+        free(lvl); free(cl); free(load); free(cnt);
     }
     /* pages */
     if (c->page_allocation == AMK_PAGES_NONE) {
