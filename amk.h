@@ -747,6 +747,10 @@ AMK_API amk_result amk_cuda_download(amk_cuda *c, int buffer_id, void *host, siz
    (ops, buffers, counters, waits, SMs) as at create (else AMK_ERR_MISMATCH); every task's shapes
    and params are re-checked (AMK_ERR_REJECTED with the op check's message). */
 AMK_API amk_result amk_cuda_update_params(amk_cuda *c, const amk_program *p, amk_diag *d);
+/* The same for the listed tasks only (indices into p->tasks): a decode loop changes a few params
+   per step (pos, kv_len), and re-checking every task costs more than the step itself. */
+AMK_API amk_result amk_cuda_update_task_params(amk_cuda *c, const amk_program *p, const int *tasks,
+                                               int n_tasks, amk_diag *d);
 /* One forward pass: zero the counters, cooperative launch, wait. Past timeout_ms (<= 0: 10 s)
    the abort flag is raised, the kernel leaves within microseconds, and the result is
    AMK_ERR_TIMEOUT with the SMs that had not finished, the task each was at and the counter it
@@ -11542,18 +11546,27 @@ AMK_API amk_result amk_cuda_download(amk_cuda *c, int buffer_id, void *host, siz
     return amk__cuda_copy(c, buffer_id, host, nbytes, 0, d);
 }
 
-AMK_API amk_result amk_cuda_update_params(amk_cuda *c, const amk_program *p, amk_diag *d) {
+/* Re-checks and re-marshals every task (all) or the n_list listed, then uploads the table. */
+AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, const int *list,
+                                    int n_list, amk_diag *d) {
     amk_result r;
     amk__CUresult cr;
-    int i, j;
-    if (!c || !p) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_update_params: NULL argument");
+    int k, j, n;
+    if (!c || !p || (!all && (n_list < 0 || (n_list > 0 && !list))))
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_update_params: bad argument");
     if (p->n_tasks != c->n_tasks || p->n_buffers != c->n_buffers || p->n_counters != c->n_counters)
         return amk__fail(d, AMK_ERR_MISMATCH, "not the program this amk_cuda was created from (task, buffer or counter count)");
-    for (i = 0; i < p->n_tasks; i++) {
-        const amk_task *t = &p->tasks[i];
-        const amk_instruction_t *in = &c->ins[i];
-        int same = t->op == in->op && t->sm == in->sm && t->out_counter == in->out_counter &&
-                   t->n_inputs == in->n_inputs && t->n_outputs == in->n_outputs && t->n_waits == in->n_waits;
+    n = all ? p->n_tasks : n_list;
+    for (k = 0; k < n; k++) {
+        const int i = all ? k : list[k];
+        const amk_task *t;
+        const amk_instruction_t *in;
+        int same;
+        if (i < 0 || i >= p->n_tasks) return amk__fail(d, AMK_ERR_INVALID_ARG, "task index %d out of range", i);
+        t = &p->tasks[i];
+        in = &c->ins[i];
+        same = t->op == in->op && t->sm == in->sm && t->out_counter == in->out_counter &&
+               t->n_inputs == in->n_inputs && t->n_outputs == in->n_outputs && t->n_waits == in->n_waits;
         for (j = 0; same && j < t->n_inputs; j++) same = t->inputs[j] == in->inputs[j];
         for (j = 0; same && j < t->n_outputs; j++) same = t->outputs[j] == in->outputs[j];
         for (j = 0; same && j < t->n_waits; j++)
@@ -11564,12 +11577,21 @@ AMK_API amk_result amk_cuda_update_params(amk_cuda *c, const amk_program *p, amk
         }
         if ((r = amk__cuda_check_task(p, i, c->num_sms, c->threads, c->smem_bytes, d)) != AMK_OK) return r;
     }
-    for (i = 0; i < p->n_tasks; i++) amk_task_marshal_params(&p->tasks[i], &c->ins[i].params);
-    if (!c->n_tasks) return AMK_OK;
+    for (k = 0; k < n; k++) amk_task_marshal_params(&p->tasks[all ? k : list[k]], &c->ins[all ? k : list[k]].params);
+    if (!c->n_tasks || n == 0) return AMK_OK;
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
     cr = c->api.MemcpyHtoD(c->prog.instructions, c->ins, (size_t)c->n_tasks * sizeof(amk_instruction_t));
     amk__cuda_leave(c);
     return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, "cuMemcpyHtoD (instructions)");
+}
+
+AMK_API amk_result amk_cuda_update_params(amk_cuda *c, const amk_program *p, amk_diag *d) {
+    return amk__cuda_update(c, p, 1, NULL, 0, d);
+}
+
+AMK_API amk_result amk_cuda_update_task_params(amk_cuda *c, const amk_program *p, const int *tasks,
+                                               int n_tasks, amk_diag *d) {
+    return amk__cuda_update(c, p, 0, tasks, n_tasks, d);
 }
 
 AMK_API void amk_cuda_set_timing(amk_cuda *c, int on) {
@@ -12451,6 +12473,7 @@ struct amk_llm {
     amk_tokenizer *tok;       /* NULL for random weights */
     amk_refvm *vm;            /* the CPU backend, or */
     amk_cuda *cuda;           /* the GPU backend */
+    int *step_tasks, n_step_tasks; /* tasks whose params change per position (KV_APPEND, ATTENTION_TILE) */
     int buf_token, buf_pos, buf_logits, buf_next;
     int max_seq;
     float *logits;            /* [vocab] host copy handed to the caller */
@@ -12474,6 +12497,7 @@ AMK_API void amk_llm_close(amk_llm *m) {
     if (!m) return;
     amk_refvm_free(m->vm);
     amk_cuda_free(m->cuda);
+    amk__free(m->step_tasks);
     amk_program_free(m->prog);
     amk_tokenizer_free(m->tok);
     amk_model_close(m->model);
@@ -12491,6 +12515,7 @@ AMK__FN int amk__find_buffer(const amk_program *p, const char *name) {
 /* Builds and lowers the step of m->cfg and creates the CPU VM. */
 AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     amk_result r;
+    int i;
     amk_config sc;
     amk_target tgt;
     r = amk_llama_build(&m->cfg, &m->opts.build, &m->prog, d);
@@ -12507,7 +12532,11 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     m->buf_next = amk__find_buffer(m->prog, "next_token");
     m->max_seq = (int)m->prog->buffers[amk__find_buffer(m->prog, "k_cache.0")].shape[0];
     m->logits = (float *)amk__calloc((size_t)m->cfg.vocab, sizeof(float));
-    if (!m->logits) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    m->step_tasks = (int *)amk__malloc((size_t)(m->prog->n_tasks > 0 ? m->prog->n_tasks : 1) * sizeof(int));
+    if (!m->logits || !m->step_tasks) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    for (i = 0; i < m->prog->n_tasks; i++) /* the tasks amk_llama_set_pos changes */
+        if (m->prog->tasks[i].op == AMK_OP_KV_APPEND || m->prog->tasks[i].op == AMK_OP_ATTENTION_TILE)
+            m->step_tasks[m->n_step_tasks++] = i;
     if (m->opts.backend != AMK_BACKEND_CPU) {
         if (!m->opts.device_image) {
             if (m->opts.backend == AMK_BACKEND_CUDA)
@@ -12628,7 +12657,7 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
     if (m->cuda) {
         int32_t next = -1;
         v = token;
-        r = amk_cuda_update_params(m->cuda, m->prog, d);
+        r = amk_cuda_update_task_params(m->cuda, m->prog, m->step_tasks, m->n_step_tasks, d);
         if (r == AMK_OK) r = amk_cuda_upload(m->cuda, m->buf_token, &v, 4, d);
         v = pos;
         if (r == AMK_OK) r = amk_cuda_upload(m->cuda, m->buf_pos, &v, 4, d);

@@ -102,6 +102,7 @@ static void test_null_arguments(void) {
     CHECK_EQ_INT(amk_cuda_upload(NULL, 0, &n, 4, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_download(NULL, 0, &n, 4, NULL), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_update_params(NULL, p, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_update_task_params(NULL, p, NULL, 0, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_timing(NULL, &rec, 1, &n, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(n, 0);
     amk_cuda_get_info(NULL, &info);
