@@ -855,6 +855,11 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
 AMK_API amk_result amk_llama_build(const amk_llama_config *cfg, const amk_llama_build_opts *o,
                                    amk_program **out, amk_diag *d);
 
+/* amk_llama_build, then amk_program_lower onto o->num_sms SMs with the decode schedule AMK runs
+   (load_balance, graph_color pages, 512 threads per block): the program amk_llm executes. */
+AMK_API amk_result amk_llama_build_lowered(const amk_llama_config *cfg, const amk_llama_build_opts *o,
+                                           amk_program **out, amk_diag *d);
+
 /* Sets the per-step params of a built step for position pos: KV_APPEND pos, and each
    ATTENTION_TILE's kv_len so the windows cover rows [0, pos]. AMK_ERR_RUNTIME if pos is outside
    the KV cache. (The "pos" input buffer is the caller's to write.) */
@@ -12343,6 +12348,24 @@ fail:
     return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "llama build: out of memory");
 }
 
+AMK_API amk_result amk_llama_build_lowered(const amk_llama_config *cfg, const amk_llama_build_opts *o,
+                                           amk_program **out, amk_diag *d) {
+    amk_llama_build_opts bo;
+    amk_config sc;
+    amk_target tgt;
+    amk_result r;
+    if (o) bo = *o; else amk_llama_build_opts_default(&bo);
+    r = amk_llama_build(cfg, &bo, out, d);
+    if (r != AMK_OK) return r;
+    amk_config_default(&sc);
+    sc.threads_per_block = 512; /* why: 26% faster GEMV tiles than 256 on the H100 (bench/NOTES.md) */
+    amk_target_builtin("h100", &tgt);
+    tgt.num_sms = bo.num_sms;
+    r = amk_program_lower(*out, &sc, &tgt, d);
+    if (r != AMK_OK) { amk_program_free(*out); *out = NULL; }
+    return r;
+}
+
 AMK_API amk_result amk_llama_set_pos(amk_program *p, int pos, amk_diag *d) {
     char buf[32];
     long window;
@@ -12516,15 +12539,7 @@ AMK__FN int amk__find_buffer(const amk_program *p, const char *name) {
 AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     amk_result r;
     int i;
-    amk_config sc;
-    amk_target tgt;
-    r = amk_llama_build(&m->cfg, &m->opts.build, &m->prog, d);
-    if (r != AMK_OK) return r;
-    amk_config_default(&sc);
-    sc.threads_per_block = 512; /* why: 26% faster GEMV tiles than 256 on the H100 (bench/NOTES.md) */
-    amk_target_builtin("h100", &tgt);
-    if (m->opts.build.num_sms > 0) tgt.num_sms = m->opts.build.num_sms;
-    r = amk_program_lower(m->prog, &sc, &tgt, d);
+    r = amk_llama_build_lowered(&m->cfg, &m->opts.build, &m->prog, d);
     if (r != AMK_OK) return r;
     m->buf_token = amk__find_buffer(m->prog, "token");
     m->buf_pos = amk__find_buffer(m->prog, "pos");

@@ -649,8 +649,6 @@ static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
     amk_llama_config cfg;
     amk_model *model = NULL;
     amk_program *p = NULL;
-    amk_config sc;
-    amk_target t;
     amk_diag d;
     int i, rc;
     memset(&a, 0, sizeof a);
@@ -670,13 +668,8 @@ static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
         cfg = *amk_model_config(model);
         amk_model_close(model);
     }
-    if (amk_llama_build(&cfg, &o.build, &p, &d) != AMK_OK) { fprintf(stderr, "amk: %s\n", d.message); return CLI_FAIL; }
-    amk_config_default(&sc);
-    amk_target_builtin("h100", &t);
-    t.num_sms = o.build.num_sms;
-    if (amk_program_lower(p, &sc, &t, &d) != AMK_OK) {
-        fprintf(stderr, "amk: lowering failed: %s\n", d.message);
-        amk_program_free(p);
+    if (amk_llama_build_lowered(&cfg, &o.build, &p, &d) != AMK_OK) {
+        fprintf(stderr, "amk: %s\n", d.message);
         return CLI_FAIL;
     }
     if (out) {
@@ -690,7 +683,7 @@ static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
     }
     fprintf(stderr, "built %s: %d layers, %d tasks, %d buffers, %d counters, %.1f MB of weights, lowered onto %d SMs\n",
             cfg.name, cfg.n_layers, p->n_tasks, p->n_buffers, p->n_counters,
-            (double)amk_program_weight_bytes(p) / 1e6, t.num_sms);
+            (double)amk_program_weight_bytes(p) / 1e6, o.build.num_sms);
     amk_program_free(p);
     return CLI_OK;
 }

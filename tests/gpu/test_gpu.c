@@ -1190,12 +1190,27 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* One run, then the span of its timeline (first op start to last op end), in us. */
+static double run_span_us(amk_cuda *cu, amk_cuda_timing_record *rec, int cap) {
+    amk_diag d;
+    double lo = 1e30, hi = 0;
+    int k, n_rec = 0;
+    amk_diag_clear(&d);
+    amk_cuda_run(cu, 10000.0, &d);
+    amk_cuda_timing(cu, rec, cap, &n_rec, &d);
+    for (k = 0; k < n_rec; k++) {
+        if (rec[k].start_us < lo) lo = rec[k].start_us;
+        if (rec[k].end_us > hi) hi = rec[k].end_us;
+    }
+    return hi - lo;
+}
+
 /* One GEMV over tiles on every SM: weight bytes over kernel span and over wall time per run. */
 static void bench_gemv(int64_t N, int64_t K, int tiles, int threads) {
     amk_program *p = prog_new(tiles);
     int x = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, K, 0), W = buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
     int y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, N, 0), c = amk_program_add_counter(p, "");
-    int i, in[2], n_rec = 0, runs = 30;
+    int i, in[2], runs = 30;
     amk_cuda *cu = NULL;
     amk_diag d;
     double wall[30], span[30], bytes = (double)N * (double)K * 2.0;
@@ -1229,15 +1244,7 @@ static void bench_gemv(int64_t N, int64_t K, int tiles, int threads) {
     }
     amk_cuda_set_timing(cu, 1);
     for (i = 0; i < runs; i++) {
-        int k;
-        double lo = 1e30, hi = 0;
-        amk_cuda_run(cu, 10000.0, &d);
-        amk_cuda_timing(cu, rec, tiles, &n_rec, &d);
-        for (k = 0; k < n_rec; k++) {
-            if (rec[k].start_us < lo) lo = rec[k].start_us;
-            if (rec[k].end_us > hi) hi = rec[k].end_us;
-        }
-        span[i] = hi - lo;
+        span[i] = run_span_us(cu, rec, tiles);
     }
     qsort(wall, (size_t)runs, sizeof(double), cmp_double);
     qsort(span, (size_t)runs, sizeof(double), cmp_double);
@@ -1255,7 +1262,7 @@ static void bench_gemv(int64_t N, int64_t K, int tiles, int threads) {
 static void bench_layers(int L, int64_t N, int threads) {
     const int tiles = 132;
     amk_program *p = prog_new(tiles);
-    int l, i, prev, prev_c = -1, n_rec = 0, runs = 20, *W = (int *)calloc((size_t)L, sizeof(int));
+    int l, i, prev, prev_c = -1, runs = 20, *W = (int *)calloc((size_t)L, sizeof(int));
     amk_cuda *cu = NULL;
     amk_diag d;
     double span[20], wall[20], ev = 0.0, bytes = (double)L * (double)N * (double)N * 2.0;
@@ -1295,15 +1302,7 @@ static void bench_layers(int L, int64_t N, int threads) {
         amk_cuda_time_runs(cu, 3, 30, &ev, NULL, &d);
         amk_cuda_set_timing(cu, 1);
         for (i = 0; i < runs; i++) {
-            int k;
-            double lo = 1e30, hi = 0;
-            amk_cuda_run(cu, 10000.0, &d);
-            amk_cuda_timing(cu, rec, L * tiles, &n_rec, &d);
-            for (k = 0; k < n_rec; k++) {
-                if (rec[k].start_us < lo) lo = rec[k].start_us;
-                if (rec[k].end_us > hi) hi = rec[k].end_us;
-            }
-            span[i] = hi - lo;
+            span[i] = run_span_us(cu, rec, L * tiles);
         }
         qsort(wall, (size_t)runs, sizeof(double), cmp_double);
         qsort(span, (size_t)runs, sizeof(double), cmp_double);
