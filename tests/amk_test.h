@@ -10,6 +10,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <math.h>
+#include <stdint.h>
 
 static int amk_t_passed, amk_t_failed, amk_t_cur_failed;
 static const char *amk_t_cur = "";
@@ -30,6 +31,19 @@ static const char *amk_t_cur = "";
     if (!(fabs(amk_t_a - amk_t_b) <= (tol))) { amk_t_cur_failed++; \
     fprintf(stderr, "%s:%d: [%s] |%s - %s| <= %g failed: %.9g vs %.9g\n", __FILE__, __LINE__, \
     amk_t_cur, #a, #b, (double)(tol), amk_t_a, amk_t_b); } } while (0)
+
+/* The tests' seeded random numbers: splitmix64 (the library's own generator is internal). */
+typedef struct amk_t_rng { uint64_t s; } amk_t_rng;
+static inline uint64_t amk_t_rng_next(amk_t_rng *r) {
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+/* Uniform in [-1, 1), 24 random bits. */
+static inline float amk_t_rng_sym(amk_t_rng *r) {
+    return (float)((double)(amk_t_rng_next(r) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
 
 #define RUN(fn) do { amk_t_cur = #fn; amk_t_cur_failed = 0; fn(); \
     if (amk_t_cur_failed) amk_t_failed++; else amk_t_passed++; } while (0)

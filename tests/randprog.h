@@ -14,6 +14,7 @@
 #define RANDPROG_H
 
 #include "../amk.h"
+#include "amk_test.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,20 +33,9 @@ typedef struct randprog_opts {
     int onchip;  /* 1: about a quarter of the activations live in SMEM */
 } randprog_opts;
 
-typedef struct randprog_rng { uint64_t s; } randprog_rng;
+typedef amk_t_rng randprog_rng;
 
-/* splitmix64: tiny, seedable, good enough to pick shapes and values */
-RANDPROG_FN uint64_t randprog_next(randprog_rng *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-RANDPROG_FN int randprog_below(randprog_rng *r, int n) { return n > 0 ? (int)(randprog_next(r) % (uint64_t)n) : 0; }
-/* uniform in [-1, 1) */
-RANDPROG_FN float randprog_sym(randprog_rng *r) {
-    return (float)((double)(randprog_next(r) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
-}
+RANDPROG_FN int randprog_below(randprog_rng *r, int n) { return n > 0 ? (int)(amk_t_rng_next(r) % (uint64_t)n) : 0; }
 
 /* A value a task can read: a buffer, the counter that says it is complete (-1 for inputs) and
    that counter's producer count (the all-join threshold). cls 0 is [1, H], cls 1 is
@@ -305,7 +295,7 @@ RANDPROG_FN int randprog_fill(amk_refvm *vm, const amk_program *p, uint64_t seed
         if (buf->kind == AMK_KIND_WEIGHT && buf->rank == 2 && buf->shape[1] > 0)
             scale = 1.0f / sqrtf((float)buf->shape[1]);
         for (i = 0; i < n; i++) {
-            float v = randprog_sym(&rng) * scale;
+            float v = amk_t_rng_sym(&rng) * scale;
             uint16_t h;
             switch (buf->dtype) {
             case AMK_DTYPE_F32: memcpy(data + 4 * i, &v, 4); break;

@@ -10,11 +10,8 @@
 
 /* ---- helpers ---------------------------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) { /* xorshift64*: deterministic test data */
-    rng_state ^= rng_state >> 12; rng_state ^= rng_state << 25; rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 2685821657736338717ull) >> 32);
-}
+static amk_t_rng rng = {1};
+static uint32_t rnd(void) { return (uint32_t)(amk_t_rng_next(&rng) >> 32); } /* deterministic test data */
 static float rnd_sym(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.0); }
 
 static void put_f16(unsigned char *p, float f) {

@@ -35,11 +35,8 @@ static tiny_weight W[MAX_W];
 static int n_w;
 static char tmpdir[128];
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static float rnd_sym(void) {
-    rng_state ^= rng_state >> 12; rng_state ^= rng_state << 25; rng_state ^= rng_state >> 27;
-    return (float)((double)((rng_state * 2685821657736338717ull) >> 40) / 16777216.0 * 2.0 - 1.0);
-}
+static amk_t_rng rng = {2};
+static float rnd_sym(void) { return amk_t_rng_sym(&rng); }
 
 /* Q8_0 round trip of a row (what dequantize(quantize(x)) gives), written from the block layout. */
 static void q8_roundtrip(float *x, int64_t n) {

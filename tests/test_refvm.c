@@ -11,13 +11,8 @@
 #include <time.h>
 
 /* ---- random numbers (splitmix64; the library's generator is internal) ------------------------ */
-static uint64_t rng_state = 0x1234567u;
-static uint64_t rnd_u64(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static amk_t_rng rng = {0x1234567u};
+static uint64_t rnd_u64(void) { return amk_t_rng_next(&rng); }
 static double rnd_in(double lo, double hi) {
     return lo + (hi - lo) * ((double)(rnd_u64() >> 11) / 9007199254740992.0);
 }
@@ -684,7 +679,7 @@ static unsigned char *qgemv_case(int form, int xdt, int sdt, int zdt, int odt, i
     int64_t N = 6, n_off = 1, n_tile = 4, G = K / group, Nout = N, m, n, k, bad = 0;
     unsigned char *res;
     char label[128];
-    rng_state = seed;
+    rng.s = seed;
     tc_init(&c);
     x = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, M, K, 0);
     if (form == 2) {

@@ -68,14 +68,9 @@ static int64_t n_off_of(const amk_task *t) {
     return pr ? pr->i : -1;
 }
 
-/* xorshift64 for the random programs (the library's rng is internal). */
-static uint64_t rnd_state;
-static unsigned rnd(void) {
-    rnd_state ^= rnd_state << 13;
-    rnd_state ^= rnd_state >> 7;
-    rnd_state ^= rnd_state << 17;
-    return (unsigned)(rnd_state >> 11);
-}
+/* Random programs draw from the shared test generator (amk_test.h). */
+static amk_t_rng rnd_rng;
+static unsigned rnd(void) { return (unsigned)(amk_t_rng_next(&rnd_rng) >> 32); }
 
 static void set_target(amk_program *p) {
     amk_target t;
@@ -1204,7 +1199,7 @@ static void test_random_programs(void) {
         int n, i, x = vec(p, "x", AMK_KIND_IO_INPUT, 16), outb[16], ctr[16];
         amk_report r;
         amk_result res;
-        rnd_state = 0x9E3779B97F4A7C15ull * (uint64_t)(iter + 1);
+        rnd_rng.s = (uint64_t)(iter + 1);
         n = 3 + (int)(rnd() % 12);
         for (i = 0; i < n; i++) {
             char name[32];

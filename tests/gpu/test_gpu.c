@@ -39,19 +39,11 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-typedef struct trng { uint64_t s; } trng;
-static uint64_t trng_next(trng *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float trng_sym(trng *r) { return (float)((double)(trng_next(r) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f; }
-static trng trng_for(const char *tag) {
-    trng r;
+static amk_t_rng trng_for(const char *tag) {
+    amk_t_rng r;
     r.s = g_seed;
     while (*tag) r.s = r.s * 131 + (unsigned char)*tag++;
-    trng_next(&r);
+    amk_t_rng_next(&r);
     return r;
 }
 
@@ -82,10 +74,10 @@ static void setf(amk_program *p, int t, const char *k, double v) { amk_task_set_
 
 /* Random values for a buffer in its dtype: floats in [-scale, scale], integers in [0, scale]
    (I8/I32 signed in [-scale, scale]), I4 any nibble. */
-static void fill_random(void *data, const amk_buffer *b, trng *r, float scale) {
+static void fill_random(void *data, const amk_buffer *b, amk_t_rng *r, float scale) {
     int64_t n = amk_buffer_numel(b), i;
     for (i = 0; i < n; i++) {
-        float u = trng_sym(r);
+        float u = amk_t_rng_sym(r);
         switch (b->dtype) {
         case AMK_DTYPE_I32: case AMK_DTYPE_I8: amk__store_f32(data, b->dtype, i, (float)floor(u * scale + 0.5)); break;
         case AMK_DTYPE_U8: amk__store_f32(data, b->dtype, i, (float)floor((u + 1.0f) * 0.5f * scale + 0.5)); break;
@@ -106,7 +98,7 @@ typedef struct gcase {
     amk_refvm *vm;
     amk_cuda *cu;
     amk_diag d;
-    trng rng;
+    amk_t_rng rng;
 } gcase;
 
 /* Creates both VMs, fills every input kind (and KV caches: prior-step state) with random values
@@ -265,7 +257,7 @@ static void embed_case(amk_dtype ids_t, amk_dtype tab_t, amk_dtype out_t, int64_
     seti(p, t, "hidden", H);
     if (gcase_begin(&g, p, "EMBED", 1.0f)) {
         void *idv = amk_refvm_buffer(g.vm, ids, NULL);
-        for (i = 0; i < n; i++) amk__store_i64(idv, ids_t, i, (int64_t)(trng_next(&g.rng) % (uint64_t)V));
+        for (i = 0; i < n; i++) amk__store_i64(idv, ids_t, i, (int64_t)(amk_t_rng_next(&g.rng) % (uint64_t)V));
         amk__store_i64(idv, ids_t, n - 1, V - 1); /* the last row too */
         gcase_sync(&g, ids);
         if (gcase_run(&g, "EMBED")) gcase_compare(&g, y, 0.0, 0.0, "EMBED");
@@ -543,8 +535,8 @@ static void test_attention_combine(void) {
             float *pp = (float *)amk_refvm_buffer(g.vm, in[i], NULL);
             int h;
             for (h = 0; h < nh; h++) {
-                pp[h * (hd + 2) + hd] = 2.0f * trng_sym(&g.rng);         /* m */
-                pp[h * (hd + 2) + hd + 1] = 1.5f + trng_sym(&g.rng);     /* l > 0 */
+                pp[h * (hd + 2) + hd] = 2.0f * amk_t_rng_sym(&g.rng);         /* m */
+                pp[h * (hd + 2) + hd + 1] = 1.5f + amk_t_rng_sym(&g.rng);     /* l > 0 */
             }
             if (i == 1) { pp[1 * (hd + 2) + hd] = -INFINITY; pp[1 * (hd + 2) + hd + 1] = 0.0f; } /* empty */
             pp[3 * (hd + 2) + hd] = -INFINITY; /* head 3: every partial empty -> zeros */
@@ -1216,7 +1208,7 @@ static void bench_gemv(int64_t N, int64_t K, int tiles, int threads) {
     double wall[30], span[30], bytes = (double)N * (double)K * 2.0;
     uint16_t *w;
     amk_cuda_timing_record *rec;
-    trng r = trng_for("bench");
+    amk_t_rng r = trng_for("bench");
     p->config.threads_per_block = threads;
     in[0] = x; in[1] = W;
     for (i = 0; i < tiles; i++) {
@@ -1231,7 +1223,7 @@ static void bench_gemv(int64_t N, int64_t K, int tiles, int threads) {
         return;
     }
     w = (uint16_t *)malloc((size_t)(N * K) * 2);
-    for (i = 0; i < 4096; i++) w[i] = amk_f32_to_bf16(trng_sym(&r) * 0.05f);
+    for (i = 0; i < 4096; i++) w[i] = amk_f32_to_bf16(amk_t_rng_sym(&r) * 0.05f);
     for (i = 4096; i < N * K; i += 4096) memcpy(w + i, w, (size_t)(N * K - i < 4096 ? N * K - i : 4096) * 2);
     amk_cuda_upload(cu, W, w, (size_t)(N * K) * 2, &d);
     free(w);
@@ -1268,7 +1260,7 @@ static void bench_layers(int L, int64_t N, int threads) {
     double span[20], wall[20], ev = 0.0, bytes = (double)L * (double)N * (double)N * 2.0;
     uint16_t *w = (uint16_t *)malloc((size_t)(N * N) * 2);
     amk_cuda_timing_record *rec;
-    trng r = trng_for("layers");
+    amk_t_rng r = trng_for("layers");
     p->config.threads_per_block = threads;
     prev = buf(p, "x0", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, N, 0);
     for (l = 0; l < L; l++) {
@@ -1290,7 +1282,7 @@ static void bench_layers(int L, int64_t N, int threads) {
     if (amk_cuda_create(p, g_image, g_image_size, &cu, &d) != AMK_OK) {
         printf("  bench layers: create failed: %s\n", d.message);
     } else {
-        for (i = 0; i < 4096; i++) w[i] = amk_f32_to_bf16(trng_sym(&r) * 0.02f);
+        for (i = 0; i < 4096; i++) w[i] = amk_f32_to_bf16(amk_t_rng_sym(&r) * 0.02f);
         for (i = 4096; i < N * N; i += 4096) memcpy(w + i, w, (size_t)(N * N - i < 4096 ? N * N - i : 4096) * 2);
         for (l = 0; l < L; l++) amk_cuda_upload(cu, W[l], w, (size_t)(N * N) * 2, &d);
         for (i = 0; i < 5; i++) amk_cuda_run(cu, 10000.0, &d);
