@@ -820,26 +820,33 @@ static void test_device_errors(void) {
     gcase_end(&g);
 }
 
-/* Timing: every task recorded on its SM, and each consumer starts after its producer ended. */
-static void test_timing(void) {
-    const int n = 24, n_sms = 8, H = 256;
-    amk_program *p = prog_new(n_sms);
+/* A chain of n dependent MUL tasks a[i+1] = a[i] * w ([1, H] F32), task i on SM (stride*i) % n_sms;
+   returns the last buffer (the IO_OUTPUT). */
+static int mul_chain(amk_program *p, int n, int n_sms, int stride, int H) {
     int prev = buf(p, "a0", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, H, 0, 0), w = buf(p, "w", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, H, 0, 0);
-    int i, prev_c = -1, n_rec = 0;
-    amk_cuda_timing_record rec[24];
-    amk_cuda_info info;
-    gcase g;
+    int i, prev_c = -1;
     for (i = 0; i < n; i++) {
         int in[2], t, c = amk_program_add_counter(p, ""), out;
         char name[16];
         snprintf(name, sizeof name, "a%d", i + 1);
         out = buf(p, name, i == n - 1 ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, H, 0, 0);
         in[0] = prev; in[1] = w;
-        t = task(p, AMK_OP_MUL, in, 2, out, c, (3 * i) % n_sms);
+        t = task(p, AMK_OP_MUL, in, 2, out, c, (stride * i) % n_sms);
         if (prev_c >= 0) amk_task_add_wait(p, t, prev_c, 1);
         prev = out;
         prev_c = c;
     }
+    return prev;
+}
+
+/* Timing: every task recorded on its SM, and each consumer starts after its producer ended. */
+static void test_timing(void) {
+    const int n = 24, n_sms = 8, H = 256;
+    amk_program *p = prog_new(n_sms);
+    int prev = mul_chain(p, n, n_sms, 3, H), i, n_rec = 0;
+    amk_cuda_timing_record rec[24];
+    amk_cuda_info info;
+    gcase g;
     if (gcase_begin(&g, p, "timing", 1.0f)) {
         CHECK_EQ_INT(amk_cuda_timing(g.cu, rec, n, &n_rec, &g.d), AMK_ERR_INVALID_ARG); /* not on yet */
         amk_cuda_set_timing(g.cu, 1);
@@ -1133,22 +1140,10 @@ static void test_read_bandwidth(void) {
 static void test_time_runs(void) {
     const int n = 8, n_sms = 4, H = 1024, runs = 9;
     amk_program *p = prog_new(n_sms);
-    int prev = buf(p, "a0", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, H, 0, 0), w = buf(p, "w", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, H, 0, 0);
-    int i, prev_c = -1, n_rec = 0;
+    int prev = mul_chain(p, n, n_sms, 1, H), i, n_rec = 0;
     double med = 0.0, times[9], lo = 1e30, hi = 0.0;
     amk_cuda_timing_record rec[8];
     gcase g;
-    for (i = 0; i < n; i++) {
-        int in[2], t, c = amk_program_add_counter(p, ""), out;
-        char name[16];
-        snprintf(name, sizeof name, "a%d", i + 1);
-        out = buf(p, name, i == n - 1 ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, H, 0, 0);
-        in[0] = prev; in[1] = w;
-        t = task(p, AMK_OP_MUL, in, 2, out, c, i % n_sms);
-        if (prev_c >= 0) amk_task_add_wait(p, t, prev_c, 1);
-        prev = out;
-        prev_c = c;
-    }
     if (gcase_begin(&g, p, "time_runs", 1.0f)) {
         for (i = 0; i < runs; i++) times[i] = -1.0;
         amk_cuda_set_timing(g.cu, 1);
