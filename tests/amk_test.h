@@ -45,6 +45,24 @@ static inline float amk_t_rng_sym(amk_t_rng *r) {
     return (float)((double)(amk_t_rng_next(r) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
 }
 
+/* A whole file, NUL-terminated, in memory the caller frees with free(); NULL if it cannot be
+   read (*size is then 0). */
+static inline void *amk_t_read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n = -1;
+    *size = 0;
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) buf = (char *)malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
+    fclose(f);
+    if (!buf) return NULL;
+    buf[n] = 0;
+    *size = (size_t)n;
+    return buf;
+}
+
 #define RUN(fn) do { amk_t_cur = #fn; amk_t_cur_failed = 0; fn(); \
     if (amk_t_cur_failed) amk_t_failed++; else amk_t_passed++; } while (0)
 

@@ -517,26 +517,12 @@ static void test_errors(void) {
     open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "eos_token_id lists 5 ids");
 }
 
-static unsigned char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    unsigned char *p;
-    long len;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    p = (unsigned char *)malloc((size_t)len + 1);
-    *n = fread(p, 1, (size_t)len, f);
-    fclose(f);
-    return p;
-}
-
 static void test_shard_errors(void) {
     size_t n1, n2;
-    unsigned char *s1 = read_all(path_in("sh/model-00001-of-00002.safetensors"), &n1);
-    unsigned char *s2 = read_all(path_in("sh/model-00002-of-00002.safetensors"), &n2);
+    unsigned char *s1 = amk_t_read_file(path_in("sh/model-00001-of-00002.safetensors"), &n1);
+    unsigned char *s2 = amk_t_read_file(path_in("sh/model-00002-of-00002.safetensors"), &n2);
     size_t ni;
-    unsigned char *idx = read_all(path_in("sh/model.safetensors.index.json"), &ni);
+    unsigned char *idx = amk_t_read_file(path_in("sh/model.safetensors.index.json"), &ni);
     CHECK(s1 && s2 && idx);
     if (!s1 || !s2 || !idx) return;
     make_dir("tr");

@@ -21,22 +21,6 @@ static int file_exists(const char *path) {
     return f != NULL;
 }
 
-static unsigned char *read_all(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    unsigned char *buf;
-    long n;
-    *size = 0;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = (unsigned char *)malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
-
 /* A hand-made file: 8-byte length (header_len, or strlen(header) when ~0), header, data_len
    bytes of 0xAB. */
 static unsigned char *make_file(const char *header, uint64_t header_len, size_t data_len, size_t *size) {
@@ -142,7 +126,7 @@ static void test_write_empty_and_values(void) {
     size_t size;
     unsigned char *bytes;
     CHECK_EQ_INT(amk_safetensors_write(path, NULL, 0, NULL), AMK_OK);
-    bytes = read_all(path, &size);
+    bytes = amk_t_read_file(path, &size);
     CHECK_EQ_INT(size, 16); /* 8 + "{}" padded to 8 */
     if (bytes && size == 16) CHECK(memcmp(bytes + 8, "{}      ", 8) == 0);
     free(bytes);
@@ -152,7 +136,7 @@ static void test_write_empty_and_values(void) {
     /* overwrite in place with real content; exact bytes of the header */
     e.name = "w"; e.dtype = AMK_DTYPE_F32; e.rank = 1; e.shape = shape; e.data = v;
     CHECK_EQ_INT(amk_safetensors_write(path, &e, 1, NULL), AMK_OK);
-    bytes = read_all(path, &size);
+    bytes = amk_t_read_file(path, &size);
     {
         const char *want = "{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}";
         size_t hl = strlen(want), padded = (8 + hl + 7) / 8 * 8 - 8;
@@ -366,7 +350,7 @@ static void test_truncated_at_every_byte(void) {
     e[0].name = "alpha"; e[0].dtype = AMK_DTYPE_F32; e[0].rank = 2; e[0].shape = s1; e[0].data = a;
     e[1].name = "beta"; e[1].dtype = AMK_DTYPE_BF16; e[1].rank = 1; e[1].shape = s2; e[1].data = b;
     CHECK_EQ_INT(amk_safetensors_write(path, e, 2, NULL), AMK_OK);
-    bytes = read_all(path, &size);
+    bytes = amk_t_read_file(path, &size);
     CHECK(bytes != NULL && size > 40);
     for (cut = 0; bytes && cut < size; cut++) {
         /* a fresh copy of exactly cut bytes, so ASan sees any read past the end */

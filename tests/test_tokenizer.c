@@ -29,23 +29,6 @@ static void byte_char(int b, char *out) {
     else { out[0] = (char)(0xC0 | (cp >> 6)); out[1] = (char)(0x80 | (cp & 0x3F)); out[2] = 0; }
 }
 
-static char *read_all(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    *size = 0;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = (char *)malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
-    if (buf) buf[n] = 0;
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
-
 /* Pre-tokenizes text and joins the pieces with '|' (a piece boundary) for exact comparison. */
 static const char *split(amk_pretok p, const char *text) {
     static char out[1024];
@@ -437,7 +420,7 @@ static void test_reference_vectors(void) {
    the text less the bytes SmolLM2 has no token for. If `other` is given, it must agree too. */
 static int check_reference(const amk_tokenizer *t, const char *what) {
     size_t size;
-    char *json = read_all(DATA "smollm2_ref.json", &size), *line, *text, *back;
+    char *json = amk_t_read_file(DATA "smollm2_ref.json", &size), *line, *text, *back;
     int n_cases = 0, bad = 0, *ids;
     if (!json) { fprintf(stderr, "  no %ssmollm2_ref.json\n", DATA); return -1; }
     text = (char *)malloc(size + 1);
