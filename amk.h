@@ -12097,6 +12097,36 @@ AMK__FN int amk__lb_tile_rows(int64_t total_rows, int num_sms) {
     return r < 1 ? 1 : (int)r;
 }
 
+/* RMSNORM of x [1, H] by w into out, after all producers (n_wait) of wait_c. */
+AMK__FN int amk__lb_rmsnorm(amk__lb *b, int x, int w, int out, int counter, int wait_c, int n_wait,
+                           const char *label) {
+    int ins[2], t;
+    ins[0] = x; ins[1] = w;
+    t = amk__lb_task(b, AMK_OP_RMSNORM, ins, 2, out, counter, &wait_c, &n_wait, 1, (int64_t)b->c->hidden * 4, label);
+    amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
+    amk_task_set_int(b->p, t, "hidden", b->c->hidden);
+    return t;
+}
+
+/* ROPE of x [1, heads*head_dim] at the position in buffer pos into out (the config's theta and
+   llama3 scaling), after all producers (n_wait) of wait_c. */
+AMK__FN int amk__lb_rope(amk__lb *b, int x, int pos, int out, int counter, int wait_c, int n_wait,
+                        const char *label) {
+    const amk_llama_config *c = b->c;
+    int ins[2], t;
+    ins[0] = x; ins[1] = pos;
+    t = amk__lb_task(b, AMK_OP_ROPE, ins, 2, out, counter, &wait_c, &n_wait, 1, 0, label);
+    amk_task_set_int(b->p, t, "head_dim", c->head_dim);
+    amk_task_set_real(b->p, t, "theta", c->rope_theta);
+    if (c->rope_llama3) {
+        amk_task_set_real(b->p, t, "rope_factor", c->rope_factor);
+        amk_task_set_real(b->p, t, "rope_low_freq_factor", c->rope_low_freq_factor);
+        amk_task_set_real(b->p, t, "rope_high_freq_factor", c->rope_high_freq_factor);
+        amk_task_set_int(b->p, t, "rope_orig_ctx", c->rope_orig_ctx);
+    }
+    return t;
+}
+
 /* GEMV tiles of W [N, K] over x into out; all signal counter; returns the tile count. */
 AMK__FN int amk__lb_gemv(amk__lb *b, int x, int w, int out, int counter, int64_t N, int64_t K,
                         int rows, int wait_c, int wait_n, const char *what, int layer) {
@@ -12219,11 +12249,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
 
         { /* attention block */
             char label[64];
-            ins[0] = x; ins[1] = w_an;
             snprintf(label, sizeof label, "L%d attn_norm", i);
-            t = amk__lb_task(&b, AMK_OP_RMSNORM, ins, 2, xn, c_n1, &cx, &one, 1, (int64_t)H * 4, label);
-            amk_task_set_real(p, t, "eps", c->rms_eps);
-            amk_task_set_int(p, t, "hidden", H);
+            amk__lb_rmsnorm(&b, x, w_an, xn, c_n1, cx, 1, label);
             rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, b.o.num_sms);
             n_q = amk__lb_gemv(&b, xn, w_q, q, c_q, q_rows, H, rows, c_n1, 1, "q", i);
             n_k = amk__lb_gemv(&b, xn, w_k, k, c_k, kv_rows, H, rows, c_n1, 1, "k", i);
@@ -12231,18 +12258,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             if (n_q < 0 || n_k < 0 || n_v < 0) goto fail;
             /* why: K and V are ready before Q (fewer rows); their rope and appends come first in
                list order, so an SM that also holds rope q does not block them behind it */
-            ins[0] = k; ins[1] = pos;
             snprintf(label, sizeof label, "L%d rope k", i);
-            t = amk__lb_task(&b, AMK_OP_ROPE, ins, 2, kr, c_kr, &c_k, &n_k, 1, 0, label);
-            if (t < 0) goto fail;
-            amk_task_set_int(p, t, "head_dim", HD);
-            amk_task_set_real(p, t, "theta", c->rope_theta);
-            if (c->rope_llama3) {
-                amk_task_set_real(p, t, "rope_factor", c->rope_factor);
-                amk_task_set_real(p, t, "rope_low_freq_factor", c->rope_low_freq_factor);
-                amk_task_set_real(p, t, "rope_high_freq_factor", c->rope_high_freq_factor);
-                amk_task_set_int(p, t, "rope_orig_ctx", c->rope_orig_ctx);
-            }
+            amk__lb_rope(&b, k, pos, kr, c_kr, c_k, n_k, label);
             ins[0] = kr; ins[1] = kc;
             snprintf(label, sizeof label, "L%d k append", i);
             j = amk__lb_task(&b, AMK_OP_KV_APPEND, ins, 2, kc, c_ka, &c_kr, &one, 1, 0, label);
@@ -12251,18 +12268,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             snprintf(label, sizeof label, "L%d v append", i);
             j = amk__lb_task(&b, AMK_OP_KV_APPEND, ins, 2, vc, c_va, &c_v, &n_v, 1, 0, label);
             amk_task_set_int(p, j, "pos", 0);
-            ins[0] = q; ins[1] = pos;
             snprintf(label, sizeof label, "L%d rope q", i);
-            j = amk__lb_task(&b, AMK_OP_ROPE, ins, 2, qr, c_qr, &c_q, &n_q, 1, 0, label);
-            if (j < 0) goto fail;
-            { /* the same rope params as k */
-                int pi;
-                for (pi = 0; pi < p->tasks[t].n_params; pi++) {
-                    const amk_param *pr = &p->tasks[t].params[pi];
-                    if (pr->type == AMK_PARAM_INT) amk_task_set_int(p, j, pr->key, pr->i);
-                    else amk_task_set_real(p, j, pr->key, pr->f);
-                }
-            }
+            amk__lb_rope(&b, q, pos, qr, c_qr, c_q, n_q, label);
             for (j = 0; j < S; j++) {
                 int wc[3], wn[3], part;
                 wc[0] = c_qr; wc[1] = c_ka; wc[2] = c_va; wn[0] = wn[1] = wn[2] = 1;
@@ -12295,11 +12302,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         }
         { /* MLP block */
             char label[64];
-            ins[0] = h; ins[1] = w_fn;
             snprintf(label, sizeof label, "L%d ffn_norm", i);
-            t = amk__lb_task(&b, AMK_OP_RMSNORM, ins, 2, hn, c_n2, &c_h, &one, 1, (int64_t)H * 4, label);
-            amk_task_set_real(p, t, "eps", c->rms_eps);
-            amk_task_set_int(p, t, "hidden", H);
+            amk__lb_rmsnorm(&b, h, w_fn, hn, c_n2, c_h, 1, label);
             rows = amk__lb_tile_rows(2LL * I, b.o.num_sms);
             n_g = amk__lb_gemv(&b, hn, w_g, g, c_g, I, H, rows, c_n2, 1, "gate", i);
             n_u = amk__lb_gemv(&b, hn, w_u, u, c_u, I, H, rows, c_n2, 1, "up", i);
@@ -12325,13 +12329,10 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         int logits = amk__lb_buf(&b, AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 1, V, 0, 2, NULL, "logits");
         int next = amk__lb_buf(&b, AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "next_token");
         int c_fn = amk_program_add_counter(p, "final norm"), c_lm = amk_program_add_counter(p, "lm head tiles");
-        int c_s = amk_program_add_counter(p, "argmax"), n_lm, ins[2];
+        int c_s = amk_program_add_counter(p, "argmax"), n_lm;
         lm_w = c->tie_embeddings ? embed
                                  : amk__lb_buf(&b, AMK_KIND_WEIGHT, wd, V, H, 0, 2, "lm_head.weight", "lm_head.weight");
-        ins[0] = x; ins[1] = w_norm;
-        t = amk__lb_task(&b, AMK_OP_RMSNORM, ins, 2, xf, c_fn, &cx, &one, 1, (int64_t)H * 4, "final norm");
-        amk_task_set_real(p, t, "eps", c->rms_eps);
-        amk_task_set_int(p, t, "hidden", H);
+        amk__lb_rmsnorm(&b, x, w_norm, xf, c_fn, cx, 1, "final norm");
         n_lm = amk__lb_gemv(&b, xf, lm_w, logits, c_lm, V, H, amk__lb_tile_rows(V, b.o.num_sms), c_fn, 1, "lm_head", L);
         if (n_lm < 0) goto fail;
         amk__lb_task(&b, AMK_OP_SAMPLE_ARGMAX, &logits, 1, next, c_s, &c_lm, &n_lm, 1, 0, "argmax");
