@@ -12661,7 +12661,6 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
     void *buf;
     size_t nb;
     int32_t v;
-    int64_t j;
     if (!m) return AMK_ERR_INVALID_ARG;
     if (pos < 0 || pos >= m->max_seq)
         return amk__fail(d, AMK_ERR_RUNTIME, "context of %d tokens is longer than the KV cache (%d); use a larger --ctx",
@@ -12694,7 +12693,7 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
     r = amk_refvm_run(m->vm, NULL, d);
     if (r != AMK_OK) return r;
     buf = amk_refvm_buffer(m->vm, m->buf_logits, &nb);
-    for (j = 0; j < m->cfg.vocab; j++) m->logits[j] = amk__load_f32(buf, AMK_DTYPE_F32, j);
+    memcpy(m->logits, buf, (size_t)m->cfg.vocab * sizeof(float)); /* logits: F32 [1, vocab] (the builder) */
     if (logits) *logits = m->logits;
     if (argmax) {
         buf = amk_refvm_buffer(m->vm, m->buf_next, &nb);

@@ -787,7 +787,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     if (tok && !chat) fputs(prompt, stdout);
     t1 = t2 = cli_now();
     rc = CLI_OK;
-    for (pos = 0; pos < n_prompt + n_new - 1 || (pos == 0 && n_new > 0); pos++) {
+    for (pos = 0; pos < n_prompt + n_new - 1; pos++) { /* the last new token is not fed back */
         const float *logits = NULL;
         int argmax = -1, token = pos < n_prompt ? ids[pos] : next;
         if (amk_llm_step(m, token, pos, &logits, &argmax, &d) != AMK_OK) {
