@@ -12579,35 +12579,27 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
         size_t nb = (size_t)amk__buffer_nbytes(b);
         void *dst;
         amk_result r = AMK_OK;
+        /* why: uniform in +-sqrt(3)/sqrt(K) has variance 1/K, so each output has unit variance */
+        const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[1]) : 0.0f;
         if (b->kind != AMK_KIND_WEIGHT) continue;
-        if (m->cuda) { /* GPU: random weights made on the device; file weights through a staging copy */
-            if (!m->model) {
-                float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[1]) : 0.0f; /* why: unit variance per output */
-                r = b->rank == 2 ? amk_cuda_fill_random(m->cuda, i, m->opts.random_seed * 1000003u + (uint64_t)i, scale, d)
-                                 : amk_cuda_fill_value(m->cuda, i, 1.0f, d);
-            } else {
-                void *stage = amk__malloc(nb);
-                if (!stage) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
-                r = amk_model_tensor_read(m->model, b->source, b->dtype, stage, nb, d);
-                if (r == AMK_OK) r = amk_cuda_upload(m->cuda, i, stage, nb, d);
-                amk__free(stage);
-            }
-            if (r != AMK_OK) return r;
-            done += nb;
-            if (m->opts.progress) m->opts.progress(m->opts.progress_user, "weights", done, total);
-            continue;
-        }
-        dst = amk_refvm_buffer(m->vm, i, &nb);
-        if (!dst) return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
-        if (m->model) {
+        if (m->cuda && !m->model) { /* random weights made on the device: no host copy of 16 GB */
+            r = b->rank == 2 ? amk_cuda_fill_random(m->cuda, i, m->opts.random_seed * 1000003u + (uint64_t)i, scale, d)
+                             : amk_cuda_fill_value(m->cuda, i, 1.0f, d);
+        } else if (m->cuda) { /* file weights through a staging copy */
+            void *stage = amk__malloc(nb);
+            if (!stage) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
+            r = amk_model_tensor_read(m->model, b->source, b->dtype, stage, nb, d);
+            if (r == AMK_OK) r = amk_cuda_upload(m->cuda, i, stage, nb, d);
+            amk__free(stage);
+        } else if (!(dst = amk_refvm_buffer(m->vm, i, &nb))) {
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
+        } else if (m->model) {
             r = amk_model_tensor_read(m->model, b->source, b->dtype, dst, nb, d);
-            if (r != AMK_OK) return r;
         } else {
             int64_t n = amk_buffer_numel(b), j;
-            float scale = b->rank == 2 ? 1.0f / sqrtf((float)b->shape[1]) : 0.0f;
-            for (j = 0; j < n; j++)
-                amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(&rng) * scale * 1.7320508f : 1.0f);
+            for (j = 0; j < n; j++) amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(&rng) * scale : 1.0f);
         }
+        if (r != AMK_OK) return r;
         done += nb;
         if (m->opts.progress) m->opts.progress(m->opts.progress_user, "weights", done, total);
     }
