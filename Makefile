@@ -53,8 +53,13 @@ cxx-check: $(DEVICE_CHECK) | $(BUILD)
 
 test-build: $(TESTS) $(BUILD)/amk cxx-check $(DEVICE_CHECK)
 
-test: test-build $(MODEL)
-	@AMK=$(BUILD)/amk bash tests/run.sh $(TESTS) $(TEST_SCRIPTS)
+test: test-build $(MODEL) $(BUILD)/locale
+	@LOCPATH=$(CURDIR)/$(BUILD)/locale AMK=$(BUILD)/amk bash tests/run.sh $(TESTS) $(TEST_SCRIPTS)
+
+# A comma-decimal locale for the JSON parser's locale-independence test (test_json.c); best effort:
+# without glibc's localedef and locale sources the test says it could not run.
+$(BUILD)/locale: | $(BUILD)
+	mkdir -p $@ && (localedef -i de_DE -f UTF-8 $@/de_DE.UTF-8 2>/dev/null || true)
 
 # The golden check on the GPU backend too (run on the H100): the same test with the image embedded.
 test-gpu-llama: $(MODEL) $(DEVICE_CHECK) | $(BUILD)
