@@ -48,16 +48,15 @@ static int lower(amk_program *p, amk_page_allocation pages, int num_sms, int see
     return r == AMK_OK;
 }
 
-/* Runs p with run seed 0 on a fresh VM filled from fill_seed; the snapshot of its outputs, or
-   NULL (after failing a check, or with *skipped set when the VM is not implemented yet). */
+/* Runs p with run seed run_seed on a fresh VM filled from seed; the snapshot of its outputs, or
+   NULL after failing a check. */
 static unsigned char *run_once(const amk_program *p, int seed, uint64_t run_seed, size_t *len,
-                               int *skipped, amk_refvm **keep) {
+                               amk_refvm **keep) {
     amk_refvm *vm = NULL;
     amk_refvm_opts o;
     amk_diag d;
     amk_result r = amk_refvm_create(p, &vm, &d);
     unsigned char *s;
-    if (r == AMK_ERR_UNSUPPORTED) { *skipped = 1; return NULL; }
     CHECK_MSG(r == AMK_OK, "seed %d: refvm_create: %s [%s] %s", seed, amk_result_str(r), d.check, d.message);
     if (r != AMK_OK) return NULL;
     CHECK(randprog_fill(vm, p, (uint64_t)seed));
@@ -71,8 +70,8 @@ static unsigned char *run_once(const amk_program *p, int seed, uint64_t run_seed
 }
 
 static void test_random_dags_order_independent(void) {
-    int seed, i, skipped_vm = 0, skipped_sim = 0, n_checked = 0, n_tasks = 0, n_kv = 0, n_pages = 0;
-    for (seed = 0; seed < DAG_SEEDS && !skipped_vm; seed++) {
+    int seed, i, n_checked = 0, n_tasks = 0, n_kv = 0, n_pages = 0;
+    for (seed = 0; seed < DAG_SEEDS; seed++) {
         randprog_opts o;
         amk_program *p;
         amk_refvm *vm = NULL;
@@ -85,20 +84,16 @@ static void test_random_dags_order_independent(void) {
         CHECK(p != NULL);
         if (!p) continue;
         if (!lower(p, AMK_PAGES_GRAPH_COLOR, 8, seed)) { amk_program_free(p); continue; }
-        if (!skipped_sim) {
+        {
             int n_fired = -1, n_stuck = -1, adv;
             amk_diag d;
             amk_result r = amk_program_simulate(p, NULL, &n_fired, NULL, &n_stuck);
             adv = amk_program_simulate_adversarial(p, (uint64_t)seed, 16, &d);
-            if (r == AMK_ERR_UNSUPPORTED || adv == -1) {
-                skipped_sim = 1;
-            } else {
-                CHECK_MSG(r == AMK_OK && n_fired == p->n_tasks && n_stuck == 0,
-                          "seed %d: simulate %s, %d fired, %d stuck", seed, amk_result_str(r), n_fired, n_stuck);
-                CHECK_MSG(adv == 0, "seed %d: %d adversarial violations: %s", seed, adv, d.message);
-            }
+            CHECK_MSG(r == AMK_OK && n_fired == p->n_tasks && n_stuck == 0,
+                      "seed %d: simulate %s, %d fired, %d stuck", seed, amk_result_str(r), n_fired, n_stuck);
+            CHECK_MSG(adv == 0, "seed %d: %d adversarial violations: %s", seed, adv, d.message);
         }
-        base = run_once(p, seed, 0, &base_len, &skipped_vm, &vm);
+        base = run_once(p, seed, 0, &base_len, &vm);
         if (!base) { amk_program_free(p); continue; }
         for (i = 1; i <= DAG_ORDERS; i++) { /* the same VM, again: KV appends rewrite the same rows */
             amk_refvm_opts ro;
@@ -122,13 +117,9 @@ static void test_random_dags_order_independent(void) {
         amk_refvm_free(vm);
         amk_program_free(p);
     }
-    if (skipped_vm) printf("note: the reference VM is a stub (UNSUPPORTED); order independence not checked yet\n");
-    else {
-        CHECK_EQ_INT(n_checked, DAG_SEEDS);
-        printf("order independence: %d programs, %d tasks, %d KV caches, %d pages, %d orders each\n",
-               n_checked, n_tasks, n_kv, n_pages, DAG_ORDERS + 1);
-    }
-    if (skipped_sim) printf("note: simulate / simulate_adversarial are stubs; not checked yet\n");
+    CHECK_EQ_INT(n_checked, DAG_SEEDS);
+    printf("order independence: %d programs, %d tasks, %d KV caches, %d pages, %d orders each\n",
+           n_checked, n_tasks, n_kv, n_pages, DAG_ORDERS + 1);
 }
 
 /* The schedule does not change the numbers: the same program lowered with each page mode and SM
@@ -136,22 +127,22 @@ static void test_random_dags_order_independent(void) {
 static void test_schedule_does_not_change_results(void) {
     static const amk_page_allocation pages[3] = {AMK_PAGES_GRAPH_COLOR, AMK_PAGES_LINEAR, AMK_PAGES_NONE};
     static const int sms[3] = {8, 1, 132};
-    int seed, m, skipped = 0;
-    for (seed = 0; seed < 10 && !skipped; seed++) {
+    int seed, m;
+    for (seed = 0; seed < 10; seed++) {
         randprog_opts o;
         unsigned char *base = NULL;
         size_t base_len = 0;
         o.n_tasks = 20;
         o.kv = 1;
         o.onchip = seed % 2;
-        for (m = 0; m < 3 && !skipped; m++) {
+        for (m = 0; m < 3; m++) {
             amk_program *p = randprog_make((uint64_t)seed + 700, &o);
             unsigned char *s;
             size_t len = 0;
             CHECK(p != NULL);
             if (!p) break;
             if (lower(p, pages[m], sms[m], seed) &&
-                (s = run_once(p, seed, (uint64_t)seed + 1, &len, &skipped, NULL)) != NULL) {
+                (s = run_once(p, seed, (uint64_t)seed + 1, &len, NULL)) != NULL) {
                 if (!base) { base = s; base_len = len; }
                 else {
                     CHECK_MSG(len == base_len && memcmp(s, base, len) == 0, "seed %d: page mode %d differs", seed, m);
@@ -162,7 +153,6 @@ static void test_schedule_does_not_change_results(void) {
         }
         free(base);
     }
-    if (skipped) printf("note: the reference VM is a stub (UNSUPPORTED); schedule independence not checked yet\n");
 }
 
 int main(void) {

@@ -568,7 +568,8 @@ static void test_real_smollm2(void) {
     clock_t t0;
     amk_diag d;
     FILE *f = fopen(path, "rb");
-    if (!f) { printf("test_real_smollm2: %s absent, skipped\n", path); return; }
+    CHECK_MSG(f != NULL, "%s missing: run `make model`", path);
+    if (!f) return;
     fclose(f);
     if (!(m = open_ok(path))) return;
     c = amk_model_config(m);
