@@ -1674,32 +1674,24 @@ AMK_API int amk_check_is_error(amk_check c) { return (int)c >= 0 && c < AMK_CHEC
 /* ---- targets (spec §5.1) ------------------------------------------------------------------------ */
 
 AMK_API amk_result amk_target_builtin(const char *name, amk_target *t) {
+    int h200;
     if (!name || !t) return AMK_ERR_INVALID_ARG;
+    h200 = strcmp(name, "h200") == 0;
+    if (!h200 && strcmp(name, "h100") != 0) return AMK_ERR_NOT_FOUND;
+    /* why: SXM datasheet values; the H200 is the same Hopper die with more, faster HBM.
+       232448 B is the sm_90 dynamic shared-memory opt-in cap. */
     memset(t, 0, sizeof *t);
-    if (strcmp(name, "h100") == 0) {
-        /* why: H100 SXM5 80GB datasheet values; 232448 B is the sm_90 dynamic smem opt-in cap */
-        snprintf(t->name, sizeof t->name, "h100");
-        t->sm_arch = 90; t->num_sms = 132;
-        t->smem_bytes_per_sm = 233472; t->smem_bytes_per_block_optin = 232448;
-        t->regs_per_sm = 65536; t->max_threads_per_sm = 2048; t->max_regs_per_thread = 255;
-        t->l2_bytes = 52428800; t->hbm_bytes = 85899345920LL;
-        t->hbm_bandwidth_gbs = 3350.0; t->fp16_tflops = 989.4; t->clock_ghz = 1.98;
-        t->supports_cooperative = 1; t->wddm_tdr = 0;
-        snprintf(t->note, sizeof t->note, "datasheet values");
-        return AMK_OK;
-    }
-    if (strcmp(name, "h200") == 0) {
-        snprintf(t->name, sizeof t->name, "h200");
-        t->sm_arch = 90; t->num_sms = 132;
-        t->smem_bytes_per_sm = 233472; t->smem_bytes_per_block_optin = 232448;
-        t->regs_per_sm = 65536; t->max_threads_per_sm = 2048; t->max_regs_per_thread = 255;
-        t->l2_bytes = 52428800; t->hbm_bytes = 151397597184LL;
-        t->hbm_bandwidth_gbs = 4800.0; t->fp16_tflops = 989.4; t->clock_ghz = 1.98;
-        t->supports_cooperative = 1; t->wddm_tdr = 0;
-        snprintf(t->note, sizeof t->note, "datasheet values");
-        return AMK_OK;
-    }
-    return AMK_ERR_NOT_FOUND;
+    snprintf(t->name, sizeof t->name, "%s", h200 ? "h200" : "h100");
+    t->sm_arch = 90; t->num_sms = 132;
+    t->smem_bytes_per_sm = 233472; t->smem_bytes_per_block_optin = 232448;
+    t->regs_per_sm = 65536; t->max_threads_per_sm = 2048; t->max_regs_per_thread = 255;
+    t->l2_bytes = 52428800;
+    t->hbm_bytes = h200 ? 151397597184LL : 85899345920LL;
+    t->hbm_bandwidth_gbs = h200 ? 4800.0 : 3350.0;
+    t->fp16_tflops = 989.4; t->clock_ghz = 1.98;
+    t->supports_cooperative = 1; t->wddm_tdr = 0;
+    snprintf(t->note, sizeof t->note, "datasheet values");
+    return AMK_OK;
 }
 
 AMK_API void amk_config_default(amk_config *c) {
