@@ -184,7 +184,7 @@ typedef struct amk_param {
 typedef struct amk_op_spec {
     const char *name;
     int min_inputs, max_inputs, n_outputs; /* -1 = variadic (still capped by the ABI) */
-    const char *required[8];               /* NULL-terminated param keys */
+    const char *required[10];              /* NULL-terminated param keys */
     const char *note;
 } amk_op_spec;
 /* The registry row for op, or NULL if op is not a defined opcode. */
@@ -834,9 +834,11 @@ typedef struct amk_llama_build_opts {
     int act_dtype;    /* activations and KV cache: F32 (default), BF16 or F16 */
     int num_sms;      /* tiles are sized so each of this many SMs moves the same weight bytes */
     int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE) */
+    int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
+                         0 (default): AMK's fused opcodes 20..22, fewer dependent steps a layer */
 } amk_llama_build_opts;
 
-/* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), 4 KV splits. */
+/* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), 4 KV splits, fused. */
 AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o);
 
 /* A named shape with its real hyper-parameters: "llama3-8b", "llama3.2-1b", "smollm2-135m". */
@@ -844,14 +846,21 @@ AMK_API amk_result amk_llama_config_preset(const char *name, amk_llama_config *c
 /* A config from an HF config.json alone (no weights needed): the random-weight mode uses it. */
 AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config *cfg, amk_diag *d);
 
-/* Builds the decode step of cfg (one token at position pos, KV cache persisted across steps):
-   EMBED; per layer RMSNORM, Q/K/V GEMV tiles, ROPE, KV_APPEND, split-KV ATTENTION_TILE and
-   ATTENTION_COMBINE, O tiles, ADD, RMSNORM, gate/up tiles, SILU_MUL, down tiles, ADD; final
-   RMSNORM, LM-head tiles, SAMPLE_ARGMAX. Buffers: IO_INPUT "token" and "pos" (I32 [1]); WEIGHT
-   buffers whose source is the HF tensor name (the LM head reads the embedding when tied);
-   KV_CACHE "k_cache.L"/"v_cache.L" [max_seq, n_kv_heads, head_dim]; IO_OUTPUT "logits" (F32
-   [1, vocab]) and "next_token" (I32 [1], the argmax). The program is not lowered yet (no SMs, no
-   pages): amk_program_lower does that. meta["kv_window"] holds the rows per KV split. */
+/* Builds the decode step of cfg (one token at position pos, KV cache persisted across steps).
+   Fused (the default), five dependent steps a layer: RMSNORM_GEMV tiles for Q, K and V (norm,
+   interleaved RoPE, K and V stored straight into the cache row pos); ATTENTION_DECODE per kv
+   head and KV split; ATTENTION_COMBINE; O tiles (GEMV_TILE, the residual as bias); RMSNORM_SWIGLU
+   tiles for gate/up; down tiles (residual as bias). The head is RMSNORM_GEMV LM-head tiles and
+   SAMPLE_ARGMAX. Q and K rows are in interleaved pair order (meta["qk_rows"] = "interleaved"):
+   amk_llm permutes the HF weights when it loads them. With o->spec_ops: EMBED; per layer RMSNORM,
+   Q/K/V GEMV tiles, ROPE, KV_APPEND, split-KV ATTENTION_TILE and ATTENTION_COMBINE, O tiles, ADD,
+   RMSNORM, gate/up tiles, SILU_MUL, down tiles, ADD; final RMSNORM, LM-head tiles, SAMPLE_ARGMAX
+   (HF row order; amk_llama_set_pos updates the per-step params). Buffers: IO_INPUT "token" and
+   "pos" (I32 [1]); WEIGHT buffers whose source is the HF tensor name (the LM head reads the
+   embedding when tied); KV_CACHE "k_cache.L"/"v_cache.L" [max_seq, n_kv_heads, head_dim];
+   IO_OUTPUT "logits" (F32 [1, vocab]) and "next_token" (I32 [1], the argmax). The program is not
+   lowered yet (no SMs, no pages): amk_program_lower does that. meta["kv_window"] holds the rows
+   per KV split. */
 AMK_API amk_result amk_llama_build(const amk_llama_config *cfg, const amk_llama_build_opts *o,
                                    amk_program **out, amk_diag *d);
 
@@ -861,8 +870,9 @@ AMK_API amk_result amk_llama_build_lowered(const amk_llama_config *cfg, const am
                                            amk_program **out, amk_diag *d);
 
 /* Sets the per-step params of a built step for position pos: KV_APPEND pos, and each
-   ATTENTION_TILE's kv_len so the windows cover rows [0, pos]. AMK_ERR_RUNTIME if pos is outside
-   the KV cache. (The "pos" input buffer is the caller's to write.) */
+   ATTENTION_TILE's kv_len so the windows cover rows [0, pos] (the spec_ops step; the fused step
+   has no per-step params). AMK_ERR_RUNTIME if pos is outside the KV cache. (The "pos" input
+   buffer is the caller's to write.) */
 AMK_API amk_result amk_llama_set_pos(amk_program *p, int pos, amk_diag *d);
 
 typedef enum amk_backend {
@@ -1628,17 +1638,22 @@ static const amk_op_spec amk__op_specs[AMK_OP_COUNT] = {
     {"KV_APPEND", 2, 2, 1, {"pos", NULL}, "write row pos of the KV cache"},
     {"SAMPLE_ARGMAX", 1, 1, 1, {NULL}, "greedy argmax over the last axis"},
     {"ATTENTION_COMBINE", 2, 8, 1, {"head_dim", NULL}, "merge flash partials (acc, m, l)"},
+    {NULL, 0, 0, 0, {NULL}, NULL}, /* 19: another implementation's FUSED; never defined here */
+    {"RMSNORM_GEMV", 3, 4, 1, {"eps", "K", "N_tile", "n_off", NULL}, "tile of rmsnorm(x) @ W.T (+ RoPE, KV row)"},
+    {"RMSNORM_SWIGLU", 4, 4, 1, {"eps", "K", "N_tile", "n_off", NULL}, "tile of silu(xn @ Wg.T) * (xn @ Wu.T)"},
+    {"ATTENTION_DECODE", 4, 4, 1, {"head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile"},
+     "attention of kv heads [n_off, n_off+N_tile) over rows up to pos"},
 };
 
 AMK_API const amk_op_spec *amk_op_spec_get(int op) {
-    return op >= 0 && op < AMK_OP_COUNT ? &amk__op_specs[op] : NULL;
+    return op >= 0 && op < AMK_OP_COUNT && amk__op_specs[op].name ? &amk__op_specs[op] : NULL;
 }
-AMK_API const char *amk_op_name(int op) { return op >= 0 && op < AMK_OP_COUNT ? amk__op_specs[op].name : "?"; }
+AMK_API const char *amk_op_name(int op) { return amk_op_spec_get(op) ? amk__op_specs[op].name : "?"; }
 AMK_API int amk_op_from_name(const char *name) {
     int i;
     if (!name) return -1;
     for (i = 0; i < AMK_OP_COUNT; i++)
-        if (strcmp(amk__op_specs[i].name, name) == 0) return i;
+        if (amk__op_specs[i].name && strcmp(amk__op_specs[i].name, name) == 0) return i;
     return -1;
 }
 
@@ -4044,6 +4059,23 @@ AMK__FN int amk__opshape_finite(double v) { return v == v && fabs(v) <= (double)
    BUFFER_ENUM, BUFFER_SHAPE) so a direct amk_ref_exec call can never read out of bounds.
    Returns 1 if fine; else 0 with *which (OP_SHAPE, OP_DTYPE, PARAM_VALUE or OP_UNSUPPORTED) and a
    message naming the buffers and numbers. */
+/* RoPE's frequency params (ROPE, RMSNORM_GEMV with AMK_GEMV_FLAG_ROPE): 0 and the failure in c. */
+AMK__FN int amk__opshape_rope(const amk__opshape *c, const amk_task *t, const amk_params_t *P) {
+    double theta = amk__param_f(t, "theta", 10000.0), factor = amk__param_f(t, "rope_factor", 0.0);
+    double lo = amk__param_f(t, "rope_low_freq_factor", 1.0);
+    double hi = amk__param_f(t, "rope_high_freq_factor", 4.0);
+    if (!amk__opshape_finite(theta) || theta <= 0)
+        return amk__opshape_fail(c, AMK_CHECK_PARAM_VALUE, "theta = %g must be finite and > 0", theta);
+    if (!amk__opshape_finite(factor))
+        return amk__opshape_fail(c, AMK_CHECK_PARAM_VALUE, "rope_factor = %g must be finite", factor);
+    if (factor > 0 && (P->rope_orig_ctx < 1 || !amk__opshape_finite(lo) || !amk__opshape_finite(hi) ||
+                       !(lo > 0) || !(lo < hi)))
+        return amk__opshape_fail(c, AMK_CHECK_PARAM_VALUE, "llama3 scaling needs rope_orig_ctx = %d >= 1 "
+                                 "and 0 < low_freq_factor = %g < high_freq_factor = %g",
+                                 P->rope_orig_ctx, lo, hi);
+    return 1;
+}
+
 AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *which, char *msg,
                           size_t msg_size) {
     amk__opshape c;
@@ -4262,9 +4294,6 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
 
     case AMK_OP_ROPE: {
         int64_t S = n_in[1];
-        double theta = amk__param_f(t, "theta", 10000.0), factor = amk__param_f(t, "rope_factor", 0.0);
-        double lo = amk__param_f(t, "rope_low_freq_factor", 1.0);
-        double hi = amk__param_f(t, "rope_high_freq_factor", 4.0);
         if (!amk__opshape_is_index(in[1]->dtype))
             AMK__OPS_FAIL(OP_DTYPE, "positions '%s' must be I32, I8 or U8, not %s",
                           amk__opshape_name(in[1]), amk_dtype_name(in[1]->dtype));
@@ -4279,14 +4308,7 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
             AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld",
                           amk__opshape_name(out), (long long)n_out, amk__opshape_name(in[0]),
                           (long long)n_in[0]);
-        if (!amk__opshape_finite(theta) || theta <= 0)
-            AMK__OPS_FAIL(PARAM_VALUE, "theta = %g must be finite and > 0", theta);
-        if (!amk__opshape_finite(factor))
-            AMK__OPS_FAIL(PARAM_VALUE, "rope_factor = %g must be finite", factor);
-        if (factor > 0 && (P.rope_orig_ctx < 1 || !amk__opshape_finite(lo) ||
-                           !amk__opshape_finite(hi) || !(lo > 0) || !(lo < hi)))
-            AMK__OPS_FAIL(PARAM_VALUE, "llama3 scaling needs rope_orig_ctx = %d >= 1 and 0 < "
-                          "low_freq_factor = %g < high_freq_factor = %g", P.rope_orig_ctx, lo, hi);
+        if (!amk__opshape_rope(&c, t, &P)) return 0;
         break;
     }
 
@@ -4396,6 +4418,109 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
             AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, n_heads*head_dim = %lld*%d",
                           amk__opshape_name(out), (long long)n_out, (long long)(n_in[0] / row),
                           P.head_dim);
+        break;
+    }
+
+    case AMK_OP_RMSNORM_GEMV:
+    case AMK_OP_RMSNORM_SWIGLU: {
+        const int swiglu = t->op == AMK_OP_RMSNORM_SWIGLU;
+        const uint32_t flags = swiglu ? 0u : (uint32_t)P.flags;
+        const int64_t K = P.K;
+        double eps = amk__param_f(t, "eps", 0.0);
+        int64_t M, N, end;
+        if (!amk__opshape_finite(eps) || eps < 0)
+            AMK__OPS_FAIL(PARAM_VALUE, "eps = %g must be finite and >= 0", eps);
+        if (K < 1) AMK__OPS_FAIL(PARAM_VALUE, "K = %lld must be >= 1", (long long)K);
+        if (n_in[0] % K || n_in[0] / K < 1)
+            AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a positive multiple of K = %lld",
+                          amk__opshape_name(in[0]), (long long)n_in[0], (long long)K);
+        M = n_in[0] / K;
+        if (n_in[1] != K)
+            AMK__OPS_FAIL(OP_SHAPE, "norm_w '%s' has %lld elements, K = %lld", amk__opshape_name(in[1]),
+                          (long long)n_in[1], (long long)K);
+        for (i = 2; i < (swiglu ? 4 : 3); i++) {
+            if (in[i]->rank != 2 || in[i]->shape[1] != K || !amk_dtype_is_float(in[i]->dtype))
+                AMK__OPS_FAIL(OP_SHAPE, "W '%s' must be a float [N, K = %lld]", amk__opshape_name(in[i]),
+                              (long long)K);
+            if (in[i]->shape[0] != in[2]->shape[0])
+                AMK__OPS_FAIL(OP_SHAPE, "W_up '%s' has %lld rows, W_gate %lld", amk__opshape_name(in[i]),
+                              (long long)in[i]->shape[0], (long long)in[2]->shape[0]);
+        }
+        N = in[2]->shape[0];
+        if (P.n_off < 0 || P.N_tile < 1)
+            AMK__OPS_FAIL(PARAM_VALUE, "n_off = %d must be >= 0 and N_tile = %d >= 1", P.n_off, P.N_tile);
+        end = (int64_t)P.n_off + P.N_tile;
+        if (end > N)
+            AMK__OPS_FAIL(PARAM_VALUE, "n_off+N_tile = %lld exceeds W rows %lld", (long long)end, (long long)N);
+        if (flags & ~(AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW))
+            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than ROPE (1) and KV_ROW (2)", P.flags);
+        if (!swiglu && (ni == 4) != (flags != 0))
+            AMK__OPS_FAIL(OP_ARITY, "takes the positions as a 4th input exactly when flags has ROPE or "
+                          "KV_ROW (flags %d, %d inputs)", P.flags, ni);
+        if (flags) {
+            if (!amk__opshape_is_index(in[3]->dtype) || n_in[3] != M)
+                AMK__OPS_FAIL(OP_SHAPE, "positions '%s' must be I32, I8 or U8 with one per row of x (%lld)",
+                              amk__opshape_name(in[3]), (long long)M);
+        }
+        if (flags & AMK_GEMV_FLAG_ROPE) {
+            if (P.head_dim < 2 || P.head_dim % 2 || N % P.head_dim || P.n_off % 2 || P.N_tile % 2)
+                AMK__OPS_FAIL(PARAM_VALUE, "RoPE needs an even head_dim (%d) dividing W rows %lld, and "
+                              "an even n_off (%d) and N_tile (%d)", P.head_dim, (long long)N, P.n_off, P.N_tile);
+            if (!amk__opshape_rope(&c, t, &P)) return 0;
+        }
+        if (flags & AMK_GEMV_FLAG_KV_ROW) {
+            if (n_out % N || n_out < N)
+                AMK__OPS_FAIL(OP_SHAPE, "cache '%s' has %lld elements, not whole rows of W's N = %lld",
+                              amk__opshape_name(out), (long long)n_out, (long long)N);
+        } else {
+            int64_t last = amk__opshape_last(out);
+            if (last < end)
+                AMK__OPS_FAIL(OP_SHAPE, "out '%s' last dim %lld < n_off+N_tile = %lld",
+                              amk__opshape_name(out), (long long)last, (long long)end);
+            if (!amk__mul_i64(M, last, &v) || n_out != v)
+                AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, M*N_out = %lld*%lld",
+                              amk__opshape_name(out), (long long)n_out, (long long)M, (long long)last);
+        }
+        break;
+    }
+
+    case AMK_OP_ATTENTION_DECODE: {
+        int64_t row, max_seq, want;
+        double scale = amk__param_f(t, "scale", 1.0);
+        if (P.head_dim < 1 || P.n_heads < 1 || P.n_kv_heads < 1 || P.n_heads % P.n_kv_heads)
+            AMK__OPS_FAIL(PARAM_VALUE,
+                          "head_dim = %d, n_heads = %d, n_kv_heads = %d: each must be >= 1 and "
+                          "n_kv_heads must divide n_heads", P.head_dim, P.n_heads, P.n_kv_heads);
+        if (P.n_off < 0 || P.N_tile < 1 || (int64_t)P.n_off + P.N_tile > P.n_kv_heads)
+            AMK__OPS_FAIL(PARAM_VALUE, "kv heads n_off = %d, N_tile = %d are outside [0, n_kv_heads = %d)",
+                          P.n_off, P.N_tile, P.n_kv_heads);
+        if (n_in[0] != (int64_t)P.n_heads * P.head_dim)
+            AMK__OPS_FAIL(OP_SHAPE, "q '%s' has %lld elements, n_heads*head_dim = %lld",
+                          amk__opshape_name(in[0]), (long long)n_in[0], (long long)P.n_heads * P.head_dim);
+        row = (int64_t)P.n_kv_heads * P.head_dim;
+        if (n_in[1] % row || n_in[2] != n_in[1])
+            AMK__OPS_FAIL(OP_SHAPE, "k '%s' (%lld) and v '%s' (%lld) must hold equal whole rows of "
+                          "n_kv_heads*head_dim = %lld", amk__opshape_name(in[1]), (long long)n_in[1],
+                          amk__opshape_name(in[2]), (long long)n_in[2], (long long)row);
+        max_seq = n_in[1] / row;
+        if (P.kv_start < 0 || P.kv_len < 0 || (int64_t)P.kv_start + P.kv_len > max_seq)
+            AMK__OPS_FAIL(PARAM_VALUE, "window kv_start = %d, kv_len = %d is outside the %lld cache rows",
+                          P.kv_start, P.kv_len, (long long)max_seq);
+        if (!amk__opshape_is_index(in[3]->dtype) || n_in[3] != 1)
+            AMK__OPS_FAIL(OP_SHAPE, "pos '%s' must be one I32, I8 or U8", amk__opshape_name(in[3]));
+        if (!amk__opshape_finite(scale)) AMK__OPS_FAIL(PARAM_VALUE, "scale = %g must be finite", scale);
+        if ((uint32_t)P.flags & ~AMK_ATTN_FLAG_PARTIAL)
+            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than PARTIAL (2)", P.flags);
+        want = (int64_t)P.n_heads * P.head_dim;
+        if ((uint32_t)P.flags & AMK_ATTN_FLAG_PARTIAL) {
+            if (out->dtype != AMK_DTYPE_F32)
+                AMK__OPS_FAIL(OP_DTYPE, "partial out '%s' must be F32, not %s", amk__opshape_name(out),
+                              amk_dtype_name(out->dtype));
+            want = (int64_t)P.n_heads * (P.head_dim + 2);
+        }
+        if (n_out != want)
+            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, needs %lld", amk__opshape_name(out),
+                          (long long)n_out, (long long)want);
         break;
     }
 
@@ -4929,7 +5054,7 @@ AMK__FN int amk__v_params(amk__vctx *v, int ti, const char *tn, const amk_op_spe
                          "%s has param '%.40s', which no opcode knows (it will not marshal)", tn, pr->key);
         }
     }
-    for (k = 0; spec && k < 8 && spec->required[k]; k++)
+    for (k = 0; spec && k < 10 && spec->required[k]; k++)
         if (!amk__v_param(t, spec->required[k])) {
             amk__v_issue(v, AMK_CHECK_PARAM_MISSING, ti, -1, -1, "%s (%s) needs param '%s'", tn,
                          spec->name, spec->required[k]);
@@ -5359,22 +5484,45 @@ AMK__FN void amk__v_query(amk__vctx *v, int set_off, int set_len, int target, in
     q->other = other;
 }
 
-/* The region a writer writes: columns [n0, n1) of rows [m0, m1) (IR_SPEC_NOTES 1). */
-typedef struct amk__v_region { int64_t n0, n1, m0, m1; int task; } amk__v_region;
+/* The region a writer writes: columns [n0, n1) of rows [m0, m1) (IR_SPEC_NOTES 1), in the units
+   of its kind: 0 the whole buffer; 1 columns of the output's last axis (GEMV/GEMM tiles and the
+   fused tiles, whose KV-row form writes columns of every cache row it may pick); 2 flat elements
+   (ATTENTION_DECODE: the rows of its query heads). Regions of different kinds never compare as
+   disjoint (amk__v_waw). */
+typedef struct amk__v_region { int64_t n0, n1, m0, m1; int task, kind; } amk__v_region;
 
 AMK__FN void amk__v_region_of(const amk_task *t, int ti, amk__v_region *r) {
     const amk_param *off = amk__v_param(t, "n_off"), *w = amk__v_param(t, "N_tile");
     r->task = ti;
+    r->kind = 0;
     r->n0 = r->m0 = INT64_MIN;
     r->n1 = r->m1 = INT64_MAX;
-    if ((t->op != AMK_OP_GEMV_TILE && t->op != AMK_OP_GEMM_TILE) || !off || !w) return;
-    r->n0 = off->i; /* why: pass 2 proved these are int32, so the sums cannot overflow */
-    r->n1 = off->i + w->i;
-    if (t->op == AMK_OP_GEMM_TILE) {
-        const amk_param *moff = amk__v_param(t, "m_off"), *mw = amk__v_param(t, "M_tile");
-        if (!mw) return;
-        r->m0 = moff ? moff->i : 0;
-        r->m1 = r->m0 + mw->i;
+    if (!off || !w) return;
+    switch (t->op) {
+    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_GEMV: case AMK_OP_RMSNORM_SWIGLU:
+        r->kind = 1;
+        r->n0 = off->i; /* why: pass 2 proved these are int32, so the sums cannot overflow */
+        r->n1 = off->i + w->i;
+        if (t->op == AMK_OP_GEMM_TILE) {
+            const amk_param *moff = amk__v_param(t, "m_off"), *mw = amk__v_param(t, "M_tile");
+            if (!mw) { r->kind = 0; r->n0 = INT64_MIN; r->n1 = INT64_MAX; return; }
+            r->m0 = moff ? moff->i : 0;
+            r->m1 = r->m0 + mw->i;
+        }
+        return;
+    case AMK_OP_ATTENTION_DECODE: {
+        amk_params_t P;
+        int64_t rw;
+        amk_task_marshal_params(t, &P);
+        if (P.n_kv_heads < 1 || P.n_heads % P.n_kv_heads || P.head_dim < 1) return; /* pass 2 reports it */
+        rw = (int64_t)(P.n_heads / P.n_kv_heads) * (P.head_dim + ((uint32_t)P.flags & AMK_ATTN_FLAG_PARTIAL ? 2 : 0));
+        r->kind = 2;
+        r->n0 = off->i * rw;
+        r->n1 = (off->i + w->i) * rw;
+        return;
+    }
+    default:
+        return;
     }
 }
 
@@ -5385,6 +5533,7 @@ AMK__FN int amk__v_cmp_region(const void *x, const void *y) {
 }
 
 AMK__FN int amk__v_overlap(const amk__v_region *a, const amk__v_region *b) {
+    if (a->kind != b->kind) return 1;
     return a->n0 < a->n1 && a->m0 < a->m1 && b->n0 < b->n1 && b->m0 < b->m1 && a->n0 < b->n1 &&
            b->n0 < a->n1 && a->m0 < b->m1 && b->m0 < a->m1;
 }
@@ -5426,6 +5575,9 @@ AMK__FN void amk__v_waw(amk__vctx *v, int x, amk__v_key3 *tmp, amk__v_region *re
             int t = v->pool[start + k];
             amk__v_region_of(&v->p->tasks[t], t, &reg[k]);
         }
+        for (k = 1; k < len && reg[k].kind == reg[0].kind; k++) {}
+        if (k < len) /* why: mixed units; the sort's early stop below needs one kind, so all overlap */
+            for (k = 0; k < len; k++) { reg[k].kind = 0; reg[k].n0 = reg[k].m0 = INT64_MIN; reg[k].n1 = reg[k].m1 = INT64_MAX; }
         qsort(reg, (size_t)len, sizeof *reg, amk__v_cmp_region);
         for (j = 0; j < len && overlaps < AMK__V_RACE_CAP; j++)
             for (k = j + 1; k < len && reg[k].n0 < reg[j].n1 && overlaps < AMK__V_RACE_CAP; k++) {
@@ -7105,15 +7257,25 @@ AMK__FN amk_result amk__ref_gemv(const amk__refop *o, amk_diag *d) {
    (j*n_kv_heads + g)*head_dim. Partial layout per head: [acc(head_dim) | m | l]. */
 AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
     int64_t hd = o->P.head_dim, nh = o->P.n_heads, nkv = o->P.n_kv_heads, rep = nh / nkv;
-    int64_t start = o->P.kv_start, len = o->P.kv_len, h, j, e;
+    int64_t start = o->P.kv_start, len = o->P.kv_len, h, h0 = 0, h1 = nh, j, e;
     int partial = ((uint32_t)o->P.flags & AMK_ATTN_FLAG_PARTIAL) != 0;
-    float *q = amk__refvm_floats(hd), *row = amk__refvm_floats(hd), *acc = amk__refvm_floats(hd);
-    float *s = amk__refvm_floats(len ? len : 1); /* [kv_len] scores */
+    float *q, *row, *acc, *s;
+    if (o->t->op == AMK_OP_ATTENTION_DECODE) { /* its kv heads, and rows up to the position */
+        int64_t pos = amk__load_i64(o->x[3], o->in[3]->dtype, 0);
+        if (pos < 0)
+            return amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1,
+                                   "ATTENTION_DECODE: position %lld is negative", (long long)pos);
+        if (pos + 1 - start < len) len = pos + 1 - start < 0 ? 0 : pos + 1 - start;
+        h0 = (int64_t)o->P.n_off * rep;
+        h1 = ((int64_t)o->P.n_off + o->P.N_tile) * rep;
+    }
+    q = amk__refvm_floats(hd); row = amk__refvm_floats(hd); acc = amk__refvm_floats(hd);
+    s = amk__refvm_floats(len ? len : 1); /* [len] scores */
     if (!q || !row || !acc || !s) {
         amk__free(q); amk__free(row); amk__free(acc); amk__free(s);
         return amk__refvm_oom(o, d);
     }
-    for (h = 0; h < nh; h++) {
+    for (h = h0; h < h1; h++) {
         int64_t g = h / rep;
         float m = -INFINITY, l = 0.0f;
         amk__refvm_load_row(o->x[0], o->in[0]->dtype, h * hd, hd, q);
@@ -7143,6 +7305,24 @@ AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
 
 #define AMK__TWO_PI 6.283185307179586476925 /* why: M_PI is not C99 */
 
+/* RoPE inverse frequency of pair i of a head of P->head_dim: theta^(-2i/head_dim) in fp32 as HF
+   computes it, with the optional llama3 frequency scaling of REFERENCE.md §3.4. */
+AMK__FN float amk__rope_inv_freq(const amk_params_t *P, int64_t i) {
+    float inv = 1.0f / powf(P->theta, (float)(2 * i) / (float)P->head_dim);
+    if (P->rope_factor > 0.0f) {
+        float orig = (float)P->rope_orig_ctx, lo = P->rope_low_freq_factor;
+        float hi = P->rope_high_freq_factor, factor = P->rope_factor;
+        float wavelen = (float)AMK__TWO_PI / inv, low_wl = orig / lo, high_wl = orig / hi;
+        if (wavelen > low_wl) {
+            inv = inv / factor;
+        } else if (!(wavelen < high_wl)) {
+            float smooth = (orig / wavelen - lo) / (hi - lo);
+            inv = (1.0f - smooth) * inv / factor + smooth * inv;
+        }
+    }
+    return inv;
+}
+
 /* Rotate-half RoPE as HF transformers computes it in fp32, with the optional llama3 frequency
    scaling of REFERENCE.md §3.4. x is [S, n_heads, head_dim]: row r has position r / n_heads. */
 AMK__FN amk_result amk__ref_rope(const amk__refop *o, amk_diag *d) {
@@ -7159,20 +7339,7 @@ AMK__FN amk_result amk__ref_rope(const amk__refop *o, amk_diag *d) {
                                    (long long)i);
         }
     }
-    for (i = 0; i < half; i++) {
-        inv[i] = 1.0f / powf(o->P.theta, (float)(2 * i) / (float)hd);
-        if (o->P.rope_factor > 0.0f) {
-            float orig = (float)o->P.rope_orig_ctx, lo = o->P.rope_low_freq_factor;
-            float hi = o->P.rope_high_freq_factor, factor = o->P.rope_factor;
-            float wavelen = (float)AMK__TWO_PI / inv[i], low_wl = orig / lo, high_wl = orig / hi;
-            if (wavelen > low_wl) {
-                inv[i] = inv[i] / factor;
-            } else if (!(wavelen < high_wl)) {
-                float smooth = (orig / wavelen - lo) / (hi - lo);
-                inv[i] = (1.0f - smooth) * inv[i] / factor + smooth * inv[i];
-            }
-        }
-    }
+    for (i = 0; i < half; i++) inv[i] = amk__rope_inv_freq(&o->P, i);
     for (r = 0; r < rows; r++) {
         float pos = (float)amk__load_i64(o->x[1], o->in[1]->dtype, r / per_pos);
         for (i = 0; i < half; i++) {
@@ -7184,6 +7351,58 @@ AMK__FN amk_result amk__ref_rope(const amk__refop *o, amk_diag *d) {
     }
     amk__free(inv);
     return AMK_OK;
+}
+
+/* RMSNORM_GEMV and RMSNORM_SWIGLU: each row m of x is normalised in fp32 (rmsnorm as RMSNORM, no
+   cast in between), then the tile's rows n: y = xn . W[n] (SWIGLU: silu(xn . Wg[n]) * (xn . Wu[n])).
+   RMSNORM_GEMV flags: ROPE rotates pairs (n, n+1), n even, by pos[m] * inv_freq((n % head_dim)/2)
+   (the interleaved pair order, like GGUF's Q/K rows); KV_ROW stores y at pos[m] * N + n of a
+   cache of rows of N, instead of out[m, n]. Positions are checked before anything is written. */
+AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
+    const int swiglu = o->t->op == AMK_OP_RMSNORM_SWIGLU;
+    const uint32_t flags = swiglu ? 0u : (uint32_t)o->P.flags;
+    const int64_t K = o->P.K, M = o->n_in[0] / K, N = o->in[2]->shape[0], n0 = o->P.n_off, nt = o->P.N_tile;
+    const int64_t last = (flags & AMK_GEMV_FLAG_KV_ROW) ? N : o->n_out / M;
+    int64_t m, n, k;
+    float *xs = amk__refvm_floats(K), *w = amk__refvm_floats(K), *y = amk__refvm_floats(nt);
+    amk_result r = AMK_OK;
+    if (!xs || !w || !y) { r = amk__refvm_oom(o, d); goto done; }
+    for (m = 0; m < M && flags; m++) {
+        int64_t pos = amk__load_i64(o->x[3], o->in[3]->dtype, m);
+        if (pos < 0 || ((flags & AMK_GEMV_FLAG_KV_ROW) && pos >= o->n_out / N)) {
+            r = amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1, "%s: position %lld of row %lld "
+                                "is outside %s", amk_op_name(o->t->op), (long long)pos, (long long)m,
+                                (flags & AMK_GEMV_FLAG_KV_ROW) ? "the cache" : "[0, inf)");
+            goto done;
+        }
+    }
+    for (m = 0; m < M; m++) {
+        float ss = 0.0f, inv;
+        int64_t pos = flags ? amk__load_i64(o->x[3], o->in[3]->dtype, m) : 0;
+        for (k = 0; k < K; k++) { float v = AMK__IN(o, 0, m * K + k); ss += v * v; }
+        inv = 1.0f / sqrtf(ss / (float)K + o->P.eps);
+        for (k = 0; k < K; k++) xs[k] = AMK__IN(o, 0, m * K + k) * inv * AMK__IN(o, 1, k);
+        for (n = 0; n < nt; n++) {
+            amk__refvm_load_row(o->x[2], o->in[2]->dtype, (n0 + n) * K, K, w);
+            y[n] = amk__refvm_dot(xs, w, K);
+            if (swiglu) {
+                amk__refvm_load_row(o->x[3], o->in[3]->dtype, (n0 + n) * K, K, w);
+                y[n] = y[n] / (1.0f + expf(-y[n])) * amk__refvm_dot(xs, w, K);
+            }
+        }
+        if (flags & AMK_GEMV_FLAG_ROPE)
+            for (n = 0; n < nt; n += 2) {
+                float angle = (float)pos * amk__rope_inv_freq(&o->P, ((n0 + n) % o->P.head_dim) / 2);
+                float c = cosf(angle), sn = sinf(angle), x1 = y[n], x2 = y[n + 1];
+                y[n] = x1 * c - x2 * sn;
+                y[n + 1] = x2 * c + x1 * sn;
+            }
+        for (n = 0; n < nt; n++)
+            AMK__OUT(o, (flags & AMK_GEMV_FLAG_KV_ROW) ? pos * N + n0 + n : m * last + n0 + n, y[n]);
+    }
+done:
+    amk__free(xs); amk__free(w); amk__free(y);
+    return r;
 }
 
 /* Logical element e of a quantized q: (q - zero) * scale, group e / group. */
@@ -7272,8 +7491,11 @@ AMK__FN amk_result amk__refvm_exec(const amk__refop *o, amk_diag *d) {
     case AMK_OP_LAYERNORM: amk__ref_layernorm(o); return AMK_OK;
     case AMK_OP_GEMV_TILE:
     case AMK_OP_GEMM_TILE: return amk__ref_gemv(o, d);
-    case AMK_OP_ATTENTION_TILE: return amk__ref_attention(o, d);
+    case AMK_OP_ATTENTION_TILE:
+    case AMK_OP_ATTENTION_DECODE: return amk__ref_attention(o, d);
     case AMK_OP_ROPE: return amk__ref_rope(o, d);
+    case AMK_OP_RMSNORM_GEMV:
+    case AMK_OP_RMSNORM_SWIGLU: return amk__ref_norm_gemv(o, d);
     case AMK_OP_SILU_MUL:
         for (i = 0; i < o->n_out; i++) {
             float g = AMK__IN(o, 0, i);
@@ -11145,11 +11367,16 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
     }
     if (smem > 0) {
         const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
-        if ((t->op == AMK_OP_GEMV_TILE || t->op == AMK_OP_GEMM_TILE) && K * 4 > smem)
+        const int rope = t->op == AMK_OP_RMSNORM_GEMV && ((uint32_t)amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE);
+        const int64_t need = 4 * (K + (rope ? amk__param_i(t, "N_tile", 0) : 0)); /* one staged row (+ tile) */
+        const int64_t attn = (int64_t)(threads / 32) * hd * 4 * (t->op == AMK_OP_ATTENTION_DECODE ? 2 : 1) +
+                             (t->op == AMK_OP_ATTENTION_DECODE ? (int64_t)(threads / 32) * 8 : 0);
+        if ((t->op == AMK_OP_GEMV_TILE || t->op == AMK_OP_GEMM_TILE || t->op == AMK_OP_RMSNORM_GEMV ||
+             t->op == AMK_OP_RMSNORM_SWIGLU) && need > smem)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: K = %lld needs %lld bytes of shared memory, the VM has %lld",
-                             ti, (long long)K, (long long)K * 4, (long long)smem);
-        if (t->op == AMK_OP_ATTENTION_TILE &&
-            (hd > AMK__VM_ATTN_MAX_HEAD_DIM || (int64_t)(threads / 32) * hd * 4 > smem))
+                             ti, (long long)K, (long long)need, (long long)smem);
+        if ((t->op == AMK_OP_ATTENTION_TILE || t->op == AMK_OP_ATTENTION_DECODE) &&
+            (hd > AMK__VM_ATTN_MAX_HEAD_DIM || attn > smem))
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: head_dim %lld is above the VM's %d or its q staging "
                              "exceeds %lld bytes of shared memory", ti, (long long)hd, AMK__VM_ATTN_MAX_HEAD_DIM, (long long)smem);
     }
@@ -12100,14 +12327,9 @@ AMK__FN int amk__lb_rmsnorm(amk__lb *b, int x, int w, int out, int counter, int 
     return t;
 }
 
-/* ROPE of x [1, heads*head_dim] at the position in buffer pos into out (the config's theta and
-   llama3 scaling), after all producers (n_wait) of wait_c. */
-AMK__FN int amk__lb_rope(amk__lb *b, int x, int pos, int out, int counter, int wait_c, int n_wait,
-                        const char *label) {
+/* Task t's RoPE params: head_dim, the config's theta and llama3 scaling. */
+AMK__FN void amk__lb_rope_params(amk__lb *b, int t) {
     const amk_llama_config *c = b->c;
-    int ins[2], t;
-    ins[0] = x; ins[1] = pos;
-    t = amk__lb_task(b, AMK_OP_ROPE, ins, 2, out, counter, &wait_c, &n_wait, 1, 0, label);
     amk_task_set_int(b->p, t, "head_dim", c->head_dim);
     amk_task_set_real(b->p, t, "theta", c->rope_theta);
     if (c->rope_llama3) {
@@ -12116,38 +12338,100 @@ AMK__FN int amk__lb_rope(amk__lb *b, int x, int pos, int out, int counter, int w
         amk_task_set_real(b->p, t, "rope_high_freq_factor", c->rope_high_freq_factor);
         amk_task_set_int(b->p, t, "rope_orig_ctx", c->rope_orig_ctx);
     }
+}
+
+/* ROPE of x [1, heads*head_dim] at the position in buffer pos into out (the config's theta and
+   llama3 scaling), after all producers (n_wait) of wait_c. */
+AMK__FN int amk__lb_rope(amk__lb *b, int x, int pos, int out, int counter, int wait_c, int n_wait,
+                        const char *label) {
+    int ins[2], t;
+    ins[0] = x; ins[1] = pos;
+    t = amk__lb_task(b, AMK_OP_ROPE, ins, 2, out, counter, &wait_c, &n_wait, 1, 0, label);
+    amk__lb_rope_params(b, t);
     return t;
 }
 
-/* GEMV tiles of W [N, K] over x into out; all signal counter; returns the tile count. */
-AMK__FN int amk__lb_gemv(amk__lb *b, int x, int w, int out, int counter, int64_t N, int64_t K,
-                        int rows, int wait_c, int wait_n, const char *what, int layer) {
+/* Tiles of opcode op over N weight rows of K columns: ins[0..n_in) are the task inputs (the
+   matrices among them count n_mats times in est_bytes), rows per tile; all signal counter after
+   all wait_n producers of wait_c. Tasks get K, N_tile, n_off (and eps for the fused RMSNORM_*
+   ops); flags != 0 is set on each too. Returns the tile count, or -1. The tiles are the last
+   tasks of the program. */
+AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_mats, int out, int counter,
+                         int64_t N, int64_t K, int rows, int wait_c, int wait_n, int flags,
+                         const char *what, int layer) {
     int n_tiles = 0;
     int64_t off;
     int wbytes = amk_dtype_bits(b->o.weight_dtype) / 8;
     for (off = 0; off < N; off += rows) {
         int64_t nt = N - off < rows ? N - off : rows;
-        int ins[2], t;
+        int t;
         char label[64];
-        ins[0] = x; ins[1] = w;
         snprintf(label, sizeof label, "L%d %s[%lld:%lld]", layer, what, (long long)off, (long long)(off + nt));
-        t = amk__lb_task(b, AMK_OP_GEMV_TILE, ins, 2, out, counter, &wait_c, &wait_n, 1,
-                         nt * K * wbytes, label);
+        t = amk__lb_task(b, op, ins, n_in, out, counter, &wait_c, &wait_n, 1, n_mats * nt * K * wbytes, label);
         if (t < 0) return -1;
         amk_task_set_int(b->p, t, "K", K);
         amk_task_set_int(b->p, t, "N_tile", nt);
         amk_task_set_int(b->p, t, "n_off", off);
+        if (op == AMK_OP_RMSNORM_GEMV || op == AMK_OP_RMSNORM_SWIGLU) amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
+        if (flags) amk_task_set_int(b->p, t, "flags", flags);
+        if (flags & AMK_GEMV_FLAG_ROPE) amk__lb_rope_params(b, t);
         n_tiles++;
     }
     return n_tiles;
+}
+
+/* GEMV tiles of W [N, K] over x into out; all signal counter; returns the tile count. */
+AMK__FN int amk__lb_gemv(amk__lb *b, int x, int w, int out, int counter, int64_t N, int64_t K,
+                        int rows, int wait_c, int wait_n, const char *what, int layer) {
+    int ins[2];
+    ins[0] = x; ins[1] = w;
+    return amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, out, counter, N, K, rows, wait_c, wait_n, 0, what, layer);
+}
+
+/* The attention tasks of one layer (S KV splits of window rows) reading q and the caches; each
+   signals c_att after wc/wn. Fused: ATTENTION_DECODE per kv head and split (kv_len the full
+   window, cut at pos on the device); else ATTENTION_TILE per split (kv_len set per step by
+   amk_llama_set_pos). With S > 1 they write partials parts[j] (made here), else attn. */
+AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int pos, int attn, int S,
+                             int window, int max_seq, int c_att, const int *wc, const int *wn, int nwait,
+                             int *parts) {
+    const amk_llama_config *c = b->c;
+    const int fused = !b->o.spec_ops, ad = b->o.act_dtype;
+    const int64_t kv_rows = (int64_t)c->n_kv_heads * c->head_dim;
+    int j, g, t, ins[4];
+    char label[64];
+    for (j = 0; j < S; j++) {
+        const int64_t start = (int64_t)j * window, len = max_seq - start < window ? max_seq - start : window;
+        parts[j] = S > 1 ? amk__lb_buf(b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, c->n_heads, c->head_dim + 2, 0, 2, NULL,
+                                       "attn_part.%d.%d", layer, j)
+                         : attn;
+        ins[0] = q; ins[1] = kc; ins[2] = vc; ins[3] = pos;
+        for (g = 0; g < (fused ? c->n_kv_heads : 1); g++) {
+            if (fused) snprintf(label, sizeof label, "L%d attention[%d] kv%d", layer, j, g);
+            else snprintf(label, sizeof label, "L%d attention[%d]", layer, j);
+            t = amk__lb_task(b, fused ? AMK_OP_ATTENTION_DECODE : AMK_OP_ATTENTION_TILE, ins, fused ? 4 : 3, parts[j],
+                             c_att, wc, wn, nwait, 2LL * len * (fused ? c->head_dim : kv_rows) * (amk_dtype_bits(ad) / 8),
+                             label);
+            if (t < 0) return -1;
+            amk_task_set_int(b->p, t, "head_dim", c->head_dim);
+            amk_task_set_int(b->p, t, "kv_start", start);
+            amk_task_set_int(b->p, t, "kv_len", fused ? len : 0);
+            amk_task_set_real(b->p, t, "scale", 1.0 / sqrt((double)c->head_dim));
+            amk_task_set_int(b->p, t, "n_heads", c->n_heads);
+            amk_task_set_int(b->p, t, "n_kv_heads", c->n_kv_heads);
+            if (fused) { amk_task_set_int(b->p, t, "n_off", g); amk_task_set_int(b->p, t, "N_tile", 1); }
+            if (S > 1) amk_task_set_int(b->p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
+        }
+    }
+    return fused ? S * c->n_kv_heads : S;
 }
 
 AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_build_opts *opts,
                                    amk_program **out, amk_diag *d) {
     amk__lb b;
     amk_program *p;
-    int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd;
-    int token, pos, embed, lm_w, x, cx, t, i, one = 1;
+    int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd, fused;
+    int token, pos, embed, lm_w, x, cx, n_cx, t, i, one = 1;
     char meta[32];
     int64_t q_rows, kv_rows;
     *out = NULL;
@@ -12164,7 +12448,9 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     S = b.o.kv_splits < 1 ? 1 : b.o.kv_splits > 8 ? 8 : b.o.kv_splits; /* why: COMBINE takes <= 8 */
     if (S > max_seq) S = max_seq;
     window = (max_seq + S - 1) / S;
+    S = (max_seq + window - 1) / window; /* why: no split may start past the cache */
     ad = b.o.act_dtype; wd = b.o.weight_dtype;
+    fused = !b.o.spec_ops;
     if (!amk_dtype_is_float(ad) || !amk_dtype_is_float(wd) || b.o.num_sms < 1)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: dtypes must be float, num_sms >= 1");
     p = amk_program_create();
@@ -12175,6 +12461,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     amk_program_set_meta_string(p, "dtype", amk_dtype_name(wd));
     snprintf(meta, sizeof meta, "%d", window);
     amk_program_set_meta_string(p, "kv_window", meta);
+    if (fused) amk_program_set_meta_string(p, "qk_rows", "interleaved");
 
     q_rows = (int64_t)NH * HD;
     kv_rows = (int64_t)NKV * HD;
@@ -12183,6 +12470,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     embed = amk__lb_buf(&b, AMK_KIND_WEIGHT, wd, V, H, 0, 2, "model.embed_tokens.weight", "model.embed_tokens.weight");
     x = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "x.0");
     cx = amk_program_add_counter(p, "embed done");
+    n_cx = 1;
     {
         int ins[2];
         ins[0] = token; ins[1] = embed;
@@ -12190,11 +12478,9 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         amk_task_set_int(p, t, "hidden", H);
     }
     for (i = 0; i < L; i++) {
-        int w_an, w_q, w_k, w_v, w_o, w_fn, w_g, w_u, w_dn, kc, vc;
-        int xn, q, k, v, qr, kr, attn, o, h, hn, g, u, a, dn, xo;
-        int c_n1, c_q, c_k, c_v, c_qr, c_kr, c_ka, c_va, c_att, c_comb, c_o, c_h, c_n2, c_g, c_u, c_a, c_d, c_x;
-        int n_q, n_k, n_v, n_o, n_g, n_u, n_d, rows, j, ins[8], parts[8];
-        char src[128];
+        int w_an, w_q, w_k, w_v, w_o, w_fn, w_g, w_u, w_dn, kc, vc, attn, h, xo, c_att, c_comb, c_o, c_d;
+        int n_att, n_o, n_d, rows, ins[8], parts[8];
+        char src[128], label[64];
 #define AMK__W(var, r0, r1, rank, fmt) \
         snprintf(src, sizeof src, fmt, i); \
         var = amk__lb_buf(&b, AMK_KIND_WEIGHT, (rank) == 1 ? AMK_DTYPE_F32 : wd, r0, r1, 0, rank, src, "%s", src)
@@ -12210,46 +12496,53 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
 #undef AMK__W
         kc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "k_cache.%d", i);
         vc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "v_cache.%d", i);
-        xn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "xn.%d", i);
-        q = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q.%d", i);
-        k = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "k.%d", i);
-        v = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "v.%d", i);
-        qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
-        kr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "k_rot.%d", i);
         attn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "attn.%d", i);
-        o = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "o.%d", i);
         h = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "h.%d", i);
-        hn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "hn.%d", i);
-        g = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "gate.%d", i);
-        u = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "up.%d", i);
-        a = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "act.%d", i);
-        dn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "down.%d", i);
         xo = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "x.%d", i + 1);
-
-        c_n1 = amk_program_add_counter(p, "attn norm");
-        c_q = amk_program_add_counter(p, "q tiles"); c_k = amk_program_add_counter(p, "k tiles");
-        c_v = amk_program_add_counter(p, "v tiles");
-        c_qr = amk_program_add_counter(p, "rope q"); c_kr = amk_program_add_counter(p, "rope k");
-        c_ka = amk_program_add_counter(p, "k append"); c_va = amk_program_add_counter(p, "v append");
-        c_att = amk_program_add_counter(p, "attention tiles");
-        c_comb = S > 1 ? amk_program_add_counter(p, "attention combine") : c_att;
-        c_o = amk_program_add_counter(p, "o tiles"); c_h = amk_program_add_counter(p, "residual 1");
-        c_n2 = amk_program_add_counter(p, "ffn norm");
-        c_g = amk_program_add_counter(p, "gate tiles"); c_u = amk_program_add_counter(p, "up tiles");
-        c_a = amk_program_add_counter(p, "silu mul"); c_d = amk_program_add_counter(p, "down tiles");
-        c_x = amk_program_add_counter(p, "residual 2");
-
-        { /* attention block */
-            char label[64];
+        /* why: K and V rows need fewer tiles than Q; their tiles and tasks come first in list
+           order, so an SM that also holds Q work does not block them behind it */
+        rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, b.o.num_sms);
+        if (fused) { /* QKV: norm + GEMV + RoPE, K and V straight into the cache row */
+            int c_qkv = amk_program_add_counter(p, "qkv tiles"), n_qkv = 0, n, wc = c_qkv;
+            int qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
+            rows += rows % 2; /* why: RoPE pairs (2i, 2i+1) stay inside one tile */
+            ins[0] = x; ins[1] = w_an; ins[3] = pos;
+            ins[2] = w_k;
+            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, kc, c_qkv, kv_rows, H, rows, cx, n_cx,
+                              AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW, "k", i);
+            if (n < 0) goto fail;
+            n_qkv += n;
+            ins[2] = w_v;
+            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, vc, c_qkv, kv_rows, H, rows, cx, n_cx,
+                              AMK_GEMV_FLAG_KV_ROW, "v", i);
+            if (n < 0) goto fail;
+            n_qkv += n;
+            ins[2] = w_q;
+            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, qr, c_qkv, q_rows, H, rows, cx, n_cx,
+                              AMK_GEMV_FLAG_ROPE, "q", i);
+            if (n < 0) goto fail;
+            n_qkv += n;
+            c_att = amk_program_add_counter(p, "attention tiles");
+            n_att = amk__lb_attention(&b, i, qr, kc, vc, pos, attn, S, window, max_seq, c_att, &wc, &n_qkv, 1, parts);
+        } else {
+            int xn, q, k, v, qr, kr, n_q, n_k, n_v, j, wc[3], wn[3];
+            int c_n1 = amk_program_add_counter(p, "attn norm"), c_q, c_k, c_v, c_qr, c_kr, c_ka, c_va;
+            c_q = amk_program_add_counter(p, "q tiles"); c_k = amk_program_add_counter(p, "k tiles");
+            c_v = amk_program_add_counter(p, "v tiles");
+            c_qr = amk_program_add_counter(p, "rope q"); c_kr = amk_program_add_counter(p, "rope k");
+            c_ka = amk_program_add_counter(p, "k append"); c_va = amk_program_add_counter(p, "v append");
+            xn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "xn.%d", i);
+            q = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q.%d", i);
+            k = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "k.%d", i);
+            v = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "v.%d", i);
+            qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
+            kr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "k_rot.%d", i);
             snprintf(label, sizeof label, "L%d attn_norm", i);
-            amk__lb_rmsnorm(&b, x, w_an, xn, c_n1, cx, 1, label);
-            rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, b.o.num_sms);
+            amk__lb_rmsnorm(&b, x, w_an, xn, c_n1, cx, n_cx, label);
             n_q = amk__lb_gemv(&b, xn, w_q, q, c_q, q_rows, H, rows, c_n1, 1, "q", i);
             n_k = amk__lb_gemv(&b, xn, w_k, k, c_k, kv_rows, H, rows, c_n1, 1, "k", i);
             n_v = amk__lb_gemv(&b, xn, w_v, v, c_v, kv_rows, H, rows, c_n1, 1, "v", i);
             if (n_q < 0 || n_k < 0 || n_v < 0) goto fail;
-            /* why: K and V are ready before Q (fewer rows); their rope and appends come first in
-               list order, so an SM that also holds rope q does not block them behind it */
             snprintf(label, sizeof label, "L%d rope k", i);
             amk__lb_rope(&b, k, pos, kr, c_kr, c_k, n_k, label);
             ins[0] = kr; ins[1] = kc;
@@ -12262,70 +12555,102 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             amk_task_set_int(p, j, "pos", 0);
             snprintf(label, sizeof label, "L%d rope q", i);
             amk__lb_rope(&b, q, pos, qr, c_qr, c_q, n_q, label);
-            for (j = 0; j < S; j++) {
-                int wc[3], wn[3], part;
-                wc[0] = c_qr; wc[1] = c_ka; wc[2] = c_va; wn[0] = wn[1] = wn[2] = 1;
-                part = S > 1 ? amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, NH, HD + 2, 0, 2, NULL, "attn_part.%d.%d", i, j)
-                             : attn;
-                parts[j] = part;
-                ins[0] = qr; ins[1] = kc; ins[2] = vc;
-                snprintf(label, sizeof label, "L%d attention[%d]", i, j);
-                t = amk__lb_task(&b, AMK_OP_ATTENTION_TILE, ins, 3, part, c_att, wc, wn, 3,
-                                 2LL * window * kv_rows * (amk_dtype_bits(ad) / 8), label);
-                if (t < 0) goto fail;
-                amk_task_set_int(p, t, "head_dim", HD);
-                amk_task_set_int(p, t, "kv_start", (int64_t)j * window);
-                amk_task_set_int(p, t, "kv_len", 0);
-                amk_task_set_real(p, t, "scale", 1.0 / sqrt((double)HD));
-                amk_task_set_int(p, t, "n_heads", NH);
-                amk_task_set_int(p, t, "n_kv_heads", NKV);
-                if (S > 1) amk_task_set_int(p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
-            }
-            if (S > 1) {
-                snprintf(label, sizeof label, "L%d attention combine", i);
-                t = amk__lb_task(&b, AMK_OP_ATTENTION_COMBINE, parts, S, attn, c_comb, &c_att, &S, 1, 0, label);
-                amk_task_set_int(p, t, "head_dim", HD);
-            }
-            n_o = amk__lb_gemv(&b, attn, w_o, o, c_o, H, q_rows, amk__lb_tile_rows(H, b.o.num_sms), c_comb, 1, "o", i);
+            wc[0] = c_qr; wc[1] = c_ka; wc[2] = c_va; wn[0] = wn[1] = wn[2] = 1;
+            c_att = amk_program_add_counter(p, "attention tiles");
+            n_att = amk__lb_attention(&b, i, qr, kc, vc, pos, attn, S, window, max_seq, c_att, wc, wn, 3, parts);
+        }
+        if (n_att < 0) goto fail;
+        c_comb = c_att;
+        if (S > 1) {
+            c_comb = amk_program_add_counter(p, "attention combine");
+            snprintf(label, sizeof label, "L%d attention combine", i);
+            t = amk__lb_task(&b, AMK_OP_ATTENTION_COMBINE, parts, S, attn, c_comb, &c_att, &n_att, 1, 0, label);
+            amk_task_set_int(p, t, "head_dim", HD);
+            n_att = 1;
+        }
+        c_o = amk_program_add_counter(p, "o tiles");
+        if (fused) { /* O tiles add the residual x as their bias */
+            ins[0] = attn; ins[1] = w_o; ins[2] = x;
+            n_o = amk__lb_tiles(&b, AMK_OP_GEMV_TILE, ins, 3, 1, h, c_o, H, q_rows, amk__lb_tile_rows(H, b.o.num_sms),
+                                c_comb, n_att, 0, "o", i);
+            if (n_o < 0) goto fail;
+        } else {
+            int o = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "o.%d", i);
+            int c_h = amk_program_add_counter(p, "residual 1");
+            n_o = amk__lb_gemv(&b, attn, w_o, o, c_o, H, q_rows, amk__lb_tile_rows(H, b.o.num_sms), c_comb, n_att, "o", i);
             if (n_o < 0) goto fail;
             ins[0] = x; ins[1] = o;
             snprintf(label, sizeof label, "L%d residual 1", i);
             amk__lb_task(&b, AMK_OP_ADD, ins, 2, h, c_h, &c_o, &n_o, 1, 0, label);
+            c_o = c_h;
+            n_o = 1;
         }
-        { /* MLP block */
-            char label[64];
-            snprintf(label, sizeof label, "L%d ffn_norm", i);
-            amk__lb_rmsnorm(&b, h, w_fn, hn, c_n2, c_h, 1, label);
-            rows = amk__lb_tile_rows(2LL * I, b.o.num_sms);
-            n_g = amk__lb_gemv(&b, hn, w_g, g, c_g, I, H, rows, c_n2, 1, "gate", i);
-            n_u = amk__lb_gemv(&b, hn, w_u, u, c_u, I, H, rows, c_n2, 1, "up", i);
-            if (n_g < 0 || n_u < 0) goto fail;
-            {
-                int wc[2], wn[2];
+        /* MLP block */
+        {
+            int a = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "act.%d", i), c_a, n_a;
+            if (fused) { /* norm + gate/up + SiLU*up in one tile */
+                c_a = amk_program_add_counter(p, "gate/up tiles");
+                ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u;
+                n_a = amk__lb_tiles(&b, AMK_OP_RMSNORM_SWIGLU, ins, 4, 2, a, c_a, I, H,
+                                    amk__lb_tile_rows(I, b.o.num_sms), c_o, n_o, 0, "gate/up", i);
+                if (n_a < 0) goto fail;
+            } else {
+                int hn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "hn.%d", i);
+                int g = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "gate.%d", i);
+                int u = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "up.%d", i);
+                int c_n2 = amk_program_add_counter(p, "ffn norm"), c_g, c_u, n_g, n_u, wc[2], wn[2];
+                c_g = amk_program_add_counter(p, "gate tiles"); c_u = amk_program_add_counter(p, "up tiles");
+                c_a = amk_program_add_counter(p, "silu mul");
+                snprintf(label, sizeof label, "L%d ffn_norm", i);
+                amk__lb_rmsnorm(&b, h, w_fn, hn, c_n2, c_o, n_o, label);
+                rows = amk__lb_tile_rows(2LL * I, b.o.num_sms);
+                n_g = amk__lb_gemv(&b, hn, w_g, g, c_g, I, H, rows, c_n2, 1, "gate", i);
+                n_u = amk__lb_gemv(&b, hn, w_u, u, c_u, I, H, rows, c_n2, 1, "up", i);
+                if (n_g < 0 || n_u < 0) goto fail;
                 wc[0] = c_g; wc[1] = c_u; wn[0] = n_g; wn[1] = n_u;
                 ins[0] = g; ins[1] = u;
                 snprintf(label, sizeof label, "L%d silu_mul", i);
                 amk__lb_task(&b, AMK_OP_SILU_MUL, ins, 2, a, c_a, wc, wn, 2, 0, label);
+                n_a = 1;
             }
-            n_d = amk__lb_gemv(&b, a, w_dn, dn, c_d, H, I, amk__lb_tile_rows(H, b.o.num_sms), c_a, 1, "down", i);
-            if (n_d < 0) goto fail;
-            ins[0] = h; ins[1] = dn;
-            snprintf(label, sizeof label, "L%d residual 2", i);
-            amk__lb_task(&b, AMK_OP_ADD, ins, 2, xo, c_x, &c_d, &n_d, 1, 0, label);
+            c_d = amk_program_add_counter(p, "down tiles");
+            if (fused) { /* down tiles add the residual h as their bias, straight into x */
+                ins[0] = a; ins[1] = w_dn; ins[2] = h;
+                n_d = amk__lb_tiles(&b, AMK_OP_GEMV_TILE, ins, 3, 1, xo, c_d, H, I, amk__lb_tile_rows(H, b.o.num_sms),
+                                    c_a, n_a, 0, "down", i);
+                if (n_d < 0) goto fail;
+            } else {
+                int dn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "down.%d", i);
+                int c_x = amk_program_add_counter(p, "residual 2");
+                n_d = amk__lb_gemv(&b, a, w_dn, dn, c_d, H, I, amk__lb_tile_rows(H, b.o.num_sms), c_a, n_a, "down", i);
+                if (n_d < 0) goto fail;
+                ins[0] = h; ins[1] = dn;
+                snprintf(label, sizeof label, "L%d residual 2", i);
+                amk__lb_task(&b, AMK_OP_ADD, ins, 2, xo, c_x, &c_d, &n_d, 1, 0, label);
+                c_d = c_x;
+                n_d = 1;
+            }
         }
-        x = xo; cx = c_x;
+        x = xo; cx = c_d; n_cx = n_d;
     }
     { /* head */
         int w_norm = amk__lb_buf(&b, AMK_KIND_WEIGHT, AMK_DTYPE_F32, H, 0, 0, 1, "model.norm.weight", "model.norm.weight");
-        int xf = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "x.final");
         int logits = amk__lb_buf(&b, AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 1, V, 0, 2, NULL, "logits");
         int next = amk__lb_buf(&b, AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "next_token");
-        int c_fn = amk_program_add_counter(p, "final norm"), c_lm = amk_program_add_counter(p, "lm head tiles");
-        int c_s = amk_program_add_counter(p, "argmax"), n_lm;
+        int c_lm = amk_program_add_counter(p, "lm head tiles");
+        int c_s = amk_program_add_counter(p, "argmax"), n_lm, rows = amk__lb_tile_rows(V, b.o.num_sms);
         lm_w = c->tie_embeddings ? embed
                                  : amk__lb_buf(&b, AMK_KIND_WEIGHT, wd, V, H, 0, 2, "lm_head.weight", "lm_head.weight");
-        amk__lb_rmsnorm(&b, x, w_norm, xf, c_fn, cx, 1, "final norm");
-        n_lm = amk__lb_gemv(&b, xf, lm_w, logits, c_lm, V, H, amk__lb_tile_rows(V, b.o.num_sms), c_fn, 1, "lm_head", L);
+        if (fused) {
+            int ins[3];
+            ins[0] = x; ins[1] = w_norm; ins[2] = lm_w;
+            n_lm = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 3, 1, logits, c_lm, V, H, rows, cx, n_cx, 0, "lm_head", L);
+        } else {
+            int xf = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "x.final");
+            int c_fn = amk_program_add_counter(p, "final norm");
+            amk__lb_rmsnorm(&b, x, w_norm, xf, c_fn, cx, n_cx, "final norm");
+            n_lm = amk__lb_gemv(&b, xf, lm_w, logits, c_lm, V, H, rows, c_fn, 1, "lm_head", L);
+        }
         if (n_lm < 0) goto fail;
         amk__lb_task(&b, AMK_OP_SAMPLE_ARGMAX, &logits, 1, next, c_s, &c_lm, &n_lm, 1, 0, "argmax");
     }
@@ -12362,18 +12687,19 @@ AMK_API amk_result amk_llama_build_lowered(const amk_llama_config *cfg, const am
 AMK_API amk_result amk_llama_set_pos(amk_program *p, int pos, amk_diag *d) {
     char buf[32];
     long window;
+    int64_t rows = -1;
     int i;
     if (!p) return AMK_ERR_INVALID_ARG;
     if (!amk_program_meta_string(p, "kv_window", buf, sizeof buf) || (window = strtol(buf, NULL, 10)) < 1)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "program has no meta kv_window (not built by amk_llama_build)");
-    for (i = 0; i < p->n_tasks; i++) {
+    for (i = 0; i < p->n_buffers && rows < 0; i++)
+        if (p->buffers[i].kind == AMK_KIND_KV_CACHE && p->buffers[i].rank >= 1) rows = p->buffers[i].shape[0];
+    if (pos < 0 || pos >= rows)
+        return amk__fail(d, AMK_ERR_RUNTIME, "position %d is outside the KV cache (%lld rows)", pos,
+                         (long long)(rows < 0 ? 0 : rows));
+    for (i = 0; i < p->n_tasks; i++) { /* the fused step has none: its tasks read pos on the device */
         amk_task *t = &p->tasks[i];
         if (t->op == AMK_OP_KV_APPEND) {
-            const amk_buffer *cache = t->n_inputs == 2 && t->inputs[1] >= 0 && t->inputs[1] < p->n_buffers
-                                          ? &p->buffers[t->inputs[1]] : NULL;
-            if (!cache || pos < 0 || pos >= cache->shape[0])
-                return amk__fail(d, AMK_ERR_RUNTIME, "position %d is outside the KV cache (%lld rows)",
-                                 pos, cache ? (long long)cache->shape[0] : 0LL);
             amk_task_set_int(p, i, "pos", pos);
         } else if (t->op == AMK_OP_ATTENTION_TILE) {
             int64_t start = amk__param_i(t, "kv_start", 0), len = (int64_t)pos + 1 - start;
@@ -12558,6 +12884,40 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     return m->cuda ? AMK_OK : amk_refvm_create(m->prog, &m->vm, d);
 }
 
+/* The heads whose rows a fused step wants in interleaved pair order (meta qk_rows): n_heads for a
+   q_proj weight, n_kv_heads for k_proj, else 0. */
+AMK__FN int amk__llm_interleave_heads(const amk_llm *m, const amk_buffer *b) {
+    char v[32];
+    size_t n = b->source ? strlen(b->source) : 0;
+    if (!amk_program_meta_string(m->prog, "qk_rows", v, sizeof v) || strcmp(v, "interleaved") != 0) return 0;
+    if (n >= 23 && strcmp(b->source + n - 23, "self_attn.q_proj.weight") == 0) return m->cfg.n_heads;
+    if (n >= 23 && strcmp(b->source + n - 23, "self_attn.k_proj.weight") == 0) return m->cfg.n_kv_heads;
+    return 0;
+}
+
+/* Rows of an HF Q/K weight (rotate-half order: within each head of hd rows, row i pairs with
+   row i + hd/2) into interleaved pair order (those rows become 2i and 2i+1), in place. */
+AMK__FN amk_result amk__rows_interleave(void *data, int64_t rows, size_t row_bytes, int heads, amk_diag *d) {
+    int64_t hd, h, i;
+    unsigned char *tmp;
+    if (heads < 1 || rows % heads || (rows / heads) % 2)
+        return amk__fail(d, AMK_ERR_MISMATCH, "%lld Q/K rows do not split into %d heads of an even size",
+                         (long long)rows, heads);
+    hd = rows / heads;
+    tmp = (unsigned char *)amk__malloc((size_t)hd * row_bytes);
+    if (!tmp) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    for (h = 0; h < heads; h++) {
+        unsigned char *head = (unsigned char *)data + (size_t)(h * hd) * row_bytes;
+        memcpy(tmp, head, (size_t)hd * row_bytes);
+        for (i = 0; i < hd / 2; i++) {
+            memcpy(head + (size_t)(2 * i) * row_bytes, tmp + (size_t)i * row_bytes, row_bytes);
+            memcpy(head + (size_t)(2 * i + 1) * row_bytes, tmp + (size_t)(i + hd / 2) * row_bytes, row_bytes);
+        }
+    }
+    amk__free(tmp);
+    return AMK_OK;
+}
+
 /* Fills every WEIGHT buffer: from the model file, or random (seeded) when m->model is NULL. */
 AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
     uint64_t total = 0, done = 0;
@@ -12581,15 +12941,21 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
             void *stage = amk__malloc(nb);
             if (!stage) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
             r = amk_model_tensor_read(m->model, b->source, b->dtype, stage, nb, d);
+            if (r == AMK_OK && amk__llm_interleave_heads(m, b))
+                r = amk__rows_interleave(stage, b->shape[0], nb / (size_t)b->shape[0], amk__llm_interleave_heads(m, b), d);
             if (r == AMK_OK) r = amk_cuda_upload(m->cuda, i, stage, nb, d);
             amk__free(stage);
         } else if (!(dst = amk_refvm_buffer(m->vm, i, &nb))) {
             return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
         } else if (m->model) {
             r = amk_model_tensor_read(m->model, b->source, b->dtype, dst, nb, d);
+            if (r == AMK_OK && amk__llm_interleave_heads(m, b))
+                r = amk__rows_interleave(dst, b->shape[0], nb / (size_t)b->shape[0], amk__llm_interleave_heads(m, b), d);
         } else {
             int64_t n = amk_buffer_numel(b), j;
             for (j = 0; j < n; j++) amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(&rng) * scale : 1.0f);
+            if (amk__llm_interleave_heads(m, b)) /* why: the same model as the spec_ops step for one seed */
+                r = amk__rows_interleave(dst, b->shape[0], nb / (size_t)b->shape[0], amk__llm_interleave_heads(m, b), d);
         }
         if (r != AMK_OK) return r;
         done += nb;

@@ -79,11 +79,21 @@ typedef enum amk_opcode {
     AMK_OP_SAMPLE_ARGMAX = 17,
     AMK_OP_ATTENTION_COMBINE = 18,
     AMK_OP_RESERVED_FUSED = 19, /* why: taken by another implementation of the spec; never used */
-    AMK_OP_COUNT = 19           /* opcodes 0..18 are defined; the registry has this many rows */
+    /* AMK's own opcodes (IR_SPEC_NOTES conventions table style, documented in README "Opcodes"):
+       fused forms of the decode step, so one task does what a chain of 0..18 tasks did */
+    AMK_OP_RMSNORM_GEMV = 20,     /* [x, norm_w, W(, pos)]: tile of rmsnorm(x) @ W.T, optional
+                                     interleaved RoPE and KV-cache row store (AMK_GEMV_FLAG_*) */
+    AMK_OP_RMSNORM_SWIGLU = 21,   /* [x, norm_w, W_gate, W_up]: tile of silu(xn@Wg.T) * (xn@Wu.T) */
+    AMK_OP_ATTENTION_DECODE = 22, /* [q, k cache, v cache, pos]: ATTENTION_TILE over kv heads
+                                     [n_off, n_off+N_tile), rows [kv_start, min(kv_start+kv_len, pos+1)) */
+    AMK_OP_COUNT = 23             /* the registry has this many rows; row 19 is undefined */
 } amk_opcode;
 
 /* ATTENTION_TILE params.flags bits (IR_SPEC_NOTES conventions table). */
 #define AMK_ATTN_FLAG_PARTIAL (1u << 1) /* write [n_heads, head_dim+2] = [acc | m | l] */
+/* RMSNORM_GEMV params.flags bits. Both take the positions as a 4th input (one per row of x). */
+#define AMK_GEMV_FLAG_ROPE (1u << 0)   /* RoPE on the tile's output, pairs (2i, 2i+1) of each head */
+#define AMK_GEMV_FLAG_KV_ROW (1u << 1) /* out is a cache of rows of W's N: write row pos[m] */
 
 /* ---- the device ABI (spec §8) ---------------------------------------------------------------
    The host resolves a validated program into these tables before launch. Every field is a fixed
@@ -152,6 +162,7 @@ typedef struct amk_program_t {
 #define AMK_VM_ERR_ROPE_POS 2
 #define AMK_VM_ERR_BAD_OP 3
 #define AMK_VM_ERR_SMEM 4
+#define AMK_VM_ERR_KV_POS 5 /* a KV-cache row position outside the cache */
 /* One per instruction when amk_program_t.timing != 0 (globaltimer ns). */
 typedef struct amk_vm_timing_t {
     uint64_t t_wait, t_start, t_end;

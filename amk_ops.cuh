@@ -450,10 +450,11 @@ AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c) {
         } \
     } } while (0)
 
-/* One pass of a 16-byte-vector weight row for a dtype with VEC elements per vector; UNPACK turns
-   a uint4 into VEC floats. The lane's vectors start at k = lane*VEC and step 32*VEC; the loads
-   of AMK_GEMV_INFLIGHT vectors are issued before any is used. */
-#define AMK__GEMV_VEC_ROW(UNPACK, VEC) do { \
+/* One pass of a 16-byte-vector weight row wrow (bytes) for a dtype with VEC elements per vector
+   into the accumulators acc; UNPACK turns a uint4 into VEC floats. The lane's vectors start at
+   k = lane*VEC and step 32*VEC; the loads of AMK_GEMV_INFLIGHT vectors are issued before any is
+   used. */
+#define AMK__GEMV_VEC_ROW(UNPACK, VEC, acc, wrow) do { \
     const int step_ = 32 * (VEC); \
     int k0_ = lane * (VEC); \
     for (; k0_ + (AMK_GEMV_INFLIGHT - 1) * step_ + (VEC) <= K; k0_ += AMK_GEMV_INFLIGHT * step_) { \
@@ -523,9 +524,9 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
             float acc[AMK_GEMV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
             if (fast) {
                 const char *wrow = (const char *)W->ptr + n * K * esz; /* [K] row n of W */
-                if (W->dtype == AMK_DTYPE_BF16) AMK__GEMV_VEC_ROW(amk_unpack_bf16x8, 8);
-                else if (W->dtype == AMK_DTYPE_F16) AMK__GEMV_VEC_ROW(amk_unpack_f16x8, 8);
-                else AMK__GEMV_VEC_ROW(amk_unpack_f32x4, 4);
+                if (W->dtype == AMK_DTYPE_BF16) AMK__GEMV_VEC_ROW(amk_unpack_bf16x8, 8, acc, wrow);
+                else if (W->dtype == AMK_DTYPE_F16) AMK__GEMV_VEC_ROW(amk_unpack_f16x8, 8, acc, wrow);
+                else AMK__GEMV_VEC_ROW(amk_unpack_f32x4, 4, acc, wrow);
             } else if (quant) {
                 /* I8: [N, K] int8; I4: element (n, k) is nibble n*K+k of the bytes (low first),
                    q = nibble - 8, whether the buffer is I4 [N, K] or U8 [N, K/2] */
@@ -629,14 +630,57 @@ static __device__ __forceinline__ void amk_attn_pv(float *acc, float p, const vo
     }
 }
 
+/* The flash loop of one query head (qs, staged) of kv head g over key blocks j0 = j_from,
+   j_from + j_step, ... below j_end: lane i scores key j0+i, the warp rescales its running max m,
+   sum l and accumulator (dims lane + 32t) and adds p_j * v_j. */
+static __device__ __forceinline__ void amk_attn_scan(const float *qs, const amk_buffer_t *kc, const amk_buffer_t *vc,
+                                                     int g, int nkv, int hd, int64_t j_from, int64_t j_end,
+                                                     int64_t j_step, float scale, int lane, float *m_io,
+                                                     float *l_io, float *acc) {
+    float m_run = *m_io, l_run = *l_io;
+    for (int64_t j0 = j_from; j0 < j_end; j0 += j_step) {
+        const int64_t j = j0 + lane;
+        const int nvalid = (int)(j_end - j0 < 32 ? j_end - j0 : 32);
+        float s = -INFINITY, m_new, alpha, p;
+        if (j < j_end) s = scale * amk_dot_row(qs, (const void *)kc->ptr, kc->dtype, (j * nkv + g) * hd, hd);
+        m_new = fmaxf(m_run, amk_warp_max(s));
+        if (m_new == -INFINITY) continue; /* why: only -inf scores so far; nothing to add */
+        alpha = expf(m_run - m_new);
+        p = j < j_end ? expf(s - m_new) : 0.0f;
+        l_run = l_run * alpha + amk_warp_sum(p);
+#pragma unroll
+        for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] *= alpha;
+        if (vc->dtype == AMK_DTYPE_BF16) amk_attn_pv(acc, p, (const void *)vc->ptr, AMK_DTYPE_BF16, j0, nvalid, nkv, g, hd, lane);
+        else if (vc->dtype == AMK_DTYPE_F32) amk_attn_pv(acc, p, (const void *)vc->ptr, AMK_DTYPE_F32, j0, nvalid, nkv, g, hd, lane);
+        else amk_attn_pv(acc, p, (const void *)vc->ptr, vc->dtype, j0, nvalid, nkv, g, hd, lane);
+        m_run = m_new;
+    }
+    *m_io = m_run;
+    *l_io = l_run;
+}
+
+/* Head h's result from the lane's dims: the partial [acc | m | l] (F32) or acc / l. */
+static __device__ __forceinline__ void amk_attn_store(const amk_buffer_t *o, int partial, int64_t h, int hd,
+                                                      const float *acc, float m_run, float l_run, int lane) {
+#pragma unroll
+    for (int t = 0; t < AMK_ATTN_DPL; t++) {
+        const int d = lane + 32 * t;
+        if (d >= hd) continue;
+        if (partial) ((float *)o->ptr)[h * (hd + 2) + d] = acc[t]; /* F32 (op_check) */
+        else amk_store((void *)o->ptr, o->dtype, h * hd + d, l_run > 0.0f ? acc[t] / l_run : 0.0f);
+    }
+    if (partial && lane == 0) {
+        ((float *)o->ptr)[h * (hd + 2) + hd] = m_run;
+        ((float *)o->ptr)[h * (hd + 2) + hd + 1] = l_run;
+    }
+}
+
 AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
     const int hd = P->head_dim, nh = P->n_heads, nkv = P->n_kv_heads, grp = nh / nkv;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int partial = (P->flags & AMK_ATTN_FLAG_PARTIAL) != 0;
-    const int64_t j_begin = P->kv_start, j_end = (int64_t)P->kv_start + P->kv_len;
-    const float scale = P->scale;
     float *qs = smem + (int64_t)warp * hd; /* [head_dim] fp32, this warp's query head */
     int h;
     if ((uint32_t)(nw * hd) * 4u > amk_ptx_dynamic_smem_size() || hd > 32 * AMK_ATTN_DPL) {
@@ -644,42 +688,78 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
         return;
     }
     for (h = warp; h < nh; h += nw) {
-        const int g = h / grp;
         float m_run = -INFINITY, l_run = 0.0f, acc[AMK_ATTN_DPL];
-        int64_t j0;
 #pragma unroll
         for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] = 0.0f;
         for (int d = lane; d < hd; d += 32) qs[d] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h * hd + d);
         __syncwarp();
-        for (j0 = j_begin; j0 < j_end; j0 += 32) {
-            const int64_t j = j0 + lane;
-            const int nvalid = (int)(j_end - j0 < 32 ? j_end - j0 : 32);
-            float s = -INFINITY, m_new, alpha, p;
-            if (j < j_end) s = scale * amk_dot_row(qs, (const void *)kc->ptr, kc->dtype, (j * nkv + g) * hd, hd);
-            m_new = fmaxf(m_run, amk_warp_max(s));
-            if (m_new == -INFINITY) continue; /* why: only -inf scores so far; nothing to add */
-            alpha = expf(m_run - m_new);
-            p = j < j_end ? expf(s - m_new) : 0.0f;
-            l_run = l_run * alpha + amk_warp_sum(p);
-#pragma unroll
-            for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] *= alpha;
-            if (vc->dtype == AMK_DTYPE_BF16) amk_attn_pv(acc, p, (const void *)vc->ptr, AMK_DTYPE_BF16, j0, nvalid, nkv, g, hd, lane);
-            else if (vc->dtype == AMK_DTYPE_F32) amk_attn_pv(acc, p, (const void *)vc->ptr, AMK_DTYPE_F32, j0, nvalid, nkv, g, hd, lane);
-            else amk_attn_pv(acc, p, (const void *)vc->ptr, vc->dtype, j0, nvalid, nkv, g, hd, lane);
-            m_run = m_new;
-        }
-#pragma unroll
-        for (int t = 0; t < AMK_ATTN_DPL; t++) {
-            const int d = lane + 32 * t;
-            if (d >= hd) continue;
-            if (partial) ((float *)o->ptr)[(int64_t)h * (hd + 2) + d] = acc[t]; /* F32 (op_check) */
-            else amk_store((void *)o->ptr, o->dtype, (int64_t)h * hd + d, l_run > 0.0f ? acc[t] / l_run : 0.0f);
-        }
-        if (partial && lane == 0) {
-            ((float *)o->ptr)[(int64_t)h * (hd + 2) + hd] = m_run;
-            ((float *)o->ptr)[(int64_t)h * (hd + 2) + hd + 1] = l_run;
-        }
+        amk_attn_scan(qs, kc, vc, h / grp, nkv, hd, P->kv_start, (int64_t)P->kv_start + P->kv_len, 32, P->scale,
+                      lane, &m_run, &l_run, acc);
+        amk_attn_store(o, partial, h, hd, acc, m_run, l_run, lane);
         __syncwarp(); /* why: qs is overwritten for the warp's next head */
+    }
+}
+
+/* ATTENTION_DECODE: the query heads of kv heads [n_off, n_off + N_tile) over rows [kv_start,
+   min(kv_start + kv_len, pos + 1)). Several warps share a head: warp w takes head slot w % hw and
+   key-block stripe w / hw (hw = min(heads, warps)), so a short window still spreads over the
+   block; the stripes' (m, l, acc) meet in shared memory and the stripe-0 warp merges them. */
+AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
+    const int hd = P->head_dim, nh = P->n_heads, nkv = P->n_kv_heads, grp = nh / nkv;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int partial = (P->flags & AMK_ATTN_FLAG_PARTIAL) != 0;
+    const int nheads = P->N_tile * grp, h_first = P->n_off * grp;
+    const int hw = nheads < nw ? nheads : nw, stripes = nw / hw;
+    const int slot = warp % hw, stripe = warp / hw, rows = hd + 2;
+    const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
+    int64_t j_end = (int64_t)P->kv_start + P->kv_len;
+    float *qs = smem + (int64_t)warp * hd;               /* [nw, head_dim] staged queries */
+    float *part = smem + (int64_t)nw * hd + warp * rows; /* [nw, head_dim + 2] per warp (acc | m | l) */
+    if ((uint32_t)(nw * (2 * hd + 2)) * 4u > amk_ptx_dynamic_smem_size() || hd > 32 * AMK_ATTN_DPL) {
+        if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, hd); /* host checks: never for a checked program */
+        return;
+    }
+    if (pos < 0) { /* uniform: every thread read the same position */
+        if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos);
+        return;
+    }
+    if (pos + 1 < j_end) j_end = pos + 1;
+    for (int base = 0; base < nheads; base += hw) {
+        const int active = stripe < stripes && base + slot < nheads;
+        const int h = h_first + base + slot;
+        float m_run = -INFINITY, l_run = 0.0f, acc[AMK_ATTN_DPL];
+#pragma unroll
+        for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] = 0.0f;
+        if (active) {
+            for (int d = lane; d < hd; d += 32) qs[d] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h * hd + d);
+            __syncwarp();
+            amk_attn_scan(qs, kc, vc, h / grp, nkv, hd, (int64_t)P->kv_start + 32 * stripe, j_end, 32 * stripes,
+                          P->scale, lane, &m_run, &l_run, acc);
+#pragma unroll
+            for (int t = 0; t < AMK_ATTN_DPL; t++)
+                if (lane + 32 * t < hd) part[lane + 32 * t] = acc[t];
+            if (lane == 0) { part[hd] = m_run; part[hd + 1] = l_run; }
+        }
+        __syncthreads();
+        if (active && stripe == 0) { /* merge the stripes of head slot: warps slot + s*hw */
+            float mm = -INFINITY, ll = 0.0f;
+            const float *pb = smem + (int64_t)nw * hd;
+            for (int st = 0; st < stripes; st++) mm = fmaxf(mm, pb[(slot + st * hw) * rows + hd]);
+#pragma unroll
+            for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] = 0.0f;
+            for (int st = 0; st < stripes; st++) {
+                const float *ps = pb + (slot + st * hw) * rows;
+                const float w = ps[hd + 1] > 0.0f ? expf(ps[hd] - mm) : 0.0f;
+                ll += ps[hd + 1] * w;
+#pragma unroll
+                for (int t = 0; t < AMK_ATTN_DPL; t++)
+                    if (lane + 32 * t < hd) acc[t] += ps[lane + 32 * t] * w;
+            }
+            amk_attn_store(o, partial, h, hd, acc, mm, ll, lane);
+        }
+        __syncthreads(); /* why: qs and part are reused by the next round of heads */
     }
 }
 
@@ -723,6 +803,118 @@ AMK_OP_FN void amk_op_rope(amk_op_ctx *c) {
         x2 = amk_load((const void *)x->ptr, x->dtype, base + i + half);
         amk_store((void *)o->ptr, o->dtype, base + i, x1 * cs - x2 * sn);
         amk_store((void *)o->ptr, o->dtype, base + i + half, x2 * cs + x1 * sn);
+    }
+}
+
+/* ---- the fused decode tiles (AMK opcodes 20, 21) -------------------------------------------------
+   RMSNORM_GEMV [x, norm_w, W(, pos)] and RMSNORM_SWIGLU [x, norm_w, W_gate, W_up]: x's rows are
+   staged in shared memory, normalised there in fp32 (each tile recomputes the row's rms: x is a few
+   KB and already staged, so this costs no extra pass), then the GEMV loop above runs over the
+   tile's rows. The epilogue stores y, silu(g) * u (SWIGLU), and with RMSNORM_GEMV's flags RoPE on
+   pairs (n, n+1) and/or the KV-cache row pos[m]. RoPE needs both halves of a pair, so with ROPE the
+   tile's values go through shared memory first. */
+
+/* Where output (m, n) of a fused tile goes: out[m, n], or the cache row pos[m] (KV_ROW). */
+static __device__ __forceinline__ int64_t amk_fused_index(const amk_op_ctx *c, int kv_row, int64_t m, int64_t n,
+                                                          int64_t N, int64_t last) {
+    if (!kv_row) return m * last + n;
+    return amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m) * N + n;
+}
+
+AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
+    const int swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU;
+    const uint32_t flags = swiglu ? 0u : (uint32_t)P->flags;
+    const int rope = (flags & AMK_GEMV_FLAG_ROPE) != 0, kv_row = (flags & AMK_GEMV_FLAG_KV_ROW) != 0;
+    const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2], *Wu = &c->in[3], *o = &c->out[0];
+    const int K = P->K, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int64_t M = x->numel / K, N = W->shape[0], nt = P->N_tile;
+    const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
+    const int64_t last = kv_row ? N : o->numel / M;
+    const int esz = W->dtype == AMK_DTYPE_F32 ? 4 : 2;
+    const int fast = (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16) &&
+                     (!swiglu || Wu->dtype == W->dtype) && ((int64_t)K * esz) % 16 == 0;
+    const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
+    const int64_t fit = (int64_t)(amk_ptx_dynamic_smem_size() / 4) / (K + (rope ? nt : 0));
+    const int64_t mc = fit < AMK_GEMV_ROWS ? fit : AMK_GEMV_ROWS;
+    float *xs = smem;          /* [mc, K] normalised rows of x */
+    float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */
+    int64_t m0, n, i;
+    if (mc < 1) {
+        if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
+        return;
+    }
+    if (flags) /* why: every thread reads the same positions, so all return together */
+        for (m0 = 0; m0 < M; m0++) {
+            const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m0);
+            if (pos < 0 || (kv_row && pos >= o->numel / N)) {
+                if (threadIdx.x == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
+                return;
+            }
+        }
+    for (m0 = 0; m0 < M; m0 += mc) {
+        const int mr = (int)(M - m0 < mc ? M - m0 : mc);
+        for (i = AMK_OPS_TID; i < (int64_t)mr * K; i += AMK_OPS_NT)
+            xs[i] = amk_load((const void *)x->ptr, x->dtype, m0 * K + i);
+        __syncthreads();
+        for (int r = 0; r < mr; r++) {
+            float ss = 0.0f, inv;
+            for (i = AMK_OPS_TID; i < K; i += AMK_OPS_NT) ss += xs[r * K + i] * xs[r * K + i];
+            inv = 1.0f / sqrtf(amk_block_sum(c, ss) / (float)K + P->eps);
+            for (i = AMK_OPS_TID; i < K; i += AMK_OPS_NT)
+                xs[r * K + i] = xs[r * K + i] * inv * amk_load((const void *)nwt->ptr, nwt->dtype, i);
+        }
+        __syncthreads();
+        for (n = n_begin + warp; n < n_end; n += nw) {
+            float acc[AMK_GEMV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f}, acu[AMK_GEMV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (fast) {
+                const char *wrow = (const char *)W->ptr + n * K * esz; /* [K] row n of W */
+                const char *urow = swiglu ? (const char *)Wu->ptr + n * K * esz : wrow;
+                if (W->dtype == AMK_DTYPE_BF16) {
+                    AMK__GEMV_VEC_ROW(amk_unpack_bf16x8, 8, acc, wrow);
+                    if (swiglu) AMK__GEMV_VEC_ROW(amk_unpack_bf16x8, 8, acu, urow);
+                } else if (W->dtype == AMK_DTYPE_F16) {
+                    AMK__GEMV_VEC_ROW(amk_unpack_f16x8, 8, acc, wrow);
+                    if (swiglu) AMK__GEMV_VEC_ROW(amk_unpack_f16x8, 8, acu, urow);
+                } else {
+                    AMK__GEMV_VEC_ROW(amk_unpack_f32x4, 4, acc, wrow);
+                    if (swiglu) AMK__GEMV_VEC_ROW(amk_unpack_f32x4, 4, acu, urow);
+                }
+            } else {
+                for (int k = lane; k < K; k += 32) {
+                    float w = amk_load((const void *)W->ptr, W->dtype, n * K + k);
+                    AMK__GEMV_FMA(acc, &w, 1, xs, K, k, mr);
+                    if (swiglu) {
+                        w = amk_load((const void *)Wu->ptr, Wu->dtype, n * K + k);
+                        AMK__GEMV_FMA(acu, &w, 1, xs, K, k, mr);
+                    }
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < AMK_GEMV_ROWS; r++) {
+                if (r < mr) {
+                    float v = amk_warp_sum(acc[r]);
+                    if (swiglu) v = v / (1.0f + expf(-v)) * amk_warp_sum(acu[r]);
+                    if (lane == 0) {
+                        if (rope) ys[r * nt + (n - n_begin)] = v;
+                        else amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, n, N, last), v);
+                    }
+                }
+            }
+        }
+        __syncthreads(); /* why: ys is complete; xs and ys are overwritten by the next row block */
+        if (rope) {
+            for (i = AMK_OPS_TID; i < (int64_t)mr * (nt / 2); i += AMK_OPS_NT) {
+                const int64_t r = i / (nt / 2), j = 2 * (i - r * (nt / 2)), nn = n_begin + j;
+                const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m0 + r);
+                const float ang = (float)pos * amk_rope_inv_freq(P, (int)((nn % P->head_dim) / 2));
+                const float cs = (float)cos((double)ang), sn = (float)sin((double)ang);
+                const float x1 = ys[r * nt + j], x2 = ys[r * nt + j + 1];
+                amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, nn, N, last), x1 * cs - x2 * sn);
+                amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, nn + 1, N, last), x2 * cs + x1 * sn);
+            }
+            __syncthreads();
+        }
     }
 }
 
@@ -851,7 +1043,26 @@ AMK_OP_FN void amk_op_sample_argmax(amk_op_ctx *c) {
     for (r = 0; r < rows; r++) {
         float bv = 0.0f;
         int64_t bi = -1;
-        for (j = AMK_OPS_TID; j < L; j += AMK_OPS_NT) amk_argmax_merge(&bv, &bi, amk_load((const void *)x->ptr, x->dtype, r * L + j), j);
+        if (x->dtype == AMK_DTYPE_F32 && L % 4 == 0 && (x->ptr & 15u) == 0) {
+            /* why: 128k logits on one SM; 4 float4 loads in flight per thread, not one scalar */
+            const float4 *p4 = (const float4 *)((const float *)x->ptr + r * L);
+            const int64_t n4 = L / 4;
+            for (j = AMK_OPS_TID; j < n4; j += 4 * AMK_OPS_NT) {
+                float4 v[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) v[u] = j + u * AMK_OPS_NT < n4 ? p4[j + u * AMK_OPS_NT] : make_float4(NAN, NAN, NAN, NAN);
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const int64_t b = 4 * (j + u * AMK_OPS_NT);
+                    amk_argmax_merge(&bv, &bi, v[u].x, b);
+                    amk_argmax_merge(&bv, &bi, v[u].y, b + 1);
+                    amk_argmax_merge(&bv, &bi, v[u].z, b + 2);
+                    amk_argmax_merge(&bv, &bi, v[u].w, b + 3);
+                }
+            }
+        } else {
+            for (j = AMK_OPS_TID; j < L; j += AMK_OPS_NT) amk_argmax_merge(&bv, &bi, amk_load((const void *)x->ptr, x->dtype, r * L + j), j);
+        }
         for (int off = 16; off > 0; off >>= 1) {
             float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, off);
             int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, bi, off);
@@ -872,22 +1083,59 @@ AMK_OP_FN void amk_op_sample_argmax(amk_op_ctx *c) {
 
 /* ATTENTION_COMBINE: partials [n_heads, head_dim + 2] = [acc | m | l] merged with the max m:
    w_p = l_p > 0 ? exp(m_p - m) : 0, out = sum acc_p w_p / sum l_p w_p (0 when the sum is 0). */
-AMK_OP_FN void amk_op_attention_combine(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_attention_combine(amk_op_ctx *c, float *smem) {
     const int hd = c->ins.params.head_dim, np = c->ins.n_inputs;
     const amk_buffer_t *o = &c->out[0];
     const int64_t nh = c->in[0].numel / (hd + 2);
+    /* why: the per-head weights w_p and 1/l go to shared memory first (one pass over the m and l
+       words), so the element loop issues its np loads back to back instead of three dependent
+       rounds per element; a head count too large for the staging falls back to computing them
+       per element */
+    const int staged = (uint64_t)nh * (AMK_MAX_INPUTS + 1) * 4u <= amk_ptx_dynamic_smem_size();
+    float *wts = smem; /* [nh, AMK_MAX_INPUTS + 1]: w_p, then 1/l (0 when l is 0) */
     int64_t e;
+    if (staged) {
+        for (int64_t h = AMK_OPS_TID; h < nh; h += AMK_OPS_NT) {
+            const int64_t row = h * (hd + 2);
+            float m = -INFINITY, l = 0.0f, mp[AMK_MAX_INPUTS], lp[AMK_MAX_INPUTS];
+#pragma unroll
+            for (int p = 0; p < AMK_MAX_INPUTS; p++) {
+                mp[p] = p < np ? ((const float *)c->in[p].ptr)[row + hd] : -INFINITY;
+                lp[p] = p < np ? ((const float *)c->in[p].ptr)[row + hd + 1] : 0.0f;
+            }
+#pragma unroll
+            for (int p = 0; p < AMK_MAX_INPUTS; p++) m = fmaxf(m, mp[p]);
+#pragma unroll
+            for (int p = 0; p < AMK_MAX_INPUTS; p++) {
+                const float w = lp[p] > 0.0f ? expf(mp[p] - m) : 0.0f;
+                wts[h * (AMK_MAX_INPUTS + 1) + p] = w;
+                l += lp[p] * w;
+            }
+            wts[h * (AMK_MAX_INPUTS + 1) + AMK_MAX_INPUTS] = l > 0.0f ? 1.0f / l : 0.0f;
+        }
+        __syncthreads();
+    }
     for (e = AMK_OPS_TID; e < nh * hd; e += AMK_OPS_NT) {
         const int64_t h = e / hd, d = e - h * hd, row = h * (hd + 2);
-        float m = -INFINITY, l = 0.0f, acc = 0.0f;
-        for (int p = 0; p < np; p++) m = fmaxf(m, ((const float *)c->in[p].ptr)[row + hd]);
-        for (int p = 0; p < np; p++) {
-            const float *pp = (const float *)c->in[p].ptr; /* [n_heads, head_dim + 2] F32 */
-            const float lp = pp[row + hd + 1], w = lp > 0.0f ? expf(pp[row + hd] - m) : 0.0f;
-            l += lp * w;
-            acc += pp[row + d] * w;
+        float acc = 0.0f;
+        if (staged) {
+            float v[AMK_MAX_INPUTS];
+#pragma unroll
+            for (int p = 0; p < AMK_MAX_INPUTS; p++) v[p] = p < np ? ((const float *)c->in[p].ptr)[row + d] : 0.0f;
+#pragma unroll
+            for (int p = 0; p < AMK_MAX_INPUTS; p++) acc += v[p] * wts[h * (AMK_MAX_INPUTS + 1) + p];
+            amk_store((void *)o->ptr, o->dtype, e, acc * wts[h * (AMK_MAX_INPUTS + 1) + AMK_MAX_INPUTS]);
+        } else {
+            float m = -INFINITY, l = 0.0f;
+            for (int p = 0; p < np; p++) m = fmaxf(m, ((const float *)c->in[p].ptr)[row + hd]);
+            for (int p = 0; p < np; p++) {
+                const float *pp = (const float *)c->in[p].ptr; /* [n_heads, head_dim + 2] F32 */
+                const float lp = pp[row + hd + 1], w = lp > 0.0f ? expf(pp[row + hd] - m) : 0.0f;
+                l += lp * w;
+                acc += pp[row + d] * w;
+            }
+            amk_store((void *)o->ptr, o->dtype, e, l > 0.0f ? acc / l : 0.0f);
         }
-        amk_store((void *)o->ptr, o->dtype, e, l > 0.0f ? acc / l : 0.0f);
     }
 }
 
@@ -912,7 +1160,10 @@ static __device__ void amk_op_dispatch(amk_op_ctx *c, float *smem) {
     case AMK_OP_ALLREDUCE_SHARD: amk_op_allreduce_shard(c); break;
     case AMK_OP_KV_APPEND: amk_op_kv_append(c); break;
     case AMK_OP_SAMPLE_ARGMAX: amk_op_sample_argmax(c); break;
-    case AMK_OP_ATTENTION_COMBINE: amk_op_attention_combine(c); break;
+    case AMK_OP_ATTENTION_COMBINE: amk_op_attention_combine(c, smem); break;
+    case AMK_OP_RMSNORM_GEMV:
+    case AMK_OP_RMSNORM_SWIGLU: amk_op_norm_gemv(c, smem); break;
+    case AMK_OP_ATTENTION_DECODE: amk_op_attention_decode(c, smem); break;
     default: if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, c->ins.op); break;
     }
 }

@@ -79,13 +79,15 @@ static __device__ int amk_vm_ready(const amk_instruction_t *gi, const uint32_t *
 }
 
 /* Thread 0, before a wait that is not met yet: prefetch the first AMK_VM_PREFETCH_BYTES of a
-   GEMV/GEMM tile's weight rows into L2 when the weights are a read-only kind. */
+   GEMV/GEMM (or fused RMSNORM_*) tile's weight rows into L2 when the weights are a read-only
+   kind (SWIGLU's up rows follow when the gate rows are fetched). */
 static __device__ void amk_vm_prefetch(const amk_instruction_t *gi, const amk_buffer_t *bufs) {
     const amk_buffer_t *W;
     uint64_t bits, start, end, limit;
-    if (AMK_VM_PREFETCH_BYTES == 0u || (gi->op != AMK_OP_GEMV_TILE && gi->op != AMK_OP_GEMM_TILE) || gi->n_inputs < 2)
-        return;
-    W = &bufs[gi->inputs[1]];
+    const int wi = gi->op == AMK_OP_GEMV_TILE || gi->op == AMK_OP_GEMM_TILE ? 1
+                 : gi->op == AMK_OP_RMSNORM_GEMV || gi->op == AMK_OP_RMSNORM_SWIGLU ? 2 : -1; /* W's input slot */
+    if (AMK_VM_PREFETCH_BYTES == 0u || wi < 0 || gi->n_inputs <= wi) return;
+    W = &bufs[gi->inputs[wi]];
     if (W->kind != AMK_KIND_WEIGHT && W->kind != AMK_KIND_CONST) return;
     bits = W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_I32 ? 32 : W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16 ? 16
          : W->dtype == AMK_DTYPE_I4 || gi->params.qdtype == AMK_DTYPE_I4 ? 4 : 8; /* I4 packed in I4 or U8 */

@@ -43,6 +43,19 @@ static void test_opcodes(void) {
     CHECK_EQ_INT(AMK_OP_RESERVED_FUSED, 19);     /* taken by another implementation */
     CHECK(amk_op_spec_get(19) == NULL);           /* never defined here */
     CHECK_EQ_INT(amk_op_from_name("FUSED"), -1);
+    CHECK_STR(amk_op_name(19), "?");
+    /* AMK's own opcodes, appended from 20 (DESIGN.md "Compatibility"); codes are frozen too */
+    CHECK_EQ_INT(AMK_OP_RMSNORM_GEMV, 20);
+    CHECK_EQ_INT(AMK_OP_RMSNORM_SWIGLU, 21);
+    CHECK_EQ_INT(AMK_OP_ATTENTION_DECODE, 22);
+    CHECK_EQ_INT(AMK_OP_COUNT, 23);
+    CHECK_EQ_INT(amk_op_from_name("RMSNORM_GEMV"), 20);
+    CHECK_EQ_INT(amk_op_from_name("RMSNORM_SWIGLU"), 21);
+    CHECK_EQ_INT(amk_op_from_name("ATTENTION_DECODE"), 22);
+    CHECK_STR(amk_op_name(22), "ATTENTION_DECODE");
+    CHECK(amk_op_spec_get(23) == NULL);
+    CHECK_EQ_INT(AMK_GEMV_FLAG_ROPE, 1);
+    CHECK_EQ_INT(AMK_GEMV_FLAG_KV_ROW, 2);
 }
 
 static void test_registry_arity(void) {

@@ -38,7 +38,8 @@ static void test_presets(void) {
     CHECK_EQ_INT(amk_llama_config_preset("gpt-5", &c), AMK_ERR_NOT_FOUND);
 }
 
-static void test_build_validates_and_lowers(void) {
+/* Both forms of the step: spec_ops (opcodes 0..18 only, per-step params) and fused. */
+static void check_build(int spec_ops) {
     amk_llama_config c = tiny_config();
     amk_llama_build_opts o;
     amk_program *p = NULL, *q = NULL;
@@ -48,19 +49,34 @@ static void test_build_validates_and_lowers(void) {
     amk_diag d;
     char *json = NULL, *json2 = NULL;
     size_t n = 0, n2 = 0;
-    int i, n_attn = 0;
+    int i, n_attn = 0, n_decode = 0, n_small = 0, n_fused = 0;
     amk_diag_clear(&d);
     amk_llama_build_opts_default(&o);
     o.num_sms = 8;
     o.kv_splits = 3;
+    o.spec_ops = spec_ops;
     CHECK_EQ_INT(amk_llama_build(&c, &o, &p, &d), AMK_OK);
     if (!p) return;
     memset(&rep, 0, sizeof rep);
     CHECK_EQ_INT(amk_program_validate(p, &rep), AMK_OK);
     CHECK_EQ_INT(rep.n_errors, 0);
     amk_report_free(&rep);
-    for (i = 0; i < p->n_tasks; i++) n_attn += p->tasks[i].op == AMK_OP_ATTENTION_TILE;
-    CHECK_EQ_INT(n_attn, 2 * 3);
+    for (i = 0; i < p->n_tasks; i++) {
+        const int op = p->tasks[i].op;
+        n_attn += op == AMK_OP_ATTENTION_TILE;
+        n_decode += op == AMK_OP_ATTENTION_DECODE;
+        n_small += op == AMK_OP_RMSNORM || op == AMK_OP_ROPE || op == AMK_OP_KV_APPEND || op == AMK_OP_ADD || op == AMK_OP_SILU_MUL;
+        n_fused += op >= AMK_OP_RMSNORM_GEMV;
+    }
+    if (spec_ops) {
+        CHECK_EQ_INT(n_attn, 2 * 3);
+        CHECK_EQ_INT(n_fused, 0);
+        CHECK_EQ_INT(n_small, 2 * 9 + 1); /* per layer 2 norms, 2 ropes, 2 appends, 2 adds, silu; final norm */
+    } else {
+        CHECK_EQ_INT(n_attn, 0);
+        CHECK_EQ_INT(n_decode, 2 * 3 * 2); /* layers x splits x kv heads */
+        CHECK_EQ_INT(n_small, 0);
+    }
     amk_config_default(&sc);
     amk_target_builtin("h100", &t);
     t.num_sms = 8;
@@ -82,13 +98,63 @@ static void test_build_validates_and_lowers(void) {
             int64_t start = amk_task_param(tk, "kv_start")->i, len = amk_task_param(tk, "kv_len")->i;
             CHECK_EQ_INT(len, start == 0 ? 22 : start == 22 ? 9 : 0);
         }
+        if (tk->op == AMK_OP_ATTENTION_DECODE) { /* static windows; the device cuts them at pos */
+            int64_t start = amk_task_param(tk, "kv_start")->i, len = amk_task_param(tk, "kv_len")->i;
+            CHECK_EQ_INT(len, start == 44 ? 20 : 22);
+        }
         if (tk->op == AMK_OP_KV_APPEND) CHECK_EQ_INT(amk_task_param(tk, "pos")->i, 30);
     }
     CHECK_EQ_INT(amk_llama_set_pos(p, 64, &d), AMK_ERR_RUNTIME);
+    CHECK_EQ_INT(amk_llama_set_pos(p, -1, &d), AMK_ERR_RUNTIME);
     amk_free(json);
     amk_free(json2);
     amk_program_free(q);
     amk_program_free(p);
+}
+
+static void test_build_validates_and_lowers(void) {
+    check_build(1);
+    check_build(0);
+}
+
+/* The fused step computes what the spec_ops step computes: same random weights (the loader puts
+   Q/K rows in interleaved order for the fused one), 12 steps, logits within fp32 noise. */
+static void test_fused_matches_spec_ops(void) {
+    amk_llama_config c = tiny_config();
+    amk_llm_opts o;
+    amk_llm *m[2] = {NULL, NULL};
+    amk_diag d;
+    const float *lg[2];
+    float *keep;
+    int pos, k, i, tok = 5, a[2];
+    double worst = 0.0;
+    amk_diag_clear(&d);
+    keep = (float *)malloc((size_t)c.vocab * sizeof(float));
+    for (k = 0; k < 2; k++) {
+        amk_llm_opts_default(&o);
+        o.backend = AMK_BACKEND_CPU;
+        o.build.num_sms = 4;
+        o.build.max_seq = 16;
+        o.build.kv_splits = 2;
+        o.build.spec_ops = k;
+        CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m[k], &d), AMK_OK);
+    }
+    if (!m[0] || !m[1] || !keep) { amk_llm_close(m[0]); amk_llm_close(m[1]); free(keep); return; }
+    for (pos = 0; pos < 12; pos++) {
+        CHECK_EQ_INT(amk_llm_step(m[0], tok, pos, &lg[0], &a[0], &d), AMK_OK);
+        memcpy(keep, lg[0], (size_t)c.vocab * sizeof(float));
+        CHECK_EQ_INT(amk_llm_step(m[1], tok, pos, &lg[1], &a[1], &d), AMK_OK);
+        for (i = 0; i < c.vocab; i++) {
+            double e = fabs((double)keep[i] - (double)lg[1][i]);
+            if (e > worst) worst = e;
+        }
+        CHECK_EQ_INT(a[0], a[1]);
+        tok = a[0];
+    }
+    CHECK(worst < 1e-4);
+    amk_llm_close(m[0]);
+    amk_llm_close(m[1]);
+    free(keep);
 }
 
 static void test_random_weights_decode(void) {
@@ -245,6 +311,7 @@ static void test_golden_smollm2_cuda(void) { golden_run(AMK_BACKEND_CUDA); }
 int main(void) {
     RUN(test_presets);
     RUN(test_build_validates_and_lowers);
+    RUN(test_fused_matches_spec_ops);
     RUN(test_random_weights_decode);
     RUN(test_sampler);
     RUN(test_golden_smollm2);

@@ -367,6 +367,28 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[3,6] | F32[2,4]", "head_dim=4", "OP_SHAPE"},
     {AMK_OP_ATTENTION_COMBINE, "F32[2,5] F32[2,5] | F32[2,4]", "head_dim=4", "OP_SHAPE"},
     {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[2,6] | F32[2,3]", "head_dim=4", "OP_SHAPE"},
+    /* AMK's fused ops */
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=8", "ok"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[7] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=10", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=1", "OP_ARITY"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=1 head_dim=4 theta=1e4", "ok"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=3 n_off=4 flags=1 head_dim=4 theta=1e4", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=1 head_dim=8 theta=1e4", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] F32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=2", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[2] | F32[5,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=2", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[5,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=2", "ok"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[5,11]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=2", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_SWIGLU, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=8", "ok"},
+    {AMK_OP_RMSNORM_SWIGLU, "F32[1,8] F32[8] BF16[12,8] BF16[10,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_SWIGLU, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
+    {AMK_OP_ATTENTION_DECODE, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] | F32[6,4]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1", "ok"},
+    {AMK_OP_ATTENTION_DECODE, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] | F32[6,4]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=2", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_DECODE, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[2] | F32[6,4]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_DECODE, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] | F32[6,4]", "head_dim=4 kv_start=4 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_DECODE, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] | BF16[6,6]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1 flags=2", "OP_DTYPE"},
 };
 
 static void test_op_check_rules(void) {
@@ -1035,6 +1057,185 @@ static void test_rope(void) {
 }
 
 /* SILU_MUL, GELU, ADD, MUL (same shape, broadcast scalar, param scale). */
+/* ---- AMK's fused opcodes (20..22) ---------------------------------------------------------- */
+
+/* RMSNORM_GEMV / RMSNORM_SWIGLU against double math: rows of x normalised, the tile's rows,
+   SiLU*up, interleaved RoPE at pos[m], or the cache row pos[m]. Everything outside the tile (and
+   outside the rows picked) must keep its poison. */
+static void fused_gemv_case(int op, int flags, int xdt, int wdt, int odt, int M, int K, int N, int n_off,
+                            int n_tile, int hd, const int *pos, int cache_rows) {
+    tc c;
+    amk_diag d;
+    const double eps = 1e-5, theta = 10000.0;
+    int x, nw, W, Wu = -1, ps = -1, y, ins[4], n_in = 3, m, n, k, bad = 0, band;
+    const int kv = (flags & 2) != 0, rope = (flags & 1) != 0;
+    const int64_t rows_out = kv ? cache_rows : M, last = kv ? N : N + 2;
+    double *want = (double *)calloc((size_t)(rows_out * last), sizeof(double));
+    double *mag = (double *)calloc((size_t)(rows_out * last), sizeof(double));
+    char *set = (char *)calloc((size_t)(rows_out * last), 1);
+    char label[160];
+    tc_init(&c);
+    x = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, M, K, 0);
+    nw = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
+    W = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, K, 0);
+    if (op == AMK_OP_RMSNORM_SWIGLU) Wu = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, K, 0);
+    if (flags) ps = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
+    y = kv ? tc_buf(&c, AMK_KIND_KV_CACHE, odt, 2, cache_rows, N, 0) : tc_buf(&c, AMK_KIND_ACTIVATION, odt, 2, M, N + 2, 0);
+    tfill(&c.b[x], -2, 2);
+    tfill(&c.b[nw], 0.5, 1.5);
+    tfill(&c.b[W], -1, 1);
+    if (Wu >= 0) tfill(&c.b[Wu], -1, 1);
+    for (m = 0; m < M && flags; m++) tset(&c.b[ps], m, pos[m]);
+    ins[0] = x; ins[1] = nw; ins[2] = W;
+    if (Wu >= 0) { ins[3] = Wu; n_in = 4; }
+    if (ps >= 0) { ins[3] = ps; n_in = 4; }
+    tc_task(&c, op, ins, n_in, y);
+    tc_real(&c, "eps", eps);
+    tc_int(&c, "K", K);
+    tc_int(&c, "N_tile", n_tile);
+    tc_int(&c, "n_off", n_off);
+    if (flags) tc_int(&c, "flags", flags);
+    if (rope) { tc_int(&c, "head_dim", hd); tc_real(&c, "theta", theta); }
+    tpoison(&c.b[y]);
+    snprintf(label, sizeof label, "%s flags=%d x=%s W=%s out=%s M=%d K=%d N=%d tile=[%d,+%d) hd=%d",
+             amk_op_name(op), flags, amk_dtype_name(xdt), amk_dtype_name(wdt), amk_dtype_name(odt), M, K, N,
+             n_off, n_tile, hd);
+    CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
+    for (m = 0; m < M; m++) {
+        double ss = 0, inv, yv[64], ym[64];
+        const int64_t row = kv ? pos[m] : m;
+        for (k = 0; k < K; k++) ss += c.b[x].v[m * K + k] * c.b[x].v[m * K + k];
+        inv = 1.0 / sqrt(ss / K + eps);
+        for (n = 0; n < n_tile; n++) {
+            double g = 0, gm = 0, u = 0, um = 0;
+            for (k = 0; k < K; k++) {
+                const double xn = c.b[x].v[m * K + k] * inv * c.b[nw].v[k];
+                g += xn * c.b[W].v[(int64_t)(n_off + n) * K + k];
+                gm += fabs(xn * c.b[W].v[(int64_t)(n_off + n) * K + k]);
+                if (Wu >= 0) { u += xn * c.b[Wu].v[(int64_t)(n_off + n) * K + k]; um += fabs(xn * c.b[Wu].v[(int64_t)(n_off + n) * K + k]); }
+            }
+            yv[n] = Wu >= 0 ? g / (1 + exp(-g)) * u : g;
+            ym[n] = Wu >= 0 ? gm * fabs(u) + um * fabs(g) + 1e-3 : gm;
+        }
+        for (n = 0; rope && n < n_tile; n += 2) {
+            const double ang = pos[m] * rope_inv(((n_off + n) % hd) / 2, hd, theta, 0, 1, 4, 8192, &band);
+            const double x1 = yv[n], x2 = yv[n + 1], mg = ym[n] + ym[n + 1] + fabs(ang) * 1e-2 * (fabs(x1) + fabs(x2));
+            yv[n] = x1 * cos(ang) - x2 * sin(ang);
+            yv[n + 1] = x2 * cos(ang) + x1 * sin(ang);
+            ym[n] = ym[n + 1] = mg;
+        }
+        for (n = 0; n < n_tile; n++) {
+            want[row * last + n_off + n] = yv[n];
+            mag[row * last + n_off + n] = ym[n];
+            set[row * last + n_off + n] = 1;
+        }
+    }
+    for (k = 0; k < rows_out * last; k++) {
+        if (!set[k]) { bad += !tpoisoned(&c.b[y], k); continue; }
+        if (!near_out(odt, tget(&c.b[y], k), want[k], mag[k], 1e-5 * sqrt((double)K))) {
+            if (!bad) fprintf(stderr, "  %s: element %d got %.9g want %.9g\n", label, k, tget(&c.b[y], k), want[k]);
+            bad++;
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %d bad", label, bad);
+    if (flags) { /* a position outside the cache (or negative) is a run-time error that writes nothing */
+        tset(&c.b[ps], M - 1, kv ? cache_rows : -1);
+        tpoison(&c.b[y]);
+        CHECK_MSG(tc_exec(&c, &d) == AMK_ERR_RUNTIME, "%s: bad position accepted", label);
+        for (k = 0, bad = 0; k < rows_out * last; k++) bad += !tpoisoned(&c.b[y], k);
+        CHECK_MSG(bad == 0, "%s: a failed task wrote %d elements", label, bad);
+    }
+    free(want); free(mag); free(set);
+    tc_free(&c);
+}
+
+static void test_fused_gemv(void) {
+    static const int pos1[1] = {37}, pos3[3] = {0, 5, 2};
+    int a, o;
+    for (a = 0; a < 3; a++)
+        for (o = 0; o < 3; o++) {
+            fused_gemv_case(AMK_OP_RMSNORM_GEMV, 0, ACT_DTS[a], ACT_DTS[o], OUT_DTS[o], 1 + 2 * (o % 2), 24, 10, 3, 5, 0, NULL, 0);
+            fused_gemv_case(AMK_OP_RMSNORM_SWIGLU, 0, ACT_DTS[a], ACT_DTS[(a + o) % 3], OUT_DTS[o], 1 + (a % 2), 64, 12, 4, 8, 0, NULL, 0);
+            fused_gemv_case(AMK_OP_RMSNORM_GEMV, 1, ACT_DTS[a], ACT_DTS[o], OUT_DTS[o], 1, 32, 16, 6, 6, 8, pos1, 0);
+            fused_gemv_case(AMK_OP_RMSNORM_GEMV, 3, ACT_DTS[a], ACT_DTS[o], OUT_DTS[o], 3, 16, 24, 10, 12, 8, pos3, 7);
+            fused_gemv_case(AMK_OP_RMSNORM_GEMV, 2, ACT_DTS[a], ACT_DTS[o], OUT_DTS[o], 1, 48, 8, 0, 8, 0, pos1, 40);
+        }
+}
+
+/* ATTENTION_DECODE: the query heads of kv heads [n_off, n_off+N_tile) over [start, min(start+len,
+   pos+1)); the other heads keep their poison. */
+static void attn_decode_case(int qdt, int kdt, int odt, int nh, int nkv, int hd, int max_seq, int start, int len,
+                             int pos, int g0, int ng, int partial) {
+    tc c;
+    amk_diag d;
+    int q, k, v, ps, y, ins[4], h, e, bad = 0, rep = nh / nkv, cut = pos + 1 - start < len ? pos + 1 - start : len;
+    const int rw = partial ? hd + 2 : hd;
+    double scale = 1.0 / sqrt((double)hd), part[16 * 18], acc_mag[16 * 16], s_mag[16];
+    double rel = 1e-5 * sqrt((double)(hd + len + 1));
+    char label[160];
+    if (cut < 0) cut = 0;
+    tc_init(&c);
+    q = tc_buf(&c, AMK_KIND_IO_INPUT, qdt, 2, nh, hd, 0);
+    k = tc_buf(&c, AMK_KIND_KV_CACHE, kdt, 3, max_seq, nkv, hd);
+    v = tc_buf(&c, AMK_KIND_KV_CACHE, kdt, 3, max_seq, nkv, hd);
+    ps = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, partial ? AMK_DTYPE_F32 : odt, 2, nh, rw, 0);
+    tfill(&c.b[q], -1.5, 1.5);
+    tfill(&c.b[k], -1.5, 1.5);
+    tfill(&c.b[v], -2, 2);
+    tset(&c.b[ps], 0, pos);
+    ins[0] = q; ins[1] = k; ins[2] = v; ins[3] = ps;
+    tc_task(&c, AMK_OP_ATTENTION_DECODE, ins, 4, y);
+    tc_int(&c, "head_dim", hd);
+    tc_int(&c, "n_heads", nh);
+    tc_int(&c, "n_kv_heads", nkv);
+    tc_int(&c, "kv_start", start);
+    tc_int(&c, "kv_len", len);
+    tc_int(&c, "n_off", g0);
+    tc_int(&c, "N_tile", ng);
+    tc_real(&c, "scale", scale);
+    if (partial) tc_int(&c, "flags", 2);
+    tpoison(&c.b[y]);
+    snprintf(label, sizeof label, "ATTENTION_DECODE q=%s kv=%s out=%s heads=%d/%d hd=%d window=[%d,+%d) pos=%d kv heads [%d,+%d) partial=%d",
+             amk_dtype_name(qdt), amk_dtype_name(kdt), amk_dtype_name(odt), nh, nkv, hd, start, len, pos, g0, ng, partial);
+    CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
+    attn_ref(c.b[q].v, c.b[k].v, c.b[v].v, nh, nkv, hd, start, cut, scale, part, acc_mag, s_mag);
+    for (h = 0; h < nh; h++) {
+        const int mine = h / rep >= g0 && h / rep < g0 + ng;
+        double l = part[h * (hd + 2) + hd + 1];
+        for (e = 0; e < rw; e++) {
+            double got = tget(&c.b[y], h * rw + e), want, mag;
+            if (!mine) { bad += !tpoisoned(&c.b[y], h * rw + e); continue; }
+            if (e == hd) { /* m */
+                if (cut == 0 ? !(isinf(got) && got < 0) : !near_out(AMK_DTYPE_F32, got, part[h * (hd + 2) + hd], s_mag[h], rel)) bad++;
+                continue;
+            }
+            if (e == hd + 1) { if (!near_out(AMK_DTYPE_F32, got, l, l, rel * (1 + s_mag[h]))) bad++; continue; }
+            want = partial ? part[h * (hd + 2) + e] : cut ? part[h * (hd + 2) + e] / l : 0;
+            mag = partial ? acc_mag[h * hd + e] : cut ? acc_mag[h * hd + e] / l : 0;
+            if (!near_out(partial ? AMK_DTYPE_F32 : odt, got, want, mag + 1e-30, rel * (1 + s_mag[h]))) {
+                if (!bad) fprintf(stderr, "  %s: head %d elem %d got %.9g want %.9g\n", label, h, e, got, want);
+                bad++;
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %d bad", label, bad);
+    tset(&c.b[ps], 0, -1); /* a negative position is a run-time error */
+    CHECK_MSG(tc_exec(&c, &d) == AMK_ERR_RUNTIME, "%s: negative position accepted", label);
+    tc_free(&c);
+}
+
+static void test_attention_decode(void) {
+    int a, o;
+    for (a = 0; a < 3; a++)
+        for (o = 0; o < 2; o++) {
+            attn_decode_case(ACT_DTS[a], ACT_DTS[(a + o) % 3], OUT_DTS[o], 6, 2, 8, 12, 0, 12, 6, 1, 1, o); /* cut at pos */
+            attn_decode_case(ACT_DTS[a], ACT_DTS[a], OUT_DTS[o], 6, 2, 4, 12, 4, 8, 20, 0, 2, o);           /* whole window */
+            attn_decode_case(ACT_DTS[a], ACT_DTS[a], OUT_DTS[o], 6, 3, 8, 12, 6, 6, 3, 2, 1, o);            /* pos before it: empty */
+        }
+    attn_decode_case(AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 4, 16, 7, 0, 7, 6, 1, 2, 0); /* MHA */
+}
+
 static void test_elementwise(void) {
     static const int64_t sizes[3] = {1, 13, 64};
     int op, a, o, k = 0;
@@ -1671,6 +1872,8 @@ int main(void) {
     RUN(test_attention);
     RUN(test_attention_combine);
     RUN(test_rope);
+    RUN(test_fused_gemv);
+    RUN(test_attention_decode);
     RUN(test_elementwise);
     RUN(test_dequant);
     RUN(test_softmax);

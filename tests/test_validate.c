@@ -864,6 +864,44 @@ static void test_race_waw_gemm_grid(void) {
     amk_program_free(p);
 }
 
+/* AMK's ATTENTION_DECODE writes the rows of its kv heads' query heads: tasks on disjoint kv
+   heads are disjoint; overlapping heads, or a whole-output writer of another kind on the same
+   counter, race. */
+static void test_race_waw_attention_decode(void) {
+    amk_program *p = amk_program_create();
+    int64_t sh[3];
+    int q, kc, vc, pos, out, c = amk_program_add_counter(p, ""), g, t, in[4], o[1];
+    sh[0] = 6; sh[1] = 4;
+    q = amk_program_add_buffer(p, "q", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    out = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 8; sh[1] = 2; sh[2] = 4;
+    kc = amk_program_add_buffer(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
+    vc = amk_program_add_buffer(p, "v", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 1;
+    pos = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
+    in[0] = q; in[1] = kc; in[2] = vc; in[3] = pos;
+    o[0] = out;
+    for (g = 0; g < 2; g++) {
+        t = amk_program_add_task(p, AMK_OP_ATTENTION_DECODE, in, 4, o, 1, c, "attn");
+        amk_task_set_int(p, t, "head_dim", 4);
+        amk_task_set_int(p, t, "n_heads", 6);
+        amk_task_set_int(p, t, "n_kv_heads", 2);
+        amk_task_set_int(p, t, "kv_start", 0);
+        amk_task_set_int(p, t, "kv_len", 8);
+        amk_task_set_real(p, t, "scale", 0.5);
+        amk_task_set_int(p, t, "n_off", g);
+        amk_task_set_int(p, t, "N_tile", 1);
+    }
+    expect_clean(p);
+    amk_task_set_int(p, 1, "n_off", 0); /* both on kv head 0 */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+    amk_task_set_int(p, 1, "n_off", 1);
+    p->tasks[1].op = AMK_OP_ATTENTION_TILE; /* a whole-output writer of another kind */
+    p->tasks[1].n_inputs = 3;
+    CHECK(expect_only(p, AMK_CHECK_RACE_WAW) >= 1);
+    amk_program_free(p);
+}
+
 /* IR_SPEC_NOTES 4. */
 static void test_onchip(void) {
     chain c = mk_chain(1);
@@ -1390,6 +1428,7 @@ int main(void) {
     RUN(test_race_waw_tiles);
     RUN(test_race_waw_200_tiles);
     RUN(test_race_waw_gemm_grid);
+    RUN(test_race_waw_attention_decode);
     RUN(test_onchip);
     RUN(test_output_unreached);
     RUN(test_page_alias);

@@ -551,6 +551,102 @@ static void test_attention_combine(void) {
     gcase_end(&g);
 }
 
+/* ---- AMK's fused opcodes ------------------------------------------------------------------------- */
+
+/* RMSNORM_GEMV (flags: 1 RoPE, 2 KV row) or RMSNORM_SWIGLU tiles, two tasks on two SMs splitting
+   N, against the reference VM; positions set by hand (random ones could leave the cache). */
+static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t M,
+                       int64_t N, int64_t K, int64_t hd, const int32_t *pos, int64_t cache_rows, double rtol) {
+    amk_program *p = prog_new(2);
+    int in[4], ni = 3, y, t, i, c = amk_program_add_counter(p, "");
+    gcase g;
+    in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, M, K, 0);
+    in[1] = buf(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
+    in[2] = buf(p, "W", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
+    if (op == AMK_OP_RMSNORM_SWIGLU) in[ni++] = buf(p, "W_up", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
+    if (flags) in[ni++] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
+    y = (flags & AMK_GEMV_FLAG_KV_ROW) ? buf(p, "cache", AMK_KIND_KV_CACHE, ot, 2, cache_rows, N, 0)
+                                       : buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, M, N, 0);
+    for (i = 0; i < 2; i++) {
+        const int64_t half = (N / 2) & ~(int64_t)1; /* why: even, so RoPE pairs stay in one tile */
+        t = task(p, op, in, ni, y, c, i);
+        setf(p, t, "eps", 1e-5);
+        seti(p, t, "K", K);
+        seti(p, t, "n_off", i ? half : 0);
+        seti(p, t, "N_tile", i ? N - half : half);
+        if (flags) seti(p, t, "flags", flags);
+        if (flags & AMK_GEMV_FLAG_ROPE) { seti(p, t, "head_dim", hd); setf(p, t, "theta", 500000.0); }
+    }
+    if (gcase_begin(&g, p, tag, 1.0f)) {
+        if (flags) {
+            void *pv = amk_refvm_buffer(g.vm, in[ni - 1], NULL);
+            for (i = 0; i < M; i++) amk__store_i64(pv, AMK_DTYPE_I32, i, pos[i]);
+            gcase_sync(&g, in[ni - 1]);
+        }
+        if (gcase_run(&g, tag)) gcase_compare(&g, y, rtol, rtol, tag);
+    }
+    gcase_end(&g);
+}
+
+static void test_fused_gemv(void) {
+    static const int32_t p1[1] = {37}, p3[3] = {0, 1000, 5}, pk[1] = {6};
+    fused_case("NORM_GEMV bf16", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 200, 576, 0, NULL, 0, -1);
+    fused_case("NORM_GEMV f32 M=3", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 70, 100, 0, NULL, 0, -1);
+    fused_case("NORM_GEMV f16 odd K", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_F32, 1, 40, 99, 0, NULL, 0, -1);
+    fused_case("NORM_GEMV rope", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 256, 512, 64, p1, 0, 1e-3);
+    fused_case("NORM_GEMV rope M=3", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 3, 128, 256, 128, p3, 0, 1e-3);
+    fused_case("NORM_GEMV rope kv", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 192, 576, 64, pk, 9, -1);
+    fused_case("NORM_GEMV kv rows", AMK_OP_RMSNORM_GEMV, 2, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 3, 64, 128, 0, p3 + 0, 1001, -1);
+    fused_case("NORM_SWIGLU bf16", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 576, 0, NULL, 0, -1);
+    fused_case("NORM_SWIGLU f32 M=2", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 2, 50, 64, 0, NULL, 0, -1);
+    if (!g_quick)
+        fused_case("NORM_SWIGLU 8B tile", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 218, 4096, 0, NULL, 0, -1);
+}
+
+/* ATTENTION_DECODE: one task per kv head (on different SMs) into one output, against the
+   reference VM; pos cuts the window. */
+static void decode_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype ot, int nh, int nkv, int hd, int max_seq,
+                        int kv_start, int kv_len, int32_t pos, int partial) {
+    amk_program *p = prog_new(4);
+    int in[4], y, t, g, c = amk_program_add_counter(p, "");
+    gcase gc;
+    in[0] = buf(p, "q", AMK_KIND_IO_INPUT, qt, 2, nh, hd, 0);
+    in[1] = buf(p, "k", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
+    in[2] = buf(p, "v", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
+    in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    y = partial ? buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, nh, hd + 2, 0)
+                : buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, nh, hd, 0);
+    for (g = 0; g < nkv; g++) {
+        t = task(p, AMK_OP_ATTENTION_DECODE, in, 4, y, c, g % 4);
+        seti(p, t, "head_dim", hd);
+        seti(p, t, "n_heads", nh);
+        seti(p, t, "n_kv_heads", nkv);
+        seti(p, t, "kv_start", kv_start);
+        seti(p, t, "kv_len", kv_len);
+        seti(p, t, "n_off", g);
+        seti(p, t, "N_tile", 1);
+        setf(p, t, "scale", 1.0 / sqrt((double)hd));
+        if (partial) seti(p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
+    }
+    if (gcase_begin(&gc, p, tag, 1.0f)) {
+        void *pv = amk_refvm_buffer(gc.vm, in[3], NULL);
+        amk__store_i64(pv, AMK_DTYPE_I32, 0, pos);
+        gcase_sync(&gc, in[3]);
+        if (gcase_run(&gc, tag)) gcase_compare(&gc, y, -1, 1e-5, tag);
+    }
+    gcase_end(&gc);
+}
+
+static void test_attention_decode(void) {
+    decode_case("DECODE gqa bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 32, 8, 128, 200, 0, 200, 128, 0);
+    decode_case("DECODE partial", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 9, 3, 64, 100, 17, 17, 20, 1);
+    decode_case("DECODE pos before", AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 9, 3, 64, 100, 50, 50, 20, 1);
+    decode_case("DECODE one key", AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 4, 32, 10, 3, 7, 3, 0);
+    decode_case("DECODE hd80 f16", AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_F32, 12, 3, 80, 40, 7, 33, 39, 0);
+    decode_case("DECODE mqa 32 heads", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 32, 1, 64, 300, 0, 300, 299, 1);
+    if (!g_quick) decode_case("DECODE long", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 32, 8, 128, 4097, 0, 4097, 4000, 1);
+}
+
 static void test_nop(void) {
     amk_program *p = prog_new(4);
     int c0 = amk_program_add_counter(p, "");
@@ -1453,6 +1549,8 @@ int main(int argc, char **argv) {
     TRY(test_kv_append);
     TRY(test_sample_argmax);
     TRY(test_attention_combine);
+    TRY(test_fused_gemv);
+    TRY(test_attention_decode);
     TRY(test_dag_tiles_join);
     TRY(test_dag_chain);
     TRY(test_dag_kv_attention);
