@@ -833,12 +833,14 @@ typedef struct amk_llama_build_opts {
     int weight_dtype; /* dtype of the matrices and the embedding: F32 (default), BF16 or F16 */
     int act_dtype;    /* activations and KV cache: F32 (default), BF16 or F16 */
     int num_sms;      /* tiles are sized so each of this many SMs moves the same weight bytes */
-    int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE) */
+    int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE);
+                         0 (default) = ceil(max_seq / 512), at most 8 */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
                          0 (default): AMK's fused opcodes 20..22, fewer dependent steps a layer */
 } amk_llama_build_opts;
 
-/* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), 4 KV splits, fused. */
+/* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), KV splits 0 (auto),
+   fused. */
 AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o);
 
 /* A named shape with its real hyper-parameters: "llama3-8b", "llama3.2-1b", "smollm2-135m". */
@@ -12219,7 +12221,7 @@ AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o) {
     o->weight_dtype = AMK_DTYPE_F32;
     o->act_dtype = AMK_DTYPE_F32;
     o->num_sms = 132; /* why: an H100 SXM has 132 SMs */
-    o->kv_splits = 4;
+    o->kv_splits = 0;
 }
 
 AMK_API amk_result amk_llama_config_preset(const char *name, amk_llama_config *c) {
@@ -12445,7 +12447,10 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                          "llama build: bad shape (layers %d hidden %d ffn %d heads %d/%d head_dim %d vocab %d)",
                          L, H, I, NH, NKV, HD, V);
     max_seq = b.o.max_seq > 0 ? b.o.max_seq : (c->max_pos > 0 && c->max_pos < 4096 ? c->max_pos : 4096);
-    S = b.o.kv_splits < 1 ? 1 : b.o.kv_splits > 8 ? 8 : b.o.kv_splits; /* why: COMBINE takes <= 8 */
+    /* why: one ATTENTION_DECODE task spreads up to ~512 rows over its warps in one pass, so a
+       short cache needs no split (and no COMBINE step); COMBINE takes <= 8 partials */
+    S = b.o.kv_splits > 0 ? b.o.kv_splits : (max_seq + 511) / 512;
+    S = S > 8 ? 8 : S;
     if (S > max_seq) S = max_seq;
     window = (max_seq + S - 1) / S;
     S = (max_seq + window - 1) / window; /* why: no split may start past the cache */

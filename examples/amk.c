@@ -579,8 +579,8 @@ static int cli_write_trace(amk_cuda *c, const amk_program *p, const char *path) 
 /* ---- build and generate: the Llama path ------------------------------------------------------- */
 
 typedef struct cli_llm_args {
-    const char *model, *random, *ctx, *dtype, *sms, *splits, *seed;
-    int cpu;
+    const char *model, *random, *ctx, *dtype, *sms, *splits, *seed, *timeout;
+    int cpu, spec_ops;
 } cli_llm_args;
 
 /* Takes a Llama option at argv[*i] into a; 1 taken, 0 not a Llama option, -1 usage error. */
@@ -592,8 +592,10 @@ static int cli_llm_option(const cli_cmd *cmd, int argc, char **argv, int *i, cli
                       : strcmp(o, "--dtype") == 0 ? &a->dtype
                       : strcmp(o, "--sms") == 0 ? &a->sms
                       : strcmp(o, "--kv-splits") == 0 ? &a->splits
-                      : strcmp(o, "--weight-seed") == 0 ? &a->seed : NULL;
+                      : strcmp(o, "--weight-seed") == 0 ? &a->seed
+                      : strcmp(o, "--timeout") == 0 ? &a->timeout : NULL;
     if (strcmp(o, "--cpu") == 0) { a->cpu = 1; return 1; }
+    if (strcmp(o, "--spec-ops") == 0) { a->spec_ops = 1; return 1; }
     if (!slot) return 0;
     return cli_take_value(cmd, argc, argv, i, slot) ? 1 : -1;
 }
@@ -612,10 +614,15 @@ static int cli_llm_opts(const cli_cmd *cmd, const cli_llm_args *a, amk_llm_opts 
         o->build.num_sms = (int)v;
     }
     if (a->splits) {
-        if (!cli_parse_u64(a->splits, &v) || v < 1 || v > 8) return cli_usage_error(cmd, "bad --kv-splits '%s' (1..8)", a->splits);
+        if (!cli_parse_u64(a->splits, &v) || v > 8) return cli_usage_error(cmd, "bad --kv-splits '%s' (0 auto, 1..8)", a->splits);
         o->build.kv_splits = (int)v;
     }
     if (a->seed && !cli_parse_u64(a->seed, &o->random_seed)) return cli_usage_error(cmd, "bad --weight-seed '%s'", a->seed);
+    if (a->timeout) {
+        if (!cli_parse_u64(a->timeout, &v) || v < 1 || v > 3600000) return cli_usage_error(cmd, "bad --timeout '%s' (ms, 1..3600000)", a->timeout);
+        o->timeout_ms = (double)v;
+    }
+    o->build.spec_ops = a->spec_ops;
     if (a->dtype) {
         int t = amk_dtype_from_name(a->dtype);
         if (t != AMK_DTYPE_F32 && t != AMK_DTYPE_BF16 && t != AMK_DTYPE_F16)
@@ -864,7 +871,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
     const char *shapes_s = NULL, *ctx_s = NULL, *iters_s = NULL, *trace = NULL, *splits_s = NULL;
     char shapes[256], ctxs[128], *save = NULL, *sh;
     uint64_t v;
-    int iters = 50, i, rc = CLI_OK, splits = 8;
+    int iters = 50, i, rc = CLI_OK, splits = 0;
     size_t image_size = 0;
     const void *image = cli_image(&image_size);
     double read_gbs = 0.0, copy_gbs = 0.0;
@@ -876,7 +883,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
         if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
     }
     if (iters_s) { if (!cli_parse_u64(iters_s, &v) || v < 1 || v > 100000) return cli_usage_error(cmd, "bad --iters '%s'", iters_s); iters = (int)v; }
-    if (splits_s) { if (!cli_parse_u64(splits_s, &v) || v < 1 || v > 8) return cli_usage_error(cmd, "bad --kv-splits '%s'", splits_s); splits = (int)v; }
+    if (splits_s) { if (!cli_parse_u64(splits_s, &v) || v > 8) return cli_usage_error(cmd, "bad --kv-splits '%s' (0 auto, 1..8)", splits_s); splits = (int)v; }
     snprintf(shapes, sizeof shapes, "%s", shapes_s ? shapes_s : "llama3-8b,llama3.2-1b,smollm2-135m");
     snprintf(ctxs, sizeof ctxs, "%s", ctx_s ? ctx_s : "128,4096");
     if (!image) { fprintf(stderr, "amk bench: this amk was built without the device image (needs nvcc)\n"); return CLI_FAIL; }
@@ -982,18 +989,21 @@ static const cli_cmd cli_cmds[] = {
      cmd_run},
     {"build", "build a model's decode step as a program (JSON)",
      "amk build (-m MODEL | --random-weights SHAPE) [-o STEP.json] [--ctx N] [--dtype F32|BF16|F16]\n"
-     "          [--sms N] [--kv-splits N]",
+     "          [--sms N] [--kv-splits N] [--spec-ops]",
      "Builds the Llama decode step of MODEL (a .gguf, a .safetensors with config.json, or a model\n"
      "directory) or of SHAPE (llama3-8b, llama3.2-1b, smollm2-135m, or a config.json), lowers it\n"
      "onto --sms SMs (default 132, an H100), validates it and writes its JSON to STEP.json or stdout.\n"
      "--ctx sets the KV cache rows (default min(model context, 4096)); --kv-splits the attention\n"
-     "tiles along the KV length (1..8, default 4); --dtype the weight dtype (default F32).\n"
+     "tiles along the KV length (1..8; default 0: one per 512 rows, at most 8); --dtype the weight\n"
+     "dtype (default F32).\n"
+     "The step uses AMK's fused opcodes (20..22); --spec-ops builds it from the spec's opcodes\n"
+     "0..18 only (a program any implementation of the spec runs; more dependent steps).\n"
      "Exit: 0 ok, 1 build or lowering failed, 2 bad arguments or model file.\n",
      cmd_build},
     {"generate", "generate text with a model",
      "amk generate (-m MODEL -p PROMPT | --random-weights SHAPE) [-n N] [--chat] [--system S]\n"
      "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--dtype D] [--cpu] [-q]\n"
-     "             [--trace FILE.json]",
+     "             [--trace FILE.json] [--timeout MS] [--spec-ops]",
      "Loads MODEL, builds its decode step and feeds the prompt through it token by token, then\n"
      "generates up to N tokens (default 64), streaming the text, stopping at the end-of-sequence\n"
      "token. Greedy by default; --temp T > 0 samples (with --top-k, --top-p, --seed). --chat wraps\n"
@@ -1003,7 +1013,8 @@ static const cli_cmd cli_cmds[] = {
      "N longer than the context (--ctx) is an error. Runs on the GPU when there is one (and this\n"
      "amk holds the device image), else on the reference VM; --cpu forces the reference VM.\n"
      "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
-     "open it in Perfetto).\n"
+     "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops as\n"
+     "for build.\n"
      "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",
      cmd_generate},
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",
