@@ -834,7 +834,7 @@ typedef struct amk_llama_build_opts {
     int act_dtype;    /* activations and KV cache: F32 (default), BF16 or F16 */
     int num_sms;      /* tiles are sized so each of this many SMs moves the same weight bytes */
     int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE);
-                         0 (default) = ceil(max_seq / 512), at most 8 */
+                         0 (default) = ceil(max_seq / 32), at most 8 */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
                          0 (default): AMK's fused opcodes 20..22, fewer dependent steps a layer */
 } amk_llama_build_opts;
@@ -12447,9 +12447,11 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                          "llama build: bad shape (layers %d hidden %d ffn %d heads %d/%d head_dim %d vocab %d)",
                          L, H, I, NH, NKV, HD, V);
     max_seq = b.o.max_seq > 0 ? b.o.max_seq : (c->max_pos > 0 && c->max_pos < 4096 ? c->max_pos : 4096);
-    /* why: one ATTENTION_DECODE task spreads up to ~512 rows over its warps in one pass, so a
-       short cache needs no split (and no COMBINE step); COMBINE takes <= 8 partials */
-    S = b.o.kv_splits > 0 ? b.o.kv_splits : (max_seq + 511) / 512;
+    /* why: a 32-key block costs an ATTENTION_DECODE warp ~14 us of load latency (H100 timeline),
+       so more SMs on shorter windows beat one window and no COMBINE: at 129 rows 8 splits took
+       18.5 + 11.4 us (COMBINE) a layer of Llama-3-8B, 1 split 38 us (bench/RESULTS.md run 10).
+       COMBINE takes <= 8 partials. */
+    S = b.o.kv_splits > 0 ? b.o.kv_splits : (max_seq + 31) / 32;
     S = S > 8 ? 8 : S;
     if (S > max_seq) S = max_seq;
     window = (max_seq + S - 1) / S;
