@@ -834,7 +834,7 @@ typedef struct amk_llama_build_opts {
     int act_dtype;    /* activations and KV cache: F32 (default), BF16 or F16 */
     int num_sms;      /* tiles are sized so each of this many SMs moves the same weight bytes */
     int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE);
-                         0 (default) = ceil(max_seq / 32), at most 8 */
+                         0 (default) = ceil(max_seq / 16), at most 8 */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
                          0 (default): AMK's fused opcodes 20..22, fewer dependent steps a layer */
 } amk_llama_build_opts;
@@ -12448,10 +12448,10 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                          L, H, I, NH, NKV, HD, V);
     max_seq = b.o.max_seq > 0 ? b.o.max_seq : (c->max_pos > 0 && c->max_pos < 4096 ? c->max_pos : 4096);
     /* why: a 32-key block costs an ATTENTION_DECODE warp ~14 us of load latency (H100 timeline),
-       so more SMs on shorter windows beat one window and no COMBINE: at 129 rows 8 splits took
-       18.5 + 11.4 us (COMBINE) a layer of Llama-3-8B, 1 split 38 us (bench/RESULTS.md run 10).
+       so more SMs on shorter windows beat one window and no COMBINE: at 129 rows, SmolLM2 took
+       1.664 ms a step with 8 splits, 1.780 with 5, 1.746 with 1 (bench/RESULTS.md run 11).
        COMBINE takes <= 8 partials. */
-    S = b.o.kv_splits > 0 ? b.o.kv_splits : (max_seq + 31) / 32;
+    S = b.o.kv_splits > 0 ? b.o.kv_splits : (max_seq + 15) / 16;
     S = S > 8 ? 8 : S;
     if (S > max_seq) S = max_seq;
     window = (max_seq + S - 1) / S;
