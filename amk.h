@@ -12390,6 +12390,32 @@ AMK__FN int amk__lb_gemv(amk__lb *b, int x, int w, int out, int counter, int64_t
     return amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, out, counter, N, K, rows, wait_c, wait_n, 0, what, layer);
 }
 
+/* out = resid + a @ w.T ([N, K] tiles after all wait_n producers of wait_c): fused, the tiles
+   add resid as their bias; spec_ops, GEMV tiles into a scratch buffer and an ADD. Returns the
+   counter that marks out complete (its producer count in *n_done), or -1. */
+AMK__FN int amk__lb_proj_residual(amk__lb *b, int a, int w, int resid, int out, int64_t N, int64_t K,
+                                  int wait_c, int wait_n, const char *what, int layer, int *n_done) {
+    const int rows = amk__lb_tile_rows(N, b->o.num_sms);
+    int c = amk_program_add_counter(b->p, b->o.spec_ops ? "projection tiles" : "projection + residual tiles");
+    int ins[3], n, tmp, c_add;
+    char label[64];
+    if (!b->o.spec_ops) {
+        ins[0] = a; ins[1] = w; ins[2] = resid;
+        n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 3, 1, out, c, N, K, rows, wait_c, wait_n, 0, what, layer);
+        *n_done = n;
+        return n < 0 ? -1 : c;
+    }
+    tmp = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, 1, N, 0, 2, NULL, "%s.%d", what, layer);
+    n = amk__lb_gemv(b, a, w, tmp, c, N, K, rows, wait_c, wait_n, what, layer);
+    if (n < 0) return -1;
+    c_add = amk_program_add_counter(b->p, "residual");
+    ins[0] = resid; ins[1] = tmp;
+    snprintf(label, sizeof label, "L%d residual %s", layer, what);
+    amk__lb_task(b, AMK_OP_ADD, ins, 2, out, c_add, &c, &n, 1, 0, label);
+    *n_done = 1;
+    return c_add;
+}
+
 /* The attention tasks of one layer (S KV splits of window rows) reading q and the caches; each
    signals c_att after wc/wn. Fused: ATTENTION_DECODE per kv head and split (kv_len the full
    window, cut at pos on the device); else ATTENTION_TILE per split (kv_len set per step by
@@ -12575,23 +12601,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             amk_task_set_int(p, t, "head_dim", HD);
             n_att = 1;
         }
-        c_o = amk_program_add_counter(p, "o tiles");
-        if (fused) { /* O tiles add the residual x as their bias */
-            ins[0] = attn; ins[1] = w_o; ins[2] = x;
-            n_o = amk__lb_tiles(&b, AMK_OP_GEMV_TILE, ins, 3, 1, h, c_o, H, q_rows, amk__lb_tile_rows(H, b.o.num_sms),
-                                c_comb, n_att, 0, "o", i);
-            if (n_o < 0) goto fail;
-        } else {
-            int o = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "o.%d", i);
-            int c_h = amk_program_add_counter(p, "residual 1");
-            n_o = amk__lb_gemv(&b, attn, w_o, o, c_o, H, q_rows, amk__lb_tile_rows(H, b.o.num_sms), c_comb, n_att, "o", i);
-            if (n_o < 0) goto fail;
-            ins[0] = x; ins[1] = o;
-            snprintf(label, sizeof label, "L%d residual 1", i);
-            amk__lb_task(&b, AMK_OP_ADD, ins, 2, h, c_h, &c_o, &n_o, 1, 0, label);
-            c_o = c_h;
-            n_o = 1;
-        }
+        c_o = amk__lb_proj_residual(&b, attn, w_o, x, h, H, q_rows, c_comb, n_att, "o", i, &n_o);
+        if (c_o < 0) goto fail;
         /* MLP block */
         {
             int a = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "act.%d", i), c_a, n_a;
@@ -12620,23 +12631,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                 amk__lb_task(&b, AMK_OP_SILU_MUL, ins, 2, a, c_a, wc, wn, 2, 0, label);
                 n_a = 1;
             }
-            c_d = amk_program_add_counter(p, "down tiles");
-            if (fused) { /* down tiles add the residual h as their bias, straight into x */
-                ins[0] = a; ins[1] = w_dn; ins[2] = h;
-                n_d = amk__lb_tiles(&b, AMK_OP_GEMV_TILE, ins, 3, 1, xo, c_d, H, I, amk__lb_tile_rows(H, b.o.num_sms),
-                                    c_a, n_a, 0, "down", i);
-                if (n_d < 0) goto fail;
-            } else {
-                int dn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "down.%d", i);
-                int c_x = amk_program_add_counter(p, "residual 2");
-                n_d = amk__lb_gemv(&b, a, w_dn, dn, c_d, H, I, amk__lb_tile_rows(H, b.o.num_sms), c_a, n_a, "down", i);
-                if (n_d < 0) goto fail;
-                ins[0] = h; ins[1] = dn;
-                snprintf(label, sizeof label, "L%d residual 2", i);
-                amk__lb_task(&b, AMK_OP_ADD, ins, 2, xo, c_x, &c_d, &n_d, 1, 0, label);
-                c_d = c_x;
-                n_d = 1;
-            }
+            c_d = amk__lb_proj_residual(&b, a, w_dn, h, xo, H, I, c_a, n_a, "down", i, &n_d);
+            if (c_d < 0) goto fail;
         }
         x = xo; cx = c_d; n_cx = n_d;
     }
