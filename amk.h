@@ -4259,14 +4259,19 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         break;
     }
 
-    case AMK_OP_ATTENTION_TILE: {
+    case AMK_OP_ATTENTION_TILE:
+    case AMK_OP_ATTENTION_DECODE: {
+        const int decode = t->op == AMK_OP_ATTENTION_DECODE;
         int64_t row, max_seq, want;
         double scale = amk__param_f(t, "scale", 1.0);
-        if (ni == 4) AMK__OPS_FAIL(OP_UNSUPPORTED, "4th ATTENTION_TILE input is not supported");
+        if (ni == 4 && !decode) AMK__OPS_FAIL(OP_UNSUPPORTED, "4th ATTENTION_TILE input is not supported");
         if (P.head_dim < 1 || P.n_heads < 1 || P.n_kv_heads < 1 || P.n_heads % P.n_kv_heads)
             AMK__OPS_FAIL(PARAM_VALUE,
                           "head_dim = %d, n_heads = %d, n_kv_heads = %d: each must be >= 1 and "
                           "n_kv_heads must divide n_heads", P.head_dim, P.n_heads, P.n_kv_heads);
+        if (decode && (P.n_off < 0 || P.N_tile < 1 || (int64_t)P.n_off + P.N_tile > P.n_kv_heads))
+            AMK__OPS_FAIL(PARAM_VALUE, "kv heads n_off = %d, N_tile = %d are outside [0, n_kv_heads = %d)",
+                          P.n_off, P.N_tile, P.n_kv_heads);
         if (n_in[0] != (int64_t)P.n_heads * P.head_dim)
             AMK__OPS_FAIL(OP_SHAPE, "q '%s' has %lld elements, n_heads*head_dim = %lld",
                           amk__opshape_name(in[0]), (long long)n_in[0],
@@ -4280,7 +4285,11 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         if (P.kv_start < 0 || P.kv_len < 0 || (int64_t)P.kv_start + P.kv_len > max_seq)
             AMK__OPS_FAIL(PARAM_VALUE, "window kv_start = %d, kv_len = %d is outside the %lld cache rows",
                           P.kv_start, P.kv_len, (long long)max_seq);
+        if (decode && (!amk__opshape_is_index(in[3]->dtype) || n_in[3] != 1))
+            AMK__OPS_FAIL(OP_SHAPE, "pos '%s' must be one I32, I8 or U8", amk__opshape_name(in[3]));
         if (!amk__opshape_finite(scale)) AMK__OPS_FAIL(PARAM_VALUE, "scale = %g must be finite", scale);
+        if (decode && ((uint32_t)P.flags & ~AMK_ATTN_FLAG_PARTIAL))
+            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than PARTIAL (2)", P.flags);
         want = (int64_t)P.n_heads * P.head_dim;
         if ((uint32_t)P.flags & AMK_ATTN_FLAG_PARTIAL) {
             if (out->dtype != AMK_DTYPE_F32)
@@ -4483,46 +4492,6 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
                 AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, M*N_out = %lld*%lld",
                               amk__opshape_name(out), (long long)n_out, (long long)M, (long long)last);
         }
-        break;
-    }
-
-    case AMK_OP_ATTENTION_DECODE: {
-        int64_t row, max_seq, want;
-        double scale = amk__param_f(t, "scale", 1.0);
-        if (P.head_dim < 1 || P.n_heads < 1 || P.n_kv_heads < 1 || P.n_heads % P.n_kv_heads)
-            AMK__OPS_FAIL(PARAM_VALUE,
-                          "head_dim = %d, n_heads = %d, n_kv_heads = %d: each must be >= 1 and "
-                          "n_kv_heads must divide n_heads", P.head_dim, P.n_heads, P.n_kv_heads);
-        if (P.n_off < 0 || P.N_tile < 1 || (int64_t)P.n_off + P.N_tile > P.n_kv_heads)
-            AMK__OPS_FAIL(PARAM_VALUE, "kv heads n_off = %d, N_tile = %d are outside [0, n_kv_heads = %d)",
-                          P.n_off, P.N_tile, P.n_kv_heads);
-        if (n_in[0] != (int64_t)P.n_heads * P.head_dim)
-            AMK__OPS_FAIL(OP_SHAPE, "q '%s' has %lld elements, n_heads*head_dim = %lld",
-                          amk__opshape_name(in[0]), (long long)n_in[0], (long long)P.n_heads * P.head_dim);
-        row = (int64_t)P.n_kv_heads * P.head_dim;
-        if (n_in[1] % row || n_in[2] != n_in[1])
-            AMK__OPS_FAIL(OP_SHAPE, "k '%s' (%lld) and v '%s' (%lld) must hold equal whole rows of "
-                          "n_kv_heads*head_dim = %lld", amk__opshape_name(in[1]), (long long)n_in[1],
-                          amk__opshape_name(in[2]), (long long)n_in[2], (long long)row);
-        max_seq = n_in[1] / row;
-        if (P.kv_start < 0 || P.kv_len < 0 || (int64_t)P.kv_start + P.kv_len > max_seq)
-            AMK__OPS_FAIL(PARAM_VALUE, "window kv_start = %d, kv_len = %d is outside the %lld cache rows",
-                          P.kv_start, P.kv_len, (long long)max_seq);
-        if (!amk__opshape_is_index(in[3]->dtype) || n_in[3] != 1)
-            AMK__OPS_FAIL(OP_SHAPE, "pos '%s' must be one I32, I8 or U8", amk__opshape_name(in[3]));
-        if (!amk__opshape_finite(scale)) AMK__OPS_FAIL(PARAM_VALUE, "scale = %g must be finite", scale);
-        if ((uint32_t)P.flags & ~AMK_ATTN_FLAG_PARTIAL)
-            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than PARTIAL (2)", P.flags);
-        want = (int64_t)P.n_heads * P.head_dim;
-        if ((uint32_t)P.flags & AMK_ATTN_FLAG_PARTIAL) {
-            if (out->dtype != AMK_DTYPE_F32)
-                AMK__OPS_FAIL(OP_DTYPE, "partial out '%s' must be F32, not %s", amk__opshape_name(out),
-                              amk_dtype_name(out->dtype));
-            want = (int64_t)P.n_heads * (P.head_dim + 2);
-        }
-        if (n_out != want)
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, needs %lld", amk__opshape_name(out),
-                          (long long)n_out, (long long)want);
         break;
     }
 
@@ -12887,25 +12856,23 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     return m->cuda ? AMK_OK : amk_refvm_create(m->prog, &m->vm, d);
 }
 
-/* The heads whose rows a fused step wants in interleaved pair order (meta qk_rows): n_heads for a
-   q_proj weight, n_kv_heads for k_proj, else 0. */
-AMK__FN int amk__llm_interleave_heads(const amk_llm *m, const amk_buffer *b) {
+/* A weight's host copy data (nb bytes, HF row order) into the order m's step wants: a fused step
+   (meta qk_rows "interleaved") takes Q/K rows in interleaved pair order: within each head of hd
+   rows, HF row i pairs with row i + hd/2, and those rows become 2i and 2i+1. In place. */
+AMK__FN amk_result amk__llm_qk_order(const amk_llm *m, const amk_buffer *b, void *data, size_t nb, amk_diag *d) {
     char v[32];
-    size_t n = b->source ? strlen(b->source) : 0;
-    if (!amk_program_meta_string(m->prog, "qk_rows", v, sizeof v) || strcmp(v, "interleaved") != 0) return 0;
-    if (n >= 23 && strcmp(b->source + n - 23, "self_attn.q_proj.weight") == 0) return m->cfg.n_heads;
-    if (n >= 23 && strcmp(b->source + n - 23, "self_attn.k_proj.weight") == 0) return m->cfg.n_kv_heads;
-    return 0;
-}
-
-/* Rows of an HF Q/K weight (rotate-half order: within each head of hd rows, row i pairs with
-   row i + hd/2) into interleaved pair order (those rows become 2i and 2i+1), in place. */
-AMK__FN amk_result amk__rows_interleave(void *data, int64_t rows, size_t row_bytes, int heads, amk_diag *d) {
-    int64_t hd, h, i;
+    const size_t n = b->source ? strlen(b->source) : 0;
+    const size_t row_bytes = b->shape[0] > 0 ? nb / (size_t)b->shape[0] : 0;
+    int64_t rows = b->shape[0], hd, h, i;
+    int heads = 0;
     unsigned char *tmp;
+    if (!amk_program_meta_string(m->prog, "qk_rows", v, sizeof v) || strcmp(v, "interleaved") != 0) return AMK_OK;
+    if (n >= 23 && strcmp(b->source + n - 23, "self_attn.q_proj.weight") == 0) heads = m->cfg.n_heads;
+    else if (n >= 23 && strcmp(b->source + n - 23, "self_attn.k_proj.weight") == 0) heads = m->cfg.n_kv_heads;
+    else return AMK_OK;
     if (heads < 1 || rows % heads || (rows / heads) % 2)
-        return amk__fail(d, AMK_ERR_MISMATCH, "%lld Q/K rows do not split into %d heads of an even size",
-                         (long long)rows, heads);
+        return amk__fail(d, AMK_ERR_MISMATCH, "'%s': %lld rows do not split into %d heads of an even size",
+                         b->source, (long long)rows, heads);
     hd = rows / heads;
     tmp = (unsigned char *)amk__malloc((size_t)hd * row_bytes);
     if (!tmp) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
@@ -12944,21 +12911,18 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
             void *stage = amk__malloc(nb);
             if (!stage) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
             r = amk_model_tensor_read(m->model, b->source, b->dtype, stage, nb, d);
-            if (r == AMK_OK && amk__llm_interleave_heads(m, b))
-                r = amk__rows_interleave(stage, b->shape[0], nb / (size_t)b->shape[0], amk__llm_interleave_heads(m, b), d);
+            if (r == AMK_OK) r = amk__llm_qk_order(m, b, stage, nb, d);
             if (r == AMK_OK) r = amk_cuda_upload(m->cuda, i, stage, nb, d);
             amk__free(stage);
         } else if (!(dst = amk_refvm_buffer(m->vm, i, &nb))) {
             return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
         } else if (m->model) {
             r = amk_model_tensor_read(m->model, b->source, b->dtype, dst, nb, d);
-            if (r == AMK_OK && amk__llm_interleave_heads(m, b))
-                r = amk__rows_interleave(dst, b->shape[0], nb / (size_t)b->shape[0], amk__llm_interleave_heads(m, b), d);
+            if (r == AMK_OK) r = amk__llm_qk_order(m, b, dst, nb, d);
         } else {
             int64_t n = amk_buffer_numel(b), j;
             for (j = 0; j < n; j++) amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(&rng) * scale : 1.0f);
-            if (amk__llm_interleave_heads(m, b)) /* why: the same model as the spec_ops step for one seed */
-                r = amk__rows_interleave(dst, b->shape[0], nb / (size_t)b->shape[0], amk__llm_interleave_heads(m, b), d);
+            r = amk__llm_qk_order(m, b, dst, nb, d); /* why: the same model as the spec_ops step for one seed */
         }
         if (r != AMK_OK) return r;
         done += nb;

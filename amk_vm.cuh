@@ -80,7 +80,7 @@ static __device__ int amk_vm_ready(const amk_instruction_t *gi, const uint32_t *
 
 /* Thread 0, before a wait that is not met yet: prefetch the first AMK_VM_PREFETCH_BYTES of a
    GEMV/GEMM (or fused RMSNORM_*) tile's weight rows into L2 when the weights are a read-only
-   kind (SWIGLU's up rows follow when the gate rows are fetched). */
+   kind. For RMSNORM_SWIGLU that is the gate rows only; its up rows are not prefetched. */
 static __device__ void amk_vm_prefetch(const amk_instruction_t *gi, const amk_buffer_t *bufs) {
     const amk_buffer_t *W;
     uint64_t bits, start, end, limit;
