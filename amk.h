@@ -3099,6 +3099,17 @@ AMK__FN amk_result amk__jl_alloc(amk__jl *L, const amk__jval *arr, const char *w
     return AMK_OK;
 }
 
+/* One of the program's id-keyed tables (buffers, counters, tasks, pages): its arr->n elements
+   allocated into *out, and *seen a zeroed bit per id (amk__jl_id marks them). */
+AMK__FN amk_result amk__jl_table(amk__jl *L, const amk__jval *arr, const char *what, size_t elem, void **out,
+                                amk__word **seen) {
+    amk_result r;
+    *seen = NULL;
+    if ((r = amk__jl_alloc(L, arr, what, elem, out)) != AMK_OK) return r;
+    if (!(*seen = (amk__word *)amk__calloc(AMK__WORDS(arr->n) + 1, sizeof(amk__word)))) return amk__jl_oom(L, arr);
+    return AMK_OK;
+}
+
 /* An array of ids, each in [0, n) (what names them in messages). */
 AMK__FN amk_result amk__jl_refs(amk__jl *L, const amk__jval *obj, const char *key, int n, const char *what,
                                int **out, int *n_out) {
@@ -3151,9 +3162,9 @@ AMK__FN amk_result amk__jl_buffers(amk__jl *L, const amk__jval *arr, amk_program
     amk__word *seen;
     amk_result r;
     int i, k;
-    if ((r = amk__jl_alloc(L, arr, "buffers", sizeof(amk_buffer), (void **)&p->buffers)) != AMK_OK) return r;
-    p->n_buffers = p->cap_buffers = arr->n;
-    if (!(seen = (amk__word *)amk__calloc(AMK__WORDS(arr->n) + 1, sizeof(amk__word)))) return amk__jl_oom(L, arr);
+    r = amk__jl_table(L, arr, "buffers", sizeof(amk_buffer), (void **)&p->buffers, &seen);
+    if (p->buffers) p->n_buffers = p->cap_buffers = arr->n;
+    if (r != AMK_OK) return r;
     for (i = 0; i < arr->n && r == AMK_OK; i++) {
         const amk__jval *e = &arr->items[i], *shape;
         size_t old = amk__jl_idx(L, i), old2;
@@ -3198,9 +3209,9 @@ AMK__FN amk_result amk__jl_counters(amk__jl *L, const amk__jval *arr, amk_progra
     amk__word *seen;
     amk_result r;
     int i;
-    if ((r = amk__jl_alloc(L, arr, "counters", sizeof(amk_counter), (void **)&p->counters)) != AMK_OK) return r;
-    p->n_counters = p->cap_counters = arr->n;
-    if (!(seen = (amk__word *)amk__calloc(AMK__WORDS(arr->n) + 1, sizeof(amk__word)))) return amk__jl_oom(L, arr);
+    r = amk__jl_table(L, arr, "counters", sizeof(amk_counter), (void **)&p->counters, &seen);
+    if (p->counters) p->n_counters = p->cap_counters = arr->n;
+    if (r != AMK_OK) return r;
     for (i = 0; i < arr->n && r == AMK_OK; i++) {
         const amk__jval *e = &arr->items[i];
         size_t old = amk__jl_idx(L, i);
@@ -3328,9 +3339,9 @@ AMK__FN amk_result amk__jl_tasks(amk__jl *L, const amk__jval *arr, amk_program *
     amk__word *seen;
     amk_result r;
     int i;
-    if ((r = amk__jl_alloc(L, arr, "tasks", sizeof(amk_task), (void **)&p->tasks)) != AMK_OK) return r;
-    p->n_tasks = p->cap_tasks = arr->n;
-    if (!(seen = (amk__word *)amk__calloc(AMK__WORDS(arr->n) + 1, sizeof(amk__word)))) return amk__jl_oom(L, arr);
+    r = amk__jl_table(L, arr, "tasks", sizeof(amk_task), (void **)&p->tasks, &seen);
+    if (p->tasks) p->n_tasks = p->cap_tasks = arr->n;
+    if (r != AMK_OK) return r;
     for (i = 0; i < arr->n && r == AMK_OK; i++) {
         size_t old = amk__jl_idx(L, i);
         if ((r = amk__jl_task(L, &arr->items[i], p, seen, &p->tasks[i])) == AMK_OK) amk__jl_pop(L, old);
@@ -3349,12 +3360,12 @@ AMK__FN amk_result amk__jl_pages(amk__jl *L, const amk__jval *obj, amk_program *
     if ((r = amk__jl_known(L, obj, amk__jl_pages_keys, "the page allocation")) != AMK_OK) return r;
     if (!(arr = amk__jl_member(L, obj, "pages", 1, &old, &r))) return r;
     if ((r = amk__jl_type(L, arr, AMK__J_ARRAY, "an array of pages")) != AMK_OK) return r;
-    if ((r = amk__jl_alloc(L, arr, "pages", sizeof(amk_page), (void **)&p->pages)) != AMK_OK) return r;
-    p->n_pages = arr->n;
+    r = amk__jl_table(L, arr, "pages", sizeof(amk_page), (void **)&p->pages, &seen);
+    if (p->pages) p->n_pages = arr->n;
+    if (r != AMK_OK) return r;
     p->has_pages = 1;
-    if (!(p->buffer_page = (int *)amk__malloc((size_t)p->n_buffers * sizeof(int)))) return amk__jl_oom(L, obj);
+    if (!(p->buffer_page = (int *)amk__malloc((size_t)p->n_buffers * sizeof(int)))) { amk__free(seen); return amk__jl_oom(L, obj); }
     for (i = 0; i < p->n_buffers; i++) p->buffer_page[i] = -1;
-    if (!(seen = (amk__word *)amk__calloc(AMK__WORDS(arr->n) + 1, sizeof(amk__word)))) return amk__jl_oom(L, arr);
     for (i = 0; i < arr->n && r == AMK_OK; i++) {
         const amk__jval *e = &arr->items[i];
         size_t old2 = amk__jl_idx(L, i);
