@@ -849,10 +849,11 @@ AMK_API amk_result amk_llama_config_preset(const char *name, amk_llama_config *c
 AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config *cfg, amk_diag *d);
 
 /* Builds the decode step of cfg (one token at position pos, KV cache persisted across steps).
-   Fused (the default), five dependent steps a layer: RMSNORM_GEMV tiles for Q, K and V (norm,
-   interleaved RoPE, K and V stored straight into the cache row pos); ATTENTION_DECODE per kv
-   head and KV split; ATTENTION_COMBINE; O tiles (GEMV_TILE, the residual as bias); RMSNORM_SWIGLU
-   tiles for gate/up; down tiles (residual as bias). The head is RMSNORM_GEMV LM-head tiles and
+   Fused (the default), six dependent steps a layer (five without COMBINE): RMSNORM_GEMV tiles
+   for Q, K and V (norm, interleaved RoPE, K and V stored straight into the cache row pos);
+   ATTENTION_DECODE per kv head and KV split; ATTENTION_COMBINE (with more than one split); O
+   tiles (GEMV_TILE, the residual as bias); RMSNORM_SWIGLU tiles for gate/up; down tiles
+   (residual as bias). The head is RMSNORM_GEMV LM-head tiles and
    SAMPLE_ARGMAX. Q and K rows are in interleaved pair order (meta["qk_rows"] = "interleaved"):
    amk_llm permutes the HF weights when it loads them. With o->spec_ops: EMBED; per layer RMSNORM,
    Q/K/V GEMV tiles, ROPE, KV_APPEND, split-KV ATTENTION_TILE and ATTENTION_COMBINE, O tiles, ADD,
