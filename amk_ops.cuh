@@ -500,6 +500,33 @@ static __device__ __forceinline__ float amk_q_dequant(float q, const amk_buffer_
 static __device__ __forceinline__ float amk_stage_x(float *xs, const amk_buffer_t *x, int64_t base, int64_t n,
                                                     const amk_buffer_t *w) {
     float ss = 0.0f;
+    /* why: 8 contiguous elements a thread in 16-byte loads: a row of K = 4096 in one round of loads
+       at 512 threads, where the strided path below takes a round per 8 elements a thread (on the
+       H100 under a saturated memory system a round cost about 2 us: bench/RESULTS.md run 13) */
+    if ((x->dtype == AMK_DTYPE_F32 || x->dtype == AMK_DTYPE_BF16) && (!w || w->dtype == AMK_DTYPE_F32) &&
+        base % 8 == 0 && n % 8 == 0) {
+        for (int64_t i0 = AMK_OPS_TID * 8; i0 < n; i0 += AMK_OPS_NT * 8) {
+            float v[8], f[8];
+            if (x->dtype == AMK_DTYPE_F32) {
+                const uint4 *p = (const uint4 *)((const float *)x->ptr + base + i0);
+                amk_unpack_f32x4(p[0], v);
+                amk_unpack_f32x4(p[1], v + 4);
+            } else {
+                amk_unpack_bf16x8(*(const uint4 *)((const uint16_t *)x->ptr + base + i0), v);
+            }
+            if (w) {
+                const uint4 *q = (const uint4 *)((const float *)w->ptr + i0);
+                amk_unpack_f32x4(q[0], f);
+                amk_unpack_f32x4(q[1], f + 4);
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                ss = fmaf(v[u], v[u], ss);
+                xs[i0 + u] = w ? v[u] * f[u] : v[u];
+            }
+        }
+        return ss;
+    }
     for (int64_t i0 = AMK_OPS_TID; i0 < n; i0 += AMK_STAGE_ILP * AMK_OPS_NT) {
         float v[AMK_STAGE_ILP], f[AMK_STAGE_ILP];
         if (x->dtype == AMK_DTYPE_BF16) {
