@@ -492,7 +492,8 @@ static __device__ __forceinline__ float amk_q_dequant(float q, const amk_buffer_
     return (q - z) * s;
 }
 
-/* xs[i] = x[base + i] for i < n (times w[i], a K-element vector, when w is given), 8 loads in
+/* xs[i] = x[base + i] for i < n (times w[i], a K-element vector, when w is given): f32/bf16 x
+   (with an f32 w) in 16-byte loads of 8 contiguous elements a thread, other dtypes 8 loads in
    flight per thread (why: a tile's x staging sits on its critical path; one element at a time it
    cost a load latency per element a thread staged: 8 for K = 4096, 28 for 14336). Returns the
    thread's sum of x^2 over the elements it staged. The caller syncs before reading xs. */
