@@ -503,7 +503,8 @@ static __device__ __forceinline__ float amk_stage_x(float *xs, const amk_buffer_
     float ss = 0.0f;
     /* why: 8 contiguous elements a thread in 16-byte loads: a row of K = 4096 in one round of loads
        at 512 threads, where the strided path below takes a round per 8 elements a thread (on the
-       H100 under a saturated memory system a round cost about 2 us: bench/RESULTS.md run 13) */
+       H100 under a saturated memory system a round cost about 2 us: bench/RESULTS.md, the
+       weight-ring experiment) */
     if ((x->dtype == AMK_DTYPE_F32 || x->dtype == AMK_DTYPE_BF16) && (!w || w->dtype == AMK_DTYPE_F32) &&
         base % 8 == 0 && n % 8 == 0) {
         for (int64_t i0 = AMK_OPS_TID * 8; i0 < n; i0 += AMK_OPS_NT * 8) {
