@@ -834,7 +834,7 @@ typedef struct amk_llama_build_opts {
     int act_dtype;    /* activations and KV cache: F32 (default), BF16 or F16 */
     int num_sms;      /* tiles are sized so each of this many SMs moves the same weight bytes */
     int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE);
-                         0 (default) = ceil(max_seq / 16), at most 8 */
+                         0 (default) = ceil(max_seq / 512), at most 8 */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
                          0 (default): AMK's fused opcodes 20..22, fewer dependent steps a layer */
 } amk_llama_build_opts;
@@ -11352,8 +11352,9 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
         const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
         const int rope = t->op == AMK_OP_RMSNORM_GEMV && ((uint32_t)amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE);
         const int64_t need = 4 * (K + (rope ? amk__param_i(t, "N_tile", 0) : 0)); /* one staged row (+ tile) */
-        const int64_t attn = (int64_t)(threads / 32) * hd * 4 * (t->op == AMK_OP_ATTENTION_DECODE ? 2 : 1) +
-                             (t->op == AMK_OP_ATTENTION_DECODE ? (int64_t)(threads / 32) * 8 : 0);
+        const int64_t attn = t->op == AMK_OP_ATTENTION_DECODE /* one chunk of 32 rows, 4 bytes an element */
+                                 ? AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, 4), threads / 32, 32)
+                                 : (int64_t)(threads / 32) * hd * 4;
         if ((t->op == AMK_OP_GEMV_TILE || t->op == AMK_OP_GEMM_TILE || t->op == AMK_OP_RMSNORM_GEMV ||
              t->op == AMK_OP_RMSNORM_SWIGLU) && need > smem)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: K = %lld needs %lld bytes of shared memory, the VM has %lld",
@@ -12454,11 +12455,10 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                          "llama build: bad shape (layers %d hidden %d ffn %d heads %d/%d head_dim %d vocab %d)",
                          L, H, I, NH, NKV, HD, V);
     max_seq = b.o.max_seq > 0 ? b.o.max_seq : (c->max_pos > 0 && c->max_pos < 4096 ? c->max_pos : 4096);
-    /* why: a 32-key block costs an ATTENTION_DECODE warp ~14 us of load latency (H100 timeline),
-       so more SMs on shorter windows beat one window and no COMBINE: at 129 rows, SmolLM2 took
-       1.664 ms a step with 8 splits, 1.780 with 5, 1.746 with 1 (bench/RESULTS.md run 11).
-       COMBINE takes <= 8 partials. */
-    S = b.o.kv_splits > 0 ? b.o.kv_splits : (max_seq + 15) / 16;
+    /* why: the device's ATTENTION_DECODE loads a chunk of up to 512 rows in one round trip, so
+       a split of 512 rows costs about what a split of 16 does, while a split needs a COMBINE
+       step (a whole dependent step a layer). So one split per 512 rows; COMBINE takes <= 8. */
+    S = b.o.kv_splits > 0 ? b.o.kv_splits : (max_seq + 511) / 512;
     S = S > 8 ? 8 : S;
     if (S > max_seq) S = max_seq;
     window = (max_seq + S - 1) / S;

@@ -77,6 +77,21 @@ static __device__ __forceinline__ uint32_t amk_ptx_smid(void) {
     return r;
 }
 
+/* why: the VM runs every op inside one persistent loop; values derived from threadIdx.x (the
+   lane, lane + 32t, divisions by blockDim.x) were hoisted out of that loop by the compiler and
+   held in registers across every op, at the VM's 128-register cap. A volatile read cannot be
+   hoisted, so an op's thread-derived values live only in that op. Read once per op. sm_20+. */
+static __device__ __forceinline__ int amk_tid(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(r));
+    return (int)r;
+}
+static __device__ __forceinline__ int amk_ntid(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%ntid.x;" : "=r"(r));
+    return (int)r;
+}
+
 /* why: ops size their shared-memory staging by what the launch actually gave. sm_20+ (PTX 4.1). */
 static __device__ __forceinline__ uint32_t amk_ptx_dynamic_smem_size(void) {
     uint32_t r;
@@ -267,7 +282,7 @@ typedef struct amk_op_ctx {
 
 /* Sum over the block; every thread gets the result. Uses c->red; all threads must call it. */
 static __device__ float amk_block_sum(amk_op_ctx *c, float v) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
     v = amk_warp_sum(v);
     if (lane == 0) c->red[warp] = v;
     __syncthreads();
@@ -277,7 +292,7 @@ static __device__ float amk_block_sum(amk_op_ctx *c, float v) {
     return v;
 }
 static __device__ float amk_block_max(amk_op_ctx *c, float v) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
     v = amk_warp_max(v);
     if (lane == 0) c->red[warp] = v;
     __syncthreads();
@@ -303,8 +318,8 @@ static __device__ void amk_op_fail(amk_op_ctx *c, int code, int64_t value) {
    spilled in every op at the 1024-thread cap (64 registers), so the VM caps blocks at 512. */
 #define AMK_OP_FN static __device__
 
-#define AMK_OPS_TID ((int64_t)threadIdx.x)
-#define AMK_OPS_NT ((int64_t)blockDim.x)
+#define AMK_OPS_TID ((int64_t)amk_tid())
+#define AMK_OPS_NT ((int64_t)amk_ntid())
 
 /* why: the single-task elementwise ops sit on the critical path between the GEMV phases. With
    the dtype switch inside amk_load, each element's load is behind a branch and waits a full load
@@ -453,7 +468,7 @@ AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c) {
 /* One pass of a 16-byte-vector weight row wrow (bytes) for a dtype with VEC elements per vector
    into the accumulators acc; UNPACK turns a uint4 into VEC floats. The lane's vectors start at
    k = lane*VEC and step 32*VEC; the loads of AMK_GEMV_INFLIGHT vectors are issued before any is
-   used. */
+   used, the last batch too (K is a multiple of VEC: the caller's fast-path condition). */
 #define AMK__GEMV_VEC_ROW(UNPACK, VEC, acc, wrow) do { \
     const int step_ = 32 * (VEC); \
     int k0_ = lane * (VEC); \
@@ -467,10 +482,19 @@ AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c) {
             AMK__GEMV_FMA(acc, w_, VEC, xs, K, k0_ + u_ * step_, mr); \
         } \
     } \
-    for (; k0_ + (VEC) <= K; k0_ += step_) { \
-        float w_[VEC]; \
-        UNPACK(amk_ld_v4(wrow + (int64_t)k0_ * esz, w_nc), w_); \
-        AMK__GEMV_FMA(acc, w_, VEC, xs, K, k0_, mr); \
+    if (k0_ < K) { /* why: the rest (fewer than AMK_GEMV_INFLIGHT vectors) in one batch too, not a \
+                      load latency a vector: rows of K = 576 or 1536 are all rest */ \
+        uint4 raw_[AMK_GEMV_INFLIGHT]; \
+        _Pragma("unroll") for (int u_ = 0; u_ < AMK_GEMV_INFLIGHT; u_++) \
+            raw_[u_] = k0_ + u_ * step_ < K ? amk_ld_v4(wrow + (int64_t)(k0_ + u_ * step_) * esz, w_nc) \
+                                            : make_uint4(0u, 0u, 0u, 0u); \
+        _Pragma("unroll") for (int u_ = 0; u_ < AMK_GEMV_INFLIGHT; u_++) { \
+            if (k0_ + u_ * step_ < K) { \
+                float w_[VEC]; \
+                UNPACK(raw_[u_], w_); \
+                AMK__GEMV_FMA(acc, w_, VEC, xs, K, k0_ + u_ * step_, mr); \
+            } \
+        } \
     } } while (0)
 
 /* 16 bytes of a buffer: the no-allocate read-only path for read-only kinds (nc != 0), else a
@@ -580,7 +604,7 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
     const int quant = (P->qdtype == AMK_DTYPE_I8 || P->qdtype == AMK_DTYPE_I4) && c->ins.n_inputs >= 3;
     const amk_buffer_t *bias = !quant && c->ins.n_inputs > 2 ? &c->in[2] : 0;
     const amk_buffer_t *sc = quant ? &c->in[2] : 0, *zr = quant && c->ins.n_inputs > 3 ? &c->in[3] : 0;
-    const int K = P->K, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int K = P->K, lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
     const int64_t M = x->numel / K, N_out = o->numel / M;
     const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
     const int64_t group = P->group > 0 ? P->group : K, G = K / group;
@@ -594,7 +618,7 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
     float *xs = smem; /* [mc, K] fp32 */
     int64_t m0, n;
     if (mc < 1) { /* the host sizes shared memory for K; never reached for a checked program */
-        if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
+        if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
     for (m0 = m_begin; m0 < m_end; m0 += mc) {
@@ -760,12 +784,12 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
     const int hd = P->head_dim, nh = P->n_heads, nkv = P->n_kv_heads, grp = nh / nkv;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
     const int partial = (P->flags & AMK_ATTN_FLAG_PARTIAL) != 0;
     float *qs = smem + (int64_t)warp * hd; /* [head_dim] fp32, this warp's query head */
     int h;
     if ((uint32_t)(nw * hd) * 4u > amk_ptx_dynamic_smem_size() || hd > 32 * AMK_ATTN_DPL) {
-        if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, hd); /* host checks: never for a checked program */
+        if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, hd); /* host checks: never for a checked program */
         return;
     }
     for (h = warp; h < nh; h += nw) {
@@ -782,65 +806,190 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
 }
 
 /* ATTENTION_DECODE: the query heads of kv heads [n_off, n_off + N_tile) over rows [kv_start,
-   min(kv_start + kv_len, pos + 1)). Several warps share a head: warp w takes head slot w % hw and
-   key-block stripe w / hw (hw = min(heads, warps)), so a short window still spreads over the
-   block; the stripes' (m, l, acc) meet in shared memory and the stripe-0 warp merges them. */
+   min(kv_start + kv_len, pos + 1)), chunk by chunk of C rows. Each chunk costs one load round
+   trip: every thread issues its 16-byte pieces of the chunk's K and V rows at once (cp.async into
+   shared memory, no registers held), then scores, softmax and P.V run from shared memory.
+   why: decode attention is tiny and latency-bound. The flash loop per warp (ATTENTION_TILE's)
+   waited a load latency per 32-key block and per few V rows: ~11 us for 17 keys on SmolLM2 and
+   ~18 on Llama-3-8B (bench/RESULTS.md run 12). Layout: AMK_ATTN_DECODE_SMEM (amk_ir.h). Rows
+   keep the cache dtype (F32/F16/BF16 whose rows are whole 16-byte pieces), else are converted to
+   F32; each row is padded by 16 bytes so the threads that score one key each read distinct
+   banks. Per pass of up to AMK_ATTN_GH query heads of one kv head: thread groups of kpt lanes
+   score a key for all the pass's heads; warp h runs head h's online softmax over the chunk; warp
+   w accumulates p.V over keys w, w + nw, ... (lanes over dims) and the warps' sums meet in
+   shared memory at the end. */
+
+/* 16 bytes global -> shared, asynchronous (L2 only: the cache rows were written by other SMs
+   this launch). sm_80+. */
+static __device__ __forceinline__ void amk_ptx_cp_async_16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
+}
+/* Waits for all of the thread's cp.async copies. sm_80+. */
+static __device__ __forceinline__ void amk_ptx_cp_async_wait_all(void) {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+/* sc[h] += q[h, vi*VECE + e] * k[e] for the key row krow (shared memory), over the row's vectors
+   vi = sub, sub + kpt, ...; LOAD fills k_[VECE] from vector vi. */
+#define AMK__ATTN_QK(VECE, LOAD) do { \
+    for (int vi = sub; vi < nvec; vi += kpt) { \
+        float k_[VECE]; \
+        LOAD; \
+        _Pragma("unroll") for (int h_ = 0; h_ < AMK_ATTN_GH; h_++) { \
+            const float *q_ = qs + h_ * hd + vi * (VECE); \
+            _Pragma("unroll") for (int e_ = 0; e_ < (VECE); e_++) sc[h_] = fmaf(q_[e_], k_[e_], sc[h_]); \
+        } \
+    } } while (0)
+
 AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
-    const int hd = P->head_dim, nh = P->n_heads, nkv = P->n_kv_heads, grp = nh / nkv;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int partial = (P->flags & AMK_ATTN_FLAG_PARTIAL) != 0;
-    const int nheads = P->N_tile * grp, h_first = P->n_off * grp;
-    const int hw = nheads < nw ? nheads : nw, stripes = nw / hw;
-    const int slot = warp % hw, stripe = warp / hw, rows = hd + 2;
+    const int hd = P->head_dim, grp = P->n_heads / P->n_kv_heads, nkv = P->n_kv_heads;
+    const int tid = amk_tid(), NT = amk_ntid(), lane = tid & 31, warp = tid >> 5, nw = NT >> 5;
+    const int partial = (P->flags & AMK_ATTN_FLAG_PARTIAL) != 0, GH = AMK_ATTN_GH;
+    const int dt = kc->dtype;
+    const int esz = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
+    /* why: cp.async moves whole 16-byte pieces; other rows go through amk_load into F32 */
+    const int vec = esz && vc->dtype == dt && (hd * esz) % 16 == 0;
+    const int fmt = vec ? dt : AMK_DTYPE_F32, fsz = vec ? esz : 4;
+    const int vece = !vec ? 1 : esz == 2 ? 8 : 4, nvec = hd / vece; /* elements per vector, vectors per row */
+    const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, fsz), dyn = amk_ptx_dynamic_smem_size();
     const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
-    int64_t j_end = (int64_t)P->kv_start + P->kv_len;
-    float *qs = smem + (int64_t)warp * hd;               /* [nw, head_dim] staged queries */
-    float *part = smem + (int64_t)nw * hd + warp * rows; /* [nw, head_dim + 2] per warp (acc | m | l) */
-    if ((uint32_t)(nw * (2 * hd + 2)) * 4u > amk_ptx_dynamic_smem_size() || hd > 32 * AMK_ATTN_DPL) {
-        if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, hd); /* host checks: never for a checked program */
+    int64_t r0 = P->kv_start, r1 = (int64_t)P->kv_start + P->kv_len, loaded = -1;
+    int C = (int)((dyn - 4 * ((int64_t)GH * hd * (1 + nw) + 4 * GH)) / (2 * rowb + 4 * GH)) & ~31;
+    float *qs = smem, *mla = qs + GH * hd, *ss, *red;
+    unsigned char *ks, *vs;
+    if (C > 512) C = 512;
+    if ((r1 - r0 + 31) / 32 * 32 < C) C = (int)((r1 - r0 + 31) / 32 * 32);
+    if (C < 32) C = 32;
+    ss = mla + 4 * GH;
+    red = ss + (int64_t)GH * C;
+    ks = (unsigned char *)(red + (int64_t)nw * GH * hd);
+    vs = ks + (int64_t)C * rowb;
+    if (AMK_ATTN_DECODE_SMEM(hd, rowb, nw, C) > dyn || hd > 32 * AMK_ATTN_DPL) {
+        if (tid == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, hd); /* host checks: never for a checked program */
         return;
     }
     if (pos < 0) { /* uniform: every thread read the same position */
-        if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos);
+        if (tid == 0) amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos);
         return;
     }
-    if (pos + 1 < j_end) j_end = pos + 1;
-    for (int base = 0; base < nheads; base += hw) {
-        const int active = stripe < stripes && base + slot < nheads;
-        const int h = h_first + base + slot;
-        float m_run = -INFINITY, l_run = 0.0f, acc[AMK_ATTN_DPL];
+    if (pos + 1 < r1) r1 = pos + 1;
+    for (int g = P->n_off; g < P->n_off + P->N_tile; g++) {
+        for (int hp = 0; hp < grp; hp += GH) {
+            const int gh = grp - hp < GH ? grp - hp : GH;
+            const int64_t h0 = (int64_t)g * grp + hp; /* the pass's first query head */
+            float *wacc = red + (int64_t)warp * GH * hd; /* [GH, hd] this warp's p.V sums */
+            for (int i = tid; i < GH * hd; i += NT) /* heads past gh score as 0 and are never stored */
+                qs[i] = i < gh * hd ? amk_load((const void *)q->ptr, q->dtype, h0 * hd + i) : 0.0f;
+            if (tid < GH) { mla[tid] = -INFINITY; mla[GH + tid] = 0.0f; }
+            for (int64_t c0 = r0; c0 < r1; c0 += C) {
+                const int n = (int)(r1 - c0 < C ? r1 - c0 : C);
+                const int kpt = n * 4 <= NT && nvec >= 4 ? 4 : n * 2 <= NT && nvec >= 2 ? 2 : 1;
+                if (loaded != c0 * nkv + g) { /* why: one chunk and several passes: K and V stay */
+                    if (vec) {
+                        const int per = n * nvec;
+                        for (int v = tid; v < 2 * per; v += NT) {
+                            const int isv = v >= per, r = v - isv * per, row = r / nvec, col = r - row * nvec;
+                            const char *src = (const char *)(isv ? vc->ptr : kc->ptr) +
+                                              (((c0 + row) * nkv + g) * hd) * esz + col * 16;
+                            amk_ptx_cp_async_16((isv ? vs : ks) + row * rowb + col * 16, src);
+                        }
+                        amk_ptx_cp_async_wait_all();
+                    } else {
+                        for (int e = tid; e < 2 * n * hd; e += NT) {
+                            const int isv = e >= n * hd, r = e - isv * n * hd, row = r / hd, d = r - row * hd;
+                            const amk_buffer_t *b = isv ? vc : kc;
+                            ((float *)((isv ? vs : ks) + row * rowb))[d] =
+                                amk_load((const void *)b->ptr, b->dtype, ((c0 + row) * nkv + g) * hd + d);
+                        }
+                    }
+                    loaded = r1 - r0 <= C ? c0 * nkv + g : -1;
+                }
+                __syncthreads(); /* K, V (and q, m, l) staged */
+                for (int kb = 0; kb < n; kb += NT / kpt) { /* scores: kpt lanes a key */
+                    const int key = kb + tid / kpt, sub = tid % kpt;
+                    float sc[AMK_ATTN_GH] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    if (key < n) {
+                        const unsigned char *kr = ks + key * rowb;
+                        if (fmt == AMK_DTYPE_BF16) AMK__ATTN_QK(8, amk_unpack_bf16x8(((const uint4 *)kr)[vi], k_));
+                        else if (fmt == AMK_DTYPE_F16) AMK__ATTN_QK(8, amk_unpack_f16x8(((const uint4 *)kr)[vi], k_));
+                        else if (vec) AMK__ATTN_QK(4, amk_unpack_f32x4(((const uint4 *)kr)[vi], k_));
+                        else AMK__ATTN_QK(1, k_[0] = ((const float *)kr)[vi]);
+                    }
 #pragma unroll
-        for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] = 0.0f;
-        if (active) {
-            for (int d = lane; d < hd; d += 32) qs[d] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h * hd + d);
-            __syncwarp();
-            amk_attn_scan(qs, kc, vc, h / grp, nkv, hd, (int64_t)P->kv_start + 32 * stripe, j_end, 32 * stripes,
-                          P->scale, lane, &m_run, &l_run, acc);
+                    for (int h = 0; h < AMK_ATTN_GH; h++) {
+                        for (int o2 = 1; o2 < kpt; o2 <<= 1) sc[h] += __shfl_xor_sync(0xFFFFFFFFu, sc[h], o2);
+                        if (key < n && sub == 0 && h < gh) ss[h * C + key] = sc[h] * P->scale;
+                    }
+                }
+                __syncthreads();
+                for (int h = warp; h < gh; h += nw) { /* online softmax of head h over the chunk */
+                    float mx = -INFINITY, sum = 0.0f, m_new, a;
+                    for (int j = lane; j < n; j += 32) mx = fmaxf(mx, ss[h * C + j]);
+                    m_new = fmaxf(mla[h], amk_warp_max(mx));
+                    for (int j = lane; j < n; j += 32) {
+                        const float p = expf(ss[h * C + j] - m_new);
+                        ss[h * C + j] = p;
+                        sum += p;
+                    }
+                    sum = amk_warp_sum(sum);
+                    a = expf(mla[h] - m_new);
+                    __syncwarp();
+                    if (lane == 0) { mla[GH + h] = mla[GH + h] * a + sum; mla[2 * GH + h] = a; mla[h] = m_new; }
+                }
+                __syncthreads();
+                { /* p.V: warp w over keys w, w + nw, ...; its sums live in wacc between chunks */
+                    float acc[AMK_ATTN_GH][AMK_ATTN_DPL];
 #pragma unroll
-            for (int t = 0; t < AMK_ATTN_DPL; t++)
-                if (lane + 32 * t < hd) part[lane + 32 * t] = acc[t];
-            if (lane == 0) { part[hd] = m_run; part[hd + 1] = l_run; }
-        }
-        __syncthreads();
-        if (active && stripe == 0) { /* merge the stripes of head slot: warps slot + s*hw */
-            float mm = -INFINITY, ll = 0.0f;
-            const float *pb = smem + (int64_t)nw * hd;
-            for (int st = 0; st < stripes; st++) mm = fmaxf(mm, pb[(slot + st * hw) * rows + hd]);
+                    for (int h = 0; h < AMK_ATTN_GH; h++) {
+                        const float a = mla[2 * GH + h];
 #pragma unroll
-            for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] = 0.0f;
-            for (int st = 0; st < stripes; st++) {
-                const float *ps = pb + (slot + st * hw) * rows;
-                const float w = ps[hd + 1] > 0.0f ? expf(ps[hd] - mm) : 0.0f;
-                ll += ps[hd + 1] * w;
+                        for (int t = 0; t < AMK_ATTN_DPL; t++) /* the first chunk starts from 0 */
+                            acc[h][t] = c0 == r0 || h >= gh || lane + 32 * t >= hd ? 0.0f : wacc[h * hd + lane + 32 * t] * a;
+                    }
+                    for (int j = warp; j < n; j += nw) {
+                        const unsigned char *vr = vs + j * rowb;
+                        float p[AMK_ATTN_GH];
 #pragma unroll
-                for (int t = 0; t < AMK_ATTN_DPL; t++)
-                    if (lane + 32 * t < hd) acc[t] += ps[lane + 32 * t] * w;
+                        for (int h = 0; h < AMK_ATTN_GH; h++) p[h] = h < gh ? ss[h * C + j] : 0.0f;
+#pragma unroll
+                        for (int t = 0; t < AMK_ATTN_DPL; t++) {
+                            const int d = lane + 32 * t;
+                            if (d < hd) {
+                                const float v = fmt == AMK_DTYPE_BF16 ? __uint_as_float((uint32_t)((const uint16_t *)vr)[d] << 16)
+                                              : fmt == AMK_DTYPE_F16 ? __half2float(((const __half *)vr)[d])
+                                              : ((const float *)vr)[d];
+#pragma unroll
+                                for (int h = 0; h < AMK_ATTN_GH; h++) acc[h][t] = fmaf(p[h], v, acc[h][t]);
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int h = 0; h < AMK_ATTN_GH; h++)
+#pragma unroll
+                        for (int t = 0; t < AMK_ATTN_DPL; t++)
+                            if (lane + 32 * t < hd) wacc[h * hd + lane + 32 * t] = acc[h][t];
+                }
+                __syncthreads(); /* why: the next chunk overwrites K, V and the scores; wacc final */
             }
-            amk_attn_store(o, partial, h, hd, acc, mm, ll, lane);
+            for (int i = tid; i < gh * hd; i += NT) { /* the warps' sums, head h0 + i / hd */
+                const int h = i / hd, d = i - h * hd;
+                const float l = mla[GH + h];
+                float s = 0.0f;
+                if (r1 > r0) /* why: an empty window never wrote the sums */
+                    for (int w = 0; w < nw; w++) s += red[((int64_t)w * GH + h) * hd + d];
+                if (partial) {
+                    float *po = (float *)o->ptr + (h0 + h) * (hd + 2); /* F32 (op_check) */
+                    po[d] = s;
+                    if (d == 0) { po[hd] = mla[h]; po[hd + 1] = l; }
+                } else {
+                    amk_store((void *)o->ptr, o->dtype, (h0 + h) * hd + d, l > 0.0f ? s / l : 0.0f);
+                }
+            }
+            __syncthreads(); /* why: q, m, l and the warp sums are reused by the next pass */
         }
-        __syncthreads(); /* why: qs and part are reused by the next round of heads */
     }
 }
 
@@ -908,7 +1057,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const uint32_t flags = swiglu ? 0u : (uint32_t)P->flags;
     const int rope = (flags & AMK_GEMV_FLAG_ROPE) != 0, kv_row = (flags & AMK_GEMV_FLAG_KV_ROW) != 0;
     const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2], *Wu = &c->in[3], *o = &c->out[0];
-    const int K = P->K, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int K = P->K, lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
     const int64_t M = x->numel / K, N = W->shape[0], nt = P->N_tile;
     const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
     const int64_t last = kv_row ? N : o->numel / M;
@@ -922,14 +1071,14 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */
     int64_t m0, n, i;
     if (mc < 1) {
-        if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
+        if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
     if (flags) /* why: every thread reads the same positions, so all return together */
         for (m0 = 0; m0 < M; m0++) {
             const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m0);
             if (pos < 0 || (kv_row && pos >= o->numel / N)) {
-                if (threadIdx.x == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
+                if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
                 return;
             }
         }
@@ -1063,7 +1212,7 @@ AMK_OP_FN void amk_op_dequant(amk_op_ctx *c) {
 /* SOFTMAX along `dim`: one warp per line (outer x inner lines of D elements, stride inner). */
 AMK_OP_FN void amk_op_softmax(amk_op_ctx *c) {
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
     int dim = c->ins.params.dim, k;
     int64_t D = x->numel, inner = 1, lines, line, j;
     if (x->rank > 0) {
@@ -1113,7 +1262,7 @@ static __device__ __forceinline__ void amk_argmax_merge(float *bv, int64_t *bi, 
 
 AMK_OP_FN void amk_op_sample_argmax(amk_op_ctx *c) {
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
     const int64_t L = x->shape[x->rank - 1], rows = x->numel / L;
     int64_t r, j;
     for (r = 0; r < rows; r++) {
@@ -1147,7 +1296,7 @@ AMK_OP_FN void amk_op_sample_argmax(amk_op_ctx *c) {
         /* why: indices fit int32 here (rows of at most 2^31 logits), so redi holds them */
         if (lane == 0) { c->red[warp] = bv; c->redi[warp] = (int)bi; }
         __syncthreads();
-        if (threadIdx.x == 0) {
+        if (amk_tid() == 0) {
             float fv = 0.0f;
             int64_t fi = -1;
             for (int w = 0; w < nw; w++) amk_argmax_merge(&fv, &fi, c->red[w], c->redi[w]);
@@ -1240,7 +1389,7 @@ static __device__ void amk_op_dispatch(amk_op_ctx *c, float *smem) {
     case AMK_OP_RMSNORM_GEMV:
     case AMK_OP_RMSNORM_SWIGLU: amk_op_norm_gemv(c, smem); break;
     case AMK_OP_ATTENTION_DECODE: amk_op_attention_decode(c, smem); break;
-    default: if (threadIdx.x == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, c->ins.op); break;
+    default: if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, c->ins.op); break;
     }
 }
 

@@ -78,27 +78,40 @@ static __device__ int amk_vm_ready(const amk_instruction_t *gi, const uint32_t *
     return 1;
 }
 
-/* Thread 0, before a wait that is not met yet: prefetch the first AMK_VM_PREFETCH_BYTES of a
-   GEMV/GEMM (or fused RMSNORM_*) tile's weight rows into L2 when the weights are a read-only
-   kind. For RMSNORM_SWIGLU that is the gate rows only; its up rows are not prefetched. */
-static __device__ void amk_vm_prefetch(const amk_instruction_t *gi, const amk_buffer_t *bufs) {
+/* Thread 0: prefetch into L2 the first `budget` bytes of the rows [n_off, n_off + N_tile) of the
+   [N, K] weight in input slot wi of gi, when it is a read-only kind. */
+static __device__ void amk_vm_prefetch_rows(const amk_instruction_t *gi, const amk_buffer_t *bufs, int wi,
+                                            uint64_t budget) {
     const amk_buffer_t *W;
     uint64_t bits, start, end, limit;
-    const int wi = gi->op == AMK_OP_GEMV_TILE || gi->op == AMK_OP_GEMM_TILE ? 1
-                 : gi->op == AMK_OP_RMSNORM_GEMV || gi->op == AMK_OP_RMSNORM_SWIGLU ? 2 : -1; /* W's input slot */
-    if (AMK_VM_PREFETCH_BYTES == 0u || wi < 0 || gi->n_inputs <= wi) return;
+    if (gi->n_inputs <= wi) return;
     W = &bufs[gi->inputs[wi]];
     if (W->kind != AMK_KIND_WEIGHT && W->kind != AMK_KIND_CONST) return;
     bits = W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_I32 ? 32 : W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16 ? 16
          : W->dtype == AMK_DTYPE_I4 || gi->params.qdtype == AMK_DTYPE_I4 ? 4 : 8; /* I4 packed in I4 or U8 */
-    /* rows [n_off, n_off + N_tile) of the [N, K] weight, in bytes */
     start = (uint64_t)gi->params.n_off * (uint64_t)gi->params.K * bits / 8 & ~(uint64_t)15;
     end = ((uint64_t)gi->params.n_off + (uint64_t)gi->params.N_tile) * (uint64_t)gi->params.K * bits / 8;
     limit = (uint64_t)W->numel * (W->dtype == AMK_DTYPE_U8 ? 8 : bits) / 8; /* never past the buffer */
     if (end > limit) end = limit;
-    if (end > start + AMK_VM_PREFETCH_BYTES) end = start + AMK_VM_PREFETCH_BYTES;
+    if (end > start + budget) end = start + budget;
     end = end & ~(uint64_t)15;
     if (end > start) amk_ptx_prefetch_l2_bulk((const char *)W->ptr + start, (uint32_t)(end - start));
+}
+
+/* Thread 0, before a wait that is not met yet: prefetch the first AMK_VM_PREFETCH_BYTES of a
+   GEMV/GEMM (or fused RMSNORM_*) tile's weight rows into L2; RMSNORM_SWIGLU's gate and up rows
+   share the budget. why __noinline__: inlined, thread 0's prefetch code pushed the VM loop past
+   its 128 registers (spills); it runs only while a wait is not met, so a call costs nothing. */
+static __device__ __noinline__ void amk_vm_prefetch(const amk_instruction_t *gi, const amk_buffer_t *bufs) {
+    if (AMK_VM_PREFETCH_BYTES == 0u) return;
+    if (gi->op == AMK_OP_GEMV_TILE || gi->op == AMK_OP_GEMM_TILE) {
+        amk_vm_prefetch_rows(gi, bufs, 1, AMK_VM_PREFETCH_BYTES);
+    } else if (gi->op == AMK_OP_RMSNORM_GEMV) {
+        amk_vm_prefetch_rows(gi, bufs, 2, AMK_VM_PREFETCH_BYTES);
+    } else if (gi->op == AMK_OP_RMSNORM_SWIGLU) {
+        amk_vm_prefetch_rows(gi, bufs, 2, AMK_VM_PREFETCH_BYTES / 2);
+        amk_vm_prefetch_rows(gi, bufs, 3, AMK_VM_PREFETCH_BYTES / 2);
+    }
 }
 
 /* Threads t of nt (all but thread 0): copy instruction gi and its buffer descriptors into c. */
@@ -125,6 +138,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
        current one to signal it (saves a barrier per instruction) */
     __shared__ amk_op_ctx ctx[2];
     __shared__ int go;
+    __shared__ uint64_t t_wait, t_start; /* why: in registers they lived across every op (128-register cap) */
     extern __shared__ __align__(16) unsigned char amk_vm_smem[];
     const int32_t *qoff = (const int32_t *)prog.sm_queue_offset;   /* [num_sms + 1] */
     const int32_t *queue = (const int32_t *)prog.sm_queue;         /* [n_instructions] */
@@ -142,8 +156,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
         amk_op_ctx *c = &ctx[q & 1];
         const int idx = queue[q];
         const amk_instruction_t *gi = &insts[idx];
-        uint64_t t_wait = 0, t_start = 0;
-        if (threadIdx.x == 0) {
+        if (amk_tid() == 0) {
             if (timing) t_wait = amk_ptx_globaltimer();
             if (!amk_vm_ready(gi, counters)) amk_vm_prefetch(gi, bufs);
             go = amk_vm_wait(gi, counters, status);
@@ -152,14 +165,14 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             c->error = 0;
             c->status = status;
         } else {
-            amk_vm_load_ctx(c, gi, bufs, (int)threadIdx.x - 1, (int)blockDim.x - 1);
+            amk_vm_load_ctx(c, gi, bufs, (int)amk_tid() - 1, (int)amk_ntid() - 1);
         }
         __syncthreads();
         if (!go) break; /* aborted: every block leaves promptly */
         amk_op_dispatch(c, (float *)amk_vm_smem);
         __syncthreads(); /* all of the op's stores are done (and c->error is final) */
         if (c->error) break; /* no signal: dependants stay blocked until they see the abort flag */
-        if (threadIdx.x == 0) {
+        if (amk_tid() == 0) {
             if (timing) {
                 amk_vm_timing_t r;
                 r.t_wait = t_wait;

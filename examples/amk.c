@@ -994,7 +994,7 @@ static const cli_cmd cli_cmds[] = {
      "directory) or of SHAPE (llama3-8b, llama3.2-1b, smollm2-135m, or a config.json), lowers it\n"
      "onto --sms SMs (default 132, an H100), validates it and writes its JSON to STEP.json or stdout.\n"
      "--ctx sets the KV cache rows (default min(model context, 4096)); --kv-splits the attention\n"
-     "tiles along the KV length (1..8; default 0: one per 16 rows, at most 8); --dtype the weight\n"
+     "tiles along the KV length (1..8; default 0: one per 512 rows, at most 8); --dtype the weight\n"
      "dtype (default F32).\n"
      "The step uses AMK's fused opcodes (20..22); --spec-ops builds it from the spec's opcodes\n"
      "0..18 only (a program any implementation of the spec runs; more dependent steps).\n"

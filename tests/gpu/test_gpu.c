@@ -606,7 +606,7 @@ static void test_fused_gemv(void) {
 /* ATTENTION_DECODE: one task per kv head (on different SMs) into one output, against the
    reference VM; pos cuts the window. */
 static void decode_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype ot, int nh, int nkv, int hd, int max_seq,
-                        int kv_start, int kv_len, int32_t pos, int partial) {
+                        int kv_start, int kv_len, int32_t pos, int partial, int tile) {
     amk_program *p = prog_new(4);
     int in[4], y, t, g, c = amk_program_add_counter(p, "");
     gcase gc;
@@ -616,7 +616,7 @@ static void decode_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype 
     in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
     y = partial ? buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, nh, hd + 2, 0)
                 : buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, nh, hd, 0);
-    for (g = 0; g < nkv; g++) {
+    for (g = 0; g < nkv; g += tile) {
         t = task(p, AMK_OP_ATTENTION_DECODE, in, 4, y, c, g % 4);
         seti(p, t, "head_dim", hd);
         seti(p, t, "n_heads", nh);
@@ -624,7 +624,7 @@ static void decode_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype 
         seti(p, t, "kv_start", kv_start);
         seti(p, t, "kv_len", kv_len);
         seti(p, t, "n_off", g);
-        seti(p, t, "N_tile", 1);
+        seti(p, t, "N_tile", tile);
         setf(p, t, "scale", 1.0 / sqrt((double)hd));
         if (partial) seti(p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
     }
@@ -638,13 +638,19 @@ static void decode_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype 
 }
 
 static void test_attention_decode(void) {
-    decode_case("DECODE gqa bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 32, 8, 128, 200, 0, 200, 128, 0);
-    decode_case("DECODE partial", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 9, 3, 64, 100, 17, 17, 20, 1);
-    decode_case("DECODE pos before", AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 9, 3, 64, 100, 50, 50, 20, 1);
-    decode_case("DECODE one key", AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 4, 32, 10, 3, 7, 3, 0);
-    decode_case("DECODE hd80 f16", AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_F32, 12, 3, 80, 40, 7, 33, 39, 0);
-    decode_case("DECODE mqa 32 heads", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 32, 1, 64, 300, 0, 300, 299, 1);
-    if (!g_quick) decode_case("DECODE long", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 32, 8, 128, 4097, 0, 4097, 4000, 1);
+    decode_case("DECODE gqa bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 32, 8, 128, 200, 0, 200, 128, 0, 1);
+    decode_case("DECODE partial", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 9, 3, 64, 100, 17, 17, 20, 1, 1);
+    decode_case("DECODE pos before", AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 9, 3, 64, 100, 50, 50, 20, 1, 1);
+    decode_case("DECODE one key", AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 4, 32, 10, 3, 7, 3, 0, 1);
+    decode_case("DECODE hd80 f16", AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_F32, 12, 3, 80, 40, 7, 33, 39, 0, 1);
+    decode_case("DECODE mqa 32 heads", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 32, 1, 64, 300, 0, 300, 299, 1, 1);
+    /* rows of 40 bytes are not whole 16-byte pieces: staged through amk_load as F32 */
+    decode_case("DECODE hd20 bf16 unaligned", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 6, 2, 20, 90, 0, 90, 70, 0, 1);
+    decode_case("DECODE 2 kv heads a task", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 12, 4, 64, 80, 0, 80, 60, 1, 2);
+    decode_case("DECODE hd256 bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 8, 2, 256, 300, 0, 300, 250, 0, 2);
+    /* several chunks of rows (a chunk holds at most 512) and 6 heads a kv head (two passes) */
+    decode_case("DECODE chunks f32", AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 12, 2, 64, 1500, 100, 1400, 1300, 1, 1);
+    if (!g_quick) decode_case("DECODE long", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 32, 8, 128, 4097, 0, 4097, 4000, 1, 1);
 }
 
 static void test_nop(void) {
