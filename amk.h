@@ -11353,7 +11353,8 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
         const int rope = t->op == AMK_OP_RMSNORM_GEMV && ((uint32_t)amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE);
         const int64_t need = 4 * (K + (rope ? amk__param_i(t, "N_tile", 0) : 0)); /* one staged row (+ tile) */
         const int64_t attn = t->op == AMK_OP_ATTENTION_DECODE /* one chunk of 32 rows, 4 bytes an element */
-                                 ? AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, 4), threads / 32, 32)
+                                 ? AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, 4),
+                                                        AMK_ATTN_KEY_GROUPS(hd, threads), 32)
                                  : (int64_t)(threads / 32) * hd * 4;
         if ((t->op == AMK_OP_GEMV_TILE || t->op == AMK_OP_GEMM_TILE || t->op == AMK_OP_RMSNORM_GEMV ||
              t->op == AMK_OP_RMSNORM_SWIGLU) && need > smem)

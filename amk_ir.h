@@ -164,13 +164,14 @@ typedef struct amk_program_t {
 #define AMK_VM_ERR_SMEM 4
 #define AMK_VM_ERR_KV_POS 5 /* a KV-cache row position outside the cache */
 /* The device's ATTENTION_DECODE (amk_ops.cuh) stages chunks of C cache rows in shared memory:
-   [q: GH*hd f32][m, l, alpha: 4*GH f32][scores: GH*C f32][warp sums: nw*GH*hd f32][K, V: C rows
-   each of AMK_ATTN_ROW_BYTES]. The host checks that C = 32 fits, with row bytes at 4 a element
-   (the widest the device stages). */
-#define AMK_ATTN_GH 4 /* query heads per pass (accumulators: GH x head_dim/32 registers a lane) */
+   [q: GH*hd f32][m, l, alpha: 4*GH f32][scores: GH*C f32][p.V sums: KG*GH*hd f32][K, V: C rows
+   each of AMK_ATTN_ROW_BYTES], KG = AMK_ATTN_KEY_GROUPS. The host checks that C = 32 fits, with
+   row bytes at 4 an element (the widest the device stages). */
+#define AMK_ATTN_GH 4 /* query heads per pass */
+#define AMK_ATTN_KEY_GROUPS(hd, threads) ((threads) / (((hd) + 1) / 2)) /* p.V: 2 dims a thread */
 #define AMK_ATTN_ROW_BYTES(hd, esz) ((((int64_t)(hd) * (esz) + 15) / 16) * 16 + 16)
-#define AMK_ATTN_DECODE_SMEM(hd, rowb, nw, C)                                                         \
-    (4 * ((int64_t)AMK_ATTN_GH * (hd) * (1 + (int64_t)(nw)) + 4 * AMK_ATTN_GH + AMK_ATTN_GH * (int64_t)(C)) + \
+#define AMK_ATTN_DECODE_SMEM(hd, rowb, kg, C)                                                         \
+    (4 * ((int64_t)AMK_ATTN_GH * (hd) * (1 + (int64_t)(kg)) + 4 * AMK_ATTN_GH + AMK_ATTN_GH * (int64_t)(C)) + \
      2 * (int64_t)(C) * (rowb))
 /* One per instruction when amk_program_t.timing != 0 (globaltimer ns). */
 typedef struct amk_vm_timing_t {

@@ -497,6 +497,32 @@ AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c) {
         } \
     } } while (0)
 
+/* RMSNORM_SWIGLU's gate row wrow into acc and up row urow into acu. why: a short row (K at most
+   AMK_GEMV_INFLIGHT/2 vectors a lane: SmolLM2's 576) would wait a load latency for the gate
+   row, then one for the up row; here both rows' loads go out in one batch. */
+#define AMK__GEMV_VEC_PAIR(UNPACK, VEC, acc, wrow, acu, urow) do { \
+    const int hs_ = 32 * (VEC), kb_ = lane * (VEC); \
+    if (K <= (AMK_GEMV_INFLIGHT / 2) * hs_) { \
+        uint4 rg_[AMK_GEMV_INFLIGHT / 2], ru_[AMK_GEMV_INFLIGHT / 2]; \
+        _Pragma("unroll") for (int u_ = 0; u_ < AMK_GEMV_INFLIGHT / 2; u_++) { \
+            const int k_ = kb_ + u_ * hs_; \
+            rg_[u_] = k_ < K ? amk_ld_v4(wrow + (int64_t)k_ * esz, w_nc) : make_uint4(0u, 0u, 0u, 0u); \
+            ru_[u_] = k_ < K ? amk_ld_v4(urow + (int64_t)k_ * esz, w_nc) : make_uint4(0u, 0u, 0u, 0u); \
+        } \
+        _Pragma("unroll") for (int u_ = 0; u_ < AMK_GEMV_INFLIGHT / 2; u_++) { \
+            if (kb_ + u_ * hs_ < K) { \
+                float w_[VEC]; \
+                UNPACK(rg_[u_], w_); \
+                AMK__GEMV_FMA(acc, w_, VEC, xs, K, kb_ + u_ * hs_, mr); \
+                UNPACK(ru_[u_], w_); \
+                AMK__GEMV_FMA(acu, w_, VEC, xs, K, kb_ + u_ * hs_, mr); \
+            } \
+        } \
+    } else { \
+        AMK__GEMV_VEC_ROW(UNPACK, VEC, acc, wrow); \
+        AMK__GEMV_VEC_ROW(UNPACK, VEC, acu, urow); \
+    } } while (0)
+
 /* 16 bytes of a buffer: the no-allocate read-only path for read-only kinds (nc != 0), else a
    coherent load (an activation used as a weight may be written during the launch). */
 static __device__ __forceinline__ uint4 amk_ld_v4(const void *p, int nc) {
@@ -627,6 +653,9 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
         __syncthreads();
         for (n = n_begin + warp; n < n_end; n += nw) {
             float acc[AMK_GEMV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
+            /* why: the bias (the residual, in the Llama step) is loaded before the weights, so its
+               latency overlaps theirs instead of following the sums (M = 1: the decode case) */
+            const float bias0 = bias && lane == 0 && mr == 1 ? amk_load((const void *)bias->ptr, bias->dtype, n) : 0.0f;
             if (fast) {
                 const char *wrow = (const char *)W->ptr + n * K * esz; /* [K] row n of W */
                 if (W->dtype == AMK_DTYPE_BF16) AMK__GEMV_VEC_ROW(amk_unpack_bf16x8, 8, acc, wrow);
@@ -656,7 +685,7 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
                 if (r < mr) {
                     float v = amk_warp_sum(acc[r]);
                     if (lane == 0) {
-                        if (bias) v += amk_load((const void *)bias->ptr, bias->dtype, n);
+                        if (bias) v += mr == 1 ? bias0 : amk_load((const void *)bias->ptr, bias->dtype, n);
                         amk_store((void *)o->ptr, o->dtype, (m0 + r) * N_out + n, v);
                     }
                 }
@@ -815,9 +844,9 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
    keep the cache dtype (F32/F16/BF16 whose rows are whole 16-byte pieces), else are converted to
    F32; each row is padded by 16 bytes so the threads that score one key each read distinct
    banks. Per pass of up to AMK_ATTN_GH query heads of one kv head: thread groups of kpt lanes
-   score a key for all the pass's heads; warp h runs head h's online softmax over the chunk; warp
-   w accumulates p.V over keys w, w + nw, ... (lanes over dims) and the warps' sums meet in
-   shared memory at the end. */
+   score a key for all the pass's heads; warp h runs head h's online softmax over the chunk; KG
+   groups of threads accumulate p.V over keys kg, kg + KG, ... (a thread two dims of every head)
+   and the groups' sums meet in shared memory at the end. */
 
 /* 16 bytes global -> shared, asynchronous (L2 only: the cache rows were written by other SMs
    this launch). sm_80+. */
@@ -831,14 +860,22 @@ static __device__ __forceinline__ void amk_ptx_cp_async_wait_all(void) {
 }
 
 /* sc[h] += q[h, vi*VECE + e] * k[e] for the key row krow (shared memory), over the row's vectors
-   vi = sub, sub + kpt, ...; LOAD fills k_[VECE] from vector vi. */
+   vi = sub, sub + kpt, ...; LOAD fills k_[VECE] (VECE 4 or 8) from vector vi. q is read four
+   floats at a time (why: a broadcast 16-byte read instead of four: the score loop is bound by
+   shared-memory instructions). */
 #define AMK__ATTN_QK(VECE, LOAD) do { \
     for (int vi = sub; vi < nvec; vi += kpt) { \
         float k_[VECE]; \
         LOAD; \
         _Pragma("unroll") for (int h_ = 0; h_ < AMK_ATTN_GH; h_++) { \
-            const float *q_ = qs + h_ * hd + vi * (VECE); \
-            _Pragma("unroll") for (int e_ = 0; e_ < (VECE); e_++) sc[h_] = fmaf(q_[e_], k_[e_], sc[h_]); \
+            const float4 *q_ = (const float4 *)(qs + h_ * hd + vi * (VECE)); \
+            _Pragma("unroll") for (int e_ = 0; e_ < (VECE) / 4; e_++) { \
+                const float4 qq_ = q_[e_]; \
+                sc[h_] = fmaf(qq_.x, k_[4 * e_], sc[h_]); \
+                sc[h_] = fmaf(qq_.y, k_[4 * e_ + 1], sc[h_]); \
+                sc[h_] = fmaf(qq_.z, k_[4 * e_ + 2], sc[h_]); \
+                sc[h_] = fmaf(qq_.w, k_[4 * e_ + 3], sc[h_]); \
+            } \
         } \
     } } while (0)
 
@@ -855,9 +892,12 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     const int fmt = vec ? dt : AMK_DTYPE_F32, fsz = vec ? esz : 4;
     const int vece = !vec ? 1 : esz == 2 ? 8 : 4, nvec = hd / vece; /* elements per vector, vectors per row */
     const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, fsz), dyn = amk_ptx_dynamic_smem_size();
+    /* p.V: KG groups of (hd + 1) / 2 threads, thread (kg, d) owns dims d, d + 1 of every head */
+    const int KG = AMK_ATTN_KEY_GROUPS(hd, NT), kg = tid / ((hd + 1) / 2), d = 2 * (tid - kg * ((hd + 1) / 2));
+    const int pv = kg < KG;
     const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
     int64_t r0 = P->kv_start, r1 = (int64_t)P->kv_start + P->kv_len, loaded = -1;
-    int C = (int)((dyn - 4 * ((int64_t)GH * hd * (1 + nw) + 4 * GH)) / (2 * rowb + 4 * GH)) & ~31;
+    int C = (int)((dyn - 4 * ((int64_t)GH * hd * (1 + KG) + 4 * GH)) / (2 * rowb + 4 * GH)) & ~31;
     float *qs = smem, *mla = qs + GH * hd, *ss, *red;
     unsigned char *ks, *vs;
     if (C > 512) C = 512;
@@ -865,9 +905,9 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     if (C < 32) C = 32;
     ss = mla + 4 * GH;
     red = ss + (int64_t)GH * C;
-    ks = (unsigned char *)(red + (int64_t)nw * GH * hd);
+    ks = (unsigned char *)(red + (int64_t)KG * GH * hd);
     vs = ks + (int64_t)C * rowb;
-    if (AMK_ATTN_DECODE_SMEM(hd, rowb, nw, C) > dyn || hd > 32 * AMK_ATTN_DPL) {
+    if (AMK_ATTN_DECODE_SMEM(hd, rowb, KG, C) > dyn || hd > 32 * AMK_ATTN_DPL) {
         if (tid == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, hd); /* host checks: never for a checked program */
         return;
     }
@@ -880,7 +920,6 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
         for (int hp = 0; hp < grp; hp += GH) {
             const int gh = grp - hp < GH ? grp - hp : GH;
             const int64_t h0 = (int64_t)g * grp + hp; /* the pass's first query head */
-            float *wacc = red + (int64_t)warp * GH * hd; /* [GH, hd] this warp's p.V sums */
             for (int i = tid; i < GH * hd; i += NT) /* heads past gh score as 0 and are never stored */
                 qs[i] = i < gh * hd ? amk_load((const void *)q->ptr, q->dtype, h0 * hd + i) : 0.0f;
             if (tid < GH) { mla[tid] = -INFINITY; mla[GH + tid] = 0.0f; }
@@ -916,7 +955,11 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
                         if (fmt == AMK_DTYPE_BF16) AMK__ATTN_QK(8, amk_unpack_bf16x8(((const uint4 *)kr)[vi], k_));
                         else if (fmt == AMK_DTYPE_F16) AMK__ATTN_QK(8, amk_unpack_f16x8(((const uint4 *)kr)[vi], k_));
                         else if (vec) AMK__ATTN_QK(4, amk_unpack_f32x4(((const uint4 *)kr)[vi], k_));
-                        else AMK__ATTN_QK(1, k_[0] = ((const float *)kr)[vi]);
+                        else
+                            for (int d = sub; d < hd; d += kpt)
+#pragma unroll
+                                for (int h = 0; h < AMK_ATTN_GH; h++)
+                                    sc[h] = fmaf(qs[h * hd + d], ((const float *)kr)[d], sc[h]);
                     }
 #pragma unroll
                     for (int h = 0; h < AMK_ATTN_GH; h++) {
@@ -940,37 +983,42 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
                     if (lane == 0) { mla[GH + h] = mla[GH + h] * a + sum; mla[2 * GH + h] = a; mla[h] = m_new; }
                 }
                 __syncthreads();
-                { /* p.V: warp w over keys w, w + nw, ...; its sums live in wacc between chunks */
-                    float acc[AMK_ATTN_GH][AMK_ATTN_DPL];
+                if (pv) { /* p.V: thread (kg, d) sums keys kg, kg + KG, ... for dims d, d + 1 */
+                    float acc[AMK_ATTN_GH][2], *wa = red + (int64_t)kg * GH * hd + d;
 #pragma unroll
-                    for (int h = 0; h < AMK_ATTN_GH; h++) {
+                    for (int h = 0; h < AMK_ATTN_GH; h++) { /* the first chunk starts from 0 */
                         const float a = mla[2 * GH + h];
-#pragma unroll
-                        for (int t = 0; t < AMK_ATTN_DPL; t++) /* the first chunk starts from 0 */
-                            acc[h][t] = c0 == r0 || h >= gh || lane + 32 * t >= hd ? 0.0f : wacc[h * hd + lane + 32 * t] * a;
+                        acc[h][0] = c0 == r0 || h >= gh ? 0.0f : wa[h * hd] * a;
+                        acc[h][1] = c0 == r0 || h >= gh || d + 1 >= hd ? 0.0f : wa[h * hd + 1] * a;
                     }
-                    for (int j = warp; j < n; j += nw) {
+                    for (int j = kg; j < n; j += KG) {
                         const unsigned char *vr = vs + j * rowb;
-                        float p[AMK_ATTN_GH];
+                        float v0, v1;
+                        if (fmt == AMK_DTYPE_BF16) {
+                            const uint32_t u = *(const uint32_t *)(vr + 2 * d); /* why: 2 dims a load */
+                            v0 = __uint_as_float(u << 16);
+                            v1 = __uint_as_float(u & 0xFFFF0000u);
+                        } else if (fmt == AMK_DTYPE_F16) {
+                            const __half2 u = *(const __half2 *)(vr + 2 * d);
+                            v0 = __low2float(u);
+                            v1 = __high2float(u);
+                        } else {
+                            const float2 u = *(const float2 *)(vr + 4 * d);
+                            v0 = u.x;
+                            v1 = u.y;
+                        }
 #pragma unroll
-                        for (int h = 0; h < AMK_ATTN_GH; h++) p[h] = h < gh ? ss[h * C + j] : 0.0f;
-#pragma unroll
-                        for (int t = 0; t < AMK_ATTN_DPL; t++) {
-                            const int d = lane + 32 * t;
-                            if (d < hd) {
-                                const float v = fmt == AMK_DTYPE_BF16 ? __uint_as_float((uint32_t)((const uint16_t *)vr)[d] << 16)
-                                              : fmt == AMK_DTYPE_F16 ? __half2float(((const __half *)vr)[d])
-                                              : ((const float *)vr)[d];
-#pragma unroll
-                                for (int h = 0; h < AMK_ATTN_GH; h++) acc[h][t] = fmaf(p[h], v, acc[h][t]);
-                            }
+                        for (int h = 0; h < AMK_ATTN_GH; h++) {
+                            const float p = h < gh ? ss[h * C + j] : 0.0f;
+                            acc[h][0] = fmaf(p, v0, acc[h][0]);
+                            acc[h][1] = fmaf(p, v1, acc[h][1]); /* past an odd hd: never stored */
                         }
                     }
 #pragma unroll
-                    for (int h = 0; h < AMK_ATTN_GH; h++)
-#pragma unroll
-                        for (int t = 0; t < AMK_ATTN_DPL; t++)
-                            if (lane + 32 * t < hd) wacc[h * hd + lane + 32 * t] = acc[h][t];
+                    for (int h = 0; h < AMK_ATTN_GH; h++) {
+                        if (h < gh) wa[h * hd] = acc[h][0];
+                        if (h < gh && d + 1 < hd) wa[h * hd + 1] = acc[h][1];
+                    }
                 }
                 __syncthreads(); /* why: the next chunk overwrites K, V and the scores; wacc final */
             }
@@ -979,7 +1027,7 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
                 const float l = mla[GH + h];
                 float s = 0.0f;
                 if (r1 > r0) /* why: an empty window never wrote the sums */
-                    for (int w = 0; w < nw; w++) s += red[((int64_t)w * GH + h) * hd + d];
+                    for (int k = 0; k < KG; k++) s += red[((int64_t)k * GH + h) * hd + d];
                 if (partial) {
                     float *po = (float *)o->ptr + (h0 + h) * (hd + 2); /* F32 (op_check) */
                     po[d] = s;
@@ -998,7 +1046,10 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
    so they land on the correctly rounded fp32 value the host's libm gives (almost always). */
 static __device__ float amk_rope_inv_freq(const amk_params_t *P, int i) {
     const float e = (float)(2 * i) / (float)P->head_dim;
-    float inv = 1.0f / (float)pow((double)P->theta, (double)e);
+    /* why exp2(e*log2(theta)), not pow: the same double accuracy for these arguments (an error
+       near 1e-15, far below fp32's rounding step) and a fraction of pow's latency; the RoPE
+       tiles' epilogue waited ~2.5 us for pow (H100 probe, bench/NOTES.md) */
+    float inv = 1.0f / (float)exp2((double)e * log2((double)P->theta));
     if (P->rope_factor > 0.0f) { /* llama3 scaling (REFERENCE.md §3.4), in fp32 */
         const float orig = (float)P->rope_orig_ctx, lo = P->rope_low_freq_factor, hi = P->rope_high_freq_factor;
         const float wavelen = 2.0f * 3.14159265358979323846f / inv;
@@ -1074,14 +1125,9 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
-    if (flags) /* why: every thread reads the same positions, so all return together */
-        for (m0 = 0; m0 < M; m0++) {
-            const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m0);
-            if (pos < 0 || (kv_row && pos >= o->numel / N)) {
-                if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
-                return;
-            }
-        }
+    /* why: the first position is loaded before staging and checked after it, so its load
+       latency hides behind the staging loads instead of preceding them */
+    const int64_t pos_first = flags ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
     for (m0 = 0; m0 < M; m0 += mc) {
         const int mr = (int)(M - m0 < mc ? M - m0 : mc);
         float inv[AMK_GEMV_ROWS]; /* why: xs holds x * norm_w; the row's 1/rms scales the sums */
@@ -1090,20 +1136,28 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
             const float ss = r < mr ? amk_stage_x(xs + (int64_t)r * K, x, (m0 + r) * K, K, nwt) : 0.0f;
             inv[r] = r < mr ? 1.0f / sqrtf(amk_block_sum(c, ss) / (float)K + P->eps) : 0.0f; /* syncs */
         }
+        if (flags && m0 == 0) /* why: every thread reads the same positions, so all return together */
+            for (int64_t m = 0; m < M; m++) {
+                const int64_t pos = m == 0 ? pos_first : amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m);
+                if (pos < 0 || (kv_row && pos >= o->numel / N)) {
+                    if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
+                    return;
+                }
+            }
         for (n = n_begin + warp; n < n_end; n += nw) {
             float acc[AMK_GEMV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f}, acu[AMK_GEMV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
             if (fast) {
                 const char *wrow = (const char *)W->ptr + n * K * esz; /* [K] row n of W */
                 const char *urow = swiglu ? (const char *)Wu->ptr + n * K * esz : wrow;
                 if (W->dtype == AMK_DTYPE_BF16) {
-                    AMK__GEMV_VEC_ROW(amk_unpack_bf16x8, 8, acc, wrow);
-                    if (swiglu) AMK__GEMV_VEC_ROW(amk_unpack_bf16x8, 8, acu, urow);
+                    if (swiglu) AMK__GEMV_VEC_PAIR(amk_unpack_bf16x8, 8, acc, wrow, acu, urow);
+                    else AMK__GEMV_VEC_ROW(amk_unpack_bf16x8, 8, acc, wrow);
                 } else if (W->dtype == AMK_DTYPE_F16) {
-                    AMK__GEMV_VEC_ROW(amk_unpack_f16x8, 8, acc, wrow);
-                    if (swiglu) AMK__GEMV_VEC_ROW(amk_unpack_f16x8, 8, acu, urow);
+                    if (swiglu) AMK__GEMV_VEC_PAIR(amk_unpack_f16x8, 8, acc, wrow, acu, urow);
+                    else AMK__GEMV_VEC_ROW(amk_unpack_f16x8, 8, acc, wrow);
                 } else {
-                    AMK__GEMV_VEC_ROW(amk_unpack_f32x4, 4, acc, wrow);
-                    if (swiglu) AMK__GEMV_VEC_ROW(amk_unpack_f32x4, 4, acu, urow);
+                    if (swiglu) AMK__GEMV_VEC_PAIR(amk_unpack_f32x4, 4, acc, wrow, acu, urow);
+                    else AMK__GEMV_VEC_ROW(amk_unpack_f32x4, 4, acc, wrow);
                 }
             } else {
                 for (int k = lane; k < K; k += 32) {
@@ -1133,7 +1187,9 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
                 const int64_t r = i / (nt / 2), j = 2 * (i - r * (nt / 2)), nn = n_begin + j;
                 const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m0 + r);
                 const float ang = (float)pos * amk_rope_inv_freq(P, (int)((nn % P->head_dim) / 2));
-                const float cs = (float)cos((double)ang), sn = (float)sin((double)ang);
+                double sd, cd;
+                sincos((double)ang, &sd, &cd);
+                const float cs = (float)cd, sn = (float)sd;
                 const float x1 = ys[r * nt + j], x2 = ys[r * nt + j + 1];
                 amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, nn, N, last), x1 * cs - x2 * sn);
                 amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, nn + 1, N, last), x2 * cs + x1 * sn);
@@ -1364,8 +1420,10 @@ AMK_OP_FN void amk_op_attention_combine(amk_op_ctx *c, float *smem) {
     }
 }
 
-/* Runs instruction c->ins on the calling block. smem: the dynamic shared memory. */
-static __device__ void amk_op_dispatch(amk_op_ctx *c, float *smem) {
+/* Runs instruction c->ins on the calling block. smem: the dynamic shared memory. why
+   __forceinline__: left to itself, the compiler made the dispatch a call once the ops grew, and
+   the call spilled (the ops are written for the inlined register budget). */
+static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *smem) {
     switch (c->ins.op) {
     case AMK_OP_NOP: break;
     case AMK_OP_COPY: amk_op_copy(c); break;

@@ -100,17 +100,23 @@ static __device__ void amk_vm_prefetch_rows(const amk_instruction_t *gi, const a
 
 /* Thread 0, before a wait that is not met yet: prefetch the first AMK_VM_PREFETCH_BYTES of a
    GEMV/GEMM (or fused RMSNORM_*) tile's weight rows into L2; RMSNORM_SWIGLU's gate and up rows
-   share the budget. why __noinline__: inlined, thread 0's prefetch code pushed the VM loop past
+   share the budget; a fused tile's norm weight comes too. why __noinline__: inlined, thread 0's prefetch code pushed the VM loop past
    its 128 registers (spills); it runs only while a wait is not met, so a call costs nothing. */
 static __device__ __noinline__ void amk_vm_prefetch(const amk_instruction_t *gi, const amk_buffer_t *bufs) {
     if (AMK_VM_PREFETCH_BYTES == 0u) return;
     if (gi->op == AMK_OP_GEMV_TILE || gi->op == AMK_OP_GEMM_TILE) {
         amk_vm_prefetch_rows(gi, bufs, 1, AMK_VM_PREFETCH_BYTES);
-    } else if (gi->op == AMK_OP_RMSNORM_GEMV) {
-        amk_vm_prefetch_rows(gi, bufs, 2, AMK_VM_PREFETCH_BYTES);
-    } else if (gi->op == AMK_OP_RMSNORM_SWIGLU) {
-        amk_vm_prefetch_rows(gi, bufs, 2, AMK_VM_PREFETCH_BYTES / 2);
-        amk_vm_prefetch_rows(gi, bufs, 3, AMK_VM_PREFETCH_BYTES / 2);
+    } else if (gi->op == AMK_OP_RMSNORM_GEMV || gi->op == AMK_OP_RMSNORM_SWIGLU) {
+        const amk_buffer_t *nw = &bufs[gi->inputs[1]]; /* the norm weight: K floats, staged first */
+        const uint64_t nb = (uint64_t)nw->numel * 4u & ~(uint64_t)15;
+        if ((nw->kind == AMK_KIND_WEIGHT || nw->kind == AMK_KIND_CONST) && nw->dtype == AMK_DTYPE_F32 && nb)
+            amk_ptx_prefetch_l2_bulk((const void *)nw->ptr, (uint32_t)(nb < AMK_VM_PREFETCH_BYTES ? nb : AMK_VM_PREFETCH_BYTES));
+        if (gi->op == AMK_OP_RMSNORM_GEMV) {
+            amk_vm_prefetch_rows(gi, bufs, 2, AMK_VM_PREFETCH_BYTES);
+        } else {
+            amk_vm_prefetch_rows(gi, bufs, 2, AMK_VM_PREFETCH_BYTES / 2);
+            amk_vm_prefetch_rows(gi, bufs, 3, AMK_VM_PREFETCH_BYTES / 2);
+        }
     }
 }
 
