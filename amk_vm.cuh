@@ -100,8 +100,9 @@ static __device__ void amk_vm_prefetch_rows(const amk_instruction_t *gi, const a
 
 /* Thread 0, before a wait that is not met yet: prefetch the first AMK_VM_PREFETCH_BYTES of a
    GEMV/GEMM (or fused RMSNORM_*) tile's weight rows into L2; RMSNORM_SWIGLU's gate and up rows
-   share the budget; a fused tile's norm weight comes too. why __noinline__: inlined, thread 0's prefetch code pushed the VM loop past
-   its 128 registers (spills); it runs only while a wait is not met, so a call costs nothing. */
+   share the budget; a fused tile's norm weight comes too. why __noinline__: inlined, thread 0's
+   prefetch code pushed the VM loop past its 128 registers (spills); it runs only while a wait
+   is not met, so the call costs nothing that matters. */
 static __device__ __noinline__ void amk_vm_prefetch(const amk_instruction_t *gi, const amk_buffer_t *bufs) {
     if (AMK_VM_PREFETCH_BYTES == 0u) return;
     if (gi->op == AMK_OP_GEMV_TILE || gi->op == AMK_OP_GEMM_TILE) {
