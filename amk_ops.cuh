@@ -447,7 +447,14 @@ AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c) {
    shuffles. Quantized weights (qdtype 6 = I8, 7 = I4 packed) dequantize (q - zero) * scale on
    the fly, only for the tile's rows. */
 
-#define AMK_GEMV_ROWS 4 /* why: x rows per pass; 4 accumulators per lane keep registers in check */
+#ifndef AMK_GEMV_ROWS
+/* why: x rows per pass over a weight row. 1, not 4: every GEMV tile of a decode step has one row
+   (M = 1), and with 4 the unrolled loops laid the three unused rows' code between the used
+   instructions: one row per pass shrinks amk_vm_main's code from 1.19 to 0.79 MB, and made the
+   step 7% (Llama-3-8B), 11% (1B) and 20% (SmolLM2) faster on the H100 (bench/RESULTS.md runs
+   19-20). M > 1 re-reads the weights per row; GEMM on the tensor cores is the plan for it. */
+#define AMK_GEMV_ROWS 1
+#endif
 #ifndef AMK_GEMV_INFLIGHT
 /* why: 16-byte loads in flight per lane; measured on H100 (bench/NOTES.md): 4 gave 1.85 TB/s at
    256 threads, 8 gave 2.24 (2.82 at 512 threads) with no spills */
@@ -652,7 +659,7 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
         amk_stage_x(xs, x, m0 * K, (int64_t)mr * K, 0);
         __syncthreads();
         for (n = n_begin + warp; n < n_end; n += nw) {
-            float acc[AMK_GEMV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
+            float acc[AMK_GEMV_ROWS] = {0.0f};
             /* why: the bias (the residual, in the Llama step) is loaded before the weights, so its
                latency overlaps theirs instead of following the sums (M = 1: the decode case) */
             const float bias0 = bias && lane == 0 && mr == 1 ? amk_load((const void *)bias->ptr, bias->dtype, n) : 0.0f;
@@ -1145,7 +1152,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
                 }
             }
         for (n = n_begin + warp; n < n_end; n += nw) {
-            float acc[AMK_GEMV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f}, acu[AMK_GEMV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
+            float acc[AMK_GEMV_ROWS] = {0.0f}, acu[AMK_GEMV_ROWS] = {0.0f};
             if (fast) {
                 const char *wrow = (const char *)W->ptr + n * K * esz; /* [K] row n of W */
                 const char *urow = swiglu ? (const char *)Wu->ptr + n * K * esz : wrow;
