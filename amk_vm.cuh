@@ -12,7 +12,7 @@
    warp streaming weights into a shared-memory ring ahead of the counters, a controller warp) is
    the next step; bench/NOTES.md says where the time goes. Build-time knobs (-D):
    AMK_VM_MAX_THREADS, AMK_VM_BACKOFF_MIN_NS/MAX_NS, AMK_VM_PREFETCH_BYTES (0 = off),
-   AMK_GEMV_INFLIGHT.
+   AMK_GEMV_INFLIGHT, AMK_GEMV_ROWS.
 
    Build: this header is the whole device translation unit:
        nvcc -x cu -cubin -gencode arch=compute_90a,code=sm_90a -o amk_vm.cubin amk_vm.cuh
