@@ -451,8 +451,8 @@ AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c) {
 /* why: x rows per pass over a weight row. 1, not 4: every GEMV tile of a decode step has one row
    (M = 1), and with 4 the unrolled loops laid the three unused rows' code between the used
    instructions: one row per pass shrinks amk_vm_main's code from 1.19 to 0.79 MB, and made the
-   step 7% (Llama-3-8B), 11% (1B) and 20% (SmolLM2) faster on the H100 (bench/RESULTS.md runs
-   19-20). M > 1 re-reads the weights per row; GEMM on the tensor cores is the plan for it. */
+   step 6% (Llama-3-8B), 11% (1B) and 17% (SmolLM2) faster on the H100 (bench/RESULTS.md run
+   20). M > 1 re-reads the weights per row; GEMM on the tensor cores is the plan for it. */
 #define AMK_GEMV_ROWS 1
 #endif
 #ifndef AMK_GEMV_INFLIGHT
