@@ -103,8 +103,11 @@ static __device__ __forceinline__ uint32_t amk_ptx_dynamic_smem_size(void) {
 
 #define AMK_OPS_WARP 32
 
-/* E4M3FN (no infinity, 0x7F/0xFF are NaN), as amk_f8e4m3_to_f32 on the host. */
-static __device__ __forceinline__ float amk_f8e4m3_to_float(uint32_t v) {
+/* E4M3FN (no infinity, 0x7F/0xFF are NaN), as amk_f8e4m3_to_f32 on the host. why __noinline__
+   (and for amk_float_to_minifloat): amk_load and amk_store are inlined at every call, and their
+   FP8 cases were ~150 KB of the VM's code, laid between the instructions of the hot paths; the
+   VM's code size costs every op (bench/RESULTS.md run 20). FP8 elements are rare here. */
+static __device__ __noinline__ float amk_f8e4m3_to_float(uint32_t v) {
     uint32_t e = (v >> 3) & 15u, m = v & 7u;
     float r;
     if ((v & 0x7Fu) == 0x7Fu) return __int_as_float((int)(0x7FC00000u | ((v & 0x80u) << 24)));
@@ -119,8 +122,8 @@ static __device__ __forceinline__ float amk_f8e5m2_to_float(uint32_t v) {
 
 /* Round-to-nearest-even into a minifloat with ebits/mbits/bias; |f| >= overflow_at gives
    overflow_code (E4M3: saturate to 448; E5M2: infinity), NaN gives 0x7F: the host's rules. */
-static __device__ uint32_t amk_float_to_minifloat(float f, int mbits, int bias, float overflow_at,
-                                                  uint32_t overflow_code) {
+static __device__ __noinline__ uint32_t amk_float_to_minifloat(float f, int mbits, int bias, float overflow_at,
+                                                               uint32_t overflow_code) {
     uint32_t sign = signbit(f) ? 0x80u : 0u, code;
     float a = fabsf(f);
     int e;
@@ -478,19 +481,10 @@ AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c) {
    used, the last batch too (K is a multiple of VEC: the caller's fast-path condition). */
 #define AMK__GEMV_VEC_ROW(UNPACK, VEC, acc, wrow) do { \
     const int step_ = 32 * (VEC); \
-    int k0_ = lane * (VEC); \
-    for (; k0_ + (AMK_GEMV_INFLIGHT - 1) * step_ + (VEC) <= K; k0_ += AMK_GEMV_INFLIGHT * step_) { \
-        uint4 raw_[AMK_GEMV_INFLIGHT]; \
-        _Pragma("unroll") for (int u_ = 0; u_ < AMK_GEMV_INFLIGHT; u_++) \
-            raw_[u_] = amk_ld_v4(wrow + (int64_t)(k0_ + u_ * step_) * esz, w_nc); \
-        _Pragma("unroll") for (int u_ = 0; u_ < AMK_GEMV_INFLIGHT; u_++) { \
-            float w_[VEC]; \
-            UNPACK(raw_[u_], w_); \
-            AMK__GEMV_FMA(acc, w_, VEC, xs, K, k0_ + u_ * step_, mr); \
-        } \
-    } \
-    if (k0_ < K) { /* why: the rest (fewer than AMK_GEMV_INFLIGHT vectors) in one batch too, not a \
-                      load latency a vector: rows of K = 576 or 1536 are all rest */ \
+    /* why one predicated loop, not full batches plus a tail: the tail (rows of K = 576 or 1536 \
+       are all tail) needs the batch too, and a second unrolled copy of it cost code size, which \
+       the VM pays in every op (bench/RESULTS.md run 20) */ \
+    for (int k0_ = lane * (VEC); k0_ < K; k0_ += AMK_GEMV_INFLIGHT * step_) { \
         uint4 raw_[AMK_GEMV_INFLIGHT]; \
         _Pragma("unroll") for (int u_ = 0; u_ < AMK_GEMV_INFLIGHT; u_++) \
             raw_[u_] = k0_ + u_ * step_ < K ? amk_ld_v4(wrow + (int64_t)(k0_ + u_ * step_) * esz, w_nc) \
