@@ -489,10 +489,13 @@ static void test_sample_argmax(void) {
     int y = buf(p, "tok", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 4, 0, 0);
     int x2 = buf(p, "logits2", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, 1, 49152, 0);
     int y2 = buf(p, "tok2", AMK_KIND_IO_OUTPUT, AMK_DTYPE_U8, 1, 1, 0, 0);
+    int x3 = buf(p, "logits3", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, 65536, 0);
+    int y3 = buf(p, "tok3", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
     int i;
     gcase g;
     task(p, AMK_OP_SAMPLE_ARGMAX, &x, 1, y, amk_program_add_counter(p, ""), 0);
     task(p, AMK_OP_SAMPLE_ARGMAX, &x2, 1, y2, amk_program_add_counter(p, ""), 0);
+    task(p, AMK_OP_SAMPLE_ARGMAX, &x3, 1, y3, amk_program_add_counter(p, ""), 0);
     if (gcase_begin(&g, p, "ARGMAX", 10.0f)) {
         float *l = (float *)amk_refvm_buffer(g.vm, x, NULL);
         void *l2 = amk_refvm_buffer(g.vm, x2, NULL);
@@ -502,12 +505,22 @@ static void test_sample_argmax(void) {
         for (i = 2000; i < 3000; i++) l[i] = NAN;       /* row 2: all NaN -> 0 */
         for (i = 3000; i < 4000; i++) l[i] = -INFINITY; /* row 3: all -inf -> the first */
         amk__store_f32(l2, AMK_DTYPE_BF16, 40000, 77.0f); /* tok2 = 40000 saturates to 255 in U8 */
+        { /* a tie across one thread's load chains (float4 j, j + NT, ... at any block size up to
+             1024): the smallest index wins */
+            float *l3 = (float *)amk_refvm_buffer(g.vm, x3, NULL);
+            l3[8194] = l3[4097] = l3[2049] = 60.0f;
+            l3[1] = NAN;
+        }
         gcase_sync(&g, x);
         gcase_sync(&g, x2);
+        gcase_sync(&g, x3);
         if (gcase_run(&g, "ARGMAX")) {
             int32_t tok[4];
             gcase_compare(&g, y, 0.0, 0.0, "ARGMAX");
             gcase_compare(&g, y2, 0.0, 0.0, "ARGMAX bf16");
+            gcase_compare(&g, y3, 0.0, 0.0, "ARGMAX chains");
+            CHECK_EQ_INT(amk_cuda_download(g.cu, y3, tok, sizeof(int32_t), NULL), AMK_OK);
+            CHECK_EQ_INT(tok[0], 2049);
             CHECK_EQ_INT(amk_cuda_download(g.cu, y, tok, sizeof tok, NULL), AMK_OK);
             CHECK_EQ_INT(tok[0], 17);
             CHECK_EQ_INT(tok[1], 999); /* the index within the row */
