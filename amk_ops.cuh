@@ -77,6 +77,20 @@ static __device__ __forceinline__ uint32_t amk_ptx_smid(void) {
     return r;
 }
 
+/* why: decode attention stages a chunk of cache rows in shared memory with every thread's
+   copies in flight at once and no registers held; .cg reads L2 only (the rows may have been
+   written by other SMs this launch). 16 bytes, both addresses 16-byte aligned. sm_80+. */
+static __device__ __forceinline__ void amk_ptx_cp_async_16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
+}
+
+/* why: waits for all of the calling thread's cp.async copies (a barrier then publishes them to
+   the block). sm_80+. */
+static __device__ __forceinline__ void amk_ptx_cp_async_wait_all(void) {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 /* why: the VM runs every op inside one persistent loop; values derived from threadIdx.x (the
    lane, lane + 32t, divisions by blockDim.x) were hoisted out of that loop by the compiler and
    held in registers across every op, at the VM's 128-register cap. A volatile read cannot be
@@ -849,21 +863,9 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
    groups of threads accumulate p.V over keys kg, kg + KG, ... (a thread two dims of every head)
    and the groups' sums meet in shared memory at the end. */
 
-/* 16 bytes global -> shared, asynchronous (L2 only: the cache rows were written by other SMs
-   this launch). sm_80+. */
-static __device__ __forceinline__ void amk_ptx_cp_async_16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
-                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
-}
-/* Waits for all of the thread's cp.async copies. sm_80+. */
-static __device__ __forceinline__ void amk_ptx_cp_async_wait_all(void) {
-    asm volatile("cp.async.wait_all;" ::: "memory");
-}
-
 /* sc[h] += q[h, vi*VECE + e] * k[e] for the key row krow (shared memory), over the row's vectors
    vi = sub, sub + kpt, ...; LOAD fills k_[VECE] (VECE 4 or 8) from vector vi. q is read four
-   floats at a time (why: a broadcast 16-byte read instead of four: the score loop is bound by
-   shared-memory instructions). */
+   floats at a time (one broadcast 16-byte read instead of four 4-byte ones). */
 #define AMK__ATTN_QK(VECE, LOAD) do { \
     for (int vi = sub; vi < nvec; vi += kpt) { \
         float k_[VECE]; \
@@ -939,10 +941,10 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
                         amk_ptx_cp_async_wait_all();
                     } else {
                         for (int e = tid; e < 2 * n * hd; e += NT) {
-                            const int isv = e >= n * hd, r = e - isv * n * hd, row = r / hd, d = r - row * hd;
+                            const int isv = e >= n * hd, r = e - isv * n * hd, row = r / hd, col = r - row * hd;
                             const amk_buffer_t *b = isv ? vc : kc;
-                            ((float *)((isv ? vs : ks) + row * rowb))[d] =
-                                amk_load((const void *)b->ptr, b->dtype, ((c0 + row) * nkv + g) * hd + d);
+                            ((float *)((isv ? vs : ks) + row * rowb))[col] =
+                                amk_load((const void *)b->ptr, b->dtype, ((c0 + row) * nkv + g) * hd + col);
                         }
                     }
                     loaded = r1 - r0 <= C ? c0 * nkv + g : -1;
@@ -957,10 +959,10 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
                         else if (fmt == AMK_DTYPE_F16) AMK__ATTN_QK(8, amk_unpack_f16x8(((const uint4 *)kr)[vi], k_));
                         else if (vec) AMK__ATTN_QK(4, amk_unpack_f32x4(((const uint4 *)kr)[vi], k_));
                         else
-                            for (int d = sub; d < hd; d += kpt)
+                            for (int col = sub; col < hd; col += kpt)
 #pragma unroll
                                 for (int h = 0; h < AMK_ATTN_GH; h++)
-                                    sc[h] = fmaf(qs[h * hd + d], ((const float *)kr)[d], sc[h]);
+                                    sc[h] = fmaf(qs[h * hd + col], ((const float *)kr)[col], sc[h]);
                     }
 #pragma unroll
                     for (int h = 0; h < AMK_ATTN_GH; h++) {
@@ -1021,23 +1023,26 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
                         if (h < gh && d + 1 < hd) wa[h * hd + 1] = acc[h][1];
                     }
                 }
-                __syncthreads(); /* why: the next chunk overwrites K, V and the scores; wacc final */
+                __syncthreads(); /* why: the next chunk overwrites K, V and the scores; sums final */
             }
-            for (int i = tid; i < gh * hd; i += NT) { /* the warps' sums, head h0 + i / hd */
-                const int h = i / hd, d = i - h * hd;
+            /* why: an empty window runs no chunk, whose barriers would order the m, l set above
+               before these reads (a split past the position: pos < kv_start) */
+            if (r1 <= r0) __syncthreads();
+            for (int i = tid; i < gh * hd; i += NT) { /* the key groups' sums, head h0 + i / hd */
+                const int h = i / hd, e = i - h * hd;
                 const float l = mla[GH + h];
                 float s = 0.0f;
                 if (r1 > r0) /* why: an empty window never wrote the sums */
-                    for (int k = 0; k < KG; k++) s += red[((int64_t)k * GH + h) * hd + d];
+                    for (int k = 0; k < KG; k++) s += red[((int64_t)k * GH + h) * hd + e];
                 if (partial) {
                     float *po = (float *)o->ptr + (h0 + h) * (hd + 2); /* F32 (op_check) */
-                    po[d] = s;
-                    if (d == 0) { po[hd] = mla[h]; po[hd + 1] = l; }
+                    po[e] = s;
+                    if (e == 0) { po[hd] = mla[h]; po[hd + 1] = l; }
                 } else {
-                    amk_store((void *)o->ptr, o->dtype, (h0 + h) * hd + d, l > 0.0f ? s / l : 0.0f);
+                    amk_store((void *)o->ptr, o->dtype, (h0 + h) * hd + e, l > 0.0f ? s / l : 0.0f);
                 }
             }
-            __syncthreads(); /* why: q, m, l and the warp sums are reused by the next pass */
+            __syncthreads(); /* why: q, m, l and the sums are reused by the next pass */
         }
     }
 }
