@@ -11351,7 +11351,8 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
     if (smem > 0) {
         const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
         const int rope = t->op == AMK_OP_RMSNORM_GEMV && ((uint32_t)amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE);
-        const int64_t need = 4 * (K + (rope ? amk__param_i(t, "N_tile", 0) : 0)); /* one staged row (+ tile) */
+        /* one staged row, + the tile and its RoPE cos/sin (amk_op_norm_gemv) */
+        const int64_t need = 4 * (K + (rope ? 2 * amk__param_i(t, "N_tile", 0) : 0));
         const int64_t attn = t->op == AMK_OP_ATTENTION_DECODE /* one chunk of 32 rows, 4 bytes an element */
                                  ? AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, 4),
                                                         AMK_ATTN_KEY_GROUPS(hd, threads), 32)

@@ -1122,10 +1122,11 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int fast = (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16) &&
                      (!swiglu || Wu->dtype == W->dtype) && ((int64_t)K * esz) % 16 == 0;
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
-    const int64_t fit = (int64_t)(amk_ptx_dynamic_smem_size() / 4) / (K + (rope ? nt : 0));
+    const int64_t fit = (int64_t)(amk_ptx_dynamic_smem_size() / 4) / (K + (rope ? 2 * nt : 0));
     const int64_t mc = fit < AMK_GEMV_ROWS ? fit : AMK_GEMV_ROWS;
     float *xs = smem;          /* [mc, K] normalised rows of x */
     float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */
+    float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
     int64_t m0, n, i;
     if (mc < 1) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
@@ -1149,6 +1150,18 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
                     if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
                     return;
                 }
+            }
+        if (rope) /* why: the pairs' cos and sin before the sums, by the block's last threads (in
+                     warps with no or fewer rows when N_tile is not a multiple of the warps), so the
+                     epilogue after the sums does not wait for the double-precision trig */
+            for (i = AMK_OPS_NT - 1 - AMK_OPS_TID; i < (int64_t)mr * (nt / 2); i += AMK_OPS_NT) {
+                const int64_t r = i / (nt / 2), nn = n_begin + 2 * (i - r * (nt / 2));
+                const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m0 + r);
+                const float ang = (float)pos * amk_rope_inv_freq(P, (int)((nn % P->head_dim) / 2));
+                double sd, cd;
+                sincos((double)ang, &sd, &cd);
+                cssn[2 * i] = (float)cd;
+                cssn[2 * i + 1] = (float)sd;
             }
         for (n = n_begin + warp; n < n_end; n += nw) {
             float acc[AMK_GEMV_ROWS] = {0.0f}, acu[AMK_GEMV_ROWS] = {0.0f};
@@ -1191,11 +1204,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         if (rope) {
             for (i = AMK_OPS_TID; i < (int64_t)mr * (nt / 2); i += AMK_OPS_NT) {
                 const int64_t r = i / (nt / 2), j = 2 * (i - r * (nt / 2)), nn = n_begin + j;
-                const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m0 + r);
-                const float ang = (float)pos * amk_rope_inv_freq(P, (int)((nn % P->head_dim) / 2));
-                double sd, cd;
-                sincos((double)ang, &sd, &cd);
-                const float cs = (float)cd, sn = (float)sd;
+                const float cs = cssn[2 * i], sn = cssn[2 * i + 1];
                 const float x1 = ys[r * nt + j], x2 = ys[r * nt + j + 1];
                 amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, nn, N, last), x1 * cs - x2 * sn);
                 amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, nn + 1, N, last), x2 * cs + x1 * sn);
