@@ -4090,6 +4090,19 @@ AMK__FN int amk__opshape_rope(const amk__opshape *c, const amk_task *t, const am
     return 1;
 }
 
+/* A GEMV-family tile's output out [M, N_out] (n_out elements) holds its columns [n_off, end). */
+AMK__FN int amk__opshape_tile_out(const amk__opshape *c, const amk_buffer *out, int64_t n_out, int64_t M,
+                                  int64_t end) {
+    int64_t last = amk__opshape_last(out), v;
+    if (last < end)
+        return amk__opshape_fail(c, AMK_CHECK_OP_SHAPE, "out '%s' last dim %lld < n_off+N_tile = %lld",
+                                 amk__opshape_name(out), (long long)last, (long long)end);
+    if (!amk__mul_i64(M, last, &v) || n_out != v)
+        return amk__opshape_fail(c, AMK_CHECK_OP_SHAPE, "out '%s' has %lld elements, M*N_out = %lld*%lld",
+                                 amk__opshape_name(out), (long long)n_out, (long long)M, (long long)last);
+    return 1;
+}
+
 AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *which, char *msg,
                           size_t msg_size) {
     amk__opshape c;
@@ -4197,7 +4210,7 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
 
     case AMK_OP_GEMV_TILE:
     case AMK_OP_GEMM_TILE: {
-        int64_t K = P.K, M, N, end, n_out_last;
+        int64_t K = P.K, M, N, end;
         const amk_buffer *W = in[1];
         if (K < 1) AMK__OPS_FAIL(PARAM_VALUE, "K = %lld must be >= 1", (long long)K);
         if (n_in[0] % K || n_in[0] / K < 1)
@@ -4253,13 +4266,7 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         if (end > N)
             AMK__OPS_FAIL(PARAM_VALUE, "n_off+N_tile = %lld exceeds W rows %lld", (long long)end,
                           (long long)N);
-        n_out_last = amk__opshape_last(out);
-        if (n_out_last < end)
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' last dim %lld < n_off+N_tile = %lld",
-                          amk__opshape_name(out), (long long)n_out_last, (long long)end);
-        if (!amk__mul_i64(M, n_out_last, &v) || n_out != v)
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, M*N_out = %lld*%lld",
-                          amk__opshape_name(out), (long long)n_out, (long long)M, (long long)n_out_last);
+        if (!amk__opshape_tile_out(&c, out, n_out, M, end)) return 0;
         if (t->op == AMK_OP_GEMM_TILE) {
             if (P.M_tile < 1 || P.m_off < 0)
                 AMK__OPS_FAIL(PARAM_VALUE, "m_off = %d must be >= 0 and M_tile = %d >= 1", P.m_off,
@@ -4495,14 +4502,8 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
             if (n_out % N || n_out < N)
                 AMK__OPS_FAIL(OP_SHAPE, "cache '%s' has %lld elements, not whole rows of W's N = %lld",
                               amk__opshape_name(out), (long long)n_out, (long long)N);
-        } else {
-            int64_t last = amk__opshape_last(out);
-            if (last < end)
-                AMK__OPS_FAIL(OP_SHAPE, "out '%s' last dim %lld < n_off+N_tile = %lld",
-                              amk__opshape_name(out), (long long)last, (long long)end);
-            if (!amk__mul_i64(M, last, &v) || n_out != v)
-                AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, M*N_out = %lld*%lld",
-                              amk__opshape_name(out), (long long)n_out, (long long)M, (long long)last);
+        } else if (!amk__opshape_tile_out(&c, out, n_out, M, end)) {
+            return 0;
         }
         break;
     }
@@ -5037,7 +5038,7 @@ AMK__FN int amk__v_params(amk__vctx *v, int ti, const char *tn, const amk_op_spe
                          "%s has param '%.40s', which no opcode knows (it will not marshal)", tn, pr->key);
         }
     }
-    for (k = 0; spec && k < 10 && spec->required[k]; k++)
+    for (k = 0; spec && k < (int)(sizeof spec->required / sizeof spec->required[0]) && spec->required[k]; k++)
         if (!amk__v_param(t, spec->required[k])) {
             amk__v_issue(v, AMK_CHECK_PARAM_MISSING, ti, -1, -1, "%s (%s) needs param '%s'", tn,
                          spec->name, spec->required[k]);

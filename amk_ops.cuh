@@ -94,7 +94,8 @@ static __device__ __forceinline__ void amk_ptx_cp_async_wait_all(void) {
 /* why: the VM runs every op inside one persistent loop; values derived from threadIdx.x (the
    lane, lane + 32t, divisions by blockDim.x) were hoisted out of that loop by the compiler and
    held in registers across every op, at the VM's 128-register cap. A volatile read cannot be
-   hoisted, so an op's thread-derived values live only in that op. Read once per op. sm_20+. */
+   hoisted, so an op's thread-derived values live only in that op. Each call is one S2R; the big
+   ops read them once into locals, AMK_OPS_TID/NT re-read them per use (a loop step). sm_20+. */
 static __device__ __forceinline__ int amk_tid(void) {
     uint32_t r;
     asm volatile("mov.u32 %0, %%tid.x;" : "=r"(r));
@@ -119,8 +120,9 @@ static __device__ __forceinline__ uint32_t amk_ptx_dynamic_smem_size(void) {
 
 /* E4M3FN (no infinity, 0x7F/0xFF are NaN), as amk_f8e4m3_to_f32 on the host. why __noinline__
    (and for amk_float_to_minifloat): amk_load and amk_store are inlined at every call, and their
-   FP8 cases were ~150 KB of the VM's code, laid between the instructions of the hot paths; the
-   VM's code size costs every op (bench/RESULTS.md run 20). FP8 elements are rare here. */
+   FP8 cases were ~150 KB of the VM's code, laid between the instructions of the hot paths
+   (bench/RESULTS.md run 21: with the one-copy GEMV loop, SmolLM2 -2.4%; run 26: total code size
+   alone did not matter). FP8 elements are rare here. */
 static __device__ __noinline__ float amk_f8e4m3_to_float(uint32_t v) {
     uint32_t e = (v >> 3) & 15u, m = v & 7u;
     float r;
@@ -496,8 +498,8 @@ AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c) {
 #define AMK__GEMV_VEC_ROW(UNPACK, VEC, acc, wrow) do { \
     const int step_ = 32 * (VEC); \
     /* why one predicated loop, not full batches plus a tail: the tail (rows of K = 576 or 1536 \
-       are all tail) needs the batch too, and a second unrolled copy of it cost code size, which \
-       the VM pays in every op (bench/RESULTS.md run 20) */ \
+       are all tail) needs the batch too, so one copy of the batch code serves both \
+       (bench/RESULTS.md run 21: with the FP8 change below, SmolLM2 -2.4%, 8B and 1B unchanged) */ \
     for (int k0_ = lane * (VEC); k0_ < K; k0_ += AMK_GEMV_INFLIGHT * step_) { \
         uint4 raw_[AMK_GEMV_INFLIGHT]; \
         _Pragma("unroll") for (int u_ = 0; u_ < AMK_GEMV_INFLIGHT; u_++) \
@@ -565,6 +567,7 @@ static __device__ __forceinline__ float amk_q_dequant(float q, const amk_buffer_
 #define AMK_STAGE_ILP 8
 static __device__ __forceinline__ float amk_stage_x(float *xs, const amk_buffer_t *x, int64_t base, int64_t n,
                                                     const amk_buffer_t *w) {
+    const int64_t tid = AMK_OPS_TID, nt = AMK_OPS_NT; /* why: once; AMK_OPS_* re-read per use */
     float ss = 0.0f;
     /* why: 8 contiguous elements a thread in 16-byte loads: a row of K = 4096 in one round of loads
        at 512 threads, where the strided path below takes a round per 8 elements a thread (on the
@@ -572,7 +575,7 @@ static __device__ __forceinline__ float amk_stage_x(float *xs, const amk_buffer_
        weight-ring experiment) */
     if ((x->dtype == AMK_DTYPE_F32 || x->dtype == AMK_DTYPE_BF16) && (!w || w->dtype == AMK_DTYPE_F32) &&
         base % 8 == 0 && n % 8 == 0) {
-        for (int64_t i0 = AMK_OPS_TID * 8; i0 < n; i0 += AMK_OPS_NT * 8) {
+        for (int64_t i0 = tid * 8; i0 < n; i0 += nt * 8) {
             float v[8], f[8];
             if (x->dtype == AMK_DTYPE_F32) {
                 const uint4 *p = (const uint4 *)((const float *)x->ptr + base + i0);
@@ -594,45 +597,45 @@ static __device__ __forceinline__ float amk_stage_x(float *xs, const amk_buffer_
         }
         return ss;
     }
-    for (int64_t i0 = AMK_OPS_TID; i0 < n; i0 += AMK_STAGE_ILP * AMK_OPS_NT) {
+    for (int64_t i0 = tid; i0 < n; i0 += AMK_STAGE_ILP * nt) {
         float v[AMK_STAGE_ILP], f[AMK_STAGE_ILP];
         if (x->dtype == AMK_DTYPE_BF16) {
             const uint16_t *p = (const uint16_t *)x->ptr + base;
 #pragma unroll
             for (int u = 0; u < AMK_STAGE_ILP; u++) {
-                const int64_t i = i0 + u * AMK_OPS_NT;
+                const int64_t i = i0 + u * nt;
                 v[u] = i < n ? __uint_as_float((uint32_t)p[i] << 16) : 0.0f;
             }
         } else if (x->dtype == AMK_DTYPE_F32) {
             const float *p = (const float *)x->ptr + base;
 #pragma unroll
             for (int u = 0; u < AMK_STAGE_ILP; u++) {
-                const int64_t i = i0 + u * AMK_OPS_NT;
+                const int64_t i = i0 + u * nt;
                 v[u] = i < n ? p[i] : 0.0f;
             }
         } else {
 #pragma unroll
             for (int u = 0; u < AMK_STAGE_ILP; u++) {
-                const int64_t i = i0 + u * AMK_OPS_NT;
+                const int64_t i = i0 + u * nt;
                 v[u] = i < n ? amk_load((const void *)x->ptr, x->dtype, base + i) : 0.0f;
             }
         }
         if (w && w->dtype == AMK_DTYPE_F32) {
 #pragma unroll
             for (int u = 0; u < AMK_STAGE_ILP; u++) {
-                const int64_t i = i0 + u * AMK_OPS_NT;
+                const int64_t i = i0 + u * nt;
                 f[u] = i < n ? ((const float *)w->ptr)[i] : 0.0f;
             }
         } else {
 #pragma unroll
             for (int u = 0; u < AMK_STAGE_ILP; u++) {
-                const int64_t i = i0 + u * AMK_OPS_NT;
+                const int64_t i = i0 + u * nt;
                 f[u] = w && i < n ? amk_load((const void *)w->ptr, w->dtype, i) : 1.0f;
             }
         }
 #pragma unroll
         for (int u = 0; u < AMK_STAGE_ILP; u++) {
-            const int64_t i = i0 + u * AMK_OPS_NT;
+            const int64_t i = i0 + u * nt;
             if (i < n) { ss = fmaf(v[u], v[u], ss); xs[i] = v[u] * f[u]; }
         }
     }
@@ -1101,11 +1104,16 @@ AMK_OP_FN void amk_op_rope(amk_op_ctx *c) {
    pairs (n, n+1) and/or the KV-cache row pos[m]. RoPE needs both halves of a pair, so with ROPE the
    tile's values go through shared memory first. */
 
+/* pos[m] of a fused tile with flags: pos0 is pos[0], loaded once at the op's start (why: the
+   decode step has one row, so no later use loads it again). */
+static __device__ __forceinline__ int64_t amk_fused_pos(const amk_op_ctx *c, int64_t m, int64_t pos0) {
+    return m == 0 ? pos0 : amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m);
+}
+
 /* Where output (m, n) of a fused tile goes: out[m, n], or the cache row pos[m] (KV_ROW). */
 static __device__ __forceinline__ int64_t amk_fused_index(const amk_op_ctx *c, int kv_row, int64_t m, int64_t n,
-                                                          int64_t N, int64_t last) {
-    if (!kv_row) return m * last + n;
-    return amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m) * N + n;
+                                                          int64_t N, int64_t last, int64_t pos0) {
+    return kv_row ? amk_fused_pos(c, m, pos0) * N + n : m * last + n;
 }
 
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
@@ -1145,7 +1153,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         }
         if (flags && m0 == 0) /* why: every thread reads the same positions, so all return together */
             for (int64_t m = 0; m < M; m++) {
-                const int64_t pos = m == 0 ? pos_first : amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m);
+                const int64_t pos = amk_fused_pos(c, m, pos_first);
                 if (pos < 0 || (kv_row && pos >= o->numel / N)) {
                     if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
                     return;
@@ -1156,7 +1164,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
                      epilogue after the sums does not wait for the double-precision trig */
             for (i = AMK_OPS_NT - 1 - AMK_OPS_TID; i < (int64_t)mr * (nt / 2); i += AMK_OPS_NT) {
                 const int64_t r = i / (nt / 2), nn = n_begin + 2 * (i - r * (nt / 2));
-                const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m0 + r);
+                const int64_t pos = amk_fused_pos(c, m0 + r, pos_first);
                 const float ang = (float)pos * amk_rope_inv_freq(P, (int)((nn % P->head_dim) / 2));
                 double sd, cd;
                 sincos((double)ang, &sd, &cd);
@@ -1195,7 +1203,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
                     if (swiglu) v = v / (1.0f + expf(-v)) * (amk_warp_sum(acu[r]) * inv[r]);
                     if (lane == 0) {
                         if (rope) ys[r * nt + (n - n_begin)] = v;
-                        else amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, n, N, last), v);
+                        else amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, n, N, last, pos_first), v);
                     }
                 }
             }
@@ -1206,8 +1214,8 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
                 const int64_t r = i / (nt / 2), j = 2 * (i - r * (nt / 2)), nn = n_begin + j;
                 const float cs = cssn[2 * i], sn = cssn[2 * i + 1];
                 const float x1 = ys[r * nt + j], x2 = ys[r * nt + j + 1];
-                amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, nn, N, last), x1 * cs - x2 * sn);
-                amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, nn + 1, N, last), x2 * cs + x1 * sn);
+                amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, nn, N, last, pos_first), x1 * cs - x2 * sn);
+                amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, nn + 1, N, last, pos_first), x2 * cs + x1 * sn);
             }
             __syncthreads();
         }

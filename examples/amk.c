@@ -62,6 +62,15 @@ static int cli_parse_u64(const char *s, uint64_t *out) {
     return 1;
 }
 
+/* --kv-splits: 0 (automatic) or 1..8 (ATTENTION_COMBINE merges at most 8) into *out; CLI_OK, or
+   the usage error's code. */
+static int cli_parse_splits(const cli_cmd *cmd, const char *s, int *out) {
+    uint64_t v;
+    if (!cli_parse_u64(s, &v) || v > 8) return cli_usage_error(cmd, "bad --kv-splits '%s' (0 auto, 1..8)", s);
+    *out = (int)v;
+    return CLI_OK;
+}
+
 static const char *cli_plural(int64_t n) { return n == 1 ? "" : "s"; }
 
 /* "1.50 MiB" style; exact bytes below 1 KiB. */
@@ -603,6 +612,7 @@ static int cli_llm_option(const cli_cmd *cmd, int argc, char **argv, int *i, cli
 /* Options into amk_llm_opts; CLI_OK or CLI_BAD_INPUT (after a message). */
 static int cli_llm_opts(const cli_cmd *cmd, const cli_llm_args *a, amk_llm_opts *o) {
     uint64_t v;
+    int rc;
     amk_llm_opts_default(o);
     o->backend = a->cpu ? AMK_BACKEND_CPU : AMK_BACKEND_AUTO;
     if (a->ctx) {
@@ -613,10 +623,7 @@ static int cli_llm_opts(const cli_cmd *cmd, const cli_llm_args *a, amk_llm_opts 
         if (!cli_parse_u64(a->sms, &v) || v < 1 || v > 4096) return cli_usage_error(cmd, "bad --sms '%s'", a->sms);
         o->build.num_sms = (int)v;
     }
-    if (a->splits) {
-        if (!cli_parse_u64(a->splits, &v) || v > 8) return cli_usage_error(cmd, "bad --kv-splits '%s' (0 auto, 1..8)", a->splits);
-        o->build.kv_splits = (int)v;
-    }
+    if (a->splits && (rc = cli_parse_splits(cmd, a->splits, &o->build.kv_splits)) != CLI_OK) return rc;
     if (a->seed && !cli_parse_u64(a->seed, &o->random_seed)) return cli_usage_error(cmd, "bad --weight-seed '%s'", a->seed);
     if (a->timeout) {
         if (!cli_parse_u64(a->timeout, &v) || v < 1 || v > 3600000) return cli_usage_error(cmd, "bad --timeout '%s' (ms, 1..3600000)", a->timeout);
@@ -883,7 +890,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
         if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
     }
     if (iters_s) { if (!cli_parse_u64(iters_s, &v) || v < 1 || v > 100000) return cli_usage_error(cmd, "bad --iters '%s'", iters_s); iters = (int)v; }
-    if (splits_s) { if (!cli_parse_u64(splits_s, &v) || v > 8) return cli_usage_error(cmd, "bad --kv-splits '%s' (0 auto, 1..8)", splits_s); splits = (int)v; }
+    if (splits_s && (rc = cli_parse_splits(cmd, splits_s, &splits)) != CLI_OK) return rc;
     snprintf(shapes, sizeof shapes, "%s", shapes_s ? shapes_s : "llama3-8b,llama3.2-1b,smollm2-135m");
     snprintf(ctxs, sizeof ctxs, "%s", ctx_s ? ctx_s : "128,4096");
     if (!image) { fprintf(stderr, "amk bench: this amk was built without the device image (needs nvcc)\n"); return CLI_FAIL; }

@@ -76,6 +76,7 @@ static void check_build(int spec_ops) {
         CHECK_EQ_INT(n_attn, 0);
         CHECK_EQ_INT(n_decode, 2 * 3 * 2); /* layers x splits x kv heads */
         CHECK_EQ_INT(n_small, 0);
+        CHECK(n_fused > n_decode); /* the RMSNORM_GEMV / RMSNORM_SWIGLU tiles too */
     }
     amk_config_default(&sc);
     amk_target_builtin("h100", &t);

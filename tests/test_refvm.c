@@ -817,6 +817,17 @@ static void attn_ref(const double *q, const double *kc, const double *vc, int nh
     }
 }
 
+/* The params ATTENTION_TILE and ATTENTION_DECODE share, on the current task of c. */
+static void tc_attn_params(tc *c, int hd, int nh, int nkv, int start, int len, double scale, int partial) {
+    tc_int(c, "head_dim", hd);
+    tc_int(c, "n_heads", nh);
+    tc_int(c, "n_kv_heads", nkv);
+    tc_int(c, "kv_start", start);
+    tc_int(c, "kv_len", len);
+    tc_real(c, "scale", scale);
+    if (partial) tc_int(c, "flags", 2);
+}
+
 /* One ATTENTION_TILE over [start, start+len) of a cache of max_seq rows, normalised or partial. */
 static void attn_case(int qdt, int kdt, int odt, int nh, int nkv, int hd, int max_seq, int start,
                       int len, int partial) {
@@ -836,13 +847,7 @@ static void attn_case(int qdt, int kdt, int odt, int nh, int nkv, int hd, int ma
     tfill(&c.b[v], -2, 2);
     ins[0] = q; ins[1] = k; ins[2] = v;
     tc_task(&c, AMK_OP_ATTENTION_TILE, ins, 3, y);
-    tc_int(&c, "head_dim", hd);
-    tc_int(&c, "n_heads", nh);
-    tc_int(&c, "n_kv_heads", nkv);
-    tc_int(&c, "kv_start", start);
-    tc_int(&c, "kv_len", len);
-    tc_real(&c, "scale", scale);
-    if (partial) tc_int(&c, "flags", 2);
+    tc_attn_params(&c, hd, nh, nkv, start, len, scale, partial);
     tpoison(&c.b[y]);
     snprintf(label, sizeof label, "ATTENTION q=%s kv=%s out=%s heads=%d/%d hd=%d window=[%d,+%d) partial=%d",
              amk_dtype_name(qdt), amk_dtype_name(kdt), amk_dtype_name(odt), nh, nkv, hd, start, len, partial);
@@ -1186,15 +1191,9 @@ static void attn_decode_case(int qdt, int kdt, int odt, int nh, int nkv, int hd,
     tset(&c.b[ps], 0, pos);
     ins[0] = q; ins[1] = k; ins[2] = v; ins[3] = ps;
     tc_task(&c, AMK_OP_ATTENTION_DECODE, ins, 4, y);
-    tc_int(&c, "head_dim", hd);
-    tc_int(&c, "n_heads", nh);
-    tc_int(&c, "n_kv_heads", nkv);
-    tc_int(&c, "kv_start", start);
-    tc_int(&c, "kv_len", len);
+    tc_attn_params(&c, hd, nh, nkv, start, len, scale, partial);
     tc_int(&c, "n_off", g0);
     tc_int(&c, "N_tile", ng);
-    tc_real(&c, "scale", scale);
-    if (partial) tc_int(&c, "flags", 2);
     tpoison(&c.b[y]);
     snprintf(label, sizeof label, "ATTENTION_DECODE q=%s kv=%s out=%s heads=%d/%d hd=%d window=[%d,+%d) pos=%d kv heads [%d,+%d) partial=%d",
              amk_dtype_name(qdt), amk_dtype_name(kdt), amk_dtype_name(odt), nh, nkv, hd, start, len, pos, g0, ng, partial);

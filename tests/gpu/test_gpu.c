@@ -337,16 +337,19 @@ static void test_gemm_tile(void) {
     gemv_case("GEMM f16 bias", AMK_OP_GEMM_TILE, AMK_DTYPE_BF16, AMK_DTYPE_F16, AMK_DTYPE_F16, 9, 40, 256, 0, 40, 1, 0, 0, 0, 0, 4, 5);
 }
 
-static void attn_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype ot, int nh, int nkv, int hd,
-                      int max_seq, int kv_start, int kv_len, int partial) {
-    amk_program *p = prog_new(2);
-    int in[3], y, t;
+/* An attention case's buffers: in[0..2] = q [nh, hd], k and v caches [max_seq, nkv, hd]; returns
+   out: [nh, hd] of ot, or the F32 partial [nh, hd + 2]. */
+static int attn_bufs(amk_program *p, amk_dtype qt, amk_dtype kvt, amk_dtype ot, int nh, int nkv, int hd,
+                     int max_seq, int partial, int *in) {
     in[0] = buf(p, "q", AMK_KIND_IO_INPUT, qt, 2, nh, hd, 0);
     in[1] = buf(p, "k", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
     in[2] = buf(p, "v", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
-    y = partial ? buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, nh, hd + 2, 0)
-                : buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, nh, hd, 0);
-    t = task(p, AMK_OP_ATTENTION_TILE, in, 3, y, amk_program_add_counter(p, ""), 1);
+    return partial ? buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, nh, hd + 2, 0)
+                   : buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, nh, hd, 0);
+}
+
+/* The params ATTENTION_TILE and ATTENTION_DECODE share (scale 1/sqrt(hd)). */
+static void attn_params(amk_program *p, int t, int nh, int nkv, int hd, int kv_start, int kv_len, int partial) {
     seti(p, t, "head_dim", hd);
     seti(p, t, "n_heads", nh);
     seti(p, t, "n_kv_heads", nkv);
@@ -354,6 +357,14 @@ static void attn_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype ot
     seti(p, t, "kv_len", kv_len);
     setf(p, t, "scale", 1.0 / sqrt((double)hd));
     if (partial) seti(p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
+}
+
+static void attn_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype ot, int nh, int nkv, int hd,
+                      int max_seq, int kv_start, int kv_len, int partial) {
+    amk_program *p = prog_new(2);
+    int in[3], y = attn_bufs(p, qt, kvt, ot, nh, nkv, hd, max_seq, partial, in);
+    int t = task(p, AMK_OP_ATTENTION_TILE, in, 3, y, amk_program_add_counter(p, ""), 1);
+    attn_params(p, t, nh, nkv, hd, kv_start, kv_len, partial);
     check_program(p, tag, 1.0f, -1, 1e-5);
 }
 
@@ -623,23 +634,13 @@ static void decode_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype 
     amk_program *p = prog_new(4);
     int in[4], y, t, g, c = amk_program_add_counter(p, "");
     gcase gc;
-    in[0] = buf(p, "q", AMK_KIND_IO_INPUT, qt, 2, nh, hd, 0);
-    in[1] = buf(p, "k", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
-    in[2] = buf(p, "v", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
+    y = attn_bufs(p, qt, kvt, ot, nh, nkv, hd, max_seq, partial, in);
     in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
-    y = partial ? buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, nh, hd + 2, 0)
-                : buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, nh, hd, 0);
     for (g = 0; g < nkv; g += tile) {
         t = task(p, AMK_OP_ATTENTION_DECODE, in, 4, y, c, g % 4);
-        seti(p, t, "head_dim", hd);
-        seti(p, t, "n_heads", nh);
-        seti(p, t, "n_kv_heads", nkv);
-        seti(p, t, "kv_start", kv_start);
-        seti(p, t, "kv_len", kv_len);
+        attn_params(p, t, nh, nkv, hd, kv_start, kv_len, partial);
         seti(p, t, "n_off", g);
         seti(p, t, "N_tile", tile);
-        setf(p, t, "scale", 1.0 / sqrt((double)hd));
-        if (partial) seti(p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
     }
     if (gcase_begin(&gc, p, tag, 1.0f)) {
         void *pv = amk_refvm_buffer(gc.vm, in[3], NULL);
