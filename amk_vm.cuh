@@ -5,8 +5,8 @@
    waits for each of its counters to reach its threshold (relaxed polls with exponential
    nanosleep back-off, then ONE acquire fence; the abort flag is read in every spin); the block
    runs the instruction (amk_ops.cuh); then thread 0 issues a device-scope fence and adds 1 to
-   the instruction's out_counter: spec IR_SPEC.md §8.1. While a GEMV/GEMM tile's counters are not
-   met yet, thread 0 first asks L2 for the start of the tile's (read-only) weights.
+   the instruction's out_counter: spec IR_SPEC.md §8.1. While thread 0 waits, thread 32 asks L2
+   for the start of a GEMV/GEMM tile's (read-only) weights.
 
    This is the simple path: every warp computes, thread 0 waits. Warp specialisation (a loader
    warp streaming weights into a shared-memory ring ahead of the counters, a controller warp) is
@@ -71,14 +71,7 @@ static __device__ int amk_vm_wait(const amk_instruction_t *gi, const uint32_t *c
     return 1;
 }
 
-/* Thread 0: 1 if every wait of gi is already met (one relaxed pass, no fence). */
-static __device__ int amk_vm_ready(const amk_instruction_t *gi, const uint32_t *counters) {
-    for (int w = 0; w < gi->n_waits; w++)
-        if (amk_ptx_ld_relaxed_gpu(counters + gi->wait_counter[w]) < gi->wait_threshold[w]) return 0;
-    return 1;
-}
-
-/* Thread 0: prefetch into L2 the first `budget` bytes of the rows [n_off, n_off + N_tile) of the
+/* Prefetch into L2 the first `budget` bytes of the rows [n_off, n_off + N_tile) of the
    [N, K] weight in input slot wi of gi, when it is a read-only kind. */
 static __device__ void amk_vm_prefetch_rows(const amk_instruction_t *gi, const amk_buffer_t *bufs, int wi,
                                             uint64_t budget) {
@@ -98,11 +91,13 @@ static __device__ void amk_vm_prefetch_rows(const amk_instruction_t *gi, const a
     if (end > start) amk_ptx_prefetch_l2_bulk((const char *)W->ptr + start, (uint32_t)(end - start));
 }
 
-/* Thread 0, before a wait that is not met yet: prefetch the first AMK_VM_PREFETCH_BYTES of a
-   GEMV/GEMM (or fused RMSNORM_*) tile's weight rows into L2; RMSNORM_SWIGLU's gate and up rows
-   share the budget; a fused tile's norm weight comes too. why __noinline__: inlined, thread 0's
-   prefetch code pushed the VM loop past its 128 registers (spills); it runs only while a wait
-   is not met, so the call costs nothing that matters. */
+/* The prefetcher (one thread, not thread 0), while thread 0 waits for gi's counters: the first
+   AMK_VM_PREFETCH_BYTES of a GEMV/GEMM (or fused RMSNORM_*) tile's weight rows into L2;
+   RMSNORM_SWIGLU's gate and up rows share the budget; a fused tile's norm weight comes too.
+   why not thread 0: its dependent loads (instruction, buffer descriptor) before the prefetch held
+   back its polls, so a wait met meanwhile started late; on a helper thread the step is 1-2%
+   faster (bench/RESULTS.md run 29). why __noinline__: inlined, it pushed the VM loop past its 128
+   registers (spills). */
 static __device__ __noinline__ void amk_vm_prefetch(const amk_instruction_t *gi, const amk_buffer_t *bufs) {
     if (AMK_VM_PREFETCH_BYTES == 0u) return;
     if (gi->op == AMK_OP_GEMV_TILE || gi->op == AMK_OP_GEMM_TILE) {
@@ -165,7 +160,6 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
         const amk_instruction_t *gi = &insts[idx];
         if (amk_tid() == 0) {
             if (timing) t_wait = amk_ptx_globaltimer();
-            if (!amk_vm_ready(gi, counters)) amk_vm_prefetch(gi, bufs);
             go = amk_vm_wait(gi, counters, status);
             if (timing) t_start = amk_ptx_globaltimer();
             c->index = idx;
@@ -173,6 +167,8 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             c->status = status;
         } else {
             amk_vm_load_ctx(c, gi, bufs, (int)amk_tid() - 1, (int)amk_ntid() - 1);
+            /* why thread 32: outside warp 0, whose thread 0 polls (thread 1 in a one-warp block) */
+            if (amk_tid() == (amk_ntid() > 32 ? 32 : 1)) amk_vm_prefetch(gi, bufs);
         }
         __syncthreads();
         if (!go) break; /* aborted: every block leaves promptly */

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Per-phase table of one decode step's timeline (a trace from `amk bench --trace` or
+`amk generate --trace`; .json or .json.gz).
+
+    python3 bench/phases.py TRACE [--layer N]
+
+A phase is the tasks of one layer with the same role (Q/K/V tiles, attention, O, gate/up, down;
+the LM head and argmax after the last layer). For each phase of the chosen layer (default: the
+middle one) and the head it prints: tasks, the span from the phase's first start to its last
+end, the median and the slowest task's op time, how far apart the tasks started, and the hop:
+from the previous phase's last end (before its signal) to this phase's first start.
+"""
+import gzip
+import json
+import re
+import statistics
+import sys
+
+ROLE = {"k": "qkv", "v": "qkv", "q": "qkv", "attention": "attention", "attention combine": "combine",
+        "o": "o", "gate/up": "gate/up", "down": "down", "lm_head": "lm_head"}
+ORDER = ["qkv", "attention", "combine", "o", "gate/up", "down", "lm_head", "argmax"]
+
+
+def load(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+
+
+def phase_of(name):
+    """(layer, role) of a task label such as 'L5 q[0:24]' or 'L5 attention[0] kv3'; None else."""
+    if name == "argmax":
+        return (None, "argmax")
+    m = re.match(r"L(\d+) ([a-z_/ ]+?)(\[|$)", name)
+    if not m:
+        return None
+    role = ROLE.get(m.group(2).strip())
+    return (int(m.group(1)), role) if role else None
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or args[0].startswith("-"):
+        sys.exit(__doc__)
+    events = load(args[0])
+    layer = int(args[args.index("--layer") + 1]) if "--layer" in args else None
+    groups = {}
+    for e in events:
+        ph = phase_of(e["name"])
+        if ph:
+            groups.setdefault(ph, []).append(e)
+    layers = sorted({l for (l, r) in groups if l is not None and r != "lm_head"})
+    if not layers:
+        sys.exit("no layer tasks in the trace")
+    if layer is None:
+        layer = layers[len(layers) // 2]
+    t0 = min(e["ts"] for e in events)
+    step = max(e["ts"] + e["dur"] for e in events) - t0
+    rows = [(layer, r) for r in ORDER[:6]] + [(layers[-1] + 1, "lm_head"), (None, "argmax")]
+    print(f"step {step:.1f} us over {len(layers)} layers; phases of layer {layer} and the head (us)")
+    print("| phase | tasks | span | task median | task max | start spread | hop |")
+    print("|---|---|---|---|---|---|---|")
+    before = groups.get((layer - 1, "down")) or groups.get((None, "embed"))
+    prev_end = max(e["ts"] + e["dur"] for e in before) if before else None
+    total = 0.0
+    for key in rows:
+        ev = groups.get(key)
+        if not ev:
+            continue
+        first = min(e["ts"] for e in ev)
+        last_start = max(e["ts"] for e in ev)
+        end = max(e["ts"] + e["dur"] for e in ev)
+        durs = [e["dur"] for e in ev]
+        hop = first - prev_end if prev_end is not None else float("nan")
+        name = key[1] if key[0] is None or key[1] == "lm_head" else f"L{key[0]} {key[1]}"
+        print(f"| {name} | {len(ev)} | {end - first:.1f} | {statistics.median(durs):.1f} | {max(durs):.1f} "
+              f"| {last_start - first:.1f} | {hop:.1f} |")
+        if key[0] == layer:
+            total += (end - first) + (hop if hop == hop else 0.0)
+        prev_end = end
+    print(f"layer {layer}: {total:.1f} us with its hops")
+
+
+if __name__ == "__main__":
+    main()
