@@ -96,7 +96,7 @@ static __device__ void amk_vm_prefetch_rows(const amk_instruction_t *gi, const a
    RMSNORM_SWIGLU's gate and up rows share the budget; a fused tile's norm weight comes too.
    why not thread 0: its dependent loads (instruction, buffer descriptor) before the prefetch held
    back its polls, so a wait met meanwhile started late; on a helper thread the step is 1-2%
-   faster (bench/RESULTS.md run 29). why __noinline__: inlined, it pushed the VM loop past its 128
+   faster (bench/RESULTS.md run 32). why __noinline__: inlined, it pushed the VM loop past its 128
    registers (spills). */
 static __device__ __noinline__ void amk_vm_prefetch(const amk_instruction_t *gi, const amk_buffer_t *bufs) {
     if (AMK_VM_PREFETCH_BYTES == 0u) return;
