@@ -4,6 +4,11 @@
 #   phase a: stash the first half; build; GPU op tests; amk bench; HF transformers baseline
 #   phase b: join the model; golden greedy check on CUDA vs HF and the reference VM; generate;
 #            compute-sanitizer on a full SmolLM2 decode step
+# The halves (after scripts/fetch_model.sh; .model_parts/ listed in .git/info/exclude so that only
+# the carried half travels):
+#   mkdir -p .model_parts/a .model_parts/b && split -n 2 -d -a 2 models/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/part
+#   mv /tmp/part00 .model_parts/a/ && mv /tmp/part01 .model_parts/b/
+# then call phase a carrying .model_parts/a and phase b carrying .model_parts/b on the same machine.
 # Logs and traces go to $OUT; a short table is printed last.
 set -u
 cd "$(dirname "$0")/.."
