@@ -170,9 +170,11 @@ typedef struct amk_program_t {
 #define AMK_ATTN_GH 4 /* query heads per pass */
 #define AMK_ATTN_KEY_GROUPS(hd, threads) ((threads) / (((hd) + 1) / 2)) /* p.V: 2 dims a thread */
 #define AMK_ATTN_ROW_BYTES(hd, esz) ((((int64_t)(hd) * (esz) + 15) / 16) * 16 + 16)
-#define AMK_ATTN_DECODE_SMEM(hd, rowb, kg, C)                                                         \
-    (4 * ((int64_t)AMK_ATTN_GH * (hd) * (1 + (int64_t)(kg)) + 4 * AMK_ATTN_GH + AMK_ATTN_GH * (int64_t)(C)) + \
-     2 * (int64_t)(C) * (rowb))
+/* bytes for q, m/l/alpha and the sums; then bytes per chunk row (scores, K and V) */
+#define AMK_ATTN_DECODE_FIXED(hd, kg) (4 * ((int64_t)AMK_ATTN_GH * (hd) * (1 + (int64_t)(kg)) + 4 * AMK_ATTN_GH))
+#define AMK_ATTN_DECODE_PER_ROW(rowb) (4 * (int64_t)AMK_ATTN_GH + 2 * (int64_t)(rowb))
+#define AMK_ATTN_DECODE_SMEM(hd, rowb, kg, C) \
+    (AMK_ATTN_DECODE_FIXED(hd, kg) + (int64_t)(C) * AMK_ATTN_DECODE_PER_ROW(rowb))
 /* One per instruction when amk_program_t.timing != 0 (globaltimer ns). */
 typedef struct amk_vm_timing_t {
     uint64_t t_wait, t_start, t_end;

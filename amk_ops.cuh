@@ -903,7 +903,7 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     const int pv = kg < KG;
     const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
     int64_t r0 = P->kv_start, r1 = (int64_t)P->kv_start + P->kv_len, loaded = -1;
-    int C = (int)((dyn - 4 * ((int64_t)GH * hd * (1 + KG) + 4 * GH)) / (2 * rowb + 4 * GH)) & ~31;
+    int C = (int)((dyn - AMK_ATTN_DECODE_FIXED(hd, KG)) / AMK_ATTN_DECODE_PER_ROW(rowb)) & ~31;
     float *qs = smem, *mla = qs + GH * hd, *ss, *red;
     unsigned char *ks, *vs;
     if (C > 512) C = 512;
@@ -955,7 +955,7 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
                 __syncthreads(); /* K, V (and q, m, l) staged */
                 for (int kb = 0; kb < n; kb += NT / kpt) { /* scores: kpt lanes a key */
                     const int key = kb + tid / kpt, sub = tid % kpt;
-                    float sc[AMK_ATTN_GH] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    float sc[AMK_ATTN_GH] = {0.0f};
                     if (key < n) {
                         const unsigned char *kr = ks + key * rowb;
                         if (fmt == AMK_DTYPE_BF16) AMK__ATTN_QK(8, amk_unpack_bf16x8(((const uint4 *)kr)[vi], k_));

@@ -29,8 +29,8 @@ def load(path):
 
 def phase_of(name):
     """(layer, role) of a task label such as 'L5 q[0:24]' or 'L5 attention[0] kv3'; None else."""
-    if name == "argmax":
-        return (None, "argmax")
+    if name in ("argmax", "embed"):
+        return (None, name)
     m = re.match(r"L(\d+) ([a-z_/ ]+?)(\[|$)", name)
     if not m:
         return None

@@ -825,7 +825,7 @@ static void tc_attn_params(tc *c, int hd, int nh, int nkv, int start, int len, d
     tc_int(c, "kv_start", start);
     tc_int(c, "kv_len", len);
     tc_real(c, "scale", scale);
-    if (partial) tc_int(c, "flags", 2);
+    if (partial) tc_int(c, "flags", AMK_ATTN_FLAG_PARTIAL);
 }
 
 /* One ATTENTION_TILE over [start, start+len) of a cache of max_seq rows, normalised or partial. */
@@ -922,7 +922,7 @@ static void test_attention_combine(void) {
         tc_int(&c, "kv_start", i < 3 ? cuts[i][0] : 0);
         tc_int(&c, "kv_len", i < 3 ? cuts[i][1] : S);
         tc_real(&c, "scale", scale);
-        if (i < 3) tc_int(&c, "flags", 2);
+        if (i < 3) tc_int(&c, "flags", AMK_ATTN_FLAG_PARTIAL);
         CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
     }
     tc_task(&c, AMK_OP_ATTENTION_COMBINE, parts, 3, comb);
@@ -949,7 +949,7 @@ static void test_attention_combine(void) {
         tc_int(&c, "kv_start", 5);
         tc_int(&c, "kv_len", 0);
         tc_real(&c, "scale", scale);
-        tc_int(&c, "flags", 2);
+        tc_int(&c, "flags", AMK_ATTN_FLAG_PARTIAL);
         CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
     }
     tc_task(&c, AMK_OP_ATTENTION_COMBINE, parts, 3, comb);
