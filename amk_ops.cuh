@@ -91,6 +91,74 @@ static __device__ __forceinline__ void amk_ptx_cp_async_wait_all(void) {
     asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
+/* why: GEMM_TILE's weight chunks (and x chunks) go straight from global to shared memory with
+   out-of-range 16-byte units zero-filled (src_bytes = 0 reads nothing), so a ring of chunks is
+   in flight with no registers held. .cg: L2 only. sm_80+. */
+static __device__ __forceinline__ void amk_ptx_cp_async_16_zfill(void *dst, const void *src, uint32_t src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(src_bytes) : "memory");
+}
+
+/* why: one group per GEMM chunk, so a thread can wait for the oldest chunk while newer ones
+   stay in flight. sm_80+. */
+static __device__ __forceinline__ void amk_ptx_cp_async_commit(void) {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+/* Waits until at most n of the calling thread's cp.async groups are pending (n a constant in
+   practice; the switch keeps the immediate the instruction needs). sm_80+. */
+static __device__ __forceinline__ void amk_ptx_cp_async_wait_pending(int n) {
+    switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
+    }
+}
+
+/* why: shared memory written through the generic proxy (st.shared, cp.async) is read by wgmma
+   through the async proxy: the writers fence, then the block syncs (REFERENCE.md §5.2). sm_90. */
+static __device__ __forceinline__ void amk_ptx_fence_proxy_async_smem(void) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/* wgmma's fence (before the first MMA of a batch: orders the accumulator registers' earlier
+   accesses), commit and wait-for-all. sm_90a. */
+static __device__ __forceinline__ void amk_ptx_wgmma_fence(void) {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+static __device__ __forceinline__ void amk_ptx_wgmma_commit(void) {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+static __device__ __forceinline__ void amk_ptx_wgmma_wait_all(void) {
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
+/* d[64 x 64 tile, 32 f32 a thread] (+)= A[64 x 16] . B[64 x 16]^T, both K-major in shared memory
+   (descriptors da, db); accumulate != 0 adds to d. One warpgroup (4 aligned warps) issues it
+   together. F16 != 0: f16 operands, else bf16. sm_90a (PTX 8.0). */
+#define AMK__WGMMA_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+    "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define AMK__WGMMA_OUT(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+    "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),   \
+    "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), \
+    "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), \
+    "+f"(d[31])
+static __device__ __forceinline__ void amk_ptx_wgmma_m64n64k16(float *d, uint64_t da, uint64_t db, int accumulate,
+                                                               int f16) {
+    if (f16)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " AMK__WGMMA_D ", %32, %33, p, 1, 1, 0, 0;\n}"
+                     : AMK__WGMMA_OUT(d) : "l"(da), "l"(db), "r"(accumulate) : "memory");
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " AMK__WGMMA_D ", %32, %33, p, 1, 1, 0, 0;\n}"
+                     : AMK__WGMMA_OUT(d) : "l"(da), "l"(db), "r"(accumulate) : "memory");
+}
+
 /* why: the VM runs every op inside one persistent loop; values derived from threadIdx.x (the
    lane, lane + 32t, divisions by blockDim.x) were hoisted out of that loop by the compiler and
    held in registers across every op, at the VM's 128-register cap. A volatile read cannot be
@@ -642,6 +710,206 @@ static __device__ __forceinline__ float amk_stage_x(float *xs, const amk_buffer_
     return ss;
 }
 
+/* ---- GEMM on the tensor cores: GEMV/GEMM tiles with several rows ------------------------------
+   out[m, n] = x[m, :] . W[n, :] (+ bias[n]) for rows [m_begin, m_end) and columns [n_off, n_off +
+   N_tile), with wgmma m64n64k16: each warpgroup owns a 64-column block of W, the block's x rows
+   come 64 at a time, K in chunks of AMK_MMA_KC. A ring of chunks (x raw, and each warpgroup's W
+   block) is in flight through cp.async while the tensor cores work on the oldest one.
+   Numerics: products of bf16 (or f16) operands are exact and accumulate in f32. W is used as
+   stored; x is exact when it has W's dtype, and an f32 (or f16 with bf16 W) x is split into two
+   bf16 terms x = hi + lo (two MMAs), which leaves |x - hi - lo| <= 2^-17 |x|: within the f32
+   tolerance of the reference's sum (IR_SPEC_NOTES "What each opcode computes"). */
+#ifndef AMK_MMA_MIN_ROWS
+#define AMK_MMA_MIN_ROWS 4 /* why: the rows path streams W once per row; 2-3 rows are still memory-bound either way */
+#endif
+#ifndef AMK_MMA_KC
+#define AMK_MMA_KC 64              /* K elements a chunk (a power of two >= 16): KC/8 core matrices along K */
+#endif
+#if AMK_MMA_KC < 64
+#error "AMK_MMA_KC must be >= 64: the epilogue stages 64 x 32 floats in a warpgroup's 64 x KC bf16 W stage"
+#endif
+#define AMK_MMA_KB (AMK_MMA_KC / 8) /* 16-byte units along K in a chunk row */
+#ifndef AMK_MMA_STAGES
+#define AMK_MMA_STAGES 4           /* ring stages, chunks in flight + 1 (2..8: amk_ptx_cp_async_wait_pending) */
+#endif
+#define AMK_MMA_TILE (64 * AMK_MMA_KC * 2) /* bytes of one 64 x KC 16-bit operand tile */
+
+/* Shared-memory descriptor of a 64 x KC K-major operand tile without swizzle: core matrices of 8
+   rows x 16 bytes, 128 contiguous bytes each; the next one along K at +128 bytes (leading byte
+   offset), the next 8 rows at +KC*16 (stride byte offset); bits per REFERENCE.md §5.4. Unit u
+   (16 bytes) of a tile holds row u / (8 KB) * 8 + u % 8, K elements 8 * (u / 8 % KB) on (KB = KC/8):
+   8 consecutive units are one core matrix, so a warp's 16-byte stores hit every bank once. */
+static __device__ __forceinline__ uint64_t amk_mma_desc(const void *tile) {
+    const uint64_t a = (uint64_t)__cvta_generic_to_shared(tile);
+    return ((a >> 4) & 0x3FFFull) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)((AMK_MMA_KC * 16) >> 4) << 32);
+}
+
+/* The ring's stage count (2..AMK_MMA_STAGES) for this launch's shared memory; 0: fewer than two
+   stages fit, or the operands are not ones the path takes. */
+static __device__ __forceinline__ int amk_mma_stages(const amk_op_ctx *c, int quant) {
+    const amk_buffer_t *x = &c->in[0], *W = &c->in[1];
+    const int xt = x->dtype, wt = W->dtype, nt = amk_ntid();
+    const int64_t xsz = xt == AMK_DTYPE_F32 ? 4 : 2;
+    const int64_t stage = 64 * AMK_MMA_KC * xsz + (int64_t)(nt >> 7) * AMK_MMA_TILE;
+    int64_t s;
+    if (quant || c->ins.params.K % 8 != 0 || nt % 128 != 0 || nt > 512) return 0; /* 512: amk_ptx_bar_warpgroup */
+    if (!(wt == AMK_DTYPE_BF16 && (xt == AMK_DTYPE_F32 || xt == AMK_DTYPE_BF16 || xt == AMK_DTYPE_F16)) &&
+        !(wt == AMK_DTYPE_F16 && xt == AMK_DTYPE_F16))
+        return 0;
+    s = ((int64_t)amk_ptx_dynamic_smem_size() - (xt == wt ? 0 : 2 * AMK_MMA_TILE)) / stage; /* + the split x */
+    return s < 2 ? 0 : s > AMK_MMA_STAGES ? AMK_MMA_STAGES : (int)s;
+}
+
+/* Issues the cp.async copies of chunk ck (K elements ck*KC on) into ring stage raw: x rows m0 +
+   0..63 (all threads) and the calling warpgroup's W rows nb + 0..63 (its 128 threads); units past
+   m_end, n_end or K are zero-filled. One commit group, empty past the last chunk. */
+static __device__ __forceinline__ void amk_mma_issue(char *raw, const amk_buffer_t *x, const amk_buffer_t *W,
+                                                     int64_t ck, int64_t nck, int64_t K, int64_t m0, int64_t m_end,
+                                                     int64_t nb, int64_t n_end, int xsz) {
+    if (ck < nck) {
+        const int tid = amk_tid(), nt = amk_ntid(), tw = tid & 127;
+        const int64_t k0 = ck * AMK_MMA_KC;
+        char *bt = raw + 64 * AMK_MMA_KC * xsz + (tid >> 7) * AMK_MMA_TILE;
+        for (int u = tid; u < 64 * AMK_MMA_KC / 8; u += nt) {
+            const int64_t m = m0 + u / (8 * AMK_MMA_KB) * 8 + (u & 7), k = k0 + 8 * ((u >> 3) % AMK_MMA_KB);
+            const int ok = m < m_end && k < K;
+            const char *src = (const char *)x->ptr + (ok ? (m * K + k) * xsz : 0);
+            amk_ptx_cp_async_16_zfill(raw + u * 8 * xsz, src, ok ? 16u : 0u);
+            if (xsz == 4) amk_ptx_cp_async_16_zfill(raw + u * 32 + 16, src + (ok ? 16 : 0), ok ? 16u : 0u);
+        }
+        if (nb < n_end)
+            for (int u = tw; u < 64 * AMK_MMA_KC / 8; u += 128) {
+                const int64_t n = nb + u / (8 * AMK_MMA_KB) * 8 + (u & 7), k = k0 + 8 * ((u >> 3) % AMK_MMA_KB);
+                const int ok = n < n_end && k < K;
+                amk_ptx_cp_async_16_zfill(bt + u * 16, (const char *)W->ptr + (ok ? (n * K + k) * 2 : 0), ok ? 16u : 0u);
+            }
+    }
+    amk_ptx_cp_async_commit();
+}
+
+/* Two floats as a bf16x2 word (round to nearest even), a in the low half. */
+static __device__ __forceinline__ uint32_t amk_pack_bf16x2(float a, float b) {
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
+           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
+}
+
+/* why: the calling warpgroup's 128 threads only: named barrier 1 + group (0 is __syncthreads;
+   constant ids, so that ptxas reserves 5 barriers, not all 16). At most 4 groups (512 threads). */
+static __device__ __forceinline__ void amk_ptx_bar_warpgroup(void) {
+    switch (amk_tid() >> 7) {
+    case 0: asm volatile("bar.sync 1, 128;" ::: "memory"); break;
+    case 1: asm volatile("bar.sync 2, 128;" ::: "memory"); break;
+    case 2: asm volatile("bar.sync 3, 128;" ::: "memory"); break;
+    default: asm volatile("bar.sync 4, 128;" ::: "memory"); break;
+    }
+}
+
+/* Writes a warpgroup's 64 x 64 accumulator tile d (rows m0.., columns nb..) to out, + bias, in
+   two halves of 32 columns through buf (8 KB of the group's own, free, W stage): one copy of the
+   dtype-generic store in a loop, not 32 inlined ones. D fragment (REFERENCE.md §5.4): warp w of
+   the group, lane l holds d[4j + e] at row 16w + l/4 + 8(e >> 1), column 8j + 2(l % 4) + (e & 1). */
+static __device__ __forceinline__ void amk_mma_epilogue(amk_op_ctx *c, const float *d, float *buf, int64_t m0,
+                                                        int64_t m_end, int64_t nb, int64_t n_end, int64_t N_out) {
+    const amk_buffer_t *o = &c->out[0], *bias = c->ins.n_inputs > 2 ? &c->in[2] : 0;
+    const int tw = amk_tid() & 127, w4 = tw >> 5, lane = tw & 31;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                buf[(16 * w4 + (lane >> 2) + 8 * (e >> 1)) * 32 + 8 * j + 2 * (lane & 3) + (e & 1)] = d[16 * half + 4 * j + e];
+        amk_ptx_bar_warpgroup();
+        for (int i = tw; i < 64 * 32; i += 128) {
+            const int64_t m = m0 + (i >> 5), n = nb + 32 * half + (i & 31);
+            if (m < m_end && n < n_end)
+                amk_store((void *)o->ptr, o->dtype, m * N_out + n,
+                          buf[i] + (bias ? amk_load((const void *)bias->ptr, bias->dtype, n) : 0.0f));
+        }
+        amk_ptx_bar_warpgroup(); /* why: buf is rewritten (next half) or re-filled by cp.async (next block) */
+    }
+}
+
+/* Rows [m_begin, m_end) of a GEMV/GEMM tile on the tensor cores; returns 0, having done nothing,
+   when the operands or the shared memory do not suit (the rows path then runs). why __noinline__:
+   one copy out of the VM's op loop, so the decode GEMVs' code stays as it was (bench/RESULTS.md
+   run 36: inlined, SmolLM2's step was 1.5% slower). */
+static __device__ __noinline__ int amk_gemm_mma(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
+    const int quant = (c->ins.params.qdtype == AMK_DTYPE_I8 || c->ins.params.qdtype == AMK_DTYPE_I4) && c->ins.n_inputs >= 3;
+    const int stages = amk_mma_stages(c, quant);
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *x = &c->in[0], *W = &c->in[1], *o = &c->out[0];
+    const int64_t K = P->K, M = x->numel / K, N_out = o->numel / M;
+    const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile, nck = (K + AMK_MMA_KC - 1) / AMK_MMA_KC;
+    const int xt = x->dtype, f16 = W->dtype == AMK_DTYPE_F16, xsz = xt == AMK_DTYPE_F32 ? 4 : 2;
+    const int direct = xt == W->dtype; /* x's chunk is already the A operand: no split */
+    const int nwg = amk_ntid() >> 7;
+    const int64_t stage_bytes = 64 * AMK_MMA_KC * xsz + (int64_t)nwg * AMK_MMA_TILE;
+    char *ring = (char *)smem, *a_hi = ring + stages * stage_bytes, *a_lo = a_hi + AMK_MMA_TILE; /* a_*: !direct */
+    if (stages == 0) return 0;
+    for (int64_t m0 = m_begin; m0 < m_end; m0 += 64) {
+        for (int64_t nr = n_begin; nr < n_end; nr += 64 * (int64_t)nwg) {
+            const int64_t nb = nr + 64 * (int64_t)(amk_tid() >> 7); /* this warpgroup's columns */
+            float d[32];
+#pragma unroll
+            for (int i = 0; i < 32; i++) d[i] = 0.0f;
+            __syncthreads(); /* why: the last block's MMAs (other warpgroups) may still read the ring */
+            for (int s = 0; s + 1 < stages; s++)
+                amk_mma_issue(ring + s * stage_bytes, x, W, s, nck, K, m0, m_end, nb, n_end, xsz);
+            for (int64_t ck = 0; ck < nck; ck++) {
+                char *raw = ring + (ck % stages) * stage_bytes;
+                const char *bt = raw + 64 * AMK_MMA_KC * xsz + (amk_tid() >> 7) * AMK_MMA_TILE;
+                amk_ptx_cp_async_wait_pending(stages - 2); /* chunks ck+1 .. ck+stages-2 stay in flight */
+                /* why: every thread's copies of chunk ck are in, and every warpgroup's MMAs of chunk
+                   ck-1 are done, so its stage takes chunk ck+stages-1 */
+                __syncthreads();
+                amk_mma_issue(ring + ((ck + stages - 1) % stages) * stage_bytes, x, W, ck + stages - 1, nck, K, m0,
+                              m_end, nb, n_end, xsz);
+                if (!direct) { /* x (f32, or f16 under bf16 W) -> bf16 hi + lo */
+                    for (int u = amk_tid(); u < 64 * AMK_MMA_KC / 8; u += amk_ntid()) {
+                        float v[8];
+                        uint32_t hi[4], lo[4];
+                        if (xt == AMK_DTYPE_F32) {
+                            amk_unpack_f32x4(((const uint4 *)(raw + u * 32))[0], v);
+                            amk_unpack_f32x4(((const uint4 *)(raw + u * 32))[1], v + 4);
+                        } else {
+                            amk_unpack_f16x8(*(const uint4 *)(raw + u * 16), v);
+                        }
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            const float h0 = __bfloat162float(__float2bfloat16_rn(v[2 * j]));
+                            const float h1 = __bfloat162float(__float2bfloat16_rn(v[2 * j + 1]));
+                            hi[j] = amk_pack_bf16x2(h0, h1);
+                            /* why: an infinite x keeps its sum infinite, not inf - inf = NaN */
+                            lo[j] = amk_pack_bf16x2(isfinite(h0) ? v[2 * j] - h0 : 0.0f,
+                                                    isfinite(h1) ? v[2 * j + 1] - h1 : 0.0f);
+                        }
+                        *(uint4 *)(a_hi + u * 16) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+                        *(uint4 *)(a_lo + u * 16) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+                    }
+                }
+                amk_ptx_fence_proxy_async_smem();
+                __syncthreads(); /* why: the A operand is complete for every warpgroup */
+                if (nb < n_end) {
+                    const uint64_t da = amk_mma_desc(direct ? raw : a_hi), dl = amk_mma_desc(a_lo), db = amk_mma_desc(bt);
+                    amk_ptx_wgmma_fence();
+#pragma unroll
+                    for (int kk = 0; kk < AMK_MMA_KC / 16; kk++) { /* +16 K elements: 2 core matrices, 256 B */
+                        amk_ptx_wgmma_m64n64k16(d, da + 16 * kk, db + 16 * kk, ck > 0 || kk > 0, f16);
+                        if (!direct) amk_ptx_wgmma_m64n64k16(d, dl + 16 * kk, db + 16 * kk, 1, 0);
+                    }
+                    amk_ptx_wgmma_commit();
+                    amk_ptx_wgmma_wait_all(); /* why: the next chunk overwrites the A operand and this ring stage */
+                }
+            }
+            if (nb < n_end) amk_mma_epilogue(c, d, (float *)(ring + ((nck - 1) % stages) * stage_bytes +
+                                                              64 * AMK_MMA_KC * xsz + (amk_tid() >> 7) * AMK_MMA_TILE),
+                                             m0, m_end, nb, n_end, N_out);
+        }
+    }
+    return 1;
+}
+
 static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *x = &c->in[0], *W = &c->in[1], *o = &c->out[0];
@@ -713,14 +981,21 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
     }
 }
 
+/* The tensor-core path for a tile of at least AMK_MMA_MIN_ROWS rows whose operands it takes
+   (the rows test inline, the rest out of line); 0 when the tile is left to the rows path. */
+#define AMK_GEMM_TRY_MMA(c, smem, m_begin, m_end) \
+    ((m_end) - (m_begin) >= AMK_MMA_MIN_ROWS && amk_gemm_mma(c, smem, m_begin, m_end))
+
 /* GEMV_TILE: every row of x. */
 AMK_OP_FN void amk_op_gemv_tile(amk_op_ctx *c, float *smem) {
-    amk_op_gemm_rows(c, smem, 0, c->in[0].numel / c->ins.params.K);
+    const int64_t M = c->in[0].numel / c->ins.params.K;
+    if (!AMK_GEMM_TRY_MMA(c, smem, 0, M)) amk_op_gemm_rows(c, smem, 0, M);
 }
 
 /* GEMM_TILE: rows [m_off, m_off + M_tile). */
 AMK_OP_FN void amk_op_gemm_tile(amk_op_ctx *c, float *smem) {
-    amk_op_gemm_rows(c, smem, c->ins.params.m_off, (int64_t)c->ins.params.m_off + c->ins.params.M_tile);
+    const int64_t m0 = c->ins.params.m_off, m1 = m0 + c->ins.params.M_tile;
+    if (!AMK_GEMM_TRY_MMA(c, smem, m0, m1)) amk_op_gemm_rows(c, smem, m0, m1);
 }
 
 /* ---- attention ---------------------------------------------------------------------------------

@@ -297,7 +297,7 @@ static void test_layernorm(void) {
 /* out [M, N] = x [M, K] @ W[n_off:n_off+N_tile].T; quant: 0 none, 6 I8, 7 I4 (wt I4 or U8). */
 static void gemv_case(const char *tag, amk_opcode op, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t M,
                       int64_t N, int64_t K, int64_t n_off, int64_t N_tile, int bias, int quant, int64_t group,
-                      amk_dtype st, int zeros, int64_t m_off, int64_t M_tile) {
+                      amk_dtype st, int zeros, int64_t m_off, int64_t M_tile, int threads) {
     amk_program *p = prog_new(3);
     int in[4], ni = 2, y, t;
     in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, M, K, 0);
@@ -316,27 +316,38 @@ static void gemv_case(const char *tag, amk_opcode op, amk_dtype xt, amk_dtype wt
     seti(p, t, "N_tile", N_tile);
     if (op == AMK_OP_GEMM_TILE) { seti(p, t, "m_off", m_off); seti(p, t, "M_tile", M_tile); }
     if (quant) { seti(p, t, "qdtype", quant); seti(p, t, "group", group); }
+    if (threads) p->config.threads_per_block = threads;
     check_program(p, tag, 1.0f, -1, -1);
 }
 
 static void test_gemv_tile(void) {
-    gemv_case("GEMV bf16 tile", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 256, 576, 128, 64, 0, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMV f16 bias", AMK_OP_GEMV_TILE, AMK_DTYPE_BF16, AMK_DTYPE_F16, AMK_DTYPE_BF16, 1, 96, 4096, 0, 96, 1, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMV f32 M=5", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 5, 70, 100, 3, 60, 0, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMV bf16 unaligned K", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 2, 40, 100, 0, 40, 1, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMV f8 weights", AMK_OP_GEMV_TILE, AMK_DTYPE_F16, AMK_DTYPE_F8E4M3, AMK_DTYPE_F32, 1, 32, 64, 0, 32, 0, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMV q8 zeros", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_I8, AMK_DTYPE_F32, 1, 64, 128, 8, 48, 0, 6, 32, AMK_DTYPE_F16, 1, 0, 0);
-    gemv_case("GEMV q4 odd K", AMK_OP_GEMV_TILE, AMK_DTYPE_BF16, AMK_DTYPE_I4, AMK_DTYPE_F32, 2, 48, 65, 0, 48, 0, 7, 13, AMK_DTYPE_F32, 0, 0, 0);
-    gemv_case("GEMV q4 u8-packed", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_U8, AMK_DTYPE_BF16, 1, 32, 64, 0, 32, 0, 7, 64, AMK_DTYPE_BF16, 1, 0, 0);
-    gemv_case("GEMV f32 bias", AMK_OP_GEMV_TILE, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_F32, 1, 100, 256, 4, 90, 1, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMV bf16 128 rows bias", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 160, 2048, 16, 128, 1, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV bf16 tile", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 256, 576, 128, 64, 0, 0, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV f16 bias", AMK_OP_GEMV_TILE, AMK_DTYPE_BF16, AMK_DTYPE_F16, AMK_DTYPE_BF16, 1, 96, 4096, 0, 96, 1, 0, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV f32 M=5", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 5, 70, 100, 3, 60, 0, 0, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV bf16 unaligned K", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 2, 40, 100, 0, 40, 1, 0, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV f8 weights", AMK_OP_GEMV_TILE, AMK_DTYPE_F16, AMK_DTYPE_F8E4M3, AMK_DTYPE_F32, 1, 32, 64, 0, 32, 0, 0, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV q8 zeros", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_I8, AMK_DTYPE_F32, 1, 64, 128, 8, 48, 0, 6, 32, AMK_DTYPE_F16, 1, 0, 0, 0);
+    gemv_case("GEMV q4 odd K", AMK_OP_GEMV_TILE, AMK_DTYPE_BF16, AMK_DTYPE_I4, AMK_DTYPE_F32, 2, 48, 65, 0, 48, 0, 7, 13, AMK_DTYPE_F32, 0, 0, 0, 0);
+    gemv_case("GEMV q4 u8-packed", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_U8, AMK_DTYPE_BF16, 1, 32, 64, 0, 32, 0, 7, 64, AMK_DTYPE_BF16, 1, 0, 0, 0);
+    gemv_case("GEMV f32 bias", AMK_OP_GEMV_TILE, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_F32, 1, 100, 256, 4, 90, 1, 0, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV bf16 128 rows bias", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 160, 2048, 16, 128, 1, 0, 0, 0, 0, 0, 0, 0);
     if (!g_quick)
-        gemv_case("GEMV bf16 large", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 2048, 2048, 512, 1024, 0, 0, 0, 0, 0, 0, 0);
+        gemv_case("GEMV bf16 large", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 2048, 2048, 512, 1024, 0, 0, 0, 0, 0, 0, 0, 0);
 }
 
+/* Rows below AMK_MMA_MIN_ROWS (4) or operands the tensor-core path does not take run the rows
+   path; the others run wgmma (amk_gemm_mma): K tails past a 64 chunk, column blocks past N_tile,
+   several 64-row blocks, every x dtype it splits or takes as is, 4 warpgroups. */
 static void test_gemm_tile(void) {
-    gemv_case("GEMM rows", AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 6, 64, 128, 16, 32, 0, 0, 0, 0, 0, 2, 3);
-    gemv_case("GEMM f16 bias", AMK_OP_GEMM_TILE, AMK_DTYPE_BF16, AMK_DTYPE_F16, AMK_DTYPE_F16, 9, 40, 256, 0, 40, 1, 0, 0, 0, 0, 4, 5);
+    gemv_case("GEMM rows", AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 6, 64, 128, 16, 32, 0, 0, 0, 0, 0, 2, 3, 0);
+    gemv_case("GEMM f16 bias", AMK_OP_GEMM_TILE, AMK_DTYPE_BF16, AMK_DTYPE_F16, AMK_DTYPE_F16, 9, 40, 256, 0, 40, 1, 0, 0, 0, 0, 4, 5, 0);
+    gemv_case("GEMM mma f32 x bias", AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 80, 200, 136, 5, 190, 1, 0, 0, 0, 0, 3, 70, 0);
+    gemv_case("GEMM mma bf16", AMK_OP_GEMM_TILE, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 16, 128, 512, 0, 128, 0, 0, 0, 0, 0, 0, 16, 0);
+    gemv_case("GEMM mma f16", AMK_OP_GEMM_TILE, AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F16, 8, 96, 256, 32, 64, 1, 0, 0, 0, 0, 0, 8, 0);
+    gemv_case("GEMM mma f16 x", AMK_OP_GEMM_TILE, AMK_DTYPE_F16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 5, 64, 64, 0, 64, 0, 0, 0, 0, 0, 0, 5, 0);
+    gemv_case("GEMM mma 512 threads", AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 130, 300, 1000, 0, 300, 1, 0, 0, 0, 0, 1, 129, 512);
+    gemv_case("GEMV mma K=4096", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 12, 256, 4096, 64, 128, 0, 0, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMM f32 W rows", AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 8, 40, 64, 0, 40, 0, 0, 0, 0, 0, 0, 8, 0);
 }
 
 /* An attention case's buffers: in[0..2] = q [nh, hd], k and v caches [max_seq, nkv, hd]; returns
@@ -1340,11 +1351,12 @@ static double run_span_us(amk_cuda *cu, amk_cuda_timing_record *rec, int cap) {
     return hi - lo;
 }
 
-/* One GEMV over tiles on every SM: weight bytes over kernel span and over wall time per run. */
-static void bench_gemv(int64_t N, int64_t K, int tiles, int threads) {
+/* One GEMV (M = 1) or GEMM (M rows of x of dtype xt: the tensor-core path from 4) over tiles on
+   every SM: weight bytes over kernel span and over wall time per run, and the MMA rate. */
+static void bench_gemm(int64_t M, amk_dtype xt, int64_t N, int64_t K, int tiles, int threads) {
     amk_program *p = prog_new(tiles);
-    int x = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, K, 0), W = buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
-    int y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, N, 0), c = amk_program_add_counter(p, "");
+    int x = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, M, K, 0), W = buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
+    int y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, M, N, 0), c = amk_program_add_counter(p, "");
     int i, in[2], runs = 30;
     amk_cuda *cu = NULL;
     amk_diag d;
@@ -1361,7 +1373,7 @@ static void bench_gemv(int64_t N, int64_t K, int tiles, int threads) {
     }
     amk_diag_clear(&d);
     if (amk_cuda_create(p, g_image, g_image_size, &cu, &d) != AMK_OK) {
-        printf("  bench gemv: create failed: %s\n", d.message);
+        printf("  bench gemm: create failed: %s\n", d.message);
         amk_program_free(p);
         return;
     }
@@ -1383,9 +1395,11 @@ static void bench_gemv(int64_t N, int64_t K, int tiles, int threads) {
     }
     qsort(wall, (size_t)runs, sizeof(double), cmp_double);
     qsort(span, (size_t)runs, sizeof(double), cmp_double);
-    printf("  bench gemv bf16 %lldx%lld (%.1f MB) %d tiles x %d threads: op span median %.1f us (%.0f GB/s), "
-           "run() wall median %.1f us (%.0f GB/s)\n", (long long)N, (long long)K, bytes / 1e6, tiles, threads,
-           span[runs / 2], bytes / span[runs / 2] * 1e-3, wall[runs / 2], bytes / wall[runs / 2] * 1e-3);
+    printf("  bench %s M=%lld x %s, W bf16 %lldx%lld (%.1f MB) %d tiles x %d threads: op span median %.1f us "
+           "(%.0f GB/s of W, %.1f TFLOP/s), run() wall median %.1f us (%.0f GB/s)\n", M == 1 ? "gemv" : "gemm",
+           (long long)M, amk_dtype_name(xt), (long long)N, (long long)K, bytes / 1e6, tiles, threads, span[runs / 2],
+           bytes / span[runs / 2] * 1e-3, 2.0 * (double)M * (double)N * (double)K / span[runs / 2] * 1e-6,
+           wall[runs / 2], bytes / wall[runs / 2] * 1e-3);
     free(rec);
     amk_cuda_free(cu);
     amk_program_free(p);
@@ -1620,9 +1634,17 @@ int main(int argc, char **argv) {
     TRY(test_read_bandwidth);
     TRY(test_time_runs);
     if (g_bench) {
-        bench_gemv(33792, 4096, 132, 256);
-        bench_gemv(33792, 4096, 132, 512);
-        bench_gemv(14336, 4096, 132, 256); /* why: 117 MB, above the 50 MB L2 */
+        bench_gemm(1, AMK_DTYPE_F32, 33792, 4096, 132, 256);
+        bench_gemm(1, AMK_DTYPE_F32, 33792, 4096, 132, 512);
+        bench_gemm(1, AMK_DTYPE_F32, 14336, 4096, 132, 256); /* why: 117 MB, above the 50 MB L2 */
+        bench_gemm(3, AMK_DTYPE_F32, 14336, 4096, 132, 256); /* the rows path: W streamed once a row */
+        bench_gemm(4, AMK_DTYPE_F32, 14336, 4096, 132, 256); /* the tensor cores from here */
+        bench_gemm(16, AMK_DTYPE_F32, 14336, 4096, 132, 256);
+        bench_gemm(64, AMK_DTYPE_F32, 14336, 4096, 132, 256);
+        bench_gemm(64, AMK_DTYPE_BF16, 14336, 4096, 132, 256);
+        bench_gemm(64, AMK_DTYPE_BF16, 14336, 4096, 132, 512);
+        bench_gemm(256, AMK_DTYPE_BF16, 14336, 4096, 132, 512);
+        bench_gemm(512, AMK_DTYPE_BF16, 14336, 4096, 132, 512);
         bench_layers(16, 4096, 256);
         bench_layers(16, 4096, 512);
         bench_chain(264, 132);
