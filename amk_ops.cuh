@@ -764,11 +764,11 @@ static __device__ __forceinline__ int amk_mma_stages(const amk_op_ctx *c, int qu
    0..63 (all threads) and the calling warpgroup's W rows nb + 0..63 (its 128 threads); units past
    m_end, n_end or K are zero-filled. One commit group, empty past the last chunk. */
 static __device__ __forceinline__ void amk_mma_issue(char *raw, const amk_buffer_t *x, const amk_buffer_t *W,
-                                                     int64_t ck, int64_t nck, int64_t K, int64_t m0, int64_t m_end,
-                                                     int64_t nb, int64_t n_end, int xsz) {
+                                                     int ck, int nck, int64_t K, int64_t m0, int64_t m_end,
+                                                     int64_t nb, int64_t n_end, int xsz, int tid, int nt) {
     if (ck < nck) {
-        const int tid = amk_tid(), nt = amk_ntid(), tw = tid & 127;
-        const int64_t k0 = ck * AMK_MMA_KC;
+        const int tw = tid & 127;
+        const int64_t k0 = (int64_t)ck * AMK_MMA_KC;
         char *bt = raw + 64 * AMK_MMA_KC * xsz + (tid >> 7) * AMK_MMA_TILE;
         for (int u = tid; u < 64 * AMK_MMA_KC / 8; u += nt) {
             const int64_t m = m0 + u / (8 * AMK_MMA_KB) * 8 + (u & 7), k = k0 + 8 * ((u >> 3) % AMK_MMA_KB);
@@ -840,33 +840,37 @@ static __device__ __noinline__ int amk_gemm_mma(amk_op_ctx *c, float *smem, int6
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *x = &c->in[0], *W = &c->in[1], *o = &c->out[0];
     const int64_t K = P->K, M = x->numel / K, N_out = o->numel / M;
-    const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile, nck = (K + AMK_MMA_KC - 1) / AMK_MMA_KC;
+    const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
     const int xt = x->dtype, f16 = W->dtype == AMK_DTYPE_F16, xsz = xt == AMK_DTYPE_F32 ? 4 : 2;
     const int direct = xt == W->dtype; /* x's chunk is already the A operand: no split */
-    const int nwg = amk_ntid() >> 7;
-    const int64_t stage_bytes = 64 * AMK_MMA_KC * xsz + (int64_t)nwg * AMK_MMA_TILE;
+    /* why tid/nt once: this runs out of line, so nothing is held across the VM's loop */
+    const int tid = amk_tid(), nt = amk_ntid(), wg = tid >> 7, nwg = nt >> 7;
+    const int64_t a_bytes = 64 * AMK_MMA_KC * xsz, stage_bytes = a_bytes + (int64_t)nwg * AMK_MMA_TILE;
+    const int nck = (int)((K + AMK_MMA_KC - 1) / AMK_MMA_KC);
     char *ring = (char *)smem, *a_hi = ring + stages * stage_bytes, *a_lo = a_hi + AMK_MMA_TILE; /* a_*: !direct */
     if (stages == 0) return 0;
     for (int64_t m0 = m_begin; m0 < m_end; m0 += 64) {
         for (int64_t nr = n_begin; nr < n_end; nr += 64 * (int64_t)nwg) {
-            const int64_t nb = nr + 64 * (int64_t)(amk_tid() >> 7); /* this warpgroup's columns */
+            const int64_t nb = nr + 64 * (int64_t)wg; /* this warpgroup's columns */
+            int s_use = 0, s_fill = stages - 1, s_last = 0; /* ring stages of chunk ck and of chunk ck + stages - 1 */
             float d[32];
 #pragma unroll
             for (int i = 0; i < 32; i++) d[i] = 0.0f;
             __syncthreads(); /* why: the last block's MMAs (other warpgroups) may still read the ring */
             for (int s = 0; s + 1 < stages; s++)
-                amk_mma_issue(ring + s * stage_bytes, x, W, s, nck, K, m0, m_end, nb, n_end, xsz);
-            for (int64_t ck = 0; ck < nck; ck++) {
-                char *raw = ring + (ck % stages) * stage_bytes;
-                const char *bt = raw + 64 * AMK_MMA_KC * xsz + (amk_tid() >> 7) * AMK_MMA_TILE;
+                amk_mma_issue(ring + s * stage_bytes, x, W, s, nck, K, m0, m_end, nb, n_end, xsz, tid, nt);
+            for (int ck = 0; ck < nck; ck++) {
+                char *raw = ring + s_use * stage_bytes;
+                const char *bt = raw + a_bytes + wg * AMK_MMA_TILE;
                 amk_ptx_cp_async_wait_pending(stages - 2); /* chunks ck+1 .. ck+stages-2 stay in flight */
+                if (direct) amk_ptx_fence_proxy_async_smem(); /* the copies are the MMA's operands */
                 /* why: every thread's copies of chunk ck are in, and every warpgroup's MMAs of chunk
-                   ck-1 are done, so its stage takes chunk ck+stages-1 */
+                   ck-1 are done, so that chunk's stage takes chunk ck+stages-1 */
                 __syncthreads();
-                amk_mma_issue(ring + ((ck + stages - 1) % stages) * stage_bytes, x, W, ck + stages - 1, nck, K, m0,
-                              m_end, nb, n_end, xsz);
+                amk_mma_issue(ring + s_fill * stage_bytes, x, W, ck + stages - 1, nck, K, m0, m_end, nb, n_end, xsz,
+                              tid, nt);
                 if (!direct) { /* x (f32, or f16 under bf16 W) -> bf16 hi + lo */
-                    for (int u = amk_tid(); u < 64 * AMK_MMA_KC / 8; u += amk_ntid()) {
+                    for (int u = tid; u < 64 * AMK_MMA_KC / 8; u += nt) {
                         float v[8];
                         uint32_t hi[4], lo[4];
                         if (xt == AMK_DTYPE_F32) {
@@ -887,9 +891,9 @@ static __device__ __noinline__ int amk_gemm_mma(amk_op_ctx *c, float *smem, int6
                         *(uint4 *)(a_hi + u * 16) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
                         *(uint4 *)(a_lo + u * 16) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
                     }
+                    amk_ptx_fence_proxy_async_smem(); /* the W copies and the split x */
+                    __syncthreads(); /* why: the A operand is complete for every warpgroup */
                 }
-                amk_ptx_fence_proxy_async_smem();
-                __syncthreads(); /* why: the A operand is complete for every warpgroup */
                 if (nb < n_end) {
                     const uint64_t da = amk_mma_desc(direct ? raw : a_hi), dl = amk_mma_desc(a_lo), db = amk_mma_desc(bt);
                     amk_ptx_wgmma_fence();
@@ -901,10 +905,13 @@ static __device__ __noinline__ int amk_gemm_mma(amk_op_ctx *c, float *smem, int6
                     amk_ptx_wgmma_commit();
                     amk_ptx_wgmma_wait_all(); /* why: the next chunk overwrites the A operand and this ring stage */
                 }
+                s_last = s_use;
+                s_use = s_use + 1 == stages ? 0 : s_use + 1;
+                s_fill = s_fill + 1 == stages ? 0 : s_fill + 1;
             }
-            if (nb < n_end) amk_mma_epilogue(c, d, (float *)(ring + ((nck - 1) % stages) * stage_bytes +
-                                                              64 * AMK_MMA_KC * xsz + (amk_tid() >> 7) * AMK_MMA_TILE),
-                                             m0, m_end, nb, n_end, N_out);
+            if (nb < n_end)
+                amk_mma_epilogue(c, d, (float *)(ring + s_last * stage_bytes + a_bytes + wg * AMK_MMA_TILE), m0, m_end,
+                                 nb, n_end, N_out);
         }
     }
     return 1;
