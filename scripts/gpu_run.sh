@@ -3,7 +3,7 @@
 # halves, since one call carries at most 64 MiB; the machine keeps /tmp between warm calls).
 #   phase a: stash the first half; build; GPU op tests; amk bench; HF transformers baseline
 #   phase b: join the model; golden greedy check on CUDA vs HF and the reference VM; generate;
-#            compute-sanitizer on a full SmolLM2 decode step
+#            compute-sanitizer on a full SmolLM2 decode step and on the GEMM tile tests
 # The halves (after scripts/fetch_model.sh; .model_parts/ listed in .git/info/exclude so that only
 # the carried half travels):
 #   mkdir -p .model_parts/a .model_parts/b && split -n 2 -d -a 2 models/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/part
@@ -53,9 +53,13 @@ b)
   # why --ctx 1024: two KV splits, the second past the position, so the step also runs an
   # attention task with an empty window and the COMBINE
   run racecheck timeout 280 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/amk generate -q --timeout 240000 --ctx 1024 -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 1 -p "Hi"
+  # the tensor-core GEMM path (shared-memory ring, named barriers) under both tools
+  [ -x $B/gpu/test_gpu ] || run build_test $MK $B/gpu/test_gpu
+  run memcheck_gemm timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_gemm_tile
+  run racecheck_gemm timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_gemm_tile
   for f in generate generate_chat generate_cpu; do echo "--- $f"; tail -n 4 "$OUTD/$f.log"; done
   grep golden "$OUTD/golden.log"
-  tail -n 6 "$OUTD/memcheck.log" "$OUTD/racecheck.log"
+  tail -n 6 "$OUTD/memcheck.log" "$OUTD/racecheck.log" "$OUTD/memcheck_gemm.log" "$OUTD/racecheck_gemm.log"
   gzip -f "$OUTD/smollm2_trace.json" 2>/dev/null
   ;;
 esac
