@@ -176,7 +176,7 @@ typedef struct amk_param {
 #define AMK_PARAM_FIELDS(X) \
     X(hidden, 'i') X(K, 'i') X(N_tile, 'i') X(n_off, 'i') X(M_tile, 'i') X(m_off, 'i') \
     X(head_dim, 'i') X(kv_start, 'i') X(kv_len, 'i') X(n_heads, 'i') X(n_kv_heads, 'i') \
-    X(qdtype, 'i') X(group, 'i') X(pos, 'i') X(flags, 'i') X(dim, 'i') X(rope_orig_ctx, 'i') \
+    X(qdtype, 'i') X(group, 'i') X(pos, 'i') X(flags, 'i') X(dim, 'i') X(rope_orig_ctx, 'i') X(part, 'i') \
     X(eps, 'f') X(scale, 'f') X(theta, 'f') X(rope_factor, 'f') X(rope_low_freq_factor, 'f') \
     X(rope_high_freq_factor, 'f')
 
@@ -853,8 +853,8 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
    for Q, K and V (norm, interleaved RoPE, K and V stored straight into the cache row pos);
    ATTENTION_DECODE per kv head and KV split; ATTENTION_COMBINE (with more than one split); O
    tiles (GEMV_TILE, the residual as bias); RMSNORM_SWIGLU tiles for gate/up; down tiles
-   (residual as bias). The head is RMSNORM_GEMV LM-head tiles and
-   SAMPLE_ARGMAX. Q and K rows are in interleaved pair order (meta["qk_rows"] = "interleaved"):
+   (residual as bias). The head is RMSNORM_GEMV LM-head tiles, ARGMAX_PARTIAL tasks over slices of
+   about 1024 logits (at most one an SM) and ARGMAX_COMBINE. Q and K rows are in interleaved pair order (meta["qk_rows"] = "interleaved"):
    amk_llm permutes the HF weights when it loads them. With o->spec_ops: EMBED; per layer RMSNORM,
    Q/K/V GEMV tiles, ROPE, KV_APPEND, split-KV ATTENTION_TILE and ATTENTION_COMBINE, O tiles, ADD,
    RMSNORM, gate/up tiles, SILU_MUL, down tiles, ADD; final RMSNORM, LM-head tiles, SAMPLE_ARGMAX
@@ -1646,6 +1646,8 @@ static const amk_op_spec amk__op_specs[AMK_OP_COUNT] = {
     {"RMSNORM_SWIGLU", 4, 4, 1, {"eps", "K", "N_tile", "n_off", NULL}, "tile of silu(xn @ Wg.T) * (xn @ Wu.T)"},
     {"ATTENTION_DECODE", 4, 4, 1, {"head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile"},
      "attention of kv heads [n_off, n_off+N_tile) over rows up to pos"},
+    {"ARGMAX_PARTIAL", 1, 1, 1, {"N_tile", "n_off", "part", NULL}, "(max, first index) of a column range, per row"},
+    {"ARGMAX_COMBINE", 1, 1, 1, {NULL}, "index of the best (max, index) partial, per row"},
 };
 
 AMK_API const amk_op_spec *amk_op_spec_get(int op) {
@@ -2106,7 +2108,7 @@ AMK_API void amk_task_marshal_params(const amk_task *t, amk_params_t *o) {
     AMK__MI(group, o->K);         /* IR_SPEC_NOTES: group defaults to K */
     AMK__MI(pos, 0); AMK__MI(flags, 0);
     AMK__MI(dim, -1);             /* SOFTMAX: the last axis */
-    AMK__MI(rope_orig_ctx, 0);
+    AMK__MI(rope_orig_ctx, 0); AMK__MI(part, 0);
     AMK__MF(eps, 0.0); AMK__MF(scale, 1.0); AMK__MF(theta, 10000.0);
     AMK__MF(rope_factor, 0.0);    /* 0: no llama3 RoPE scaling */
     AMK__MF(rope_low_freq_factor, 1.0); AMK__MF(rope_high_freq_factor, 4.0);
@@ -4432,6 +4434,47 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         break;
     }
 
+    case AMK_OP_ARGMAX_PARTIAL: {
+        const int64_t L = amk__opshape_last(in[0]), W = amk__opshape_last(out);
+        if (in[0]->rank < 1 || L < 1)
+            AMK__OPS_FAIL(OP_SHAPE, "logits '%s' needs rank >= 1 and a last dim >= 1",
+                          amk__opshape_name(in[0]));
+        if (L > (1LL << 24)) /* why: the index travels as an F32 beside its value */
+            AMK__OPS_FAIL(OP_SHAPE, "logits '%s' has %lld columns; at most 2^24", amk__opshape_name(in[0]),
+                          (long long)L);
+        if (P.n_off < 0 || P.N_tile < 1 || (int64_t)P.n_off + P.N_tile > L)
+            AMK__OPS_FAIL(PARAM_VALUE, "columns [%d, %d + %d) are not inside the %lld of '%s'", P.n_off,
+                          P.n_off, P.N_tile, (long long)L, amk__opshape_name(in[0]));
+        if (out->dtype != AMK_DTYPE_F32)
+            AMK__OPS_FAIL(OP_DTYPE, "partials '%s' must be F32, not %s", amk__opshape_name(out),
+                          amk_dtype_name(out->dtype));
+        if (out->rank < 1 || W < 2 || W % 2 || n_out / W != n_in[0] / L)
+            AMK__OPS_FAIL(OP_SHAPE, "partials '%s' needs one row per logits row (%lld) of an even "
+                          "number of columns, got %lld elements", amk__opshape_name(out),
+                          (long long)(n_in[0] / L), (long long)n_out);
+        if (P.part < 0 || 2 * (int64_t)P.part + 2 > W)
+            AMK__OPS_FAIL(PARAM_VALUE, "part = %d is not one of the %lld pairs of '%s'", P.part,
+                          (long long)(W / 2), amk__opshape_name(out));
+        break;
+    }
+
+    case AMK_OP_ARGMAX_COMBINE: {
+        const int64_t W = amk__opshape_last(in[0]);
+        if (in[0]->dtype != AMK_DTYPE_F32)
+            AMK__OPS_FAIL(OP_DTYPE, "partials '%s' must be F32, not %s", amk__opshape_name(in[0]),
+                          amk_dtype_name(in[0]->dtype));
+        if (in[0]->rank < 1 || W < 2 || W % 2)
+            AMK__OPS_FAIL(OP_SHAPE, "partials '%s' needs an even last dim >= 2 ((value, index) pairs)",
+                          amk__opshape_name(in[0]));
+        if (!amk__opshape_is_index(out->dtype))
+            AMK__OPS_FAIL(OP_DTYPE, "out '%s' must be I32, I8 or U8, not %s", amk__opshape_name(out),
+                          amk_dtype_name(out->dtype));
+        if (n_out != n_in[0] / W)
+            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, partials have %lld rows",
+                          amk__opshape_name(out), (long long)n_out, (long long)(n_in[0] / W));
+        break;
+    }
+
     case AMK_OP_ATTENTION_COMBINE: {
         int64_t row = (int64_t)P.head_dim + 2;
         if (P.head_dim < 1) AMK__OPS_FAIL(PARAM_VALUE, "head_dim = %d must be >= 1", P.head_dim);
@@ -5470,7 +5513,8 @@ AMK__FN void amk__v_query(amk__vctx *v, int set_off, int set_len, int target, in
 
 /* The region a writer writes: columns [n0, n1) of rows [m0, m1) (IR_SPEC_NOTES 1), in the units
    of its kind: 0 the whole buffer; 1 columns of the output's last axis (GEMV/GEMM tiles and the
-   fused tiles, whose KV-row form writes columns of every cache row it may pick); 2 flat elements
+   fused tiles, whose KV-row form writes columns of every cache row it may pick; ARGMAX_PARTIAL's
+   pair); 2 flat elements
    (ATTENTION_DECODE: the rows of its query heads). Regions of different kinds never compare as
    disjoint (amk__v_waw). */
 typedef struct amk__v_region { int64_t n0, n1, m0, m1; int task, kind; } amk__v_region;
@@ -5494,6 +5538,14 @@ AMK__FN void amk__v_region_of(const amk_task *t, int ti, amk__v_region *r) {
             r->m1 = r->m0 + mw->i;
         }
         return;
+    case AMK_OP_ARGMAX_PARTIAL: { /* its (value, index) pair: columns 2*part, 2*part+1 of every row */
+        const amk_param *part = amk__v_param(t, "part");
+        if (!part) return;
+        r->kind = 1;
+        r->n0 = 2 * part->i;
+        r->n1 = r->n0 + 2;
+        return;
+    }
     case AMK_OP_ATTENTION_DECODE: {
         amk_params_t P;
         int64_t rw;
@@ -7424,17 +7476,43 @@ AMK__FN amk_result amk__ref_softmax(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 
-/* Per row: the first index of the maximum; NaN never wins; an all-NaN row gives 0. */
+/* The argmax rule of SAMPLE_ARGMAX and the ARGMAX_* pair: candidate (v, i) replaces (*bv, *bi)
+   when it is a candidate (i >= 0, v not NaN) and there is none yet, or v is larger, or equal
+   with a smaller index (the first maximum wins). */
+AMK__FN void amk__argmax_merge(float *bv, int64_t *bi, float v, int64_t i) {
+    if (i < 0 || v != v) return;
+    if (*bi < 0 || v > *bv || (v == *bv && i < *bi)) { *bv = v; *bi = i; }
+}
+
+/* A partial's index as stored (an F32): -1 (no candidate) unless it is in [0, 2^31); truncated. */
+AMK__FN int64_t amk__argmax_index(float f) {
+    return f >= 0.0f && f < 2147483648.0f ? (int64_t)f : -1;
+}
+
+/* SAMPLE_ARGMAX per row: the first index of the maximum; NaN never wins; an all-NaN row gives 0.
+   ARGMAX_PARTIAL per row: (max, its first index) over columns [n_off, n_off + N_tile) into the
+   pair `part` of out (NaN, -1 when all are NaN). ARGMAX_COMBINE per row: the index of the best
+   pair by the same rule (0 when none is a candidate): the argmax of the columns the partials
+   cover, as SAMPLE_ARGMAX over them. */
 AMK__FN void amk__ref_argmax(const amk__refop *o) {
-    int64_t L = amk__opshape_last(o->in[0]), r, j;
-    for (r = 0; r < o->n_out; r++) {
+    const int64_t L = amk__opshape_last(o->in[0]), rows = o->n_in[0] / L;
+    const int partial = o->t->op == AMK_OP_ARGMAX_PARTIAL, combine = o->t->op == AMK_OP_ARGMAX_COMBINE;
+    const int64_t j0 = partial ? o->P.n_off : 0, j1 = partial ? j0 + o->P.N_tile : combine ? L / 2 : L;
+    int64_t r, j;
+    for (r = 0; r < rows; r++) {
         int64_t best = -1;
         float bv = 0.0f;
-        for (j = 0; j < L; j++) {
-            float v = AMK__IN(o, 0, r * L + j);
-            if (v == v && (best < 0 || v > bv)) { best = j; bv = v; }
+        for (j = j0; j < j1; j++) {
+            if (combine) amk__argmax_merge(&bv, &best, AMK__IN(o, 0, r * L + 2 * j), amk__argmax_index(AMK__IN(o, 0, r * L + 2 * j + 1)));
+            else amk__argmax_merge(&bv, &best, AMK__IN(o, 0, r * L + j), j);
         }
-        amk__store_i64(o->y, o->out->dtype, r, best < 0 ? 0 : best);
+        if (partial) {
+            const int64_t W = amk__opshape_last(o->out);
+            AMK__OUT(o, r * W + 2 * o->P.part, best < 0 ? NAN : bv);
+            AMK__OUT(o, r * W + 2 * o->P.part + 1, (float)best);
+        } else {
+            amk__store_i64(o->y, o->out->dtype, r, best < 0 ? 0 : best);
+        }
     }
 }
 
@@ -7514,7 +7592,7 @@ AMK__FN amk_result amk__refvm_exec(const amk__refop *o, amk_diag *d) {
         amk__refvm_cast(o->y, o->out->dtype, (int64_t)o->P.pos * o->n_in[0], o->x[0],
                         o->in[0]->dtype, 0, o->n_in[0]);
         return AMK_OK;
-    case AMK_OP_SAMPLE_ARGMAX: amk__ref_argmax(o); return AMK_OK;
+    case AMK_OP_SAMPLE_ARGMAX: case AMK_OP_ARGMAX_PARTIAL: case AMK_OP_ARGMAX_COMBINE: amk__ref_argmax(o); return AMK_OK;
     case AMK_OP_ATTENTION_COMBINE: amk__ref_combine(o); return AMK_OK;
     default:
         return amk__refvm_fail(d, AMK_ERR_UNSUPPORTED, NULL, o->task_index, -1,
@@ -12639,7 +12717,27 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             n_lm = amk__lb_gemv(&b, xf, lm_w, logits, c_lm, V, H, rows, c_fn, 1, "lm_head", L);
         }
         if (n_lm < 0) goto fail;
-        amk__lb_task(&b, AMK_OP_SAMPLE_ARGMAX, &logits, 1, next, c_s, &c_lm, &n_lm, 1, 0, "argmax");
+        if (fused) { /* why: one SM reads the 0.5 MB of Llama-3 logits at ~22 GB/s (23 us); spread, ~5 */
+            const int64_t np0 = (V + 1023) / 1024 < b.o.num_sms ? (V + 1023) / 1024 : b.o.num_sms;
+            const int64_t chunk = (V + np0 - 1) / np0, np = (V + chunk - 1) / chunk;
+            int parts = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 2 * np, 0, 2, NULL, "argmax.partials");
+            int c_p = amk_program_add_counter(p, "argmax partials"), n_p = 0, t;
+            int64_t k;
+            for (k = 0; k < np; k++) {
+                const int64_t off = k * chunk, nt = V - off < chunk ? V - off : chunk;
+                char label[64];
+                snprintf(label, sizeof label, "argmax[%lld:%lld]", (long long)off, (long long)(off + nt));
+                t = amk__lb_task(&b, AMK_OP_ARGMAX_PARTIAL, &logits, 1, parts, c_p, &c_lm, &n_lm, 1, nt * 4, label);
+                if (t < 0) goto fail;
+                amk_task_set_int(p, t, "n_off", off);
+                amk_task_set_int(p, t, "N_tile", nt);
+                amk_task_set_int(p, t, "part", k);
+                n_p++;
+            }
+            amk__lb_task(&b, AMK_OP_ARGMAX_COMBINE, &parts, 1, next, c_s, &c_p, &n_p, 1, 0, "argmax");
+        } else {
+            amk__lb_task(&b, AMK_OP_SAMPLE_ARGMAX, &logits, 1, next, c_s, &c_lm, &n_lm, 1, 0, "argmax");
+        }
     }
     if (p->build_error != AMK_OK) {
         amk_result r = p->build_error;

@@ -86,7 +86,10 @@ typedef enum amk_opcode {
     AMK_OP_RMSNORM_SWIGLU = 21,   /* [x, norm_w, W_gate, W_up]: tile of silu(xn@Wg.T) * (xn@Wu.T) */
     AMK_OP_ATTENTION_DECODE = 22, /* [q, k cache, v cache, pos]: ATTENTION_TILE over kv heads
                                      [n_off, n_off+N_tile), rows [kv_start, min(kv_start+kv_len, pos+1)) */
-    AMK_OP_COUNT = 23             /* the registry has this many rows; row 19 is undefined */
+    AMK_OP_ARGMAX_PARTIAL = 23,   /* [logits]: per row, (max, first index of it) over columns
+                                     [n_off, n_off+N_tile) into columns 2*part, 2*part+1 of out */
+    AMK_OP_ARGMAX_COMBINE = 24,   /* [partials]: per row, the index of the best (max, index) pair */
+    AMK_OP_COUNT = 25             /* the registry has this many rows; row 19 is undefined */
 } amk_opcode;
 
 /* ATTENTION_TILE params.flags bits (IR_SPEC_NOTES conventions table). */
@@ -105,7 +108,7 @@ typedef enum amk_opcode {
 typedef struct amk_params_t {
     int32_t hidden, K, N_tile, n_off, M_tile, m_off;
     int32_t head_dim, kv_start, kv_len, n_heads, n_kv_heads;
-    int32_t qdtype, group, pos, flags, dim, rope_orig_ctx, reserved0;
+    int32_t qdtype, group, pos, flags, dim, rope_orig_ctx, part;
     float eps, scale, theta, rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     float reserved1, reserved2;
 } amk_params_t;

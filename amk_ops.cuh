@@ -1621,9 +1621,29 @@ static __device__ __forceinline__ void amk_argmax_merge(float *bv, int64_t *bi, 
     if (*bi < 0 || v > *bv || (v == *bv && i < *bi)) { *bv = v; *bi = i; }
 }
 
+/* A partial's index as stored (an F32): -1 (no candidate) unless in [0, 2^31); truncated
+   (amk__argmax_index). */
+static __device__ __forceinline__ int64_t amk_argmax_index(float f) {
+    return f >= 0.0f && f < 2147483648.0f ? (int64_t)f : -1;
+}
+
+/* The block's best (bv, bi) by amk_argmax_merge, in thread 0's; all threads call it. why int
+   in redi: indices below 2^31 here (rows of at most 2^31 columns). */
+static __device__ __forceinline__ void amk_block_argmax(amk_op_ctx *c, float *bv, int64_t *bi) {
+    const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
+    for (int off = 16; off > 0; off >>= 1) {
+        float ov = __shfl_xor_sync(0xFFFFFFFFu, *bv, off);
+        int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, *bi, off);
+        amk_argmax_merge(bv, bi, ov, oi);
+    }
+    if (lane == 0) { c->red[warp] = *bv; c->redi[warp] = (int)*bi; }
+    __syncthreads();
+    if (amk_tid() == 0)
+        for (int w = 0; w < nw; w++) amk_argmax_merge(bv, bi, c->red[w], c->redi[w]);
+}
+
 AMK_OP_FN void amk_op_sample_argmax(amk_op_ctx *c) {
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
-    const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
     const int64_t L = x->shape[x->rank - 1], rows = x->numel / L;
     int64_t r, j;
     for (r = 0; r < rows; r++) {
@@ -1649,19 +1669,48 @@ AMK_OP_FN void amk_op_sample_argmax(amk_op_ctx *c) {
         } else {
             for (j = AMK_OPS_TID; j < L; j += AMK_OPS_NT) amk_argmax_merge(&bv, &bi, amk_load((const void *)x->ptr, x->dtype, r * L + j), j);
         }
-        for (int off = 16; off > 0; off >>= 1) {
-            float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, off);
-            int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, bi, off);
-            amk_argmax_merge(&bv, &bi, ov, oi);
-        }
-        /* why: indices fit int32 here (rows of at most 2^31 logits), so redi holds them */
-        if (lane == 0) { c->red[warp] = bv; c->redi[warp] = (int)bi; }
+        amk_block_argmax(c, &bv, &bi);
+        if (amk_tid() == 0) amk_store_int((void *)o->ptr, o->dtype, r, bi < 0 ? 0 : bi);
         __syncthreads();
-        if (amk_tid() == 0) {
-            float fv = 0.0f;
-            int64_t fi = -1;
-            for (int w = 0; w < nw; w++) amk_argmax_merge(&fv, &fi, c->red[w], c->redi[w]);
-            amk_store_int((void *)o->ptr, o->dtype, r, fi < 0 ? 0 : fi);
+    }
+}
+
+/* ARGMAX_PARTIAL (columns [n_off, n_off + N_tile) of each row -> the pair `part` of out: the max,
+   its index as F32; NaN, -1 when no candidate) and ARGMAX_COMBINE (the index of each row's best
+   pair; 0 when none): amk__ref_argmax's rule. why __noinline__: once a step, kept out of the VM
+   loop's code (bench/NOTES.md: code placement moves the hot ops). */
+static __device__ __noinline__ void amk_op_argmax_pair(amk_op_ctx *c) {
+    const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
+    const int tid = amk_tid(), nt = amk_ntid(), combine = c->ins.op == AMK_OP_ARGMAX_COMBINE;
+    const int64_t L = x->shape[x->rank - 1], rows = x->numel / L;
+    const int64_t j0 = combine ? 0 : c->ins.params.n_off, j1 = combine ? L / 2 : j0 + c->ins.params.N_tile;
+    for (int64_t r = 0; r < rows; r++) {
+        float bv = 0.0f;
+        int64_t bi = -1, j;
+        if (combine) { /* F32 pairs (the host checks) */
+            const float *p = (const float *)x->ptr + r * L;
+            for (j = tid; j < j1; j += nt) amk_argmax_merge(&bv, &bi, p[2 * j], amk_argmax_index(p[2 * j + 1]));
+        } else if (x->dtype == AMK_DTYPE_F32) { /* why: 4 loads in flight a thread, as SAMPLE_ARGMAX */
+            const float *p = (const float *)x->ptr + r * L;
+            for (j = j0 + tid; j < j1; j += 4 * (int64_t)nt) {
+                float v[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) v[u] = j + u * nt < j1 ? p[j + u * nt] : NAN; /* NaN: no candidate */
+#pragma unroll
+                for (int u = 0; u < 4; u++) amk_argmax_merge(&bv, &bi, v[u], j + u * nt);
+            }
+        } else {
+            for (j = j0 + tid; j < j1; j += nt) amk_argmax_merge(&bv, &bi, amk_load((const void *)x->ptr, x->dtype, r * L + j), j);
+        }
+        amk_block_argmax(c, &bv, &bi);
+        if (tid == 0) {
+            if (combine) {
+                amk_store_int((void *)o->ptr, o->dtype, r, bi < 0 ? 0 : bi);
+            } else {
+                float *q = (float *)o->ptr + r * o->shape[o->rank - 1] + 2 * (int64_t)c->ins.params.part;
+                q[0] = bi < 0 ? NAN : bv;
+                q[1] = (float)bi;
+            }
         }
         __syncthreads();
     }
@@ -1748,6 +1797,8 @@ static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *sme
     case AMK_OP_ALLREDUCE_SHARD: amk_op_allreduce_shard(c); break;
     case AMK_OP_KV_APPEND: amk_op_kv_append(c); break;
     case AMK_OP_SAMPLE_ARGMAX: amk_op_sample_argmax(c); break;
+    case AMK_OP_ARGMAX_PARTIAL:
+    case AMK_OP_ARGMAX_COMBINE: amk_op_argmax_pair(c); break;
     case AMK_OP_ATTENTION_COMBINE: amk_op_attention_combine(c, smem); break;
     case AMK_OP_RMSNORM_GEMV:
     case AMK_OP_RMSNORM_SWIGLU: amk_op_norm_gemv(c, smem); break;

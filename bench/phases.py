@@ -18,7 +18,7 @@ import sys
 
 ROLE = {"k": "qkv", "v": "qkv", "q": "qkv", "attention": "attention", "attention combine": "combine",
         "o": "o", "gate/up": "gate/up", "down": "down", "lm_head": "lm_head"}
-ORDER = ["qkv", "attention", "combine", "o", "gate/up", "down", "lm_head", "argmax"]
+ORDER = ["qkv", "attention", "combine", "o", "gate/up", "down", "lm_head", "argmax parts", "argmax"]
 
 
 def load(path):
@@ -31,6 +31,8 @@ def phase_of(name):
     """(layer, role) of a task label such as 'L5 q[0:24]' or 'L5 attention[0] kv3'; None else."""
     if name in ("argmax", "embed"):
         return (None, name)
+    if name.startswith("argmax["):  # ARGMAX_PARTIAL tasks; "argmax" is the combine (or SAMPLE_ARGMAX)
+        return (None, "argmax parts")
     m = re.match(r"L(\d+) ([a-z_/ ]+?)(\[|$)", name)
     if not m:
         return None
@@ -56,7 +58,7 @@ def main():
         layer = layers[len(layers) // 2]
     t0 = min(e["ts"] for e in events)
     step = max(e["ts"] + e["dur"] for e in events) - t0
-    rows = [(layer, r) for r in ORDER[:6]] + [(layers[-1] + 1, "lm_head"), (None, "argmax")]
+    rows = [(layer, r) for r in ORDER[:6]] + [(layers[-1] + 1, "lm_head"), (None, "argmax parts"), (None, "argmax")]
     print(f"step {step:.1f} us over {len(layers)} layers; phases of layer {layer} and the head (us)")
     print("| phase | tasks | span | task median | task max | start spread | hop |")
     print("|---|---|---|---|---|---|---|")

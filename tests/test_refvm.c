@@ -360,6 +360,26 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_SAMPLE_ARGMAX, "F32[2,5] | I4[2]", "", "OP_DTYPE"},
     {AMK_OP_SAMPLE_ARGMAX, "F32[2,5] | BOOL[2]", "", "OP_DTYPE"},
     {AMK_OP_SAMPLE_ARGMAX, "F32[2,5] | I32[3]", "", "OP_SHAPE"},
+    /* ARGMAX_PARTIAL: logits [rows, L] -> pair `part` of partials [rows, 2P] (F32) */
+    {AMK_OP_ARGMAX_PARTIAL, "F32[2,10] | F32[2,8]", "n_off=3 N_tile=5 part=3", "ok"},
+    {AMK_OP_ARGMAX_PARTIAL, "BF16[2,10] | F32[2,2]", "n_off=0 N_tile=10 part=0", "ok"},
+    {AMK_OP_ARGMAX_PARTIAL, "F32[2,10] | F32[2,8]", "n_off=6 N_tile=5 part=0", "PARAM_VALUE"},
+    {AMK_OP_ARGMAX_PARTIAL, "F32[2,10] | F32[2,8]", "n_off=-1 N_tile=5 part=0", "PARAM_VALUE"},
+    {AMK_OP_ARGMAX_PARTIAL, "F32[2,10] | F32[2,8]", "n_off=0 N_tile=0 part=0", "PARAM_VALUE"},
+    {AMK_OP_ARGMAX_PARTIAL, "F32[2,10] | F32[2,8]", "n_off=0 N_tile=5 part=4", "PARAM_VALUE"},
+    {AMK_OP_ARGMAX_PARTIAL, "F32[2,10] | F32[2,8]", "n_off=0 N_tile=5 part=-1", "PARAM_VALUE"},
+    {AMK_OP_ARGMAX_PARTIAL, "F32[2,10] | F32[2,7]", "n_off=0 N_tile=5 part=0", "OP_SHAPE"},
+    {AMK_OP_ARGMAX_PARTIAL, "F32[2,10] | F32[3,8]", "n_off=0 N_tile=5 part=0", "OP_SHAPE"},
+    {AMK_OP_ARGMAX_PARTIAL, "F32[2,0] | F32[2,8]", "n_off=0 N_tile=1 part=0", "OP_SHAPE"},
+    {AMK_OP_ARGMAX_PARTIAL, "F32[1,16777217] | F32[1,2]", "n_off=0 N_tile=1 part=0", "OP_SHAPE"},
+    {AMK_OP_ARGMAX_PARTIAL, "F32[2,10] | BF16[2,8]", "n_off=0 N_tile=5 part=0", "OP_DTYPE"},
+    /* ARGMAX_COMBINE: partials [rows, 2P] -> index [rows] */
+    {AMK_OP_ARGMAX_COMBINE, "F32[2,8] | I32[2]", "", "ok"},
+    {AMK_OP_ARGMAX_COMBINE, "F32[2,2] | U8[2]", "", "ok"},
+    {AMK_OP_ARGMAX_COMBINE, "F32[2,7] | I32[2]", "", "OP_SHAPE"},
+    {AMK_OP_ARGMAX_COMBINE, "F32[2,8] | I32[3]", "", "OP_SHAPE"},
+    {AMK_OP_ARGMAX_COMBINE, "BF16[2,8] | I32[2]", "", "OP_DTYPE"},
+    {AMK_OP_ARGMAX_COMBINE, "F32[2,8] | F32[2]", "", "OP_DTYPE"},
     /* ATTENTION_COMBINE: partials [n_heads=2, head_dim+2 = 6] */
     {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[2,6] | F32[2,4]", "head_dim=4", "ok"},
     {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[2,6] | F32[2,4]", "head_dim=0", "PARAM_VALUE"},
@@ -1489,6 +1509,80 @@ static void test_argmax(void) {
 }
 
 
+/* ARGMAX_PARTIAL over column ranges, then ARGMAX_COMBINE: the pairs themselves (an all-NaN range
+   gives (NaN, -1)), SAMPLE_ARGMAX's answer on the rows of test_argmax and on random rows, and
+   pairs whose index is no index (NaN, negative, 2^31) never win. */
+static void test_argmax_pairs(void) {
+    static const double rows[4][5] = {{1, 3, 3, 2, 0}, {NAN, -1, NAN, -0.5, -0.5},
+                                      {NAN, NAN, NAN, NAN, NAN}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}};
+    static const int want[4] = {1, 3, 0, 0}, from[3] = {0, 2, 3}, to[3] = {2, 3, 5};
+    /* the pairs (value, index) per row and part; NaN value with index -1: no candidate */
+    static const double pairs[4][6] = {{3, 1, 3, 2, 2, 3}, {-1, 1, NAN, -1, -0.5, 3}, {NAN, -1, NAN, -1, NAN, -1},
+                                       {-INFINITY, 0, -INFINITY, 2, -INFINITY, 3}};
+    tc c;
+    amk_diag d;
+    int x, pr, y, r, j, k, seed;
+    tc_init(&c);
+    x = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, 4, 5, 0);
+    pr = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 4, 6, 0);
+    y = tc_buf(&c, AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 4, 0, 0);
+    for (r = 0; r < 4; r++)
+        for (j = 0; j < 5; j++) tset(&c.b[x], r * 5 + j, rows[r][j]);
+    tpoison(&c.b[pr]);
+    for (k = 0; k < 3; k++) {
+        tc_task(&c, AMK_OP_ARGMAX_PARTIAL, &x, 1, pr);
+        tc_int(&c, "n_off", from[k]); tc_int(&c, "N_tile", to[k] - from[k]); tc_int(&c, "part", k);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+    }
+    for (r = 0; r < 4; r++)
+        for (j = 0; j < 6; j++) {
+            double g = tget(&c.b[pr], r * 6 + j), w = pairs[r][j];
+            CHECK_MSG(g == w || (g != g && w != w), "pair row %d [%d]: %g, want %g", r, j, g, w);
+        }
+    tc_task(&c, AMK_OP_ARGMAX_COMBINE, &pr, 1, y);
+    tpoison(&c.b[y]);
+    CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+    for (r = 0; r < 4; r++) CHECK_EQ_INT(tget(&c.b[y], r), want[r]);
+    tc_free(&c);
+    for (seed = 0; seed < 3; seed++) { /* random rows, 300 columns in 4 uneven parts */
+        static const int cut[5] = {0, 77, 78, 200, 300};
+        int ya;
+        tc_init(&c);
+        x = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 7, 300, 0);
+        pr = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 7, 8, 0);
+        y = tc_buf(&c, AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 7, 0, 0);
+        ya = tc_buf(&c, AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 7, 0, 0);
+        tfill(&c.b[x], -10, 10);
+        if (seed == 1) /* a tie across two parts: the first index wins */
+            for (r = 0; r < 7; r++) { tset(&c.b[x], r * 300 + 76, 11); tset(&c.b[x], r * 300 + 250, 11); }
+        for (k = 0; k < 4; k++) {
+            tc_task(&c, AMK_OP_ARGMAX_PARTIAL, &x, 1, pr);
+            tc_int(&c, "n_off", cut[k]); tc_int(&c, "N_tile", cut[k + 1] - cut[k]); tc_int(&c, "part", k);
+            CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+        }
+        tc_task(&c, AMK_OP_ARGMAX_COMBINE, &pr, 1, y);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+        tc_task(&c, AMK_OP_SAMPLE_ARGMAX, &x, 1, ya);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+        for (r = 0; r < 7; r++) {
+            CHECK_EQ_INT(tget(&c.b[y], r), tget(&c.b[ya], r));
+            if (seed == 1) CHECK_EQ_INT(tget(&c.b[y], r), 76);
+        }
+        tc_free(&c);
+    }
+    { /* indices that are no index */
+        static const double bad[10] = {9, NAN, 8, -3, 7, 2147483648.0, 4, 2, 4, 1};
+        tc_init(&c);
+        pr = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, 10, 0);
+        y = tc_buf(&c, AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+        for (j = 0; j < 10; j++) tset(&c.b[pr], j, bad[j]);
+        tc_task(&c, AMK_OP_ARGMAX_COMBINE, &pr, 1, y);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+        CHECK_EQ_INT(tget(&c.b[y], 0), 1);
+        tc_free(&c);
+    }
+}
+
 /* A partial with l = 0 weighs nothing, even when its m is the largest. */
 static void test_combine_zero_l(void) {
     tc c;
@@ -1879,6 +1973,7 @@ int main(void) {
     RUN(test_allreduce);
     RUN(test_kv_append);
     RUN(test_argmax);
+    RUN(test_argmax_pairs);
     RUN(test_combine_zero_l);
     RUN(test_vm_run_orders);
     RUN(test_vm_bind_and_buffers);

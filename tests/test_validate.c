@@ -902,6 +902,35 @@ static void test_race_waw_attention_decode(void) {
     amk_program_free(p);
 }
 
+/* ARGMAX_PARTIAL writes its pair (columns 2*part, 2*part+1) of every row: tasks on distinct
+   parts of one counter are disjoint whatever their logit columns, one part twice races, and the
+   combine reads the partials after all of them. */
+static void test_race_waw_argmax_parts(void) {
+    amk_program *p = amk_program_create();
+    int64_t sh[2];
+    int x, pr, y, c = amk_program_add_counter(p, ""), k, t, o[1];
+    sh[0] = 2; sh[1] = 100;
+    x = amk_program_add_buffer(p, "logits", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    sh[1] = 6;
+    pr = amk_program_add_buffer(p, "partials", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    sh[1] = 1;
+    y = amk_program_add_buffer(p, "next", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
+    o[0] = pr;
+    for (k = 0; k < 3; k++) {
+        t = amk_program_add_task(p, AMK_OP_ARGMAX_PARTIAL, &x, 1, o, 1, c, "part");
+        amk_task_set_int(p, t, "n_off", 0); /* the same logits for all three: only the pair counts */
+        amk_task_set_int(p, t, "N_tile", 100);
+        amk_task_set_int(p, t, "part", k);
+    }
+    o[0] = y;
+    t = amk_program_add_task(p, AMK_OP_ARGMAX_COMBINE, &pr, 1, o, 1, amk_program_add_counter(p, ""), "combine");
+    amk_task_add_wait(p, t, c, 3);
+    expect_clean(p);
+    amk_task_set_int(p, 2, "part", 1); /* parts 1 and 1 */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+    amk_program_free(p);
+}
+
 /* IR_SPEC_NOTES 4. */
 static void test_onchip(void) {
     chain c = mk_chain(1);
@@ -1429,6 +1458,7 @@ int main(void) {
     RUN(test_race_waw_200_tiles);
     RUN(test_race_waw_gemm_grid);
     RUN(test_race_waw_attention_decode);
+    RUN(test_race_waw_argmax_parts);
     RUN(test_onchip);
     RUN(test_output_unreached);
     RUN(test_page_alias);

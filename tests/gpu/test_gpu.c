@@ -764,6 +764,65 @@ static void test_dag_chain(void) {
     gcase_end(&g);
 }
 
+/* The Llama head's argmax: ARGMAX_PARTIAL over uneven column ranges on several SMs (one
+   counter), ARGMAX_COMBINE after them. The pairs and the tokens equal the reference VM's: a tie
+   across two parts (the first index wins), NaN never wins, an all-NaN row gives 0 (its pairs
+   NaN, -1), and 128256 bf16 logits (Llama-3's vocabulary) in 7 parts. */
+static void test_argmax_pairs(void) {
+    static const int cut[6] = {0, 1, 250, 499, 500, 1000};
+    const int64_t V = 128256;
+    amk_program *p = prog_new(8);
+    int x = buf(p, "logits", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 4, 1000, 0);
+    int pr = buf(p, "partials", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 4, 10, 0);
+    int y = buf(p, "tok", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 4, 0, 0);
+    int xb = buf(p, "logits_bf16", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, 1, V, 0);
+    int prb = buf(p, "partials_bf16", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, 14, 0);
+    int yb = buf(p, "tok_bf16", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    int c = amk_program_add_counter(p, ""), cb = amk_program_add_counter(p, ""), k, t, i;
+    gcase g;
+    for (k = 0; k < 5; k++) {
+        t = task(p, AMK_OP_ARGMAX_PARTIAL, &x, 1, pr, c, k % 8);
+        seti(p, t, "n_off", cut[k]); seti(p, t, "N_tile", cut[k + 1] - cut[k]); seti(p, t, "part", k);
+    }
+    t = task(p, AMK_OP_ARGMAX_COMBINE, &pr, 1, y, amk_program_add_counter(p, ""), 5);
+    amk_task_add_wait(p, t, c, 5);
+    for (k = 0; k < 7; k++) {
+        const int64_t a = V * k / 7 + (k == 3), b = V * (k + 1) / 7 + (k == 2); /* uneven: 1 moved */
+        t = task(p, AMK_OP_ARGMAX_PARTIAL, &xb, 1, prb, cb, (k + 3) % 8);
+        seti(p, t, "n_off", a); seti(p, t, "N_tile", b - a); seti(p, t, "part", k);
+    }
+    t = task(p, AMK_OP_ARGMAX_COMBINE, &prb, 1, yb, amk_program_add_counter(p, ""), 7);
+    amk_task_add_wait(p, t, cb, 7);
+    if (gcase_begin(&g, p, "ARGMAX pairs", 10.0f)) {
+        float *l = (float *)amk_refvm_buffer(g.vm, x, NULL);
+        void *lb = amk_refvm_buffer(g.vm, xb, NULL);
+        l[17] = l[600] = 50.0f;                         /* row 0: a tie across parts 1 and 4 */
+        for (i = 1000; i < 2000; i += 3) l[i] = NAN;    /* row 1: NaN never wins, part 0 all NaN */
+        l[1000 + 999] = 40.0f;
+        for (i = 2000; i < 3000; i++) l[i] = NAN;       /* row 2: all NaN -> 0 */
+        for (i = 3000; i < 4000; i++) l[i] = -INFINITY; /* row 3: all -inf -> the first */
+        amk__store_f32(lb, AMK_DTYPE_BF16, 100000, 77.0f);
+        amk__store_f32(lb, AMK_DTYPE_BF16, 127000, 77.0f);
+        gcase_sync(&g, x);
+        gcase_sync(&g, xb);
+        if (gcase_run(&g, "ARGMAX pairs")) {
+            int32_t tok[4];
+            gcase_compare(&g, pr, 0.0, 0.0, "ARGMAX pairs: partials");
+            gcase_compare(&g, prb, 0.0, 0.0, "ARGMAX pairs: bf16 partials");
+            gcase_compare(&g, y, 0.0, 0.0, "ARGMAX pairs");
+            gcase_compare(&g, yb, 0.0, 0.0, "ARGMAX pairs bf16");
+            CHECK_EQ_INT(amk_cuda_download(g.cu, y, tok, sizeof tok, NULL), AMK_OK);
+            CHECK_EQ_INT(tok[0], 17);
+            CHECK_EQ_INT(tok[1], 999);
+            CHECK_EQ_INT(tok[2], 0);
+            CHECK_EQ_INT(tok[3], 0);
+            CHECK_EQ_INT(amk_cuda_download(g.cu, yb, tok, sizeof(int32_t), NULL), AMK_OK);
+            CHECK_EQ_INT(tok[0], 100000);
+        }
+    }
+    gcase_end(&g);
+}
+
 /* KV_APPEND of k and v on two SMs (one shared counter), attention split over three windows on
    three SMs (partials), ATTENTION_COMBINE on a sixth; then the next position through
    amk_cuda_update_params, with the caches carried over on both VMs. */
@@ -1614,6 +1673,7 @@ int main(int argc, char **argv) {
     TRY(test_softmax);
     TRY(test_kv_append);
     TRY(test_sample_argmax);
+    TRY(test_argmax_pairs);
     TRY(test_attention_combine);
     TRY(test_fused_gemv);
     TRY(test_attention_decode);
