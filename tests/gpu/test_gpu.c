@@ -507,6 +507,26 @@ static void test_kv_append(void) {
     check_program(p, "KV_APPEND", 2.0f, 0.0, 0.0); /* compares both whole caches: one row changed */
 }
 
+/* Four rows of 1000 logits (random below 10 in magnitude): row 0 a tie of 50 at 17 and tie (the
+   first index wins), row 1 NaN every third column and 40 at 999 (NaN never wins), row 2 all NaN
+   (-> 0), row 3 all -inf (-> the first). argmax_rows_check: the GPU's tokens for them. */
+static void argmax_rows(float *l, int tie) {
+    int i;
+    l[17] = l[tie] = 50.0f;
+    for (i = 1000; i < 2000; i += 3) l[i] = NAN;
+    l[1000 + 999] = 40.0f;
+    for (i = 2000; i < 3000; i++) l[i] = NAN;
+    for (i = 3000; i < 4000; i++) l[i] = -INFINITY;
+}
+static void argmax_rows_check(gcase *g, int y) {
+    int32_t tok[4];
+    CHECK_EQ_INT(amk_cuda_download(g->cu, y, tok, sizeof tok, NULL), AMK_OK);
+    CHECK_EQ_INT(tok[0], 17);
+    CHECK_EQ_INT(tok[1], 999); /* the index within the row */
+    CHECK_EQ_INT(tok[2], 0);
+    CHECK_EQ_INT(tok[3], 0);
+}
+
 static void test_sample_argmax(void) {
     amk_program *p = prog_new(1);
     int x = buf(p, "logits", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 4, 1000, 0);
@@ -515,7 +535,6 @@ static void test_sample_argmax(void) {
     int y2 = buf(p, "tok2", AMK_KIND_IO_OUTPUT, AMK_DTYPE_U8, 1, 1, 0, 0);
     int x3 = buf(p, "logits3", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, 65536, 0);
     int y3 = buf(p, "tok3", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
-    int i;
     gcase g;
     task(p, AMK_OP_SAMPLE_ARGMAX, &x, 1, y, amk_program_add_counter(p, ""), 0);
     task(p, AMK_OP_SAMPLE_ARGMAX, &x2, 1, y2, amk_program_add_counter(p, ""), 0);
@@ -523,11 +542,7 @@ static void test_sample_argmax(void) {
     if (gcase_begin(&g, p, "ARGMAX", 10.0f)) {
         float *l = (float *)amk_refvm_buffer(g.vm, x, NULL);
         void *l2 = amk_refvm_buffer(g.vm, x2, NULL);
-        l[17] = l[500] = 50.0f;                         /* row 0: a tie, first index wins */
-        for (i = 1000; i < 2000; i += 3) l[i] = NAN;    /* row 1: NaN never wins */
-        l[1000 + 999] = 40.0f;
-        for (i = 2000; i < 3000; i++) l[i] = NAN;       /* row 2: all NaN -> 0 */
-        for (i = 3000; i < 4000; i++) l[i] = -INFINITY; /* row 3: all -inf -> the first */
+        argmax_rows(l, 500);
         amk__store_f32(l2, AMK_DTYPE_BF16, 40000, 77.0f); /* tok2 = 40000 saturates to 255 in U8 */
         { /* a tie across one thread's load chains (float4 j, j + NT, ... at any block size up to
              1024): the smallest index wins */
@@ -545,11 +560,7 @@ static void test_sample_argmax(void) {
             gcase_compare(&g, y3, 0.0, 0.0, "ARGMAX chains");
             CHECK_EQ_INT(amk_cuda_download(g.cu, y3, tok, sizeof(int32_t), NULL), AMK_OK);
             CHECK_EQ_INT(tok[0], 2049);
-            CHECK_EQ_INT(amk_cuda_download(g.cu, y, tok, sizeof tok, NULL), AMK_OK);
-            CHECK_EQ_INT(tok[0], 17);
-            CHECK_EQ_INT(tok[1], 999); /* the index within the row */
-            CHECK_EQ_INT(tok[2], 0);
-            CHECK_EQ_INT(tok[3], 0);
+            argmax_rows_check(&g, y);
         }
     }
     gcase_end(&g);
@@ -778,7 +789,7 @@ static void test_argmax_pairs(void) {
     int xb = buf(p, "logits_bf16", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, 1, V, 0);
     int prb = buf(p, "partials_bf16", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, 14, 0);
     int yb = buf(p, "tok_bf16", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
-    int c = amk_program_add_counter(p, ""), cb = amk_program_add_counter(p, ""), k, t, i;
+    int c = amk_program_add_counter(p, ""), cb = amk_program_add_counter(p, ""), k, t;
     gcase g;
     for (k = 0; k < 5; k++) {
         t = task(p, AMK_OP_ARGMAX_PARTIAL, &x, 1, pr, c, k % 8);
@@ -796,11 +807,7 @@ static void test_argmax_pairs(void) {
     if (gcase_begin(&g, p, "ARGMAX pairs", 10.0f)) {
         float *l = (float *)amk_refvm_buffer(g.vm, x, NULL);
         void *lb = amk_refvm_buffer(g.vm, xb, NULL);
-        l[17] = l[600] = 50.0f;                         /* row 0: a tie across parts 1 and 4 */
-        for (i = 1000; i < 2000; i += 3) l[i] = NAN;    /* row 1: NaN never wins, part 0 all NaN */
-        l[1000 + 999] = 40.0f;
-        for (i = 2000; i < 3000; i++) l[i] = NAN;       /* row 2: all NaN -> 0 */
-        for (i = 3000; i < 4000; i++) l[i] = -INFINITY; /* row 3: all -inf -> the first */
+        argmax_rows(l, 600); /* row 0's tie across parts 1 and 4; row 1's part 0 all NaN */
         amk__store_f32(lb, AMK_DTYPE_BF16, 100000, 77.0f);
         amk__store_f32(lb, AMK_DTYPE_BF16, 127000, 77.0f);
         gcase_sync(&g, x);
@@ -811,11 +818,7 @@ static void test_argmax_pairs(void) {
             gcase_compare(&g, prb, 0.0, 0.0, "ARGMAX pairs: bf16 partials");
             gcase_compare(&g, y, 0.0, 0.0, "ARGMAX pairs");
             gcase_compare(&g, yb, 0.0, 0.0, "ARGMAX pairs bf16");
-            CHECK_EQ_INT(amk_cuda_download(g.cu, y, tok, sizeof tok, NULL), AMK_OK);
-            CHECK_EQ_INT(tok[0], 17);
-            CHECK_EQ_INT(tok[1], 999);
-            CHECK_EQ_INT(tok[2], 0);
-            CHECK_EQ_INT(tok[3], 0);
+            argmax_rows_check(&g, y);
             CHECK_EQ_INT(amk_cuda_download(g.cu, yb, tok, sizeof(int32_t), NULL), AMK_OK);
             CHECK_EQ_INT(tok[0], 100000);
         }
