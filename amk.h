@@ -12717,7 +12717,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             n_lm = amk__lb_gemv(&b, xf, lm_w, logits, c_lm, V, H, rows, c_fn, 1, "lm_head", L);
         }
         if (n_lm < 0) goto fail;
-        if (fused) { /* why: one SM reads the 0.5 MB of Llama-3 logits at ~22 GB/s (23 us); spread, ~5 */
+        if (fused) { /* why: one SM reads Llama-3's 0.5 MB of logits at ~22 GB/s (23 us); spread, 4 + 2 us
+                        and one more hop (bench/RESULTS.md run 42) */
             const int64_t np0 = (V + 1023) / 1024 < b.o.num_sms ? (V + 1023) / 1024 : b.o.num_sms;
             const int64_t chunk = (V + np0 - 1) / np0, np = (V + chunk - 1) / chunk;
             int parts = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 2 * np, 0, 2, NULL, "argmax.partials");
