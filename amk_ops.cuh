@@ -1064,15 +1064,14 @@ static __device__ __forceinline__ void amk_attn_pv(float *acc, float p, const vo
     }
 }
 
-/* The flash loop of one query head (qs, staged) of kv head g over key blocks j0 = j_from,
-   j_from + j_step, ... below j_end: lane i scores key j0+i, the warp rescales its running max m,
-   sum l and accumulator (dims lane + 32t) and adds p_j * v_j. */
+/* The flash loop of one query head (qs, staged) of kv head g over key blocks of 32, j0 = j_from,
+   j_from + 32, ... below j_end: lane i scores key j0+i, the warp rescales its running max m, sum
+   l and accumulator (dims lane + 32t) and adds p_j * v_j. */
 static __device__ __forceinline__ void amk_attn_scan(const float *qs, const amk_buffer_t *kc, const amk_buffer_t *vc,
                                                      int g, int nkv, int hd, int64_t j_from, int64_t j_end,
-                                                     int64_t j_step, float scale, int lane, float *m_io,
-                                                     float *l_io, float *acc) {
+                                                     float scale, int lane, float *m_io, float *l_io, float *acc) {
     float m_run = *m_io, l_run = *l_io;
-    for (int64_t j0 = j_from; j0 < j_end; j0 += j_step) {
+    for (int64_t j0 = j_from; j0 < j_end; j0 += 32) {
         const int64_t j = j0 + lane;
         const int nvalid = (int)(j_end - j0 < 32 ? j_end - j0 : 32);
         float s = -INFINITY, m_new, alpha, p;
@@ -1127,7 +1126,7 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
         for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] = 0.0f;
         for (int d = lane; d < hd; d += 32) qs[d] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h * hd + d);
         __syncwarp();
-        amk_attn_scan(qs, kc, vc, h / grp, nkv, hd, P->kv_start, (int64_t)P->kv_start + P->kv_len, 32, P->scale,
+        amk_attn_scan(qs, kc, vc, h / grp, nkv, hd, P->kv_start, (int64_t)P->kv_start + P->kv_len, P->scale,
                       lane, &m_run, &l_run, acc);
         amk_attn_store(o, partial, h, hd, acc, m_run, l_run, lane);
         __syncwarp(); /* why: qs is overwritten for the warp's next head */
