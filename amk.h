@@ -836,7 +836,7 @@ typedef struct amk_llama_build_opts {
     int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE);
                          0 (default) = ceil(max_seq / 512), at most 8 */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
-                         0 (default): AMK's fused opcodes 20..22, fewer dependent steps a layer */
+                         0 (default): AMK's opcodes 20..24, fewer dependent steps a layer */
 } amk_llama_build_opts;
 
 /* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), KV splits 0 (auto),

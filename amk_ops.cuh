@@ -1,4 +1,4 @@
-/* amk_ops.cuh - the AMK instructions: one pure-compute device function per opcode 0..18.
+/* amk_ops.cuh - the AMK instructions: one pure-compute device function per opcode (0..18, AMK's 20..24).
 
    Spec IR_SPEC.md §8.1 (instruction contract): an instruction runs on all threads of one block,
    reads only its declared inputs, writes only its declared outputs, never touches a counter and
