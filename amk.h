@@ -854,10 +854,11 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
    ATTENTION_DECODE per kv head and KV split; ATTENTION_COMBINE (with more than one split); O
    tiles (GEMV_TILE, the residual as bias); RMSNORM_SWIGLU tiles for gate/up; down tiles
    (residual as bias). The head is RMSNORM_GEMV LM-head tiles, ARGMAX_PARTIAL tasks over slices of
-   about 1024 logits (at most one an SM) and ARGMAX_COMBINE. Q and K rows are in interleaved pair order (meta["qk_rows"] = "interleaved"):
-   amk_llm permutes the HF weights when it loads them. With o->spec_ops: EMBED; per layer RMSNORM,
-   Q/K/V GEMV tiles, ROPE, KV_APPEND, split-KV ATTENTION_TILE and ATTENTION_COMBINE, O tiles, ADD,
-   RMSNORM, gate/up tiles, SILU_MUL, down tiles, ADD; final RMSNORM, LM-head tiles, SAMPLE_ARGMAX
+   about 1024 logits (at most one an SM) and ARGMAX_COMBINE. Q and K rows are in interleaved pair
+   order (meta["qk_rows"] = "interleaved"): amk_llm permutes the HF weights when it loads them.
+   With o->spec_ops: EMBED; per layer RMSNORM, Q/K/V GEMV tiles, ROPE, KV_APPEND, split-KV
+   ATTENTION_TILE and ATTENTION_COMBINE, O tiles, ADD, RMSNORM, gate/up tiles, SILU_MUL, down
+   tiles, ADD; final RMSNORM, LM-head tiles, SAMPLE_ARGMAX
    (HF row order; amk_llama_set_pos updates the per-step params). Buffers: IO_INPUT "token" and
    "pos" (I32 [1]); WEIGHT buffers whose source is the HF tensor name (the LM head reads the
    embedding when tied); KV_CACHE "k_cache.L"/"v_cache.L" [max_seq, n_kv_heads, head_dim];
@@ -4420,58 +4421,45 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         break;
     }
 
-    case AMK_OP_SAMPLE_ARGMAX: {
-        int64_t L = amk__opshape_last(in[0]);
-        if (in[0]->rank < 1 || L < 1)
-            AMK__OPS_FAIL(OP_SHAPE, "logits '%s' needs rank >= 1 and a last dim >= 1",
-                          amk__opshape_name(in[0]));
+    case AMK_OP_SAMPLE_ARGMAX:
+    case AMK_OP_ARGMAX_PARTIAL:
+    case AMK_OP_ARGMAX_COMBINE: {
+        /* L: the logits' last axis, or the combine's (value, index) pairs, two columns each */
+        const int combine = t->op == AMK_OP_ARGMAX_COMBINE;
+        const int64_t L = amk__opshape_last(in[0]);
+        const char *what = combine ? "partials" : "logits";
+        if (combine && in[0]->dtype != AMK_DTYPE_F32)
+            AMK__OPS_FAIL(OP_DTYPE, "partials '%s' must be F32, not %s", amk__opshape_name(in[0]),
+                          amk_dtype_name(in[0]->dtype));
+        if (in[0]->rank < 1 || L < 1 || (combine && L % 2))
+            AMK__OPS_FAIL(OP_SHAPE, "%s '%s' needs rank >= 1 and a last dim >= 1%s", what,
+                          amk__opshape_name(in[0]), combine ? ", even ((value, index) pairs)" : "");
+        if (t->op == AMK_OP_ARGMAX_PARTIAL) {
+            const int64_t W = amk__opshape_last(out);
+            if (L > (1LL << 24)) /* why: the index travels as an F32 beside its value */
+                AMK__OPS_FAIL(OP_SHAPE, "logits '%s' has %lld columns; at most 2^24", amk__opshape_name(in[0]),
+                              (long long)L);
+            if (P.n_off < 0 || P.N_tile < 1 || (int64_t)P.n_off + P.N_tile > L)
+                AMK__OPS_FAIL(PARAM_VALUE, "columns [%d, %d + %d) are not inside the %lld of '%s'", P.n_off,
+                              P.n_off, P.N_tile, (long long)L, amk__opshape_name(in[0]));
+            if (out->dtype != AMK_DTYPE_F32)
+                AMK__OPS_FAIL(OP_DTYPE, "partials '%s' must be F32, not %s", amk__opshape_name(out),
+                              amk_dtype_name(out->dtype));
+            if (out->rank < 1 || W < 2 || W % 2 || n_out / W != n_in[0] / L)
+                AMK__OPS_FAIL(OP_SHAPE, "partials '%s' needs one row per logits row (%lld) of an even "
+                              "number of columns, got %lld elements", amk__opshape_name(out),
+                              (long long)(n_in[0] / L), (long long)n_out);
+            if (P.part < 0 || 2 * (int64_t)P.part + 2 > W)
+                AMK__OPS_FAIL(PARAM_VALUE, "part = %d is not one of the %lld pairs of '%s'", P.part,
+                              (long long)(W / 2), amk__opshape_name(out));
+            break;
+        }
         if (!amk__opshape_is_index(out->dtype))
             AMK__OPS_FAIL(OP_DTYPE, "out '%s' must be I32, I8 or U8, not %s", amk__opshape_name(out),
                           amk_dtype_name(out->dtype));
         if (n_out != n_in[0] / L)
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, logits have %lld rows",
-                          amk__opshape_name(out), (long long)n_out, (long long)(n_in[0] / L));
-        break;
-    }
-
-    case AMK_OP_ARGMAX_PARTIAL: {
-        const int64_t L = amk__opshape_last(in[0]), W = amk__opshape_last(out);
-        if (in[0]->rank < 1 || L < 1)
-            AMK__OPS_FAIL(OP_SHAPE, "logits '%s' needs rank >= 1 and a last dim >= 1",
-                          amk__opshape_name(in[0]));
-        if (L > (1LL << 24)) /* why: the index travels as an F32 beside its value */
-            AMK__OPS_FAIL(OP_SHAPE, "logits '%s' has %lld columns; at most 2^24", amk__opshape_name(in[0]),
-                          (long long)L);
-        if (P.n_off < 0 || P.N_tile < 1 || (int64_t)P.n_off + P.N_tile > L)
-            AMK__OPS_FAIL(PARAM_VALUE, "columns [%d, %d + %d) are not inside the %lld of '%s'", P.n_off,
-                          P.n_off, P.N_tile, (long long)L, amk__opshape_name(in[0]));
-        if (out->dtype != AMK_DTYPE_F32)
-            AMK__OPS_FAIL(OP_DTYPE, "partials '%s' must be F32, not %s", amk__opshape_name(out),
-                          amk_dtype_name(out->dtype));
-        if (out->rank < 1 || W < 2 || W % 2 || n_out / W != n_in[0] / L)
-            AMK__OPS_FAIL(OP_SHAPE, "partials '%s' needs one row per logits row (%lld) of an even "
-                          "number of columns, got %lld elements", amk__opshape_name(out),
-                          (long long)(n_in[0] / L), (long long)n_out);
-        if (P.part < 0 || 2 * (int64_t)P.part + 2 > W)
-            AMK__OPS_FAIL(PARAM_VALUE, "part = %d is not one of the %lld pairs of '%s'", P.part,
-                          (long long)(W / 2), amk__opshape_name(out));
-        break;
-    }
-
-    case AMK_OP_ARGMAX_COMBINE: {
-        const int64_t W = amk__opshape_last(in[0]);
-        if (in[0]->dtype != AMK_DTYPE_F32)
-            AMK__OPS_FAIL(OP_DTYPE, "partials '%s' must be F32, not %s", amk__opshape_name(in[0]),
-                          amk_dtype_name(in[0]->dtype));
-        if (in[0]->rank < 1 || W < 2 || W % 2)
-            AMK__OPS_FAIL(OP_SHAPE, "partials '%s' needs an even last dim >= 2 ((value, index) pairs)",
-                          amk__opshape_name(in[0]));
-        if (!amk__opshape_is_index(out->dtype))
-            AMK__OPS_FAIL(OP_DTYPE, "out '%s' must be I32, I8 or U8, not %s", amk__opshape_name(out),
-                          amk_dtype_name(out->dtype));
-        if (n_out != n_in[0] / W)
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, partials have %lld rows",
-                          amk__opshape_name(out), (long long)n_out, (long long)(n_in[0] / W));
+            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, %s have %lld rows", amk__opshape_name(out),
+                          (long long)n_out, what, (long long)(n_in[0] / L));
         break;
     }
 
@@ -12722,7 +12710,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             const int64_t np0 = (V + 1023) / 1024 < b.o.num_sms ? (V + 1023) / 1024 : b.o.num_sms;
             const int64_t chunk = (V + np0 - 1) / np0, np = (V + chunk - 1) / chunk;
             int parts = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 2 * np, 0, 2, NULL, "argmax.partials");
-            int c_p = amk_program_add_counter(p, "argmax partials"), n_p = 0, t;
+            int c_p = amk_program_add_counter(p, "argmax partials"), n_p = (int)np, t;
             int64_t k;
             for (k = 0; k < np; k++) {
                 const int64_t off = k * chunk, nt = V - off < chunk ? V - off : chunk;
@@ -12733,7 +12721,6 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                 amk_task_set_int(p, t, "n_off", off);
                 amk_task_set_int(p, t, "N_tile", nt);
                 amk_task_set_int(p, t, "part", k);
-                n_p++;
             }
             amk__lb_task(&b, AMK_OP_ARGMAX_COMBINE, &parts, 1, next, c_s, &c_p, &n_p, 1, 0, "argmax");
         } else {
