@@ -710,6 +710,11 @@ static __device__ __forceinline__ float amk_stage_x(float *xs, const amk_buffer_
     return ss;
 }
 
+/* 1 when a GEMV/GEMM tile's weights are I8/I4 with scales (input 2; zeros 3), not W as is. */
+static __device__ __forceinline__ int amk_gemv_quant(const amk_op_ctx *c) {
+    return (c->ins.params.qdtype == AMK_DTYPE_I8 || c->ins.params.qdtype == AMK_DTYPE_I4) && c->ins.n_inputs >= 3;
+}
+
 /* ---- GEMM on the tensor cores: GEMV/GEMM tiles with several rows ------------------------------
    out[m, n] = x[m, :] . W[n, :] (+ bias[n]) for rows [m_begin, m_end) and columns [n_off, n_off +
    N_tile), with wgmma m64n64k16: each warpgroup owns a 64-column block of W, the block's x rows
@@ -733,6 +738,14 @@ static __device__ __forceinline__ float amk_stage_x(float *xs, const amk_buffer_
 #define AMK_MMA_STAGES 4           /* ring stages, chunks in flight + 1 (2..8: amk_ptx_cp_async_wait_pending) */
 #endif
 #define AMK_MMA_TILE (64 * AMK_MMA_KC * 2) /* bytes of one 64 x KC 16-bit operand tile */
+/* bytes of the x rows of a chunk (xsz bytes an element), and of a ring stage: those plus one W
+   tile per warpgroup (nwg of them) */
+#define AMK_MMA_X_BYTES(xsz) ((int64_t)64 * AMK_MMA_KC * (xsz))
+#define AMK_MMA_STAGE_BYTES(xsz, nwg) (AMK_MMA_X_BYTES(xsz) + (int64_t)(nwg) * AMK_MMA_TILE)
+
+/* Row in its 64-row tile, and K elements from the chunk's start, of 16-byte unit u of a tile. */
+static __device__ __forceinline__ int amk_mma_row(int u) { return u / (8 * AMK_MMA_KB) * 8 + (u & 7); }
+static __device__ __forceinline__ int amk_mma_kofs(int u) { return 8 * ((u >> 3) % AMK_MMA_KB); }
 
 /* Shared-memory descriptor of a 64 x KC K-major operand tile without swizzle: core matrices of 8
    rows x 16 bytes, 128 contiguous bytes each; the next one along K at +128 bytes (leading byte
@@ -750,7 +763,7 @@ static __device__ __forceinline__ int amk_mma_stages(const amk_op_ctx *c, int qu
     const amk_buffer_t *x = &c->in[0], *W = &c->in[1];
     const int xt = x->dtype, wt = W->dtype, nt = amk_ntid();
     const int64_t xsz = xt == AMK_DTYPE_F32 ? 4 : 2;
-    const int64_t stage = 64 * AMK_MMA_KC * xsz + (int64_t)(nt >> 7) * AMK_MMA_TILE;
+    const int64_t stage = AMK_MMA_STAGE_BYTES(xsz, nt >> 7);
     int64_t s;
     if (quant || c->ins.params.K % 8 != 0 || nt % 128 != 0 || nt > 512) return 0; /* 512: amk_ptx_bar_warpgroup */
     if (!(wt == AMK_DTYPE_BF16 && (xt == AMK_DTYPE_F32 || xt == AMK_DTYPE_BF16 || xt == AMK_DTYPE_F16)) &&
@@ -769,9 +782,9 @@ static __device__ __forceinline__ void amk_mma_issue(char *raw, const amk_buffer
     if (ck < nck) {
         const int tw = tid & 127;
         const int64_t k0 = (int64_t)ck * AMK_MMA_KC;
-        char *bt = raw + 64 * AMK_MMA_KC * xsz + (tid >> 7) * AMK_MMA_TILE;
+        char *bt = raw + AMK_MMA_X_BYTES(xsz) + (tid >> 7) * AMK_MMA_TILE;
         for (int u = tid; u < 64 * AMK_MMA_KC / 8; u += nt) {
-            const int64_t m = m0 + u / (8 * AMK_MMA_KB) * 8 + (u & 7), k = k0 + 8 * ((u >> 3) % AMK_MMA_KB);
+            const int64_t m = m0 + amk_mma_row(u), k = k0 + amk_mma_kofs(u);
             const int ok = m < m_end && k < K;
             const char *src = (const char *)x->ptr + (ok ? (m * K + k) * xsz : 0);
             amk_ptx_cp_async_16_zfill(raw + u * 8 * xsz, src, ok ? 16u : 0u);
@@ -779,7 +792,7 @@ static __device__ __forceinline__ void amk_mma_issue(char *raw, const amk_buffer
         }
         if (nb < n_end)
             for (int u = tw; u < 64 * AMK_MMA_KC / 8; u += 128) {
-                const int64_t n = nb + u / (8 * AMK_MMA_KB) * 8 + (u & 7), k = k0 + 8 * ((u >> 3) % AMK_MMA_KB);
+                const int64_t n = nb + amk_mma_row(u), k = k0 + amk_mma_kofs(u);
                 const int ok = n < n_end && k < K;
                 amk_ptx_cp_async_16_zfill(bt + u * 16, (const char *)W->ptr + (ok ? (n * K + k) * 2 : 0), ok ? 16u : 0u);
             }
@@ -835,8 +848,7 @@ static __device__ __forceinline__ void amk_mma_epilogue(amk_op_ctx *c, const flo
    one copy out of the VM's op loop, so the decode GEMVs' code stays as it was (bench/RESULTS.md
    run 36: inlined, SmolLM2's step was 1.5% slower). */
 static __device__ __noinline__ int amk_gemm_mma(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
-    const int quant = (c->ins.params.qdtype == AMK_DTYPE_I8 || c->ins.params.qdtype == AMK_DTYPE_I4) && c->ins.n_inputs >= 3;
-    const int stages = amk_mma_stages(c, quant);
+    const int stages = amk_mma_stages(c, amk_gemv_quant(c));
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *x = &c->in[0], *W = &c->in[1], *o = &c->out[0];
     const int64_t K = P->K, M = x->numel / K, N_out = o->numel / M;
@@ -845,7 +857,7 @@ static __device__ __noinline__ int amk_gemm_mma(amk_op_ctx *c, float *smem, int6
     const int direct = xt == W->dtype; /* x's chunk is already the A operand: no split */
     /* why tid/nt once: this runs out of line, so nothing is held across the VM's loop */
     const int tid = amk_tid(), nt = amk_ntid(), wg = tid >> 7, nwg = nt >> 7;
-    const int64_t a_bytes = 64 * AMK_MMA_KC * xsz, stage_bytes = a_bytes + (int64_t)nwg * AMK_MMA_TILE;
+    const int64_t a_bytes = AMK_MMA_X_BYTES(xsz), stage_bytes = AMK_MMA_STAGE_BYTES(xsz, nwg);
     const int nck = (int)((K + AMK_MMA_KC - 1) / AMK_MMA_KC);
     char *ring = (char *)smem, *a_hi = ring + stages * stage_bytes, *a_lo = a_hi + AMK_MMA_TILE; /* a_*: !direct */
     if (stages == 0) return 0;
@@ -920,7 +932,7 @@ static __device__ __noinline__ int amk_gemm_mma(amk_op_ctx *c, float *smem, int6
 static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *x = &c->in[0], *W = &c->in[1], *o = &c->out[0];
-    const int quant = (P->qdtype == AMK_DTYPE_I8 || P->qdtype == AMK_DTYPE_I4) && c->ins.n_inputs >= 3;
+    const int quant = amk_gemv_quant(c);
     const amk_buffer_t *bias = !quant && c->ins.n_inputs > 2 ? &c->in[2] : 0;
     const amk_buffer_t *sc = quant ? &c->in[2] : 0, *zr = quant && c->ins.n_inputs > 3 ? &c->in[3] : 0;
     const int K = P->K, lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;

@@ -1413,6 +1413,44 @@ static double run_span_us(amk_cuda *cu, amk_cuda_timing_record *rec, int cap) {
     return hi - lo;
 }
 
+/* Median span (us) of one tile of M rows of x (f32) against 256 rows of a bf16 [256, 2048] W on
+   one SM, over 5 timed runs; -1 if the program does not load. */
+static double gemm_tile_us(int64_t M) {
+    amk_program *p = prog_new(1);
+    int in[2], y, t, i;
+    amk_cuda *cu = NULL;
+    amk_cuda_timing_record rec[1];
+    amk_diag d;
+    double span[5];
+    in[0] = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, M, 2048, 0);
+    in[1] = buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, 256, 2048, 0);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, M, 256, 0);
+    t = task(p, AMK_OP_GEMM_TILE, in, 2, y, amk_program_add_counter(p, ""), 0);
+    seti(p, t, "K", 2048); seti(p, t, "n_off", 0); seti(p, t, "N_tile", 256);
+    seti(p, t, "m_off", 0); seti(p, t, "M_tile", M);
+    amk_diag_clear(&d);
+    if (amk_cuda_create(p, g_image, g_image_size, &cu, &d) != AMK_OK) {
+        CHECK_MSG(0, "gemm tile M=%lld: create: %s", (long long)M, d.message);
+        amk_program_free(p);
+        return -1.0;
+    }
+    amk_cuda_run(cu, 10000.0, &d); /* warm-up */
+    amk_cuda_set_timing(cu, 1);
+    for (i = 0; i < 5; i++) span[i] = run_span_us(cu, rec, 1);
+    qsort(span, 5, sizeof(double), cmp_double);
+    amk_cuda_free(cu);
+    amk_program_free(p);
+    return span[2];
+}
+
+/* The tensor-core path runs: 64 rows cost a few times one row (W read once), where the rows path
+   would cost ~64 times (W streamed once a row; the GEMM results are test_gemm_tile's). */
+static void test_gemm_mma_runs(void) {
+    const double t1 = gemm_tile_us(1), t64 = gemm_tile_us(64);
+    printf("  GEMM tile 256x2048 bf16 on one SM: M=1 %.1f us, M=64 %.1f us\n", t1, t64);
+    CHECK_MSG(t1 > 0 && t64 > 0 && t64 < 16.0 * t1, "M=64 took %.1f us, M=1 %.1f: not the tensor-core path", t64, t1);
+}
+
 /* One GEMV (M = 1) or GEMM (M rows of x of dtype xt: the tensor-core path from 4) over tiles on
    every SM: weight bytes over kernel span and over wall time per run, and the MMA rate. */
 static void bench_gemm(int64_t M, amk_dtype xt, int64_t N, int64_t K, int tiles, int threads) {
@@ -1696,6 +1734,7 @@ int main(int argc, char **argv) {
     TRY(test_fill_value);
     TRY(test_read_bandwidth);
     TRY(test_time_runs);
+    TRY(test_gemm_mma_runs);
     if (g_bench) {
         bench_gemm(1, AMK_DTYPE_F32, 33792, 4096, 132, 256);
         bench_gemm(1, AMK_DTYPE_F32, 33792, 4096, 132, 512);
