@@ -6555,7 +6555,12 @@ AMK__FN int amk__lower_is_onchip(const amk_program *p, int b) {
    are what must spread evenly. why: balancing cumulative bytes over the whole program put up to
    3 of one phase's GEMV tiles on one SM (that phase then took 3 tile times) to make up for an
    earlier, larger phase. Within a level: the least level load, then the least total, then the
-   lowest index. */
+   lowest index; but among the SMs with that level load, one that already runs a task of the same
+   opcode is taken when its total is at most max(the largest task so far, 1/8 of the chosen SM's
+   total) above the chosen SM's. why: an SM's first task of an opcode runs cold: Llama's decode
+   attention took ~10-12 us instead of ~6.5 on SMs new to it, and without this rule the per-layer
+   attention tasks moved to new SMs every layer (bench/RESULTS.md run 51: 1B -1.4%, SmolLM2
+   -1.8%). The bound keeps the totals within about one task of balanced. */
 AMK__FN amk_result amk__lower_assign(const amk_program *p, const int *order, const amk_config *c,
                                      int num_sms, const int *explicit_sm, int *sm, amk_diag *d) {
     int n = p->n_tasks, k, j, m = num_sms < n ? num_sms : n;
@@ -6597,14 +6602,16 @@ AMK__FN amk_result amk__lower_assign(const amk_program *p, const int *order, con
     { /* load_balance, level by level. why m: ties go to the lowest index, so n tasks never reach
          an SM index >= n; loads beyond min(num_sms, n) need no memory */
         int nc = p->n_counters, lv, *depth, *cdepth, *by_level, *level_start, max_depth = 0;
-        int64_t *lvl;
+        int64_t *lvl, big = 0;
+        uint32_t *ran; /* why: ran[s] bit op = SM s already runs a task of opcode op */
         load = (int64_t *)amk__calloc((size_t)(m ? m : 1), sizeof(int64_t));
+        ran = (uint32_t *)amk__calloc((size_t)(m ? m : 1), sizeof(uint32_t));
         lvl = (int64_t *)amk__calloc((size_t)(m ? m : 1), sizeof(int64_t));
         depth = (int *)amk__calloc((size_t)(n > 0 ? n : 1), sizeof(int));
         cdepth = (int *)amk__calloc((size_t)(nc > 0 ? nc : 1), sizeof(int));
         by_level = (int *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
         level_start = NULL;
-        if (load && lvl && depth && cdepth && by_level) {
+        if (load && lvl && depth && cdepth && by_level && ran) {
             for (k = 0; k < n; k++) { /* order is topological: producers come first */
                 const amk_task *t = &p->tasks[order[k]];
                 int dep = 0;
@@ -6620,7 +6627,7 @@ AMK__FN amk_result amk__lower_assign(const amk_program *p, const int *order, con
             level_start = (int *)amk__calloc((size_t)max_depth + 2, sizeof(int));
         }
         if (!level_start) {
-            amk__free(lvl); amk__free(depth); amk__free(cdepth); amk__free(by_level);
+            amk__free(lvl); amk__free(depth); amk__free(cdepth); amk__free(by_level); amk__free(ran);
             r = amk__lower_oom(d);
             goto done;
         }
@@ -6634,11 +6641,19 @@ AMK__FN amk_result amk__lower_assign(const amk_program *p, const int *order, con
             for (j = level_start[lv]; j < level_start[lv + 1]; j++) {
                 int kk = by_level[j], g = amk__lower_find(parent, kk), s = group_sm[g], q;
                 int64_t cost = p->tasks[order[kk]].est_bytes;
+                const uint32_t bit = 1u << ((uint32_t)p->tasks[order[kk]].op & 31u);
                 if (cost < 1) cost = 1; /* why: zero-cost tasks still spread over the SMs */
-                if (s < 0) /* why: a linear scan; m <= n, and programs have ~100 SMs */
+                if (s < 0) { /* why: linear scans; m <= n, and programs have ~100 SMs */
+                    int a = -1;
                     for (s = 0, q = 1; q < m; q++)
                         if (lvl[q] < lvl[s] || (lvl[q] == lvl[s] && load[q] < load[s])) s = q;
+                    for (q = 0; q < m; q++)
+                        if (lvl[q] == lvl[s] && (ran[q] & bit) && (a < 0 || load[q] < load[a])) a = q;
+                    if (a >= 0 && load[a] - load[s] <= (load[s] / 8 > big ? load[s] / 8 : big)) s = a;
+                }
+                if (cost > big) big = cost;
                 if (s < m) {
+                    ran[s] |= bit;
                     lvl[s] = lvl[s] > INT64_MAX - cost ? INT64_MAX : lvl[s] + cost;
                     load[s] = load[s] > INT64_MAX - cost ? INT64_MAX : load[s] + cost;
                 }
@@ -6646,7 +6661,7 @@ AMK__FN amk_result amk__lower_assign(const amk_program *p, const int *order, con
                 sm[kk] = s;
             }
         }
-        amk__free(lvl); amk__free(depth); amk__free(cdepth); amk__free(by_level); amk__free(level_start);
+        amk__free(lvl); amk__free(depth); amk__free(cdepth); amk__free(by_level); amk__free(level_start); amk__free(ran);
     }
 done:
     amk__free(parent);

@@ -526,6 +526,78 @@ static void test_load_balance_exact(void) {
     amk_program_free(z);
 }
 
+/* load_balance: among SMs with the same load in a level, a task goes to one that already runs a
+   task of its opcode (the op's code is warm there), before the least total load. Level 1: a NOP
+   of 100 bytes (SM 0), a COPY of 50 (SM 1), a NOP of 1 (SM 2); level 2 (waits on all three): a
+   COPY of 10 goes to SM 1, not to the least loaded SM 2; a NOP after it (same level) to SM 2,
+   whose level load is now the least (SM 0 runs NOPs too, but carries 100). */
+static void test_load_balance_op_affinity(void) {
+    amk_program *p = amk_program_create();
+    int64_t shape[2];
+    int x, a, b, c1, c2, t;
+    amk_config c;
+    shape[0] = 1; shape[1] = 16;
+    x = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, shape, AMK_SPACE_HBM, NULL);
+    a = amk_program_add_buffer(p, "a", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, shape, AMK_SPACE_GLOBAL_SCRATCH, NULL);
+    b = amk_program_add_buffer(p, "b", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, shape, AMK_SPACE_GLOBAL_SCRATCH, NULL);
+    c1 = amk_program_add_counter(p, "level 1");
+    c2 = amk_program_add_counter(p, "level 2");
+    t = amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, c1, "nop 100");
+    p->tasks[t].est_bytes = 100;
+    t = amk_program_add_task(p, AMK_OP_COPY, &x, 1, &a, 1, c1, "copy 50");
+    p->tasks[t].est_bytes = 50;
+    t = amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, c1, "nop 1");
+    p->tasks[t].est_bytes = 1;
+    t = amk_program_add_task(p, AMK_OP_COPY, &a, 1, &b, 1, c2, "copy 10");
+    p->tasks[t].est_bytes = 10;
+    amk_task_add_wait(p, t, c1, 3);
+    t = amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, c2, "nop 10");
+    p->tasks[t].est_bytes = 10;
+    amk_task_add_wait(p, t, c1, 3);
+    amk_config_default(&c);
+    lower_ok(p, &c, 3);
+    CHECK_EQ_INT(p->tasks[0].sm, 0);
+    CHECK_EQ_INT(p->tasks[1].sm, 1);
+    CHECK_EQ_INT(p->tasks[2].sm, 2);
+    CHECK_EQ_INT(p->tasks[3].sm, 1);
+    CHECK_EQ_INT(p->tasks[4].sm, 2);
+    amk_program_free(p);
+}
+
+/* The affinity is bounded: an SM that runs the op may carry at most the largest task so far (or
+   1/8 of the least loaded SM's bytes) more than the least loaded SM. Two SMs, a chain of levels
+   of 30 bytes each: COPY (SM 0) beside a NOP (SM 1), then NOPs alone: the first two follow SM 1
+   (30 and 60 against 30), the third goes to SM 0 (90 would be 60 over). */
+static void test_load_balance_affinity_bound(void) {
+    amk_program *p = amk_program_create();
+    int64_t shape[2];
+    int x, a, c, prev, i, t;
+    amk_config cfg;
+    shape[0] = 1; shape[1] = 16;
+    x = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, shape, AMK_SPACE_HBM, NULL);
+    a = amk_program_add_buffer(p, "a", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, shape, AMK_SPACE_GLOBAL_SCRATCH, NULL);
+    prev = amk_program_add_counter(p, "level 1");
+    t = amk_program_add_task(p, AMK_OP_COPY, &x, 1, &a, 1, prev, "copy");
+    p->tasks[t].est_bytes = 30;
+    t = amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, prev, "nop");
+    p->tasks[t].est_bytes = 30;
+    for (i = 0; i < 3; i++) {
+        c = amk_program_add_counter(p, "level");
+        t = amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, c, "nop");
+        p->tasks[t].est_bytes = 30;
+        amk_task_add_wait(p, t, prev, i == 0 ? 2 : 1);
+        prev = c;
+    }
+    amk_config_default(&cfg);
+    lower_ok(p, &cfg, 2);
+    CHECK_EQ_INT(p->tasks[0].sm, 0);
+    CHECK_EQ_INT(p->tasks[1].sm, 1);
+    CHECK_EQ_INT(p->tasks[2].sm, 1);
+    CHECK_EQ_INT(p->tasks[3].sm, 1);
+    CHECK_EQ_INT(p->tasks[4].sm, 0);
+    amk_program_free(p);
+}
+
 /* A huge num_sms costs no memory and all tasks land on distinct low SMs. */
 static void test_many_sms(void) {
     static const int64_t est[3] = {5, 5, 5};
@@ -809,6 +881,8 @@ int main(void) {
     RUN(test_unordered_branches_never_share);
     RUN(test_pages_space_and_size);
     RUN(test_load_balance_exact);
+    RUN(test_load_balance_op_affinity);
+    RUN(test_load_balance_affinity_bound);
     RUN(test_many_sms);
     RUN(test_explicit_errors);
     RUN(test_bad_config);

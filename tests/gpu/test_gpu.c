@@ -1739,6 +1739,16 @@ int main(int argc, char **argv) {
         bench_gemm(1, AMK_DTYPE_F32, 33792, 4096, 132, 256);
         bench_gemm(1, AMK_DTYPE_F32, 33792, 4096, 132, 512);
         bench_gemm(1, AMK_DTYPE_F32, 14336, 4096, 132, 256); /* why: 117 MB, above the 50 MB L2 */
+        /* why: what one SM's GEMV loop streams, apart from HBM: W resident in L2 (16.8 MB, re-read
+           run after run), on every SM and on 16; and from HBM on 16 SMs (HBM mostly idle) */
+        bench_gemm(1, AMK_DTYPE_F32, 14336, 4096, 132, 512);
+        bench_gemm(1, AMK_DTYPE_F32, 2048, 4096, 132, 512);
+        bench_gemm(1, AMK_DTYPE_F32, 2048, 4096, 16, 512);
+        bench_gemm(1, AMK_DTYPE_F32, 14336, 4096, 16, 512);
+        bench_gemm(1, AMK_DTYPE_F32, 8192, 2048, 132, 512);
+        bench_gemm(1, AMK_DTYPE_F32, 2048, 8192, 132, 512);
+        bench_gemm(1, AMK_DTYPE_F32, 49152, 576, 132, 512); /* SmolLM2's head: rows of 1152 bytes */
+        bench_gemm(1, AMK_DTYPE_F32, 3072, 576, 132, 512);
         bench_gemm(3, AMK_DTYPE_F32, 14336, 4096, 132, 256); /* the rows path: W streamed once a row */
         bench_gemm(4, AMK_DTYPE_F32, 14336, 4096, 132, 256); /* the tensor cores from here */
         bench_gemm(16, AMK_DTYPE_F32, 14336, 4096, 132, 256);
