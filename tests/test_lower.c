@@ -370,17 +370,22 @@ static void test_random_explicit(void) {
 /* ---- hand-made programs ----------------------------------------------------------------------- */
 
 /* x -> A -> a0 -> B -> a1 -> C -> a2 -> D -> a3 (each an elementwise op on the previous). */
+/* An F32 [1, 16] buffer: an input in HBM or an activation in global scratch. */
+static int vec16(amk_program *p, const char *name, int input) {
+    int64_t shape[2];
+    shape[0] = 1; shape[1] = 16;
+    return amk_program_add_buffer(p, name, input ? AMK_KIND_IO_INPUT : AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, shape,
+                                  input ? AMK_SPACE_HBM : AMK_SPACE_GLOBAL_SCRATCH, NULL);
+}
+
 static amk_program *chain_program(int n_links) {
     amk_program *p = amk_program_create();
-    int64_t shape[2];
-    int prev, i;
-    shape[0] = 1; shape[1] = 16;
-    prev = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, shape, AMK_SPACE_HBM, NULL);
+    int prev = vec16(p, "x", 1), i;
     for (i = 0; i < n_links; i++) {
         char name[16];
         int out, c, t;
         snprintf(name, sizeof name, "a%d", i);
-        out = amk_program_add_buffer(p, name, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, shape, AMK_SPACE_GLOBAL_SCRATCH, NULL);
+        out = vec16(p, name, 0);
         c = amk_program_add_counter(p, name);
         t = amk_program_add_task(p, AMK_OP_COPY, &prev, 1, &out, 1, c, name);
         if (i > 0) amk_task_add_wait(p, t, c - 1, 1);
@@ -492,6 +497,12 @@ static void test_pages_space_and_size(void) {
 }
 
 /* n independent NOPs with the given est_bytes. */
+/* Task k of p is on SM want[k], for k < n. */
+static void check_sms(const amk_program *p, const int *want, int n) {
+    int k;
+    for (k = 0; k < n; k++) CHECK_MSG(p->tasks[k].sm == want[k], "task %d on SM %d, want %d", k, p->tasks[k].sm, want[k]);
+}
+
 static amk_program *nops(const int64_t *est, int n) {
     amk_program *p = amk_program_create();
     int i;
@@ -511,17 +522,9 @@ static void test_load_balance_exact(void) {
     amk_config_default(&c);
     lower_ok(p, &c, 2);
     /* loads: 100|0 -> 100|30 -> 100|60 -> 100|90 -> 100|140 -> 101|140 */
-    CHECK_EQ_INT(p->tasks[0].sm, 0);
-    CHECK_EQ_INT(p->tasks[1].sm, 1);
-    CHECK_EQ_INT(p->tasks[2].sm, 1);
-    CHECK_EQ_INT(p->tasks[3].sm, 1);
-    CHECK_EQ_INT(p->tasks[4].sm, 1);
-    CHECK_EQ_INT(p->tasks[5].sm, 0);
+    { static const int want[6] = {0, 1, 1, 1, 1, 0}; check_sms(p, want, 6); }
     lower_ok(z, &c, 3); /* zero-cost tasks spread: 0, 1, 2, then 0 */
-    CHECK_EQ_INT(z->tasks[0].sm, 0);
-    CHECK_EQ_INT(z->tasks[1].sm, 1);
-    CHECK_EQ_INT(z->tasks[2].sm, 2);
-    CHECK_EQ_INT(z->tasks[3].sm, 0);
+    { static const int want[4] = {0, 1, 2, 0}; check_sms(z, want, 4); }
     amk_program_free(p);
     amk_program_free(z);
 }
@@ -533,13 +536,8 @@ static void test_load_balance_exact(void) {
    whose level load is now the least (SM 0 runs NOPs too, but carries 100). */
 static void test_load_balance_op_affinity(void) {
     amk_program *p = amk_program_create();
-    int64_t shape[2];
-    int x, a, b, c1, c2, t;
+    int x = vec16(p, "x", 1), a = vec16(p, "a", 0), b = vec16(p, "b", 0), c1, c2, t;
     amk_config c;
-    shape[0] = 1; shape[1] = 16;
-    x = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, shape, AMK_SPACE_HBM, NULL);
-    a = amk_program_add_buffer(p, "a", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, shape, AMK_SPACE_GLOBAL_SCRATCH, NULL);
-    b = amk_program_add_buffer(p, "b", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, shape, AMK_SPACE_GLOBAL_SCRATCH, NULL);
     c1 = amk_program_add_counter(p, "level 1");
     c2 = amk_program_add_counter(p, "level 2");
     t = amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, c1, "nop 100");
@@ -556,11 +554,7 @@ static void test_load_balance_op_affinity(void) {
     amk_task_add_wait(p, t, c1, 3);
     amk_config_default(&c);
     lower_ok(p, &c, 3);
-    CHECK_EQ_INT(p->tasks[0].sm, 0);
-    CHECK_EQ_INT(p->tasks[1].sm, 1);
-    CHECK_EQ_INT(p->tasks[2].sm, 2);
-    CHECK_EQ_INT(p->tasks[3].sm, 1);
-    CHECK_EQ_INT(p->tasks[4].sm, 2);
+    { static const int want[5] = {0, 1, 2, 1, 2}; check_sms(p, want, 5); }
     amk_program_free(p);
 }
 
@@ -570,12 +564,8 @@ static void test_load_balance_op_affinity(void) {
    (30 and 60 against 30), the third goes to SM 0 (90 would be 60 over). */
 static void test_load_balance_affinity_bound(void) {
     amk_program *p = amk_program_create();
-    int64_t shape[2];
-    int x, a, c, prev, i, t;
+    int x = vec16(p, "x", 1), a = vec16(p, "a", 0), c, prev, i, t;
     amk_config cfg;
-    shape[0] = 1; shape[1] = 16;
-    x = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, shape, AMK_SPACE_HBM, NULL);
-    a = amk_program_add_buffer(p, "a", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, shape, AMK_SPACE_GLOBAL_SCRATCH, NULL);
     prev = amk_program_add_counter(p, "level 1");
     t = amk_program_add_task(p, AMK_OP_COPY, &x, 1, &a, 1, prev, "copy");
     p->tasks[t].est_bytes = 30;
@@ -590,11 +580,7 @@ static void test_load_balance_affinity_bound(void) {
     }
     amk_config_default(&cfg);
     lower_ok(p, &cfg, 2);
-    CHECK_EQ_INT(p->tasks[0].sm, 0);
-    CHECK_EQ_INT(p->tasks[1].sm, 1);
-    CHECK_EQ_INT(p->tasks[2].sm, 1);
-    CHECK_EQ_INT(p->tasks[3].sm, 1);
-    CHECK_EQ_INT(p->tasks[4].sm, 0);
+    { static const int want[5] = {0, 1, 1, 1, 0}; check_sms(p, want, 5); }
     amk_program_free(p);
 }
 
