@@ -461,15 +461,32 @@ AMK_OP_FN void amk_op_copy(amk_op_ctx *c) {
     for (i = AMK_OPS_TID; i < n; i += AMK_OPS_NT) amk_store(op, o->dtype, i, amk_load(xp, x->dtype, i));
 }
 
-/* EMBED: out[r, :] = table[ids[r], :]; an id outside [0, V) is a run-time error. */
+/* EMBED: out[r, :] = table[ids[r], :]; an id outside [0, V) is a run-time error. Each row's id
+   is read once, then the row is copied in 16-byte pieces when table and out have one dtype and a
+   row is a whole number of pieces (the decode step: a bf16 row of H = 2048 is one piece a thread
+   at 512 threads). why: an id load before every element's load made the step's first op a chain
+   of 2 round trips an element a thread (7.9 us for Llama-3.2-1B, bench/RESULTS.md run 58). */
 AMK_OP_FN void amk_op_embed(amk_op_ctx *c) {
     const amk_buffer_t *ids = &c->in[0], *tab = &c->in[1], *o = &c->out[0];
-    int64_t H = c->ins.params.hidden, V = tab->shape[0], n_ids = ids->numel, i;
-    for (i = AMK_OPS_TID; i < n_ids * H; i += AMK_OPS_NT) {
-        int64_t r = i / H, h = i - r * H;
-        int64_t id = amk_load_int((const void *)ids->ptr, ids->dtype, r);
-        if (id < 0 || id >= V) { amk_op_fail(c, AMK_VM_ERR_EMBED_ID, id); continue; }
-        amk_store((void *)o->ptr, o->dtype, i, amk_load((const void *)tab->ptr, tab->dtype, id * H + h));
+    const int64_t H = c->ins.params.hidden, V = tab->shape[0], n_ids = ids->numel;
+    const int w = amk_dtype_width(o->dtype); /* bits an element */
+    const int pieces = tab->dtype == o->dtype && w >= 8 && H * (w / 8) % 16 == 0;
+    const int nc = tab->kind == AMK_KIND_WEIGHT || tab->kind == AMK_KIND_CONST; /* read-only: no-allocate loads */
+    for (int64_t r = 0; r < n_ids; r++) {
+        const int64_t id = amk_load_int((const void *)ids->ptr, ids->dtype, r); /* every thread: one value */
+        if (id < 0 || id >= V) {
+            if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_EMBED_ID, id);
+            return;
+        }
+        if (pieces) {
+            const int64_t n16 = H * (w / 8) / 16;
+            const uint4 *src = (const uint4 *)((const char *)tab->ptr + id * H * (w / 8));
+            uint4 *dst = (uint4 *)((char *)o->ptr + r * H * (w / 8));
+            for (int64_t i = AMK_OPS_TID; i < n16; i += AMK_OPS_NT) dst[i] = nc ? amk_ptx_ld_nc_na_v4(src + i) : src[i];
+        } else {
+            for (int64_t h = AMK_OPS_TID; h < H; h += AMK_OPS_NT)
+                amk_store((void *)o->ptr, o->dtype, r * H + h, amk_load((const void *)tab->ptr, tab->dtype, id * H + h));
+        }
     }
 }
 

@@ -268,6 +268,10 @@ static void embed_case(amk_dtype ids_t, amk_dtype tab_t, amk_dtype out_t, int64_
 static void test_embed(void) {
     embed_case(AMK_DTYPE_I32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 37, 72, 5);
     embed_case(AMK_DTYPE_U8, AMK_DTYPE_F32, AMK_DTYPE_BF16, 200, 576, 3);
+    /* why: one dtype, rows of whole 16-byte pieces (the decode step's copy), and of not whole */
+    embed_case(AMK_DTYPE_I32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1000, 2048, 2);
+    embed_case(AMK_DTYPE_I32, AMK_DTYPE_F32, AMK_DTYPE_F32, 50, 20, 3);
+    embed_case(AMK_DTYPE_I32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 50, 36, 3);
 }
 
 static void norm_case(amk_opcode op, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t rows, int64_t H, int bias) {
