@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# scripts/gpu_ab.sh - A/B timing of device or lowering changes on the GPU, in one call.
+#
+# The trees it times, each built from this working tree:
+#   e0    the working tree with the files in $AB_DIR/base/ copied over it (the baseline; make them
+#         with `scripts/gpu_ab.sh --prepare REV` here, where git is)
+#   new   the working tree as it is
+#   vN    the working tree with sed script $AB_DIR/vN.sed applied to amk_vm.cuh, amk_ops.cuh and
+#         amk.h (a knob or a path switched off: the control that separates a change's effect from
+#         the code-placement effect, bench/NOTES.md session "affinity")
+# For each tree, ROUNDS rounds of `amk bench` (trees interleaved within a round, so drift hits all
+# alike), one ms/token line per tree and round, then bench/phases.py's table of layer 8 (1B) and
+# layer 15 (SmolLM2) for every tree. The GPU tests run on "new" first. Everything lands in
+# $OUT/all.tar (traces, logs).
+#
+#   here:            scripts/gpu_ab.sh --prepare HEAD        # $AB_DIR/base/ from a commit
+#                    echo 's/AMK_X 1/AMK_X 0/' > .ab/v1.sed   # optional variants
+#   on the GPU host: scripts/gpu_ab.sh                       # (the device tool: carry [".ab"])
+#
+# Knobs (environment): AB_DIR (.ab), ROUNDS (3), ITERS (50), CTX (128), SHAPES (all three),
+# GEMM_BENCH=1 (also `test_gpu --bench`'s GEMV/GEMM lines).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+AB_DIR=${AB_DIR:-.ab}
+FILES="amk.h amk_ir.h amk_ops.cuh amk_vm.cuh"
+if [ "${1:-}" = --prepare ]; then
+  rev=${2:-HEAD}
+  mkdir -p "$AB_DIR/base"
+  for f in $FILES; do git show "$rev:$f" > "$AB_DIR/base/$f" || exit 1; done
+  echo "$AB_DIR/base: $FILES at $(git rev-parse --short "$rev")"
+  exit 0
+fi
+[ -d "$AB_DIR/base" ] || { echo "no $AB_DIR/base: run scripts/gpu_ab.sh --prepare REV first" >&2; exit 2; }
+OUTD=${OUT:-/tmp/amk-ab}
+ROUNDS=${ROUNDS:-3}
+mkdir -p "$OUTD"
+copy_tree() { # copy_tree DIR: the working tree without builds or git
+  rm -rf "$1"; mkdir -p "$1"
+  tar cf - --exclude=./build --exclude='./build-*' --exclude=./.git --exclude="./$AB_DIR" . | tar xf - -C "$1"
+}
+trees="e0 new"
+copy_tree /tmp/ab-e0 && cp "$AB_DIR"/base/* /tmp/ab-e0/
+for f in "$AB_DIR"/v*.sed; do
+  [ -f "$f" ] || continue
+  v=$(basename "$f" .sed)
+  copy_tree "/tmp/ab-$v" && sed -i -f "$f" "/tmp/ab-$v/amk_vm.cuh" "/tmp/ab-$v/amk_ops.cuh" "/tmp/ab-$v/amk.h"
+  trees="$trees $v"
+done
+for v in $trees; do
+  [ "$v" = new ] && continue
+  (cd "/tmp/ab-$v" && make -j4 BUILD=build-ab WARN=-Wall build-ab/amk > "$OUTD/build_$v.log" 2>&1 ||
+   echo "build of $v failed: $OUTD/build_$v.log") &
+done
+make -j6 BUILD=build-gpu WARN=-Wall build-gpu/amk build-gpu/gpu/test_gpu > "$OUTD/build_new.log" 2>&1 ||
+  { tail -30 "$OUTD/build_new.log"; exit 1; }
+wait
+build-gpu/gpu/test_gpu > "$OUTD/test_gpu.log" 2>&1
+echo "test_gpu (new) rc=$?: $(grep -E '[0-9]+ passed, [0-9]+ failed' "$OUTD/test_gpu.log" | tail -1)"
+grep -E "FAIL" "$OUTD/test_gpu.log" | head -10
+if [ "${GEMM_BENCH:-0}" = 1 ]; then
+  build-gpu/gpu/test_gpu --bench test_read_bandwidth > "$OUTD/bench_gemm.log" 2>&1
+  grep -E "^  bench" "$OUTD/bench_gemm.log"
+fi
+for i in $(seq 1 "$ROUNDS"); do
+  for v in $trees; do
+    if [ "$v" = new ]; then amk=build-gpu/amk; else amk=/tmp/ab-$v/build-ab/amk; fi
+    "$amk" bench --iters "${ITERS:-50}" --ctx "${CTX:-128}" --shapes "${SHAPES:-llama3-8b,llama3.2-1b,smollm2-135m}" \
+      --trace "$OUTD/t$v" > "$OUTD/bench_${v}_$i.log" 2>&1
+    echo "$v $i: $(grep -E '^\| [a-z]' "$OUTD/bench_${v}_$i.log" | grep -v '^| shape' | awk -F'|' '{printf "%s %s %s;", $2, $3, $4}')"
+  done
+done
+for s in llama3.2-1b smollm2-135m; do
+  for v in $trees; do
+    f="$OUTD/t$v.$s.${CTX:-128}.json"
+    [ -f "$f" ] && { echo "== $v $s"; python3 bench/phases.py "$f" | tail -n +3; }
+  done
+done
+cd "$OUTD" || exit 1
+gzip -f t*.json 2>/dev/null
+tar cf all.tar --exclude=all.tar . && find . -type f ! -name all.tar -delete
