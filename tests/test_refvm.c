@@ -1512,16 +1512,27 @@ static void test_argmax(void) {
 /* ARGMAX_PARTIAL over column ranges, then ARGMAX_COMBINE: the pairs themselves (an all-NaN range
    gives (NaN, -1)), SAMPLE_ARGMAX's answer on the rows of test_argmax and on random rows, and
    pairs whose index is no index (NaN, negative, 2^31) never win. */
+/* ARGMAX_PARTIAL tasks of x into pr, part k over columns [cut[k], cut[k+1]) for k < n; run. */
+static void argmax_parts(tc *c, int x, int pr, const int *cut, int n) {
+    amk_diag d;
+    int k;
+    for (k = 0; k < n; k++) {
+        tc_task(c, AMK_OP_ARGMAX_PARTIAL, &x, 1, pr);
+        tc_int(c, "n_off", cut[k]); tc_int(c, "N_tile", cut[k + 1] - cut[k]); tc_int(c, "part", k);
+        CHECK_EQ_INT(tc_exec(c, &d), AMK_OK);
+    }
+}
+
 static void test_argmax_pairs(void) {
     static const double rows[4][5] = {{1, 3, 3, 2, 0}, {NAN, -1, NAN, -0.5, -0.5},
                                       {NAN, NAN, NAN, NAN, NAN}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}};
-    static const int want[4] = {1, 3, 0, 0}, from[3] = {0, 2, 3}, to[3] = {2, 3, 5};
+    static const int want[4] = {1, 3, 0, 0}, cut3[4] = {0, 2, 3, 5};
     /* the pairs (value, index) per row and part; NaN value with index -1: no candidate */
     static const double pairs[4][6] = {{3, 1, 3, 2, 2, 3}, {-1, 1, NAN, -1, -0.5, 3}, {NAN, -1, NAN, -1, NAN, -1},
                                        {-INFINITY, 0, -INFINITY, 2, -INFINITY, 3}};
     tc c;
     amk_diag d;
-    int x, pr, y, r, j, k, seed;
+    int x, pr, y, r, j, seed;
     tc_init(&c);
     x = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, 4, 5, 0);
     pr = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 4, 6, 0);
@@ -1529,11 +1540,7 @@ static void test_argmax_pairs(void) {
     for (r = 0; r < 4; r++)
         for (j = 0; j < 5; j++) tset(&c.b[x], r * 5 + j, rows[r][j]);
     tpoison(&c.b[pr]);
-    for (k = 0; k < 3; k++) {
-        tc_task(&c, AMK_OP_ARGMAX_PARTIAL, &x, 1, pr);
-        tc_int(&c, "n_off", from[k]); tc_int(&c, "N_tile", to[k] - from[k]); tc_int(&c, "part", k);
-        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
-    }
+    argmax_parts(&c, x, pr, cut3, 3);
     for (r = 0; r < 4; r++)
         for (j = 0; j < 6; j++) {
             double g = tget(&c.b[pr], r * 6 + j), w = pairs[r][j];
@@ -1555,11 +1562,7 @@ static void test_argmax_pairs(void) {
         tfill(&c.b[x], -10, 10);
         if (seed == 1) /* a tie across two parts: the first index wins */
             for (r = 0; r < 7; r++) { tset(&c.b[x], r * 300 + 76, 11); tset(&c.b[x], r * 300 + 250, 11); }
-        for (k = 0; k < 4; k++) {
-            tc_task(&c, AMK_OP_ARGMAX_PARTIAL, &x, 1, pr);
-            tc_int(&c, "n_off", cut[k]); tc_int(&c, "N_tile", cut[k + 1] - cut[k]); tc_int(&c, "part", k);
-            CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
-        }
+        argmax_parts(&c, x, pr, cut, 4);
         tc_task(&c, AMK_OP_ARGMAX_COMBINE, &pr, 1, y);
         CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
         tc_task(&c, AMK_OP_SAMPLE_ARGMAX, &x, 1, ya);

@@ -194,6 +194,21 @@ static int gcase_compare(gcase *g, int b, double rtol, double atol_rel, const ch
     return bad == 0;
 }
 
+/* Uploads the reference's contents of every input-kind buffer (after a test set some). */
+static void gcase_sync_inputs(gcase *g) {
+    int b;
+    for (b = 0; b < g->p->n_buffers; b++)
+        if (is_input_kind(g->p->buffers[b].kind)) gcase_sync(g, b);
+}
+
+/* gcase_compare on every buffer the program computes (not an input, or a KV cache). */
+static void gcase_compare_outputs(gcase *g, double rtol, double atol_rel, const char *tag) {
+    int b;
+    for (b = 0; b < g->p->n_buffers; b++)
+        if (!is_input_kind(g->p->buffers[b].kind) || g->p->buffers[b].kind == AMK_KIND_KV_CACHE)
+            gcase_compare(g, b, rtol, atol_rel, tag);
+}
+
 static void gcase_end(gcase *g) {
     amk_cuda_free(g->cu);
     amk_refvm_free(g->vm);
@@ -204,11 +219,7 @@ static void gcase_end(gcase *g) {
 /* Runs a program whose every non-input buffer is compared (the single-op tests). */
 static void check_program(amk_program *p, const char *tag, float scale, double rtol, double atol_rel) {
     gcase g;
-    int b;
-    if (gcase_begin(&g, p, tag, scale) && gcase_run(&g, tag))
-        for (b = 0; b < p->n_buffers; b++)
-            if (!is_input_kind(p->buffers[b].kind) || p->buffers[b].kind == AMK_KIND_KV_CACHE)
-                gcase_compare(&g, b, rtol, atol_rel, tag);
+    if (gcase_begin(&g, p, tag, scale) && gcase_run(&g, tag)) gcase_compare_outputs(&g, rtol, atol_rel, tag);
     gcase_end(&g);
 }
 
@@ -531,6 +542,13 @@ static void argmax_rows_check(gcase *g, int y) {
     CHECK_EQ_INT(tok[3], 0);
 }
 
+/* Element 0 of the GPU's index output y is want. */
+static void check_first_token(gcase *g, int y, int32_t want) {
+    int32_t tok = -1;
+    CHECK_EQ_INT(amk_cuda_download(g->cu, y, &tok, sizeof tok, NULL), AMK_OK);
+    CHECK_EQ_INT(tok, want);
+}
+
 static void test_sample_argmax(void) {
     amk_program *p = prog_new(1);
     int x = buf(p, "logits", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 4, 1000, 0);
@@ -554,16 +572,10 @@ static void test_sample_argmax(void) {
             l3[8194] = l3[4097] = l3[2049] = 60.0f;
             l3[1] = NAN;
         }
-        gcase_sync(&g, x);
-        gcase_sync(&g, x2);
-        gcase_sync(&g, x3);
+        gcase_sync_inputs(&g);
         if (gcase_run(&g, "ARGMAX")) {
-            int32_t tok[4];
-            gcase_compare(&g, y, 0.0, 0.0, "ARGMAX");
-            gcase_compare(&g, y2, 0.0, 0.0, "ARGMAX bf16");
-            gcase_compare(&g, y3, 0.0, 0.0, "ARGMAX chains");
-            CHECK_EQ_INT(amk_cuda_download(g.cu, y3, tok, sizeof(int32_t), NULL), AMK_OK);
-            CHECK_EQ_INT(tok[0], 2049);
+            gcase_compare_outputs(&g, 0.0, 0.0, "ARGMAX");
+            check_first_token(&g, y3, 2049);
             argmax_rows_check(&g, y);
         }
     }
@@ -814,17 +826,11 @@ static void test_argmax_pairs(void) {
         argmax_rows(l, 600); /* row 0's tie across parts 1 and 4; row 1's part 0 all NaN */
         amk__store_f32(lb, AMK_DTYPE_BF16, 100000, 77.0f);
         amk__store_f32(lb, AMK_DTYPE_BF16, 127000, 77.0f);
-        gcase_sync(&g, x);
-        gcase_sync(&g, xb);
+        gcase_sync_inputs(&g);
         if (gcase_run(&g, "ARGMAX pairs")) {
-            int32_t tok[4];
-            gcase_compare(&g, pr, 0.0, 0.0, "ARGMAX pairs: partials");
-            gcase_compare(&g, prb, 0.0, 0.0, "ARGMAX pairs: bf16 partials");
-            gcase_compare(&g, y, 0.0, 0.0, "ARGMAX pairs");
-            gcase_compare(&g, yb, 0.0, 0.0, "ARGMAX pairs bf16");
+            gcase_compare_outputs(&g, 0.0, 0.0, "ARGMAX pairs"); /* the partials, the tokens */
             argmax_rows_check(&g, y);
-            CHECK_EQ_INT(amk_cuda_download(g.cu, yb, tok, sizeof(int32_t), NULL), AMK_OK);
-            CHECK_EQ_INT(tok[0], 100000);
+            check_first_token(&g, yb, 100000);
         }
     }
     gcase_end(&g);
@@ -935,8 +941,7 @@ static void test_dag_random(void) {
         }
         if (!gcase_begin(&g, p, tag, 1.0f)) { gcase_end(&g); continue; }
         CHECK(randprog_fill(g.vm, p, seed));
-        for (b = 0; b < p->n_buffers; b++)
-            if (is_input_kind(p->buffers[b].kind)) gcase_sync(&g, b);
+        gcase_sync_inputs(&g);
         if (gcase_run(&g, tag)) {
             double *memo = (double *)malloc((size_t)p->n_buffers * sizeof *memo);
             CHECK(memo != NULL);
@@ -1417,15 +1422,50 @@ static double run_span_us(amk_cuda *cu, amk_cuda_timing_record *rec, int cap) {
     return hi - lo;
 }
 
+#define MEDIAN_RUNS_MAX 64
+
+/* The median span (run_span_us) of `runs` (<= MEDIAN_RUNS_MAX) timed runs; timing stays on. */
+static double median_span_us(amk_cuda *cu, amk_cuda_timing_record *rec, int cap, int runs) {
+    double span[MEDIAN_RUNS_MAX];
+    int i;
+    amk_cuda_set_timing(cu, 1);
+    for (i = 0; i < runs; i++) span[i] = run_span_us(cu, rec, cap);
+    qsort(span, (size_t)runs, sizeof(double), cmp_double);
+    return span[runs / 2];
+}
+
+/* The median wall time (us) of amk_cuda_run over `runs` (<= MEDIAN_RUNS_MAX) runs, after 5
+   warm-up runs. */
+static double median_wall_us(amk_cuda *cu, int runs) {
+    double wall[MEDIAN_RUNS_MAX];
+    amk_diag d;
+    int i;
+    for (i = 0; i < 5; i++) amk_cuda_run(cu, 10000.0, &d);
+    for (i = 0; i < runs; i++) {
+        double t0 = now_ms();
+        amk_cuda_run(cu, 10000.0, &d);
+        wall[i] = (now_ms() - t0) * 1e3;
+    }
+    qsort(wall, (size_t)runs, sizeof(double), cmp_double);
+    return wall[runs / 2];
+}
+
+/* n bf16 weights: 4096 random values of magnitude below scale, repeated (a benchmark's bytes). */
+static void fill_bf16_pattern(uint16_t *w, int64_t n, float scale, amk_t_rng *r) {
+    int64_t i;
+    for (i = 0; i < 4096 && i < n; i++) w[i] = amk_f32_to_bf16(amk_t_rng_sym(r) * scale);
+    for (i = 4096; i < n; i += 4096) memcpy(w + i, w, (size_t)(n - i < 4096 ? n - i : 4096) * 2);
+}
+
 /* Median span (us) of one tile of M rows of x (f32) against 256 rows of a bf16 [256, 2048] W on
    one SM, over 5 timed runs; -1 if the program does not load. */
 static double gemm_tile_us(int64_t M) {
     amk_program *p = prog_new(1);
-    int in[2], y, t, i;
+    int in[2], y, t;
     amk_cuda *cu = NULL;
     amk_cuda_timing_record rec[1];
     amk_diag d;
-    double span[5];
+    double us;
     in[0] = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, M, 2048, 0);
     in[1] = buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, 256, 2048, 0);
     y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, M, 256, 0);
@@ -1439,12 +1479,10 @@ static double gemm_tile_us(int64_t M) {
         return -1.0;
     }
     amk_cuda_run(cu, 10000.0, &d); /* warm-up */
-    amk_cuda_set_timing(cu, 1);
-    for (i = 0; i < 5; i++) span[i] = run_span_us(cu, rec, 1);
-    qsort(span, 5, sizeof(double), cmp_double);
+    us = median_span_us(cu, rec, 1, 5);
     amk_cuda_free(cu);
     amk_program_free(p);
-    return span[2];
+    return us;
 }
 
 /* The tensor-core path runs: 64 rows cost a few times one row (W read once), where the rows path
@@ -1461,10 +1499,10 @@ static void bench_gemm(int64_t M, amk_dtype xt, int64_t N, int64_t K, int tiles,
     amk_program *p = prog_new(tiles);
     int x = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, M, K, 0), W = buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
     int y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, M, N, 0), c = amk_program_add_counter(p, "");
-    int i, in[2], runs = 30;
+    int i, in[2];
     amk_cuda *cu = NULL;
     amk_diag d;
-    double wall[30], span[30], bytes = (double)N * (double)K * 2.0;
+    double wall, span, bytes = (double)N * (double)K * 2.0;
     uint16_t *w;
     amk_cuda_timing_record *rec;
     amk_t_rng r = trng_for("bench");
@@ -1482,32 +1520,46 @@ static void bench_gemm(int64_t M, amk_dtype xt, int64_t N, int64_t K, int tiles,
         return;
     }
     w = (uint16_t *)malloc((size_t)(N * K) * 2);
-    for (i = 0; i < 4096; i++) w[i] = amk_f32_to_bf16(amk_t_rng_sym(&r) * 0.05f);
-    for (i = 4096; i < N * K; i += 4096) memcpy(w + i, w, (size_t)(N * K - i < 4096 ? N * K - i : 4096) * 2);
+    fill_bf16_pattern(w, N * K, 0.05f, &r);
     amk_cuda_upload(cu, W, w, (size_t)(N * K) * 2, &d);
     free(w);
     rec = (amk_cuda_timing_record *)calloc((size_t)tiles, sizeof *rec);
-    for (i = 0; i < 5; i++) amk_cuda_run(cu, 10000.0, &d);
-    for (i = 0; i < runs; i++) {
-        double t0 = now_ms();
-        amk_cuda_run(cu, 10000.0, &d);
-        wall[i] = (now_ms() - t0) * 1e3;
-    }
-    amk_cuda_set_timing(cu, 1);
-    for (i = 0; i < runs; i++) {
-        span[i] = run_span_us(cu, rec, tiles);
-    }
-    qsort(wall, (size_t)runs, sizeof(double), cmp_double);
-    qsort(span, (size_t)runs, sizeof(double), cmp_double);
+    wall = median_wall_us(cu, 30);
+    span = median_span_us(cu, rec, tiles, 30);
     printf("  bench %s M=%lld x %s, W bf16 %lldx%lld (%.1f MB) %d tiles x %d threads: op span median %.1f us "
            "(%.0f GB/s of W, %.1f TFLOP/s), run() wall median %.1f us (%.0f GB/s)\n", M == 1 ? "gemv" : "gemm",
-           (long long)M, amk_dtype_name(xt), (long long)N, (long long)K, bytes / 1e6, tiles, threads, span[runs / 2],
-           bytes / span[runs / 2] * 1e-3, 2.0 * (double)M * (double)N * (double)K / span[runs / 2] * 1e-6,
-           wall[runs / 2], bytes / wall[runs / 2] * 1e-3);
+           (long long)M, amk_dtype_name(xt), (long long)N, (long long)K, bytes / 1e6, tiles, threads, span,
+           bytes / span * 1e-3, 2.0 * (double)M * (double)N * (double)K / span * 1e-6, wall, bytes / wall * 1e-3);
     free(rec);
     amk_cuda_free(cu);
     amk_program_free(p);
 }
+
+/* The GEMV/GEMM lines of --bench, in order. */
+typedef struct bench_gemm_row { int64_t M; amk_dtype xt; int64_t N, K; int tiles, threads; } bench_gemm_row;
+static const bench_gemm_row BENCH_GEMMS[] = {
+    {1, AMK_DTYPE_F32, 33792, 4096, 132, 256},
+    {1, AMK_DTYPE_F32, 33792, 4096, 132, 512},
+    {1, AMK_DTYPE_F32, 14336, 4096, 132, 256}, /* why: 117 MB, above the 50 MB L2 */
+    /* why: what one SM's GEMV loop streams, apart from HBM: W resident in L2 (16.8 MB, re-read
+       run after run), on every SM and on 16; and from HBM on 16 SMs (HBM mostly idle) */
+    {1, AMK_DTYPE_F32, 14336, 4096, 132, 512},
+    {1, AMK_DTYPE_F32, 2048, 4096, 132, 512},
+    {1, AMK_DTYPE_F32, 2048, 4096, 16, 512},
+    {1, AMK_DTYPE_F32, 14336, 4096, 16, 512},
+    {1, AMK_DTYPE_F32, 8192, 2048, 132, 512},
+    {1, AMK_DTYPE_F32, 2048, 8192, 132, 512},
+    {1, AMK_DTYPE_F32, 49152, 576, 132, 512}, /* SmolLM2's head: rows of 1152 bytes */
+    {1, AMK_DTYPE_F32, 3072, 576, 132, 512},
+    {3, AMK_DTYPE_F32, 14336, 4096, 132, 256}, /* the rows path: W streamed once a row */
+    {4, AMK_DTYPE_F32, 14336, 4096, 132, 256}, /* the tensor cores from here */
+    {16, AMK_DTYPE_F32, 14336, 4096, 132, 256},
+    {64, AMK_DTYPE_F32, 14336, 4096, 132, 256},
+    {64, AMK_DTYPE_BF16, 14336, 4096, 132, 256},
+    {64, AMK_DTYPE_BF16, 14336, 4096, 132, 512},
+    {256, AMK_DTYPE_BF16, 14336, 4096, 132, 512},
+    {512, AMK_DTYPE_BF16, 14336, 4096, 132, 512},
+};
 
 /* L dependent GEMV layers x_{l+1} = x_l @ W_l.T (each [N, N] bf16), every layer split in one tile
    per SM under one all-join counter that the next layer waits on: a decode-like stream where the
@@ -1515,10 +1567,10 @@ static void bench_gemm(int64_t M, amk_dtype xt, int64_t N, int64_t K, int tiles,
 static void bench_layers(int L, int64_t N, int threads) {
     const int tiles = 132;
     amk_program *p = prog_new(tiles);
-    int l, i, prev, prev_c = -1, runs = 20, *W = (int *)calloc((size_t)L, sizeof(int));
+    int l, i, prev, prev_c = -1, *W = (int *)calloc((size_t)L, sizeof(int));
     amk_cuda *cu = NULL;
     amk_diag d;
-    double span[20], wall[20], ev = 0.0, bytes = (double)L * (double)N * (double)N * 2.0;
+    double span, wall, ev = 0.0, bytes = (double)L * (double)N * (double)N * 2.0;
     uint16_t *w = (uint16_t *)malloc((size_t)(N * N) * 2);
     amk_cuda_timing_record *rec;
     amk_t_rng r = trng_for("layers");
@@ -1539,30 +1591,19 @@ static void bench_layers(int L, int64_t N, int threads) {
         prev_c = c;
     }
     amk_diag_clear(&d);
-    rec = (amk_cuda_timing_record *)calloc((size_t)(L * tiles), sizeof *rec);
+    rec = (amk_cuda_timing_record *)calloc((size_t)L * (size_t)tiles, sizeof *rec);
     if (amk_cuda_create(p, g_image, g_image_size, &cu, &d) != AMK_OK) {
         printf("  bench layers: create failed: %s\n", d.message);
     } else {
-        for (i = 0; i < 4096; i++) w[i] = amk_f32_to_bf16(amk_t_rng_sym(&r) * 0.02f);
-        for (i = 4096; i < N * N; i += 4096) memcpy(w + i, w, (size_t)(N * N - i < 4096 ? N * N - i : 4096) * 2);
+        fill_bf16_pattern(w, N * N, 0.02f, &r);
         for (l = 0; l < L; l++) amk_cuda_upload(cu, W[l], w, (size_t)(N * N) * 2, &d);
-        for (i = 0; i < 5; i++) amk_cuda_run(cu, 10000.0, &d);
-        for (i = 0; i < runs; i++) {
-            double t0 = now_ms();
-            amk_cuda_run(cu, 10000.0, &d);
-            wall[i] = (now_ms() - t0) * 1e3;
-        }
+        wall = median_wall_us(cu, 20);
         amk_cuda_time_runs(cu, 3, 30, &ev, NULL, &d);
-        amk_cuda_set_timing(cu, 1);
-        for (i = 0; i < runs; i++) {
-            span[i] = run_span_us(cu, rec, L * tiles);
-        }
-        qsort(wall, (size_t)runs, sizeof(double), cmp_double);
-        qsort(span, (size_t)runs, sizeof(double), cmp_double);
+        span = median_span_us(cu, rec, L * tiles, 20);
         printf("  bench layers: %d x bf16 %lldx%lld (%.0f MB), %d tiles/layer x %d threads: span median %.1f us "
                "(%.0f GB/s), run() wall median %.1f us (%.0f GB/s), time_runs median %.1f us (%.0f GB/s)\n", L,
-               (long long)N, (long long)N, bytes / 1e6, tiles, threads, span[runs / 2], bytes / span[runs / 2] * 1e-3,
-               wall[runs / 2], bytes / wall[runs / 2] * 1e-3, ev, bytes / ev * 1e-3);
+               (long long)N, (long long)N, bytes / 1e6, tiles, threads, span, bytes / span * 1e-3,
+               wall, bytes / wall * 1e-3, ev, bytes / ev * 1e-3);
         amk_cuda_free(cu);
     }
     free(w);
@@ -1740,27 +1781,10 @@ int main(int argc, char **argv) {
     TRY(test_time_runs);
     TRY(test_gemm_mma_runs);
     if (g_bench) {
-        bench_gemm(1, AMK_DTYPE_F32, 33792, 4096, 132, 256);
-        bench_gemm(1, AMK_DTYPE_F32, 33792, 4096, 132, 512);
-        bench_gemm(1, AMK_DTYPE_F32, 14336, 4096, 132, 256); /* why: 117 MB, above the 50 MB L2 */
-        /* why: what one SM's GEMV loop streams, apart from HBM: W resident in L2 (16.8 MB, re-read
-           run after run), on every SM and on 16; and from HBM on 16 SMs (HBM mostly idle) */
-        bench_gemm(1, AMK_DTYPE_F32, 14336, 4096, 132, 512);
-        bench_gemm(1, AMK_DTYPE_F32, 2048, 4096, 132, 512);
-        bench_gemm(1, AMK_DTYPE_F32, 2048, 4096, 16, 512);
-        bench_gemm(1, AMK_DTYPE_F32, 14336, 4096, 16, 512);
-        bench_gemm(1, AMK_DTYPE_F32, 8192, 2048, 132, 512);
-        bench_gemm(1, AMK_DTYPE_F32, 2048, 8192, 132, 512);
-        bench_gemm(1, AMK_DTYPE_F32, 49152, 576, 132, 512); /* SmolLM2's head: rows of 1152 bytes */
-        bench_gemm(1, AMK_DTYPE_F32, 3072, 576, 132, 512);
-        bench_gemm(3, AMK_DTYPE_F32, 14336, 4096, 132, 256); /* the rows path: W streamed once a row */
-        bench_gemm(4, AMK_DTYPE_F32, 14336, 4096, 132, 256); /* the tensor cores from here */
-        bench_gemm(16, AMK_DTYPE_F32, 14336, 4096, 132, 256);
-        bench_gemm(64, AMK_DTYPE_F32, 14336, 4096, 132, 256);
-        bench_gemm(64, AMK_DTYPE_BF16, 14336, 4096, 132, 256);
-        bench_gemm(64, AMK_DTYPE_BF16, 14336, 4096, 132, 512);
-        bench_gemm(256, AMK_DTYPE_BF16, 14336, 4096, 132, 512);
-        bench_gemm(512, AMK_DTYPE_BF16, 14336, 4096, 132, 512);
+        for (i = 0; i < (int)(sizeof BENCH_GEMMS / sizeof BENCH_GEMMS[0]); i++) {
+            const bench_gemm_row *b = &BENCH_GEMMS[i];
+            bench_gemm(b->M, b->xt, b->N, b->K, b->tiles, b->threads);
+        }
         bench_layers(16, 4096, 256);
         bench_layers(16, 4096, 512);
         bench_chain(264, 132);
