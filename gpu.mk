@@ -1,7 +1,8 @@
 # gpu.mk - the device code (amk_vm.cuh, amk_ops.cuh): included by the Makefile.
 #   make test      also compiles the device code for sm_90a with nvcc, so ptxas checks every PTX
 #                  string and spills fail the build ($(DEVICE_CHECK)); skipped with a warning when
-#                  nvcc is absent. It also builds and runs tests/gpu/test_cuda_host (no GPU needed).
+#                  nvcc is absent. It also builds and runs tests/gpu/test_cuda_host (no GPU needed)
+#                  and compiles the GPU suite tests/gpu/test_gpu (where nvcc is; not run).
 #   make device    the images: $(BUILD)/device/amk_vm.cubin (sm_90a), .ptx, and
 #                  $(BUILD)/amk_device_image.h (both as C arrays: amk_device_cubin, amk_device_ptx)
 #   make test-gpu  builds and runs the GPU test suite (needs an NVIDIA H100/H200 and its driver)
