@@ -52,14 +52,29 @@
 #define AMK_VM_PREFETCH_BYTES 131072u
 #endif
 
-/* Thread 0: waits until every wait counter of gi reaches its threshold. Returns 0 if the abort
-   flag was raised meanwhile. */
-static __device__ int amk_vm_wait(const amk_instruction_t *gi, const uint32_t *counters,
+#ifndef AMK_VM_LOOKAHEAD
+/* why: an SM that signals the last task of a phase then read its next queue entry and that
+   task's waits before its first poll, two dependent L2 round trips; such SMs started their next
+   task ~0.8 us after the others (1B and SmolLM2 timelines, bench/NOTES.md session "look-ahead").
+   With 1 a helper thread reads entry q + 1 while the block waits for entry q. */
+#define AMK_VM_LOOKAHEAD 1
+#endif
+
+/* One queue entry's task and its waits, read ahead into shared memory. */
+typedef struct amk_vm_next_t {
+    int32_t idx, n_waits;
+    int32_t wait_counter[AMK_MAX_WAITS];
+    uint32_t wait_threshold[AMK_MAX_WAITS];
+} amk_vm_next_t;
+
+/* Thread 0: waits until each of the nw counters ctr[w] reaches th[w] (generic pointers: the
+   instruction in global memory or its copy in shared memory). Returns 0 if the abort flag was
+   raised meanwhile. */
+static __device__ int amk_vm_wait(int nw, const int32_t *ctr_ids, const uint32_t *ths, const uint32_t *counters,
                                   const uint32_t *status) {
-    const int nw = gi->n_waits;
     for (int w = 0; w < nw; w++) {
-        const uint32_t *ctr = counters + gi->wait_counter[w];
-        const uint32_t th = gi->wait_threshold[w];
+        const uint32_t *ctr = counters + ctr_ids[w];
+        const uint32_t th = ths[w];
         uint32_t ns = 0;
         while (amk_ptx_ld_relaxed_gpu(ctr) < th) {
             if (amk_ptx_ld_relaxed_gpu(status + AMK_VM_STATUS_ABORT) != 0u) return 0;
@@ -69,6 +84,21 @@ static __device__ int amk_vm_wait(const amk_instruction_t *gi, const uint32_t *c
     }
     if (nw) amk_ptx_fence_acq_rel_gpu(); /* acquire: the producers' writes are visible from here */
     return 1;
+}
+
+/* The look-ahead thread: queue entry idx's task and waits into nx (all AMK_MAX_WAITS slots in
+   one round of loads, so the copy is two dependent round trips: the queue, then the task). */
+static __device__ void amk_vm_read_next(amk_vm_next_t *nx, int idx, const amk_instruction_t *insts) {
+    const amk_instruction_t *gi = &insts[idx];
+    int32_t c[AMK_MAX_WAITS];
+    uint32_t t[AMK_MAX_WAITS];
+    const int nw = gi->n_waits;
+#pragma unroll
+    for (int w = 0; w < AMK_MAX_WAITS; w++) { c[w] = gi->wait_counter[w]; t[w] = gi->wait_threshold[w]; }
+    nx->idx = idx;
+    nx->n_waits = nw;
+#pragma unroll
+    for (int w = 0; w < AMK_MAX_WAITS; w++) { nx->wait_counter[w] = c[w]; nx->wait_threshold[w] = t[w]; }
 }
 
 /* Prefetch into L2 the first `budget` bytes of the rows [n_off, n_off + N_tile) of the
@@ -139,6 +169,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
     /* why: two contexts so threads can load the next instruction while thread 0 still reads the
        current one to signal it (saves a barrier per instruction) */
     __shared__ amk_op_ctx ctx[2];
+    __shared__ amk_vm_next_t nxt[2]; /* why: entry q's task and waits, read during entry q - 1 */
     __shared__ int go;
     __shared__ uint64_t t_wait, t_start; /* why: in registers they lived across every op (128-register cap) */
     extern __shared__ __align__(16) unsigned char amk_vm_smem[];
@@ -156,19 +187,27 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
     q_end = qoff[block + 1];
     for (q = q_begin; q < q_end; q++) {
         amk_op_ctx *c = &ctx[q & 1];
-        const int idx = queue[q];
+        /* why the first entry from global memory: a prologue read would delay the first task */
+        const amk_vm_next_t *nx = AMK_VM_LOOKAHEAD && q > q_begin ? &nxt[q & 1] : 0;
+        const int idx = nx ? nx->idx : queue[q];
         const amk_instruction_t *gi = &insts[idx];
-        if (amk_tid() == 0) {
+        const int tid = amk_tid(), nt = amk_ntid();
+        if (tid == 0) {
             if (timing) t_wait = amk_ptx_globaltimer();
-            go = amk_vm_wait(gi, counters, status);
+            go = amk_vm_wait(nx ? nx->n_waits : gi->n_waits, nx ? nx->wait_counter : gi->wait_counter,
+                             nx ? nx->wait_threshold : gi->wait_threshold, counters, status);
             if (timing) t_start = amk_ptx_globaltimer();
             c->index = idx;
             c->error = 0;
             c->status = status;
+        } else if (AMK_VM_LOOKAHEAD && tid == nt - 1) {
+            /* why the last thread, with no share of the context: its two round trips then run
+               beside the context's two instead of after them */
+            if (q + 1 < q_end) amk_vm_read_next(&nxt[(q + 1) & 1], queue[q + 1], insts);
         } else {
-            amk_vm_load_ctx(c, gi, bufs, (int)amk_tid() - 1, (int)amk_ntid() - 1);
+            amk_vm_load_ctx(c, gi, bufs, tid - 1, nt - 1 - AMK_VM_LOOKAHEAD);
             /* why thread 32: outside warp 0, whose thread 0 polls (thread 1 in a one-warp block) */
-            if (amk_tid() == (amk_ntid() > 32 ? 32 : 1)) amk_vm_prefetch(gi, bufs);
+            if (tid == (nt > 32 ? 32 : 1)) amk_vm_prefetch(gi, bufs);
         }
         __syncthreads();
         if (!go) break; /* aborted: every block leaves promptly */
