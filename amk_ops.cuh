@@ -51,10 +51,15 @@ static __device__ __forceinline__ uint32_t amk_ptx_ld_relaxed_gpu(const uint32_t
     return v;
 }
 
-/* why: the one acquire after a successful poll: orders every later load of the block's thread 0
-   (and, through the following bar.sync, of the block) after the producers' release. sm_70+. */
-static __device__ __forceinline__ void amk_ptx_fence_acq_rel_gpu(void) {
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+/* why: the one acquire after a successful poll, a load of the counter again: it compiles to a
+   strong load and an L1 invalidate, where fence.acq_rel.gpu after the poll compiled to MEMBAR.ALL.GPU
+   as well, which cost ~0.4 us a hop (bench/RESULTS.md run 69). Orders every later load of the
+   block's thread 0 (and, through the following bar.sync, of the block) after the producers'
+   release. sm_70+. */
+static __device__ __forceinline__ uint32_t amk_ptx_ld_acquire_gpu(const uint32_t *p) {
+    uint32_t v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
 }
 
 /* why: back-off in counter spins so a waiting SM does not hammer L2. sm_70+; sleeps ~[0, 2ns]. */

@@ -81,8 +81,10 @@ static __device__ int amk_vm_wait(int nw, const int32_t *ctr_ids, const uint32_t
             if (ns) amk_ptx_nanosleep(ns);
             ns = ns == 0 ? AMK_VM_BACKOFF_MIN_NS : ns < AMK_VM_BACKOFF_MAX_NS ? 2 * ns : ns;
         }
+        /* acquire: the counter (monotonic, so still >= th) read once more with acquire semantics;
+           the producers' writes are visible from here (to the block through the barrier after) */
+        (void)amk_ptx_ld_acquire_gpu(ctr);
     }
-    if (nw) amk_ptx_fence_acq_rel_gpu(); /* acquire: the producers' writes are visible from here */
     return 1;
 }
 
