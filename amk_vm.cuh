@@ -47,9 +47,10 @@
 #define AMK_VM_BACKOFF_MAX_NS 128u
 #endif
 #ifndef AMK_VM_PREFETCH_BYTES
-/* why: while an SM waits, the first bytes of its GEMV tile go to L2: 128 KB x 132 SMs = 17 MB of
-   the 50 MB L2, about what one SM streams in the 5 us of a typical dependency bubble */
-#define AMK_VM_PREFETCH_BYTES 131072u
+/* why: while an SM waits, the first bytes of its GEMV tile go to L2: 64 KB x 132 SMs = 8.4 MB, the
+   first round of a tile's loads (16 warps x 4 KB). Measured against 32, 48, 96, 128 and 256 KB
+   once the hop was ~1.1 us (bench/RESULTS.md run 72): 64 and 96 KB best, 8B -0.7%, 1B -0.2% */
+#define AMK_VM_PREFETCH_BYTES 65536u
 #endif
 
 #ifndef AMK_VM_LOOKAHEAD
