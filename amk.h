@@ -675,6 +675,9 @@ AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_le
                                                 const char *config, size_t config_len,
                                                 amk_tokenizer **out, amk_diag *d);
 AMK_API void amk_tokenizer_free(amk_tokenizer *t);
+/* The tokenizer of an opened model: a GGUF's own keys, else tokenizer.json in the model's
+   directory (amk_tokenizer_from_gguf / amk_tokenizer_from_json). */
+AMK_API amk_result amk_tokenizer_from_model(const amk_model *m, amk_tokenizer **out, amk_diag *d);
 
 /* Encodes len bytes of UTF-8 text: special tokens (like <|im_start|>) are matched verbatim first,
    longest at the leftmost position. add_bos: 1 prepends BOS (if the tokenizer has one), 0 does
@@ -916,9 +919,10 @@ AMK_API const amk_program *amk_llm_program(const amk_llm *m);
 AMK_API const amk_tokenizer *amk_llm_tokenizer(const amk_llm *m);
 AMK_API int amk_llm_max_seq(const amk_llm *m);
 AMK_API const char *amk_llm_backend_name(const amk_llm *m); /* "cpu" or "cuda" */
-/* Runs one decode step: token at position pos. *logits (may be NULL) points at vocab floats owned
-   by m, valid until the next step; *argmax (may be NULL) gets the greedy token. Positions must
-   be fed in order from 0 (the KV cache holds the earlier ones). */
+/* Runs one decode step: token at position pos. *logits (logits may be NULL) points at vocab
+   floats owned by m, valid until the next step; with logits NULL the GPU backend does not copy
+   them back (a greedy loop asks for argmax alone). *argmax (may be NULL) gets the greedy token.
+   Positions must be fed in order from 0 (the KV cache holds the earlier ones). */
 AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **logits, int *argmax,
                                 amk_diag *d);
 /* The GPU backend's runtime (NULL on the reference VM): for timing and the timeline. */
@@ -13047,6 +13051,16 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
     return AMK_OK;
 }
 
+AMK_API amk_result amk_tokenizer_from_model(const amk_model *m, amk_tokenizer **out, amk_diag *d) {
+    char tp[1024];
+    if (!m || !out) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_tokenizer_from_model: NULL argument");
+    *out = NULL;
+    if (amk_model_gguf(m)) return amk_tokenizer_from_gguf(amk_model_gguf(m), out, d);
+    if (snprintf(tp, sizeof tp, "%s/tokenizer.json", amk_model_dir(m)) >= (int)sizeof tp)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "model directory path too long for its tokenizer.json");
+    return amk_tokenizer_from_json(tp, out, d);
+}
+
 AMK_API amk_result amk_llm_open(const char *path, const amk_llm_opts *o, amk_llm **out, amk_diag *d) {
     amk_llm *m;
     amk_result r;
@@ -13057,12 +13071,7 @@ AMK_API amk_result amk_llm_open(const char *path, const amk_llm_opts *o, amk_llm
     r = amk_model_open(path, &m->model, d);
     if (r == AMK_OK) {
         m->cfg = *amk_model_config(m->model);
-        if (amk_model_gguf(m->model)) r = amk_tokenizer_from_gguf(amk_model_gguf(m->model), &m->tok, d);
-        else {
-            char tp[1024];
-            snprintf(tp, sizeof tp, "%s/tokenizer.json", amk_model_dir(m->model));
-            r = amk_tokenizer_from_json(tp, &m->tok, d);
-        }
+        r = amk_tokenizer_from_model(m->model, &m->tok, d);
     }
     if (r == AMK_OK) r = amk__llm_prepare(m, d);
     if (r == AMK_OK) r = amk__llm_load_weights(m, d);
@@ -13110,7 +13119,10 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
         v = pos;
         if (r == AMK_OK) r = amk_cuda_upload(m->cuda, m->buf_pos, &v, 4, d);
         if (r == AMK_OK) r = amk_cuda_run(m->cuda, m->opts.timeout_ms, d);
-        if (r == AMK_OK) r = amk_cuda_download(m->cuda, m->buf_logits, m->logits, (size_t)m->cfg.vocab * 4, d);
+        /* why only when asked: a greedy loop needs the token alone, and the logits' copy (vocab
+           floats, 0.2-0.5 MB) is a sizeable part of a small model's step */
+        if (r == AMK_OK && logits)
+            r = amk_cuda_download(m->cuda, m->buf_logits, m->logits, (size_t)m->cfg.vocab * 4, d);
         if (r == AMK_OK) r = amk_cuda_download(m->cuda, m->buf_next, &next, 4, d);
         if (r != AMK_OK) return r;
         if (logits) *logits = m->logits;

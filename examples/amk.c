@@ -719,6 +719,59 @@ static void cli_progress(void *user, const char *what, uint64_t done, uint64_t t
     fflush(stderr);
 }
 
+/* The prompt's token ids (in the chat template with chat) into a malloc'd *ids; returns the count,
+   or -1 with a message printed. */
+static int cli_prompt_ids(const amk_tokenizer *tok, int chat, const char *sys, const char *prompt, int **ids) {
+    char *text = NULL;
+    const char *src = prompt;
+    int n = -1, cap = 256;
+    *ids = NULL;
+    if (chat) {
+        int need = amk_tokenizer_chat_prompt(tok, sys, prompt, NULL, 0);
+        text = need >= 0 ? (char *)malloc((size_t)need + 1) : NULL;
+        if (!text) { fprintf(stderr, "amk: cannot build the chat prompt\n"); return -1; }
+        amk_tokenizer_chat_prompt(tok, sys, prompt, text, (size_t)need + 1);
+        src = text;
+    }
+    for (;;) { /* why twice at most: the first call says how many ids the whole encoding has */
+        *ids = (int *)malloc((size_t)cap * sizeof(int));
+        if (!*ids) break;
+        n = amk_tokenizer_encode(tok, src, strlen(src), amk_tokenizer_add_bos(tok), *ids, cap);
+        if (n <= cap) break;
+        free(*ids);
+        *ids = NULL;
+        cap = n;
+    }
+    free(text);
+    if (!*ids || n < 0) {
+        fprintf(stderr, "amk: cannot encode the prompt\n");
+        free(*ids);
+        *ids = NULL;
+        return -1;
+    }
+    return n;
+}
+
+/* Without --ctx: the KV cache rows for the prompt plus n_new tokens (at most the model's context
+   and 4096), so a short generation runs the one-split step instead of a 4096-row one; 0 (the
+   builder's default) when the model or its tokenizer cannot be read here (amk_llm_open then
+   reports it) or the text does not fit. */
+static int cli_fit_ctx(const char *model, int chat, const char *sys, const char *prompt, int n_new) {
+    amk_model *mdl = NULL;
+    amk_tokenizer *tok = NULL;
+    int *ids = NULL, n = -1, max_pos = 0;
+    int64_t need;
+    if (amk_model_open(model, &mdl, NULL) != AMK_OK) return 0;
+    max_pos = amk_model_config(mdl)->max_pos;
+    if (amk_tokenizer_from_model(mdl, &tok, NULL) == AMK_OK) n = cli_prompt_ids(tok, chat, sys, prompt, &ids);
+    free(ids);
+    amk_tokenizer_free(tok);
+    amk_model_close(mdl);
+    need = (int64_t)n + n_new;
+    if (n < 1 || need > 4096 || (max_pos > 0 && need > max_pos)) return 0;
+    return (int)need;
+}
+
 static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     cli_llm_args a;
     const char *prompt = NULL, *n_s = NULL, *temp_s = NULL, *topk_s = NULL, *topp_s = NULL, *seed_s = NULL, *sys_s = NULL;
@@ -733,7 +786,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     const amk_tokenizer *tok;
     amk_sampler smp;
     amk_diag d;
-    char *text = NULL, piece[512];
+    char piece[512];
     memset(&a, 0, sizeof a);
     amk_diag_clear(&d);
     for (i = 1; i < argc; i++) {
@@ -763,6 +816,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     o.progress = quiet ? NULL : cli_progress;
     o.device_image = cli_image(&o.device_image_size);
     t0 = cli_now();
+    if (!a.ctx && !a.random) o.build.max_seq = cli_fit_ctx(a.model, chat, sys_s, prompt, n_new);
     if (a.random) {
         if ((rc = cli_random_config(a.random, &cfg)) != CLI_OK) return rc;
         if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) { fprintf(stderr, "amk: %s\n", d.message); return CLI_FAIL; }
@@ -771,20 +825,13 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
         return d.result == AMK_ERR_OUT_OF_MEMORY || d.result == AMK_ERR_REJECTED ? CLI_FAIL : CLI_BAD_INPUT;
     }
     tok = amk_llm_tokenizer(m);
-    ids = (int *)malloc((size_t)amk_llm_max_seq(m) * sizeof(int));
-    if (!ids) { amk_llm_close(m); return CLI_FAIL; }
     if (tok) { /* the prompt, as text or in the chat template */
-        const char *src = prompt;
-        if (chat) {
-            int need = amk_tokenizer_chat_prompt(tok, sys_s, prompt, NULL, 0);
-            text = need >= 0 ? (char *)malloc((size_t)need + 1) : NULL;
-            if (!text) { fprintf(stderr, "amk: cannot build the chat prompt\n"); rc = CLI_FAIL; goto done; }
-            amk_tokenizer_chat_prompt(tok, sys_s, prompt, text, (size_t)need + 1);
-            src = text;
-        }
-        n_prompt = amk_tokenizer_encode(tok, src, strlen(src), amk_tokenizer_add_bos(tok), ids, amk_llm_max_seq(m));
+        n_prompt = cli_prompt_ids(tok, chat, sys_s, prompt, &ids);
+        if (n_prompt < 0) { rc = CLI_FAIL; goto done; }
         eos = amk_tokenizer_eos(tok);
     } else { /* random weights: no tokenizer; start from BOS and print ids */
+        ids = (int *)malloc(sizeof(int));
+        if (!ids) { amk_llm_close(m); return CLI_FAIL; }
         ids[0] = cfg.bos_id >= 0 && cfg.bos_id < cfg.vocab ? cfg.bos_id : 0;
         n_prompt = 1;
         eos = -1;
@@ -804,7 +851,8 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     for (pos = 0; pos < n_prompt + n_new - 1; pos++) { /* the last new token is not fed back */
         const float *logits = NULL;
         int argmax = -1, token = pos < n_prompt ? ids[pos] : next;
-        if (amk_llm_step(m, token, pos, &logits, &argmax, &d) != AMK_OK) {
+        /* why logits only when sampling: greedy needs the token alone (no copy of vocab floats) */
+        if (amk_llm_step(m, token, pos, temp > 0.0 ? &logits : NULL, &argmax, &d) != AMK_OK) {
             fprintf(stderr, "\namk: step %d: %s\n", pos, d.message);
             rc = CLI_FAIL;
             break;
@@ -843,7 +891,6 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     }
     amk_sampler_free(&smp);
 done:
-    free(text);
     free(ids);
     amk_llm_close(m);
     return rc;
@@ -1016,9 +1063,11 @@ static const cli_cmd cli_cmds[] = {
      "token. Greedy by default; --temp T > 0 samples (with --top-k, --top-p, --seed). --chat wraps\n"
      "the prompt in the model's chat template (ChatML; --system replaces the default system\n"
      "prompt). Prints load time and prompt and decode tokens per second to stderr at the end.\n"
-     "--random-weights SHAPE runs a shape with random weights and prints token ids. A prompt plus\n"
-     "N longer than the context (--ctx) is an error. Runs on the GPU when there is one (and this\n"
-     "amk holds the device image), else on the reference VM; --cpu forces the reference VM.\n"
+     "--random-weights SHAPE runs a shape with random weights and prints token ids. --ctx N sets\n"
+     "the KV cache rows; without it they fit the prompt plus N (up to min(model context, 4096)),\n"
+     "so a short generation runs the smaller step. A prompt plus N longer than the context is an\n"
+     "error. Runs on the GPU when there is one (and this amk holds the device image), else on\n"
+     "the reference VM; --cpu forces the reference VM.\n"
      "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
      "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops as\n"
      "for build.\n"

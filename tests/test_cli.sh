@@ -247,6 +247,19 @@ expect_rc 0 "sampled generation"
 amk generate --random-weights "$DATA/tiny_config.json" -n 40 --ctx 16 -q
 expect_rc 1 "a context longer than the KV cache"
 expect_err "does not fit the context of 16 tokens" "context overflow message"
+# without --ctx the KV cache fits the prompt plus -n (the real model, on the reference VM)
+SMOL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -f "$SMOL" ]; then
+  amk generate --cpu -m "$SMOL" -n 3 -p "The capital of France is"
+  expect_rc 0 "generate with the default model"
+  p_tok=$(printf '%s\n' "$err" | sed -n 's/.*| prompt \([0-9]*\) tokens.*/\1/p')
+  ctx=$(printf '%s\n' "$err" | sed -n 's/.*, context \([0-9]*\)$/\1/p')
+  expect_true '[ -n "$p_tok" ] && [ "$ctx" = "$((p_tok + 3))" ]' "default context = prompt + n ($ctx, $p_tok + 3)"
+  amk generate --cpu -m "$SMOL" -n 3 --ctx 64 -p "The capital of France is"
+  expect_err "context 64" "--ctx still sets the context"
+else
+  fail "$SMOL missing (make model)"
+fi
 amk generate -m "$TMP/nope.gguf"
 expect_rc 2 "generate without -p"
 amk generate --random-weights "$DATA/tiny_config.json" --top-p 0

@@ -160,7 +160,7 @@ static void test_random_weights_decode(void) {
     amk_llm *m = NULL;
     amk_diag d;
     const float *logits = NULL;
-    int pos, argmax = -1, tok = 3, i, best, finite;
+    int pos, argmax = -1, tok = 3, i, best, finite, seq[16];
     amk_diag_clear(&d);
     amk_llm_opts_default(&o);
     o.backend = AMK_BACKEND_CPU;
@@ -177,6 +177,14 @@ static void test_random_weights_decode(void) {
         }
         CHECK(finite);
         CHECK_EQ_INT(argmax, best); /* SAMPLE_ARGMAX in the program agrees with the host */
+        tok = seq[pos] = argmax;
+    }
+    /* the greedy loop's form: no logits asked for, the same tokens */
+    CHECK_EQ_INT(amk_llm_reset(m, &d), AMK_OK);
+    for (pos = 0, tok = 3; pos < 16; pos++) {
+        argmax = -1;
+        CHECK_EQ_INT(amk_llm_step(m, tok, pos, NULL, &argmax, &d), AMK_OK);
+        CHECK_EQ_INT(argmax, seq[pos]);
         tok = argmax;
     }
     CHECK_EQ_INT(amk_llm_step(m, tok, 16, &logits, &argmax, &d), AMK_ERR_RUNTIME); /* KV full */
@@ -300,6 +308,37 @@ static void golden_run(amk_backend backend) {
     amk_llm_close(m);
 }
 
+/* amk_tokenizer_from_model gives the tokenizer amk_llm_open uses (the CLI sizes the context with it
+   before the model is loaded). */
+static void test_tokenizer_from_model(void) {
+    amk_model *mdl = NULL;
+    amk_tokenizer *tok = NULL;
+    amk_diag d;
+    const char *text = "The capital of France is Paris. 12345 <|im_start|>";
+    int a[64], b[64], na, nb, i;
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_tokenizer_from_model(NULL, &tok, &d), AMK_ERR_INVALID_ARG);
+    CHECK(tok == NULL);
+    if (amk_model_open(MODEL_PATH, &mdl, &d) != AMK_OK) {
+        CHECK_MSG(0, "%s: %s (run `make model`)", MODEL_PATH, d.message);
+        return;
+    }
+    CHECK_EQ_INT(amk_tokenizer_from_model(mdl, NULL, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_tokenizer_from_model(mdl, &tok, &d), AMK_OK);
+    if (tok) {
+        amk_tokenizer *ref = NULL;
+        CHECK_EQ_INT(amk_tokenizer_from_gguf(amk_model_gguf(mdl), &ref, &d), AMK_OK);
+        na = amk_tokenizer_encode(tok, text, strlen(text), -1, a, 64);
+        nb = ref ? amk_tokenizer_encode(ref, text, strlen(text), -1, b, 64) : -1;
+        CHECK(na > 5 && na <= 64);
+        CHECK_EQ_INT(na, nb);
+        for (i = 0; i < na && i < nb; i++) CHECK_EQ_INT(a[i], b[i]);
+        amk_tokenizer_free(ref);
+    }
+    amk_tokenizer_free(tok);
+    amk_model_close(mdl);
+}
+
 static void test_golden_smollm2(void) { golden_run(AMK_BACKEND_CPU); }
 #ifdef AMK_EMBED_DEVICE_IMAGE
 static void test_golden_smollm2_cuda(void) { golden_run(AMK_BACKEND_CUDA); }
@@ -311,6 +350,7 @@ int main(void) {
     RUN(test_fused_matches_spec_ops);
     RUN(test_random_weights_decode);
     RUN(test_sampler);
+    RUN(test_tokenizer_from_model);
     RUN(test_golden_smollm2);
 #ifdef AMK_EMBED_DEVICE_IMAGE
     RUN(test_golden_smollm2_cuda);
