@@ -12828,36 +12828,31 @@ AMK__FN int amk__argmax(const float *x, int n) {
     return best;
 }
 
-/* Sorts idx[0..n) by p descending (heap sort: no recursion, no qsort context). */
-AMK__FN void amk__sort_desc(int *idx, const float *p, int n) {
-    int i, end;
-    for (i = n / 2 - 1; i >= 0; i--) { /* min-heap on p, then extract to the end */
-        int r = i;
-        for (;;) {
-            int c = 2 * r + 1, tmp;
-            if (c >= n) break;
-            if (c + 1 < n && p[idx[c + 1]] < p[idx[c]]) c++;
-            if (p[idx[r]] <= p[idx[c]]) break;
-            tmp = idx[r]; idx[r] = idx[c]; idx[c] = tmp; r = c;
-        }
-    }
-    for (end = n - 1; end > 0; end--) {
-        int r = 0, tmp = idx[0];
-        idx[0] = idx[end]; idx[end] = tmp;
-        for (;;) {
-            int c = 2 * r + 1;
-            if (c >= end) break;
-            if (c + 1 < end && p[idx[c + 1]] < p[idx[c]]) c++;
-            if (p[idx[r]] <= p[idx[c]]) break;
-            tmp = idx[r]; idx[r] = idx[c]; idx[c] = tmp; r = c;
-        }
+/* p[a] comes before p[b]: higher first, ties by lower index (a fixed order, so a seed's draws
+   are reproducible). */
+AMK__FN int amk__p_before(const float *p, int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); }
+
+/* Sifts h[r] down the heap h[0..n) whose first element comes first in amk__p_before's order. */
+AMK__FN void amk__heap_down(int *h, const float *p, int n, int r) {
+    for (;;) {
+        int c = 2 * r + 1, tmp;
+        if (c >= n) break;
+        if (c + 1 < n && amk__p_before(p, h[c + 1], h[c])) c++;
+        if (!amk__p_before(p, h[c], h[r])) break;
+        tmp = h[r]; h[r] = h[c]; h[c] = tmp; r = c;
     }
 }
 
+/* why no full sort: sorting a 49152-128256 vocabulary every token cost ~9 ms a token (SmolLM2 at
+   ~100 tok/s, bench/RESULTS.md run 73). Without top-k/top-p the draw walks the probabilities in
+   vocabulary order, O(n); with them a heap yields the kept tokens in descending order, O(n + kept
+   * log n). Either way each token is drawn with its softmax probability (restricted and
+   renormalised when truncated). */
 AMK_API int amk_sampler_sample(amk_sampler *s, const float *logits, int n) {
-    int i, k, best;
-    float mx;
-    double sum = 0.0, acc = 0.0, u;
+    int i, k, best, popped = 0, end;
+    float mx, *p;
+    int *h;
+    double total = 0.0, sum = 0.0, acc = 0.0, u;
     amk__rng r;
     if (!s || !logits || n < 1) return -1;
     best = amk__argmax(logits, n);
@@ -12869,32 +12864,52 @@ AMK_API int amk_sampler_sample(amk_sampler *s, const float *logits, int n) {
         if (!s->scratch_idx || !s->scratch_p) { amk_sampler_free(s); return best; }
         s->scratch_n = n;
     }
+    p = s->scratch_p;
+    h = s->scratch_idx;
     mx = logits[best];
     for (i = 0; i < n; i++) {
         float v = logits[i];
-        s->scratch_p[i] = v == v ? expf((v - mx) / s->temperature) : 0.0f;
-        s->scratch_idx[i] = i;
+        p[i] = v == v ? expf((v - mx) / s->temperature) : 0.0f;
+        total += p[i];
     }
-    amk__sort_desc(s->scratch_idx, s->scratch_p, n);
     k = s->top_k > 0 && s->top_k < n ? s->top_k : n;
-    for (i = 0; i < k; i++) sum += s->scratch_p[s->scratch_idx[i]];
-    if (s->top_p > 0.0f && s->top_p < 1.0f) { /* smallest prefix reaching top_p */
-        double keep = 0.0;
-        for (i = 0; i < k; i++) {
-            keep += s->scratch_p[s->scratch_idx[i]] / sum;
-            if (keep >= s->top_p) { k = i + 1; break; }
-        }
-        sum = 0.0;
-        for (i = 0; i < k; i++) sum += s->scratch_p[s->scratch_idx[i]];
-    }
     memcpy(r.s, s->state, sizeof r.s);
-    u = (double)(amk__rng_u64(&r) >> 11) / 9007199254740992.0 * sum; /* why: 53 random bits */
+    u = (double)(amk__rng_u64(&r) >> 11) / 9007199254740992.0; /* why: 53 random bits, in [0, 1) */
     memcpy(s->state, r.s, sizeof r.s);
-    for (i = 0; i < k; i++) {
-        acc += s->scratch_p[s->scratch_idx[i]];
-        if (u < acc) return s->scratch_idx[i];
+    if (k == n && !(s->top_p > 0.0f && s->top_p < 1.0f)) { /* the whole distribution */
+        u *= total;
+        for (i = 0; i < n; i++) {
+            acc += p[i];
+            if (u < acc) return i;
+        }
+        return best;
     }
-    return s->scratch_idx[k - 1];
+    for (i = 0; i < n; i++) h[i] = i;
+    for (i = n / 2 - 1; i >= 0; i--) amk__heap_down(h, p, n, i);
+    /* pop into h[n-1], h[n-2], ... (the kept tokens in descending order): the top k, or with top-p
+       and no top-k only until their mass reaches top_p */
+    for (end = n; popped < k; popped++) {
+        int tmp = h[0];
+        if (k == n && sum >= (double)s->top_p * total) break;
+        end--;
+        h[0] = h[end]; h[end] = tmp;
+        amk__heap_down(h, p, end, 0);
+        sum += p[tmp];
+    }
+    if (k < n && s->top_p > 0.0f && s->top_p < 1.0f) { /* top-p within the top k */
+        double keep = 0.0;
+        for (i = 0; i < popped; i++) {
+            keep += p[h[n - 1 - i]];
+            if (keep >= (double)s->top_p * sum) { popped = i + 1; break; }
+        }
+        sum = keep;
+    }
+    u *= sum;
+    for (i = 0; i < popped; i++) {
+        acc += p[h[n - 1 - i]];
+        if (u < acc) return h[n - 1 - i];
+    }
+    return popped > 0 ? h[n - popped] : best;
 }
 
 /* ---- the LLM object --------------------------------------------------------------------------- */

@@ -221,6 +221,32 @@ static void test_sampler(void) {
         CHECK_EQ_INT(other, 0);
         CHECK(got3 > 40 && got3 < 200);                  /* 0.24/0.88 of 400 = 109 expected */
         amk_sampler_free(&s);
+        memset(counts, 0, sizeof counts);                /* no truncation: the softmax itself */
+        amk_sampler_init(&s, 1.0f, 0, 1.0f, 11);
+        for (i = 0; i < 4000; i++) counts[amk_sampler_sample(&s, l2, 5)]++;
+        CHECK(counts[1] > 2400 && counts[1] < 2720);     /* p 0.644: 2575 expected */
+        CHECK(counts[3] > 820 && counts[3] < 1070);      /* p 0.237: 947 */
+        CHECK(counts[2] > 250 && counts[2] < 450);       /* p 0.087: 348 */
+        CHECK(counts[0] + counts[4] > 70 && counts[0] + counts[4] < 210); /* 0.032 + 0.004: 144 */
+        amk_sampler_free(&s);
+    }
+    {   /* a vocabulary-sized row: top-k keeps exactly the k largest (ties by lower id) */
+        enum { V = 49152, K = 40 };
+        static float big[V];
+        uint64_t x = 12345;
+        int hits = 0, t;
+        for (i = 0; i < V; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            big[i] = (float)(x >> 40) / (float)(1u << 24) * 8.0f; /* [0, 8) */
+        }
+        amk_sampler_init(&s, 1.0f, K, 1.0f, 5);
+        for (t = 0; t < 300; t++) {
+            int id = amk_sampler_sample(&s, big, V), above = 0;
+            for (i = 0; i < V; i++) above += big[i] > big[id] || (big[i] == big[id] && i < id);
+            hits += above < K;
+        }
+        CHECK_EQ_INT(hits, 300);
+        amk_sampler_free(&s);
     }
 }
 
