@@ -12828,35 +12828,68 @@ AMK__FN int amk__argmax(const float *x, int n) {
     return best;
 }
 
-/* p[a] comes before p[b]: higher first, ties by lower index (a fixed order, so a seed's draws
-   are reproducible). */
-AMK__FN int amk__p_before(const float *p, int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); }
+/* Token a comes before token b by their values in l (logits or probabilities): the higher first
+   (NaN last), ties by lower index (a fixed order, so a seed's draws are reproducible). */
+AMK__FN int amk__l_before(const float *l, int a, int b) {
+    const float x = l[a] == l[a] ? l[a] : -INFINITY, y = l[b] == l[b] ? l[b] : -INFINITY;
+    return x > y || (x == y && a < b);
+}
 
-/* Sifts h[r] down the heap h[0..n) whose first element comes first in amk__p_before's order. */
-AMK__FN void amk__heap_down(int *h, const float *p, int n, int r) {
+/* Sifts h[r] down the heap h[0..n): with last = 0 the first element comes first in
+   amk__l_before's order (a max-heap), with last = 1 it comes last (a min-heap). */
+AMK__FN void amk__heap_down(int *h, const float *l, int n, int r, int last) {
     for (;;) {
         int c = 2 * r + 1, tmp;
         if (c >= n) break;
-        if (c + 1 < n && amk__p_before(p, h[c + 1], h[c])) c++;
-        if (!amk__p_before(p, h[c], h[r])) break;
+        if (c + 1 < n && amk__l_before(l, h[c + 1], h[c]) != last) c++;
+        if (amk__l_before(l, h[c], h[r]) == last) break;
         tmp = h[r]; h[r] = h[c]; h[c] = tmp; r = c;
     }
 }
 
-/* why no full sort: sorting a 49152-128256 vocabulary every token cost ~9 ms a token (SmolLM2 at
-   ~100 tok/s, bench/RESULTS.md run 73). Without top-k/top-p the draw walks the probabilities in
-   vocabulary order, O(n); with them a heap yields the kept tokens in descending order, O(n + kept
-   * log n). Either way each token is drawn with its softmax probability (restricted and
-   renormalised when truncated). */
+/* h[0..k) = the k tokens of v[0..n) that come first in amk__l_before's order, in that order: a
+   min-heap of the best k so far, O(n log k), then sorted. */
+AMK__FN void amk__top_k(int *h, const float *v, int n, int k) {
+    int i, m = 0, end;
+    for (i = 0; i < n; i++) {
+        if (m < k) {
+            int c = m++;
+            h[c] = i;
+            while (c > 0 && amk__l_before(v, h[(c - 1) / 2], h[c])) { /* sift up */
+                int pa = (c - 1) / 2, tmp = h[pa];
+                h[pa] = h[c]; h[c] = tmp; c = pa;
+            }
+        } else if (amk__l_before(v, i, h[0])) {
+            h[0] = i;
+            amk__heap_down(h, v, k, 0, 1);
+        }
+    }
+    for (end = k - 1; end > 0; end--) { /* the last in order to the end, repeatedly */
+        int tmp = h[0];
+        h[0] = h[end]; h[end] = tmp;
+        amk__heap_down(h, v, end, 0, 1);
+    }
+}
+
+/* why no full sort: sorting a 49152-128256 vocabulary every token cost ~5-9 ms a token (SmolLM2
+   at ~100 tok/s, bench/RESULTS.md run 73). Without top-k/top-p the draw walks the probabilities
+   in vocabulary order, O(n); top-k takes the k best logits with a k-heap, O(n log k), and exp()
+   of those only; top-p alone first tries the best 256 (a peaked distribution stops there), else
+   pops a heap of the whole vocabulary until the kept mass reaches p, O(n + kept log n). Each
+   token is drawn with its softmax probability (restricted to the kept ones and renormalised
+   when truncated); the kept ones are walked in descending order. */
 AMK_API int amk_sampler_sample(amk_sampler *s, const float *logits, int n) {
-    int i, k, best, popped = 0, end;
+    int i, k, best, kept = 0;
+    const float T = s ? s->temperature : 0.0f;
+    const int top_p = s && s->top_p > 0.0f && s->top_p < 1.0f;
     float mx, *p;
     int *h;
     double total = 0.0, sum = 0.0, acc = 0.0, u;
     amk__rng r;
+#define AMK__P(i) (logits[i] == logits[i] ? expf((logits[i] - mx) / T) : 0.0f)
     if (!s || !logits || n < 1) return -1;
     best = amk__argmax(logits, n);
-    if (!(s->temperature > 0.0f)) return best;
+    if (!(T > 0.0f)) return best;
     if (s->scratch_n < n) {
         amk_sampler_free(s);
         s->scratch_idx = (int *)amk__malloc((size_t)n * sizeof(int));
@@ -12864,52 +12897,66 @@ AMK_API int amk_sampler_sample(amk_sampler *s, const float *logits, int n) {
         if (!s->scratch_idx || !s->scratch_p) { amk_sampler_free(s); return best; }
         s->scratch_n = n;
     }
-    p = s->scratch_p;
     h = s->scratch_idx;
+    p = s->scratch_p;
     mx = logits[best];
-    for (i = 0; i < n; i++) {
-        float v = logits[i];
-        p[i] = v == v ? expf((v - mx) / s->temperature) : 0.0f;
-        total += p[i];
-    }
     k = s->top_k > 0 && s->top_k < n ? s->top_k : n;
     memcpy(r.s, s->state, sizeof r.s);
     u = (double)(amk__rng_u64(&r) >> 11) / 9007199254740992.0; /* why: 53 random bits, in [0, 1) */
     memcpy(s->state, r.s, sizeof r.s);
-    if (k == n && !(s->top_p > 0.0f && s->top_p < 1.0f)) { /* the whole distribution */
-        u *= total;
-        for (i = 0; i < n; i++) {
-            acc += p[i];
-            if (u < acc) return i;
+    if (k < n) { /* the top k logits, then top-p within them */
+        amk__top_k(h, logits, n, k);
+        for (i = 0; i < k; i++) total += p[h[i]] = AMK__P(h[i]);
+        kept = k;
+        sum = total;
+        if (top_p) {
+            for (i = 0, sum = 0.0; i < k; i++) {
+                sum += p[h[i]];
+                if (sum >= (double)s->top_p * total) break;
+            }
+            kept = i < k ? i + 1 : k;
         }
-        return best;
-    }
-    for (i = 0; i < n; i++) h[i] = i;
-    for (i = n / 2 - 1; i >= 0; i--) amk__heap_down(h, p, n, i);
-    /* pop into h[n-1], h[n-2], ... (the kept tokens in descending order): the top k, or with top-p
-       and no top-k only until their mass reaches top_p */
-    for (end = n; popped < k; popped++) {
-        int tmp = h[0];
-        if (k == n && sum >= (double)s->top_p * total) break;
-        end--;
-        h[0] = h[end]; h[end] = tmp;
-        amk__heap_down(h, p, end, 0);
-        sum += p[tmp];
-    }
-    if (k < n && s->top_p > 0.0f && s->top_p < 1.0f) { /* top-p within the top k */
-        double keep = 0.0;
-        for (i = 0; i < popped; i++) {
-            keep += p[h[n - 1 - i]];
-            if (keep >= (double)s->top_p * sum) { popped = i + 1; break; }
+    } else {
+        for (i = 0; i < n; i++) total += p[i] = AMK__P(i);
+        if (!top_p) { /* the whole distribution */
+            u *= total;
+            for (i = 0; i < n; i++) {
+                acc += p[i];
+                if (u < acc) return i;
+            }
+            return best;
         }
-        sum = keep;
+        if (n > 256) { /* the best 256 first */
+            amk__top_k(h, p, n, 256);
+            for (i = 0; i < 256 && sum < (double)s->top_p * total; i++) sum += p[h[i]];
+            kept = sum >= (double)s->top_p * total ? i : 0;
+        }
+        if (!kept) { /* pop a max-heap into h[n-1], h[n-2], ... until the kept mass reaches p */
+            int end;
+            for (i = 0; i < n; i++) h[i] = i;
+            for (i = n / 2 - 1; i >= 0; i--) amk__heap_down(h, p, n, i, 0);
+            for (end = n, sum = 0.0; end > 0 && sum < (double)s->top_p * total; kept++) {
+                int tmp = h[0];
+                end--;
+                h[0] = h[end]; h[end] = tmp;
+                amk__heap_down(h, p, end, 0, 0);
+                sum += p[tmp];
+            }
+            for (i = 0; i < kept / 2; i++) { /* reverse h[n-kept..n) in place, then to the front */
+                int tmp = h[n - kept + i];
+                h[n - kept + i] = h[n - 1 - i];
+                h[n - 1 - i] = tmp;
+            }
+            memmove(h, h + (n - kept), (size_t)kept * sizeof(int));
+        }
     }
+#undef AMK__P
     u *= sum;
-    for (i = 0; i < popped; i++) {
-        acc += p[h[n - 1 - i]];
-        if (u < acc) return h[n - 1 - i];
+    for (i = 0; i < kept; i++) {
+        acc += p[h[i]];
+        if (u < acc) return h[i];
     }
-    return popped > 0 ? h[n - popped] : best;
+    return kept > 0 ? h[kept - 1] : best;
 }
 
 /* ---- the LLM object --------------------------------------------------------------------------- */
