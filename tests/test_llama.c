@@ -193,6 +193,11 @@ static void test_random_weights_decode(void) {
     amk_llm_close(m);
 }
 
+static int cmp_float_desc(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
 static void test_sampler(void) {
     float logits[5] = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
     amk_sampler s;
@@ -247,6 +252,19 @@ static void test_sampler(void) {
         }
         CHECK_EQ_INT(hits, 300);
         amk_sampler_free(&s);
+        {   /* top-p 0.5 alone at T 1: a nucleus of thousands (past the first 256 tried) */
+            static float sorted[V];
+            double tot = 0.0, run = 0.0;
+            float cut = 0.0f;
+            for (i = 0; i < V; i++) { sorted[i] = big[i]; tot += exp((double)big[i] - 8.0); }
+            qsort(sorted, V, sizeof(float), cmp_float_desc);
+            for (i = 0; i < V && run < 0.5 * tot; i++) { run += exp((double)sorted[i] - 8.0); cut = sorted[i]; }
+            CHECK(i > 1000); /* the fallback path, not the first 256 */
+            amk_sampler_init(&s, 1.0f, 0, 0.5f, 6);
+            for (hits = 0, t = 0; t < 300; t++) hits += big[amk_sampler_sample(&s, big, V)] >= cut;
+            CHECK_EQ_INT(hits, 300);
+            amk_sampler_free(&s);
+        }
     }
 }
 
