@@ -56,7 +56,7 @@
 #ifndef AMK_VM_LOOKAHEAD
 /* why: an SM that signals the last task of a phase then read its next queue entry and that
    task's waits before its first poll, two dependent L2 round trips; such SMs started their next
-   task ~0.8 us after the others (1B and SmolLM2 timelines, bench/NOTES.md session "look-ahead").
+   task ~0.8 us after the others (1B and SmolLM2 timelines, bench/RESULTS.md runs 64-65).
    With 1 a helper thread reads entry q + 1 while the block waits for entry q. */
 #define AMK_VM_LOOKAHEAD 1
 #endif

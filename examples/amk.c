@@ -720,8 +720,9 @@ static void cli_progress(void *user, const char *what, uint64_t done, uint64_t t
 }
 
 /* The prompt's token ids (in the chat template with chat) into a malloc'd *ids; returns the count,
-   or -1 with a message printed. */
-static int cli_prompt_ids(const amk_tokenizer *tok, int chat, const char *sys, const char *prompt, int **ids) {
+   or -1 (with a message printed when report). */
+static int cli_prompt_ids(const amk_tokenizer *tok, int chat, const char *sys, const char *prompt, int **ids,
+                          int report) {
     char *text = NULL;
     const char *src = prompt;
     int n = -1, cap = 256;
@@ -729,7 +730,10 @@ static int cli_prompt_ids(const amk_tokenizer *tok, int chat, const char *sys, c
     if (chat) {
         int need = amk_tokenizer_chat_prompt(tok, sys, prompt, NULL, 0);
         text = need >= 0 ? (char *)malloc((size_t)need + 1) : NULL;
-        if (!text) { fprintf(stderr, "amk: cannot build the chat prompt\n"); return -1; }
+        if (!text) {
+            if (report) fprintf(stderr, "amk: cannot build the chat prompt\n");
+            return -1;
+        }
         amk_tokenizer_chat_prompt(tok, sys, prompt, text, (size_t)need + 1);
         src = text;
     }
@@ -744,7 +748,7 @@ static int cli_prompt_ids(const amk_tokenizer *tok, int chat, const char *sys, c
     }
     free(text);
     if (!*ids || n < 0) {
-        fprintf(stderr, "amk: cannot encode the prompt\n");
+        if (report) fprintf(stderr, "amk: cannot encode the prompt\n");
         free(*ids);
         *ids = NULL;
         return -1;
@@ -763,7 +767,7 @@ static int cli_fit_ctx(const char *model, int chat, const char *sys, const char 
     int64_t need;
     if (amk_model_open(model, &mdl, NULL) != AMK_OK) return 0;
     max_pos = amk_model_config(mdl)->max_pos;
-    if (amk_tokenizer_from_model(mdl, &tok, NULL) == AMK_OK) n = cli_prompt_ids(tok, chat, sys, prompt, &ids);
+    if (amk_tokenizer_from_model(mdl, &tok, NULL) == AMK_OK) n = cli_prompt_ids(tok, chat, sys, prompt, &ids, 0);
     free(ids);
     amk_tokenizer_free(tok);
     amk_model_close(mdl);
@@ -826,7 +830,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     }
     tok = amk_llm_tokenizer(m);
     if (tok) { /* the prompt, as text or in the chat template */
-        n_prompt = cli_prompt_ids(tok, chat, sys_s, prompt, &ids);
+        n_prompt = cli_prompt_ids(tok, chat, sys_s, prompt, &ids, 1);
         if (n_prompt < 0) { rc = CLI_FAIL; goto done; }
         eos = amk_tokenizer_eos(tok);
     } else { /* random weights: no tokenizer; start from BOS and print ids */
