@@ -3,10 +3,11 @@
    One block per SM walks its own queue of instructions (amk_program_t.sm_queue_offset /
    sm_queue, built by the host from a validated, lowered program). Before an instruction, thread 0
    waits for each of its counters to reach its threshold (relaxed polls with exponential
-   nanosleep back-off, then ONE acquire fence; the abort flag is read in every spin); the block
-   runs the instruction (amk_ops.cuh); then thread 0 issues a device-scope fence and adds 1 to
-   the instruction's out_counter: spec IR_SPEC.md §8.1. While thread 0 waits, thread 32 asks L2
-   for the start of a GEMV/GEMM tile's (read-only) weights.
+   nanosleep back-off, then ONE acquire load of the met counter; the abort flag is read in every
+   spin); the block runs the instruction (amk_ops.cuh); then thread 0 issues a device-scope fence
+   and adds 1 to the instruction's out_counter: spec IR_SPEC.md §8.1. While thread 0 waits,
+   thread 32 asks L2 for the start of a GEMV/GEMM tile's (read-only) weights and the block's last
+   thread reads the next queue entry's task and waits.
 
    This is the simple path: every warp computes, thread 0 waits. Warp specialisation (a loader
    warp streaming weights into a shared-memory ring ahead of the counters, a controller warp) is
