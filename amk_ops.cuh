@@ -62,6 +62,14 @@ static __device__ __forceinline__ uint32_t amk_ptx_ld_acquire_gpu(const uint32_t
     return v;
 }
 
+/* why: a task's signal as one release add: it orders the block's output stores (made visible to
+   thread 0 by the barrier before it) before the increment, like __threadfence() + atomicAdd did,
+   but without the fence's L1 invalidate (CCTL.IVALL after MEMBAR.SC.GPU): SmolLM2 -1.8%
+   (bench/RESULTS.md run 75). sm_70+. */
+static __device__ __forceinline__ void amk_ptx_red_release_gpu_add(uint32_t *p, uint32_t v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+
 /* why: back-off in counter spins so a waiting SM does not hammer L2. sm_70+; sleeps ~[0, 2ns]. */
 static __device__ __forceinline__ void amk_ptx_nanosleep(uint32_t ns) {
     asm volatile("nanosleep.u32 %0;" :: "r"(ns));

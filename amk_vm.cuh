@@ -4,8 +4,8 @@
    sm_queue, built by the host from a validated, lowered program). Before an instruction, thread 0
    waits for each of its counters to reach its threshold (relaxed polls with exponential
    nanosleep back-off, then ONE acquire load of the met counter; the abort flag is read in every
-   spin); the block runs the instruction (amk_ops.cuh); then thread 0 issues a device-scope fence
-   and adds 1 to the instruction's out_counter: spec IR_SPEC.md §8.1. While thread 0 waits,
+   spin); the block runs the instruction (amk_ops.cuh); then thread 0 adds 1 to the instruction's
+   out_counter with one device-scope release add: spec IR_SPEC.md §8.1. While thread 0 waits,
    thread 32 asks L2 for the start of a GEMV/GEMM tile's (read-only) weights and the block's last
    thread reads the next queue entry's task and waits.
 
@@ -230,8 +230,8 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
                 r.done = 1u;
                 timing[idx] = r;
             }
-            __threadfence(); /* release: the block's output stores (ordered by the barrier) first */
-            atomicAdd(&counters[c->ins.out_counter], 1u);
+            /* release: the block's output stores (ordered by the barrier) before the add */
+            amk_ptx_red_release_gpu_add(&counters[c->ins.out_counter], 1u);
             ((volatile uint32_t *)status)[AMK_VM_STATUS_PROGRESS + block] = (uint32_t)(q - q_begin + 1);
         }
     }
