@@ -761,6 +761,16 @@ AMK_API amk_result amk_cuda_update_task_params(amk_cuda *c, const amk_program *p
    run-time error (a token id or position out of range) gives AMK_ERR_RUNTIME naming the task.
    A fault of the kernel itself gives AMK_ERR_CUDA (the context is then lost: free c). */
 AMK_API amk_result amk_cuda_run(amk_cuda *c, double timeout_ms, amk_diag *d);
+/* A buffer's whole contents to copy in before a run (amk_cuda_in) or out after it (amk_cuda_out). */
+typedef struct amk_cuda_in { int buffer_id; const void *host; size_t nbytes; } amk_cuda_in;
+typedef struct amk_cuda_out { int buffer_id; void *host; size_t nbytes; } amk_cuda_out;
+/* amk_cuda_upload of each in[i], amk_cuda_run, then amk_cuda_download of each out[i], with one
+   wait for the device instead of one per copy: the copies go through pinned staging memory on
+   the launch's stream (a decode loop's token, position and next token; the staging grows to the
+   largest call's total and is kept). The out[] buffers are written only when the run succeeded.
+   Errors: those of the three calls; an argument is checked before anything is copied. */
+AMK_API amk_result amk_cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in, const amk_cuda_out *out,
+                                   int n_out, double timeout_ms, amk_diag *d);
 
 /* Per-instruction timing (globaltimer, ns resolution 32 on H100). Off by default; when on, each
    run records, for every task, when its SM reached it, when its waits were met and when it was
@@ -11310,6 +11320,8 @@ struct amk_cuda {
     uint64_t arena_bytes;
     uint32_t *host_status;      /* pinned [4 + num_sms]: the status words after a run */
     uint32_t *host_abort;       /* pinned [1]: the value the watchdog writes */
+    unsigned char *host_io;     /* pinned staging of amk_cuda_run_io, host_io_cap bytes (or NULL) */
+    size_t host_io_cap;
     amk_program_t prog;         /* device addresses; the kernel's one parameter */
     int n_buffers, n_tasks, n_counters, num_sms, threads, timing_on, timed_run;
     int64_t smem_bytes;
@@ -11794,6 +11806,7 @@ AMK_API void amk_cuda_free(amk_cuda *c) {
             if (c->stream) c->api.StreamDestroy(c->stream);
             if (c->ctl) c->api.StreamDestroy(c->ctl);
             if (c->host_status) c->api.MemFreeHost(c->host_status);
+            if (c->host_io) c->api.MemFreeHost(c->host_io);
             if (c->arena) c->api.MemFree(c->arena);
             if (c->mod) c->api.ModuleUnload(c->mod);
             c->api.CtxPopCurrent(&old);
@@ -11812,9 +11825,10 @@ AMK_API void amk_cuda_free(amk_cuda *c) {
     amk__free(c);
 }
 
-AMK__FN amk_result amk__cuda_copy(amk_cuda *c, int id, void *host, size_t nbytes, int up, amk_diag *d) {
-    amk_result r;
-    amk__CUresult cr;
+/* The checks of a whole-buffer copy: c given, host given unless nbytes is 0, buffer id exists and
+   holds exactly nbytes. */
+AMK__FN amk_result amk__cuda_check_copy(const amk_cuda *c, int id, const void *host, size_t nbytes, int up,
+                                        amk_diag *d) {
     if (!c || (!host && nbytes)) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_%s: NULL argument", up ? "upload" : "download");
     if (id < 0 || id >= c->n_buffers) {
         if (d) d->buffer = id;
@@ -11825,6 +11839,13 @@ AMK__FN amk_result amk__cuda_copy(amk_cuda *c, int id, void *host, size_t nbytes
         return amk__fail(d, AMK_ERR_MISMATCH, "buffer %d holds %lld bytes, not %llu", id,
                          (long long)c->buf_bytes[id], (unsigned long long)nbytes);
     }
+    return AMK_OK;
+}
+
+AMK__FN amk_result amk__cuda_copy(amk_cuda *c, int id, void *host, size_t nbytes, int up, amk_diag *d) {
+    amk_result r;
+    amk__CUresult cr;
+    if ((r = amk__cuda_check_copy(c, id, host, nbytes, up, d)) != AMK_OK) return r;
     if (!nbytes) return AMK_OK;
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
     cr = up ? c->api.MemcpyHtoD(c->arena + c->buf_off[id], host, nbytes)
@@ -12021,6 +12042,58 @@ AMK_API amk_result amk_cuda_run(amk_cuda *c, double timeout_ms, amk_diag *d) {
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
     r = amk__cuda_launch(c, &prog, d);
     if (r == AMK_OK) r = amk__cuda_complete(c, &prog, timeout_ms, d);
+    amk__cuda_leave(c);
+    return r;
+}
+
+AMK_API amk_result amk_cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in, const amk_cuda_out *out,
+                                   int n_out, double timeout_ms, amk_diag *d) {
+    amk_program_t prog;
+    amk_result r;
+    size_t need = 0, off;
+    int i;
+    if (!c || n_in < 0 || n_out < 0 || (n_in && !in) || (n_out && !out))
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run_io: NULL argument or negative count");
+    for (i = 0; i < n_in + n_out; i++) { /* why the sum cannot overflow: each is a buffer's size */
+        const int up = i < n_in, id = up ? in[i].buffer_id : out[i - n_in].buffer_id;
+        const void *host = up ? in[i].host : (const void *)out[i - n_in].host;
+        const size_t nb = up ? in[i].nbytes : out[i - n_in].nbytes;
+        if ((r = amk__cuda_check_copy(c, id, host, nb, up, d)) != AMK_OK) return r;
+        need += (nb + 15) & ~(size_t)15;
+    }
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
+    if (need > c->host_io_cap) {
+        void *p = NULL;
+        amk__CUresult cr;
+        if (c->host_io) c->api.MemFreeHost(c->host_io);
+        c->host_io = NULL;
+        c->host_io_cap = 0;
+        if ((cr = c->api.MemAllocHost(&p, need)) != AMK__CUDA_SUCCESS) {
+            amk__cuda_leave(c);
+            return amk__cuda_err(c, d, cr, "cuMemAllocHost (run_io staging)");
+        }
+        c->host_io = (unsigned char *)p;
+        c->host_io_cap = need;
+    }
+#define AMK__CU_IO(call, what) do { amk__CUresult cr_ = c->api.call; \
+        if (cr_ != AMK__CUDA_SUCCESS) { r = amk__cuda_err(c, d, cr_, what); goto done; } } while (0)
+    for (i = 0, off = 0; i < n_in; off += (in[i].nbytes + 15) & ~(size_t)15, i++) {
+        if (!in[i].nbytes) continue;
+        memcpy(c->host_io + off, in[i].host, in[i].nbytes);
+        AMK__CU_IO(MemcpyHtoDAsync(c->arena + c->buf_off[in[i].buffer_id], c->host_io + off, in[i].nbytes, c->stream),
+                   "cuMemcpyHtoDAsync (run_io)");
+    }
+    if ((r = amk__cuda_launch(c, &prog, d)) != AMK_OK) goto done;
+    for (i = 0; i < n_out; off += (out[i].nbytes + 15) & ~(size_t)15, i++)
+        if (out[i].nbytes)
+            AMK__CU_IO(MemcpyDtoHAsync(c->host_io + off, c->arena + c->buf_off[out[i].buffer_id], out[i].nbytes, c->stream),
+                       "cuMemcpyDtoHAsync (run_io)");
+#undef AMK__CU_IO
+    if ((r = amk__cuda_complete(c, &prog, timeout_ms, d)) != AMK_OK) goto done;
+    for (i = 0, off = 0; i < n_in; i++) off += (in[i].nbytes + 15) & ~(size_t)15;
+    for (i = 0; i < n_out; off += (out[i].nbytes + 15) & ~(size_t)15, i++)
+        if (out[i].nbytes) memcpy(out[i].host, c->host_io + off, out[i].nbytes);
+done:
     amk__cuda_leave(c);
     return r;
 }
@@ -13174,18 +13247,20 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
     r = amk_llama_set_pos(m->prog, pos, d);
     if (r != AMK_OK) return r;
     if (m->cuda) {
-        int32_t next = -1;
-        v = token;
+        int32_t next = -1, tp[2];
+        amk_cuda_in in[2];
+        amk_cuda_out out[2];
+        tp[0] = token;
+        tp[1] = pos;
+        in[0].buffer_id = m->buf_token; in[0].host = &tp[0]; in[0].nbytes = 4;
+        in[1].buffer_id = m->buf_pos; in[1].host = &tp[1]; in[1].nbytes = 4;
+        out[0].buffer_id = m->buf_next; out[0].host = &next; out[0].nbytes = 4;
+        /* why the logits only when asked: a greedy loop needs the token alone, and their copy
+           (vocab floats, 0.2-0.5 MB) is a sizeable part of a small model's step */
+        out[1].buffer_id = m->buf_logits; out[1].host = m->logits; out[1].nbytes = (size_t)m->cfg.vocab * 4;
         r = amk_cuda_update_task_params(m->cuda, m->prog, m->step_tasks, m->n_step_tasks, d);
-        if (r == AMK_OK) r = amk_cuda_upload(m->cuda, m->buf_token, &v, 4, d);
-        v = pos;
-        if (r == AMK_OK) r = amk_cuda_upload(m->cuda, m->buf_pos, &v, 4, d);
-        if (r == AMK_OK) r = amk_cuda_run(m->cuda, m->opts.timeout_ms, d);
-        /* why only when asked: a greedy loop needs the token alone, and the logits' copy (vocab
-           floats, 0.2-0.5 MB) is a sizeable part of a small model's step */
-        if (r == AMK_OK && logits)
-            r = amk_cuda_download(m->cuda, m->buf_logits, m->logits, (size_t)m->cfg.vocab * 4, d);
-        if (r == AMK_OK) r = amk_cuda_download(m->cuda, m->buf_next, &next, 4, d);
+        /* why one call: each separate copy waited for the device (~60 us a token on SmolLM2) */
+        if (r == AMK_OK) r = amk_cuda_run_io(m->cuda, in, 2, out, logits ? 2 : 1, m->opts.timeout_ms, d);
         if (r != AMK_OK) return r;
         if (logits) *logits = m->logits;
         if (argmax) *argmax = next;

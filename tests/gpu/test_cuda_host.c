@@ -99,6 +99,7 @@ static void test_null_arguments(void) {
     CHECK_EQ_INT(amk_cuda_create(p, fake_image, 0, &c, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, NULL, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_run(NULL, 100.0, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_run_io(NULL, NULL, 0, NULL, 0, 100.0, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_upload(NULL, 0, &n, 4, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_download(NULL, 0, &n, 4, NULL), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_update_params(NULL, p, &d), AMK_ERR_INVALID_ARG);

@@ -1142,6 +1142,49 @@ static void test_upload_checks(void) {
     gcase_end(&g);
 }
 
+/* amk_cuda_run_io: the inputs go in, the run happens, the outputs come back, as with separate
+   upload/run/download calls; a bad argument is refused before anything is copied or run. */
+static void test_run_io(void) {
+    amk_program *p = prog_new(2);
+    int x = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, 300, 0, 0), y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 1, 300, 0, 0);
+    int z = buf(p, "z", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 1, 300, 0, 0);
+    float xs[300], ys[300], zs[300], tmp[300];
+    gcase g;
+    int i;
+    task(p, AMK_OP_COPY, &x, 1, y, amk_program_add_counter(p, ""), 0);
+    task(p, AMK_OP_COPY, &x, 1, z, amk_program_add_counter(p, ""), 1);
+    if (gcase_begin(&g, p, "run_io", 1.0f)) {
+        amk_cuda_in in[1];
+        amk_cuda_out out[2];
+        int k;
+        for (k = 0; k < 3; k++) { /* the staging is reused and grows: 1, then 2 outputs */
+            for (i = 0; i < 300; i++) { xs[i] = (float)(i * (k + 1)) / 7.0f; ys[i] = zs[i] = -1.0f; }
+            in[0].buffer_id = x; in[0].host = xs; in[0].nbytes = sizeof xs;
+            out[0].buffer_id = y; out[0].host = ys; out[0].nbytes = sizeof ys;
+            out[1].buffer_id = z; out[1].host = zs; out[1].nbytes = sizeof zs;
+            CHECK_EQ_INT(amk_cuda_run_io(g.cu, in, 1, out, k == 0 ? 1 : 2, 10000.0 * g_slow, &g.d), AMK_OK);
+            for (i = 0; i < 300; i++) {
+                CHECK_MSG(ys[i] == xs[i], "round %d y[%d] %g, wanted %g", k, i, ys[i], xs[i]);
+                CHECK_MSG(zs[i] == (k == 0 ? -1.0f : xs[i]), "round %d z[%d] %g", k, i, zs[i]);
+            }
+            CHECK_EQ_INT(amk_cuda_download(g.cu, z, tmp, sizeof tmp, &g.d), AMK_OK);
+            CHECK(memcmp(tmp, xs, sizeof tmp) == 0); /* the device ran, whatever was copied out */
+        }
+        in[0].nbytes = 4; /* refused: nothing copied, nothing run */
+        for (i = 0; i < 300; i++) ys[i] = -2.0f;
+        CHECK_EQ_INT(amk_cuda_run_io(g.cu, in, 1, out, 1, 1000.0, &g.d), AMK_ERR_MISMATCH);
+        CHECK_EQ_INT(g.d.buffer, x);
+        CHECK(ys[0] == -2.0f);
+        in[0].nbytes = sizeof xs;
+        out[0].buffer_id = 99;
+        CHECK_EQ_INT(amk_cuda_run_io(g.cu, in, 1, out, 1, 1000.0, &g.d), AMK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(amk_cuda_run_io(g.cu, NULL, 1, out, 0, 1000.0, &g.d), AMK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(amk_cuda_run_io(g.cu, in, -1, out, 0, 1000.0, &g.d), AMK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(amk_cuda_run_io(g.cu, NULL, 0, NULL, 0, 10000.0 * g_slow, &g.d), AMK_OK); /* a plain run */
+    }
+    gcase_end(&g);
+}
+
 /* The PTX image goes through the driver's JIT; a broken one reports ptxas's log. */
 static void test_images(void) {
     static const char bad_ptx[] = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry amk_vm_main() { bogus.instruction; }\n";
@@ -1774,6 +1817,7 @@ int main(int argc, char **argv) {
     TRY(test_timing);
     TRY(test_update_params_checks);
     TRY(test_upload_checks);
+    TRY(test_run_io);
     TRY(test_images);
     TRY(test_fill_random);
     TRY(test_fill_value);
