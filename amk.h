@@ -11349,6 +11349,10 @@ AMK__FN amk_result amk__cuda_err(const amk_cuda *c, amk_diag *d, amk__CUresult r
 
 #define AMK__CU_TRY(c, d, call, what) do { amk__CUresult amk__r_ = (c)->api.call; \
     if (amk__r_ != AMK__CUDA_SUCCESS) return amk__cuda_err((c), (d), amk__r_, (what)); } while (0)
+/* The same where cleanup is due (c, d and an amk_result r in scope): on failure r gets the error
+   and control goes to label. */
+#define AMK__CU_GOTO(call, what, label) do { amk__CUresult amk__g_ = c->api.call; \
+    if (amk__g_ != AMK__CUDA_SUCCESS) { r = amk__cuda_err(c, d, amk__g_, (what)); goto label; } } while (0)
 
 /* Opens libcuda and resolves every entry point; AMK_ERR_NO_DRIVER if it is not there. */
 AMK__FN amk_result amk__cuda_open_driver(amk_cuda *c, amk_diag *d) {
@@ -11744,17 +11748,14 @@ AMK__FN amk_result amk__cuda_create_unchecked(const amk_program *p, const void *
         return amk__fail(d, AMK_ERR_NO_DRIVER, "the CUDA driver sees no device");
     }
     r = AMK_OK;
-#define AMK__CU_STEP(call, what) do { amk__CUresult cr_ = c->api.call; \
-    if (cr_ != AMK__CUDA_SUCCESS) { r = amk__cuda_err(c, d, cr_, what); goto fail; } } while (0)
-    AMK__CU_STEP(DeviceGet(&c->dev, 0), "cuDeviceGet");
-    AMK__CU_STEP(DeviceGetName(c->info.device_name, (int)sizeof c->info.device_name, c->dev), "cuDeviceGetName");
-    AMK__CU_STEP(DeviceGetAttribute(&c->info.cc_major, AMK__CU_DEV_ATTR_CC_MAJOR, c->dev), "cuDeviceGetAttribute");
-    AMK__CU_STEP(DeviceGetAttribute(&c->info.cc_minor, AMK__CU_DEV_ATTR_CC_MINOR, c->dev), "cuDeviceGetAttribute");
-    AMK__CU_STEP(DeviceGetAttribute(&c->info.device_sms, AMK__CU_DEV_ATTR_MULTIPROCESSOR_COUNT, c->dev), "cuDeviceGetAttribute");
-    AMK__CU_STEP(DriverGetVersion(&c->info.driver_version), "cuDriverGetVersion");
-    AMK__CU_STEP(PrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain");
-    AMK__CU_STEP(CtxPushCurrent(c->ctx), "cuCtxPushCurrent");
-#undef AMK__CU_STEP
+    AMK__CU_GOTO(DeviceGet(&c->dev, 0), "cuDeviceGet", fail);
+    AMK__CU_GOTO(DeviceGetName(c->info.device_name, (int)sizeof c->info.device_name, c->dev), "cuDeviceGetName", fail);
+    AMK__CU_GOTO(DeviceGetAttribute(&c->info.cc_major, AMK__CU_DEV_ATTR_CC_MAJOR, c->dev), "cuDeviceGetAttribute", fail);
+    AMK__CU_GOTO(DeviceGetAttribute(&c->info.cc_minor, AMK__CU_DEV_ATTR_CC_MINOR, c->dev), "cuDeviceGetAttribute", fail);
+    AMK__CU_GOTO(DeviceGetAttribute(&c->info.device_sms, AMK__CU_DEV_ATTR_MULTIPROCESSOR_COUNT, c->dev), "cuDeviceGetAttribute", fail);
+    AMK__CU_GOTO(DriverGetVersion(&c->info.driver_version), "cuDriverGetVersion", fail);
+    AMK__CU_GOTO(PrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain", fail);
+    AMK__CU_GOTO(CtxPushCurrent(c->ctx), "cuCtxPushCurrent", fail);
     r = amk__cuda_load_image(c, image, image_size, d);
     if (r == AMK_OK) r = amk__cuda_setup(c, p, d);
     amk__cuda_leave(c);
@@ -12046,11 +12047,14 @@ AMK_API amk_result amk_cuda_run(amk_cuda *c, double timeout_ms, amk_diag *d) {
     return r;
 }
 
+/* n rounded up to 16: run_io's staging slots start 16-byte aligned (pinned memory, DMA) */
+AMK__FN size_t amk__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
 AMK_API amk_result amk_cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in, const amk_cuda_out *out,
                                    int n_out, double timeout_ms, amk_diag *d) {
     amk_program_t prog;
     amk_result r;
-    size_t need = 0, off;
+    size_t need = 0, off, out_base;
     int i;
     if (!c || n_in < 0 || n_out < 0 || (n_in && !in) || (n_out && !out))
         return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run_io: NULL argument or negative count");
@@ -12059,7 +12063,7 @@ AMK_API amk_result amk_cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in,
         const void *host = up ? in[i].host : (const void *)out[i - n_in].host;
         const size_t nb = up ? in[i].nbytes : out[i - n_in].nbytes;
         if ((r = amk__cuda_check_copy(c, id, host, nb, up, d)) != AMK_OK) return r;
-        need += (nb + 15) & ~(size_t)15;
+        need += amk__pad16(nb);
     }
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
     if (need > c->host_io_cap) {
@@ -12075,23 +12079,20 @@ AMK_API amk_result amk_cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in,
         c->host_io = (unsigned char *)p;
         c->host_io_cap = need;
     }
-#define AMK__CU_IO(call, what) do { amk__CUresult cr_ = c->api.call; \
-        if (cr_ != AMK__CUDA_SUCCESS) { r = amk__cuda_err(c, d, cr_, what); goto done; } } while (0)
-    for (i = 0, off = 0; i < n_in; off += (in[i].nbytes + 15) & ~(size_t)15, i++) {
+    for (i = 0, off = 0; i < n_in; off += amk__pad16(in[i].nbytes), i++) {
         if (!in[i].nbytes) continue;
         memcpy(c->host_io + off, in[i].host, in[i].nbytes);
-        AMK__CU_IO(MemcpyHtoDAsync(c->arena + c->buf_off[in[i].buffer_id], c->host_io + off, in[i].nbytes, c->stream),
-                   "cuMemcpyHtoDAsync (run_io)");
+        AMK__CU_GOTO(MemcpyHtoDAsync(c->arena + c->buf_off[in[i].buffer_id], c->host_io + off, in[i].nbytes, c->stream),
+                     "cuMemcpyHtoDAsync (run_io)", done);
     }
+    out_base = off; /* the outputs' staging follows the inputs' */
     if ((r = amk__cuda_launch(c, &prog, d)) != AMK_OK) goto done;
-    for (i = 0; i < n_out; off += (out[i].nbytes + 15) & ~(size_t)15, i++)
+    for (i = 0; i < n_out; off += amk__pad16(out[i].nbytes), i++)
         if (out[i].nbytes)
-            AMK__CU_IO(MemcpyDtoHAsync(c->host_io + off, c->arena + c->buf_off[out[i].buffer_id], out[i].nbytes, c->stream),
-                       "cuMemcpyDtoHAsync (run_io)");
-#undef AMK__CU_IO
+            AMK__CU_GOTO(MemcpyDtoHAsync(c->host_io + off, c->arena + c->buf_off[out[i].buffer_id], out[i].nbytes, c->stream),
+                         "cuMemcpyDtoHAsync (run_io)", done);
     if ((r = amk__cuda_complete(c, &prog, timeout_ms, d)) != AMK_OK) goto done;
-    for (i = 0, off = 0; i < n_in; i++) off += (in[i].nbytes + 15) & ~(size_t)15;
-    for (i = 0; i < n_out; off += (out[i].nbytes + 15) & ~(size_t)15, i++)
+    for (i = 0, off = out_base; i < n_out; off += amk__pad16(out[i].nbytes), i++)
         if (out[i].nbytes) memcpy(out[i].host, c->host_io + off, out[i].nbytes);
 done:
     amk__cuda_leave(c);
@@ -12179,7 +12180,6 @@ AMK__FN amk_result amk__cuda_bw_measure(amk_cuda *c, size_t bytes, int iters, in
     amk__CUfunction fn = copy ? c->fn_bw_copy : c->fn_bw_read;
     amk__CUdeviceptr scratch = 0;
     amk__CUevent e0 = NULL, e1 = NULL;
-    amk__CUresult cr;
     amk_result r;
     double *times, ms = 0.0;
     uint64_t n16, src, dst, sink;
@@ -12192,18 +12192,17 @@ AMK__FN amk_result amk__cuda_bw_measure(amk_cuda *c, size_t bytes, int iters, in
     times = (double *)amk__malloc((size_t)iters * sizeof(double));
     if (!times) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) { amk__free(times); return r; }
-#define AMK__CU_BW(call, what) do { cr = c->api.call; if (cr != AMK__CUDA_SUCCESS) { r = amk__cuda_err(c, d, cr, what); goto done; } } while (0)
-    AMK__CU_BW(DeviceGetAttribute(&l2, AMK__CU_DEV_ATTR_L2_CACHE_SIZE, c->dev), "cuDeviceGetAttribute");
-    AMK__CU_BW(OccupancyMaxActiveBlocks(&fit, fn, AMK__VM_BW_THREADS, 0), "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    AMK__CU_GOTO(DeviceGetAttribute(&l2, AMK__CU_DEV_ATTR_L2_CACHE_SIZE, c->dev), "cuDeviceGetAttribute", done);
+    AMK__CU_GOTO(OccupancyMaxActiveBlocks(&fit, fn, AMK__VM_BW_THREADS, 0), "cuOccupancyMaxActiveBlocksPerMultiprocessor", done);
     if (fit < 1) { r = amk__fail(d, AMK_ERR_UNSUPPORTED, "the bandwidth kernel does not fit a SM"); goto done; }
     if (bytes > SIZE_MAX / 2) { r = amk__fail(d, AMK_ERR_INVALID_ARG, "a %llu-byte scratch buffer is too large", (unsigned long long)bytes); goto done; }
     if (bytes / 4 < (size_t)l2) bytes = (size_t)l2 * 4;
     bytes &= ~(size_t)31; /* why: whole 16-byte vectors in each half */
     grid = (unsigned)c->info.device_sms * (unsigned)(blocks_per_sm > 0 && blocks_per_sm < fit ? blocks_per_sm : fit);
-    AMK__CU_BW(MemAlloc(&scratch, bytes + 256), "cuMemAlloc (bandwidth scratch)");
-    AMK__CU_BW(MemsetD8Async(scratch, 0, bytes + 256, c->stream), "cuMemsetD8Async");
-    AMK__CU_BW(EventCreate(&e0, AMK__CU_EVENT_DEFAULT), "cuEventCreate");
-    AMK__CU_BW(EventCreate(&e1, AMK__CU_EVENT_DEFAULT), "cuEventCreate");
+    AMK__CU_GOTO(MemAlloc(&scratch, bytes + 256), "cuMemAlloc (bandwidth scratch)", done);
+    AMK__CU_GOTO(MemsetD8Async(scratch, 0, bytes + 256, c->stream), "cuMemsetD8Async", done);
+    AMK__CU_GOTO(EventCreate(&e0, AMK__CU_EVENT_DEFAULT), "cuEventCreate", done);
+    AMK__CU_GOTO(EventCreate(&e1, AMK__CU_EVENT_DEFAULT), "cuEventCreate", done);
     sink = scratch + bytes; /* past what the kernels read */
     if (copy) {
         n16 = bytes / 32;
@@ -12219,7 +12218,6 @@ AMK__FN amk_result amk__cuda_bw_measure(amk_cuda *c, size_t bytes, int iters, in
     if (r == AMK_OK && ms > 0.0) *gbs = (double)bytes / (ms * 1e-3) * 1e-9;
     else if (r == AMK_OK) r = amk__fail(d, AMK_ERR_CUDA, "the bandwidth kernel's time read 0 ms");
 done:
-#undef AMK__CU_BW
     if (e0) c->api.EventDestroy(e0);
     if (e1) c->api.EventDestroy(e1);
     if (scratch) {
@@ -12321,7 +12319,6 @@ AMK_API amk_result amk_cuda_fill_value(amk_cuda *c, int buffer_id, float value, 
 AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *median_us,
                                       double *times_us, amk_diag *d) {
     amk__CUevent e0 = NULL, e1 = NULL;
-    amk__CUresult cr;
     amk_program_t prog;
     amk_result r;
     double *sorted;
@@ -12333,24 +12330,22 @@ AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *me
     sorted = (double *)amk__malloc((size_t)n * sizeof(double));
     if (!sorted) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) { amk__free(sorted); return r; }
-#define AMK__CU_TR(call, what) do { cr = c->api.call; if (cr != AMK__CUDA_SUCCESS) { r = amk__cuda_err(c, d, cr, what); goto done; } } while (0)
-    AMK__CU_TR(EventCreate(&e0, AMK__CU_EVENT_DEFAULT), "cuEventCreate");
-    AMK__CU_TR(EventCreate(&e1, AMK__CU_EVENT_DEFAULT), "cuEventCreate");
+    AMK__CU_GOTO(EventCreate(&e0, AMK__CU_EVENT_DEFAULT), "cuEventCreate", done);
+    AMK__CU_GOTO(EventCreate(&e1, AMK__CU_EVENT_DEFAULT), "cuEventCreate", done);
     for (i = 0; i < warmup + n; i++) {
         float ms = 0.0f;
-        AMK__CU_TR(EventRecord(e0, c->stream), "cuEventRecord");
+        AMK__CU_GOTO(EventRecord(e0, c->stream), "cuEventRecord", done);
         if ((r = amk__cuda_launch(c, &prog, d)) != AMK_OK) goto done;
-        AMK__CU_TR(EventRecord(e1, c->stream), "cuEventRecord");
+        AMK__CU_GOTO(EventRecord(e1, c->stream), "cuEventRecord", done);
         if ((r = amk__cuda_complete(c, &prog, 0.0, d)) != AMK_OK) goto done;
         if (i < warmup) continue;
-        AMK__CU_TR(EventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
+        AMK__CU_GOTO(EventElapsedTime(&ms, e0, e1), "cuEventElapsedTime", done);
         sorted[i - warmup] = (double)ms * 1e3;
         if (times_us) times_us[i - warmup] = sorted[i - warmup];
     }
     *median_us = amk__cuda_median(sorted, n);
     r = AMK_OK;
 done:
-#undef AMK__CU_TR
     if (e0) c->api.EventDestroy(e0);
     if (e1) c->api.EventDestroy(e1);
     amk__cuda_leave(c);
@@ -12944,6 +12939,16 @@ AMK__FN void amk__top_k(int *h, const float *v, int n, int k) {
     }
 }
 
+/* The fewest first tokens of h[0..k) whose mass in p reaches thr (all k when it never does);
+   *mass gets their mass. */
+AMK__FN int amk__mass_prefix(const int *h, const float *p, int k, double thr, double *mass) {
+    double m = 0.0;
+    int i;
+    for (i = 0; i < k && m < thr; i++) m += p[h[i]];
+    *mass = m;
+    return i;
+}
+
 /* why no full sort: sorting a 49152-128256 vocabulary every token cost ~5-9 ms a token (SmolLM2
    at ~100 tok/s, bench/RESULTS.md run 73). Without top-k/top-p the draw walks the probabilities
    in vocabulary order, O(n); top-k takes the k best logits with a k-heap, O(n log k), and exp()
@@ -12982,13 +12987,7 @@ AMK_API int amk_sampler_sample(amk_sampler *s, const float *logits, int n) {
         for (i = 0; i < k; i++) total += p[h[i]] = AMK__P(h[i]);
         kept = k;
         sum = total;
-        if (top_p) {
-            for (i = 0, sum = 0.0; i < k; i++) {
-                sum += p[h[i]];
-                if (sum >= (double)s->top_p * total) break;
-            }
-            kept = i < k ? i + 1 : k;
-        }
+        if (top_p) kept = amk__mass_prefix(h, p, k, (double)s->top_p * total, &sum);
     } else {
         for (i = 0; i < n; i++) total += p[i] = AMK__P(i);
         if (!top_p) { /* the whole distribution */
@@ -13001,8 +13000,8 @@ AMK_API int amk_sampler_sample(amk_sampler *s, const float *logits, int n) {
         }
         if (n > 256) { /* the best 256 first */
             amk__top_k(h, p, n, 256);
-            for (i = 0; i < 256 && sum < (double)s->top_p * total; i++) sum += p[h[i]];
-            kept = sum >= (double)s->top_p * total ? i : 0;
+            kept = amk__mass_prefix(h, p, 256, (double)s->top_p * total, &sum);
+            if (sum < (double)s->top_p * total) kept = 0;
         }
         if (!kept) { /* pop a max-heap into h[n-1], h[n-2], ... until the kept mass reaches p */
             int end;
