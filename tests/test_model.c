@@ -392,6 +392,37 @@ static void test_safetensors_dir(void) {
     amk_model_close(m);
 }
 
+/* A model directory's tokenizer is its tokenizer.json (amk_tokenizer_from_model): none there is an
+   I/O error naming it; once it is there, the same ids as that file read directly. */
+static void test_tokenizer_from_model_dir(void) {
+    const char *src = "tests/data/tokenizer/smollm2_tokenizer.json", *text = "Hello world, 12345!";
+    amk_model *m;
+    amk_tokenizer *t = NULL, *ref = NULL;
+    amk_diag d;
+    size_t n = 0;
+    char *json = (char *)amk_t_read_file(src, &n);
+    int a[32], b[32], na, nb, i;
+    CHECK(json != NULL);
+    if (!json || !(m = open_ok(path_in("st")))) { free(json); return; }
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_tokenizer_from_model(m, &t, &d), AMK_ERR_IO);
+    CHECK(t == NULL && strstr(d.message, "st/tokenizer.json") != NULL);
+    CHECK(tw_write_file(path_in("st/tokenizer.json"), json, n));
+    CHECK_EQ_INT(amk_tokenizer_from_model(m, &t, &d), AMK_OK);
+    CHECK_EQ_INT(amk_tokenizer_from_json(src, &ref, &d), AMK_OK);
+    if (t && ref) {
+        na = amk_tokenizer_encode(t, text, strlen(text), 0, a, 32);
+        nb = amk_tokenizer_encode(ref, text, strlen(text), 0, b, 32);
+        CHECK(na > 3 && na <= 32 && na == nb);
+        for (i = 0; i < na && i < nb; i++) CHECK_EQ_INT(a[i], b[i]);
+    }
+    remove(path_in("st/tokenizer.json"));
+    amk_tokenizer_free(t);
+    amk_tokenizer_free(ref);
+    amk_model_close(m);
+    free(json);
+}
+
 static void test_safetensors_sharded(void) {
     amk_model *m;
     if (!(m = open_ok(path_in("sh")))) return;
@@ -635,6 +666,7 @@ int main(void) {
     RUN(test_gguf_untied);
     RUN(test_gguf_tied);
     RUN(test_safetensors_dir);
+    RUN(test_tokenizer_from_model_dir);
     RUN(test_safetensors_sharded);
     RUN(test_untied_config_without_lm_head);
     RUN(test_llama3_rope);
