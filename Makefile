@@ -53,7 +53,13 @@ cxx-check: $(DEVICE_CHECK) | $(BUILD)
 
 # why test_gpu too (where nvcc is): CI has no GPU to run it, but a suite that no longer compiles
 # must not wait for the next GPU session to be found
-test-build: $(TESTS) $(BUILD)/amk cxx-check $(DEVICE_CHECK) $(if $(DEVICE_CHECK),$(BUILD)/gpu/test_gpu)
+test-build: $(TESTS) $(BUILD)/amk cxx-check $(DEVICE_CHECK) $(if $(DEVICE_CHECK),$(BUILD)/gpu/test_gpu) \
+            $(BUILD)/sampler_time
+
+# The host sampler's time a draw on the default model's logits (bench/NOTES.md); built by make test
+# so it keeps compiling, run by hand.
+$(BUILD)/sampler_time: bench/sampler_time.c $(HDRS) | $(BUILD)
+	$(CC) $(CSTD) $(OPT) -o $@ bench/sampler_time.c $(LDLIBS)
 
 test: test-build $(MODEL) $(BUILD)/locale
 	@LOCPATH=$(CURDIR)/$(BUILD)/locale AMK=$(BUILD)/amk bash tests/run.sh $(TESTS) $(TEST_SCRIPTS)
