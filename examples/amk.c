@@ -759,20 +759,23 @@ static int cli_prompt_ids(const amk_tokenizer *tok, int chat, const char *sys, c
 /* Without --ctx: the KV cache rows for the prompt plus n_new tokens (at most the model's context
    and 4096), so a short generation runs the one-split step instead of a 4096-row one; 0 (the
    builder's default) when the model or its tokenizer cannot be read here (amk_llm_open then
-   reports it) or the text does not fit. */
-static int cli_fit_ctx(const char *model, int chat, const char *sys, const char *prompt, int n_new) {
+   reports it) or the text does not fit. The prompt's ids go to *ids and *n (NULL and -1 when it
+   could not be encoded here): the same tokenizer as amk_llm_open's, so they are used as they are. */
+static int cli_fit_ctx(const char *model, int chat, const char *sys, const char *prompt, int n_new, int **ids,
+                       int *n) {
     amk_model *mdl = NULL;
     amk_tokenizer *tok = NULL;
-    int *ids = NULL, n = -1, max_pos = 0;
+    int max_pos = 0;
     int64_t need;
+    *ids = NULL;
+    *n = -1;
     if (amk_model_open(model, &mdl, NULL) != AMK_OK) return 0;
     max_pos = amk_model_config(mdl)->max_pos;
-    if (amk_tokenizer_from_model(mdl, &tok, NULL) == AMK_OK) n = cli_prompt_ids(tok, chat, sys, prompt, &ids, 0);
-    free(ids);
+    if (amk_tokenizer_from_model(mdl, &tok, NULL) == AMK_OK) *n = cli_prompt_ids(tok, chat, sys, prompt, ids, 0);
     amk_tokenizer_free(tok);
     amk_model_close(mdl);
-    need = (int64_t)n + n_new;
-    if (n < 1 || need > 4096 || (max_pos > 0 && need > max_pos)) return 0;
+    need = (int64_t)*n + n_new;
+    if (*n < 1 || need > 4096 || (max_pos > 0 && need > max_pos)) return 0;
     return (int)need;
 }
 
@@ -780,7 +783,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     cli_llm_args a;
     const char *prompt = NULL, *n_s = NULL, *temp_s = NULL, *topk_s = NULL, *topp_s = NULL, *seed_s = NULL, *sys_s = NULL;
     const char *trace = NULL;
-    int chat = 0, quiet = 0, i, rc, n_new = 64, n_prompt, *ids = NULL, pos, next = -1, eos, generated = 0;
+    int chat = 0, quiet = 0, i, rc, n_new = 64, n_prompt = -1, *ids = NULL, pos, next = -1, eos, generated = 0;
     uint64_t v, seed = 0;
     double temp = 0.0, top_p = 1.0, t0, t1, t2;
     int top_k = 0;
@@ -820,17 +823,18 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     o.progress = quiet ? NULL : cli_progress;
     o.device_image = cli_image(&o.device_image_size);
     t0 = cli_now();
-    if (!a.ctx && !a.random) o.build.max_seq = cli_fit_ctx(a.model, chat, sys_s, prompt, n_new);
+    if (!a.ctx && !a.random) o.build.max_seq = cli_fit_ctx(a.model, chat, sys_s, prompt, n_new, &ids, &n_prompt);
     if (a.random) {
         if ((rc = cli_random_config(a.random, &cfg)) != CLI_OK) return rc;
         if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) { fprintf(stderr, "amk: %s\n", d.message); return CLI_FAIL; }
     } else if (amk_llm_open(a.model, &o, &m, &d) != AMK_OK) {
         fprintf(stderr, "amk: %s\n", d.message);
+        free(ids);
         return d.result == AMK_ERR_OUT_OF_MEMORY || d.result == AMK_ERR_REJECTED ? CLI_FAIL : CLI_BAD_INPUT;
     }
     tok = amk_llm_tokenizer(m);
-    if (tok) { /* the prompt, as text or in the chat template */
-        n_prompt = cli_prompt_ids(tok, chat, sys_s, prompt, &ids, 1);
+    if (tok) { /* the prompt, as text or in the chat template (unless encoded for the context) */
+        if (!ids) n_prompt = cli_prompt_ids(tok, chat, sys_s, prompt, &ids, 1);
         if (n_prompt < 0) { rc = CLI_FAIL; goto done; }
         eos = amk_tokenizer_eos(tok);
     } else { /* random weights: no tokenizer; start from BOS and print ids */
