@@ -730,7 +730,8 @@ typedef struct amk_cuda amk_cuda;
 /* Validates p (a rejected program is refused with AMK_ERR_REJECTED and the first error in d),
    requires every task to have an SM (lower it first), loads image (image_size bytes; PTX need
    not be NUL-terminated; a JIT/ptxas error log lands in d->jit_log), sizes dynamic shared memory
-   (config smem_bytes_per_block, or the device's opt-in maximum), checks that grid = the target's
+   (config smem_bytes_per_block; with 0, what the tasks' fastest paths stage, at most the device's
+   opt-in maximum, so the rest of each SM's shared memory/L1 array stays L1), checks that grid = the target's
    SM count co-schedules (cooperative launch), allocates the arena once, zeroes it (every buffer
    starts zeroed, as in the reference VM) and uploads the tables. threads_per_block comes from
    the program's config (default 256), capped at the VM's 512. p may be freed afterwards.
@@ -11472,6 +11473,46 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
     return AMK_OK;
 }
 
+/* The dynamic shared memory task t would like (its fastest path; the device ops adapt to less, down
+   to what amk__cuda_check_task requires). why not always the opt-in maximum: shared memory and
+   L1 share one 256 KB array a SM, so every byte asked for leaves less L1; a decode step ran 1.3-1.4%
+   faster (Llama-3.2-1B, Llama-3-8B) with the L1 at 124 KB instead of 28 (bench/RESULTS.md run 81). */
+AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int threads) {
+    const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
+    switch (t->op) {
+    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: {
+        /* the tensor-core path (tiles of AMK_MMA_MIN_ROWS rows and more) wants its full ring */
+        const amk_buffer *x = t->n_inputs > 0 ? &p->buffers[t->inputs[0]] : NULL;
+        const int64_t M = t->op == AMK_OP_GEMM_TILE ? amk__param_i(t, "M_tile", 0)
+                        : x && K > 0 ? amk_buffer_numel(x) / K : 0;
+        if (M >= AMK_MMA_MIN_ROWS && x && t->n_inputs > 1) /* + an x split in two, as in amk_mma_stages */
+            return (x->dtype == p->buffers[t->inputs[1]].dtype ? 0 : 2 * AMK_MMA_TILE) +
+                   AMK_MMA_STAGES * AMK_MMA_STAGE_BYTES(x->dtype == AMK_DTYPE_F32 ? 4 : 2, threads / 128);
+        return 4 * K; /* one staged row of x */
+    }
+    case AMK_OP_RMSNORM_GEMV: case AMK_OP_RMSNORM_SWIGLU: {
+        const int rope = t->op == AMK_OP_RMSNORM_GEMV && ((uint32_t)amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE);
+        return 4 * (K + (rope ? 2 * amk__param_i(t, "N_tile", 0) : 0));
+    }
+    case AMK_OP_ATTENTION_DECODE: { /* one chunk for the task's whole key range, up to 512 rows */
+        const amk_buffer *kc = t->n_inputs > 2 ? &p->buffers[t->inputs[1]] : NULL, *vc = t->n_inputs > 2 ? &p->buffers[t->inputs[2]] : NULL;
+        const int dt = kc ? kc->dtype : -1;
+        const int64_t e = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
+        const int64_t esz = e && vc->dtype == dt && (hd * e) % 16 == 0 ? e : 4; /* the device's staging format */
+        int64_t C = (amk__param_i(t, "kv_len", 0) + 31) / 32 * 32;
+        if (C > 512) C = 512;
+        if (C < 32) C = 32;
+        const int64_t w = AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, esz), AMK_ATTN_KEY_GROUPS(hd, threads), C);
+        const int64_t least = AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, 4), AMK_ATTN_KEY_GROUPS(hd, threads), 32);
+        return w > least ? w : least; /* never below what amk__cuda_check_task asks */
+    }
+    case AMK_OP_ATTENTION_TILE: return (int64_t)(threads / 32) * hd * 4;
+    case AMK_OP_ATTENTION_COMBINE: /* the heads' weights staged (else it recomputes them) */
+        return t->n_inputs > 0 && hd > 0 ? amk_buffer_numel(&p->buffers[t->inputs[0]]) / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
+    default: return 0;
+    }
+}
+
 /* The instruction of task ti (params marshalled with defaults). */
 AMK__FN void amk__cuda_instruction(const amk_task *t, amk_instruction_t *in) {
     int i;
@@ -11629,8 +11670,16 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     if (c->threads > fn_max_threads) c->threads = fn_max_threads;
     c->threads &= ~31;
     if (c->threads < 32) return amk__fail(d, AMK_ERR_UNSUPPORTED, "the VM kernel allows %d threads a block", fn_max_threads);
-    c->smem_bytes = p->has_config && p->config.smem_bytes_per_block > 0 ? p->config.smem_bytes_per_block
-                                                                         : (int64_t)optin - static_smem;
+    if (p->has_config && p->config.smem_bytes_per_block > 0) {
+        c->smem_bytes = p->config.smem_bytes_per_block;
+    } else { /* what the tasks would like, at most what the device allows; the driver then sizes L1 */
+        c->smem_bytes = 16; /* why not 0: a valid, 16-byte area even when no task stages anything */
+        for (i = 0; i < p->n_tasks; i++) {
+            const int64_t w = amk__cuda_smem_want(p, &p->tasks[i], c->threads);
+            if (w > c->smem_bytes) c->smem_bytes = w;
+        }
+        if (c->smem_bytes > (int64_t)optin - static_smem) c->smem_bytes = (int64_t)optin - static_smem;
+    }
     if (c->smem_bytes + static_smem > optin || c->smem_bytes < 1)
         return amk__fail(d, AMK_ERR_UNSUPPORTED, "%lld bytes of dynamic shared memory (+%d static) exceed the device's %d",
                          (long long)c->smem_bytes, static_smem, optin);

@@ -178,6 +178,24 @@ typedef struct amk_program_t {
 #define AMK_ATTN_DECODE_PER_ROW(rowb) (4 * (int64_t)AMK_ATTN_GH + 2 * (int64_t)(rowb))
 #define AMK_ATTN_DECODE_SMEM(hd, rowb, kg, C) \
     (AMK_ATTN_DECODE_FIXED(hd, kg) + (int64_t)(C) * AMK_ATTN_DECODE_PER_ROW(rowb))
+/* The tensor-core GEMM path (amk_gemm_mma in amk_ops.cuh): from how many rows, its K chunk and
+   ring depth, and the shared memory a stage takes; the host sizes the launch's shared memory from
+   these (amk__cuda_smem_want). */
+#ifndef AMK_MMA_MIN_ROWS
+#define AMK_MMA_MIN_ROWS 4 /* why: the rows path streams W once per row; 2-3 rows are still memory-bound either way */
+#endif
+#ifndef AMK_MMA_KC
+#define AMK_MMA_KC 64              /* K elements a chunk (a power of two >= 16): KC/8 core matrices along K */
+#endif
+#ifndef AMK_MMA_STAGES
+#define AMK_MMA_STAGES 4           /* ring stages, chunks in flight + 1 (2..8: amk_ptx_cp_async_wait_pending) */
+#endif
+#define AMK_MMA_TILE (64 * AMK_MMA_KC * 2) /* bytes of one 64 x KC 16-bit operand tile */
+/* bytes of the x rows of a chunk (xsz bytes an element), and of a ring stage: those plus one W
+   tile per warpgroup (nwg of them) */
+#define AMK_MMA_X_BYTES(xsz) ((int64_t)64 * AMK_MMA_KC * (xsz))
+#define AMK_MMA_STAGE_BYTES(xsz, nwg) (AMK_MMA_X_BYTES(xsz) + (int64_t)(nwg) * AMK_MMA_TILE)
+
 /* One per instruction when amk_program_t.timing != 0 (globaltimer ns). */
 typedef struct amk_vm_timing_t {
     uint64_t t_wait, t_start, t_end;

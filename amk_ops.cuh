@@ -754,24 +754,10 @@ static __device__ __forceinline__ int amk_gemv_quant(const amk_op_ctx *c) {
    stored; x is exact when it has W's dtype, and an f32 (or f16 with bf16 W) x is split into two
    bf16 terms x = hi + lo (two MMAs), which leaves |x - hi - lo| <= 2^-17 |x|: within the f32
    tolerance of the reference's sum (IR_SPEC_NOTES "What each opcode computes"). */
-#ifndef AMK_MMA_MIN_ROWS
-#define AMK_MMA_MIN_ROWS 4 /* why: the rows path streams W once per row; 2-3 rows are still memory-bound either way */
-#endif
-#ifndef AMK_MMA_KC
-#define AMK_MMA_KC 64              /* K elements a chunk (a power of two >= 16): KC/8 core matrices along K */
-#endif
 #if AMK_MMA_KC < 64
 #error "AMK_MMA_KC must be >= 64: the epilogue stages 64 x 32 floats in a warpgroup's 64 x KC bf16 W stage"
 #endif
 #define AMK_MMA_KB (AMK_MMA_KC / 8) /* 16-byte units along K in a chunk row */
-#ifndef AMK_MMA_STAGES
-#define AMK_MMA_STAGES 4           /* ring stages, chunks in flight + 1 (2..8: amk_ptx_cp_async_wait_pending) */
-#endif
-#define AMK_MMA_TILE (64 * AMK_MMA_KC * 2) /* bytes of one 64 x KC 16-bit operand tile */
-/* bytes of the x rows of a chunk (xsz bytes an element), and of a ring stage: those plus one W
-   tile per warpgroup (nwg of them) */
-#define AMK_MMA_X_BYTES(xsz) ((int64_t)64 * AMK_MMA_KC * (xsz))
-#define AMK_MMA_STAGE_BYTES(xsz, nwg) (AMK_MMA_X_BYTES(xsz) + (int64_t)(nwg) * AMK_MMA_TILE)
 
 /* Row in its 64-row tile, and K elements from the chunk's start, of 16-byte unit u of a tile. */
 static __device__ __forceinline__ int amk_mma_row(int u) { return u / (8 * AMK_MMA_KB) * 8 + (u & 7); }

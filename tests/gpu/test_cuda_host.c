@@ -3,6 +3,12 @@
    are refused before the driver is touched. AMK_CUDA_LIBRARY forces "no driver" even on a GPU
    machine, so every assertion here holds everywhere. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
+#define AMK_STATIC         /* why: the runtime's internal sizing (amk__cuda_smem_want) is tested too */
+#define AMK_IMPLEMENTATION
+#if defined(__GNUC__)
+/* why: AMK_STATIC turns every API function this file does not call into an unused static */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
 #include <stddef.h>
 #include <stdlib.h>
 #include "../../amk.h"
@@ -136,6 +142,63 @@ static void test_vm_layouts(void) {
     CHECK(AMK_VM_STATUS_ABORT < AMK_VM_STATUS_PROGRESS && AMK_VM_STATUS_ERR_VALUE < AMK_VM_STATUS_PROGRESS);
 }
 
+/* The dynamic shared memory a launch asks for is what its tasks would like (the rest of the
+   SM's 256 KB stays L1), never less than amk__cuda_check_task requires. */
+static void test_smem_want(void) {
+    amk_program *p = amk_program_create();
+    const int threads = 512;
+    int x = -1, W, y, xm, ym, q, kc, vc, pos, o, c, t, ins[4];
+    int64_t s2[2], s3[3];
+    s2[0] = 1; s2[1] = 2048;
+    x = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
+    s2[0] = 256;
+    W = amk_program_add_buffer(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
+    s2[0] = 1; s2[1] = 256;
+    y = amk_program_add_buffer(p, "y", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
+    s2[0] = 64; s2[1] = 2048;
+    xm = amk_program_add_buffer(p, "xm", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
+    s2[1] = 256;
+    ym = amk_program_add_buffer(p, "ym", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
+    s2[0] = 1; s2[1] = 32 * 64;
+    q = amk_program_add_buffer(p, "q", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
+    o = amk_program_add_buffer(p, "o", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
+    s3[0] = 4096; s3[1] = 8; s3[2] = 64;
+    kc = amk_program_add_buffer(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 3, s3, AMK_SPACE_HBM, NULL);
+    vc = amk_program_add_buffer(p, "v", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 3, s3, AMK_SPACE_HBM, NULL);
+    s2[0] = 1; s2[1] = 1;
+    pos = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, s2, AMK_SPACE_HBM, NULL);
+    c = amk_program_add_counter(p, "");
+    CHECK(x >= 0 && pos >= 0 && c >= 0);
+
+    /* a GEMV tile: one staged row of K floats */
+    ins[0] = x; ins[1] = W;
+    t = amk_program_add_task(p, AMK_OP_GEMV_TILE, ins, 2, &y, 1, c, "gemv");
+    amk_task_set_int(p, t, "K", 2048);
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 4 * 2048);
+    /* 64 rows: the tensor-core ring, 4 stages of f32 x (64 x 64 x 4) + 4 W tiles (64 x 64 x 2),
+       and the bf16 halves of the split x */
+    ins[0] = xm;
+    t = amk_program_add_task(p, AMK_OP_GEMV_TILE, ins, 2, &ym, 1, c, "gemm");
+    amk_task_set_int(p, t, "K", 2048);
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 2 * 8192 + 4 * (16384 + 4 * 8192));
+    /* decode attention, head_dim 64, bf16 cache: fixed 4 * (4*64*(1 + 16) + 16) = 17472 bytes and
+       304 a row (16 of scores, two 144-byte K/V rows) for the key range rounded to 32, at most 512 */
+    ins[0] = q; ins[1] = kc; ins[2] = vc; ins[3] = pos;
+    t = amk_program_add_task(p, AMK_OP_ATTENTION_DECODE, ins, 4, &o, 1, c, "attention");
+    amk_task_set_int(p, t, "head_dim", 64);
+    amk_task_set_int(p, t, "kv_len", 129);
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 17472 + 160 * 304);
+    amk_task_set_int(p, t, "kv_len", 4096);
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 17472 + 512 * 304);
+    /* a short range: still the 32 rows at 4 bytes an element that the launch check requires */
+    amk_task_set_int(p, t, "kv_len", 8);
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 17472 + 32 * (16 + 2 * 272));
+    /* a copy stages nothing */
+    t = amk_program_add_task(p, AMK_OP_COPY, &x, 1, &q, 1, c, "copy");
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 0);
+    amk_program_free(p);
+}
+
 int main(void) {
     RUN(test_no_driver);
     RUN(test_library_without_cuda_symbols);
@@ -144,5 +207,6 @@ int main(void) {
     RUN(test_null_arguments);
     RUN(test_service_null_arguments);
     RUN(test_vm_layouts);
+    RUN(test_smem_want);
     TEST_SUMMARY();
 }
