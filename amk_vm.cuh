@@ -54,6 +54,14 @@
 #define AMK_VM_PREFETCH_BYTES 65536u
 #endif
 
+#ifndef AMK_VM_PREFETCH_MIN_ELEMS
+/* why: a tile of fewer weight elements (a matrix's share; 32 KB of bf16) is one round of loads,
+   and its prefetch (the descriptor reads and the bulk request on the thread the block's barrier
+   waits for) cost SmolLM2, whose tiles are 9-15 KB, more than it saved (bench/RESULTS.md runs
+   87-88); 1B and 8B tiles are 64 KB and more */
+#define AMK_VM_PREFETCH_MIN_ELEMS 16384u
+#endif
+
 #ifndef AMK_VM_LOOKAHEAD
 /* why: an SM that signals the last task of a phase then read its next queue entry and that
    task's waits before its first poll, two dependent L2 round trips; such SMs started their next
@@ -133,7 +141,8 @@ static __device__ void amk_vm_prefetch_rows(const amk_instruction_t *gi, const a
    faster (bench/RESULTS.md run 32). why __noinline__: inlined, it pushed the VM loop past its 128
    registers (spills). */
 static __device__ __noinline__ void amk_vm_prefetch(const amk_instruction_t *gi, const amk_buffer_t *bufs) {
-    if (AMK_VM_PREFETCH_BYTES == 0u) return;
+    if (AMK_VM_PREFETCH_BYTES == 0u || (uint64_t)gi->params.N_tile * (uint64_t)gi->params.K < AMK_VM_PREFETCH_MIN_ELEMS)
+        return;
     if (gi->op == AMK_OP_GEMV_TILE || gi->op == AMK_OP_GEMM_TILE) {
         amk_vm_prefetch_rows(gi, bufs, 1, AMK_VM_PREFETCH_BYTES);
     } else if (gi->op == AMK_OP_RMSNORM_GEMV || gi->op == AMK_OP_RMSNORM_SWIGLU) {
