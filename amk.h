@@ -11476,17 +11476,23 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
 /* The dynamic shared memory task t would like (its fastest path; the device ops adapt to less, down
    to what amk__cuda_check_task requires). why not always the opt-in maximum: shared memory and
    L1 share one 256 KB array a SM, so every byte asked for leaves less L1; a decode step ran 1.3-1.4%
-   faster (Llama-3.2-1B, Llama-3-8B) with the L1 at 124 KB instead of 28 (bench/RESULTS.md run 81). */
+   faster (Llama-3.2-1B, Llama-3-8B) with the L1 at 124 KB instead of 28 (bench/RESULTS.md runs 81-82). */
+/* Input i of task t, or NULL when t has no such input or its id is not a buffer (a program
+   created unchecked; amk__cuda_check_task reports it). */
+AMK__FN const amk_buffer *amk__cuda_input(const amk_program *p, const amk_task *t, int i) {
+    return i < t->n_inputs && t->inputs[i] >= 0 && t->inputs[i] < p->n_buffers ? &p->buffers[t->inputs[i]] : NULL;
+}
+
 AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int threads) {
     const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
     switch (t->op) {
     case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: {
         /* the tensor-core path (tiles of AMK_MMA_MIN_ROWS rows and more) wants its full ring */
-        const amk_buffer *x = t->n_inputs > 0 ? &p->buffers[t->inputs[0]] : NULL;
+        const amk_buffer *x = amk__cuda_input(p, t, 0), *W = amk__cuda_input(p, t, 1);
         const int64_t M = t->op == AMK_OP_GEMM_TILE ? amk__param_i(t, "M_tile", 0)
                         : x && K > 0 ? amk_buffer_numel(x) / K : 0;
-        if (M >= AMK_MMA_MIN_ROWS && x && t->n_inputs > 1) /* + an x split in two, as in amk_mma_stages */
-            return (x->dtype == p->buffers[t->inputs[1]].dtype ? 0 : 2 * AMK_MMA_TILE) +
+        if (M >= AMK_MMA_MIN_ROWS && x && W) /* + an x split in two, as in amk_mma_stages */
+            return (x->dtype == W->dtype ? 0 : 2 * AMK_MMA_TILE) +
                    AMK_MMA_STAGES * AMK_MMA_STAGE_BYTES(x->dtype == AMK_DTYPE_F32 ? 4 : 2, threads / 128);
         return 4 * K; /* one staged row of x */
     }
@@ -11495,8 +11501,8 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         return 4 * (K + (rope ? 2 * amk__param_i(t, "N_tile", 0) : 0));
     }
     case AMK_OP_ATTENTION_DECODE: { /* one chunk for the task's whole key range, up to 512 rows */
-        const amk_buffer *kc = t->n_inputs > 2 ? &p->buffers[t->inputs[1]] : NULL, *vc = t->n_inputs > 2 ? &p->buffers[t->inputs[2]] : NULL;
-        const int dt = kc ? kc->dtype : -1;
+        const amk_buffer *kc = amk__cuda_input(p, t, 1), *vc = amk__cuda_input(p, t, 2);
+        const int dt = kc && vc ? kc->dtype : -1;
         const int64_t e = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
         const int64_t esz = e && vc->dtype == dt && (hd * e) % 16 == 0 ? e : 4; /* the device's staging format */
         int64_t C = (amk__param_i(t, "kv_len", 0) + 31) / 32 * 32;
@@ -11508,7 +11514,7 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
     }
     case AMK_OP_ATTENTION_TILE: return (int64_t)(threads / 32) * hd * 4;
     case AMK_OP_ATTENTION_COMBINE: /* the heads' weights staged (else it recomputes them) */
-        return t->n_inputs > 0 && hd > 0 ? amk_buffer_numel(&p->buffers[t->inputs[0]]) / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
+        return amk__cuda_input(p, t, 0) && hd > 0 ? amk_buffer_numel(amk__cuda_input(p, t, 0)) / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
     default: return 0;
     }
 }

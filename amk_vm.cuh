@@ -58,7 +58,7 @@
 /* why: a tile of fewer weight elements (a matrix's share; 32 KB of bf16) is one round of loads,
    and its prefetch (the descriptor reads and the bulk request on the thread the block's barrier
    waits for) cost SmolLM2, whose tiles are 9-15 KB, more than it saved (bench/RESULTS.md runs
-   87-88); 1B and 8B tiles are 64 KB and more */
+   87-89: -2.2%); 1B and 8B tiles are 64 KB and more */
 #define AMK_VM_PREFETCH_MIN_ELEMS 16384u
 #endif
 

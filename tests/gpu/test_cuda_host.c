@@ -193,6 +193,10 @@ static void test_smem_want(void) {
     /* a short range: still the 32 rows at 4 bytes an element that the launch check requires */
     amk_task_set_int(p, t, "kv_len", 8);
     CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 17472 + 32 * (16 + 2 * 272));
+    /* a bad buffer id (a program created unchecked) is left to the launch check, not read */
+    p->tasks[t].inputs[1] = 999;
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 17472 + 32 * (16 + 2 * 272));
+    p->tasks[t].inputs[1] = kc;
     /* a copy stages nothing */
     t = amk_program_add_task(p, AMK_OP_COPY, &x, 1, &q, 1, c, "copy");
     CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 0);
