@@ -1658,7 +1658,7 @@ static const amk_op_spec amk__op_specs[AMK_OP_COUNT] = {
     {"SAMPLE_ARGMAX", 1, 1, 1, {NULL}, "greedy argmax over the last axis"},
     {"ATTENTION_COMBINE", 2, 8, 1, {"head_dim", NULL}, "merge flash partials (acc, m, l)"},
     {NULL, 0, 0, 0, {NULL}, NULL}, /* 19: another implementation's FUSED; never defined here */
-    {"RMSNORM_GEMV", 3, 5, 1, {"eps", "K", "N_tile", "n_off", NULL}, "tile of rmsnorm(x) @ W.T (+ RoPE, KV row, gathered x)"},
+    {"RMSNORM_GEMV", 3, 4, 1, {"eps", "K", "N_tile", "n_off", NULL}, "tile of rmsnorm(x) @ W.T (+ RoPE, KV row)"},
     {"RMSNORM_SWIGLU", 4, 4, 1, {"eps", "K", "N_tile", "n_off", NULL}, "tile of silu(xn @ Wg.T) * (xn @ Wu.T)"},
     {"ATTENTION_DECODE", 4, 4, 1, {"head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile"},
      "attention of kv heads [n_off, n_off+N_tile) over rows up to pos"},
@@ -4502,31 +4502,15 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         const int swiglu = t->op == AMK_OP_RMSNORM_SWIGLU;
         const uint32_t flags = swiglu ? 0u : (uint32_t)P.flags;
         const int64_t K = P.K;
-        const int gather = (flags & AMK_GEMV_FLAG_GATHER) != 0;
-        const int npos = (flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0;
         double eps = amk__param_f(t, "eps", 0.0);
         int64_t M, N, end;
         if (!amk__opshape_finite(eps) || eps < 0)
             AMK__OPS_FAIL(PARAM_VALUE, "eps = %g must be finite and >= 0", eps);
         if (K < 1) AMK__OPS_FAIL(PARAM_VALUE, "K = %lld must be >= 1", (long long)K);
-        if (flags & ~(AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW | AMK_GEMV_FLAG_GATHER))
-            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than ROPE (1), KV_ROW (2) and GATHER (4)", P.flags);
-        if (!swiglu && ni != 3 + npos + gather)
-            AMK__OPS_FAIL(OP_ARITY, "takes the positions as a 4th input exactly when flags has ROPE or KV_ROW, "
-                          "and the ids last exactly with GATHER (flags %d, %d inputs)", P.flags, ni);
-        if (gather) { /* x's rows come from table input 0 at ids (the last input) */
-            if (in[0]->rank != 2 || in[0]->shape[1] != K || !amk_dtype_is_float(in[0]->dtype))
-                AMK__OPS_FAIL(OP_SHAPE, "table '%s' must be a float [V, K = %lld]", amk__opshape_name(in[0]),
-                              (long long)K);
-            if (!amk__opshape_is_index(in[ni - 1]->dtype) || n_in[ni - 1] < 1)
-                AMK__OPS_FAIL(OP_SHAPE, "ids '%s' must be I32, I8 or U8, at least one", amk__opshape_name(in[ni - 1]));
-            M = n_in[ni - 1];
-        } else {
-            if (n_in[0] % K || n_in[0] / K < 1)
-                AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a positive multiple of K = %lld",
-                              amk__opshape_name(in[0]), (long long)n_in[0], (long long)K);
-            M = n_in[0] / K;
-        }
+        if (n_in[0] % K || n_in[0] / K < 1)
+            AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a positive multiple of K = %lld",
+                          amk__opshape_name(in[0]), (long long)n_in[0], (long long)K);
+        M = n_in[0] / K;
         if (n_in[1] != K)
             AMK__OPS_FAIL(OP_SHAPE, "norm_w '%s' has %lld elements, K = %lld", amk__opshape_name(in[1]),
                           (long long)n_in[1], (long long)K);
@@ -4544,7 +4528,12 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         end = (int64_t)P.n_off + P.N_tile;
         if (end > N)
             AMK__OPS_FAIL(PARAM_VALUE, "n_off+N_tile = %lld exceeds W rows %lld", (long long)end, (long long)N);
-        if (npos) {
+        if (flags & ~(AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW))
+            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than ROPE (1) and KV_ROW (2)", P.flags);
+        if (!swiglu && (ni == 4) != (flags != 0))
+            AMK__OPS_FAIL(OP_ARITY, "takes the positions as a 4th input exactly when flags has ROPE or "
+                          "KV_ROW (flags %d, %d inputs)", P.flags, ni);
+        if (flags) {
             if (!amk__opshape_is_index(in[3]->dtype) || n_in[3] != M)
                 AMK__OPS_FAIL(OP_SHAPE, "positions '%s' must be I32, I8 or U8 with one per row of x (%lld)",
                               amk__opshape_name(in[3]), (long long)M);
@@ -7422,28 +7411,17 @@ AMK__FN amk_result amk__ref_rope(const amk__refop *o, amk_diag *d) {
    cast in between), then the tile's rows n: y = xn . W[n] (SWIGLU: silu(xn . Wg[n]) * (xn . Wu[n])).
    RMSNORM_GEMV flags: ROPE rotates pairs (n, n+1), n even, by pos[m] * inv_freq((n % head_dim)/2)
    (the interleaved pair order, like GGUF's Q/K rows); KV_ROW stores y at pos[m] * N + n of a
-   cache of rows of N, instead of out[m, n]; GATHER reads row m of x as row ids[m] of the table in
-   input 0 (ids the last input). Positions and ids are checked before anything is written. */
+   cache of rows of N, instead of out[m, n]. Positions are checked before anything is written. */
 AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
     const int swiglu = o->t->op == AMK_OP_RMSNORM_SWIGLU;
     const uint32_t flags = swiglu ? 0u : (uint32_t)o->P.flags;
-    const int gather = (flags & AMK_GEMV_FLAG_GATHER) != 0, ids = o->t->n_inputs - 1;
-    const int64_t K = o->P.K, M = gather ? o->n_in[ids] : o->n_in[0] / K, N = o->in[2]->shape[0];
-    const int64_t n0 = o->P.n_off, nt = o->P.N_tile, last = (flags & AMK_GEMV_FLAG_KV_ROW) ? N : o->n_out / M;
+    const int64_t K = o->P.K, M = o->n_in[0] / K, N = o->in[2]->shape[0], n0 = o->P.n_off, nt = o->P.N_tile;
+    const int64_t last = (flags & AMK_GEMV_FLAG_KV_ROW) ? N : o->n_out / M;
     int64_t m, n, k;
     float *xs = amk__refvm_floats(K), *w = amk__refvm_floats(K), *y = amk__refvm_floats(nt);
     amk_result r = AMK_OK;
     if (!xs || !w || !y) { r = amk__refvm_oom(o, d); goto done; }
-    for (m = 0; m < M && gather; m++) {
-        const int64_t id = amk__load_i64(o->x[ids], o->in[ids]->dtype, m);
-        if (id < 0 || id >= o->in[0]->shape[0]) {
-            r = amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1, "%s: id %lld of row %lld is outside "
-                                "the table's %lld rows", amk_op_name(o->t->op), (long long)id, (long long)m,
-                                (long long)o->in[0]->shape[0]);
-            goto done;
-        }
-    }
-    for (m = 0; m < M && (flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)); m++) {
+    for (m = 0; m < M && flags; m++) {
         int64_t pos = amk__load_i64(o->x[3], o->in[3]->dtype, m);
         if (pos < 0 || ((flags & AMK_GEMV_FLAG_KV_ROW) && pos >= o->n_out / N)) {
             r = amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1, "%s: position %lld of row %lld "
@@ -7454,11 +7432,10 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
     }
     for (m = 0; m < M; m++) {
         float ss = 0.0f, inv;
-        const int64_t pos = flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW) ? amk__load_i64(o->x[3], o->in[3]->dtype, m) : 0;
-        const int64_t row = gather ? amk__load_i64(o->x[ids], o->in[ids]->dtype, m) : m; /* x's row in input 0 */
-        for (k = 0; k < K; k++) { float v = AMK__IN(o, 0, row * K + k); ss += v * v; }
+        int64_t pos = flags ? amk__load_i64(o->x[3], o->in[3]->dtype, m) : 0;
+        for (k = 0; k < K; k++) { float v = AMK__IN(o, 0, m * K + k); ss += v * v; }
         inv = 1.0f / sqrtf(ss / (float)K + o->P.eps);
-        for (k = 0; k < K; k++) xs[k] = AMK__IN(o, 0, row * K + k) * inv * AMK__IN(o, 1, k);
+        for (k = 0; k < K; k++) xs[k] = AMK__IN(o, 0, m * K + k) * inv * AMK__IN(o, 1, k);
         for (n = 0; n < nt; n++) {
             amk__refvm_load_row(o->x[2], o->in[2]->dtype, (n0 + n) * K, K, w);
             y[n] = amk__refvm_dot(xs, w, K);
@@ -12571,7 +12548,7 @@ AMK__FN int amk__lb_rope(amk__lb *b, int x, int pos, int out, int counter, int w
 
 /* Tiles of opcode op over N weight rows of K columns: ins[0..n_in) are the task inputs (the
    matrices among them count n_mats times in est_bytes), rows per tile; all signal counter after
-   all wait_n producers of wait_c (no wait with wait_c < 0). Tasks get K, N_tile, n_off (and eps for the fused RMSNORM_*
+   all wait_n producers of wait_c. Tasks get K, N_tile, n_off (and eps for the fused RMSNORM_*
    ops); flags != 0 is set on each too. Returns the tile count, or -1. The tiles are the last
    tasks of the program. */
 AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_mats, int out, int counter,
@@ -12585,7 +12562,7 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
         int t;
         char label[64];
         snprintf(label, sizeof label, "L%d %s[%lld:%lld]", layer, what, (long long)off, (long long)(off + nt));
-        t = amk__lb_task(b, op, ins, n_in, out, counter, &wait_c, &wait_n, wait_c >= 0, n_mats * nt * K * wbytes, label);
+        t = amk__lb_task(b, op, ins, n_in, out, counter, &wait_c, &wait_n, 1, n_mats * nt * K * wbytes, label);
         if (t < 0) return -1;
         amk_task_set_int(b->p, t, "K", K);
         amk_task_set_int(b->p, t, "N_tile", nt);
@@ -12753,26 +12730,21 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         if (fused) { /* QKV: norm + GEMV + RoPE, K and V straight into the cache row */
             int c_qkv = amk_program_add_counter(p, "qkv tiles"), n_qkv = 0, n, wc = c_qkv;
             int qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
-            /* why GATHER in layer 0: the tiles read the token's embedding row themselves instead
-               of waiting for EMBED (~4 us on one SM, then a hop, while every other SM idles);
-               EMBED still writes x.0, the O tiles' residual */
-            const uint32_t g = i == 0 ? AMK_GEMV_FLAG_GATHER : 0u;
-            const int ni = i == 0 ? 5 : 4, wq = i == 0 ? -1 : cx;
             rows += rows % 2; /* why: RoPE pairs (2i, 2i+1) stay inside one tile */
-            ins[0] = i == 0 ? embed : x; ins[1] = w_an; ins[3] = pos; ins[4] = token;
+            ins[0] = x; ins[1] = w_an; ins[3] = pos;
             ins[2] = w_k;
-            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, ni, 1, kc, c_qkv, kv_rows, H, rows, wq, n_cx,
-                              (int)(AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW | g), "k", i);
+            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, kc, c_qkv, kv_rows, H, rows, cx, n_cx,
+                              AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW, "k", i);
             if (n < 0) goto fail;
             n_qkv += n;
             ins[2] = w_v;
-            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, ni, 1, vc, c_qkv, kv_rows, H, rows, wq, n_cx,
-                              (int)(AMK_GEMV_FLAG_KV_ROW | g), "v", i);
+            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, vc, c_qkv, kv_rows, H, rows, cx, n_cx,
+                              AMK_GEMV_FLAG_KV_ROW, "v", i);
             if (n < 0) goto fail;
             n_qkv += n;
             ins[2] = w_q;
-            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, ni, 1, qr, c_qkv, q_rows, H, rows, wq, n_cx,
-                              (int)(AMK_GEMV_FLAG_ROPE | g), "q", i);
+            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, qr, c_qkv, q_rows, H, rows, cx, n_cx,
+                              AMK_GEMV_FLAG_ROPE, "q", i);
             if (n < 0) goto fail;
             n_qkv += n;
             c_att = amk_program_add_counter(p, "attention tiles");
@@ -12823,8 +12795,6 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         }
         c_o = amk__lb_proj_residual(&b, attn, w_o, x, h, H, q_rows, c_comb, n_att, "o", i, &n_o);
         if (c_o < 0) goto fail;
-        if (fused && i == 0) /* x.0 (their residual) comes from EMBED, which the gathering Q/K/V tiles no longer wait for */
-            for (t = p->n_tasks - n_o; t < p->n_tasks; t++) amk_task_add_wait(p, t, cx, n_cx);
         /* MLP block */
         {
             int a = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "act.%d", i), c_a, n_a;

@@ -94,11 +94,9 @@ typedef enum amk_opcode {
 
 /* ATTENTION_TILE params.flags bits (IR_SPEC_NOTES conventions table). */
 #define AMK_ATTN_FLAG_PARTIAL (1u << 1) /* write [n_heads, head_dim+2] = [acc | m | l] */
-/* RMSNORM_GEMV params.flags bits. ROPE and KV_ROW take the positions as a 4th input (one per row
-   of x); GATHER takes token ids as the last input and reads x's rows from a table. */
+/* RMSNORM_GEMV params.flags bits. Both take the positions as a 4th input (one per row of x). */
 #define AMK_GEMV_FLAG_ROPE (1u << 0)   /* RoPE on the tile's output, pairs (2i, 2i+1) of each head */
 #define AMK_GEMV_FLAG_KV_ROW (1u << 1) /* out is a cache of rows of W's N: write row pos[m] */
-#define AMK_GEMV_FLAG_GATHER (1u << 2) /* input 0 is a table [V, K]: row m of x is table[ids[m]] */
 
 /* ---- the device ABI (spec §8) ---------------------------------------------------------------
    The host resolves a validated program into these tables before launch. Every field is a fixed

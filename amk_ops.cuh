@@ -1430,11 +1430,9 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU;
     const uint32_t flags = swiglu ? 0u : (uint32_t)P->flags;
     const int rope = (flags & AMK_GEMV_FLAG_ROPE) != 0, kv_row = (flags & AMK_GEMV_FLAG_KV_ROW) != 0;
-    const int gather = (flags & AMK_GEMV_FLAG_GATHER) != 0, npos = rope || kv_row;
     const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2], *Wu = &c->in[3], *o = &c->out[0];
-    const amk_buffer_t *ids = &c->in[c->ins.n_inputs - 1]; /* GATHER: row m of x is x[ids[m]] */
     const int K = P->K, lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
-    const int64_t M = gather ? ids->numel : x->numel / K, N = W->shape[0], nt = P->N_tile;
+    const int64_t M = x->numel / K, N = W->shape[0], nt = P->N_tile;
     const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
     const int64_t last = kv_row ? N : o->numel / M;
     const int esz = W->dtype == AMK_DTYPE_F32 ? 4 : 2;
@@ -1453,23 +1451,16 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     }
     /* why: the first position is loaded before staging and checked after it, so its load
        latency hides behind the staging loads instead of preceding them */
-    const int64_t pos_first = npos ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
+    const int64_t pos_first = flags ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
     for (m0 = 0; m0 < M; m0 += mc) {
         const int mr = (int)(M - m0 < mc ? M - m0 : mc);
         float inv[AMK_GEMV_ROWS]; /* why: xs holds x * norm_w; the row's 1/rms scales the sums */
 #pragma unroll
         for (int r = 0; r < AMK_GEMV_ROWS; r++) {
-            /* x's row: m0 + r, or with GATHER the table row ids[m0 + r] (every thread reads the
-               same id, so all leave together on a bad one) */
-            const int64_t row = r < mr && gather ? amk_load_int((const void *)ids->ptr, ids->dtype, m0 + r) : m0 + r;
-            if (gather && r < mr && (row < 0 || row >= x->shape[0])) {
-                if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_EMBED_ID, row);
-                return;
-            }
-            const float ss = r < mr ? amk_stage_x(xs + (int64_t)r * K, x, row * K, K, nwt) : 0.0f;
+            const float ss = r < mr ? amk_stage_x(xs + (int64_t)r * K, x, (m0 + r) * K, K, nwt) : 0.0f;
             inv[r] = r < mr ? 1.0f / sqrtf(amk_block_sum(c, ss) / (float)K + P->eps) : 0.0f; /* syncs */
         }
-        if (npos && m0 == 0) /* why: every thread reads the same positions, so all return together */
+        if (flags && m0 == 0) /* why: every thread reads the same positions, so all return together */
             for (int64_t m = 0; m < M; m++) {
                 const int64_t pos = amk_fused_pos(c, m, pos_first);
                 if (pos < 0 || (kv_row && pos >= o->numel / N)) {

@@ -617,21 +617,18 @@ static void test_attention_combine(void) {
 
 /* ---- AMK's fused opcodes ------------------------------------------------------------------------- */
 
-/* RMSNORM_GEMV (flags: 1 RoPE, 2 KV row, 4 gather) or RMSNORM_SWIGLU tiles, two tasks on two SMs
-   splitting N, against the reference VM; positions and ids set by hand (random ones could leave
-   the cache or the table). With GATHER, x is an [M + 5, K] table read at ids (3i + 2) mod (M + 5). */
+/* RMSNORM_GEMV (flags: 1 RoPE, 2 KV row) or RMSNORM_SWIGLU tiles, two tasks on two SMs splitting
+   N, against the reference VM; positions set by hand (random ones could leave the cache). */
 static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t M,
                        int64_t N, int64_t K, int64_t hd, const int32_t *pos, int64_t cache_rows, double rtol) {
     amk_program *p = prog_new(2);
-    const int gather = (flags & AMK_GEMV_FLAG_GATHER) != 0, npos = (flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0;
-    int in[5], ni = 3, y, t, i, c = amk_program_add_counter(p, "");
+    int in[4], ni = 3, y, t, i, c = amk_program_add_counter(p, "");
     gcase g;
-    in[0] = gather ? buf(p, "table", AMK_KIND_WEIGHT, xt, 2, M + 5, K, 0) : buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, M, K, 0);
+    in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, M, K, 0);
     in[1] = buf(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
     in[2] = buf(p, "W", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
     if (op == AMK_OP_RMSNORM_SWIGLU) in[ni++] = buf(p, "W_up", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
-    if (npos) in[ni++] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
-    if (gather) in[ni++] = buf(p, "ids", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
+    if (flags) in[ni++] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
     y = (flags & AMK_GEMV_FLAG_KV_ROW) ? buf(p, "cache", AMK_KIND_KV_CACHE, ot, 2, cache_rows, N, 0)
                                        : buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, M, N, 0);
     for (i = 0; i < 2; i++) {
@@ -645,14 +642,9 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
         if (flags & AMK_GEMV_FLAG_ROPE) { seti(p, t, "head_dim", hd); setf(p, t, "theta", 500000.0); }
     }
     if (gcase_begin(&g, p, tag, 1.0f)) {
-        if (npos) {
-            void *pv = amk_refvm_buffer(g.vm, in[3], NULL);
+        if (flags) {
+            void *pv = amk_refvm_buffer(g.vm, in[ni - 1], NULL);
             for (i = 0; i < M; i++) amk__store_i64(pv, AMK_DTYPE_I32, i, pos[i]);
-            gcase_sync(&g, in[3]);
-        }
-        if (gather) {
-            void *iv = amk_refvm_buffer(g.vm, in[ni - 1], NULL);
-            for (i = 0; i < M; i++) amk__store_i64(iv, AMK_DTYPE_I32, i, (3 * i + 2) % (M + 5));
             gcase_sync(&g, in[ni - 1]);
         }
         if (gcase_run(&g, tag)) gcase_compare(&g, y, rtol, rtol, tag);
@@ -670,9 +662,6 @@ static void test_fused_gemv(void) {
     fused_case("NORM_GEMV rope kv", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 192, 576, 64, pk, 9, -1);
     fused_case("NORM_GEMV rope kv K=2048", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 256, 2048, 128, pk, 9, -1);
     fused_case("NORM_GEMV kv rows", AMK_OP_RMSNORM_GEMV, 2, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 3, 64, 128, 0, p3 + 0, 1001, -1);
-    fused_case("NORM_GEMV gather", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 200, 576, 0, NULL, 0, -1);
-    fused_case("NORM_GEMV gather rope kv K=2048", AMK_OP_RMSNORM_GEMV, 7, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 256, 2048, 128, pk, 9, -1);
-    fused_case("NORM_GEMV gather f32 M=3", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 3, 64, 128, 0, NULL, 0, -1);
     fused_case("NORM_SWIGLU bf16", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 576, 0, NULL, 0, -1);
     fused_case("NORM_SWIGLU f32 M=2", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 2, 50, 64, 0, NULL, 0, -1);
     if (!g_quick)
