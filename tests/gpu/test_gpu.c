@@ -309,10 +309,23 @@ static void test_layernorm(void) {
     norm_case(AMK_OP_LAYERNORM, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_F16, 3, 768, 0);
 }
 
-/* out [M, N] = x [M, K] @ W[n_off:n_off+N_tile].T; quant: 0 none, 6 I8, 7 I4 (wt I4 or U8). */
-static void gemv_case(const char *tag, amk_opcode op, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t M,
-                      int64_t N, int64_t K, int64_t n_off, int64_t N_tile, int bias, int quant, int64_t group,
-                      amk_dtype st, int zeros, int64_t m_off, int64_t M_tile, int threads) {
+/* One GEMV/GEMM tile case: out [M, N] = x [M, K] @ W[n_off:n_off+N_tile].T (GEMM_TILE: rows
+   [m_off, m_off+M_tile)); fields left out are 0. quant: 0 none, 6 I8, 7 I4 (wt I4 or U8), with
+   scales of dtype st per group columns (and F32 zeros when zeros); bias: an F32 bias [N];
+   threads: the block size (0: the default). */
+typedef struct gemv_spec {
+    amk_opcode op;
+    amk_dtype xt, wt, ot, st;
+    int64_t M, N, K, n_off, N_tile, group, m_off, M_tile;
+    int bias, quant, zeros, threads;
+} gemv_spec;
+
+static void gemv_case(const char *tag, gemv_spec c) {
+    const amk_opcode op = c.op;
+    const amk_dtype xt = c.xt, wt = c.wt, ot = c.ot, st = c.st;
+    const int64_t M = c.M, N = c.N, K = c.K, n_off = c.n_off, N_tile = c.N_tile, group = c.group;
+    const int64_t m_off = c.m_off, M_tile = c.M_tile;
+    const int bias = c.bias, quant = c.quant, zeros = c.zeros, threads = c.threads;
     amk_program *p = prog_new(3);
     int in[4], ni = 2, y, t;
     in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, M, K, 0);
@@ -336,33 +349,65 @@ static void gemv_case(const char *tag, amk_opcode op, amk_dtype xt, amk_dtype wt
 }
 
 static void test_gemv_tile(void) {
-    gemv_case("GEMV bf16 tile", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 256, 576, 128, 64, 0, 0, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMV f16 bias", AMK_OP_GEMV_TILE, AMK_DTYPE_BF16, AMK_DTYPE_F16, AMK_DTYPE_BF16, 1, 96, 4096, 0, 96, 1, 0, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMV f32 M=5", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 5, 70, 100, 3, 60, 0, 0, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMV bf16 unaligned K", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 2, 40, 100, 0, 40, 1, 0, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMV f8 weights", AMK_OP_GEMV_TILE, AMK_DTYPE_F16, AMK_DTYPE_F8E4M3, AMK_DTYPE_F32, 1, 32, 64, 0, 32, 0, 0, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMV q8 zeros", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_I8, AMK_DTYPE_F32, 1, 64, 128, 8, 48, 0, 6, 32, AMK_DTYPE_F16, 1, 0, 0, 0);
-    gemv_case("GEMV q4 odd K", AMK_OP_GEMV_TILE, AMK_DTYPE_BF16, AMK_DTYPE_I4, AMK_DTYPE_F32, 2, 48, 65, 0, 48, 0, 7, 13, AMK_DTYPE_F32, 0, 0, 0, 0);
-    gemv_case("GEMV q4 u8-packed", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_U8, AMK_DTYPE_BF16, 1, 32, 64, 0, 32, 0, 7, 64, AMK_DTYPE_BF16, 1, 0, 0, 0);
-    gemv_case("GEMV f32 bias", AMK_OP_GEMV_TILE, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_F32, 1, 100, 256, 4, 90, 1, 0, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMV bf16 128 rows bias", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 160, 2048, 16, 128, 1, 0, 0, 0, 0, 0, 0, 0);
+    gemv_case("GEMV bf16 tile", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_BF16,
+              .ot = AMK_DTYPE_F32, .M = 1, .N = 256, .K = 576, .n_off = 128, .N_tile = 64});
+    gemv_case("GEMV f16 bias", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_F16,
+              .ot = AMK_DTYPE_BF16, .M = 1, .N = 96, .K = 4096, .n_off = 0, .N_tile = 96, .bias = 1});
+    gemv_case("GEMV f32 M=5", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_F32,
+              .ot = AMK_DTYPE_F32, .M = 5, .N = 70, .K = 100, .n_off = 3, .N_tile = 60});
+    gemv_case("GEMV bf16 unaligned K", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32,
+              .wt = AMK_DTYPE_BF16, .ot = AMK_DTYPE_F32, .M = 2, .N = 40, .K = 100, .n_off = 0, .N_tile = 40,
+              .bias = 1});
+    gemv_case("GEMV f8 weights", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F16,
+              .wt = AMK_DTYPE_F8E4M3, .ot = AMK_DTYPE_F32, .M = 1, .N = 32, .K = 64, .n_off = 0,
+              .N_tile = 32});
+    gemv_case("GEMV q8 zeros", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_I8,
+              .ot = AMK_DTYPE_F32, .M = 1, .N = 64, .K = 128, .n_off = 8, .N_tile = 48, .quant = 6,
+              .group = 32, .st = AMK_DTYPE_F16, .zeros = 1});
+    gemv_case("GEMV q4 odd K", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_I4,
+              .ot = AMK_DTYPE_F32, .M = 2, .N = 48, .K = 65, .n_off = 0, .N_tile = 48, .quant = 7, .group = 13,
+              .st = AMK_DTYPE_F32});
+    gemv_case("GEMV q4 u8-packed", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_U8,
+              .ot = AMK_DTYPE_BF16, .M = 1, .N = 32, .K = 64, .n_off = 0, .N_tile = 32, .quant = 7,
+              .group = 64, .st = AMK_DTYPE_BF16, .zeros = 1});
+    gemv_case("GEMV f32 bias", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_F32,
+              .ot = AMK_DTYPE_F32, .M = 1, .N = 100, .K = 256, .n_off = 4, .N_tile = 90, .bias = 1});
+    gemv_case("GEMV bf16 128 rows bias", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32,
+              .wt = AMK_DTYPE_BF16, .ot = AMK_DTYPE_F32, .M = 1, .N = 160, .K = 2048, .n_off = 16,
+              .N_tile = 128, .bias = 1});
     if (!g_quick)
-        gemv_case("GEMV bf16 large", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 2048, 2048, 512, 1024, 0, 0, 0, 0, 0, 0, 0, 0);
+        gemv_case("GEMV bf16 large", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32,
+                  .wt = AMK_DTYPE_BF16, .ot = AMK_DTYPE_F32, .M = 1, .N = 2048, .K = 2048, .n_off = 512,
+                  .N_tile = 1024});
 }
 
 /* Rows below AMK_MMA_MIN_ROWS (4) or operands the tensor-core path does not take run the rows
    path; the others run wgmma (amk_gemm_mma): K tails past a 64 chunk, column blocks past N_tile,
    several 64-row blocks, every x dtype it splits or takes as is, 4 warpgroups. */
 static void test_gemm_tile(void) {
-    gemv_case("GEMM rows", AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 6, 64, 128, 16, 32, 0, 0, 0, 0, 0, 2, 3, 0);
-    gemv_case("GEMM f16 bias", AMK_OP_GEMM_TILE, AMK_DTYPE_BF16, AMK_DTYPE_F16, AMK_DTYPE_F16, 9, 40, 256, 0, 40, 1, 0, 0, 0, 0, 4, 5, 0);
-    gemv_case("GEMM mma f32 x bias", AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 80, 200, 136, 5, 190, 1, 0, 0, 0, 0, 3, 70, 0);
-    gemv_case("GEMM mma bf16", AMK_OP_GEMM_TILE, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 16, 128, 512, 0, 128, 0, 0, 0, 0, 0, 0, 16, 0);
-    gemv_case("GEMM mma f16", AMK_OP_GEMM_TILE, AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F16, 8, 96, 256, 32, 64, 1, 0, 0, 0, 0, 0, 8, 0);
-    gemv_case("GEMM mma f16 x", AMK_OP_GEMM_TILE, AMK_DTYPE_F16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 5, 64, 64, 0, 64, 0, 0, 0, 0, 0, 0, 5, 0);
-    gemv_case("GEMM mma 512 threads", AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 130, 300, 1000, 0, 300, 1, 0, 0, 0, 0, 1, 129, 512);
-    gemv_case("GEMV mma K=4096", AMK_OP_GEMV_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 12, 256, 4096, 64, 128, 0, 0, 0, 0, 0, 0, 0, 0);
-    gemv_case("GEMM f32 W rows", AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 8, 40, 64, 0, 40, 0, 0, 0, 0, 0, 0, 8, 0);
+    gemv_case("GEMM rows", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_BF16,
+              .ot = AMK_DTYPE_F32, .M = 6, .N = 64, .K = 128, .n_off = 16, .N_tile = 32, .m_off = 2,
+              .M_tile = 3});
+    gemv_case("GEMM f16 bias", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_F16,
+              .ot = AMK_DTYPE_F16, .M = 9, .N = 40, .K = 256, .n_off = 0, .N_tile = 40, .bias = 1, .m_off = 4,
+              .M_tile = 5});
+    gemv_case("GEMM mma f32 x bias", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F32,
+              .wt = AMK_DTYPE_BF16, .ot = AMK_DTYPE_F32, .M = 80, .N = 200, .K = 136, .n_off = 5,
+              .N_tile = 190, .bias = 1, .m_off = 3, .M_tile = 70});
+    gemv_case("GEMM mma bf16", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_BF16,
+              .ot = AMK_DTYPE_BF16, .M = 16, .N = 128, .K = 512, .n_off = 0, .N_tile = 128, .M_tile = 16});
+    gemv_case("GEMM mma f16", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F16, .wt = AMK_DTYPE_F16,
+              .ot = AMK_DTYPE_F16, .M = 8, .N = 96, .K = 256, .n_off = 32, .N_tile = 64, .bias = 1,
+              .M_tile = 8});
+    gemv_case("GEMM mma f16 x", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F16, .wt = AMK_DTYPE_BF16,
+              .ot = AMK_DTYPE_F32, .M = 5, .N = 64, .K = 64, .n_off = 0, .N_tile = 64, .M_tile = 5});
+    gemv_case("GEMM mma 512 threads", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F32,
+              .wt = AMK_DTYPE_BF16, .ot = AMK_DTYPE_BF16, .M = 130, .N = 300, .K = 1000, .n_off = 0,
+              .N_tile = 300, .bias = 1, .m_off = 1, .M_tile = 129, .threads = 512});
+    gemv_case("GEMV mma K=4096", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_BF16,
+              .ot = AMK_DTYPE_F32, .M = 12, .N = 256, .K = 4096, .n_off = 64, .N_tile = 128});
+    gemv_case("GEMM f32 W rows", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_F32,
+              .ot = AMK_DTYPE_F32, .M = 8, .N = 40, .K = 64, .n_off = 0, .N_tile = 40, .M_tile = 8});
 }
 
 /* An attention case's buffers: in[0..2] = q [nh, hd], k and v caches [max_seq, nkv, hd]; returns
