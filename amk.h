@@ -731,8 +731,8 @@ typedef struct amk_cuda amk_cuda;
    requires every task to have an SM (lower it first), loads image (image_size bytes; PTX need
    not be NUL-terminated; a JIT/ptxas error log lands in d->jit_log), sizes dynamic shared memory
    (config smem_bytes_per_block; with 0, what the tasks' fastest paths stage, at most the device's
-   opt-in maximum, so the rest of each SM's shared memory/L1 array stays L1), checks that grid = the target's
-   SM count co-schedules (cooperative launch), allocates the arena once, zeroes it (every buffer
+   opt-in maximum, so the rest of each SM's shared memory/L1 array stays L1), checks that grid =
+   the target's SM count co-schedules (cooperative launch), allocates the arena once, zeroes it (every buffer
    starts zeroed, as in the reference VM) and uploads the tables. threads_per_block comes from
    the program's config (default 256), capped at the VM's 512. p may be freed afterwards.
    Errors: NO_DRIVER, CUDA (d->cuda_error has the name), UNSUPPORTED (a shape the VM cannot run
@@ -11475,8 +11475,9 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
 
 /* The dynamic shared memory task t would like (its fastest path; the device ops adapt to less, down
    to what amk__cuda_check_task requires). why not always the opt-in maximum: shared memory and
-   L1 share one 256 KB array a SM, so every byte asked for leaves less L1; a decode step ran 1.3-1.4%
-   faster (Llama-3.2-1B, Llama-3-8B) with the L1 at 124 KB instead of 28 (bench/RESULTS.md runs 81-82). */
+   L1 share one 256 KB array a SM, so every byte asked for leaves less L1; with this rule the decode
+   step at context 128 ran 1.5% (Llama-3-8B) and 1.2% (Llama-3.2-1B) faster than with the L1 at 28 KB
+   (bench/RESULTS.md runs 81-82). */
 /* Input i of task t, or NULL when t has no such input or its id is not a buffer (a program
    created unchecked; amk__cuda_check_task reports it). */
 AMK__FN const amk_buffer *amk__cuda_input(const amk_program *p, const amk_task *t, int i) {
