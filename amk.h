@@ -11540,6 +11540,59 @@ AMK__FN void amk__cuda_instruction(const amk_task *t, amk_instruction_t *in) {
     amk_task_marshal_params(t, &in->params);
 }
 
+/* L2 prefetch range f of instruction in: the first `budget` bytes of the rows [n_off, n_off +
+   N_tile) of the [N, K] weight in input slot wi (bt: the device's buffer table), when it is a
+   read-only kind; 16-byte aligned, never past the buffer. */
+AMK__FN void amk__cuda_prefetch_rows(const amk_buffer_t *bt, int n_buffers, amk_instruction_t *in, int f, int wi,
+                                     uint64_t budget) {
+    const amk_buffer_t *W;
+    uint64_t bits, start, end, limit;
+    if (in->n_inputs <= wi || in->inputs[wi] < 0 || in->inputs[wi] >= n_buffers) return;
+    W = &bt[in->inputs[wi]];
+    if (W->kind != AMK_KIND_WEIGHT && W->kind != AMK_KIND_CONST) return;
+    bits = W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_I32 ? 32 : W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16 ? 16
+         : W->dtype == AMK_DTYPE_I4 || in->params.qdtype == AMK_DTYPE_I4 ? 4 : 8; /* I4 packed in I4 or U8 */
+    if (in->params.n_off < 0 || in->params.N_tile < 1 || in->params.K < 1) return;
+    start = (uint64_t)in->params.n_off * (uint64_t)in->params.K * bits / 8 & ~(uint64_t)15;
+    end = ((uint64_t)in->params.n_off + (uint64_t)in->params.N_tile) * (uint64_t)in->params.K * bits / 8;
+    limit = (uint64_t)W->numel * (W->dtype == AMK_DTYPE_U8 ? 8 : bits) / 8; /* never past the buffer */
+    if (end > limit) end = limit;
+    if (end > start + budget) end = start + budget;
+    end &= ~(uint64_t)15;
+    if (end <= start) return;
+    in->prefetch_addr[f] = W->ptr + start;
+    in->prefetch_bytes[f] = (uint32_t)(end - start);
+}
+
+/* The L2 prefetches the VM issues while instruction in waits (amk_vm.cuh): a GEMV/GEMM tile's
+   first AMK_VM_PREFETCH_BYTES of weight rows; a fused RMSNORM_* tile's norm weight too, with
+   RMSNORM_SWIGLU's gate and up rows sharing the budget. None for a tile of fewer than
+   AMK_VM_PREFETCH_MIN_ELEMS weight elements (one round of loads). */
+AMK__FN void amk__cuda_prefetches(const amk_buffer_t *bt, int n_buffers, amk_instruction_t *in) {
+    int f;
+    for (f = 0; f < AMK_VM_PREFETCHES; f++) { in->prefetch_addr[f] = 0; in->prefetch_bytes[f] = 0; }
+    if (AMK_VM_PREFETCH_BYTES == 0u || (int64_t)in->params.N_tile * in->params.K < (int64_t)AMK_VM_PREFETCH_MIN_ELEMS)
+        return;
+    if (in->op == AMK_OP_GEMV_TILE || in->op == AMK_OP_GEMM_TILE) {
+        amk__cuda_prefetch_rows(bt, n_buffers, in, 0, 1, AMK_VM_PREFETCH_BYTES);
+    } else if (in->op == AMK_OP_RMSNORM_GEMV || in->op == AMK_OP_RMSNORM_SWIGLU) {
+        if (in->n_inputs > 1 && in->inputs[1] >= 0 && in->inputs[1] < n_buffers) { /* the norm weight: K floats, staged first */
+            const amk_buffer_t *nw = &bt[in->inputs[1]];
+            const uint64_t nb = (uint64_t)nw->numel * 4u & ~(uint64_t)15;
+            if ((nw->kind == AMK_KIND_WEIGHT || nw->kind == AMK_KIND_CONST) && nw->dtype == AMK_DTYPE_F32 && nb) {
+                in->prefetch_addr[0] = nw->ptr;
+                in->prefetch_bytes[0] = (uint32_t)(nb < AMK_VM_PREFETCH_BYTES ? nb : AMK_VM_PREFETCH_BYTES);
+            }
+        }
+        if (in->op == AMK_OP_RMSNORM_GEMV) {
+            amk__cuda_prefetch_rows(bt, n_buffers, in, 1, 2, AMK_VM_PREFETCH_BYTES);
+        } else {
+            amk__cuda_prefetch_rows(bt, n_buffers, in, 1, 2, AMK_VM_PREFETCH_BYTES / 2);
+            amk__cuda_prefetch_rows(bt, n_buffers, in, 2, 3, AMK_VM_PREFETCH_BYTES / 2);
+        }
+    }
+}
+
 /* Reserves n bytes at the arena's end (AMK__CUDA_ALIGN aligned, rounded up to 16); 0 on
    overflow. */
 AMK__FN int amk__cuda_reserve(uint64_t *top, uint64_t n, uint64_t *off) {
@@ -11727,7 +11780,10 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
             stride *= b->shape[s] > 0 ? b->shape[s] : 1; /* why: numel fits int64, so this does */
         }
     }
-    for (i = 0; i < p->n_tasks; i++) amk__cuda_instruction(&p->tasks[i], &c->ins[i]);
+    for (i = 0; i < p->n_tasks; i++) {
+        amk__cuda_instruction(&p->tasks[i], &c->ins[i]);
+        amk__cuda_prefetches(bt, p->n_buffers, &c->ins[i]);
+    }
     for (i = 0; i < p->n_tasks; i++) c->queue_off[p->tasks[i].sm + 1]++;
     for (s = 0; s < c->num_sms; s++) c->queue_off[s + 1] += c->queue_off[s];
     {
@@ -11951,7 +12007,11 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
         }
         if ((r = amk__cuda_check_task(p, i, c->num_sms, c->threads, c->smem_bytes, d)) != AMK_OK) return r;
     }
-    for (k = 0; k < n; k++) amk_task_marshal_params(&p->tasks[all ? k : list[k]], &c->ins[all ? k : list[k]].params);
+    for (k = 0; k < n; k++) { /* the params, and the prefetches that follow from them */
+        amk_instruction_t *in = &c->ins[all ? k : list[k]];
+        amk_task_marshal_params(&p->tasks[all ? k : list[k]], &in->params);
+        amk__cuda_prefetches(c->bufs, c->n_buffers, in);
+    }
     if (!c->n_tasks || n == 0) return AMK_OK;
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
     cr = c->api.MemcpyHtoD(c->prog.instructions, c->ins, (size_t)c->n_tasks * sizeof(amk_instruction_t));

@@ -125,6 +125,22 @@ typedef struct amk_buffer_t {
 
 typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each launch */
 
+/* The VM's L2 prefetch of a tile's weights while it waits (amk__cuda_prefetches computes the
+   ranges; amk_vm.cuh issues them). */
+#define AMK_VM_PREFETCHES 3 /* ranges an instruction carries: a norm weight, gate rows, up rows */
+#ifndef AMK_VM_PREFETCH_BYTES
+/* why: while an SM waits, the first bytes of its GEMV tile go to L2: 64 KB x 132 SMs = 8.4 MB, the
+   first round of a tile's loads (16 warps x 4 KB). Measured against 32, 48, 96, 128 and 256 KB
+   once the hop was ~1.1 us (bench/RESULTS.md run 72): 64 and 96 KB best, 8B -0.7%, 1B -0.2% */
+#define AMK_VM_PREFETCH_BYTES 65536u
+#endif
+#ifndef AMK_VM_PREFETCH_MIN_ELEMS
+/* why: a tile of fewer weight elements (a matrix's share; 32 KB of bf16) is one round of loads,
+   and its prefetch cost SmolLM2, whose tiles are 9-15 KB, more than it saved (bench/RESULTS.md
+   runs 87-89: -2.2%); 1B and 8B tiles are 64 KB and more */
+#define AMK_VM_PREFETCH_MIN_ELEMS 16384u
+#endif
+
 /* One Task == one instruction, a fixed-size POD. */
 typedef struct amk_instruction_t {
     int32_t op, sm, out_counter, id;
@@ -134,6 +150,11 @@ typedef struct amk_instruction_t {
     int32_t wait_counter[AMK_MAX_WAITS];
     uint32_t wait_threshold[AMK_MAX_WAITS];
     amk_params_t params;
+    /* L2 prefetches the VM issues while the instruction waits (computed by the host, runtime only:
+       the first weight bytes of a GEMV-family tile, its norm weight); bytes 0 = none */
+    uint64_t prefetch_addr[AMK_VM_PREFETCHES];
+    uint32_t prefetch_bytes[AMK_VM_PREFETCHES];
+    uint32_t reserved1;
 } amk_instruction_t;
 
 /* The whole program on the device. sm_queue_offset has num_sms+1 entries; the queue of SM s is

@@ -6,14 +6,15 @@
    nanosleep back-off, then ONE acquire load of the met counter; the abort flag is read in every
    spin); the block runs the instruction (amk_ops.cuh); then thread 0 adds 1 to the instruction's
    out_counter with one device-scope release add: spec IR_SPEC.md §8.1. While thread 0 waits,
-   thread 32 asks L2 for the start of a GEMV/GEMM tile's (read-only) weights and the block's last
-   thread reads the next queue entry's task and waits.
+   thread 32 asks L2 for the start of a GEMV/GEMM tile's (read-only) weights (the ranges the host
+   put in the instruction) and the block's last thread reads the next queue entry's task, waits
+   and prefetch ranges.
 
    This is the simple path: every warp computes, thread 0 waits. Warp specialisation (a loader
    warp streaming weights into a shared-memory ring ahead of the counters, a controller warp) is
    the next step; bench/NOTES.md says where the time goes. Build-time knobs (-D):
-   AMK_VM_MAX_THREADS, AMK_VM_BACKOFF_MIN_NS/MAX_NS, AMK_VM_PREFETCH_BYTES (0 = off),
-   AMK_GEMV_INFLIGHT, AMK_GEMV_ROWS.
+   AMK_VM_MAX_THREADS, AMK_VM_BACKOFF_MIN_NS/MAX_NS, AMK_GEMV_INFLIGHT, AMK_GEMV_ROWS (the prefetch
+   knobs AMK_VM_PREFETCH_BYTES and AMK_VM_PREFETCH_MIN_ELEMS are amk_ir.h's: the host sizes them).
 
    Build: this header is the whole device translation unit:
        nvcc -x cu -cubin -gencode arch=compute_90a,code=sm_90a -o amk_vm.cubin amk_vm.cuh
@@ -47,21 +48,6 @@
    pure spinning (H100, bench/NOTES.md); 128 keeps most of the gain and still backs off */
 #define AMK_VM_BACKOFF_MAX_NS 128u
 #endif
-#ifndef AMK_VM_PREFETCH_BYTES
-/* why: while an SM waits, the first bytes of its GEMV tile go to L2: 64 KB x 132 SMs = 8.4 MB, the
-   first round of a tile's loads (16 warps x 4 KB). Measured against 32, 48, 96, 128 and 256 KB
-   once the hop was ~1.1 us (bench/RESULTS.md run 72): 64 and 96 KB best, 8B -0.7%, 1B -0.2% */
-#define AMK_VM_PREFETCH_BYTES 65536u
-#endif
-
-#ifndef AMK_VM_PREFETCH_MIN_ELEMS
-/* why: a tile of fewer weight elements (a matrix's share; 32 KB of bf16) is one round of loads,
-   and its prefetch (the descriptor reads and the bulk request on the thread the block's barrier
-   waits for) cost SmolLM2, whose tiles are 9-15 KB, more than it saved (bench/RESULTS.md runs
-   87-89: -2.2%); 1B and 8B tiles are 64 KB and more */
-#define AMK_VM_PREFETCH_MIN_ELEMS 16384u
-#endif
-
 #ifndef AMK_VM_LOOKAHEAD
 /* why: an SM that signals the last task of a phase then read its next queue entry and that
    task's waits before its first poll, two dependent L2 round trips; such SMs started their next
@@ -70,11 +56,13 @@
 #define AMK_VM_LOOKAHEAD 1
 #endif
 
-/* One queue entry's task and its waits, read ahead into shared memory. */
+/* One queue entry's task, its waits and its prefetches, read ahead into shared memory. */
 typedef struct amk_vm_next_t {
     int32_t idx, n_waits;
     int32_t wait_counter[AMK_MAX_WAITS];
     uint32_t wait_threshold[AMK_MAX_WAITS];
+    uint64_t prefetch_addr[AMK_VM_PREFETCHES];
+    uint32_t prefetch_bytes[AMK_VM_PREFETCHES];
 } amk_vm_next_t;
 
 /* Thread 0: waits until each of the nw counters ctr[w] reaches th[w] (generic pointers: the
@@ -98,65 +86,38 @@ static __device__ int amk_vm_wait(int nw, const int32_t *ctr_ids, const uint32_t
     return 1;
 }
 
-/* The look-ahead thread: queue entry idx's task and waits into nx (all AMK_MAX_WAITS slots in
-   one round of loads, so the copy is two dependent round trips: the queue, then the task). */
+/* The look-ahead thread: queue entry idx's task, waits and prefetches into nx (all slots in one
+   round of loads, so the copy is two dependent round trips: the queue, then the task). */
 static __device__ void amk_vm_read_next(amk_vm_next_t *nx, int idx, const amk_instruction_t *insts) {
     const amk_instruction_t *gi = &insts[idx];
     int32_t c[AMK_MAX_WAITS];
-    uint32_t t[AMK_MAX_WAITS];
+    uint32_t t[AMK_MAX_WAITS], pb[AMK_VM_PREFETCHES];
+    uint64_t pa[AMK_VM_PREFETCHES];
     const int nw = gi->n_waits;
 #pragma unroll
     for (int w = 0; w < AMK_MAX_WAITS; w++) { c[w] = gi->wait_counter[w]; t[w] = gi->wait_threshold[w]; }
+#pragma unroll
+    for (int f = 0; f < AMK_VM_PREFETCHES; f++) { pa[f] = gi->prefetch_addr[f]; pb[f] = gi->prefetch_bytes[f]; }
     nx->idx = idx;
     nx->n_waits = nw;
 #pragma unroll
     for (int w = 0; w < AMK_MAX_WAITS; w++) { nx->wait_counter[w] = c[w]; nx->wait_threshold[w] = t[w]; }
+#pragma unroll
+    for (int f = 0; f < AMK_VM_PREFETCHES; f++) { nx->prefetch_addr[f] = pa[f]; nx->prefetch_bytes[f] = pb[f]; }
 }
 
-/* Prefetch into L2 the first `budget` bytes of the rows [n_off, n_off + N_tile) of the
-   [N, K] weight in input slot wi of gi, when it is a read-only kind. */
-static __device__ void amk_vm_prefetch_rows(const amk_instruction_t *gi, const amk_buffer_t *bufs, int wi,
-                                            uint64_t budget) {
-    const amk_buffer_t *W;
-    uint64_t bits, start, end, limit;
-    if (gi->n_inputs <= wi) return;
-    W = &bufs[gi->inputs[wi]];
-    if (W->kind != AMK_KIND_WEIGHT && W->kind != AMK_KIND_CONST) return;
-    bits = W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_I32 ? 32 : W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16 ? 16
-         : W->dtype == AMK_DTYPE_I4 || gi->params.qdtype == AMK_DTYPE_I4 ? 4 : 8; /* I4 packed in I4 or U8 */
-    start = (uint64_t)gi->params.n_off * (uint64_t)gi->params.K * bits / 8 & ~(uint64_t)15;
-    end = ((uint64_t)gi->params.n_off + (uint64_t)gi->params.N_tile) * (uint64_t)gi->params.K * bits / 8;
-    limit = (uint64_t)W->numel * (W->dtype == AMK_DTYPE_U8 ? 8 : bits) / 8; /* never past the buffer */
-    if (end > limit) end = limit;
-    if (end > start + budget) end = start + budget;
-    end = end & ~(uint64_t)15;
-    if (end > start) amk_ptx_prefetch_l2_bulk((const char *)W->ptr + start, (uint32_t)(end - start));
-}
-
-/* The prefetcher (one thread, not thread 0), while thread 0 waits for gi's counters: the first
-   AMK_VM_PREFETCH_BYTES of a GEMV/GEMM (or fused RMSNORM_*) tile's weight rows into L2;
-   RMSNORM_SWIGLU's gate and up rows share the budget; a fused tile's norm weight comes too.
-   why not thread 0: its dependent loads (instruction, buffer descriptor) before the prefetch held
-   back its polls, so a wait met meanwhile started late; on a helper thread the step is 1-2%
-   faster (bench/RESULTS.md run 32). why __noinline__: inlined, it pushed the VM loop past its 128
-   registers (spills). */
-static __device__ __noinline__ void amk_vm_prefetch(const amk_instruction_t *gi, const amk_buffer_t *bufs) {
-    if (AMK_VM_PREFETCH_BYTES == 0u || (uint64_t)gi->params.N_tile * (uint64_t)gi->params.K < AMK_VM_PREFETCH_MIN_ELEMS)
-        return;
-    if (gi->op == AMK_OP_GEMV_TILE || gi->op == AMK_OP_GEMM_TILE) {
-        amk_vm_prefetch_rows(gi, bufs, 1, AMK_VM_PREFETCH_BYTES);
-    } else if (gi->op == AMK_OP_RMSNORM_GEMV || gi->op == AMK_OP_RMSNORM_SWIGLU) {
-        const amk_buffer_t *nw = &bufs[gi->inputs[1]]; /* the norm weight: K floats, staged first */
-        const uint64_t nb = (uint64_t)nw->numel * 4u & ~(uint64_t)15;
-        if ((nw->kind == AMK_KIND_WEIGHT || nw->kind == AMK_KIND_CONST) && nw->dtype == AMK_DTYPE_F32 && nb)
-            amk_ptx_prefetch_l2_bulk((const void *)nw->ptr, (uint32_t)(nb < AMK_VM_PREFETCH_BYTES ? nb : AMK_VM_PREFETCH_BYTES));
-        if (gi->op == AMK_OP_RMSNORM_GEMV) {
-            amk_vm_prefetch_rows(gi, bufs, 2, AMK_VM_PREFETCH_BYTES);
-        } else {
-            amk_vm_prefetch_rows(gi, bufs, 2, AMK_VM_PREFETCH_BYTES / 2);
-            amk_vm_prefetch_rows(gi, bufs, 3, AMK_VM_PREFETCH_BYTES / 2);
-        }
-    }
+/* The prefetcher (one thread, not thread 0), while thread 0 waits for the instruction's counters:
+   the L2 prefetches the host computed for it (amk__cuda_prefetches: a GEMV-family tile's first
+   AMK_VM_PREFETCH_BYTES of weight rows, and a fused tile's norm weight), read from the look-ahead
+   copy in shared memory, or for a queue's first entry from the instruction. why from the host:
+   the device worked them out from the instruction and the buffer table, three dependent L2 round
+   trips on a thread the block's barrier waits for; when the wait was met at once (the SM that
+   finished a phase last) the block started late by that much. why not thread 0: it only polls
+   (bench/RESULTS.md run 32). */
+static __device__ __forceinline__ void amk_vm_prefetch(const uint64_t *addr, const uint32_t *bytes) {
+#pragma unroll
+    for (int f = 0; f < AMK_VM_PREFETCHES; f++)
+        if (bytes[f]) amk_ptx_prefetch_l2_bulk((const void *)addr[f], bytes[f]);
 }
 
 /* Threads t of nt (all but thread 0): copy instruction gi and its buffer descriptors into c. */
@@ -220,7 +181,8 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
         } else {
             amk_vm_load_ctx(c, gi, bufs, tid - 1, nt - 1 - AMK_VM_LOOKAHEAD);
             /* why thread 32: outside warp 0, whose thread 0 polls (thread 1 in a one-warp block) */
-            if (tid == (nt > 32 ? 32 : 1)) amk_vm_prefetch(gi, bufs);
+            if (tid == (nt > 32 ? 32 : 1))
+                amk_vm_prefetch(nx ? nx->prefetch_addr : gi->prefetch_addr, nx ? nx->prefetch_bytes : gi->prefetch_bytes);
         }
         __syncthreads();
         if (!go) break; /* aborted: every block leaves promptly */

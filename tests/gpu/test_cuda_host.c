@@ -11,6 +11,7 @@
 #endif
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include "../../amk.h"
 #include "../amk_test.h"
 
@@ -203,6 +204,47 @@ static void test_smem_want(void) {
     amk_program_free(p);
 }
 
+/* The L2 prefetches the host puts in an instruction: a GEMV tile's first AMK_VM_PREFETCH_BYTES of
+   weight rows (16-byte aligned, never past the buffer), a fused tile's norm weight, SWIGLU's gate
+   and up rows sharing the budget, nothing for a tile under AMK_VM_PREFETCH_MIN_ELEMS elements or
+   an activation used as W. */
+static void test_prefetches(void) {
+    amk_buffer_t bt[5];
+    amk_instruction_t in;
+    memset(bt, 0, sizeof bt);
+    bt[0].ptr = 0x100000; bt[0].numel = 2048; bt[0].dtype = AMK_DTYPE_F32; bt[0].kind = AMK_KIND_ACTIVATION; /* x */
+    bt[1].ptr = 0x200000; bt[1].numel = 2048; bt[1].dtype = AMK_DTYPE_F32; bt[1].kind = AMK_KIND_WEIGHT;     /* norm */
+    bt[2].ptr = 0x300000; bt[2].numel = 8192LL * 2048; bt[2].dtype = AMK_DTYPE_BF16; bt[2].kind = AMK_KIND_WEIGHT;
+    bt[3].ptr = 0x900000000ULL; bt[3].numel = 8192LL * 2048; bt[3].dtype = AMK_DTYPE_BF16; bt[3].kind = AMK_KIND_WEIGHT;
+    bt[4] = bt[2]; bt[4].kind = AMK_KIND_ACTIVATION;
+    memset(&in, 0, sizeof in);
+    in.op = AMK_OP_GEMV_TILE; in.n_inputs = 2; in.inputs[0] = 0; in.inputs[1] = 2;
+    in.params.K = 2048; in.params.n_off = 63; in.params.N_tile = 63;
+    amk__cuda_prefetches(bt, 5, &in);
+    CHECK(in.prefetch_addr[0] == 0x300000 + 63ULL * 2048 * 2 && in.prefetch_bytes[0] == AMK_VM_PREFETCH_BYTES);
+    CHECK(in.prefetch_bytes[1] == 0 && in.prefetch_bytes[2] == 0);
+    in.params.n_off = 8192 - 3; in.params.N_tile = 3; /* the last rows: 12 KB, to the buffer's end */
+    in.params.K = 2048;
+    amk__cuda_prefetches(bt, 5, &in);
+    CHECK(in.prefetch_bytes[0] == 0); /* 3 x 2048 elements: under AMK_VM_PREFETCH_MIN_ELEMS */
+    in.params.N_tile = 16; in.params.n_off = 8192 - 16;
+    amk__cuda_prefetches(bt, 5, &in);
+    CHECK(in.prefetch_addr[0] == 0x300000 + (8192ULL - 16) * 2048 * 2 && in.prefetch_bytes[0] == 16 * 2048 * 2);
+    in.inputs[1] = 4; /* an activation as W: it may be written during the launch */
+    amk__cuda_prefetches(bt, 5, &in);
+    CHECK(in.prefetch_bytes[0] == 0);
+    memset(&in, 0, sizeof in); /* RMSNORM_SWIGLU: norm weight, then gate and up share the budget */
+    in.op = AMK_OP_RMSNORM_SWIGLU; in.n_inputs = 4; in.inputs[0] = 0; in.inputs[1] = 1; in.inputs[2] = 2; in.inputs[3] = 3;
+    in.params.K = 2048; in.params.n_off = 62; in.params.N_tile = 62;
+    amk__cuda_prefetches(bt, 5, &in);
+    CHECK(in.prefetch_addr[0] == 0x200000 && in.prefetch_bytes[0] == 2048 * 4);
+    CHECK(in.prefetch_addr[1] == 0x300000 + 62ULL * 4096 && in.prefetch_bytes[1] == AMK_VM_PREFETCH_BYTES / 2);
+    CHECK(in.prefetch_addr[2] == 0x900000000ULL + 62ULL * 4096 && in.prefetch_bytes[2] == AMK_VM_PREFETCH_BYTES / 2);
+    in.op = AMK_OP_COPY; /* nothing for other opcodes */
+    amk__cuda_prefetches(bt, 5, &in);
+    CHECK(in.prefetch_bytes[0] == 0 && in.prefetch_bytes[1] == 0 && in.prefetch_bytes[2] == 0);
+}
+
 int main(void) {
     RUN(test_no_driver);
     RUN(test_library_without_cuda_symbols);
@@ -212,5 +254,6 @@ int main(void) {
     RUN(test_service_null_arguments);
     RUN(test_vm_layouts);
     RUN(test_smem_want);
+    RUN(test_prefetches);
     TEST_SUMMARY();
 }
