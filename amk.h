@@ -842,8 +842,11 @@ AMK_API void amk_cuda_free(amk_cuda *c);
 
 /* ==== >>llama ======================================================================================= */
 /* How the decode step is built. */
+/* KV cache rows a decode step gets when the caller does not say (at most the model's context). */
+#define AMK_LLAMA_DEFAULT_MAX_SEQ 4096
+
 typedef struct amk_llama_build_opts {
-    int max_seq;      /* KV cache rows (the longest context); 0 = min(config max_pos, 4096) */
+    int max_seq;      /* KV cache rows (the longest context); 0 = min(config max_pos, AMK_LLAMA_DEFAULT_MAX_SEQ) */
     int weight_dtype; /* dtype of the matrices and the embedding: F32 (default), BF16 or F16 */
     int act_dtype;    /* activations and KV cache: F32 (default), BF16 or F16 */
     int num_sms;      /* tiles are sized so each of this many SMs moves the same weight bytes */
@@ -11416,6 +11419,22 @@ AMK__FN void amk__cuda_leave(amk_cuda *c) {
 
 /* ---- checking a program for the device ---------------------------------------------------------- */
 
+/* The least dynamic shared memory task t runs with (0: it stages nothing): a GEMV-family tile one
+   staged row of x, + the tile and its RoPE cos/sin (amk_op_norm_gemv); decode attention one chunk
+   of 32 rows at 4 bytes an element; ATTENTION_TILE a head of q a warp. */
+AMK__FN int64_t amk__cuda_smem_least(const amk_task *t, int threads) {
+    const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
+    switch (t->op) {
+    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_SWIGLU: return 4 * K;
+    case AMK_OP_RMSNORM_GEMV:
+        return 4 * (K + ((uint32_t)amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE ? 2 * amk__param_i(t, "N_tile", 0) : 0));
+    case AMK_OP_ATTENTION_DECODE:
+        return AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, 4), AMK_ATTN_KEY_GROUPS(hd, threads), 32);
+    case AMK_OP_ATTENTION_TILE: return (int64_t)(threads / 32) * hd * 4;
+    default: return 0;
+    }
+}
+
 /* What the device code relies on for memory safety, checked for every task whatever validate
    said: ids in range, ABI caps, SMs assigned, the op's shapes (amk__op_check). threads and smem
    (0 before the device is known) add the VM's own limits. */
@@ -11453,19 +11472,13 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
     }
     if (smem > 0) {
         const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
-        const int rope = t->op == AMK_OP_RMSNORM_GEMV && ((uint32_t)amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE);
-        /* one staged row, + the tile and its RoPE cos/sin (amk_op_norm_gemv) */
-        const int64_t need = 4 * (K + (rope ? 2 * amk__param_i(t, "N_tile", 0) : 0));
-        const int64_t attn = t->op == AMK_OP_ATTENTION_DECODE /* one chunk of 32 rows, 4 bytes an element */
-                                 ? AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, 4),
-                                                        AMK_ATTN_KEY_GROUPS(hd, threads), 32)
-                                 : (int64_t)(threads / 32) * hd * 4;
+        const int64_t need = amk__cuda_smem_least(t, threads);
         if ((t->op == AMK_OP_GEMV_TILE || t->op == AMK_OP_GEMM_TILE || t->op == AMK_OP_RMSNORM_GEMV ||
              t->op == AMK_OP_RMSNORM_SWIGLU) && need > smem)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: K = %lld needs %lld bytes of shared memory, the VM has %lld",
                              ti, (long long)K, (long long)need, (long long)smem);
         if ((t->op == AMK_OP_ATTENTION_TILE || t->op == AMK_OP_ATTENTION_DECODE) &&
-            (hd > AMK__VM_ATTN_MAX_HEAD_DIM || attn > smem))
+            (hd > AMK__VM_ATTN_MAX_HEAD_DIM || need > smem))
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: head_dim %lld is above the VM's %d or its q staging "
                              "exceeds %lld bytes of shared memory", ti, (long long)hd, AMK__VM_ATTN_MAX_HEAD_DIM, (long long)smem);
     }
@@ -11473,19 +11486,20 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
     return AMK_OK;
 }
 
-/* The dynamic shared memory task t would like (its fastest path; the device ops adapt to less, down
-   to what amk__cuda_check_task requires). why not always the opt-in maximum: shared memory and
-   L1 share one 256 KB array a SM, so every byte asked for leaves less L1; with this rule the decode
-   step at context 128 ran 1.5% (Llama-3-8B) and 1.2% (Llama-3.2-1B) faster than with the L1 at 28 KB
-   (bench/RESULTS.md runs 81-82). */
 /* Input i of task t, or NULL when t has no such input or its id is not a buffer (a program
    created unchecked; amk__cuda_check_task reports it). */
 AMK__FN const amk_buffer *amk__cuda_input(const amk_program *p, const amk_task *t, int i) {
     return i < t->n_inputs && t->inputs[i] >= 0 && t->inputs[i] < p->n_buffers ? &p->buffers[t->inputs[i]] : NULL;
 }
 
+/* The dynamic shared memory task t would like: its fastest path, never less than
+   amk__cuda_smem_least (the device ops adapt to anything in between). why not always the opt-in
+   maximum: shared memory and L1 share one 256 KB array a SM, so every byte asked for leaves less
+   L1 (the driver picks the configuration; the L1 size is not read back); with this rule the
+   decode step at context 128 ran 1.5% (Llama-3-8B) and 1.2% (Llama-3.2-1B) faster than with the
+   maximum (bench/RESULTS.md runs 81-82). */
 AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int threads) {
-    const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
+    const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0), least = amk__cuda_smem_least(t, threads);
     switch (t->op) {
     case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: {
         /* the tensor-core path (tiles of AMK_MMA_MIN_ROWS rows and more) wants its full ring */
@@ -11495,28 +11509,22 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         if (M >= AMK_MMA_MIN_ROWS && x && W) /* + an x split in two, as in amk_mma_stages */
             return (x->dtype == W->dtype ? 0 : 2 * AMK_MMA_TILE) +
                    AMK_MMA_STAGES * AMK_MMA_STAGE_BYTES(x->dtype == AMK_DTYPE_F32 ? 4 : 2, threads / 128);
-        return 4 * K; /* one staged row of x */
-    }
-    case AMK_OP_RMSNORM_GEMV: case AMK_OP_RMSNORM_SWIGLU: {
-        const int rope = t->op == AMK_OP_RMSNORM_GEMV && ((uint32_t)amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE);
-        return 4 * (K + (rope ? 2 * amk__param_i(t, "N_tile", 0) : 0));
+        return least;
     }
     case AMK_OP_ATTENTION_DECODE: { /* one chunk for the task's whole key range, up to 512 rows */
         const amk_buffer *kc = amk__cuda_input(p, t, 1), *vc = amk__cuda_input(p, t, 2);
         const int dt = kc && vc ? kc->dtype : -1;
         const int64_t e = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
         const int64_t esz = e && vc->dtype == dt && (hd * e) % 16 == 0 ? e : 4; /* the device's staging format */
-        int64_t C = (amk__param_i(t, "kv_len", 0) + 31) / 32 * 32;
+        int64_t C = (amk__param_i(t, "kv_len", 0) + 31) / 32 * 32, w;
         if (C > 512) C = 512;
         if (C < 32) C = 32;
-        const int64_t w = AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, esz), AMK_ATTN_KEY_GROUPS(hd, threads), C);
-        const int64_t least = AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, 4), AMK_ATTN_KEY_GROUPS(hd, threads), 32);
-        return w > least ? w : least; /* never below what amk__cuda_check_task asks */
+        w = AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, esz), AMK_ATTN_KEY_GROUPS(hd, threads), C);
+        return w > least ? w : least;
     }
-    case AMK_OP_ATTENTION_TILE: return (int64_t)(threads / 32) * hd * 4;
     case AMK_OP_ATTENTION_COMBINE: /* the heads' weights staged (else it recomputes them) */
         return amk__cuda_input(p, t, 0) && hd > 0 ? amk_buffer_numel(amk__cuda_input(p, t, 0)) / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
-    default: return 0;
+    default: return least;
     }
 }
 
@@ -11540,16 +11548,21 @@ AMK__FN void amk__cuda_instruction(const amk_task *t, amk_instruction_t *in) {
     amk_task_marshal_params(t, &in->params);
 }
 
+/* Input slot wi of instruction in in the device's buffer table bt, when it is a read-only kind
+   (WEIGHT or CONST: nothing writes it during a launch, so L2 may hold it early); else NULL. */
+AMK__FN const amk_buffer_t *amk__cuda_readonly_input(const amk_buffer_t *bt, int n_buffers,
+                                                     const amk_instruction_t *in, int wi) {
+    const amk_buffer_t *b = wi < in->n_inputs && in->inputs[wi] >= 0 && in->inputs[wi] < n_buffers ? &bt[in->inputs[wi]] : NULL;
+    return b && (b->kind == AMK_KIND_WEIGHT || b->kind == AMK_KIND_CONST) ? b : NULL;
+}
+
 /* L2 prefetch range f of instruction in: the first `budget` bytes of the rows [n_off, n_off +
-   N_tile) of the [N, K] weight in input slot wi (bt: the device's buffer table), when it is a
-   read-only kind; 16-byte aligned, never past the buffer. */
+   N_tile) of the read-only [N, K] weight in input slot wi; 16-byte aligned, never past the buffer. */
 AMK__FN void amk__cuda_prefetch_rows(const amk_buffer_t *bt, int n_buffers, amk_instruction_t *in, int f, int wi,
                                      uint64_t budget) {
-    const amk_buffer_t *W;
+    const amk_buffer_t *W = amk__cuda_readonly_input(bt, n_buffers, in, wi);
     uint64_t bits, start, end, limit;
-    if (in->n_inputs <= wi || in->inputs[wi] < 0 || in->inputs[wi] >= n_buffers) return;
-    W = &bt[in->inputs[wi]];
-    if (W->kind != AMK_KIND_WEIGHT && W->kind != AMK_KIND_CONST) return;
+    if (!W) return;
     bits = W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_I32 ? 32 : W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16 ? 16
          : W->dtype == AMK_DTYPE_I4 || in->params.qdtype == AMK_DTYPE_I4 ? 4 : 8; /* I4 packed in I4 or U8 */
     if (in->params.n_off < 0 || in->params.N_tile < 1 || in->params.K < 1) return;
@@ -11576,13 +11589,11 @@ AMK__FN void amk__cuda_prefetches(const amk_buffer_t *bt, int n_buffers, amk_ins
     if (in->op == AMK_OP_GEMV_TILE || in->op == AMK_OP_GEMM_TILE) {
         amk__cuda_prefetch_rows(bt, n_buffers, in, 0, 1, AMK_VM_PREFETCH_BYTES);
     } else if (in->op == AMK_OP_RMSNORM_GEMV || in->op == AMK_OP_RMSNORM_SWIGLU) {
-        if (in->n_inputs > 1 && in->inputs[1] >= 0 && in->inputs[1] < n_buffers) { /* the norm weight: K floats, staged first */
-            const amk_buffer_t *nw = &bt[in->inputs[1]];
-            const uint64_t nb = (uint64_t)nw->numel * 4u & ~(uint64_t)15;
-            if ((nw->kind == AMK_KIND_WEIGHT || nw->kind == AMK_KIND_CONST) && nw->dtype == AMK_DTYPE_F32 && nb) {
-                in->prefetch_addr[0] = nw->ptr;
-                in->prefetch_bytes[0] = (uint32_t)(nb < AMK_VM_PREFETCH_BYTES ? nb : AMK_VM_PREFETCH_BYTES);
-            }
+        const amk_buffer_t *nw = amk__cuda_readonly_input(bt, n_buffers, in, 1); /* the norm weight: K floats, staged first */
+        const uint64_t nb = nw ? (uint64_t)nw->numel * 4u & ~(uint64_t)15 : 0;
+        if (nw && nw->dtype == AMK_DTYPE_F32 && nb) {
+            in->prefetch_addr[0] = nw->ptr;
+            in->prefetch_bytes[0] = (uint32_t)(nb < AMK_VM_PREFETCH_BYTES ? nb : AMK_VM_PREFETCH_BYTES);
         }
         if (in->op == AMK_OP_RMSNORM_GEMV) {
             amk__cuda_prefetch_rows(bt, n_buffers, in, 1, 2, AMK_VM_PREFETCH_BYTES);
@@ -12726,7 +12737,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         return amk__fail(d, AMK_ERR_INVALID_ARG,
                          "llama build: bad shape (layers %d hidden %d ffn %d heads %d/%d head_dim %d vocab %d)",
                          L, H, I, NH, NKV, HD, V);
-    max_seq = b.o.max_seq > 0 ? b.o.max_seq : (c->max_pos > 0 && c->max_pos < 4096 ? c->max_pos : 4096);
+    max_seq = b.o.max_seq > 0 ? b.o.max_seq
+            : (c->max_pos > 0 && c->max_pos < AMK_LLAMA_DEFAULT_MAX_SEQ ? c->max_pos : AMK_LLAMA_DEFAULT_MAX_SEQ);
     /* why: the device's ATTENTION_DECODE loads a chunk of up to 512 rows in one round trip, so
        a split of 512 rows costs about what a split of 16 does, while a split needs a COMBINE
        step (a whole dependent step a layer). So one split per 512 rows; COMBINE takes <= 8. */
@@ -13065,8 +13077,8 @@ AMK__FN int amk__mass_prefix(const int *h, const float *p, int k, double thr, do
     return i;
 }
 
-/* why no full sort: sorting a 49152-128256 vocabulary every token cost ~5-9 ms a token (SmolLM2
-   at ~100 tok/s, bench/RESULTS.md run 73). Without top-k/top-p the draw walks the probabilities
+/* why no full sort: sorting SmolLM2's 49152 logits every token cost 5.2 ms a draw (sampled
+   generation at ~100 tok/s, bench/RESULTS.md run 73). Without top-k/top-p the draw walks the probabilities
    in vocabulary order, O(n); top-k takes the k best logits with a k-heap, O(n log k), and exp()
    of those only; top-p alone first tries the best 256 (a peaked distribution stops there), else
    pops a heap of the whole vocabulary until the kept mass reaches p, O(n + kept log n). Each

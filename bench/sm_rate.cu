@@ -203,22 +203,15 @@ int main(void) {
                 double agg = 0;
                 const size_t smem = c.mode ? (size_t)c.chunk * c.stages : 0;
                 for (int rep = 0; rep < 6; rep++) { /* rep 0 warms up; 1-5 are timed */
-                    cudaEvent_t e0, e1;
-                    float ms;
                     std::vector<uint64_t> h(2 * blocks);
-                    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-                    CK(cudaEventRecord(e0));
                     if (c.mode >= 10)
                         k_gemv<<<blocks, 512>>>(buf + (where ? (uint64_t)rep * (big / 8) : 0), per_block, c.mode - 10, times,
                                                 (float *)sink);
                     else
                         k_stream<<<blocks, 512, smem>>>(buf + (where ? (uint64_t)rep * (big / 8) : 0), per_block, c.mode,
                                                         c.chunk, c.stages, times, sink);
-                    CK(cudaEventRecord(e1));
-                    CK(cudaEventSynchronize(e1));
                     CK(cudaGetLastError());
-                    CK(cudaEventElapsedTime(&ms, e0, e1));
-                    CK(cudaMemcpy(h.data(), times, 2 * blocks * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+                    CK(cudaMemcpy(h.data(), times, 2 * blocks * sizeof(uint64_t), cudaMemcpyDeviceToHost)); /* waits */
                     if (rep == 0) continue; /* warm-up (and, for L2, the fill) */
                     std::vector<double> g;
                     uint64_t first = ~0ull, last = 0;
@@ -230,7 +223,6 @@ int main(void) {
                     std::sort(g.begin(), g.end());
                     med.push_back(g[g.size() / 2]);
                     agg += (double)per_block * blocks / (double)(last - first) / 5.0;
-                    cudaEventDestroy(e0); cudaEventDestroy(e1);
                 }
                 std::sort(med.begin(), med.end());
                 printf("| %s | %s | %d | %llu KB | %.1f | %.0f |\n", c.name, where ? "HBM" : "L2", blocks,

@@ -757,9 +757,9 @@ static int cli_prompt_ids(const amk_tokenizer *tok, int chat, const char *sys, c
 }
 
 /* Without --ctx: the KV cache rows for the prompt plus n_new tokens (at most the model's context
-   and 4096), so a short generation runs the one-split step instead of a 4096-row one; 0 (the
-   builder's default) when the model or its tokenizer cannot be read here (amk_llm_open then
-   reports it) or the text does not fit. The prompt's ids go to *ids and *n (NULL and -1 when it
+   and AMK_LLAMA_DEFAULT_MAX_SEQ), so a short generation runs the one-split step instead of the
+   default's 4096-row one; 0 (the builder's default) when the model or its tokenizer cannot be
+   read here (amk_llm_open then reports it) or the text does not fit. The prompt's ids go to *ids and *n (NULL and -1 when it
    could not be encoded here): the same tokenizer as amk_llm_open's, so they are used as they are. */
 static int cli_fit_ctx(const char *model, int chat, const char *sys, const char *prompt, int n_new, int **ids,
                        int *n) {
@@ -775,7 +775,7 @@ static int cli_fit_ctx(const char *model, int chat, const char *sys, const char 
     amk_tokenizer_free(tok);
     amk_model_close(mdl);
     need = (int64_t)*n + n_new;
-    if (*n < 1 || need > 4096 || (max_pos > 0 && need > max_pos)) return 0;
+    if (*n < 1 || need > AMK_LLAMA_DEFAULT_MAX_SEQ || (max_pos > 0 && need > max_pos)) return 0;
     return (int)need;
 }
 

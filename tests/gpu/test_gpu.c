@@ -321,30 +321,25 @@ typedef struct gemv_spec {
 } gemv_spec;
 
 static void gemv_case(const char *tag, gemv_spec c) {
-    const amk_opcode op = c.op;
-    const amk_dtype xt = c.xt, wt = c.wt, ot = c.ot, st = c.st;
-    const int64_t M = c.M, N = c.N, K = c.K, n_off = c.n_off, N_tile = c.N_tile, group = c.group;
-    const int64_t m_off = c.m_off, M_tile = c.M_tile;
-    const int bias = c.bias, quant = c.quant, zeros = c.zeros, threads = c.threads;
     amk_program *p = prog_new(3);
     int in[4], ni = 2, y, t;
-    in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, M, K, 0);
-    in[1] = wt == AMK_DTYPE_U8 ? buf(p, "W", AMK_KIND_WEIGHT, wt, 2, N, K / 2, 0)
-                               : buf(p, "W", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
-    if (quant) {
-        in[ni++] = buf(p, "scales", AMK_KIND_WEIGHT, st, 2, N, K / group, 0);
-        if (zeros) in[ni++] = buf(p, "zeros", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, N, K / group, 0);
-    } else if (bias) {
-        in[ni++] = buf(p, "bias", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, N, 0, 0);
+    in[0] = buf(p, "x", AMK_KIND_IO_INPUT, c.xt, 2, c.M, c.K, 0);
+    in[1] = c.wt == AMK_DTYPE_U8 ? buf(p, "W", AMK_KIND_WEIGHT, c.wt, 2, c.N, c.K / 2, 0)
+                                 : buf(p, "W", AMK_KIND_WEIGHT, c.wt, 2, c.N, c.K, 0);
+    if (c.quant) {
+        in[ni++] = buf(p, "scales", AMK_KIND_WEIGHT, c.st, 2, c.N, c.K / c.group, 0);
+        if (c.zeros) in[ni++] = buf(p, "zeros", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, c.N, c.K / c.group, 0);
+    } else if (c.bias) {
+        in[ni++] = buf(p, "bias", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, c.N, 0, 0);
     }
-    y = buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, M, N, 0);
-    t = task(p, op, in, ni, y, amk_program_add_counter(p, ""), 2);
-    seti(p, t, "K", K);
-    seti(p, t, "n_off", n_off);
-    seti(p, t, "N_tile", N_tile);
-    if (op == AMK_OP_GEMM_TILE) { seti(p, t, "m_off", m_off); seti(p, t, "M_tile", M_tile); }
-    if (quant) { seti(p, t, "qdtype", quant); seti(p, t, "group", group); }
-    if (threads) p->config.threads_per_block = threads;
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, c.ot, 2, c.M, c.N, 0);
+    t = task(p, c.op, in, ni, y, amk_program_add_counter(p, ""), 2);
+    seti(p, t, "K", c.K);
+    seti(p, t, "n_off", c.n_off);
+    seti(p, t, "N_tile", c.N_tile);
+    if (c.op == AMK_OP_GEMM_TILE) { seti(p, t, "m_off", c.m_off); seti(p, t, "M_tile", c.M_tile); }
+    if (c.quant) { seti(p, t, "qdtype", c.quant); seti(p, t, "group", c.group); }
+    if (c.threads) p->config.threads_per_block = c.threads;
     check_program(p, tag, 1.0f, -1, -1);
 }
 
