@@ -199,6 +199,17 @@ typedef struct amk_program_t {
 #define AMK_ATTN_DECODE_PER_ROW(rowb) (4 * (int64_t)AMK_ATTN_GH + 2 * (int64_t)(rowb))
 #define AMK_ATTN_DECODE_SMEM(hd, rowb, kg, C) \
     (AMK_ATTN_DECODE_FIXED(hd, kg) + (int64_t)(C) * AMK_ATTN_DECODE_PER_ROW(rowb))
+/* ATTENTION_DECODE on the tensor cores (q, K and V BF16, head_dim a multiple of 16 up to 256;
+   amk_attn_decode_mma): R = min(query heads a kv head, AMK_ATTN_MMA_ROWS) heads a pass. Shared
+   memory: [q: 16 rows][K, V: C rows] of AMK_ATTN_ROW_BYTES(hd, 2), then F32 [running sums: R*hd]
+   [running m, l: 2 x R x 2][per 16-key group: sums G*R*hd][m, l: G*R*2], G = C / 16. */
+#define AMK_ATTN_MMA_ROWS 16 /* the mma's M: query heads a pass */
+#ifndef AMK_ATTN_SPEC_ROWS
+#define AMK_ATTN_SPEC_ROWS 256 /* windows up to this many rows are requested before the position */
+#endif
+#define AMK_ATTN_MMA_FIXED(hd) (16 * AMK_ATTN_ROW_BYTES(hd, 2) + 4 * (int64_t)AMK_ATTN_MMA_ROWS * ((hd) + 4))
+#define AMK_ATTN_MMA_PER16(hd, R) (32 * AMK_ATTN_ROW_BYTES(hd, 2) + 4 * (int64_t)(R) * ((hd) + 2))
+#define AMK_ATTN_MMA_SMEM(hd, R, C) (AMK_ATTN_MMA_FIXED(hd) + (int64_t)((C) / 16) * AMK_ATTN_MMA_PER16(hd, R))
 /* The tensor-core GEMM path (amk_gemm_mma in amk_ops.cuh): from how many rows, its K chunk and
    ring depth, and the shared memory a stage takes; the host sizes the launch's shared memory from
    these (amk__cuda_smem_want). */

@@ -188,6 +188,31 @@ static __device__ __forceinline__ int amk_ntid(void) {
     return (int)r;
 }
 
+/* why: decode attention's scores and p.V on the tensor cores (warp-level, so a warp works on its
+   keys with no block barrier): four 8x8 b16 matrices from shared memory, thread i giving the
+   address of row i % 8 of matrix i / 8; .trans hands out the transposes. 16-byte aligned rows.
+   sm_75+. */
+static __device__ __forceinline__ void amk_ptx_ldmatrix_x4(uint32_t *r, const void *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((uint32_t)__cvta_generic_to_shared(row)) : "memory");
+}
+static __device__ __forceinline__ void amk_ptx_ldmatrix_x4_trans(uint32_t *r, const void *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((uint32_t)__cvta_generic_to_shared(row)) : "memory");
+}
+
+/* d[16 x 8] += A[16 x 16] . B[16 x 8], bf16 operands, f32 accumulators (PTX ISA "matrix fragments
+   for mma.m16n8k16"): with g = lane / 4, t = lane % 4, a[0] holds A(g, 2t..2t+1), a[1] A(g+8, ..),
+   a[2] A(g, 2t+8..), a[3] A(g+8, 2t+8..); b0 B(2t..2t+1, g), b1 B(2t+8.., g); d[0..1] D(g,
+   2t..2t+1), d[2..3] D(g+8, ..). The lower half of a register is the lower column (row of B).
+   sm_80+. */
+static __device__ __forceinline__ void amk_ptx_mma_bf16_16816(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 /* why: ops size their shared-memory staging by what the launch actually gave. sm_20+ (PTX 4.1). */
 static __device__ __forceinline__ uint32_t amk_ptx_dynamic_smem_size(void) {
     uint32_t r;
@@ -1194,7 +1219,238 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
         } \
     } } while (0)
 
+/* ATTENTION_DECODE on the tensor cores: K and V rows [c0, c0 + nload) of kv head g into ks, vs
+   (AMK_ATTN_ROW_BYTES(hd, 2) a row) by cp.async, and rows [nload, n16) zeroed. Thread tid owns
+   the pieces v = tid, tid + NT, ... of 2 * n16 * hd / 8 (amk_attn_mma_zero_v walks the same). */
+static __device__ __forceinline__ void amk_attn_mma_load(unsigned char *ks, unsigned char *vs, const amk_buffer_t *kc,
+                                                         const amk_buffer_t *vc, int64_t c0, int nload, int n16, int g,
+                                                         int nkv, int hd, int64_t rowb, int tid, int NT) {
+    const int nvec = hd / 8, per = n16 * nvec;
+    for (int v = tid; v < 2 * per; v += NT) {
+        const int isv = v >= per, r = v - isv * per, row = r / nvec, col = r - row * nvec;
+        unsigned char *dst = (isv ? vs : ks) + row * rowb + col * 16;
+        if (row < nload)
+            amk_ptx_cp_async_16(dst, (const char *)(isv ? vc->ptr : kc->ptr) + (((c0 + row) * nkv + g) * hd) * 2 + col * 16);
+        else
+            *(uint4 *)dst = make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
+/* After the thread's copies landed: V rows [n, nload) loaded past the position are zeroed (a
+   masked key's p is 0, and 0 times a stale row's NaN would not be). */
+static __device__ __forceinline__ void amk_attn_mma_zero_v(unsigned char *vs, int n, int nload, int n16, int hd,
+                                                           int64_t rowb, int tid, int NT) {
+    const int nvec = hd / 8, per = n16 * nvec;
+    int v = tid;
+    if (v < per) v += (per - v + NT - 1) / NT * NT; /* the thread's first V piece */
+    for (; v < 2 * per; v += NT) {
+        const int row = (v - per) / nvec, col = (v - per) - row * nvec;
+        if (row >= n && row < nload) *(uint4 *)(vs + row * rowb + col * 16) = make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
+/* Query heads [h0, h0 + gh) into the 16 bf16 rows of qs (rows gh.. zero). */
+static __device__ __forceinline__ void amk_attn_mma_stage_q(unsigned char *qs, const amk_buffer_t *q, int64_t h0, int gh,
+                                                            int hd, int64_t rowb, int tid, int NT) {
+    for (int i = tid; i < AMK_ATTN_MMA_ROWS * hd; i += NT) {
+        const int h = i / hd, e = i - h * hd;
+        ((uint16_t *)(qs + h * rowb))[e] = h < gh ? ((const uint16_t *)q->ptr)[(h0 + h) * hd + e] : (uint16_t)0;
+    }
+}
+
+/* ATTENTION_DECODE with q, K and V in BF16 and head_dim a multiple of 16: returns 0 (nothing
+   done) for any other task, or when shared memory holds fewer than 16 rows; the CUDA-core path
+   below then runs it. why: the CUDA-core path's scores, softmax and p.V are three block-wide
+   steps, each reading q or the scores from shared memory per key: ~3.6 us of Llama-3.2-1B's 6.3
+   us attention task at 129 keys (bench/RESULTS.md run 102); here the task takes 5.3 us, the step
+   1B -0.8%, SmolLM2 -2.2%, 8B -0.3% (run 108). A warp takes 16 keys at a time
+   (groups gi = warp, warp + warps, ...): scores = q . K^T on the tensor cores (16 query-head rows,
+   the rows past the pass's heads zero), its softmax over the 16 keys in registers (m, l), p . V
+   on the tensor cores with p split into three bf16 terms (hi + mid + lo: ~24 bits, so the sums
+   keep F32 accuracy), the group's sums and m, l to shared memory; then one thread an output
+   (head, dim) combines the groups (and the running sums of earlier chunks). The window's K and V
+   rows are requested with q and the position when the window fits one chunk. */
+AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
+    const int hd = P->head_dim, grp = P->n_heads / P->n_kv_heads, nkv = P->n_kv_heads;
+    const int R = grp < AMK_ATTN_MMA_ROWS ? grp : AMK_ATTN_MMA_ROWS;
+    const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, 2), dyn = amk_ptx_dynamic_smem_size();
+    const int partial = (P->flags & AMK_ATTN_FLAG_PARTIAL) != 0;
+    int64_t C, r0 = P->kv_start, r1 = (int64_t)P->kv_start + P->kv_len, loaded = -1, pos;
+    int lo_n = 0, lo_n16 = 0; /* the staged rows: copied, and the pieces' extent */
+    if (q->dtype != AMK_DTYPE_BF16 || kc->dtype != AMK_DTYPE_BF16 || vc->dtype != AMK_DTYPE_BF16 || hd % 16 != 0 ||
+        hd > 256 || R < 1)
+        return 0;
+    C = dyn > AMK_ATTN_MMA_FIXED(hd) ? (dyn - AMK_ATTN_MMA_FIXED(hd)) / AMK_ATTN_MMA_PER16(hd, R) * 16 : 0;
+    if (C > 512) C = 512;
+    if ((r1 - r0 + 15) / 16 * 16 < C) C = (r1 - r0 + 15) / 16 * 16;
+    if (C < 16) return 0;
+    {
+        const int tid = amk_tid(), NT = amk_ntid();
+        unsigned char *qs = (unsigned char *)smem, *ks = qs + 16 * rowb, *vs = ks + C * rowb;
+        float *racc = (float *)(vs + C * rowb), *rml = racc + R * hd, *pacc = rml + 4 * R, *pml = pacc + (C / 16) * R * hd;
+        pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
+        /* why before the position is known: q, the position and (a window of one chunk, at most
+           AMK_ATTN_SPEC_ROWS) its K and V rows then cost one round trip, not two: 1B -0.4% at
+           context 128; rows past the position are loaded for nothing, which cost 0.5% at
+           position 100 of a 4096-row cache with 512-row windows (bench/RESULTS.md run 108) */
+        amk_attn_mma_stage_q(qs, q, (int64_t)P->n_off * grp, R, hd, rowb, tid, NT);
+        if (r1 - r0 <= C && P->kv_len > 0 && P->kv_len <= AMK_ATTN_SPEC_ROWS) {
+            lo_n = (int)(r1 - r0);
+            lo_n16 = (lo_n + 15) / 16 * 16;
+            amk_attn_mma_load(ks, vs, kc, vc, r0, lo_n, lo_n16, P->n_off, nkv, hd, rowb, tid, NT);
+            loaded = r0 * nkv + P->n_off;
+        }
+        if (pos < 0) { /* uniform: every thread read the same position */
+            amk_ptx_cp_async_wait_all(); /* why: no copy may land in the next task's shared memory */
+            if (tid == 0) amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos);
+            return 1;
+        }
+        if (pos + 1 < r1) r1 = pos + 1;
+        for (int g = P->n_off; g < P->n_off + P->N_tile; g++) {
+            for (int hp = 0; hp < grp; hp += R) {
+                const int gh = grp - hp < R ? grp - hp : R;
+                const int64_t h0 = (int64_t)g * grp + hp; /* the pass's first query head */
+                int par = 0;
+                if (g != P->n_off || hp != 0) amk_attn_mma_stage_q(qs, q, h0, gh, hd, rowb, tid, NT);
+                if (r1 <= r0) { /* an empty window (a split past the position): no keys */
+                    amk_ptx_cp_async_wait_all();
+                    for (int i = tid; i < gh * hd; i += NT) {
+                        const int h = i / hd, e = i - h * hd;
+                        if (partial) {
+                            float *po = (float *)o->ptr + (h0 + h) * (hd + 2); /* F32 (op_check) */
+                            po[e] = 0.0f;
+                            if (e == 0) { po[hd] = -INFINITY; po[hd + 1] = 0.0f; }
+                        } else {
+                            amk_store((void *)o->ptr, o->dtype, (h0 + h) * hd + e, 0.0f);
+                        }
+                    }
+                    __syncthreads(); /* why: q is restaged by the next pass */
+                    continue;
+                }
+                for (int64_t c0 = r0; c0 < r1; c0 += C, par ^= 1) {
+                    const int n = (int)(r1 - c0 < C ? r1 - c0 : C), G = (n + 15) / 16, last = c0 + C >= r1;
+                    const int lane = tid & 31;
+                    if (loaded != c0 * nkv + g) {
+                        lo_n = n;
+                        lo_n16 = G * 16;
+                        amk_attn_mma_load(ks, vs, kc, vc, c0, lo_n, lo_n16, g, nkv, hd, rowb, tid, NT);
+                        loaded = r1 - r0 <= C ? c0 * nkv + g : -1;
+                    }
+                    amk_ptx_cp_async_wait_all();
+                    if (n < lo_n) amk_attn_mma_zero_v(vs, n, lo_n, lo_n16, hd, rowb, tid, NT);
+                    __syncthreads(); /* K, V and q staged */
+                    for (int gi = tid >> 5; gi < G; gi += NT >> 5) {
+                        const int k0 = gi * 16, gr = lane >> 2, t4 = lane & 3, mj = lane >> 3, mr = lane & 7;
+                        float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+                        float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+                        uint32_t pa[3][4];
+                        for (int kk = 0; kk < hd; kk += 16) { /* scores: 16 heads x 16 keys */
+                            uint32_t a[4], b[4];
+                            amk_ptx_ldmatrix_x4(a, qs + (mr + 8 * (mj & 1)) * rowb + (kk + 8 * (mj >> 1)) * 2);
+                            amk_ptx_ldmatrix_x4(b, ks + (k0 + 8 * (mj >> 1) + mr) * rowb + (kk + 8 * (mj & 1)) * 2);
+                            amk_ptx_mma_bf16_16816(s[0], a, b[0], b[1]);
+                            amk_ptx_mma_bf16_16816(s[1], a, b[2], b[3]);
+                        }
+#pragma unroll
+                        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                            for (int i = 0; i < 4; i++) { /* keys past the window score -inf */
+                                s[nt][i] = k0 + 8 * nt + 2 * t4 + (i & 1) < n ? s[nt][i] * P->scale : -INFINITY;
+                                if (i < 2) m_lo = fmaxf(m_lo, s[nt][i]);
+                                else m_hi = fmaxf(m_hi, s[nt][i]);
+                            }
+                        m_lo = fmaxf(m_lo, __shfl_xor_sync(0xFFFFFFFFu, m_lo, 1));
+                        m_lo = fmaxf(m_lo, __shfl_xor_sync(0xFFFFFFFFu, m_lo, 2));
+                        m_hi = fmaxf(m_hi, __shfl_xor_sync(0xFFFFFFFFu, m_hi, 1));
+                        m_hi = fmaxf(m_hi, __shfl_xor_sync(0xFFFFFFFFu, m_hi, 2));
+#pragma unroll
+                        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                            for (int i = 0; i < 4; i++) { /* the group's first key is valid: m is finite */
+                                s[nt][i] = expf(s[nt][i] - (i < 2 ? m_lo : m_hi));
+                                if (i < 2) l_lo += s[nt][i];
+                                else l_hi += s[nt][i];
+                            }
+                        l_lo += __shfl_xor_sync(0xFFFFFFFFu, l_lo, 1);
+                        l_lo += __shfl_xor_sync(0xFFFFFFFFu, l_lo, 2);
+                        l_hi += __shfl_xor_sync(0xFFFFFFFFu, l_hi, 1);
+                        l_hi += __shfl_xor_sync(0xFFFFFFFFu, l_hi, 2);
+                        if (t4 == 0 && gr < gh) { pml[(gi * R + gr) * 2] = m_lo; pml[(gi * R + gr) * 2 + 1] = l_lo; }
+                        if (t4 == 0 && gr + 8 < gh) { pml[(gi * R + gr + 8) * 2] = m_hi; pml[(gi * R + gr + 8) * 2 + 1] = l_hi; }
+                        /* p as the A operand (its layout is the scores'): a[0] = keys 2t.. of row g
+                           (n-tile 0, c0 c1), a[1] row g + 8 (c2 c3), a[2], a[3] keys 8 + 2t.. (n-tile 1);
+                           three bf16 terms, each the rounding of what the ones before left */
+#pragma unroll
+                        for (int r = 0; r < 4; r++) {
+                            float x0 = s[r >> 1][2 * (r & 1)], x1 = s[r >> 1][2 * (r & 1) + 1];
+#pragma unroll
+                            for (int sp = 0; sp < 3; sp++) {
+                                const uint32_t u = amk_pack_bf16x2(x0, x1);
+                                pa[sp][r] = u;
+                                x0 -= __uint_as_float(u << 16);
+                                x1 -= __uint_as_float(u & 0xFFFF0000u);
+                            }
+                        }
+                        for (int d0 = 0; d0 < hd; d0 += 16) { /* p . V: 16 heads x 16 dims */
+                            uint32_t b[4];
+                            float o0[4], o1[4];
+                            amk_ptx_ldmatrix_x4_trans(b, vs + (k0 + 8 * (mj & 1) + mr) * rowb + (d0 + 8 * (mj >> 1)) * 2);
+#pragma unroll
+                            for (int i = 0; i < 4; i++) o0[i] = o1[i] = 0.0f;
+#pragma unroll
+                            for (int sp = 0; sp < 3; sp++) {
+                                amk_ptx_mma_bf16_16816(o0, pa[sp], b[0], b[1]);
+                                amk_ptx_mma_bf16_16816(o1, pa[sp], b[2], b[3]);
+                            }
+                            if (gr < gh) {
+                                float *w = pacc + (int64_t)(gi * R + gr) * hd + d0 + 2 * t4;
+                                *(float2 *)w = make_float2(o0[0], o0[1]);
+                                *(float2 *)(w + 8) = make_float2(o1[0], o1[1]);
+                            }
+                            if (gr + 8 < gh) {
+                                float *w = pacc + (int64_t)(gi * R + gr + 8) * hd + d0 + 2 * t4;
+                                *(float2 *)w = make_float2(o0[2], o0[3]);
+                                *(float2 *)(w + 8) = make_float2(o1[2], o1[3]);
+                            }
+                        }
+                    }
+                    __syncthreads(); /* the groups' sums and m, l */
+                    for (int i = tid; i < gh * hd; i += NT) { /* output (head h, dim e) */
+                        const int h = i / hd, e = i - h * hd, first = c0 == r0;
+                        const float mo = first ? -INFINITY : rml[(par * R + h) * 2];
+                        float M = mo, L, A, a;
+                        for (int k = 0; k < G; k++) M = fmaxf(M, pml[(k * R + h) * 2]);
+                        a = first ? 0.0f : expf(mo - M); /* M is finite: every group has a key */
+                        L = first ? 0.0f : rml[(par * R + h) * 2 + 1] * a;
+                        A = first ? 0.0f : racc[i] * a;
+                        for (int k = 0; k < G; k++) {
+                            const float w = expf(pml[(k * R + h) * 2] - M);
+                            L += w * pml[(k * R + h) * 2 + 1];
+                            A += w * pacc[(int64_t)(k * R + h) * hd + e];
+                        }
+                        if (!last) {
+                            racc[i] = A;
+                            if (e == 0) { rml[((par ^ 1) * R + h) * 2] = M; rml[((par ^ 1) * R + h) * 2 + 1] = L; }
+                        } else if (partial) {
+                            float *po = (float *)o->ptr + (h0 + h) * (hd + 2); /* F32 (op_check) */
+                            po[e] = A;
+                            if (e == 0) { po[hd] = M; po[hd + 1] = L; }
+                        } else {
+                            amk_store((void *)o->ptr, o->dtype, (h0 + h) * hd + e, L > 0.0f ? A / L : 0.0f);
+                        }
+                    }
+                    __syncthreads(); /* why: the next chunk or pass overwrites K, V, q and the sums */
+                }
+            }
+        }
+    }
+    return 1;
+}
+
 AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
+    if (amk_attn_decode_mma(c, smem)) return;
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
     const int hd = P->head_dim, grp = P->n_heads / P->n_kv_heads, nkv = P->n_kv_heads;

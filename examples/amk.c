@@ -930,20 +930,21 @@ static void cli_print_op_times(amk_cuda *c, const amk_program *p, double step_us
 }
 
 static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
-    const char *shapes_s = NULL, *ctx_s = NULL, *iters_s = NULL, *trace = NULL, *splits_s = NULL;
+    const char *shapes_s = NULL, *ctx_s = NULL, *iters_s = NULL, *trace = NULL, *splits_s = NULL, *pos_s = NULL;
     char shapes[256], ctxs[128], *save = NULL, *sh;
     uint64_t v;
-    int iters = 50, i, rc = CLI_OK, splits = 0;
+    int iters = 50, i, rc = CLI_OK, splits = 0, pos_opt = -1;
     size_t image_size = 0;
     const void *image = cli_image(&image_size);
     double read_gbs = 0.0, copy_gbs = 0.0;
     for (i = 1; i < argc; i++) {
         const char **slot = strcmp(argv[i], "--shapes") == 0 ? &shapes_s : strcmp(argv[i], "--ctx") == 0 ? &ctx_s
                           : strcmp(argv[i], "--iters") == 0 ? &iters_s : strcmp(argv[i], "--trace") == 0 ? &trace
-                          : strcmp(argv[i], "--kv-splits") == 0 ? &splits_s : NULL;
+                          : strcmp(argv[i], "--kv-splits") == 0 ? &splits_s : strcmp(argv[i], "--pos") == 0 ? &pos_s : NULL;
         if (!slot) return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
         if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
     }
+    if (pos_s) { if (!cli_parse_u64(pos_s, &v) || v > (1u << 20)) return cli_usage_error(cmd, "bad --pos '%s'", pos_s); pos_opt = (int)v; }
     if (iters_s) { if (!cli_parse_u64(iters_s, &v) || v < 1 || v > 100000) return cli_usage_error(cmd, "bad --iters '%s'", iters_s); iters = (int)v; }
     if (splits_s && (rc = cli_parse_splits(cmd, splits_s, &splits)) != CLI_OK) return rc;
     snprintf(shapes, sizeof shapes, "%s", shapes_s ? shapes_s : "llama3-8b,llama3.2-1b,smollm2-135m");
@@ -960,10 +961,13 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
             amk_llm *m = NULL;
             amk_diag d;
             double med = 0.0, wgb;
-            int ctx;
+            int ctx, pos;
+            char ctxcell[32];
             amk_diag_clear(&d);
             if (!cli_parse_u64(cs, &v) || v < 1 || v > (1u << 20)) { fprintf(stderr, "amk bench: bad context '%s'\n", cs); rc = CLI_BAD_INPUT; continue; }
             ctx = (int)v;
+            pos = pos_opt >= 0 ? pos_opt : ctx;
+            if (pos > ctx) { fprintf(stderr, "amk bench: --pos %d is past context %d\n", pos, ctx); rc = CLI_BAD_INPUT; continue; }
             amk_llm_opts_default(&o);
             o.backend = AMK_BACKEND_CUDA;
             o.device_image = image;
@@ -981,8 +985,8 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                 fprintf(stderr, "amk bench: read ceiling: %s\n", d.message);
                 rc = CLI_FAIL;
             }
-            /* one real step at position ctx fixes the params; then time launches of that step */
-            if (amk_llm_step(m, 1, ctx, NULL, NULL, &d) != AMK_OK ||
+            /* one real step at position pos fixes the params; then time launches of that step */
+            if (amk_llm_step(m, 1, pos, NULL, NULL, &d) != AMK_OK ||
                 amk_cuda_time_runs(amk_llm_cuda(m), 5, iters, &med, NULL, &d) != AMK_OK) {
                 fprintf(stderr, "amk bench: %s ctx %d: %s\n", sh, ctx, d.message);
                 rc = CLI_FAIL;
@@ -990,7 +994,9 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                 continue;
             }
             wgb = (double)amk_program_weight_bytes(amk_llm_program(m)) / 1e9;
-            printf("| %s | %d | %.3f | %.2f | %.0f | %.1f%% | %d |\n", sh, ctx, med / 1000.0, wgb,
+            if (pos == ctx) snprintf(ctxcell, sizeof ctxcell, "%d", ctx);
+            else snprintf(ctxcell, sizeof ctxcell, "%d, pos %d", ctx, pos);
+            printf("| %s | %s | %.3f | %.2f | %.0f | %.1f%% | %d |\n", sh, ctxcell, med / 1000.0, wgb,
                    wgb / (med * 1e-6), 100.0 * wgb / (med * 1e-6) / read_gbs, amk_llm_program(m)->n_tasks);
             { /* one timed run with the timeline on: where the time goes */
                 amk_cuda_info info;
@@ -998,7 +1004,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                 printf("    launch: %d blocks x %d threads, %d registers a thread, %lld bytes of dynamic shared memory a block\n",
                        info.grid, info.threads, info.regs_per_thread, (long long)info.smem_bytes);
                 amk_cuda_set_timing(amk_llm_cuda(m), 1);
-                if (amk_llm_step(m, 1, ctx, NULL, NULL, &d) == AMK_OK) {
+                if (amk_llm_step(m, 1, pos, NULL, NULL, &d) == AMK_OK) {
                     cli_print_op_times(amk_llm_cuda(m), amk_llm_program(m), med, info.grid);
                     if (trace) {
                         char path[512];
@@ -1084,10 +1090,11 @@ static const cli_cmd cli_cmds[] = {
      "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",
      cmd_generate},
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",
-     "amk bench [--shapes A,B,...] [--ctx N,M,...] [--iters N] [--kv-splits N] [--trace PREFIX]",
+     "amk bench [--shapes A,B,...] [--ctx N,M,...] [--pos N] [--iters N] [--kv-splits N] [--trace PREFIX]",
      "For each shape (default llama3-8b,llama3.2-1b,smollm2-135m; random bf16 weights made on the\n"
      "GPU) and context (default 128,4096): builds, lowers and loads the decode step, runs one step\n"
-     "at position ctx, then times --iters launches of it (median, CUDA events). Prints ms/token,\n"
+     "at position ctx (--pos N: at N, the cache still ctx + 1 rows; N <= ctx), then times --iters\n"
+     "launches of it (median, CUDA events). Prints ms/token,\n"
      "weight bytes, achieved bandwidth and its share of the streaming-read ceiling measured by a\n"
      "read kernel in the same run, then the per-opcode time from one timed run's timeline.\n"
      "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE.CTX.json; Perfetto).\n"

@@ -3,7 +3,7 @@
 # halves, since one call carries at most 64 MiB; the machine keeps /tmp between warm calls).
 #   phase a: stash the first half; build; GPU op tests; amk bench; HF transformers baseline
 #   phase b: join the model; golden greedy check on CUDA vs HF and the reference VM; generate;
-#            compute-sanitizer on a full SmolLM2 decode step and on the GEMM tile tests
+#            compute-sanitizer on a full SmolLM2 decode step, the GEMM tile and decode attention tests
 # The halves (after scripts/fetch_model.sh; .model_parts/ listed in .git/info/exclude so that only
 # the carried half travels):
 #   mkdir -p .model_parts/a .model_parts/b && split -n 2 -d -a 2 models/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/part
@@ -57,9 +57,13 @@ b)
   [ -x $B/gpu/test_gpu ] || run build_test $MK $B/gpu/test_gpu
   run memcheck_gemm timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_gemm_tile
   run racecheck_gemm timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_gemm_tile
+  # the tensor-core decode attention (bf16 caches; the real model's step runs F32 caches)
+  run memcheck_attn timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_attention_decode
+  run racecheck_attn timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_attention_decode
   for f in generate generate_chat generate_cpu; do echo "--- $f"; tail -n 4 "$OUTD/$f.log"; done
   grep golden "$OUTD/golden.log"
-  tail -n 6 "$OUTD/memcheck.log" "$OUTD/racecheck.log" "$OUTD/memcheck_gemm.log" "$OUTD/racecheck_gemm.log"
+  tail -n 6 "$OUTD/memcheck.log" "$OUTD/racecheck.log" "$OUTD/memcheck_gemm.log" "$OUTD/racecheck_gemm.log" \
+    "$OUTD/memcheck_attn.log" "$OUTD/racecheck_attn.log"
   gzip -f "$OUTD/smollm2_trace.json" 2>/dev/null
   ;;
 esac

@@ -63,6 +63,9 @@ expect_rc 2 "amk without a command"
 amk frobnicate
 expect_rc 2 "unknown command"
 expect_err "unknown command 'frobnicate'" "unknown command"
+amk bench --pos x
+expect_rc 2 "bench bad --pos"
+expect_err "bad --pos 'x'" "bench bad --pos"
 
 # ---- validate ------------------------------------------------------------------------------
 amk validate "$DATA/valid.json"

@@ -148,7 +148,7 @@ static void test_vm_layouts(void) {
 static void test_smem_want(void) {
     amk_program *p = amk_program_create();
     const int threads = 512;
-    int x = -1, W, y, xm, ym, q, kc, vc, pos, o, c, t, ins[4];
+    int x = -1, W, y, xm, ym, q, qb, kc, vc, pos, o, c, t, t2, ins[4];
     int64_t s2[2], s3[3];
     s2[0] = 1; s2[1] = 2048;
     x = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
@@ -162,6 +162,7 @@ static void test_smem_want(void) {
     ym = amk_program_add_buffer(p, "ym", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
     s2[0] = 1; s2[1] = 32 * 64;
     q = amk_program_add_buffer(p, "q", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
+    qb = amk_program_add_buffer(p, "qb", AMK_KIND_ACTIVATION, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
     o = amk_program_add_buffer(p, "o", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
     s3[0] = 4096; s3[1] = 8; s3[2] = 64;
     kc = amk_program_add_buffer(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 3, s3, AMK_SPACE_HBM, NULL);
@@ -194,6 +195,17 @@ static void test_smem_want(void) {
     /* a short range: still the 32 rows at 4 bytes an element that the launch check requires */
     amk_task_set_int(p, t, "kv_len", 8);
     CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 17472 + 32 * (16 + 2 * 272));
+    /* bf16 q, K and V: the tensor-core path's layout, 4 query heads a kv head: fixed 16 q rows of
+       144 bytes + 4 * 16 * (64 + 4) = 6656, then per 16 keys two 16-row K/V blocks (4608) and the
+       group's sums and m, l (4 * 4 * 66 = 1056), for 129 keys rounded to 144 */
+    ins[0] = qb;
+    t2 = amk_program_add_task(p, AMK_OP_ATTENTION_DECODE, ins, 4, &o, 1, c, "attention mma");
+    amk_task_set_int(p, t2, "head_dim", 64);
+    amk_task_set_int(p, t2, "n_heads", 32);
+    amk_task_set_int(p, t2, "n_kv_heads", 8);
+    amk_task_set_int(p, t2, "kv_len", 129);
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t2], threads), 6656 + 9 * (4608 + 1056));
+    ins[0] = q;
     /* a bad buffer id (a program created unchecked) is left to the launch check, not read */
     p->tasks[t].inputs[1] = 999;
     CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 17472 + 32 * (16 + 2 * 272));

@@ -745,6 +745,15 @@ static void test_attention_decode(void) {
     decode_case("DECODE hd256 bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 8, 2, 256, 300, 0, 300, 250, 0, 2);
     /* several chunks of rows (a chunk holds at most 512) and 6 heads a kv head (two passes) */
     decode_case("DECODE chunks f32", AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 12, 2, 64, 1500, 100, 1400, 1300, 1, 1);
+    /* bf16 q, K and V with head_dim a multiple of 16: the tensor-core path (amk_attn_decode_mma) */
+    decode_case("DECODE mma 1B shape", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 32, 8, 64, 129, 0, 129, 128, 0, 1);
+    decode_case("DECODE mma pos cuts", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 9, 3, 64, 100, 0, 100, 40, 0, 1);
+    decode_case("DECODE mma partial", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 9, 3, 64, 300, 150, 75, 200, 1, 1);
+    decode_case("DECODE mma pos before", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 8, 2, 64, 100, 50, 50, 20, 1, 1);
+    decode_case("DECODE mma one key", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 4, 4, 32, 10, 3, 7, 3, 0, 1);
+    decode_case("DECODE mma 20 heads a kv head", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 40, 2, 32, 70, 0, 70, 69, 0, 2);
+    decode_case("DECODE mma chunks", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 12, 2, 64, 1500, 100, 1400, 1300, 1, 1);
+    decode_case("DECODE mma hd80 -> CUDA cores", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 6, 2, 80, 60, 0, 60, 59, 0, 1);
     if (!g_quick) decode_case("DECODE long", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 32, 8, 128, 4097, 0, 4097, 4000, 1, 1);
 }
 
