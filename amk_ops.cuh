@@ -1295,13 +1295,14 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
            AMK_ATTN_SPEC_ROWS) its K and V rows then cost one round trip, not two: 1B -0.4% at
            context 128; rows past the position are loaded for nothing, which cost 0.5% at
            position 100 of a 4096-row cache with 512-row windows (bench/RESULTS.md run 108) */
-        amk_attn_mma_stage_q(qs, q, (int64_t)P->n_off * grp, R, hd, rowb, tid, NT);
         if (r1 - r0 <= C && P->kv_len > 0 && P->kv_len <= AMK_ATTN_SPEC_ROWS) {
             lo_n = (int)(r1 - r0);
             lo_n16 = (lo_n + 15) / 16 * 16;
             amk_attn_mma_load(ks, vs, kc, vc, r0, lo_n, lo_n16, P->n_off, nkv, hd, rowb, tid, NT);
             loaded = r0 * nkv + P->n_off;
         }
+        /* why after the copies: q's shared-memory stores wait for its loads */
+        amk_attn_mma_stage_q(qs, q, (int64_t)P->n_off * grp, R, hd, rowb, tid, NT);
         if (pos < 0) { /* uniform: every thread read the same position */
             amk_ptx_cp_async_wait_all(); /* why: no copy may land in the next task's shared memory */
             if (tid == 0) amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos);
