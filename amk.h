@@ -11492,8 +11492,9 @@ AMK__FN const amk_buffer *amk__cuda_input(const amk_program *p, const amk_task *
     return i < t->n_inputs && t->inputs[i] >= 0 && t->inputs[i] < p->n_buffers ? &p->buffers[t->inputs[i]] : NULL;
 }
 
-/* 1 when the device runs ATTENTION_DECODE task t on the tensor cores (amk_attn_decode_mma): q,
-   K and V BF16, head_dim a multiple of 16 up to 256. */
+/* 1 when the device runs ATTENTION_DECODE task t on the tensor cores: q, K and V BF16, head_dim a
+   multiple of 16 up to 256 (the first test of amk_attn_decode_mma in amk_ops.cuh, which also
+   falls back when shared memory holds fewer than 16 rows). */
 AMK__FN int amk__cuda_attn_mma(const amk_program *p, const amk_task *t) {
     const amk_buffer *q = amk__cuda_input(p, t, 0), *kc = amk__cuda_input(p, t, 1), *vc = amk__cuda_input(p, t, 2);
     const int64_t hd = amk__param_i(t, "head_dim", 0);
@@ -11530,7 +11531,7 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         if (C < 32) C = 32;
         w = AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, esz), AMK_ATTN_KEY_GROUPS(hd, threads), C);
         if (amk__cuda_attn_mma(p, t)) { /* the tensor-core path's layout (amk_attn_decode_mma) */
-            const int64_t grp = amk__param_i(t, "n_heads", 0) / (amk__param_i(t, "n_kv_heads", 1) > 0 ? amk__param_i(t, "n_kv_heads", 1) : 1);
+            const int64_t nkv = amk__param_i(t, "n_kv_heads", 1), grp = amk__param_i(t, "n_heads", 0) / (nkv > 0 ? nkv : 1);
             int64_t C16 = (amk__param_i(t, "kv_len", 0) + 15) / 16 * 16;
             C16 = C16 > 512 ? 512 : C16 < 16 ? 16 : C16;
             w = AMK_ATTN_MMA_SMEM(hd, grp < AMK_ATTN_MMA_ROWS ? grp : AMK_ATTN_MMA_ROWS, C16);

@@ -1260,7 +1260,8 @@ static __device__ __forceinline__ void amk_attn_mma_stage_q(unsigned char *qs, c
 
 /* ATTENTION_DECODE with q, K and V in BF16 and head_dim a multiple of 16: returns 0 (nothing
    done) for any other task, or when shared memory holds fewer than 16 rows; the CUDA-core path
-   below then runs it. why: the CUDA-core path's scores, softmax and p.V are three block-wide
+   below then runs it (the host's amk__cuda_attn_mma mirrors the first test to size the launch's
+   shared memory). why: the CUDA-core path's scores, softmax and p.V are three block-wide
    steps, each reading q or the scores from shared memory per key: ~3.6 us of Llama-3.2-1B's 6.3
    us attention task at 129 keys (bench/RESULTS.md run 102); here the task takes 5.3 us, the step
    1B -0.8%, SmolLM2 -2.2%, 8B -0.3% (run 108). A warp takes 16 keys at a time
