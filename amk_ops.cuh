@@ -1395,6 +1395,7 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
                                 x1 -= __uint_as_float(u & 0xFFFF0000u);
                             }
                         }
+#pragma unroll 1 /* why: as measured with the unrolled combine (run 115); unrolled by 2, no faster */
                         for (int d0 = 0; d0 < hd; d0 += 16) { /* p . V: 16 heads x 16 dims */
                             uint32_t b[4];
                             float o0[4], o1[4];
@@ -1423,10 +1424,14 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
                         const int h = i / hd, e = i - h * hd, first = c0 == r0;
                         const float mo = first ? -INFINITY : rml[(par * R + h) * 2];
                         float M = mo, L, A, a;
+                        /* why unrolled: the groups' loads then go out together (SmolLM2 -0.6%, 1B
+                           -0.2%, bench/RESULTS.md run 115) */
+#pragma unroll 4
                         for (int k = 0; k < G; k++) M = fmaxf(M, pml[(k * R + h) * 2]);
                         a = first ? 0.0f : expf(mo - M); /* M is finite: every group has a key */
                         L = first ? 0.0f : rml[(par * R + h) * 2 + 1] * a;
                         A = first ? 0.0f : racc[i] * a;
+#pragma unroll 4
                         for (int k = 0; k < G; k++) {
                             const float w = expf(pml[(k * R + h) * 2] - M);
                             L += w * pml[(k * R + h) * 2 + 1];
