@@ -11526,15 +11526,16 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         const int dt = kc && vc ? kc->dtype : -1;
         const int64_t e = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
         const int64_t esz = e && vc->dtype == dt && (hd * e) % 16 == 0 ? e : 4; /* the device's staging format */
-        int64_t C = (amk__param_i(t, "kv_len", 0) + 31) / 32 * 32, w;
+        const int mma = amk__cuda_attn_mma(p, t);
+        const int64_t step = mma ? 16 : 32; /* a chunk's rows come in 16s (tensor cores) or 32s */
+        int64_t C = (amk__param_i(t, "kv_len", 0) + step - 1) / step * step, w;
         if (C > 512) C = 512;
-        if (C < 32) C = 32;
-        w = AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, esz), AMK_ATTN_KEY_GROUPS(hd, threads), C);
-        if (amk__cuda_attn_mma(p, t)) { /* the tensor-core path's layout (amk_attn_decode_mma) */
+        if (C < step) C = step;
+        if (mma) { /* amk_attn_decode_mma's layout */
             const int64_t nkv = amk__param_i(t, "n_kv_heads", 1), grp = amk__param_i(t, "n_heads", 0) / (nkv > 0 ? nkv : 1);
-            int64_t C16 = (amk__param_i(t, "kv_len", 0) + 15) / 16 * 16;
-            C16 = C16 > 512 ? 512 : C16 < 16 ? 16 : C16;
-            w = AMK_ATTN_MMA_SMEM(hd, grp < AMK_ATTN_MMA_ROWS ? grp : AMK_ATTN_MMA_ROWS, C16);
+            w = AMK_ATTN_MMA_SMEM(hd, grp < AMK_ATTN_MMA_ROWS ? grp : AMK_ATTN_MMA_ROWS, C);
+        } else {
+            w = AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, esz), AMK_ATTN_KEY_GROUPS(hd, threads), C);
         }
         return w > least ? w : least;
     }

@@ -1145,20 +1145,26 @@ static __device__ __forceinline__ void amk_attn_scan(const float *qs, const amk_
     *l_io = l_run;
 }
 
-/* Head h's result from the lane's dims: the partial [acc | m | l] (F32) or acc / l. */
+/* Element e of query head h's result from its sum acc, max m and mass l: the partial row
+   [acc | m | l] (F32; m and l with e = 0) or acc / l (0 for no mass). Every attention path's
+   output goes through here. */
+static __device__ __forceinline__ void amk_attn_out(const amk_buffer_t *o, int partial, int64_t h, int hd, int e,
+                                                    float acc, float m, float l) {
+    if (partial) {
+        float *po = (float *)o->ptr + h * (hd + 2); /* F32 (op_check) */
+        po[e] = acc;
+        if (e == 0) { po[hd] = m; po[hd + 1] = l; }
+    } else {
+        amk_store((void *)o->ptr, o->dtype, h * hd + e, l > 0.0f ? acc / l : 0.0f);
+    }
+}
+
+/* Head h's result from the lane's dims (lane + 32t). */
 static __device__ __forceinline__ void amk_attn_store(const amk_buffer_t *o, int partial, int64_t h, int hd,
                                                       const float *acc, float m_run, float l_run, int lane) {
 #pragma unroll
-    for (int t = 0; t < AMK_ATTN_DPL; t++) {
-        const int d = lane + 32 * t;
-        if (d >= hd) continue;
-        if (partial) ((float *)o->ptr)[h * (hd + 2) + d] = acc[t]; /* F32 (op_check) */
-        else amk_store((void *)o->ptr, o->dtype, h * hd + d, l_run > 0.0f ? acc[t] / l_run : 0.0f);
-    }
-    if (partial && lane == 0) {
-        ((float *)o->ptr)[h * (hd + 2) + hd] = m_run;
-        ((float *)o->ptr)[h * (hd + 2) + hd + 1] = l_run;
-    }
+    for (int t = 0; t < AMK_ATTN_DPL; t++)
+        if (lane + 32 * t < hd) amk_attn_out(o, partial, h, hd, lane + 32 * t, acc[t], m_run, l_run);
 }
 
 AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
@@ -1219,25 +1225,27 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
         } \
     } } while (0)
 
-/* ATTENTION_DECODE on the tensor cores: K and V rows [c0, c0 + nload) of kv head g into ks, vs
-   (AMK_ATTN_ROW_BYTES(hd, 2) a row) by cp.async, and rows [nload, n16) zeroed. Thread tid owns
-   the pieces v = tid, tid + NT, ... of 2 * n16 * hd / 8 (amk_attn_mma_zero_v walks the same). */
-static __device__ __forceinline__ void amk_attn_mma_load(unsigned char *ks, unsigned char *vs, const amk_buffer_t *kc,
-                                                         const amk_buffer_t *vc, int64_t c0, int nload, int n16, int g,
-                                                         int nkv, int hd, int64_t rowb, int tid, int NT) {
-    const int nvec = hd / 8, per = n16 * nvec;
+/* ATTENTION_DECODE's staging: K and V rows [c0, c0 + nload) of kv head g (esz bytes an element,
+   rows of whole 16-byte pieces) into ks, vs (rowb bytes a row) by cp.async, and rows [nload,
+   nrows) zeroed. Thread tid owns the pieces v = tid, tid + NT, ... of 2 * nrows * hd * esz / 16
+   (amk_attn_mma_zero_v walks the same). The caller waits for the copies. */
+static __device__ __forceinline__ void amk_attn_load_rows(unsigned char *ks, unsigned char *vs, const amk_buffer_t *kc,
+                                                          const amk_buffer_t *vc, int64_t c0, int nload, int nrows, int g,
+                                                          int nkv, int hd, int esz, int64_t rowb, int tid, int NT) {
+    const int nvec = hd * esz / 16, per = nrows * nvec;
     for (int v = tid; v < 2 * per; v += NT) {
         const int isv = v >= per, r = v - isv * per, row = r / nvec, col = r - row * nvec;
         unsigned char *dst = (isv ? vs : ks) + row * rowb + col * 16;
         if (row < nload)
-            amk_ptx_cp_async_16(dst, (const char *)(isv ? vc->ptr : kc->ptr) + (((c0 + row) * nkv + g) * hd) * 2 + col * 16);
+            amk_ptx_cp_async_16(dst, (const char *)(isv ? vc->ptr : kc->ptr) + (((c0 + row) * nkv + g) * hd) * esz + col * 16);
         else
             *(uint4 *)dst = make_uint4(0u, 0u, 0u, 0u);
     }
 }
 
 /* After the thread's copies landed: V rows [n, nload) loaded past the position are zeroed (a
-   masked key's p is 0, and 0 times a stale row's NaN would not be). */
+   masked key's p is 0, and 0 times a stale row's NaN would not be); the pieces the thread copied
+   in amk_attn_load_rows (bf16 rows, nrows = n16). */
 static __device__ __forceinline__ void amk_attn_mma_zero_v(unsigned char *vs, int n, int nload, int n16, int hd,
                                                            int64_t rowb, int tid, int NT) {
     const int nvec = hd / 8, per = n16 * nvec;
@@ -1299,7 +1307,7 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
         if (r1 - r0 <= C && P->kv_len > 0 && P->kv_len <= AMK_ATTN_SPEC_ROWS) {
             lo_n = (int)(r1 - r0);
             lo_n16 = (lo_n + 15) / 16 * 16;
-            amk_attn_mma_load(ks, vs, kc, vc, r0, lo_n, lo_n16, P->n_off, nkv, hd, rowb, tid, NT);
+            amk_attn_load_rows(ks, vs, kc, vc, r0, lo_n, lo_n16, P->n_off, nkv, hd, 2, rowb, tid, NT);
             loaded = r0 * nkv + P->n_off;
         }
         /* why after the copies: q's shared-memory stores wait for its loads */
@@ -1318,16 +1326,8 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
                 if (g != P->n_off || hp != 0) amk_attn_mma_stage_q(qs, q, h0, gh, hd, rowb, tid, NT);
                 if (r1 <= r0) { /* an empty window (a split past the position): no keys */
                     amk_ptx_cp_async_wait_all();
-                    for (int i = tid; i < gh * hd; i += NT) {
-                        const int h = i / hd, e = i - h * hd;
-                        if (partial) {
-                            float *po = (float *)o->ptr + (h0 + h) * (hd + 2); /* F32 (op_check) */
-                            po[e] = 0.0f;
-                            if (e == 0) { po[hd] = -INFINITY; po[hd + 1] = 0.0f; }
-                        } else {
-                            amk_store((void *)o->ptr, o->dtype, (h0 + h) * hd + e, 0.0f);
-                        }
-                    }
+                    for (int i = tid; i < gh * hd; i += NT)
+                        amk_attn_out(o, partial, h0 + i / hd, hd, i % hd, 0.0f, -INFINITY, 0.0f);
                     __syncthreads(); /* why: q is restaged by the next pass */
                     continue;
                 }
@@ -1337,7 +1337,7 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
                     if (loaded != c0 * nkv + g) {
                         lo_n = n;
                         lo_n16 = G * 16;
-                        amk_attn_mma_load(ks, vs, kc, vc, c0, lo_n, lo_n16, g, nkv, hd, rowb, tid, NT);
+                        amk_attn_load_rows(ks, vs, kc, vc, c0, lo_n, lo_n16, g, nkv, hd, 2, rowb, tid, NT);
                         loaded = r1 - r0 <= C ? c0 * nkv + g : -1;
                     }
                     amk_ptx_cp_async_wait_all();
@@ -1440,12 +1440,8 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
                         if (!last) {
                             racc[i] = A;
                             if (e == 0) { rml[((par ^ 1) * R + h) * 2] = M; rml[((par ^ 1) * R + h) * 2 + 1] = L; }
-                        } else if (partial) {
-                            float *po = (float *)o->ptr + (h0 + h) * (hd + 2); /* F32 (op_check) */
-                            po[e] = A;
-                            if (e == 0) { po[hd] = M; po[hd + 1] = L; }
                         } else {
-                            amk_store((void *)o->ptr, o->dtype, (h0 + h) * hd + e, L > 0.0f ? A / L : 0.0f);
+                            amk_attn_out(o, partial, h0 + h, hd, e, A, M, L);
                         }
                     }
                     __syncthreads(); /* why: the next chunk or pass overwrites K, V, q and the sums */
@@ -1506,13 +1502,7 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
                 const int kpt = n * 4 <= NT && nvec >= 4 ? 4 : n * 2 <= NT && nvec >= 2 ? 2 : 1;
                 if (loaded != c0 * nkv + g) { /* why: one chunk and several passes: K and V stay */
                     if (vec) {
-                        const int per = n * nvec;
-                        for (int v = tid; v < 2 * per; v += NT) {
-                            const int isv = v >= per, r = v - isv * per, row = r / nvec, col = r - row * nvec;
-                            const char *src = (const char *)(isv ? vc->ptr : kc->ptr) +
-                                              (((c0 + row) * nkv + g) * hd) * esz + col * 16;
-                            amk_ptx_cp_async_16((isv ? vs : ks) + row * rowb + col * 16, src);
-                        }
+                        amk_attn_load_rows(ks, vs, kc, vc, c0, n, n, g, nkv, hd, esz, rowb, tid, NT);
                         amk_ptx_cp_async_wait_all();
                     } else {
                         for (int e = tid; e < 2 * n * hd; e += NT) {
@@ -1609,13 +1599,7 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
                 float s = 0.0f;
                 if (r1 > r0) /* why: an empty window never wrote the sums */
                     for (int k = 0; k < KG; k++) s += red[((int64_t)k * GH + h) * hd + e];
-                if (partial) {
-                    float *po = (float *)o->ptr + (h0 + h) * (hd + 2); /* F32 (op_check) */
-                    po[e] = s;
-                    if (e == 0) { po[hd] = mla[h]; po[hd + 1] = l; }
-                } else {
-                    amk_store((void *)o->ptr, o->dtype, (h0 + h) * hd + e, l > 0.0f ? s / l : 0.0f);
-                }
+                amk_attn_out(o, partial, h0 + h, hd, e, s, mla[h], l);
             }
             __syncthreads(); /* why: q, m, l and the sums are reused by the next pass */
         }

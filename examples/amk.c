@@ -1094,9 +1094,9 @@ static const cli_cmd cli_cmds[] = {
      "For each shape (default llama3-8b,llama3.2-1b,smollm2-135m; random bf16 weights made on the\n"
      "GPU) and context (default 128,4096): builds, lowers and loads the decode step, runs one step\n"
      "at position ctx (--pos N: at N, the cache still ctx + 1 rows; N <= ctx), then times --iters\n"
-     "launches of it (median, CUDA events). Prints ms/token,\n"
-     "weight bytes, achieved bandwidth and its share of the streaming-read ceiling measured by a\n"
-     "read kernel in the same run, then the per-opcode time from one timed run's timeline.\n"
+     "launches of it (median, CUDA events). Prints ms/token, weight bytes, achieved bandwidth and\n"
+     "its share of the streaming-read ceiling measured by a read kernel in the same run, then the\n"
+     "per-opcode time from one timed run's timeline.\n"
      "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE.CTX.json; Perfetto).\n"
      "Needs a GPU and an amk built with the device image.\n",
      cmd_bench},
