@@ -44,48 +44,7 @@ static __device__ __forceinline__ uint32_t map_rank(uint32_t local, uint32_t ran
     return r;
 }
 
-#define STAGES_MAX 8
-
-/* 1. Streaming. mode 0 ld, 1 bulk (thread 0 keeps `stages` copies of `chunk` bytes in flight). */
-__global__ void __launch_bounds__(512, 1) k_stream(const char *src, uint64_t per_block, int mode, uint32_t chunk,
-                                                   int stages, uint64_t *times, uint32_t *sink) {
-    extern __shared__ __align__(128) unsigned char ring[];
-    __shared__ uint64_t bars[STAGES_MAX];
-    const char *p = src + (uint64_t)blockIdx.x * per_block;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
-    uint32_t acc = 0;
-    uint64_t t0;
-    if (mode != 0 && tid == 0) {
-        for (int s = 0; s < stages; s++) bar_init(&bars[s], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
-    t0 = gtimer();
-    if (mode == 0) {
-        for (uint64_t row = warp; row < per_block / 4096; row += nw) {
-            uint4 r[8];
-#pragma unroll
-            for (int u = 0; u < 8; u++) r[u] = ld_nc_na(p + row * 4096 + (uint64_t)(lane + 32 * u) * 16);
-#pragma unroll
-            for (int u = 0; u < 8; u++) acc ^= r[u].x ^ r[u].y ^ r[u].z ^ r[u].w;
-        }
-    } else if (tid == 0) {
-        const uint64_t n = per_block / chunk;
-        for (int s = 0; s < stages && (uint64_t)s < n; s++) bulk_copy(ring + (uint64_t)s * chunk, p + (uint64_t)s * chunk, chunk, &bars[s]);
-        for (uint64_t i = 0; i < n; i++) {
-            const int s = (int)(i % stages);
-            bar_wait(&bars[s], (uint32_t)((i / stages) & 1));
-            acc ^= *(volatile uint32_t *)(ring + (uint64_t)s * chunk);
-            if (i + stages < n) bulk_copy(ring + (uint64_t)s * chunk, p + (i + stages) * chunk, chunk, &bars[s]);
-        }
-    }
-    __syncthreads();
-    if (tid == 0) {
-        times[2 * blockIdx.x] = t0;
-        times[2 * blockIdx.x + 1] = gtimer();
-    }
-    if (acc == 0x9E3779B9u) *sink = acc; /* why: keeps the loads alive; practically never taken */
-}
+/* 1. Streaming: bench_ptx.cuh's k_stream, modes 0 (ld) and 1 (bulk). */
 
 /* 2. Dependent exchanges of a VEC-float vector, ITERS times; block 0 times the loop. */
 #define VEC 576
@@ -270,6 +229,7 @@ __global__ void __launch_bounds__(544, 1) k_step(int mode, const char *wts, cons
         }
     } else {
         uint32_t chunk = 0, ex = 0, tiles = 0; /* chunks consumed, exchanges received, 16-row tiles seen */
+        /* why the slot walk below repeats the producer's: both sides must see the same sequence */
         uint64_t ph[12] = {0}, ta = 0, tc = 0, cyc[3] = {0, 0, 0}; /* block 0, thread 0: compute and exchange time by phase */
         const float *x = h;         /* the current phase's input (norm applied per warp) */
         for (int layer = 0; layer <= ST_LAYERS; layer++)

@@ -24,63 +24,6 @@
 
 #include "bench_ptx.cuh"
 
-#define STAGES_MAX 8
-
-/* mode 0 ld, 1 bulk, 2 bulk+use. src: per_block bytes a block (a multiple of the chunk and 4 KB). */
-__global__ void __launch_bounds__(512, 1) k_stream(const char *src, uint64_t per_block, int mode, uint32_t chunk,
-                                                   int stages, uint64_t *times, uint32_t *sink) {
-    extern __shared__ __align__(128) unsigned char ring[];
-    __shared__ uint64_t bars[STAGES_MAX];
-    const char *p = src + (uint64_t)blockIdx.x * per_block;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
-    uint32_t acc = 0;
-    uint64_t t0;
-    if (mode != 0 && tid == 0) {
-        for (int s = 0; s < stages; s++) bar_init(&bars[s], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
-    t0 = gtimer();
-    if (mode == 0) {
-        for (uint64_t row = warp; row < per_block / 4096; row += nw) {
-            uint4 r[8];
-#pragma unroll
-            for (int u = 0; u < 8; u++) r[u] = ld_nc_na(p + row * 4096 + (uint64_t)(lane + 32 * u) * 16);
-#pragma unroll
-            for (int u = 0; u < 8; u++) acc ^= r[u].x ^ r[u].y ^ r[u].z ^ r[u].w;
-        }
-    } else {
-        const uint64_t n = per_block / chunk;
-        if (tid == 0)
-            for (int s = 0; s < stages && (uint64_t)s < n; s++) bulk_copy(ring + (uint64_t)s * chunk, p + (uint64_t)s * chunk, chunk, &bars[s]);
-        for (uint64_t i = 0; i < n; i++) {
-            const int s = (int)(i % stages);
-            const uint32_t parity = (uint32_t)((i / stages) & 1);
-            if (mode == 1) {
-                if (tid == 0) {
-                    bar_wait(&bars[s], parity);
-                    acc ^= *(volatile uint32_t *)(ring + (uint64_t)s * chunk);
-                    if (i + stages < n) bulk_copy(ring + (uint64_t)s * chunk, p + (i + stages) * chunk, chunk, &bars[s]);
-                }
-            } else {
-                bar_wait(&bars[s], parity);
-                for (uint32_t o = tid * 16; o < chunk; o += blockDim.x * 16) {
-                    const uint4 v = *(const uint4 *)(ring + (uint64_t)s * chunk + o);
-                    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-                }
-                __syncthreads(); /* every thread has read stage s */
-                if (tid == 0 && i + stages < n) bulk_copy(ring + (uint64_t)s * chunk, p + (i + stages) * chunk, chunk, &bars[s]);
-            }
-        }
-    }
-    __syncthreads();
-    if (tid == 0) {
-        times[2 * blockIdx.x] = t0;
-        times[2 * blockIdx.x + 1] = gtimer();
-    }
-    if (acc == 0x9E3779B9u) *sink = acc; /* why: keeps the loads alive; practically never taken */
-}
-
 /* The GEMV loop itself over rows of K = 2048 bf16 (4 KB): x staged in shared memory as f32, each
    lane's 16-byte weight vector (8 elements) times 8 staged floats into one accumulator, a warp sum
    a row. xmode 0: x read as two 16-byte loads a lane at lane*32 (the VM's pattern, two lanes of a
