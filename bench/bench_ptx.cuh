@@ -100,4 +100,18 @@ __global__ void __launch_bounds__(512, 1) k_stream(const char *src, uint64_t per
     if (acc == 0x9E3779B9u) *sink = acc; /* why: keeps the loads alive; practically never taken */
 }
 
+
+/* The streaming runs' buffers: BIG bytes to read (windows far apart, so nothing of one run is
+   left in the 50 MB L2 for the next), 1024 blocks' start/end times, k_stream's sink. */
+struct StreamBufs { char *buf; uint64_t *times; uint32_t *sink; int sms; };
+static StreamBufs stream_bufs(uint64_t big) {
+    StreamBufs b;
+    CK(cudaDeviceGetAttribute(&b.sms, cudaDevAttrMultiProcessorCount, 0));
+    CK(cudaMalloc(&b.buf, big));
+    CK(cudaMemset(b.buf, 1, big));
+    CK(cudaMalloc(&b.times, 2 * 1024 * sizeof(uint64_t)));
+    CK(cudaMalloc(&b.sink, 4));
+    return b;
+}
+
 #endif

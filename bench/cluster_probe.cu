@@ -4,7 +4,7 @@
    dependent phases; through global-memory counters each costs ~1.5 us of skeleton before any work
    (RESULTS run 96), which alone is two thirds of its 0.35 ms bar. A cluster of up to 16 blocks
    (one GPC) can exchange a phase's outputs through distributed shared memory and mbarriers instead.
-   Two questions decide whether that design is worth building:
+   Two questions decide whether that design is worth building, and part 3 puts them together:
 
    1. stream: how fast can 8 or 16 SMs of one cluster read weights from HBM? (A GPC's path to L2
       may cap it.) Each block streams its own slice with 16-byte no-allocate loads ("ld", the GEMV
@@ -229,7 +229,9 @@ __global__ void __launch_bounds__(544, 1) k_step(int mode, const char *wts, cons
         }
     } else {
         uint32_t chunk = 0, ex = 0, tiles = 0; /* chunks consumed, exchanges received, 16-row tiles seen */
-        /* why the slot walk below repeats the producer's: both sides must see the same sequence */
+        /* why the slot walk below repeats the producer's instead of sharing a walk function: both
+           sides must see the same sequence, and a shared st_slot() that recomputed the segments
+           for every slot made the step 18% slower (run 129, bench/NOTES.md) */
         uint64_t ph[12] = {0}, ta = 0, tc = 0, cyc[3] = {0, 0, 0}; /* block 0, thread 0: compute and exchange time by phase */
         const float *x = h;         /* the current phase's input (norm applied per warp) */
         for (int layer = 0; layer <= ST_LAYERS; layer++)
@@ -490,17 +492,13 @@ int main(int argc, char **argv) {
     const bool step_only = argc > 1; /* an argument: only the tensor-core step of that mode, once (for debugging) */
     const int step_mode = step_only ? atoi(argv[1]) : 0;
     const uint64_t big = 4ull << 30;
-    char *buf;
-    uint64_t *times, *h = (uint64_t *)malloc(2 * 1024 * sizeof(uint64_t));
-    uint32_t *sink;
+    const StreamBufs sb = stream_bufs(big);
+    char *const buf = sb.buf;
+    uint64_t *const times = sb.times, *h = (uint64_t *)malloc(2 * 1024 * sizeof(uint64_t));
+    uint32_t *const sink = sb.sink;
+    const int sms = sb.sms;
     float *gx, *out;
     unsigned *cnt;
-    int sms = 0;
-    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    CK(cudaMalloc(&buf, big));
-    CK(cudaMemset(buf, 1, big));
-    CK(cudaMalloc(&times, 2 * 1024 * sizeof(uint64_t)));
-    CK(cudaMalloc(&sink, 4));
     CK(cudaMalloc(&gx, 2 * VEC * sizeof(float)));
     CK(cudaMalloc(&cnt, 4));
     CK(cudaMalloc(&out, 4));
@@ -582,8 +580,9 @@ int main(int argc, char **argv) {
     const char *mname[3] = {"full", "chain only (no weights)", "stream only (no exchanges)"};
     struct tcfg { int cs, mma, mode; } tc[] = {
         {16, 0, 0}, {16, 0, 1}, {16, 0, 2}, {16, 1, 1}, {16, 1, 2}, {8, 0, 0}, {8, 1, 1}, {8, 1, 2},
-    }; /* not {cs, 1, 0}: with both the stream and the exchanges the tensor-core variant hangs (a bug
-          not found in session "cluster"; `cluster_probe 0` runs that case alone) */
+    }; /* not {cs, 1, 0}: with both the stream and the exchanges the tensor-core variant failed once with
+          "unspecified launch failure" and hung once (session "cluster", bench/NOTES.md; a bug not
+          found); `cluster_probe 0` runs that case alone */
     for (size_t i = 0; i < sizeof tc / sizeof tc[0]; i++) {
         const int cs = tc[i].cs, mma = tc[i].mma, mode = tc[i].mode;
         if (step_only && (mma == 0 || cs != 16 || mode != step_mode)) continue;

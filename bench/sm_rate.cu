@@ -87,15 +87,11 @@ __global__ void __launch_bounds__(512, 1) k_gemv(const char *src, uint64_t per_b
 
 int main(void) {
     const uint64_t big = 4ull << 30; /* HBM: slices far apart, every byte read once a run */
-    char *buf;
-    uint64_t *times;
-    uint32_t *sink;
-    int sms = 0;
-    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    CK(cudaMalloc(&buf, big));
-    CK(cudaMemset(buf, 1, big));
-    CK(cudaMalloc(&times, 2 * 1024 * sizeof(uint64_t)));
-    CK(cudaMalloc(&sink, 4));
+    const StreamBufs sb = stream_bufs(big);
+    char *const buf = sb.buf;
+    uint64_t *const times = sb.times;
+    uint32_t *const sink = sb.sink;
+    const int sms = sb.sms;
     CK(cudaFuncSetAttribute(k_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     struct cfg { const char *name; int mode; uint32_t chunk; int stages; } cfgs[] = {
         {"ld", 0, 0, 0},
