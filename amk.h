@@ -11580,8 +11580,8 @@ AMK__FN void amk__cuda_prefetch_rows(const amk_buffer_t *bt, int n_buffers, amk_
     const amk_buffer_t *W = amk__cuda_readonly_input(bt, n_buffers, in, wi);
     uint64_t bits, start, end, limit;
     if (!W) return;
-    bits = W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_I32 ? 32 : W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16 ? 16
-         : W->dtype == AMK_DTYPE_I4 || in->params.qdtype == AMK_DTYPE_I4 ? 4 : 8; /* I4 packed in I4 or U8 */
+    bits = (uint64_t)amk_dtype_bits(W->dtype);
+    if (bits == 8 && in->params.qdtype == AMK_DTYPE_I4) bits = 4; /* I4 packed in a byte buffer */
     if (in->params.n_off < 0 || in->params.N_tile < 1 || in->params.K < 1) return;
     start = (uint64_t)in->params.n_off * (uint64_t)in->params.K * bits / 8 & ~(uint64_t)15;
     end = ((uint64_t)in->params.n_off + (uint64_t)in->params.N_tile) * (uint64_t)in->params.K * bits / 8;

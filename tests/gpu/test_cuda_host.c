@@ -245,6 +245,10 @@ static void test_prefetches(void) {
     in.inputs[1] = 4; /* an activation as W: it may be written during the launch */
     amk__cuda_prefetches(bt, 5, &in);
     CHECK(in.prefetch_bytes[0] == 0);
+    bt[4].numel = 8192LL * 1024; bt[4].dtype = AMK_DTYPE_U8; bt[4].kind = AMK_KIND_WEIGHT; /* I4 packed in bytes */
+    in.params.qdtype = AMK_DTYPE_I4; in.params.n_off = 63; in.params.N_tile = 63;
+    amk__cuda_prefetches(bt, 5, &in);
+    CHECK(in.prefetch_addr[0] == 0x300000 + 63ULL * 1024 && in.prefetch_bytes[0] == 63 * 1024);
     memset(&in, 0, sizeof in); /* RMSNORM_SWIGLU: norm weight, then gate and up share the budget */
     in.op = AMK_OP_RMSNORM_SWIGLU; in.n_inputs = 4; in.inputs[0] = 0; in.inputs[1] = 1; in.inputs[2] = 2; in.inputs[3] = 3;
     in.params.K = 2048; in.params.n_off = 62; in.params.N_tile = 62;
