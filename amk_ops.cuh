@@ -393,17 +393,85 @@ static __device__ __forceinline__ float amk_warp_max(float v) {
 }
 
 /* The instruction being executed, as the VM hands it to an op: a shared-memory copy of the
-   instruction and of its buffers' descriptors, plus scratch. */
+   instruction and of its buffers' descriptors, its waits (amk_op_go), plus scratch. */
 typedef struct amk_op_ctx {
     amk_instruction_t ins;
     amk_buffer_t in[AMK_MAX_INPUTS];
     amk_buffer_t out[AMK_MAX_OUTPUTS];
     uint32_t *status;   /* the VM status words (amk_vm.cuh): an op reports a run-time error here */
+    const uint32_t *counters;  /* the program's counters */
+    const int32_t *wait_counter; /* the instruction's waits: generic pointers (the instruction in */
+    const uint32_t *wait_threshold; /* global memory or the VM's look-ahead copy in shared memory) */
+    uint64_t t_start;   /* when the waits were met (globaltimer; 0 unless the VM times tasks) */
+    int n_waits;
+    int timing;         /* nonzero: amk_op_go records t_start */
     int index;          /* instruction index */
     int error;          /* nonzero: an op hit a run-time error; the VM will not signal */
+    int go;             /* amk_op_go's result: 1 the waits were met, 0 not yet or aborted */
     float red[AMK_OPS_WARP];   /* block reduction scratch */
     int redi[AMK_OPS_WARP];
 } amk_op_ctx;
+
+/* ==== >>go: where an op's own setup ends and its inputs may be read ============================
+   The VM hands an instruction to its op before the instruction's waits are met. The op first does
+   what needs no input data (its parameters, pointers and loop bounds from the shared-memory copy
+   of the instruction), then calls amk_op_go, which waits for the counters; only then does it read
+   its inputs. why: a GEMV tile's setup was ~1 us of dependent scalar instructions on SmolLM2
+   (bench/NOTES.md session "setup"), on the critical path after every hop; before the wait it
+   runs while the block waits anyway. Ops that do not split call nothing: the dispatcher calls
+   amk_op_go before them (AMK_VM_EARLY_SETUP 0: before every op, the old order). Every path of an
+   op that returns without an error calls amk_op_go exactly once, all threads alike (a path that
+   missed it would leave the task unsignalled, and the host's watchdog would report it). */
+#ifndef AMK_VM_EARLY_SETUP
+#define AMK_VM_EARLY_SETUP 1
+#endif
+#ifndef AMK_VM_BACKOFF_MAX_NS
+#define AMK_VM_BACKOFF_MIN_NS 32u  /* why: ~ one L2 round trip; the first poll does not sleep */
+/* why: a dependent hop across SMs measured 2.05 us with a 512 ns cap, 1.47 with 128, 1.33 with
+   pure spinning (H100, bench/NOTES.md); 128 keeps most of the gain and still backs off */
+#define AMK_VM_BACKOFF_MAX_NS 128u
+#endif
+
+/* Thread 0: waits until each of the nw counters ctr[w] reaches th[w]. Returns 0 if the abort flag
+   was raised meanwhile. */
+static __device__ int amk_vm_wait(int nw, const int32_t *ctr_ids, const uint32_t *ths, const uint32_t *counters,
+                                  const uint32_t *status) {
+    for (int w = 0; w < nw; w++) {
+        const uint32_t *ctr = counters + ctr_ids[w];
+        const uint32_t th = ths[w];
+        uint32_t ns = 0;
+        while (amk_ptx_ld_relaxed_gpu(ctr) < th) {
+            if (amk_ptx_ld_relaxed_gpu(status + AMK_VM_STATUS_ABORT) != 0u) return 0;
+            if (ns) amk_ptx_nanosleep(ns);
+            ns = ns == 0 ? AMK_VM_BACKOFF_MIN_NS : ns < AMK_VM_BACKOFF_MAX_NS ? 2 * ns : ns;
+        }
+        /* acquire: the counter (monotonic, so still >= th) read once more with acquire semantics;
+           the producers' writes are visible from here (to the block through the barrier after) */
+        (void)amk_ptx_ld_acquire_gpu(ctr);
+    }
+    return 1;
+}
+
+/* All threads: returns 1 once the instruction's waits are met (thread 0 polls, the block meets at
+   a barrier), 0 if the launch is being aborted (the caller then returns at once). */
+static __device__ int amk_op_wait_go(amk_op_ctx *c) {
+    if (amk_tid() == 0) {
+        c->go = amk_vm_wait(c->n_waits, c->wait_counter, c->wait_threshold, c->counters, c->status);
+        if (c->timing) c->t_start = amk_ptx_globaltimer();
+    }
+    __syncthreads();
+    return c->go;
+}
+
+/* What a splitting op calls between its setup and its first read of an input (see above). */
+static __device__ __forceinline__ int amk_op_go(amk_op_ctx *c) {
+#if AMK_VM_EARLY_SETUP
+    return amk_op_wait_go(c);
+#else
+    (void)c;
+    return 1; /* the dispatcher waited before the op */
+#endif
+}
 
 /* Sum over the block; every thread gets the result. Uses c->red; all threads must call it. */
 static __device__ float amk_block_sum(amk_op_ctx *c, float v) {
@@ -602,6 +670,19 @@ AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c) {
    256 threads, 8 gave 2.24 (2.82 at 512 threads) with no spills */
 #define AMK_GEMV_INFLIGHT 8
 #endif
+
+/* n / d for the row counts of a tile (M = x's numel / K, a row's length = numel / M). why not
+   n / d: a 64-bit division is ~20 dependent instructions on every warp of every task, and the
+   decode step's tiles have one row, so the quotient is n or 1 (bench/NOTES.md session "setup"). */
+static __device__ __forceinline__ int64_t amk_div_rows(int64_t n, int64_t d) {
+    return d == 1 ? n : n == d ? 1 : n / d;
+}
+
+/* Rows of per_row floats that fit in avail floats of shared memory, at most AMK_GEMV_ROWS (why
+   the test first: see amk_div_rows). */
+static __device__ __forceinline__ int64_t amk_rows_fit(int64_t avail, int64_t per_row) {
+    return avail >= AMK_GEMV_ROWS * per_row ? AMK_GEMV_ROWS : avail / per_row;
+}
 
 /* acc[r] += sum_j w[j] * xs[r*K + k0 + j] for the rows r < mr of the staged block. */
 #define AMK__GEMV_FMA(ACC, W, NW, XS, K, K0, MR) do { \
@@ -892,7 +973,7 @@ static __device__ __noinline__ int amk_gemm_mma(amk_op_ctx *c, float *smem, int6
     const int stages = amk_mma_stages(c, amk_gemv_quant(c));
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *x = &c->in[0], *W = &c->in[1], *o = &c->out[0];
-    const int64_t K = P->K, M = x->numel / K, N_out = o->numel / M;
+    const int64_t K = P->K, M = amk_div_rows(x->numel, K), N_out = amk_div_rows(o->numel, M);
     const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
     const int xt = x->dtype, f16 = W->dtype == AMK_DTYPE_F16, xsz = xt == AMK_DTYPE_F32 ? 4 : 2;
     const int direct = xt == W->dtype; /* x's chunk is already the A operand: no split */
@@ -902,6 +983,7 @@ static __device__ __noinline__ int amk_gemm_mma(amk_op_ctx *c, float *smem, int6
     const int nck = (int)((K + AMK_MMA_KC - 1) / AMK_MMA_KC);
     char *ring = (char *)smem, *a_hi = ring + stages * stage_bytes, *a_lo = a_hi + AMK_MMA_TILE; /* a_*: !direct */
     if (stages == 0) return 0;
+    if (!amk_op_go(c)) return 1;
     for (int64_t m0 = m_begin; m0 < m_end; m0 += 64) {
         for (int64_t nr = n_begin; nr < n_end; nr += 64 * (int64_t)nwg) {
             const int64_t nb = nr + 64 * (int64_t)wg; /* this warpgroup's columns */
@@ -977,22 +1059,21 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
     const amk_buffer_t *bias = !quant && c->ins.n_inputs > 2 ? &c->in[2] : 0;
     const amk_buffer_t *sc = quant ? &c->in[2] : 0, *zr = quant && c->ins.n_inputs > 3 ? &c->in[3] : 0;
     const int K = P->K, lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
-    const int64_t M = x->numel / K, N_out = o->numel / M;
+    const int64_t M = amk_div_rows(x->numel, K), N_out = amk_div_rows(o->numel, M);
     const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
-    const int64_t group = P->group > 0 ? P->group : K, G = K / group;
     const int esz = W->dtype == AMK_DTYPE_F32 ? 4 : 2;
     /* why: 16-byte loads need every row start 16-byte aligned (base is 256-aligned) */
     const int fast = !quant && (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 ||
                                 W->dtype == AMK_DTYPE_BF16) && ((int64_t)K * esz) % 16 == 0;
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
-    const int64_t rows_fit = (int64_t)(amk_ptx_dynamic_smem_size() / 4) / K;
-    const int64_t mc = rows_fit < AMK_GEMV_ROWS ? rows_fit : AMK_GEMV_ROWS;
+    const int64_t mc = amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, K);
     float *xs = smem; /* [mc, K] fp32 */
     int64_t m0, n;
     if (mc < 1) { /* the host sizes shared memory for K; never reached for a checked program */
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
+    if (!amk_op_go(c)) return;
     for (m0 = m_begin; m0 < m_end; m0 += mc) {
         const int mr = (int)(m_end - m0 < mc ? m_end - m0 : mc);
         amk_stage_x(xs, x, m0 * K, (int64_t)mr * K, 0);
@@ -1011,6 +1092,7 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
                 /* I8: [N, K] int8; I4: element (n, k) is nibble n*K+k of the bytes (low first),
                    q = nibble - 8, whether the buffer is I4 [N, K] or U8 [N, K/2] */
                 const uint8_t *qw = (const uint8_t *)W->ptr;
+                const int64_t group = P->group > 0 ? P->group : K, G = K / group;
                 int k;
                 for (k = lane; k < K; k += 32) {
                     const int64_t e = n * K + k;
@@ -1048,7 +1130,7 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
 
 /* GEMV_TILE: every row of x. */
 AMK_OP_FN void amk_op_gemv_tile(amk_op_ctx *c, float *smem) {
-    const int64_t M = c->in[0].numel / c->ins.params.K;
+    const int64_t M = amk_div_rows(c->in[0].numel, c->ins.params.K);
     if (!AMK_GEMM_TRY_MMA(c, smem, 0, M)) amk_op_gemm_rows(c, smem, 0, M);
 }
 
@@ -1295,6 +1377,7 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
     if (C > 512) C = 512;
     if ((r1 - r0 + 15) / 16 * 16 < C) C = (r1 - r0 + 15) / 16 * 16;
     if (C < 16) return 0;
+    if (!amk_op_go(c)) return 1;
     {
         const int tid = amk_tid(), NT = amk_ntid();
         unsigned char *qs = (unsigned char *)smem, *ks = qs + 16 * rowb, *vs = ks + C * rowb;
@@ -1469,6 +1552,7 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     /* p.V: KG groups of (hd + 1) / 2 threads, thread (kg, d) owns dims d, d + 1 of every head */
     const int KG = AMK_ATTN_KEY_GROUPS(hd, NT), kg = tid / ((hd + 1) / 2), d = 2 * (tid - kg * ((hd + 1) / 2));
     const int pv = kg < KG;
+    if (!amk_op_go(c)) return;
     const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
     int64_t r0 = P->kv_start, r1 = (int64_t)P->kv_start + P->kv_len, loaded = -1;
     int C = (int)((dyn - AMK_ATTN_DECODE_FIXED(hd, KG)) / AMK_ATTN_DECODE_PER_ROW(rowb)) & ~31;
@@ -1679,15 +1763,14 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int rope = (flags & AMK_GEMV_FLAG_ROPE) != 0, kv_row = (flags & AMK_GEMV_FLAG_KV_ROW) != 0;
     const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2], *Wu = &c->in[3], *o = &c->out[0];
     const int K = P->K, lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
-    const int64_t M = x->numel / K, N = W->shape[0], nt = P->N_tile;
+    const int64_t M = amk_div_rows(x->numel, K), N = W->shape[0], nt = P->N_tile;
     const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
-    const int64_t last = kv_row ? N : o->numel / M;
+    const int64_t last = kv_row ? N : amk_div_rows(o->numel, M);
     const int esz = W->dtype == AMK_DTYPE_F32 ? 4 : 2;
     const int fast = (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16) &&
                      (!swiglu || Wu->dtype == W->dtype) && ((int64_t)K * esz) % 16 == 0;
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
-    const int64_t fit = (int64_t)(amk_ptx_dynamic_smem_size() / 4) / (K + (rope ? 2 * nt : 0));
-    const int64_t mc = fit < AMK_GEMV_ROWS ? fit : AMK_GEMV_ROWS;
+    const int64_t mc = amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, K + (rope ? 2 * nt : 0));
     float *xs = smem;          /* [mc, K] normalised rows of x */
     float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */
     float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
@@ -1696,6 +1779,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
+    if (!amk_op_go(c)) return;
     /* why: the first position is loaded before staging and checked after it, so its load
        latency hides behind the staging loads instead of preceding them */
     const int64_t pos_first = flags ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
@@ -1710,7 +1794,10 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         if (flags && m0 == 0) /* why: every thread reads the same positions, so all return together */
             for (int64_t m = 0; m < M; m++) {
                 const int64_t pos = amk_fused_pos(c, m, pos_first);
-                if (pos < 0 || (kv_row && pos >= o->numel / N)) {
+                /* pos >= numel / N, the cache's rows; why the product: see amk_div_rows (exact
+                   below 2^31 each, where it is the same test) */
+                if (pos < 0 || (kv_row && (pos >= INT32_MAX || N >= INT32_MAX ? pos >= o->numel / N
+                                                                               : (pos + 1) * N > o->numel))) {
                     if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
                     return;
                 }
@@ -2052,7 +2139,12 @@ AMK_OP_FN void amk_op_attention_combine(amk_op_ctx *c, float *smem) {
    __forceinline__: left to itself, the compiler made the dispatch a call once the ops grew, and
    the call spilled (the ops are written for the inlined register budget). */
 static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *smem) {
-    switch (c->ins.op) {
+    const int op = c->ins.op;
+    /* the ops that split their setup from their work call amk_op_go themselves (>>go) */
+    const int splits = op == AMK_OP_GEMV_TILE || op == AMK_OP_GEMM_TILE || op == AMK_OP_RMSNORM_GEMV ||
+                       op == AMK_OP_RMSNORM_SWIGLU || op == AMK_OP_ATTENTION_DECODE;
+    if ((!AMK_VM_EARLY_SETUP || !splits) && !amk_op_wait_go(c)) return;
+    switch (op) {
     case AMK_OP_NOP: break;
     case AMK_OP_COPY: amk_op_copy(c); break;
     case AMK_OP_EMBED: amk_op_embed(c); break;

@@ -1,20 +1,23 @@
 /* amk_vm.cuh - the AMK persistent megakernel (the device VM).
 
    One block per SM walks its own queue of instructions (amk_program_t.sm_queue_offset /
-   sm_queue, built by the host from a validated, lowered program). Before an instruction, thread 0
-   waits for each of its counters to reach its threshold (relaxed polls with exponential
-   nanosleep back-off, then ONE acquire load of the met counter; the abort flag is read in every
-   spin); the block runs the instruction (amk_ops.cuh); then thread 0 adds 1 to the instruction's
-   out_counter with one device-scope release add: spec IR_SPEC.md §8.1. While thread 0 waits,
-   thread 32 asks L2 for the start of a GEMV/GEMM tile's (read-only) weights (the ranges the host
-   put in the instruction) and the block's last thread reads the next queue entry's task, waits
-   and prefetch ranges.
+   sm_queue, built by the host from a validated, lowered program). For each instruction the block
+   copies it and its buffer descriptors into shared memory and hands it to its op (amk_ops.cuh),
+   which does its setup (parameters, pointers, loop bounds: nothing that reads an input) and then
+   calls amk_op_go: thread 0 waits for each of the instruction's counters to reach its threshold
+   (relaxed polls with exponential nanosleep back-off, then ONE acquire load of the met counter;
+   the abort flag is read in every spin) and the block meets at a barrier before the op reads its
+   inputs. Then thread 0 adds 1 to the instruction's out_counter with one device-scope release
+   add: spec IR_SPEC.md §8.1. While the context is copied, thread 32 asks L2 for the start of a
+   GEMV/GEMM tile's (read-only) weights (the ranges the host put in the instruction) and the
+   block's last thread reads the next queue entry's task, waits and prefetch ranges.
 
    This is the simple path: every warp computes, thread 0 waits. Warp specialisation (a loader
    warp streaming weights into a shared-memory ring ahead of the counters, a controller warp) is
    the next step; bench/NOTES.md says where the time goes. Build-time knobs (-D):
-   AMK_VM_MAX_THREADS, AMK_VM_BACKOFF_MIN_NS/MAX_NS, AMK_GEMV_INFLIGHT, AMK_GEMV_ROWS (the prefetch
-   knobs AMK_VM_PREFETCH_BYTES and AMK_VM_PREFETCH_MIN_ELEMS are amk_ir.h's: the host sizes them).
+   AMK_VM_MAX_THREADS, AMK_VM_EARLY_SETUP, AMK_VM_BACKOFF_MIN_NS/MAX_NS, AMK_GEMV_INFLIGHT,
+   AMK_GEMV_ROWS (the prefetch knobs AMK_VM_PREFETCH_BYTES and AMK_VM_PREFETCH_MIN_ELEMS are
+   amk_ir.h's: the host sizes them).
 
    Build: this header is the whole device translation unit:
        nvcc -x cu -cubin -gencode arch=compute_90a,code=sm_90a -o amk_vm.cubin amk_vm.cuh
@@ -42,12 +45,6 @@
 /* why: 512 threads leave 128 registers a thread; at 1024 (64 registers) the ops spill */
 #define AMK_VM_MAX_THREADS 512
 #endif
-#ifndef AMK_VM_BACKOFF_MAX_NS
-#define AMK_VM_BACKOFF_MIN_NS 32u  /* why: ~ one L2 round trip; the first poll does not sleep */
-/* why: a dependent hop across SMs measured 2.05 us with a 512 ns cap, 1.47 with 128, 1.33 with
-   pure spinning (H100, bench/NOTES.md); 128 keeps most of the gain and still backs off */
-#define AMK_VM_BACKOFF_MAX_NS 128u
-#endif
 #ifndef AMK_VM_LOOKAHEAD
 /* why: an SM that signals the last task of a phase then read its next queue entry and that
    task's waits before its first poll, two dependent L2 round trips; such SMs started their next
@@ -64,27 +61,6 @@ typedef struct amk_vm_next_t {
     uint64_t prefetch_addr[AMK_VM_PREFETCHES];
     uint32_t prefetch_bytes[AMK_VM_PREFETCHES];
 } amk_vm_next_t;
-
-/* Thread 0: waits until each of the nw counters ctr[w] reaches th[w] (generic pointers: the
-   instruction in global memory or its copy in shared memory). Returns 0 if the abort flag was
-   raised meanwhile. */
-static __device__ int amk_vm_wait(int nw, const int32_t *ctr_ids, const uint32_t *ths, const uint32_t *counters,
-                                  const uint32_t *status) {
-    for (int w = 0; w < nw; w++) {
-        const uint32_t *ctr = counters + ctr_ids[w];
-        const uint32_t th = ths[w];
-        uint32_t ns = 0;
-        while (amk_ptx_ld_relaxed_gpu(ctr) < th) {
-            if (amk_ptx_ld_relaxed_gpu(status + AMK_VM_STATUS_ABORT) != 0u) return 0;
-            if (ns) amk_ptx_nanosleep(ns);
-            ns = ns == 0 ? AMK_VM_BACKOFF_MIN_NS : ns < AMK_VM_BACKOFF_MAX_NS ? 2 * ns : ns;
-        }
-        /* acquire: the counter (monotonic, so still >= th) read once more with acquire semantics;
-           the producers' writes are visible from here (to the block through the barrier after) */
-        (void)amk_ptx_ld_acquire_gpu(ctr);
-    }
-    return 1;
-}
 
 /* The look-ahead thread: queue entry idx's task, waits and prefetches into nx (all slots in one
    round of loads, so the copy is two dependent round trips: the queue, then the task). */
@@ -144,8 +120,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
        current one to signal it (saves a barrier per instruction) */
     __shared__ amk_op_ctx ctx[2];
     __shared__ amk_vm_next_t nxt[2]; /* why: entry q's task and waits, read during entry q - 1 */
-    __shared__ int go;
-    __shared__ uint64_t t_wait, t_start; /* why: in registers they lived across every op (128-register cap) */
+    __shared__ uint64_t t_wait; /* why: in a register it lived across every op (128-register cap) */
     extern __shared__ __align__(16) unsigned char amk_vm_smem[];
     const int32_t *qoff = (const int32_t *)prog.sm_queue_offset;   /* [num_sms + 1] */
     const int32_t *queue = (const int32_t *)prog.sm_queue;         /* [n_instructions] */
@@ -166,11 +141,14 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
         const int idx = nx ? nx->idx : queue[q];
         const amk_instruction_t *gi = &insts[idx];
         const int tid = amk_tid(), nt = amk_ntid();
-        if (tid == 0) {
+        if (tid == 0) { /* the waits, for amk_op_go (the op waits after its setup: amk_ops.cuh >>go) */
             if (timing) t_wait = amk_ptx_globaltimer();
-            go = amk_vm_wait(nx ? nx->n_waits : gi->n_waits, nx ? nx->wait_counter : gi->wait_counter,
-                             nx ? nx->wait_threshold : gi->wait_threshold, counters, status);
-            if (timing) t_start = amk_ptx_globaltimer();
+            c->n_waits = nx ? nx->n_waits : gi->n_waits;
+            c->wait_counter = nx ? nx->wait_counter : gi->wait_counter;
+            c->wait_threshold = nx ? nx->wait_threshold : gi->wait_threshold;
+            c->counters = counters;
+            c->timing = timing != 0;
+            c->go = 0;
             c->index = idx;
             c->error = 0;
             c->status = status;
@@ -184,16 +162,15 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             if (tid == (nt > 32 ? 32 : 1))
                 amk_vm_prefetch(nx ? nx->prefetch_addr : gi->prefetch_addr, nx ? nx->prefetch_bytes : gi->prefetch_bytes);
         }
-        __syncthreads();
-        if (!go) break; /* aborted: every block leaves promptly */
-        amk_op_dispatch(c, (float *)amk_vm_smem);
-        __syncthreads(); /* all of the op's stores are done (and c->error is final) */
-        if (c->error) break; /* no signal: dependants stay blocked until they see the abort flag */
+        __syncthreads(); /* the context is complete */
+        amk_op_dispatch(c, (float *)amk_vm_smem); /* waits (amk_op_go), then computes */
+        __syncthreads(); /* all of the op's stores are done (and c->error and c->go are final) */
+        if (c->error || !c->go) break; /* an error or an abort: no signal; every block leaves promptly */
         if (amk_tid() == 0) {
             if (timing) {
                 amk_vm_timing_t r;
                 r.t_wait = t_wait;
-                r.t_start = t_start;
+                r.t_start = c->t_start;
                 r.t_end = amk_ptx_globaltimer();
                 r.block = (uint32_t)block;
                 r.smid = amk_ptx_smid();

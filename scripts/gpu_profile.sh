@@ -4,10 +4,13 @@
 #   per-phase table of the middle layer (bench/phases.py), and Nsight Compute on one megakernel
 #   launch (warp states, stall samples per SASS instruction, instruction counts).
 # Writes to $OUT (or /tmp/amk-out): bench.SHAPE.log, phases.SHAPE.txt, ncu.SHAPE.details.txt,
-# ncu.SHAPE.sass.csv.gz (the source page: one row per SASS instruction with its samples).
+# ncu.SHAPE.sass.csv.gz (the source page: one row per SASS instruction with its samples),
+# ncu.SHAPE.cuda.csv.gz (the same per CUDA source line: the image is built with -lineinfo, in its
+# own build directory so that it never stands in for the normal image).
 set -u
 cd "$(dirname "$0")/.."
-B=${BUILD:-build-gpu}
+B=${BUILD:-build-prof}
+export NVCC_FLAGS="-O3 -fmad=false -lineinfo -Xptxas -v,--warn-on-spills -Werror all-warnings"
 OUTD=${OUT:-/tmp/amk-out}
 mkdir -p "$OUTD"
 # why WARN: see gpu_run.sh (the GPU machine's newer gcc)
@@ -23,7 +26,8 @@ for sh in $(echo "${1:-smollm2-135m,llama3.2-1b}" | tr ',' ' '); do
     -f -o "$OUTD/ncu.$sh" $B/amk bench --shapes "$sh" --ctx 128 --iters 2 > "$OUTD/ncu.$sh.log" 2>&1
   ncu -i "$OUTD/ncu.$sh.ncu-rep" --page details > "$OUTD/ncu.$sh.details.txt" 2>&1
   ncu -i "$OUTD/ncu.$sh.ncu-rep" --page source --csv --print-source sass > "$OUTD/ncu.$sh.sass.csv" 2>&1
-  gzip -f "$OUTD/ncu.$sh.sass.csv"
+  ncu -i "$OUTD/ncu.$sh.ncu-rep" --page source --csv --print-source cuda > "$OUTD/ncu.$sh.cuda.csv" 2>&1
+  gzip -f "$OUTD/ncu.$sh.sass.csv" "$OUTD/ncu.$sh.cuda.csv"
   rm -f "$OUTD/ncu.$sh.ncu-rep"
   echo "== $sh"; head -n 3 "$OUTD/bench.$sh.log"; cat "$OUTD/phases.$sh.txt"
   grep -E "Stall|Warp Cycles|Issued Warp|No Instruction|Barrier|Long Scoreboard" "$OUTD/ncu.$sh.details.txt" | head -n 30
