@@ -1816,11 +1816,16 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
             }
         for (n = n_begin + warp; n < n_end; n += nw) {
             float acc[AMK_GEMV_ROWS] = {0.0f}, acu[AMK_GEMV_ROWS] = {0.0f};
+            /* why two rows a pass (n and n + nw, the second in acu): a short row (SmolLM2's K =
+               576: 2-3 loads a lane) alone waits a load latency for a few loads; its LM head tile
+               has 372 rows, 23 a warp (bench/NOTES.md session "setup") */
+            const int pair = fast && !swiglu && !rope && mr == 1 && W->dtype == AMK_DTYPE_BF16 &&
+                             K <= AMK_GEMV_INFLIGHT / 2 * 256 && n + nw < n_end;
             if (fast) {
                 const char *wrow = (const char *)W->ptr + n * K * esz; /* [K] row n of W */
-                const char *urow = swiglu ? (const char *)Wu->ptr + n * K * esz : wrow;
+                const char *urow = swiglu ? (const char *)Wu->ptr + n * K * esz : pair ? wrow + nw * K * esz : wrow;
                 if (W->dtype == AMK_DTYPE_BF16) {
-                    if (swiglu) AMK__GEMV_VEC_PAIR(amk_unpack_bf16x8, 8, acc, wrow, acu, urow);
+                    if (swiglu || pair) AMK__GEMV_VEC_PAIR(amk_unpack_bf16x8, 8, acc, wrow, acu, urow);
                     else AMK__GEMV_VEC_ROW(amk_unpack_bf16x8, 8, acc, wrow);
                 } else if (W->dtype == AMK_DTYPE_F16) {
                     if (swiglu) AMK__GEMV_VEC_PAIR(amk_unpack_f16x8, 8, acc, wrow, acu, urow);
@@ -1849,6 +1854,11 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
                         else amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, n, N, last, pos_first), v);
                     }
                 }
+            }
+            if (pair) {
+                const float v = amk_warp_sum(acu[0]) * inv[0];
+                if (lane == 0) amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0, n + nw, N, last, pos_first), v);
+                n += nw; /* the loop's step then moves past both rows */
             }
         }
         __syncthreads(); /* why: ys is complete; xs and ys are overwritten by the next row block */

@@ -367,6 +367,10 @@ static void test_gemv_tile(void) {
               .group = 64, .st = AMK_DTYPE_BF16, .zeros = 1});
     gemv_case("GEMV f32 bias", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_F32,
               .ot = AMK_DTYPE_F32, .M = 1, .N = 100, .K = 256, .n_off = 4, .N_tile = 90, .bias = 1});
+    /* short rows, a bf16 output and the bias; 150 rows leave the warps unequal counts */
+    gemv_case("GEMV bf16 short rows bias", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32,
+              .wt = AMK_DTYPE_BF16, .ot = AMK_DTYPE_BF16, .M = 1, .N = 200, .K = 576, .n_off = 3,
+              .N_tile = 150, .bias = 1});
     gemv_case("GEMV bf16 128 rows bias", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32,
               .wt = AMK_DTYPE_BF16, .ot = AMK_DTYPE_F32, .M = 1, .N = 160, .K = 2048, .n_off = 16,
               .N_tile = 128, .bias = 1});
