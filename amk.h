@@ -783,8 +783,9 @@ typedef struct amk_cuda_timing_record {
     int sm;               /* the program SM (queue) that ran it */
     int hw_sm;            /* the hardware SM the block landed on */
     int done;             /* 0: not reached in the last run (aborted) */
-    double wait_us;       /* waiting for its counters */
-    double start_us, end_us; /* the op's run, from the earliest record of the launch */
+    double wait_us;       /* from reaching it to its waits met: the context copy, the op's setup
+                             (ops that split it off, amk_ops.cuh >>go) and the counter waits */
+    double start_us, end_us; /* the op's run after its waits, from the earliest record of the launch */
 } amk_cuda_timing_record;
 /* Copies min(cap, n_tasks) records of the last run (timing must have been on) into records;
    *n_out gets the count. Record i is task i. */

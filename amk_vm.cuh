@@ -82,14 +82,14 @@ static __device__ void amk_vm_read_next(amk_vm_next_t *nx, int idx, const amk_in
     for (int f = 0; f < AMK_VM_PREFETCHES; f++) { nx->prefetch_addr[f] = pa[f]; nx->prefetch_bytes[f] = pb[f]; }
 }
 
-/* The prefetcher (one thread, not thread 0), while thread 0 waits for the instruction's counters:
-   the L2 prefetches the host computed for it (amk__cuda_prefetches: a GEMV-family tile's first
+/* The prefetcher (one thread, not thread 0), while the context is copied (before the op's setup
+   and its waits): the L2 prefetches the host computed for it (amk__cuda_prefetches: a GEMV-family tile's first
    AMK_VM_PREFETCH_BYTES of weight rows, and a fused tile's norm weight), read from the look-ahead
    copy in shared memory, or for a queue's first entry from the instruction. why from the host:
    the device worked them out from the instruction and the buffer table, three dependent L2 round
    trips on a thread the block's barrier waits for; when the wait was met at once (the SM that
-   finished a phase last) the block started late by that much. why not thread 0: it only polls
-   (bench/RESULTS.md run 32). */
+   finished a phase last) the block started late by that much. why not thread 0: it polls in
+   amk_op_go, and the prefetch went out earlier beside it (bench/RESULTS.md run 32). */
 static __device__ __forceinline__ void amk_vm_prefetch(const uint64_t *addr, const uint32_t *bytes) {
 #pragma unroll
     for (int f = 0; f < AMK_VM_PREFETCHES; f++)
@@ -158,7 +158,8 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             if (q + 1 < q_end) amk_vm_read_next(&nxt[(q + 1) & 1], queue[q + 1], insts);
         } else {
             amk_vm_load_ctx(c, gi, bufs, tid - 1, nt - 1 - AMK_VM_LOOKAHEAD);
-            /* why thread 32: outside warp 0, whose thread 0 polls (thread 1 in a one-warp block) */
+            /* why thread 32: outside warp 0, whose thread 0 sets up the waits (thread 1 in a
+               one-warp block) */
             if (tid == (nt > 32 ? 32 : 1))
                 amk_vm_prefetch(nx ? nx->prefetch_addr : gi->prefetch_addr, nx ? nx->prefetch_bytes : gi->prefetch_bytes);
         }
