@@ -428,8 +428,9 @@ typedef struct amk_op_ctx {
 #ifndef AMK_VM_BACKOFF_MAX_NS
 #define AMK_VM_BACKOFF_MIN_NS 32u  /* why: ~ one L2 round trip; the first poll does not sleep */
 /* why: a dependent hop across SMs measured 2.05 us with a 512 ns cap, 1.47 with 128, 1.33 with
-   pure spinning (H100, bench/NOTES.md); 128 keeps most of the gain and still backs off */
-#define AMK_VM_BACKOFF_MAX_NS 128u
+   pure spinning (H100, bench/NOTES.md); with the ops' setup before the wait, 64 made SmolLM2's
+   step 0.9% faster than 128 and pure spinning no faster than 128 (bench/RESULTS.md run 137) */
+#define AMK_VM_BACKOFF_MAX_NS 64u
 #endif
 
 /* Thread 0: waits until each of the nw counters ctr[w] reaches th[w]. Returns 0 if the abort flag
