@@ -11540,8 +11540,10 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         }
         return w > least ? w : least;
     }
-    case AMK_OP_ATTENTION_COMBINE: /* the heads' weights staged (else it recomputes them) */
-        return amk__cuda_input(p, t, 0) && hd > 0 ? amk_buffer_numel(amk__cuda_input(p, t, 0)) / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
+    case AMK_OP_ATTENTION_COMBINE: { /* the heads' weights staged (else it recomputes them) */
+        const amk_buffer *part = amk__cuda_input(p, t, 0);
+        return part && hd > 0 ? amk_buffer_numel(part) / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
+    }
     default: return least;
     }
 }

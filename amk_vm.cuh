@@ -134,6 +134,12 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
     if (block >= prog.num_sms) return;
     q_begin = qoff[block];
     q_end = qoff[block + 1];
+    if (amk_tid() == 0) /* the same for every task: set once (the loop's first barrier publishes it) */
+        for (q = 0; q < 2; q++) {
+            ctx[q].counters = counters;
+            ctx[q].status = status;
+            ctx[q].timing = timing != 0;
+        }
     for (q = q_begin; q < q_end; q++) {
         amk_op_ctx *c = &ctx[q & 1];
         /* why the first entry from global memory: a prologue read would delay the first task */
@@ -146,12 +152,9 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             c->n_waits = nx ? nx->n_waits : gi->n_waits;
             c->wait_counter = nx ? nx->wait_counter : gi->wait_counter;
             c->wait_threshold = nx ? nx->wait_threshold : gi->wait_threshold;
-            c->counters = counters;
-            c->timing = timing != 0;
             c->go = 0;
             c->index = idx;
             c->error = 0;
-            c->status = status;
         } else if (AMK_VM_LOOKAHEAD && tid == nt - 1) {
             /* why the last thread, with no share of the context: its two round trips then run
                beside the context's two instead of after them */

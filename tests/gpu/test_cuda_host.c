@@ -235,13 +235,15 @@ static void test_prefetches(void) {
     amk__cuda_prefetches(bt, 5, &in);
     CHECK(in.prefetch_addr[0] == 0x300000 + 63ULL * 2048 * 2 && in.prefetch_bytes[0] == AMK_VM_PREFETCH_BYTES);
     CHECK(in.prefetch_bytes[1] == 0 && in.prefetch_bytes[2] == 0);
-    in.params.n_off = 8192 - 3; in.params.N_tile = 3; /* the last rows: 12 KB, to the buffer's end */
-    in.params.K = 2048;
+    in.params.n_off = 8192 - 3; in.params.N_tile = 3; /* 3 x 2048 elements: under AMK_VM_PREFETCH_MIN_ELEMS */
     amk__cuda_prefetches(bt, 5, &in);
-    CHECK(in.prefetch_bytes[0] == 0); /* 3 x 2048 elements: under AMK_VM_PREFETCH_MIN_ELEMS */
-    in.params.N_tile = 16; in.params.n_off = 8192 - 16;
+    CHECK(in.prefetch_bytes[0] == 0);
+    in.params.N_tile = 16; in.params.n_off = 8192 - 16; /* the last 16 rows: exactly the budget */
     amk__cuda_prefetches(bt, 5, &in);
     CHECK(in.prefetch_addr[0] == 0x300000 + (8192ULL - 16) * 2048 * 2 && in.prefetch_bytes[0] == 16 * 2048 * 2);
+    in.params.n_off = 8192 - 8; /* rows past the buffer (an unchecked program): cut at its end */
+    amk__cuda_prefetches(bt, 5, &in);
+    CHECK(in.prefetch_addr[0] == 0x300000 + (8192ULL - 8) * 2048 * 2 && in.prefetch_bytes[0] == 8 * 2048 * 2);
     in.inputs[1] = 4; /* an activation as W: it may be written during the launch */
     amk__cuda_prefetches(bt, 5, &in);
     CHECK(in.prefetch_bytes[0] == 0);
