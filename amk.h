@@ -11336,7 +11336,9 @@ struct amk_cuda {
     amk_instruction_t *ins;     /* [n_tasks] host copy of the instruction table */
     int32_t *queue_off;         /* [num_sms + 1] */
     int32_t *queue;             /* [n_tasks] */
-    uint64_t off_counters, off_status, off_instructions, off_timing;
+    int32_t *queue_pos;         /* [n_tasks] task i's entry in queue */
+    amk_vm_ctx_t *ctxs;         /* [n_tasks] host copy of the context table (queue order) */
+    uint64_t off_counters, off_status, off_instructions, off_timing, off_contexts;
     amk_cuda_info info;
 };
 
@@ -11624,6 +11626,20 @@ AMK__FN void amk__cuda_prefetches(const amk_buffer_t *bt, int n_buffers, amk_ins
     }
 }
 
+/* Entry q of the context table (amk_vm_ctx_t, amk_ir.h) from the instruction and buffer tables:
+   task c->queue[q]'s instruction, its inputs' and outputs' descriptors (ids checked by
+   amk__cuda_check_task), the rest zero. */
+AMK__FN void amk__cuda_context(amk_cuda *c, int q) {
+    amk_vm_ctx_t *x = &c->ctxs[q];
+    const int i = c->queue[q];
+    int j;
+    memset(x, 0, sizeof *x);
+    x->ins = c->ins[i];
+    x->index = i;
+    for (j = 0; j < x->ins.n_inputs && j < AMK_MAX_INPUTS; j++) x->in[j] = c->bufs[x->ins.inputs[j]];
+    for (j = 0; j < x->ins.n_outputs && j < AMK_MAX_OUTPUTS; j++) x->out[j] = c->bufs[x->ins.outputs[j]];
+}
+
 /* Reserves n bytes at the arena's end (AMK__CUDA_ALIGN aligned, rounded up to 16); 0 on
    overflow. */
 AMK__FN int amk__cuda_reserve(uint64_t *top, uint64_t n, uint64_t *off) {
@@ -11681,7 +11697,8 @@ AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d
         !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_instruction_t), &n) || !amk__cuda_reserve(&top, n, &c->off_instructions) ||
         !amk__cuda_reserve(&top, (uint64_t)(c->num_sms + 1) * 4, &off_qoff) ||
         !amk__cuda_reserve(&top, (uint64_t)c->n_tasks * 4, &off_queue) ||
-        !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_timing_t), &n) || !amk__cuda_reserve(&top, n, &c->off_timing))
+        !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_timing_t), &n) || !amk__cuda_reserve(&top, n, &c->off_timing) ||
+        !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_ctx_t), &n) || !amk__cuda_reserve(&top, n, &c->off_contexts))
         goto overflow;
     amk__free(page_off);
     amk__free(page_bytes);
@@ -11695,6 +11712,7 @@ AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d
     c->prog.scratch = 0;
     c->prog.abort_flag = c->off_status;
     c->prog.timing = 0;
+    c->prog.contexts = c->off_contexts;
     c->prog.n_buffers = p->n_buffers;
     c->prog.n_counters = c->n_counters;
     c->prog.n_instructions = c->n_tasks;
@@ -11793,6 +11811,7 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     c->prog.sm_queue_offset += c->arena;
     c->prog.sm_queue += c->arena;
     c->prog.abort_flag += c->arena;
+    c->prog.contexts += c->arena;
     /* tables: buffers, instructions, queues (task-list order filtered by SM: spec §3.1) */
     bt = c->bufs = (amk_buffer_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(amk_buffer_t));
     if (!bt) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
@@ -11823,11 +11842,17 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
         for (i = 0; i < p->n_tasks; i++) c->queue[c->queue_off[p->tasks[i].sm] + fill[p->tasks[i].sm]++] = i;
         amk__free(fill);
     }
+    for (i = 0; i < p->n_tasks; i++) {
+        c->queue_pos[c->queue[i]] = i;
+        amk__cuda_context(c, i);
+    }
     if (p->n_buffers)
         AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.buffers, bt, (size_t)p->n_buffers * sizeof(amk_buffer_t)), "cuMemcpyHtoD (buffer table)");
     if (c->n_tasks) {
         AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.instructions, c->ins, (size_t)c->n_tasks * sizeof(amk_instruction_t)), "cuMemcpyHtoD");
         AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.sm_queue, c->queue, (size_t)c->n_tasks * 4), "cuMemcpyHtoD");
+        AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.contexts, c->ctxs, (size_t)c->n_tasks * sizeof(amk_vm_ctx_t)),
+                    "cuMemcpyHtoD (context table)");
     }
     AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.sm_queue_offset, c->queue_off, (size_t)(c->num_sms + 1) * 4), "cuMemcpyHtoD");
     AMK__CU_TRY(c, d, MemAllocHost((void **)&c->host_status, (size_t)(AMK_VM_STATUS_PROGRESS + c->num_sms + 1) * 4), "cuMemAllocHost");
@@ -11873,7 +11898,9 @@ AMK__FN amk_result amk__cuda_create_unchecked(const amk_program *p, const void *
     c->ins = (amk_instruction_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(amk_instruction_t));
     c->queue = (int32_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(int32_t));
     c->queue_off = (int32_t *)amk__calloc((size_t)num_sms + 1, sizeof(int32_t));
-    if (!c->buf_off || !c->buf_bytes || !c->ins || !c->queue || !c->queue_off) {
+    c->queue_pos = (int32_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(int32_t));
+    c->ctxs = (amk_vm_ctx_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(amk_vm_ctx_t));
+    if (!c->buf_off || !c->buf_bytes || !c->ins || !c->queue || !c->queue_off || !c->queue_pos || !c->ctxs) {
         amk_cuda_free(c);
         return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     }
@@ -11966,6 +11993,8 @@ AMK_API void amk_cuda_free(amk_cuda *c) {
     amk__free(c->ins);
     amk__free(c->queue);
     amk__free(c->queue_off);
+    amk__free(c->queue_pos);
+    amk__free(c->ctxs);
     amk__free(c);
 }
 
@@ -12012,7 +12041,7 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
                                     int n_list, amk_diag *d) {
     amk_result r;
     amk__CUresult cr;
-    int k, j, n;
+    int k, j, n, lo, hi;
     if (!c || !p || (!all && (n_list < 0 || (n_list > 0 && !list))))
         return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_update_params: bad argument");
     if (p->n_tasks != c->n_tasks || p->n_buffers != c->n_buffers || p->n_counters != c->n_counters)
@@ -12038,14 +12067,22 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
         }
         if ((r = amk__cuda_check_task(p, i, c->num_sms, c->threads, c->smem_bytes, d)) != AMK_OK) return r;
     }
-    for (k = 0; k < n; k++) { /* the params, and the prefetches that follow from them */
-        amk_instruction_t *in = &c->ins[all ? k : list[k]];
-        amk_task_marshal_params(&p->tasks[all ? k : list[k]], &in->params);
-        amk__cuda_prefetches(c->bufs, c->n_buffers, in);
+    lo = c->n_tasks;
+    hi = -1;
+    for (k = 0; k < n; k++) { /* the params, the prefetches that follow from them, the contexts */
+        const int i = all ? k : list[k], q = c->queue_pos[i];
+        amk_task_marshal_params(&p->tasks[i], &c->ins[i].params);
+        amk__cuda_prefetches(c->bufs, c->n_buffers, &c->ins[i]);
+        amk__cuda_context(c, q);
+        if (q < lo) lo = q;
+        if (q > hi) hi = q;
     }
     if (!c->n_tasks || n == 0) return AMK_OK;
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
     cr = c->api.MemcpyHtoD(c->prog.instructions, c->ins, (size_t)c->n_tasks * sizeof(amk_instruction_t));
+    if (cr == AMK__CUDA_SUCCESS) /* why the span: a step's update (the spec path's positions) is a few tasks */
+        cr = c->api.MemcpyHtoD(c->prog.contexts + (uint64_t)lo * sizeof(amk_vm_ctx_t), c->ctxs + lo,
+                               (size_t)(hi - lo + 1) * sizeof(amk_vm_ctx_t));
     amk__cuda_leave(c);
     return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, "cuMemcpyHtoD (instructions)");
 }

@@ -162,7 +162,7 @@ typedef struct amk_instruction_t {
 typedef struct amk_program_t {
     uint64_t buffers;         /* amk_buffer_t[n_buffers] */
     uint64_t counters;        /* amk_counter_t[n_counters] */
-    uint64_t instructions;    /* amk_instruction_t[n_instructions] */
+    uint64_t instructions;    /* amk_instruction_t[n_instructions] (the VM reads the contexts) */
     uint64_t sm_queue_offset; /* int32_t[num_sms + 1] */
     uint64_t sm_queue;        /* int32_t[n_instructions] */
     uint64_t scratch;         /* base of the page arena */
@@ -170,7 +170,19 @@ typedef struct amk_program_t {
     uint64_t timing;          /* optional per-instruction records, 0 = off */
     int32_t n_buffers, n_counters, n_instructions, num_sms;
     int32_t abi_major, abi_minor, reserved0, reserved1;
+    uint64_t contexts;        /* amk_vm_ctx_t[n_instructions], in sm_queue order (AMK's addition) */
 } amk_program_t;
+
+/* What the VM copies into shared memory for one queue entry: the instruction, the descriptors of
+   its inputs and outputs (slots past n_inputs / n_outputs zero) and its index in the instruction
+   table. The host resolves them once, in queue order, so the VM fetches a whole context with one
+   bulk copy from an address it computes from the entry alone, a task ahead (amk_vm.cuh). */
+typedef struct amk_vm_ctx_t {
+    amk_instruction_t ins;
+    amk_buffer_t in[AMK_MAX_INPUTS];
+    amk_buffer_t out[AMK_MAX_OUTPUTS];
+    int32_t index, reserved[3];
+} amk_vm_ctx_t;
 
 /* VM status words at amk_program_t.abort_flag: uint32_t[4 + num_sms], zeroed before a launch.
    [0] abort (0 run, 1 host watchdog, 2 device error) [1] error task [2] error code [3] value

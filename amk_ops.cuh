@@ -18,6 +18,7 @@
 #ifndef AMK_OPS_CUH
 #define AMK_OPS_CUH
 
+#include <stddef.h>
 #include <stdint.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -136,6 +137,28 @@ static __device__ __forceinline__ void amk_ptx_cp_async_wait_pending(int n) {
    through the async proxy: the writers fence, then the block syncs (REFERENCE.md §5.2). sm_90. */
 static __device__ __forceinline__ void amk_ptx_fence_proxy_async_smem(void) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/* An mbarrier in shared memory (8-byte aligned) and a bulk copy completing on it (REFERENCE.md
+   §5.1, 5.3; sm_90): init by one thread (then the init fence and a block barrier before use), the
+   copy's issuer arms it with the byte count, every reader waits on the phase's parity. */
+static __device__ __forceinline__ void amk_ptx_mbar_init(uint64_t *bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(count)
+                 : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+static __device__ __forceinline__ void amk_ptx_bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    const uint32_t b = (uint32_t)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes), "r"(b) : "memory");
+}
+static __device__ __forceinline__ void amk_ptx_mbar_wait(uint64_t *bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(parity) : "memory");
+    } while (!done);
 }
 
 /* wgmma's fence (before the first MMA of a batch: orders the accumulator registers' earlier
@@ -392,25 +415,28 @@ static __device__ __forceinline__ float amk_warp_max(float v) {
     return v;
 }
 
-/* The instruction being executed, as the VM hands it to an op: a shared-memory copy of the
-   instruction and of its buffers' descriptors, its waits (amk_op_go), plus scratch. */
-typedef struct amk_op_ctx {
+/* The instruction being executed, as the VM hands it to an op: the shared-memory copy of its
+   context (amk_vm_ctx_t: the instruction, its buffers' descriptors, its index; the fields up to
+   `index` are laid out as there, one bulk copy fills them), plus the VM's words and scratch. */
+typedef struct __align__(16) amk_op_ctx {
     amk_instruction_t ins;
     amk_buffer_t in[AMK_MAX_INPUTS];
     amk_buffer_t out[AMK_MAX_OUTPUTS];
+    int32_t index;      /* instruction index */
+    int32_t ctx_reserved[3];
     uint32_t *status;   /* the VM status words (amk_vm.cuh): an op reports a run-time error here */
     const uint32_t *counters;  /* the program's counters */
-    const int32_t *wait_counter; /* the instruction's waits: generic pointers (the instruction in */
-    const uint32_t *wait_threshold; /* global memory or the VM's look-ahead copy in shared memory) */
     uint64_t t_start;   /* when the waits were met (globaltimer; 0 unless the VM times tasks) */
-    int n_waits;
     int timing;         /* nonzero: amk_op_go records t_start */
-    int index;          /* instruction index */
     int error;          /* nonzero: an op hit a run-time error; the VM will not signal */
     int go;             /* amk_op_go's result: 1 the waits were met, 0 not yet or aborted */
     float red[AMK_OPS_WARP];   /* block reduction scratch */
     int redi[AMK_OPS_WARP];
 } amk_op_ctx;
+static_assert(offsetof(amk_op_ctx, in) == offsetof(amk_vm_ctx_t, in) &&
+                  offsetof(amk_op_ctx, index) == offsetof(amk_vm_ctx_t, index) &&
+                  offsetof(amk_op_ctx, status) == sizeof(amk_vm_ctx_t) && sizeof(amk_vm_ctx_t) % 16 == 0,
+              "amk_op_ctx starts with amk_vm_ctx_t's layout");
 
 /* ==== >>go: where an op's own setup ends and its inputs may be read ============================
    The VM hands an instruction to its op before the instruction's waits are met. The op first does
@@ -457,7 +483,7 @@ static __device__ int amk_vm_wait(int nw, const int32_t *ctr_ids, const uint32_t
    a barrier), 0 if the launch is being aborted (the caller then returns at once). */
 static __device__ int amk_op_wait_go(amk_op_ctx *c) {
     if (amk_tid() == 0) {
-        c->go = amk_vm_wait(c->n_waits, c->wait_counter, c->wait_threshold, c->counters, c->status);
+        c->go = amk_vm_wait(c->ins.n_waits, c->ins.wait_counter, c->ins.wait_threshold, c->counters, c->status);
         if (c->timing) c->t_start = amk_ptx_globaltimer();
     }
     __syncthreads();

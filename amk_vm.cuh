@@ -1,16 +1,17 @@
 /* amk_vm.cuh - the AMK persistent megakernel (the device VM).
 
-   One block per SM walks its own queue of instructions (amk_program_t.sm_queue_offset /
-   sm_queue, built by the host from a validated, lowered program). For each instruction the block
-   copies it and its buffer descriptors into shared memory and hands it to its op (amk_ops.cuh),
-   which does its setup (parameters, pointers, loop bounds: nothing that reads an input) and then
-   calls amk_op_go: thread 0 waits for each of the instruction's counters to reach its threshold
-   (relaxed polls with exponential nanosleep back-off, then ONE acquire load of the met counter;
-   the abort flag is read in every spin) and the block meets at a barrier before the op reads its
-   inputs. Then thread 0 adds 1 to the instruction's out_counter with one device-scope release
-   add: spec IR_SPEC.md §8.1. While the context is copied, thread 32 asks L2 for the start of a
-   GEMV/GEMM tile's (read-only) weights (the ranges the host put in the instruction) and the
-   block's last thread reads the next queue entry's task, waits and prefetch ranges.
+   One block per SM walks its own queue of instructions (amk_program_t.sm_queue_offset; the
+   host resolves each queue entry into a context, amk_program_t.contexts: the instruction, its
+   buffers' descriptors and its index, in queue order). The block's last thread brings entry
+   q + 1's context into shared memory with one bulk copy while entry q runs, and hands each
+   instruction to its op (amk_ops.cuh), which does its setup (parameters, pointers, loop bounds:
+   nothing that reads an input) and then calls amk_op_go: thread 0 waits for each of the
+   instruction's counters to reach its threshold (relaxed polls with exponential nanosleep
+   back-off, then ONE acquire load of the met counter; the abort flag is read in every spin) and
+   the block meets at a barrier before the op reads its inputs. Then the last thread adds 1 to the
+   instruction's out_counter with one device-scope release add: spec IR_SPEC.md §8.1. Before the
+   setup, thread 32 asks L2 for the start of a GEMV/GEMM tile's (read-only) weights (the ranges
+   the host put in the instruction).
 
    This is the simple path: every warp computes, thread 0 waits. Warp specialisation (a loader
    warp streaming weights into a shared-memory ring ahead of the counters, a controller warp) is
@@ -45,142 +46,84 @@
 /* why: 512 threads leave 128 registers a thread; at 1024 (64 registers) the ops spill */
 #define AMK_VM_MAX_THREADS 512
 #endif
-#ifndef AMK_VM_LOOKAHEAD
-/* why: an SM that signals the last task of a phase then read its next queue entry and that
-   task's waits before its first poll, two dependent L2 round trips; such SMs started their next
-   task ~0.8 us after the others (1B and SmolLM2 timelines, bench/RESULTS.md runs 64-65).
-   With 1 a helper thread reads entry q + 1 while the block waits for entry q. */
-#define AMK_VM_LOOKAHEAD 1
-#endif
-
-/* One queue entry's task, its waits and its prefetches, read ahead into shared memory. */
-typedef struct amk_vm_next_t {
-    int32_t idx, n_waits;
-    int32_t wait_counter[AMK_MAX_WAITS];
-    uint32_t wait_threshold[AMK_MAX_WAITS];
-    uint64_t prefetch_addr[AMK_VM_PREFETCHES];
-    uint32_t prefetch_bytes[AMK_VM_PREFETCHES];
-} amk_vm_next_t;
-
-/* The look-ahead thread: queue entry idx's task, waits and prefetches into nx (all slots in one
-   round of loads, so the copy is two dependent round trips: the queue, then the task). */
-static __device__ void amk_vm_read_next(amk_vm_next_t *nx, int idx, const amk_instruction_t *insts) {
-    const amk_instruction_t *gi = &insts[idx];
-    int32_t c[AMK_MAX_WAITS];
-    uint32_t t[AMK_MAX_WAITS], pb[AMK_VM_PREFETCHES];
-    uint64_t pa[AMK_VM_PREFETCHES];
-    const int nw = gi->n_waits;
-#pragma unroll
-    for (int w = 0; w < AMK_MAX_WAITS; w++) { c[w] = gi->wait_counter[w]; t[w] = gi->wait_threshold[w]; }
-#pragma unroll
-    for (int f = 0; f < AMK_VM_PREFETCHES; f++) { pa[f] = gi->prefetch_addr[f]; pb[f] = gi->prefetch_bytes[f]; }
-    nx->idx = idx;
-    nx->n_waits = nw;
-#pragma unroll
-    for (int w = 0; w < AMK_MAX_WAITS; w++) { nx->wait_counter[w] = c[w]; nx->wait_threshold[w] = t[w]; }
-#pragma unroll
-    for (int f = 0; f < AMK_VM_PREFETCHES; f++) { nx->prefetch_addr[f] = pa[f]; nx->prefetch_bytes[f] = pb[f]; }
-}
-
-/* The prefetcher (one thread, not thread 0), while the context is copied (before the op's setup
-   and its waits): the L2 prefetches the host computed for it (amk__cuda_prefetches: a GEMV-family tile's first
-   AMK_VM_PREFETCH_BYTES of weight rows, and a fused tile's norm weight), read from the look-ahead
-   copy in shared memory, or for a queue's first entry from the instruction. why from the host:
-   the device worked them out from the instruction and the buffer table, three dependent L2 round
-   trips on a thread the block's barrier waits for; when the wait was met at once (the SM that
-   finished a phase last) the block started late by that much. why not thread 0: it polls in
-   amk_op_go, and the prefetch went out earlier beside it (bench/RESULTS.md run 32). */
+/* The prefetcher (one thread, not thread 0), after the context arrived (before the op's setup
+   and its waits): the L2 prefetches the host computed for the instruction (amk__cuda_prefetches: a
+   GEMV-family tile's first AMK_VM_PREFETCH_BYTES of weight rows, and a fused tile's norm weight).
+   why from the host: the device worked them out from the instruction and the buffer table, three
+   dependent L2 round trips on a thread the block's barrier waits for; when the wait was met at
+   once (the SM that finished a phase last) the block started late by that much. why not thread
+   0: it polls in amk_op_go, and the prefetch went out earlier beside it (bench/RESULTS.md run 32). */
 static __device__ __forceinline__ void amk_vm_prefetch(const uint64_t *addr, const uint32_t *bytes) {
 #pragma unroll
     for (int f = 0; f < AMK_VM_PREFETCHES; f++)
         if (bytes[f]) amk_ptx_prefetch_l2_bulk((const void *)addr[f], bytes[f]);
 }
 
-/* Threads t of nt (all but thread 0): copy instruction gi and its buffer descriptors into c. */
-static __device__ void amk_vm_load_ctx(amk_op_ctx *c, const amk_instruction_t *gi,
-                                       const amk_buffer_t *bufs, int t, int nt) {
-    const int iw = (int)(sizeof(amk_instruction_t) / 4), bw = (int)(sizeof(amk_buffer_t) / 4);
-    const uint32_t *src = (const uint32_t *)gi;
-    uint32_t *dst = (uint32_t *)&c->ins;
-    uint32_t *bdst = (uint32_t *)c->in; /* in[] and out[] are contiguous: 12 slots */
-    const int slots = AMK_MAX_INPUTS + AMK_MAX_OUTPUTS;
-    for (int w = t; w < iw; w += nt) dst[w] = src[w];
-    for (int w = t; w < slots * bw; w += nt) {
-        const int slot = w / bw, word = w - slot * bw;
-        const int id = slot < AMK_MAX_INPUTS ? (slot < gi->n_inputs ? gi->inputs[slot] : -1)
-                     : (slot - AMK_MAX_INPUTS < gi->n_outputs ? gi->outputs[slot - AMK_MAX_INPUTS] : -1);
-        if (id >= 0) bdst[w] = ((const uint32_t *)&bufs[id])[word];
-    }
-}
-
 /* The persistent kernel. grid = prog.num_sms blocks (cooperative: all co-resident), blockDim a
-   multiple of 32 in [32, AMK_VM_MAX_THREADS], dynamic shared memory for the ops' staging. */
+   multiple of 32 in [32, AMK_VM_MAX_THREADS], dynamic shared memory for the ops' staging.
+
+   Queue entry q runs in context slot q & 1. Its context (amk_vm_ctx_t, resolved by the host in
+   queue order) arrives by one bulk copy that the block's last thread issued when entry q - 1
+   began, so an SM that finishes a phase last starts its next task from shared memory. why: such
+   an SM copied the next instruction and its descriptors after its signal (two dependent L2 round
+   trips) and then started ~0.5 us after the others, a start spread every phase pays (bench/NOTES.md
+   session "context"). The last thread also signals: it read the out counter of entry q before it
+   issues the copy that overwrites slot q & 1 (entry q + 2), and thread 0 starts polling for the
+   next entry while the signal's release waits for the stores. */
 extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(amk_program_t prog) {
-    /* why: two contexts so threads can load the next instruction while thread 0 still reads the
-       current one to signal it (saves a barrier per instruction) */
     __shared__ amk_op_ctx ctx[2];
-    __shared__ amk_vm_next_t nxt[2]; /* why: entry q's task and waits, read during entry q - 1 */
-    __shared__ uint64_t t_wait; /* why: in a register it lived across every op (128-register cap) */
+    __shared__ __align__(8) uint64_t ctx_bar[2]; /* slot s's copy completes on ctx_bar[s] */
+    __shared__ uint64_t t_wait[2]; /* why shared: in a register it lived across every op (128-register cap) */
     extern __shared__ __align__(16) unsigned char amk_vm_smem[];
-    const int32_t *qoff = (const int32_t *)prog.sm_queue_offset;   /* [num_sms + 1] */
-    const int32_t *queue = (const int32_t *)prog.sm_queue;         /* [n_instructions] */
-    const amk_instruction_t *insts = (const amk_instruction_t *)prog.instructions;
-    const amk_buffer_t *bufs = (const amk_buffer_t *)prog.buffers;
+    const amk_vm_ctx_t *ctxs = (const amk_vm_ctx_t *)prog.contexts; /* [n_instructions], queue order */
     uint32_t *counters = (uint32_t *)prog.counters;                /* [n_counters] */
     uint32_t *status = (uint32_t *)prog.abort_flag;                /* [4 + num_sms] */
     amk_vm_timing_t *timing = (amk_vm_timing_t *)prog.timing;      /* [n_instructions] or 0 */
-    const int block = (int)blockIdx.x;
+    const int block = (int)blockIdx.x, last = amk_ntid() - 1;
     int q, q_begin, q_end;
     if (block >= prog.num_sms) return;
-    q_begin = qoff[block];
-    q_end = qoff[block + 1];
-    if (amk_tid() == 0) /* the same for every task: set once (the loop's first barrier publishes it) */
-        for (q = 0; q < 2; q++) {
+    q_begin = ((const int32_t *)prog.sm_queue_offset)[block];
+    q_end = ((const int32_t *)prog.sm_queue_offset)[block + 1];
+    if (amk_tid() == last) {
+        for (q = 0; q < 2; q++) { /* the same for every task: set once */
             ctx[q].counters = counters;
             ctx[q].status = status;
             ctx[q].timing = timing != 0;
+            ctx[q].error = 0; /* why once: a task that sets it ends the walk */
+            amk_ptx_mbar_init(&ctx_bar[q], 1);
         }
+        if (q_begin < q_end) amk_ptx_bulk_copy(&ctx[q_begin & 1], &ctxs[q_begin], sizeof(amk_vm_ctx_t), &ctx_bar[q_begin & 1]);
+    }
+    __syncthreads(); /* the barriers and the words above are set */
     for (q = q_begin; q < q_end; q++) {
         amk_op_ctx *c = &ctx[q & 1];
-        /* why the first entry from global memory: a prologue read would delay the first task */
-        const amk_vm_next_t *nx = AMK_VM_LOOKAHEAD && q > q_begin ? &nxt[q & 1] : 0;
-        const int idx = nx ? nx->idx : queue[q];
-        const amk_instruction_t *gi = &insts[idx];
-        const int tid = amk_tid(), nt = amk_ntid();
-        if (tid == 0) { /* the waits, for amk_op_go (the op waits after its setup: amk_ops.cuh >>go) */
-            if (timing) t_wait = amk_ptx_globaltimer();
-            c->n_waits = nx ? nx->n_waits : gi->n_waits;
-            c->wait_counter = nx ? nx->wait_counter : gi->wait_counter;
-            c->wait_threshold = nx ? nx->wait_threshold : gi->wait_threshold;
+        const int tid = amk_tid();
+        if (tid == last && q + 1 < q_end) /* slot (q + 1) & 1 held entry q - 1, whose readers are done */
+            amk_ptx_bulk_copy(&ctx[(q + 1) & 1], &ctxs[q + 1], sizeof(amk_vm_ctx_t), &ctx_bar[(q + 1) & 1]);
+        amk_ptx_mbar_wait(&ctx_bar[q & 1], (uint32_t)((q - q_begin) >> 1) & 1u);
+        if (tid == 0) {
+            if (timing) t_wait[q & 1] = amk_ptx_globaltimer();
             c->go = 0;
-            c->index = idx;
-            c->error = 0;
-        } else if (AMK_VM_LOOKAHEAD && tid == nt - 1) {
-            /* why the last thread, with no share of the context: its two round trips then run
-               beside the context's two instead of after them */
-            if (q + 1 < q_end) amk_vm_read_next(&nxt[(q + 1) & 1], queue[q + 1], insts);
-        } else {
-            amk_vm_load_ctx(c, gi, bufs, tid - 1, nt - 1 - AMK_VM_LOOKAHEAD);
-            /* why thread 32: outside warp 0, whose thread 0 sets up the waits (thread 1 in a
-               one-warp block) */
-            if (tid == (nt > 32 ? 32 : 1))
-                amk_vm_prefetch(nx ? nx->prefetch_addr : gi->prefetch_addr, nx ? nx->prefetch_bytes : gi->prefetch_bytes);
+        } else if (tid == (last > 32 ? 32 : 1)) { /* why thread 32: outside warp 0, whose thread 0 polls */
+            amk_vm_prefetch(c->ins.prefetch_addr, c->ins.prefetch_bytes);
         }
-        __syncthreads(); /* the context is complete */
-        amk_op_dispatch(c, (float *)amk_vm_smem); /* waits (amk_op_go), then computes */
+        amk_op_dispatch(c, (float *)amk_vm_smem); /* waits (amk_op_go: its barrier), then computes */
         __syncthreads(); /* all of the op's stores are done (and c->error and c->go are final) */
-        if (c->error || !c->go) break; /* an error or an abort: no signal; every block leaves promptly */
-        if (amk_tid() == 0) {
+        if (c->error || !c->go) { /* an error or an abort: no signal; every block leaves promptly */
+            if (q + 1 < q_end) amk_ptx_mbar_wait(&ctx_bar[(q + 1) & 1], (uint32_t)((q + 1 - q_begin) >> 1) & 1u);
+            break; /* why the wait: no bulk copy may still be writing the block's shared memory */
+        }
+        if (tid == last) {
             if (timing) {
                 amk_vm_timing_t r;
-                r.t_wait = t_wait;
+                r.t_wait = t_wait[q & 1];
                 r.t_start = c->t_start;
                 r.t_end = amk_ptx_globaltimer();
                 r.block = (uint32_t)block;
                 r.smid = amk_ptx_smid();
                 r.op = c->ins.op;
                 r.done = 1u;
-                timing[idx] = r;
+                timing[c->index] = r;
             }
             /* release: the block's output stores (ordered by the barrier) before the add */
             amk_ptx_red_release_gpu_add(&counters[c->ins.out_counter], 1u);

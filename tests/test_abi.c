@@ -1,5 +1,6 @@
 /* The canonical codes, caps and versions of spec §1.1, §7 and §8. If any drifts, this test (and
    so `make test`) fails: the numbers below are copied from the spec, not from amk_ir.h. */
+#include <stddef.h>
 #include "../amk.h"
 #include "amk_test.h"
 
@@ -92,6 +93,11 @@ static void test_caps_and_versions(void) {
     CHECK_EQ_INT(sizeof(amk_params_t), 18 * 4 + 8 * 4);
     CHECK_EQ_INT(sizeof(amk_buffer_t), 8 + 8 + 16 + 32 + 32);
     CHECK_EQ_INT(sizeof(amk_instruction_t) % 8, 0);
+    /* the VM fetches a context with one bulk copy: 16-byte multiples, descriptors 16-aligned */
+    CHECK_EQ_INT(sizeof(amk_vm_ctx_t) % 16, 0);
+    CHECK_EQ_INT(offsetof(amk_vm_ctx_t, in) % 16, 0);
+    CHECK_EQ_INT(offsetof(amk_vm_ctx_t, index), sizeof(amk_instruction_t) + 12 * sizeof(amk_buffer_t));
+    CHECK_EQ_INT(offsetof(amk_program_t, contexts) % 8, 0);
 }
 
 static void test_conversions(void) {
