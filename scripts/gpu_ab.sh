@@ -5,8 +5,8 @@
 #   e0    the working tree with the files in $AB_DIR/base/ copied over it (the baseline; make them
 #         with `scripts/gpu_ab.sh --prepare REV` here, where git is)
 #   new   the working tree as it is
-#   vN    the working tree with sed script $AB_DIR/vN.sed applied to amk_vm.cuh, amk_ops.cuh and
-#         amk.h (a knob or a path switched off: the control that separates a change's effect from
+#   vN    the working tree with sed script $AB_DIR/vN.sed applied to amk_vm.cuh, amk_ops.cuh,
+#         amk.h and amk_ir.h (a knob or a path switched off: the control that separates a change's effect from
 #         the code-placement effect, bench/NOTES.md session "affinity")
 # For each tree, ROUNDS rounds of `amk bench` (trees interleaved within a round, so drift hits all
 # alike), one ms/token line per tree and round, then bench/phases.py's table of layer 8 (1B) and
@@ -43,7 +43,7 @@ copy_tree /tmp/ab-e0 && cp "$AB_DIR"/base/* /tmp/ab-e0/
 for f in "$AB_DIR"/v*.sed; do
   [ -f "$f" ] || continue
   v=$(basename "$f" .sed)
-  copy_tree "/tmp/ab-$v" && sed -i -f "$f" "/tmp/ab-$v/amk_vm.cuh" "/tmp/ab-$v/amk_ops.cuh" "/tmp/ab-$v/amk.h"
+  copy_tree "/tmp/ab-$v" && sed -i -f "$f" "/tmp/ab-$v/amk_vm.cuh" "/tmp/ab-$v/amk_ops.cuh" "/tmp/ab-$v/amk.h" "/tmp/ab-$v/amk_ir.h"
   trees="$trees $v"
 done
 for v in $trees; do
