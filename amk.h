@@ -783,8 +783,8 @@ typedef struct amk_cuda_timing_record {
     int sm;               /* the program SM (queue) that ran it */
     int hw_sm;            /* the hardware SM the block landed on */
     int done;             /* 0: not reached in the last run (aborted) */
-    double wait_us;       /* from reaching it to its waits met: the context copy, the op's setup
-                             (ops that split it off, amk_ops.cuh >>go) and the counter waits */
+    double wait_us;       /* from reaching it (its context in shared memory) to its waits met: the
+                             op's setup (ops that split it off, amk_ops.cuh >>go) and the waits */
     double start_us, end_us; /* the op's run after its waits, from the earliest record of the launch */
 } amk_cuda_timing_record;
 /* Copies min(cap, n_tasks) records of the last run (timing must have been on) into records;
@@ -11654,7 +11654,7 @@ AMK__FN int amk__cuda_reserve(uint64_t *top, uint64_t n, uint64_t *off) {
 }
 
 /* Plans the arena: weights and consts, KV caches, IO, then activations (paged ones share their
-   page), counters + status (adjacent: one memset per run), the tables, timing. */
+   page), counters + status (adjacent: one memset per run), the tables, timing, the contexts. */
 AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d) {
     static const int kind_order[] = {AMK_KIND_WEIGHT, AMK_KIND_CONST, AMK_KIND_KV_CACHE,
                                      AMK_KIND_IO_INPUT, AMK_KIND_IO_OUTPUT, AMK_KIND_ACTIVATION};

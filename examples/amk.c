@@ -924,7 +924,7 @@ static void cli_print_op_times(amk_cuda *c, const amk_program *p, double step_us
     printf("    per opcode (sum over SMs of op time; %% of all SMs x step time):");
     for (op = 0; op < AMK_OP_COUNT; op++)
         if (per_op[op] > 0.0) printf(" %s %.0f us (%.1f%%)", amk_op_name(op), per_op[op], 100.0 * per_op[op] / (step_us * grid));
-    printf("\n    until the waits were met (context, setup, counters): %.0f us (%.1f%%), idle/overhead: %.1f%%\n",
+    printf("\n    until the waits were met (setup, counters): %.0f us (%.1f%%), idle/overhead: %.1f%%\n",
            wait_total, 100.0 * wait_total / (step_us * grid), 100.0 * (1.0 - (busy + wait_total) / (step_us * grid)));
     free(rec);
 }

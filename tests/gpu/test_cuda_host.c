@@ -263,6 +263,33 @@ static void test_prefetches(void) {
     CHECK(in.prefetch_bytes[0] == 0 && in.prefetch_bytes[1] == 0 && in.prefetch_bytes[2] == 0);
 }
 
+/* The context table: entry q holds task queue[q]'s instruction, the descriptors of its inputs
+   and outputs in slot order (the slots past them zero) and its index. */
+static void test_context_entry(void) {
+    amk_buffer_t bt[3];
+    amk_instruction_t ins[2];
+    int32_t queue[2] = {1, 0};
+    amk_vm_ctx_t ctxs[2];
+    amk_cuda c;
+    int j;
+    memset(bt, 0, sizeof bt);
+    memset(ins, 0, sizeof ins);
+    memset(&c, 0, sizeof c);
+    memset(ctxs, 0xAB, sizeof ctxs); /* poison: every byte must be written */
+    for (j = 0; j < 3; j++) { bt[j].ptr = 0x1000u * (j + 1); bt[j].numel = 7 + j; bt[j].dtype = AMK_DTYPE_BF16; }
+    ins[0].op = AMK_OP_COPY; ins[0].n_inputs = 1; ins[0].inputs[0] = 2; ins[0].n_outputs = 1; ins[0].outputs[0] = 0;
+    ins[1].op = AMK_OP_ADD; ins[1].n_inputs = 2; ins[1].inputs[0] = 0; ins[1].inputs[1] = 1;
+    ins[1].n_outputs = 1; ins[1].outputs[0] = 2; ins[1].out_counter = 5;
+    c.bufs = bt; c.ins = ins; c.queue = queue; c.ctxs = ctxs; c.n_tasks = 2; c.n_buffers = 3;
+    amk__cuda_context(&c, 0);
+    amk__cuda_context(&c, 1);
+    CHECK(memcmp(&ctxs[0].ins, &ins[1], sizeof ins[1]) == 0 && ctxs[0].index == 1);
+    CHECK(ctxs[0].in[0].ptr == 0x1000u && ctxs[0].in[1].ptr == 0x2000u && ctxs[0].out[0].ptr == 0x3000u);
+    CHECK(ctxs[0].in[1].numel == 8 && ctxs[0].in[2].ptr == 0 && ctxs[0].out[1].ptr == 0 && ctxs[0].reserved[2] == 0);
+    CHECK(memcmp(&ctxs[1].ins, &ins[0], sizeof ins[0]) == 0 && ctxs[1].index == 0);
+    CHECK(ctxs[1].in[0].ptr == 0x3000u && ctxs[1].out[0].ptr == 0x1000u && ctxs[1].in[1].ptr == 0);
+}
+
 int main(void) {
     RUN(test_no_driver);
     RUN(test_library_without_cuda_symbols);
@@ -273,5 +300,6 @@ int main(void) {
     RUN(test_vm_layouts);
     RUN(test_smem_want);
     RUN(test_prefetches);
+    RUN(test_context_entry);
     TEST_SUMMARY();
 }
