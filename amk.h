@@ -747,7 +747,7 @@ AMK_API amk_result amk_cuda_upload(amk_cuda *c, int buffer_id, const void *host,
 AMK_API amk_result amk_cuda_download(amk_cuda *c, int buffer_id, void *host, size_t nbytes,
                                      amk_diag *d);
 /* Re-marshals every task's params from p (the same program, whose params changed: pos, kv_len,
-   kv_start per decode step) and uploads the instruction table. p must have the same tasks
+   kv_start per decode step) and uploads the changed contexts. p must have the same tasks
    (ops, buffers, counters, waits, SMs) as at create (else AMK_ERR_MISMATCH); every task's shapes
    and params are re-checked (AMK_ERR_REJECTED with the op check's message). */
 AMK_API amk_result amk_cuda_update_params(amk_cuda *c, const amk_program *p, amk_diag *d);
@@ -11338,7 +11338,7 @@ struct amk_cuda {
     int32_t *queue;             /* [n_tasks] */
     int32_t *queue_pos;         /* [n_tasks] task i's entry in queue */
     amk_vm_ctx_t *ctxs;         /* [n_tasks] host copy of the context table (queue order) */
-    uint64_t off_counters, off_status, off_instructions, off_timing, off_contexts;
+    uint64_t off_counters, off_status, off_timing, off_contexts;
     amk_cuda_info info;
 };
 
@@ -11658,7 +11658,7 @@ AMK__FN int amk__cuda_reserve(uint64_t *top, uint64_t n, uint64_t *off) {
 AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d) {
     static const int kind_order[] = {AMK_KIND_WEIGHT, AMK_KIND_CONST, AMK_KIND_KV_CACHE,
                                      AMK_KIND_IO_INPUT, AMK_KIND_IO_OUTPUT, AMK_KIND_ACTIVATION};
-    uint64_t top = 0, n, *page_off = NULL, *page_bytes = NULL, off_buffers, off_qoff, off_queue;
+    uint64_t top = 0, n, *page_off = NULL, *page_bytes = NULL, off_buffers, off_qoff;
     int k, b, pg, n_pages = p->has_pages && p->buffer_page ? p->n_pages : 0;
     for (b = 0; b < p->n_buffers; b++) {
         c->buf_bytes[b] = amk__buffer_nbytes(&p->buffers[b]);
@@ -11694,9 +11694,7 @@ AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d
     if (!amk__cuda_reserve(&top, (uint64_t)c->n_counters * 4, &c->off_counters) ||
         !amk__cuda_reserve(&top, (uint64_t)(AMK_VM_STATUS_PROGRESS + c->num_sms) * 4, &c->off_status) ||
         !amk__mul_u64((uint64_t)p->n_buffers, sizeof(amk_buffer_t), &n) || !amk__cuda_reserve(&top, n, &off_buffers) ||
-        !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_instruction_t), &n) || !amk__cuda_reserve(&top, n, &c->off_instructions) ||
         !amk__cuda_reserve(&top, (uint64_t)(c->num_sms + 1) * 4, &off_qoff) ||
-        !amk__cuda_reserve(&top, (uint64_t)c->n_tasks * 4, &off_queue) ||
         !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_timing_t), &n) || !amk__cuda_reserve(&top, n, &c->off_timing) ||
         !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_ctx_t), &n) || !amk__cuda_reserve(&top, n, &c->off_contexts))
         goto overflow;
@@ -11706,9 +11704,9 @@ AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d
     memset(&c->prog, 0, sizeof c->prog);
     c->prog.buffers = off_buffers;           /* offsets for now: amk__cuda_create rebases them */
     c->prog.counters = c->off_counters;
-    c->prog.instructions = c->off_instructions;
+    c->prog.instructions = 0; /* why 0: the VM reads each entry's instruction from its context */
     c->prog.sm_queue_offset = off_qoff;
-    c->prog.sm_queue = off_queue;
+    c->prog.sm_queue = 0;     /* and walks the contexts in queue order */
     c->prog.scratch = 0;
     c->prog.abort_flag = c->off_status;
     c->prog.timing = 0;
@@ -11807,12 +11805,11 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     AMK__CU_TRY(c, d, MemsetD8(c->arena, 0, (size_t)c->arena_bytes), "cuMemsetD8");
     c->prog.buffers += c->arena;
     c->prog.counters += c->arena;
-    c->prog.instructions += c->arena;
     c->prog.sm_queue_offset += c->arena;
-    c->prog.sm_queue += c->arena;
     c->prog.abort_flag += c->arena;
     c->prog.contexts += c->arena;
-    /* tables: buffers, instructions, queues (task-list order filtered by SM: spec §3.1) */
+    /* tables: buffers, instructions and queues (task-list order filtered by SM: spec §3.1) on the
+       host, resolved into the contexts the device reads */
     bt = c->bufs = (amk_buffer_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(amk_buffer_t));
     if (!bt) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     for (i = 0; i < p->n_buffers; i++) {
@@ -11849,8 +11846,6 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     if (p->n_buffers)
         AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.buffers, bt, (size_t)p->n_buffers * sizeof(amk_buffer_t)), "cuMemcpyHtoD (buffer table)");
     if (c->n_tasks) {
-        AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.instructions, c->ins, (size_t)c->n_tasks * sizeof(amk_instruction_t)), "cuMemcpyHtoD");
-        AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.sm_queue, c->queue, (size_t)c->n_tasks * 4), "cuMemcpyHtoD");
         AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.contexts, c->ctxs, (size_t)c->n_tasks * sizeof(amk_vm_ctx_t)),
                     "cuMemcpyHtoD (context table)");
     }
@@ -12079,12 +12074,11 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
     }
     if (!c->n_tasks || n == 0) return AMK_OK;
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
-    cr = c->api.MemcpyHtoD(c->prog.instructions, c->ins, (size_t)c->n_tasks * sizeof(amk_instruction_t));
-    if (cr == AMK__CUDA_SUCCESS) /* why the span: a step's update (the spec path's positions) is a few tasks */
-        cr = c->api.MemcpyHtoD(c->prog.contexts + (uint64_t)lo * sizeof(amk_vm_ctx_t), c->ctxs + lo,
-                               (size_t)(hi - lo + 1) * sizeof(amk_vm_ctx_t));
+    /* why the span: a step's update (the spec path's positions) is a few tasks */
+    cr = c->api.MemcpyHtoD(c->prog.contexts + (uint64_t)lo * sizeof(amk_vm_ctx_t), c->ctxs + lo,
+                           (size_t)(hi - lo + 1) * sizeof(amk_vm_ctx_t));
     amk__cuda_leave(c);
-    return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, "cuMemcpyHtoD (instructions)");
+    return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, "cuMemcpyHtoD (context table)");
 }
 
 AMK_API amk_result amk_cuda_update_params(amk_cuda *c, const amk_program *p, amk_diag *d) {

@@ -158,13 +158,14 @@ typedef struct amk_instruction_t {
 } amk_instruction_t;
 
 /* The whole program on the device. sm_queue_offset has num_sms+1 entries; the queue of SM s is
-   sm_queue[sm_queue_offset[s] .. sm_queue_offset[s+1]) (instruction indices in walk order). */
+   entries [sm_queue_offset[s] .. sm_queue_offset[s+1]) in walk order: of sm_queue (instruction
+   indices) in the spec's layout, of contexts in AMK's (which leaves instructions and sm_queue 0). */
 typedef struct amk_program_t {
     uint64_t buffers;         /* amk_buffer_t[n_buffers] */
     uint64_t counters;        /* amk_counter_t[n_counters] */
-    uint64_t instructions;    /* amk_instruction_t[n_instructions] (the VM reads the contexts) */
+    uint64_t instructions;    /* amk_instruction_t[n_instructions]; 0 in AMK: see contexts */
     uint64_t sm_queue_offset; /* int32_t[num_sms + 1] */
-    uint64_t sm_queue;        /* int32_t[n_instructions] */
+    uint64_t sm_queue;        /* int32_t[n_instructions]; 0 in AMK: see contexts */
     uint64_t scratch;         /* base of the page arena */
     uint64_t abort_flag;      /* uint32_t*: nonzero makes every wait give up */
     uint64_t timing;          /* optional per-instruction records, 0 = off */

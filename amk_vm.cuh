@@ -59,6 +59,16 @@ static __device__ __forceinline__ void amk_vm_prefetch(const uint64_t *addr, con
         if (bytes[f]) amk_ptx_prefetch_l2_bulk((const void *)addr[f], bytes[f]);
 }
 
+/* Queue entry q's context into slot q & 1 (one bulk copy, completing on bar[q & 1]), and the wait
+   for it: the k-th copy into a slot completes the slot barrier's phase k, parity k & 1, and the
+   entries q_begin + 2k and q_begin + 2k + 1 are the k-th of their slots. */
+static __device__ __forceinline__ void amk_vm_fetch_ctx(amk_op_ctx *ctx, uint64_t *bar, const amk_vm_ctx_t *ctxs, int q) {
+    amk_ptx_bulk_copy(&ctx[q & 1], &ctxs[q], sizeof(amk_vm_ctx_t), &bar[q & 1]);
+}
+static __device__ __forceinline__ void amk_vm_wait_ctx(uint64_t *bar, int q, int q_begin) {
+    amk_ptx_mbar_wait(&bar[q & 1], (uint32_t)((q - q_begin) >> 1) & 1u);
+}
+
 /* The persistent kernel. grid = prog.num_sms blocks (cooperative: all co-resident), blockDim a
    multiple of 32 in [32, AMK_VM_MAX_THREADS], dynamic shared memory for the ops' staging.
 
@@ -92,15 +102,15 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             ctx[q].error = 0; /* why once: a task that sets it ends the walk */
             amk_ptx_mbar_init(&ctx_bar[q], 1);
         }
-        if (q_begin < q_end) amk_ptx_bulk_copy(&ctx[q_begin & 1], &ctxs[q_begin], sizeof(amk_vm_ctx_t), &ctx_bar[q_begin & 1]);
+        if (q_begin < q_end) amk_vm_fetch_ctx(ctx, ctx_bar, ctxs, q_begin);
     }
     __syncthreads(); /* the barriers and the words above are set */
     for (q = q_begin; q < q_end; q++) {
         amk_op_ctx *c = &ctx[q & 1];
         const int tid = amk_tid();
         if (tid == last && q + 1 < q_end) /* slot (q + 1) & 1 held entry q - 1, whose readers are done */
-            amk_ptx_bulk_copy(&ctx[(q + 1) & 1], &ctxs[q + 1], sizeof(amk_vm_ctx_t), &ctx_bar[(q + 1) & 1]);
-        amk_ptx_mbar_wait(&ctx_bar[q & 1], (uint32_t)((q - q_begin) >> 1) & 1u);
+            amk_vm_fetch_ctx(ctx, ctx_bar, ctxs, q + 1);
+        amk_vm_wait_ctx(ctx_bar, q, q_begin);
         if (tid == 0) {
             if (timing) t_wait[q & 1] = amk_ptx_globaltimer();
             c->go = 0;
@@ -110,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
         amk_op_dispatch(c, (float *)amk_vm_smem); /* waits (amk_op_go: its barrier), then computes */
         __syncthreads(); /* all of the op's stores are done (and c->error and c->go are final) */
         if (c->error || !c->go) { /* an error or an abort: no signal; every block leaves promptly */
-            if (q + 1 < q_end) amk_ptx_mbar_wait(&ctx_bar[(q + 1) & 1], (uint32_t)((q + 1 - q_begin) >> 1) & 1u);
+            if (q + 1 < q_end) amk_vm_wait_ctx(ctx_bar, q + 1, q_begin);
             break; /* why the wait: no bulk copy may still be writing the block's shared memory */
         }
         if (tid == last) {

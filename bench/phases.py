@@ -2,13 +2,18 @@
 """Per-phase table of one decode step's timeline (a trace from `amk bench --trace` or
 `amk generate --trace`; .json or .json.gz).
 
-    python3 bench/phases.py TRACE [--layer N]
+    python3 bench/phases.py TRACE [--layer N] [--starts]
 
 A phase is the tasks of one layer with the same role (Q/K/V tiles, attention, O, gate/up, down;
 the LM head and argmax after the last layer). For each phase of the chosen layer (default: the
 middle one) and the head it prints: tasks, the span from the phase's first start to its last
 end, the median and the slowest task's op time, how far apart the tasks started, and the hop:
 from the previous phase's last end (before its signal) to this phase's first start.
+
+--starts adds, over the middle half of the layers, each role's task starts after the moment T
+its inputs were complete (the last end of the phase before), split by whether the task's SM had
+itself just finished (its previous task ended within 0.5 us of T): the medians of the start
+after T, of the SM's time from its previous end to reaching the task, and of its wait.
 """
 import gzip
 import json
@@ -81,6 +86,45 @@ def main():
             total += (end - first) + (hop if hop == hop else 0.0)
         prev_end = end
     print(f"layer {layer}: {total:.1f} us with its hops")
+    if "--starts" in args:
+        starts(events, groups, layers)
+
+
+def starts(events, groups, layers):
+    """Start of each task after its phase's inputs were complete, by whether its SM was busy."""
+    by_sm = {}
+    for e in events:
+        by_sm.setdefault(e["tid"], []).append(e)
+    prev_end = {}
+    for evs in by_sm.values():
+        evs.sort(key=lambda e: e["ts"])
+        for a, b in zip(evs, evs[1:]):
+            prev_end[id(b)] = a["ts"] + a["dur"]
+    rows = {}
+    mid = layers[len(layers) // 4: len(layers) - len(layers) // 4]
+    for layer in mid:
+        before = groups.get((layer - 1, "down"))
+        for role in ORDER[:6]:
+            ev = groups.get((layer, role))
+            if not ev or not before:
+                continue
+            t = max(e["ts"] + e["dur"] for e in before)
+            for e in ev:
+                pe = prev_end.get(id(e))
+                if pe is None:
+                    continue
+                reached = e["ts"] - e["args"]["wait_us"]
+                rows.setdefault((role, pe > t - 0.5), []).append((e["ts"] - t, reached - pe, e["args"]["wait_us"]))
+            before = ev
+    print(f"starts after the inputs were complete, layers {mid[0]}-{mid[-1]} (us; medians)")
+    print("| phase | SM just finished | tasks | start after T | previous end to reaching it | wait |")
+    print("|---|---|---|---|---|---|")
+    for role in ORDER[:6]:
+        for busy in (False, True):
+            v = rows.get((role, busy))
+            if v:
+                med = [statistics.median(x[i] for x in v) for i in range(3)]
+                print(f"| {role} | {'yes' if busy else 'no'} | {len(v)} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.2f} |")
 
 
 if __name__ == "__main__":

@@ -698,6 +698,7 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
 
 static void test_fused_gemv(void) {
     static const int32_t p1[1] = {37}, p3[3] = {0, 1000, 5}, pk[1] = {6};
+    /* 100 short bf16 rows a task: the two-rows-a-pass path, with odd row counts on some warps */
     fused_case("NORM_GEMV bf16", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 200, 576, 0, NULL, 0, -1);
     fused_case("NORM_GEMV f32 M=3", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 70, 100, 0, NULL, 0, -1);
     fused_case("NORM_GEMV f16 odd K", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_F32, 1, 40, 99, 0, NULL, 0, -1);
