@@ -854,11 +854,18 @@ typedef struct amk_llama_build_opts {
     int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE);
                          0 (default) = ceil(max_seq / 512), at most 8 */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
-                         0 (default): AMK's opcodes 20..24, fewer dependent steps a layer */
+                         0 (default): AMK's opcodes 20..26, fewer dependent steps a layer */
+    int mlp_accum;    /* with AMK's opcodes: 1 the MLP is one step (RMSNORM_MLP tiles adding their
+                         share of down into an F32 residual that a FILL zeroes), 0 two (gate/up
+                         tiles, then down tiles); -1 (default) AMK's choice (AMK_LLAMA_MLP_ACCUM) */
 } amk_llama_build_opts;
 
+#ifndef AMK_LLAMA_MLP_ACCUM
+#define AMK_LLAMA_MLP_ACCUM 1 /* what mlp_accum = -1 means */
+#endif
+
 /* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), KV splits 0 (auto),
-   fused. */
+   fused, mlp_accum -1 (auto). */
 AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o);
 
 /* A named shape with its real hyper-parameters: "llama3-8b", "llama3.2-1b", "smollm2-135m". */
@@ -1668,6 +1675,9 @@ static const amk_op_spec amk__op_specs[AMK_OP_COUNT] = {
      "attention of kv heads [n_off, n_off+N_tile) over rows up to pos"},
     {"ARGMAX_PARTIAL", 1, 1, 1, {"N_tile", "n_off", "part", NULL}, "(max, first index) of a column range, per row"},
     {"ARGMAX_COMBINE", 1, 1, 1, {NULL}, "index of the best (max, index) partial, per row"},
+    {"RMSNORM_MLP", 5, 6, 1, {"eps", "K", "N_tile", "n_off", NULL},
+     "out += W_down[:, tile] @ (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) (+ resid); accumulates"},
+    {"FILL", 0, 0, 1, {NULL}, "out = scale everywhere"},
 };
 
 AMK_API const amk_op_spec *amk_op_spec_get(int op) {
@@ -4501,9 +4511,20 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         break;
     }
 
+    case AMK_OP_FILL: {
+        double value = amk__param_f(t, "scale", 1.0);
+        if (!amk__opshape_finite(value))
+            AMK__OPS_FAIL(PARAM_VALUE, "scale = %g (the value) must be finite", value);
+        if (!amk_dtype_is_float(out->dtype))
+            AMK__OPS_FAIL(OP_DTYPE, "out '%s' must be a float dtype, not %s", amk__opshape_name(out),
+                          amk_dtype_name(out->dtype));
+        break;
+    }
+
     case AMK_OP_RMSNORM_GEMV:
-    case AMK_OP_RMSNORM_SWIGLU: {
-        const int swiglu = t->op == AMK_OP_RMSNORM_SWIGLU;
+    case AMK_OP_RMSNORM_SWIGLU:
+    case AMK_OP_RMSNORM_MLP: {
+        const int mlp = t->op == AMK_OP_RMSNORM_MLP, swiglu = t->op == AMK_OP_RMSNORM_SWIGLU || mlp;
         const uint32_t flags = swiglu ? 0u : (uint32_t)P.flags;
         const int64_t K = P.K;
         double eps = amk__param_f(t, "eps", 0.0);
@@ -4548,7 +4569,25 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
                               "an even n_off (%d) and N_tile (%d)", P.head_dim, (long long)N, P.n_off, P.N_tile);
             if (!amk__opshape_rope(&c, t, &P)) return 0;
         }
-        if (flags & AMK_GEMV_FLAG_KV_ROW) {
+        if (mlp) { /* W_down [H, N] maps the tile's N_tile values onto out [M, H] (+ resid [M, H]) */
+            const amk_buffer *Wd = in[4];
+            int64_t H = Wd->shape[0], mh;
+            if (Wd->rank != 2 || Wd->shape[1] != N || !amk_dtype_is_float(Wd->dtype))
+                AMK__OPS_FAIL(OP_SHAPE, "W_down '%s' must be a float [H, N = %lld]", amk__opshape_name(Wd),
+                              (long long)N);
+            if (out->dtype != AMK_DTYPE_F32)
+                AMK__OPS_FAIL(OP_DTYPE, "out '%s' accumulates, so it must be F32, not %s",
+                              amk__opshape_name(out), amk_dtype_name(out->dtype));
+            if (out->kind != AMK_KIND_ACTIVATION && out->kind != AMK_KIND_IO_OUTPUT)
+                AMK__OPS_FAIL(OP_UNSUPPORTED, "out '%s' accumulates, so it must be an ACTIVATION or "
+                              "IO_OUTPUT", amk__opshape_name(out));
+            if (!amk__mul_i64(M, H, &mh) || n_out != mh || amk__opshape_last(out) != H)
+                AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, needs [M, H] = [%lld, %lld]",
+                              amk__opshape_name(out), (long long)n_out, (long long)M, (long long)H);
+            if (ni == 6 && (n_in[5] != mh || !amk_dtype_is_float(in[5]->dtype)))
+                AMK__OPS_FAIL(OP_SHAPE, "resid '%s' must be float with %lld elements (out's)",
+                              amk__opshape_name(in[5]), (long long)mh);
+        } else if (flags & AMK_GEMV_FLAG_KV_ROW) {
             if (n_out % N || n_out < N)
                 AMK__OPS_FAIL(OP_SHAPE, "cache '%s' has %lld elements, not whole rows of W's N = %lld",
                               amk__opshape_name(out), (long long)n_out, (long long)N);
@@ -4631,6 +4670,11 @@ AMK__FN int amk__v_transient_kind(int kind) {
 
 /* Input j of t is KV_APPEND's cache, written in place: the op writes row pos and reads nothing
    of the cache, so it is not a read for the race rules. */
+/* A task that adds into its output instead of overwriting it (RMSNORM_MLP). Such writers of one
+   buffer commute, so they may run unordered among themselves; each reads what the buffer's other
+   writers left, so every one of those must be ordered before it (amk__v_questions). */
+AMK__FN int amk__task_accumulates(const amk_task *t) { return t->op == AMK_OP_RMSNORM_MLP; }
+
 AMK__FN int amk__v_inplace_target(const amk_task *t, int j) {
     return t->op == AMK_OP_KV_APPEND && j == 1 && amk__v_len(t->n_outputs, t->outputs, 1) == 1 &&
            t->outputs[0] == t->inputs[1];
@@ -4842,7 +4886,7 @@ typedef struct amk__vq {
     int other;    /* PAGE: the other buffer on the page; else -1 */
 } amk__vq;
 
-enum { AMK__VQ_READ, AMK__VQ_KV, AMK__VQ_WAW_COUNTER, AMK__VQ_WAW_OVERLAP, AMK__VQ_PAGE };
+enum { AMK__VQ_READ, AMK__VQ_KV, AMK__VQ_WAW_COUNTER, AMK__VQ_WAW_OVERLAP, AMK__VQ_PAGE, AMK__VQ_ACCUM };
 
 typedef struct amk__vctx {
     const amk_program *p;
@@ -5626,12 +5670,41 @@ AMK__FN void amk__v_waw(amk__vctx *v, int x, amk__v_key3 *tmp, amk__v_region *re
             for (k = j + 1; k < len && reg[k].n0 < reg[j].n1 && overlaps < AMK__V_RACE_CAP; k++) {
                 int a = reg[j].task, b = reg[k].task, lo, hi;
                 if (!amk__v_overlap(&reg[j], &reg[k])) continue;
+                if (amk__task_accumulates(&v->p->tasks[a]) && amk__task_accumulates(&v->p->tasks[b]))
+                    continue; /* why: additions commute */
                 lo = g->rank[a] < g->rank[b] ? a : b;
                 hi = lo == a ? b : a;
                 amk__v_query(v, amk__v_pool_add(v, &lo, 1), 1, hi, 0, AMK__VQ_WAW_OVERLAP, x, -1);
                 overlaps++;
             }
     }
+}
+
+/* RACE_READ questions of the accumulating writers of buffer x: each reads what the other writers
+   left, so every writer that does not accumulate must be ordered before it, and there must be
+   one (else it adds onto whatever the memory held). tmp holds at least x's writer count. */
+AMK__FN void amk__v_accum(amk__vctx *v, int x, amk__v_key3 *tmp) {
+    const amk_program *p = v->p;
+    int k, na = 0, np = 0, off;
+    char tn[64], bn[64];
+    for (k = v->gwr_off[x]; k < v->gwr_off[x + 1]; k++) {
+        if (amk__task_accumulates(&p->tasks[v->gwr[k]])) na++;
+        else tmp[np++].c = v->gwr[k];
+    }
+    if (!na) return;
+    if (!np) {
+        for (k = v->gwr_off[x]; !amk__task_accumulates(&p->tasks[v->gwr[k]]); k++) {}
+        amk__v_issue(v, AMK_CHECK_READ_UNWRITTEN, v->gwr[k], x, -1,
+                     "%s accumulates onto %s, but no task writes its starting value (a FILL, say)",
+                     amk__v_tname(p, v->gwr[k], tn, sizeof tn), amk__v_bname(p, x, bn, sizeof bn));
+        return;
+    }
+    off = v->n_pool; /* why: the pool grows at its end, so the np entries are contiguous */
+    for (k = 0; k < np; k++)
+        if (amk__v_pool_add(v, &tmp[k].c, 1) < 0) return;
+    for (k = v->gwr_off[x]; k < v->gwr_off[x + 1]; k++)
+        if (amk__task_accumulates(&p->tasks[v->gwr[k]]))
+            amk__v_query(v, off, np, v->gwr[k], 0, AMK__VQ_ACCUM, x, -1);
 }
 
 /* Creates every happens-before question: RACE_READ / RACE_KV, RACE_WAW, PAGE_ALIAS. */
@@ -5663,6 +5736,7 @@ AMK__FN void amk__v_questions(amk__vctx *v) {
                              x, -1);
         }
         if (nw > 1) amk__v_waw(v, x, tmp, reg, grp);
+        amk__v_accum(v, x, tmp);
     }
     /* PAGE_ALIAS (IR_SPEC_NOTES 5): the written buffers of a page sorted by their first writer's
        rank; each must be wholly used before the next one's writers run. As with WAW groups,
@@ -5763,7 +5837,7 @@ AMK__FN void amk__v_answer(amk__vctx *v) {
    one summary issue; one PAGE_ALIAS per pair of buffers. */
 AMK__FN void amk__v_race_issues(amk__vctx *v) {
     static const amk_check checks[] = {AMK_CHECK_RACE_READ, AMK_CHECK_RACE_KV, AMK_CHECK_RACE_WAW,
-                                       AMK_CHECK_RACE_WAW, AMK_CHECK_PAGE_ALIAS};
+                                       AMK_CHECK_RACE_WAW, AMK_CHECK_PAGE_ALIAS, AMK_CHECK_RACE_READ};
     const amk_program *p = v->p;
     char tn[64], tn2[64], bn[64], bn2[64];
     int qi, shown = 0, more = 0;
@@ -5804,6 +5878,11 @@ AMK__FN void amk__v_race_issues(amk__vctx *v) {
         case AMK__VQ_WAW_OVERLAP:
             amk__v_issue(v, AMK_CHECK_RACE_WAW, q->target, q->buffer, -1,
                          "%s and %s write overlapping regions of %s and are not ordered", tn, tn2, bn);
+            break;
+        case AMK__VQ_ACCUM:
+            amk__v_issue(v, AMK_CHECK_RACE_READ, q->target, q->buffer, -1,
+                         "%s accumulates onto %s, but %s, which writes it, is not ordered before it",
+                         tn, bn, tn2);
             break;
         default:
             amk__v_issue(v, AMK_CHECK_PAGE_ALIAS, q->target, q->buffer, -1,
@@ -7417,7 +7496,7 @@ AMK__FN amk_result amk__ref_rope(const amk__refop *o, amk_diag *d) {
    (the interleaved pair order, like GGUF's Q/K rows); KV_ROW stores y at pos[m] * N + n of a
    cache of rows of N, instead of out[m, n]. Positions are checked before anything is written. */
 AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
-    const int swiglu = o->t->op == AMK_OP_RMSNORM_SWIGLU;
+    const int mlp = o->t->op == AMK_OP_RMSNORM_MLP, swiglu = o->t->op == AMK_OP_RMSNORM_SWIGLU || mlp;
     const uint32_t flags = swiglu ? 0u : (uint32_t)o->P.flags;
     const int64_t K = o->P.K, M = o->n_in[0] / K, N = o->in[2]->shape[0], n0 = o->P.n_off, nt = o->P.N_tile;
     const int64_t last = (flags & AMK_GEMV_FLAG_KV_ROW) ? N : o->n_out / M;
@@ -7455,6 +7534,17 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
                 y[n] = x1 * c - x2 * sn;
                 y[n + 1] = x2 * c + x1 * sn;
             }
+        if (mlp) { /* out[m, h] += sum_n W_down[h, n0 + n] * y[n] (+ resid[m, h]) */
+            const int64_t H = o->in[4]->shape[0];
+            int64_t h;
+            for (h = 0; h < H; h++) {
+                float acc = 0.0f;
+                for (n = 0; n < nt; n++) acc += AMK__IN(o, 4, h * N + n0 + n) * y[n];
+                if (o->ni == 6) acc += AMK__IN(o, 5, m * H + h);
+                AMK__OUT(o, m * H + h, amk__load_f32(o->y, AMK_DTYPE_F32, m * H + h) + acc);
+            }
+            continue;
+        }
         for (n = 0; n < nt; n++)
             AMK__OUT(o, (flags & AMK_GEMV_FLAG_KV_ROW) ? pos * N + n0 + n : m * last + n0 + n, y[n]);
     }
@@ -7579,7 +7669,12 @@ AMK__FN amk_result amk__refvm_exec(const amk__refop *o, amk_diag *d) {
     case AMK_OP_ATTENTION_DECODE: return amk__ref_attention(o, d);
     case AMK_OP_ROPE: return amk__ref_rope(o, d);
     case AMK_OP_RMSNORM_GEMV:
-    case AMK_OP_RMSNORM_SWIGLU: return amk__ref_norm_gemv(o, d);
+    case AMK_OP_RMSNORM_SWIGLU: case AMK_OP_RMSNORM_MLP: return amk__ref_norm_gemv(o, d);
+    case AMK_OP_FILL: {
+        int64_t e;
+        for (e = 0; e < o->n_out; e++) AMK__OUT(o, e, o->P.scale);
+        return AMK_OK;
+    }
     case AMK_OP_SILU_MUL:
         for (i = 0; i < o->n_out; i++) {
             float g = AMK__IN(o, 0, i);
@@ -11429,6 +11524,7 @@ AMK__FN int64_t amk__cuda_smem_least(const amk_task *t, int threads) {
     const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
     switch (t->op) {
     case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_SWIGLU: return 4 * K;
+    case AMK_OP_RMSNORM_MLP: return 4 * (K + amk__param_i(t, "N_tile", 0)); /* + the tile's values */
     case AMK_OP_RMSNORM_GEMV:
         return 4 * (K + ((uint32_t)amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE ? 2 * amk__param_i(t, "N_tile", 0) : 0));
     case AMK_OP_ATTENTION_DECODE:
@@ -11477,7 +11573,7 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
         const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
         const int64_t need = amk__cuda_smem_least(t, threads);
         if ((t->op == AMK_OP_GEMV_TILE || t->op == AMK_OP_GEMM_TILE || t->op == AMK_OP_RMSNORM_GEMV ||
-             t->op == AMK_OP_RMSNORM_SWIGLU) && need > smem)
+             t->op == AMK_OP_RMSNORM_SWIGLU || t->op == AMK_OP_RMSNORM_MLP) && need > smem)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: K = %lld needs %lld bytes of shared memory, the VM has %lld",
                              ti, (long long)K, (long long)need, (long long)smem);
         if ((t->op == AMK_OP_ATTENTION_TILE || t->op == AMK_OP_ATTENTION_DECODE) &&
@@ -11601,7 +11697,8 @@ AMK__FN void amk__cuda_prefetch_rows(const amk_buffer_t *bt, int n_buffers, amk_
 
 /* The L2 prefetches the VM issues while instruction in waits (amk_vm.cuh): a GEMV/GEMM tile's
    first AMK_VM_PREFETCH_BYTES of weight rows; a fused RMSNORM_* tile's norm weight too, with
-   RMSNORM_SWIGLU's gate and up rows sharing the budget. None for a tile of fewer than
+   RMSNORM_SWIGLU's and RMSNORM_MLP's gate and up rows sharing the budget (W_down's columns are
+   not one range). None for a tile of fewer than
    AMK_VM_PREFETCH_MIN_ELEMS weight elements (one round of loads). */
 AMK__FN void amk__cuda_prefetches(const amk_buffer_t *bt, int n_buffers, amk_instruction_t *in) {
     int f;
@@ -11610,7 +11707,7 @@ AMK__FN void amk__cuda_prefetches(const amk_buffer_t *bt, int n_buffers, amk_ins
         return;
     if (in->op == AMK_OP_GEMV_TILE || in->op == AMK_OP_GEMM_TILE) {
         amk__cuda_prefetch_rows(bt, n_buffers, in, 0, 1, AMK_VM_PREFETCH_BYTES);
-    } else if (in->op == AMK_OP_RMSNORM_GEMV || in->op == AMK_OP_RMSNORM_SWIGLU) {
+    } else if (in->op == AMK_OP_RMSNORM_GEMV || in->op == AMK_OP_RMSNORM_SWIGLU || in->op == AMK_OP_RMSNORM_MLP) {
         const amk_buffer_t *nw = amk__cuda_readonly_input(bt, n_buffers, in, 1); /* the norm weight: K floats, staged first */
         const uint64_t nb = nw ? (uint64_t)nw->numel * 4u & ~(uint64_t)15 : 0;
         if (nw && nw->dtype == AMK_DTYPE_F32 && nb) {
@@ -12538,6 +12635,7 @@ AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o) {
     o->act_dtype = AMK_DTYPE_F32;
     o->num_sms = 132; /* why: an H100 SXM has 132 SMs */
     o->kv_splits = 0;
+    o->mlp_accum = -1;
 }
 
 AMK_API amk_result amk_llama_config_preset(const char *name, amk_llama_config *c) {
@@ -12774,7 +12872,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                                    amk_program **out, amk_diag *d) {
     amk__lb b;
     amk_program *p;
-    int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd, fused;
+    int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd, fused, accum, rd;
     int token, pos, embed, lm_w, x, cx, n_cx, t, i, one = 1;
     char meta[32];
     int64_t q_rows, kv_rows;
@@ -12782,6 +12880,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     memset(&b, 0, sizeof b);
     if (opts) b.o = *opts; else amk_llama_build_opts_default(&b.o);
     if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no config");
+    accum = !b.o.spec_ops && (b.o.mlp_accum < 0 ? AMK_LLAMA_MLP_ACCUM : b.o.mlp_accum) != 0;
+    rd = accum ? AMK_DTYPE_F32 : b.o.act_dtype; /* why: atomic adds need F32; the residual is 2-16 KB */
     L = c->n_layers; H = c->hidden; I = c->intermediate; NH = c->n_heads; NKV = c->n_kv_heads;
     HD = c->head_dim; V = c->vocab;
     if (L < 1 || H < 1 || I < 1 || NH < 1 || NKV < 1 || HD < 2 || HD % 2 || V < 1 || NH % NKV)
@@ -12817,7 +12917,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     token = amk__lb_buf(&b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "token");
     pos = amk__lb_buf(&b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "pos");
     embed = amk__lb_buf(&b, AMK_KIND_WEIGHT, wd, V, H, 0, 2, "model.embed_tokens.weight", "model.embed_tokens.weight");
-    x = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "x.0");
+    x = amk__lb_buf(&b, AMK_KIND_ACTIVATION, rd, 1, H, 0, 2, NULL, "x.0");
     cx = amk_program_add_counter(p, "embed done");
     n_cx = 1;
     {
@@ -12846,8 +12946,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         kc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "k_cache.%d", i);
         vc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "v_cache.%d", i);
         attn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "attn.%d", i);
-        h = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "h.%d", i);
-        xo = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "x.%d", i + 1);
+        h = amk__lb_buf(&b, AMK_KIND_ACTIVATION, rd, 1, H, 0, 2, NULL, "h.%d", i);
+        xo = amk__lb_buf(&b, AMK_KIND_ACTIVATION, rd, 1, H, 0, 2, NULL, "x.%d", i + 1);
         /* why: K and V rows need fewer tiles than Q; their tiles and tasks come first in list
            order, so an SM that also holds Q work does not block them behind it */
         rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, b.o.num_sms);
@@ -12920,7 +13020,31 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         c_o = amk__lb_proj_residual(&b, attn, w_o, x, h, H, q_rows, c_comb, n_att, "o", i, &n_o);
         if (c_o < 0) goto fail;
         /* MLP block */
-        {
+        if (accum) { /* x.(i+1) = 0 (FILL, off the critical path) + h + the tiles' shares of down */
+            int c_f = amk_program_add_counter(p, "residual start"), wc[2], wn[2];
+            const int64_t tr = (amk__lb_tile_rows(I, b.o.num_sms) + 3) / 4 * 4; /* why: a multiple of 4 keeps
+                                 each W_down row's share 8-byte aligned (the device's vector loads) */
+            int64_t off;
+            snprintf(label, sizeof label, "L%d residual start", i);
+            t = amk__lb_task(&b, AMK_OP_FILL, NULL, 0, xo, c_f, &cx, &n_cx, 1, 0, label);
+            if (t < 0) goto fail;
+            amk_task_set_real(p, t, "scale", 0.0);
+            c_d = amk_program_add_counter(p, "mlp tiles");
+            ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u; ins[4] = w_dn; ins[5] = h;
+            wc[0] = c_o; wn[0] = n_o; wc[1] = c_f; wn[1] = 1;
+            for (off = 0, n_d = 0; off < I; off += tr, n_d++) {
+                const int64_t nt = I - off < tr ? I - off : tr;
+                snprintf(label, sizeof label, "L%d mlp[%lld:%lld]", i, (long long)off, (long long)(off + nt));
+                /* why: the first tile also adds the residual h, once */
+                t = amk__lb_task(&b, AMK_OP_RMSNORM_MLP, ins, off == 0 ? 6 : 5, xo, c_d, wc, wn, 2,
+                                 3 * nt * H * (amk_dtype_bits(wd) / 8), label);
+                if (t < 0) goto fail;
+                amk_task_set_int(p, t, "K", H);
+                amk_task_set_int(p, t, "N_tile", nt);
+                amk_task_set_int(p, t, "n_off", off);
+                amk_task_set_real(p, t, "eps", c->rms_eps);
+            }
+        } else {
             int a = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "act.%d", i), c_a, n_a;
             if (fused) { /* norm + gate/up + SiLU*up in one tile */
                 c_a = amk_program_add_counter(p, "gate/up tiles");

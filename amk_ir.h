@@ -89,7 +89,11 @@ typedef enum amk_opcode {
     AMK_OP_ARGMAX_PARTIAL = 23,   /* [logits]: per row, (max, first index of it) over columns
                                      [n_off, n_off+N_tile) into columns 2*part, 2*part+1 of out */
     AMK_OP_ARGMAX_COMBINE = 24,   /* [partials]: per row, the index of the best (max, index) pair */
-    AMK_OP_COUNT = 25             /* the registry has this many rows; row 19 is undefined */
+    AMK_OP_RMSNORM_MLP = 25,      /* [x, norm_w, W_gate, W_up, W_down(, resid)]: ACCUMULATES
+                                     out[m, :] += W_down[:, n_off:n_off+N_tile] @ the tile's
+                                     silu(xn@Wg.T) * (xn@Wu.T) (+ resid[m, :] when given); out F32 */
+    AMK_OP_FILL = 26,             /* []: every element of out = scale (an accumulation's start) */
+    AMK_OP_COUNT = 27             /* the registry has this many rows; row 19 is undefined */
 } amk_opcode;
 
 /* ATTENTION_TILE params.flags bits (IR_SPEC_NOTES conventions table). */

@@ -594,6 +594,13 @@ AMK_OP_FN void amk_op_copy(amk_op_ctx *c) {
     for (i = AMK_OPS_TID; i < n; i += AMK_OPS_NT) amk_store(op, o->dtype, i, amk_load(xp, x->dtype, i));
 }
 
+/* FILL: out = scale everywhere (the start of an accumulation). */
+AMK_OP_FN void amk_op_fill(amk_op_ctx *c) {
+    const amk_buffer_t *o = &c->out[0];
+    int64_t i;
+    for (i = AMK_OPS_TID; i < o->numel; i += AMK_OPS_NT) amk_store((void *)o->ptr, o->dtype, i, c->ins.params.scale);
+}
+
 /* EMBED: out[r, :] = table[ids[r], :]; an id outside [0, V) is a run-time error. Each row's id
    is read once, then the row is copied in 16-byte pieces when table and out have one dtype and a
    row is a whole number of pieces (the decode step: a bf16 row of H = 2048 is one piece a thread
@@ -1783,9 +1790,49 @@ static __device__ __forceinline__ int64_t amk_fused_index(const amk_op_ctx *c, i
     return kv_row ? amk_fused_pos(c, m, pos0) * N + n : m * last + n;
 }
 
+/* RMSNORM_MLP's second half, rows m0 .. m0+mr of x: out[m, h] += sum_j W_down[h, n_off + j] *
+   ys[m - m0, j] (+ resid[m, h]), one output h a thread, added with red.global.add.f32 (out is F32,
+   host-checked). Each W_down row's share is N_tile contiguous elements, read 8 bytes at a time when
+   aligned (the lowering keeps N_tile a multiple of 4). why out of line: the decode tiles' inlined
+   code stays as it was (bench/NOTES.md: code placement moves the steps) */
+static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const float *ys, int64_t m0, int mr) {
+    const amk_buffer_t *Wd = &c->in[4], *o = &c->out[0];
+    const int64_t N = Wd->shape[1], H = Wd->shape[0], nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
+    const int esz = Wd->dtype == AMK_DTYPE_F32 ? 4 : 2;
+    const int vec = (Wd->dtype == AMK_DTYPE_F32 || Wd->dtype == AMK_DTYPE_BF16 || Wd->dtype == AMK_DTYPE_F16) &&
+                    (n0 * esz) % 8 == 0 && (nt * esz) % 8 == 0 && (N * esz) % 8 == 0 && Wd->ptr % 8 == 0;
+    const int epv = 8 / esz; /* elements an 8-byte load */
+    float *out = (float *)o->ptr;
+    for (int64_t h = AMK_OPS_TID; h < H; h += AMK_OPS_NT) {
+        const char *row = (const char *)Wd->ptr + (h * N + n0) * esz;
+        for (int r = 0; r < mr; r++) {
+            const float *a = ys + (int64_t)r * nt;
+            float acc = 0.0f;
+            if (vec) {
+                for (int64_t j = 0; j < nt; j += epv) {
+                    const uint2 u = *(const uint2 *)(row + j * esz);
+                    if (esz == 4) {
+                        acc += __uint_as_float(u.x) * a[j] + __uint_as_float(u.y) * a[j + 1];
+                    } else {
+                        const uint32_t w[4] = {u.x & 0xFFFFu, u.x >> 16, u.y & 0xFFFFu, u.y >> 16};
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            acc += (Wd->dtype == AMK_DTYPE_BF16 ? __uint_as_float(w[e] << 16)
+                                                                : __half2float(__ushort_as_half((unsigned short)w[e]))) * a[j + e];
+                    }
+                }
+            } else {
+                for (int64_t j = 0; j < nt; j++) acc += amk_load((const void *)Wd->ptr, Wd->dtype, h * N + n0 + j) * a[j];
+            }
+            if (c->ins.n_inputs == 6) acc += amk_load((const void *)c->in[5].ptr, c->in[5].dtype, (m0 + r) * H + h);
+            atomicAdd(out + (m0 + r) * H + h, acc);
+        }
+    }
+}
+
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
-    const int swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU;
+    const int mlp = c->ins.op == AMK_OP_RMSNORM_MLP, swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU || mlp;
     const uint32_t flags = swiglu ? 0u : (uint32_t)P->flags;
     const int rope = (flags & AMK_GEMV_FLAG_ROPE) != 0, kv_row = (flags & AMK_GEMV_FLAG_KV_ROW) != 0;
     const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2], *Wu = &c->in[3], *o = &c->out[0];
@@ -1797,7 +1844,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int fast = (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16) &&
                      (!swiglu || Wu->dtype == W->dtype) && ((int64_t)K * esz) % 16 == 0;
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
-    const int64_t mc = amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, K + (rope ? 2 * nt : 0));
+    const int64_t mc = amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
     float *xs = smem;          /* [mc, K] normalised rows of x */
     float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */
     float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
@@ -1877,7 +1924,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
                     float v = amk_warp_sum(acc[r]) * inv[r];
                     if (swiglu) v = v / (1.0f + expf(-v)) * (amk_warp_sum(acu[r]) * inv[r]);
                     if (lane == 0) {
-                        if (rope) ys[r * nt + (n - n_begin)] = v;
+                        if (rope || mlp) ys[r * nt + (n - n_begin)] = v;
                         else amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, m0 + r, n, N, last, pos_first), v);
                     }
                 }
@@ -1889,6 +1936,10 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
             }
         }
         __syncthreads(); /* why: ys is complete; xs and ys are overwritten by the next row block */
+        if (mlp) {
+            amk_mlp_down(c, ys, m0, mr);
+            __syncthreads();
+        }
         if (rope) {
             for (i = AMK_OPS_TID; i < (int64_t)mr * (nt / 2); i += AMK_OPS_NT) {
                 const int64_t r = i / (nt / 2), j = 2 * (i - r * (nt / 2)), nn = n_begin + j;
@@ -2179,7 +2230,7 @@ static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *sme
     const int op = c->ins.op;
     /* the ops that split their setup from their work call amk_op_go themselves (>>go) */
     const int splits = op == AMK_OP_GEMV_TILE || op == AMK_OP_GEMM_TILE || op == AMK_OP_RMSNORM_GEMV ||
-                       op == AMK_OP_RMSNORM_SWIGLU || op == AMK_OP_ATTENTION_DECODE;
+                       op == AMK_OP_RMSNORM_SWIGLU || op == AMK_OP_RMSNORM_MLP || op == AMK_OP_ATTENTION_DECODE;
     if ((!AMK_VM_EARLY_SETUP || !splits) && !amk_op_wait_go(c)) return;
     switch (op) {
     case AMK_OP_NOP: break;
@@ -2204,7 +2255,9 @@ static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *sme
     case AMK_OP_ARGMAX_COMBINE: amk_op_argmax_pair(c); break;
     case AMK_OP_ATTENTION_COMBINE: amk_op_attention_combine(c, smem); break;
     case AMK_OP_RMSNORM_GEMV:
-    case AMK_OP_RMSNORM_SWIGLU: amk_op_norm_gemv(c, smem); break;
+    case AMK_OP_RMSNORM_SWIGLU:
+    case AMK_OP_RMSNORM_MLP: amk_op_norm_gemv(c, smem); break;
+    case AMK_OP_FILL: amk_op_fill(c); break;
     case AMK_OP_ATTENTION_DECODE: amk_op_attention_decode(c, smem); break;
     default: if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, c->ins.op); break;
     }

@@ -4,7 +4,8 @@
 
     python3 bench/phases.py TRACE [--layer N] [--starts]
 
-A phase is the tasks of one layer with the same role (Q/K/V tiles, attention, O, gate/up, down;
+A phase is the tasks of one layer with the same role (Q/K/V tiles, attention, O, gate/up and down
+or the one-step MLP;
 the LM head and argmax after the last layer). For each phase of the chosen layer (default: the
 middle one) and the head it prints: tasks, the span from the phase's first start to its last
 end, the median and the slowest task's op time, how far apart the tasks started, and the hop:
@@ -22,8 +23,15 @@ import statistics
 import sys
 
 ROLE = {"k": "qkv", "v": "qkv", "q": "qkv", "attention": "attention", "attention combine": "combine",
-        "o": "o", "gate/up": "gate/up", "down": "down", "lm_head": "lm_head"}
-ORDER = ["qkv", "attention", "combine", "o", "gate/up", "down", "lm_head", "argmax parts", "argmax"]
+        "o": "o", "gate/up": "gate/up", "down": "down", "mlp": "mlp", "residual start": "fill",
+        "lm_head": "lm_head"}
+# a layer's phases in order (down or mlp ends it; the FILL that starts an mlp's sum runs off the path)
+LAYER = ["qkv", "attention", "combine", "o", "gate/up", "down", "mlp"]
+
+
+def layer_end(groups, layer):
+    """The tasks that complete a layer's output (its down tiles, or its mlp tiles)."""
+    return groups.get((layer, "down")) or groups.get((layer, "mlp"))
 
 
 def load(path):
@@ -63,11 +71,11 @@ def main():
         layer = layers[len(layers) // 2]
     t0 = min(e["ts"] for e in events)
     step = max(e["ts"] + e["dur"] for e in events) - t0
-    rows = [(layer, r) for r in ORDER[:6]] + [(layers[-1] + 1, "lm_head"), (None, "argmax parts"), (None, "argmax")]
+    rows = [(layer, r) for r in LAYER] + [(layers[-1] + 1, "lm_head"), (None, "argmax parts"), (None, "argmax")]
     print(f"step {step:.1f} us over {len(layers)} layers; phases of layer {layer} and the head (us)")
     print("| phase | tasks | span | task median | task max | start spread | hop |")
     print("|---|---|---|---|---|---|---|")
-    before = groups.get((layer - 1, "down")) or groups.get((None, "embed"))
+    before = layer_end(groups, layer - 1) or groups.get((None, "embed"))
     prev_end = max(e["ts"] + e["dur"] for e in before) if before else None
     total = 0.0
     for key in rows:
@@ -103,8 +111,8 @@ def starts(events, groups, layers):
     rows = {}
     mid = layers[len(layers) // 4: len(layers) - len(layers) // 4]
     for layer in mid:
-        before = groups.get((layer - 1, "down"))
-        for role in ORDER[:6]:
+        before = layer_end(groups, layer - 1)
+        for role in LAYER:
             ev = groups.get((layer, role))
             if not ev or not before:
                 continue
@@ -119,7 +127,7 @@ def starts(events, groups, layers):
     print(f"starts after the inputs were complete, layers {mid[0]}-{mid[-1]} (us; medians)")
     print("| phase | SM just finished | tasks | start after T | previous end to reaching it | wait |")
     print("|---|---|---|---|---|---|")
-    for role in ORDER[:6]:
+    for role in LAYER:
         for busy in (False, True):
             v = rows.get((role, busy))
             if v:

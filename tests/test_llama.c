@@ -38,8 +38,9 @@ static void test_presets(void) {
     CHECK_EQ_INT(amk_llama_config_preset("gpt-5", &c), AMK_ERR_NOT_FOUND);
 }
 
-/* Both forms of the step: spec_ops (opcodes 0..18 only, per-step params) and fused. */
-static void check_build(int spec_ops) {
+/* The forms of the step: spec_ops (opcodes 0..18 only, per-step params) and fused, its MLP in two
+   steps (mlp_accum 0) or one (1: RMSNORM_MLP tiles accumulating onto a FILL). */
+static void check_build(int spec_ops, int mlp_accum) {
     amk_llama_config c = tiny_config();
     amk_llama_build_opts o;
     amk_program *p = NULL, *q = NULL;
@@ -49,12 +50,13 @@ static void check_build(int spec_ops) {
     amk_diag d;
     char *json = NULL, *json2 = NULL;
     size_t n = 0, n2 = 0;
-    int i, n_attn = 0, n_decode = 0, n_small = 0, n_fused = 0;
+    int i, n_attn = 0, n_decode = 0, n_small = 0, n_fused = 0, n_mlp = 0, n_fill = 0, n_swiglu = 0;
     amk_diag_clear(&d);
     amk_llama_build_opts_default(&o);
     o.num_sms = 8;
     o.kv_splits = 3;
     o.spec_ops = spec_ops;
+    o.mlp_accum = mlp_accum;
     CHECK_EQ_INT(amk_llama_build(&c, &o, &p, &d), AMK_OK);
     if (!p) return;
     memset(&rep, 0, sizeof rep);
@@ -67,7 +69,14 @@ static void check_build(int spec_ops) {
         n_decode += op == AMK_OP_ATTENTION_DECODE;
         n_small += op == AMK_OP_RMSNORM || op == AMK_OP_ROPE || op == AMK_OP_KV_APPEND || op == AMK_OP_ADD || op == AMK_OP_SILU_MUL;
         n_fused += op >= AMK_OP_RMSNORM_GEMV;
+        n_mlp += op == AMK_OP_RMSNORM_MLP;
+        n_fill += op == AMK_OP_FILL;
+        n_swiglu += op == AMK_OP_RMSNORM_SWIGLU;
+        if (op == AMK_OP_RMSNORM_MLP) /* the residual is added once a layer, by its first tile */
+            CHECK_EQ_INT(p->tasks[i].n_inputs, amk_task_param(&p->tasks[i], "n_off")->i == 0 ? 6 : 5);
     }
+    CHECK_EQ_INT(n_fill, spec_ops || !mlp_accum ? 0 : 2);
+    CHECK(spec_ops || (mlp_accum ? n_mlp >= 2 && n_swiglu == 0 : n_mlp == 0 && n_swiglu >= 2));
     if (spec_ops) {
         CHECK_EQ_INT(n_attn, 2 * 3);
         CHECK_EQ_INT(n_fused, 0);
@@ -114,44 +123,48 @@ static void check_build(int spec_ops) {
 }
 
 static void test_build_validates_and_lowers(void) {
-    check_build(1);
-    check_build(0);
+    check_build(1, 0);
+    check_build(0, 0);
+    check_build(0, 1);
 }
 
-/* The fused step computes what the spec_ops step computes: same random weights (the loader puts
-   Q/K rows in interleaved order for the fused one), 12 steps, logits within fp32 noise. */
+/* The fused steps compute what the spec_ops step computes: same random weights (the loader puts
+   Q/K rows in interleaved order for the fused ones), 12 steps, logits within fp32 noise. m[0] is
+   spec_ops; m[1] fused with the MLP in two steps; m[2] fused with RMSNORM_MLP. */
 static void test_fused_matches_spec_ops(void) {
     amk_llama_config c = tiny_config();
     amk_llm_opts o;
-    amk_llm *m[2] = {NULL, NULL};
+    amk_llm *m[3] = {NULL, NULL, NULL};
     amk_diag d;
-    const float *lg[2];
-    int pos, k, i, tok = 5, a[2];
+    const float *lg[3];
+    int pos, k, i, tok = 5, a[3];
     double worst = 0.0;
     amk_diag_clear(&d);
-    for (k = 0; k < 2; k++) {
+    for (k = 0; k < 3; k++) {
         amk_llm_opts_default(&o);
         o.backend = AMK_BACKEND_CPU;
         o.build.num_sms = 4;
         o.build.max_seq = 16;
         o.build.kv_splits = 2;
-        o.build.spec_ops = k;
+        o.build.spec_ops = k == 0;
+        o.build.mlp_accum = k == 2;
         CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m[k], &d), AMK_OK);
     }
-    if (!m[0] || !m[1]) { amk_llm_close(m[0]); amk_llm_close(m[1]); return; }
+    if (!m[0] || !m[1] || !m[2]) { for (k = 0; k < 3; k++) amk_llm_close(m[k]); return; }
     for (pos = 0; pos < 12; pos++) {
-        CHECK_EQ_INT(amk_llm_step(m[0], tok, pos, &lg[0], &a[0], &d), AMK_OK); /* each amk_llm owns its logits */
-        CHECK_EQ_INT(amk_llm_step(m[1], tok, pos, &lg[1], &a[1], &d), AMK_OK);
-        for (i = 0; i < c.vocab; i++) {
-            double e = fabs((double)lg[0][i] - (double)lg[1][i]);
-            if (e > worst) worst = e;
+        for (k = 0; k < 3; k++) /* each amk_llm owns its logits */
+            CHECK_EQ_INT(amk_llm_step(m[k], tok, pos, &lg[k], &a[k], &d), AMK_OK);
+        for (k = 1; k < 3; k++) {
+            for (i = 0; i < c.vocab; i++) {
+                double e = fabs((double)lg[0][i] - (double)lg[k][i]);
+                if (e > worst) worst = e;
+            }
+            CHECK_EQ_INT(a[0], a[k]);
         }
-        CHECK_EQ_INT(a[0], a[1]);
         tok = a[0];
     }
     CHECK(worst < 1e-4);
-    amk_llm_close(m[0]);
-    amk_llm_close(m[1]);
+    for (k = 0; k < 3; k++) amk_llm_close(m[k]);
 }
 
 static void test_random_weights_decode(void) {

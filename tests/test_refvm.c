@@ -404,6 +404,17 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_RMSNORM_SWIGLU, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=8", "ok"},
     {AMK_OP_RMSNORM_SWIGLU, "F32[1,8] F32[8] BF16[12,8] BF16[10,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
     {AMK_OP_RMSNORM_SWIGLU, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,12] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=8", "ok"},
+    {AMK_OP_RMSNORM_MLP, "F32[2,8] F32[8] BF16[12,8] BF16[12,8] BF16[6,12] F32[2,6] | F32[2,6]", "eps=1e-5 K=8 N_tile=4 n_off=0", "ok"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,10] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,12] | BF16[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_DTYPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,12] | F32[1,9]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,12] F32[1,7] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,12] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=10", "PARAM_VALUE"},
+    {AMK_OP_FILL, " | BF16[3,5]", "scale=0", "ok"},
+    {AMK_OP_FILL, " | I32[3]", "scale=0", "OP_DTYPE"},
+    {AMK_OP_FILL, " | F32[3]", "scale=1e300", "PARAM_VALUE"},
     {AMK_OP_ATTENTION_DECODE, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] | F32[6,4]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1", "ok"},
     {AMK_OP_ATTENTION_DECODE, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] | F32[6,4]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=2", "PARAM_VALUE"},
     {AMK_OP_ATTENTION_DECODE, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[2] | F32[6,4]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1", "OP_SHAPE"},
@@ -1185,6 +1196,95 @@ static void test_fused_gemv(void) {
             fused_gemv_case(AMK_OP_RMSNORM_GEMV, 3, ACT_DTS[a], ACT_DTS[o], OUT_DTS[o], 3, 16, 24, 10, 12, 8, pos3, 7);
             fused_gemv_case(AMK_OP_RMSNORM_GEMV, 2, ACT_DTS[a], ACT_DTS[o], OUT_DTS[o], 1, 48, 8, 0, 8, 0, pos1, 40);
         }
+}
+
+/* RMSNORM_MLP adds W_down[:, tile] @ (silu(g) * u) of its tile (and resid, when given) to what out
+   held: the start values survive under the sum. */
+static void mlp_case(int xdt, int wdt, int M, int K, int N, int H, int n_off, int n_tile, int with_resid) {
+    tc c;
+    amk_diag d;
+    const double eps = 1e-5;
+    int x, nw, Wg, Wu, Wd, r = -1, y, ins[6], m, n, k, h;
+    double *want = (double *)calloc((size_t)(M * H), sizeof(double));
+    double *mag = (double *)calloc((size_t)(M * H), sizeof(double));
+    double a[64], am[64];
+    char label[160];
+    tc_init(&c);
+    x = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, M, K, 0);
+    nw = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
+    Wg = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, K, 0);
+    Wu = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, K, 0);
+    Wd = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, H, N, 0);
+    if (with_resid) r = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, M, H, 0);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, M, H, 0);
+    tfill(&c.b[x], -2, 2);
+    tfill(&c.b[nw], 0.5, 1.5);
+    tfill(&c.b[Wg], -1, 1);
+    tfill(&c.b[Wu], -1, 1);
+    tfill(&c.b[Wd], -1, 1);
+    if (r >= 0) tfill(&c.b[r], -3, 3);
+    tfill(&c.b[y], -1, 1); /* the sum's start */
+    ins[0] = x; ins[1] = nw; ins[2] = Wg; ins[3] = Wu; ins[4] = Wd; ins[5] = r;
+    tc_task(&c, AMK_OP_RMSNORM_MLP, ins, with_resid ? 6 : 5, y);
+    tc_real(&c, "eps", eps);
+    tc_int(&c, "K", K);
+    tc_int(&c, "N_tile", n_tile);
+    tc_int(&c, "n_off", n_off);
+    for (m = 0; m < M; m++) {
+        double ss = 0, inv;
+        for (k = 0; k < K; k++) ss += c.b[x].v[m * K + k] * c.b[x].v[m * K + k];
+        inv = 1.0 / sqrt(ss / K + eps);
+        for (n = 0; n < n_tile; n++) {
+            double g = 0, gm = 0, u = 0, um = 0;
+            for (k = 0; k < K; k++) {
+                const double xn = c.b[x].v[m * K + k] * inv * c.b[nw].v[k];
+                g += xn * c.b[Wg].v[(int64_t)(n_off + n) * K + k];
+                gm += fabs(xn * c.b[Wg].v[(int64_t)(n_off + n) * K + k]);
+                u += xn * c.b[Wu].v[(int64_t)(n_off + n) * K + k];
+                um += fabs(xn * c.b[Wu].v[(int64_t)(n_off + n) * K + k]);
+            }
+            a[n] = g / (1 + exp(-g)) * u;
+            am[n] = gm * fabs(u) + um * fabs(g) + 1e-3;
+        }
+        for (h = 0; h < H; h++) {
+            double s = c.b[y].v[m * H + h], sm = fabs(s);
+            for (n = 0; n < n_tile; n++) {
+                s += c.b[Wd].v[(int64_t)h * N + n_off + n] * a[n];
+                sm += fabs(c.b[Wd].v[(int64_t)h * N + n_off + n]) * am[n];
+            }
+            if (r >= 0) { s += c.b[r].v[m * H + h]; sm += fabs(c.b[r].v[m * H + h]); }
+            want[m * H + h] = s;
+            mag[m * H + h] = sm;
+        }
+    }
+    snprintf(label, sizeof label, "RMSNORM_MLP x=%s W=%s M=%d K=%d N=%d H=%d tile=[%d,+%d) resid=%d",
+             amk_dtype_name(xdt), amk_dtype_name(wdt), M, K, N, H, n_off, n_tile, with_resid);
+    CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
+    CHECK_MSG(cmp_out(label, &c.b[y], want, mag, 1e-5 * sqrt((double)(K + n_tile)), (int64_t)M * H) == 0,
+              "%s", label);
+    free(want); free(mag);
+    tc_free(&c);
+}
+
+static void test_mlp_fill(void) {
+    int a, o;
+    tc c;
+    amk_diag d;
+    int y, k;
+    for (a = 0; a < 3; a++)
+        for (o = 0; o < 3; o++) {
+            mlp_case(ACT_DTS[a], ACT_DTS[o], 1 + (a % 2), 24, 12, 10, 4, 8, o != 1);
+            mlp_case(ACT_DTS[a], ACT_DTS[o], 1, 16, 7, 5, 0, 7, 1);
+        }
+    /* FILL writes scale (cast) everywhere */
+    tc_init(&c);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_BF16, 2, 3, 5, 0);
+    tpoison(&c.b[y]);
+    tc_task(&c, AMK_OP_FILL, NULL, 0, y);
+    tc_real(&c, "scale", -2.5);
+    CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+    for (k = 0; k < 15; k++) CHECK(tget(&c.b[y], k) == -2.5);
+    tc_free(&c);
 }
 
 /* ATTENTION_DECODE: the query heads of kv heads [n_off, n_off+N_tile) over [start, min(start+len,
@@ -1969,6 +2069,7 @@ int main(void) {
     RUN(test_attention_combine);
     RUN(test_rope);
     RUN(test_fused_gemv);
+    RUN(test_mlp_fill);
     RUN(test_attention_decode);
     RUN(test_elementwise);
     RUN(test_dequant);

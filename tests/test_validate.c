@@ -931,6 +931,72 @@ static void test_race_waw_argmax_parts(void) {
     amk_program_free(p);
 }
 
+/* Accumulating writers (RMSNORM_MLP): tiles of one counter may add into one buffer unordered;
+   each needs every other writer (the FILL that starts the sum) ordered before it, and one to
+   exist; a reader needs all of them before it; a plain writer among them still races. */
+static void test_accumulate(void) {
+    amk_program *p = amk_program_create();
+    int x = vec(p, "h", AMK_KIND_IO_INPUT, 8), nw = vec(p, "norm_w", AMK_KIND_WEIGHT, 8);
+    int wg = weight(p, "W_gate", 6, 8), wu = weight(p, "W_up", 6, 8), wd = weight(p, "W_down", 8, 6);
+    int y = vec(p, "x_next", AMK_KIND_ACTIVATION, 8), z = vec(p, "out", AMK_KIND_IO_OUTPUT, 8);
+    int c_f = amk_program_add_counter(p, "start"), c_m = amk_program_add_counter(p, "mlp");
+    int in[6], o[1], k, t, fill;
+    char buf[256];
+    o[0] = y;
+    fill = amk_program_add_task(p, AMK_OP_FILL, NULL, 0, o, 1, c_f, "fill");
+    amk_task_set_real(p, fill, "scale", 0.0);
+    in[0] = x; in[1] = nw; in[2] = wg; in[3] = wu; in[4] = wd; in[5] = x;
+    for (k = 0; k < 3; k++) {
+        t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, in, k == 0 ? 6 : 5, o, 1, c_m, "mlp");
+        amk_task_set_int(p, t, "K", 8);
+        amk_task_set_int(p, t, "N_tile", 2);
+        amk_task_set_int(p, t, "n_off", 2 * k);
+        amk_task_set_real(p, t, "eps", 1e-5);
+        amk_task_add_wait(p, t, c_f, 1);
+    }
+    t = copy1(p, y, z, amk_program_add_counter(p, "emit"), "emit");
+    amk_task_add_wait(p, t, c_m, 3);
+    expect_clean(p);
+    amk_task_set_int(p, 2, "n_off", 0); /* overlapping tiles: additions still commute */
+    expect_clean(p);
+    p->tasks[3].n_waits = 0; /* one tile not after the FILL: it may add before the FILL writes */
+    {
+        amk_report r;
+        CHECK_EQ_INT(amk_program_validate(p, &r), AMK_ERR_REJECTED);
+        CHECK_EQ_INT(count_id(&r, AMK_CHECK_RACE_READ), 1);
+        CHECK_EQ_INT(count_id(&r, AMK_CHECK_RACE_WAW), 1); /* the FILL's group before the tiles' */
+        CHECK_EQ_INT(r.n_errors, 2);
+        amk_report_free(&r);
+    }
+    CHECK(strstr(first_message(p, AMK_CHECK_RACE_READ, buf, sizeof buf), "accumulates onto") != NULL);
+    amk_task_add_wait(p, 3, c_f, 1);
+    expect_clean(p);
+    p->tasks[fill].op = AMK_OP_NOP; /* nothing starts the sum */
+    p->tasks[fill].n_outputs = 0;
+    CHECK(expect_only(p, AMK_CHECK_READ_UNWRITTEN) >= 1);
+    p->tasks[fill].op = AMK_OP_FILL;
+    p->tasks[fill].n_outputs = 1;
+    expect_clean(p);
+    { /* a plain write in the tiles' group: it clobbers their sums and is not before them */
+        amk_report r;
+        t = copy1(p, x, y, c_m, "clobber");
+        amk_task_add_wait(p, t, c_f, 1);
+        p->tasks[4].waits[0].threshold = 4;
+        CHECK_EQ_INT(amk_program_validate(p, &r), AMK_ERR_REJECTED);
+        CHECK(count_id(&r, AMK_CHECK_RACE_WAW) >= 1);
+        CHECK(count_id(&r, AMK_CHECK_RACE_READ) >= 1);
+        amk_report_free(&r);
+        p->tasks[t].op = AMK_OP_NOP; /* back to the clean program */
+        p->tasks[t].n_inputs = p->tasks[t].n_outputs = 0;
+        p->tasks[t].out_counter = amk_program_add_counter(p, "nop");
+        p->tasks[4].waits[0].threshold = 3;
+        expect_clean(p);
+    }
+    p->buffers[y].dtype = AMK_DTYPE_BF16; /* atomics add F32 */
+    CHECK(expect_only(p, AMK_CHECK_OP_DTYPE) >= 1);
+    amk_program_free(p);
+}
+
 /* IR_SPEC_NOTES 4. */
 static void test_onchip(void) {
     chain c = mk_chain(1);
@@ -1459,6 +1525,7 @@ int main(void) {
     RUN(test_race_waw_gemm_grid);
     RUN(test_race_waw_attention_decode);
     RUN(test_race_waw_argmax_parts);
+    RUN(test_accumulate);
     RUN(test_onchip);
     RUN(test_output_unreached);
     RUN(test_page_alias);

@@ -713,6 +713,45 @@ static void test_fused_gemv(void) {
         fused_case("NORM_SWIGLU 8B tile", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 218, 4096, 0, NULL, 0, -1);
 }
 
+/* RMSNORM_MLP: a FILL starts the sum, then n_tiles tiles of tr rows (the first with the residual)
+   add into one F32 output from different SMs at once (red.global.add), against the reference VM.
+   The GPU's order of additions differs, so the bound is relative to the output's largest value. */
+static void mlp_case(const char *tag, amk_dtype xt, amk_dtype wt, int64_t M, int64_t N, int64_t K, int64_t H,
+                     int64_t tr) {
+    const int64_t n_tiles = (N + tr - 1) / tr;
+    amk_program *p = prog_new((int)n_tiles + 1);
+    int in[6], y, t, k, c_f = amk_program_add_counter(p, "start"), c_m = amk_program_add_counter(p, "mlp");
+    gcase g;
+    in[0] = buf(p, "h", AMK_KIND_IO_INPUT, xt, 2, M, K, 0);
+    in[1] = buf(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
+    in[2] = buf(p, "W_gate", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
+    in[3] = buf(p, "W_up", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
+    in[4] = buf(p, "W_down", AMK_KIND_WEIGHT, wt, 2, H, N, 0);
+    in[5] = buf(p, "resid", AMK_KIND_IO_INPUT, xt, 2, M, H, 0);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, M, H, 0);
+    t = task(p, AMK_OP_FILL, NULL, 0, y, c_f, 0);
+    setf(p, t, "scale", 0.0);
+    for (k = 0; k < n_tiles; k++) {
+        t = task(p, AMK_OP_RMSNORM_MLP, in, k == 0 ? 6 : 5, y, c_m, k + 1);
+        setf(p, t, "eps", 1e-5);
+        seti(p, t, "K", K);
+        seti(p, t, "n_off", k * tr);
+        seti(p, t, "N_tile", N - k * tr < tr ? N - k * tr : tr);
+        amk_task_add_wait(p, t, c_f, 1);
+    }
+    if (gcase_begin(&g, p, tag, 1.0f) && gcase_run(&g, tag)) gcase_compare(&g, y, 1e-4, 2e-5, tag);
+    gcase_end(&g);
+}
+
+static void test_fused_mlp(void) {
+    /* SmolLM2's tile (12 rows of 1536, H 576), tiles that are not multiples of 4 (element loads) */
+    mlp_case("NORM_MLP bf16 smollm2", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 96, 576, 576, 12);
+    mlp_case("NORM_MLP f16 odd tiles", AMK_DTYPE_BF16, AMK_DTYPE_F16, 1, 70, 128, 100, 7);
+    mlp_case("NORM_MLP f32 M=2", AMK_DTYPE_F32, AMK_DTYPE_F32, 2, 64, 64, 96, 16);
+    if (!g_quick) /* Llama-3.2-1B's tile: 64 rows of 8192, H 2048 */
+        mlp_case("NORM_MLP bf16 1B tile", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 256, 2048, 2048, 64);
+}
+
 /* ATTENTION_DECODE: one task per kv head (on different SMs) into one output, against the
    reference VM; pos cuts the window. */
 static void decode_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype ot, int nh, int nkv, int hd, int max_seq,
@@ -1864,6 +1903,7 @@ int main(int argc, char **argv) {
     TRY(test_argmax_pairs);
     TRY(test_attention_combine);
     TRY(test_fused_gemv);
+    TRY(test_fused_mlp);
     TRY(test_attention_decode);
     TRY(test_dag_tiles_join);
     TRY(test_dag_chain);
