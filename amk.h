@@ -861,7 +861,11 @@ typedef struct amk_llama_build_opts {
 } amk_llama_build_opts;
 
 #ifndef AMK_LLAMA_MLP_ACCUM
-#define AMK_LLAMA_MLP_ACCUM 1 /* what mlp_accum = -1 means */
+/* what mlp_accum = -1 means: 1 where a tile's share of W_down stages in shared memory before its
+   wait (AMK_MLP_STAGE_MAX bytes: SmolLM2-135M's 14 KB, not Llama-3.2-1B's 256 KB), 0 never,
+   2 always. why: with larger shares the one-step MLP read W_down's columns at a fraction of
+   the GEMV's pace (bench/RESULTS.md run 146: 1B +17%, 8B +22%) */
+#define AMK_LLAMA_MLP_ACCUM 1
 #endif
 
 /* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), KV splits 0 (auto),
@@ -11638,6 +11642,16 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         }
         return w > least ? w : least;
     }
+    case AMK_OP_RMSNORM_MLP: { /* + its share of W_down when amk_mlp_stage_bytes stages it */
+        const amk_buffer *Wd = amk__cuda_input(p, t, 4);
+        const int64_t nt = amk__param_i(t, "N_tile", 0), n0 = amk__param_i(t, "n_off", 0);
+        const int64_t esz = Wd ? (Wd->dtype == AMK_DTYPE_F32 ? 4 : Wd->dtype == AMK_DTYPE_F16 || Wd->dtype == AMK_DTYPE_BF16 ? 2 : 0) : 0;
+        if (esz && Wd->rank == 2 && (n0 * esz) % 8 == 0 && (nt * esz) % 8 == 0 && (Wd->shape[1] * esz) % 8 == 0) {
+            const int64_t b = (Wd->shape[0] * nt * esz + 15) / 16 * 16;
+            if (b <= AMK_MLP_STAGE_MAX) return least + b;
+        }
+        return least;
+    }
     case AMK_OP_ATTENTION_COMBINE: { /* the heads' weights staged (else it recomputes them) */
         const amk_buffer *part = amk__cuda_input(p, t, 0);
         return part && hd > 0 ? amk_buffer_numel(part) / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
@@ -12880,7 +12894,14 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     memset(&b, 0, sizeof b);
     if (opts) b.o = *opts; else amk_llama_build_opts_default(&b.o);
     if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no config");
-    accum = !b.o.spec_ops && (b.o.mlp_accum < 0 ? AMK_LLAMA_MLP_ACCUM : b.o.mlp_accum) != 0;
+    if (b.o.mlp_accum >= 0) {
+        accum = b.o.mlp_accum != 0;
+    } else { /* the share of W_down one tile of the lowering below reads: H rows of tr elements */
+        const int64_t tr = (amk__lb_tile_rows(c->intermediate, b.o.num_sms > 0 ? b.o.num_sms : 1) + 3) / 4 * 4;
+        accum = AMK_LLAMA_MLP_ACCUM == 2 ||
+                (AMK_LLAMA_MLP_ACCUM == 1 && (int64_t)c->hidden * tr * (amk_dtype_bits(b.o.weight_dtype) / 8) <= AMK_MLP_STAGE_MAX);
+    }
+    accum = accum && !b.o.spec_ops;
     rd = accum ? AMK_DTYPE_F32 : b.o.act_dtype; /* why: atomic adds need F32; the residual is 2-16 KB */
     L = c->n_layers; H = c->hidden; I = c->intermediate; NH = c->n_heads; NKV = c->n_kv_heads;
     HD = c->head_dim; V = c->vocab;
@@ -13031,7 +13052,9 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             amk_task_set_real(p, t, "scale", 0.0);
             c_d = amk_program_add_counter(p, "mlp tiles");
             ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u; ins[4] = w_dn; ins[5] = h;
-            wc[0] = c_o; wn[0] = n_o; wc[1] = c_f; wn[1] = 1;
+            /* why the FILL's counter first: it is long met when the O tiles finish, so the
+               wait's last poll is the O tiles' (a second counter after it cost a round trip) */
+            wc[0] = c_f; wn[0] = 1; wc[1] = c_o; wn[1] = n_o;
             for (off = 0, n_d = 0; off < I; off += tr, n_d++) {
                 const int64_t nt = I - off < tr ? I - off : tr;
                 snprintf(label, sizeof label, "L%d mlp[%lld:%lld]", i, (long long)off, (long long)(off + nt));

@@ -145,6 +145,13 @@ typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each lau
 #define AMK_VM_PREFETCH_MIN_ELEMS 16384u
 #endif
 
+/* RMSNORM_MLP's share of W_down (N_tile elements of each of its H rows) goes to shared memory
+   before the op's wait when it is 8-byte aligned and at most this many bytes (amk_ops.cuh); the
+   Llama lowering's default uses RMSNORM_MLP only where it does (amk.h, AMK_LLAMA_MLP_ACCUM). */
+#ifndef AMK_MLP_STAGE_MAX
+#define AMK_MLP_STAGE_MAX 49152
+#endif
+
 /* One Task == one instruction, a fixed-size POD. */
 typedef struct amk_instruction_t {
     int32_t op, sm, out_counter, id;

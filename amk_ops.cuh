@@ -99,6 +99,19 @@ static __device__ __forceinline__ void amk_ptx_cp_async_16(void *dst, const void
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
 }
 
+/* why: RMSNORM_MLP's share of W_down is N_tile elements of each row, 8-byte aligned (not 16), and
+   goes to shared memory before the op's wait. .ca: the 8-byte form (.cg takes 16 only). sm_80+. */
+static __device__ __forceinline__ void amk_ptx_cp_async_8(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;"
+                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
+}
+
+/* why: RMSNORM_MLP adds four consecutive outputs with one reduction at L2 (a quarter of the
+   atomics at the same address). 16-byte aligned. sm_90. */
+static __device__ __forceinline__ void amk_ptx_red_add_v4_f32(float *p, float a, float b, float c, float d) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
 /* why: waits for all of the calling thread's cp.async copies (a barrier then publishes them to
    the block). sm_80+. */
 static __device__ __forceinline__ void amk_ptx_cp_async_wait_all(void) {
@@ -1790,42 +1803,57 @@ static __device__ __forceinline__ int64_t amk_fused_index(const amk_op_ctx *c, i
     return kv_row ? amk_fused_pos(c, m, pos0) * N + n : m * last + n;
 }
 
-/* RMSNORM_MLP's second half, rows m0 .. m0+mr of x: out[m, h] += sum_j W_down[h, n_off + j] *
-   ys[m - m0, j] (+ resid[m, h]), one output h a thread, added with red.global.add.f32 (out is F32,
-   host-checked). Each W_down row's share is N_tile contiguous elements, read 8 bytes at a time when
-   aligned (the lowering keeps N_tile a multiple of 4). why out of line: the decode tiles' inlined
-   code stays as it was (bench/NOTES.md: code placement moves the steps) */
-static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const float *ys, int64_t m0, int mr) {
-    const amk_buffer_t *Wd = &c->in[4], *o = &c->out[0];
+/* RMSNORM_MLP's share of W_down ([H, N]: N_tile elements of each row from n_off) in shared memory:
+   ws holds it row after row when the op staged it (amk_mlp_stage), else NULL. Staged only when
+   the share is 8-byte aligned and at most AMK_MLP_STAGE_MAX bytes (SmolLM2's: 576 x 24 bytes). */
+static __device__ __forceinline__ int64_t amk_mlp_stage_bytes(const amk_op_ctx *c) {
+    const amk_buffer_t *Wd = &c->in[4];
     const int64_t N = Wd->shape[1], H = Wd->shape[0], nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
     const int esz = Wd->dtype == AMK_DTYPE_F32 ? 4 : 2;
-    const int vec = (Wd->dtype == AMK_DTYPE_F32 || Wd->dtype == AMK_DTYPE_BF16 || Wd->dtype == AMK_DTYPE_F16) &&
-                    (n0 * esz) % 8 == 0 && (nt * esz) % 8 == 0 && (N * esz) % 8 == 0 && Wd->ptr % 8 == 0;
-    const int epv = 8 / esz; /* elements an 8-byte load */
+    const int ok = (Wd->dtype == AMK_DTYPE_F32 || Wd->dtype == AMK_DTYPE_BF16 || Wd->dtype == AMK_DTYPE_F16) &&
+                   (n0 * esz) % 8 == 0 && (nt * esz) % 8 == 0 && (N * esz) % 8 == 0 && Wd->ptr % 8 == 0;
+    const int64_t b = (H * nt * esz + 15) / 16 * 16;
+    return ok && b <= AMK_MLP_STAGE_MAX ? b : 0;
+}
+
+/* Issues the copies of the W_down share into ws (8 bytes each, one group); every thread but warp
+   0's (thread 0 polls the op's waits: nothing may delay it) before the op's wait. */
+static __device__ __noinline__ void amk_mlp_stage(const amk_op_ctx *c, char *ws) {
+    const amk_buffer_t *Wd = &c->in[4];
+    const int64_t N = Wd->shape[1], H = Wd->shape[0], nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
+    const int esz = Wd->dtype == AMK_DTYPE_F32 ? 4 : 2;
+    const int64_t u = nt * esz / 8; /* 8-byte units a row */
+    for (int64_t i = AMK_OPS_TID - 32; i < H * u; i += AMK_OPS_NT - 32) {
+        const int64_t h = i / u, q = i - h * u;
+        amk_ptx_cp_async_8(ws + (h * u + q) * 8, (const char *)Wd->ptr + (h * N + n0) * esz + q * 8);
+    }
+    amk_ptx_cp_async_commit();
+}
+
+/* RMSNORM_MLP's second half, rows m0 .. m0+mr of x: out[m, h] += sum_j W_down[h, n_off + j] *
+   ys[m - m0, j] (+ resid[m, h]), added at L2 (red.global.add; out is F32, host-checked), four
+   consecutive outputs a thread with one vector reduction when H is a multiple of 4. The share of
+   W_down comes from ws (staged) or global memory. why out of line: the decode tiles' inlined code
+   stays as it was (bench/NOTES.md: code placement moves the steps) */
+static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const float *ys, const char *ws, int64_t m0,
+                                                 int mr) {
+    const amk_buffer_t *Wd = &c->in[4], *o = &c->out[0];
+    const int64_t N = Wd->shape[1], H = Wd->shape[0], nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
+    const int dt = Wd->dtype, resid = c->ins.n_inputs == 6;
+    const int v4 = H % 4 == 0 && o->ptr % 16 == 0, per = v4 ? 4 : 1;
     float *out = (float *)o->ptr;
-    for (int64_t h = AMK_OPS_TID; h < H; h += AMK_OPS_NT) {
-        const char *row = (const char *)Wd->ptr + (h * N + n0) * esz;
+    for (int64_t h0 = AMK_OPS_TID * per; h0 < H; h0 += AMK_OPS_NT * per) {
         for (int r = 0; r < mr; r++) {
             const float *a = ys + (int64_t)r * nt;
-            float acc = 0.0f;
-            if (vec) {
-                for (int64_t j = 0; j < nt; j += epv) {
-                    const uint2 u = *(const uint2 *)(row + j * esz);
-                    if (esz == 4) {
-                        acc += __uint_as_float(u.x) * a[j] + __uint_as_float(u.y) * a[j + 1];
-                    } else {
-                        const uint32_t w[4] = {u.x & 0xFFFFu, u.x >> 16, u.y & 0xFFFFu, u.y >> 16};
-#pragma unroll
-                        for (int e = 0; e < 4; e++)
-                            acc += (Wd->dtype == AMK_DTYPE_BF16 ? __uint_as_float(w[e] << 16)
-                                                                : __half2float(__ushort_as_half((unsigned short)w[e]))) * a[j + e];
-                    }
-                }
-            } else {
-                for (int64_t j = 0; j < nt; j++) acc += amk_load((const void *)Wd->ptr, Wd->dtype, h * N + n0 + j) * a[j];
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int e = 0; e < per; e++) {
+                const int64_t h = h0 + e;
+                for (int64_t j = 0; j < nt; j++)
+                    acc[e] += (ws ? amk_load(ws, dt, h * nt + j) : amk_load((const void *)Wd->ptr, dt, h * N + n0 + j)) * a[j];
+                if (resid) acc[e] += amk_load((const void *)c->in[5].ptr, c->in[5].dtype, (m0 + r) * H + h);
             }
-            if (c->ins.n_inputs == 6) acc += amk_load((const void *)c->in[5].ptr, c->in[5].dtype, (m0 + r) * H + h);
-            atomicAdd(out + (m0 + r) * H + h, acc);
+            if (v4) amk_ptx_red_add_v4_f32(out + (m0 + r) * H + h0, acc[0], acc[1], acc[2], acc[3]);
+            else atomicAdd(out + (m0 + r) * H + h0, acc[0]);
         }
     }
 }
@@ -1844,7 +1872,11 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int fast = (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16) &&
                      (!swiglu || Wu->dtype == W->dtype) && ((int64_t)K * esz) % 16 == 0;
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
-    const int64_t mc = amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
+    const int64_t wsb = mlp ? amk_mlp_stage_bytes(c) : 0; /* W_down's share, at the end of smem */
+    const int64_t mc0 = amk_rows_fit((amk_ptx_dynamic_smem_size() - wsb) / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
+    const int staged = wsb > 0 && mc0 >= 1;
+    const int64_t mc = staged ? mc0 : amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
+    char *ws = staged ? (char *)smem + (amk_ptx_dynamic_smem_size() - wsb) : NULL;
     float *xs = smem;          /* [mc, K] normalised rows of x */
     float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */
     float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
@@ -1853,7 +1885,11 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
-    if (!amk_op_go(c)) return;
+    if (staged && amk_tid() >= 32) amk_mlp_stage(c, ws); /* weights: before the wait */
+    if (!amk_op_go(c)) {
+        if (staged) amk_ptx_cp_async_wait_all(); /* why: no copy may land after the op gave up */
+        return;
+    }
     /* why: the first position is loaded before staging and checked after it, so its load
        latency hides behind the staging loads instead of preceding them */
     const int64_t pos_first = flags ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
@@ -1935,9 +1971,10 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
                 n += nw; /* the loop's step then moves past both rows */
             }
         }
+        if (staged && m0 == 0) amk_ptx_cp_async_wait_all(); /* the barrier below publishes ws */
         __syncthreads(); /* why: ys is complete; xs and ys are overwritten by the next row block */
         if (mlp) {
-            amk_mlp_down(c, ys, m0, mr);
+            amk_mlp_down(c, ys, ws, m0, mr);
             __syncthreads();
         }
         if (rope) {
