@@ -12948,7 +12948,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         amk_task_set_int(p, t, "hidden", H);
     }
     for (i = 0; i < L; i++) {
-        int w_an, w_q, w_k, w_v, w_o, w_fn, w_g, w_u, w_dn, kc, vc, attn, h, xo, c_att, c_comb, c_o, c_d;
+        int w_an, w_q, w_k, w_v, w_o, w_fn, w_g, w_u, w_dn, kc, vc, attn, h, xo, c_att, c_comb, c_o, c_d, c_f = -1;
         int n_att, n_o, n_d, rows, ins[8], parts[8];
         char src[128], label[64];
 #define AMK__W(var, r0, r1, rank, fmt) \
@@ -12969,6 +12969,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         attn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "attn.%d", i);
         h = amk__lb_buf(&b, AMK_KIND_ACTIVATION, rd, 1, H, 0, 2, NULL, "h.%d", i);
         xo = amk__lb_buf(&b, AMK_KIND_ACTIVATION, rd, 1, H, 0, 2, NULL, "x.%d", i + 1);
+
         /* why: K and V rows need fewer tiles than Q; their tiles and tasks come first in list
            order, so an SM that also holds Q work does not block them behind it */
         rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, b.o.num_sms);
@@ -12994,6 +12995,16 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             n_qkv += n;
             c_att = amk_program_add_counter(p, "attention tiles");
             n_att = amk__lb_attention(&b, i, qr, kc, vc, pos, attn, S, window, max_seq, c_att, &wc, &n_qkv, 1, parts);
+            if (accum && n_att >= 0) {
+                /* x.(i+1) starts at 0. why beside attention: its few tasks leave most SMs idle, and
+                   an SM runs its queue in list order, so the FILL also precedes any O tile there
+                   (queued behind one, it delayed the MLP: bench/RESULTS.md run 147) */
+                c_f = amk_program_add_counter(p, "residual start");
+                snprintf(label, sizeof label, "L%d residual start", i);
+                t = amk__lb_task(&b, AMK_OP_FILL, NULL, 0, xo, c_f, &wc, &n_qkv, 1, 0, label);
+                if (t < 0) goto fail;
+                amk_task_set_real(p, t, "scale", 0.0);
+            }
         } else {
             int xn, q, k, v, qr, kr, n_q, n_k, n_v, j, wc[3], wn[3];
             int c_n1 = amk_program_add_counter(p, "attn norm"), c_q, c_k, c_v, c_qr, c_kr, c_ka, c_va;
@@ -13041,15 +13052,11 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         c_o = amk__lb_proj_residual(&b, attn, w_o, x, h, H, q_rows, c_comb, n_att, "o", i, &n_o);
         if (c_o < 0) goto fail;
         /* MLP block */
-        if (accum) { /* x.(i+1) = 0 (FILL, off the critical path) + h + the tiles' shares of down */
-            int c_f = amk_program_add_counter(p, "residual start"), wc[2], wn[2];
+        if (accum) { /* x.(i+1) = 0 (the FILL above) + h + the tiles' shares of down */
+            int wc[2], wn[2];
             const int64_t tr = (amk__lb_tile_rows(I, b.o.num_sms) + 3) / 4 * 4; /* why: a multiple of 4 keeps
                                  each W_down row's share 8-byte aligned (the device's vector loads) */
             int64_t off;
-            snprintf(label, sizeof label, "L%d residual start", i);
-            t = amk__lb_task(&b, AMK_OP_FILL, NULL, 0, xo, c_f, &cx, &n_cx, 1, 0, label);
-            if (t < 0) goto fail;
-            amk_task_set_real(p, t, "scale", 0.0);
             c_d = amk_program_add_counter(p, "mlp tiles");
             ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u; ins[4] = w_dn; ins[5] = h;
             /* why the FILL's counter first: it is long met when the O tiles finish, so the

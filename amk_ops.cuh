@@ -1831,29 +1831,53 @@ static __device__ __noinline__ void amk_mlp_stage(const amk_op_ctx *c, char *ws)
 }
 
 /* RMSNORM_MLP's second half, rows m0 .. m0+mr of x: out[m, h] += sum_j W_down[h, n_off + j] *
-   ys[m - m0, j] (+ resid[m, h]), added at L2 (red.global.add; out is F32, host-checked), four
-   consecutive outputs a thread with one vector reduction when H is a multiple of 4. The share of
-   W_down comes from ws (staged) or global memory. why out of line: the decode tiles' inlined code
-   stays as it was (bench/NOTES.md: code placement moves the steps) */
+   ys[m - m0, j] (+ resid[m, h]), one output a lane, added at L2 (out is F32, host-checked): four
+   lanes' sums with one vector reduction when H is a multiple of 4, else one each. The share of
+   W_down comes from ws (staged) or global memory, 8 bytes a load when aligned. why out of line:
+   the decode tiles' inlined code stays as it was (bench/NOTES.md: code placement moves the steps) */
 static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const float *ys, const char *ws, int64_t m0,
                                                  int mr) {
     const amk_buffer_t *Wd = &c->in[4], *o = &c->out[0];
     const int64_t N = Wd->shape[1], H = Wd->shape[0], nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
-    const int dt = Wd->dtype, resid = c->ins.n_inputs == 6;
-    const int v4 = H % 4 == 0 && o->ptr % 16 == 0, per = v4 ? 4 : 1;
+    const int dt = Wd->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, resid = c->ins.n_inputs == 6;
+    const int vec = (dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_BF16 || dt == AMK_DTYPE_F16) && (n0 * esz) % 8 == 0 &&
+                    (nt * esz) % 8 == 0 && (N * esz) % 8 == 0 && Wd->ptr % 8 == 0;
+    const int v4 = H % 4 == 0 && o->ptr % 16 == 0, lane = amk_tid() & 31;
     float *out = (float *)o->ptr;
-    for (int64_t h0 = AMK_OPS_TID * per; h0 < H; h0 += AMK_OPS_NT * per) {
+    for (int64_t base = amk_tid() - lane; base < H; base += AMK_OPS_NT) { /* warp-uniform */
+        const int64_t h = base + lane;
+        /* row h's share: staged rows are nt elements apart */
+        const char *row = ws ? ws + h * nt * esz : (const char *)Wd->ptr + (h * N + n0) * esz;
         for (int r = 0; r < mr; r++) {
             const float *a = ys + (int64_t)r * nt;
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int e = 0; e < per; e++) {
-                const int64_t h = h0 + e;
-                for (int64_t j = 0; j < nt; j++)
-                    acc[e] += (ws ? amk_load(ws, dt, h * nt + j) : amk_load((const void *)Wd->ptr, dt, h * N + n0 + j)) * a[j];
-                if (resid) acc[e] += amk_load((const void *)c->in[5].ptr, c->in[5].dtype, (m0 + r) * H + h);
+            float acc = 0.0f;
+            if (h < H) {
+                if (vec) {
+                    for (int64_t j = 0; j < nt; j += 8 / esz) {
+                        const uint2 u = *(const uint2 *)(row + j * esz);
+                        if (dt == AMK_DTYPE_F32) {
+                            acc += __uint_as_float(u.x) * a[j] + __uint_as_float(u.y) * a[j + 1];
+                        } else if (dt == AMK_DTYPE_BF16) {
+                            acc += __uint_as_float(u.x << 16) * a[j] + __uint_as_float(u.x & 0xFFFF0000u) * a[j + 1] +
+                                   __uint_as_float(u.y << 16) * a[j + 2] + __uint_as_float(u.y & 0xFFFF0000u) * a[j + 3];
+                        } else {
+                            const float2 f0 = __half22float2(*(const __half2 *)&u.x), f1 = __half22float2(*(const __half2 *)&u.y);
+                            acc += f0.x * a[j] + f0.y * a[j + 1] + f1.x * a[j + 2] + f1.y * a[j + 3];
+                        }
+                    }
+                } else {
+                    for (int64_t j = 0; j < nt; j++)
+                        acc += (ws ? amk_load(ws, dt, h * nt + j) : amk_load((const void *)Wd->ptr, dt, h * N + n0 + j)) * a[j];
+                }
+                if (resid) acc += amk_load((const void *)c->in[5].ptr, c->in[5].dtype, (m0 + r) * H + h);
             }
-            if (v4) amk_ptx_red_add_v4_f32(out + (m0 + r) * H + h0, acc[0], acc[1], acc[2], acc[3]);
-            else atomicAdd(out + (m0 + r) * H + h0, acc[0]);
+            if (v4) { /* lanes 4q .. 4q+3 hold outputs h .. h+3, all in range or none (H % 4 == 0) */
+                const float a1 = __shfl_down_sync(0xFFFFFFFFu, acc, 1), a2 = __shfl_down_sync(0xFFFFFFFFu, acc, 2);
+                const float a3 = __shfl_down_sync(0xFFFFFFFFu, acc, 3);
+                if ((lane & 3) == 0 && h < H) amk_ptx_red_add_v4_f32(out + (m0 + r) * H + h, acc, a1, a2, a3);
+            } else if (h < H) {
+                atomicAdd(out + (m0 + r) * H + h, acc);
+            }
         }
     }
 }
