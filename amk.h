@@ -1680,7 +1680,7 @@ static const amk_op_spec amk__op_specs[AMK_OP_COUNT] = {
     {"ARGMAX_PARTIAL", 1, 1, 1, {"N_tile", "n_off", "part", NULL}, "(max, first index) of a column range, per row"},
     {"ARGMAX_COMBINE", 1, 1, 1, {NULL}, "index of the best (max, index) partial, per row"},
     {"RMSNORM_MLP", 5, 6, 1, {"eps", "K", "N_tile", "n_off", NULL},
-     "out += W_down[:, tile] @ (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) (+ resid); accumulates"},
+     "out += (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) @ W_downT[tile] (+ resid); accumulates"},
     {"FILL", 0, 0, 1, {NULL}, "out = scale everywhere"},
 };
 
@@ -4573,11 +4573,11 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
                               "an even n_off (%d) and N_tile (%d)", P.head_dim, (long long)N, P.n_off, P.N_tile);
             if (!amk__opshape_rope(&c, t, &P)) return 0;
         }
-        if (mlp) { /* W_down [H, N] maps the tile's N_tile values onto out [M, H] (+ resid [M, H]) */
+        if (mlp) { /* W_downT [N, H] maps the tile's N_tile values onto out [M, H] (+ resid [M, H]) */
             const amk_buffer *Wd = in[4];
-            int64_t H = Wd->shape[0], mh;
-            if (Wd->rank != 2 || Wd->shape[1] != N || !amk_dtype_is_float(Wd->dtype))
-                AMK__OPS_FAIL(OP_SHAPE, "W_down '%s' must be a float [H, N = %lld]", amk__opshape_name(Wd),
+            int64_t H = Wd->shape[1], mh;
+            if (Wd->rank != 2 || Wd->shape[0] != N || !amk_dtype_is_float(Wd->dtype))
+                AMK__OPS_FAIL(OP_SHAPE, "W_downT '%s' must be a float [N = %lld, H]", amk__opshape_name(Wd),
                               (long long)N);
             if (out->dtype != AMK_DTYPE_F32)
                 AMK__OPS_FAIL(OP_DTYPE, "out '%s' accumulates, so it must be F32, not %s",
@@ -7538,12 +7538,12 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
                 y[n] = x1 * c - x2 * sn;
                 y[n + 1] = x2 * c + x1 * sn;
             }
-        if (mlp) { /* out[m, h] += sum_n W_down[h, n0 + n] * y[n] (+ resid[m, h]) */
-            const int64_t H = o->in[4]->shape[0];
+        if (mlp) { /* out[m, h] += sum_n y[n] * W_downT[n0 + n, h] (+ resid[m, h]) */
+            const int64_t H = o->in[4]->shape[1];
             int64_t h;
             for (h = 0; h < H; h++) {
                 float acc = 0.0f;
-                for (n = 0; n < nt; n++) acc += AMK__IN(o, 4, h * N + n0 + n) * y[n];
+                for (n = 0; n < nt; n++) acc += AMK__IN(o, 4, (n0 + n) * H + h) * y[n];
                 if (o->ni == 6) acc += AMK__IN(o, 5, m * H + h);
                 AMK__OUT(o, m * H + h, amk__load_f32(o->y, AMK_DTYPE_F32, m * H + h) + acc);
             }
@@ -11521,6 +11521,14 @@ AMK__FN void amk__cuda_leave(amk_cuda *c) {
 
 /* ---- checking a program for the device ---------------------------------------------------------- */
 
+/* The bytes of RMSNORM_MLP's rows of W_downT [N, H] (dtype dt) that the device stages: N_tile rows
+   of H, when a row is a multiple of 16 bytes of a float dtype the device streams and the rows fit
+   AMK_MLP_STAGE_MAX; else 0 (amk_mlp_stage_bytes in amk_ops.cuh is the device's twin). */
+AMK__FN int64_t amk__mlp_stage_bytes(int dt, int64_t H, int64_t nt) {
+    const int64_t esz = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
+    return esz && H > 0 && nt > 0 && (H * esz) % 16 == 0 && nt <= AMK_MLP_STAGE_MAX / (H * esz) ? nt * H * esz : 0;
+}
+
 /* The least dynamic shared memory task t runs with (0: it stages nothing): a GEMV-family tile one
    staged row of x, + the tile and its RoPE cos/sin (amk_op_norm_gemv); decode attention one chunk
    of 32 rows at 4 bytes an element; ATTENTION_TILE a head of q a warp. */
@@ -11642,15 +11650,11 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         }
         return w > least ? w : least;
     }
-    case AMK_OP_RMSNORM_MLP: { /* + its share of W_down when amk_mlp_stage_bytes stages it */
+    case AMK_OP_RMSNORM_MLP: { /* + its rows of W_downT and an mbarrier, when amk_mlp_stage_bytes stages them */
         const amk_buffer *Wd = amk__cuda_input(p, t, 4);
-        const int64_t nt = amk__param_i(t, "N_tile", 0), n0 = amk__param_i(t, "n_off", 0);
-        const int64_t esz = Wd ? (Wd->dtype == AMK_DTYPE_F32 ? 4 : Wd->dtype == AMK_DTYPE_F16 || Wd->dtype == AMK_DTYPE_BF16 ? 2 : 0) : 0;
-        if (esz && Wd->rank == 2 && (n0 * esz) % 8 == 0 && (nt * esz) % 8 == 0 && (Wd->shape[1] * esz) % 8 == 0) {
-            const int64_t b = (Wd->shape[0] * nt * esz + 15) / 16 * 16;
-            if (b <= AMK_MLP_STAGE_MAX) return least + b;
-        }
-        return least;
+        const int64_t nt = amk__param_i(t, "N_tile", 0);
+        const int64_t b = Wd && Wd->rank == 2 ? amk__mlp_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
+        return least + (b ? b + 16 : 0);
     }
     case AMK_OP_ATTENTION_COMBINE: { /* the heads' weights staged (else it recomputes them) */
         const amk_buffer *part = amk__cuda_input(p, t, 0);
@@ -12896,10 +12900,10 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no config");
     if (b.o.mlp_accum >= 0) {
         accum = b.o.mlp_accum != 0;
-    } else { /* the share of W_down one tile of the lowering below reads: H rows of tr elements */
-        const int64_t tr = (amk__lb_tile_rows(c->intermediate, b.o.num_sms > 0 ? b.o.num_sms : 1) + 3) / 4 * 4;
+    } else { /* do one tile's rows of W_downT stage on the device? */
+        const int64_t tr = amk__lb_tile_rows(c->intermediate, b.o.num_sms > 0 ? b.o.num_sms : 1);
         accum = AMK_LLAMA_MLP_ACCUM == 2 ||
-                (AMK_LLAMA_MLP_ACCUM == 1 && (int64_t)c->hidden * tr * (amk_dtype_bits(b.o.weight_dtype) / 8) <= AMK_MLP_STAGE_MAX);
+                (AMK_LLAMA_MLP_ACCUM == 1 && amk__mlp_stage_bytes(b.o.weight_dtype, c->hidden, tr) > 0);
     }
     accum = accum && !b.o.spec_ops;
     rd = accum ? AMK_DTYPE_F32 : b.o.act_dtype; /* why: atomic adds need F32; the residual is 2-16 KB */
@@ -12932,6 +12936,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     snprintf(meta, sizeof meta, "%d", window);
     amk_program_set_meta_string(p, "kv_window", meta);
     if (fused) amk_program_set_meta_string(p, "qk_rows", "interleaved");
+    if (accum) amk_program_set_meta_string(p, "down_proj", "transposed");
 
     q_rows = (int64_t)NH * HD;
     kv_rows = (int64_t)NKV * HD;
@@ -12962,7 +12967,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         AMK__W(w_fn, H, 0, 1, "model.layers.%d.post_attention_layernorm.weight");
         AMK__W(w_g, I, H, 2, "model.layers.%d.mlp.gate_proj.weight");
         AMK__W(w_u, I, H, 2, "model.layers.%d.mlp.up_proj.weight");
-        AMK__W(w_dn, H, I, 2, "model.layers.%d.mlp.down_proj.weight");
+        if (accum) { AMK__W(w_dn, I, H, 2, "model.layers.%d.mlp.down_proj.weight"); } /* transposed: meta down_proj */
+        else { AMK__W(w_dn, H, I, 2, "model.layers.%d.mlp.down_proj.weight"); }
 #undef AMK__W
         kc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "k_cache.%d", i);
         vc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "v_cache.%d", i);
@@ -13054,8 +13060,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         /* MLP block */
         if (accum) { /* x.(i+1) = 0 (the FILL above) + h + the tiles' shares of down */
             int wc[2], wn[2];
-            const int64_t tr = (amk__lb_tile_rows(I, b.o.num_sms) + 3) / 4 * 4; /* why: a multiple of 4 keeps
-                                 each W_down row's share 8-byte aligned (the device's vector loads) */
+            const int64_t tr = amk__lb_tile_rows(I, b.o.num_sms);
             int64_t off;
             c_d = amk_program_add_counter(p, "mlp tiles");
             ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u; ins[4] = w_dn; ins[5] = h;
@@ -13443,16 +13448,43 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     return m->cuda ? AMK_OK : amk_refvm_create(m->prog, &m->vm, d);
 }
 
-/* A weight's host copy data (nb bytes, HF row order) into the order m's step wants: a fused step
-   (meta qk_rows "interleaved") takes Q/K rows in interleaved pair order: within each head of hd
-   rows, HF row i pairs with row i + hd/2, and those rows become 2i and 2i+1. In place. */
-AMK__FN amk_result amk__llm_qk_order(const amk_llm *m, const amk_buffer *b, void *data, size_t nb, amk_diag *d) {
+/* 1 when b is the step's down_proj given transposed ([I, H]: meta down_proj "transposed", the
+   one-step MLP's RMSNORM_MLP input). */
+AMK__FN int amk__llm_down_transposed(const amk_llm *m, const amk_buffer *b) {
+    char v[32];
+    const size_t n = b->source ? strlen(b->source) : 0;
+    return b->rank == 2 && n >= 21 && strcmp(b->source + n - 21, ".mlp.down_proj.weight") == 0 &&
+           amk_program_meta_string(m->prog, "down_proj", v, sizeof v) && strcmp(v, "transposed") == 0;
+}
+
+/* A weight's host copy data (nb bytes, HF layout) into the layout m's step wants. In place.
+   - A fused step (meta qk_rows "interleaved") takes Q/K rows in interleaved pair order: within each
+     head of hd rows, HF row i pairs with row i + hd/2, and those rows become 2i and 2i+1.
+   - A step with meta down_proj "transposed" takes down_proj [H, I] as its transpose [I, H]. */
+AMK__FN amk_result amk__llm_weight_layout(const amk_llm *m, const amk_buffer *b, void *data, size_t nb, amk_diag *d) {
     char v[32];
     const size_t n = b->source ? strlen(b->source) : 0;
     const size_t row_bytes = b->shape[0] > 0 ? nb / (size_t)b->shape[0] : 0;
     int64_t rows = b->shape[0], hd, h, i;
     int heads = 0;
     unsigned char *tmp;
+    if (amk__llm_down_transposed(m, b)) { /* the file's [H = shape[1], I = shape[0]] into [I, H] */
+        const int64_t R = b->shape[1], C = b->shape[0];
+        const size_t es = (size_t)amk_dtype_bits(b->dtype) / 8;
+        int64_t r, c;
+        if (es == 0 || (size_t)(R * C) * es != nb)
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "'%s': cannot transpose a %s weight", b->source,
+                             amk_dtype_name(b->dtype));
+        tmp = (unsigned char *)amk__malloc(nb);
+        if (!tmp) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+        memcpy(tmp, data, nb);
+        for (r = 0; r < R; r++)
+            for (c = 0; c < C; c++)
+                memcpy((unsigned char *)data + ((size_t)c * (size_t)R + (size_t)r) * es,
+                       tmp + ((size_t)r * (size_t)C + (size_t)c) * es, es);
+        amk__free(tmp);
+        return AMK_OK;
+    }
     if (!amk_program_meta_string(m->prog, "qk_rows", v, sizeof v) || strcmp(v, "interleaved") != 0) return AMK_OK;
     if (n >= 23 && strcmp(b->source + n - 23, "self_attn.q_proj.weight") == 0) heads = m->cfg.n_heads;
     else if (n >= 23 && strcmp(b->source + n - 23, "self_attn.k_proj.weight") == 0) heads = m->cfg.n_kv_heads;
@@ -13488,8 +13520,9 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
         size_t nb = (size_t)amk__buffer_nbytes(b);
         void *dst;
         amk_result r = AMK_OK;
-        /* why: uniform in +-sqrt(3)/sqrt(K) has variance 1/K, so each output has unit variance */
-        const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[1]) : 0.0f;
+        /* why: uniform in +-sqrt(3)/sqrt(K) has variance 1/K, so each output has unit variance
+           (K: HF's in-features, shape[0] of a transposed down_proj) */
+        const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[amk__llm_down_transposed(m, b) ? 0 : 1]) : 0.0f;
         if (b->kind != AMK_KIND_WEIGHT) continue;
         if (m->cuda && !m->model) { /* random weights made on the device: no host copy of 16 GB */
             r = b->rank == 2 ? amk_cuda_fill_random(m->cuda, i, m->opts.random_seed * 1000003u + (uint64_t)i, scale, d)
@@ -13498,18 +13531,18 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
             void *stage = amk__malloc(nb);
             if (!stage) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
             r = amk_model_tensor_read(m->model, b->source, b->dtype, stage, nb, d);
-            if (r == AMK_OK) r = amk__llm_qk_order(m, b, stage, nb, d);
+            if (r == AMK_OK) r = amk__llm_weight_layout(m, b, stage, nb, d);
             if (r == AMK_OK) r = amk_cuda_upload(m->cuda, i, stage, nb, d);
             amk__free(stage);
         } else if (!(dst = amk_refvm_buffer(m->vm, i, &nb))) {
             return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
         } else if (m->model) {
             r = amk_model_tensor_read(m->model, b->source, b->dtype, dst, nb, d);
-            if (r == AMK_OK) r = amk__llm_qk_order(m, b, dst, nb, d);
+            if (r == AMK_OK) r = amk__llm_weight_layout(m, b, dst, nb, d);
         } else {
             int64_t n = amk_buffer_numel(b), j;
             for (j = 0; j < n; j++) amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(&rng) * scale : 1.0f);
-            r = amk__llm_qk_order(m, b, dst, nb, d); /* why: the same model as the spec_ops step for one seed */
+            r = amk__llm_weight_layout(m, b, dst, nb, d); /* why: the same model as the spec_ops step for one seed */
         }
         if (r != AMK_OK) return r;
         done += nb;

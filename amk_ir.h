@@ -89,9 +89,10 @@ typedef enum amk_opcode {
     AMK_OP_ARGMAX_PARTIAL = 23,   /* [logits]: per row, (max, first index of it) over columns
                                      [n_off, n_off+N_tile) into columns 2*part, 2*part+1 of out */
     AMK_OP_ARGMAX_COMBINE = 24,   /* [partials]: per row, the index of the best (max, index) pair */
-    AMK_OP_RMSNORM_MLP = 25,      /* [x, norm_w, W_gate, W_up, W_down(, resid)]: ACCUMULATES
-                                     out[m, :] += W_down[:, n_off:n_off+N_tile] @ the tile's
-                                     silu(xn@Wg.T) * (xn@Wu.T) (+ resid[m, :] when given); out F32 */
+    AMK_OP_RMSNORM_MLP = 25,      /* [x, norm_w, W_gate, W_up, W_downT [N, H](, resid)]: ACCUMULATES
+                                     out[m, :] += (the tile's silu(xn@Wg.T) * (xn@Wu.T)) @
+                                     W_downT[n_off:n_off+N_tile] (+ resid[m, :] when given); out F32.
+                                     W_downT is down_proj transposed: the tile's rows are contiguous */
     AMK_OP_FILL = 26,             /* []: every element of out = scale (an accumulation's start) */
     AMK_OP_COUNT = 27             /* the registry has this many rows; row 19 is undefined */
 } amk_opcode;
@@ -145,9 +146,8 @@ typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each lau
 #define AMK_VM_PREFETCH_MIN_ELEMS 16384u
 #endif
 
-/* RMSNORM_MLP's share of W_down (N_tile elements of each of its H rows) goes to shared memory
-   before the op's wait when it is 8-byte aligned and at most this many bytes (amk_ops.cuh); the
-   Llama lowering's default uses RMSNORM_MLP only where it does (amk.h, AMK_LLAMA_MLP_ACCUM). */
+/* RMSNORM_MLP's rows of W_downT (N_tile rows of H) go to shared memory with one bulk copy before
+   the op's wait when they are 16-byte aligned and at most this many bytes (amk_ops.cuh). */
 #ifndef AMK_MLP_STAGE_MAX
 #define AMK_MLP_STAGE_MAX 49152
 #endif

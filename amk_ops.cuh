@@ -99,13 +99,6 @@ static __device__ __forceinline__ void amk_ptx_cp_async_16(void *dst, const void
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
 }
 
-/* why: RMSNORM_MLP's share of W_down is N_tile elements of each row, 8-byte aligned (not 16), and
-   goes to shared memory before the op's wait. .ca: the 8-byte form (.cg takes 16 only). sm_80+. */
-static __device__ __forceinline__ void amk_ptx_cp_async_8(void *dst, const void *src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;"
-                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
-}
-
 /* why: RMSNORM_MLP adds four consecutive outputs with one reduction at L2 (a quarter of the
    atomics at the same address). 16-byte aligned. sm_90. */
 static __device__ __forceinline__ void amk_ptx_red_add_v4_f32(float *p, float a, float b, float c, float d) {
@@ -165,6 +158,9 @@ static __device__ __forceinline__ void amk_ptx_bulk_copy(void *dst, const void *
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory");
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes), "r"(b) : "memory");
+}
+static __device__ __forceinline__ void amk_ptx_mbar_inval(uint64_t *bar) { /* before the memory's next use */
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];" :: "r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
 }
 static __device__ __forceinline__ void amk_ptx_mbar_wait(uint64_t *bar, uint32_t parity) {
     uint32_t done;
@@ -1803,83 +1799,72 @@ static __device__ __forceinline__ int64_t amk_fused_index(const amk_op_ctx *c, i
     return kv_row ? amk_fused_pos(c, m, pos0) * N + n : m * last + n;
 }
 
-/* RMSNORM_MLP's share of W_down ([H, N]: N_tile elements of each row from n_off) in shared memory:
-   ws holds it row after row when the op staged it (amk_mlp_stage), else NULL. Staged only when
-   the share is 8-byte aligned and at most AMK_MLP_STAGE_MAX bytes (SmolLM2's: 576 x 24 bytes). */
+/* RMSNORM_MLP's rows n_off .. n_off+N_tile of W_downT [N, H] (contiguous) in shared memory: the
+   bytes the op stages (one bulk copy before its wait), or 0 when it reads them from global memory.
+   The host's twin is amk__mlp_stage_bytes (amk.h), which sizes the launch's shared memory. */
 static __device__ __forceinline__ int64_t amk_mlp_stage_bytes(const amk_op_ctx *c) {
     const amk_buffer_t *Wd = &c->in[4];
-    const int64_t N = Wd->shape[1], H = Wd->shape[0], nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
-    const int esz = Wd->dtype == AMK_DTYPE_F32 ? 4 : 2;
-    const int ok = (Wd->dtype == AMK_DTYPE_F32 || Wd->dtype == AMK_DTYPE_BF16 || Wd->dtype == AMK_DTYPE_F16) &&
-                   (n0 * esz) % 8 == 0 && (nt * esz) % 8 == 0 && (N * esz) % 8 == 0 && Wd->ptr % 8 == 0;
-    const int64_t b = (H * nt * esz + 15) / 16 * 16;
-    return ok && b <= AMK_MLP_STAGE_MAX ? b : 0;
+    const int64_t H = Wd->shape[1], nt = c->ins.params.N_tile;
+    const int dt = Wd->dtype;
+    const int64_t esz = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
+    return esz && (H * esz) % 16 == 0 && Wd->ptr % 16 == 0 && nt <= AMK_MLP_STAGE_MAX / (H * esz) ? nt * H * esz : 0;
 }
 
-/* Issues the copies of the W_down share into ws (8 bytes each, one group); every thread but warp
-   0's (thread 0 polls the op's waits: nothing may delay it) before the op's wait. */
-static __device__ __noinline__ void amk_mlp_stage(const amk_op_ctx *c, char *ws) {
-    const amk_buffer_t *Wd = &c->in[4];
-    const int64_t N = Wd->shape[1], H = Wd->shape[0], nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
-    const int esz = Wd->dtype == AMK_DTYPE_F32 ? 4 : 2;
-    const int64_t u = nt * esz / 8; /* 8-byte units a row */
-    for (int64_t i = AMK_OPS_TID - 32; i < H * u; i += AMK_OPS_NT - 32) {
-        const int64_t h = i / u, q = i - h * u;
-        amk_ptx_cp_async_8(ws + (h * u + q) * 8, (const char *)Wd->ptr + (h * N + n0) * esz + q * 8);
-    }
-    amk_ptx_cp_async_commit();
-}
-
-/* RMSNORM_MLP's second half, rows m0 .. m0+mr of x: out[m, h] += sum_j W_down[h, n_off + j] *
-   ys[m - m0, j] (+ resid[m, h]), one output a lane, added at L2 (out is F32, host-checked): four
-   lanes' sums with one vector reduction when H is a multiple of 4, else one each. The share of
-   W_down comes from ws (staged) or global memory, 8 bytes a load when aligned. why out of line:
-   the decode tiles' inlined code stays as it was (bench/NOTES.md: code placement moves the steps) */
+/* RMSNORM_MLP's second half, rows m0 .. m0+mr of x: out[m, h] += sum_j ys[m - m0, j] *
+   W_downT[n_off + j, h] (+ resid[m, h]), added at L2 (out is F32, host-checked). A thread takes
+   four consecutive outputs (8 or 16 bytes of each row, coalesced across the warp) and adds them
+   with one vector reduction when H is a multiple of 4; else one output a thread. The rows come
+   from ws (staged) or global memory. why out of line: the decode tiles' inlined code stays as it
+   was (bench/NOTES.md: code placement moves the steps) */
 static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const float *ys, const char *ws, int64_t m0,
                                                  int mr) {
     const amk_buffer_t *Wd = &c->in[4], *o = &c->out[0];
-    const int64_t N = Wd->shape[1], H = Wd->shape[0], nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
+    const int64_t H = Wd->shape[1], nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
     const int dt = Wd->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, resid = c->ins.n_inputs == 6;
-    const int vec = (dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_BF16 || dt == AMK_DTYPE_F16) && (n0 * esz) % 8 == 0 &&
-                    (nt * esz) % 8 == 0 && (N * esz) % 8 == 0 && Wd->ptr % 8 == 0;
-    const int v4 = H % 4 == 0 && o->ptr % 16 == 0, lane = amk_tid() & 31;
+    const char *rows = ws ? ws : (const char *)Wd->ptr + n0 * H * esz;
+    const int v4 = H % 4 == 0 && o->ptr % 16 == 0 && (dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_BF16 || dt == AMK_DTYPE_F16) &&
+                   ((uintptr_t)rows + H * esz) % (4 * esz) == 0 && (uintptr_t)rows % (4 * esz) == 0;
     float *out = (float *)o->ptr;
-    for (int64_t base = amk_tid() - lane; base < H; base += AMK_OPS_NT) { /* warp-uniform */
-        const int64_t h = base + lane;
-        /* row h's share: staged rows are nt elements apart */
-        const char *row = ws ? ws + h * nt * esz : (const char *)Wd->ptr + (h * N + n0) * esz;
-        for (int r = 0; r < mr; r++) {
-            const float *a = ys + (int64_t)r * nt;
-            float acc = 0.0f;
-            if (h < H) {
-                if (vec) {
-                    for (int64_t j = 0; j < nt; j += 8 / esz) {
-                        const uint2 u = *(const uint2 *)(row + j * esz);
-                        if (dt == AMK_DTYPE_F32) {
-                            acc += __uint_as_float(u.x) * a[j] + __uint_as_float(u.y) * a[j + 1];
-                        } else if (dt == AMK_DTYPE_BF16) {
-                            acc += __uint_as_float(u.x << 16) * a[j] + __uint_as_float(u.x & 0xFFFF0000u) * a[j + 1] +
-                                   __uint_as_float(u.y << 16) * a[j + 2] + __uint_as_float(u.y & 0xFFFF0000u) * a[j + 3];
-                        } else {
-                            const float2 f0 = __half22float2(*(const __half2 *)&u.x), f1 = __half22float2(*(const __half2 *)&u.y);
-                            acc += f0.x * a[j] + f0.y * a[j + 1] + f1.x * a[j + 2] + f1.y * a[j + 3];
-                        }
+    if (v4) {
+        for (int64_t h = 4 * AMK_OPS_TID; h < H; h += 4 * AMK_OPS_NT)
+            for (int r = 0; r < mr; r++) {
+                const float *a = ys + (int64_t)r * nt;
+                float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+                for (int64_t j = 0; j < nt; j++) {
+                    const char *p = rows + (j * H + h) * esz;
+                    float w0, w1, w2, w3;
+                    if (dt == AMK_DTYPE_F32) {
+                        const float4 f = *(const float4 *)p;
+                        w0 = f.x; w1 = f.y; w2 = f.z; w3 = f.w;
+                    } else if (dt == AMK_DTYPE_BF16) {
+                        const uint2 u = *(const uint2 *)p;
+                        w0 = __uint_as_float(u.x << 16); w1 = __uint_as_float(u.x & 0xFFFF0000u);
+                        w2 = __uint_as_float(u.y << 16); w3 = __uint_as_float(u.y & 0xFFFF0000u);
+                    } else {
+                        const uint2 u = *(const uint2 *)p;
+                        const float2 f0 = __half22float2(*(const __half2 *)&u.x), f1 = __half22float2(*(const __half2 *)&u.y);
+                        w0 = f0.x; w1 = f0.y; w2 = f1.x; w3 = f1.y;
                     }
-                } else {
-                    for (int64_t j = 0; j < nt; j++)
-                        acc += (ws ? amk_load(ws, dt, h * nt + j) : amk_load((const void *)Wd->ptr, dt, h * N + n0 + j)) * a[j];
+                    s0 += a[j] * w0; s1 += a[j] * w1; s2 += a[j] * w2; s3 += a[j] * w3;
                 }
-                if (resid) acc += amk_load((const void *)c->in[5].ptr, c->in[5].dtype, (m0 + r) * H + h);
+                if (resid) {
+                    const void *rp = (const void *)c->in[5].ptr;
+                    const int rt = c->in[5].dtype;
+                    const int64_t e = (m0 + r) * H + h;
+                    s0 += amk_load(rp, rt, e); s1 += amk_load(rp, rt, e + 1);
+                    s2 += amk_load(rp, rt, e + 2); s3 += amk_load(rp, rt, e + 3);
+                }
+                amk_ptx_red_add_v4_f32(out + (m0 + r) * H + h, s0, s1, s2, s3);
             }
-            if (v4) { /* lanes 4q .. 4q+3 hold outputs h .. h+3, all in range or none (H % 4 == 0) */
-                const float a1 = __shfl_down_sync(0xFFFFFFFFu, acc, 1), a2 = __shfl_down_sync(0xFFFFFFFFu, acc, 2);
-                const float a3 = __shfl_down_sync(0xFFFFFFFFu, acc, 3);
-                if ((lane & 3) == 0 && h < H) amk_ptx_red_add_v4_f32(out + (m0 + r) * H + h, acc, a1, a2, a3);
-            } else if (h < H) {
-                atomicAdd(out + (m0 + r) * H + h, acc);
-            }
-        }
+        return;
     }
+    for (int64_t h = AMK_OPS_TID; h < H; h += AMK_OPS_NT)
+        for (int r = 0; r < mr; r++) {
+            float acc = 0.0f;
+            for (int64_t j = 0; j < nt; j++) acc += ys[(int64_t)r * nt + j] * amk_load(rows, dt, j * H + h);
+            if (resid) acc += amk_load((const void *)c->in[5].ptr, c->in[5].dtype, (m0 + r) * H + h);
+            atomicAdd(out + (m0 + r) * H + h, acc);
+        }
 }
 
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
@@ -1896,11 +1881,13 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int fast = (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16) &&
                      (!swiglu || Wu->dtype == W->dtype) && ((int64_t)K * esz) % 16 == 0;
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
-    const int64_t wsb = mlp ? amk_mlp_stage_bytes(c) : 0; /* W_down's share, at the end of smem */
-    const int64_t mc0 = amk_rows_fit((amk_ptx_dynamic_smem_size() - wsb) / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
+    /* RMSNORM_MLP's rows of W_downT at the end of shared memory, their mbarrier before them */
+    const int64_t wsb = mlp ? amk_mlp_stage_bytes(c) : 0;
+    const int64_t mc0 = amk_rows_fit(((int64_t)amk_ptx_dynamic_smem_size() - wsb - 16) / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
     const int staged = wsb > 0 && mc0 >= 1;
     const int64_t mc = staged ? mc0 : amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
     char *ws = staged ? (char *)smem + (amk_ptx_dynamic_smem_size() - wsb) : NULL;
+    uint64_t *wbar = (uint64_t *)(ws - 16);
     float *xs = smem;          /* [mc, K] normalised rows of x */
     float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */
     float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
@@ -1909,9 +1896,16 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
-    if (staged && amk_tid() >= 32) amk_mlp_stage(c, ws); /* weights: before the wait */
+    if (staged && amk_tid() == 32) { /* weights, before the wait: one bulk copy (not thread 0: it polls) */
+        amk_ptx_mbar_init(wbar, 1);
+        amk_ptx_fence_proxy_async_smem(); /* why: earlier ops' generic accesses to this memory first */
+        amk_ptx_bulk_copy(ws, (const char *)c->in[4].ptr + (int64_t)P->n_off * c->in[4].shape[1] * (c->in[4].dtype == AMK_DTYPE_F32 ? 4 : 2),
+                          (uint32_t)wsb, wbar);
+    }
     if (!amk_op_go(c)) {
-        if (staged) amk_ptx_cp_async_wait_all(); /* why: no copy may land after the op gave up */
+        if (staged) amk_ptx_mbar_wait(wbar, 0); /* why: no copy may land after the op gave up */
+        __syncthreads();
+        if (staged && amk_tid() == 32) amk_ptx_mbar_inval(wbar);
         return;
     }
     /* why: the first position is loaded before staging and checked after it, so its load
@@ -1995,9 +1989,9 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
                 n += nw; /* the loop's step then moves past both rows */
             }
         }
-        if (staged && m0 == 0) amk_ptx_cp_async_wait_all(); /* the barrier below publishes ws */
         __syncthreads(); /* why: ys is complete; xs and ys are overwritten by the next row block */
         if (mlp) {
+            if (staged && m0 == 0) amk_ptx_mbar_wait(wbar, 0); /* the rows landed (every thread waits) */
             amk_mlp_down(c, ys, ws, m0, mr);
             __syncthreads();
         }
@@ -2012,6 +2006,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
             __syncthreads();
         }
     }
+    if (staged && amk_tid() == 32) amk_ptx_mbar_inval(wbar); /* every thread waited: the barrier above */
 }
 
 /* The binary elementwise ops, out[e] = f(a[e], b[e]); op is a compile-time constant at each call

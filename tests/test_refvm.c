@@ -404,14 +404,14 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_RMSNORM_SWIGLU, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=8", "ok"},
     {AMK_OP_RMSNORM_SWIGLU, "F32[1,8] F32[8] BF16[12,8] BF16[10,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
     {AMK_OP_RMSNORM_SWIGLU, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,12] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=8", "ok"},
-    {AMK_OP_RMSNORM_MLP, "F32[2,8] F32[8] BF16[12,8] BF16[12,8] BF16[6,12] F32[2,6] | F32[2,6]", "eps=1e-5 K=8 N_tile=4 n_off=0", "ok"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=8", "ok"},
+    {AMK_OP_RMSNORM_MLP, "F32[2,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,6] F32[2,6] | F32[2,6]", "eps=1e-5 K=8 N_tile=4 n_off=0", "ok"},
     {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,10] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,12] | BF16[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_DTYPE"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,12] | F32[1,9]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,12] F32[1,7] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,12] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=10", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[8,12] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] | BF16[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_DTYPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] | F32[1,9]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] F32[1,7] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=10", "PARAM_VALUE"},
     {AMK_OP_FILL, " | BF16[3,5]", "scale=0", "ok"},
     {AMK_OP_FILL, " | I32[3]", "scale=0", "OP_DTYPE"},
     {AMK_OP_FILL, " | F32[3]", "scale=1e300", "PARAM_VALUE"},
@@ -1198,7 +1198,7 @@ static void test_fused_gemv(void) {
         }
 }
 
-/* RMSNORM_MLP adds W_down[:, tile] @ (silu(g) * u) of its tile (and resid, when given) to what out
+/* RMSNORM_MLP adds (silu(g) * u) @ W_downT[tile] of its tile (and resid, when given) to what out
    held: the start values survive under the sum. */
 static void mlp_case(int xdt, int wdt, int M, int K, int N, int H, int n_off, int n_tile, int with_resid) {
     tc c;
@@ -1214,7 +1214,7 @@ static void mlp_case(int xdt, int wdt, int M, int K, int N, int H, int n_off, in
     nw = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
     Wg = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, K, 0);
     Wu = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, K, 0);
-    Wd = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, H, N, 0);
+    Wd = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, H, 0);
     if (with_resid) r = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, M, H, 0);
     y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, M, H, 0);
     tfill(&c.b[x], -2, 2);
@@ -1249,8 +1249,8 @@ static void mlp_case(int xdt, int wdt, int M, int K, int N, int H, int n_off, in
         for (h = 0; h < H; h++) {
             double s = c.b[y].v[m * H + h], sm = fabs(s);
             for (n = 0; n < n_tile; n++) {
-                s += c.b[Wd].v[(int64_t)h * N + n_off + n] * a[n];
-                sm += fabs(c.b[Wd].v[(int64_t)h * N + n_off + n]) * am[n];
+                s += c.b[Wd].v[(int64_t)(n_off + n) * H + h] * a[n];
+                sm += fabs(c.b[Wd].v[(int64_t)(n_off + n) * H + h]) * am[n];
             }
             if (r >= 0) { s += c.b[r].v[m * H + h]; sm += fabs(c.b[r].v[m * H + h]); }
             want[m * H + h] = s;

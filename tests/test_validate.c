@@ -937,7 +937,7 @@ static void test_race_waw_argmax_parts(void) {
 static void test_accumulate(void) {
     amk_program *p = amk_program_create();
     int x = vec(p, "h", AMK_KIND_IO_INPUT, 8), nw = vec(p, "norm_w", AMK_KIND_WEIGHT, 8);
-    int wg = weight(p, "W_gate", 6, 8), wu = weight(p, "W_up", 6, 8), wd = weight(p, "W_down", 8, 6);
+    int wg = weight(p, "W_gate", 6, 8), wu = weight(p, "W_up", 6, 8), wd = weight(p, "W_downT", 6, 8);
     int y = vec(p, "x_next", AMK_KIND_ACTIVATION, 8), z = vec(p, "out", AMK_KIND_IO_OUTPUT, 8);
     int c_f = amk_program_add_counter(p, "start"), c_m = amk_program_add_counter(p, "mlp");
     int in[6], o[1], k, t, fill;
