@@ -1883,10 +1883,12 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
     /* RMSNORM_MLP's rows of W_downT at the end of shared memory, their mbarrier before them */
     const int64_t wsb = mlp ? amk_mlp_stage_bytes(c) : 0;
-    const int64_t mc0 = amk_rows_fit(((int64_t)amk_ptx_dynamic_smem_size() - wsb - 16) / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
+    const int64_t wso = ((int64_t)amk_ptx_dynamic_smem_size() - wsb) & ~(int64_t)15; /* why: the bulk copy's
+                        destination is 16-byte aligned; the launch's size need not be a multiple of 16 */
+    const int64_t mc0 = amk_rows_fit((wso - 16) / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
     const int staged = wsb > 0 && mc0 >= 1;
     const int64_t mc = staged ? mc0 : amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
-    char *ws = staged ? (char *)smem + (amk_ptx_dynamic_smem_size() - wsb) : NULL;
+    char *ws = staged ? (char *)smem + wso : NULL;
     uint64_t *wbar = (uint64_t *)(ws - 16);
     float *xs = smem;          /* [mc, K] normalised rows of x */
     float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */

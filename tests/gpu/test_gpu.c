@@ -747,6 +747,8 @@ static void test_fused_mlp(void) {
     /* SmolLM2's tile (12 rows of 1536, H 576: staged), H not a multiple of 8 (not staged; element
        loads and one reduction an output) */
     mlp_case("NORM_MLP bf16 smollm2", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 96, 576, 576, 12);
+    /* an odd K: the launch's shared memory is not a multiple of 16 bytes (the staged rows are) */
+    mlp_case("NORM_MLP bf16 odd K", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 48, 99, 576, 12);
     mlp_case("NORM_MLP f16 odd H", AMK_DTYPE_BF16, AMK_DTYPE_F16, 1, 70, 128, 102, 7);
     mlp_case("NORM_MLP f32 M=2", AMK_DTYPE_F32, AMK_DTYPE_F32, 2, 64, 64, 96, 16);
     if (!g_quick) /* Llama-3.2-1B's tile: 64 rows of 8192, H 2048 */
