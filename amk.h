@@ -11654,7 +11654,7 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         const amk_buffer *Wd = amk__cuda_input(p, t, 4);
         const int64_t nt = amk__param_i(t, "N_tile", 0);
         const int64_t b = Wd && Wd->rank == 2 ? amk__mlp_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
-        return least + (b ? b + 32 : 0); /* + the mbarrier and the rows' 16-byte alignment */
+        return least + (b ? b + 16 : 0); /* + the rows' 16-byte alignment */
     }
     case AMK_OP_ATTENTION_COMBINE: { /* the heads' weights staged (else it recomputes them) */
         const amk_buffer *part = amk__cuda_input(p, t, 0);

@@ -159,9 +159,6 @@ static __device__ __forceinline__ void amk_ptx_bulk_copy(void *dst, const void *
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes), "r"(b) : "memory");
 }
-static __device__ __forceinline__ void amk_ptx_mbar_inval(uint64_t *bar) { /* before the memory's next use */
-    asm volatile("mbarrier.inval.shared::cta.b64 [%0];" :: "r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
-}
 static __device__ __forceinline__ void amk_ptx_mbar_wait(uint64_t *bar, uint32_t parity) {
     uint32_t done;
     do {
@@ -439,6 +436,8 @@ typedef struct __align__(16) amk_op_ctx {
     int timing;         /* nonzero: amk_op_go records t_start */
     int error;          /* nonzero: an op hit a run-time error; the VM will not signal */
     int go;             /* amk_op_go's result: 1 the waits were met, 0 not yet or aborted */
+    uint64_t *mbar;     /* an mbarrier the VM initialised once, for an op's own bulk copy */
+    uint32_t *mbar_uses; /* its completed phases (its parity is the low bit); the issuer counts */
     float red[AMK_OPS_WARP];   /* block reduction scratch */
     int redi[AMK_OPS_WARP];
 } amk_op_ctx;
@@ -1881,15 +1880,15 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int fast = (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16) &&
                      (!swiglu || Wu->dtype == W->dtype) && ((int64_t)K * esz) % 16 == 0;
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
-    /* RMSNORM_MLP's rows of W_downT at the end of shared memory, their mbarrier before them */
+    /* RMSNORM_MLP's rows of W_downT at the end of shared memory */
     const int64_t wsb = mlp ? amk_mlp_stage_bytes(c) : 0;
     const int64_t wso = ((int64_t)amk_ptx_dynamic_smem_size() - wsb) & ~(int64_t)15; /* why: the bulk copy's
                         destination is 16-byte aligned; the launch's size need not be a multiple of 16 */
-    const int64_t mc0 = amk_rows_fit((wso - 16) / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
+    const int64_t mc0 = amk_rows_fit(wso / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
     const int staged = wsb > 0 && mc0 >= 1;
     const int64_t mc = staged ? mc0 : amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
     char *ws = staged ? (char *)smem + wso : NULL;
-    uint64_t *wbar = (uint64_t *)(ws - 16);
+    const uint32_t wpar = *c->mbar_uses & 1u; /* read by every thread before the issuer counts the use */
     float *xs = smem;          /* [mc, K] normalised rows of x */
     float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */
     float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
@@ -1898,16 +1897,18 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
-    if (staged && amk_tid() == 32) { /* weights, before the wait: one bulk copy (not thread 0: it polls) */
-        amk_ptx_mbar_init(wbar, 1);
+    /* weights, before the wait: one bulk copy by thread 32 (not thread 0: it polls). why the VM's
+       mbarrier: initialising one here (its release fence waited for the thread's earlier stores)
+       delayed the op's start by ~0.5 us (bench/RESULTS.md run 151) */
+    if (staged && amk_tid() == 32) {
         amk_ptx_fence_proxy_async_smem(); /* why: earlier ops' generic accesses to this memory first */
         amk_ptx_bulk_copy(ws, (const char *)c->in[4].ptr + (int64_t)P->n_off * c->in[4].shape[1] * (c->in[4].dtype == AMK_DTYPE_F32 ? 4 : 2),
-                          (uint32_t)wsb, wbar);
+                          (uint32_t)wsb, c->mbar);
     }
     if (!amk_op_go(c)) {
-        if (staged) amk_ptx_mbar_wait(wbar, 0); /* why: no copy may land after the op gave up */
+        if (staged) amk_ptx_mbar_wait(c->mbar, wpar); /* why: no copy may land after the op gave up */
         __syncthreads();
-        if (staged && amk_tid() == 32) amk_ptx_mbar_inval(wbar);
+        if (staged && amk_tid() == 32) (*c->mbar_uses)++;
         return;
     }
     /* why: the first position is loaded before staging and checked after it, so its load
@@ -1993,7 +1994,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         }
         __syncthreads(); /* why: ys is complete; xs and ys are overwritten by the next row block */
         if (mlp) {
-            if (staged && m0 == 0) amk_ptx_mbar_wait(wbar, 0); /* the rows landed (every thread waits) */
+            if (staged && m0 == 0) amk_ptx_mbar_wait(c->mbar, wpar); /* the rows landed (every thread waits) */
             amk_mlp_down(c, ys, ws, m0, mr);
             __syncthreads();
         }
@@ -2008,7 +2009,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
             __syncthreads();
         }
     }
-    if (staged && amk_tid() == 32) amk_ptx_mbar_inval(wbar); /* every thread waited: the barrier above */
+    if (staged && amk_tid() == 32) (*c->mbar_uses)++; /* every thread waited: the barrier above */
 }
 
 /* The binary elementwise ops, out[e] = f(a[e], b[e]); op is a compile-time constant at each call
