@@ -1811,10 +1811,8 @@ static __device__ __forceinline__ int64_t amk_mlp_stage_bytes(const amk_op_ctx *
 
 /* RMSNORM_MLP's second half, rows m0 .. m0+mr of x: out[m, h] += sum_j ys[m - m0, j] *
    W_downT[n_off + j, h] (+ resid[m, h]), added at L2 (out is F32, host-checked). A thread takes
-   four consecutive outputs (8 or 16 bytes of each row, coalesced across the warp) of every G-th
-   row, G = threads / (H / 4) groups splitting the rows (why: 144 threads alone took ~1 us for
-   SmolLM2's 12 rows, bench/RESULTS.md run 154), and adds them with one vector reduction, when H
-   is a multiple of 4; else one output a thread. The rows come
+   four consecutive outputs (8 or 16 bytes of each row, coalesced across the warp) and adds them
+   with one vector reduction when H is a multiple of 4; else one output a thread. The rows come
    from ws (staged) or global memory. why out of line: the decode tiles' inlined code stays as it
    was (bench/NOTES.md: code placement moves the steps) */
 static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const float *ys, const char *ws, int64_t m0,
@@ -1826,35 +1824,29 @@ static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const floa
     const int v4 = H % 4 == 0 && o->ptr % 16 == 0 && (dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_BF16 || dt == AMK_DTYPE_F16) &&
                    ((uintptr_t)rows + H * esz) % (4 * esz) == 0 && (uintptr_t)rows % (4 * esz) == 0;
     float *out = (float *)o->ptr;
-    if (v4) { /* G groups of threads split the rows j (g, g + G, ...), each thread a quad h..h+3 */
-        const int64_t quads = H / 4, G = AMK_OPS_NT / quads > 1 ? AMK_OPS_NT / quads : 1;
-        const int64_t g = AMK_OPS_TID / quads, stride = G * H * esz;
-        if (g >= G) return;
-        for (int64_t h = 4 * (AMK_OPS_TID - g * quads); h < H; h += 4 * (quads < AMK_OPS_NT ? quads : AMK_OPS_NT))
+    if (v4) {
+        for (int64_t h = 4 * AMK_OPS_TID; h < H; h += 4 * AMK_OPS_NT)
             for (int r = 0; r < mr; r++) {
                 const float *a = ys + (int64_t)r * nt;
-                const char *p = rows + (g * H + h) * esz;
                 float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-                if (dt == AMK_DTYPE_BF16) {
-#pragma unroll 4
-                    for (int64_t j = g; j < nt; j += G, p += stride) {
-                        const uint2 u = *(const uint2 *)p;
-                        s0 += a[j] * __uint_as_float(u.x << 16); s1 += a[j] * __uint_as_float(u.x & 0xFFFF0000u);
-                        s2 += a[j] * __uint_as_float(u.y << 16); s3 += a[j] * __uint_as_float(u.y & 0xFFFF0000u);
-                    }
-                } else if (dt == AMK_DTYPE_F32) {
-                    for (int64_t j = g; j < nt; j += G, p += stride) {
+                for (int64_t j = 0; j < nt; j++) {
+                    const char *p = rows + (j * H + h) * esz;
+                    float w0, w1, w2, w3;
+                    if (dt == AMK_DTYPE_F32) {
                         const float4 f = *(const float4 *)p;
-                        s0 += a[j] * f.x; s1 += a[j] * f.y; s2 += a[j] * f.z; s3 += a[j] * f.w;
-                    }
-                } else {
-                    for (int64_t j = g; j < nt; j += G, p += stride) {
+                        w0 = f.x; w1 = f.y; w2 = f.z; w3 = f.w;
+                    } else if (dt == AMK_DTYPE_BF16) {
+                        const uint2 u = *(const uint2 *)p;
+                        w0 = __uint_as_float(u.x << 16); w1 = __uint_as_float(u.x & 0xFFFF0000u);
+                        w2 = __uint_as_float(u.y << 16); w3 = __uint_as_float(u.y & 0xFFFF0000u);
+                    } else {
                         const uint2 u = *(const uint2 *)p;
                         const float2 f0 = __half22float2(*(const __half2 *)&u.x), f1 = __half22float2(*(const __half2 *)&u.y);
-                        s0 += a[j] * f0.x; s1 += a[j] * f0.y; s2 += a[j] * f1.x; s3 += a[j] * f1.y;
+                        w0 = f0.x; w1 = f0.y; w2 = f1.x; w3 = f1.y;
                     }
+                    s0 += a[j] * w0; s1 += a[j] * w1; s2 += a[j] * w2; s3 += a[j] * w3;
                 }
-                if (resid && g == 0) {
+                if (resid) {
                     const void *rp = (const void *)c->in[5].ptr;
                     const int rt = c->in[5].dtype;
                     const int64_t e = (m0 + r) * H + h;
