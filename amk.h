@@ -861,10 +861,11 @@ typedef struct amk_llama_build_opts {
 } amk_llama_build_opts;
 
 #ifndef AMK_LLAMA_MLP_ACCUM
-/* what mlp_accum = -1 means: 1 where a tile's share of W_down stages in shared memory before its
+/* what mlp_accum = -1 means: 1 where a tile's rows of W_downT stage in shared memory before its
    wait (AMK_MLP_STAGE_MAX bytes: SmolLM2-135M's 14 KB, not Llama-3.2-1B's 256 KB), 0 never,
-   2 always. why: with larger shares the one-step MLP read W_down's columns at a fraction of
-   the GEMV's pace (bench/RESULTS.md run 146: 1B +17%, 8B +22%) */
+   2 always. why: with larger shares the one-step MLP read down's weights at a fraction of the
+   GEMV's pace (bench/RESULTS.md run 146: 1B +17%, 8B +22%; transposed, runs 149 and 151: 1B
+   +26-28%, 8B +33%); SmolLM2 gains 3.6% (run 153) */
 #define AMK_LLAMA_MLP_ACCUM 1
 #endif
 
@@ -882,7 +883,10 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
    for Q, K and V (norm, interleaved RoPE, K and V stored straight into the cache row pos);
    ATTENTION_DECODE per kv head and KV split; ATTENTION_COMBINE (with more than one split); O
    tiles (GEMV_TILE, the residual as bias); RMSNORM_SWIGLU tiles for gate/up; down tiles
-   (residual as bias). The head is RMSNORM_GEMV LM-head tiles, ARGMAX_PARTIAL tasks over slices of
+   (residual as bias). With o->mlp_accum (see there; by default for SmolLM2-sized shapes) the
+   last two are one step: RMSNORM_MLP tiles adding into the next residual (F32), which a FILL
+   beside attention zeroes (the O tiles wait for it); down_proj is then a [I, H] buffer (meta
+   down_proj "transposed": amk_llm transposes the HF weight). The head is RMSNORM_GEMV LM-head tiles, ARGMAX_PARTIAL tasks over slices of
    about 1024 logits (at most one an SM) and ARGMAX_COMBINE. Q and K rows are in interleaved pair
    order (meta["qk_rows"] = "interleaved"): amk_llm permutes the HF weights when it loads them.
    With o->spec_ops: EMBED; per layer RMSNORM, Q/K/V GEMV tiles, ROPE, KV_APPEND, split-KV

@@ -1066,7 +1066,7 @@ static const cli_cmd cli_cmds[] = {
      "--ctx sets the KV cache rows (default min(model context, 4096)); --kv-splits the attention\n"
      "tiles along the KV length (1..8; default 0: one per 512 rows, at most 8); --dtype the weight\n"
      "dtype (default F32).\n"
-     "The step uses AMK's opcodes (20..24); --spec-ops builds it from the spec's opcodes\n"
+     "The step uses AMK's opcodes (20..26); --spec-ops builds it from the spec's opcodes\n"
      "0..18 only (a program any implementation of the spec runs; more dependent steps).\n"
      "Exit: 0 ok, 1 build or lowering failed, 2 bad arguments or model file.\n",
      cmd_build},
