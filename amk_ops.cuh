@@ -1815,47 +1815,8 @@ static __device__ __forceinline__ int64_t amk_mlp_stage_bytes(const amk_op_ctx *
    with one vector reduction when H is a multiple of 4; else one output a thread. The rows come
    from ws (staged) or global memory. why out of line: the decode tiles' inlined code stays as it
    was (bench/NOTES.md: code placement moves the steps) */
-#ifndef AMK_MLP_ROW_GROUPS
-#define AMK_MLP_ROW_GROUPS 2 /* the most groups of threads that split the rows (see amk_mlp_down) */
-#endif
-/* The sums of four outputs h..h+3 over rows j = j0, j0 + step, ... < nt of W_downT (bytes p of
-   row j0's outputs h, rows rb bytes apart, dtype dt), weighted by a[j]: s[0..3] += ... */
-static __device__ __forceinline__ void amk_mlp_quad(float *s, const float *a, const char *p, int64_t rb, int dt,
-                                                    int64_t j0, int64_t nt, int64_t step) {
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-    if (dt == AMK_DTYPE_BF16) {
-#pragma unroll 4
-        for (int64_t j = j0; j < nt; j += step, p += rb) {
-            const uint2 u = *(const uint2 *)p;
-            s0 += a[j] * __uint_as_float(u.x << 16); s1 += a[j] * __uint_as_float(u.x & 0xFFFF0000u);
-            s2 += a[j] * __uint_as_float(u.y << 16); s3 += a[j] * __uint_as_float(u.y & 0xFFFF0000u);
-        }
-    } else if (dt == AMK_DTYPE_F32) {
-        for (int64_t j = j0; j < nt; j += step, p += rb) {
-            const float4 f = *(const float4 *)p;
-            s0 += a[j] * f.x; s1 += a[j] * f.y; s2 += a[j] * f.z; s3 += a[j] * f.w;
-        }
-    } else {
-        for (int64_t j = j0; j < nt; j += step, p += rb) {
-            const uint2 u = *(const uint2 *)p;
-            const float2 f0 = __half22float2(*(const __half2 *)&u.x), f1 = __half22float2(*(const __half2 *)&u.y);
-            s0 += a[j] * f0.x; s1 += a[j] * f0.y; s2 += a[j] * f1.x; s3 += a[j] * f1.y;
-        }
-    }
-    s[0] += s0; s[1] += s1; s[2] += s2; s[3] += s3;
-}
-
-/* RMSNORM_MLP's second half, rows m0 .. m0+mr of x: out[m, h] += sum_j ys[m - m0, j] *
-   W_downT[n_off + j, h] (+ resid[m, h]), added at L2 (out is F32, host-checked). A thread takes
-   four consecutive outputs (8 or 16 bytes of each row, coalesced across the warp) and adds them
-   with one vector reduction when H is a multiple of 4; else one output a thread. With one row of
-   x and threads to spare, G groups of threads split the rows (j = g, g + G, ...) and group 0 adds
-   the others' sums from part (shared memory of (G - 1) * H floats, or NULL) before its reduction.
-   why not a reduction a group: three times the reductions a task made the next phase's hop 3.2
-   us (bench/RESULTS.md run 155). The rows come from ws (staged) or global memory. why out of
-   line: the decode tiles' inlined code stays as it was (bench/NOTES.md: code placement) */
 static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const float *ys, const char *ws, int64_t m0,
-                                                 int mr, float *part, int64_t part_floats) {
+                                                 int mr) {
     const amk_buffer_t *Wd = &c->in[4], *o = &c->out[0];
     const int64_t H = Wd->shape[1], nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
     const int dt = Wd->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, resid = c->ins.n_inputs == 6;
@@ -1864,44 +1825,35 @@ static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const floa
                    ((uintptr_t)rows + H * esz) % (4 * esz) == 0 && (uintptr_t)rows % (4 * esz) == 0;
     float *out = (float *)o->ptr;
     if (v4) {
-        const int64_t quads = H / 4;
-        int64_t G = AMK_OPS_NT / quads < AMK_MLP_ROW_GROUPS ? AMK_OPS_NT / quads : AMK_MLP_ROW_GROUPS;
-        if (G > nt) G = nt;
-        if (mr != 1 || !part || (G - 1) * H > part_floats || G < 1) G = 1;
-        if (G > 1) { /* one quad a thread of groups 0 .. G-1 (quads * G <= threads) */
-            const int64_t g = AMK_OPS_TID / quads, h = 4 * (AMK_OPS_TID - g * quads);
-            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if (g < G) amk_mlp_quad(s, ys, rows + (g * H + h) * esz, G * H * esz, dt, g, nt, G);
-            if (g > 0 && g < G) *(float4 *)(part + (g - 1) * H + h) = make_float4(s[0], s[1], s[2], s[3]);
-            __syncthreads();
-            if (g == 0) {
-                for (int64_t k = 1; k < G; k++) {
-                    const float4 q = *(const float4 *)(part + (k - 1) * H + h);
-                    s[0] += q.x; s[1] += q.y; s[2] += q.z; s[3] += q.w;
-                }
-                if (resid) {
-                    const void *rp = (const void *)c->in[5].ptr;
-                    const int rt = c->in[5].dtype;
-                    const int64_t e = m0 * H + h;
-                    s[0] += amk_load(rp, rt, e); s[1] += amk_load(rp, rt, e + 1);
-                    s[2] += amk_load(rp, rt, e + 2); s[3] += amk_load(rp, rt, e + 3);
-                }
-                amk_ptx_red_add_v4_f32(out + m0 * H + h, s[0], s[1], s[2], s[3]);
-            }
-            return;
-        }
         for (int64_t h = 4 * AMK_OPS_TID; h < H; h += 4 * AMK_OPS_NT)
             for (int r = 0; r < mr; r++) {
-                float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                amk_mlp_quad(s, ys + (int64_t)r * nt, rows + h * esz, H * esz, dt, 0, nt, 1);
+                const float *a = ys + (int64_t)r * nt;
+                float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+                for (int64_t j = 0; j < nt; j++) {
+                    const char *p = rows + (j * H + h) * esz;
+                    float w0, w1, w2, w3;
+                    if (dt == AMK_DTYPE_F32) {
+                        const float4 f = *(const float4 *)p;
+                        w0 = f.x; w1 = f.y; w2 = f.z; w3 = f.w;
+                    } else if (dt == AMK_DTYPE_BF16) {
+                        const uint2 u = *(const uint2 *)p;
+                        w0 = __uint_as_float(u.x << 16); w1 = __uint_as_float(u.x & 0xFFFF0000u);
+                        w2 = __uint_as_float(u.y << 16); w3 = __uint_as_float(u.y & 0xFFFF0000u);
+                    } else {
+                        const uint2 u = *(const uint2 *)p;
+                        const float2 f0 = __half22float2(*(const __half2 *)&u.x), f1 = __half22float2(*(const __half2 *)&u.y);
+                        w0 = f0.x; w1 = f0.y; w2 = f1.x; w3 = f1.y;
+                    }
+                    s0 += a[j] * w0; s1 += a[j] * w1; s2 += a[j] * w2; s3 += a[j] * w3;
+                }
                 if (resid) {
                     const void *rp = (const void *)c->in[5].ptr;
                     const int rt = c->in[5].dtype;
                     const int64_t e = (m0 + r) * H + h;
-                    s[0] += amk_load(rp, rt, e); s[1] += amk_load(rp, rt, e + 1);
-                    s[2] += amk_load(rp, rt, e + 2); s[3] += amk_load(rp, rt, e + 3);
+                    s0 += amk_load(rp, rt, e); s1 += amk_load(rp, rt, e + 1);
+                    s2 += amk_load(rp, rt, e + 2); s3 += amk_load(rp, rt, e + 3);
                 }
-                amk_ptx_red_add_v4_f32(out + (m0 + r) * H + h, s[0], s[1], s[2], s[3]);
+                amk_ptx_red_add_v4_f32(out + (m0 + r) * H + h, s0, s1, s2, s3);
             }
         return;
     }
@@ -2043,7 +1995,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         __syncthreads(); /* why: ys is complete; xs and ys are overwritten by the next row block */
         if (mlp) {
             if (staged && m0 == 0) amk_ptx_mbar_wait(c->mbar, wpar); /* the rows landed (every thread waits) */
-            amk_mlp_down(c, ys, ws, m0, mr, xs, (int64_t)mc * K); /* xs is free until the next row block */
+            amk_mlp_down(c, ys, ws, m0, mr);
             __syncthreads();
         }
         if (rope) {
