@@ -230,6 +230,16 @@ amk build --random-weights "$DATA/tiny_config.json" --sms 4 --ctx 32 --kv-splits
 expect_rc 0 "build with the spec's opcodes only"
 amk info "$TMP/step_spec.json"
 expect_out "ATTENTION_COMBINE" "info of the spec-ops step"
+amk build --random-weights "$DATA/tiny_config.json" --sms 4 --ctx 32 --mlp-steps 1 -o "$TMP/step_mlp1.json"
+expect_rc 0 "build with the one-step MLP"
+amk info "$TMP/step_mlp1.json"
+expect_out "RMSNORM_MLP" "info of the one-step MLP step"
+amk build --random-weights "$DATA/tiny_config.json" --sms 4 --ctx 32 --mlp-steps 2 -o "$TMP/step_mlp2.json"
+expect_rc 0 "build with the two-step MLP"
+amk info "$TMP/step_mlp2.json"
+expect_out "RMSNORM_SWIGLU" "info of the two-step MLP step"
+amk build --random-weights "$DATA/tiny_config.json" --mlp-steps 3
+expect_rc 2 "--mlp-steps other than 1 or 2 is a usage error"
 amk build --random-weights "$DATA/tiny_config.json" --kv-splits 9
 expect_rc 2 "--kv-splits above 8 is a usage error"
 amk build --random-weights gpt-9
