@@ -886,8 +886,9 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
    (residual as bias). With o->mlp_accum (see there; by default for SmolLM2-sized shapes) the
    last two are one step: RMSNORM_MLP tiles adding into the next residual (F32), which a FILL
    beside attention zeroes (the O tiles wait for it); down_proj is then a [I, H] buffer (meta
-   down_proj "transposed": amk_llm transposes the HF weight). The head is RMSNORM_GEMV LM-head tiles, ARGMAX_PARTIAL tasks over slices of
-   about 1024 logits (at most one an SM) and ARGMAX_COMBINE. Q and K rows are in interleaved pair
+   down_proj "transposed": amk_llm transposes the HF weight). The head is RMSNORM_GEMV LM-head
+   tiles, ARGMAX_PARTIAL tasks over slices of about 1024 logits (at most one an SM) and
+   ARGMAX_COMBINE. Q and K rows are in interleaved pair
    order (meta["qk_rows"] = "interleaved"): amk_llm permutes the HF weights when it loads them.
    With o->spec_ops: EMBED; per layer RMSNORM, Q/K/V GEMV tiles, ROPE, KV_APPEND, split-KV
    ATTENTION_TILE and ATTENTION_COMBINE, O tiles, ADD, RMSNORM, gate/up tiles, SILU_MUL, down
@@ -4676,13 +4677,13 @@ AMK__FN int amk__v_transient_kind(int kind) {
     return kind == AMK_KIND_ACTIVATION || kind == AMK_KIND_IO_OUTPUT || kind == AMK_KIND_KV_CACHE;
 }
 
-/* Input j of t is KV_APPEND's cache, written in place: the op writes row pos and reads nothing
-   of the cache, so it is not a read for the race rules. */
 /* A task that adds into its output instead of overwriting it (RMSNORM_MLP). Such writers of one
    buffer commute, so they may run unordered among themselves; each reads what the buffer's other
-   writers left, so every one of those must be ordered before it (amk__v_questions). */
+   writers left, so every one of those must be ordered before it (amk__v_accum). */
 AMK__FN int amk__task_accumulates(const amk_task *t) { return t->op == AMK_OP_RMSNORM_MLP; }
 
+/* Input j of t is KV_APPEND's cache, written in place: the op writes row pos and reads nothing
+   of the cache, so it is not a read for the race rules. */
 AMK__FN int amk__v_inplace_target(const amk_task *t, int j) {
     return t->op == AMK_OP_KV_APPEND && j == 1 && amk__v_len(t->n_outputs, t->outputs, 1) == 1 &&
            t->outputs[0] == t->inputs[1];
@@ -7502,7 +7503,9 @@ AMK__FN amk_result amk__ref_rope(const amk__refop *o, amk_diag *d) {
    cast in between), then the tile's rows n: y = xn . W[n] (SWIGLU: silu(xn . Wg[n]) * (xn . Wu[n])).
    RMSNORM_GEMV flags: ROPE rotates pairs (n, n+1), n even, by pos[m] * inv_freq((n % head_dim)/2)
    (the interleaved pair order, like GGUF's Q/K rows); KV_ROW stores y at pos[m] * N + n of a
-   cache of rows of N, instead of out[m, n]. Positions are checked before anything is written. */
+   cache of rows of N, instead of out[m, n]. Positions are checked before anything is written.
+   RMSNORM_MLP: the SWIGLU values y (not cast) times the tile's rows of W_downT, plus resid when
+   given, added to what out[m] holds. */
 AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
     const int mlp = o->t->op == AMK_OP_RMSNORM_MLP, swiglu = o->t->op == AMK_OP_RMSNORM_SWIGLU || mlp;
     const uint32_t flags = swiglu ? 0u : (uint32_t)o->P.flags;
@@ -11654,7 +11657,7 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         }
         return w > least ? w : least;
     }
-    case AMK_OP_RMSNORM_MLP: { /* + its rows of W_downT and an mbarrier, when amk_mlp_stage_bytes stages them */
+    case AMK_OP_RMSNORM_MLP: { /* + its rows of W_downT, when amk_mlp_stage_bytes stages them */
         const amk_buffer *Wd = amk__cuda_input(p, t, 4);
         const int64_t nt = amk__param_i(t, "N_tile", 0);
         const int64_t b = Wd && Wd->rank == 2 ? amk__mlp_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
@@ -11719,8 +11722,8 @@ AMK__FN void amk__cuda_prefetch_rows(const amk_buffer_t *bt, int n_buffers, amk_
 
 /* The L2 prefetches the VM issues while instruction in waits (amk_vm.cuh): a GEMV/GEMM tile's
    first AMK_VM_PREFETCH_BYTES of weight rows; a fused RMSNORM_* tile's norm weight too, with
-   RMSNORM_SWIGLU's and RMSNORM_MLP's gate and up rows sharing the budget (W_down's columns are
-   not one range). None for a tile of fewer than
+   RMSNORM_SWIGLU's and RMSNORM_MLP's gate and up rows sharing the budget (RMSNORM_MLP stages
+   its rows of W_downT itself). None for a tile of fewer than
    AMK_VM_PREFETCH_MIN_ELEMS weight elements (one round of loads). */
 AMK__FN void amk__cuda_prefetches(const amk_buffer_t *bt, int n_buffers, amk_instruction_t *in) {
     int f;

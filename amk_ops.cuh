@@ -1866,6 +1866,9 @@ static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const floa
         }
 }
 
+/* The thread that copies RMSNORM_MLP's rows: 32, not thread 0 (it polls), or 1 in a block of one
+   warp. why a macro, not a variable: held across the op, it took the VM from 126 to 128 registers */
+#define AMK_MLP_ISSUER (amk_ntid() > 32 ? 32 : 1)
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const int mlp = c->ins.op == AMK_OP_RMSNORM_MLP, swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU || mlp;
@@ -1897,10 +1900,10 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
-    /* weights, before the wait: one bulk copy by thread 32 (not thread 0: it polls). why the VM's
-       mbarrier: initialising one here (its release fence waited for the thread's earlier stores)
-       delayed the op's start by ~0.5 us (bench/RESULTS.md run 151) */
-    if (staged && amk_tid() == 32) {
+    /* weights, before the wait: one bulk copy (AMK_MLP_ISSUER). why the VM's mbarrier: initialising
+       one here (its release fence waited for the thread's earlier stores) delayed the op's start
+       by ~0.5 us (bench/RESULTS.md run 151) */
+    if (staged && amk_tid() == AMK_MLP_ISSUER) {
         amk_ptx_fence_proxy_async_smem(); /* why: earlier ops' generic accesses to this memory first */
         amk_ptx_bulk_copy(ws, (const char *)c->in[4].ptr + (int64_t)P->n_off * c->in[4].shape[1] * (c->in[4].dtype == AMK_DTYPE_F32 ? 4 : 2),
                           (uint32_t)wsb, c->mbar);
@@ -1908,7 +1911,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     if (!amk_op_go(c)) {
         if (staged) amk_ptx_mbar_wait(c->mbar, wpar); /* why: no copy may land after the op gave up */
         __syncthreads();
-        if (staged && amk_tid() == 32) (*c->mbar_uses)++;
+        if (staged && amk_tid() == AMK_MLP_ISSUER) (*c->mbar_uses)++;
         return;
     }
     /* why: the first position is loaded before staging and checked after it, so its load
@@ -2009,7 +2012,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
             __syncthreads();
         }
     }
-    if (staged && amk_tid() == 32) (*c->mbar_uses)++; /* every thread waited: the barrier above */
+    if (staged && amk_tid() == AMK_MLP_ISSUER) (*c->mbar_uses)++; /* every thread waited: the barrier above */
 }
 
 /* The binary elementwise ops, out[e] = f(a[e], b[e]); op is a compile-time constant at each call
