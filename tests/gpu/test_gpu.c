@@ -717,7 +717,7 @@ static void test_fused_gemv(void) {
    the residual) add into one F32 output from different SMs at once (red.global.add), against the reference VM.
    The GPU's order of additions differs, so the bound is relative to the output's largest value. */
 static void mlp_case(const char *tag, amk_dtype xt, amk_dtype wt, int64_t M, int64_t N, int64_t K, int64_t H,
-                     int64_t tr) {
+                     int64_t tr, int threads) {
     const int64_t n_tiles = (N + tr - 1) / tr;
     amk_program *p = prog_new((int)n_tiles + 1);
     int in[6], y, t, k, c_f = amk_program_add_counter(p, "start"), c_m = amk_program_add_counter(p, "mlp");
@@ -739,6 +739,7 @@ static void mlp_case(const char *tag, amk_dtype xt, amk_dtype wt, int64_t M, int
         seti(p, t, "N_tile", N - k * tr < tr ? N - k * tr : tr);
         amk_task_add_wait(p, t, c_f, 1);
     }
+    if (threads) p->config.threads_per_block = threads;
     if (gcase_begin(&g, p, tag, 1.0f) && gcase_run(&g, tag)) gcase_compare(&g, y, 1e-4, 2e-5, tag);
     gcase_end(&g);
 }
@@ -746,13 +747,15 @@ static void mlp_case(const char *tag, amk_dtype xt, amk_dtype wt, int64_t M, int
 static void test_fused_mlp(void) {
     /* SmolLM2's tile (12 rows of 1536, H 576: staged), H not a multiple of 8 (not staged; element
        loads and one reduction an output) */
-    mlp_case("NORM_MLP bf16 smollm2", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 96, 576, 576, 12);
+    mlp_case("NORM_MLP bf16 smollm2", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 96, 576, 576, 12, 0);
     /* an odd K: the launch's shared memory is not a multiple of 16 bytes (the staged rows are) */
-    mlp_case("NORM_MLP bf16 odd K", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 48, 99, 576, 12);
-    mlp_case("NORM_MLP f16 odd H", AMK_DTYPE_BF16, AMK_DTYPE_F16, 1, 70, 128, 102, 7);
-    mlp_case("NORM_MLP f32 M=2", AMK_DTYPE_F32, AMK_DTYPE_F32, 2, 64, 64, 96, 16);
+    mlp_case("NORM_MLP bf16 odd K", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 48, 99, 576, 12, 0);
+    /* a block of one warp: thread 1 issues the staging copy (there is no thread 32) */
+    mlp_case("NORM_MLP bf16 one warp", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 48, 576, 576, 12, 32);
+    mlp_case("NORM_MLP f16 odd H", AMK_DTYPE_BF16, AMK_DTYPE_F16, 1, 70, 128, 102, 7, 0);
+    mlp_case("NORM_MLP f32 M=2", AMK_DTYPE_F32, AMK_DTYPE_F32, 2, 64, 64, 96, 16, 0);
     if (!g_quick) /* Llama-3.2-1B's tile: 64 rows of 8192, H 2048 */
-        mlp_case("NORM_MLP bf16 1B tile", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 256, 2048, 2048, 64);
+        mlp_case("NORM_MLP bf16 1B tile", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 256, 2048, 2048, 64, 0);
 }
 
 /* ATTENTION_DECODE: one task per kv head (on different SMs) into one output, against the
