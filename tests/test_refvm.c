@@ -1098,6 +1098,28 @@ static void test_rope(void) {
 /* RMSNORM_GEMV / RMSNORM_SWIGLU against double math: rows of x normalised, the tile's rows,
    SiLU*up, interleaved RoPE at pos[m], or the cache row pos[m]. Everything outside the tile (and
    outside the rows picked) must keep its poison. */
+/* The fused tiles' values for row m of x in double, with their magnitudes for the tolerance:
+   yv[n] = xn . W[n] (Wu < 0), or silu(xn . W[n]) * (xn . Wu[n]), xn = rmsnorm(x[m]) * norm_w,
+   for the tile's rows n_off .. n_off+n_tile. */
+static void want_norm_tile(const tc *c, int x, int nw, int W, int Wu, int m, int K, int n_off, int n_tile,
+                           double eps, double *yv, double *ym) {
+    double ss = 0, inv;
+    int n, k;
+    for (k = 0; k < K; k++) ss += c->b[x].v[m * K + k] * c->b[x].v[m * K + k];
+    inv = 1.0 / sqrt(ss / K + eps);
+    for (n = 0; n < n_tile; n++) {
+        double g = 0, gm = 0, u = 0, um = 0;
+        for (k = 0; k < K; k++) {
+            const double xn = c->b[x].v[m * K + k] * inv * c->b[nw].v[k];
+            g += xn * c->b[W].v[(int64_t)(n_off + n) * K + k];
+            gm += fabs(xn * c->b[W].v[(int64_t)(n_off + n) * K + k]);
+            if (Wu >= 0) { u += xn * c->b[Wu].v[(int64_t)(n_off + n) * K + k]; um += fabs(xn * c->b[Wu].v[(int64_t)(n_off + n) * K + k]); }
+        }
+        yv[n] = Wu >= 0 ? g / (1 + exp(-g)) * u : g;
+        ym[n] = Wu >= 0 ? gm * fabs(u) + um * fabs(g) + 1e-3 : gm;
+    }
+}
+
 static void fused_gemv_case(int op, int flags, int xdt, int wdt, int odt, int M, int K, int N, int n_off,
                             int n_tile, int hd, const int *pos, int cache_rows) {
     tc c;
@@ -1138,21 +1160,9 @@ static void fused_gemv_case(int op, int flags, int xdt, int wdt, int odt, int M,
              n_off, n_tile, hd);
     CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
     for (m = 0; m < M; m++) {
-        double ss = 0, inv, yv[64], ym[64];
+        double yv[64], ym[64];
         const int64_t row = kv ? pos[m] : m;
-        for (k = 0; k < K; k++) ss += c.b[x].v[m * K + k] * c.b[x].v[m * K + k];
-        inv = 1.0 / sqrt(ss / K + eps);
-        for (n = 0; n < n_tile; n++) {
-            double g = 0, gm = 0, u = 0, um = 0;
-            for (k = 0; k < K; k++) {
-                const double xn = c.b[x].v[m * K + k] * inv * c.b[nw].v[k];
-                g += xn * c.b[W].v[(int64_t)(n_off + n) * K + k];
-                gm += fabs(xn * c.b[W].v[(int64_t)(n_off + n) * K + k]);
-                if (Wu >= 0) { u += xn * c.b[Wu].v[(int64_t)(n_off + n) * K + k]; um += fabs(xn * c.b[Wu].v[(int64_t)(n_off + n) * K + k]); }
-            }
-            yv[n] = Wu >= 0 ? g / (1 + exp(-g)) * u : g;
-            ym[n] = Wu >= 0 ? gm * fabs(u) + um * fabs(g) + 1e-3 : gm;
-        }
+        want_norm_tile(&c, x, nw, W, Wu, m, K, n_off, n_tile, eps, yv, ym);
         for (n = 0; rope && n < n_tile; n += 2) {
             const double ang = pos[m] * rope_inv(((n_off + n) % hd) / 2, hd, theta, 0, 1, 4, 8192, &band);
             const double x1 = yv[n], x2 = yv[n + 1], mg = ym[n] + ym[n + 1] + fabs(ang) * 1e-2 * (fabs(x1) + fabs(x2));
@@ -1204,7 +1214,7 @@ static void mlp_case(int xdt, int wdt, int M, int K, int N, int H, int n_off, in
     tc c;
     amk_diag d;
     const double eps = 1e-5;
-    int x, nw, Wg, Wu, Wd, r = -1, y, ins[6], m, n, k, h;
+    int x, nw, Wg, Wu, Wd, r = -1, y, ins[6], m, n, h;
     double *want = (double *)calloc((size_t)(M * H), sizeof(double));
     double *mag = (double *)calloc((size_t)(M * H), sizeof(double));
     double a[64], am[64];
@@ -1231,21 +1241,7 @@ static void mlp_case(int xdt, int wdt, int M, int K, int N, int H, int n_off, in
     tc_int(&c, "N_tile", n_tile);
     tc_int(&c, "n_off", n_off);
     for (m = 0; m < M; m++) {
-        double ss = 0, inv;
-        for (k = 0; k < K; k++) ss += c.b[x].v[m * K + k] * c.b[x].v[m * K + k];
-        inv = 1.0 / sqrt(ss / K + eps);
-        for (n = 0; n < n_tile; n++) {
-            double g = 0, gm = 0, u = 0, um = 0;
-            for (k = 0; k < K; k++) {
-                const double xn = c.b[x].v[m * K + k] * inv * c.b[nw].v[k];
-                g += xn * c.b[Wg].v[(int64_t)(n_off + n) * K + k];
-                gm += fabs(xn * c.b[Wg].v[(int64_t)(n_off + n) * K + k]);
-                u += xn * c.b[Wu].v[(int64_t)(n_off + n) * K + k];
-                um += fabs(xn * c.b[Wu].v[(int64_t)(n_off + n) * K + k]);
-            }
-            a[n] = g / (1 + exp(-g)) * u;
-            am[n] = gm * fabs(u) + um * fabs(g) + 1e-3;
-        }
+        want_norm_tile(&c, x, nw, Wg, Wu, m, K, n_off, n_tile, eps, a, am);
         for (h = 0; h < H; h++) {
             double s = c.b[y].v[m * H + h], sm = fabs(s);
             for (n = 0; n < n_tile; n++) {
