@@ -941,6 +941,10 @@ AMK_API void amk_llm_opts_default(amk_llm_opts *o);
 /* Opens a model file (see amk_model_open), builds, lowers and loads its decode step. */
 AMK_API amk_result amk_llm_open(const char *model_path, const amk_llm_opts *o, amk_llm **out,
                                 amk_diag *d);
+/* The same from a model the caller already opened and its tokenizer (tok may be NULL: then it
+   is made from the model). Takes both over, also on failure: the caller frees neither. */
+AMK_API amk_result amk_llm_open_model(amk_model *model, amk_tokenizer *tok, const amk_llm_opts *o,
+                                      amk_llm **out, amk_diag *d);
 /* The same program with random weights (uniform, scaled by 1/sqrt(fan-in); norms 1). */
 AMK_API amk_result amk_llm_open_random(const amk_llama_config *cfg, const amk_llm_opts *o,
                                        amk_llm **out, amk_diag *d);
@@ -13581,23 +13585,39 @@ AMK_API amk_result amk_tokenizer_from_model(const amk_model *m, amk_tokenizer **
     return amk_tokenizer_from_json(tp, out, d);
 }
 
-AMK_API amk_result amk_llm_open(const char *path, const amk_llm_opts *o, amk_llm **out, amk_diag *d) {
+AMK_API amk_result amk_llm_open_model(amk_model *model, amk_tokenizer *tok, const amk_llm_opts *o,
+                                      amk_llm **out, amk_diag *d) {
     amk_llm *m;
-    amk_result r;
+    amk_result r = AMK_OK;
     *out = NULL;
-    m = (amk_llm *)amk__calloc(1, sizeof(amk_llm));
-    if (!m) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
-    if (o) m->opts = *o; else amk_llm_opts_default(&m->opts);
-    r = amk_model_open(path, &m->model, d);
-    if (r == AMK_OK) {
-        m->cfg = *amk_model_config(m->model);
-        r = amk_tokenizer_from_model(m->model, &m->tok, d);
+    if (!model) {
+        amk_tokenizer_free(tok);
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_open_model: NULL model");
     }
+    m = (amk_llm *)amk__calloc(1, sizeof(amk_llm));
+    if (!m) {
+        amk_tokenizer_free(tok);
+        amk_model_close(model);
+        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    if (o) m->opts = *o; else amk_llm_opts_default(&m->opts);
+    m->model = model;
+    m->tok = tok;
+    m->cfg = *amk_model_config(m->model);
+    if (!m->tok) r = amk_tokenizer_from_model(m->model, &m->tok, d);
     if (r == AMK_OK) r = amk__llm_prepare(m, d);
     if (r == AMK_OK) r = amk__llm_load_weights(m, d);
     if (r != AMK_OK) { amk_llm_close(m); return r; }
     *out = m;
     return AMK_OK;
+}
+
+AMK_API amk_result amk_llm_open(const char *path, const amk_llm_opts *o, amk_llm **out, amk_diag *d) {
+    amk_model *model = NULL;
+    amk_result r;
+    *out = NULL;
+    r = amk_model_open(path, &model, d);
+    return r == AMK_OK ? amk_llm_open_model(model, NULL, o, out, d) : r;
 }
 
 AMK_API amk_result amk_llm_open_random(const amk_llama_config *cfg, const amk_llm_opts *o,

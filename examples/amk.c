@@ -762,26 +762,25 @@ static int cli_prompt_ids(const amk_tokenizer *tok, int chat, const char *sys, c
     return n;
 }
 
-/* Without --ctx: the KV cache rows for the prompt plus n_new tokens (at most the model's context
-   and AMK_LLAMA_DEFAULT_MAX_SEQ), so a short generation runs the one-split step instead of the
-   default's 4096-row one; 0 (the builder's default) when the model or its tokenizer cannot be
-   read here (amk_llm_open then reports it) or the text does not fit. The prompt's ids go to *ids and *n (NULL and -1 when it
-   could not be encoded here): the same tokenizer as amk_llm_open's, so they are used as they are. */
-static int cli_fit_ctx(const char *model, int chat, const char *sys, const char *prompt, int n_new, int **ids,
-                       int *n) {
-    amk_model *mdl = NULL;
-    amk_tokenizer *tok = NULL;
+/* Opens the model and its tokenizer once, for the step too (*mdl, *tok: handed to
+   amk_llm_open_model; *tok NULL when the tokenizer cannot be read, which amk_llm_open_model then
+   reports). With fit (no --ctx), returns the KV cache rows for the prompt plus n_new tokens (at
+   most the model's context and AMK_LLAMA_DEFAULT_MAX_SEQ), so a short generation runs the
+   one-split step instead of the default's 4096-row one; 0 (the builder's default) otherwise or
+   when the text does not fit. The prompt's ids go to *ids and *n (NULL and -1 when it could not be
+   encoded here). A model that does not open: -1, its error in d. */
+static int cli_open_fit(const char *model, int fit, int chat, const char *sys, const char *prompt, int n_new,
+                        amk_model **mdl, amk_tokenizer **tok, int **ids, int *n, amk_diag *d) {
     int max_pos = 0;
     int64_t need;
     *ids = NULL;
     *n = -1;
-    if (amk_model_open(model, &mdl, NULL) != AMK_OK) return 0;
-    max_pos = amk_model_config(mdl)->max_pos;
-    if (amk_tokenizer_from_model(mdl, &tok, NULL) == AMK_OK) *n = cli_prompt_ids(tok, chat, sys, prompt, ids, 0);
-    amk_tokenizer_free(tok);
-    amk_model_close(mdl);
+    *tok = NULL;
+    if (amk_model_open(model, mdl, d) != AMK_OK) return -1;
+    max_pos = amk_model_config(*mdl)->max_pos;
+    if (amk_tokenizer_from_model(*mdl, tok, NULL) == AMK_OK) *n = cli_prompt_ids(*tok, chat, sys, prompt, ids, 0);
     need = (int64_t)*n + n_new;
-    if (*n < 1 || need > AMK_LLAMA_DEFAULT_MAX_SEQ || (max_pos > 0 && need > max_pos)) return 0;
+    if (!fit || *n < 1 || need > AMK_LLAMA_DEFAULT_MAX_SEQ || (max_pos > 0 && need > max_pos)) return 0;
     return (int)need;
 }
 
@@ -829,14 +828,19 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     o.progress = quiet ? NULL : cli_progress;
     o.device_image = cli_image(&o.device_image_size);
     t0 = cli_now();
-    if (!a.ctx && !a.random) o.build.max_seq = cli_fit_ctx(a.model, chat, sys_s, prompt, n_new, &ids, &n_prompt);
     if (a.random) {
         if ((rc = cli_random_config(a.random, &cfg)) != CLI_OK) return rc;
         if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) { fprintf(stderr, "amk: %s\n", d.message); return CLI_FAIL; }
-    } else if (amk_llm_open(a.model, &o, &m, &d) != AMK_OK) {
-        fprintf(stderr, "amk: %s\n", d.message);
-        free(ids);
-        return d.result == AMK_ERR_OUT_OF_MEMORY || d.result == AMK_ERR_REJECTED ? CLI_FAIL : CLI_BAD_INPUT;
+    } else {
+        amk_model *mdl = NULL;
+        amk_tokenizer *mtok = NULL;
+        const int fit = cli_open_fit(a.model, !a.ctx, chat, sys_s, prompt, n_new, &mdl, &mtok, &ids, &n_prompt, &d);
+        if (fit > 0) o.build.max_seq = fit;
+        if (fit < 0 || amk_llm_open_model(mdl, mtok, &o, &m, &d) != AMK_OK) { /* it took mdl and mtok */
+            fprintf(stderr, "amk: %s\n", d.message);
+            free(ids);
+            return d.result == AMK_ERR_OUT_OF_MEMORY || d.result == AMK_ERR_REJECTED ? CLI_FAIL : CLI_BAD_INPUT;
+        }
     }
     tok = amk_llm_tokenizer(m);
     if (tok) { /* the prompt, as text or in the chat template (unless encoded for the context) */

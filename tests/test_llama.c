@@ -396,6 +396,41 @@ static void test_tokenizer_from_model(void) {
     amk_model_close(mdl);
 }
 
+/* amk_llm_open_model takes over an open model and tokenizer (the CLI opens them once, to size
+   the context): the same first step as amk_llm_open; a NULL model frees the tokenizer it was
+   given (ASan's leak check sees it). */
+static void test_llm_open_model(void) {
+    amk_model *mdl = NULL;
+    amk_tokenizer *tok = NULL;
+    amk_llm_opts o;
+    amk_llm *m = NULL, *m2 = NULL;
+    amk_diag d;
+    int a = -1, b = -2;
+    amk_diag_clear(&d);
+    amk_llm_opts_default(&o);
+    o.backend = AMK_BACKEND_CPU;
+    o.build.max_seq = 8;
+    if (amk_model_open(MODEL_PATH, &mdl, &d) != AMK_OK) {
+        CHECK_MSG(0, "%s: %s (run `make model`)", MODEL_PATH, d.message);
+        return;
+    }
+    CHECK_EQ_INT(amk_tokenizer_from_model(mdl, &tok, &d), AMK_OK);
+    CHECK_EQ_INT(amk_llm_open_model(NULL, tok, &o, &m, &d), AMK_ERR_INVALID_ARG); /* tok freed */
+    CHECK(m == NULL);
+    tok = NULL;
+    CHECK_EQ_INT(amk_tokenizer_from_model(mdl, &tok, &d), AMK_OK);
+    CHECK_EQ_INT(amk_llm_open_model(mdl, tok, &o, &m, &d), AMK_OK);
+    CHECK_EQ_INT(amk_llm_open(MODEL_PATH, &o, &m2, &d), AMK_OK);
+    if (m && m2) {
+        CHECK(amk_llm_tokenizer(m) == tok);
+        CHECK_EQ_INT(amk_llm_step(m, 1, 0, NULL, &a, &d), AMK_OK);
+        CHECK_EQ_INT(amk_llm_step(m2, 1, 0, NULL, &b, &d), AMK_OK);
+        CHECK_EQ_INT(a, b);
+    }
+    amk_llm_close(m);
+    amk_llm_close(m2);
+}
+
 static void test_golden_smollm2(void) { golden_run(AMK_BACKEND_CPU); }
 #ifdef AMK_EMBED_DEVICE_IMAGE
 static void test_golden_smollm2_cuda(void) { golden_run(AMK_BACKEND_CUDA); }
@@ -408,6 +443,7 @@ int main(void) {
     RUN(test_random_weights_decode);
     RUN(test_sampler);
     RUN(test_tokenizer_from_model);
+    RUN(test_llm_open_model);
     RUN(test_golden_smollm2);
 #ifdef AMK_EMBED_DEVICE_IMAGE
     RUN(test_golden_smollm2_cuda);
