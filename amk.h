@@ -11532,12 +11532,11 @@ AMK__FN void amk__cuda_leave(amk_cuda *c) {
 
 /* ---- checking a program for the device ---------------------------------------------------------- */
 
-/* The bytes of RMSNORM_MLP's rows of W_downT [N, H] (dtype dt) that the device stages: N_tile rows
-   of H, when a row is a multiple of 16 bytes of a float dtype the device streams and the rows fit
-   AMK_MLP_STAGE_MAX; else 0 (amk_mlp_stage_bytes in amk_ops.cuh is the device's twin). */
+/* The bytes of RMSNORM_MLP's rows of W_downT [N, H] (dtype dt) that the device stages
+   (AMK_MLP_STAGE_BYTES, the device's rule too): F32, F16 or BF16 rows only. */
 AMK__FN int64_t amk__mlp_stage_bytes(int dt, int64_t H, int64_t nt) {
-    const int64_t esz = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
-    return esz && H > 0 && nt > 0 && (H * esz) % 16 == 0 && nt <= AMK_MLP_STAGE_MAX / (H * esz) ? nt * H * esz : 0;
+    const int64_t esz = dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? amk_dtype_bits(dt) / 8 : 0;
+    return AMK_MLP_STAGE_BYTES(esz, H, nt);
 }
 
 /* The least dynamic shared memory task t runs with (0: it stages nothing): a GEMV-family tile one
@@ -12798,12 +12797,13 @@ AMK__FN int amk__lb_rope(amk__lb *b, int x, int pos, int out, int counter, int w
 
 /* Tiles of opcode op over N weight rows of K columns: ins[0..n_in) are the task inputs (the
    matrices among them count n_mats times in est_bytes), rows per tile; all signal counter after
-   all wait_n producers of wait_c. Tasks get K, N_tile, n_off (and eps for the fused RMSNORM_*
+   all wait_n[k] producers of each wait_c[k], k < n_wait, in that order. Tasks get K, N_tile,
+   n_off (and eps for the fused RMSNORM_*
    ops); flags != 0 is set on each too. Returns the tile count, or -1. The tiles are the last
    tasks of the program. */
 AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_mats, int out, int counter,
-                         int64_t N, int64_t K, int rows, int wait_c, int wait_n, int flags,
-                         const char *what, int layer) {
+                         int64_t N, int64_t K, int rows, const int *wait_c, const int *wait_n, int n_wait,
+                         int flags, const char *what, int layer) {
     int n_tiles = 0;
     int64_t off;
     int wbytes = amk_dtype_bits(b->o.weight_dtype) / 8;
@@ -12812,7 +12812,7 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
         int t;
         char label[64];
         snprintf(label, sizeof label, "L%d %s[%lld:%lld]", layer, what, (long long)off, (long long)(off + nt));
-        t = amk__lb_task(b, op, ins, n_in, out, counter, &wait_c, &wait_n, 1, n_mats * nt * K * wbytes, label);
+        t = amk__lb_task(b, op, ins, n_in, out, counter, wait_c, wait_n, n_wait, n_mats * nt * K * wbytes, label);
         if (t < 0) return -1;
         amk_task_set_int(b->p, t, "K", K);
         amk_task_set_int(b->p, t, "N_tile", nt);
@@ -12830,26 +12830,28 @@ AMK__FN int amk__lb_gemv(amk__lb *b, int x, int w, int out, int counter, int64_t
                         int rows, int wait_c, int wait_n, const char *what, int layer) {
     int ins[2];
     ins[0] = x; ins[1] = w;
-    return amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, out, counter, N, K, rows, wait_c, wait_n, 0, what, layer);
+    return amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, out, counter, N, K, rows, &wait_c, &wait_n, 1, 0, what, layer);
 }
 
-/* out = resid + a @ w.T ([N, K] tiles after all wait_n producers of wait_c): fused, the tiles
-   add resid as their bias; spec_ops, GEMV tiles into a scratch buffer and an ADD. Returns the
-   counter that marks out complete (its producer count in *n_done), or -1. */
+/* out = resid + a @ w.T ([N, K] tiles after the n_wait waits of wait_c/wait_n, as amk__lb_tiles):
+   fused, the tiles add resid as their bias; spec_ops, GEMV tiles into a scratch buffer and an
+   ADD. Returns the counter that marks out complete (its producer count in *n_done), or -1. */
 AMK__FN int amk__lb_proj_residual(amk__lb *b, int a, int w, int resid, int out, int64_t N, int64_t K,
-                                  int wait_c, int wait_n, const char *what, int layer, int *n_done) {
+                                  const int *wait_c, const int *wait_n, int n_wait, const char *what, int layer,
+                                  int *n_done) {
     const int rows = amk__lb_tile_rows(N, b->o.num_sms);
     int c = amk_program_add_counter(b->p, b->o.spec_ops ? "projection tiles" : "projection + residual tiles");
     int ins[3], n, tmp, c_add;
     char label[64];
     if (!b->o.spec_ops) {
         ins[0] = a; ins[1] = w; ins[2] = resid;
-        n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 3, 1, out, c, N, K, rows, wait_c, wait_n, 0, what, layer);
+        n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 3, 1, out, c, N, K, rows, wait_c, wait_n, n_wait, 0, what, layer);
         *n_done = n;
         return n < 0 ? -1 : c;
     }
     tmp = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, 1, N, 0, 2, NULL, "%s.%d", what, layer);
-    n = amk__lb_gemv(b, a, w, tmp, c, N, K, rows, wait_c, wait_n, what, layer);
+    ins[0] = a; ins[1] = w;
+    n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, tmp, c, N, K, rows, wait_c, wait_n, n_wait, 0, what, layer);
     if (n < 0) return -1;
     c_add = amk_program_add_counter(b->p, "residual");
     ins[0] = resid; ins[1] = tmp;
@@ -12901,7 +12903,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                                    amk_program **out, amk_diag *d) {
     amk__lb b;
     amk_program *p;
-    int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd, fused, accum, rd;
+    int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd, fused, accum, rd, mlp_rows;
     int token, pos, embed, lm_w, x, cx, n_cx, t, i, one = 1;
     char meta[32];
     int64_t q_rows, kv_rows;
@@ -12909,13 +12911,11 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     memset(&b, 0, sizeof b);
     if (opts) b.o = *opts; else amk_llama_build_opts_default(&b.o);
     if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no config");
-    if (b.o.mlp_accum >= 0) {
-        accum = b.o.mlp_accum != 0;
-    } else { /* do one tile's rows of W_downT stage on the device? */
-        const int64_t tr = amk__lb_tile_rows(c->intermediate, b.o.num_sms > 0 ? b.o.num_sms : 1);
+    mlp_rows = amk__lb_tile_rows(c->intermediate, b.o.num_sms > 0 ? b.o.num_sms : 1); /* an RMSNORM_MLP tile's */
+    if (b.o.mlp_accum >= 0) accum = b.o.mlp_accum != 0;
+    else /* do one tile's rows of W_downT stage on the device? */
         accum = AMK_LLAMA_MLP_ACCUM == 2 ||
-                (AMK_LLAMA_MLP_ACCUM == 1 && amk__mlp_stage_bytes(b.o.weight_dtype, c->hidden, tr) > 0);
-    }
+                (AMK_LLAMA_MLP_ACCUM == 1 && amk__mlp_stage_bytes(b.o.weight_dtype, c->hidden, mlp_rows) > 0);
     accum = accum && !b.o.spec_ops;
     rd = accum ? AMK_DTYPE_F32 : b.o.act_dtype; /* why: atomic adds need F32; the residual is 2-16 KB */
     L = c->n_layers; H = c->hidden; I = c->intermediate; NH = c->n_heads; NKV = c->n_kv_heads;
@@ -12996,17 +12996,17 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             rows += rows % 2; /* why: RoPE pairs (2i, 2i+1) stay inside one tile */
             ins[0] = x; ins[1] = w_an; ins[3] = pos;
             ins[2] = w_k;
-            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, kc, c_qkv, kv_rows, H, rows, cx, n_cx,
+            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, kc, c_qkv, kv_rows, H, rows, &cx, &n_cx, 1,
                               AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW, "k", i);
             if (n < 0) goto fail;
             n_qkv += n;
             ins[2] = w_v;
-            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, vc, c_qkv, kv_rows, H, rows, cx, n_cx,
+            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, vc, c_qkv, kv_rows, H, rows, &cx, &n_cx, 1,
                               AMK_GEMV_FLAG_KV_ROW, "v", i);
             if (n < 0) goto fail;
             n_qkv += n;
             ins[2] = w_q;
-            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, qr, c_qkv, q_rows, H, rows, cx, n_cx,
+            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, qr, c_qkv, q_rows, H, rows, &cx, &n_cx, 1,
                               AMK_GEMV_FLAG_ROPE, "q", i);
             if (n < 0) goto fail;
             n_qkv += n;
@@ -13066,27 +13066,19 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             amk_task_set_int(p, t, "head_dim", HD);
             n_att = 1;
         }
-        c_o = amk__lb_proj_residual(&b, attn, w_o, x, h, H, q_rows, c_comb, n_att, "o", i, &n_o);
-        if (c_o < 0) goto fail;
-        if (accum) { /* the O tiles (the last n_o tasks) also wait for the FILL, first, so the MLP
-                        tiles need only theirs. why: the MLP's extra counter cost its start two L2
-                        round trips after the O tiles' end (bench/RESULTS.md run 152); the O tiles
-                        pass it while attention runs */
-            int k;
-            for (k = p->n_tasks - n_o; k < p->n_tasks; k++) {
-                amk_task *tk = &p->tasks[k];
-                if (amk_task_add_wait(p, k, c_f, 1) != AMK_OK || tk->n_waits < 2) goto fail;
-                {
-                    const amk_wait w = tk->waits[tk->n_waits - 1];
-                    memmove(tk->waits + 1, tk->waits, (size_t)(tk->n_waits - 1) * sizeof *tk->waits);
-                    tk->waits[0] = w;
-                }
-            }
+        { /* with the one-step MLP the O tiles also wait for the FILL, first, so the MLP tiles
+             need only theirs. why: the MLP's extra counter cost its start two L2 round trips after
+             the O tiles' end (bench/RESULTS.md run 152); the O tiles pass it while attention runs */
+            int wc[2], wn[2], nwt = 0;
+            if (accum) { wc[nwt] = c_f; wn[nwt++] = 1; }
+            wc[nwt] = c_comb; wn[nwt++] = n_att;
+            c_o = amk__lb_proj_residual(&b, attn, w_o, x, h, H, q_rows, wc, wn, nwt, "o", i, &n_o);
         }
+        if (c_o < 0) goto fail;
         /* MLP block */
         if (accum) { /* x.(i+1) = 0 (the FILL above) + h + the tiles' shares of down */
-            int wc[2], wn[2];
-            const int64_t tr = amk__lb_tile_rows(I, b.o.num_sms);
+            int wc[1], wn[1];
+            const int64_t tr = mlp_rows;
             int64_t off;
             c_d = amk_program_add_counter(p, "mlp tiles");
             ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u; ins[4] = w_dn; ins[5] = h;
@@ -13109,7 +13101,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                 c_a = amk_program_add_counter(p, "gate/up tiles");
                 ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u;
                 n_a = amk__lb_tiles(&b, AMK_OP_RMSNORM_SWIGLU, ins, 4, 2, a, c_a, I, H,
-                                    amk__lb_tile_rows(I, b.o.num_sms), c_o, n_o, 0, "gate/up", i);
+                                    amk__lb_tile_rows(I, b.o.num_sms), &c_o, &n_o, 1, 0, "gate/up", i);
                 if (n_a < 0) goto fail;
             } else {
                 int hn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "hn.%d", i);
@@ -13130,7 +13122,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                 amk__lb_task(&b, AMK_OP_SILU_MUL, ins, 2, a, c_a, wc, wn, 2, 0, label);
                 n_a = 1;
             }
-            c_d = amk__lb_proj_residual(&b, a, w_dn, h, xo, H, I, c_a, n_a, "down", i, &n_d);
+            c_d = amk__lb_proj_residual(&b, a, w_dn, h, xo, H, I, &c_a, &n_a, 1, "down", i, &n_d);
             if (c_d < 0) goto fail;
         }
         x = xo; cx = c_d; n_cx = n_d;
@@ -13146,7 +13138,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         if (fused) {
             int ins[3];
             ins[0] = x; ins[1] = w_norm; ins[2] = lm_w;
-            n_lm = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 3, 1, logits, c_lm, V, H, rows, cx, n_cx, 0, "lm_head", L);
+            n_lm = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 3, 1, logits, c_lm, V, H, rows, &cx, &n_cx, 1, 0, "lm_head", L);
         } else {
             int xf = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "x.final");
             int c_fn = amk_program_add_counter(p, "final norm");

@@ -151,6 +151,12 @@ typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each lau
 #ifndef AMK_MLP_STAGE_MAX
 #define AMK_MLP_STAGE_MAX 49152
 #endif
+/* The bytes staged for nt rows of H elements of esz bytes (esz 0: a dtype the op does not
+   stage), or 0 when they are not staged. The host sizes the launch's shared memory with it, the
+   device decides with it. */
+#define AMK_MLP_STAGE_BYTES(esz, H, nt) \
+    ((esz) > 0 && (H) > 0 && (nt) > 0 && ((int64_t)(H) * (esz)) % 16 == 0 && \
+     (int64_t)(nt) <= AMK_MLP_STAGE_MAX / ((int64_t)(H) * (esz)) ? (int64_t)(nt) * (H) * (esz) : (int64_t)0)
 
 /* One Task == one instruction, a fixed-size POD. */
 typedef struct amk_instruction_t {

@@ -508,6 +508,11 @@ static __device__ __forceinline__ int amk_op_go(amk_op_ctx *c) {
 #endif
 }
 
+/* The block's helper thread, for work beside thread 0's polling (the VM's L2 prefetch, an op's
+   bulk copy before its wait): 32, outside warp 0, or 1 in a block of one warp. why a macro, not a
+   variable: held across an op, it took the VM from 126 to 128 registers */
+#define AMK_AUX_TID (amk_ntid() > 32 ? 32 : 1)
+
 /* Sum over the block; every thread gets the result. Uses c->red; all threads must call it. */
 static __device__ float amk_block_sum(amk_op_ctx *c, float v) {
     int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
@@ -1799,14 +1804,13 @@ static __device__ __forceinline__ int64_t amk_fused_index(const amk_op_ctx *c, i
 }
 
 /* RMSNORM_MLP's rows n_off .. n_off+N_tile of W_downT [N, H] (contiguous) in shared memory: the
-   bytes the op stages (one bulk copy before its wait), or 0 when it reads them from global memory.
-   The host's twin is amk__mlp_stage_bytes (amk.h), which sizes the launch's shared memory. */
+   bytes the op stages (one bulk copy before its wait; AMK_MLP_STAGE_BYTES, as the host sized the
+   launch's shared memory), or 0 when it reads them from global memory. */
 static __device__ __forceinline__ int64_t amk_mlp_stage_bytes(const amk_op_ctx *c) {
     const amk_buffer_t *Wd = &c->in[4];
-    const int64_t H = Wd->shape[1], nt = c->ins.params.N_tile;
     const int dt = Wd->dtype;
-    const int64_t esz = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
-    return esz && (H * esz) % 16 == 0 && Wd->ptr % 16 == 0 && nt <= AMK_MLP_STAGE_MAX / (H * esz) ? nt * H * esz : 0;
+    const int esz = dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? amk_dtype_width(dt) / 8 : 0;
+    return Wd->ptr % 16 == 0 ? AMK_MLP_STAGE_BYTES(esz, Wd->shape[1], c->ins.params.N_tile) : 0;
 }
 
 /* RMSNORM_MLP's second half, rows m0 .. m0+mr of x: out[m, h] += sum_j ys[m - m0, j] *
@@ -1866,9 +1870,6 @@ static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const floa
         }
 }
 
-/* The thread that copies RMSNORM_MLP's rows: 32, not thread 0 (it polls), or 1 in a block of one
-   warp. why a macro, not a variable: held across the op, it took the VM from 126 to 128 registers */
-#define AMK_MLP_ISSUER (amk_ntid() > 32 ? 32 : 1)
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const int mlp = c->ins.op == AMK_OP_RMSNORM_MLP, swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU || mlp;
@@ -1884,12 +1885,13 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
                      (!swiglu || Wu->dtype == W->dtype) && ((int64_t)K * esz) % 16 == 0;
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
     /* RMSNORM_MLP's rows of W_downT at the end of shared memory */
+    const int64_t per_row = K + (rope ? 2 * nt : mlp ? nt : 0); /* floats a staged row of x takes */
     const int64_t wsb = mlp ? amk_mlp_stage_bytes(c) : 0;
     const int64_t wso = ((int64_t)amk_ptx_dynamic_smem_size() - wsb) & ~(int64_t)15; /* why: the bulk copy's
                         destination is 16-byte aligned; the launch's size need not be a multiple of 16 */
-    const int64_t mc0 = amk_rows_fit(wso / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
+    const int64_t mc0 = amk_rows_fit(wso / 4, per_row);
     const int staged = wsb > 0 && mc0 >= 1;
-    const int64_t mc = staged ? mc0 : amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, K + (rope ? 2 * nt : mlp ? nt : 0));
+    const int64_t mc = staged ? mc0 : amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, per_row);
     char *ws = staged ? (char *)smem + wso : NULL;
     const uint32_t wpar = *c->mbar_uses & 1u; /* read by every thread before the issuer counts the use */
     float *xs = smem;          /* [mc, K] normalised rows of x */
@@ -1900,10 +1902,10 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
-    /* weights, before the wait: one bulk copy (AMK_MLP_ISSUER). why the VM's mbarrier: initialising
+    /* weights, before the wait: one bulk copy by the helper thread. why the VM's mbarrier: initialising
        one here (its release fence waited for the thread's earlier stores) delayed the op's start
        by ~0.5 us (bench/RESULTS.md run 151) */
-    if (staged && amk_tid() == AMK_MLP_ISSUER) {
+    if (staged && amk_tid() == AMK_AUX_TID) {
         amk_ptx_fence_proxy_async_smem(); /* why: earlier ops' generic accesses to this memory first */
         amk_ptx_bulk_copy(ws, (const char *)c->in[4].ptr + (int64_t)P->n_off * c->in[4].shape[1] * (c->in[4].dtype == AMK_DTYPE_F32 ? 4 : 2),
                           (uint32_t)wsb, c->mbar);
@@ -1911,7 +1913,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     if (!amk_op_go(c)) {
         if (staged) amk_ptx_mbar_wait(c->mbar, wpar); /* why: no copy may land after the op gave up */
         __syncthreads();
-        if (staged && amk_tid() == AMK_MLP_ISSUER) (*c->mbar_uses)++;
+        if (staged && amk_tid() == AMK_AUX_TID) (*c->mbar_uses)++;
         return;
     }
     /* why: the first position is loaded before staging and checked after it, so its load
@@ -2012,7 +2014,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
             __syncthreads();
         }
     }
-    if (staged && amk_tid() == AMK_MLP_ISSUER) (*c->mbar_uses)++; /* every thread waited: the barrier above */
+    if (staged && amk_tid() == AMK_AUX_TID) (*c->mbar_uses)++; /* every thread waited: the barrier above */
 }
 
 /* The binary elementwise ops, out[e] = f(a[e], b[e]); op is a compile-time constant at each call

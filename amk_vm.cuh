@@ -10,7 +10,7 @@
    back-off, then ONE acquire load of the met counter; the abort flag is read in every spin) and
    the block meets at a barrier before the op reads its inputs. Then the last thread adds 1 to the
    instruction's out_counter with one device-scope release add: spec IR_SPEC.md §8.1. Before the
-   setup, thread 32 asks L2 for the start of a GEMV/GEMM tile's (read-only) weights (the ranges
+   setup, thread 32 (AMK_AUX_TID) asks L2 for the start of a GEMV/GEMM tile's (read-only) weights (the ranges
    the host put in the instruction).
 
    This is the simple path: every warp computes, thread 0 waits. Warp specialisation (a loader
@@ -120,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
         if (tid == 0) {
             if (timing) t_wait[q & 1] = amk_ptx_globaltimer();
             c->go = 0;
-        } else if (tid == (last > 32 ? 32 : 1)) { /* why thread 32: outside warp 0, whose thread 0 polls */
+        } else if (tid == AMK_AUX_TID) {
             amk_vm_prefetch(c->ins.prefetch_addr, c->ins.prefetch_bytes);
         }
         amk_op_dispatch(c, (float *)amk_vm_smem); /* waits (amk_op_go: its barrier), then computes */
