@@ -511,7 +511,8 @@ static __device__ __forceinline__ int amk_op_go(amk_op_ctx *c) {
 /* The block's helper thread, for work beside thread 0's polling (the VM's L2 prefetch, an op's
    bulk copy before its wait): 32, outside warp 0, or 1 in a block of one warp. why a macro, not a
    variable: held across an op, it took the VM from 126 to 128 registers */
-#define AMK_AUX_TID (amk_ntid() > 32 ? 32 : 1)
+#define AMK_AUX_TID_OF(nt) ((nt) > 32 ? 32 : 1) /* in a block of nt threads */
+#define AMK_AUX_TID AMK_AUX_TID_OF(amk_ntid())
 
 /* Sum over the block; every thread gets the result. Uses c->red; all threads must call it. */
 static __device__ float amk_block_sum(amk_op_ctx *c, float v) {

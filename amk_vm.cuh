@@ -120,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
         if (tid == 0) {
             if (timing) t_wait[q & 1] = amk_ptx_globaltimer();
             c->go = 0;
-        } else if (tid == AMK_AUX_TID) {
+        } else if (tid == AMK_AUX_TID_OF(last + 1)) {
             amk_vm_prefetch(c->ins.prefetch_addr, c->ins.prefetch_bytes);
         }
         amk_op_dispatch(c, (float *)amk_vm_smem); /* waits (amk_op_go: its barrier), then computes */
