@@ -184,7 +184,7 @@ typedef struct amk_param {
 typedef struct amk_op_spec {
     const char *name;
     int min_inputs, max_inputs, n_outputs; /* -1 = variadic (still capped by the ABI) */
-    const char *required[10];              /* NULL-terminated param keys */
+    const char *required[12];              /* NULL-terminated param keys */
     const char *note;
 } amk_op_spec;
 /* The registry row for op, or NULL if op is not a defined opcode. */
@@ -858,19 +858,31 @@ typedef struct amk_llama_build_opts {
     int mlp_accum;    /* with AMK's opcodes: 1 the MLP is one step (RMSNORM_MLP tiles adding their
                          share of down into an F32 residual that a FILL zeroes), 0 two (gate/up
                          tiles, then down tiles); -1 (default) AMK's choice (AMK_LLAMA_MLP_ACCUM) */
+    int attn_o;       /* with AMK's opcodes and one KV split: 1 attention and the O projection are
+                         one step (ATTENTION_O tasks, each a kv head's attention and a few rows of
+                         O, adding into an F32 h that a FILL zeroes), 0 two (ATTENTION_DECODE, then
+                         O tiles); -1 (default) AMK's choice (AMK_LLAMA_ATTN_O) */
 } amk_llama_build_opts;
 
 #ifndef AMK_LLAMA_MLP_ACCUM
 /* what mlp_accum = -1 means: 1 where a tile's rows of W_downT stage in shared memory before its
-   wait (AMK_MLP_STAGE_MAX bytes: SmolLM2-135M's 14 KB, not Llama-3.2-1B's 256 KB), 0 never,
+   wait (AMK_ROWS_STAGE_MAX bytes: SmolLM2-135M's 14 KB, not Llama-3.2-1B's 256 KB), 0 never,
    2 always. why: with larger shares the one-step MLP read down's weights at a fraction of the
    GEMV's pace (bench/RESULTS.md run 146: 1B +17%, 8B +22%; transposed, runs 149 and 151: 1B
    +26-28%, 8B +33%); SmolLM2 gains 3.6% (run 153) */
 #define AMK_LLAMA_MLP_ACCUM 1
 #endif
 
+#ifndef AMK_LLAMA_ATTN_O
+/* what attn_o = -1 means: 1 where the step has one KV split and the MLP in one step (an F32
+   residual), and a task's rows of W_oT stage in shared memory (AMK_ROWS_STAGE_MAX), 0 never, 2
+   wherever the step has one KV split. why short contexts only: each of ~one task an SM recomputes
+   its kv head's attention, whose K/V reads grow with the context */
+#define AMK_LLAMA_ATTN_O 1
+#endif
+
 /* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), KV splits 0 (auto),
-   fused, mlp_accum -1 (auto). */
+   fused, mlp_accum -1 and attn_o -1 (auto). */
 AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o);
 
 /* A named shape with its real hyper-parameters: "llama3-8b", "llama3.2-1b", "smollm2-135m". */
@@ -886,7 +898,11 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
    (residual as bias). With o->mlp_accum (see there; by default for SmolLM2-sized shapes) the
    last two are one step: RMSNORM_MLP tiles adding into the next residual (F32), which a FILL
    beside attention zeroes (the O tiles wait for it); down_proj is then a [I, H] buffer (meta
-   down_proj "transposed": amk_llm transposes the HF weight). The head is RMSNORM_GEMV LM-head
+   down_proj "transposed": amk_llm transposes the HF weight). With o->attn_o (see there; by
+   default with the one-step MLP at one KV split) attention and O are one step too: ATTENTION_O
+   tasks, each its kv head's attention and a few rows of W_oT (o_proj as [q_rows, H], meta o_proj
+   "transposed"), adding into h (F32), which a FILL beside the layer before's attention zeroes
+   (layer 0's at the start). The head is RMSNORM_GEMV LM-head
    tiles, ARGMAX_PARTIAL tasks over slices of about 1024 logits (at most one an SM) and
    ARGMAX_COMBINE. Q and K rows are in interleaved pair
    order (meta["qk_rows"] = "interleaved"): amk_llm permutes the HF weights when it loads them.
@@ -1691,6 +1707,9 @@ static const amk_op_spec amk__op_specs[AMK_OP_COUNT] = {
     {"RMSNORM_MLP", 5, 6, 1, {"eps", "K", "N_tile", "n_off", NULL},
      "out += (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) @ W_downT[tile] (+ resid); accumulates"},
     {"FILL", 0, 0, 1, {NULL}, "out = scale everywhere"},
+    {"ATTENTION_O", 5, 6, 1,
+     {"head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile", "m_off", "M_tile", NULL},
+     "out += attention(kv heads [n_off, n_off+N_tile))[m_off:+M_tile] @ W_oT[m_off:+M_tile] (+ resid); accumulates"},
 };
 
 AMK_API const amk_op_spec *amk_op_spec_get(int op) {
@@ -4324,8 +4343,9 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
     }
 
     case AMK_OP_ATTENTION_TILE:
-    case AMK_OP_ATTENTION_DECODE: {
-        const int decode = t->op == AMK_OP_ATTENTION_DECODE;
+    case AMK_OP_ATTENTION_DECODE:
+    case AMK_OP_ATTENTION_O: {
+        const int fo = t->op == AMK_OP_ATTENTION_O, decode = t->op == AMK_OP_ATTENTION_DECODE || fo;
         int64_t row, max_seq, want;
         double scale = amk__param_f(t, "scale", 1.0);
         if (ni == 4 && !decode) AMK__OPS_FAIL(OP_UNSUPPORTED, "4th ATTENTION_TILE input is not supported");
@@ -4354,6 +4374,31 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         if (!amk__opshape_finite(scale)) AMK__OPS_FAIL(PARAM_VALUE, "scale = %g must be finite", scale);
         if (decode && ((uint32_t)P.flags & ~AMK_ATTN_FLAG_PARTIAL))
             AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than PARTIAL (2)", P.flags);
+        if (fo) { /* W_oT [n_heads*head_dim, H]: its rows [m_off, m_off+M_tile) among the kv heads' */
+            const amk_buffer *Wo = in[4];
+            const int64_t grp = P.n_heads / P.n_kv_heads, a0 = (int64_t)P.n_off * grp * P.head_dim;
+            const int64_t a1 = ((int64_t)P.n_off + P.N_tile) * grp * P.head_dim, H = Wo->shape[1];
+            if (P.flags) AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: ATTENTION_O takes none", P.flags);
+            if (Wo->rank != 2 || Wo->shape[0] != (int64_t)P.n_heads * P.head_dim || !amk_dtype_is_float(Wo->dtype))
+                AMK__OPS_FAIL(OP_SHAPE, "W_oT '%s' must be a float [n_heads*head_dim = %lld, H]",
+                              amk__opshape_name(Wo), (long long)P.n_heads * P.head_dim);
+            if (P.M_tile < 1 || P.m_off < a0 || (int64_t)P.m_off + P.M_tile > a1)
+                AMK__OPS_FAIL(PARAM_VALUE, "rows m_off = %d, M_tile = %d are outside the kv heads' [%lld, %lld)",
+                              P.m_off, P.M_tile, (long long)a0, (long long)a1);
+            if (out->dtype != AMK_DTYPE_F32)
+                AMK__OPS_FAIL(OP_DTYPE, "out '%s' accumulates, so it must be F32, not %s",
+                              amk__opshape_name(out), amk_dtype_name(out->dtype));
+            if (out->kind != AMK_KIND_ACTIVATION && out->kind != AMK_KIND_IO_OUTPUT)
+                AMK__OPS_FAIL(OP_UNSUPPORTED, "out '%s' accumulates, so it must be an ACTIVATION or "
+                              "IO_OUTPUT", amk__opshape_name(out));
+            if (n_out != H || amk__opshape_last(out) != H)
+                AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, needs [1, H = %lld]", amk__opshape_name(out),
+                              (long long)n_out, (long long)H);
+            if (ni == 6 && (n_in[5] != H || !amk_dtype_is_float(in[5]->dtype)))
+                AMK__OPS_FAIL(OP_SHAPE, "resid '%s' must be a float of H = %lld elements", amk__opshape_name(in[5]),
+                              (long long)H);
+            break;
+        }
         want = (int64_t)P.n_heads * P.head_dim;
         if ((uint32_t)P.flags & AMK_ATTN_FLAG_PARTIAL) {
             if (out->dtype != AMK_DTYPE_F32)
@@ -4681,10 +4726,12 @@ AMK__FN int amk__v_transient_kind(int kind) {
     return kind == AMK_KIND_ACTIVATION || kind == AMK_KIND_IO_OUTPUT || kind == AMK_KIND_KV_CACHE;
 }
 
-/* A task that adds into its output instead of overwriting it (RMSNORM_MLP). Such writers of one
-   buffer commute, so they may run unordered among themselves; each reads what the buffer's other
-   writers left, so every one of those must be ordered before it (amk__v_accum). */
-AMK__FN int amk__task_accumulates(const amk_task *t) { return t->op == AMK_OP_RMSNORM_MLP; }
+/* A task that adds into its output instead of overwriting it (RMSNORM_MLP, ATTENTION_O). Such
+   writers of one buffer commute, so they may run unordered among themselves; each reads what the
+   buffer's other writers left, so every one of those must be ordered before it (amk__v_accum). */
+AMK__FN int amk__task_accumulates(const amk_task *t) {
+    return t->op == AMK_OP_RMSNORM_MLP || t->op == AMK_OP_ATTENTION_O;
+}
 
 /* Input j of t is KV_APPEND's cache, written in place: the op writes row pos and reads nothing
    of the cache, so it is not a read for the race rules. */
@@ -7404,25 +7451,28 @@ AMK__FN amk_result amk__ref_gemv(const amk__refop *o, amk_diag *d) {
 }
 
 /* Head h uses kv head h / (n_heads/n_kv_heads); cache row j of kv head g starts at element
-   (j*n_kv_heads + g)*head_dim. Partial layout per head: [acc(head_dim) | m | l]. */
+   (j*n_kv_heads + g)*head_dim. Partial layout per head: [acc(head_dim) | m | l]. ATTENTION_O: the
+   heads' results a (F32, not cast) then out[h'] += sum_j a[j] * W_oT[j, h'] over its rows j
+   [m_off, m_off+M_tile) (+ resid[h']), added to what out holds. */
 AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
     int64_t hd = o->P.head_dim, nh = o->P.n_heads, nkv = o->P.n_kv_heads, rep = nh / nkv;
     int64_t start = o->P.kv_start, len = o->P.kv_len, h, h0 = 0, h1 = nh, j, e;
-    int partial = ((uint32_t)o->P.flags & AMK_ATTN_FLAG_PARTIAL) != 0;
-    float *q, *row, *acc, *s;
-    if (o->t->op == AMK_OP_ATTENTION_DECODE) { /* its kv heads, and rows up to the position */
+    int partial = ((uint32_t)o->P.flags & AMK_ATTN_FLAG_PARTIAL) != 0, fo = o->t->op == AMK_OP_ATTENTION_O;
+    float *q, *row, *acc, *s, *a = NULL;
+    if (o->t->op == AMK_OP_ATTENTION_DECODE || fo) { /* its kv heads, and rows up to the position */
         int64_t pos = amk__load_i64(o->x[3], o->in[3]->dtype, 0);
         if (pos < 0)
             return amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1,
-                                   "ATTENTION_DECODE: position %lld is negative", (long long)pos);
+                                   "%s: position %lld is negative", amk_op_name(o->t->op), (long long)pos);
         if (pos + 1 - start < len) len = pos + 1 - start < 0 ? 0 : pos + 1 - start;
         h0 = (int64_t)o->P.n_off * rep;
         h1 = ((int64_t)o->P.n_off + o->P.N_tile) * rep;
     }
     q = amk__refvm_floats(hd); row = amk__refvm_floats(hd); acc = amk__refvm_floats(hd);
     s = amk__refvm_floats(len ? len : 1); /* [len] scores */
-    if (!q || !row || !acc || !s) {
-        amk__free(q); amk__free(row); amk__free(acc); amk__free(s);
+    if (fo) a = amk__refvm_floats((h1 - h0) * hd); /* [heads h0..h1, head_dim] */
+    if (!q || !row || !acc || !s || (fo && !a)) {
+        amk__free(q); amk__free(row); amk__free(acc); amk__free(s); amk__free(a);
         return amk__refvm_oom(o, d);
     }
     for (h = h0; h < h1; h++) {
@@ -7445,11 +7495,23 @@ AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
             for (e = 0; e < hd; e++) AMK__OUT(o, h * (hd + 2) + e, acc[e]);
             AMK__OUT(o, h * (hd + 2) + hd, m);
             AMK__OUT(o, h * (hd + 2) + hd + 1, l);
+        } else if (fo) {
+            for (e = 0; e < hd; e++) a[(h - h0) * hd + e] = len ? acc[e] / l : 0.0f;
         } else {
             for (e = 0; e < hd; e++) AMK__OUT(o, h * hd + e, len ? acc[e] / l : 0.0f);
         }
     }
-    amk__free(q); amk__free(row); amk__free(acc); amk__free(s);
+    if (fo) { /* out[h'] += a[m_off..] . W_oT[m_off.., h'] (+ resid[h']) */
+        const int64_t H = o->in[4]->shape[1], m0 = o->P.m_off, mt = o->P.M_tile;
+        int64_t c;
+        for (c = 0; c < H; c++) {
+            float sum = 0.0f;
+            for (j = 0; j < mt; j++) sum += a[m0 + j - h0 * hd] * AMK__IN(o, 4, (m0 + j) * H + c);
+            if (o->ni == 6) sum += AMK__IN(o, 5, c);
+            AMK__OUT(o, c, amk__load_f32(o->y, AMK_DTYPE_F32, c) + sum);
+        }
+    }
+    amk__free(q); amk__free(row); amk__free(acc); amk__free(s); amk__free(a);
     return AMK_OK;
 }
 
@@ -7681,7 +7743,7 @@ AMK__FN amk_result amk__refvm_exec(const amk__refop *o, amk_diag *d) {
     case AMK_OP_GEMV_TILE:
     case AMK_OP_GEMM_TILE: return amk__ref_gemv(o, d);
     case AMK_OP_ATTENTION_TILE:
-    case AMK_OP_ATTENTION_DECODE: return amk__ref_attention(o, d);
+    case AMK_OP_ATTENTION_DECODE: case AMK_OP_ATTENTION_O: return amk__ref_attention(o, d);
     case AMK_OP_ROPE: return amk__ref_rope(o, d);
     case AMK_OP_RMSNORM_GEMV:
     case AMK_OP_RMSNORM_SWIGLU: case AMK_OP_RMSNORM_MLP: return amk__ref_norm_gemv(o, d);
@@ -11532,16 +11594,24 @@ AMK__FN void amk__cuda_leave(amk_cuda *c) {
 
 /* ---- checking a program for the device ---------------------------------------------------------- */
 
-/* The bytes of RMSNORM_MLP's rows of W_downT [N, H] (dtype dt) that the device stages
-   (AMK_MLP_STAGE_BYTES, the device's rule too): F32, F16 or BF16 rows only. */
-AMK__FN int64_t amk__mlp_stage_bytes(int dt, int64_t H, int64_t nt) {
+/* The bytes of an accumulating op's nt rows of H elements of dtype dt (RMSNORM_MLP's W_downT,
+   ATTENTION_O's W_oT) that the device stages (AMK_ROWS_STAGE_BYTES, the device's rule too): F32,
+   F16 or BF16 rows only. */
+AMK__FN int64_t amk__rows_stage_bytes(int dt, int64_t H, int64_t nt) {
     const int64_t esz = dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? amk_dtype_bits(dt) / 8 : 0;
-    return AMK_MLP_STAGE_BYTES(esz, H, nt);
+    return AMK_ROWS_STAGE_BYTES(esz, H, nt);
+}
+
+/* The bytes of ATTENTION_O task t's results in shared memory (its kv heads' query heads, F32). */
+AMK__FN int64_t amk__attn_o_ys_bytes(const amk_task *t) {
+    const int64_t nkv = amk__param_i(t, "n_kv_heads", 1), grp = amk__param_i(t, "n_heads", 0) / (nkv > 0 ? nkv : 1);
+    return AMK_ATTN_O_YS_BYTES(amk__param_i(t, "head_dim", 0), amk__param_i(t, "N_tile", 0) * grp);
 }
 
 /* The least dynamic shared memory task t runs with (0: it stages nothing): a GEMV-family tile one
    staged row of x, + the tile and its RoPE cos/sin (amk_op_norm_gemv); decode attention one chunk
-   of 32 rows at 4 bytes an element; ATTENTION_TILE a head of q a warp. */
+   of 32 rows at 4 bytes an element (ATTENTION_O: + its results); ATTENTION_TILE a head of q a
+   warp. */
 AMK__FN int64_t amk__cuda_smem_least(const amk_task *t, int threads) {
     const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
     switch (t->op) {
@@ -11549,8 +11619,8 @@ AMK__FN int64_t amk__cuda_smem_least(const amk_task *t, int threads) {
     case AMK_OP_RMSNORM_MLP: return 4 * (K + amk__param_i(t, "N_tile", 0)); /* + the tile's values */
     case AMK_OP_RMSNORM_GEMV:
         return 4 * (K + ((uint32_t)amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE ? 2 * amk__param_i(t, "N_tile", 0) : 0));
-    case AMK_OP_ATTENTION_DECODE:
-        return AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, 4), AMK_ATTN_KEY_GROUPS(hd, threads), 32);
+    case AMK_OP_ATTENTION_DECODE: return AMK_ATTN_DECODE_LEAST(hd, threads);
+    case AMK_OP_ATTENTION_O: return AMK_ATTN_DECODE_LEAST(hd, threads) + amk__attn_o_ys_bytes(t) + 16;
     case AMK_OP_ATTENTION_TILE: return (int64_t)(threads / 32) * hd * 4;
     default: return 0;
     }
@@ -11598,7 +11668,7 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
              t->op == AMK_OP_RMSNORM_SWIGLU || t->op == AMK_OP_RMSNORM_MLP) && need > smem)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: K = %lld needs %lld bytes of shared memory, the VM has %lld",
                              ti, (long long)K, (long long)need, (long long)smem);
-        if ((t->op == AMK_OP_ATTENTION_TILE || t->op == AMK_OP_ATTENTION_DECODE) &&
+        if ((t->op == AMK_OP_ATTENTION_TILE || t->op == AMK_OP_ATTENTION_DECODE || t->op == AMK_OP_ATTENTION_O) &&
             (hd > AMK__VM_ATTN_MAX_HEAD_DIM || need > smem))
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: head_dim %lld is above the VM's %d or its q staging "
                              "exceeds %lld bytes of shared memory", ti, (long long)hd, AMK__VM_ATTN_MAX_HEAD_DIM, (long long)smem);
@@ -11613,13 +11683,13 @@ AMK__FN const amk_buffer *amk__cuda_input(const amk_program *p, const amk_task *
     return i < t->n_inputs && t->inputs[i] >= 0 && t->inputs[i] < p->n_buffers ? &p->buffers[t->inputs[i]] : NULL;
 }
 
-/* 1 when the device runs ATTENTION_DECODE task t on the tensor cores: q, K and V BF16, head_dim a
+/* 1 when the device runs ATTENTION_DECODE (or ATTENTION_O) task t on the tensor cores: q, K and V BF16, head_dim a
    multiple of 16 up to 256 (the first test of amk_attn_decode_mma in amk_ops.cuh, which also
    falls back when shared memory holds fewer than 16 rows). */
 AMK__FN int amk__cuda_attn_mma(const amk_program *p, const amk_task *t) {
     const amk_buffer *q = amk__cuda_input(p, t, 0), *kc = amk__cuda_input(p, t, 1), *vc = amk__cuda_input(p, t, 2);
     const int64_t hd = amk__param_i(t, "head_dim", 0);
-    return t->op == AMK_OP_ATTENTION_DECODE && q && kc && vc && q->dtype == AMK_DTYPE_BF16 && kc->dtype == AMK_DTYPE_BF16 &&
+    return (t->op == AMK_OP_ATTENTION_DECODE || t->op == AMK_OP_ATTENTION_O) && q && kc && vc && q->dtype == AMK_DTYPE_BF16 && kc->dtype == AMK_DTYPE_BF16 &&
            vc->dtype == AMK_DTYPE_BF16 && hd > 0 && hd % 16 == 0 && hd <= 256;
 }
 
@@ -11642,7 +11712,7 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
                    AMK_MMA_STAGES * AMK_MMA_STAGE_BYTES(x->dtype == AMK_DTYPE_F32 ? 4 : 2, threads / 128);
         return least;
     }
-    case AMK_OP_ATTENTION_DECODE: { /* one chunk for the task's whole key range, up to 512 rows */
+    case AMK_OP_ATTENTION_DECODE: case AMK_OP_ATTENTION_O: { /* one chunk for the task's whole key range, up to 512 rows */
         const amk_buffer *kc = amk__cuda_input(p, t, 1), *vc = amk__cuda_input(p, t, 2);
         const int dt = kc && vc ? kc->dtype : -1;
         const int64_t e = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
@@ -11658,12 +11728,18 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         } else {
             w = AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, esz), AMK_ATTN_KEY_GROUPS(hd, threads), C);
         }
+        if (t->op == AMK_OP_ATTENTION_O) { /* + its results, + its rows of W_oT when they stage */
+            const amk_buffer *Wo = amk__cuda_input(p, t, 4);
+            const int64_t b = Wo && Wo->rank == 2 ? amk__rows_stage_bytes(Wo->dtype, Wo->shape[1], amk__param_i(t, "M_tile", 0)) : 0;
+            if (w < AMK_ATTN_DECODE_LEAST(hd, threads)) w = AMK_ATTN_DECODE_LEAST(hd, threads); /* why: the rows stage only above it */
+            w += amk__attn_o_ys_bytes(t) + 16 + (b ? b + 16 : 0); /* + each part's 16-byte alignment */
+        }
         return w > least ? w : least;
     }
     case AMK_OP_RMSNORM_MLP: { /* + its rows of W_downT, when amk_mlp_stage_bytes stages them */
         const amk_buffer *Wd = amk__cuda_input(p, t, 4);
         const int64_t nt = amk__param_i(t, "N_tile", 0);
-        const int64_t b = Wd && Wd->rank == 2 ? amk__mlp_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
+        const int64_t b = Wd && Wd->rank == 2 ? amk__rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
         return least + (b ? b + 16 : 0); /* + the rows' 16-byte alignment */
     }
     case AMK_OP_ATTENTION_COMBINE: { /* the heads' weights staged (else it recomputes them) */
@@ -12664,6 +12740,7 @@ AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o) {
     o->num_sms = 132; /* why: an H100 SXM has 132 SMs */
     o->kv_splits = 0;
     o->mlp_accum = -1;
+    o->attn_o = -1;
 }
 
 AMK_API amk_result amk_llama_config_preset(const char *name, amk_llama_config *c) {
@@ -12899,12 +12976,48 @@ AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int 
     return fused ? S * c->n_kv_heads : S;
 }
 
+/* The ATTENTION_O tasks of one layer (one KV split: the whole cache): per kv head, tasks of `rows`
+   rows of W_oT (the last of a head shorter), each the head's attention and its rows' share of O,
+   adding into h; the first also adds the residual x. All wait for the n_wait producers of wait_c
+   and signal c_att. Returns the task count, or -1. */
+AMK__FN int amk__lb_attention_o(amk__lb *b, int layer, int q, int kc, int vc, int pos, int w_o, int x, int h,
+                               int rows, int max_seq, int c_att, int wait_c, int n_wait) {
+    const amk_llama_config *c = b->c;
+    const int64_t per_head = (int64_t)(c->n_heads / c->n_kv_heads) * c->head_dim; /* W_oT rows a kv head */
+    const int64_t kv_bytes = 2LL * max_seq * c->head_dim * (amk_dtype_bits(b->o.act_dtype) / 8);
+    int g, t, n = 0, ins[6];
+    int64_t off;
+    char label[64];
+    ins[0] = q; ins[1] = kc; ins[2] = vc; ins[3] = pos; ins[4] = w_o; ins[5] = x;
+    for (g = 0; g < c->n_kv_heads; g++)
+        for (off = g * per_head; off < (g + 1) * per_head; off += rows) {
+            const int64_t nt = (g + 1) * per_head - off < rows ? (g + 1) * per_head - off : rows;
+            snprintf(label, sizeof label, "L%d attention_o[%lld:%lld] kv%d", layer, (long long)off,
+                     (long long)(off + nt), g);
+            t = amk__lb_task(b, AMK_OP_ATTENTION_O, ins, n == 0 ? 6 : 5, h, c_att, &wait_c, &n_wait, 1,
+                             kv_bytes + nt * c->hidden * (amk_dtype_bits(b->o.weight_dtype) / 8), label);
+            if (t < 0) return -1;
+            amk_task_set_int(b->p, t, "head_dim", c->head_dim);
+            amk_task_set_int(b->p, t, "kv_start", 0);
+            amk_task_set_int(b->p, t, "kv_len", max_seq);
+            amk_task_set_real(b->p, t, "scale", 1.0 / sqrt((double)c->head_dim));
+            amk_task_set_int(b->p, t, "n_heads", c->n_heads);
+            amk_task_set_int(b->p, t, "n_kv_heads", c->n_kv_heads);
+            amk_task_set_int(b->p, t, "n_off", g);
+            amk_task_set_int(b->p, t, "N_tile", 1);
+            amk_task_set_int(b->p, t, "m_off", off);
+            amk_task_set_int(b->p, t, "M_tile", nt);
+            n++;
+        }
+    return n;
+}
+
 AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_build_opts *opts,
                                    amk_program **out, amk_diag *d) {
     amk__lb b;
     amk_program *p;
-    int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd, fused, accum, rd, mlp_rows;
-    int token, pos, embed, lm_w, x, cx, n_cx, t, i, one = 1;
+    int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd, fused, accum, rd, mlp_rows, ao, ao_rows;
+    int token, pos, embed, lm_w, x, cx, n_cx, t, i, one = 1, h_next = -1;
     char meta[32];
     int64_t q_rows, kv_rows;
     *out = NULL;
@@ -12915,7 +13028,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     if (b.o.mlp_accum >= 0) accum = b.o.mlp_accum != 0;
     else /* do one tile's rows of W_downT stage on the device? */
         accum = AMK_LLAMA_MLP_ACCUM == 2 ||
-                (AMK_LLAMA_MLP_ACCUM == 1 && amk__mlp_stage_bytes(b.o.weight_dtype, c->hidden, mlp_rows) > 0);
+                (AMK_LLAMA_MLP_ACCUM == 1 && amk__rows_stage_bytes(b.o.weight_dtype, c->hidden, mlp_rows) > 0);
     accum = accum && !b.o.spec_ops;
     rd = accum ? AMK_DTYPE_F32 : b.o.act_dtype; /* why: atomic adds need F32; the residual is 2-16 KB */
     L = c->n_layers; H = c->hidden; I = c->intermediate; NH = c->n_heads; NKV = c->n_kv_heads;
@@ -12938,6 +13051,11 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     fused = !b.o.spec_ops;
     if (!amk_dtype_is_float(ad) || !amk_dtype_is_float(wd) || b.o.num_sms < 1)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: dtypes must be float, num_sms >= 1");
+    ao_rows = amk__lb_tile_rows((int64_t)NH * HD, b.o.num_sms); /* an ATTENTION_O task's rows of W_oT */
+    if (b.o.attn_o >= 0) ao = b.o.attn_o != 0;
+    else /* do a task's rows of W_oT stage on the device? */
+        ao = AMK_LLAMA_ATTN_O == 2 || (AMK_LLAMA_ATTN_O == 1 && accum && amk__rows_stage_bytes(wd, H, ao_rows) > 0);
+    ao = ao && fused && S == 1;
     p = amk_program_create();
     if (!p) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     b.p = p; b.c = c;
@@ -12948,6 +13066,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     amk_program_set_meta_string(p, "kv_window", meta);
     if (fused) amk_program_set_meta_string(p, "qk_rows", "interleaved");
     if (accum) amk_program_set_meta_string(p, "down_proj", "transposed");
+    if (ao) amk_program_set_meta_string(p, "o_proj", "transposed");
 
     q_rows = (int64_t)NH * HD;
     kv_rows = (int64_t)NKV * HD;
@@ -12965,6 +13084,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     }
     for (i = 0; i < L; i++) {
         int w_an, w_q, w_k, w_v, w_o, w_fn, w_g, w_u, w_dn, kc, vc, attn, h, xo, c_att, c_comb, c_o, c_d, c_f = -1;
+        int n_fill = 0;
         int n_att, n_o, n_d, rows, ins[8], parts[8];
         char src[128], label[64];
 #define AMK__W(var, r0, r1, rank, fmt) \
@@ -12974,7 +13094,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         AMK__W(w_q, q_rows, H, 2, "model.layers.%d.self_attn.q_proj.weight");
         AMK__W(w_k, kv_rows, H, 2, "model.layers.%d.self_attn.k_proj.weight");
         AMK__W(w_v, kv_rows, H, 2, "model.layers.%d.self_attn.v_proj.weight");
-        AMK__W(w_o, H, q_rows, 2, "model.layers.%d.self_attn.o_proj.weight");
+        if (ao) { AMK__W(w_o, q_rows, H, 2, "model.layers.%d.self_attn.o_proj.weight"); } /* transposed: meta o_proj */
+        else { AMK__W(w_o, H, q_rows, 2, "model.layers.%d.self_attn.o_proj.weight"); }
         AMK__W(w_fn, H, 0, 1, "model.layers.%d.post_attention_layernorm.weight");
         AMK__W(w_g, I, H, 2, "model.layers.%d.mlp.gate_proj.weight");
         AMK__W(w_u, I, H, 2, "model.layers.%d.mlp.up_proj.weight");
@@ -12983,8 +13104,9 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
 #undef AMK__W
         kc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "k_cache.%d", i);
         vc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "v_cache.%d", i);
-        attn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "attn.%d", i);
-        h = amk__lb_buf(&b, AMK_KIND_ACTIVATION, rd, 1, H, 0, 2, NULL, "h.%d", i);
+        attn = ao ? -1 : amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "attn.%d", i);
+        /* why F32 with ATTENTION_O: its tasks add into h */
+        h = h_next >= 0 ? h_next : amk__lb_buf(&b, AMK_KIND_ACTIVATION, ao ? AMK_DTYPE_F32 : rd, 1, H, 0, 2, NULL, "h.%d", i);
         xo = amk__lb_buf(&b, AMK_KIND_ACTIVATION, rd, 1, H, 0, 2, NULL, "x.%d", i + 1);
 
         /* why: K and V rows need fewer tiles than Q; their tiles and tasks come first in list
@@ -12994,6 +13116,12 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             int c_qkv = amk_program_add_counter(p, "qkv tiles"), n_qkv = 0, n, wc = c_qkv;
             int qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
             rows += rows % 2; /* why: RoPE pairs (2i, 2i+1) stay inside one tile */
+            if (ao && i == 0) { /* h.0 starts at 0, before the step's first attention (it waits like a tile) */
+                t = amk__lb_task(&b, AMK_OP_FILL, NULL, 0, h, c_qkv, NULL, NULL, 0, 0, "L0 attention start");
+                if (t < 0) goto fail;
+                amk_task_set_real(p, t, "scale", 0.0);
+                n_qkv++;
+            }
             ins[0] = x; ins[1] = w_an; ins[3] = pos;
             ins[2] = w_k;
             n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, kc, c_qkv, kv_rows, H, rows, &cx, &n_cx, 1,
@@ -13010,17 +13138,29 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                               AMK_GEMV_FLAG_ROPE, "q", i);
             if (n < 0) goto fail;
             n_qkv += n;
-            c_att = amk_program_add_counter(p, "attention tiles");
-            n_att = amk__lb_attention(&b, i, qr, kc, vc, pos, attn, S, window, max_seq, c_att, &wc, &n_qkv, 1, parts);
+            c_att = amk_program_add_counter(p, ao ? "attention + o tasks" : "attention tiles");
+            n_att = ao ? amk__lb_attention_o(&b, i, qr, kc, vc, pos, w_o, x, h, ao_rows, max_seq, c_att, wc, n_qkv)
+                       : amk__lb_attention(&b, i, qr, kc, vc, pos, attn, S, window, max_seq, c_att, &wc, &n_qkv, 1, parts);
             if (accum && n_att >= 0) {
                 /* x.(i+1) starts at 0. why beside attention: its few tasks leave most SMs idle, and
                    an SM runs its queue in list order, so the FILL also precedes any O tile there
-                   (queued behind one, it delayed the MLP: bench/RESULTS.md run 147) */
-                c_f = amk_program_add_counter(p, "residual start");
+                   (queued behind one, it delayed the MLP: bench/RESULTS.md run 147). With
+                   ATTENTION_O it counts with those tasks, so the MLP tiles wait on one counter */
+                c_f = ao ? c_att : amk_program_add_counter(p, "residual start");
                 snprintf(label, sizeof label, "L%d residual start", i);
                 t = amk__lb_task(&b, AMK_OP_FILL, NULL, 0, xo, c_f, &wc, &n_qkv, 1, 0, label);
                 if (t < 0) goto fail;
                 amk_task_set_real(p, t, "scale", 0.0);
+                n_fill += ao;
+            }
+            h_next = -1;
+            if (ao && i + 1 < L && n_att >= 0) { /* the next layer's h starts at 0 here, off its path */
+                h_next = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, H, 0, 2, NULL, "h.%d", i + 1);
+                snprintf(label, sizeof label, "L%d attention start", i + 1);
+                t = amk__lb_task(&b, AMK_OP_FILL, NULL, 0, h_next, c_att, &wc, &n_qkv, 1, 0, label);
+                if (t < 0) goto fail;
+                amk_task_set_real(p, t, "scale", 0.0);
+                n_fill++;
             }
         } else {
             int xn, q, k, v, qr, kr, n_q, n_k, n_v, j, wc[3], wn[3];
@@ -13066,7 +13206,10 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             amk_task_set_int(p, t, "head_dim", HD);
             n_att = 1;
         }
-        { /* with the one-step MLP the O tiles also wait for the FILL, first, so the MLP tiles
+        if (ao) { /* h is complete when the ATTENTION_O tasks and the FILLs beside them are */
+            c_o = c_att;
+            n_o = n_att + n_fill;
+        } else { /* with the one-step MLP the O tiles also wait for the FILL, first, so the MLP tiles
              need only theirs. why: the MLP's extra counter cost its start two L2 round trips after
              the O tiles' end (bench/RESULTS.md run 152); the O tiles pass it while attention runs */
             int wc[2], wn[2], nwt = 0;
@@ -13464,19 +13607,27 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     return m->cuda ? AMK_OK : amk_refvm_create(m->prog, &m->vm, d);
 }
 
-/* 1 when b is the step's down_proj given transposed ([I, H]: meta down_proj "transposed", the
-   one-step MLP's RMSNORM_MLP input). */
-AMK__FN int amk__llm_down_transposed(const amk_llm *m, const amk_buffer *b) {
+/* 1 when b is a weight the step takes transposed: down_proj as [I, H] (meta down_proj
+   "transposed", the one-step MLP's RMSNORM_MLP input) or o_proj as [q_rows, H] (meta o_proj
+   "transposed", ATTENTION_O's input). */
+AMK__FN int amk__llm_transposed(const amk_llm *m, const amk_buffer *b) {
+    static const char *const names[2][2] = {{".mlp.down_proj.weight", "down_proj"}, {".self_attn.o_proj.weight", "o_proj"}};
     char v[32];
     const size_t n = b->source ? strlen(b->source) : 0;
-    return b->rank == 2 && n >= 21 && strcmp(b->source + n - 21, ".mlp.down_proj.weight") == 0 &&
-           amk_program_meta_string(m->prog, "down_proj", v, sizeof v) && strcmp(v, "transposed") == 0;
+    int k;
+    for (k = 0; k < 2 && b->rank == 2; k++) {
+        const size_t ln = strlen(names[k][0]);
+        if (n >= ln && strcmp(b->source + n - ln, names[k][0]) == 0)
+            return amk_program_meta_string(m->prog, names[k][1], v, sizeof v) && strcmp(v, "transposed") == 0;
+    }
+    return 0;
 }
 
 /* A weight's host copy data (nb bytes, HF layout) into the layout m's step wants. In place.
    - A fused step (meta qk_rows "interleaved") takes Q/K rows in interleaved pair order: within each
      head of hd rows, HF row i pairs with row i + hd/2, and those rows become 2i and 2i+1.
-   - A step with meta down_proj "transposed" takes down_proj [H, I] as its transpose [I, H]. */
+   - A step with meta down_proj (o_proj) "transposed" takes down_proj [H, I] (o_proj [H, q_rows])
+     as its transpose. */
 AMK__FN amk_result amk__llm_weight_layout(const amk_llm *m, const amk_buffer *b, void *data, size_t nb, amk_diag *d) {
     char v[32];
     const size_t n = b->source ? strlen(b->source) : 0;
@@ -13484,7 +13635,7 @@ AMK__FN amk_result amk__llm_weight_layout(const amk_llm *m, const amk_buffer *b,
     int64_t rows = b->shape[0], hd, h, i;
     int heads = 0;
     unsigned char *tmp;
-    if (amk__llm_down_transposed(m, b)) { /* the file's [H = shape[1], I = shape[0]] into [I, H] */
+    if (amk__llm_transposed(m, b)) { /* the file's [shape[1], shape[0]] into [shape[0], shape[1]] */
         const int64_t R = b->shape[1], C = b->shape[0];
         const size_t es = (size_t)amk_dtype_bits(b->dtype) / 8;
         int64_t r, c;
@@ -13537,8 +13688,8 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
         void *dst;
         amk_result r = AMK_OK;
         /* why: uniform in +-sqrt(3)/sqrt(K) has variance 1/K, so each output has unit variance
-           (K: HF's in-features, shape[0] of a transposed down_proj) */
-        const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[amk__llm_down_transposed(m, b) ? 0 : 1]) : 0.0f;
+           (K: HF's in-features, shape[0] of a transposed weight) */
+        const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[amk__llm_transposed(m, b) ? 0 : 1]) : 0.0f;
         if (b->kind != AMK_KIND_WEIGHT) continue;
         if (m->cuda && !m->model) { /* random weights made on the device: no host copy of 16 GB */
             r = b->rank == 2 ? amk_cuda_fill_random(m->cuda, i, m->opts.random_seed * 1000003u + (uint64_t)i, scale, d)

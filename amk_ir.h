@@ -94,7 +94,11 @@ typedef enum amk_opcode {
                                      W_downT[n_off:n_off+N_tile] (+ resid[m, :] when given); out F32.
                                      W_downT is down_proj transposed: the tile's rows are contiguous */
     AMK_OP_FILL = 26,             /* []: every element of out = scale (an accumulation's start) */
-    AMK_OP_COUNT = 27             /* the registry has this many rows; row 19 is undefined */
+    AMK_OP_ATTENTION_O = 27,      /* [q, k cache, v cache, pos, W_oT [n_heads*head_dim, H](, resid)]:
+                                     ACCUMULATES out[0, :] += a[m_off:m_off+M_tile] @
+                                     W_oT[m_off:m_off+M_tile] (+ resid), a = ATTENTION_DECODE's
+                                     result for kv heads [n_off, n_off+N_tile) in F32; out F32 */
+    AMK_OP_COUNT = 28             /* the registry has this many rows; row 19 is undefined */
 } amk_opcode;
 
 /* ATTENTION_TILE params.flags bits (IR_SPEC_NOTES conventions table). */
@@ -146,17 +150,18 @@ typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each lau
 #define AMK_VM_PREFETCH_MIN_ELEMS 16384u
 #endif
 
-/* RMSNORM_MLP's rows of W_downT (N_tile rows of H) go to shared memory with one bulk copy before
-   the op's wait when they are 16-byte aligned and at most this many bytes (amk_ops.cuh). */
-#ifndef AMK_MLP_STAGE_MAX
-#define AMK_MLP_STAGE_MAX 49152
+/* The accumulating ops' weight rows (RMSNORM_MLP's N_tile rows of W_downT, ATTENTION_O's M_tile
+   rows of W_oT, each of H elements) go to shared memory with one bulk copy before the op's wait
+   when they are 16-byte aligned and at most this many bytes (amk_ops.cuh). */
+#ifndef AMK_ROWS_STAGE_MAX
+#define AMK_ROWS_STAGE_MAX 49152
 #endif
 /* The bytes staged for nt rows of H elements of esz bytes (esz 0: a dtype the op does not
    stage), or 0 when they are not staged. The host sizes the launch's shared memory with it, the
    device decides with it. */
-#define AMK_MLP_STAGE_BYTES(esz, H, nt) \
+#define AMK_ROWS_STAGE_BYTES(esz, H, nt) \
     ((esz) > 0 && (H) > 0 && (nt) > 0 && ((int64_t)(H) * (esz)) % 16 == 0 && \
-     (int64_t)(nt) <= AMK_MLP_STAGE_MAX / ((int64_t)(H) * (esz)) ? (int64_t)(nt) * (H) * (esz) : (int64_t)0)
+     (int64_t)(nt) <= AMK_ROWS_STAGE_MAX / ((int64_t)(H) * (esz)) ? (int64_t)(nt) * (H) * (esz) : (int64_t)0)
 
 /* One Task == one instruction, a fixed-size POD. */
 typedef struct amk_instruction_t {
@@ -220,7 +225,7 @@ typedef struct amk_vm_ctx_t {
 /* The device's ATTENTION_DECODE (amk_ops.cuh) stages chunks of C cache rows in shared memory:
    [q: GH*hd f32][m, l, alpha: 4*GH f32][scores: GH*C f32][p.V sums: KG*GH*hd f32][K, V: C rows
    each of AMK_ATTN_ROW_BYTES], KG = AMK_ATTN_KEY_GROUPS. The host checks that C = 32 fits, with
-   row bytes at 4 an element (the widest the device stages). */
+   row bytes at 4 an element (the widest the device stages): AMK_ATTN_DECODE_LEAST. */
 #define AMK_ATTN_GH 4 /* query heads per pass */
 #define AMK_ATTN_KEY_GROUPS(hd, threads) ((threads) / (((hd) + 1) / 2)) /* p.V: 2 dims a thread */
 #define AMK_ATTN_ROW_BYTES(hd, esz) ((((int64_t)(hd) * (esz) + 15) / 16) * 16 + 16)
@@ -229,6 +234,12 @@ typedef struct amk_vm_ctx_t {
 #define AMK_ATTN_DECODE_PER_ROW(rowb) (4 * (int64_t)AMK_ATTN_GH + 2 * (int64_t)(rowb))
 #define AMK_ATTN_DECODE_SMEM(hd, rowb, kg, C) \
     (AMK_ATTN_DECODE_FIXED(hd, kg) + (int64_t)(C) * AMK_ATTN_DECODE_PER_ROW(rowb))
+#define AMK_ATTN_DECODE_LEAST(hd, threads) \
+    AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, 4), AMK_ATTN_KEY_GROUPS(hd, threads), 32)
+/* ATTENTION_O adds to the end of that: the F32 results of its kv heads' query heads (ysb bytes),
+   then its rows of W_oT when they stage (wsb bytes), each 16-byte aligned. The rows stage only
+   when the attention still has AMK_ATTN_DECODE_LEAST below them. */
+#define AMK_ATTN_O_YS_BYTES(hd, heads) ((((int64_t)(hd) * (heads) * 4) + 15) / 16 * 16)
 /* ATTENTION_DECODE on the tensor cores (q, K and V BF16, head_dim a multiple of 16 up to 256;
    amk_attn_decode_mma): R = min(query heads a kv head, AMK_ATTN_MMA_ROWS) heads a pass. Shared
    memory: [q: 16 rows][K, V: C rows] of AMK_ATTN_ROW_BYTES(hd, 2), then F32 [running sums: R*hd]

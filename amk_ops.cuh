@@ -1,4 +1,4 @@
-/* amk_ops.cuh - the AMK instructions: one pure-compute device function per opcode (0..18, AMK's 20..24).
+/* amk_ops.cuh - the AMK instructions: one pure-compute device function per opcode (0..18, AMK's 20..27).
 
    Spec IR_SPEC.md §8.1 (instruction contract): an instruction runs on all threads of one block,
    reads only its declared inputs, writes only its declared outputs, never touches a counter and
@@ -1275,17 +1275,17 @@ static __device__ __forceinline__ void amk_attn_scan(const float *qs, const amk_
     *l_io = l_run;
 }
 
-/* Element e of query head h's result from its sum acc, max m and mass l: the partial row
-   [acc | m | l] (F32; m and l with e = 0) or acc / l (0 for no mass). Every attention path's
-   output goes through here. */
-static __device__ __forceinline__ void amk_attn_out(const amk_buffer_t *o, int partial, int64_t h, int hd, int e,
+/* Element e of query head h's result from its sum acc, max m and mass l into the output at optr
+   (dtype odt): the partial row [acc | m | l] (F32; m and l with e = 0) or acc / l (0 for no mass).
+   Every attention path's output goes through here (ATTENTION_O's into shared memory). */
+static __device__ __forceinline__ void amk_attn_out(uint64_t optr, int odt, int partial, int64_t h, int hd, int e,
                                                     float acc, float m, float l) {
     if (partial) {
-        float *po = (float *)o->ptr + h * (hd + 2); /* F32 (op_check) */
+        float *po = (float *)optr + h * (hd + 2); /* F32 (op_check) */
         po[e] = acc;
         if (e == 0) { po[hd] = m; po[hd + 1] = l; }
     } else {
-        amk_store((void *)o->ptr, o->dtype, h * hd + e, l > 0.0f ? acc / l : 0.0f);
+        amk_store((void *)optr, odt, h * hd + e, l > 0.0f ? acc / l : 0.0f);
     }
 }
 
@@ -1294,7 +1294,7 @@ static __device__ __forceinline__ void amk_attn_store(const amk_buffer_t *o, int
                                                       const float *acc, float m_run, float l_run, int lane) {
 #pragma unroll
     for (int t = 0; t < AMK_ATTN_DPL; t++)
-        if (lane + 32 * t < hd) amk_attn_out(o, partial, h, hd, lane + 32 * t, acc[t], m_run, l_run);
+        if (lane + 32 * t < hd) amk_attn_out(o->ptr, o->dtype, partial, h, hd, lane + 32 * t, acc[t], m_run, l_run);
 }
 
 AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
@@ -1409,12 +1409,12 @@ static __device__ __forceinline__ void amk_attn_mma_stage_q(unsigned char *qs, c
    keep F32 accuracy), the group's sums and m, l to shared memory; then one thread an output
    (head, dim) combines the groups (and the running sums of earlier chunks). The window's K and V
    rows are requested with q and the position when the window fits one chunk. */
-AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
+AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int odt, int64_t dyn) {
     const amk_params_t *P = &c->ins.params;
-    const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
+    const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2];
     const int hd = P->head_dim, grp = P->n_heads / P->n_kv_heads, nkv = P->n_kv_heads;
     const int R = grp < AMK_ATTN_MMA_ROWS ? grp : AMK_ATTN_MMA_ROWS;
-    const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, 2), dyn = amk_ptx_dynamic_smem_size();
+    const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, 2);
     const int partial = (P->flags & AMK_ATTN_FLAG_PARTIAL) != 0;
     int64_t C, r0 = P->kv_start, r1 = (int64_t)P->kv_start + P->kv_len, loaded = -1, pos;
     int lo_n = 0, lo_n16 = 0; /* the staged rows: copied, and the pieces' extent */
@@ -1458,7 +1458,7 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
                 if (r1 <= r0) { /* an empty window (a split past the position): no keys */
                     amk_ptx_cp_async_wait_all();
                     for (int i = tid; i < gh * hd; i += NT)
-                        amk_attn_out(o, partial, h0 + i / hd, hd, i % hd, 0.0f, -INFINITY, 0.0f);
+                        amk_attn_out(optr, odt, partial, h0 + i / hd, hd, i % hd, 0.0f, -INFINITY, 0.0f);
                     __syncthreads(); /* why: q is restaged by the next pass */
                     continue;
                 }
@@ -1572,7 +1572,7 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
                             racc[i] = A;
                             if (e == 0) { rml[((par ^ 1) * R + h) * 2] = M; rml[((par ^ 1) * R + h) * 2 + 1] = L; }
                         } else {
-                            amk_attn_out(o, partial, h0 + h, hd, e, A, M, L);
+                            amk_attn_out(optr, odt, partial, h0 + h, hd, e, A, M, L);
                         }
                     }
                     __syncthreads(); /* why: the next chunk or pass overwrites K, V, q and the sums */
@@ -1583,10 +1583,12 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem) {
     return 1;
 }
 
-AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
-    if (amk_attn_decode_mma(c, smem)) return;
+/* ATTENTION_DECODE on the CUDA cores: any dtypes, results to optr (dtype odt), dyn bytes of
+   shared memory from smem. */
+static __device__ __forceinline__ void amk_attn_decode_cc(amk_op_ctx *c, float *smem, uint64_t optr, int odt,
+                                                          int64_t dyn) {
     const amk_params_t *P = &c->ins.params;
-    const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
+    const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2];
     const int hd = P->head_dim, grp = P->n_heads / P->n_kv_heads, nkv = P->n_kv_heads;
     const int tid = amk_tid(), NT = amk_ntid(), lane = tid & 31, warp = tid >> 5, nw = NT >> 5;
     const int partial = (P->flags & AMK_ATTN_FLAG_PARTIAL) != 0, GH = AMK_ATTN_GH;
@@ -1596,7 +1598,7 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     const int vec = esz && vc->dtype == dt && (hd * esz) % 16 == 0;
     const int fmt = vec ? dt : AMK_DTYPE_F32, fsz = vec ? esz : 4;
     const int vece = !vec ? 1 : esz == 2 ? 8 : 4, nvec = hd / vece; /* elements per vector, vectors per row */
-    const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, fsz), dyn = amk_ptx_dynamic_smem_size();
+    const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, fsz);
     /* p.V: KG groups of (hd + 1) / 2 threads, thread (kg, d) owns dims d, d + 1 of every head */
     const int KG = AMK_ATTN_KEY_GROUPS(hd, NT), kg = tid / ((hd + 1) / 2), d = 2 * (tid - kg * ((hd + 1) / 2));
     const int pv = kg < KG;
@@ -1731,7 +1733,7 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
                 float s = 0.0f;
                 if (r1 > r0) /* why: an empty window never wrote the sums */
                     for (int k = 0; k < KG; k++) s += red[((int64_t)k * GH + h) * hd + e];
-                amk_attn_out(o, partial, h0 + h, hd, e, s, mla[h], l);
+                amk_attn_out(optr, odt, partial, h0 + h, hd, e, s, mla[h], l);
             }
             __syncthreads(); /* why: q, m, l and the sums are reused by the next pass */
         }
@@ -1804,26 +1806,39 @@ static __device__ __forceinline__ int64_t amk_fused_index(const amk_op_ctx *c, i
     return kv_row ? amk_fused_pos(c, m, pos0) * N + n : m * last + n;
 }
 
-/* RMSNORM_MLP's rows n_off .. n_off+N_tile of W_downT [N, H] (contiguous) in shared memory: the
-   bytes the op stages (one bulk copy before its wait; AMK_MLP_STAGE_BYTES, as the host sized the
-   launch's shared memory), or 0 when it reads them from global memory. */
-static __device__ __forceinline__ int64_t amk_mlp_stage_bytes(const amk_op_ctx *c) {
+/* The accumulating ops' weight rows n0 .. n0+nt of input 4 ([N, H], contiguous: RMSNORM_MLP's
+   W_downT, ATTENTION_O's W_oT) in shared memory: the bytes the op stages (one bulk copy before its
+   wait; AMK_ROWS_STAGE_BYTES, as the host sized the launch's shared memory), or 0 when it reads
+   them from global memory. */
+static __device__ __forceinline__ int64_t amk_rows_stage_bytes(const amk_op_ctx *c, int64_t nt) {
     const amk_buffer_t *Wd = &c->in[4];
     const int dt = Wd->dtype;
     const int esz = dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? amk_dtype_width(dt) / 8 : 0;
-    return Wd->ptr % 16 == 0 ? AMK_MLP_STAGE_BYTES(esz, Wd->shape[1], c->ins.params.N_tile) : 0;
+    return Wd->ptr % 16 == 0 ? AMK_ROWS_STAGE_BYTES(esz, Wd->shape[1], nt) : 0;
 }
 
-/* RMSNORM_MLP's second half, rows m0 .. m0+mr of x: out[m, h] += sum_j ys[m - m0, j] *
-   W_downT[n_off + j, h] (+ resid[m, h]), added at L2 (out is F32, host-checked). A thread takes
-   four consecutive outputs (8 or 16 bytes of each row, coalesced across the warp) and adds them
-   with one vector reduction when H is a multiple of 4; else one output a thread. The rows come
-   from ws (staged) or global memory. why out of line: the decode tiles' inlined code stays as it
-   was (bench/NOTES.md: code placement moves the steps) */
-static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const float *ys, const char *ws, int64_t m0,
-                                                 int mr) {
+/* Those rows into ws: one bulk copy by the helper thread on the VM's mbarrier, before the op's
+   wait. why the VM's mbarrier: initialising one in the op (its release fence waited for the
+   thread's earlier stores) delayed the op's start by ~0.5 us (bench/RESULTS.md run 151) */
+static __device__ __forceinline__ void amk_rows_stage(const amk_op_ctx *c, char *ws, int64_t n0, int64_t wsb) {
+    if (amk_tid() == AMK_AUX_TID) {
+        amk_ptx_fence_proxy_async_smem(); /* why: earlier ops' generic accesses to this memory first */
+        amk_ptx_bulk_copy(ws, (const char *)c->in[4].ptr + n0 * c->in[4].shape[1] * (c->in[4].dtype == AMK_DTYPE_F32 ? 4 : 2),
+                          (uint32_t)wsb, c->mbar);
+    }
+}
+
+/* The accumulating ops' second half, rows m0 .. m0+mr of out: out[m, h] += sum_j ys[(m - m0) * nt
+   + j] * W[n0 + j, h] (+ resid[m, h], input 5) with W input 4 (RMSNORM_MLP's W_downT, ATTENTION_O's
+   W_oT), added at L2 (out is F32, host-checked). A thread takes four consecutive outputs (8 or 16
+   bytes of each row, coalesced across the warp) and adds them with one vector reduction when H is
+   a multiple of 4; else one output a thread. The rows come from ws (staged) or global memory. why
+   out of line: the decode tiles' inlined code stays as it was (bench/NOTES.md: code placement
+   moves the steps) */
+static __device__ __noinline__ void amk_rows_add(const amk_op_ctx *c, const float *ys, const char *ws, int64_t m0,
+                                                 int mr, int64_t n0, int64_t nt) {
     const amk_buffer_t *Wd = &c->in[4], *o = &c->out[0];
-    const int64_t H = Wd->shape[1], nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
+    const int64_t H = Wd->shape[1];
     const int dt = Wd->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, resid = c->ins.n_inputs == 6;
     const char *rows = ws ? ws : (const char *)Wd->ptr + n0 * H * esz;
     const int v4 = H % 4 == 0 && o->ptr % 16 == 0 && (dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_BF16 || dt == AMK_DTYPE_F16) &&
@@ -1871,6 +1886,52 @@ static __device__ __noinline__ void amk_mlp_down(const amk_op_ctx *c, const floa
         }
 }
 
+/* ATTENTION_DECODE, and ATTENTION_O: the same attention with its results (F32) in shared memory
+   (ys: the query heads of kv heads [n_off, n_off + N_tile)), then out[0, :] += ys[m_off - base ..
+   + M_tile] @ W_oT[m_off .. + M_tile] (+ resid) by amk_rows_add. Shared memory: the attention's,
+   then ys, then W_oT's rows when they stage (AMK_ATTN_O_YS_BYTES, amk_ir.h); the rows go out with
+   one bulk copy before the wait. why one function for both: the attention paths are inlined once */
+AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
+    const int fo = c->ins.op == AMK_OP_ATTENTION_O;
+    uint64_t optr = c->out[0].ptr;
+    int odt = c->out[0].dtype;
+    int64_t dyn = amk_ptx_dynamic_smem_size(), wsb = 0;
+    float *ys = smem;
+    char *ws = NULL;
+    uint32_t wpar = 0;
+    if (fo) {
+        const int hd = P->head_dim, grp = P->n_heads / P->n_kv_heads;
+        const int64_t base = (int64_t)P->n_off * grp * hd, ysb = AMK_ATTN_O_YS_BYTES(hd, P->N_tile * grp);
+        const int64_t want = amk_rows_stage_bytes(c, P->M_tile);
+        const int64_t wso = (dyn - want) & ~(int64_t)15; /* why: the bulk copy's destination is 16-byte aligned */
+        if (want > 0 && wso - ysb >= AMK_ATTN_DECODE_LEAST(hd, amk_ntid())) {
+            wsb = want;
+            ws = (char *)smem + wso;
+            wpar = *c->mbar_uses & 1u; /* read by every thread before the issuer counts the use */
+            amk_rows_stage(c, ws, P->m_off, wsb);
+        }
+        dyn = (wsb ? wso : dyn & ~(int64_t)15) - ysb;
+        ys = (float *)((char *)smem + dyn);
+        optr = (uint64_t)(uintptr_t)(ys - base); /* why: the attention stores head h's dim e at h * hd + e */
+        odt = AMK_DTYPE_F32;
+    }
+    if (!amk_attn_decode_mma(c, smem, optr, odt, dyn)) amk_attn_decode_cc(c, smem, optr, odt, dyn);
+    if (!fo) return;
+    __syncthreads(); /* ys is complete; c->go and c->error are final */
+    if (c->go && !c->error) {
+        if (wsb) amk_ptx_mbar_wait(c->mbar, wpar); /* the rows landed (every thread waits) */
+        amk_rows_add(c, ys + (P->m_off - (int64_t)P->n_off * (P->n_heads / P->n_kv_heads) * P->head_dim), ws, 0, 1,
+                     P->m_off, P->M_tile);
+    } else if (wsb) {
+        amk_ptx_mbar_wait(c->mbar, wpar); /* why: no copy may land after the op gave up */
+    }
+    if (wsb) {
+        __syncthreads();
+        if (amk_tid() == AMK_AUX_TID) (*c->mbar_uses)++; /* every thread waited: the barrier above */
+    }
+}
+
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const int mlp = c->ins.op == AMK_OP_RMSNORM_MLP, swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU || mlp;
@@ -1887,7 +1948,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
     /* RMSNORM_MLP's rows of W_downT at the end of shared memory */
     const int64_t per_row = K + (rope ? 2 * nt : mlp ? nt : 0); /* floats a staged row of x takes */
-    const int64_t wsb = mlp ? amk_mlp_stage_bytes(c) : 0;
+    const int64_t wsb = mlp ? amk_rows_stage_bytes(c, nt) : 0;
     const int64_t wso = ((int64_t)amk_ptx_dynamic_smem_size() - wsb) & ~(int64_t)15; /* why: the bulk copy's
                         destination is 16-byte aligned; the launch's size need not be a multiple of 16 */
     const int64_t mc0 = amk_rows_fit(wso / 4, per_row);
@@ -1903,14 +1964,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
-    /* weights, before the wait: one bulk copy by the helper thread. why the VM's mbarrier: initialising
-       one here (its release fence waited for the thread's earlier stores) delayed the op's start
-       by ~0.5 us (bench/RESULTS.md run 151) */
-    if (staged && amk_tid() == AMK_AUX_TID) {
-        amk_ptx_fence_proxy_async_smem(); /* why: earlier ops' generic accesses to this memory first */
-        amk_ptx_bulk_copy(ws, (const char *)c->in[4].ptr + (int64_t)P->n_off * c->in[4].shape[1] * (c->in[4].dtype == AMK_DTYPE_F32 ? 4 : 2),
-                          (uint32_t)wsb, c->mbar);
-    }
+    if (staged) amk_rows_stage(c, ws, n_begin, wsb); /* weights, before the wait */
     if (!amk_op_go(c)) {
         if (staged) amk_ptx_mbar_wait(c->mbar, wpar); /* why: no copy may land after the op gave up */
         __syncthreads();
@@ -2001,7 +2055,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         __syncthreads(); /* why: ys is complete; xs and ys are overwritten by the next row block */
         if (mlp) {
             if (staged && m0 == 0) amk_ptx_mbar_wait(c->mbar, wpar); /* the rows landed (every thread waits) */
-            amk_mlp_down(c, ys, ws, m0, mr);
+            amk_rows_add(c, ys, ws, m0, mr, n_begin, nt);
             __syncthreads();
         }
         if (rope) {
@@ -2295,7 +2349,8 @@ static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *sme
     const int op = c->ins.op;
     /* the ops that split their setup from their work call amk_op_go themselves (>>go) */
     const int splits = op == AMK_OP_GEMV_TILE || op == AMK_OP_GEMM_TILE || op == AMK_OP_RMSNORM_GEMV ||
-                       op == AMK_OP_RMSNORM_SWIGLU || op == AMK_OP_RMSNORM_MLP || op == AMK_OP_ATTENTION_DECODE;
+                       op == AMK_OP_RMSNORM_SWIGLU || op == AMK_OP_RMSNORM_MLP || op == AMK_OP_ATTENTION_DECODE ||
+                       op == AMK_OP_ATTENTION_O;
     if ((!AMK_VM_EARLY_SETUP || !splits) && !amk_op_wait_go(c)) return;
     switch (op) {
     case AMK_OP_NOP: break;
@@ -2323,7 +2378,7 @@ static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *sme
     case AMK_OP_RMSNORM_SWIGLU:
     case AMK_OP_RMSNORM_MLP: amk_op_norm_gemv(c, smem); break;
     case AMK_OP_FILL: amk_op_fill(c); break;
-    case AMK_OP_ATTENTION_DECODE: amk_op_attention_decode(c, smem); break;
+    case AMK_OP_ATTENTION_DECODE: case AMK_OP_ATTENTION_O: amk_op_attention_decode(c, smem); break;
     default: if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, c->ins.op); break;
     }
 }

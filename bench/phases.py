@@ -4,8 +4,8 @@
 
     python3 bench/phases.py TRACE [--layer N] [--starts]
 
-A phase is the tasks of one layer with the same role (Q/K/V tiles, attention, O, gate/up and down
-or the one-step MLP;
+A phase is the tasks of one layer with the same role (Q/K/V tiles, attention, O or the one-step
+attention + O, gate/up and down or the one-step MLP;
 the LM head and argmax after the last layer). For each phase of the chosen layer (default: the
 middle one) and the head it prints: tasks, the span from the phase's first start to its last
 end, the median and the slowest task's op time, how far apart the tasks started, and the hop:
@@ -23,10 +23,10 @@ import statistics
 import sys
 
 ROLE = {"k": "qkv", "v": "qkv", "q": "qkv", "attention": "attention", "attention combine": "combine",
-        "o": "o", "gate/up": "gate/up", "down": "down", "mlp": "mlp", "residual start": "fill",
-        "lm_head": "lm_head"}
-# a layer's phases in order (down or mlp ends it; the FILL that starts an mlp's sum runs off the path)
-LAYER = ["qkv", "attention", "combine", "o", "gate/up", "down", "mlp"]
+        "attention_o": "attention+o", "o": "o", "gate/up": "gate/up", "down": "down", "mlp": "mlp",
+        "residual start": "fill", "attention start": "fill", "lm_head": "lm_head"}
+# a layer's phases in order (down or mlp ends it; the FILLs that start the sums run off the path)
+LAYER = ["qkv", "attention", "combine", "attention+o", "o", "gate/up", "down", "mlp"]
 
 
 def layer_end(groups, layer):

@@ -588,7 +588,7 @@ static int cli_write_trace(amk_cuda *c, const amk_program *p, const char *path) 
 /* ---- build and generate: the Llama path ------------------------------------------------------- */
 
 typedef struct cli_llm_args {
-    const char *model, *random, *ctx, *dtype, *sms, *splits, *seed, *timeout, *mlp_steps;
+    const char *model, *random, *ctx, *dtype, *sms, *splits, *seed, *timeout, *mlp_steps, *attn_steps;
     int cpu, spec_ops;
 } cli_llm_args;
 
@@ -603,7 +603,8 @@ static int cli_llm_option(const cli_cmd *cmd, int argc, char **argv, int *i, cli
                       : strcmp(o, "--kv-splits") == 0 ? &a->splits
                       : strcmp(o, "--weight-seed") == 0 ? &a->seed
                       : strcmp(o, "--timeout") == 0 ? &a->timeout
-                      : strcmp(o, "--mlp-steps") == 0 ? &a->mlp_steps : NULL;
+                      : strcmp(o, "--mlp-steps") == 0 ? &a->mlp_steps
+                      : strcmp(o, "--attn-steps") == 0 ? &a->attn_steps : NULL;
     if (strcmp(o, "--cpu") == 0) { a->cpu = 1; return 1; }
     if (strcmp(o, "--spec-ops") == 0) { a->spec_ops = 1; return 1; }
     if (!slot) return 0;
@@ -635,6 +636,11 @@ static int cli_llm_opts(const cli_cmd *cmd, const cli_llm_args *a, amk_llm_opts 
         if (strcmp(a->mlp_steps, "1") != 0 && strcmp(a->mlp_steps, "2") != 0)
             return cli_usage_error(cmd, "bad --mlp-steps '%s' (1 or 2)", a->mlp_steps);
         o->build.mlp_accum = a->mlp_steps[0] == '1';
+    }
+    if (a->attn_steps) {
+        if (strcmp(a->attn_steps, "1") != 0 && strcmp(a->attn_steps, "2") != 0)
+            return cli_usage_error(cmd, "bad --attn-steps '%s' (1 or 2)", a->attn_steps);
+        o->build.attn_o = a->attn_steps[0] == '1';
     }
     if (a->dtype) {
         int t = amk_dtype_from_name(a->dtype);
@@ -1069,24 +1075,29 @@ static const cli_cmd cli_cmds[] = {
      cmd_run},
     {"build", "build a model's decode step as a program (JSON)",
      "amk build (-m MODEL | --random-weights SHAPE) [-o STEP.json] [--ctx N] [--dtype F32|BF16|F16]\n"
-     "          [--sms N] [--kv-splits N] [--spec-ops] [--mlp-steps 1|2]",
+     "          [--sms N] [--kv-splits N] [--spec-ops] [--mlp-steps 1|2] [--attn-steps 1|2]",
      "Builds the Llama decode step of MODEL (a .gguf, a .safetensors with config.json, or a model\n"
      "directory) or of SHAPE (llama3-8b, llama3.2-1b, smollm2-135m, or a config.json), lowers it\n"
      "onto --sms SMs (default 132, an H100), validates it and writes its JSON to STEP.json or stdout.\n"
      "--ctx sets the KV cache rows (default min(model context, 4096)); --kv-splits the attention\n"
      "tiles along the KV length (1..8; default 0: one per 512 rows, at most 8); --dtype the weight\n"
      "dtype (default F32).\n"
-     "The step uses AMK's opcodes (20..26); --spec-ops builds it from the spec's opcodes\n"
+     "The step uses AMK's opcodes (20..27); --spec-ops builds it from the spec's opcodes\n"
      "0..18 only (a program any implementation of the spec runs; more dependent steps).\n"
      "--mlp-steps 1 builds each layer's MLP as one step (RMSNORM_MLP tiles adding into an F32\n"
      "residual), 2 as two (gate/up tiles, then down tiles); default: one where a tile's rows of\n"
      "down_proj fit in shared memory (SmolLM2-sized models), else two.\n"
+     "--attn-steps 1 builds each layer's attention and O projection as one step (ATTENTION_O\n"
+     "tasks, each recomputing a kv head's attention and adding a few rows of O into an F32 sum;\n"
+     "one KV split only), 2 as two; default: one with the one-step MLP at one KV split where a\n"
+     "task's rows of o_proj fit in shared memory, else two.\n"
      "Exit: 0 ok, 1 build or lowering failed, 2 bad arguments or model file.\n",
      cmd_build},
     {"generate", "generate text with a model",
      "amk generate (-m MODEL -p PROMPT | --random-weights SHAPE) [-n N] [--chat] [--system S]\n"
      "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--dtype D] [--cpu] [-q]\n"
-     "             [--trace FILE.json] [--timeout MS] [--spec-ops] [--mlp-steps 1|2]",
+     "             [--trace FILE.json] [--timeout MS] [--spec-ops] [--mlp-steps 1|2]\n"
+     "             [--attn-steps 1|2]",
      "Loads MODEL, builds its decode step and feeds the prompt through it token by token, then\n"
      "generates up to N tokens (default 64), streaming the text, stopping at the end-of-sequence\n"
      "token. Greedy by default; --temp T > 0 samples (with --top-k, --top-p, --seed). --chat wraps\n"
@@ -1099,7 +1110,7 @@ static const cli_cmd cli_cmds[] = {
      "the reference VM; --cpu forces the reference VM.\n"
      "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
      "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops and\n"
-     "--mlp-steps as for build.\n"
+     "--mlp-steps and --attn-steps as for build.\n"
      "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",
      cmd_generate},
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",

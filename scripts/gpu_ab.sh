@@ -2,7 +2,8 @@
 # scripts/gpu_ab.sh - A/B timing of device or lowering changes on the GPU, in one call.
 #
 # The trees it times, each built from this working tree:
-#   e0    the working tree with the files in $AB_DIR/base/ copied over it (the baseline; make them
+#   e0    the working tree with the files in $AB_DIR/base/ copied over it (the library and the amk
+#         command, the baseline; make them
 #         with `scripts/gpu_ab.sh --prepare REV` here, where git is)
 #   new   the working tree as it is
 #   vN    the working tree with sed script $AB_DIR/vN.sed applied to amk_vm.cuh, amk_ops.cuh,
@@ -22,11 +23,11 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 AB_DIR=${AB_DIR:-.ab}
-FILES="amk.h amk_ir.h amk_ops.cuh amk_vm.cuh"
+FILES="amk.h amk_ir.h amk_ops.cuh amk_vm.cuh examples/amk.c"
 if [ "${1:-}" = --prepare ]; then
   rev=${2:-HEAD}
   mkdir -p "$AB_DIR/base"
-  for f in $FILES; do git show "$rev:$f" > "$AB_DIR/base/$f" || exit 1; done
+  for f in $FILES; do mkdir -p "$AB_DIR/base/$(dirname "$f")" && git show "$rev:$f" > "$AB_DIR/base/$f" || exit 1; done
   echo "$AB_DIR/base: $FILES at $(git rev-parse --short "$rev")"
   exit 0
 fi
@@ -39,7 +40,7 @@ copy_tree() { # copy_tree DIR: the working tree without builds or git
   tar cf - --exclude=./build --exclude='./build-*' --exclude=./.git --exclude="./$AB_DIR" . | tar xf - -C "$1"
 }
 trees="e0 new"
-copy_tree /tmp/ab-e0 && cp "$AB_DIR"/base/* /tmp/ab-e0/
+copy_tree /tmp/ab-e0 && cp -r "$AB_DIR"/base/. /tmp/ab-e0/
 for f in "$AB_DIR"/v*.sed; do
   [ -f "$f" ] || continue
   v=$(basename "$f" .sed)

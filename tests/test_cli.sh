@@ -225,7 +225,7 @@ expect_err "2 layers" "build summary"
 amk validate "$TMP/step.json"
 expect_rc 0 "the built step validates"
 amk info "$TMP/step.json"
-expect_out "ATTENTION_DECODE" "info of the built step (fused)"
+expect_out "ATTENTION_O" "info of the built step (fused; the tiny shape's default is ATTENTION_O)"
 amk build --random-weights "$DATA/tiny_config.json" --sms 4 --ctx 32 --kv-splits 2 --spec-ops -o "$TMP/step_spec.json"
 expect_rc 0 "build with the spec's opcodes only"
 amk info "$TMP/step_spec.json"
@@ -240,6 +240,18 @@ amk info "$TMP/step_mlp2.json"
 expect_out "RMSNORM_SWIGLU" "info of the two-step MLP step"
 amk build --random-weights "$DATA/tiny_config.json" --mlp-steps 3
 expect_rc 2 "--mlp-steps other than 1 or 2 is a usage error"
+amk build --random-weights "$DATA/tiny_config.json" --sms 4 --ctx 32 --attn-steps 2 -o "$TMP/step_attn2.json"
+expect_rc 0 "build with attention and O in two steps"
+amk info "$TMP/step_attn2.json"
+expect_out "ATTENTION_DECODE" "info of the two-step attention step"
+amk build --random-weights "$DATA/tiny_config.json" --sms 4 --ctx 32 --attn-steps 1 --mlp-steps 2 -o "$TMP/step_attn1.json"
+expect_rc 0 "build with ATTENTION_O and the two-step MLP"
+amk info "$TMP/step_attn1.json"
+expect_out "ATTENTION_O" "info of the ATTENTION_O step"
+amk generate --random-weights "$DATA/tiny_config.json" --cpu -n 6 --attn-steps 1 --mlp-steps 2
+expect_rc 0 "generate with ATTENTION_O"
+amk build --random-weights "$DATA/tiny_config.json" --attn-steps 0
+expect_rc 2 "--attn-steps other than 1 or 2 is a usage error"
 amk build --random-weights "$DATA/tiny_config.json" --kv-splits 9
 expect_rc 2 "--kv-splits above 8 is a usage error"
 amk build --random-weights gpt-9

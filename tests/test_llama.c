@@ -39,8 +39,9 @@ static void test_presets(void) {
 }
 
 /* The forms of the step: spec_ops (opcodes 0..18 only, per-step params) and fused, its MLP in two
-   steps (mlp_accum 0) or one (1: RMSNORM_MLP tiles accumulating onto a FILL). */
-static void check_build(int spec_ops, int mlp_accum) {
+   steps (mlp_accum 0) or one (1: RMSNORM_MLP tiles accumulating onto a FILL), its attention and O
+   in two steps (attn_o 0, three KV splits) or one (1: ATTENTION_O tasks, one split). */
+static void check_build(int spec_ops, int mlp_accum, int attn_o) {
     amk_llama_config c = tiny_config();
     amk_llama_build_opts o;
     amk_program *p = NULL, *q = NULL;
@@ -50,13 +51,15 @@ static void check_build(int spec_ops, int mlp_accum) {
     amk_diag d;
     char *json = NULL, *json2 = NULL;
     size_t n = 0, n2 = 0;
-    int i, n_attn = 0, n_decode = 0, n_small = 0, n_fused = 0, n_mlp = 0, n_fill = 0, n_swiglu = 0;
+    int i, n_attn = 0, n_decode = 0, n_small = 0, n_fused = 0, n_mlp = 0, n_fill = 0, n_swiglu = 0, n_ao = 0;
+    int64_t ao_rows[2] = {0, 0};
     amk_diag_clear(&d);
     amk_llama_build_opts_default(&o);
     o.num_sms = 8;
-    o.kv_splits = 3;
+    o.kv_splits = attn_o ? 1 : 3;
     o.spec_ops = spec_ops;
     o.mlp_accum = mlp_accum;
+    o.attn_o = attn_o;
     CHECK_EQ_INT(amk_llama_build(&c, &o, &p, &d), AMK_OK);
     if (!p) return;
     memset(&rep, 0, sizeof rep);
@@ -74,8 +77,19 @@ static void check_build(int spec_ops, int mlp_accum) {
         n_swiglu += op == AMK_OP_RMSNORM_SWIGLU;
         if (op == AMK_OP_RMSNORM_MLP) /* the residual is added once a layer, by its first tile */
             CHECK_EQ_INT(p->tasks[i].n_inputs, amk_task_param(&p->tasks[i], "n_off")->i == 0 ? 6 : 5);
+        if (op == AMK_OP_ATTENTION_O) { /* likewise; each kv head's 24 rows of W_oT in tiles of 6 */
+            const int64_t m0 = amk_task_param(&p->tasks[i], "m_off")->i, mt = amk_task_param(&p->tasks[i], "M_tile")->i;
+            const int64_t g = amk_task_param(&p->tasks[i], "n_off")->i;
+            n_ao++;
+            CHECK_EQ_INT(p->tasks[i].n_inputs, m0 == 0 ? 6 : 5);
+            CHECK(mt == 6 && m0 >= g * 24 && m0 + mt <= (g + 1) * 24);
+            ao_rows[g] += mt;
+        }
     }
-    CHECK_EQ_INT(n_fill, spec_ops || !mlp_accum ? 0 : 2);
+    /* one FILL a layer for x with the one-step MLP; with ATTENTION_O one for each h too */
+    CHECK_EQ_INT(n_fill, spec_ops ? 0 : (mlp_accum ? 2 : 0) + (attn_o ? 2 : 0));
+    CHECK_EQ_INT(n_ao, attn_o && !spec_ops ? 2 * 8 : 0);
+    if (attn_o && !spec_ops) CHECK(ao_rows[0] == 2 * 24 && ao_rows[1] == 2 * 24);
     CHECK(spec_ops || (mlp_accum ? n_mlp >= 2 && n_swiglu == 0 : n_mlp == 0 && n_swiglu >= 2));
     if (spec_ops) {
         CHECK_EQ_INT(n_attn, 2 * 3);
@@ -83,7 +97,7 @@ static void check_build(int spec_ops, int mlp_accum) {
         CHECK_EQ_INT(n_small, 2 * 9 + 1); /* per layer 2 norms, 2 ropes, 2 appends, 2 adds, silu; final norm */
     } else {
         CHECK_EQ_INT(n_attn, 0);
-        CHECK_EQ_INT(n_decode, 2 * 3 * 2); /* layers x splits x kv heads */
+        CHECK_EQ_INT(n_decode, attn_o ? 0 : 2 * 3 * 2); /* layers x splits x kv heads */
         CHECK_EQ_INT(n_small, 0);
         CHECK(n_fused > n_decode); /* the RMSNORM_GEMV / RMSNORM_SWIGLU tiles too */
     }
@@ -123,38 +137,49 @@ static void check_build(int spec_ops, int mlp_accum) {
 }
 
 static void test_build_validates_and_lowers(void) {
-    check_build(1, 0);
-    check_build(0, 0);
-    check_build(0, 1);
+    check_build(1, 0, 0);
+    check_build(0, 0, 0);
+    check_build(0, 1, 0);
+    check_build(0, 1, 1);
+    check_build(0, 0, 1);
 }
 
 /* The fused steps compute what the spec_ops step computes: same random weights (the loader puts
-   Q/K rows in interleaved order for the fused ones), 12 steps, logits within fp32 noise. m[0] is
-   spec_ops; m[1] fused with the MLP in two steps; m[2] fused with RMSNORM_MLP. */
+   Q/K rows in interleaved order for the fused ones, and transposes down_proj and o_proj where the
+   step takes them so), 12 steps, logits within fp32 noise. m[0] is spec_ops; m[1] fused with the
+   MLP in two steps; m[2] fused with RMSNORM_MLP; m[3] and m[4] with ATTENTION_O (one KV split),
+   the MLP in one step and in two. */
 static void test_fused_matches_spec_ops(void) {
     amk_llama_config c = tiny_config();
     amk_llm_opts o;
-    amk_llm *m[3] = {NULL, NULL, NULL};
+    amk_llm *m[5] = {NULL, NULL, NULL, NULL, NULL};
     amk_diag d;
-    const float *lg[3];
-    int pos, k, i, tok = 5, a[3];
+    const float *lg[5];
+    int pos, k, i, tok = 5, a[5], ok = 1;
     double worst = 0.0;
     amk_diag_clear(&d);
-    for (k = 0; k < 3; k++) {
+    for (k = 0; k < 5; k++) {
         amk_llm_opts_default(&o);
         o.backend = AMK_BACKEND_CPU;
         o.build.num_sms = 4;
         o.build.max_seq = 16;
-        o.build.kv_splits = 2;
+        o.build.kv_splits = k >= 3 ? 1 : 2;
         o.build.spec_ops = k == 0;
-        o.build.mlp_accum = k == 2;
+        o.build.mlp_accum = k == 2 || k == 3;
+        o.build.attn_o = k >= 3;
         CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m[k], &d), AMK_OK);
+        ok = ok && m[k];
     }
-    if (!m[0] || !m[1] || !m[2]) { for (k = 0; k < 3; k++) amk_llm_close(m[k]); return; }
+    if (m[3]) { /* the step really has ATTENTION_O tasks */
+        int n = 0;
+        for (i = 0; i < amk_llm_program(m[3])->n_tasks; i++) n += amk_llm_program(m[3])->tasks[i].op == AMK_OP_ATTENTION_O;
+        CHECK(n > 0);
+    }
+    if (!ok) { for (k = 0; k < 5; k++) amk_llm_close(m[k]); return; }
     for (pos = 0; pos < 12; pos++) {
-        for (k = 0; k < 3; k++) /* each amk_llm owns its logits */
+        for (k = 0; k < 5; k++) /* each amk_llm owns its logits */
             CHECK_EQ_INT(amk_llm_step(m[k], tok, pos, &lg[k], &a[k], &d), AMK_OK);
-        for (k = 1; k < 3; k++) {
+        for (k = 1; k < 5; k++) {
             for (i = 0; i < c.vocab; i++) {
                 double e = fabs((double)lg[0][i] - (double)lg[k][i]);
                 if (e > worst) worst = e;
@@ -164,7 +189,7 @@ static void test_fused_matches_spec_ops(void) {
         tok = a[0];
     }
     CHECK(worst < 1e-4);
-    for (k = 0; k < 3; k++) amk_llm_close(m[k]);
+    for (k = 0; k < 5; k++) amk_llm_close(m[k]);
 }
 
 static void test_random_weights_decode(void) {

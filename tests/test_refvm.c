@@ -412,6 +412,17 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] | F32[1,9]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
     {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] F32[1,7] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
     {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=10", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "ok"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[5] | F32[5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=2 m_off=0 M_tile=24", "ok"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=8 M_tile=5", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=20 M_tile=5", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[5,24] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | BF16[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,6]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[4] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "OP_ARITY"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=2", "PARAM_VALUE"},
     {AMK_OP_FILL, " | BF16[3,5]", "scale=0", "ok"},
     {AMK_OP_FILL, " | I32[3]", "scale=0", "OP_DTYPE"},
     {AMK_OP_FILL, " | F32[3]", "scale=1e300", "PARAM_VALUE"},
@@ -1351,6 +1362,69 @@ static void test_attention_decode(void) {
     attn_decode_case(AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 4, 16, 7, 0, 7, 6, 1, 2, 0); /* MHA */
 }
 
+/* ATTENTION_O adds a[m_off:+M_tile] @ W_oT[m_off:+M_tile] (+ resid) to what out held, a the
+   attention of kv heads [g0, g0+ng) (F32, not cast). */
+static void attn_o_case(int qdt, int wdt, int nh, int nkv, int hd, int max_seq, int pos, int g0, int ng, int m_off,
+                        int mt, int H, int with_resid) {
+    tc c;
+    amk_diag d;
+    int q, k, v, ps, Wo, r = -1, y, ins[6], h, j, cut = pos + 1 < max_seq ? pos + 1 : max_seq;
+    double scale = 1.0 / sqrt((double)hd), part[16 * 18], acc_mag[16 * 16], s_mag[16], want[64], mag[64];
+    char label[160];
+    tc_init(&c);
+    q = tc_buf(&c, AMK_KIND_IO_INPUT, qdt, 2, nh, hd, 0);
+    k = tc_buf(&c, AMK_KIND_KV_CACHE, qdt, 3, max_seq, nkv, hd);
+    v = tc_buf(&c, AMK_KIND_KV_CACHE, qdt, 3, max_seq, nkv, hd);
+    ps = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    Wo = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, nh * hd, H, 0);
+    if (with_resid) r = tc_buf(&c, AMK_KIND_IO_INPUT, qdt, 2, 1, H, 0);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 1, H, 0);
+    tfill(&c.b[q], -1.5, 1.5);
+    tfill(&c.b[k], -1.5, 1.5);
+    tfill(&c.b[v], -2, 2);
+    tfill(&c.b[Wo], -1, 1);
+    if (r >= 0) tfill(&c.b[r], -3, 3);
+    tfill(&c.b[y], -1, 1); /* the sum's start */
+    tset(&c.b[ps], 0, pos);
+    ins[0] = q; ins[1] = k; ins[2] = v; ins[3] = ps; ins[4] = Wo; ins[5] = r;
+    tc_task(&c, AMK_OP_ATTENTION_O, ins, with_resid ? 6 : 5, y);
+    tc_attn_params(&c, hd, nh, nkv, 0, max_seq, scale, 0);
+    tc_int(&c, "n_off", g0);
+    tc_int(&c, "N_tile", ng);
+    tc_int(&c, "m_off", m_off);
+    tc_int(&c, "M_tile", mt);
+    attn_ref(c.b[q].v, c.b[k].v, c.b[v].v, nh, nkv, hd, 0, cut, scale, part, acc_mag, s_mag);
+    for (h = 0; h < H; h++) {
+        double sum = c.b[y].v[h], sm = fabs(sum);
+        for (j = m_off; j < m_off + mt; j++) {
+            const int hq = j / hd, e = j % hd;
+            const double l = part[hq * (hd + 2) + hd + 1], w = c.b[Wo].v[(int64_t)j * H + h];
+            sum += part[hq * (hd + 2) + e] / l * w;
+            sm += (acc_mag[hq * hd + e] / l) * fabs(w) * (1 + s_mag[hq]);
+        }
+        if (r >= 0) { sum += c.b[r].v[h]; sm += fabs(c.b[r].v[h]); }
+        want[h] = sum;
+        mag[h] = sm;
+    }
+    snprintf(label, sizeof label, "ATTENTION_O q=%s W=%s heads=%d/%d hd=%d pos=%d kv heads [%d,+%d) rows [%d,+%d) H=%d resid=%d",
+             amk_dtype_name(qdt), amk_dtype_name(wdt), nh, nkv, hd, pos, g0, ng, m_off, mt, H, with_resid);
+    CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
+    CHECK_MSG(cmp_out(label, &c.b[y], want, mag, 1e-5 * sqrt((double)(hd + max_seq + mt)), H) == 0, "%s", label);
+    tset(&c.b[ps], 0, -1); /* a negative position is a run-time error */
+    CHECK_MSG(tc_exec(&c, &d) == AMK_ERR_RUNTIME, "%s: negative position accepted", label);
+    tc_free(&c);
+}
+
+static void test_attention_o(void) {
+    int a, o;
+    for (a = 0; a < 3; a++)
+        for (o = 0; o < 3; o++) {
+            attn_o_case(ACT_DTS[a], ACT_DTS[o], 6, 2, 8, 12, 6, 1, 1, 24, 24, 10, o != 1); /* a whole kv head, cut at pos */
+            attn_o_case(ACT_DTS[a], ACT_DTS[o], 6, 2, 4, 12, 20, 0, 2, 5, 7, 9, 1);        /* rows across two heads */
+        }
+    attn_o_case(AMK_DTYPE_F32, AMK_DTYPE_BF16, 4, 4, 16, 7, 0, 3, 1, 50, 3, 16, 0);      /* MHA, one key */
+}
+
 static void test_elementwise(void) {
     static const int64_t sizes[3] = {1, 13, 64};
     int op, a, o, k = 0;
@@ -2067,6 +2141,7 @@ int main(void) {
     RUN(test_fused_gemv);
     RUN(test_mlp_fill);
     RUN(test_attention_decode);
+    RUN(test_attention_o);
     RUN(test_elementwise);
     RUN(test_dequant);
     RUN(test_softmax);

@@ -997,6 +997,62 @@ static void test_accumulate(void) {
     amk_program_free(p);
 }
 
+/* ATTENTION_O accumulates like RMSNORM_MLP, and the two kinds commute with each other: tasks of
+   both adding into one buffer after its FILL are clean; one not after the FILL races. */
+static void test_accumulate_attention_o(void) {
+    amk_program *p = amk_program_create();
+    int64_t sh[3];
+    int q = vec(p, "q", AMK_KIND_IO_INPUT, 8), pos, kc, vc, wo = weight(p, "W_oT", 8, 8);
+    int y = vec(p, "h", AMK_KIND_ACTIVATION, 8), z = vec(p, "out", AMK_KIND_IO_OUTPUT, 8);
+    int nw = vec(p, "norm_w", AMK_KIND_WEIGHT, 8), wg = weight(p, "W_gate", 6, 8), wu = weight(p, "W_up", 6, 8);
+    int wd = weight(p, "W_downT", 6, 8);
+    int c_f = amk_program_add_counter(p, "start"), c_a = amk_program_add_counter(p, "attention + o");
+    int in[6], o[1], k, t, fill;
+    sh[0] = 4; sh[1] = 2; sh[2] = 2;
+    kc = amk_program_add_buffer(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
+    vc = amk_program_add_buffer(p, "v", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 1;
+    pos = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
+    o[0] = y;
+    fill = amk_program_add_task(p, AMK_OP_FILL, NULL, 0, o, 1, c_f, "fill");
+    amk_task_set_real(p, fill, "scale", 0.0);
+    in[0] = q; in[1] = kc; in[2] = vc; in[3] = pos; in[4] = wo; in[5] = q;
+    for (k = 0; k < 2; k++) { /* kv head k's rows 4k.. of W_oT */
+        t = amk_program_add_task(p, AMK_OP_ATTENTION_O, in, k == 0 ? 6 : 5, o, 1, c_a, "attention_o");
+        amk_task_set_int(p, t, "head_dim", 2);
+        amk_task_set_int(p, t, "kv_start", 0);
+        amk_task_set_int(p, t, "kv_len", 4);
+        amk_task_set_real(p, t, "scale", 0.5);
+        amk_task_set_int(p, t, "n_heads", 4);
+        amk_task_set_int(p, t, "n_kv_heads", 2);
+        amk_task_set_int(p, t, "n_off", k);
+        amk_task_set_int(p, t, "N_tile", 1);
+        amk_task_set_int(p, t, "m_off", 4 * k);
+        amk_task_set_int(p, t, "M_tile", 4);
+        amk_task_add_wait(p, t, c_f, 1);
+    }
+    in[0] = q; in[1] = nw; in[2] = wg; in[3] = wu; in[4] = wd;
+    t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, in, 5, o, 1, c_a, "mlp"); /* another kind, same sum */
+    amk_task_set_int(p, t, "K", 8);
+    amk_task_set_int(p, t, "N_tile", 6);
+    amk_task_set_int(p, t, "n_off", 0);
+    amk_task_set_real(p, t, "eps", 1e-5);
+    amk_task_add_wait(p, t, c_f, 1);
+    t = copy1(p, y, z, amk_program_add_counter(p, "emit"), "emit");
+    amk_task_add_wait(p, t, c_a, 3);
+    expect_clean(p);
+    p->tasks[2].n_waits = 0; /* the second ATTENTION_O not after the FILL */
+    {
+        amk_report r;
+        CHECK_EQ_INT(amk_program_validate(p, &r), AMK_ERR_REJECTED);
+        CHECK_EQ_INT(count_id(&r, AMK_CHECK_RACE_READ), 1);
+        CHECK_EQ_INT(count_id(&r, AMK_CHECK_RACE_WAW), 1); /* the FILL's group before the tasks' */
+        CHECK_EQ_INT(r.n_errors, 2);
+        amk_report_free(&r);
+    }
+    amk_program_free(p);
+}
+
 /* IR_SPEC_NOTES 4. */
 static void test_onchip(void) {
     chain c = mk_chain(1);
@@ -1526,6 +1582,7 @@ int main(void) {
     RUN(test_race_waw_attention_decode);
     RUN(test_race_waw_argmax_parts);
     RUN(test_accumulate);
+    RUN(test_accumulate_attention_o);
     RUN(test_onchip);
     RUN(test_output_unreached);
     RUN(test_page_alias);

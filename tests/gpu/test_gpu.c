@@ -809,6 +809,57 @@ static void test_attention_decode(void) {
     if (!g_quick) decode_case("DECODE long", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 32, 8, 128, 4097, 0, 4097, 4000, 1, 1);
 }
 
+/* ATTENTION_O: a FILL starts the sum, then tasks over tile kv heads at a time, each adding tr of
+   its heads' rows of W_oT (the first with the residual) into one F32 output from different SMs,
+   against the reference VM; pos cuts the window. */
+static void attn_o_case(const char *tag, amk_dtype qt, amk_dtype wt, int nh, int nkv, int hd, int max_seq, int32_t pos,
+                        int H, int tr, int tile, int threads) {
+    const int per = nh / nkv * hd * tile; /* W_oT rows a task's kv heads own */
+    amk_program *p = prog_new(16);
+    int in[6], y, t, g, n = 0, c_f = amk_program_add_counter(p, "start"), c_a = amk_program_add_counter(p, "attention_o");
+    int64_t off;
+    gcase gc;
+    in[0] = buf(p, "q", AMK_KIND_IO_INPUT, qt, 2, nh, hd, 0);
+    in[1] = buf(p, "k", AMK_KIND_KV_CACHE, qt, 3, max_seq, nkv, hd);
+    in[2] = buf(p, "v", AMK_KIND_KV_CACHE, qt, 3, max_seq, nkv, hd);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, H, 0);
+    in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    in[4] = buf(p, "W_oT", AMK_KIND_WEIGHT, wt, 2, nh * hd, H, 0);
+    in[5] = buf(p, "resid", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, H, 0);
+    t = task(p, AMK_OP_FILL, NULL, 0, y, c_f, 0);
+    setf(p, t, "scale", 0.0);
+    for (g = 0; g < nkv; g += tile)
+        for (off = (int64_t)g / tile * per; off < (int64_t)(g / tile + 1) * per; off += tr, n++) {
+            t = task(p, AMK_OP_ATTENTION_O, in, n == 0 ? 6 : 5, y, c_a, 1 + n % 15);
+            attn_params(p, t, nh, nkv, hd, 0, max_seq, 0);
+            seti(p, t, "n_off", g);
+            seti(p, t, "N_tile", tile);
+            seti(p, t, "m_off", (int)off);
+            seti(p, t, "M_tile", (int)((g / tile + 1) * per - off < tr ? (g / tile + 1) * per - off : tr));
+            amk_task_add_wait(p, t, c_f, 1);
+        }
+    if (threads) p->config.threads_per_block = threads;
+    if (gcase_begin(&gc, p, tag, 1.0f)) {
+        void *pv = amk_refvm_buffer(gc.vm, in[3], NULL);
+        amk__store_i64(pv, AMK_DTYPE_I32, 0, pos);
+        gcase_sync(&gc, in[3]);
+        if (gcase_run(&gc, tag)) gcase_compare(&gc, y, 1e-4, 2e-5, tag);
+    }
+    gcase_end(&gc);
+}
+
+static void test_attention_o(void) {
+    /* SmolLM2's layer: bf16 (tensor cores), 5 rows of W_oT a task (staged), the last of a head 2 */
+    attn_o_case("ATTN_O bf16 smollm2", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 9, 3, 64, 129, 128, 576, 5, 1, 0);
+    attn_o_case("ATTN_O bf16 pos cuts", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 9, 3, 64, 129, 17, 576, 24, 1, 0);
+    /* a block of one warp: thread 1 issues the staging copy */
+    attn_o_case("ATTN_O bf16 one warp", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 9, 3, 64, 40, 39, 576, 12, 1, 32);
+    /* f32 (CUDA cores), H not a multiple of 8 (not staged), two kv heads a task */
+    attn_o_case("ATTN_O f32 odd H", AMK_DTYPE_F32, AMK_DTYPE_F16, 8, 4, 32, 50, 30, 102, 20, 2, 0);
+    /* Llama-3.2-1B's: 16 rows of 2048 (64 KB: read from global memory) */
+    attn_o_case("ATTN_O bf16 1B rows", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 32, 8, 64, 129, 128, 2048, 16, 1, 0);
+}
+
 static void test_nop(void) {
     amk_program *p = prog_new(4);
     int c0 = amk_program_add_counter(p, "");
@@ -1911,6 +1962,7 @@ int main(int argc, char **argv) {
     TRY(test_fused_gemv);
     TRY(test_fused_mlp);
     TRY(test_attention_decode);
+    TRY(test_attention_o);
     TRY(test_dag_tiles_join);
     TRY(test_dag_chain);
     TRY(test_dag_kv_attention);
