@@ -854,7 +854,7 @@ typedef struct amk_llama_build_opts {
     int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE);
                          0 (default) = ceil(max_seq / 512), at most 8 */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
-                         0 (default): AMK's opcodes 20..26, fewer dependent steps a layer */
+                         0 (default): AMK's opcodes 20..27, fewer dependent steps a layer */
     int mlp_accum;    /* with AMK's opcodes: 1 the MLP is one step (RMSNORM_MLP tiles adding their
                          share of down into an F32 residual that a FILL zeroes), 0 two (gate/up
                          tiles, then down tiles); -1 (default) AMK's choice (AMK_LLAMA_MLP_ACCUM) */
@@ -879,6 +879,11 @@ typedef struct amk_llama_build_opts {
    wherever the step has one KV split. why short contexts only: each of ~one task an SM recomputes
    its kv head's attention, whose K/V reads grow with the context */
 #define AMK_LLAMA_ATTN_O 1
+#endif
+#ifndef AMK_LLAMA_ATTN_O_MIN_ROWS
+/* an ATTENTION_O task's rows of W_oT: at least this many (else one task an SM). why 0: on SmolLM2
+   8 rows (72 tasks) ran as fast as 5 (117), 16 (36 tasks) 3% slower (bench/RESULTS.md run 166) */
+#define AMK_LLAMA_ATTN_O_MIN_ROWS 0
 #endif
 
 /* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), KV splits 0 (auto),
@@ -13052,6 +13057,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     if (!amk_dtype_is_float(ad) || !amk_dtype_is_float(wd) || b.o.num_sms < 1)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: dtypes must be float, num_sms >= 1");
     ao_rows = amk__lb_tile_rows((int64_t)NH * HD, b.o.num_sms); /* an ATTENTION_O task's rows of W_oT */
+    if (ao_rows < AMK_LLAMA_ATTN_O_MIN_ROWS) ao_rows = AMK_LLAMA_ATTN_O_MIN_ROWS;
     if (b.o.attn_o >= 0) ao = b.o.attn_o != 0;
     else /* do a task's rows of W_oT stage on the device? */
         ao = AMK_LLAMA_ATTN_O == 2 || (AMK_LLAMA_ATTN_O == 1 && accum && amk__rows_stage_bytes(wd, H, ao_rows) > 0);

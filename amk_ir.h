@@ -160,8 +160,10 @@ typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each lau
    stage), or 0 when they are not staged. The host sizes the launch's shared memory with it, the
    device decides with it. */
 #define AMK_ROWS_STAGE_BYTES(esz, H, nt) \
-    ((esz) > 0 && (H) > 0 && (nt) > 0 && ((int64_t)(H) * (esz)) % 16 == 0 && \
-     (int64_t)(nt) <= AMK_ROWS_STAGE_MAX / ((int64_t)(H) * (esz)) ? (int64_t)(nt) * (H) * (esz) : (int64_t)0)
+    ((esz) > 0 && (H) > 0 && (nt) > 0 && (H) < (1 << 30) && (nt) < (1 << 30) && ((int64_t)(H) * (esz)) % 16 == 0 && \
+     (int64_t)(nt) * (H) * (esz) <= AMK_ROWS_STAGE_MAX ? (int64_t)(nt) * (H) * (esz) : (int64_t)0)
+/* why no division: the device evaluates it in an op's setup, on the path to its first poll (a
+   64-bit division is a subroutine of a few hundred cycles: bench/NOTES.md session "setup") */
 
 /* One Task == one instruction, a fixed-size POD. */
 typedef struct amk_instruction_t {

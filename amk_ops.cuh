@@ -1421,9 +1421,12 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
     if (q->dtype != AMK_DTYPE_BF16 || kc->dtype != AMK_DTYPE_BF16 || vc->dtype != AMK_DTYPE_BF16 || hd % 16 != 0 ||
         hd > 256 || R < 1)
         return 0;
-    C = dyn > AMK_ATTN_MMA_FIXED(hd) ? (dyn - AMK_ATTN_MMA_FIXED(hd)) / AMK_ATTN_MMA_PER16(hd, R) * 16 : 0;
+    /* the chunk: the window (at most 512 rows) when it fits, else what fits. why the test first:
+       it spares the usual task the division on its path to the poll */
+    C = (r1 - r0 + 15) / 16 * 16;
     if (C > 512) C = 512;
-    if ((r1 - r0 + 15) / 16 * 16 < C) C = (r1 - r0 + 15) / 16 * 16;
+    if (AMK_ATTN_MMA_SMEM(hd, R, C) > dyn)
+        C = dyn > AMK_ATTN_MMA_FIXED(hd) ? (int64_t)((uint32_t)(dyn - AMK_ATTN_MMA_FIXED(hd)) / (uint32_t)AMK_ATTN_MMA_PER16(hd, R)) * 16 : 0;
     if (C < 16) return 0;
     if (!amk_op_go(c)) return 1;
     {

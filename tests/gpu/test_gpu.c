@@ -854,6 +854,8 @@ static void test_attention_o(void) {
     attn_o_case("ATTN_O bf16 pos cuts", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 9, 3, 64, 129, 17, 576, 24, 1, 0);
     /* a block of one warp: thread 1 issues the staging copy */
     attn_o_case("ATTN_O bf16 one warp", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 9, 3, 64, 40, 39, 576, 12, 1, 32);
+    /* f32 q and caches (the CUDA-core attention) with bf16 rows of W_oT (staged) */
+    attn_o_case("ATTN_O f32 staged rows", AMK_DTYPE_F32, AMK_DTYPE_BF16, 9, 3, 64, 100, 60, 576, 5, 1, 0);
     /* f32 (CUDA cores), H not a multiple of 8 (not staged), two kv heads a task */
     attn_o_case("ATTN_O f32 odd H", AMK_DTYPE_F32, AMK_DTYPE_F16, 8, 4, 32, 50, 30, 102, 20, 2, 0);
     /* Llama-3.2-1B's: 16 rows of 2048 (64 KB: read from global memory) */
