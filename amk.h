@@ -4142,6 +4142,18 @@ AMK__FN int amk__opshape_finite(double v) { return v == v && fabs(v) <= (double)
    BUFFER_ENUM, BUFFER_SHAPE) so a direct amk_ref_exec call can never read out of bounds.
    Returns 1 if fine; else 0 with *which (OP_SHAPE, OP_DTYPE, PARAM_VALUE or OP_UNSUPPORTED) and a
    message naming the buffers and numbers. */
+/* The output of an accumulating op (RMSNORM_MLP, ATTENTION_O): F32 (the device adds with F32
+   atomics) in a kind written during a launch. 0 and the failure in c. */
+AMK__FN int amk__opshape_accum_out(const amk__opshape *c, const amk_buffer *out) {
+    if (out->dtype != AMK_DTYPE_F32)
+        return amk__opshape_fail(c, AMK_CHECK_OP_DTYPE, "out '%s' accumulates, so it must be F32, not %s",
+                                 amk__opshape_name(out), amk_dtype_name(out->dtype));
+    if (out->kind != AMK_KIND_ACTIVATION && out->kind != AMK_KIND_IO_OUTPUT)
+        return amk__opshape_fail(c, AMK_CHECK_OP_UNSUPPORTED, "out '%s' accumulates, so it must be an "
+                                 "ACTIVATION or IO_OUTPUT", amk__opshape_name(out));
+    return 1;
+}
+
 /* RoPE's frequency params (ROPE, RMSNORM_GEMV with AMK_GEMV_FLAG_ROPE): 0 and the failure in c. */
 AMK__FN int amk__opshape_rope(const amk__opshape *c, const amk_task *t, const amk_params_t *P) {
     double theta = amk__param_f(t, "theta", 10000.0), factor = amk__param_f(t, "rope_factor", 0.0);
@@ -4390,12 +4402,7 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
             if (P.M_tile < 1 || P.m_off < a0 || (int64_t)P.m_off + P.M_tile > a1)
                 AMK__OPS_FAIL(PARAM_VALUE, "rows m_off = %d, M_tile = %d are outside the kv heads' [%lld, %lld)",
                               P.m_off, P.M_tile, (long long)a0, (long long)a1);
-            if (out->dtype != AMK_DTYPE_F32)
-                AMK__OPS_FAIL(OP_DTYPE, "out '%s' accumulates, so it must be F32, not %s",
-                              amk__opshape_name(out), amk_dtype_name(out->dtype));
-            if (out->kind != AMK_KIND_ACTIVATION && out->kind != AMK_KIND_IO_OUTPUT)
-                AMK__OPS_FAIL(OP_UNSUPPORTED, "out '%s' accumulates, so it must be an ACTIVATION or "
-                              "IO_OUTPUT", amk__opshape_name(out));
+            if (!amk__opshape_accum_out(&c, out)) return 0;
             if (n_out != H || amk__opshape_last(out) != H)
                 AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, needs [1, H = %lld]", amk__opshape_name(out),
                               (long long)n_out, (long long)H);
@@ -4638,12 +4645,7 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
             if (Wd->rank != 2 || Wd->shape[0] != N || !amk_dtype_is_float(Wd->dtype))
                 AMK__OPS_FAIL(OP_SHAPE, "W_downT '%s' must be a float [N = %lld, H]", amk__opshape_name(Wd),
                               (long long)N);
-            if (out->dtype != AMK_DTYPE_F32)
-                AMK__OPS_FAIL(OP_DTYPE, "out '%s' accumulates, so it must be F32, not %s",
-                              amk__opshape_name(out), amk_dtype_name(out->dtype));
-            if (out->kind != AMK_KIND_ACTIVATION && out->kind != AMK_KIND_IO_OUTPUT)
-                AMK__OPS_FAIL(OP_UNSUPPORTED, "out '%s' accumulates, so it must be an ACTIVATION or "
-                              "IO_OUTPUT", amk__opshape_name(out));
+            if (!amk__opshape_accum_out(&c, out)) return 0;
             if (!amk__mul_i64(M, H, &mh) || n_out != mh || amk__opshape_last(out) != H)
                 AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, needs [M, H] = [%lld, %lld]",
                               amk__opshape_name(out), (long long)n_out, (long long)M, (long long)H);

@@ -1916,7 +1916,7 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
         }
         dyn = (wsb ? wso : dyn & ~(int64_t)15) - ysb;
         ys = (float *)((char *)smem + dyn);
-        optr = (uint64_t)(uintptr_t)(ys - base); /* why: the attention stores head h's dim e at h * hd + e */
+        optr = (uint64_t)(uintptr_t)ys - (uint64_t)base * 4u; /* why: the attention stores head h's dim e at h * hd + e */
         odt = AMK_DTYPE_F32;
     }
     if (!amk_attn_decode_mma(c, smem, optr, odt, dyn)) amk_attn_decode_cc(c, smem, optr, odt, dyn);

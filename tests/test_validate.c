@@ -44,6 +44,19 @@ static int add2(amk_program *p, int a, int b, int out, int ctr, const char *labe
     return op2(p, AMK_OP_ADD, a, b, out, ctr, label);
 }
 
+/* The params of decode attention task t (ATTENTION_DECODE, ATTENTION_O): kv head g of nkv, the
+   window [0, kv_len), scale 0.5. */
+static void attn_params(amk_program *p, int t, int hd, int nh, int nkv, int kv_len, int g) {
+    amk_task_set_int(p, t, "head_dim", hd);
+    amk_task_set_int(p, t, "n_heads", nh);
+    amk_task_set_int(p, t, "n_kv_heads", nkv);
+    amk_task_set_int(p, t, "kv_start", 0);
+    amk_task_set_int(p, t, "kv_len", kv_len);
+    amk_task_set_real(p, t, "scale", 0.5);
+    amk_task_set_int(p, t, "n_off", g);
+    amk_task_set_int(p, t, "N_tile", 1);
+}
+
 static int copy1(amk_program *p, int a, int out, int ctr, const char *label) {
     int o[1];
     o[0] = out;
@@ -883,14 +896,7 @@ static void test_race_waw_attention_decode(void) {
     o[0] = out;
     for (g = 0; g < 2; g++) {
         t = amk_program_add_task(p, AMK_OP_ATTENTION_DECODE, in, 4, o, 1, c, "attn");
-        amk_task_set_int(p, t, "head_dim", 4);
-        amk_task_set_int(p, t, "n_heads", 6);
-        amk_task_set_int(p, t, "n_kv_heads", 2);
-        amk_task_set_int(p, t, "kv_start", 0);
-        amk_task_set_int(p, t, "kv_len", 8);
-        amk_task_set_real(p, t, "scale", 0.5);
-        amk_task_set_int(p, t, "n_off", g);
-        amk_task_set_int(p, t, "N_tile", 1);
+        attn_params(p, t, 4, 6, 2, 8, g);
     }
     expect_clean(p);
     amk_task_set_int(p, 1, "n_off", 0); /* both on kv head 0 */
@@ -931,6 +937,20 @@ static void test_race_waw_argmax_parts(void) {
     amk_program_free(p);
 }
 
+/* p is rejected with exactly two errors: one a and one b. */
+static void expect_two(const amk_program *p, amk_check a, amk_check b) {
+    amk_report r;
+    CHECK_EQ_INT(amk_program_validate(p, &r), AMK_ERR_REJECTED);
+    CHECK_EQ_INT(count_id(&r, a), 1);
+    CHECK_EQ_INT(count_id(&r, b), 1);
+    CHECK_EQ_INT(r.n_errors, 2);
+    amk_report_free(&r);
+}
+
+/* An accumulator not ordered after the FILL that starts its sum: RACE_READ (it may add before the
+   FILL writes) and RACE_WAW (the FILL's group before the accumulators'), nothing else. */
+static void expect_unordered_accum(const amk_program *p) { expect_two(p, AMK_CHECK_RACE_READ, AMK_CHECK_RACE_WAW); }
+
 /* Accumulating writers (RMSNORM_MLP): tiles of one counter may add into one buffer unordered;
    each needs every other writer (the FILL that starts the sum) ordered before it, and one to
    exist; a reader needs all of them before it; a plain writer among them still races. */
@@ -960,14 +980,7 @@ static void test_accumulate(void) {
     amk_task_set_int(p, 2, "n_off", 0); /* overlapping tiles: additions still commute */
     expect_clean(p);
     p->tasks[3].n_waits = 0; /* one tile not after the FILL: it may add before the FILL writes */
-    {
-        amk_report r;
-        CHECK_EQ_INT(amk_program_validate(p, &r), AMK_ERR_REJECTED);
-        CHECK_EQ_INT(count_id(&r, AMK_CHECK_RACE_READ), 1);
-        CHECK_EQ_INT(count_id(&r, AMK_CHECK_RACE_WAW), 1); /* the FILL's group before the tiles' */
-        CHECK_EQ_INT(r.n_errors, 2);
-        amk_report_free(&r);
-    }
+    expect_unordered_accum(p);
     CHECK(strstr(first_message(p, AMK_CHECK_RACE_READ, buf, sizeof buf), "accumulates onto") != NULL);
     amk_task_add_wait(p, 3, c_f, 1);
     expect_clean(p);
@@ -1019,14 +1032,7 @@ static void test_accumulate_attention_o(void) {
     in[0] = q; in[1] = kc; in[2] = vc; in[3] = pos; in[4] = wo; in[5] = q;
     for (k = 0; k < 2; k++) { /* kv head k's rows 4k.. of W_oT */
         t = amk_program_add_task(p, AMK_OP_ATTENTION_O, in, k == 0 ? 6 : 5, o, 1, c_a, "attention_o");
-        amk_task_set_int(p, t, "head_dim", 2);
-        amk_task_set_int(p, t, "kv_start", 0);
-        amk_task_set_int(p, t, "kv_len", 4);
-        amk_task_set_real(p, t, "scale", 0.5);
-        amk_task_set_int(p, t, "n_heads", 4);
-        amk_task_set_int(p, t, "n_kv_heads", 2);
-        amk_task_set_int(p, t, "n_off", k);
-        amk_task_set_int(p, t, "N_tile", 1);
+        attn_params(p, t, 2, 4, 2, 4, k);
         amk_task_set_int(p, t, "m_off", 4 * k);
         amk_task_set_int(p, t, "M_tile", 4);
         amk_task_add_wait(p, t, c_f, 1);
@@ -1042,14 +1048,7 @@ static void test_accumulate_attention_o(void) {
     amk_task_add_wait(p, t, c_a, 3);
     expect_clean(p);
     p->tasks[2].n_waits = 0; /* the second ATTENTION_O not after the FILL */
-    {
-        amk_report r;
-        CHECK_EQ_INT(amk_program_validate(p, &r), AMK_ERR_REJECTED);
-        CHECK_EQ_INT(count_id(&r, AMK_CHECK_RACE_READ), 1);
-        CHECK_EQ_INT(count_id(&r, AMK_CHECK_RACE_WAW), 1); /* the FILL's group before the tasks' */
-        CHECK_EQ_INT(r.n_errors, 2);
-        amk_report_free(&r);
-    }
+    expect_unordered_accum(p);
     amk_program_free(p);
 }
 
@@ -1528,14 +1527,7 @@ static void test_loaded_json(void) {
         }
     }
     p->tasks[0].outputs[0] = 0; /* now it writes its own IO_INPUT and the output is unreached */
-    {
-        amk_report rep;
-        CHECK_EQ_INT(amk_program_validate(p, &rep), AMK_ERR_REJECTED);
-        CHECK_EQ_INT(count_id(&rep, AMK_CHECK_WRITE_READONLY), 1);
-        CHECK_EQ_INT(count_id(&rep, AMK_CHECK_OUTPUT_UNREACHED), 1);
-        CHECK_EQ_INT(rep.n_errors, 2);
-        amk_report_free(&rep);
-    }
+    expect_two(p, AMK_CHECK_WRITE_READONLY, AMK_CHECK_OUTPUT_UNREACHED);
     amk_program_free(p);
 }
 
