@@ -12945,6 +12945,28 @@ AMK__FN int amk__lb_proj_residual(amk__lb *b, int a, int w, int resid, int out, 
     return c_add;
 }
 
+/* Decode attention task t's params: the config's heads, the window [start, start + len), scale
+   1/sqrt(head_dim); with g >= 0 (ATTENTION_DECODE, ATTENTION_O) kv head g alone. */
+AMK__FN void amk__lb_attn_params(amk__lb *b, int t, int64_t start, int64_t len, int g) {
+    const amk_llama_config *c = b->c;
+    amk_task_set_int(b->p, t, "head_dim", c->head_dim);
+    amk_task_set_int(b->p, t, "kv_start", start);
+    amk_task_set_int(b->p, t, "kv_len", len);
+    amk_task_set_real(b->p, t, "scale", 1.0 / sqrt((double)c->head_dim));
+    amk_task_set_int(b->p, t, "n_heads", c->n_heads);
+    amk_task_set_int(b->p, t, "n_kv_heads", c->n_kv_heads);
+    if (g >= 0) { amk_task_set_int(b->p, t, "n_off", g); amk_task_set_int(b->p, t, "N_tile", 1); }
+}
+
+/* A FILL of out with 0 (the start of a sum) after the n_wait waits of wait_c/wait_n, signalling
+   counter. Returns the task, or -1. */
+AMK__FN int amk__lb_zero(amk__lb *b, int out, int counter, const int *wait_c, const int *wait_n, int n_wait,
+                        const char *label) {
+    const int t = amk__lb_task(b, AMK_OP_FILL, NULL, 0, out, counter, wait_c, wait_n, n_wait, 0, label);
+    if (t >= 0) amk_task_set_real(b->p, t, "scale", 0.0);
+    return t;
+}
+
 /* The attention tasks of one layer (S KV splits of window rows) reading q and the caches; each
    signals c_att after wc/wn. Fused: ATTENTION_DECODE per kv head and split (kv_len the full
    window, cut at pos on the device); else ATTENTION_TILE per split (kv_len set per step by
@@ -12970,13 +12992,7 @@ AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int 
                              c_att, wc, wn, nwait, 2LL * len * (fused ? c->head_dim : kv_rows) * (amk_dtype_bits(ad) / 8),
                              label);
             if (t < 0) return -1;
-            amk_task_set_int(b->p, t, "head_dim", c->head_dim);
-            amk_task_set_int(b->p, t, "kv_start", start);
-            amk_task_set_int(b->p, t, "kv_len", fused ? len : 0);
-            amk_task_set_real(b->p, t, "scale", 1.0 / sqrt((double)c->head_dim));
-            amk_task_set_int(b->p, t, "n_heads", c->n_heads);
-            amk_task_set_int(b->p, t, "n_kv_heads", c->n_kv_heads);
-            if (fused) { amk_task_set_int(b->p, t, "n_off", g); amk_task_set_int(b->p, t, "N_tile", 1); }
+            amk__lb_attn_params(b, t, start, fused ? len : 0, fused ? g : -1);
             if (S > 1) amk_task_set_int(b->p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
         }
     }
@@ -13004,14 +13020,7 @@ AMK__FN int amk__lb_attention_o(amk__lb *b, int layer, int q, int kc, int vc, in
             t = amk__lb_task(b, AMK_OP_ATTENTION_O, ins, n == 0 ? 6 : 5, h, c_att, &wait_c, &n_wait, 1,
                              kv_bytes + nt * c->hidden * (amk_dtype_bits(b->o.weight_dtype) / 8), label);
             if (t < 0) return -1;
-            amk_task_set_int(b->p, t, "head_dim", c->head_dim);
-            amk_task_set_int(b->p, t, "kv_start", 0);
-            amk_task_set_int(b->p, t, "kv_len", max_seq);
-            amk_task_set_real(b->p, t, "scale", 1.0 / sqrt((double)c->head_dim));
-            amk_task_set_int(b->p, t, "n_heads", c->n_heads);
-            amk_task_set_int(b->p, t, "n_kv_heads", c->n_kv_heads);
-            amk_task_set_int(b->p, t, "n_off", g);
-            amk_task_set_int(b->p, t, "N_tile", 1);
+            amk__lb_attn_params(b, t, 0, max_seq, g);
             amk_task_set_int(b->p, t, "m_off", off);
             amk_task_set_int(b->p, t, "M_tile", nt);
             n++;
@@ -13125,9 +13134,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             int qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
             rows += rows % 2; /* why: RoPE pairs (2i, 2i+1) stay inside one tile */
             if (ao && i == 0) { /* h.0 starts at 0, before the step's first attention (it waits like a tile) */
-                t = amk__lb_task(&b, AMK_OP_FILL, NULL, 0, h, c_qkv, NULL, NULL, 0, 0, "L0 attention start");
-                if (t < 0) goto fail;
-                amk_task_set_real(p, t, "scale", 0.0);
+                if (amk__lb_zero(&b, h, c_qkv, NULL, NULL, 0, "L0 attention start") < 0) goto fail;
                 n_qkv++;
             }
             ins[0] = x; ins[1] = w_an; ins[3] = pos;
@@ -13156,18 +13163,14 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                    ATTENTION_O it counts with those tasks, so the MLP tiles wait on one counter */
                 c_f = ao ? c_att : amk_program_add_counter(p, "residual start");
                 snprintf(label, sizeof label, "L%d residual start", i);
-                t = amk__lb_task(&b, AMK_OP_FILL, NULL, 0, xo, c_f, &wc, &n_qkv, 1, 0, label);
-                if (t < 0) goto fail;
-                amk_task_set_real(p, t, "scale", 0.0);
+                if (amk__lb_zero(&b, xo, c_f, &wc, &n_qkv, 1, label) < 0) goto fail;
                 n_fill += ao;
             }
             h_next = -1;
             if (ao && i + 1 < L && n_att >= 0) { /* the next layer's h starts at 0 here, off its path */
                 h_next = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, H, 0, 2, NULL, "h.%d", i + 1);
                 snprintf(label, sizeof label, "L%d attention start", i + 1);
-                t = amk__lb_task(&b, AMK_OP_FILL, NULL, 0, h_next, c_att, &wc, &n_qkv, 1, 0, label);
-                if (t < 0) goto fail;
-                amk_task_set_real(p, t, "scale", 0.0);
+                if (amk__lb_zero(&b, h_next, c_att, &wc, &n_qkv, 1, label) < 0) goto fail;
                 n_fill++;
             }
         } else {

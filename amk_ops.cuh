@@ -1820,15 +1820,25 @@ static __device__ __forceinline__ int64_t amk_rows_stage_bytes(const amk_op_ctx 
     return Wd->ptr % 16 == 0 ? AMK_ROWS_STAGE_BYTES(esz, Wd->shape[1], nt) : 0;
 }
 
-/* Those rows into ws: one bulk copy by the helper thread on the VM's mbarrier, before the op's
-   wait. why the VM's mbarrier: initialising one in the op (its release fence waited for the
-   thread's earlier stores) delayed the op's start by ~0.5 us (bench/RESULTS.md run 151) */
-static __device__ __forceinline__ void amk_rows_stage(const amk_op_ctx *c, char *ws, int64_t n0, int64_t wsb) {
+/* Those rows into ws (all threads call it): one bulk copy by the helper thread on the VM's
+   mbarrier, before the op's wait. Returns the parity of the copy's phase: every thread waits for
+   it (amk_ptx_mbar_wait) before it reads ws or returns, then, after a barrier, amk_rows_done
+   counts the phase. why the VM's mbarrier: initialising one in the op (its release fence waited for
+   the thread's earlier stores) delayed the op's start by ~0.5 us (bench/RESULTS.md run 151) */
+static __device__ __forceinline__ uint32_t amk_rows_stage(const amk_op_ctx *c, char *ws, int64_t n0, int64_t wsb) {
+    const uint32_t par = *c->mbar_uses & 1u; /* why here: every thread reads it before the count */
     if (amk_tid() == AMK_AUX_TID) {
         amk_ptx_fence_proxy_async_smem(); /* why: earlier ops' generic accesses to this memory first */
         amk_ptx_bulk_copy(ws, (const char *)c->in[4].ptr + n0 * c->in[4].shape[1] * (c->in[4].dtype == AMK_DTYPE_F32 ? 4 : 2),
                           (uint32_t)wsb, c->mbar);
     }
+    return par;
+}
+
+/* After every thread waited for the staged rows and passed a barrier: the phase is counted, so
+   the next op's copy waits on the other parity. */
+static __device__ __forceinline__ void amk_rows_done(const amk_op_ctx *c) {
+    if (amk_tid() == AMK_AUX_TID) (*c->mbar_uses)++;
 }
 
 /* The accumulating ops' second half, rows m0 .. m0+mr of out: out[m, h] += sum_j ys[(m - m0) * nt
@@ -1900,7 +1910,6 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     uint64_t optr = c->out[0].ptr;
     int odt = c->out[0].dtype;
     int64_t dyn = amk_ptx_dynamic_smem_size(), wsb = 0;
-    float *ys = smem;
     char *ws = NULL;
     uint32_t wpar = 0;
     if (fo) {
@@ -1911,12 +1920,11 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
         if (want > 0 && wso - ysb >= AMK_ATTN_DECODE_LEAST(hd, amk_ntid())) {
             wsb = want;
             ws = (char *)smem + wso;
-            wpar = *c->mbar_uses & 1u; /* read by every thread before the issuer counts the use */
-            amk_rows_stage(c, ws, P->m_off, wsb);
+            wpar = amk_rows_stage(c, ws, P->m_off, wsb);
         }
-        dyn = (wsb ? wso : dyn & ~(int64_t)15) - ysb;
-        ys = (float *)((char *)smem + dyn);
-        optr = (uint64_t)(uintptr_t)ys - (uint64_t)base * 4u; /* why: the attention stores head h's dim e at h * hd + e */
+        dyn = (wsb ? wso : dyn & ~(int64_t)15) - ysb; /* ys, the results, from here */
+        /* why base below ys: the attention stores head h's dim e at h * hd + e */
+        optr = (uint64_t)(uintptr_t)smem + (uint64_t)dyn - (uint64_t)base * 4u;
         odt = AMK_DTYPE_F32;
     }
     if (!amk_attn_decode_mma(c, smem, optr, odt, dyn)) amk_attn_decode_cc(c, smem, optr, odt, dyn);
@@ -1924,14 +1932,13 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     __syncthreads(); /* ys is complete; c->go and c->error are final */
     if (c->go && !c->error) {
         if (wsb) amk_ptx_mbar_wait(c->mbar, wpar); /* the rows landed (every thread waits) */
-        amk_rows_add(c, ys + (P->m_off - (int64_t)P->n_off * (P->n_heads / P->n_kv_heads) * P->head_dim), ws, 0, 1,
-                     P->m_off, P->M_tile);
+        amk_rows_add(c, (const float *)(uintptr_t)optr + P->m_off, ws, 0, 1, P->m_off, P->M_tile);
     } else if (wsb) {
         amk_ptx_mbar_wait(c->mbar, wpar); /* why: no copy may land after the op gave up */
     }
     if (wsb) {
         __syncthreads();
-        if (amk_tid() == AMK_AUX_TID) (*c->mbar_uses)++; /* every thread waited: the barrier above */
+        amk_rows_done(c);
     }
 }
 
@@ -1958,7 +1965,6 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int staged = wsb > 0 && mc0 >= 1;
     const int64_t mc = staged ? mc0 : amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, per_row);
     char *ws = staged ? (char *)smem + wso : NULL;
-    const uint32_t wpar = *c->mbar_uses & 1u; /* read by every thread before the issuer counts the use */
     float *xs = smem;          /* [mc, K] normalised rows of x */
     float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */
     float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
@@ -1967,11 +1973,11 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
-    if (staged) amk_rows_stage(c, ws, n_begin, wsb); /* weights, before the wait */
+    const uint32_t wpar = staged ? amk_rows_stage(c, ws, n_begin, wsb) : 0u; /* weights, before the wait */
     if (!amk_op_go(c)) {
         if (staged) amk_ptx_mbar_wait(c->mbar, wpar); /* why: no copy may land after the op gave up */
         __syncthreads();
-        if (staged && amk_tid() == AMK_AUX_TID) (*c->mbar_uses)++;
+        if (staged) amk_rows_done(c);
         return;
     }
     /* why: the first position is loaded before staging and checked after it, so its load
@@ -2072,7 +2078,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
             __syncthreads();
         }
     }
-    if (staged && amk_tid() == AMK_AUX_TID) (*c->mbar_uses)++; /* every thread waited: the barrier above */
+    if (staged) amk_rows_done(c); /* every thread waited: the barrier above */
 }
 
 /* The binary elementwise ops, out[e] = f(a[e], b[e]); op is a compile-time constant at each call

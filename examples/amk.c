@@ -71,6 +71,17 @@ static int cli_parse_splits(const cli_cmd *cmd, const char *s, int *out) {
     return CLI_OK;
 }
 
+/* --mlp-steps / --attn-steps (opt): "1" -> 1 (one step), "2" -> 0 (two), else a usage error. */
+static int cli_parse_steps(const cli_cmd *cmd, const char *opt, const char *s, int *one_step) {
+    char what[96];
+    if (strcmp(s, "1") != 0 && strcmp(s, "2") != 0) {
+        snprintf(what, sizeof what, "%s '%.64s'", opt, s);
+        return cli_usage_error(cmd, "bad %s (1 or 2)", what);
+    }
+    *one_step = s[0] == '1';
+    return CLI_OK;
+}
+
 static const char *cli_plural(int64_t n) { return n == 1 ? "" : "s"; }
 
 /* "1.50 MiB" style; exact bytes below 1 KiB. */
@@ -632,16 +643,9 @@ static int cli_llm_opts(const cli_cmd *cmd, const cli_llm_args *a, amk_llm_opts 
         o->timeout_ms = (double)v;
     }
     o->build.spec_ops = a->spec_ops;
-    if (a->mlp_steps) {
-        if (strcmp(a->mlp_steps, "1") != 0 && strcmp(a->mlp_steps, "2") != 0)
-            return cli_usage_error(cmd, "bad --mlp-steps '%s' (1 or 2)", a->mlp_steps);
-        o->build.mlp_accum = a->mlp_steps[0] == '1';
-    }
-    if (a->attn_steps) {
-        if (strcmp(a->attn_steps, "1") != 0 && strcmp(a->attn_steps, "2") != 0)
-            return cli_usage_error(cmd, "bad --attn-steps '%s' (1 or 2)", a->attn_steps);
-        o->build.attn_o = a->attn_steps[0] == '1';
-    }
+    if (a->mlp_steps && (rc = cli_parse_steps(cmd, "--mlp-steps", a->mlp_steps, &o->build.mlp_accum)) != CLI_OK) return rc;
+    if (a->attn_steps && (rc = cli_parse_steps(cmd, "--attn-steps", a->attn_steps, &o->build.attn_o)) != CLI_OK)
+        return rc;
     if (a->dtype) {
         int t = amk_dtype_from_name(a->dtype);
         if (t != AMK_DTYPE_F32 && t != AMK_DTYPE_BF16 && t != AMK_DTYPE_F16)
