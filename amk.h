@@ -4142,15 +4142,24 @@ AMK__FN int amk__opshape_finite(double v) { return v == v && fabs(v) <= (double)
    BUFFER_ENUM, BUFFER_SHAPE) so a direct amk_ref_exec call can never read out of bounds.
    Returns 1 if fine; else 0 with *which (OP_SHAPE, OP_DTYPE, PARAM_VALUE or OP_UNSUPPORTED) and a
    message naming the buffers and numbers. */
-/* The output of an accumulating op (RMSNORM_MLP, ATTENTION_O): F32 (the device adds with F32
-   atomics) in a kind written during a launch. 0 and the failure in c. */
-AMK__FN int amk__opshape_accum_out(const amk__opshape *c, const amk_buffer *out) {
+/* The output of an accumulating op (RMSNORM_MLP, ATTENTION_O), out [M, H] of n_out elements: F32
+   (the device adds with F32 atomics) in a kind written during a launch; resid (input 5, or NULL),
+   n_resid elements, a float of out's size. 0 and the failure in c. */
+AMK__FN int amk__opshape_accum_out(const amk__opshape *c, const amk_buffer *out, int64_t n_out, int64_t M, int64_t H,
+                                   const amk_buffer *resid, int64_t n_resid) {
+    int64_t mh;
     if (out->dtype != AMK_DTYPE_F32)
         return amk__opshape_fail(c, AMK_CHECK_OP_DTYPE, "out '%s' accumulates, so it must be F32, not %s",
                                  amk__opshape_name(out), amk_dtype_name(out->dtype));
     if (out->kind != AMK_KIND_ACTIVATION && out->kind != AMK_KIND_IO_OUTPUT)
         return amk__opshape_fail(c, AMK_CHECK_OP_UNSUPPORTED, "out '%s' accumulates, so it must be an "
                                  "ACTIVATION or IO_OUTPUT", amk__opshape_name(out));
+    if (!amk__mul_i64(M, H, &mh) || n_out != mh || amk__opshape_last(out) != H)
+        return amk__opshape_fail(c, AMK_CHECK_OP_SHAPE, "out '%s' has %lld elements, needs [M, H] = [%lld, %lld]",
+                                 amk__opshape_name(out), (long long)n_out, (long long)M, (long long)H);
+    if (resid && (n_resid != mh || !amk_dtype_is_float(resid->dtype)))
+        return amk__opshape_fail(c, AMK_CHECK_OP_SHAPE, "resid '%s' must be float with %lld elements (out's)",
+                                 amk__opshape_name(resid), (long long)mh);
     return 1;
 }
 
@@ -4402,13 +4411,7 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
             if (P.M_tile < 1 || P.m_off < a0 || (int64_t)P.m_off + P.M_tile > a1)
                 AMK__OPS_FAIL(PARAM_VALUE, "rows m_off = %d, M_tile = %d are outside the kv heads' [%lld, %lld)",
                               P.m_off, P.M_tile, (long long)a0, (long long)a1);
-            if (!amk__opshape_accum_out(&c, out)) return 0;
-            if (n_out != H || amk__opshape_last(out) != H)
-                AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, needs [1, H = %lld]", amk__opshape_name(out),
-                              (long long)n_out, (long long)H);
-            if (ni == 6 && (n_in[5] != H || !amk_dtype_is_float(in[5]->dtype)))
-                AMK__OPS_FAIL(OP_SHAPE, "resid '%s' must be a float of H = %lld elements", amk__opshape_name(in[5]),
-                              (long long)H);
+            if (!amk__opshape_accum_out(&c, out, n_out, 1, H, ni == 6 ? in[5] : NULL, ni == 6 ? n_in[5] : 0)) return 0;
             break;
         }
         want = (int64_t)P.n_heads * P.head_dim;
@@ -4641,17 +4644,11 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         }
         if (mlp) { /* W_downT [N, H] maps the tile's N_tile values onto out [M, H] (+ resid [M, H]) */
             const amk_buffer *Wd = in[4];
-            int64_t H = Wd->shape[1], mh;
             if (Wd->rank != 2 || Wd->shape[0] != N || !amk_dtype_is_float(Wd->dtype))
                 AMK__OPS_FAIL(OP_SHAPE, "W_downT '%s' must be a float [N = %lld, H]", amk__opshape_name(Wd),
                               (long long)N);
-            if (!amk__opshape_accum_out(&c, out)) return 0;
-            if (!amk__mul_i64(M, H, &mh) || n_out != mh || amk__opshape_last(out) != H)
-                AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, needs [M, H] = [%lld, %lld]",
-                              amk__opshape_name(out), (long long)n_out, (long long)M, (long long)H);
-            if (ni == 6 && (n_in[5] != mh || !amk_dtype_is_float(in[5]->dtype)))
-                AMK__OPS_FAIL(OP_SHAPE, "resid '%s' must be float with %lld elements (out's)",
-                              amk__opshape_name(in[5]), (long long)mh);
+            if (!amk__opshape_accum_out(&c, out, n_out, M, Wd->shape[1], ni == 6 ? in[5] : NULL, ni == 6 ? n_in[5] : 0))
+                return 0;
         } else if (flags & AMK_GEMV_FLAG_KV_ROW) {
             if (n_out % N || n_out < N)
                 AMK__OPS_FAIL(OP_SHAPE, "cache '%s' has %lld elements, not whole rows of W's N = %lld",
@@ -11743,7 +11740,7 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         }
         return w > least ? w : least;
     }
-    case AMK_OP_RMSNORM_MLP: { /* + its rows of W_downT, when amk_mlp_stage_bytes stages them */
+    case AMK_OP_RMSNORM_MLP: { /* + its rows of W_downT, when they stage (amk__rows_stage_bytes) */
         const amk_buffer *Wd = amk__cuda_input(p, t, 4);
         const int64_t nt = amk__param_i(t, "N_tile", 0);
         const int64_t b = Wd && Wd->rank == 2 ? amk__rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
@@ -12880,11 +12877,11 @@ AMK__FN int amk__lb_rope(amk__lb *b, int x, int pos, int out, int counter, int w
 }
 
 /* Tiles of opcode op over N weight rows of K columns: ins[0..n_in) are the task inputs (the
-   matrices among them count n_mats times in est_bytes), rows per tile; all signal counter after
-   all wait_n[k] producers of each wait_c[k], k < n_wait, in that order. Tasks get K, N_tile,
-   n_off (and eps for the fused RMSNORM_*
-   ops); flags != 0 is set on each too. Returns the tile count, or -1. The tiles are the last
-   tasks of the program. */
+   matrices among them count n_mats times in est_bytes; RMSNORM_MLP's last, the residual, goes to
+   the first tile only: it is added once), rows per tile; all signal counter after all wait_n[k]
+   producers of each wait_c[k], k < n_wait, in that order. Tasks get K, N_tile, n_off (and eps for
+   the fused RMSNORM_* ops); flags != 0 is set on each too. Returns the tile count, or -1. The
+   tiles are the last tasks of the program. */
 AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_mats, int out, int counter,
                          int64_t N, int64_t K, int rows, const int *wait_c, const int *wait_n, int n_wait,
                          int flags, const char *what, int layer) {
@@ -12896,12 +12893,14 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
         int t;
         char label[64];
         snprintf(label, sizeof label, "L%d %s[%lld:%lld]", layer, what, (long long)off, (long long)(off + nt));
-        t = amk__lb_task(b, op, ins, n_in, out, counter, wait_c, wait_n, n_wait, n_mats * nt * K * wbytes, label);
+        t = amk__lb_task(b, op, ins, op == AMK_OP_RMSNORM_MLP && off > 0 ? n_in - 1 : n_in, out, counter, wait_c, wait_n,
+                         n_wait, n_mats * nt * K * wbytes, label);
         if (t < 0) return -1;
         amk_task_set_int(b->p, t, "K", K);
         amk_task_set_int(b->p, t, "N_tile", nt);
         amk_task_set_int(b->p, t, "n_off", off);
-        if (op == AMK_OP_RMSNORM_GEMV || op == AMK_OP_RMSNORM_SWIGLU) amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
+        if (op == AMK_OP_RMSNORM_GEMV || op == AMK_OP_RMSNORM_SWIGLU || op == AMK_OP_RMSNORM_MLP)
+            amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
         if (flags) amk_task_set_int(b->p, t, "flags", flags);
         if (flags & AMK_GEMV_FLAG_ROPE) amk__lb_rope_params(b, t);
         n_tiles++;
@@ -13230,25 +13229,12 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         }
         if (c_o < 0) goto fail;
         /* MLP block */
-        if (accum) { /* x.(i+1) = 0 (the FILL above) + h + the tiles' shares of down */
-            int wc[1], wn[1];
-            const int64_t tr = mlp_rows;
-            int64_t off;
+        if (accum) { /* x.(i+1) = 0 (the FILL above) + h (by the first tile) + the tiles' shares of down */
             c_d = amk_program_add_counter(p, "mlp tiles");
             ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u; ins[4] = w_dn; ins[5] = h;
-            wc[0] = c_o; wn[0] = n_o; /* the FILL is ordered before through the O tiles */
-            for (off = 0, n_d = 0; off < I; off += tr, n_d++) {
-                const int64_t nt = I - off < tr ? I - off : tr;
-                snprintf(label, sizeof label, "L%d mlp[%lld:%lld]", i, (long long)off, (long long)(off + nt));
-                /* why: the first tile also adds the residual h, once */
-                t = amk__lb_task(&b, AMK_OP_RMSNORM_MLP, ins, off == 0 ? 6 : 5, xo, c_d, wc, wn, 1,
-                                 3 * nt * H * (amk_dtype_bits(wd) / 8), label);
-                if (t < 0) goto fail;
-                amk_task_set_int(p, t, "K", H);
-                amk_task_set_int(p, t, "N_tile", nt);
-                amk_task_set_int(p, t, "n_off", off);
-                amk_task_set_real(p, t, "eps", c->rms_eps);
-            }
+            /* the FILL is ordered before through the O tiles (c_o) */
+            n_d = amk__lb_tiles(&b, AMK_OP_RMSNORM_MLP, ins, 6, 3, xo, c_d, I, H, mlp_rows, &c_o, &n_o, 1, 0, "mlp", i);
+            if (n_d < 0) goto fail;
         } else {
             int a = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "act.%d", i), c_a, n_a;
             if (fused) { /* norm + gate/up + SiLU*up in one tile */

@@ -1822,8 +1822,8 @@ static __device__ __forceinline__ int64_t amk_rows_stage_bytes(const amk_op_ctx 
 
 /* Those rows into ws (all threads call it): one bulk copy by the helper thread on the VM's
    mbarrier, before the op's wait. Returns the parity of the copy's phase: every thread waits for
-   it (amk_ptx_mbar_wait) before it reads ws or returns, then, after a barrier, amk_rows_done
-   counts the phase. why the VM's mbarrier: initialising one in the op (its release fence waited for
+   it (amk_ptx_mbar_wait) before it reads ws, and the op ends with amk_rows_release (or a
+   barrier, then amk_rows_done), which counts the phase. why the VM's mbarrier: initialising one in the op (its release fence waited for
    the thread's earlier stores) delayed the op's start by ~0.5 us (bench/RESULTS.md run 151) */
 static __device__ __forceinline__ uint32_t amk_rows_stage(const amk_op_ctx *c, char *ws, int64_t n0, int64_t wsb) {
     const uint32_t par = *c->mbar_uses & 1u; /* why here: every thread reads it before the count */
@@ -1839,6 +1839,14 @@ static __device__ __forceinline__ uint32_t amk_rows_stage(const amk_op_ctx *c, c
    the next op's copy waits on the other parity. */
 static __device__ __forceinline__ void amk_rows_done(const amk_op_ctx *c) {
     if (amk_tid() == AMK_AUX_TID) (*c->mbar_uses)++;
+}
+
+/* An op's end with staged rows (every thread): the copy of parity par landed (why also when the op
+   gave up: no copy may land after it), the block met, the phase counted. */
+static __device__ __forceinline__ void amk_rows_release(const amk_op_ctx *c, uint32_t par) {
+    amk_ptx_mbar_wait(c->mbar, par);
+    __syncthreads();
+    amk_rows_done(c);
 }
 
 /* The accumulating ops' second half, rows m0 .. m0+mr of out: out[m, h] += sum_j ys[(m - m0) * nt
@@ -1933,13 +1941,8 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     if (c->go && !c->error) {
         if (wsb) amk_ptx_mbar_wait(c->mbar, wpar); /* the rows landed (every thread waits) */
         amk_rows_add(c, (const float *)(uintptr_t)optr + P->m_off, ws, 0, 1, P->m_off, P->M_tile);
-    } else if (wsb) {
-        amk_ptx_mbar_wait(c->mbar, wpar); /* why: no copy may land after the op gave up */
     }
-    if (wsb) {
-        __syncthreads();
-        amk_rows_done(c);
-    }
+    if (wsb) amk_rows_release(c, wpar);
 }
 
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
@@ -1975,9 +1978,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     }
     const uint32_t wpar = staged ? amk_rows_stage(c, ws, n_begin, wsb) : 0u; /* weights, before the wait */
     if (!amk_op_go(c)) {
-        if (staged) amk_ptx_mbar_wait(c->mbar, wpar); /* why: no copy may land after the op gave up */
-        __syncthreads();
-        if (staged) amk_rows_done(c);
+        if (staged) amk_rows_release(c, wpar);
         return;
     }
     /* why: the first position is loaded before staging and checked after it, so its load
