@@ -11697,6 +11697,32 @@ AMK__FN int amk__cuda_attn_mma(const amk_program *p, const amk_task *t) {
            vc->dtype == AMK_DTYPE_BF16 && hd > 0 && hd % 16 == 0 && hd <= 256;
 }
 
+/* The shared memory of task t's lean form (amk_norm_gemv_lean in amk_ops.cuh, whose conditions this
+   mirrors where the host can see them), or 0 when it has none: an RMSNORM_GEMV tile its RoPE
+   pairs' cos and sin, norm weights and rows of W, an RMSNORM_MLP tile its values, norm weights, gate
+   and up rows and rows of W_downT; then x. */
+AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, int threads) {
+    const amk_buffer *x = amk__cuda_input(p, t, 0), *nw = amk__cuda_input(p, t, 1), *W = amk__cuda_input(p, t, 2);
+    const amk_buffer *o = t->n_outputs > 0 && t->outputs[0] >= 0 && t->outputs[0] < p->n_buffers ? &p->buffers[t->outputs[0]] : NULL;
+    const int mlp = t->op == AMK_OP_RMSNORM_MLP;
+    const amk_buffer *Wu = mlp ? amk__cuda_input(p, t, 3) : NULL, *Wd = mlp ? amk__cuda_input(p, t, 4) : NULL;
+    const int64_t K = amk__param_i(t, "K", 0), nt = amk__param_i(t, "N_tile", 0);
+    int64_t rows;
+    if ((t->op != AMK_OP_RMSNORM_GEMV && !mlp) || !x || !nw || !W || K < 8 || K % 8 != 0 ||
+        K > 128 * AMK_LEAN_PPL || amk_buffer_numel(x) != K || x->dtype != AMK_DTYPE_F32 || W->dtype != AMK_DTYPE_BF16 ||
+        (!mlp && (!o || (o->dtype != AMK_DTYPE_F32 && o->dtype != AMK_DTYPE_BF16))) ||
+        nw->dtype != AMK_DTYPE_F32 || nt < 1 ||
+        (mlp ? nt : (nt + 1) / 2) > threads / 32 - (!mlp && (amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE) != 0))
+        return 0;
+    rows = nt * K * 2; /* W's, or W_gate's and W_up's and W_downT's */
+    if (mlp) {
+        const int64_t wsb = Wu && Wd && Wu->dtype == AMK_DTYPE_BF16 && Wd->rank == 2 ? amk__rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
+        if (!wsb) return 0;
+        rows = 2 * rows + wsb;
+    }
+    return ((((nt * 4 + 15) & ~(int64_t)15) + K * 4 + rows + 15) & ~(int64_t)15) + K * 4; /* amk_lean_form's layout */
+}
+
 /* The dynamic shared memory task t would like: its fastest path, never less than
    amk__cuda_smem_least (the device ops adapt to anything in between). why not always the opt-in
    maximum: shared memory and L1 share one 256 KB array a SM, so every byte asked for leaves less
@@ -11744,7 +11770,12 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         const amk_buffer *Wd = amk__cuda_input(p, t, 4);
         const int64_t nt = amk__param_i(t, "N_tile", 0);
         const int64_t b = Wd && Wd->rank == 2 ? amk__rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
-        return least + (b ? b + 16 : 0); /* + the rows' 16-byte alignment */
+        const int64_t lean = amk__cuda_lean_bytes(p, t, threads);
+        return lean > least + (b ? b + 16 : 0) ? lean : least + (b ? b + 16 : 0); /* + the rows' 16-byte alignment */
+    }
+    case AMK_OP_RMSNORM_GEMV: {
+        const int64_t lean = amk__cuda_lean_bytes(p, t, threads);
+        return lean > least ? lean : least;
     }
     case AMK_OP_ATTENTION_COMBINE: { /* the heads' weights staged (else it recomputes them) */
         const amk_buffer *part = amk__cuda_input(p, t, 0);

@@ -156,6 +156,11 @@ typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each lau
 #ifndef AMK_ROWS_STAGE_MAX
 #define AMK_ROWS_STAGE_MAX 49152
 #endif
+/* The lean decode tiles (amk_ops.cuh: amk_norm_gemv_lean) take x in pieces of 4 elements, at most
+   this many a lane: K <= 128 * AMK_LEAN_PPL. The host mirrors it when it sizes their shared memory. */
+#ifndef AMK_LEAN_PPL
+#define AMK_LEAN_PPL 6
+#endif
 /* The bytes staged for nt rows of H elements of esz bytes (esz 0: a dtype the op does not
    stage), or 0 when they are not staged. The host sizes the launch's shared memory with it, the
    device decides with it. */

@@ -153,11 +153,20 @@ static __device__ __forceinline__ void amk_ptx_mbar_init(uint64_t *bar, uint32_t
                  : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
-static __device__ __forceinline__ void amk_ptx_bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-    const uint32_t b = (uint32_t)__cvta_generic_to_shared(bar);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory");
+static __device__ __forceinline__ void amk_ptx_mbar_arrive_expect(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :: "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(bytes) : "memory");
+}
+/* A copy into a phase already armed for its bytes (amk_ptx_mbar_arrive_expect: one arrival for
+   the phase's copies together). */
+static __device__ __forceinline__ void amk_ptx_bulk_copy_armed(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes), "r"(b) : "memory");
+                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes),
+                    "r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
+}
+static __device__ __forceinline__ void amk_ptx_bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    amk_ptx_mbar_arrive_expect(bar, bytes);
+    amk_ptx_bulk_copy_armed(dst, src, bytes, bar);
 }
 static __device__ __forceinline__ void amk_ptx_mbar_wait(uint64_t *bar, uint32_t parity) {
     uint32_t done;
@@ -1447,8 +1456,7 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
         /* why after the copies: q's shared-memory stores wait for its loads */
         amk_attn_mma_stage_q(qs, q, (int64_t)P->n_off * grp, R, hd, rowb, tid, NT);
         if (pos < 0) { /* uniform: every thread read the same position */
-            amk_ptx_cp_async_wait_all(); /* why: no copy may land in the next task's shared memory */
-            if (tid == 0) amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos);
+                if (tid == 0) amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos);
             return 1;
         }
         if (pos + 1 < r1) r1 = pos + 1;
@@ -1945,6 +1953,196 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     if (wsb) amk_rows_release(c, wpar);
 }
 
+/* ---- the lean decode tiles: RMSNORM_GEMV and RMSNORM_MLP for one row of x with short rows -------
+   why: a tiny model's tiles (SmolLM2: Q/K/V 8 rows of K = 576, MLP 12 gate/up rows) were chains of
+   block-wide parts of ~1 us each whatever their work: x staged in shared memory and its block sum,
+   the rows from global memory, a RoPE pass (bench/NOTES.md session "early"). Here norm_w and the
+   tile's rows (RMSNORM_MLP: gate, up and W_downT's) go to shared memory with bulk copies before the
+   wait. After it only the warps with rows work: they stage x (F32) in shared memory together and
+   meet at a named barrier; then each sums x^2 itself (no block sum) and takes two rows.
+   RMSNORM_GEMV: two adjacent rows, so a RoPE pair (2i, 2i + 1) rotates in the warp, with the cos
+   and sin that one more warp computed while x was in flight; no pass or block barrier follows the
+   sums. RMSNORM_MLP: a gate row and its up row, then the block adds its share of down_proj as
+   amk_op_norm_gemv does. SmolLM2: Q/K/V tiles 3.9 -> 2.1 us, MLP tiles 5.4 -> 4.1, the step
+   0.644 -> 0.578 ms (bench/RESULTS.md run 182). Conditions: one row of x, K a multiple of 8 up to
+   128 * AMK_LEAN_PPL, bf16 W, F32 norm_w and x, F32 or bf16 out, the rows in the launch's shared
+   memory (the host sizes it: amk__cuda_lean_bytes). Returns 0 (nothing done, before the wait) for
+   any other tile. AMK_LEAN 0 (-D) turns the form off. */
+#ifndef AMK_LEAN
+#define AMK_LEAN 1
+#endif
+/* Named barriers: AMK_LEAN_BAR the RoPE warp's cos and sin, AMK_LEAN_BAR + 1 x staged by the row
+   warps. why 5: 1-4 are the tensor-core GEMM's (amk_ptx_bar_warpgroup) */
+#define AMK_LEAN_BAR 5
+/* Named barrier b for n threads (a multiple of 32, whole warps): arrive without waiting, or wait
+   for all n; the writes to shared memory before the arrival are visible after the sync. */
+static __device__ __forceinline__ void amk_ptx_bar_arrive(int b, int n) {
+    asm volatile("bar.arrive %0, %1;" :: "r"(b), "r"(n) : "memory");
+}
+static __device__ __forceinline__ void amk_ptx_bar_sync(int b, int n) {
+    asm volatile("bar.sync %0, %1;" :: "r"(b), "r"(n) : "memory");
+}
+/* The lean tile's layout and form, from the instruction (computed before the wait and again after
+   it: why twice, not kept: held across the wait, the values took registers the rows need, and
+   the VM spilled). */
+typedef struct amk_lean_t {
+    int mlp, rope, kv_row, K, nrw;
+    int64_t nt, n_begin, N, rb, wsb, nso, gso, wso, xso;
+} amk_lean_t;
+static __device__ __forceinline__ amk_lean_t amk_lean_form(const amk_op_ctx *c) {
+    const amk_params_t *P = &c->ins.params;
+    amk_lean_t L;
+    L.mlp = c->ins.op == AMK_OP_RMSNORM_MLP;
+    L.rope = !L.mlp && ((uint32_t)P->flags & AMK_GEMV_FLAG_ROPE) != 0;
+    L.kv_row = !L.mlp && ((uint32_t)P->flags & AMK_GEMV_FLAG_KV_ROW) != 0;
+    L.K = P->K;
+    L.nt = P->N_tile;
+    L.n_begin = P->n_off;
+    L.N = c->in[2].shape[0];
+    L.rb = L.nt * L.K * 2; /* a matrix's rows' bytes */
+    L.wsb = L.mlp ? amk_rows_stage_bytes(c, L.nt) : 0;
+    L.nso = (L.nt * 4 + 15) & ~(int64_t)15;
+    L.gso = L.nso + L.K * 4;
+    L.wso = L.gso + (L.mlp ? 2 : 1) * L.rb;
+    L.xso = (L.wso + L.wsb + 15) & ~(int64_t)15;
+    L.nrw = (int)(L.mlp ? L.nt : (L.nt + 1) / 2); /* the warps with rows; with RoPE warp nrw does the trig */
+    return L;
+}
+
+/* amk_norm_gemv_lean after the wait. */
+static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, float *smem, uint32_t par) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
+    const amk_lean_t L = amk_lean_form(c);
+    const int mlp = L.mlp, rope = L.rope, kv_row = L.kv_row, K = L.K, nrw = L.nrw;
+    const int64_t nt = L.nt, n_begin = L.n_begin, N = L.N, rb = L.rb;
+    const uint32_t flags = mlp ? 0u : (uint32_t)P->flags;
+    const int lane = amk_tid() & 31, warp = amk_tid() >> 5;
+    char *gs = (char *)smem + L.gso, *ws = (char *)smem + L.wso;
+    float *ys = smem, *ns = (float *)((char *)smem + L.nso); /* ys: RMSNORM_MLP's values, or the cos and sin */
+    /* the warp's rows (warps below nrw): RMSNORM_GEMV n0 and n0 + 1 of W; RMSNORM_MLP gate row n0 and
+       up row n0 */
+    const int64_t n0 = n_begin + (mlp ? warp : 2 * warp);
+    const int64_t pos = flags ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
+    /* pos >= numel / N, the cache's rows (why the product: see amk_op_norm_gemv); the same for every thread */
+    const int bad = flags && (pos < 0 || (kv_row && (pos >= INT32_MAX || N >= INT32_MAX ? pos >= o->numel / N
+                                                                                     : (pos + 1) * N > o->numel)));
+    float *xs = (float *)((char *)smem + L.xso);
+    /* RoPE: warp nrw computes the cos and sin of the tile's pairs, a lane a pair, while the warps
+       with rows wait for x (why not each warp its own: the double-precision trig beside x in
+       registers spilled, and on the path after the sums it cost ~0.6 us), and hands them over
+       through named barrier AMK_LEAN_BAR (arrive here, sync in the row warps) */
+    if (rope && warp == nrw && !bad) { /* why not when bad: the row warps will not sync */
+        for (int i = lane; i < nt / 2; i += 32) {
+            const float ang = (float)pos * amk_rope_inv_freq(P, (int)(((n_begin + 2 * i) % P->head_dim) / 2));
+            double sd, cd;
+            sincos((double)ang, &sd, &cd);
+            ys[2 * i] = (float)cd;
+            ys[2 * i + 1] = (float)sd;
+        }
+        amk_ptx_bar_arrive(AMK_LEAN_BAR, (nrw + 1) * 32);
+    }
+    if (warp < nrw) { /* x into shared memory by the row warps together, each piece once (why not a copy
+                         a warp, or x in registers: every SM reads the same lines of x, just summed
+                         at L2; a copy a warp by cp.async cost ~1 us more a tile, and x in
+                         registers took the VM past its 128) */
+        for (int k = 4 * amk_tid(); k < K; k += 4 * 32 * nrw) *(float4 *)(xs + k) = *(const float4 *)((const float *)x->ptr + k);
+        amk_ptx_bar_sync(AMK_LEAN_BAR + 1, nrw * 32);
+    }
+    if (bad) {
+        if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
+        amk_rows_release(c, par);
+        return;
+    }
+    if (warp < nrw) {
+        const int two = mlp || n0 + 1 < n_begin + nt;
+        const uint32_t o0 = (uint32_t)(n0 - n_begin) * (uint32_t)K * 2u, o1 = o0 + (uint32_t)(mlp ? rb : two ? K * 2 : 0);
+        float a0 = 0.0f, a1 = 0.0f, ss = 0.0f;
+        amk_ptx_mbar_wait(c->mbar, par); /* norm_w and the rows landed (long before, as a rule) */
+#pragma unroll
+        for (int u = 0; u < AMK_LEAN_PPL; u++) { /* x^2, and the rows times x * norm_w */
+            const int k = 4 * (lane + 32 * u);
+            if (k < K) {
+                const uint2 ra = *(const uint2 *)(gs + o0 + k * 2), rc = *(const uint2 *)(gs + o1 + k * 2);
+                const float4 v = *(const float4 *)(xs + k), f = *(const float4 *)(ns + k);
+                const float x0 = v.x * f.x, x1 = v.y * f.y, x2 = v.z * f.z, x3 = v.w * f.w;
+                ss = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, ss))));
+                a0 = fmaf(__uint_as_float(ra.x << 16), x0, a0);
+                a0 = fmaf(__uint_as_float(ra.x & 0xFFFF0000u), x1, a0);
+                a0 = fmaf(__uint_as_float(ra.y << 16), x2, a0);
+                a0 = fmaf(__uint_as_float(ra.y & 0xFFFF0000u), x3, a0);
+                a1 = fmaf(__uint_as_float(rc.x << 16), x0, a1);
+                a1 = fmaf(__uint_as_float(rc.x & 0xFFFF0000u), x1, a1);
+                a1 = fmaf(__uint_as_float(rc.y << 16), x2, a1);
+                a1 = fmaf(__uint_as_float(rc.y & 0xFFFF0000u), x3, a1);
+            }
+        }
+        const float inv = 1.0f / sqrtf(amk_warp_sum(ss) / (float)K + P->eps);
+        float y0 = amk_warp_sum(a0) * inv, y1 = amk_warp_sum(a1) * inv;
+        if (mlp) {
+            if (lane == 0) ys[n0 - n_begin] = y0 / (1.0f + expf(-y0)) * y1;
+        } else {
+            if (rope) {
+                amk_ptx_bar_sync(AMK_LEAN_BAR, (nrw + 1) * 32); /* the trig warp's cos and sin */
+                const float cs = ys[2 * warp], sn = ys[2 * warp + 1];
+                const float r0 = y0 * cs - y1 * sn, r1 = y1 * cs + y0 * sn;
+                y0 = r0;
+                y1 = r1;
+            }
+            if (lane < 1 + two) { /* out[n] or the cache row pos (KV_ROW), F32 or BF16 (amk_norm_gemv_lean) */
+                const int64_t e = (kv_row ? pos * N : 0) + n0 + lane;
+                const float y = lane ? y1 : y0;
+                if (o->dtype == AMK_DTYPE_F32) ((float *)o->ptr)[e] = y;
+                else ((__nv_bfloat16 *)o->ptr)[e] = __float2bfloat16_rn(y);
+            }
+        }
+    }
+    if (mlp) {
+        amk_ptx_mbar_wait(c->mbar, par); /* W_downT's rows landed (every thread reads them) */
+        __syncthreads();                 /* ys is complete */
+        amk_rows_add(c, ys, ws, 0, 1, n_begin, nt);
+    }
+    amk_rows_release(c, par);
+}
+
+static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2], *Wu = &c->in[3];
+    const int nw = amk_ntid() >> 5;
+    const amk_lean_t L = amk_lean_form(c);
+    const uint32_t flags = L.mlp ? 0u : (uint32_t)P->flags;
+    /* shared memory, 16-byte aligned: [ys (RMSNORM_MLP) or the pairs' cos and sin (RoPE) | norm_w | W's
+       (gate) rows | up rows | W_downT rows | x] */
+    if ((c->ins.op != AMK_OP_RMSNORM_GEMV && !L.mlp) || x->numel != L.K || L.K % 8 != 0 || L.K > 128 * AMK_LEAN_PPL ||
+        W->dtype != AMK_DTYPE_BF16 || (L.mlp && (Wu->dtype != AMK_DTYPE_BF16 || Wu->ptr % 16 != 0 || L.wsb == 0)) ||
+        x->dtype != AMK_DTYPE_F32 || nwt->dtype != AMK_DTYPE_F32 ||
+        (!L.mlp && c->out[0].dtype != AMK_DTYPE_F32 && c->out[0].dtype != AMK_DTYPE_BF16) ||
+        x->ptr % 16 != 0 || nwt->ptr % 16 != 0 || W->ptr % 16 != 0 || L.nt < 1 || L.nrw > nw - L.rope ||
+        L.n_begin + L.nt > L.N || (L.rope && (L.nt % 2 != 0 || L.n_begin % 2 != 0)) || (flags && c->ins.n_inputs < 4) ||
+        L.xso + L.K * 4 > (int64_t)amk_ptx_dynamic_smem_size())
+        return 0;
+    const uint32_t par = *c->mbar_uses & 1u; /* the copies' phase (amk_rows_stage) */
+    if (amk_tid() == AMK_AUX_TID) { /* the rows and norm_w, before the wait: one phase for all the copies */
+        const int64_t g0 = L.n_begin * L.K * 2;
+        char *gs = (char *)smem + L.gso;
+        amk_ptx_fence_proxy_async_smem(); /* why: earlier ops' generic accesses to this memory first */
+        amk_ptx_mbar_arrive_expect(c->mbar, (uint32_t)(L.wso - L.nso + L.wsb));
+        amk_ptx_bulk_copy_armed((char *)smem + L.nso, (const void *)nwt->ptr, (uint32_t)(L.K * 4), c->mbar);
+        amk_ptx_bulk_copy_armed(gs, (const char *)W->ptr + g0, (uint32_t)L.rb, c->mbar);
+        if (L.mlp) {
+            amk_ptx_bulk_copy_armed(gs + L.rb, (const char *)Wu->ptr + g0, (uint32_t)L.rb, c->mbar);
+            amk_ptx_bulk_copy_armed((char *)smem + L.wso, (const char *)c->in[4].ptr + L.n_begin * c->in[4].shape[1] * (c->in[4].dtype == AMK_DTYPE_F32 ? 4 : 2),
+                                    (uint32_t)L.wsb, c->mbar);
+        }
+    }
+    if (!amk_op_go(c)) {
+        amk_rows_release(c, par);
+        return 1;
+    }
+    amk_norm_gemv_lean_run(c, smem, par);
+    return 1;
+}
+
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const int mlp = c->ins.op == AMK_OP_RMSNORM_MLP, swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU || mlp;
@@ -1972,6 +2170,9 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */
     float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
     int64_t m0, n, i;
+#if AMK_LEAN
+    if (amk_norm_gemv_lean(c, smem)) return;
+#endif
     if (mc < 1) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;

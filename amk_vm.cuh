@@ -17,7 +17,7 @@
    warp streaming weights into a shared-memory ring ahead of the counters, a controller warp) is
    the next step; bench/NOTES.md says where the time goes. Build-time knobs (-D):
    AMK_VM_MAX_THREADS, AMK_VM_EARLY_SETUP, AMK_VM_BACKOFF_MIN_NS/MAX_NS, AMK_GEMV_INFLIGHT,
-   AMK_GEMV_ROWS (the prefetch knobs AMK_VM_PREFETCH_BYTES and AMK_VM_PREFETCH_MIN_ELEMS are
+   AMK_GEMV_ROWS, AMK_LEAN (the prefetch knobs AMK_VM_PREFETCH_BYTES and AMK_VM_PREFETCH_MIN_ELEMS are
    amk_ir.h's: the host sizes them).
 
    Build: this header is the whole device translation unit:

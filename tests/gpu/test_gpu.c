@@ -707,6 +707,12 @@ static void test_fused_gemv(void) {
     fused_case("NORM_GEMV rope kv", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 192, 576, 64, pk, 9, -1);
     fused_case("NORM_GEMV rope kv K=2048", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 256, 2048, 128, pk, 9, -1);
     fused_case("NORM_GEMV kv rows", AMK_OP_RMSNORM_GEMV, 2, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 3, 64, 128, 0, p3 + 0, 1001, -1);
+    /* tiles of at most two rows a warp (one warp fewer with RoPE) and an F32 x: the lean form
+       (amk_norm_gemv_lean): RoPE pairs over three heads, K = 768 with 24 rows, an odd tile (a warp
+       with one row) */
+    fused_case("NORM_GEMV lean rope kv", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 48, 576, 16, pk, 9, -1);
+    fused_case("NORM_GEMV lean rope K=768", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 48, 768, 16, p1, 0, 1e-3);
+    fused_case("NORM_GEMV lean odd tile", AMK_OP_RMSNORM_GEMV, 2, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 13, 320, 0, pk, 9, -1);
     fused_case("NORM_SWIGLU bf16", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 576, 0, NULL, 0, -1);
     fused_case("NORM_SWIGLU f32 M=2", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 2, 50, 64, 0, NULL, 0, -1);
     if (!g_quick)
@@ -748,6 +754,8 @@ static void test_fused_mlp(void) {
     /* SmolLM2's tile (12 rows of 1536, H 576: staged), H not a multiple of 8 (not staged; element
        loads and one reduction an output) */
     mlp_case("NORM_MLP bf16 smollm2", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 96, 576, 576, 12, 0);
+    /* tiles of 12 rows and a last one of 4, K = 256: the lean form */
+    mlp_case("NORM_MLP bf16 lean", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 52, 256, 576, 12, 0);
     /* an odd K: the launch's shared memory is not a multiple of 16 bytes (the staged rows are) */
     mlp_case("NORM_MLP bf16 odd K", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 48, 99, 576, 12, 0);
     /* a block of one warp: thread 1 issues the staging copy (there is no thread 32) */
