@@ -1456,7 +1456,8 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
         /* why after the copies: q's shared-memory stores wait for its loads */
         amk_attn_mma_stage_q(qs, q, (int64_t)P->n_off * grp, R, hd, rowb, tid, NT);
         if (pos < 0) { /* uniform: every thread read the same position */
-                if (tid == 0) amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos);
+            amk_ptx_cp_async_wait_all(); /* why: no copy may land in the next task's shared memory */
+            if (tid == 0) amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos);
             return 1;
         }
         if (pos + 1 < r1) r1 = pos + 1;

@@ -1173,6 +1173,45 @@ static void test_watchdog(void) {
 }
 
 /* A token id out of range: AMK_ERR_RUNTIME naming the task; the next run with good ids works. */
+/* The lean tiles (amk_norm_gemv_lean) with a position past the cache, then a negative one: each run
+   fails with a run-time error naming a tile, leaves the device usable, and a good position then
+   agrees with the reference VM (the tiles' named barriers and staging copies end cleanly on the
+   error path). */
+static void test_lean_errors(void) {
+    amk_program *p = prog_new(2);
+    int in[4], y, t, i, c = amk_program_add_counter(p, "");
+    const int32_t bad_pos[2] = {9, -2}, good = 4;
+    gcase g;
+    in[0] = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, 64, 0);
+    in[1] = buf(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, 64, 0, 0);
+    in[2] = buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, 16, 64, 0);
+    in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    y = buf(p, "cache", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 2, 9, 16, 0);
+    for (i = 0; i < 2; i++) {
+        t = task(p, AMK_OP_RMSNORM_GEMV, in, 4, y, c, i);
+        setf(p, t, "eps", 1e-5);
+        seti(p, t, "K", 64);
+        seti(p, t, "n_off", 8 * i);
+        seti(p, t, "N_tile", 8);
+        seti(p, t, "flags", AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW);
+        seti(p, t, "head_dim", 16);
+        setf(p, t, "theta", 10000.0);
+    }
+    if (gcase_begin(&g, p, "lean errors", 1.0f)) {
+        for (i = 0; i < 2; i++) {
+            amk_result r;
+            CHECK_EQ_INT(amk_cuda_upload(g.cu, in[3], &bad_pos[i], 4, NULL), AMK_OK);
+            r = amk_cuda_run(g.cu, 5000.0 * g_slow, &g.d);
+            CHECK_EQ_INT(r, AMK_ERR_RUNTIME);
+            CHECK_MSG(g.d.task == 0 || g.d.task == 1, "task %d: %s", g.d.task, g.d.message);
+        }
+        amk__store_i64(amk_refvm_buffer(g.vm, in[3], NULL), AMK_DTYPE_I32, 0, good);
+        gcase_sync(&g, in[3]);
+        if (gcase_run(&g, "lean errors, then good")) gcase_compare(&g, y, -1, -1, "lean errors cache");
+    }
+    gcase_end(&g);
+}
+
 static void test_device_errors(void) {
     amk_program *p = prog_new(2);
     int ids = buf(p, "ids", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 2, 0, 0);
@@ -1981,6 +2020,7 @@ int main(int argc, char **argv) {
 #endif
     TRY(test_watchdog);
     TRY(test_device_errors);
+    TRY(test_lean_errors);
     TRY(test_timing);
     TRY(test_update_params_checks);
     TRY(test_upload_checks);
