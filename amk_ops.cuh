@@ -1916,6 +1916,124 @@ static __device__ __noinline__ void amk_rows_add(const amk_op_ctx *c, const floa
         }
 }
 
+/* ATTENTION_O's lean form: a task whose M_tile <= AMK_ATTN_LEAN_DIMS rows of W_oT lie in one or two
+   query heads, over at most AMK_ATTN_SPEC_ROWS keys (and ntid / heads), with F32 or BF16 q and
+   caches of whole 16-byte row pieces. why: the general path computes its kv head's every query
+   head and dimension, a block-wide step each (staging, key groups, combine: ~4.4 of its ~5.9 us
+   on SmolLM2, bench/NOTES.md session "early"), to use M_tile of them. Here a thread scores one key
+   of one of the task's heads (q and the rows staged in shared memory, the rows requested with
+   the position), the block takes the max and the mass per head through two barriers, and each
+   warp reduces p * V for the task's dimensions only; then W_oT's rows (staged before the wait)
+   add in as the general path does. SmolLM2: the task 5.8 -> 5.0 us, the step 0.584 -> 0.543 ms
+   (bench/RESULTS.md run 192). The launch's shared memory is the general path's (the host sizes
+   it); a task whose rows do not fit there takes the general path. AMK_ATTN_LEAN 0 (-D) turns the
+   form off. Returns 0 (nothing done, before the wait) for other tasks. */
+#ifndef AMK_ATTN_LEAN
+#define AMK_ATTN_LEAN 1
+#endif
+#define AMK_ATTN_LEAN_DIMS 8 /* the most rows of W_oT a lean task takes */
+static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2];
+    const int hd = P->head_dim, nkv = P->n_kv_heads, grp = P->n_heads / (nkv > 0 ? nkv : 1), M = P->M_tile;
+    const int dt = kc->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, NT = amk_ntid(), tid = amk_tid();
+    const int h0 = hd > 0 ? P->m_off / hd : 0, nh = hd > 0 ? (P->m_off + M - 1) / hd - h0 + 1 : 0;
+    const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, esz), n = P->kv_len;
+    const int64_t fixed = 2 * n * rowb + (nh * hd + 3 * AMK_OPS_WARP + AMK_OPS_WARP * AMK_ATTN_LEAN_DIMS + AMK_ATTN_LEAN_DIMS) * 4;
+    const int64_t want = amk_rows_stage_bytes(c, M), dyn = amk_ptx_dynamic_smem_size();
+    const int64_t wso = (dyn - want) & ~(int64_t)15;
+    if (((dt != AMK_DTYPE_F32) & (dt != AMK_DTYPE_BF16)) | (vc->dtype != dt) | ((q->dtype != AMK_DTYPE_F32) & (q->dtype != AMK_DTYPE_BF16)) |
+        (hd < 8) | (hd > 256) | ((hd * esz) % 16 != 0) | (P->N_tile != 1) | (M < 1) | (M > AMK_ATTN_LEAN_DIMS) |
+        (nh > 2) | (h0 < P->n_off * grp) | (h0 + nh > (P->n_off + 1) * grp) | (n < 1) | (n > AMK_ATTN_SPEC_ROWS) |
+        (n > NT / (nh > 0 ? nh : 1)) | ((NT / (nh > 0 ? nh : 1)) % 32 != 0) | ((P->flags & AMK_ATTN_FLAG_PARTIAL) != 0) |
+        (kc->ptr % 16 != 0) | (vc->ptr % 16 != 0) | (want == 0) | (fixed > wso))
+        return 0;
+    char *ws = (char *)smem + wso;
+    const uint32_t wpar = amk_rows_stage(c, ws, P->m_off, want); /* W_oT's rows, before the wait */
+    if (!amk_op_go(c)) {
+        amk_rows_release(c, wpar);
+        return 1;
+    }
+    {
+        unsigned char *ks = (unsigned char *)smem, *vs = ks + n * rowb;
+        float *qs = (float *)(vs + n * rowb), *rm = qs + nh * hd, *rl = rm + AMK_OPS_WARP, *rv = rl + AMK_OPS_WARP;
+        float *a = rv + AMK_OPS_WARP * AMK_ATTN_LEAN_DIMS;
+        const int G = NT / nh, hh = tid >= G, j = tid - hh * G, lane = tid & 31, warp = tid >> 5;
+        const int c0 = P->m_off - h0 * hd, b = hd - c0; /* why no division here: ~20 instructions each,
+                                                           per dimension they cost the task ~0.6 us */
+        const int64_t r0 = P->kv_start, pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
+        int64_t ne;
+        float sc = -INFINITY, p, L, mx;
+        amk_attn_load_rows(ks, vs, kc, vc, r0, (int)n, (int)n, P->n_off, nkv, hd, esz, rowb, tid, NT);
+        for (int i = tid; i < nh * hd; i += NT) qs[i] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h0 * hd + i);
+        amk_ptx_cp_async_wait_all();
+        __syncthreads(); /* K, V and q staged */
+        if (pos < 0) { /* uniform: every thread read the same position */
+            if (tid == 0) amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos);
+            amk_rows_release(c, wpar);
+            return 1;
+        }
+        ne = pos + 1 - r0 < n ? pos + 1 - r0 : n; /* the keys at or below the position */
+        if (j < ne) { /* key j's score against head h0 + hh */
+            const float *qh = qs + hh * hd;
+            const unsigned char *kr = ks + j * rowb;
+            float s0 = 0.0f, s1 = 0.0f;
+            if (dt == AMK_DTYPE_BF16) {
+                for (int d = 0; d < hd; d += 8) {
+                    float w[8];
+                    amk_unpack_bf16x8(*(const uint4 *)(kr + d * 2), w);
+                    const float4 qa = *(const float4 *)(qh + d), qb = *(const float4 *)(qh + d + 4);
+                    s0 = fmaf(qa.x, w[0], s0); s1 = fmaf(qa.y, w[1], s1); s0 = fmaf(qa.z, w[2], s0); s1 = fmaf(qa.w, w[3], s1);
+                    s0 = fmaf(qb.x, w[4], s0); s1 = fmaf(qb.y, w[5], s1); s0 = fmaf(qb.z, w[6], s0); s1 = fmaf(qb.w, w[7], s1);
+                }
+            } else {
+                for (int d = 0; d < hd; d += 4) {
+                    const float4 k4 = *(const float4 *)(kr + d * 4), q4 = *(const float4 *)(qh + d);
+                    s0 = fmaf(q4.x, k4.x, s0); s1 = fmaf(q4.y, k4.y, s1); s0 = fmaf(q4.z, k4.z, s0); s1 = fmaf(q4.w, k4.w, s1);
+                }
+            }
+            sc = (s0 + s1) * P->scale;
+        }
+        mx = amk_warp_max(sc);
+        if (lane == 0) rm[warp] = mx;
+        __syncthreads();
+        mx = -INFINITY;
+        for (int w = hh * (G >> 5); w < (hh + 1) * (G >> 5); w++) mx = fmaxf(mx, rm[w]);
+        p = j < ne ? expf(sc - mx) : 0.0f; /* mx is finite when the head has a key */
+        L = amk_warp_sum(p);
+        if (lane == 0) rl[warp] = L;
+#pragma unroll
+        for (int t = 0; t < AMK_ATTN_LEAN_DIMS; t++) { /* p * V for the task's dimensions of this head */
+            if (t < M) { /* the task's dimension t: head h0's column c0 + t below b, else h0 + 1's t - b */
+                float v = 0.0f;
+                if ((hh == 0 ? t < b : t >= b) && j < ne) {
+                    const unsigned char *vr = vs + j * rowb;
+                    const int col = hh == 0 ? c0 + t : t - b;
+                    v = p * (dt == AMK_DTYPE_BF16 ? __uint_as_float((uint32_t)((const uint16_t *)vr)[col] << 16)
+                                                  : ((const float *)vr)[col]);
+                }
+                v = amk_warp_sum(v);
+                if (lane == 0) rv[warp * AMK_ATTN_LEAN_DIMS + t] = v;
+            }
+        }
+        __syncthreads();
+        if (tid < M) { /* output dimension m_off + tid: its head's mass and sum over the head's warps */
+            const int th = tid < b ? 0 : 1;
+            float l = 0.0f, acc = 0.0f;
+            for (int w = th * (G >> 5); w < (th + 1) * (G >> 5); w++) {
+                l += rl[w];
+                acc += rv[w * AMK_ATTN_LEAN_DIMS + tid];
+            }
+            a[tid] = l > 0.0f ? acc / l : 0.0f;
+        }
+        __syncthreads(); /* a is complete */
+        amk_ptx_mbar_wait(c->mbar, wpar); /* W_oT's rows landed (every thread waits) */
+        amk_rows_add(c, a, ws, 0, 1, P->m_off, M);
+    }
+    amk_rows_release(c, wpar);
+    return 1;
+}
+
 /* ATTENTION_DECODE, and ATTENTION_O: the same attention with its results (F32) in shared memory
    (ys: the query heads of kv heads [n_off, n_off + N_tile)), then out[0, :] += ys[m_off - base ..
    + M_tile] @ W_oT[m_off .. + M_tile] (+ resid) by amk_rows_add. Shared memory: the attention's,
@@ -1924,6 +2042,9 @@ static __device__ __noinline__ void amk_rows_add(const amk_op_ctx *c, const floa
 AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const int fo = c->ins.op == AMK_OP_ATTENTION_O;
+#if AMK_ATTN_LEAN
+    if (fo && amk_attn_o_lean(c, smem)) return;
+#endif
     uint64_t optr = c->out[0].ptr;
     int odt = c->out[0].dtype;
     int64_t dyn = amk_ptx_dynamic_smem_size(), wsb = 0;

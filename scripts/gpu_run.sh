@@ -60,9 +60,10 @@ b)
   # the tensor-core decode attention (bf16 caches; the real model's step runs F32 caches)
   run memcheck_attn timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_attention_decode
   run racecheck_attn timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_attention_decode
-  # the lean decode tiles (bulk-copied rows, named barriers, the error path) under both tools
-  run memcheck_lean timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_fused test_lean_errors
-  run racecheck_lean timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_fused test_lean_errors
+  # the lean decode tiles and ATTENTION_O (bulk-copied rows, named barriers, the error path) under
+  # both tools (the model's step above runs ATTENTION_O only at contexts of one KV split)
+  run memcheck_lean timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_fused test_lean_errors test_attention_o
+  run racecheck_lean timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_fused test_lean_errors test_attention_o
   for f in generate generate_chat generate_cpu; do echo "--- $f"; tail -n 4 "$OUTD/$f.log"; done
   grep golden "$OUTD/golden.log"
   tail -n 6 "$OUTD/memcheck.log" "$OUTD/racecheck.log" "$OUTD/memcheck_gemm.log" "$OUTD/racecheck_gemm.log" \
