@@ -1925,7 +1925,7 @@ static __device__ __noinline__ void amk_rows_add(const amk_op_ctx *c, const floa
    the position), the block takes the max and the mass per head through two barriers, and each
    warp reduces p * V for the task's dimensions only; then W_oT's rows (staged before the wait)
    add in as the general path does. SmolLM2: the task 5.8 -> 5.0 us, the step 0.584 -> 0.543 ms
-   (bench/RESULTS.md run 192). The launch's shared memory is the general path's (the host sizes
+   (bench/RESULTS.md run 191). The launch's shared memory is the general path's (the host sizes
    it); a task whose rows do not fit there takes the general path. AMK_ATTN_LEAN 0 (-D) turns the
    form off. Returns 0 (nothing done, before the wait) for other tasks. */
 #ifndef AMK_ATTN_LEAN
