@@ -2017,14 +2017,12 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
             }
         }
         __syncthreads();
-        if (tid < M) { /* output dimension m_off + tid: its head's mass and sum over the head's warps */
-            const int th = tid < b ? 0 : 1;
-            float l = 0.0f, acc = 0.0f;
-            for (int w = th * (G >> 5); w < (th + 1) * (G >> 5); w++) {
-                l += rl[w];
-                acc += rv[w * AMK_ATTN_LEAN_DIMS + tid];
-            }
-            a[tid] = l > 0.0f ? acc / l : 0.0f;
+        for (int t = warp; t < M; t += NT >> 5) { /* output dimension m_off + t: its head's mass and sum
+                                                     over the head's warps, a lane a warp (why not a
+                                                     thread a dimension: its loop of loads) */
+            const int th = t < b ? 0 : 1, w = th * (G >> 5) + lane, in = lane < (G >> 5);
+            const float l = amk_warp_sum(in ? rl[w] : 0.0f), acc = amk_warp_sum(in ? rv[w * AMK_ATTN_LEAN_DIMS + t] : 0.0f);
+            if (lane == 0) a[t] = l > 0.0f ? acc / l : 0.0f;
         }
         __syncthreads(); /* a is complete */
         amk_ptx_mbar_wait(c->mbar, wpar); /* W_oT's rows landed (every thread waits) */
