@@ -11720,7 +11720,7 @@ AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, in
         if (!wsb) return 0;
         rows = 2 * rows + wsb;
     }
-    return ((((nt * 4 + 15) & ~(int64_t)15) + K * 4 + rows + 15) & ~(int64_t)15) + K * 4; /* amk_lean_form's layout */
+    return AMK_LEAN_X_OFFSET(nt, K, rows) + K * 4;
 }
 
 /* The dynamic shared memory task t would like: its fastest path, never less than

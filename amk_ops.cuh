@@ -1812,6 +1812,13 @@ static __device__ __forceinline__ int64_t amk_fused_pos(const amk_op_ctx *c, int
     return m == 0 ? pos0 : amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, m);
 }
 
+/* 1 when a fused tile's position pos is out of range: negative, or (KV_ROW) at or past the cache's
+   rows, numel / N. why the product: see amk_div_rows (exact below 2^31 each, where it is the same
+   test) */
+static __device__ __forceinline__ int amk_fused_pos_bad(const amk_buffer_t *o, int kv_row, int64_t pos, int64_t N) {
+    return pos < 0 || (kv_row && (pos >= INT32_MAX || N >= INT32_MAX ? pos >= o->numel / N : (pos + 1) * N > o->numel));
+}
+
 /* Where output (m, n) of a fused tile goes: out[m, n], or the cache row pos[m] (KV_ROW). */
 static __device__ __forceinline__ int64_t amk_fused_index(const amk_op_ctx *c, int kv_row, int64_t m, int64_t n,
                                                           int64_t N, int64_t last, int64_t pos0) {
@@ -1829,18 +1836,33 @@ static __device__ __forceinline__ int64_t amk_rows_stage_bytes(const amk_op_ctx 
     return Wd->ptr % 16 == 0 ? AMK_ROWS_STAGE_BYTES(esz, Wd->shape[1], nt) : 0;
 }
 
+/* Row n0 of input 4 in global memory. */
+static __device__ __forceinline__ const char *amk_rows_src(const amk_op_ctx *c, int64_t n0) {
+    return (const char *)c->in[4].ptr + n0 * c->in[4].shape[1] * (c->in[4].dtype == AMK_DTYPE_F32 ? 4 : 2);
+}
+
+/* An op's bulk copies before its wait, one phase of the VM's mbarrier for all of them (all threads
+   call it): the helper thread orders earlier ops' generic accesses to shared memory before the
+   copies and arms the phase for bytes in all, then issues the copies itself
+   (amk_ptx_bulk_copy_armed). Returns the phase's parity (why read here: every thread reads it
+   before the phase is counted). */
+static __device__ __forceinline__ uint32_t amk_stage_arm(const amk_op_ctx *c, uint32_t bytes) {
+    const uint32_t par = *c->mbar_uses & 1u;
+    if (amk_tid() == AMK_AUX_TID) {
+        amk_ptx_fence_proxy_async_smem();
+        amk_ptx_mbar_arrive_expect(c->mbar, bytes);
+    }
+    return par;
+}
+
 /* Those rows into ws (all threads call it): one bulk copy by the helper thread on the VM's
    mbarrier, before the op's wait. Returns the parity of the copy's phase: every thread waits for
    it (amk_ptx_mbar_wait) before it reads ws, and the op ends with amk_rows_release (or a
    barrier, then amk_rows_done), which counts the phase. why the VM's mbarrier: initialising one in the op (its release fence waited for
    the thread's earlier stores) delayed the op's start by ~0.5 us (bench/RESULTS.md run 151) */
 static __device__ __forceinline__ uint32_t amk_rows_stage(const amk_op_ctx *c, char *ws, int64_t n0, int64_t wsb) {
-    const uint32_t par = *c->mbar_uses & 1u; /* why here: every thread reads it before the count */
-    if (amk_tid() == AMK_AUX_TID) {
-        amk_ptx_fence_proxy_async_smem(); /* why: earlier ops' generic accesses to this memory first */
-        amk_ptx_bulk_copy(ws, (const char *)c->in[4].ptr + n0 * c->in[4].shape[1] * (c->in[4].dtype == AMK_DTYPE_F32 ? 4 : 2),
-                          (uint32_t)wsb, c->mbar);
-    }
+    const uint32_t par = amk_stage_arm(c, (uint32_t)wsb);
+    if (amk_tid() == AMK_AUX_TID) amk_ptx_bulk_copy_armed(ws, amk_rows_src(c, n0), (uint32_t)wsb, c->mbar);
     return par;
 }
 
@@ -1870,7 +1892,7 @@ static __device__ __noinline__ void amk_rows_add(const amk_op_ctx *c, const floa
     const amk_buffer_t *Wd = &c->in[4], *o = &c->out[0];
     const int64_t H = Wd->shape[1];
     const int dt = Wd->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, resid = c->ins.n_inputs == 6;
-    const char *rows = ws ? ws : (const char *)Wd->ptr + n0 * H * esz;
+    const char *rows = ws ? ws : amk_rows_src(c, n0);
     const int v4 = H % 4 == 0 && o->ptr % 16 == 0 && (dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_BF16 || dt == AMK_DTYPE_F16) &&
                    ((uintptr_t)rows + H * esz) % (4 * esz) == 0 && (uintptr_t)rows % (4 * esz) == 0;
     float *out = (float *)o->ptr;
@@ -1959,8 +1981,9 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         float *qs = (float *)(vs + n * rowb), *rm = qs + nh * hd, *rl = rm + AMK_OPS_WARP, *rv = rl + AMK_OPS_WARP;
         float *a = rv + AMK_OPS_WARP * AMK_ATTN_LEAN_DIMS;
         const int G = NT / nh, hh = tid >= G, j = tid - hh * G, lane = tid & 31, warp = tid >> 5;
-        const int c0 = P->m_off - h0 * hd, b = hd - c0; /* why no division here: ~20 instructions each,
-                                                           per dimension they cost the task ~0.6 us */
+        /* why no division here: m / hd and m % hd a dimension on every thread put 2.3 us in the
+           softmax and p * V part, 1.0 without (bench/RESULTS.md runs 190-191) */
+        const int c0 = P->m_off - h0 * hd, b = hd - c0;
         const int64_t r0 = P->kv_start, pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
         int64_t ne;
         float sc = -INFINITY, p, L, mx;
@@ -1974,7 +1997,8 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
             return 1;
         }
         ne = pos + 1 - r0 < n ? pos + 1 - r0 : n; /* the keys at or below the position */
-        if (j < ne) { /* key j's score against head h0 + hh */
+        if (j < ne) { /* key j's score against head h0 + hh. why not amk_dot_row: its one sum is one
+                         dependent chain of head_dim FMAs; two halve it */
             const float *qh = qs + hh * hd;
             const unsigned char *kr = ks + j * rowb;
             float s0 = 0.0f, s1 = 0.0f;
@@ -2124,7 +2148,7 @@ static __device__ __forceinline__ amk_lean_t amk_lean_form(const amk_op_ctx *c) 
     L.nso = (L.nt * 4 + 15) & ~(int64_t)15;
     L.gso = L.nso + L.K * 4;
     L.wso = L.gso + (L.mlp ? 2 : 1) * L.rb;
-    L.xso = (L.wso + L.wsb + 15) & ~(int64_t)15;
+    L.xso = AMK_LEAN_X_OFFSET(L.nt, L.K, (L.mlp ? 2 : 1) * L.rb + L.wsb); /* = (wso + wsb) rounded to 16 */
     L.nrw = (int)(L.mlp ? L.nt : (L.nt + 1) / 2); /* the warps with rows; with RoPE warp nrw does the trig */
     return L;
 }
@@ -2144,9 +2168,7 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
        up row n0 */
     const int64_t n0 = n_begin + (mlp ? warp : 2 * warp);
     const int64_t pos = flags ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
-    /* pos >= numel / N, the cache's rows (why the product: see amk_op_norm_gemv); the same for every thread */
-    const int bad = flags && (pos < 0 || (kv_row && (pos >= INT32_MAX || N >= INT32_MAX ? pos >= o->numel / N
-                                                                                     : (pos + 1) * N > o->numel)));
+    const int bad = flags && amk_fused_pos_bad(o, kv_row, pos, N); /* the same for every thread */
     float *xs = (float *)((char *)smem + L.xso);
     /* RoPE: warp nrw computes the cos and sin of the tile's pairs, a lane a pair, while the warps
        with rows wait for x (why not each warp its own: the double-precision trig beside x in
@@ -2209,7 +2231,8 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
                 y0 = r0;
                 y1 = r1;
             }
-            if (lane < 1 + two) { /* out[n] or the cache row pos (KV_ROW), F32 or BF16 (amk_norm_gemv_lean) */
+            if (lane < 1 + two) { /* out[n] or the cache row pos (KV_ROW), F32 or BF16 (amk_norm_gemv_lean).
+                                     why not amk_store: its FP8 encodings call out of line */
                 const int64_t e = (kv_row ? pos * N : 0) + n0 + lane;
                 const float y = lane ? y1 : y0;
                 if (o->dtype == AMK_DTYPE_F32) ((float *)o->ptr)[e] = y;
@@ -2241,18 +2264,15 @@ static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *s
         L.n_begin + L.nt > L.N || (L.rope && (L.nt % 2 != 0 || L.n_begin % 2 != 0)) || (flags && c->ins.n_inputs < 4) ||
         L.xso + L.K * 4 > (int64_t)amk_ptx_dynamic_smem_size())
         return 0;
-    const uint32_t par = *c->mbar_uses & 1u; /* the copies' phase (amk_rows_stage) */
-    if (amk_tid() == AMK_AUX_TID) { /* the rows and norm_w, before the wait: one phase for all the copies */
+    const uint32_t par = amk_stage_arm(c, (uint32_t)(L.wso - L.nso + L.wsb)); /* norm_w and the rows, before the wait */
+    if (amk_tid() == AMK_AUX_TID) {
         const int64_t g0 = L.n_begin * L.K * 2;
         char *gs = (char *)smem + L.gso;
-        amk_ptx_fence_proxy_async_smem(); /* why: earlier ops' generic accesses to this memory first */
-        amk_ptx_mbar_arrive_expect(c->mbar, (uint32_t)(L.wso - L.nso + L.wsb));
         amk_ptx_bulk_copy_armed((char *)smem + L.nso, (const void *)nwt->ptr, (uint32_t)(L.K * 4), c->mbar);
         amk_ptx_bulk_copy_armed(gs, (const char *)W->ptr + g0, (uint32_t)L.rb, c->mbar);
         if (L.mlp) {
             amk_ptx_bulk_copy_armed(gs + L.rb, (const char *)Wu->ptr + g0, (uint32_t)L.rb, c->mbar);
-            amk_ptx_bulk_copy_armed((char *)smem + L.wso, (const char *)c->in[4].ptr + L.n_begin * c->in[4].shape[1] * (c->in[4].dtype == AMK_DTYPE_F32 ? 4 : 2),
-                                    (uint32_t)L.wsb, c->mbar);
+            amk_ptx_bulk_copy_armed((char *)smem + L.wso, amk_rows_src(c, L.n_begin), (uint32_t)L.wsb, c->mbar);
         }
     }
     if (!amk_op_go(c)) {
@@ -2290,7 +2310,8 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */
     float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
     int64_t m0, n, i;
-#if AMK_LEAN
+#if AMK_LEAN /* why after the setup above (the compiler sinks what the lean form does not use):
+                 called first, or from the dispatcher, it measured no faster (bench/RESULTS.md run 186) */
     if (amk_norm_gemv_lean(c, smem)) return;
 #endif
     if (mc < 1) {
@@ -2316,10 +2337,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         if (flags && m0 == 0) /* why: every thread reads the same positions, so all return together */
             for (int64_t m = 0; m < M; m++) {
                 const int64_t pos = amk_fused_pos(c, m, pos_first);
-                /* pos >= numel / N, the cache's rows; why the product: see amk_div_rows (exact
-                   below 2^31 each, where it is the same test) */
-                if (pos < 0 || (kv_row && (pos >= INT32_MAX || N >= INT32_MAX ? pos >= o->numel / N
-                                                                               : (pos + 1) * N > o->numel))) {
+                if (amk_fused_pos_bad(o, kv_row, pos, N)) {
                     if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
                     return;
                 }

@@ -216,6 +216,77 @@ static void test_smem_want(void) {
     amk_program_free(p);
 }
 
+/* The lean decode tiles' shared memory (amk__cuda_lean_bytes, the device's amk_norm_gemv_lean
+   layout): SmolLM2's Q/K/V tile (8 rows of 576: [8 floats, 16-aligned | norm_w | rows | x]) and its
+   MLP tile (12 gate, up and W_downT rows); none for a tile outside the form (K = 2048, a bf16 x,
+   a RoPE tile whose 16 row warps leave none for the trig), whose want stays the general one. */
+static void test_lean_bytes(void) {
+    amk_program *p = amk_program_create();
+    const int threads = 512;
+    int x, xb, xk, nw, nwk, W, Wk, Wg, Wu, Wd, cache, cachek, y, pos, c, t, ins[6];
+    int64_t s2[2];
+    s2[0] = 1; s2[1] = 576;
+    x = amk_program_add_buffer(p, "x", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
+    xb = amk_program_add_buffer(p, "xb", AMK_KIND_ACTIVATION, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
+    y = amk_program_add_buffer(p, "y", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
+    s2[1] = 2048;
+    xk = amk_program_add_buffer(p, "xk", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
+    nwk = amk_program_add_buffer(p, "nwk", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, s2 + 1, AMK_SPACE_HBM, NULL);
+    s2[0] = 192;
+    Wk = amk_program_add_buffer(p, "Wk", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
+    s2[1] = 576;
+    W = amk_program_add_buffer(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
+    nw = amk_program_add_buffer(p, "nw", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, s2 + 1, AMK_SPACE_HBM, NULL);
+    s2[0] = 129; s2[1] = 192;
+    cache = amk_program_add_buffer(p, "k_cache", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
+    cachek = amk_program_add_buffer(p, "k_cache2", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
+    s2[0] = 1536; s2[1] = 576;
+    Wg = amk_program_add_buffer(p, "Wg", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
+    Wu = amk_program_add_buffer(p, "Wu", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
+    Wd = amk_program_add_buffer(p, "WdT", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
+    s2[0] = 1;
+    pos = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, s2, AMK_SPACE_HBM, NULL);
+    c = amk_program_add_counter(p, "");
+    CHECK(pos >= 0 && c >= 0);
+
+    /* Q/K/V: 32 + 2304 + 8 * 576 * 2 = 11552, then x 2304 */
+    ins[0] = x; ins[1] = nw; ins[2] = W; ins[3] = pos;
+    t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV, ins, 4, &cache, 1, c, "k");
+    amk_task_set_int(p, t, "K", 576);
+    amk_task_set_int(p, t, "N_tile", 8);
+    amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW);
+    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 11552 + 2304);
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 11552 + 2304);
+    /* 32 rows with RoPE: 16 row warps, none left for the trig */
+    amk_task_set_int(p, t, "N_tile", 32);
+    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 4 * (576 + 2 * 32));
+    /* without RoPE the same 32 rows are two a warp: 128 + 2304 + 36864, then x */
+    amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_KV_ROW);
+    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 128 + 2304 + 36864 + 2304);
+    /* a bf16 x, or K = 2048: the general form */
+    p->tasks[t].inputs[0] = xb;
+    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
+    ins[0] = xk; ins[1] = nwk; ins[2] = Wk;
+    t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV, ins, 4, &cachek, 1, c, "k 2048");
+    amk_task_set_int(p, t, "K", 2048);
+    amk_task_set_int(p, t, "N_tile", 8);
+    amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_KV_ROW);
+    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 4 * 2048);
+    /* MLP: 48 + 2304 + 2 * 12 * 576 * 2 + 12 * 576 * 2 = 43824, then x 2304 */
+    ins[0] = x; ins[1] = nw; ins[2] = Wg; ins[3] = Wu; ins[4] = Wd; ins[5] = x;
+    t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, ins, 6, &y, 1, c, "mlp");
+    amk_task_set_int(p, t, "K", 576);
+    amk_task_set_int(p, t, "N_tile", 12);
+    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 43824 + 2304);
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 43824 + 2304);
+    /* 17 gate/up rows: more than the 16 warps */
+    amk_task_set_int(p, t, "N_tile", 17);
+    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
+    amk_program_free(p);
+}
+
 /* The L2 prefetches the host puts in an instruction: a GEMV tile's first AMK_VM_PREFETCH_BYTES of
    weight rows (16-byte aligned, never past the buffer), a fused tile's norm weight, SWIGLU's gate
    and up rows sharing the budget, nothing for a tile under AMK_VM_PREFETCH_MIN_ELEMS elements or
@@ -299,6 +370,7 @@ int main(void) {
     RUN(test_service_null_arguments);
     RUN(test_vm_layouts);
     RUN(test_smem_want);
+    RUN(test_lean_bytes);
     RUN(test_prefetches);
     RUN(test_context_entry);
     TEST_SUMMARY();
