@@ -220,32 +220,30 @@ static void test_smem_want(void) {
    layout): SmolLM2's Q/K/V tile (8 rows of 576: [8 floats, 16-aligned | norm_w | rows | x]) and its
    MLP tile (12 gate, up and W_downT rows); none for a tile outside the form (K = 2048, a bf16 x,
    a RoPE tile whose 16 row warps leave none for the trig), whose want stays the general one. */
+/* A buffer of shape [n0] (n1 0) or [n0, n1]. */
+static int lean_buf(amk_program *p, const char *name, amk_buffer_kind kind, amk_dtype t, int64_t n0, int64_t n1) {
+    const int64_t s[2] = {n0, n1};
+    return amk_program_add_buffer(p, name, kind, t, n1 ? 2 : 1, s, AMK_SPACE_HBM, NULL);
+}
+
 static void test_lean_bytes(void) {
     amk_program *p = amk_program_create();
     const int threads = 512;
-    int x, xb, xk, nw, nwk, W, Wk, Wg, Wu, Wd, cache, cachek, y, pos, c, t, ins[6];
-    int64_t s2[2];
-    s2[0] = 1; s2[1] = 576;
-    x = amk_program_add_buffer(p, "x", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
-    xb = amk_program_add_buffer(p, "xb", AMK_KIND_ACTIVATION, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
-    y = amk_program_add_buffer(p, "y", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
-    s2[1] = 2048;
-    xk = amk_program_add_buffer(p, "xk", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, s2, AMK_SPACE_HBM, NULL);
-    nwk = amk_program_add_buffer(p, "nwk", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, s2 + 1, AMK_SPACE_HBM, NULL);
-    s2[0] = 192;
-    Wk = amk_program_add_buffer(p, "Wk", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
-    s2[1] = 576;
-    W = amk_program_add_buffer(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
-    nw = amk_program_add_buffer(p, "nw", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, s2 + 1, AMK_SPACE_HBM, NULL);
-    s2[0] = 129; s2[1] = 192;
-    cache = amk_program_add_buffer(p, "k_cache", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
-    cachek = amk_program_add_buffer(p, "k_cache2", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
-    s2[0] = 1536; s2[1] = 576;
-    Wg = amk_program_add_buffer(p, "Wg", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
-    Wu = amk_program_add_buffer(p, "Wu", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
-    Wd = amk_program_add_buffer(p, "WdT", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, s2, AMK_SPACE_HBM, NULL);
-    s2[0] = 1;
-    pos = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, s2, AMK_SPACE_HBM, NULL);
+    const int x = lean_buf(p, "x", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 576);
+    const int xb = lean_buf(p, "xb", AMK_KIND_ACTIVATION, AMK_DTYPE_BF16, 1, 576);
+    const int y = lean_buf(p, "y", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 576);
+    const int xk = lean_buf(p, "xk", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 2048);
+    const int nwk = lean_buf(p, "nwk", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2048, 0);
+    const int Wk = lean_buf(p, "Wk", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 192, 2048);
+    const int W = lean_buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 192, 576);
+    const int nw = lean_buf(p, "nw", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 576, 0);
+    int cache = lean_buf(p, "k_cache", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 129, 192);
+    int cachek = lean_buf(p, "k_cache2", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 129, 192);
+    const int Wg = lean_buf(p, "Wg", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 1536, 576);
+    const int Wu = lean_buf(p, "Wu", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 1536, 576);
+    const int Wd = lean_buf(p, "WdT", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 1536, 576);
+    const int pos = lean_buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0);
+    int c, t, ins[6];
     c = amk_program_add_counter(p, "");
     CHECK(pos >= 0 && c >= 0);
 
