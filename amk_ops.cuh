@@ -1944,10 +1944,10 @@ static __device__ __noinline__ void amk_rows_add(const amk_op_ctx *c, const floa
    head and dimension, a block-wide step each (staging, key groups, combine: ~4.4 of its ~5.9 us
    on SmolLM2, bench/NOTES.md session "early"), to use M_tile of them. Here a thread scores one key
    of one of the task's heads (q and the rows staged in shared memory, the rows requested with
-   the position), the block takes the max and the mass per head through two barriers, and each
-   warp reduces p * V for the task's dimensions only; then W_oT's rows (staged before the wait)
-   add in as the general path does. SmolLM2: the task 5.8 -> 5.0 us, the step 0.584 -> 0.543 ms
-   (bench/RESULTS.md run 191). The launch's shared memory is the general path's (the host sizes
+   the position), the block takes each head's max through a barrier, the keys' weights p go to
+   shared memory, and a warp a dimension of the task sums p and p * V over the keys; then W_oT's
+   rows (staged before the wait) add in as the general path does. SmolLM2: the task 5.8 -> 4.2 us,
+   the step 0.584 -> 0.524 ms (bench/RESULTS.md runs 191 and 203). The launch's shared memory is the general path's (the host sizes
    it); a task whose rows do not fit there takes the general path. AMK_ATTN_LEAN 0 (-D) turns the
    form off. Returns 0 (nothing done, before the wait) for other tasks. */
 #ifndef AMK_ATTN_LEAN
@@ -1961,7 +1961,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
     const int dt = kc->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, NT = amk_ntid(), tid = amk_tid();
     const int h0 = hd > 0 ? P->m_off / hd : 0, nh = hd > 0 ? (P->m_off + M - 1) / hd - h0 + 1 : 0;
     const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, esz), n = P->kv_len;
-    const int64_t fixed = 2 * n * rowb + (nh * hd + 3 * AMK_OPS_WARP + AMK_OPS_WARP * AMK_ATTN_LEAN_DIMS + AMK_ATTN_LEAN_DIMS) * 4;
+    const int64_t fixed = 2 * n * rowb + (nh * hd + AMK_OPS_WARP + nh * n + AMK_ATTN_LEAN_DIMS) * 4;
     const int64_t want = amk_rows_stage_bytes(c, M), dyn = amk_ptx_dynamic_smem_size();
     const int64_t wso = (dyn - want) & ~(int64_t)15;
     if (((dt != AMK_DTYPE_F32) & (dt != AMK_DTYPE_BF16)) | (vc->dtype != dt) | ((q->dtype != AMK_DTYPE_F32) & (q->dtype != AMK_DTYPE_BF16)) |
@@ -1977,16 +1977,16 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         return 1;
     }
     {
+        /* shared memory: [K, V: n rows each][q: nh heads][the warps' maxima][p: nh x n][a: M] */
         unsigned char *ks = (unsigned char *)smem, *vs = ks + n * rowb;
-        float *qs = (float *)(vs + n * rowb), *rm = qs + nh * hd, *rl = rm + AMK_OPS_WARP, *rv = rl + AMK_OPS_WARP;
-        float *a = rv + AMK_OPS_WARP * AMK_ATTN_LEAN_DIMS;
+        float *qs = (float *)(vs + n * rowb), *rm = qs + nh * hd, *ps = rm + AMK_OPS_WARP, *a = ps + nh * n;
         const int G = NT / nh, hh = tid >= G, j = tid - hh * G, lane = tid & 31, warp = tid >> 5;
         /* why no division here: m / hd and m % hd a dimension on every thread put 2.3 us in the
            softmax and p * V part, 1.0 without (bench/RESULTS.md runs 190-191) */
         const int c0 = P->m_off - h0 * hd, b = hd - c0;
         const int64_t r0 = P->kv_start, pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
         int64_t ne;
-        float sc = -INFINITY, p, L, mx;
+        float sc = -INFINITY, mx;
         amk_attn_load_rows(ks, vs, kc, vc, r0, (int)n, (int)n, P->n_off, nkv, hd, esz, rowb, tid, NT);
         for (int i = tid; i < nh * hd; i += NT) qs[i] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h0 * hd + i);
         amk_ptx_cp_async_wait_all();
@@ -2021,31 +2021,30 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         mx = amk_warp_max(sc);
         if (lane == 0) rm[warp] = mx;
         __syncthreads();
-        mx = -INFINITY;
-        for (int w = hh * (G >> 5); w < (hh + 1) * (G >> 5); w++) mx = fmaxf(mx, rm[w]);
-        p = j < ne ? expf(sc - mx) : 0.0f; /* mx is finite when the head has a key */
-        L = amk_warp_sum(p);
-        if (lane == 0) rl[warp] = L;
-#pragma unroll
-        for (int t = 0; t < AMK_ATTN_LEAN_DIMS; t++) { /* p * V for the task's dimensions of this head */
-            if (t < M) { /* the task's dimension t: head h0's column c0 + t below b, else h0 + 1's t - b */
-                float v = 0.0f;
-                if ((hh == 0 ? t < b : t >= b) && j < ne) {
-                    const unsigned char *vr = vs + j * rowb;
-                    const int col = hh == 0 ? c0 + t : t - b;
-                    v = p * (dt == AMK_DTYPE_BF16 ? __uint_as_float((uint32_t)((const uint16_t *)vr)[col] << 16)
-                                                  : ((const float *)vr)[col]);
-                }
-                v = amk_warp_sum(v);
-                if (lane == 0) rv[warp * AMK_ATTN_LEAN_DIMS + t] = v;
-            }
-        }
+        /* the head's maximum: its warps' (G / 32 <= 32 of them) a lane each. why not a loop over
+           them: a chain of dependent loads, ~0.2 us on 16 warps */
+        mx = amk_warp_max(lane < (G >> 5) ? rm[hh * (G >> 5) + lane] : -INFINITY);
+        if (j < ne) ps[hh * n + j] = expf(sc - mx); /* mx is finite when the head has a key */
         __syncthreads();
-        for (int t = warp; t < M; t += NT >> 5) { /* output dimension m_off + t: its head's mass and sum
-                                                     over the head's warps, a lane a warp (why not a
-                                                     thread a dimension: its loop of loads) */
-            const int th = t < b ? 0 : 1, w = th * (G >> 5) + lane, in = lane < (G >> 5);
-            const float l = amk_warp_sum(in ? rl[w] : 0.0f), acc = amk_warp_sum(in ? rv[w * AMK_ATTN_LEAN_DIMS + t] : 0.0f);
+        /* a warp a dimension t (output m_off + t: head h0's column c0 + t below b, else h0 + 1's
+           t - b): its lanes take every 32nd key, p and p * V, then two warp sums. why not each key's
+           thread summing every dimension across its warp (8 warp sums a thread, then the warps'
+           partials): on all 16 warps, for ~5 warps of keys, that was ~1.3 us of the task's 4.9
+           (bench/RESULTS.md runs 201-203) */
+        for (int t = warp; t < M; t += NT >> 5) {
+            const int th = t < b ? 0 : 1, col = th == 0 ? c0 + t : t - b;
+            const float *pp = ps + th * n;
+            float acc = 0.0f, l = 0.0f;
+#pragma unroll 4 /* why: four keys' loads in flight together */
+            for (int64_t k = lane; k < ne; k += 32) {
+                const unsigned char *vr = vs + k * rowb;
+                const float pk = pp[k];
+                l += pk;
+                acc = fmaf(pk, dt == AMK_DTYPE_BF16 ? __uint_as_float((uint32_t)((const uint16_t *)vr)[col] << 16)
+                                                    : ((const float *)vr)[col], acc);
+            }
+            l = amk_warp_sum(l);
+            acc = amk_warp_sum(acc);
             if (lane == 0) a[t] = l > 0.0f ? acc / l : 0.0f;
         }
         __syncthreads(); /* a is complete */
