@@ -881,9 +881,11 @@ typedef struct amk_llama_build_opts {
 #define AMK_LLAMA_ATTN_O 1
 #endif
 #ifndef AMK_LLAMA_ATTN_O_MIN_ROWS
-/* an ATTENTION_O task's rows of W_oT: at least this many (else one task an SM). why 0: on SmolLM2
-   8 rows (72 tasks) ran as fast as 5 (117), 16 (36 tasks) 3% slower (bench/RESULTS.md run 166) */
-#define AMK_LLAMA_ATTN_O_MIN_ROWS 0
+/* an ATTENTION_O task's rows of W_oT: at least this many (else one task an SM). why 8: with the
+   lean form, SmolLM2's 72 tasks of 8 rows make the step 1.5% faster than 117 of 5 (bench/RESULTS.md
+   run 204): each task is 0.4 us longer, but the 60 SMs left idle start their MLP tiles ~0.6 us
+   sooner (their rows are in). 16 (36 tasks, no lean form) was 3% slower (run 166) */
+#define AMK_LLAMA_ATTN_O_MIN_ROWS 8
 #endif
 
 /* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), KV splits 0 (auto),
@@ -13040,7 +13042,7 @@ AMK__FN int amk__lb_attention_o(amk__lb *b, int layer, int q, int kc, int vc, in
     const int64_t kv_bytes = 2LL * max_seq * c->head_dim * (amk_dtype_bits(b->o.act_dtype) / 8);
     int g, t, n = 0, ins[6];
     int64_t off;
-    char label[64];
+    char label[96]; /* why 96: four numbers of up to 20 digits each fit */
     ins[0] = q; ins[1] = kc; ins[2] = vc; ins[3] = pos; ins[4] = w_o; ins[5] = x;
     for (g = 0; g < c->n_kv_heads; g++)
         for (off = g * per_head; off < (g + 1) * per_head; off += rows) {
@@ -13158,7 +13160,10 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
 
         /* why: K and V rows need fewer tiles than Q; their tiles and tasks come first in list
            order, so an SM that also holds Q work does not block them behind it */
-        rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, b.o.num_sms);
+        /* why two thirds of the SMs with ATTENTION_O (a tiny model's step): SmolLM2's 80 Q/K/V tiles of
+           12 rows made the step ~1% faster than 120 of 8 (bench/RESULTS.md run 205; 60 of 16 the
+           same): the tiles start closer together, and the attention tasks find more SMs idle */
+        rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, ao ? (b.o.num_sms * 2 + 2) / 3 : b.o.num_sms);
         if (fused) { /* QKV: norm + GEMV + RoPE, K and V straight into the cache row */
             int c_qkv = amk_program_add_counter(p, "qkv tiles"), n_qkv = 0, n, wc = c_qkv;
             int qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
