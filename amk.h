@@ -11722,7 +11722,7 @@ AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, in
         if (!wsb) return 0;
         rows = 2 * rows + wsb;
     }
-    return AMK_LEAN_X_OFFSET(nt, K, rows) + K * 4;
+    return AMK_LEAN_BYTES(nt, K, rows);
 }
 
 /* The dynamic shared memory task t would like: its fastest path, never less than

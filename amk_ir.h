@@ -161,11 +161,12 @@ typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each lau
 #ifndef AMK_LEAN_PPL
 #define AMK_LEAN_PPL 6
 #endif
-/* Their shared memory, 16-byte aligned parts: [nt floats (RMSNORM_MLP's values, or RoPE's cos and
-   sin) | K floats of norm_w | rows: the tile's rows of W (or of W_gate, W_up and W_downT)], then x
-   (K floats) from this offset. The host sizes the launch with it, the device lays the tile out. */
-#define AMK_LEAN_X_OFFSET(nt, K, rows) \
-    (((((int64_t)(nt) * 4 + 15) & ~(int64_t)15) + (int64_t)(K) * 4 + (int64_t)(rows) + 15) & ~(int64_t)15)
+/* Their shared memory, 16-byte aligned parts: [x: K floats | nt floats (RMSNORM_MLP's values, or
+   RoPE's cos and sin) | K floats of norm_w | rows: the tile's rows of W (or of W_gate, W_up and
+   W_downT)], this many bytes in all. The host sizes the launch with it, the device lays the tile
+   out. (x first: its offset needs nothing read after the wait) */
+#define AMK_LEAN_BYTES(nt, K, rows) \
+    ((int64_t)(K) * 8 + (((int64_t)(nt) * 4 + 15) & ~(int64_t)15) + (int64_t)(rows))
 /* The bytes staged for nt rows of H elements of esz bytes (esz 0: a dtype the op does not
    stage), or 0 when they are not staged. The host sizes the launch's shared memory with it, the
    device decides with it. */

@@ -2131,8 +2131,12 @@ static __device__ __forceinline__ void amk_ptx_bar_sync(int b, int n) {
    the VM spilled). */
 typedef struct amk_lean_t {
     int mlp, rope, kv_row, K, nrw;
-    int64_t nt, n_begin, N, rb, wsb, nso, gso, wso, xso;
+    int64_t nt, n_begin, N, rb, wsb, yso, nso, gso, wso, bytes;
 } amk_lean_t;
+/* The lean tile's warps with rows: RMSNORM_MLP one a row (gate and up), RMSNORM_GEMV one a pair. */
+static __device__ __forceinline__ int amk_lean_row_warps(const amk_op_ctx *c) {
+    return c->ins.op == AMK_OP_RMSNORM_MLP ? c->ins.params.N_tile : (c->ins.params.N_tile + 1) / 2;
+}
 static __device__ __forceinline__ amk_lean_t amk_lean_form(const amk_op_ctx *c) {
     const amk_params_t *P = &c->ins.params;
     amk_lean_t L;
@@ -2145,11 +2149,12 @@ static __device__ __forceinline__ amk_lean_t amk_lean_form(const amk_op_ctx *c) 
     L.N = c->in[2].shape[0];
     L.rb = L.nt * L.K * 2; /* a matrix's rows' bytes */
     L.wsb = L.mlp ? amk_rows_stage_bytes(c, L.nt) : 0;
-    L.nso = (L.nt * 4 + 15) & ~(int64_t)15;
+    L.yso = L.K * 4; /* x at 0 (K a multiple of 8: every part stays 16-byte aligned) */
+    L.nso = L.yso + ((L.nt * 4 + 15) & ~(int64_t)15);
     L.gso = L.nso + L.K * 4;
     L.wso = L.gso + (L.mlp ? 2 : 1) * L.rb;
-    L.xso = AMK_LEAN_X_OFFSET(L.nt, L.K, (L.mlp ? 2 : 1) * L.rb + L.wsb); /* = (wso + wsb) rounded to 16 */
-    L.nrw = (int)(L.mlp ? L.nt : (L.nt + 1) / 2); /* the warps with rows; with RoPE warp nrw does the trig */
+    L.bytes = AMK_LEAN_BYTES(L.nt, L.K, (L.mlp ? 2 : 1) * L.rb + L.wsb); /* = wso + wsb */
+    L.nrw = amk_lean_row_warps(c); /* the warps with rows; with RoPE warp nrw does the trig */
     return L;
 }
 
@@ -2157,19 +2162,24 @@ static __device__ __forceinline__ amk_lean_t amk_lean_form(const amk_op_ctx *c) 
 static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, float *smem, uint32_t par) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
+    const int lane = amk_tid() & 31, warp = amk_tid() >> 5, k0 = 4 * amk_tid();
+    /* why first, before the layout: x's loads and the position's go out at once, and the layout's
+       arithmetic runs while they are in flight (after them it cost ~0.3 us a tile, bench/RESULTS.md
+       run 213). The row warps' first piece of x goes to a register here, to shared memory below. */
+    const int nrw0 = amk_lean_row_warps(c), K0 = P->K;
+    const uint32_t flags = c->ins.op == AMK_OP_RMSNORM_MLP ? 0u : (uint32_t)P->flags;
+    const float4 x0 = warp < nrw0 && k0 < K0 ? *(const float4 *)((const float *)x->ptr + k0) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const int64_t pos = flags ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
     const amk_lean_t L = amk_lean_form(c);
     const int mlp = L.mlp, rope = L.rope, kv_row = L.kv_row, K = L.K, nrw = L.nrw;
     const int64_t nt = L.nt, n_begin = L.n_begin, N = L.N, rb = L.rb;
-    const uint32_t flags = mlp ? 0u : (uint32_t)P->flags;
-    const int lane = amk_tid() & 31, warp = amk_tid() >> 5;
     char *gs = (char *)smem + L.gso, *ws = (char *)smem + L.wso;
-    float *ys = smem, *ns = (float *)((char *)smem + L.nso); /* ys: RMSNORM_MLP's values, or the cos and sin */
+    float *xs = smem, *ys = (float *)((char *)smem + L.yso), *ns = (float *)((char *)smem + L.nso); /* ys: RMSNORM_MLP's
+                                                                                          values, or the cos and sin */
     /* the warp's rows (warps below nrw): RMSNORM_GEMV n0 and n0 + 1 of W; RMSNORM_MLP gate row n0 and
        up row n0 */
     const int64_t n0 = n_begin + (mlp ? warp : 2 * warp);
-    const int64_t pos = flags ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
     const int bad = flags && amk_fused_pos_bad(o, kv_row, pos, N); /* the same for every thread */
-    float *xs = (float *)((char *)smem + L.xso);
     /* RoPE: warp nrw computes the cos and sin of the tile's pairs, a lane a pair, while the warps
        with rows wait for x (why not each warp its own: the double-precision trig beside x in
        registers spilled, and on the path after the sums it cost ~0.6 us), and hands them over
@@ -2188,7 +2198,8 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
                          a warp, or x in registers: every SM reads the same lines of x, just summed
                          at L2; a copy a warp by cp.async cost ~1 us more a tile, and x in
                          registers took the VM past its 128) */
-        for (int k = 4 * amk_tid(); k < K; k += 4 * 32 * nrw) *(float4 *)(xs + k) = *(const float4 *)((const float *)x->ptr + k);
+        if (k0 < K) *(float4 *)(xs + k0) = x0;
+        for (int k = k0 + 4 * 32 * nrw; k < K; k += 4 * 32 * nrw) *(float4 *)(xs + k) = *(const float4 *)((const float *)x->ptr + k);
         amk_ptx_bar_sync(AMK_LEAN_BAR + 1, nrw * 32);
     }
     if (bad) {
@@ -2254,17 +2265,17 @@ static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *s
     const int nw = amk_ntid() >> 5;
     const amk_lean_t L = amk_lean_form(c);
     const uint32_t flags = L.mlp ? 0u : (uint32_t)P->flags;
-    /* shared memory, 16-byte aligned: [ys (RMSNORM_MLP) or the pairs' cos and sin (RoPE) | norm_w | W's
-       (gate) rows | up rows | W_downT rows | x] */
+    /* shared memory, 16-byte aligned: [x | ys (RMSNORM_MLP) or the pairs' cos and sin (RoPE) | norm_w |
+       W's (gate) rows | up rows | W_downT rows] (AMK_LEAN_BYTES) */
     if ((c->ins.op != AMK_OP_RMSNORM_GEMV && !L.mlp) || x->numel != L.K || L.K % 8 != 0 || L.K > 128 * AMK_LEAN_PPL ||
         W->dtype != AMK_DTYPE_BF16 || (L.mlp && (Wu->dtype != AMK_DTYPE_BF16 || Wu->ptr % 16 != 0 || L.wsb == 0)) ||
         x->dtype != AMK_DTYPE_F32 || nwt->dtype != AMK_DTYPE_F32 ||
         (!L.mlp && c->out[0].dtype != AMK_DTYPE_F32 && c->out[0].dtype != AMK_DTYPE_BF16) ||
         x->ptr % 16 != 0 || nwt->ptr % 16 != 0 || W->ptr % 16 != 0 || L.nt < 1 || L.nrw > nw - L.rope ||
         L.n_begin + L.nt > L.N || (L.rope && (L.nt % 2 != 0 || L.n_begin % 2 != 0)) || (flags && c->ins.n_inputs < 4) ||
-        L.xso + L.K * 4 > (int64_t)amk_ptx_dynamic_smem_size())
+        L.bytes > (int64_t)amk_ptx_dynamic_smem_size())
         return 0;
-    const uint32_t par = amk_stage_arm(c, (uint32_t)(L.wso - L.nso + L.wsb)); /* norm_w and the rows, before the wait */
+    const uint32_t par = amk_stage_arm(c, (uint32_t)(L.bytes - L.nso)); /* norm_w and the rows, before the wait */
     if (amk_tid() == AMK_AUX_TID) {
         const int64_t g0 = L.n_begin * L.K * 2;
         char *gs = (char *)smem + L.gso;
