@@ -11700,9 +11700,9 @@ AMK__FN int amk__cuda_attn_mma(const amk_program *p, const amk_task *t) {
 }
 
 /* The shared memory of task t's lean form (amk_norm_gemv_lean in amk_ops.cuh, whose conditions this
-   mirrors where the host can see them), or 0 when it has none: an RMSNORM_GEMV tile its RoPE
-   pairs' cos and sin, norm weights and rows of W, an RMSNORM_MLP tile its values, norm weights, gate
-   and up rows and rows of W_downT; then x. */
+   mirrors where the host can see them), or 0 when it has none: x, then an RMSNORM_GEMV tile its
+   RoPE pairs' cos and sin, norm weights and rows of W, an RMSNORM_MLP tile its values, norm
+   weights, gate and up rows and rows of W_downT (AMK_LEAN_BYTES). */
 AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, int threads) {
     const amk_buffer *x = amk__cuda_input(p, t, 0), *nw = amk__cuda_input(p, t, 1), *W = amk__cuda_input(p, t, 2);
     const amk_buffer *o = t->n_outputs > 0 && t->outputs[0] >= 0 && t->outputs[0] < p->n_buffers ? &p->buffers[t->outputs[0]] : NULL;
