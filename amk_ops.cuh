@@ -1948,9 +1948,10 @@ static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const f
    the position), the block takes each head's max through a barrier, the keys' weights p go to
    shared memory, and a warp a dimension of the task sums p and p * V over the keys; then W_oT's
    rows (staged before the wait) add in as the general path does. SmolLM2: the task 5.8 -> 4.2 us,
-   the step 0.584 -> 0.524 ms (bench/RESULTS.md runs 191 and 203). The launch's shared memory is the general path's (the host sizes
-   it); a task whose rows do not fit there takes the general path. AMK_ATTN_LEAN 0 (-D) turns the
-   form off. Returns 0 (nothing done, before the wait) for other tasks. */
+   the step 0.584 -> 0.524 ms (bench/RESULTS.md runs 191 and 203). The launch's shared memory is
+   the general path's (the host sizes it); a task whose rows do not fit there takes the general
+   path. AMK_ATTN_LEAN 0 (-D) turns the form off. Returns 0 (nothing done, before the wait) for
+   other tasks. */
 #ifndef AMK_ATTN_LEAN
 #define AMK_ATTN_LEAN 1
 #endif
@@ -2174,8 +2175,8 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
     const int mlp = L.mlp, rope = L.rope, kv_row = L.kv_row, K = L.K, nrw = L.nrw;
     const int64_t nt = L.nt, n_begin = L.n_begin, N = L.N, rb = L.rb;
     char *gs = (char *)smem + L.gso, *ws = (char *)smem + L.wso;
-    float *xs = smem, *ys = (float *)((char *)smem + L.yso), *ns = (float *)((char *)smem + L.nso); /* ys: RMSNORM_MLP's
-                                                                                          values, or the cos and sin */
+    /* ys: RMSNORM_MLP's values, or the cos and sin */
+    float *xs = smem, *ys = (float *)((char *)smem + L.yso), *ns = (float *)((char *)smem + L.nso);
     /* the warp's rows (warps below nrw): RMSNORM_GEMV n0 and n0 + 1 of W; RMSNORM_MLP gate row n0 and
        up row n0 */
     const int64_t n0 = n_begin + (mlp ? warp : 2 * warp);
