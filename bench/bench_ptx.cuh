@@ -1,5 +1,5 @@
 /* bench/bench_ptx.cuh - the few PTX helpers the standalone GPU probes in bench/ share
-   (sm_rate.cu, cluster_probe.cu). Not part of the library: amk_ops.cuh has its own. */
+   (sm_rate.cu, cluster_probe.cu, red_probe.cu). Not part of the library: amk_ops.cuh has its own. */
 #ifndef AMK_BENCH_PTX_CUH
 #define AMK_BENCH_PTX_CUH
 #include <cstdio>
@@ -14,6 +14,21 @@ static __device__ __forceinline__ uint64_t gtimer(void) {
     uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
+}
+/* The VM's hop (amk_ops.cuh): the counter's polls relaxed, one acquire read once met, the signal
+   one release add. */
+static __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t *p) {
+    uint32_t v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+static __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
+    uint32_t v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+static __device__ __forceinline__ void red_release_add(uint32_t *p, uint32_t v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 static __device__ __forceinline__ uint4 ld_nc_na(const void *p) {
     uint4 r;
@@ -104,7 +119,7 @@ __global__ void __launch_bounds__(512, 1) k_stream(const char *src, uint64_t per
 /* The streaming runs' buffers: BIG bytes to read (windows far apart, so nothing of one run is
    left in the 50 MB L2 for the next), 1024 blocks' start/end times, k_stream's sink. */
 struct StreamBufs { char *buf; uint64_t *times; uint32_t *sink; int sms; };
-static StreamBufs stream_bufs(uint64_t big) {
+static inline StreamBufs stream_bufs(uint64_t big) {
     StreamBufs b;
     CK(cudaDeviceGetAttribute(&b.sms, cudaDevAttrMultiProcessorCount, 0));
     CK(cudaMalloc(&b.buf, big));

@@ -88,10 +88,10 @@ __global__ void __launch_bounds__(512, 1) k_chain(int mode, int iters, float *gx
             if (tid == 0) {
                 const unsigned want = nb * (unsigned)(it + 1);
                 unsigned c;
-                asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(cnt) : "memory");
-                do asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(c) : "l"(cnt) : "memory");
+                red_release_add(cnt, 1u);
+                do c = ld_relaxed(cnt);
                 while (c < want);
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(c) : "l"(cnt) : "memory");
+                c = ld_acquire(cnt);
             }
             __syncthreads();
             for (int i = tid; i < (int)(slice * nb); i += blockDim.x) xb[b][i] = gx[b * VEC + i];

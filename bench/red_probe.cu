@@ -30,17 +30,6 @@
 #define H 576       /* SmolLM2's hidden size */
 #define THREADS 512 /* the VM's block */
 
-static __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t *p) {
-    uint32_t v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-static __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
-    uint32_t v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
 /* mode 0 none, 1 red, 2 bulk. acc: phases x R x H floats, zeroed. x0: the first input (H). */
 __global__ void __launch_bounds__(THREADS, 1) k_chain(int mode, int R, int phases, const float *x0, float *acc,
                                                        uint32_t *ctr, uint64_t *times) {
@@ -95,7 +84,7 @@ __global__ void __launch_bounds__(THREADS, 1) k_chain(int mode, int R, int phase
             }
         }
         __syncthreads();
-        if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(ctr) : "memory");
+        if (tid == 0) red_release_add(ctr, 1u);
     }
 }
 
