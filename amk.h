@@ -883,8 +883,8 @@ typedef struct amk_llama_build_opts {
 #ifndef AMK_LLAMA_ATTN_O_MIN_ROWS
 /* an ATTENTION_O task's rows of W_oT: at least this many (else one task an SM). why 8: with the
    lean form, SmolLM2's 72 tasks of 8 rows make the step 1.5% faster than 117 of 5 (bench/RESULTS.md
-   run 204): each task is 0.4 us longer, but the 60 SMs left idle start their MLP tiles ~0.6 us
-   sooner (their rows are in). 16 (36 tasks, no lean form) was 3% slower (run 166) */
+   run 204): each task is 0.4 us longer, but the MLP tiles, 60 of them on SMs left idle, are 0.6
+   us shorter (4.13 -> 3.55). 16 (36 tasks, no lean form) was 3% slower (run 166) */
 #define AMK_LLAMA_ATTN_O_MIN_ROWS 8
 #endif
 

@@ -1887,7 +1887,7 @@ static __device__ __forceinline__ void amk_rows_release(const amk_op_ctx *c, uin
    a multiple of 4; else one output a thread. The rows come from ws (staged) or global memory. why
    inlined: out of line, ys and ws reached it as generic pointers (shared memory, not known to be),
    and its loop took 0.8 us in an ATTENTION_O task of 8 rows, 1.1 in an RMSNORM_MLP tile of 12;
-   inlined, SmolLM2's step is 8% faster (bench/RESULTS.md runs 209-210) */
+   inlined, SmolLM2's step is 7% faster (bench/RESULTS.md runs 209-210) */
 static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const float *ys, const char *ws, int64_t m0,
                                                  int mr, int64_t n0, int64_t nt) {
     const amk_buffer_t *Wd = &c->in[4], *o = &c->out[0];

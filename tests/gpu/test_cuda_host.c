@@ -216,16 +216,17 @@ static void test_smem_want(void) {
     amk_program_free(p);
 }
 
-/* The lean decode tiles' shared memory (amk__cuda_lean_bytes, the device's amk_norm_gemv_lean
-   layout): SmolLM2's Q/K/V tile (8 rows of 576: [8 floats, 16-aligned | norm_w | rows | x]) and its
-   MLP tile (12 gate, up and W_downT rows); none for a tile outside the form (K = 2048, a bf16 x,
-   a RoPE tile whose 16 row warps leave none for the trig), whose want stays the general one. */
 /* A buffer of shape [n0] (n1 0) or [n0, n1]. */
 static int lean_buf(amk_program *p, const char *name, amk_buffer_kind kind, amk_dtype t, int64_t n0, int64_t n1) {
     const int64_t s[2] = {n0, n1};
     return amk_program_add_buffer(p, name, kind, t, n1 ? 2 : 1, s, AMK_SPACE_HBM, NULL);
 }
 
+/* The lean decode tiles' shared memory (amk__cuda_lean_bytes, the device's amk_norm_gemv_lean
+   layout, AMK_LEAN_BYTES): SmolLM2's Q/K/V tile (8 rows of 576: [x | 8 floats, 16-aligned |
+   norm_w | rows]) and its MLP tile (12 gate, up and W_downT rows); none for a tile outside the
+   form (K = 2048, a bf16 x, a RoPE tile whose 16 row warps leave none for the trig), whose want
+   stays the general one. */
 static void test_lean_bytes(void) {
     amk_program *p = amk_program_create();
     const int threads = 512;
@@ -247,7 +248,7 @@ static void test_lean_bytes(void) {
     c = amk_program_add_counter(p, "");
     CHECK(pos >= 0 && c >= 0);
 
-    /* Q/K/V: 32 + 2304 + 8 * 576 * 2 = 11552, then x 2304 */
+    /* Q/K/V: 32 + 2304 + 8 * 576 * 2 = 11552, and x's 2304 */
     ins[0] = x; ins[1] = nw; ins[2] = W; ins[3] = pos;
     t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV, ins, 4, &cache, 1, c, "k");
     amk_task_set_int(p, t, "K", 576);
@@ -259,7 +260,7 @@ static void test_lean_bytes(void) {
     amk_task_set_int(p, t, "N_tile", 32);
     CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
     CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 4 * (576 + 2 * 32));
-    /* without RoPE the same 32 rows are two a warp: 128 + 2304 + 36864, then x */
+    /* without RoPE the same 32 rows are two a warp: 128 + 2304 + 36864, and x */
     amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_KV_ROW);
     CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 128 + 2304 + 36864 + 2304);
     /* a bf16 x, or K = 2048: the general form */
@@ -272,7 +273,7 @@ static void test_lean_bytes(void) {
     amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_KV_ROW);
     CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
     CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 4 * 2048);
-    /* MLP: 48 + 2304 + 2 * 12 * 576 * 2 + 12 * 576 * 2 = 43824, then x 2304 */
+    /* MLP: 48 + 2304 + 2 * 12 * 576 * 2 + 12 * 576 * 2 = 43824, and x's 2304 */
     ins[0] = x; ins[1] = nw; ins[2] = Wg; ins[3] = Wu; ins[4] = Wd; ins[5] = x;
     t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, ins, 6, &y, 1, c, "mlp");
     amk_task_set_int(p, t, "K", 576);
