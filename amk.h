@@ -11725,6 +11725,20 @@ AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, in
     return AMK_LEAN_BYTES(nt, K, rows);
 }
 
+/* The shared memory of task t's ring form (amk_norm_gemv_ring in amk_ops.cuh, whose conditions this
+   mirrors where the host can see them; the lean form comes first), or 0 when it has none:
+   AMK_RING_SLOTS slots of one row of W a warp (AMK_RING_BYTES). */
+AMK__FN int64_t amk__cuda_ring_bytes(const amk_program *p, const amk_task *t, int threads) {
+    const amk_buffer *x = amk__cuda_input(p, t, 0), *nw = amk__cuda_input(p, t, 1), *W = amk__cuda_input(p, t, 2);
+    const amk_buffer *o = t->n_outputs > 0 && t->outputs[0] >= 0 && t->outputs[0] < p->n_buffers ? &p->buffers[t->outputs[0]] : NULL;
+    const int64_t K = amk__param_i(t, "K", 0), nt = amk__param_i(t, "N_tile", 0);
+    if (t->op != AMK_OP_RMSNORM_GEMV || !x || !nw || !W || !o || amk__param_i(t, "flags", 0) != 0 || K < 8 || K % 8 != 0 ||
+        K > 256 * AMK_RING_VPL || amk_buffer_numel(x) != K || x->dtype != AMK_DTYPE_F32 || nw->dtype != AMK_DTYPE_F32 ||
+        W->dtype != AMK_DTYPE_BF16 || (o->dtype != AMK_DTYPE_F32 && o->dtype != AMK_DTYPE_BF16) || nt <= 2 * (threads / 32))
+        return 0;
+    return AMK_RING_BYTES(threads / 32, K);
+}
+
 /* The dynamic shared memory task t would like: its fastest path, never less than
    amk__cuda_smem_least (the device ops adapt to anything in between). why not always the opt-in
    maximum: shared memory and L1 share one 256 KB array a SM, so every byte asked for leaves less
@@ -11776,7 +11790,8 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         return lean > least + (b ? b + 16 : 0) ? lean : least + (b ? b + 16 : 0); /* + the rows' 16-byte alignment */
     }
     case AMK_OP_RMSNORM_GEMV: {
-        const int64_t lean = amk__cuda_lean_bytes(p, t, threads);
+        int64_t lean = amk__cuda_lean_bytes(p, t, threads);
+        if (!lean) lean = amk__cuda_ring_bytes(p, t, threads);
         return lean > least ? lean : least;
     }
     case AMK_OP_ATTENTION_COMBINE: { /* the heads' weights staged (else it recomputes them) */

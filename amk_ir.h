@@ -167,6 +167,19 @@ typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each lau
    out. (x first: its offset needs nothing read after the wait) */
 #define AMK_LEAN_BYTES(nt, K, rows) \
     ((int64_t)(K) * 8 + (((int64_t)(nt) * 4 + 15) & ~(int64_t)15) + (int64_t)(rows))
+/* The ring form of a decode tile with many short rows (amk_norm_gemv_ring in amk_ops.cuh:
+   SmolLM2's LM-head tiles of ~373 rows of 576): its rows stream through this many shared-memory
+   slots of one row a warp, by bulk copies, the first slots requested before the wait. The host
+   sizes the launch with AMK_RING_BYTES; the device uses as many slots as fit (at least 2). why 3:
+   SmolLM2's head took 23.1 us with 3 and 22.9 with 4 (33.7 without the ring), but 4 slots (74 KB)
+   took the launch's shared memory past what its other tasks ask, and the step was 1.3% slower than
+   with 3 (bench/RESULTS.md run 220) */
+#ifndef AMK_RING_SLOTS
+#define AMK_RING_SLOTS 3
+#endif
+#define AMK_RING_BYTES(warps, K) ((int64_t)AMK_RING_SLOTS * (int64_t)(warps) * (int64_t)(K) * 2)
+/* Its x in registers, this many vectors of 8 elements a lane: K <= 256 * AMK_RING_VPL. */
+#define AMK_RING_VPL 3
 /* The bytes staged for nt rows of H elements of esz bytes (esz 0: a dtype the op does not
    stage), or 0 when they are not staged. The host sizes the launch's shared memory with it, the
    device decides with it. */

@@ -445,8 +445,9 @@ typedef struct __align__(16) amk_op_ctx {
     int timing;         /* nonzero: amk_op_go records t_start */
     int error;          /* nonzero: an op hit a run-time error; the VM will not signal */
     int go;             /* amk_op_go's result: 1 the waits were met, 0 not yet or aborted */
-    uint64_t *mbar;     /* an mbarrier the VM initialised once, for an op's own bulk copy */
-    uint32_t *mbar_uses; /* its completed phases (its parity is the low bit); the issuer counts */
+    uint64_t *mbar;     /* mbarriers the VM initialised once, for an op's own bulk copies: [0] its
+                           staging, [1 + s] slot s of a ring (amk_norm_gemv_ring) */
+    uint32_t *mbar_uses; /* each one's completed phases (its parity is the low bit); the issuer counts */
     float red[AMK_OPS_WARP];   /* block reduction scratch */
     int redi[AMK_OPS_WARP];
 } amk_op_ctx;
@@ -2295,6 +2296,116 @@ static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *s
     return 1;
 }
 
+/* RMSNORM_GEMV's ring form: a tile of one row of F32 x with K <= 256 * AMK_RING_VPL, bf16 rows, no
+   flags, and more rows than the lean form takes (two a warp): SmolLM2's LM-head tiles, 373 rows of
+   576. The rows stream through S slots of shared memory (AMK_RING_SLOTS, or as many as the launch
+   holds, at least 2), a slot one row a warp, each filled by one bulk copy on its own mbarrier
+   (c->mbar[1 + s]); the first S go out before the wait. After the wait each warp loads x and
+   norm_w into registers (x * norm_w, AMK_RING_VPL vectors of 8 a lane) and sums x^2 itself; then,
+   round by round, each warp takes its row of the round's slot, the block meets, and the helper
+   thread refills the slot with the round S ahead. why: the general path's two rows a pass kept
+   ~37 KB of loads in flight a SM, and every warp waited its loads' latency each pass; SmolLM2's
+   head read 56 MB in ~34 us, against 18 us at the read ceiling. Returns 0 (nothing done, before
+   the wait) for other tasks. AMK_RING 0 (-D) turns the form off. */
+#ifndef AMK_RING
+#define AMK_RING 1
+#endif
+/* Slot s <- the rows r0 .. r0 + nw (at most nt) of the tile: one bulk copy by the helper thread. */
+static __device__ __forceinline__ void amk_ring_issue(const amk_op_ctx *c, char *smem, int s, int64_t r0, int64_t nt,
+                                                      uint32_t rb, int nw, int K) {
+    const uint32_t bytes = (uint32_t)(nt - r0 < nw ? nt - r0 : nw) * (uint32_t)K * 2u;
+    amk_ptx_mbar_arrive_expect(c->mbar + 1 + s, bytes);
+    amk_ptx_bulk_copy_armed(smem + (uint32_t)s * rb, (const char *)c->in[2].ptr + (c->ins.params.n_off + r0) * K * 2, bytes,
+                            c->mbar + 1 + s);
+}
+static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2], *o = &c->out[0];
+    const int K = P->K, nw = amk_ntid() >> 5, lane = amk_tid() & 31, warp = amk_tid() >> 5;
+    const int64_t nt = P->N_tile, n_begin = P->n_off;
+    const uint32_t rb = (uint32_t)nw * (uint32_t)K * 2u, sm = amk_ptx_dynamic_smem_size(); /* a slot's bytes */
+    char *ring = (char *)smem;
+    int S = AMK_RING_SLOTS, s;
+    uint32_t par = 0, k;
+    if (c->ins.op != AMK_OP_RMSNORM_GEMV || P->flags != 0 || x->numel != K || K % 8 != 0 || K > 256 * AMK_RING_VPL ||
+        x->dtype != AMK_DTYPE_F32 || nwt->dtype != AMK_DTYPE_F32 || W->dtype != AMK_DTYPE_BF16 ||
+        (o->dtype != AMK_DTYPE_F32 && o->dtype != AMK_DTYPE_BF16) || x->ptr % 16 != 0 || nwt->ptr % 16 != 0 ||
+        W->ptr % 16 != 0 || nt <= 2 * nw || n_begin + nt > W->shape[0] || 2u * rb > sm)
+        return 0;
+    while (S > 2 && (uint32_t)S * rb > sm) S--;
+    for (s = 0; s < S; s++) par |= (c->mbar_uses[1 + s] & 1u) << s; /* read before the go barrier */
+    if (amk_tid() == AMK_AUX_TID) { /* the first S rounds, before the wait (the rows are read-only) */
+        amk_ptx_fence_proxy_async_smem(); /* the earlier ops' accesses to this shared memory come first */
+        for (s = 0; s < S && (int64_t)s * nw < nt; s++) amk_ring_issue(c, ring, s, (int64_t)s * nw, nt, rb, nw, K);
+    }
+    const int go = amk_op_go(c);
+    if (amk_tid() == AMK_AUX_TID) /* every thread read the parities before the barrier: count those copies */
+        for (s = 0; s < S && (int64_t)s * nw < nt; s++) c->mbar_uses[1 + s]++;
+    if (!go) { /* no copy may land after the op */
+        for (s = 0; s < S && (int64_t)s * nw < nt; s++) amk_ptx_mbar_wait(c->mbar + 1 + s, (par >> s) & 1u);
+        __syncthreads();
+        return 1;
+    }
+    float xn[8 * AMK_RING_VPL], ss = 0.0f; /* the lane's x * norm_w: vectors lane, lane + 32, ... */
+#pragma unroll
+    for (int u = 0; u < AMK_RING_VPL; u++) {
+        const int kk = 8 * (lane + 32 * u);
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a, f = a, g = a;
+        if (kk < K) {
+            a = *(const float4 *)((const float *)x->ptr + kk);
+            b = *(const float4 *)((const float *)x->ptr + kk + 4);
+            f = *(const float4 *)((const float *)nwt->ptr + kk);
+            g = *(const float4 *)((const float *)nwt->ptr + kk + 4);
+        }
+        ss = fmaf(a.x, a.x, fmaf(a.y, a.y, fmaf(a.z, a.z, fmaf(a.w, a.w, ss))));
+        ss = fmaf(b.x, b.x, fmaf(b.y, b.y, fmaf(b.z, b.z, fmaf(b.w, b.w, ss))));
+        xn[8 * u + 0] = a.x * f.x; xn[8 * u + 1] = a.y * f.y; xn[8 * u + 2] = a.z * f.z; xn[8 * u + 3] = a.w * f.w;
+        xn[8 * u + 4] = b.x * g.x; xn[8 * u + 5] = b.y * g.y; xn[8 * u + 6] = b.z * g.z; xn[8 * u + 7] = b.w * g.w;
+    }
+    const float inv = 1.0f / sqrtf(amk_warp_sum(ss) / (float)K + P->eps);
+    s = 0;
+    k = 0; /* the fill of slot s this round is the task's k-th into it */
+    for (int64_t r0 = 0; r0 < nt; r0 += nw) {
+        amk_ptx_mbar_wait(c->mbar + 1 + s, ((par >> s) ^ k) & 1u);
+        if (r0 + warp < nt) {
+            const char *wr = ring + (uint32_t)s * rb + (uint32_t)warp * (uint32_t)K * 2u;
+            float a = 0.0f;
+#pragma unroll
+            for (int u = 0; u < AMK_RING_VPL; u++) {
+                const int kk = 8 * (lane + 32 * u);
+                if (kk < K) {
+                    const uint4 w = *(const uint4 *)(wr + kk * 2);
+                    a = fmaf(__uint_as_float(w.x << 16), xn[8 * u + 0], a);
+                    a = fmaf(__uint_as_float(w.x & 0xFFFF0000u), xn[8 * u + 1], a);
+                    a = fmaf(__uint_as_float(w.y << 16), xn[8 * u + 2], a);
+                    a = fmaf(__uint_as_float(w.y & 0xFFFF0000u), xn[8 * u + 3], a);
+                    a = fmaf(__uint_as_float(w.z << 16), xn[8 * u + 4], a);
+                    a = fmaf(__uint_as_float(w.z & 0xFFFF0000u), xn[8 * u + 5], a);
+                    a = fmaf(__uint_as_float(w.w << 16), xn[8 * u + 6], a);
+                    a = fmaf(__uint_as_float(w.w & 0xFFFF0000u), xn[8 * u + 7], a);
+                }
+            }
+            const float y = amk_warp_sum(a) * inv;
+            if (lane == 0) { /* why not amk_store: its FP8 encodings call out of line */
+                const int64_t e = n_begin + r0 + warp;
+                if (o->dtype == AMK_DTYPE_F32) ((float *)o->ptr)[e] = y;
+                else ((__nv_bfloat16 *)o->ptr)[e] = __float2bfloat16_rn(y);
+            }
+        }
+        __syncthreads(); /* every warp is done with slot s */
+        if (amk_tid() == AMK_AUX_TID && r0 + (int64_t)S * nw < nt) {
+            amk_ptx_fence_proxy_async_smem();
+            amk_ring_issue(c, ring, s, r0 + (int64_t)S * nw, nt, rb, nw, K);
+            c->mbar_uses[1 + s]++;
+        }
+        if (++s == S) {
+            s = 0;
+            k++;
+        }
+    }
+    return 1;
+}
+
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const int mlp = c->ins.op == AMK_OP_RMSNORM_MLP, swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU || mlp;
@@ -2325,6 +2436,9 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
 #if AMK_LEAN /* why after the setup above (the compiler sinks what the lean form does not use):
                  called first, or from the dispatcher, it measured no faster (bench/RESULTS.md run 186) */
     if (amk_norm_gemv_lean(c, smem)) return;
+#endif
+#if AMK_RING
+    if (amk_norm_gemv_ring(c, smem)) return;
 #endif
     if (mc < 1) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);

@@ -83,8 +83,9 @@ static __device__ __forceinline__ void amk_vm_wait_ctx(uint64_t *bar, int q, int
 extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(amk_program_t prog) {
     __shared__ amk_op_ctx ctx[2];
     __shared__ __align__(8) uint64_t ctx_bar[2]; /* slot s's copy completes on ctx_bar[s] */
-    __shared__ __align__(8) uint64_t op_bar;     /* an op's own bulk copy (amk_op_ctx.mbar) */
-    __shared__ uint32_t op_bar_uses;
+    /* an op's own bulk copies (amk_op_ctx.mbar): [0] its staging, [1 + s] slot s of a ring */
+    __shared__ __align__(8) uint64_t op_bar[1 + AMK_RING_SLOTS];
+    __shared__ uint32_t op_bar_uses[1 + AMK_RING_SLOTS];
     __shared__ uint64_t t_wait[2]; /* why shared: in a register it lived across every op (128-register cap) */
     extern __shared__ __align__(16) unsigned char amk_vm_smem[];
     const amk_vm_ctx_t *ctxs = (const amk_vm_ctx_t *)prog.contexts; /* [n_instructions], queue order */
@@ -102,12 +103,14 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             ctx[q].status = status;
             ctx[q].timing = timing != 0;
             ctx[q].error = 0; /* why once: a task that sets it ends the walk */
-            ctx[q].mbar = &op_bar;
-            ctx[q].mbar_uses = &op_bar_uses;
+            ctx[q].mbar = op_bar;
+            ctx[q].mbar_uses = op_bar_uses;
             amk_ptx_mbar_init(&ctx_bar[q], 1);
         }
-        op_bar_uses = 0;
-        amk_ptx_mbar_init(&op_bar, 1);
+        for (q = 0; q < 1 + AMK_RING_SLOTS; q++) {
+            op_bar_uses[q] = 0;
+            amk_ptx_mbar_init(&op_bar[q], 1);
+        }
         if (q_begin < q_end) amk_vm_fetch_ctx(ctx, ctx_bar, ctxs, q_begin);
     }
     __syncthreads(); /* the barriers and the words above are set */

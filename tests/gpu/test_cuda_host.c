@@ -226,7 +226,7 @@ static int lean_buf(amk_program *p, const char *name, amk_buffer_kind kind, amk_
    layout, AMK_LEAN_BYTES): SmolLM2's Q/K/V tile (8 rows of 576: [x | 8 floats, 16-aligned |
    norm_w | rows]) and its MLP tile (12 gate, up and W_downT rows); none for a tile outside the
    form (K = 2048, a bf16 x, a RoPE tile whose 16 row warps leave none for the trig), whose want
-   stays the general one. */
+   stays the general one. The ring form's (amk__cuda_ring_bytes) for an LM-head tile. */
 static void test_lean_bytes(void) {
     amk_program *p = amk_program_create();
     const int threads = 512;
@@ -283,6 +283,27 @@ static void test_lean_bytes(void) {
     /* 17 gate/up rows: more than the 16 warps */
     amk_task_set_int(p, t, "N_tile", 17);
     CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
+    CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], threads), 0);
+    /* an LM-head tile (no flags, 100 rows: more than two a warp): the ring form's slots, one row of
+       576 a warp each (4 * 16 * 1152); at 256 threads 8 warps a slot; 32 rows: the lean form */
+    ins[0] = x; ins[1] = nw; ins[2] = W;
+    t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV, ins, 3, &y, 1, c, "head");
+    amk_task_set_int(p, t, "K", 576);
+    amk_task_set_int(p, t, "N_tile", 100);
+    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
+    CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], threads), AMK_RING_SLOTS * 16 * 1152);
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), AMK_RING_SLOTS * 16 * 1152);
+    CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], 256), AMK_RING_SLOTS * 8 * 1152);
+    amk_task_set_int(p, t, "N_tile", 32);
+    CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], threads), 0);
+    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 16 * 8 + 2304 + 32 * 1152 + 2304);
+    /* a bf16 x, or flags: neither form */
+    amk_task_set_int(p, t, "N_tile", 100);
+    p->tasks[t].inputs[0] = xb;
+    CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], threads), 0);
+    p->tasks[t].inputs[0] = x;
+    amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_ROPE);
+    CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], threads), 0);
     amk_program_free(p);
 }
 

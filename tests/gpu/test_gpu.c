@@ -662,7 +662,9 @@ static void test_attention_combine(void) {
 /* ---- AMK's fused opcodes ------------------------------------------------------------------------- */
 
 /* RMSNORM_GEMV (flags: 1 RoPE, 2 KV row) or RMSNORM_SWIGLU tiles, two tasks on two SMs splitting
-   N, against the reference VM; positions set by hand (random ones could leave the cache). */
+   N, against the reference VM; positions set by hand (random ones could leave the cache). Blocks
+   of g_fused_threads threads (0: the runtime's default). */
+static int g_fused_threads;
 static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t M,
                        int64_t N, int64_t K, int64_t hd, const int32_t *pos, int64_t cache_rows, double rtol) {
     amk_program *p = prog_new(2);
@@ -675,6 +677,7 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
     if (flags) in[ni++] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
     y = (flags & AMK_GEMV_FLAG_KV_ROW) ? buf(p, "cache", AMK_KIND_KV_CACHE, ot, 2, cache_rows, N, 0)
                                        : buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, M, N, 0);
+    if (g_fused_threads) p->config.threads_per_block = g_fused_threads;
     for (i = 0; i < 2; i++) {
         const int64_t half = (N / 2) & ~(int64_t)1; /* why: even, so RoPE pairs stay in one tile */
         t = task(p, op, in, ni, y, c, i);
@@ -713,6 +716,16 @@ static void test_fused_gemv(void) {
     fused_case("NORM_GEMV lean rope kv", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 48, 576, 16, pk, 9, -1);
     fused_case("NORM_GEMV lean rope K=768", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 48, 768, 16, p1, 0, 1e-3);
     fused_case("NORM_GEMV lean odd tile", AMK_OP_RMSNORM_GEMV, 2, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 13, 320, 0, pk, 9, -1);
+    /* more rows than two a warp, no flags, an F32 x: the ring form (amk_norm_gemv_ring). SmolLM2's
+       LM-head tiles at 512 threads (372 and 374 rows of 576: rounds of 16, the last of 4 and 6); at
+       256 threads (rounds of 8) K = 768 into a bf16 output, K = 72 (only 9 lanes hold x), tiles of
+       32 and 34 rows (whole rounds, then a last round of 2) */
+    g_fused_threads = 512;
+    fused_case("NORM_GEMV ring head", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 746, 576, 0, NULL, 0, -1);
+    g_fused_threads = 0;
+    fused_case("NORM_GEMV ring K=768", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 768, 0, NULL, 0, -1);
+    fused_case("NORM_GEMV ring K=72", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 210, 72, 0, NULL, 0, -1);
+    fused_case("NORM_GEMV ring 32+34 rows", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 66, 576, 0, NULL, 0, -1);
     fused_case("NORM_SWIGLU bf16", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 576, 0, NULL, 0, -1);
     fused_case("NORM_SWIGLU f32 M=2", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 2, 50, 64, 0, NULL, 0, -1);
     if (!g_quick)
