@@ -880,6 +880,25 @@ typedef struct amk_llama_build_opts {
    its kv head's attention, whose K/V reads grow with the context */
 #define AMK_LLAMA_ATTN_O 1
 #endif
+#ifndef AMK_LLAMA_SM_SETS
+/* with ATTENTION_O: 1 puts each layer on two SM sets (meta "sm_sets", amk_llama_build_lowered):
+   set Y runs the Q/K/V tiles and then the ATTENTION_O tasks (AMK_LLAMA_SETS_ATTN_ROWS rows of
+   W_oT each, one an SM), set Z (the other SMs) the MLP tiles, so no step after an accumulating one
+   (attention + O, the MLP) runs on the SMs that just accumulated; 0 lets the lowering place every
+   task. why: an SM that has just added its share into a residual has its next wait met ~0.7 us
+   after idle SMs do (1.4 on the SM that finished last), whatever it has in flight (neither a
+   bulk reduction nor its next rows' copies moved it: bench/RESULTS.md runs 223-224), and with
+   the MLP tiles on the SMs that ran attention, the last attention tasks' SMs ran the last MLP
+   tiles. SmolLM2: 36 SMs for 35 Q/K/V tiles of 28 rows and 36 tasks, 96 for MLP tiles of 16 rows;
+   the step 3.5% faster, the MLP's start spread 1.2 -> 0.3 us (run 225) */
+#define AMK_LLAMA_SM_SETS 1
+#endif
+#ifndef AMK_LLAMA_SETS_ATTN_ROWS
+#define AMK_LLAMA_SETS_ATTN_ROWS 16 /* with the sets: an ATTENTION_O task's rows of W_oT (SmolLM2: 36 tasks) */
+#endif
+#ifndef AMK_LLAMA_MLP_MAX_ROWS
+#define AMK_LLAMA_MLP_MAX_ROWS 16 /* with the sets: the most rows an MLP tile may have (the lean form's, a row a warp) */
+#endif
 #ifndef AMK_LLAMA_ATTN_O_MIN_ROWS
 /* an ATTENTION_O task's rows of W_oT: at least this many (else one task an SM). why 8: with the
    lean form, SmolLM2's 72 tasks of 8 rows make the step 1.5% faster than 117 of 5 (bench/RESULTS.md
@@ -13080,6 +13099,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     amk__lb b;
     amk_program *p;
     int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd, fused, accum, rd, mlp_rows, ao, ao_rows;
+    int set_y, set_z;
     int token, pos, embed, lm_w, x, cx, n_cx, t, i, one = 1, h_next = -1;
     char meta[32];
     int64_t q_rows, kv_rows;
@@ -13120,6 +13140,23 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     else /* do a task's rows of W_oT stage on the device? */
         ao = AMK_LLAMA_ATTN_O == 2 || (AMK_LLAMA_ATTN_O == 1 && accum && amk__rows_stage_bytes(wd, H, ao_rows) > 0);
     ao = ao && fused && S == 1;
+    q_rows = (int64_t)NH * HD;
+    kv_rows = (int64_t)NKV * HD;
+    set_y = set_z = 0;
+    if (ao && AMK_LLAMA_SM_SETS) { /* set Y: one SM an ATTENTION_O task, also the Q/K/V tiles; set Z: the MLP tiles */
+        const int64_t per_head = (int64_t)(NH / NKV) * HD, ar = AMK_LLAMA_SETS_ATTN_ROWS;
+        const int64_t ny = (int64_t)NKV * ((per_head + ar - 1) / ar), nz = b.o.num_sms - ny;
+        if (ny < b.o.num_sms && nz >= 1 && (I + nz - 1) / nz <= AMK_LLAMA_MLP_MAX_ROWS) {
+            int64_t r = amk__lb_tile_rows(q_rows + 2 * kv_rows, (int)ny);
+            r += r % 2;
+            if (2 * ((kv_rows + r - 1) / r) + (q_rows + r - 1) / r <= ny) {
+                set_y = (int)ny;
+                set_z = (int)nz;
+                ao_rows = (int)ar;
+                mlp_rows = amk__lb_tile_rows(I, set_z);
+            }
+        }
+    }
     p = amk_program_create();
     if (!p) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     b.p = p; b.c = c;
@@ -13131,9 +13168,11 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     if (fused) amk_program_set_meta_string(p, "qk_rows", "interleaved");
     if (accum) amk_program_set_meta_string(p, "down_proj", "transposed");
     if (ao) amk_program_set_meta_string(p, "o_proj", "transposed");
+    if (set_y) {
+        snprintf(meta, sizeof meta, "%d %d", set_y, set_z);
+        amk_program_set_meta_string(p, "sm_sets", meta);
+    }
 
-    q_rows = (int64_t)NH * HD;
-    kv_rows = (int64_t)NKV * HD;
     token = amk__lb_buf(&b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "token");
     pos = amk__lb_buf(&b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "pos");
     embed = amk__lb_buf(&b, AMK_KIND_WEIGHT, wd, V, H, 0, 2, "model.embed_tokens.weight", "model.embed_tokens.weight");
@@ -13177,8 +13216,9 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
            order, so an SM that also holds Q work does not block them behind it */
         /* why two thirds of the SMs with ATTENTION_O (a tiny model's step): SmolLM2's 80 Q/K/V tiles of
            12 rows made the step ~1% faster than 120 of 8 (bench/RESULTS.md run 205; 60 of 16 the
-           same): the tiles start closer together, and the attention tasks find more SMs idle */
-        rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, ao ? (b.o.num_sms * 2 + 2) / 3 : b.o.num_sms);
+           same): the tiles start closer together, and the attention tasks find more SMs idle.
+           With the SM sets, one a set-Y SM */
+        rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, set_y ? set_y : ao ? (b.o.num_sms * 2 + 2) / 3 : b.o.num_sms);
         if (fused) { /* QKV: norm + GEMV + RoPE, K and V straight into the cache row */
             int c_qkv = amk_program_add_counter(p, "qkv tiles"), n_qkv = 0, n, wc = c_qkv;
             int qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
@@ -13371,6 +13411,54 @@ fail:
     return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "llama build: out of memory");
 }
 
+/* A lowered step with meta "sm_sets" ("Y Z", AMK_LLAMA_SM_SETS) lowered again with an explicit
+   assignment: the load-balanced one, but in each layer the Q/K/V tiles and then the ATTENTION_O
+   tasks on SMs 0 .. Y-1 (one each, in list order), the MLP tiles and the FILLs (which run beside
+   the Q/K/V tiles or attention) on Y .. Y+Z-1 (the FILLs from the last SM down). Nothing to do
+   without the meta. */
+AMK__FN amk_result amk__llama_steer(amk_program *p, const amk_config *base, const amk_target *tgt, amk_diag *d) {
+    char buf[64];
+    int ny = 0, nz = 0, k, jq = 0, ja = 0, jm = 0, jf = 0, last = 0; /* last: 0 none, 1 Q/K/V, 2 attention, 3 MLP */
+    amk_config sc;
+    amk_result r;
+    if (!amk_program_meta_string(p, "sm_sets", buf, sizeof buf)) return AMK_OK;
+    if (sscanf(buf, "%d %d", &ny, &nz) != 2 || ny < 1 || nz < 1 || ny > tgt->num_sms - nz)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: bad meta sm_sets \"%s\" for %d SMs", buf, tgt->num_sms);
+    sc = *base;
+    sc.sm_assignment = AMK_SM_EXPLICIT;
+    sc.n_explicit = p->n_tasks;
+    sc.explicit_task = (int *)amk__malloc((size_t)(p->n_tasks > 0 ? p->n_tasks : 1) * sizeof(int));
+    sc.explicit_sm = (int *)amk__malloc((size_t)(p->n_tasks > 0 ? p->n_tasks : 1) * sizeof(int));
+    if (!sc.explicit_task || !sc.explicit_sm) {
+        amk__free(sc.explicit_task);
+        amk__free(sc.explicit_sm);
+        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    for (k = 0; k < p->n_tasks; k++) { /* list order: each layer's Q/K/V tiles, attention, MLP tiles */
+        const amk_task *t = &p->tasks[k];
+        int sm = t->sm;
+        if (t->op == AMK_OP_RMSNORM_GEMV && amk__param_i(t, "flags", 0) != 0) {
+            if (last != 1) jq = ja = jm = 0; /* a new layer */
+            sm = jq++ % ny;
+            last = 1;
+        } else if (t->op == AMK_OP_ATTENTION_O) {
+            sm = ja++ % ny;
+            last = 2;
+        } else if (t->op == AMK_OP_RMSNORM_MLP) {
+            sm = ny + jm++ % nz;
+            last = 3;
+        } else if (t->op == AMK_OP_FILL) {
+            sm = ny + nz - 1 - jf++ % nz;
+        }
+        sc.explicit_task[k] = t->id;
+        sc.explicit_sm[k] = sm;
+    }
+    r = amk_program_lower(p, &sc, tgt, d);
+    amk__free(sc.explicit_task);
+    amk__free(sc.explicit_sm);
+    return r;
+}
+
 AMK_API amk_result amk_llama_build_lowered(const amk_llama_config *cfg, const amk_llama_build_opts *o,
                                            amk_program **out, amk_diag *d) {
     amk_llama_build_opts bo;
@@ -13385,6 +13473,7 @@ AMK_API amk_result amk_llama_build_lowered(const amk_llama_config *cfg, const am
     amk_target_builtin("h100", &tgt);
     tgt.num_sms = bo.num_sms;
     r = amk_program_lower(*out, &sc, &tgt, d);
+    if (r == AMK_OK) r = amk__llama_steer(*out, &sc, &tgt, d);
     if (r != AMK_OK) { amk_program_free(*out); *out = NULL; }
     return r;
 }

@@ -1956,7 +1956,7 @@ static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const f
 #ifndef AMK_ATTN_LEAN
 #define AMK_ATTN_LEAN 1
 #endif
-#define AMK_ATTN_LEAN_DIMS 8 /* the most rows of W_oT a lean task takes */
+#define AMK_ATTN_LEAN_DIMS 16 /* the most rows of W_oT a lean task takes (SmolLM2's with the SM sets) */
 static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2];

@@ -463,9 +463,62 @@ static void test_golden_smollm2(void) { golden_run(AMK_BACKEND_CPU); }
 static void test_golden_smollm2_cuda(void) { golden_run(AMK_BACKEND_CUDA); }
 #endif
 
+/* The two SM sets of a tiny model's step (AMK_LLAMA_SM_SETS): SmolLM2's shape on 132 SMs records
+   meta sm_sets "36 96" and the lowered step puts each layer's Q/K/V tiles and ATTENTION_O tasks on
+   SMs 0..35, one an SM, its MLP tiles and the FILLs on 36..131, one an SM; it validates. The tiny
+   model on 8 SMs (an MLP tile would need 24 rows) gets no sets. */
+static void test_sm_sets(void) {
+    amk_llama_config c;
+    amk_llama_build_opts o;
+    amk_program *p = NULL;
+    amk_diag d;
+    char buf[32];
+    int i, layer = -1, seen[132], bad_set = 0, twice = 0, n_qkv = 0, n_ao = 0, n_mlp = 0;
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_llama_config_preset("smollm2-135m", &c), AMK_OK);
+    amk_llama_build_opts_default(&o);
+    o.max_seq = 128;
+    o.weight_dtype = AMK_DTYPE_BF16;
+    CHECK_EQ_INT(amk_llama_build_lowered(&c, &o, &p, &d), AMK_OK);
+    if (!p) return;
+    CHECK(amk_program_meta_string(p, "sm_sets", buf, sizeof buf) && strcmp(buf, "36 96") == 0);
+    CHECK_EQ_INT(amk_program_validate(p, NULL), AMK_OK);
+    memset(seen, 0, sizeof seen);
+    for (i = 0; i < p->n_tasks; i++) {
+        const amk_task *t = &p->tasks[i];
+        const int qkv = t->op == AMK_OP_RMSNORM_GEMV && amk_task_param(t, "flags") != NULL;
+        int l = -1;
+        if (!qkv && t->op != AMK_OP_ATTENTION_O && t->op != AMK_OP_RMSNORM_MLP) {
+            if (t->op == AMK_OP_FILL) bad_set += t->sm < 36;
+            continue;
+        }
+        if (sscanf(t->label, "L%d", &l) != 1 || l < 0) { CHECK(0); continue; }
+        if (l != layer) { memset(seen, 0, sizeof seen); layer = l; }
+        n_qkv += qkv; n_ao += t->op == AMK_OP_ATTENTION_O; n_mlp += t->op == AMK_OP_RMSNORM_MLP;
+        bad_set += t->op == AMK_OP_RMSNORM_MLP ? t->sm < 36 : t->sm >= 36;
+        /* one task an SM in each step of a layer: the Q/K/V tiles, then attention reuse set Y */
+        twice += (seen[t->sm] & (1 << (qkv ? 0 : t->op == AMK_OP_ATTENTION_O ? 1 : 2))) != 0;
+        seen[t->sm] |= 1 << (qkv ? 0 : t->op == AMK_OP_ATTENTION_O ? 1 : 2);
+    }
+    CHECK_EQ_INT(bad_set, 0);
+    CHECK_EQ_INT(twice, 0);
+    CHECK_EQ_INT(n_qkv, 30 * 35);
+    CHECK_EQ_INT(n_ao, 30 * 36);
+    CHECK_EQ_INT(n_mlp, 30 * 96);
+    amk_program_free(p);
+    p = NULL;
+    c = tiny_config();
+    amk_llama_build_opts_default(&o);
+    o.num_sms = 8;
+    CHECK_EQ_INT(amk_llama_build_lowered(&c, &o, &p, &d), AMK_OK);
+    CHECK(p && !amk_program_meta_string(p, "sm_sets", buf, sizeof buf));
+    amk_program_free(p);
+}
+
 int main(void) {
     RUN(test_presets);
     RUN(test_build_validates_and_lowers);
+    RUN(test_sm_sets);
     RUN(test_fused_matches_spec_ops);
     RUN(test_random_weights_decode);
     RUN(test_sampler);

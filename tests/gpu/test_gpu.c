@@ -873,10 +873,12 @@ static void test_attention_o(void) {
     /* SmolLM2's layer: bf16 (tensor cores), 5 rows of W_oT a task (staged), the last of a head 2 */
     attn_o_case("ATTN_O bf16 smollm2", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 9, 3, 64, 129, 128, 576, 5, 1, 0);
     attn_o_case("ATTN_O bf16 pos cuts", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 9, 3, 64, 129, 17, 576, 24, 1, 0);
-    /* at most 8 rows of W_oT a task, in one or two query heads: the lean form (amk_attn_o_lean),
-       with the position cutting the window, and with the window empty past it */
+    /* at most 16 rows of W_oT a task, in one or two query heads: the lean form (amk_attn_o_lean),
+       with the position cutting the window, and with the window empty past it; tasks of 16 rows
+       across two heads of 24 dimensions, at 512 threads (SmolLM2's tasks with the SM sets) */
     attn_o_case("ATTN_O bf16 lean pos cuts", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 9, 3, 64, 129, 17, 576, 7, 1, 0);
     attn_o_case("ATTN_O f32 lean 2 heads", AMK_DTYPE_F32, AMK_DTYPE_F32, 12, 4, 32, 200, 199, 96, 6, 1, 0);
+    attn_o_case("ATTN_O bf16 lean 16 rows", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 6, 2, 24, 130, 120, 576, 16, 1, 512);
     /* a block of one warp: thread 1 issues the staging copy */
     attn_o_case("ATTN_O bf16 one warp", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 9, 3, 64, 40, 39, 576, 12, 1, 32);
     /* f32 q and caches (the CUDA-core attention) with bf16 rows of W_oT (staged) */
