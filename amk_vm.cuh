@@ -13,9 +13,11 @@
    setup, thread 32 (AMK_AUX_TID) asks L2 for the start of a GEMV/GEMM tile's (read-only) weights (the ranges
    the host put in the instruction).
 
-   This is the simple path: every warp computes, thread 0 waits. Warp specialisation (a loader
-   warp streaming weights into a shared-memory ring ahead of the counters, a controller warp) is
-   the next step; bench/NOTES.md says where the time goes. Build-time knobs (-D):
+   This is the simple path: every warp computes, thread 0 waits. The ops stage their own weights
+   by bulk copies before their waits (the lean tiles, ATTENTION_O's rows); a tile of many short
+   rows streams them through a ring of shared-memory slots (amk_norm_gemv_ring: the op mbarriers
+   [1 + s]). A loader warp streaming the next tasks' weights ahead of the counters is not built;
+   bench/NOTES.md says where the time goes. Build-time knobs (-D):
    AMK_VM_MAX_THREADS, AMK_VM_EARLY_SETUP, AMK_VM_BACKOFF_MIN_NS/MAX_NS, AMK_GEMV_INFLIGHT,
    AMK_GEMV_ROWS, AMK_LEAN, AMK_ATTN_LEAN (the prefetch knobs AMK_VM_PREFETCH_BYTES and
    AMK_VM_PREFETCH_MIN_ELEMS are amk_ir.h's: the host sizes them).
