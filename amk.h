@@ -13146,10 +13146,14 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     if (ao && AMK_LLAMA_SM_SETS) { /* set Y: one SM an ATTENTION_O task, also the Q/K/V tiles; set Z: the MLP tiles */
         const int64_t per_head = (int64_t)(NH / NKV) * HD, ar = AMK_LLAMA_SETS_ATTN_ROWS;
         const int64_t ny = (int64_t)NKV * ((per_head + ar - 1) / ar), nz = b.o.num_sms - ny;
-        if (ny < b.o.num_sms && nz >= 1 && (I + nz - 1) / nz <= AMK_LLAMA_MLP_MAX_ROWS) {
+        /* why these bounds: the tasks keep their fast forms at 512 threads (amk_llama_build_lowered's):
+           an MLP tile a row a warp, a Q/K/V tile a RoPE pair a warp beside the trig warp (30 rows),
+           an attention task's rows of W_oT staged */
+        if (ny < b.o.num_sms && nz >= 1 && (I + nz - 1) / nz <= AMK_LLAMA_MLP_MAX_ROWS &&
+            amk__rows_stage_bytes(wd, H, ar) > 0) {
             int64_t r = amk__lb_tile_rows(q_rows + 2 * kv_rows, (int)ny);
             r += r % 2;
-            if (2 * ((kv_rows + r - 1) / r) + (q_rows + r - 1) / r <= ny) {
+            if (r <= 30 && 2 * ((kv_rows + r - 1) / r) + (q_rows + r - 1) / r <= ny) {
                 set_y = (int)ny;
                 set_z = (int)nz;
                 ao_rows = (int)ar;

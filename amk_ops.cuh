@@ -2305,10 +2305,14 @@ static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *s
    round by round, each warp takes its row of the round's slot, the block meets, and the helper
    thread refills the slot with the round S ahead. why: the general path's two rows a pass kept
    ~37 KB of loads in flight a SM, and every warp waited its loads' latency each pass; SmolLM2's
-   head read 56 MB in ~34 us, against 18 us at the read ceiling. Returns 0 (nothing done, before
-   the wait) for other tasks. AMK_RING 0 (-D) turns the form off. */
+   head read 56 MB in ~34 us, against 18 us at the read ceiling; in the ring 23 us, the step 2.9%
+   faster (bench/RESULTS.md run 220). Returns 0 (nothing done, before the wait) for other tasks.
+   AMK_RING 0 (-D) turns the form off. */
 #ifndef AMK_RING
 #define AMK_RING 1
+#endif
+#if AMK_RING_SLOTS < 2 || AMK_RING_SLOTS > 8 /* why 8: the slots' parities travel as bits of one word */
+#error "AMK_RING_SLOTS must be 2..8"
 #endif
 /* Slot s <- the rows r0 .. r0 + nw (at most nt) of the tile: one bulk copy by the helper thread. */
 static __device__ __forceinline__ void amk_ring_issue(const amk_op_ctx *c, char *smem, int s, int64_t r0, int64_t nt,
