@@ -890,7 +890,7 @@ typedef struct amk_llama_build_opts {
    bulk reduction nor its next rows' copies moved it: bench/RESULTS.md runs 223-224), and with
    the MLP tiles on the SMs that ran attention, the last attention tasks' SMs ran the last MLP
    tiles. SmolLM2: 36 SMs for 35 Q/K/V tiles of 28 rows and 36 tasks, 96 for MLP tiles of 16 rows;
-   the step 3.5% faster, the MLP's start spread 1.2 -> 0.3 us (run 225) */
+   the step 3.6% faster, the MLP's start spread 1.2 -> 0.3 us (run 225) */
 #define AMK_LLAMA_SM_SETS 1
 #endif
 #ifndef AMK_LLAMA_SETS_ATTN_ROWS
@@ -11718,21 +11718,28 @@ AMK__FN int amk__cuda_attn_mma(const amk_program *p, const amk_task *t) {
            vc->dtype == AMK_DTYPE_BF16 && hd > 0 && hd % 16 == 0 && hd <= 256;
 }
 
+/* 1 when task t meets the conditions the lean and ring forms share (the device's amk_short_rows_ok,
+   where the host can see them): one row of F32 x, K a multiple of 8 up to kmax, F32 norm weights,
+   bf16 W, and an RMSNORM_GEMV's output F32 or BF16. */
+AMK__FN int amk__cuda_short_rows(const amk_program *p, const amk_task *t, int64_t kmax) {
+    const amk_buffer *x = amk__cuda_input(p, t, 0), *nw = amk__cuda_input(p, t, 1), *W = amk__cuda_input(p, t, 2);
+    const amk_buffer *o = t->n_outputs > 0 && t->outputs[0] >= 0 && t->outputs[0] < p->n_buffers ? &p->buffers[t->outputs[0]] : NULL;
+    const int64_t K = amk__param_i(t, "K", 0);
+    return x && nw && W && K >= 8 && K % 8 == 0 && K <= kmax && amk_buffer_numel(x) == K && x->dtype == AMK_DTYPE_F32 &&
+           nw->dtype == AMK_DTYPE_F32 && W->dtype == AMK_DTYPE_BF16 &&
+           (t->op == AMK_OP_RMSNORM_MLP || (o && (o->dtype == AMK_DTYPE_F32 || o->dtype == AMK_DTYPE_BF16)));
+}
+
 /* The shared memory of task t's lean form (amk_norm_gemv_lean in amk_ops.cuh, whose conditions this
    mirrors where the host can see them), or 0 when it has none: x, then an RMSNORM_GEMV tile its
    RoPE pairs' cos and sin, norm weights and rows of W, an RMSNORM_MLP tile its values, norm
    weights, gate and up rows and rows of W_downT (AMK_LEAN_BYTES). */
 AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, int threads) {
-    const amk_buffer *x = amk__cuda_input(p, t, 0), *nw = amk__cuda_input(p, t, 1), *W = amk__cuda_input(p, t, 2);
-    const amk_buffer *o = t->n_outputs > 0 && t->outputs[0] >= 0 && t->outputs[0] < p->n_buffers ? &p->buffers[t->outputs[0]] : NULL;
     const int mlp = t->op == AMK_OP_RMSNORM_MLP;
     const amk_buffer *Wu = mlp ? amk__cuda_input(p, t, 3) : NULL, *Wd = mlp ? amk__cuda_input(p, t, 4) : NULL;
     const int64_t K = amk__param_i(t, "K", 0), nt = amk__param_i(t, "N_tile", 0);
     int64_t rows;
-    if ((t->op != AMK_OP_RMSNORM_GEMV && !mlp) || !x || !nw || !W || K < 8 || K % 8 != 0 ||
-        K > 128 * AMK_LEAN_PPL || amk_buffer_numel(x) != K || x->dtype != AMK_DTYPE_F32 || W->dtype != AMK_DTYPE_BF16 ||
-        (!mlp && (!o || (o->dtype != AMK_DTYPE_F32 && o->dtype != AMK_DTYPE_BF16))) ||
-        nw->dtype != AMK_DTYPE_F32 || nt < 1 ||
+    if ((t->op != AMK_OP_RMSNORM_GEMV && !mlp) || !amk__cuda_short_rows(p, t, 128 * AMK_LEAN_PPL) || nt < 1 ||
         (mlp ? nt : (nt + 1) / 2) > threads / 32 - (!mlp && (amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE) != 0))
         return 0;
     rows = nt * K * 2; /* W's, or W_gate's and W_up's and W_downT's */
@@ -11748,14 +11755,10 @@ AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, in
    mirrors where the host can see them; the lean form comes first), or 0 when it has none:
    AMK_RING_SLOTS slots of one row of W a warp (AMK_RING_BYTES). */
 AMK__FN int64_t amk__cuda_ring_bytes(const amk_program *p, const amk_task *t, int threads) {
-    const amk_buffer *x = amk__cuda_input(p, t, 0), *nw = amk__cuda_input(p, t, 1), *W = amk__cuda_input(p, t, 2);
-    const amk_buffer *o = t->n_outputs > 0 && t->outputs[0] >= 0 && t->outputs[0] < p->n_buffers ? &p->buffers[t->outputs[0]] : NULL;
-    const int64_t K = amk__param_i(t, "K", 0), nt = amk__param_i(t, "N_tile", 0);
-    if (t->op != AMK_OP_RMSNORM_GEMV || !x || !nw || !W || !o || amk__param_i(t, "flags", 0) != 0 || K < 8 || K % 8 != 0 ||
-        K > 256 * AMK_RING_VPL || amk_buffer_numel(x) != K || x->dtype != AMK_DTYPE_F32 || nw->dtype != AMK_DTYPE_F32 ||
-        W->dtype != AMK_DTYPE_BF16 || (o->dtype != AMK_DTYPE_F32 && o->dtype != AMK_DTYPE_BF16) || nt <= 2 * (threads / 32))
+    if (t->op != AMK_OP_RMSNORM_GEMV || amk__param_i(t, "flags", 0) != 0 || !amk__cuda_short_rows(p, t, 256 * AMK_RING_VPL) ||
+        amk__param_i(t, "N_tile", 0) <= 2 * (threads / 32))
         return 0;
-    return AMK_RING_BYTES(threads / 32, K);
+    return AMK_RING_BYTES(threads / 32, amk__param_i(t, "K", 0));
 }
 
 /* The dynamic shared memory task t would like: its fastest path, never less than
@@ -13422,7 +13425,7 @@ fail:
    without the meta. */
 AMK__FN amk_result amk__llama_steer(amk_program *p, const amk_config *base, const amk_target *tgt, amk_diag *d) {
     char buf[64];
-    int ny = 0, nz = 0, k, jq = 0, ja = 0, jm = 0, jf = 0, last = 0; /* last: 0 none, 1 Q/K/V, 2 attention, 3 MLP */
+    int ny = 0, nz = 0, k, jq = 0, ja = 0, jm = 0, jf = 0, in_qkv = 0; /* in_qkv: the last layer task a Q/K/V tile */
     amk_config sc;
     amk_result r;
     if (!amk_program_meta_string(p, "sm_sets", buf, sizeof buf)) return AMK_OK;
@@ -13442,15 +13445,15 @@ AMK__FN amk_result amk__llama_steer(amk_program *p, const amk_config *base, cons
         const amk_task *t = &p->tasks[k];
         int sm = t->sm;
         if (t->op == AMK_OP_RMSNORM_GEMV && amk__param_i(t, "flags", 0) != 0) {
-            if (last != 1) jq = ja = jm = 0; /* a new layer */
+            if (!in_qkv) jq = ja = jm = 0; /* a new layer */
             sm = jq++ % ny;
-            last = 1;
+            in_qkv = 1;
         } else if (t->op == AMK_OP_ATTENTION_O) {
             sm = ja++ % ny;
-            last = 2;
+            in_qkv = 0;
         } else if (t->op == AMK_OP_RMSNORM_MLP) {
             sm = ny + jm++ % nz;
-            last = 3;
+            in_qkv = 0;
         } else if (t->op == AMK_OP_FILL) {
             sm = ny + nz - 1 - jf++ % nz;
         }

@@ -171,9 +171,9 @@ typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each lau
    SmolLM2's LM-head tiles of ~373 rows of 576): its rows stream through this many shared-memory
    slots of one row a warp, by bulk copies, the first slots requested before the wait. The host
    sizes the launch with AMK_RING_BYTES; the device uses as many slots as fit (at least 2). why 3:
-   SmolLM2's head took 23.1 us with 3 and 22.9 with 4 (33.7 without the ring), but 4 slots (74 KB)
-   took the launch's shared memory past what its other tasks ask, and the step was 1.3% slower than
-   with 3 (bench/RESULTS.md run 220) */
+   SmolLM2's head task took 23.0 us with 3 and 21.8 with 4 (33.5 without the ring; medians), but 4
+   slots (74 KB) took the launch's shared memory past what its other tasks ask, and the step was
+   ~1.2% slower than with 3 (bench/RESULTS.md run 220) */
 #ifndef AMK_RING_SLOTS
 #define AMK_RING_SLOTS 3
 #endif

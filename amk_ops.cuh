@@ -2128,6 +2128,22 @@ static __device__ __forceinline__ void amk_ptx_bar_arrive(int b, int n) {
 static __device__ __forceinline__ void amk_ptx_bar_sync(int b, int n) {
     asm volatile("bar.sync %0, %1;" :: "r"(b), "r"(n) : "memory");
 }
+/* The conditions the lean and ring forms share (the host mirrors them: amk__cuda_short_rows): one
+   row of F32 x, K a multiple of 8 up to kmax, F32 norm_w, bf16 W, all 16-byte aligned, and an
+   RMSNORM_GEMV's output F32 or BF16. */
+static __device__ __forceinline__ int amk_short_rows_ok(const amk_op_ctx *c, int kmax) {
+    const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2];
+    const int K = c->ins.params.K, od = c->out[0].dtype;
+    return x->numel == K && K % 8 == 0 && K <= kmax && x->dtype == AMK_DTYPE_F32 && nwt->dtype == AMK_DTYPE_F32 &&
+           W->dtype == AMK_DTYPE_BF16 && x->ptr % 16 == 0 && nwt->ptr % 16 == 0 && W->ptr % 16 == 0 &&
+           (c->ins.op == AMK_OP_RMSNORM_MLP || od == AMK_DTYPE_F32 || od == AMK_DTYPE_BF16);
+}
+/* out[e] = y for an F32 or BF16 output (the lean and ring forms). why not amk_store: its FP8
+   encodings call out of line */
+static __device__ __forceinline__ void amk_store_f32_bf16(const amk_buffer_t *o, int64_t e, float y) {
+    if (o->dtype == AMK_DTYPE_F32) ((float *)o->ptr)[e] = y;
+    else ((__nv_bfloat16 *)o->ptr)[e] = __float2bfloat16_rn(y);
+}
 /* The lean tile's layout and form, from the instruction (computed before the wait and again after
    it: why twice, not kept: held across the wait, the values took registers the rows need, and
    the VM spilled). */
@@ -2244,13 +2260,8 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
                 y0 = r0;
                 y1 = r1;
             }
-            if (lane < 1 + two) { /* out[n] or the cache row pos (KV_ROW), F32 or BF16 (amk_norm_gemv_lean).
-                                     why not amk_store: its FP8 encodings call out of line */
-                const int64_t e = (kv_row ? pos * N : 0) + n0 + lane;
-                const float y = lane ? y1 : y0;
-                if (o->dtype == AMK_DTYPE_F32) ((float *)o->ptr)[e] = y;
-                else ((__nv_bfloat16 *)o->ptr)[e] = __float2bfloat16_rn(y);
-            }
+            if (lane < 1 + two) /* out[n] or the cache row pos (KV_ROW) */
+                amk_store_f32_bf16(o, (kv_row ? pos * N : 0) + n0 + lane, lane ? y1 : y0);
         }
     }
     if (mlp) {
@@ -2263,17 +2274,14 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
 
 static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
-    const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2], *Wu = &c->in[3];
+    const amk_buffer_t *nwt = &c->in[1], *W = &c->in[2], *Wu = &c->in[3];
     const int nw = amk_ntid() >> 5;
     const amk_lean_t L = amk_lean_form(c);
     const uint32_t flags = L.mlp ? 0u : (uint32_t)P->flags;
     /* shared memory, 16-byte aligned: [x | ys (RMSNORM_MLP) or the pairs' cos and sin (RoPE) | norm_w |
        W's (gate) rows | up rows | W_downT rows] (AMK_LEAN_BYTES) */
-    if ((c->ins.op != AMK_OP_RMSNORM_GEMV && !L.mlp) || x->numel != L.K || L.K % 8 != 0 || L.K > 128 * AMK_LEAN_PPL ||
-        W->dtype != AMK_DTYPE_BF16 || (L.mlp && (Wu->dtype != AMK_DTYPE_BF16 || Wu->ptr % 16 != 0 || L.wsb == 0)) ||
-        x->dtype != AMK_DTYPE_F32 || nwt->dtype != AMK_DTYPE_F32 ||
-        (!L.mlp && c->out[0].dtype != AMK_DTYPE_F32 && c->out[0].dtype != AMK_DTYPE_BF16) ||
-        x->ptr % 16 != 0 || nwt->ptr % 16 != 0 || W->ptr % 16 != 0 || L.nt < 1 || L.nrw > nw - L.rope ||
+    if ((c->ins.op != AMK_OP_RMSNORM_GEMV && !L.mlp) || !amk_short_rows_ok(c, 128 * AMK_LEAN_PPL) ||
+        (L.mlp && (Wu->dtype != AMK_DTYPE_BF16 || Wu->ptr % 16 != 0 || L.wsb == 0)) || L.nt < 1 || L.nrw > nw - L.rope ||
         L.n_begin + L.nt > L.N || (L.rope && (L.nt % 2 != 0 || L.n_begin % 2 != 0)) || (flags && c->ins.n_inputs < 4) ||
         L.bytes > (int64_t)amk_ptx_dynamic_smem_size())
         return 0;
@@ -2305,7 +2313,7 @@ static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *s
    round by round, each warp takes its row of the round's slot, the block meets, and the helper
    thread refills the slot with the round S ahead. why: the general path's two rows a pass kept
    ~37 KB of loads in flight a SM, and every warp waited its loads' latency each pass; SmolLM2's
-   head read 56 MB in ~34 us, against 18 us at the read ceiling; in the ring 23 us, the step 2.9%
+   head read 56 MB in ~34 us, against 18 us at the read ceiling; in the ring 23 us, the step 3.1%
    faster (bench/RESULTS.md run 220). Returns 0 (nothing done, before the wait) for other tasks.
    AMK_RING 0 (-D) turns the form off. */
 #ifndef AMK_RING
@@ -2329,24 +2337,24 @@ static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *s
     const int64_t nt = P->N_tile, n_begin = P->n_off;
     const uint32_t rb = (uint32_t)nw * (uint32_t)K * 2u, sm = amk_ptx_dynamic_smem_size(); /* a slot's bytes */
     char *ring = (char *)smem;
-    int S = AMK_RING_SLOTS, s;
+    int S = AMK_RING_SLOTS, S0, s;
     uint32_t par = 0, k;
-    if (c->ins.op != AMK_OP_RMSNORM_GEMV || P->flags != 0 || x->numel != K || K % 8 != 0 || K > 256 * AMK_RING_VPL ||
-        x->dtype != AMK_DTYPE_F32 || nwt->dtype != AMK_DTYPE_F32 || W->dtype != AMK_DTYPE_BF16 ||
-        (o->dtype != AMK_DTYPE_F32 && o->dtype != AMK_DTYPE_BF16) || x->ptr % 16 != 0 || nwt->ptr % 16 != 0 ||
-        W->ptr % 16 != 0 || nt <= 2 * nw || n_begin + nt > W->shape[0] || 2u * rb > sm)
+    if (c->ins.op != AMK_OP_RMSNORM_GEMV || P->flags != 0 || !amk_short_rows_ok(c, 256 * AMK_RING_VPL) ||
+        nt <= 2 * nw || n_begin + nt > W->shape[0] || 2u * rb > sm)
         return 0;
     while (S > 2 && (uint32_t)S * rb > sm) S--;
     for (s = 0; s < S; s++) par |= (c->mbar_uses[1 + s] & 1u) << s; /* read before the go barrier */
-    if (amk_tid() == AMK_AUX_TID) { /* the first S rounds, before the wait (the rows are read-only) */
+    S0 = 0; /* the rounds that go out before the wait: at most S */
+    while (S0 < S && (int64_t)S0 * nw < nt) S0++;
+    if (amk_tid() == AMK_AUX_TID) { /* the first rounds, before the wait (the rows are read-only) */
         amk_ptx_fence_proxy_async_smem(); /* the earlier ops' accesses to this shared memory come first */
-        for (s = 0; s < S && (int64_t)s * nw < nt; s++) amk_ring_issue(c, ring, s, (int64_t)s * nw, nt, rb, nw, K);
+        for (s = 0; s < S0; s++) amk_ring_issue(c, ring, s, (int64_t)s * nw, nt, rb, nw, K);
     }
     const int go = amk_op_go(c);
     if (amk_tid() == AMK_AUX_TID) /* every thread read the parities before the barrier: count those copies */
-        for (s = 0; s < S && (int64_t)s * nw < nt; s++) c->mbar_uses[1 + s]++;
+        for (s = 0; s < S0; s++) c->mbar_uses[1 + s]++;
     if (!go) { /* no copy may land after the op */
-        for (s = 0; s < S && (int64_t)s * nw < nt; s++) amk_ptx_mbar_wait(c->mbar + 1 + s, (par >> s) & 1u);
+        for (s = 0; s < S0; s++) amk_ptx_mbar_wait(c->mbar + 1 + s, (par >> s) & 1u);
         __syncthreads();
         return 1;
     }
@@ -2378,23 +2386,14 @@ static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *s
             for (int u = 0; u < AMK_RING_VPL; u++) {
                 const int kk = 8 * (lane + 32 * u);
                 if (kk < K) {
-                    const uint4 w = *(const uint4 *)(wr + kk * 2);
-                    a = fmaf(__uint_as_float(w.x << 16), xn[8 * u + 0], a);
-                    a = fmaf(__uint_as_float(w.x & 0xFFFF0000u), xn[8 * u + 1], a);
-                    a = fmaf(__uint_as_float(w.y << 16), xn[8 * u + 2], a);
-                    a = fmaf(__uint_as_float(w.y & 0xFFFF0000u), xn[8 * u + 3], a);
-                    a = fmaf(__uint_as_float(w.z << 16), xn[8 * u + 4], a);
-                    a = fmaf(__uint_as_float(w.z & 0xFFFF0000u), xn[8 * u + 5], a);
-                    a = fmaf(__uint_as_float(w.w << 16), xn[8 * u + 6], a);
-                    a = fmaf(__uint_as_float(w.w & 0xFFFF0000u), xn[8 * u + 7], a);
+                    float w[8];
+                    amk_unpack_bf16x8(*(const uint4 *)(wr + kk * 2), w);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) a = fmaf(w[i], xn[8 * u + i], a);
                 }
             }
             const float y = amk_warp_sum(a) * inv;
-            if (lane == 0) { /* why not amk_store: its FP8 encodings call out of line */
-                const int64_t e = n_begin + r0 + warp;
-                if (o->dtype == AMK_DTYPE_F32) ((float *)o->ptr)[e] = y;
-                else ((__nv_bfloat16 *)o->ptr)[e] = __float2bfloat16_rn(y);
-            }
+            if (lane == 0) amk_store_f32_bf16(o, n_begin + r0 + warp, y);
         }
         __syncthreads(); /* every warp is done with slot s */
         if (amk_tid() == AMK_AUX_TID && r0 + (int64_t)S * nw < nt) {

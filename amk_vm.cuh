@@ -19,7 +19,7 @@
    [1 + s]). A loader warp streaming the next tasks' weights ahead of the counters is not built;
    bench/NOTES.md says where the time goes. Build-time knobs (-D):
    AMK_VM_MAX_THREADS, AMK_VM_EARLY_SETUP, AMK_VM_BACKOFF_MIN_NS/MAX_NS, AMK_GEMV_INFLIGHT,
-   AMK_GEMV_ROWS, AMK_LEAN, AMK_ATTN_LEAN (the prefetch knobs AMK_VM_PREFETCH_BYTES and
+   AMK_GEMV_ROWS, AMK_LEAN, AMK_ATTN_LEAN, AMK_RING (the prefetch knobs AMK_VM_PREFETCH_BYTES and
    AMK_VM_PREFETCH_MIN_ELEMS are amk_ir.h's: the host sizes them).
 
    Build: this header is the whole device translation unit:
