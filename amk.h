@@ -11811,10 +11811,10 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         const int64_t lean = amk__cuda_lean_bytes(p, t, threads);
         return lean > least + (b ? b + 16 : 0) ? lean : least + (b ? b + 16 : 0); /* + the rows' 16-byte alignment */
     }
-    case AMK_OP_RMSNORM_GEMV: {
-        int64_t lean = amk__cuda_lean_bytes(p, t, threads);
-        if (!lean) lean = amk__cuda_ring_bytes(p, t, threads);
-        return lean > least ? lean : least;
+    case AMK_OP_RMSNORM_GEMV: { /* its lean form's, else its ring form's */
+        int64_t form = amk__cuda_lean_bytes(p, t, threads);
+        if (!form) form = amk__cuda_ring_bytes(p, t, threads);
+        return form > least ? form : least;
     }
     case AMK_OP_ATTENTION_COMBINE: { /* the heads' weights staged (else it recomputes them) */
         const amk_buffer *part = amk__cuda_input(p, t, 0);

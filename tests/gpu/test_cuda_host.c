@@ -285,7 +285,8 @@ static void test_lean_bytes(void) {
     CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
     CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], threads), 0);
     /* an LM-head tile (no flags, 100 rows: more than two a warp): the ring form's slots, one row of
-       576 a warp each (4 * 16 * 1152); at 256 threads 8 warps a slot; 32 rows: the lean form */
+       576 a warp each (AMK_RING_SLOTS * 16 * 1152); at 256 threads 8 warps a slot; 32 rows: the
+       lean form */
     ins[0] = x; ins[1] = nw; ins[2] = W;
     t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV, ins, 3, &y, 1, c, "head");
     amk_task_set_int(p, t, "K", 576);
