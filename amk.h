@@ -816,10 +816,11 @@ AMK_API amk_result amk_cuda_fill_random(amk_cuda *c, int buffer_id, uint64_t see
 /* Fills a buffer with one value (norm weights get 1.0), rounded and saturated into the dtype as
    amk_cuda_upload of amk__store_f32's encoding would be. Synchronous. */
 AMK_API amk_result amk_cuda_fill_value(amk_cuda *c, int buffer_id, float value, amk_diag *d);
-/* Median wall time of n launches of the loaded program (each: counters zeroed, cooperative
+/* Median wall time of n launches of the loaded program (each: the next counter epoch, cooperative
    launch, completion), timed with CUDA events around each launch on the stream, after `warmup`
    launches; per-launch times into times_us when not NULL (n entries). The timed span is the
-   counter memset plus the kernel (the status copy and host polling are outside it); every launch
+   kernel, and the counters' memset when a launch needs one (the first, one after a failed launch,
+   one every 2^30; amk_program_t.epoch) (the status copy and host polling are outside it); every launch
    is checked as amk_cuda_run checks it (10 s watchdog) and the first failure is returned. An even
    n gives the mean of the two middle times. n in [1, 100000], warmup in [0, 100000]. */
 AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *median_us,
@@ -892,6 +893,13 @@ typedef struct amk_llama_build_opts {
    tiles. SmolLM2: 36 SMs for 35 Q/K/V tiles of 28 rows and 36 tasks, 96 for MLP tiles of 16 rows;
    the step 3.6% faster, the MLP's start spread 1.2 -> 0.3 us (run 225) */
 #define AMK_LLAMA_SM_SETS 1
+#endif
+#ifndef AMK_LLAMA_HEAD_ARGMAX
+/* with AMK's opcodes: 1 the LM-head tiles also write their (max, index) pairs (RMSNORM_GEMV's
+   ARGMAX flag) and one ARGMAX_COMBINE follows them; 0 an ARGMAX_PARTIAL phase over slices of the
+   logits between them. why 1: the head's tail (its last end to the step's end) 7.8 -> 4.4 us on
+   SmolLM2, 8.2 -> 4.3 on Llama-3.2-1B (bench/RESULTS.md runs 235-237) */
+#define AMK_LLAMA_HEAD_ARGMAX 1
 #endif
 #ifndef AMK_LLAMA_SETS_ATTN_ROWS
 #define AMK_LLAMA_SETS_ATTN_ROWS 16 /* with the sets: an ATTENTION_O task's rows of W_oT (SmolLM2: 36 tasks) */
@@ -1724,7 +1732,8 @@ static const amk_op_spec amk__op_specs[AMK_OP_COUNT] = {
     {"SAMPLE_ARGMAX", 1, 1, 1, {NULL}, "greedy argmax over the last axis"},
     {"ATTENTION_COMBINE", 2, 8, 1, {"head_dim", NULL}, "merge flash partials (acc, m, l)"},
     {NULL, 0, 0, 0, {NULL}, NULL}, /* 19: another implementation's FUSED; never defined here */
-    {"RMSNORM_GEMV", 3, 4, 1, {"eps", "K", "N_tile", "n_off", NULL}, "tile of rmsnorm(x) @ W.T (+ RoPE, KV row)"},
+    {"RMSNORM_GEMV", 3, 4, -1, {"eps", "K", "N_tile", "n_off", NULL},
+     "tile of rmsnorm(x) @ W.T (+ RoPE, KV row; + its argmax pair: a 2nd output)"},
     {"RMSNORM_SWIGLU", 4, 4, 1, {"eps", "K", "N_tile", "n_off", NULL}, "tile of silu(xn @ Wg.T) * (xn @ Wu.T)"},
     {"ATTENTION_DECODE", 4, 4, 1, {"head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile"},
      "attention of kv heads [n_off, n_off+N_tile) over rows up to pos"},
@@ -4214,12 +4223,30 @@ AMK__FN int amk__opshape_tile_out(const amk__opshape *c, const amk_buffer *out, 
     return 1;
 }
 
+/* An argmax partials buffer out [rows, 2P] (n_out elements, F32) that holds the pair `part`
+   (ARGMAX_PARTIAL's output, RMSNORM_GEMV's with AMK_GEMV_FLAG_ARGMAX). */
+AMK__FN int amk__opshape_pairs_out(const amk__opshape *c, const amk_buffer *out, int64_t n_out, int64_t rows,
+                                   int part) {
+    const int64_t W = amk__opshape_last(out);
+    if (out->dtype != AMK_DTYPE_F32)
+        return amk__opshape_fail(c, AMK_CHECK_OP_DTYPE, "partials '%s' must be F32, not %s", amk__opshape_name(out),
+                                 amk_dtype_name(out->dtype));
+    if (out->rank < 1 || W < 2 || W % 2 || n_out / W != rows)
+        return amk__opshape_fail(c, AMK_CHECK_OP_SHAPE, "partials '%s' needs one row per logits row (%lld) of an "
+                                 "even number of columns, got %lld elements", amk__opshape_name(out),
+                                 (long long)rows, (long long)n_out);
+    if (part < 0 || 2 * (int64_t)part + 2 > W)
+        return amk__opshape_fail(c, AMK_CHECK_PARAM_VALUE, "part = %d is not one of the %lld pairs of '%s'", part,
+                                 (long long)(W / 2), amk__opshape_name(out));
+    return 1;
+}
+
 AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *which, char *msg,
                           size_t msg_size) {
     amk__opshape c;
     const amk_op_spec *spec;
-    const amk_buffer *in[AMK_MAX_INPUTS], *out = NULL;
-    int64_t n_in[AMK_MAX_INPUTS], n_out = 0, v;
+    const amk_buffer *in[AMK_MAX_INPUTS], *out = NULL, *out2 = NULL; /* the first and second outputs */
+    int64_t n_in[AMK_MAX_INPUTS], n_out = 0, n_out2 = 0, v;
     amk_params_t P;
     int i, ni, max_in, quant;
     c.which = which;
@@ -4240,10 +4267,14 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
     if (ni > AMK_MAX_INPUTS || t->n_outputs > AMK_MAX_OUTPUTS)
         AMK__OPS_FAIL(ABI_CAP, "%d inputs, %d outputs exceed the ABI caps (%d/%d)", ni,
                       t->n_outputs, AMK_MAX_INPUTS, AMK_MAX_OUTPUTS);
-    if (ni < spec->min_inputs || ni > max_in || t->n_outputs != spec->n_outputs ||
-        (ni && !t->inputs) || (t->n_outputs && !t->outputs))
+    if (ni < spec->min_inputs || ni > max_in || (ni && !t->inputs) || (t->n_outputs && !t->outputs) ||
+        (spec->n_outputs >= 0 ? t->n_outputs != spec->n_outputs : t->n_outputs < 1)) {
+        if (spec->n_outputs < 0) /* the op's own rules below say how many */
+            AMK__OPS_FAIL(OP_ARITY, "takes %d..%d inputs and at least 1 output, got %d and %d",
+                          spec->min_inputs, max_in, ni, t->n_outputs);
         AMK__OPS_FAIL(OP_ARITY, "takes %d..%d inputs and %d outputs, got %d and %d",
                       spec->min_inputs, max_in, spec->n_outputs, ni, t->n_outputs);
+    }
     for (i = 0; i < ni + t->n_outputs; i++) {
         int id = i < ni ? t->inputs[i] : t->outputs[i - ni];
         const amk_buffer *b;
@@ -4258,7 +4289,8 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
             AMK__OPS_FAIL(BUFFER_SHAPE, "buffer %d '%s' has a bad shape or too many bytes", id,
                           amk__opshape_name(b));
         if (i < ni) { in[i] = b; n_in[i] = amk_buffer_numel(b); }
-        else { out = b; n_out = amk_buffer_numel(b); }
+        else if (i == ni) { out = b; n_out = amk_buffer_numel(b); }
+        else if (i == ni + 1) { out2 = b; n_out2 = amk_buffer_numel(b); }
     }
     for (i = 0; i < t->n_params; i++) {
         const amk_param *pr = &t->params[i];
@@ -4558,23 +4590,13 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
             AMK__OPS_FAIL(OP_SHAPE, "%s '%s' needs rank >= 1 and a last dim >= 1%s", what,
                           amk__opshape_name(in[0]), combine ? ", even ((value, index) pairs)" : "");
         if (t->op == AMK_OP_ARGMAX_PARTIAL) {
-            const int64_t W = amk__opshape_last(out);
             if (L > (1LL << 24)) /* why: the index travels as an F32 beside its value */
                 AMK__OPS_FAIL(OP_SHAPE, "logits '%s' has %lld columns; at most 2^24", amk__opshape_name(in[0]),
                               (long long)L);
             if (P.n_off < 0 || P.N_tile < 1 || (int64_t)P.n_off + P.N_tile > L)
                 AMK__OPS_FAIL(PARAM_VALUE, "columns [%d, %d + %d) are not inside the %lld of '%s'", P.n_off,
                               P.n_off, P.N_tile, (long long)L, amk__opshape_name(in[0]));
-            if (out->dtype != AMK_DTYPE_F32)
-                AMK__OPS_FAIL(OP_DTYPE, "partials '%s' must be F32, not %s", amk__opshape_name(out),
-                              amk_dtype_name(out->dtype));
-            if (out->rank < 1 || W < 2 || W % 2 || n_out / W != n_in[0] / L)
-                AMK__OPS_FAIL(OP_SHAPE, "partials '%s' needs one row per logits row (%lld) of an even "
-                              "number of columns, got %lld elements", amk__opshape_name(out),
-                              (long long)(n_in[0] / L), (long long)n_out);
-            if (P.part < 0 || 2 * (int64_t)P.part + 2 > W)
-                AMK__OPS_FAIL(PARAM_VALUE, "part = %d is not one of the %lld pairs of '%s'", P.part,
-                              (long long)(W / 2), amk__opshape_name(out));
+            if (!amk__opshape_pairs_out(&c, out, n_out, n_in[0] / L, P.part)) return 0;
             break;
         }
         if (!amk__opshape_is_index(out->dtype))
@@ -4647,12 +4669,24 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         end = (int64_t)P.n_off + P.N_tile;
         if (end > N)
             AMK__OPS_FAIL(PARAM_VALUE, "n_off+N_tile = %lld exceeds W rows %lld", (long long)end, (long long)N);
-        if (flags & ~(AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW))
-            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than ROPE (1) and KV_ROW (2)", P.flags);
-        if (!swiglu && (ni == 4) != (flags != 0))
+        if (flags & ~(AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW | AMK_GEMV_FLAG_ARGMAX))
+            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than ROPE (1), KV_ROW (2) and ARGMAX (4)", P.flags);
+        if ((flags & AMK_GEMV_FLAG_ARGMAX) && (flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)))
+            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: ARGMAX (4) goes with neither ROPE (1) nor KV_ROW (2)", P.flags);
+        if (t->n_outputs != 1 + ((flags & AMK_GEMV_FLAG_ARGMAX) != 0))
+            AMK__OPS_FAIL(OP_ARITY, "takes a second output (the argmax partials) exactly when flags has "
+                          "ARGMAX (flags %d, %d outputs)", P.flags, t->n_outputs);
+        if (!swiglu && (ni == 4) != ((flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0))
             AMK__OPS_FAIL(OP_ARITY, "takes the positions as a 4th input exactly when flags has ROPE or "
                           "KV_ROW (flags %d, %d inputs)", P.flags, ni);
-        if (flags) {
+        if (flags & AMK_GEMV_FLAG_ARGMAX) {
+            if (N > (1LL << 24)) /* why: the index travels as an F32 beside its value */
+                AMK__OPS_FAIL(OP_SHAPE, "W '%s' has %lld rows; ARGMAX takes at most 2^24", amk__opshape_name(in[2]),
+                              (long long)N);
+            if (!amk__opshape_pairs_out(&c, out2, n_out2, M, P.part)) return 0;
+            if (t->outputs[1] == t->outputs[0] || t->outputs[1] == t->inputs[0])
+                AMK__OPS_FAIL(OP_SHAPE, "the partials (buffer %d) must be a buffer of their own", t->outputs[1]);
+        } else if (flags) {
             if (!amk__opshape_is_index(in[3]->dtype) || n_in[3] != M)
                 AMK__OPS_FAIL(OP_SHAPE, "positions '%s' must be I32, I8 or U8 with one per row of x (%lld)",
                               amk__opshape_name(in[3]), (long long)M);
@@ -5651,16 +5685,26 @@ AMK__FN void amk__v_query(amk__vctx *v, int set_off, int set_len, int target, in
    of its kind: 0 the whole buffer; 1 columns of the output's last axis (GEMV/GEMM tiles and the
    fused tiles, whose KV-row form writes columns of every cache row it may pick; ARGMAX_PARTIAL's
    pair); 2 flat elements
-   (ATTENTION_DECODE: the rows of its query heads). Regions of different kinds never compare as
-   disjoint (amk__v_waw). */
+   (ATTENTION_DECODE: the rows of its query heads). Of buffer x: an RMSNORM_GEMV with ARGMAX writes
+   its pair (kind 1) into its second output. Regions of different kinds never compare as disjoint
+   (amk__v_waw). */
 typedef struct amk__v_region { int64_t n0, n1, m0, m1; int task, kind; } amk__v_region;
 
-AMK__FN void amk__v_region_of(const amk_task *t, int ti, amk__v_region *r) {
+AMK__FN void amk__v_region_of(const amk_task *t, int ti, int x, amk__v_region *r) {
     const amk_param *off = amk__v_param(t, "n_off"), *w = amk__v_param(t, "N_tile");
+    const amk_param *flags = amk__v_param(t, "flags"), *part = amk__v_param(t, "part");
     r->task = ti;
     r->kind = 0;
     r->n0 = r->m0 = INT64_MIN;
     r->n1 = r->m1 = INT64_MAX;
+    if (t->op == AMK_OP_RMSNORM_GEMV && flags && (flags->i & AMK_GEMV_FLAG_ARGMAX) && t->n_outputs == 2 &&
+        t->outputs && x == t->outputs[1]) { /* its (value, index) pair */
+        if (!part || t->outputs[0] == x) return;
+        r->kind = 1;
+        r->n0 = 2 * part->i;
+        r->n1 = r->n0 + 2;
+        return;
+    }
     if (!off || !w) return;
     switch (t->op) {
     case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_GEMV: case AMK_OP_RMSNORM_SWIGLU:
@@ -5745,7 +5789,7 @@ AMK__FN void amk__v_waw(amk__vctx *v, int x, amk__v_key3 *tmp, amk__v_region *re
         if (len < 2) continue;
         for (k = 0; k < len; k++) {
             int t = v->pool[start + k];
-            amk__v_region_of(&v->p->tasks[t], t, &reg[k]);
+            amk__v_region_of(&v->p->tasks[t], t, x, &reg[k]);
         }
         for (k = 1; k < len && reg[k].kind == reg[0].kind; k++) {}
         if (k < len) /* why: mixed units; the sort's early stop below needs one kind, so all overlap */
@@ -7371,8 +7415,10 @@ typedef struct amk__refop {
     const void *x[AMK_MAX_INPUTS]; /* storage of input i */
     int64_t n_in[AMK_MAX_INPUTS];
     const amk_buffer *out;
-    void *y;                       /* storage of the output */
+    void *y;                       /* storage of the (first) output */
     int64_t n_out;
+    const amk_buffer *out2;        /* the second output (RMSNORM_GEMV with ARGMAX: the partials) */
+    void *y2;
 } amk__refop;
 
 #define AMK__IN(o, i, e) amk__load_f32((o)->x[i], (o)->in[i]->dtype, (e))
@@ -7590,16 +7636,28 @@ AMK__FN amk_result amk__ref_rope(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 
+/* The argmax rule of SAMPLE_ARGMAX and the ARGMAX_* pair: candidate (v, i) replaces (*bv, *bi)
+   when it is a candidate (i >= 0, v not NaN) and there is none yet, or v is larger, or equal
+   with a smaller index (the first maximum wins). */
+AMK__FN void amk__argmax_merge(float *bv, int64_t *bi, float v, int64_t i) {
+    if (i < 0 || v != v) return;
+    if (*bi < 0 || v > *bv || (v == *bv && i < *bi)) { *bv = v; *bi = i; }
+}
+
 /* RMSNORM_GEMV and RMSNORM_SWIGLU: each row m of x is normalised in fp32 (rmsnorm as RMSNORM, no
    cast in between), then the tile's rows n: y = xn . W[n] (SWIGLU: silu(xn . Wg[n]) * (xn . Wu[n])).
    RMSNORM_GEMV flags: ROPE rotates pairs (n, n+1), n even, by pos[m] * inv_freq((n % head_dim)/2)
    (the interleaved pair order, like GGUF's Q/K rows); KV_ROW stores y at pos[m] * N + n of a
    cache of rows of N, instead of out[m, n]. Positions are checked before anything is written.
+   ARGMAX: then, per row m, the max of the tile's values as out holds them (rounded to its dtype)
+   and its first index, as ARGMAX_PARTIAL's pair `part` of the second output.
    RMSNORM_MLP: the SWIGLU values y (not cast) times the tile's rows of W_downT, plus resid when
    given, added to what out[m] holds. */
 AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
     const int mlp = o->t->op == AMK_OP_RMSNORM_MLP, swiglu = o->t->op == AMK_OP_RMSNORM_SWIGLU || mlp;
-    const uint32_t flags = swiglu ? 0u : (uint32_t)o->P.flags;
+    /* flags: the bits that take the positions; argmax: the pairs into the second output */
+    const uint32_t flags = swiglu ? 0u : (uint32_t)o->P.flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW);
+    const int argmax = !swiglu && ((uint32_t)o->P.flags & AMK_GEMV_FLAG_ARGMAX) != 0;
     const int64_t K = o->P.K, M = o->n_in[0] / K, N = o->in[2]->shape[0], n0 = o->P.n_off, nt = o->P.N_tile;
     const int64_t last = (flags & AMK_GEMV_FLAG_KV_ROW) ? N : o->n_out / M;
     int64_t m, n, k;
@@ -7649,6 +7707,14 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
         }
         for (n = 0; n < nt; n++)
             AMK__OUT(o, (flags & AMK_GEMV_FLAG_KV_ROW) ? pos * N + n0 + n : m * last + n0 + n, y[n]);
+        if (argmax) { /* over the values as stored */
+            const int64_t W2 = amk__opshape_last(o->out2);
+            int64_t best = -1;
+            float bv = 0.0f;
+            for (n = 0; n < nt; n++) amk__argmax_merge(&bv, &best, amk__load_f32(o->y, o->out->dtype, m * last + n0 + n), n0 + n);
+            amk__store_f32(o->y2, AMK_DTYPE_F32, m * W2 + 2 * o->P.part, best < 0 ? NAN : bv);
+            amk__store_f32(o->y2, AMK_DTYPE_F32, m * W2 + 2 * o->P.part + 1, (float)best);
+        }
     }
 done:
     amk__free(xs); amk__free(w); amk__free(y);
@@ -7688,14 +7754,6 @@ AMK__FN amk_result amk__ref_softmax(const amk__refop *o, amk_diag *d) {
         }
     amk__free(e);
     return AMK_OK;
-}
-
-/* The argmax rule of SAMPLE_ARGMAX and the ARGMAX_* pair: candidate (v, i) replaces (*bv, *bi)
-   when it is a candidate (i >= 0, v not NaN) and there is none yet, or v is larger, or equal
-   with a smaller index (the first maximum wins). */
-AMK__FN void amk__argmax_merge(float *bv, int64_t *bi, float v, int64_t i) {
-    if (i < 0 || v != v) return;
-    if (*bi < 0 || v > *bv || (v == *bv && i < *bi)) { *bv = v; *bi = i; }
 }
 
 /* A partial's index as stored (an F32): -1 (no candidate) unless it is in [0, 2^31); truncated. */
@@ -7846,7 +7904,8 @@ AMK__FN amk_result amk__refvm_fill(const amk_program *p, const amk_task *t, int 
                                    "%s: no storage given for buffer %d '%s'", amk_op_name(t->op),
                                    b->id, b->name ? b->name : "?");
         if (is_in) { o->in[i] = b; o->x[i] = ptr; o->n_in[i] = amk_buffer_numel(b); }
-        else { o->out = b; o->y = ptr; o->n_out = amk_buffer_numel(b); }
+        else if (i == t->n_inputs) { o->out = b; o->y = ptr; o->n_out = amk_buffer_numel(b); }
+        else if (i == t->n_inputs + 1) { o->out2 = b; o->y2 = ptr; }
     }
     return AMK_OK;
 }
@@ -11526,6 +11585,11 @@ struct amk_cuda {
     size_t host_io_cap;
     amk_program_t prog;         /* device addresses; the kernel's one parameter */
     int n_buffers, n_tasks, n_counters, num_sms, threads, timing_on, timed_run;
+    /* the epoch scheme (amk_program_t.epoch): the last launch's epoch, and whether the counters
+       and status words need zeroing before the next (no launch yet, or one not seen to finish
+       cleanly) */
+    uint32_t epoch;
+    int counters_dirty;
     int64_t smem_bytes;
     uint64_t *buf_off;          /* [n_buffers] offset of each buffer's storage in the arena */
     int64_t *buf_bytes;         /* [n_buffers] its size in its dtype */
@@ -11740,7 +11804,8 @@ AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, in
     const int64_t K = amk__param_i(t, "K", 0), nt = amk__param_i(t, "N_tile", 0);
     int64_t rows;
     if ((t->op != AMK_OP_RMSNORM_GEMV && !mlp) || !amk__cuda_short_rows(p, t, 128 * AMK_LEAN_PPL) || nt < 1 ||
-        (mlp ? nt : (nt + 1) / 2) > threads / 32 - (!mlp && (amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE) != 0))
+        (mlp ? nt : (nt + 1) / 2) > threads / 32 - (!mlp && (amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE) != 0) ||
+        (!mlp && (amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ARGMAX) != 0))
         return 0;
     rows = nt * K * 2; /* W's, or W_gate's and W_up's and W_downT's */
     if (mlp) {
@@ -11753,9 +11818,10 @@ AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, in
 
 /* The shared memory of task t's ring form (amk_norm_gemv_ring in amk_ops.cuh, whose conditions this
    mirrors where the host can see them; the lean form comes first), or 0 when it has none:
-   AMK_RING_SLOTS slots of one row of W a warp (AMK_RING_BYTES). */
+   AMK_RING_SLOTS slots of one row of W a warp (AMK_RING_BYTES). Of the flags it takes ARGMAX. */
 AMK__FN int64_t amk__cuda_ring_bytes(const amk_program *p, const amk_task *t, int threads) {
-    if (t->op != AMK_OP_RMSNORM_GEMV || amk__param_i(t, "flags", 0) != 0 || !amk__cuda_short_rows(p, t, 256 * AMK_RING_VPL) ||
+    if (t->op != AMK_OP_RMSNORM_GEMV || (amk__param_i(t, "flags", 0) & ~(int64_t)AMK_GEMV_FLAG_ARGMAX) != 0 ||
+        !amk__cuda_short_rows(p, t, 256 * AMK_RING_VPL) ||
         amk__param_i(t, "N_tile", 0) <= 2 * (threads / 32))
         return 0;
     return AMK_RING_BYTES(threads / 32, amk__param_i(t, "K", 0));
@@ -12163,6 +12229,7 @@ AMK__FN amk_result amk__cuda_create_unchecked(const amk_program *p, const void *
     c->n_tasks = p->n_tasks;
     c->n_counters = p->n_counters;
     c->num_sms = num_sms;
+    c->counters_dirty = 1; /* the arena's counters are not zeroed yet */
     c->buf_off = (uint64_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(uint64_t));
     c->buf_bytes = (int64_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(int64_t));
     c->ins = (amk_instruction_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(amk_instruction_t));
@@ -12408,11 +12475,11 @@ AMK__FN amk_result amk__cuda_report_stuck(amk_cuda *c, double timeout_ms, amk_di
             const amk_instruction_t *in = &c->ins[ti];
             int w, wc = -1;
             for (w = 0; w < in->n_waits && ctr; w++)
-                if (ctr[in->wait_counter[w]] < in->wait_threshold[w]) { wc = w; break; }
-            if (wc >= 0)
+                if ((int32_t)(ctr[in->wait_counter[w]] - in->wait_threshold[w] * c->epoch) < 0) { wc = w; break; }
+            if (wc >= 0) /* the counts of this launch: the epochs before it added threshold each */
                 amk__sb_printf(&sb, "%sSM %d at task %d (id %d, %s) waits on counter %d (%u < %u)", first ? "" : "; ",
                                s, ti, in->id, amk_op_name(in->op), in->wait_counter[wc],
-                               ctr[in->wait_counter[wc]], in->wait_threshold[wc]);
+                               ctr[in->wait_counter[wc]] - in->wait_threshold[wc] * (c->epoch - 1u), in->wait_threshold[wc]);
             else
                 amk__sb_printf(&sb, "%sSM %d at task %d (id %d, %s), running", first ? "" : "; ", s, ti, in->id,
                                amk_op_name(in->op));
@@ -12430,16 +12497,25 @@ AMK__FN amk_result amk__cuda_report_stuck(amk_cuda *c, double timeout_ms, amk_di
     return AMK_ERR_TIMEOUT;
 }
 
-/* Enqueues one launch on c->stream (c's context current): the counters and status words zeroed
-   (and the timing records when timing is on), then the cooperative launch. *prog gets the
-   launch's parameters. */
+/* Enqueues one launch on c->stream (c's context current): the next epoch (amk_program_t.epoch; the
+   counters and status words zeroed first when the last launch did not complete cleanly, or the
+   epoch would pass 2^30), the timing records zeroed when timing is on, then the cooperative
+   launch. *prog gets the launch's parameters. The launch counts as unfinished until
+   amk__cuda_complete sees it end cleanly. why epochs, not a memset before every launch (spec §8:
+   host-memset 0; the issue allows an epoch scheme): the memset is one more small operation on the
+   stream before every step, ~2 us of a SmolLM2 step (bench/RESULTS.md run 236) */
+#define AMK__CUDA_EPOCH_MAX (1u << 30)
 AMK__FN amk_result amk__cuda_launch(amk_cuda *c, amk_program_t *prog, amk_diag *d) {
     const size_t status_bytes = (size_t)(AMK_VM_STATUS_PROGRESS + c->num_sms) * 4;
     void *args[1];
     *prog = c->prog;
     prog->timing = c->timing_on ? c->arena + c->off_timing : 0;
-    /* counters and status words are adjacent: one memset (spec §2: counters zeroed per launch) */
-    AMK__CU_TRY(c, d, MemsetD8Async(prog->counters, 0, (size_t)(c->off_status - c->off_counters) + status_bytes, c->stream), "cuMemsetD8Async");
+    if (c->counters_dirty || c->epoch >= AMK__CUDA_EPOCH_MAX) { /* counters and status words are adjacent: one memset */
+        AMK__CU_TRY(c, d, MemsetD8Async(prog->counters, 0, (size_t)(c->off_status - c->off_counters) + status_bytes, c->stream), "cuMemsetD8Async");
+        c->epoch = 0;
+    }
+    c->counters_dirty = 1; /* until amk__cuda_complete sees this launch end cleanly */
+    prog->epoch = ++c->epoch;
     if (c->timing_on && c->n_tasks)
         AMK__CU_TRY(c, d, MemsetD8Async(prog->timing, 0, (size_t)c->n_tasks * sizeof(amk_vm_timing_t), c->stream), "cuMemsetD8Async");
     args[0] = prog;
@@ -12486,6 +12562,7 @@ AMK__FN amk_result amk__cuda_complete(amk_cuda *c, const amk_program_t *prog, do
             return amk__fail(d, AMK_ERR_RUNTIME, "the VM left SM %d's queue after %u of %d tasks (abort word %u)", s,
                              st_words[AMK_VM_STATUS_PROGRESS + s], c->queue_off[s + 1] - c->queue_off[s],
                              st_words[AMK_VM_STATUS_ABORT]);
+    c->counters_dirty = 0; /* every task ran once: each counter holds epoch * its producer count */
     return AMK_OK;
 }
 
@@ -12902,6 +12979,17 @@ AMK__FN int amk__lb_task(amk__lb *b, int op, const int *ins, int n_in, int out, 
     for (i = 0; i < n_wait; i++) amk_task_add_wait(b->p, t, wait_c[i], wait_n[i]);
     b->p->tasks[t].est_bytes = est_bytes;
     return t;
+}
+
+/* Task t gets buffer x as one more output (an RMSNORM_GEMV tile's argmax partials); -1 when out
+   of memory. */
+AMK__FN int amk__lb_add_output(amk__lb *b, int t, int x) {
+    amk_task *tk = &b->p->tasks[t];
+    int *o = (int *)amk__realloc(tk->outputs, (size_t)(tk->n_outputs + 1) * sizeof(int));
+    if (!o) return -1;
+    o[tk->n_outputs++] = x;
+    tk->outputs = o;
+    return 0;
 }
 
 /* Rows per tile so that the rows of one phase (matrices read together, same K) spread over the
@@ -13384,7 +13472,17 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             n_lm = amk__lb_gemv(&b, xf, lm_w, logits, c_lm, V, H, rows, c_fn, 1, "lm_head", L);
         }
         if (n_lm < 0) goto fail;
-        if (fused) { /* why: one SM reads Llama-3's 0.5 MB of logits at ~22 GB/s (23 us); spread, 4 + 2 us
+        if (fused && AMK_LLAMA_HEAD_ARGMAX) { /* each head tile's (max, index) pair as it stores its logits,
+                                                 then one combine */
+            int parts = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 2 * (int64_t)n_lm, 0, 2, NULL, "argmax.partials");
+            int k, t0 = p->n_tasks - n_lm; /* the head tiles are the program's last tasks */
+            for (k = 0; k < n_lm; k++) {
+                if (amk__lb_add_output(&b, t0 + k, parts) < 0) goto fail;
+                amk_task_set_int(p, t0 + k, "flags", AMK_GEMV_FLAG_ARGMAX);
+                amk_task_set_int(p, t0 + k, "part", k);
+            }
+            amk__lb_task(&b, AMK_OP_ARGMAX_COMBINE, &parts, 1, next, c_s, &c_lm, &n_lm, 1, 0, "argmax");
+        } else if (fused) { /* why: one SM reads Llama-3's 0.5 MB of logits at ~22 GB/s (23 us); spread, 4 + 2 us
                         and one more hop (bench/RESULTS.md run 42) */
             const int64_t np0 = (V + 1023) / 1024 < b.o.num_sms ? (V + 1023) / 1024 : b.o.num_sms;
             const int64_t chunk = (V + np0 - 1) / np0, np = (V + chunk - 1) / chunk;
@@ -13444,7 +13542,8 @@ AMK__FN amk_result amk__llama_steer(amk_program *p, const amk_config *base, cons
     for (k = 0; k < p->n_tasks; k++) { /* list order: each layer's Q/K/V tiles, attention, MLP tiles */
         const amk_task *t = &p->tasks[k];
         int sm = t->sm;
-        if (t->op == AMK_OP_RMSNORM_GEMV && amk__param_i(t, "flags", 0) != 0) {
+        if (t->op == AMK_OP_RMSNORM_GEMV &&
+            (amk__param_i(t, "flags", 0) & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0) { /* not the head */
             if (!in_qkv) jq = ja = jm = 0; /* a new layer */
             sm = jq++ % ny;
             in_qkv = 1;

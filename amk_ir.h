@@ -103,9 +103,13 @@ typedef enum amk_opcode {
 
 /* ATTENTION_TILE params.flags bits (IR_SPEC_NOTES conventions table). */
 #define AMK_ATTN_FLAG_PARTIAL (1u << 1) /* write [n_heads, head_dim+2] = [acc | m | l] */
-/* RMSNORM_GEMV params.flags bits. Both take the positions as a 4th input (one per row of x). */
+/* RMSNORM_GEMV params.flags bits. ROPE and KV_ROW take the positions as a 4th input (one per row
+   of x); ARGMAX takes a second output. */
 #define AMK_GEMV_FLAG_ROPE (1u << 0)   /* RoPE on the tile's output, pairs (2i, 2i+1) of each head */
 #define AMK_GEMV_FLAG_KV_ROW (1u << 1) /* out is a cache of rows of W's N: write row pos[m] */
+#define AMK_GEMV_FLAG_ARGMAX (1u << 2) /* output 1 [M, 2P] (F32) gets, per row, the max of the tile's
+                                          values as stored in out and its first index, as the pair
+                                          `part` (ARGMAX_PARTIAL's) */
 
 /* ---- the device ABI (spec §8) ---------------------------------------------------------------
    The host resolves a validated program into these tables before launch. Every field is a fixed
@@ -132,7 +136,9 @@ typedef struct amk_buffer_t {
     int64_t stride[AMK_MAX_RANK];
 } amk_buffer_t;
 
-typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each launch */
+/* Monotonic across launches (the epoch scheme, amk_program_t.epoch): launch e since the host last
+   zeroed them waits for threshold * e. */
+typedef uint32_t amk_counter_t;
 
 /* The VM's L2 prefetch of a tile's weights while it waits (amk__cuda_prefetches computes the
    ranges; amk_vm.cuh issues them). */
@@ -173,7 +179,11 @@ typedef uint32_t amk_counter_t; /* monotonic, zeroed by the host before each lau
    sizes the launch with AMK_RING_BYTES; the device uses as many slots as fit (at least 2). why 3:
    SmolLM2's head task took 23.0 us with 3 and 21.8 with 4 (33.5 without the ring; medians), but 4
    slots (74 KB) took the launch's shared memory past what its other tasks ask, and the step was
-   ~1.2% slower than with 3 (bench/RESULTS.md run 220) */
+   ~1.2% slower than with 3 (bench/RESULTS.md run 220). Since the ATTENTION_O and MLP tiles stage
+   their rows the launch holds 4 slots anyway (74488 bytes): the head 23.2 -> 20.6 us, 24.6 with 5
+   (run 234), yet the step was slower with 4 again, 0.440 against 0.426 ms (run 237: its layers,
+   not the head, took the time; the VM is one function at the register cap, and a change anywhere
+   moves the code of the hot loops) */
 #ifndef AMK_RING_SLOTS
 #define AMK_RING_SLOTS 3
 #endif
@@ -218,7 +228,16 @@ typedef struct amk_program_t {
     uint64_t abort_flag;      /* uint32_t*: nonzero makes every wait give up */
     uint64_t timing;          /* optional per-instruction records, 0 = off */
     int32_t n_buffers, n_counters, n_instructions, num_sms;
-    int32_t abi_major, abi_minor, reserved0, reserved1;
+    int32_t abi_major, abi_minor;
+    /* AMK's epoch scheme (instead of zeroing the counters before every launch): the launches since
+       the host last zeroed the counters and status words, this one included (>= 1). A valid
+       program's every wait is an all-join (threshold == its counter's producer count, IR_SPEC
+       §3.2) and a completed launch runs every task once, so after launch e each counter holds
+       e * threshold: launch e waits for threshold * epoch (mod 2^32, compared by signed
+       difference). The host zeroes them again (epoch 1) after a launch it did not see complete
+       cleanly, and before the epoch could wrap. */
+    uint32_t epoch;
+    int32_t reserved1;
     uint64_t contexts;        /* amk_vm_ctx_t[n_instructions], in sm_queue order (AMK's addition) */
 } amk_program_t;
 
@@ -233,7 +252,8 @@ typedef struct amk_vm_ctx_t {
     int32_t index, reserved[3];
 } amk_vm_ctx_t;
 
-/* VM status words at amk_program_t.abort_flag: uint32_t[4 + num_sms], zeroed before a launch.
+/* VM status words at amk_program_t.abort_flag: uint32_t[4 + num_sms], zeroed with the counters
+   (only a failed launch writes [0..3]; each block zeroes its [4 + b] as it starts).
    [0] abort (0 run, 1 host watchdog, 2 device error) [1] error task [2] error code [3] value
    [4 + b] queue entries block b finished. */
 #define AMK_VM_STATUS_ABORT 0

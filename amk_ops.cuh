@@ -445,6 +445,7 @@ typedef struct __align__(16) amk_op_ctx {
     int timing;         /* nonzero: amk_op_go records t_start */
     int error;          /* nonzero: an op hit a run-time error; the VM will not signal */
     int go;             /* amk_op_go's result: 1 the waits were met, 0 not yet or aborted */
+    uint32_t epoch;     /* amk_program_t.epoch: a wait's target is threshold * epoch */
     uint64_t *mbar;     /* mbarriers the VM initialised once, for an op's own bulk copies: [0] its
                            staging, [1 + s] slot s of a ring (amk_norm_gemv_ring) */
     uint32_t *mbar_uses; /* each one's completed phases (its parity is the low bit); the issuer counts */
@@ -477,15 +478,16 @@ static_assert(offsetof(amk_op_ctx, in) == offsetof(amk_vm_ctx_t, in) &&
 #define AMK_VM_BACKOFF_MAX_NS 64u
 #endif
 
-/* Thread 0: waits until each of the nw counters ctr[w] reaches th[w]. Returns 0 if the abort flag
-   was raised meanwhile. */
+/* Thread 0: waits until each of the nw counters ctr[w] reaches th[w] * epoch (amk_program_t.epoch:
+   the counters run on across launches; the signed difference, so a target past 2^32 works).
+   Returns 0 if the abort flag was raised meanwhile. */
 static __device__ int amk_vm_wait(int nw, const int32_t *ctr_ids, const uint32_t *ths, const uint32_t *counters,
-                                  const uint32_t *status) {
+                                  const uint32_t *status, uint32_t epoch) {
     for (int w = 0; w < nw; w++) {
         const uint32_t *ctr = counters + ctr_ids[w];
-        const uint32_t th = ths[w];
+        const uint32_t th = ths[w] * epoch;
         uint32_t ns = 0;
-        while (amk_ptx_ld_relaxed_gpu(ctr) < th) {
+        while ((int32_t)(amk_ptx_ld_relaxed_gpu(ctr) - th) < 0) {
             if (amk_ptx_ld_relaxed_gpu(status + AMK_VM_STATUS_ABORT) != 0u) return 0;
             if (ns) amk_ptx_nanosleep(ns);
             ns = ns == 0 ? AMK_VM_BACKOFF_MIN_NS : ns < AMK_VM_BACKOFF_MAX_NS ? 2 * ns : ns;
@@ -501,7 +503,7 @@ static __device__ int amk_vm_wait(int nw, const int32_t *ctr_ids, const uint32_t
    a barrier), 0 if the launch is being aborted (the caller then returns at once). */
 static __device__ int amk_op_wait_go(amk_op_ctx *c) {
     if (amk_tid() == 0) {
-        c->go = amk_vm_wait(c->ins.n_waits, c->ins.wait_counter, c->ins.wait_threshold, c->counters, c->status);
+        c->go = amk_vm_wait(c->ins.n_waits, c->ins.wait_counter, c->ins.wait_threshold, c->counters, c->status, c->epoch);
         if (c->timing) c->t_start = amk_ptx_globaltimer();
     }
     __syncthreads();
@@ -2138,11 +2140,16 @@ static __device__ __forceinline__ int amk_short_rows_ok(const amk_op_ctx *c, int
            W->dtype == AMK_DTYPE_BF16 && x->ptr % 16 == 0 && nwt->ptr % 16 == 0 && W->ptr % 16 == 0 &&
            (c->ins.op == AMK_OP_RMSNORM_MLP || od == AMK_DTYPE_F32 || od == AMK_DTYPE_BF16);
 }
-/* out[e] = y for an F32 or BF16 output (the lean and ring forms). why not amk_store: its FP8
-   encodings call out of line */
-static __device__ __forceinline__ void amk_store_f32_bf16(const amk_buffer_t *o, int64_t e, float y) {
-    if (o->dtype == AMK_DTYPE_F32) ((float *)o->ptr)[e] = y;
-    else ((__nv_bfloat16 *)o->ptr)[e] = __float2bfloat16_rn(y);
+/* out[e] = y for an F32 or BF16 output (the lean and ring forms); returns the value as stored. why
+   not amk_store: its FP8 encodings call out of line */
+static __device__ __forceinline__ float amk_store_f32_bf16(const amk_buffer_t *o, int64_t e, float y) {
+    if (o->dtype == AMK_DTYPE_F32) {
+        ((float *)o->ptr)[e] = y;
+        return y;
+    }
+    const __nv_bfloat16 b = __float2bfloat16_rn(y);
+    ((__nv_bfloat16 *)o->ptr)[e] = b;
+    return __bfloat162float(b);
 }
 /* The lean tile's layout and form, from the instruction (computed before the wait and again after
    it: why twice, not kept: held across the wait, the values took registers the rows need, and
@@ -2282,7 +2289,8 @@ static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *s
        W's (gate) rows | up rows | W_downT rows] (AMK_LEAN_BYTES) */
     if ((c->ins.op != AMK_OP_RMSNORM_GEMV && !L.mlp) || !amk_short_rows_ok(c, 128 * AMK_LEAN_PPL) ||
         (L.mlp && (Wu->dtype != AMK_DTYPE_BF16 || Wu->ptr % 16 != 0 || L.wsb == 0)) || L.nt < 1 || L.nrw > nw - L.rope ||
-        L.n_begin + L.nt > L.N || (L.rope && (L.nt % 2 != 0 || L.n_begin % 2 != 0)) || (flags && c->ins.n_inputs < 4) ||
+        L.n_begin + L.nt > L.N || (L.rope && (L.nt % 2 != 0 || L.n_begin % 2 != 0)) ||
+        (flags & AMK_GEMV_FLAG_ARGMAX) || (flags && c->ins.n_inputs < 4) ||
         L.bytes > (int64_t)amk_ptx_dynamic_smem_size())
         return 0;
     const uint32_t par = amk_stage_arm(c, (uint32_t)(L.bytes - L.nso)); /* norm_w and the rows, before the wait */
@@ -2304,8 +2312,54 @@ static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *s
     return 1;
 }
 
+/* The argmax rule (SAMPLE_ARGMAX, the ARGMAX_* pair, RMSNORM_GEMV's ARGMAX flag): the first index
+   of the max; NaN never wins (amk__argmax_merge). */
+static __device__ __forceinline__ void amk_argmax_merge(float *bv, int64_t *bi, float v, int64_t i) {
+    if (i < 0 || v != v) return;
+    if (*bi < 0 || v > *bv || (v == *bv && i < *bi)) { *bv = v; *bi = i; }
+}
+
+/* A partial's index as stored (an F32): -1 (no candidate) unless in [0, 2^31); truncated
+   (amk__argmax_index). */
+static __device__ __forceinline__ int64_t amk_argmax_index(float f) {
+    return f >= 0.0f && f < 2147483648.0f ? (int64_t)f : -1;
+}
+
+/* The warp's best (bv, bi) by amk_argmax_merge, in every lane. */
+static __device__ __forceinline__ void amk_warp_argmax(float *bv, int64_t *bi) {
+    for (int off = 16; off > 0; off >>= 1) {
+        float ov = __shfl_xor_sync(0xFFFFFFFFu, *bv, off);
+        int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, *bi, off);
+        amk_argmax_merge(bv, bi, ov, oi);
+    }
+}
+
+/* The block's best (bv, bi) by amk_argmax_merge, in thread 0's; all threads call it. why int
+   in redi: indices below 2^31 here (rows of at most 2^31 columns). why warp 0 merges the warps'
+   results by shuffles: thread 0 alone merged them one after another, a dependent chain of 16
+   shared-memory rounds at 512 threads */
+static __device__ __forceinline__ void amk_block_argmax(amk_op_ctx *c, float *bv, int64_t *bi) {
+    const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
+    amk_warp_argmax(bv, bi);
+    if (lane == 0) { c->red[warp] = *bv; c->redi[warp] = (int)*bi; }
+    __syncthreads();
+    if (warp == 0) {
+        *bv = lane < nw ? c->red[lane] : 0.0f;
+        *bi = lane < nw ? c->redi[lane] : -1;
+        amk_warp_argmax(bv, bi);
+    }
+}
+
+/* The pair `part` of row m of partials pp: the max, its index as F32 (NaN, -1 when there is no
+   candidate). */
+static __device__ __forceinline__ void amk_pair_store(const amk_buffer_t *pp, int part, int64_t m, float bv, int64_t bi) {
+    float *q = (float *)pp->ptr + m * pp->shape[pp->rank - 1] + 2 * (int64_t)part;
+    q[0] = bi < 0 ? NAN : bv;
+    q[1] = (float)bi;
+}
+
 /* RMSNORM_GEMV's ring form: a tile of one row of F32 x with K <= 256 * AMK_RING_VPL, bf16 rows, no
-   flags, and more rows than the lean form takes (two a warp): SmolLM2's LM-head tiles, 373 rows of
+   flags but ARGMAX, and more rows than the lean form takes (two a warp): SmolLM2's LM-head tiles, 373 rows of
    576. The rows stream through S slots of shared memory (AMK_RING_SLOTS, or as many as the launch
    holds, at least 2), a slot one row a warp, each filled by one bulk copy on its own mbarrier
    (c->mbar[1 + s]); the first S go out before the wait. After the wait each warp loads x and
@@ -2314,7 +2368,9 @@ static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *s
    thread refills the slot with the round S ahead. why: the general path's two rows a pass kept
    ~37 KB of loads in flight a SM, and every warp waited its loads' latency each pass; SmolLM2's
    head read 56 MB in ~34 us, against 18 us at the read ceiling; in the ring 23 us, the step 3.1%
-   faster (bench/RESULTS.md run 220). Returns 0 (nothing done, before the wait) for other tasks.
+   faster (bench/RESULTS.md run 220). With AMK_GEMV_FLAG_ARGMAX each warp's lane 0 keeps the best
+   of its rows as stored, and the block's best goes to the partials (the LM head with its argmax:
+   no ARGMAX_PARTIAL phase after it). Returns 0 (nothing done, before the wait) for other tasks.
    AMK_RING 0 (-D) turns the form off. */
 #ifndef AMK_RING
 #define AMK_RING 1
@@ -2339,7 +2395,8 @@ static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *s
     char *ring = (char *)smem;
     int S = AMK_RING_SLOTS, S0, s;
     uint32_t par = 0, k;
-    if (c->ins.op != AMK_OP_RMSNORM_GEMV || P->flags != 0 || !amk_short_rows_ok(c, 256 * AMK_RING_VPL) ||
+    if (c->ins.op != AMK_OP_RMSNORM_GEMV || (P->flags & ~(int32_t)AMK_GEMV_FLAG_ARGMAX) != 0 ||
+        !amk_short_rows_ok(c, 256 * AMK_RING_VPL) ||
         nt <= 2 * nw || n_begin + nt > W->shape[0] || 2u * rb > sm)
         return 0;
     while (S > 2 && (uint32_t)S * rb > sm) S--;
@@ -2375,6 +2432,8 @@ static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *s
         xn[8 * u + 4] = b.x * g.x; xn[8 * u + 5] = b.y * g.y; xn[8 * u + 6] = b.z * g.z; xn[8 * u + 7] = b.w * g.w;
     }
     const float inv = 1.0f / sqrtf(amk_warp_sum(ss) / (float)K + P->eps);
+    float bv = 0.0f; /* ARGMAX: lane 0's best row of the warp so far (bi < 0: none) */
+    int64_t bi = -1;
     s = 0;
     k = 0; /* the fill of slot s this round is the task's k-th into it */
     for (int64_t r0 = 0; r0 < nt; r0 += nw) {
@@ -2393,7 +2452,10 @@ static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *s
                 }
             }
             const float y = amk_warp_sum(a) * inv;
-            if (lane == 0) amk_store_f32_bf16(o, n_begin + r0 + warp, y);
+            if (lane == 0) {
+                const float v = amk_store_f32_bf16(o, n_begin + r0 + warp, y);
+                if (P->flags) amk_argmax_merge(&bv, &bi, v, n_begin + r0 + warp); /* flags: ARGMAX alone */
+            }
         }
         __syncthreads(); /* every warp is done with slot s */
         if (amk_tid() == AMK_AUX_TID && r0 + (int64_t)S * nw < nt) {
@@ -2406,13 +2468,37 @@ static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *s
             k++;
         }
     }
+    if (P->flags) { /* ARGMAX */
+        amk_block_argmax(c, &bv, &bi);
+        if (amk_tid() == 0) amk_pair_store(&c->out[1], P->part, 0, bv, bi);
+    }
     return 1;
+}
+
+/* An ARGMAX tile's pairs on the general path: per row m of M, the max of its columns [n_off,
+   n_off + N_tile) of out (rows of `last`) as stored, and the first index. why __noinline__: in
+   line, the general path's code moved and Llama-3.2-1B's step, whose Q/K/V tiles take that path,
+   was ~1% slower (bench/RESULTS.md run 239); the call is once a head tile */
+static __device__ __noinline__ void amk_tile_pairs(amk_op_ctx *c, int64_t M, int64_t last) {
+    const amk_buffer_t *o = &c->out[0];
+    const int64_t n_begin = c->ins.params.n_off, n_end = n_begin + c->ins.params.N_tile;
+    for (int64_t m = 0; m < M; m++) {
+        float bv = 0.0f;
+        int64_t bi = -1;
+        for (int64_t n = n_begin + AMK_OPS_TID; n < n_end; n += AMK_OPS_NT)
+            amk_argmax_merge(&bv, &bi, amk_load((const void *)o->ptr, o->dtype, m * last + n), n);
+        amk_block_argmax(c, &bv, &bi);
+        if (amk_tid() == 0) amk_pair_store(&c->out[1], c->ins.params.part, m, bv, bi);
+        __syncthreads(); /* c->red is the next row's */
+    }
 }
 
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const int mlp = c->ins.op == AMK_OP_RMSNORM_MLP, swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU || mlp;
-    const uint32_t flags = swiglu ? 0u : (uint32_t)P->flags;
+    /* flags: the bits that take the positions; argmax: the pairs into the second output */
+    const uint32_t flags = swiglu ? 0u : (uint32_t)P->flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW);
+    const int argmax = !swiglu && ((uint32_t)P->flags & AMK_GEMV_FLAG_ARGMAX) != 0;
     const int rope = (flags & AMK_GEMV_FLAG_ROPE) != 0, kv_row = (flags & AMK_GEMV_FLAG_KV_ROW) != 0;
     const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2], *Wu = &c->in[3], *o = &c->out[0];
     const int K = P->K, lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
@@ -2547,6 +2633,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
             __syncthreads();
         }
     }
+    if (argmax) amk_tile_pairs(c, M, last); /* every store above came before the loop's last barrier */
     if (staged) amk_rows_done(c); /* every thread waited: the barrier above */
 }
 
@@ -2662,32 +2749,6 @@ AMK_OP_FN void amk_op_kv_append(amk_op_ctx *c) {
 }
 
 /* SAMPLE_ARGMAX per row of the last axis: first index of the max; NaN never wins; all NaN -> 0. */
-static __device__ __forceinline__ void amk_argmax_merge(float *bv, int64_t *bi, float v, int64_t i) {
-    if (i < 0 || v != v) return;
-    if (*bi < 0 || v > *bv || (v == *bv && i < *bi)) { *bv = v; *bi = i; }
-}
-
-/* A partial's index as stored (an F32): -1 (no candidate) unless in [0, 2^31); truncated
-   (amk__argmax_index). */
-static __device__ __forceinline__ int64_t amk_argmax_index(float f) {
-    return f >= 0.0f && f < 2147483648.0f ? (int64_t)f : -1;
-}
-
-/* The block's best (bv, bi) by amk_argmax_merge, in thread 0's; all threads call it. why int
-   in redi: indices below 2^31 here (rows of at most 2^31 columns). */
-static __device__ __forceinline__ void amk_block_argmax(amk_op_ctx *c, float *bv, int64_t *bi) {
-    const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
-    for (int off = 16; off > 0; off >>= 1) {
-        float ov = __shfl_xor_sync(0xFFFFFFFFu, *bv, off);
-        int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, *bi, off);
-        amk_argmax_merge(bv, bi, ov, oi);
-    }
-    if (lane == 0) { c->red[warp] = *bv; c->redi[warp] = (int)*bi; }
-    __syncthreads();
-    if (amk_tid() == 0)
-        for (int w = 0; w < nw; w++) amk_argmax_merge(bv, bi, c->red[w], c->redi[w]);
-}
-
 AMK_OP_FN void amk_op_sample_argmax(amk_op_ctx *c) {
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
     const int64_t L = x->shape[x->rank - 1], rows = x->numel / L;
@@ -2753,9 +2814,7 @@ static __device__ __noinline__ void amk_op_argmax_pair(amk_op_ctx *c) {
             if (combine) {
                 amk_store_int((void *)o->ptr, o->dtype, r, bi < 0 ? 0 : bi);
             } else {
-                float *q = (float *)o->ptr + r * o->shape[o->rank - 1] + 2 * (int64_t)c->ins.params.part;
-                q[0] = bi < 0 ? NAN : bv;
-                q[1] = (float)bi;
+                amk_pair_store(o, c->ins.params.part, r, bv, bi);
             }
         }
         __syncthreads();

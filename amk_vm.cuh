@@ -6,8 +6,10 @@
    q + 1's context into shared memory with one bulk copy while entry q runs, and hands each
    instruction to its op (amk_ops.cuh), which does its setup (parameters, pointers, loop bounds:
    nothing that reads an input) and then calls amk_op_go: thread 0 waits for each of the
-   instruction's counters to reach its threshold (relaxed polls with exponential nanosleep
-   back-off, then ONE acquire load of the met counter; the abort flag is read in every spin) and
+   instruction's counters to reach its threshold times the launch's epoch (amk_program_t.epoch:
+   the counters run on across launches, so the host does not zero them before each; relaxed polls
+   with exponential nanosleep back-off, then ONE acquire load of the met counter; the abort flag is
+   read in every spin) and
    the block meets at a barrier before the op reads its inputs. Then the last thread adds 1 to the
    instruction's out_counter with one device-scope release add: spec IR_SPEC.md §8.1. Before the
    setup, thread 32 (AMK_AUX_TID) asks L2 for the start of a GEMV/GEMM tile's (read-only) weights (the ranges
@@ -105,6 +107,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             ctx[q].status = status;
             ctx[q].timing = timing != 0;
             ctx[q].error = 0; /* why once: a task that sets it ends the walk */
+            ctx[q].epoch = prog.epoch;
             ctx[q].mbar = op_bar;
             ctx[q].mbar_uses = op_bar_uses;
             amk_ptx_mbar_init(&ctx_bar[q], 1);
@@ -114,6 +117,8 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             amk_ptx_mbar_init(&op_bar[q], 1);
         }
         if (q_begin < q_end) amk_vm_fetch_ctx(ctx, ctx_bar, ctxs, q_begin);
+        /* the previous launch's count (the host reads it after this launch; no one reads it during) */
+        ((volatile uint32_t *)status)[AMK_VM_STATUS_PROGRESS + block] = 0u;
     }
     __syncthreads(); /* the barriers and the words above are set */
     for (q = q_begin; q < q_end; q++) {

@@ -486,7 +486,8 @@ static void test_sm_sets(void) {
     memset(seen, 0, sizeof seen);
     for (i = 0; i < p->n_tasks; i++) {
         const amk_task *t = &p->tasks[i];
-        const int qkv = t->op == AMK_OP_RMSNORM_GEMV && amk_task_param(t, "flags") != NULL;
+        const int qkv = t->op == AMK_OP_RMSNORM_GEMV && amk_task_param(t, "flags") &&
+                        (amk_task_param(t, "flags")->i & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0;
         int l = -1;
         if (!qkv && t->op != AMK_OP_ATTENTION_O && t->op != AMK_OP_RMSNORM_MLP) {
             if (t->op == AMK_OP_FILL) bad_set += t->sm < 36;

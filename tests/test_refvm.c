@@ -136,12 +136,14 @@ static int tpoisoned(const tbuf *b, int64_t i) {
     return 1;
 }
 
-static void tc_task(tc *c, int op, const int *ins, int n_in, int out) {
-    int outs[1];
+static void tc_task2(tc *c, int op, const int *ins, int n_in, int out, int out2) { /* out2 < 0: none */
+    int outs[2];
     int cnt = amk_program_add_counter(c->p, "");
     outs[0] = out;
-    c->task = amk_program_add_task(c->p, op, ins, n_in, outs, 1, cnt, "t");
+    outs[1] = out2;
+    c->task = amk_program_add_task(c->p, op, ins, n_in, outs, out2 < 0 ? 1 : 2, cnt, "t");
 }
+static void tc_task(tc *c, int op, const int *ins, int n_in, int out) { tc_task2(c, op, ins, n_in, out, -1); }
 static void tc_int(tc *c, const char *k, int64_t v) { amk_task_set_int(c->p, c->task, k, v); }
 static void tc_real(tc *c, const char *k, double v) { amk_task_set_real(c->p, c->task, k, v); }
 static amk_result tc_exec(tc *c, amk_diag *d) {
@@ -149,7 +151,7 @@ static amk_result tc_exec(tc *c, amk_diag *d) {
     void *ins[AMK_MAX_INPUTS], *outs[AMK_MAX_OUTPUTS];
     int i;
     for (i = 0; i < t->n_inputs; i++) ins[i] = c->b[t->inputs[i]].data;
-    outs[0] = c->b[t->outputs[0]].data;
+    for (i = 0; i < t->n_outputs; i++) outs[i] = c->b[t->outputs[i]].data;
     amk_diag_clear(d);
     return amk_ref_exec(c->p, t, ins, outs, d);
 }
@@ -393,7 +395,18 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=10", "PARAM_VALUE"},
     {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=1", "OP_ARITY"},
     {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=8", "PARAM_VALUE"},
+    /* ARGMAX: the pair `part` of the second output */
+    {AMK_OP_RMSNORM_GEMV, "F32[2,8] F32[8] BF16[12,8] | F32[2,12] F32[2,6]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=4 part=2", "ok"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "OP_ARITY"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "OP_ARITY"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=5 head_dim=4 theta=1e4", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] BF16[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "OP_DTYPE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] F32[1,5]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[2,8] F32[8] BF16[12,8] | F32[2,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4 part=3", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] =0", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "OP_SHAPE"},
     {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=1 head_dim=4 theta=1e4", "ok"},
     {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=3 n_off=4 flags=1 head_dim=4 theta=1e4", "PARAM_VALUE"},
     {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=1 head_dim=8 theta=1e4", "PARAM_VALUE"},
@@ -1107,8 +1120,10 @@ static void test_rope(void) {
 /* ---- AMK's fused opcodes (20..22) ---------------------------------------------------------- */
 
 /* RMSNORM_GEMV / RMSNORM_SWIGLU against double math: rows of x normalised, the tile's rows,
-   SiLU*up, interleaved RoPE at pos[m], or the cache row pos[m]. Everything outside the tile (and
-   outside the rows picked) must keep its poison. */
+   SiLU*up, interleaved RoPE at pos[m], or the cache row pos[m]; with ARGMAX (flags 4) the pair 1
+   of a partials buffer of 3 pairs a row is the max of the tile's values as stored and its first
+   index. Everything outside the tile (and outside the rows picked, and the other pairs) must keep
+   its poison. */
 /* The fused tiles' values for row m of x in double, with their magnitudes for the tolerance:
    yv[n] = xn . W[n] (Wu < 0), or silu(xn . W[n]) * (xn . Wu[n]), xn = rmsnorm(x[m]) * norm_w,
    for the tile's rows n_off .. n_off+n_tile. */
@@ -1136,8 +1151,8 @@ static void fused_gemv_case(int op, int flags, int xdt, int wdt, int odt, int M,
     tc c;
     amk_diag d;
     const double eps = 1e-5, theta = 10000.0;
-    int x, nw, W, Wu = -1, ps = -1, y, ins[4], n_in = 3, m, n, k, bad = 0, band;
-    const int kv = (flags & 2) != 0, rope = (flags & 1) != 0;
+    int x, nw, W, Wu = -1, ps = -1, y, pp = -1, ins[4], n_in = 3, m, n, k, bad = 0, band;
+    const int kv = (flags & 2) != 0, rope = (flags & 1) != 0, argmax = (flags & 4) != 0;
     const int64_t rows_out = kv ? cache_rows : M, last = kv ? N : N + 2;
     double *want = (double *)calloc((size_t)(rows_out * last), sizeof(double));
     double *mag = (double *)calloc((size_t)(rows_out * last), sizeof(double));
@@ -1148,17 +1163,19 @@ static void fused_gemv_case(int op, int flags, int xdt, int wdt, int odt, int M,
     nw = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
     W = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, K, 0);
     if (op == AMK_OP_RMSNORM_SWIGLU) Wu = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, K, 0);
-    if (flags) ps = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
+    if (flags & 3) ps = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
     y = kv ? tc_buf(&c, AMK_KIND_KV_CACHE, odt, 2, cache_rows, N, 0) : tc_buf(&c, AMK_KIND_ACTIVATION, odt, 2, M, N + 2, 0);
+    if (argmax) pp = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, M, 6, 0);
     tfill(&c.b[x], -2, 2);
     tfill(&c.b[nw], 0.5, 1.5);
     tfill(&c.b[W], -1, 1);
     if (Wu >= 0) tfill(&c.b[Wu], -1, 1);
-    for (m = 0; m < M && flags; m++) tset(&c.b[ps], m, pos[m]);
+    for (m = 0; m < M && ps >= 0; m++) tset(&c.b[ps], m, pos[m]);
     ins[0] = x; ins[1] = nw; ins[2] = W;
     if (Wu >= 0) { ins[3] = Wu; n_in = 4; }
     if (ps >= 0) { ins[3] = ps; n_in = 4; }
-    tc_task(&c, op, ins, n_in, y);
+    tc_task2(&c, op, ins, n_in, y, pp);
+    if (argmax) tc_int(&c, "part", 1);
     tc_real(&c, "eps", eps);
     tc_int(&c, "K", K);
     tc_int(&c, "N_tile", n_tile);
@@ -1166,6 +1183,7 @@ static void fused_gemv_case(int op, int flags, int xdt, int wdt, int odt, int M,
     if (flags) tc_int(&c, "flags", flags);
     if (rope) { tc_int(&c, "head_dim", hd); tc_real(&c, "theta", theta); }
     tpoison(&c.b[y]);
+    if (argmax) tpoison(&c.b[pp]);
     snprintf(label, sizeof label, "%s flags=%d x=%s W=%s out=%s M=%d K=%d N=%d tile=[%d,+%d) hd=%d",
              amk_op_name(op), flags, amk_dtype_name(xdt), amk_dtype_name(wdt), amk_dtype_name(odt), M, K, N,
              n_off, n_tile, hd);
@@ -1195,7 +1213,15 @@ static void fused_gemv_case(int op, int flags, int xdt, int wdt, int odt, int M,
         }
     }
     CHECK_MSG(bad == 0, "%s: %d bad", label, bad);
-    if (flags) { /* a position outside the cache (or negative) is a run-time error that writes nothing */
+    for (m = 0, bad = 0; m < M && argmax; m++) { /* the pair over the values as stored, exactly */
+        int best = n_off;
+        for (n = n_off + 1; n < n_off + n_tile; n++)
+            if (tget(&c.b[y], m * last + n) > tget(&c.b[y], m * last + best)) best = n;
+        bad += tget(&c.b[pp], m * 6 + 2) != tget(&c.b[y], m * last + best) || tget(&c.b[pp], m * 6 + 3) != (double)best;
+        for (k = 0; k < 6; k++) bad += k / 2 != 1 && !tpoisoned(&c.b[pp], m * 6 + k);
+    }
+    CHECK_MSG(bad == 0, "%s: %d bad argmax pairs", label, bad);
+    if (flags & 3) { /* a position outside the cache (or negative) is a run-time error that writes nothing */
         tset(&c.b[ps], M - 1, kv ? cache_rows : -1);
         tpoison(&c.b[y]);
         CHECK_MSG(tc_exec(&c, &d) == AMK_ERR_RUNTIME, "%s: bad position accepted", label);
@@ -1216,6 +1242,7 @@ static void test_fused_gemv(void) {
             fused_gemv_case(AMK_OP_RMSNORM_GEMV, 1, ACT_DTS[a], ACT_DTS[o], OUT_DTS[o], 1, 32, 16, 6, 6, 8, pos1, 0);
             fused_gemv_case(AMK_OP_RMSNORM_GEMV, 3, ACT_DTS[a], ACT_DTS[o], OUT_DTS[o], 3, 16, 24, 10, 12, 8, pos3, 7);
             fused_gemv_case(AMK_OP_RMSNORM_GEMV, 2, ACT_DTS[a], ACT_DTS[o], OUT_DTS[o], 1, 48, 8, 0, 8, 0, pos1, 40);
+            fused_gemv_case(AMK_OP_RMSNORM_GEMV, 4, ACT_DTS[a], ACT_DTS[o], OUT_DTS[o], 1 + 2 * (a % 2), 24, 10, 3, 5, 0, NULL, 0);
         }
 }
 

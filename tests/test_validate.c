@@ -937,6 +937,48 @@ static void test_race_waw_argmax_parts(void) {
     amk_program_free(p);
 }
 
+/* RMSNORM_GEMV tiles with ARGMAX write their tile's logit columns and, in the partials, their pair:
+   tiles of one counter on distinct columns and parts are disjoint in both; one part twice races on
+   the partials alone, overlapping columns on the logits alone. */
+static void test_race_waw_head_argmax(void) {
+    amk_program *p = amk_program_create();
+    int64_t sh[2];
+    int x, nw, w, lg, pr, y, c = amk_program_add_counter(p, ""), k, t, o[2], ins[3];
+    sh[0] = 1; sh[1] = 8;
+    x = amk_program_add_buffer(p, "h", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 8;
+    nw = amk_program_add_buffer(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 30; sh[1] = 8;
+    w = amk_program_add_buffer(p, "lm_head", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 1; sh[1] = 30;
+    lg = amk_program_add_buffer(p, "logits", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    sh[1] = 6;
+    pr = amk_program_add_buffer(p, "partials", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 1;
+    y = amk_program_add_buffer(p, "next", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
+    ins[0] = x; ins[1] = nw; ins[2] = w;
+    o[0] = lg; o[1] = pr;
+    for (k = 0; k < 3; k++) {
+        t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV, ins, 3, o, 2, c, "head");
+        amk_task_set_real(p, t, "eps", 1e-5);
+        amk_task_set_int(p, t, "K", 8);
+        amk_task_set_int(p, t, "n_off", 10 * k);
+        amk_task_set_int(p, t, "N_tile", 10);
+        amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_ARGMAX);
+        amk_task_set_int(p, t, "part", k);
+    }
+    o[0] = y;
+    t = amk_program_add_task(p, AMK_OP_ARGMAX_COMBINE, &pr, 1, o, 1, amk_program_add_counter(p, ""), "combine");
+    amk_task_add_wait(p, t, c, 3);
+    expect_clean(p);
+    amk_task_set_int(p, 2, "part", 1); /* parts 1 and 1, columns still disjoint */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+    amk_task_set_int(p, 2, "part", 2);
+    amk_task_set_int(p, 2, "n_off", 15); /* columns [10, 20) and [15, 25), parts disjoint */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+    amk_program_free(p);
+}
+
 /* p is rejected with exactly two errors: one a and one b. */
 static void expect_two(const amk_program *p, amk_check a, amk_check b) {
     amk_report r;
@@ -1573,6 +1615,7 @@ int main(void) {
     RUN(test_race_waw_gemm_grid);
     RUN(test_race_waw_attention_decode);
     RUN(test_race_waw_argmax_parts);
+    RUN(test_race_waw_head_argmax);
     RUN(test_accumulate);
     RUN(test_accumulate_attention_o);
     RUN(test_onchip);

@@ -661,40 +661,81 @@ static void test_attention_combine(void) {
 
 /* ---- AMK's fused opcodes ------------------------------------------------------------------------- */
 
-/* RMSNORM_GEMV (flags: 1 RoPE, 2 KV row) or RMSNORM_SWIGLU tiles, two tasks on two SMs splitting
-   N, against the reference VM; positions set by hand (random ones could leave the cache). Blocks
-   of g_fused_threads threads (0: the runtime's default). */
+/* With ARGMAX: the pairs the device wrote (partials pp [M, 4], tile i's pair i) are exactly the max
+   of the logits it stored in its tile (y [M, N], tile 0 columns [0, half)) and the first index. */
+static void check_argmax_pairs(gcase *g, int y, int pp, int64_t M, int64_t N, int64_t half, const char *tag) {
+    const amk_buffer *yb = &g->p->buffers[y];
+    const size_t ny = (size_t)amk__buffer_nbytes(yb);
+    void *ys = malloc(ny);
+    float *pr = (float *)malloc((size_t)M * 4 * sizeof(float));
+    int64_t m, n, bad = 0;
+    if (!ys || !pr) { CHECK(0); free(ys); free(pr); return; }
+    CHECK_EQ_INT(amk_cuda_download(g->cu, y, ys, ny, &g->d), AMK_OK);
+    CHECK_EQ_INT(amk_cuda_download(g->cu, pp, pr, (size_t)M * 4 * sizeof(float), &g->d), AMK_OK);
+    for (m = 0; m < M; m++) {
+        int i;
+        for (i = 0; i < 2; i++) {
+            const int64_t n0 = i ? half : 0, n1 = i ? N : half;
+            int64_t best = n0;
+            for (n = n0 + 1; n < n1; n++)
+                if (amk__load_f32(ys, yb->dtype, m * N + n) > amk__load_f32(ys, yb->dtype, m * N + best)) best = n;
+            if (pr[m * 4 + 2 * i] != amk__load_f32(ys, yb->dtype, m * N + best) || pr[m * 4 + 2 * i + 1] != (float)best) {
+                if (!bad) fprintf(stderr, "  %s: row %lld tile %d: pair (%g, %g), its logits give (%g, %lld)\n", tag,
+                                  (long long)m, i, pr[m * 4 + 2 * i], pr[m * 4 + 2 * i + 1],
+                                  amk__load_f32(ys, yb->dtype, m * N + best), (long long)best);
+                bad++;
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %lld argmax pairs differ from the stored logits", tag, (long long)bad);
+    free(ys);
+    free(pr);
+}
+
+/* RMSNORM_GEMV (flags: 1 RoPE, 2 KV row, 4 ARGMAX) or RMSNORM_SWIGLU tiles, two tasks on two SMs
+   splitting N, against the reference VM; positions set by hand (random ones could leave the cache).
+   Blocks of g_fused_threads threads (0: the runtime's default). */
 static int g_fused_threads;
 static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t M,
                        int64_t N, int64_t K, int64_t hd, const int32_t *pos, int64_t cache_rows, double rtol) {
     amk_program *p = prog_new(2);
-    int in[4], ni = 3, y, t, i, c = amk_program_add_counter(p, "");
+    int in[4], ni = 3, y, pp = -1, t, i, c = amk_program_add_counter(p, "");
+    const int pflags = flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW); /* the flags that take positions */
+    const int64_t half = (N / 2) & ~(int64_t)1; /* why: even, so RoPE pairs stay in one tile */
     gcase g;
     in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, M, K, 0);
     in[1] = buf(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
     in[2] = buf(p, "W", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
     if (op == AMK_OP_RMSNORM_SWIGLU) in[ni++] = buf(p, "W_up", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
-    if (flags) in[ni++] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
+    if (pflags) in[ni++] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
     y = (flags & AMK_GEMV_FLAG_KV_ROW) ? buf(p, "cache", AMK_KIND_KV_CACHE, ot, 2, cache_rows, N, 0)
                                        : buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, M, N, 0);
+    if (flags & AMK_GEMV_FLAG_ARGMAX) pp = buf(p, "partials", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, M, 4, 0);
     if (g_fused_threads) p->config.threads_per_block = g_fused_threads;
     for (i = 0; i < 2; i++) {
-        const int64_t half = (N / 2) & ~(int64_t)1; /* why: even, so RoPE pairs stay in one tile */
-        t = task(p, op, in, ni, y, c, i);
+        int outs[2];
+        outs[0] = y;
+        outs[1] = pp;
+        t = amk_program_add_task(p, op, in, ni, outs, pp >= 0 ? 2 : 1, c, amk_op_name(op));
+        if (t >= 0) p->tasks[t].sm = i;
         setf(p, t, "eps", 1e-5);
         seti(p, t, "K", K);
         seti(p, t, "n_off", i ? half : 0);
         seti(p, t, "N_tile", i ? N - half : half);
         if (flags) seti(p, t, "flags", flags);
+        if (pp >= 0) seti(p, t, "part", i);
         if (flags & AMK_GEMV_FLAG_ROPE) { seti(p, t, "head_dim", hd); setf(p, t, "theta", 500000.0); }
     }
     if (gcase_begin(&g, p, tag, 1.0f)) {
-        if (flags) {
+        if (pflags) {
             void *pv = amk_refvm_buffer(g.vm, in[ni - 1], NULL);
             for (i = 0; i < M; i++) amk__store_i64(pv, AMK_DTYPE_I32, i, pos[i]);
             gcase_sync(&g, in[ni - 1]);
         }
-        if (gcase_run(&g, tag)) gcase_compare(&g, y, rtol, rtol, tag);
+        if (gcase_run(&g, tag)) {
+            gcase_compare(&g, y, rtol, rtol, tag);
+            if (pp >= 0) check_argmax_pairs(&g, y, pp, M, N, half, tag);
+        }
     }
     gcase_end(&g);
 }
@@ -726,6 +767,14 @@ static void test_fused_gemv(void) {
     fused_case("NORM_GEMV ring K=768", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 768, 0, NULL, 0, -1);
     fused_case("NORM_GEMV ring K=72", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 210, 72, 0, NULL, 0, -1);
     fused_case("NORM_GEMV ring 32+34 rows", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 66, 576, 0, NULL, 0, -1);
+    /* ARGMAX: the ring form (the LM head at 512 threads; a bf16 output, where the pair is the
+       rounded value) and the general path (K = 2048; M = 3 with F32 weights) */
+    g_fused_threads = 512;
+    fused_case("NORM_GEMV ring head argmax", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 746, 576, 0, NULL, 0, -1);
+    g_fused_threads = 0;
+    fused_case("NORM_GEMV ring argmax bf16", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 768, 0, NULL, 0, -1);
+    fused_case("NORM_GEMV argmax K=2048", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 1000, 2048, 0, NULL, 0, -1);
+    fused_case("NORM_GEMV argmax f32 M=3", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 70, 100, 0, NULL, 0, -1);
     fused_case("NORM_SWIGLU bf16", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 576, 0, NULL, 0, -1);
     fused_case("NORM_SWIGLU f32 M=2", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 2, 50, 64, 0, NULL, 0, -1);
     if (!g_quick)
@@ -905,6 +954,23 @@ static void test_nop(void) {
 
 /* 16 GEMV tiles on 16 SMs under one all-join counter, an RMSNORM on a 17th SM waiting for all of
    them, then 4 tiles reading the norm. Run several times: the outputs must not move. */
+/* As if e - 1 launches had completed since the counters were zeroed (the epoch scheme,
+   amk_program_t.epoch): each counter at (e - 1) times its producer count, mod 2^32; the next
+   launch runs epoch e. */
+static void set_epoch(gcase *g, uint32_t e) {
+    amk_cuda *c = g->cu;
+    uint32_t *ctr = (uint32_t *)calloc((size_t)(g->p->n_counters ? g->p->n_counters : 1), 4);
+    int t;
+    if (!ctr) { CHECK(0); return; }
+    for (t = 0; t < g->p->n_tasks; t++) ctr[g->p->tasks[t].out_counter] += e - 1u;
+    CHECK_EQ_INT(amk__cuda_enter(c, &g->d), AMK_OK);
+    CHECK_EQ_INT(c->api.MemcpyHtoD(c->prog.counters, ctr, (size_t)g->p->n_counters * 4), AMK__CUDA_SUCCESS);
+    amk__cuda_leave(c);
+    c->epoch = e - 1u;
+    c->counters_dirty = 0;
+    free(ctr);
+}
+
 static void test_dag_tiles_join(void) {
     const int tiles = 16, K = 512, N = 1024, N2 = 256;
     amk_program *p = prog_new(tiles + 1);
@@ -943,10 +1009,16 @@ static void test_dag_tiles_join(void) {
         gcase_compare(&g, o, 2e-3, 2e-3, "DAG tiles out"); /* z is bf16: a flipped rounding moves out */
         CHECK_EQ_INT(amk_cuda_download(g.cu, o, first, sizeof first, NULL), AMK_OK);
         for (run = 0; run < (g_quick ? 2 : 20); run++) {
+            /* epochs 2, 3, ...; then 2^28 and on: the 16 tiles' counter passes 2^32 (its target wraps
+               to 0 while it still holds 2^32 - 16: only a signed comparison waits), and the epoch
+               cap (2^30: the counters zeroed again) */
+            if (run == 10) set_epoch(&g, 1u << 28);
+            if (run == 15) set_epoch(&g, (1u << 30) - 1u);
             CHECK_EQ_INT(amk_cuda_run(g.cu, 10000.0 * g_slow, &g.d), AMK_OK);
             CHECK_EQ_INT(amk_cuda_download(g.cu, o, again, sizeof again, NULL), AMK_OK);
             CHECK_MSG(memcmp(first, again, sizeof first) == 0, "run %d moved the output: a race", run);
         }
+        CHECK_MSG(g.cu->epoch < 10u, "epoch %u after the cap", g.cu->epoch);
     }
     gcase_end(&g);
 }
