@@ -2476,9 +2476,10 @@ static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *s
 }
 
 /* An ARGMAX tile's pairs on the general path: per row m of M, the max of its columns [n_off,
-   n_off + N_tile) of out (rows of `last`) as stored, and the first index. why __noinline__: in
-   line, the general path's code moved and Llama-3.2-1B's step, whose Q/K/V tiles take that path,
-   was ~1% slower (bench/RESULTS.md run 239); the call is once a head tile */
+   n_off + N_tile) of out (rows of `last`) as stored, and the first index. why __noinline__: it
+   runs once a head tile, and kept out of line it leaves the general path's code (Llama's Q/K/V
+   tiles) as it was. (Llama-3.2-1B measured ~1% slower with it in line, bench/RESULTS.md run 239,
+   but two identical trees differed by as much in run 243: not a measured gain.) */
 static __device__ __noinline__ void amk_tile_pairs(amk_op_ctx *c, int64_t M, int64_t last) {
     const amk_buffer_t *o = &c->out[0];
     const int64_t n_begin = c->ins.params.n_off, n_end = n_begin + c->ins.params.N_tile;

@@ -10,7 +10,7 @@
 #         amk.h and amk_ir.h (a knob or a path switched off: the control that separates a change's effect from
 #         the code-placement effect, bench/NOTES.md session "affinity")
 # For each tree, ROUNDS rounds of `amk bench` (trees interleaved within a round, so drift hits all
-# alike), one ms/token line per tree and round, then bench/phases.py's table of layer 8 (1B) and
+# alike; the order rotates from round to round), one ms/token line per tree and round, then bench/phases.py's table of layer 8 (1B) and
 # layer 15 (SmolLM2) for every tree. The GPU tests run on "new" first. Everything lands in
 # $OUT/all.tar (traces, logs).
 #
@@ -62,8 +62,13 @@ if [ "${GEMM_BENCH:-0}" = 1 ]; then
   build-gpu/gpu/test_gpu --bench test_read_bandwidth > "$OUTD/bench_gemm.log" 2>&1
   grep -E "^  bench" "$OUTD/bench_gemm.log"
 fi
+# why the order rotates each round: with a fixed order, "new" (always second) measured ~1% slower
+# than e0 on Llama-3.2-1B with identical code (bench/RESULTS.md run 243)
+ntrees=$(echo $trees | wc -w)
 for i in $(seq 1 "$ROUNDS"); do
-  for v in $trees; do
+  k=$(( (i - 1) % ntrees ))
+  order="$(echo $trees | tr ' ' '\n' | tail -n +$((k + 1)) | tr '\n' ' ')$(echo $trees | tr ' ' '\n' | head -n $k | tr '\n' ' ')"
+  for v in $order; do
     if [ "$v" = new ]; then amk=build-gpu/amk; else amk=/tmp/ab-$v/build-ab/amk; fi
     "$amk" bench --iters "${ITERS:-50}" --ctx "${CTX:-128}" --shapes "${SHAPES:-llama3-8b,llama3.2-1b,smollm2-135m}" \
       --trace "$OUTD/t$v" > "$OUTD/bench_${v}_$i.log" 2>&1
