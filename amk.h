@@ -898,8 +898,8 @@ typedef struct amk_llama_build_opts {
 /* with AMK's opcodes: 1 the LM-head tiles also write their (max, index) pairs (RMSNORM_GEMV's
    ARGMAX flag) and one ARGMAX_COMBINE follows them; 0 an ARGMAX_PARTIAL phase over slices of the
    logits between them. why 1: the head's tail (its last end to the step's end) 7.7 -> 4.4 us on
-   SmolLM2, 8.2 -> 4.3 on Llama-3.2-1B (bench/RESULTS.md runs 235-236); SmolLM2's step 0.7% faster
-   than e0 and ~1% faster than with 0 (run 240; 1B +0.4%, inside that run's spread) */
+   SmolLM2, 8.2 -> 4.3 on Llama-3.2-1B (bench/RESULTS.md runs 235-236); with 0 the step is slower
+   by 0.4-0.9% on SmolLM2, 0.3-0.4% on 1B, 0.1-0.2% on 8B (run 244) */
 #define AMK_LLAMA_HEAD_ARGMAX 1
 #endif
 #ifndef AMK_LLAMA_SETS_ATTN_ROWS
@@ -12505,7 +12505,7 @@ AMK__FN amk_result amk__cuda_report_stuck(amk_cuda *c, double timeout_ms, amk_di
    amk__cuda_complete sees it end cleanly. why epochs, not a memset before every launch (spec §8:
    host-memset 0; the issue allows an epoch scheme): the memset is one more small operation on the
    stream before every step: with it SmolLM2's step was ~1-1.5 us slower (bench/RESULTS.md runs 236
-   and 238; 1B and 8B inside the spread) */
+   and 238; 1B and 8B inside the spread; the harness resolves ~0.5%, run 244) */
 #define AMK__CUDA_EPOCH_MAX (1u << 30)
 AMK__FN amk_result amk__cuda_launch(amk_cuda *c, amk_program_t *prog, amk_diag *d) {
     const size_t status_bytes = (size_t)(AMK_VM_STATUS_PROGRESS + c->num_sms) * 4;
