@@ -7645,6 +7645,25 @@ AMK__FN void amk__argmax_merge(float *bv, int64_t *bi, float v, int64_t i) {
     if (*bi < 0 || v > *bv || (v == *bv && i < *bi)) { *bv = v; *bi = i; }
 }
 
+/* The first index j in [j0, j1) of the max of x[base + j] (dtype t), the max in *bv; -1 when none
+   is a candidate (all NaN). */
+AMK__FN int64_t amk__ref_best(const void *x, int t, int64_t base, int64_t j0, int64_t j1, float *bv) {
+    int64_t best = -1, j;
+    *bv = 0.0f;
+    for (j = j0; j < j1; j++) amk__argmax_merge(bv, &best, amk__load_f32(x, t, base + j), j);
+    return best;
+}
+
+/* The pair of columns [j0, j1) of row base of x (dtype t): at y[at], y[at + 1] (F32) the max and
+   its first index as F32 (NaN, -1 when none is a candidate): ARGMAX_PARTIAL's pair, and
+   RMSNORM_GEMV's with ARGMAX. */
+AMK__FN void amk__ref_pair(const void *x, int t, int64_t base, int64_t j0, int64_t j1, void *y, int64_t at) {
+    float bv;
+    const int64_t best = amk__ref_best(x, t, base, j0, j1, &bv);
+    amk__store_f32(y, AMK_DTYPE_F32, at, best < 0 ? NAN : bv);
+    amk__store_f32(y, AMK_DTYPE_F32, at + 1, (float)best);
+}
+
 /* RMSNORM_GEMV and RMSNORM_SWIGLU: each row m of x is normalised in fp32 (rmsnorm as RMSNORM, no
    cast in between), then the tile's rows n: y = xn . W[n] (SWIGLU: silu(xn . Wg[n]) * (xn . Wu[n])).
    RMSNORM_GEMV flags: ROPE rotates pairs (n, n+1), n even, by pos[m] * inv_freq((n % head_dim)/2)
@@ -7708,14 +7727,9 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
         }
         for (n = 0; n < nt; n++)
             AMK__OUT(o, (flags & AMK_GEMV_FLAG_KV_ROW) ? pos * N + n0 + n : m * last + n0 + n, y[n]);
-        if (argmax) { /* over the values as stored */
-            const int64_t W2 = amk__opshape_last(o->out2);
-            int64_t best = -1;
-            float bv = 0.0f;
-            for (n = 0; n < nt; n++) amk__argmax_merge(&bv, &best, amk__load_f32(o->y, o->out->dtype, m * last + n0 + n), n0 + n);
-            amk__store_f32(o->y2, AMK_DTYPE_F32, m * W2 + 2 * o->P.part, best < 0 ? NAN : bv);
-            amk__store_f32(o->y2, AMK_DTYPE_F32, m * W2 + 2 * o->P.part + 1, (float)best);
-        }
+        if (argmax) /* over the values as stored */
+            amk__ref_pair(o->y, o->out->dtype, m * last, n0, n0 + nt, o->y2,
+                          m * amk__opshape_last(o->out2) + 2 * o->P.part);
     }
 done:
     amk__free(xs); amk__free(w); amk__free(y);
@@ -7775,17 +7789,16 @@ AMK__FN void amk__ref_argmax(const amk__refop *o) {
     for (r = 0; r < rows; r++) {
         int64_t best = -1;
         float bv = 0.0f;
-        for (j = j0; j < j1; j++) {
-            if (combine) amk__argmax_merge(&bv, &best, AMK__IN(o, 0, r * L + 2 * j), amk__argmax_index(AMK__IN(o, 0, r * L + 2 * j + 1)));
-            else amk__argmax_merge(&bv, &best, AMK__IN(o, 0, r * L + j), j);
+        if (partial) { /* out is F32 (the op check) */
+            amk__ref_pair(o->x[0], o->in[0]->dtype, r * L, j0, j1, o->y, r * amk__opshape_last(o->out) + 2 * o->P.part);
+            continue;
         }
-        if (partial) {
-            const int64_t W = amk__opshape_last(o->out);
-            AMK__OUT(o, r * W + 2 * o->P.part, best < 0 ? NAN : bv);
-            AMK__OUT(o, r * W + 2 * o->P.part + 1, (float)best);
-        } else {
-            amk__store_i64(o->y, o->out->dtype, r, best < 0 ? 0 : best);
-        }
+        if (combine)
+            for (j = j0; j < j1; j++)
+                amk__argmax_merge(&bv, &best, AMK__IN(o, 0, r * L + 2 * j), amk__argmax_index(AMK__IN(o, 0, r * L + 2 * j + 1)));
+        else
+            best = amk__ref_best(o->x[0], o->in[0]->dtype, r * L, j0, j1, &bv);
+        amk__store_i64(o->y, o->out->dtype, r, best < 0 ? 0 : best);
     }
 }
 

@@ -908,29 +908,33 @@ static void test_race_waw_attention_decode(void) {
     amk_program_free(p);
 }
 
+/* An ARGMAX_COMBINE of the partials [rows, 2P] pr into a new I32 [rows] output, after the n
+   producers of counter c. */
+static void argmax_combine(amk_program *p, int pr, int c, int n) {
+    const int64_t rows = p->buffers[pr].shape[0];
+    int y = amk_program_add_buffer(p, "next", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, &rows, AMK_SPACE_HBM, NULL);
+    int t = amk_program_add_task(p, AMK_OP_ARGMAX_COMBINE, &pr, 1, &y, 1, amk_program_add_counter(p, ""), "combine");
+    amk_task_add_wait(p, t, c, n);
+}
+
 /* ARGMAX_PARTIAL writes its pair (columns 2*part, 2*part+1) of every row: tasks on distinct
    parts of one counter are disjoint whatever their logit columns, one part twice races, and the
    combine reads the partials after all of them. */
 static void test_race_waw_argmax_parts(void) {
     amk_program *p = amk_program_create();
     int64_t sh[2];
-    int x, pr, y, c = amk_program_add_counter(p, ""), k, t, o[1];
+    int x, pr, c = amk_program_add_counter(p, ""), k, t;
     sh[0] = 2; sh[1] = 100;
     x = amk_program_add_buffer(p, "logits", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
     sh[1] = 6;
     pr = amk_program_add_buffer(p, "partials", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
-    sh[1] = 1;
-    y = amk_program_add_buffer(p, "next", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
-    o[0] = pr;
     for (k = 0; k < 3; k++) {
-        t = amk_program_add_task(p, AMK_OP_ARGMAX_PARTIAL, &x, 1, o, 1, c, "part");
+        t = amk_program_add_task(p, AMK_OP_ARGMAX_PARTIAL, &x, 1, &pr, 1, c, "part");
         amk_task_set_int(p, t, "n_off", 0); /* the same logits for all three: only the pair counts */
         amk_task_set_int(p, t, "N_tile", 100);
         amk_task_set_int(p, t, "part", k);
     }
-    o[0] = y;
-    t = amk_program_add_task(p, AMK_OP_ARGMAX_COMBINE, &pr, 1, o, 1, amk_program_add_counter(p, ""), "combine");
-    amk_task_add_wait(p, t, c, 3);
+    argmax_combine(p, pr, c, 3);
     expect_clean(p);
     amk_task_set_int(p, 2, "part", 1); /* parts 1 and 1 */
     CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
@@ -942,22 +946,12 @@ static void test_race_waw_argmax_parts(void) {
    the partials alone, overlapping columns on the logits alone. */
 static void test_race_waw_head_argmax(void) {
     amk_program *p = amk_program_create();
-    int64_t sh[2];
-    int x, nw, w, lg, pr, y, c = amk_program_add_counter(p, ""), k, t, o[2], ins[3];
-    sh[0] = 1; sh[1] = 8;
-    x = amk_program_add_buffer(p, "h", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
-    sh[0] = 8;
-    nw = amk_program_add_buffer(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, sh, AMK_SPACE_HBM, NULL);
-    sh[0] = 30; sh[1] = 8;
-    w = amk_program_add_buffer(p, "lm_head", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, sh, AMK_SPACE_HBM, NULL);
-    sh[0] = 1; sh[1] = 30;
-    lg = amk_program_add_buffer(p, "logits", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
-    sh[1] = 6;
-    pr = amk_program_add_buffer(p, "partials", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
-    sh[0] = 1;
-    y = amk_program_add_buffer(p, "next", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
-    ins[0] = x; ins[1] = nw; ins[2] = w;
-    o[0] = lg; o[1] = pr;
+    int c = amk_program_add_counter(p, ""), k, t, o[2], ins[3];
+    ins[0] = vec(p, "h", AMK_KIND_IO_INPUT, 8);
+    ins[1] = vec(p, "norm_w", AMK_KIND_WEIGHT, 8);
+    ins[2] = weight(p, "lm_head", 30, 8);
+    o[0] = vec(p, "logits", AMK_KIND_IO_OUTPUT, 30);
+    o[1] = vec(p, "partials", AMK_KIND_ACTIVATION, 6);
     for (k = 0; k < 3; k++) {
         t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV, ins, 3, o, 2, c, "head");
         amk_task_set_real(p, t, "eps", 1e-5);
@@ -967,9 +961,7 @@ static void test_race_waw_head_argmax(void) {
         amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_ARGMAX);
         amk_task_set_int(p, t, "part", k);
     }
-    o[0] = y;
-    t = amk_program_add_task(p, AMK_OP_ARGMAX_COMBINE, &pr, 1, o, 1, amk_program_add_counter(p, ""), "combine");
-    amk_task_add_wait(p, t, c, 3);
+    argmax_combine(p, o[1], c, 3);
     expect_clean(p);
     amk_task_set_int(p, 2, "part", 1); /* parts 1 and 1, columns still disjoint */
     CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
