@@ -13205,7 +13205,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     amk__lb b;
     amk_program *p;
     int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd, fused, accum, rd, mlp_rows, ao, ao_rows;
-    int set_y, set_z;
+    int set_y, set_z, qkv_rows;
     int token, pos, embed, lm_w, x, cx, n_cx, t, i, one = 1, h_next = -1;
     char meta[32];
     int64_t q_rows, kv_rows;
@@ -13257,15 +13257,25 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
            an attention task's rows of W_oT staged */
         if (ny < b.o.num_sms && nz >= 1 && (I + nz - 1) / nz <= AMK_LLAMA_MLP_MAX_ROWS &&
             amk__rows_stage_bytes(wd, H, ar) > 0) {
-            int64_t r = amk__lb_tile_rows(q_rows + 2 * kv_rows, (int)ny);
+            int r = amk__lb_tile_rows(q_rows + 2 * kv_rows, (int)ny);
             r += r % 2;
             if (r <= 30 && 2 * ((kv_rows + r - 1) / r) + (q_rows + r - 1) / r <= ny) {
                 set_y = (int)ny;
                 set_z = (int)nz;
                 ao_rows = (int)ar;
                 mlp_rows = amk__lb_tile_rows(I, set_z);
+                qkv_rows = r;
             }
         }
+    }
+    /* a Q/K/V tile's rows, with the sets one a set-Y SM (above). why two thirds of the SMs with
+       ATTENTION_O (a tiny model's step): SmolLM2's 80 Q/K/V tiles of 12 rows made the step ~1%
+       faster than 120 of 8 (bench/RESULTS.md run 205; 60 of 16 the same): the tiles start closer
+       together, and the attention tasks find more SMs idle. With AMK's opcodes even: RoPE pairs
+       (2i, 2i+1) stay inside one tile */
+    if (!set_y) {
+        qkv_rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, ao ? (b.o.num_sms * 2 + 2) / 3 : b.o.num_sms);
+        if (fused) qkv_rows += qkv_rows % 2;
     }
     p = amk_program_create();
     if (!p) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
@@ -13324,15 +13334,10 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
 
         /* why: K and V rows need fewer tiles than Q; their tiles and tasks come first in list
            order, so an SM that also holds Q work does not block them behind it */
-        /* why two thirds of the SMs with ATTENTION_O (a tiny model's step): SmolLM2's 80 Q/K/V tiles of
-           12 rows made the step ~1% faster than 120 of 8 (bench/RESULTS.md run 205; 60 of 16 the
-           same): the tiles start closer together, and the attention tasks find more SMs idle.
-           With the SM sets, one a set-Y SM */
-        rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, set_y ? set_y : ao ? (b.o.num_sms * 2 + 2) / 3 : b.o.num_sms);
+        rows = qkv_rows;
         if (fused) { /* QKV: norm + GEMV + RoPE, K and V straight into the cache row */
             int c_qkv = amk_program_add_counter(p, "qkv tiles"), n_qkv = 0, n, wc = c_qkv;
             int qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
-            rows += rows % 2; /* why: RoPE pairs (2i, 2i+1) stay inside one tile */
             if (ao && i == 0) { /* h.0 starts at 0, before the step's first attention (it waits like a tile) */
                 if (amk__lb_zero(&b, h, c_qkv, NULL, NULL, 0, "L0 attention start") < 0) goto fail;
                 n_qkv++;
