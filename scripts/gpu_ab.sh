@@ -64,11 +64,10 @@ if [ "${GEMM_BENCH:-0}" = 1 ]; then
 fi
 # why the order rotates each round: with a fixed order, "new" (always second) measured ~1% slower
 # than e0 on Llama-3.2-1B with identical code (bench/RESULTS.md run 243)
-ntrees=$(echo $trees | wc -w)
+read -r -a tlist <<< "$trees"
 for i in $(seq 1 "$ROUNDS"); do
-  k=$(( (i - 1) % ntrees ))
-  order="$(echo $trees | tr ' ' '\n' | tail -n +$((k + 1)) | tr '\n' ' ')$(echo $trees | tr ' ' '\n' | head -n $k | tr '\n' ' ')"
-  for v in $order; do
+  k=$(( (i - 1) % ${#tlist[@]} ))
+  for v in "${tlist[@]:k}" "${tlist[@]:0:k}"; do
     if [ "$v" = new ]; then amk=build-gpu/amk; else amk=/tmp/ab-$v/build-ab/amk; fi
     "$amk" bench --iters "${ITERS:-50}" --ctx "${CTX:-128}" --shapes "${SHAPES:-llama3-8b,llama3.2-1b,smollm2-135m}" \
       --trace "$OUTD/t$v" > "$OUTD/bench_${v}_$i.log" 2>&1
