@@ -488,6 +488,7 @@ static void test_sm_sets(void) {
         const amk_task *t = &p->tasks[i];
         const int qkv = t->op == AMK_OP_RMSNORM_GEMV && amk_task_param(t, "flags") &&
                         (amk_task_param(t, "flags")->i & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0;
+        const int step = 1 << (qkv ? 0 : t->op == AMK_OP_ATTENTION_O ? 1 : 2); /* the layer's step */
         int l = -1;
         if (!qkv && t->op != AMK_OP_ATTENTION_O && t->op != AMK_OP_RMSNORM_MLP) {
             if (t->op == AMK_OP_FILL) bad_set += t->sm < 36;
@@ -498,8 +499,8 @@ static void test_sm_sets(void) {
         n_qkv += qkv; n_ao += t->op == AMK_OP_ATTENTION_O; n_mlp += t->op == AMK_OP_RMSNORM_MLP;
         bad_set += t->op == AMK_OP_RMSNORM_MLP ? t->sm < 36 : t->sm >= 36;
         /* one task an SM in each step of a layer: the Q/K/V tiles, then attention reuse set Y */
-        twice += (seen[t->sm] & (1 << (qkv ? 0 : t->op == AMK_OP_ATTENTION_O ? 1 : 2))) != 0;
-        seen[t->sm] |= 1 << (qkv ? 0 : t->op == AMK_OP_ATTENTION_O ? 1 : 2);
+        twice += (seen[t->sm] & step) != 0;
+        seen[t->sm] |= step;
     }
     CHECK_EQ_INT(bad_set, 0);
     CHECK_EQ_INT(twice, 0);
