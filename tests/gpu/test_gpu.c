@@ -742,6 +742,7 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
 
 static void test_fused_gemv(void) {
     static const int32_t p1[1] = {37}, p3[3] = {0, 1000, 5}, pk[1] = {6};
+    int f;
     /* 100 short bf16 rows a task: the two-rows-a-pass path, with odd row counts on some warps */
     fused_case("NORM_GEMV bf16", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 200, 576, 0, NULL, 0, -1);
     fused_case("NORM_GEMV f32 M=3", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 70, 100, 0, NULL, 0, -1);
@@ -757,22 +758,22 @@ static void test_fused_gemv(void) {
     fused_case("NORM_GEMV lean rope kv", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 48, 576, 16, pk, 9, -1);
     fused_case("NORM_GEMV lean rope K=768", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 48, 768, 16, p1, 0, 1e-3);
     fused_case("NORM_GEMV lean odd tile", AMK_OP_RMSNORM_GEMV, 2, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 13, 320, 0, pk, 9, -1);
-    /* more rows than two a warp, no flags, an F32 x: the ring form (amk_norm_gemv_ring). SmolLM2's
-       LM-head tiles at 512 threads (372 and 374 rows of 576: rounds of 16, the last of 4 and 6); at
-       256 threads (rounds of 8) K = 768 into a bf16 output, K = 72 (only 9 lanes hold x), tiles of
-       32 and 34 rows (whole rounds, then a last round of 2) */
-    g_fused_threads = 512;
-    fused_case("NORM_GEMV ring head", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 746, 576, 0, NULL, 0, -1);
-    g_fused_threads = 0;
-    fused_case("NORM_GEMV ring K=768", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 768, 0, NULL, 0, -1);
+    /* more rows than two a warp, no flags (or ARGMAX), an F32 x: the ring form (amk_norm_gemv_ring).
+       SmolLM2's LM-head tiles at 512 threads (372 and 374 rows of 576: rounds of 16, the last of 4
+       and 6); at 256 threads (rounds of 8) K = 768 into a bf16 output (with ARGMAX the pair is the
+       rounded value), K = 72 (only 9 lanes hold x), tiles of 32 and 34 rows (whole rounds, then a
+       last round of 2) */
+    for (f = 0; f <= (int)AMK_GEMV_FLAG_ARGMAX; f += (int)AMK_GEMV_FLAG_ARGMAX) {
+        g_fused_threads = 512;
+        fused_case(f ? "NORM_GEMV ring head argmax" : "NORM_GEMV ring head", AMK_OP_RMSNORM_GEMV, f, AMK_DTYPE_F32,
+                   AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 746, 576, 0, NULL, 0, -1);
+        g_fused_threads = 0;
+        fused_case(f ? "NORM_GEMV ring argmax K=768" : "NORM_GEMV ring K=768", AMK_OP_RMSNORM_GEMV, f, AMK_DTYPE_F32,
+                   AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 768, 0, NULL, 0, -1);
+    }
     fused_case("NORM_GEMV ring K=72", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 210, 72, 0, NULL, 0, -1);
     fused_case("NORM_GEMV ring 32+34 rows", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 66, 576, 0, NULL, 0, -1);
-    /* ARGMAX: the ring form (the LM head at 512 threads; a bf16 output, where the pair is the
-       rounded value) and the general path (K = 2048; M = 3 with F32 weights) */
-    g_fused_threads = 512;
-    fused_case("NORM_GEMV ring head argmax", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 746, 576, 0, NULL, 0, -1);
-    g_fused_threads = 0;
-    fused_case("NORM_GEMV ring argmax bf16", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 768, 0, NULL, 0, -1);
+    /* ARGMAX on the general path: K = 2048; M = 3 with F32 weights */
     fused_case("NORM_GEMV argmax K=2048", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 1000, 2048, 0, NULL, 0, -1);
     fused_case("NORM_GEMV argmax f32 M=3", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 70, 100, 0, NULL, 0, -1);
     fused_case("NORM_SWIGLU bf16", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 576, 0, NULL, 0, -1);
