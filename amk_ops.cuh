@@ -37,11 +37,41 @@ static __device__ __forceinline__ uint4 amk_ptx_ld_nc_na_v4(const void *p) {
     return r;
 }
 
+/* L2 eviction priorities for what a step reads (AMK_L2_HINTS, a bit mask). why: a step streams
+   its weights through L2 once (SmolLM2's 0.27 GB is five times the H100's L2), and at the default
+   priority they evict everything a step reads again: the VM's code and instruction table, the K/V
+   cache rows, the activations. A task's first run of an op's code, and its K/V rows, then come from
+   DRAM, where they queue behind the weight copies in flight. 1: the weights' bulk copies and L2
+   prefetches evict-first (SmolLM2's step -4%: every layer ~0.45 us shorter, the argmax task 4.1 ->
+   2.0 us; 1B and 8B unchanged); 2: the K/V rows' copies evict-last (no further change at context
+   128). The GEMV path's register loads of weights evict-first changed nothing either (4, not
+   kept; bench/RESULTS.md runs 67 and 255). */
+#ifndef AMK_L2_HINTS
+#define AMK_L2_HINTS 1
+#endif
+/* An L2 policy (createpolicy, sm_80+): not volatile, so one serves a function's copies. */
+static __device__ __forceinline__ uint64_t amk_ptx_policy_evict_first(void) {
+    uint64_t p;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+static __device__ __forceinline__ uint64_t amk_ptx_policy_evict_last(void) {
+    uint64_t p;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+
 /* why: a GEMV tile's weights are read-only, so they can be pulled into L2 while the SM still
    waits for its inputs (the megakernel's central win); a hint, never a fault for valid addresses.
-   sm_90 (PTX 8.0). addr 16-byte aligned, bytes a multiple of 16. */
+   Evict-first with AMK_L2_HINTS & 1. sm_90 (PTX 8.0). addr 16-byte aligned, bytes a multiple of
+   16. */
 static __device__ __forceinline__ void amk_ptx_prefetch_l2_bulk(const void *addr, uint32_t bytes) {
+#if AMK_L2_HINTS & 1
+    asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;"
+                 :: "l"(addr), "r"(bytes), "l"(amk_ptx_policy_evict_first()) : "memory");
+#else
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(addr), "r"(bytes) : "memory");
+#endif
 }
 
 /* why: counter polls must not hoist and must not invalidate L1 on every iteration (an acquire
@@ -97,6 +127,16 @@ static __device__ __forceinline__ uint32_t amk_ptx_smid(void) {
 static __device__ __forceinline__ void amk_ptx_cp_async_16(void *dst, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
+}
+/* The same for a K/V cache row's piece: evict-last in L2 with AMK_L2_HINTS & 2 (the next step
+   reads it again). */
+static __device__ __forceinline__ void amk_ptx_cp_async_16_kv(void *dst, const void *src) {
+#if AMK_L2_HINTS & 2
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;"
+                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "l"(amk_ptx_policy_evict_last()) : "memory");
+#else
+    amk_ptx_cp_async_16(dst, src);
+#endif
 }
 
 /* why: RMSNORM_MLP adds four consecutive outputs with one reduction at L2 (a quarter of the
@@ -163,6 +203,16 @@ static __device__ __forceinline__ void amk_ptx_bulk_copy_armed(void *dst, const 
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes),
                     "r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
+}
+/* The same for weights: evict-first in L2 with AMK_L2_HINTS & 1. */
+static __device__ __forceinline__ void amk_ptx_bulk_copy_weights(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+#if AMK_L2_HINTS & 1
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes),
+                    "r"((uint32_t)__cvta_generic_to_shared(bar)), "l"(amk_ptx_policy_evict_first()) : "memory");
+#else
+    amk_ptx_bulk_copy_armed(dst, src, bytes, bar);
+#endif
 }
 static __device__ __forceinline__ void amk_ptx_bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
     amk_ptx_mbar_arrive_expect(bar, bytes);
@@ -1379,7 +1429,7 @@ static __device__ __forceinline__ void amk_attn_load_rows(unsigned char *ks, uns
         const int isv = v >= per, r = v - isv * per, row = r / nvec, col = r - row * nvec;
         unsigned char *dst = (isv ? vs : ks) + row * rowb + col * 16;
         if (row < nload)
-            amk_ptx_cp_async_16(dst, (const char *)(isv ? vc->ptr : kc->ptr) + (((c0 + row) * nkv + g) * hd) * esz + col * 16);
+            amk_ptx_cp_async_16_kv(dst, (const char *)(isv ? vc->ptr : kc->ptr) + (((c0 + row) * nkv + g) * hd) * esz + col * 16);
         else
             *(uint4 *)dst = make_uint4(0u, 0u, 0u, 0u);
     }
@@ -1865,7 +1915,7 @@ static __device__ __forceinline__ uint32_t amk_stage_arm(const amk_op_ctx *c, ui
    the thread's earlier stores) delayed the op's start by ~0.5 us (bench/RESULTS.md run 151) */
 static __device__ __forceinline__ uint32_t amk_rows_stage(const amk_op_ctx *c, char *ws, int64_t n0, int64_t wsb) {
     const uint32_t par = amk_stage_arm(c, (uint32_t)wsb);
-    if (amk_tid() == AMK_AUX_TID) amk_ptx_bulk_copy_armed(ws, amk_rows_src(c, n0), (uint32_t)wsb, c->mbar);
+    if (amk_tid() == AMK_AUX_TID) amk_ptx_bulk_copy_weights(ws, amk_rows_src(c, n0), (uint32_t)wsb, c->mbar);
     return par;
 }
 
@@ -2297,11 +2347,11 @@ static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *s
     if (amk_tid() == AMK_AUX_TID) {
         const int64_t g0 = L.n_begin * L.K * 2;
         char *gs = (char *)smem + L.gso;
-        amk_ptx_bulk_copy_armed((char *)smem + L.nso, (const void *)nwt->ptr, (uint32_t)(L.K * 4), c->mbar);
-        amk_ptx_bulk_copy_armed(gs, (const char *)W->ptr + g0, (uint32_t)L.rb, c->mbar);
+        amk_ptx_bulk_copy_weights((char *)smem + L.nso, (const void *)nwt->ptr, (uint32_t)(L.K * 4), c->mbar);
+        amk_ptx_bulk_copy_weights(gs, (const char *)W->ptr + g0, (uint32_t)L.rb, c->mbar);
         if (L.mlp) {
-            amk_ptx_bulk_copy_armed(gs + L.rb, (const char *)Wu->ptr + g0, (uint32_t)L.rb, c->mbar);
-            amk_ptx_bulk_copy_armed((char *)smem + L.wso, amk_rows_src(c, L.n_begin), (uint32_t)L.wsb, c->mbar);
+            amk_ptx_bulk_copy_weights(gs + L.rb, (const char *)Wu->ptr + g0, (uint32_t)L.rb, c->mbar);
+            amk_ptx_bulk_copy_weights((char *)smem + L.wso, amk_rows_src(c, L.n_begin), (uint32_t)L.wsb, c->mbar);
         }
     }
     if (!amk_op_go(c)) {
@@ -2383,7 +2433,7 @@ static __device__ __forceinline__ void amk_ring_issue(const amk_op_ctx *c, char 
                                                       uint32_t rb, int nw, int K) {
     const uint32_t bytes = (uint32_t)(nt - r0 < nw ? nt - r0 : nw) * (uint32_t)K * 2u;
     amk_ptx_mbar_arrive_expect(c->mbar + 1 + s, bytes);
-    amk_ptx_bulk_copy_armed(smem + (uint32_t)s * rb, (const char *)c->in[2].ptr + (c->ins.params.n_off + r0) * K * 2, bytes,
+    amk_ptx_bulk_copy_weights(smem + (uint32_t)s * rb, (const char *)c->in[2].ptr + (c->ins.params.n_off + r0) * K * 2, bytes,
                             c->mbar + 1 + s);
 }
 static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *smem) {
