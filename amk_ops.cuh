@@ -2434,7 +2434,7 @@ static __device__ __forceinline__ void amk_ring_issue(const amk_op_ctx *c, char 
     const uint32_t bytes = (uint32_t)(nt - r0 < nw ? nt - r0 : nw) * (uint32_t)K * 2u;
     amk_ptx_mbar_arrive_expect(c->mbar + 1 + s, bytes);
     amk_ptx_bulk_copy_weights(smem + (uint32_t)s * rb, (const char *)c->in[2].ptr + (c->ins.params.n_off + r0) * K * 2, bytes,
-                            c->mbar + 1 + s);
+                              c->mbar + 1 + s);
 }
 static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
