@@ -37,15 +37,15 @@ static __device__ __forceinline__ uint4 amk_ptx_ld_nc_na_v4(const void *p) {
     return r;
 }
 
-/* L2 eviction priorities for what a step reads (AMK_L2_HINTS, a bit mask). why: a step streams
-   its weights through L2 once (SmolLM2's 0.27 GB is five times the H100's L2), and at the default
+/* L2 eviction priority of the weights (AMK_L2_HINTS 1; 0 turns it off). why: a step streams its
+   weights through L2 once (SmolLM2's 0.27 GB is five times the H100's L2), and at the default
    priority they evict everything a step reads again: the VM's code and instruction table, the K/V
-   cache rows, the activations. A task's first run of an op's code, and its K/V rows, then come from
-   DRAM, where they queue behind the weight copies in flight. 1: the weights' bulk copies and L2
-   prefetches evict-first (SmolLM2's step -4%: every layer ~0.45 us shorter, the argmax task 4.1 ->
-   2.0 us; 1B and 8B unchanged); 2: the K/V rows' copies evict-last (no further change at context
-   128). The GEMV path's register loads of weights evict-first changed nothing either (4, not
-   kept; bench/RESULTS.md runs 67 and 255). */
+   cache rows, the activations. A task's first run of an op's code, and its K/V rows, then come
+   from DRAM, where they queue behind the weight copies in flight. With the weights' bulk copies
+   and L2 prefetches evict-first, SmolLM2's step is 4% faster (every layer ~0.45 us shorter, the
+   argmax task 4.1 -> 2.0 us); 1B and 8B unchanged. Tried, no further change at context 128: the
+   K/V rows' copies evict-last, the GEMV path's register loads of weights evict-first, the VM's
+   context copies evict-last (bench/RESULTS.md runs 67, 255 and 259). */
 #ifndef AMK_L2_HINTS
 #define AMK_L2_HINTS 1
 #endif
@@ -55,18 +55,13 @@ static __device__ __forceinline__ uint64_t amk_ptx_policy_evict_first(void) {
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
     return p;
 }
-static __device__ __forceinline__ uint64_t amk_ptx_policy_evict_last(void) {
-    uint64_t p;
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
 
 /* why: a GEMV tile's weights are read-only, so they can be pulled into L2 while the SM still
    waits for its inputs (the megakernel's central win); a hint, never a fault for valid addresses.
-   Evict-first with AMK_L2_HINTS & 1. sm_90 (PTX 8.0). addr 16-byte aligned, bytes a multiple of
+   Evict-first with AMK_L2_HINTS. sm_90 (PTX 8.0). addr 16-byte aligned, bytes a multiple of
    16. */
 static __device__ __forceinline__ void amk_ptx_prefetch_l2_bulk(const void *addr, uint32_t bytes) {
-#if AMK_L2_HINTS & 1
+#if AMK_L2_HINTS
     asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;"
                  :: "l"(addr), "r"(bytes), "l"(amk_ptx_policy_evict_first()) : "memory");
 #else
@@ -127,16 +122,6 @@ static __device__ __forceinline__ uint32_t amk_ptx_smid(void) {
 static __device__ __forceinline__ void amk_ptx_cp_async_16(void *dst, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
-}
-/* The same for a K/V cache row's piece: evict-last in L2 with AMK_L2_HINTS & 2 (the next step
-   reads it again). */
-static __device__ __forceinline__ void amk_ptx_cp_async_16_kv(void *dst, const void *src) {
-#if AMK_L2_HINTS & 2
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;"
-                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "l"(amk_ptx_policy_evict_last()) : "memory");
-#else
-    amk_ptx_cp_async_16(dst, src);
-#endif
 }
 
 /* why: RMSNORM_MLP adds four consecutive outputs with one reduction at L2 (a quarter of the
@@ -204,9 +189,9 @@ static __device__ __forceinline__ void amk_ptx_bulk_copy_armed(void *dst, const 
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes),
                     "r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
 }
-/* The same for weights: evict-first in L2 with AMK_L2_HINTS & 1. */
+/* The same for weights: evict-first in L2 with AMK_L2_HINTS. */
 static __device__ __forceinline__ void amk_ptx_bulk_copy_weights(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-#if AMK_L2_HINTS & 1
+#if AMK_L2_HINTS
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes),
                     "r"((uint32_t)__cvta_generic_to_shared(bar)), "l"(amk_ptx_policy_evict_first()) : "memory");
@@ -1429,7 +1414,7 @@ static __device__ __forceinline__ void amk_attn_load_rows(unsigned char *ks, uns
         const int isv = v >= per, r = v - isv * per, row = r / nvec, col = r - row * nvec;
         unsigned char *dst = (isv ? vs : ks) + row * rowb + col * 16;
         if (row < nload)
-            amk_ptx_cp_async_16_kv(dst, (const char *)(isv ? vc->ptr : kc->ptr) + (((c0 + row) * nkv + g) * hd) * esz + col * 16);
+            amk_ptx_cp_async_16(dst, (const char *)(isv ? vc->ptr : kc->ptr) + (((c0 + row) * nkv + g) * hd) * esz + col * 16);
         else
             *(uint4 *)dst = make_uint4(0u, 0u, 0u, 0u);
     }
