@@ -819,9 +819,9 @@ AMK_API amk_result amk_cuda_fill_value(amk_cuda *c, int buffer_id, float value, 
 /* Median wall time of n launches of the loaded program (each: the next counter epoch, cooperative
    launch, completion), timed with CUDA events around each launch on the stream, after `warmup`
    launches; per-launch times into times_us when not NULL (n entries). The timed span is the
-   kernel, and the counters' memset when a launch needs one (the first, one after a failed launch,
-   one every 2^30; amk_program_t.epoch) (the status copy and host polling are outside it); every launch
-   is checked as amk_cuda_run checks it (10 s watchdog) and the first failure is returned. An even
+   kernel, with the counters' memset when a launch needs one (the first, one after a failed launch,
+   one every 2^30: amk_program_t.epoch); the status copy and host polling are outside it. Every
+   launch is checked as amk_cuda_run checks it (10 s watchdog) and the first failure is returned. An even
    n gives the mean of the two middle times. n in [1, 100000], warmup in [0, 100000]. */
 AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *median_us,
                                       double *times_us, amk_diag *d);

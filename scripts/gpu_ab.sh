@@ -10,8 +10,8 @@
 #         amk.h and amk_ir.h (a knob or a path switched off: the control that separates a change's effect from
 #         the code-placement effect, bench/NOTES.md session "affinity")
 # For each tree, ROUNDS rounds of `amk bench` (trees interleaved within a round, so drift hits all
-# alike; the order rotates from round to round), one ms/token line per tree and round, then bench/phases.py's table of layer 8 (1B) and
-# layer 15 (SmolLM2) for every tree. The GPU tests run on "new" first. Everything lands in
+# alike; the order rotates from round to round), one ms/token line per tree and round, then
+# bench/phases.py's table of layer 8 (1B) and layer 15 (SmolLM2) for every tree. The GPU tests run on "new" first. Everything lands in
 # $OUT/all.tar (traces, logs).
 #
 #   here:            scripts/gpu_ab.sh --prepare HEAD        # $AB_DIR/base/ from a commit

@@ -953,8 +953,6 @@ static void test_nop(void) {
 
 /* ---- multi-SM programs ------------------------------------------------------------------------- */
 
-/* 16 GEMV tiles on 16 SMs under one all-join counter, an RMSNORM on a 17th SM waiting for all of
-   them, then 4 tiles reading the norm. Run several times: the outputs must not move. */
 /* As if e - 1 launches had completed since the counters were zeroed (the epoch scheme,
    amk_program_t.epoch): each counter at (e - 1) times its producer count, mod 2^32; the next
    launch runs epoch e. */
@@ -972,6 +970,8 @@ static void set_epoch(gcase *g, uint32_t e) {
     free(ctr);
 }
 
+/* 16 GEMV tiles on 16 SMs under one all-join counter, an RMSNORM on a 17th SM waiting for all of
+   them, then 4 tiles reading the norm. Run several times: the outputs must not move. */
 static void test_dag_tiles_join(void) {
     const int tiles = 16, K = 512, N = 1024, N2 = 256;
     amk_program *p = prog_new(tiles + 1);
