@@ -118,8 +118,8 @@ typedef enum amk_opcode {
                                        (n_off+N_tile)*K/N) of x[0, k] * W_cat[N + k]; M = 1 */
 /* ATTENTION_O params.flags bits (ATTENTION_DECODE's PARTIAL is not allowed there). */
 #define AMK_ATTN_FLAG_PRENORM (1u << 2) /* input 0 is qkv F32 [1, (n_heads + 2*n_kv_heads)*head_dim]
-                                           before its norm: q, k, v = rope(it * rsqrt(mean(x^2) + eps))
-                                           with x input 5; key pos from those k, v (as cast to the
+                                           before its norm: with inv = rsqrt(mean(x^2) + eps), x input 5,
+                                           q, k = rope(inv * their parts), v = inv * its part; key pos from those k, v (as cast to the
                                            caches), rows below pos from the caches; with outputs 1, 2
                                            (the caches) it writes row pos of kv heads
                                            [n_off, n_off+N_tile); the optional resid is input 6 */
