@@ -110,19 +110,6 @@ typedef enum amk_opcode {
 #define AMK_GEMV_FLAG_ARGMAX (1u << 2) /* output 1 [M, 2P] (F32) gets, per row, the max of the tile's
                                           values as stored in out and its first index, as the pair
                                           `part` (ARGMAX_PARTIAL's) */
-/* RMSNORM_MLP params.flags bits. */
-#define AMK_MLP_FLAG_FOLD (1u << 0) /* the next layer's Q/K/V, folded (README "Opcodes"): input 5 is
-                                       W_cat [N + K, F], the optional resid moves to input 6, and a
-                                       second output qkv F32 [1, F] ACCUMULATES sum over the tile's n
-                                       of a[n] * W_cat[n] + sum over k in [n_off*K/N,
-                                       (n_off+N_tile)*K/N) of x[0, k] * W_cat[N + k]; M = 1 */
-/* ATTENTION_O params.flags bits (ATTENTION_DECODE's PARTIAL is not allowed there). */
-#define AMK_ATTN_FLAG_PRENORM (1u << 2) /* input 0 is qkv F32 [1, (n_heads + 2*n_kv_heads)*head_dim]
-                                           before its norm: with inv = rsqrt(mean(x^2) + eps), x input 5,
-                                           q, k = rope(inv * their parts), v = inv * its part; key pos from those k, v (as cast to the
-                                           caches), rows below pos from the caches; with outputs 1, 2
-                                           (the caches) it writes row pos of kv heads
-                                           [n_off, n_off+N_tile); the optional resid is input 6 */
 
 /* ---- the device ABI (spec §8) ---------------------------------------------------------------
    The host resolves a validated program into these tables before launch. Every field is a fixed
