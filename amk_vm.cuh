@@ -9,10 +9,10 @@
    instruction's counters to reach its threshold times the launch's epoch (amk_program_t.epoch:
    the counters run on across launches, so the host does not zero them before each; relaxed polls
    with exponential nanosleep back-off, then ONE acquire load of the met counter; the abort flag is
-   read in every spin) and the block meets at a barrier before the op reads its inputs. Then the last thread adds 1 to the
-   instruction's out_counter with one device-scope release add: spec IR_SPEC.md §8.1. Before the
-   setup, thread 32 (AMK_AUX_TID) asks L2 for the start of a GEMV/GEMM tile's (read-only) weights (the ranges
-   the host put in the instruction).
+   read in every spin) and the block meets at a barrier before the op reads its inputs. Then the
+   last thread adds 1 to the instruction's out_counter with one device-scope release add: spec
+   IR_SPEC.md §8.1. Before the setup, thread 32 (AMK_AUX_TID) asks L2 for the start of a GEMV/GEMM
+   tile's (read-only) weights (the ranges the host put in the instruction).
 
    This is the simple path: every warp computes, thread 0 waits. The ops stage their own weights
    by bulk copies before their waits (the lean tiles, ATTENTION_O's rows); a tile of many short

@@ -11,7 +11,8 @@
 #         the code-placement effect, bench/NOTES.md session "affinity")
 # For each tree, ROUNDS rounds of `amk bench` (trees interleaved within a round, so drift hits all
 # alike; the order rotates from round to round), one ms/token line per tree and round, then
-# bench/phases.py's table of layer 8 (1B) and layer 15 (SmolLM2) for every tree. The GPU tests run on "new" first. Everything lands in
+# bench/phases.py's table of layer 8 (1B) and layer 15 (SmolLM2) for every tree (its columns: span,
+# task median, task max, start spread, hop). The GPU tests run on "new" first. Everything lands in
 # $OUT/all.tar (traces, logs).
 #
 #   here:            scripts/gpu_ab.sh --prepare HEAD        # $AB_DIR/base/ from a commit
