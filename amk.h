@@ -11581,6 +11581,12 @@ typedef struct amk__cuda_api {
 #undef AMK__CU_FIELD
 } amk__cuda_api;
 
+/* One task's L2 prefetches ahead of a later task (amk__cuda_plan_ahead); bytes 0 = none. */
+typedef struct amk__cuda_ahead {
+    uint64_t addr[AMK_VM_PREFETCHES];
+    uint32_t bytes[AMK_VM_PREFETCHES];
+} amk__cuda_ahead;
+
 struct amk_cuda {
     void *lib;                  /* dlopen handle */
     amk__cuda_api api;
@@ -11613,6 +11619,7 @@ struct amk_cuda {
     int32_t *queue;             /* [n_tasks] */
     int32_t *queue_pos;         /* [n_tasks] task i's entry in queue */
     amk_vm_ctx_t *ctxs;         /* [n_tasks] host copy of the context table (queue order) */
+    amk__cuda_ahead *ahead;     /* [n_tasks] the prefetch ahead's pieces, or NULL (AMK_VM_AHEAD_BYTES 0) */
     uint64_t off_counters, off_status, off_timing, off_contexts;
     amk_cuda_info info;
 };
@@ -11932,20 +11939,31 @@ AMK__FN const amk_buffer_t *amk__cuda_readonly_input(const amk_buffer_t *bt, int
     return b && (b->kind == AMK_KIND_WEIGHT || b->kind == AMK_KIND_CONST) ? b : NULL;
 }
 
+/* The byte range [*start, *end) of the rows [n_off, n_off + N_tile) of the read-only [N, K] weight
+   in input slot wi of instruction in, offsets into that buffer: start 16-byte aligned down, end
+   never past the buffer. Returns the buffer, or NULL (no such weight, no rows). */
+AMK__FN const amk_buffer_t *amk__cuda_rows_range(const amk_buffer_t *bt, int n_buffers, const amk_instruction_t *in,
+                                                 int wi, uint64_t *start, uint64_t *end) {
+    const amk_buffer_t *W = amk__cuda_readonly_input(bt, n_buffers, in, wi);
+    uint64_t bits, limit;
+    if (!W) return NULL;
+    bits = (uint64_t)amk_dtype_bits(W->dtype);
+    if (bits == 8 && in->params.qdtype == AMK_DTYPE_I4) bits = 4; /* I4 packed in a byte buffer */
+    if (in->params.n_off < 0 || in->params.N_tile < 1 || in->params.K < 1) return NULL;
+    *start = (uint64_t)in->params.n_off * (uint64_t)in->params.K * bits / 8 & ~(uint64_t)15;
+    *end = ((uint64_t)in->params.n_off + (uint64_t)in->params.N_tile) * (uint64_t)in->params.K * bits / 8;
+    limit = (uint64_t)W->numel * (W->dtype == AMK_DTYPE_U8 ? 8 : bits) / 8; /* never past the buffer */
+    if (*end > limit) *end = limit;
+    return *end > *start ? W : NULL;
+}
+
 /* L2 prefetch range f of instruction in: the first `budget` bytes of the rows [n_off, n_off +
    N_tile) of the read-only [N, K] weight in input slot wi; 16-byte aligned, never past the buffer. */
 AMK__FN void amk__cuda_prefetch_rows(const amk_buffer_t *bt, int n_buffers, amk_instruction_t *in, int f, int wi,
                                      uint64_t budget) {
-    const amk_buffer_t *W = amk__cuda_readonly_input(bt, n_buffers, in, wi);
-    uint64_t bits, start, end, limit;
+    uint64_t start, end;
+    const amk_buffer_t *W = amk__cuda_rows_range(bt, n_buffers, in, wi, &start, &end);
     if (!W) return;
-    bits = (uint64_t)amk_dtype_bits(W->dtype);
-    if (bits == 8 && in->params.qdtype == AMK_DTYPE_I4) bits = 4; /* I4 packed in a byte buffer */
-    if (in->params.n_off < 0 || in->params.N_tile < 1 || in->params.K < 1) return;
-    start = (uint64_t)in->params.n_off * (uint64_t)in->params.K * bits / 8 & ~(uint64_t)15;
-    end = ((uint64_t)in->params.n_off + (uint64_t)in->params.N_tile) * (uint64_t)in->params.K * bits / 8;
-    limit = (uint64_t)W->numel * (W->dtype == AMK_DTYPE_U8 ? 8 : bits) / 8; /* never past the buffer */
-    if (end > limit) end = limit;
     if (end > start + budget) end = start + budget;
     end &= ~(uint64_t)15;
     if (end <= start) return;
@@ -11961,6 +11979,7 @@ AMK__FN void amk__cuda_prefetch_rows(const amk_buffer_t *bt, int n_buffers, amk_
 AMK__FN void amk__cuda_prefetches(const amk_buffer_t *bt, int n_buffers, amk_instruction_t *in) {
     int f;
     for (f = 0; f < AMK_VM_PREFETCHES; f++) { in->prefetch_addr[f] = 0; in->prefetch_bytes[f] = 0; }
+    in->prefetch_keep = 0;
     if (AMK_VM_PREFETCH_BYTES == 0u || (int64_t)in->params.N_tile * in->params.K < (int64_t)AMK_VM_PREFETCH_MIN_ELEMS)
         return;
     if (in->op == AMK_OP_GEMV_TILE || in->op == AMK_OP_GEMM_TILE) {
@@ -11978,6 +11997,87 @@ AMK__FN void amk__cuda_prefetches(const amk_buffer_t *bt, int n_buffers, amk_ins
             amk__cuda_prefetch_rows(bt, n_buffers, in, 1, 2, AMK_VM_PREFETCH_BYTES / 2);
             amk__cuda_prefetch_rows(bt, n_buffers, in, 2, 3, AMK_VM_PREFETCH_BYTES / 2);
         }
+    }
+}
+
+/* The weight input slot of a GEMV-family tile that streams rows (GEMV_TILE's W, RMSNORM_GEMV's),
+   or -1. */
+AMK__FN int amk__cuda_rows_slot(int op) {
+    return op == AMK_OP_GEMV_TILE ? 1 : op == AMK_OP_RMSNORM_GEMV ? 2 : -1;
+}
+
+/* The L2 prefetch ahead (AMK_VM_AHEAD_BYTES, amk_ir.h), planned over the n instructions ins in
+   list order (their own prefetches already in place): the targets are the tiles that read the
+   weight of the last row-streaming tile (GEMV_TILE, RMSNORM_GEMV) in list order, e.g. the LM
+   head's. Each target's rows after its own prefetch, up to budget / (number of targets) bytes,
+   are cut into pieces of at most `piece` bytes (16-byte aligned), and the pieces, targets in list
+   order, go into the free prefetch ranges of the tasks before the first target, nearest first.
+   plan[i] receives task i's pieces (zeroed first). Returns the bytes planned: less than asked
+   when the targets' rows or the free ranges run out. */
+AMK__FN uint64_t amk__cuda_plan_ahead(const amk_buffer_t *bt, int n_buffers, const amk_instruction_t *ins, int n,
+                                      uint64_t budget, uint64_t piece, amk__cuda_ahead *plan) {
+    const amk_buffer_t *W = NULL;
+    uint64_t share, total = 0;
+    int i, wid = -1, first = -1, n_t = 0, carrier, f = 0;
+    if (n < 1 || !plan) return 0;
+    memset(plan, 0, (size_t)n * sizeof *plan);
+    piece &= ~(uint64_t)15;
+    if (budget < 16 || piece == 0) return 0;
+    for (i = n - 1; i >= 0 && wid < 0; i--) { /* the last row-streaming tile's weight */
+        const int wi = amk__cuda_rows_slot(ins[i].op);
+        if (wi >= 0 && amk__cuda_readonly_input(bt, n_buffers, &ins[i], wi)) wid = ins[i].inputs[wi];
+    }
+    if (wid < 0) return 0;
+    for (i = 0; i < n; i++) {
+        const int wi = amk__cuda_rows_slot(ins[i].op);
+        if (wi >= 0 && wi < ins[i].n_inputs && ins[i].inputs[wi] == wid) {
+            if (first < 0) first = i;
+            n_t++;
+        }
+    }
+    share = budget / (uint64_t)n_t & ~(uint64_t)15;
+    if (share == 0) return 0;
+    carrier = first - 1;
+    for (i = first; i < n; i++) {
+        const int wi = amk__cuda_rows_slot(ins[i].op);
+        uint64_t a, b, e;
+        int g;
+        if (wi < 0 || wi >= ins[i].n_inputs || ins[i].inputs[wi] != wid) continue;
+        if (!(W = amk__cuda_rows_range(bt, n_buffers, &ins[i], wi, &a, &e))) continue;
+        for (g = 0; g < AMK_VM_PREFETCHES; g++) { /* past the tile's own prefetch of its rows */
+            const uint64_t pa = ins[i].prefetch_addr[g], pb = ins[i].prefetch_bytes[g];
+            if (pb && pa >= W->ptr + a && pa < W->ptr + e && pa + pb - W->ptr > a) a = pa + pb - W->ptr;
+        }
+        a = (a + 15) & ~(uint64_t)15;
+        if (a >= e) continue; /* the own prefetch took every row */
+        b = (e - a > share ? a + share : e) & ~(uint64_t)15;
+        while (a < b) {
+            const uint64_t len = b - a < piece ? b - a : piece;
+            while (carrier >= 0 && (f >= AMK_VM_PREFETCHES || ins[carrier].prefetch_bytes[f] || plan[carrier].bytes[f])) {
+                if (++f >= AMK_VM_PREFETCHES) { carrier--; f = 0; }
+            }
+            if (carrier < 0) return total;
+            plan[carrier].addr[f] = W->ptr + a;
+            plan[carrier].bytes[f] = (uint32_t)len;
+            total += len;
+            a += len;
+        }
+    }
+    return total;
+}
+
+/* Puts task i's planned pieces (amk__cuda_plan_ahead) into the free prefetch ranges of its
+   instruction, flagged in prefetch_keep; a piece that finds no free range (an update gave the
+   task prefetches of its own) is dropped: it is only a hint. */
+AMK__FN void amk__cuda_apply_ahead(amk_instruction_t *in, const amk__cuda_ahead *a) {
+    int f, g = 0;
+    for (f = 0; f < AMK_VM_PREFETCHES; f++) {
+        if (!a->bytes[f]) continue;
+        while (g < AMK_VM_PREFETCHES && in->prefetch_bytes[g]) g++;
+        if (g == AMK_VM_PREFETCHES) return;
+        in->prefetch_addr[g] = a->addr[f];
+        in->prefetch_bytes[g] = a->bytes[f];
+        in->prefetch_keep |= 1u << g;
     }
 }
 
@@ -12186,6 +12286,13 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
         amk__cuda_instruction(&p->tasks[i], &c->ins[i]);
         amk__cuda_prefetches(bt, p->n_buffers, &c->ins[i]);
     }
+    if (AMK_VM_AHEAD_BYTES > 0u && p->n_tasks > 0) {
+        c->ahead = (amk__cuda_ahead *)amk__calloc((size_t)p->n_tasks, sizeof(amk__cuda_ahead));
+        if (!c->ahead) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+        (void)amk__cuda_plan_ahead(bt, p->n_buffers, c->ins, p->n_tasks, AMK_VM_AHEAD_BYTES, AMK_VM_AHEAD_PIECE,
+                                   c->ahead);
+        for (i = 0; i < p->n_tasks; i++) amk__cuda_apply_ahead(&c->ins[i], &c->ahead[i]);
+    }
     for (i = 0; i < p->n_tasks; i++) c->queue_off[p->tasks[i].sm + 1]++;
     for (s = 0; s < c->num_sms; s++) c->queue_off[s + 1] += c->queue_off[s];
     {
@@ -12346,6 +12453,7 @@ AMK_API void amk_cuda_free(amk_cuda *c) {
     amk__free(c->queue_off);
     amk__free(c->queue_pos);
     amk__free(c->ctxs);
+    amk__free(c->ahead);
     amk__free(c);
 }
 
@@ -12424,6 +12532,7 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
         const int i = all ? k : list[k], q = c->queue_pos[i];
         amk_task_marshal_params(&p->tasks[i], &c->ins[i].params);
         amk__cuda_prefetches(c->bufs, c->n_buffers, &c->ins[i]);
+        if (c->ahead) amk__cuda_apply_ahead(&c->ins[i], &c->ahead[i]);
         amk__cuda_context(c, q);
         if (q < lo) lo = q;
         if (q > hi) hi = q;

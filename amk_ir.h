@@ -155,6 +155,23 @@ typedef uint32_t amk_counter_t;
    runs 87-89: -2.2%); 1B and 8B tiles are 64 KB and more */
 #define AMK_VM_PREFETCH_MIN_ELEMS 16384u
 #endif
+/* The L2 prefetch ahead (amk__cuda_plan_ahead): AMK_VM_AHEAD_BYTES in all (0: off) of the rows of
+   the program's last weight-streaming tiles (the LM head's, the last GEMV-family tiles in list
+   order and every tile of the same weight), each tile an equal share after its own prefetch, in
+   pieces of at most AMK_VM_AHEAD_PIECE bytes carried in the free prefetch ranges of the tasks
+   before the first of them in list order, nearest first. Those ranges are flagged in
+   prefetch_keep and go out at L2's default priority, so that they outlast the evict-first
+   weights the layers stream meanwhile (AMK_L2_HINTS). why: SmolLM2's head task reads 57 MB in
+   ~21-23 us (a floor of 18 at the read ceiling) while the layers before it leave DRAM mostly idle
+   (SmolLM2's layer reads ~7 MB in ~12 us). Built and tested on the host; not measured on the GPU
+   yet, so 0 (bench/NOTES.md session "ahead"). The host plans and the device reads the flag with
+   the same value: set it here, not with -D on one side only. */
+#ifndef AMK_VM_AHEAD_BYTES
+#define AMK_VM_AHEAD_BYTES 0u
+#endif
+#ifndef AMK_VM_AHEAD_PIECE
+#define AMK_VM_AHEAD_PIECE 32768u
+#endif
 
 /* The accumulating ops' weight rows (RMSNORM_MLP's N_tile rows of W_downT, ATTENTION_O's M_tile
    rows of W_oT, each of H elements) go to shared memory with one bulk copy before the op's wait
@@ -209,10 +226,12 @@ typedef struct amk_instruction_t {
     uint32_t wait_threshold[AMK_MAX_WAITS];
     amk_params_t params;
     /* L2 prefetches the VM issues while the instruction waits (computed by the host, runtime only:
-       the first weight bytes of a GEMV-family tile, its norm weight); bytes 0 = none */
+       the first weight bytes of a GEMV-family tile, its norm weight, and with AMK_VM_AHEAD_BYTES
+       a later tile's rows); bytes 0 = none. prefetch_keep bit f: range f at L2's default
+       priority, not evict-first (the prefetch ahead; read only when AMK_VM_AHEAD_BYTES > 0) */
     uint64_t prefetch_addr[AMK_VM_PREFETCHES];
     uint32_t prefetch_bytes[AMK_VM_PREFETCHES];
-    uint32_t reserved1;
+    uint32_t prefetch_keep;
 } amk_instruction_t;
 
 /* The whole program on the device. sm_queue_offset has num_sms+1 entries; the queue of SM s is

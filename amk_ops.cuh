@@ -58,14 +58,18 @@ static __device__ __forceinline__ uint64_t amk_ptx_policy_evict_first(void) {
 
 /* why: a GEMV tile's weights are read-only, so they can be pulled into L2 while the SM still
    waits for its inputs (the megakernel's central win); a hint, never a fault for valid addresses.
-   Evict-first with AMK_L2_HINTS. sm_90 (PTX 8.0). addr 16-byte aligned, bytes a multiple of
-   16. */
+   Evict-first with AMK_L2_HINTS; _keep at L2's default priority (the prefetch ahead, whose lines
+   must outlast the weights streamed meanwhile). sm_90 (PTX 8.0). addr 16-byte aligned, bytes a
+   multiple of 16. */
+static __device__ __forceinline__ void amk_ptx_prefetch_l2_bulk_keep(const void *addr, uint32_t bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(addr), "r"(bytes) : "memory");
+}
 static __device__ __forceinline__ void amk_ptx_prefetch_l2_bulk(const void *addr, uint32_t bytes) {
 #if AMK_L2_HINTS
     asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;"
                  :: "l"(addr), "r"(bytes), "l"(amk_ptx_policy_evict_first()) : "memory");
 #else
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(addr), "r"(bytes) : "memory");
+    amk_ptx_prefetch_l2_bulk_keep(addr, bytes);
 #endif
 }
 

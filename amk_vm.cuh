@@ -55,11 +55,23 @@
    why from the host: the device worked them out from the instruction and the buffer table, three
    dependent L2 round trips on a thread the block's barrier waits for; when the wait was met at
    once (the SM that finished a phase last) the block started late by that much. why not thread
-   0: it polls in amk_op_go, and the prefetch went out earlier beside it (bench/RESULTS.md run 32). */
-static __device__ __forceinline__ void amk_vm_prefetch(const uint64_t *addr, const uint32_t *bytes) {
+   0: it polls in amk_op_go, and the prefetch went out earlier beside it (bench/RESULTS.md run 32).
+   The ranges flagged in keep (the prefetch ahead, AMK_VM_AHEAD_BYTES; compiled only when it is
+   on) go out at L2's default priority. */
+static __device__ __forceinline__ void amk_vm_prefetch(const uint64_t *addr, const uint32_t *bytes, uint32_t keep) {
 #pragma unroll
-    for (int f = 0; f < AMK_VM_PREFETCHES; f++)
-        if (bytes[f]) amk_ptx_prefetch_l2_bulk((const void *)addr[f], bytes[f]);
+    for (int f = 0; f < AMK_VM_PREFETCHES; f++) {
+        if (!bytes[f]) continue;
+#if AMK_VM_AHEAD_BYTES
+        if ((keep >> f) & 1u) {
+            amk_ptx_prefetch_l2_bulk_keep((const void *)addr[f], bytes[f]);
+            continue;
+        }
+#else
+        (void)keep;
+#endif
+        amk_ptx_prefetch_l2_bulk((const void *)addr[f], bytes[f]);
+    }
 }
 
 /* Queue entry q's context into slot q & 1 (one bulk copy, completing on bar[q & 1]), and the wait
@@ -130,7 +142,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             if (timing) t_wait[q & 1] = amk_ptx_globaltimer();
             c->go = 0;
         } else if (tid == AMK_AUX_TID_OF(last + 1)) {
-            amk_vm_prefetch(c->ins.prefetch_addr, c->ins.prefetch_bytes);
+            amk_vm_prefetch(c->ins.prefetch_addr, c->ins.prefetch_bytes, c->ins.prefetch_keep);
         }
         amk_op_dispatch(c, (float *)amk_vm_smem); /* waits (amk_op_go: its barrier), then computes */
         __syncthreads(); /* all of the op's stores are done (and c->error and c->go are final) */

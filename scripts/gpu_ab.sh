@@ -9,6 +9,8 @@
 #   vN    the working tree with sed script $AB_DIR/vN.sed applied to amk_vm.cuh, amk_ops.cuh,
 #         amk.h and amk_ir.h (a knob or a path switched off: the control that separates a change's effect from
 #         the code-placement effect, bench/NOTES.md session "affinity")
+#   NAME  the same with each sed script bench/ab/NAME.sed named in $VARIANTS (the prepared
+#         experiments: bench/ab/README.md)
 # For each tree, ROUNDS rounds of `amk bench` (trees interleaved within a round, so drift hits all
 # alike; the order rotates from round to round), one ms/token line per tree and round, then
 # bench/phases.py's table of layer 8 (1B) and layer 15 (SmolLM2) for every tree (its columns: span,
@@ -19,7 +21,7 @@
 #                    echo 's/AMK_X 1/AMK_X 0/' > .ab/v1.sed   # optional variants
 #   on the GPU host: scripts/gpu_ab.sh                       # (the device tool: carry [".ab"])
 #
-# Knobs (environment): AB_DIR (.ab), ROUNDS (3), ITERS (50), CTX (128), SHAPES (all three),
+# Knobs (environment): AB_DIR (.ab), VARIANTS (none), ROUNDS (3), ITERS (50), CTX (128), SHAPES (all three),
 # GEMM_BENCH=1 (also `test_gpu --bench`'s GEMV/GEMM lines).
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -42,7 +44,12 @@ copy_tree() { # copy_tree DIR: the working tree without builds or git
 }
 trees="e0 new"
 copy_tree /tmp/ab-e0 && cp -r "$AB_DIR"/base/. /tmp/ab-e0/
-for f in "$AB_DIR"/v*.sed; do
+vfiles=("$AB_DIR"/v*.sed)
+for v in ${VARIANTS:-}; do
+  [ -f "bench/ab/$v.sed" ] || { echo "no bench/ab/$v.sed" >&2; exit 2; }
+  vfiles+=("bench/ab/$v.sed")
+done
+for f in "${vfiles[@]}"; do
   [ -f "$f" ] || continue
   v=$(basename "$f" .sed)
   copy_tree "/tmp/ab-$v" && sed -i -f "$f" "/tmp/ab-$v/amk_vm.cuh" "/tmp/ab-$v/amk_ops.cuh" "/tmp/ab-$v/amk.h" "/tmp/ab-$v/amk_ir.h"
