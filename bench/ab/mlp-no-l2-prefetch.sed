@@ -1,1 +1,0 @@
-s/amk__cuda_prefetch_rows(bt, n_buffers, in, \([12]\), \([23]\), AMK_VM_PREFETCH_BYTES \/ 2);/if (in->op != AMK_OP_RMSNORM_MLP) amk__cuda_prefetch_rows(bt, n_buffers, in, \1, \2, AMK_VM_PREFETCH_BYTES \/ 2);/
