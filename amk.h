@@ -263,7 +263,11 @@ typedef struct amk_config {
     amk_fusion_group *fusion; int n_fusion;
     amk_sm_assignment sm_assignment;
     int *explicit_task; int *explicit_sm; int n_explicit; /* for AMK_SM_EXPLICIT */
-    int pipelining_depth;       /* default 2 */
+    int pipelining_depth;       /* default 2. The CUDA runtime: 0 = the VM issues no L2 prefetches of
+                                   weights; any other value = its fixed scheme (AMK_VM_PREFETCH_BYTES
+                                   while an instruction waits, AMK_VM_AHEAD_BYTES ahead of the head,
+                                   amk_ir.h), not a look-ahead of that many instructions. The ops'
+                                   own staging into shared memory is unaffected */
     amk_page_allocation page_allocation;
     int threads_per_block;      /* default 256 */
     int64_t smem_bytes_per_block; /* default 0 */
@@ -11620,6 +11624,7 @@ struct amk_cuda {
     int32_t *queue_pos;         /* [n_tasks] task i's entry in queue */
     amk_vm_ctx_t *ctxs;         /* [n_tasks] host copy of the context table (queue order) */
     amk__cuda_ahead *ahead;     /* [n_tasks] the prefetch ahead's pieces, or NULL (AMK_VM_AHEAD_BYTES 0) */
+    int no_prefetch;            /* the program's config has pipelining_depth 0: no L2 prefetches */
     uint64_t off_counters, off_status, off_timing, off_contexts;
     amk_cuda_info info;
 };
@@ -12081,6 +12086,20 @@ AMK__FN void amk__cuda_apply_ahead(amk_instruction_t *in, const amk__cuda_ahead 
     }
 }
 
+/* Task i's L2 prefetches in its instruction: its own (amk__cuda_prefetches) and its pieces of the
+   prefetch ahead (c->ahead, once planned); none when the program's config sets pipelining_depth
+   0 (spec §5: "0 = no prefetch"). */
+AMK__FN void amk__cuda_task_prefetches(amk_cuda *c, int i) {
+    amk_instruction_t *in = &c->ins[i];
+    amk__cuda_prefetches(c->bufs, c->n_buffers, in);
+    if (c->no_prefetch) {
+        int f;
+        for (f = 0; f < AMK_VM_PREFETCHES; f++) { in->prefetch_addr[f] = 0; in->prefetch_bytes[f] = 0; }
+    } else if (c->ahead) {
+        amk__cuda_apply_ahead(in, &c->ahead[i]);
+    }
+}
+
 /* Entry q of the context table (amk_vm_ctx_t, amk_ir.h) from the instruction and buffer tables:
    task c->queue[q]'s instruction, its inputs' and outputs' descriptors (ids checked by
    amk__cuda_check_task), the rest zero. */
@@ -12282,11 +12301,12 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
             stride *= b->shape[s] > 0 ? b->shape[s] : 1; /* why: numel fits int64, so this does */
         }
     }
+    c->no_prefetch = p->has_config && p->config.pipelining_depth == 0;
     for (i = 0; i < p->n_tasks; i++) {
         amk__cuda_instruction(&p->tasks[i], &c->ins[i]);
-        amk__cuda_prefetches(bt, p->n_buffers, &c->ins[i]);
+        amk__cuda_task_prefetches(c, i); /* its own: the plan ahead below needs them */
     }
-    if (AMK_VM_AHEAD_BYTES > 0u && p->n_tasks > 0) {
+    if (AMK_VM_AHEAD_BYTES > 0u && !c->no_prefetch && p->n_tasks > 0) {
         c->ahead = (amk__cuda_ahead *)amk__calloc((size_t)p->n_tasks, sizeof(amk__cuda_ahead));
         if (!c->ahead) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
         (void)amk__cuda_plan_ahead(bt, p->n_buffers, c->ins, p->n_tasks, AMK_VM_AHEAD_BYTES, AMK_VM_AHEAD_PIECE,
@@ -12531,8 +12551,7 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
     for (k = 0; k < n; k++) { /* the params, the prefetches that follow from them, the contexts */
         const int i = all ? k : list[k], q = c->queue_pos[i];
         amk_task_marshal_params(&p->tasks[i], &c->ins[i].params);
-        amk__cuda_prefetches(c->bufs, c->n_buffers, &c->ins[i]);
-        if (c->ahead) amk__cuda_apply_ahead(&c->ins[i], &c->ahead[i]);
+        amk__cuda_task_prefetches(c, i);
         amk__cuda_context(c, q);
         if (q < lo) lo = q;
         if (q > hi) hi = q;

@@ -311,7 +311,7 @@ static void test_lean_bytes(void) {
 /* The L2 prefetches the host puts in an instruction: a GEMV tile's first AMK_VM_PREFETCH_BYTES of
    weight rows (16-byte aligned, never past the buffer), a fused tile's norm weight, SWIGLU's gate
    and up rows sharing the budget, nothing for a tile under AMK_VM_PREFETCH_MIN_ELEMS elements or
-   an activation used as W. */
+   an activation used as W; the runtime's per-task form (amk__cuda_task_prefetches). */
 static void test_prefetches(void) {
     amk_buffer_t bt[5];
     amk_instruction_t in;
@@ -350,6 +350,23 @@ static void test_prefetches(void) {
     CHECK(in.prefetch_addr[0] == 0x200000 && in.prefetch_bytes[0] == 2048 * 4);
     CHECK(in.prefetch_addr[1] == 0x300000 + 62ULL * 4096 && in.prefetch_bytes[1] == AMK_VM_PREFETCH_BYTES / 2);
     CHECK(in.prefetch_addr[2] == 0x900000000ULL + 62ULL * 4096 && in.prefetch_bytes[2] == AMK_VM_PREFETCH_BYTES / 2);
+    {   /* a task's prefetches in the runtime: the same, its pieces ahead added in its free ranges;
+           none at all with the config's pipelining_depth 0 */
+        amk_cuda c;
+        amk__cuda_ahead ahead;
+        memset(&c, 0, sizeof c);
+        memset(&ahead, 0, sizeof ahead);
+        in.op = AMK_OP_GEMV_TILE; in.n_inputs = 2; in.inputs[1] = 2; in.params.qdtype = 0;
+        ahead.addr[0] = 0x900000000ULL; ahead.bytes[0] = 4096;
+        c.bufs = bt; c.n_buffers = 5; c.ins = &in; c.ahead = &ahead;
+        amk__cuda_task_prefetches(&c, 0);
+        CHECK(in.prefetch_addr[0] == 0x300000 + 62ULL * 4096 && in.prefetch_bytes[0] == AMK_VM_PREFETCH_BYTES);
+        CHECK(in.prefetch_addr[1] == 0x900000000ULL && in.prefetch_bytes[1] == 4096 && in.prefetch_keep == 2u);
+        CHECK(in.prefetch_bytes[2] == 0);
+        c.no_prefetch = 1;
+        amk__cuda_task_prefetches(&c, 0);
+        CHECK(in.prefetch_bytes[0] == 0 && in.prefetch_bytes[1] == 0 && in.prefetch_bytes[2] == 0 && in.prefetch_keep == 0);
+    }
     in.op = AMK_OP_COPY; /* nothing for other opcodes */
     amk__cuda_prefetches(bt, 5, &in);
     CHECK(in.prefetch_bytes[0] == 0 && in.prefetch_bytes[1] == 0 && in.prefetch_bytes[2] == 0);
