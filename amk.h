@@ -12026,6 +12026,7 @@ AMK__FN uint64_t amk__cuda_plan_ahead(const amk_buffer_t *bt, int n_buffers, con
     int i, wid = -1, first = -1, n_t = 0, carrier, f = 0;
     if (n < 1 || !plan) return 0;
     memset(plan, 0, (size_t)n * sizeof *plan);
+    if (piece > ((uint64_t)1 << 30)) piece = (uint64_t)1 << 30; /* why: a range's bytes are a uint32 */
     piece &= ~(uint64_t)15;
     if (budget < 16 || piece == 0) return 0;
     for (i = n - 1; i >= 0 && wid < 0; i--) { /* the last row-streaming tile's weight */
