@@ -21,7 +21,8 @@
    bench/NOTES.md says where the time goes. Build-time knobs (-D):
    AMK_VM_MAX_THREADS, AMK_VM_EARLY_SETUP, AMK_VM_BACKOFF_MIN_NS/MAX_NS, AMK_GEMV_INFLIGHT,
    AMK_GEMV_ROWS, AMK_LEAN, AMK_ATTN_LEAN, AMK_RING, AMK_L2_HINTS (the prefetch knobs
-   AMK_VM_PREFETCH_BYTES and AMK_VM_PREFETCH_MIN_ELEMS are amk_ir.h's: the host sizes them).
+   AMK_VM_PREFETCH_BYTES, AMK_VM_PREFETCH_MIN_ELEMS and AMK_VM_AHEAD_BYTES/_PIECE are amk_ir.h's:
+   the host sizes them).
 
    Build: this header is the whole device translation unit:
        nvcc -x cu -cubin -gencode arch=compute_90a,code=sm_90a -o amk_vm.cubin amk_vm.cuh
