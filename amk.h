@@ -11976,15 +11976,20 @@ AMK__FN void amk__cuda_prefetch_rows(const amk_buffer_t *bt, int n_buffers, amk_
     in->prefetch_bytes[f] = (uint32_t)(end - start);
 }
 
+/* No L2 prefetches in instruction in. */
+AMK__FN void amk__cuda_prefetch_clear(amk_instruction_t *in) {
+    int f;
+    for (f = 0; f < AMK_VM_PREFETCHES; f++) { in->prefetch_addr[f] = 0; in->prefetch_bytes[f] = 0; }
+    in->prefetch_keep = 0;
+}
+
 /* The L2 prefetches the VM issues while instruction in waits (amk_vm.cuh): a GEMV/GEMM tile's
    first AMK_VM_PREFETCH_BYTES of weight rows; a fused RMSNORM_* tile's norm weight too, with
    RMSNORM_SWIGLU's and RMSNORM_MLP's gate and up rows sharing the budget (RMSNORM_MLP stages
    its rows of W_downT itself). None for a tile of fewer than
    AMK_VM_PREFETCH_MIN_ELEMS weight elements (one round of loads). */
 AMK__FN void amk__cuda_prefetches(const amk_buffer_t *bt, int n_buffers, amk_instruction_t *in) {
-    int f;
-    for (f = 0; f < AMK_VM_PREFETCHES; f++) { in->prefetch_addr[f] = 0; in->prefetch_bytes[f] = 0; }
-    in->prefetch_keep = 0;
+    amk__cuda_prefetch_clear(in);
     if (AMK_VM_PREFETCH_BYTES == 0u || (int64_t)in->params.N_tile * in->params.K < (int64_t)AMK_VM_PREFETCH_MIN_ELEMS)
         return;
     if (in->op == AMK_OP_GEMV_TILE || in->op == AMK_OP_GEMM_TILE) {
@@ -12011,6 +12016,12 @@ AMK__FN int amk__cuda_rows_slot(int op) {
     return op == AMK_OP_GEMV_TILE ? 1 : op == AMK_OP_RMSNORM_GEMV ? 2 : -1;
 }
 
+/* That slot when instruction in streams the rows of buffer wid, else -1. */
+AMK__FN int amk__cuda_reads_rows(const amk_instruction_t *in, int wid) {
+    const int wi = amk__cuda_rows_slot(in->op);
+    return wi >= 0 && wi < in->n_inputs && in->inputs[wi] == wid ? wi : -1;
+}
+
 /* The L2 prefetch ahead (AMK_VM_AHEAD_BYTES, amk_ir.h), planned over the n instructions ins in
    list order (their own prefetches already in place): the targets are the tiles that read the
    weight of the last row-streaming tile (GEMV_TILE, RMSNORM_GEMV) in list order, e.g. the LM
@@ -12035,21 +12046,18 @@ AMK__FN uint64_t amk__cuda_plan_ahead(const amk_buffer_t *bt, int n_buffers, con
     }
     if (wid < 0) return 0;
     for (i = 0; i < n; i++) {
-        const int wi = amk__cuda_rows_slot(ins[i].op);
-        if (wi >= 0 && wi < ins[i].n_inputs && ins[i].inputs[wi] == wid) {
-            if (first < 0) first = i;
-            n_t++;
-        }
+        if (amk__cuda_reads_rows(&ins[i], wid) < 0) continue;
+        if (first < 0) first = i;
+        n_t++;
     }
     share = budget / (uint64_t)n_t & ~(uint64_t)15;
     if (share == 0) return 0;
     carrier = first - 1;
     for (i = first; i < n; i++) {
-        const int wi = amk__cuda_rows_slot(ins[i].op);
+        const int wi = amk__cuda_reads_rows(&ins[i], wid);
         uint64_t a, b, e;
         int g;
-        if (wi < 0 || wi >= ins[i].n_inputs || ins[i].inputs[wi] != wid) continue;
-        if (!(W = amk__cuda_rows_range(bt, n_buffers, &ins[i], wi, &a, &e))) continue;
+        if (wi < 0 || !(W = amk__cuda_rows_range(bt, n_buffers, &ins[i], wi, &a, &e))) continue;
         for (g = 0; g < AMK_VM_PREFETCHES; g++) { /* past the tile's own prefetch of its rows */
             const uint64_t pa = ins[i].prefetch_addr[g], pb = ins[i].prefetch_bytes[g];
             if (pb && pa >= W->ptr + a && pa < W->ptr + e && pa + pb - W->ptr > a) a = pa + pb - W->ptr;
@@ -12092,13 +12100,12 @@ AMK__FN void amk__cuda_apply_ahead(amk_instruction_t *in, const amk__cuda_ahead 
    0 (spec §5: "0 = no prefetch"). */
 AMK__FN void amk__cuda_task_prefetches(amk_cuda *c, int i) {
     amk_instruction_t *in = &c->ins[i];
-    amk__cuda_prefetches(c->bufs, c->n_buffers, in);
     if (c->no_prefetch) {
-        int f;
-        for (f = 0; f < AMK_VM_PREFETCHES; f++) { in->prefetch_addr[f] = 0; in->prefetch_bytes[f] = 0; }
-    } else if (c->ahead) {
-        amk__cuda_apply_ahead(in, &c->ahead[i]);
+        amk__cuda_prefetch_clear(in);
+        return;
     }
+    amk__cuda_prefetches(c->bufs, c->n_buffers, in);
+    if (c->ahead) amk__cuda_apply_ahead(in, &c->ahead[i]);
 }
 
 /* Entry q of the context table (amk_vm_ctx_t, amk_ir.h) from the instruction and buffer tables:

@@ -163,7 +163,8 @@ typedef uint32_t amk_counter_t;
    prefetch_keep and go out at L2's default priority, so that they outlast the evict-first
    weights the layers stream meanwhile (AMK_L2_HINTS). why: SmolLM2's head task reads 57 MB in
    ~21-23 us (a floor of 18 at the read ceiling) while the layers before it leave DRAM mostly idle
-   (SmolLM2's layer reads ~7 MB in ~12 us). Built and tested on the host; not measured on the GPU
+   (SmolLM2's layer reads ~7 MB in ~12 us; bench/RESULTS.md runs 234-264). Built and tested on
+   the host; not measured on the GPU
    yet, so 0 (bench/NOTES.md session "ahead"). The host plans and the device reads the flag with
    the same value: set it here, not with -D on one side only. */
 #ifndef AMK_VM_AHEAD_BYTES

@@ -404,9 +404,10 @@ static void test_context_entry(void) {
    Llama-3.2-1B, whose tiles have them), in a buffer table of made-up addresses: the targets are
    the LM head's tiles (RMSNORM_GEMV on the tied embedding), each gets an equal share of its rows
    right after its own prefetch, in pieces within its rows, carried only in free prefetch ranges
-   of tasks before the first target, the nearest ones, and applied with prefetch_keep; budget 0
+   of tasks before the first target, the nearest ones (the `carriers` tasks from the one labelled
+   `from`: bench/ab and bench/NOTES.md quote where the pieces come from), and applied with prefetch_keep; budget 0
    plans nothing; a task without a free range drops its pieces. */
-static void plan_ahead_on(const char *shape) {
+static void plan_ahead_on(const char *shape, const char *from, int carriers) {
     amk_llama_config cfg;
     amk_llama_build_opts o;
     amk_program *p = NULL;
@@ -475,6 +476,7 @@ static void plan_ahead_on(const char *shape) {
             if (lowest < 0 || i < lowest) lowest = i;
         }
     CHECK(!bad && covered == total && lowest > 0);
+    CHECK(lowest > 0 && strncmp(p->tasks[lowest].label, from, strlen(from)) == 0 && first - lowest == carriers);
     for (i = lowest + 1; i < first; i++) /* the nearest tasks: no free range skipped */
         for (f = 0; f < AMK_VM_PREFETCHES; f++) bad |= !ins[i].prefetch_bytes[f] && !plan[i].bytes[f];
     CHECK(!bad);
@@ -505,8 +507,8 @@ static void plan_ahead_on(const char *shape) {
     amk_program_free(p);
 }
 static void test_plan_ahead(void) {
-    plan_ahead_on("smollm2-135m");
-    plan_ahead_on("llama3.2-1b");
+    plan_ahead_on("smollm2-135m", "L28 mlp", 264);
+    plan_ahead_on("llama3.2-1b", "L14 down", 587);
 }
 
 int main(void) {
