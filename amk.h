@@ -731,6 +731,30 @@ AMK_API int amk_tokenizer_chat_prompt(const amk_tokenizer *t, const char *system
    amk_cuda at a time per thread. */
 typedef struct amk_cuda amk_cuda;
 
+/* A device image set: several builds of the VM from the same source in one blob, of which
+   amk_cuda_create loads the one that suits the program. `make device` embeds one
+   (amk_device_cubin in amk_device_image.h): the full build, and the general build, compiled
+   without the small-model forms (AMK_LEAN, AMK_ATTN_LEAN, AMK_RING 0: every task takes the general
+   paths). why two: the VM is one function at the register cap, and code a program never runs
+   still moves the code it does run (bench/NOTES.md session "images": without the small-model
+   forms Llama-3.2-1B's step is ~1% shorter). Either build runs any valid program; the choice is
+   speed only. Layout (little-endian): "AMKIMGS1", u32 count (1..AMK_IMAGE_SET_MAX), u32 0, then
+   count entries {u32 kind (amk_image_kind), u32 0, u64 offset, u64 size}, each image at offset
+   from the blob's start, inside it. A blob that does not start with the magic is one image
+   (cubin, fatbin or PTX) and is loaded as it is. */
+#define AMK_IMAGE_SET_MAX 8
+typedef enum amk_image_kind {
+    AMK_IMAGE_FULL = 0,    /* every path */
+    AMK_IMAGE_GENERAL = 1  /* no small-model forms */
+} amk_image_kind;
+/* 1 if blob (size bytes) starts with the image set's magic, else 0. */
+AMK_API int amk_image_set_is(const void *blob, size_t size);
+/* Finds the image of kind in the set blob: *image and *image_size point into blob. Errors:
+   PARSE (not a well-formed set: the count, an entry outside the blob), NOT_FOUND (no image of
+   that kind; entries of kinds this build does not know are skipped), INVALID_ARG (NULL). */
+AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_kind kind, const void **image,
+                                      size_t *image_size, amk_diag *d);
+
 /* Validates p (a rejected program is refused with AMK_ERR_REJECTED and the first error in d),
    requires every task to have an SM (lower it first), loads image (image_size bytes; PTX need
    not be NUL-terminated; a JIT/ptxas error log lands in d->jit_log), sizes dynamic shared memory
@@ -739,6 +763,9 @@ typedef struct amk_cuda amk_cuda;
    the target's SM count co-schedules (cooperative launch), allocates the arena once, zeroes it (every buffer
    starts zeroed, as in the reference VM) and uploads the tables. threads_per_block comes from
    the program's config (default 256), capped at the VM's 512. p may be freed afterwards.
+   image may be an image set (above): the general build when the set has one and no task of p
+   could take a small-model form (amk_cuda_wants_full), else the full build; the environment
+   variable AMK_CUDA_IMAGE=full or =general forces one (amk_cuda_info.image_kind says which).
    Errors: NO_DRIVER, CUDA (d->cuda_error has the name), UNSUPPORTED (a shape the VM cannot run
    on this device, e.g. head_dim > 256), REJECTED, INVALID_ARG, OUT_OF_MEMORY. */
 AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size_t image_size,
@@ -840,7 +867,11 @@ typedef struct amk_cuda_info {
     int regs_per_thread;    /* of the loaded kernel */
     int64_t smem_bytes;     /* dynamic shared memory per block */
     int64_t arena_bytes;    /* the one device allocation */
+    int image_kind;         /* amk_image_kind of the build loaded (AMK_IMAGE_FULL for a single image) */
 } amk_cuda_info;
+/* 1 when a task of p could take one of the VM's small-model forms (an RMSNORM_GEMV or
+   RMSNORM_MLP tile with short rows, an ATTENTION_O task), so the full build serves it best. */
+AMK_API int amk_cuda_wants_full(const amk_program *p);
 AMK_API void amk_cuda_get_info(const amk_cuda *c, amk_cuda_info *info);
 
 /* Releases everything (NULL is fine). */
@@ -12206,6 +12237,85 @@ overflow:
     return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "the device arena's size overflows");
 }
 
+/* ---- the device image set (amk_image_set_find) ---- */
+#define AMK__IMAGE_SET_MAGIC "AMKIMGS1"
+#define AMK__IMAGE_SET_HEAD 16  /* magic, count, reserved */
+#define AMK__IMAGE_SET_ENTRY 24 /* kind, reserved, offset, size */
+
+AMK_API int amk_image_set_is(const void *blob, size_t size) {
+    return blob && size >= 8 && memcmp(blob, AMK__IMAGE_SET_MAGIC, 8) == 0;
+}
+
+AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_kind kind, const void **image,
+                                      size_t *image_size, amk_diag *d) {
+    const uint8_t *b = (const uint8_t *)blob, *found = NULL;
+    size_t found_size = 0;
+    uint32_t count, i;
+    if (image) *image = NULL;
+    if (image_size) *image_size = 0;
+    if (!blob || !image || !image_size) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_image_set_find: NULL argument");
+    if (!amk_image_set_is(blob, size)) return amk__fail(d, AMK_ERR_PARSE, "not a device image set (no AMKIMGS1 magic)");
+    if (size < AMK__IMAGE_SET_HEAD) return amk__fail(d, AMK_ERR_PARSE, "device image set: %zu bytes, shorter than its header", size);
+    count = (uint32_t)amk__gguf_le64(b + 8) & 0xFFFFFFFFu;
+    if (count < 1 || count > AMK_IMAGE_SET_MAX)
+        return amk__fail(d, AMK_ERR_PARSE, "device image set: %u images (1..%d)", count, AMK_IMAGE_SET_MAX);
+    if ((size - AMK__IMAGE_SET_HEAD) / AMK__IMAGE_SET_ENTRY < count)
+        return amk__fail(d, AMK_ERR_PARSE, "device image set: %u entries do not fit in %zu bytes", count, size);
+    for (i = 0; i < count; i++) { /* every entry is checked, the one returned or not */
+        const uint8_t *e = b + AMK__IMAGE_SET_HEAD + (size_t)i * AMK__IMAGE_SET_ENTRY;
+        const uint64_t off = amk__gguf_le64(e + 8), n = amk__gguf_le64(e + 16);
+        if (n == 0 || off > size || n > size - off)
+            return amk__fail(d, AMK_ERR_PARSE, "device image set: image %u (offset %llu, %llu bytes) is not inside the %zu-byte set", i,
+                             (unsigned long long)off, (unsigned long long)n, size);
+        if ((uint32_t)(amk__gguf_le64(e) & 0xFFFFFFFFu) == (uint32_t)kind && !found) {
+            found = b + off;
+            found_size = (size_t)n;
+        }
+    }
+    if (!found) return amk__fail(d, AMK_ERR_NOT_FOUND, "device image set: no image of kind %d", (int)kind);
+    *image = found; /* only now: a malformed later entry leaves the outputs empty */
+    *image_size = found_size;
+    return AMK_OK;
+}
+
+AMK_API int amk_cuda_wants_full(const amk_program *p) {
+    int i;
+    if (!p) return 0;
+    for (i = 0; i < p->n_tasks; i++) { /* why the wider of the two limits: a false yes costs speed, never a result */
+        const amk_task *t = &p->tasks[i];
+        const int64_t kmax = 128 * AMK_LEAN_PPL > 256 * AMK_RING_VPL ? 128 * AMK_LEAN_PPL : 256 * AMK_RING_VPL;
+        if (t->op == AMK_OP_ATTENTION_O ||
+            ((t->op == AMK_OP_RMSNORM_GEMV || t->op == AMK_OP_RMSNORM_MLP) && amk__cuda_short_rows(p, t, kmax)))
+            return 1;
+    }
+    return 0;
+}
+
+/* The image amk__cuda_load_image loads from what the caller passed: itself, or from a set the
+   build AMK_CUDA_IMAGE names, else the general build when p takes no small-model form and the
+   set has one, else the full build. *kind gets the kind loaded. */
+AMK__FN amk_result amk__cuda_pick_image(const amk_program *p, const void **image, size_t *size, int *kind, amk_diag *d) {
+    const char *force = getenv("AMK_CUDA_IMAGE");
+    const void *blob = *image;
+    const size_t n = *size;
+    amk_image_kind k;
+    *kind = AMK_IMAGE_FULL;
+    if (!amk_image_set_is(blob, n)) return AMK_OK;
+    if (force && *force) {
+        if (strcmp(force, "full") != 0 && strcmp(force, "general") != 0)
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "AMK_CUDA_IMAGE is '%s': full or general", force);
+        k = strcmp(force, "full") == 0 ? AMK_IMAGE_FULL : AMK_IMAGE_GENERAL;
+    } else {
+        k = AMK_IMAGE_FULL;
+        if (!amk_cuda_wants_full(p) && amk_image_set_find(blob, n, AMK_IMAGE_GENERAL, image, size, NULL) == AMK_OK) {
+            *kind = AMK_IMAGE_GENERAL;
+            return AMK_OK;
+        }
+    }
+    *kind = (int)k;
+    return amk_image_set_find(blob, n, k, image, size, d);
+}
+
 /* Loads the image: cubin/fatbin as is, PTX NUL-terminated; ptxas/JIT errors into d->jit_log. */
 AMK__FN amk_result amk__cuda_load_image(amk_cuda *c, const void *image, size_t size, amk_diag *d) {
     const unsigned char *b = (const unsigned char *)image;
@@ -12412,7 +12522,8 @@ AMK__FN amk_result amk__cuda_create_unchecked(const amk_program *p, const void *
     AMK__CU_GOTO(DriverGetVersion(&c->info.driver_version), "cuDriverGetVersion", fail);
     AMK__CU_GOTO(PrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain", fail);
     AMK__CU_GOTO(CtxPushCurrent(c->ctx), "cuCtxPushCurrent", fail);
-    r = amk__cuda_load_image(c, image, image_size, d);
+    r = amk__cuda_pick_image(p, &image, &image_size, &c->info.image_kind, d);
+    if (r == AMK_OK) r = amk__cuda_load_image(c, image, image_size, d);
     if (r == AMK_OK) r = amk__cuda_setup(c, p, d);
     amk__cuda_leave(c);
     if (r != AMK_OK) goto fail;

@@ -3,8 +3,10 @@
 #                  string and spills fail the build ($(DEVICE_CHECK)); skipped with a warning when
 #                  nvcc is absent. It also builds and runs tests/gpu/test_cuda_host (no GPU needed)
 #                  and compiles the GPU suite tests/gpu/test_gpu (where nvcc is; not run).
-#   make device    the images: $(BUILD)/device/amk_vm.cubin (sm_90a), .ptx, and
-#                  $(BUILD)/amk_device_image.h (both as C arrays: amk_device_cubin, amk_device_ptx)
+#   make device    the images: $(BUILD)/device/amk_vm.cubin (sm_90a, every path), amk_vm_general.cubin
+#                  (without the small-model forms), amk_vm.set (the two as an image set, amk.h),
+#                  amk_vm.ptx, and $(BUILD)/amk_device_image.h (C arrays: amk_device_cubin holds
+#                  the set, amk_device_ptx the PTX of the full build)
 #   make test-gpu  builds and runs the GPU test suite (needs an NVIDIA H100/H200 and its driver)
 .DEFAULT_GOAL := all
 
@@ -25,14 +27,25 @@ $(BUILD)/device/amk_vm.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 	  || { cat $(BUILD)/device/ptxas.log; rm -f $@; exit 1; }
 	@grep -A3 "entry function 'amk_vm_main'" $(BUILD)/device/ptxas.log | tail -n 2
 
+# The general build: the small-model forms compiled out (amk.h, amk_image_kind). why a second
+# build rather than a switch in one: the VM is one function at the register cap, and code the
+# big models never run moved theirs (bench/NOTES.md session "images")
+$(BUILD)/device/amk_vm_general.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
+	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS) -DAMK_LEAN=0 -DAMK_ATTN_LEAN=0 -DAMK_RING=0 -o $@ amk_vm.cuh \
+	  2> $(BUILD)/device/ptxas_general.log || { cat $(BUILD)/device/ptxas_general.log; rm -f $@; exit 1; }
+	@grep -A3 "entry function 'amk_vm_main'" $(BUILD)/device/ptxas_general.log | tail -n 2
+
+$(BUILD)/device/amk_vm.set: $(BUILD)/device/embed $(BUILD)/device/amk_vm.cubin $(BUILD)/device/amk_vm_general.cubin
+	$(BUILD)/device/embed --set $@ 0 $(BUILD)/device/amk_vm.cubin 1 $(BUILD)/device/amk_vm_general.cubin
+
 $(BUILD)/device/amk_vm.ptx: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 	$(NVCC) -x cu -ptx -arch=sm_90a -O3 -fmad=false -o $@ amk_vm.cuh
 
 $(BUILD)/device/embed: tests/gpu/embed.c | $(BUILD)/device
 	$(CC) $(CSTD) -O2 -o $@ $<
 
-$(BUILD)/amk_device_image.h: $(BUILD)/device/embed $(BUILD)/device/amk_vm.cubin $(BUILD)/device/amk_vm.ptx
-	$(BUILD)/device/embed $@ amk_device_cubin $(BUILD)/device/amk_vm.cubin amk_device_ptx $(BUILD)/device/amk_vm.ptx
+$(BUILD)/amk_device_image.h: $(BUILD)/device/embed $(BUILD)/device/amk_vm.set $(BUILD)/device/amk_vm.ptx
+	$(BUILD)/device/embed $@ amk_device_cubin $(BUILD)/device/amk_vm.set amk_device_ptx $(BUILD)/device/amk_vm.ptx
 
 device: $(BUILD)/amk_device_image.h
 

@@ -1021,8 +1021,9 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
             { /* one timed run with the timeline on: where the time goes */
                 amk_cuda_info info;
                 amk_cuda_get_info(amk_llm_cuda(m), &info);
-                printf("    launch: %d blocks x %d threads, %d registers a thread, %lld bytes of dynamic shared memory a block\n",
-                       info.grid, info.threads, info.regs_per_thread, (long long)info.smem_bytes);
+                printf("    launch: %d blocks x %d threads, %d registers a thread, %lld bytes of dynamic shared memory a block, "
+                       "the %s build\n", info.grid, info.threads, info.regs_per_thread, (long long)info.smem_bytes,
+                       info.image_kind == AMK_IMAGE_GENERAL ? "general" : "full");
                 amk_cuda_set_timing(amk_llm_cuda(m), 1);
                 if (amk_llm_step(m, 1, pos, NULL, NULL, &d) == AMK_OK) {
                     cli_print_op_times(amk_llm_cuda(m), amk_llm_program(m), med, info.grid);

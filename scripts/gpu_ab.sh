@@ -26,7 +26,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 AB_DIR=${AB_DIR:-.ab}
-FILES="amk.h amk_ir.h amk_ops.cuh amk_vm.cuh examples/amk.c"
+FILES="amk.h amk_ir.h amk_ops.cuh amk_vm.cuh examples/amk.c gpu.mk tests/gpu/embed.c" # gpu.mk, embed.c: how the tree builds its device images
 if [ "${1:-}" = --prepare ]; then
   rev=${2:-HEAD}
   mkdir -p "$AB_DIR/base"

@@ -1,5 +1,10 @@
 /* embed - writes a C header that holds files as byte arrays (a portable `xxd -i`; xxd may be
-   absent). Usage: embed OUT.h NAME FILE [NAME FILE ...]. For each pair the header gets
+   absent), or a device image set.
+   Usage: embed OUT.h NAME FILE [NAME FILE ...]
+          embed --set OUT.set KIND FILE [KIND FILE ...]
+   --set writes the files as one image set, KIND each one's amk_image_kind (amk.h: the layout,
+   "AMKIMGS1", the count, then {kind, 0, offset, size} entries, the images 16-byte aligned).
+   For each NAME FILE pair the header gets
        static const union NAME_u { unsigned char bytes[N + 1]; unsigned long long align; } NAME;
        static const size_t NAME_size = N;
    The union makes the bytes 8-aligned (cubins and fatbins want it); the extra byte is a NUL,
@@ -28,11 +33,66 @@ static int embed_one(FILE *out, const char *name, const char *path) {
     return 1;
 }
 
+static void put_le(unsigned char *p, unsigned long long v, int n) {
+    int i;
+    for (i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* The image set of the (kind, file) pairs in argv[0..2n). */
+static int write_set(const char *path, int n, char **argv) {
+    unsigned char head[16 + 24 * 8];
+    unsigned long long off;
+    long sizes[8];
+    FILE *out, *f;
+    int i, c, ok = 1;
+    if (n < 1 || n > 8) { fprintf(stderr, "embed --set: 1 to 8 images\n"); return 0; }
+    for (i = 0; i < n; i++) {
+        f = fopen(argv[2 * i + 1], "rb");
+        if (!f || fseek(f, 0, SEEK_END) != 0 || (sizes[i] = ftell(f)) <= 0) {
+            fprintf(stderr, "embed --set: cannot read %s\n", argv[2 * i + 1]);
+            if (f) fclose(f);
+            return 0;
+        }
+        fclose(f);
+    }
+    memset(head, 0, sizeof head);
+    memcpy(head, "AMKIMGS1", 8);
+    put_le(head + 8, (unsigned long long)n, 4);
+    off = (16 + 24 * (unsigned long long)n + 15) & ~15ull;
+    for (i = 0; i < n; i++) {
+        put_le(head + 16 + 24 * i, strtoull(argv[2 * i], NULL, 10), 4);
+        put_le(head + 16 + 24 * i + 8, off, 8);
+        put_le(head + 16 + 24 * i + 16, (unsigned long long)sizes[i], 8);
+        off = (off + (unsigned long long)sizes[i] + 15) & ~15ull;
+    }
+    out = fopen(path, "wb");
+    if (!out) { fprintf(stderr, "embed: cannot create %s\n", path); return 0; }
+    off = 16 + 24 * (unsigned long long)n;
+    fwrite(head, 1, (size_t)off, out);
+    for (i = 0; i < n && ok; i++) {
+        for (; off % 16; off++) fputc(0, out);
+        f = fopen(argv[2 * i + 1], "rb");
+        if (!f) { ok = 0; break; }
+        {
+            long copied = 0;
+            while ((c = fgetc(f)) != EOF) { fputc(c, out); copied++; }
+            off += (unsigned long long)copied;
+            if (copied != sizes[i]) { fprintf(stderr, "embed --set: %s changed while read\n", argv[2 * i + 1]); ok = 0; }
+        }
+        fclose(f);
+    }
+    if (fclose(out) != 0) ok = 0;
+    if (!ok) remove(path);
+    return ok;
+}
+
 int main(int argc, char **argv) {
     FILE *out;
     int i, ok = 1;
+    if (argc >= 5 && strcmp(argv[1], "--set") == 0 && argc % 2 == 1)
+        return write_set(argv[2], (argc - 3) / 2, argv + 3) ? 0 : 1;
     if (argc < 4 || argc % 2) {
-        fprintf(stderr, "usage: embed OUT.h NAME FILE [NAME FILE ...]\n");
+        fprintf(stderr, "usage: embed OUT.h NAME FILE [NAME FILE ...] | embed --set OUT.set KIND FILE [KIND FILE ...]\n");
         return 2;
     }
     out = fopen(argv[1], "wb");

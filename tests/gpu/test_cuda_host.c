@@ -511,7 +511,90 @@ static void test_plan_ahead(void) {
     plan_ahead_on("llama3.2-1b", "L14 down", 587);
 }
 
+/* A set as embed --set writes it: the header, n entries {kind, 0, offset, size}. */
+static size_t make_set(unsigned char *b, size_t cap, int n, const uint32_t *kinds, const uint64_t *offs,
+                       const uint64_t *sizes) {
+    size_t i, k, end = 16 + 24 * (size_t)n;
+    memset(b, 0, cap);
+    memcpy(b, "AMKIMGS1", 8);
+    b[8] = (unsigned char)n;
+    for (i = 0; i < (size_t)n; i++)
+        for (k = 0; k < 8; k++) {
+            if (k < 4) b[16 + 24 * i + k] = (unsigned char)(kinds[i] >> (8 * k));
+            b[16 + 24 * i + 8 + k] = (unsigned char)(offs[i] >> (8 * k));
+            b[16 + 24 * i + 16 + k] = (unsigned char)(sizes[i] >> (8 * k));
+        }
+    for (i = 0; i < (size_t)n; i++)
+        if (offs[i] + sizes[i] > end && offs[i] + sizes[i] <= cap) end = (size_t)(offs[i] + sizes[i]);
+    return end;
+}
+
+/* The image set: the entry of a kind, unknown kinds skipped, every malformed header or entry
+   (count 0 or past the cap, entries past the end, an image outside the set or of 0 bytes, offset
+   + size wrapping) refused with PARSE, a missing kind with NOT_FOUND, a blob without the magic
+   not a set. */
+static void test_image_set(void) {
+    unsigned char b[512];
+    const void *img = NULL;
+    size_t n = 0, len;
+    amk_diag d;
+    const uint32_t kinds[3] = {7, AMK_IMAGE_GENERAL, AMK_IMAGE_FULL};
+    uint64_t offs[3] = {96, 112, 128}, sizes[3] = {16, 8, 40};
+    len = make_set(b, sizeof b, 3, kinds, offs, sizes);
+    CHECK(len == 168 && amk_image_set_is(b, len) && !amk_image_set_is(b, 7) && !amk_image_set_is(fake_image, sizeof fake_image));
+    CHECK_EQ_INT(amk_image_set_find(b, len, AMK_IMAGE_FULL, &img, &n, &d), AMK_OK);
+    CHECK(img == (const void *)(b + 128) && n == 40);
+    CHECK_EQ_INT(amk_image_set_find(b, len, AMK_IMAGE_GENERAL, &img, &n, &d), AMK_OK);
+    CHECK(img == (const void *)(b + 112) && n == 8);
+    img = b; n = 1; /* a found image before a malformed entry: refused, the outputs left empty */
+    CHECK_EQ_INT(amk_image_set_find(b, 160, AMK_IMAGE_GENERAL, &img, &n, &d), AMK_ERR_PARSE);
+    CHECK(img == NULL && n == 0);
+    len = make_set(b, sizeof b, 1, kinds + 1, offs, sizes);
+    CHECK_EQ_INT(amk_image_set_find(b, len, AMK_IMAGE_FULL, &img, &n, &d), AMK_ERR_NOT_FOUND);
+    CHECK(img == NULL && n == 0);
+    CHECK_EQ_INT(amk_image_set_find(b, 15, AMK_IMAGE_GENERAL, &img, &n, &d), AMK_ERR_PARSE);
+    CHECK_EQ_INT(amk_image_set_find(b, 39, AMK_IMAGE_GENERAL, &img, &n, &d), AMK_ERR_PARSE); /* the entry cut */
+    CHECK_EQ_INT(amk_image_set_find(b, 111, AMK_IMAGE_GENERAL, &img, &n, &d), AMK_ERR_PARSE); /* the image cut */
+    CHECK_EQ_INT(amk_image_set_find(fake_image, sizeof fake_image, AMK_IMAGE_FULL, &img, &n, &d), AMK_ERR_PARSE);
+    CHECK_EQ_INT(amk_image_set_find(NULL, 0, AMK_IMAGE_FULL, &img, &n, &d), AMK_ERR_INVALID_ARG);
+    b[8] = 0;
+    CHECK_EQ_INT(amk_image_set_find(b, len, AMK_IMAGE_GENERAL, &img, &n, &d), AMK_ERR_PARSE);
+    b[8] = AMK_IMAGE_SET_MAX + 1;
+    CHECK_EQ_INT(amk_image_set_find(b, sizeof b, AMK_IMAGE_GENERAL, &img, &n, &d), AMK_ERR_PARSE);
+    sizes[0] = 0; /* an empty image, then one that wraps: offset + size past 2^64 */
+    len = make_set(b, sizeof b, 2, kinds + 1, offs, sizes);
+    CHECK_EQ_INT(amk_image_set_find(b, len, AMK_IMAGE_GENERAL, &img, &n, &d), AMK_ERR_PARSE);
+    offs[0] = 100; sizes[0] = ~(uint64_t)0 - 50;
+    make_set(b, sizeof b, 2, kinds + 1, offs, sizes);
+    CHECK_EQ_INT(amk_image_set_find(b, 200, AMK_IMAGE_GENERAL, &img, &n, &d), AMK_ERR_PARSE);
+    CHECK_MSG(strstr(d.message, "not inside") != NULL, "message: %s", d.message);
+}
+
+/* Which programs the full build serves: SmolLM2's step (short rows, ATTENTION_O), not 1B's or
+   8B's (K = 2048, 4096: no short rows, no ATTENTION_O); NULL none. */
+static void wants_full_on(const char *shape, int want) {
+    amk_llama_config cfg;
+    amk_llama_build_opts o;
+    amk_program *p = NULL;
+    amk_diag d;
+    CHECK(amk_llama_config_preset(shape, &cfg) == AMK_OK);
+    amk_llama_build_opts_default(&o);
+    o.weight_dtype = AMK_DTYPE_BF16;
+    o.max_seq = 129;
+    CHECK(amk_llama_build_lowered(&cfg, &o, &p, &d) == AMK_OK);
+    CHECK_MSG(amk_cuda_wants_full(p) == want, "%s: wants_full %d", shape, amk_cuda_wants_full(p));
+    amk_program_free(p);
+}
+static void test_wants_full(void) {
+    wants_full_on("smollm2-135m", 1);
+    wants_full_on("llama3.2-1b", 0);
+    wants_full_on("llama3-8b", 0);
+    CHECK(amk_cuda_wants_full(NULL) == 0);
+}
+
 int main(void) {
+    RUN(test_image_set);
+    RUN(test_wants_full);
     RUN(test_no_driver);
     RUN(test_library_without_cuda_symbols);
     RUN(test_unlowered_program_refused_first);
