@@ -12139,6 +12139,44 @@ AMK__FN void amk__cuda_task_prefetches(amk_cuda *c, int i) {
     if (c->ahead) amk__cuda_apply_ahead(in, &c->ahead[i]);
 }
 
+/* AMK_VM_HINT_KV_EARLY (amk_ir.h) in ins[i] (p's task i) for the ATTENTION_O tasks it holds for:
+   the position buffer is an IO_INPUT (nothing writes it: the validator's WRITE_READONLY), the
+   caches are KV_CACHE buffers (never in a page) and every task that writes one is an RMSNORM_GEMV
+   with KV_ROW over one row of x at that same position buffer. Returns the number of instructions
+   whose hints changed. why one pass over the writers first: the step has thousands of tasks. */
+AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
+    /* per buffer: -1 no writer, else the position buffer of its writers (all alike), -2 another writer */
+    int *wpos = (int *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(int));
+    int i, k, changed = 0;
+    if (!wpos) return -1;
+    for (i = 0; i < p->n_buffers; i++) wpos[i] = -1;
+    for (i = 0; i < p->n_tasks; i++) {
+        const amk_task *u = &p->tasks[i];
+        const int row = u->op == AMK_OP_RMSNORM_GEMV && u->n_inputs >= 4 && u->n_outputs >= 1 &&
+                        (amk__param_i(u, "flags", 0) & AMK_GEMV_FLAG_KV_ROW) != 0 &&
+                        amk_buffer_numel(&p->buffers[u->inputs[0]]) == amk__param_i(u, "K", 0);
+        for (k = 0; k < u->n_outputs; k++) {
+            const int o = u->outputs[k], want = row && k == 0 ? u->inputs[3] : -2;
+            if (o >= 0 && o < p->n_buffers) wpos[o] = wpos[o] == -1 || wpos[o] == want ? want : -2;
+        }
+    }
+    for (i = 0; i < p->n_tasks; i++) {
+        const amk_task *t = &p->tasks[i];
+        uint32_t h = 0;
+        if (t->op == AMK_OP_ATTENTION_O && t->n_inputs >= 4) {
+            const int kc = t->inputs[1], vc = t->inputs[2], pb = t->inputs[3];
+            if (kc != vc && p->buffers[pb].kind == AMK_KIND_IO_INPUT && wpos[pb] == -1 &&
+                p->buffers[kc].kind == AMK_KIND_KV_CACHE && p->buffers[vc].kind == AMK_KIND_KV_CACHE &&
+                (wpos[kc] == -1 || wpos[kc] == pb) && (wpos[vc] == -1 || wpos[vc] == pb))
+                h = AMK_VM_HINT_KV_EARLY;
+        }
+        if (ins[i].hints != h) changed++;
+        ins[i].hints = h;
+    }
+    amk__free(wpos);
+    return changed;
+}
+
 /* Entry q of the context table (amk_vm_ctx_t, amk_ir.h) from the instruction and buffer tables:
    task c->queue[q]'s instruction, its inputs' and outputs' descriptors (ids checked by
    amk__cuda_check_task), the rest zero. */
@@ -12424,6 +12462,7 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
         amk__cuda_instruction(&p->tasks[i], &c->ins[i]);
         amk__cuda_task_prefetches(c, i); /* its own: the plan ahead below needs them */
     }
+    if (amk__cuda_kv_hints(p, c->ins) < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     if (AMK_VM_AHEAD_BYTES > 0u && !c->no_prefetch && p->n_tasks > 0) {
         c->ahead = (amk__cuda_ahead *)amk__calloc((size_t)p->n_tasks, sizeof(amk__cuda_ahead));
         if (!c->ahead) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
@@ -12639,7 +12678,7 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
                                     int n_list, amk_diag *d) {
     amk_result r;
     amk__CUresult cr;
-    int k, j, n, lo, hi;
+    int k, j, n, lo, hi, kv = 0;
     if (!c || !p || (!all && (n_list < 0 || (n_list > 0 && !list))))
         return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_update_params: bad argument");
     if (p->n_tasks != c->n_tasks || p->n_buffers != c->n_buffers || p->n_counters != c->n_counters)
@@ -12674,6 +12713,16 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
         amk__cuda_context(c, q);
         if (q < lo) lo = q;
         if (q > hi) hi = q;
+        if (p->tasks[i].op == AMK_OP_RMSNORM_GEMV) kv = 1; /* its flags decide the hints */
+    }
+    if (kv) { /* why only then: the hints follow from the writers' KV_ROW flag, the rest is fixed */
+        const int changed = amk__cuda_kv_hints(p, c->ins);
+        if (changed < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+        if (changed > 0) {
+            for (k = 0; k < c->n_tasks; k++) amk__cuda_context(c, k);
+            lo = 0;
+            hi = c->n_tasks - 1;
+        }
     }
     if (!c->n_tasks || n == 0) return AMK_OK;
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;

@@ -217,10 +217,18 @@ typedef uint32_t amk_counter_t;
 /* why no division: the device evaluates it in an op's setup, on the path to its first poll (a
    64-bit division is a subroutine of a few hundred cycles: bench/NOTES.md session "setup") */
 
+/* amk_instruction_t.hints. KV_EARLY (an ATTENTION_O task): its position input is written by no
+   task, and every task that writes its K or V cache writes only the row at that position (an
+   RMSNORM_GEMV with KV_ROW of one row of x and the same position buffer), so the rows below the
+   position are final before the task's wait. */
+#define AMK_VM_HINT_KV_EARLY (1u << 0)
+
 /* One Task == one instruction, a fixed-size POD. */
 typedef struct amk_instruction_t {
     int32_t op, sm, out_counter, id;
-    int32_t n_inputs, n_outputs, n_waits, reserved0;
+    int32_t n_inputs, n_outputs, n_waits;
+    uint32_t hints; /* AMK_VM_HINT_* bits the runtime derives from the whole program (the spec's
+                       reserved0; 0 in a table built by anything else) */
     int32_t inputs[AMK_MAX_INPUTS];
     int32_t outputs[AMK_MAX_OUTPUTS];
     int32_t wait_counter[AMK_MAX_WAITS];

@@ -1997,6 +1997,15 @@ static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const f
 #ifndef AMK_ATTN_LEAN
 #define AMK_ATTN_LEAN 1
 #endif
+/* AMK_ATTN_KV_EARLY 1: a lean task whose instruction carries AMK_VM_HINT_KV_EARLY (the host's
+   proof that no task of the launch writes the cache rows below the position, amk_ir.h) stages
+   those rows before its wait, the row at the position and after it after the wait. Off: on
+   SmolLM2 the task after its wait fell 3.9 -> 3.1 us but every task started ~1 us later and
+   the step rose ~4% (the position's round trip, then 64 KB of cp.async on every thread, thread 0
+   too, whose polls queue behind them; bench/RESULTS.md run 269, NOTES session "images"). */
+#ifndef AMK_ATTN_KV_EARLY
+#define AMK_ATTN_KV_EARLY 0
+#endif
 #define AMK_ATTN_LEAN_DIMS 16 /* the most rows of W_oT a lean task takes (SmolLM2's with the SM sets) */
 static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
@@ -2016,13 +2025,22 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         return 0;
     char *ws = (char *)smem + wso;
     const uint32_t wpar = amk_rows_stage(c, ws, P->m_off, want); /* W_oT's rows, before the wait */
+    /* shared memory: [K, V: n rows each][q: nh heads][the warps' maxima][p: nh x n][a: M] */
+    unsigned char *ks = (unsigned char *)smem, *vs = ks + n * rowb;
+    int64_t early = 0; /* the cache rows staged before the wait: those below the position */
+#if AMK_ATTN_KV_EARLY
+    if (c->ins.hints & AMK_VM_HINT_KV_EARLY) {
+        const int64_t pe = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0); /* an input no task writes */
+        early = pe - P->kv_start < 0 ? 0 : pe - P->kv_start < n ? pe - P->kv_start : n;
+        amk_attn_load_rows(ks, vs, kc, vc, P->kv_start, (int)early, (int)early, P->n_off, nkv, hd, esz, rowb, tid, NT);
+    }
+#endif
     if (!amk_op_go(c)) {
+        amk_ptx_cp_async_wait_all(); /* why: no copy may land in a later task's shared memory */
         amk_rows_release(c, wpar);
         return 1;
     }
     {
-        /* shared memory: [K, V: n rows each][q: nh heads][the warps' maxima][p: nh x n][a: M] */
-        unsigned char *ks = (unsigned char *)smem, *vs = ks + n * rowb;
         float *qs = (float *)(vs + n * rowb), *rm = qs + nh * hd, *ps = rm + AMK_OPS_WARP, *a = ps + nh * n;
         const int G = NT / nh, hh = tid >= G, j = tid - hh * G, lane = tid & 31, warp = tid >> 5;
         /* why no division here: m / hd and m % hd a dimension on every thread put 2.3 us in the
@@ -2031,7 +2049,8 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         const int64_t r0 = P->kv_start, pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
         int64_t ne;
         float sc = -INFINITY, mx;
-        amk_attn_load_rows(ks, vs, kc, vc, r0, (int)n, (int)n, P->n_off, nkv, hd, esz, rowb, tid, NT);
+        amk_attn_load_rows(ks + early * rowb, vs + early * rowb, kc, vc, r0 + early, (int)(n - early), (int)(n - early),
+                           P->n_off, nkv, hd, esz, rowb, tid, NT);
         for (int i = tid; i < nh * hd; i += NT) qs[i] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h0 * hd + i);
         amk_ptx_cp_async_wait_all();
         __syncthreads(); /* K, V and q staged */

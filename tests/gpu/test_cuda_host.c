@@ -592,7 +592,56 @@ static void test_wants_full(void) {
     CHECK(amk_cuda_wants_full(NULL) == 0);
 }
 
+/* AMK_VM_HINT_KV_EARLY: every ATTENTION_O task of SmolLM2's step gets it (the caches' only
+   writers are the K/V tiles' row stores at the step's position); once one of those tiles loses
+   KV_ROW (it would write rows 0.. of the cache), none of that layer's attention tasks does. */
+static void test_kv_hints(void) {
+    amk_llama_config cfg;
+    amk_llama_build_opts o;
+    amk_program *p = NULL;
+    amk_instruction_t *ins;
+    amk_diag d;
+    int i, n_attn = 0, n_hint = 0, writer = -1, cache = -1, n_cache = 0, n_cache_hint = 0;
+    CHECK(amk_llama_config_preset("smollm2-135m", &cfg) == AMK_OK);
+    amk_llama_build_opts_default(&o);
+    o.weight_dtype = AMK_DTYPE_BF16;
+    o.max_seq = 129;
+    CHECK(amk_llama_build_lowered(&cfg, &o, &p, &d) == AMK_OK);
+    ins = (amk_instruction_t *)calloc((size_t)p->n_tasks, sizeof *ins);
+    CHECK(ins != NULL);
+    CHECK(amk__cuda_kv_hints(p, ins) > 0);
+    for (i = 0; i < p->n_tasks; i++) {
+        if (p->tasks[i].op != AMK_OP_ATTENTION_O) {
+            CHECK(ins[i].hints == 0);
+            continue;
+        }
+        n_attn++;
+        n_hint += ins[i].hints == AMK_VM_HINT_KV_EARLY;
+        if (cache < 0) cache = p->tasks[i].inputs[1];
+    }
+    CHECK_MSG(n_attn > 0 && n_hint == n_attn, "%d of %d attention tasks hinted", n_hint, n_attn);
+    CHECK(amk__cuda_kv_hints(p, ins) == 0); /* nothing changed */
+    for (i = 0; i < p->n_tasks && writer < 0; i++)
+        if (p->tasks[i].op == AMK_OP_RMSNORM_GEMV && p->tasks[i].n_outputs > 0 && p->tasks[i].outputs[0] == cache) writer = i;
+    CHECK(writer >= 0);
+    CHECK(amk_task_set_int(p, writer, "flags", amk__param_i(&p->tasks[writer], "flags", 0) & ~(int64_t)AMK_GEMV_FLAG_KV_ROW) == AMK_OK);
+    CHECK(amk__cuda_kv_hints(p, ins) > 0);
+    for (i = 0; i < p->n_tasks; i++) {
+        if (p->tasks[i].op != AMK_OP_ATTENTION_O) continue;
+        if (p->tasks[i].inputs[1] == cache) {
+            n_cache++;
+            n_cache_hint += ins[i].hints != 0;
+        } else {
+            CHECK(ins[i].hints == AMK_VM_HINT_KV_EARLY); /* the other layers' keep it */
+        }
+    }
+    CHECK_MSG(n_cache > 0 && n_cache_hint == 0, "%d of %d tasks on the cache still hinted", n_cache_hint, n_cache);
+    free(ins);
+    amk_program_free(p);
+}
+
 int main(void) {
+    RUN(test_kv_hints);
     RUN(test_image_set);
     RUN(test_wants_full);
     RUN(test_no_driver);
