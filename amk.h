@@ -12294,7 +12294,7 @@ AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_k
     if (!blob || !image || !image_size) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_image_set_find: NULL argument");
     if (!amk_image_set_is(blob, size)) return amk__fail(d, AMK_ERR_PARSE, "not a device image set (no AMKIMGS1 magic)");
     if (size < AMK__IMAGE_SET_HEAD) return amk__fail(d, AMK_ERR_PARSE, "device image set: %zu bytes, shorter than its header", size);
-    count = (uint32_t)amk__gguf_le64(b + 8) & 0xFFFFFFFFu;
+    count = (uint32_t)amk__gguf_le64(b + 8); /* the low word: the count; the high one reserved */
     if (count < 1 || count > AMK_IMAGE_SET_MAX)
         return amk__fail(d, AMK_ERR_PARSE, "device image set: %u images (1..%d)", count, AMK_IMAGE_SET_MAX);
     if ((size - AMK__IMAGE_SET_HEAD) / AMK__IMAGE_SET_ENTRY < count)
@@ -12305,7 +12305,7 @@ AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_k
         if (n == 0 || off > size || n > size - off)
             return amk__fail(d, AMK_ERR_PARSE, "device image set: image %u (offset %llu, %llu bytes) is not inside the %zu-byte set", i,
                              (unsigned long long)off, (unsigned long long)n, size);
-        if ((uint32_t)(amk__gguf_le64(e) & 0xFFFFFFFFu) == (uint32_t)kind && !found) {
+        if ((uint32_t)amk__gguf_le64(e) == (uint32_t)kind && !found) {
             found = b + off;
             found_size = (size_t)n;
         }
@@ -12317,11 +12317,12 @@ AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_k
 }
 
 AMK_API int amk_cuda_wants_full(const amk_program *p) {
+    /* why the wider of the lean and ring limits: a false yes costs speed, never a result */
+    const int64_t kmax = 128 * AMK_LEAN_PPL > 256 * AMK_RING_VPL ? 128 * AMK_LEAN_PPL : 256 * AMK_RING_VPL;
     int i;
     if (!p) return 0;
-    for (i = 0; i < p->n_tasks; i++) { /* why the wider of the two limits: a false yes costs speed, never a result */
+    for (i = 0; i < p->n_tasks; i++) {
         const amk_task *t = &p->tasks[i];
-        const int64_t kmax = 128 * AMK_LEAN_PPL > 256 * AMK_RING_VPL ? 128 * AMK_LEAN_PPL : 256 * AMK_RING_VPL;
         if (t->op == AMK_OP_ATTENTION_O ||
             ((t->op == AMK_OP_RMSNORM_GEMV || t->op == AMK_OP_RMSNORM_MLP) && amk__cuda_short_rows(p, t, kmax)))
             return 1;
@@ -12336,22 +12337,17 @@ AMK__FN amk_result amk__cuda_pick_image(const amk_program *p, const void **image
     const char *force = getenv("AMK_CUDA_IMAGE");
     const void *blob = *image;
     const size_t n = *size;
-    amk_image_kind k;
     *kind = AMK_IMAGE_FULL;
     if (!amk_image_set_is(blob, n)) return AMK_OK;
     if (force && *force) {
         if (strcmp(force, "full") != 0 && strcmp(force, "general") != 0)
             return amk__fail(d, AMK_ERR_INVALID_ARG, "AMK_CUDA_IMAGE is '%s': full or general", force);
-        k = strcmp(force, "full") == 0 ? AMK_IMAGE_FULL : AMK_IMAGE_GENERAL;
-    } else {
-        k = AMK_IMAGE_FULL;
-        if (!amk_cuda_wants_full(p) && amk_image_set_find(blob, n, AMK_IMAGE_GENERAL, image, size, NULL) == AMK_OK) {
-            *kind = AMK_IMAGE_GENERAL;
-            return AMK_OK;
-        }
+        *kind = strcmp(force, "full") == 0 ? AMK_IMAGE_FULL : AMK_IMAGE_GENERAL;
+    } else if (!amk_cuda_wants_full(p) && amk_image_set_find(blob, n, AMK_IMAGE_GENERAL, image, size, NULL) == AMK_OK) {
+        *kind = AMK_IMAGE_GENERAL;
+        return AMK_OK;
     }
-    *kind = (int)k;
-    return amk_image_set_find(blob, n, k, image, size, d);
+    return amk_image_set_find(blob, n, (amk_image_kind)*kind, image, size, d);
 }
 
 /* Loads the image: cubin/fatbin as is, PTX NUL-terminated; ptxas/JIT errors into d->jit_log. */
@@ -12708,12 +12704,13 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
     hi = -1;
     for (k = 0; k < n; k++) { /* the params, the prefetches that follow from them, the contexts */
         const int i = all ? k : list[k], q = c->queue_pos[i];
+        const int32_t was = c->ins[i].params.flags;
         amk_task_marshal_params(&p->tasks[i], &c->ins[i].params);
         amk__cuda_task_prefetches(c, i);
         amk__cuda_context(c, q);
         if (q < lo) lo = q;
         if (q > hi) hi = q;
-        if (p->tasks[i].op == AMK_OP_RMSNORM_GEMV) kv = 1; /* its flags decide the hints */
+        if (c->ins[i].op == AMK_OP_RMSNORM_GEMV && ((uint32_t)(was ^ c->ins[i].params.flags) & AMK_GEMV_FLAG_KV_ROW)) kv = 1;
     }
     if (kv) { /* why only then: the hints follow from the writers' KV_ROW flag, the rest is fixed */
         const int changed = amk__cuda_kv_hints(p, c->ins);
