@@ -2002,7 +2002,11 @@ static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const f
    those rows before its wait, the row at the position and after it after the wait. Off: on
    SmolLM2 the task after its wait fell 3.9 -> 3.1 us but every task started ~1 us later and
    the step rose ~4% (the position's round trip, then 64 KB of cp.async on every thread, thread 0
-   too, whose polls queue behind them; bench/RESULTS.md run 269, NOTES session "images"). */
+   too, whose polls queue behind them; bench/RESULTS.md run 269, NOTES session "images"). Two
+   forms that kept warp 0 out lost too (run 270): the same cp.async from warps 1 and up, the
+   position read by them alone, +4% (the task after its wait no shorter, 3.9 us); a bulk copy a
+   row from one warp's lanes on an op mbarrier, +47% (the task 10.1 us: ~250 copies of 128 bytes
+   issue one after another). */
 #ifndef AMK_ATTN_KV_EARLY
 #define AMK_ATTN_KV_EARLY 0
 #endif
