@@ -326,6 +326,8 @@ AMK_API amk_result amk_program_set_target(amk_program *p, const amk_target *t);
 AMK_API amk_program *amk_program_clone(const amk_program *p);
 /* Index of the task with this id, or -1. */
 AMK_API int amk_program_task_index(const amk_program *p, int task_id);
+/* The index of the buffer named name, or -1. */
+AMK_API int amk_program_find_buffer(const amk_program *p, const char *name);
 /* Element count of a buffer; -1 on overflow. */
 AMK_API int64_t amk_buffer_numel(const amk_buffer *b);
 /* Sum of WEIGHT and CONST buffer bytes (the bandwidth floor's numerator). */
@@ -744,8 +746,10 @@ typedef struct amk_cuda amk_cuda;
    (cubin, fatbin or PTX) and is loaded as it is. */
 #define AMK_IMAGE_SET_MAX 8
 typedef enum amk_image_kind {
-    AMK_IMAGE_FULL = 0,    /* every path */
-    AMK_IMAGE_GENERAL = 1  /* no small-model forms */
+    AMK_IMAGE_FULL = 0,          /* every path */
+    AMK_IMAGE_GENERAL = 1,       /* no small-model forms */
+    AMK_IMAGE_FULL_CHAIN = 2,    /* the full build's chained-steps kernel (amk_vm_chain; amk_cuda_set_chain) */
+    AMK_IMAGE_GENERAL_CHAIN = 3  /* the general build's */
 } amk_image_kind;
 /* 1 if blob (size bytes) starts with the image set's magic, else 0. */
 AMK_API int amk_image_set_is(const void *blob, size_t size);
@@ -804,6 +808,27 @@ typedef struct amk_cuda_out { int buffer_id; void *host; size_t nbytes; } amk_cu
 AMK_API amk_result amk_cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in, const amk_cuda_out *out,
                                    int n_out, double timeout_ms, amk_diag *d);
 
+/* Chained greedy decode: n_steps decode steps in one launch, the device feeding each step's next
+   token to the next step (no launch and no host round trip between tokens). token_buf and
+   pos_buf: the program's IO_INPUT token and position (one I32 each); next_buf: the buffer a task
+   of the program writes the step's next token to (one I32, an IO_OUTPUT or ACTIVATION). Between steps every SM finishes the step, then the SM that runs next_buf's writer
+   copies the token and advances the position, then the SMs go on (amk_ir.h, amk_vm_chain_t; the
+   program itself is the one step the IR describes). n_steps in [1, AMK_CUDA_MAX_CHAIN]; ch NULL or
+   n_steps 1 turns chaining off. The kernel is a build of its own (amk_vm.cuh with AMK_VM_CHAIN 1),
+   found in the image set beside the build c loaded (amk_cuda_info.can_chain). Errors: INVALID_ARG
+   (a buffer of the wrong kind, dtype or size, no task writes next_buf, n_steps out of range),
+   UNSUPPORTED (no chained-steps kernel), OUT_OF_MEMORY, CUDA. */
+#define AMK_CUDA_MAX_CHAIN 4096
+typedef struct amk_cuda_chain { int token_buf, pos_buf, next_buf, n_steps; } amk_cuda_chain;
+AMK_API amk_result amk_cuda_set_chain(amk_cuda *c, const amk_cuda_chain *ch, amk_diag *d);
+/* One chained launch: step s reads token (s = 0) or step s - 1's next token, at position pos + s;
+   tokens[s] gets step s's next token (n_steps entries). The other outputs (the logits) hold the
+   last step's; KV cache rows pos .. pos + n_steps - 1 are written; the token and position inputs
+   end holding the last step's. The watchdog covers the launch (timeout_ms <= 0: 10 s a step).
+   Errors: INVALID_ARG (no chain set, pos + n_steps - 1 past INT32_MAX), those of amk_cuda_run. */
+AMK_API amk_result amk_cuda_run_chain(amk_cuda *c, int32_t token, int32_t pos, int32_t *tokens, double timeout_ms,
+                                      amk_diag *d);
+
 /* Per-instruction timing (globaltimer, ns resolution 32 on H100). Off by default; when on, each
    run records, for every task, when its SM reached it, when its waits were met and when it was
    done; the cost is three timer reads and one 40-byte store per task. */
@@ -853,7 +878,10 @@ AMK_API amk_result amk_cuda_fill_value(amk_cuda *c, int buffer_id, float value, 
    kernel, with the counters' memset when a launch needs one (the first, one after a failed launch,
    one every 2^30: amk_program_t.epoch); the status copy and host polling are outside it. Every
    launch is checked as amk_cuda_run checks it (10 s watchdog) and the first failure is returned. An even
-   n gives the mean of the two middle times. n in [1, 100000], warmup in [0, 100000]. */
+   n gives the mean of the two middle times. n in [1, 100000], warmup in [0, 100000]. With a chain
+   set (amk_cuda_set_chain) each launch is a chained one of n_steps steps, its token and position
+   inputs first restored (outside the timed span) to the last amk_cuda_run_chain's start
+   (INVALID_ARG if none ran since the chain was set). */
 AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *median_us,
                                       double *times_us, amk_diag *d);
 
@@ -868,6 +896,7 @@ typedef struct amk_cuda_info {
     int64_t smem_bytes;     /* dynamic shared memory per block */
     int64_t arena_bytes;    /* the one device allocation */
     int image_kind;         /* amk_image_kind of the build loaded (AMK_IMAGE_FULL for a single image) */
+    int can_chain;          /* 1 when the image set has that build's chained-steps kernel and it co-schedules */
 } amk_cuda_info;
 /* 1 when a task of p could take one of the VM's small-model forms (an RMSNORM_GEMV or
    RMSNORM_MLP tile with short rows, an ATTENTION_O task), so the full build serves it best. */
@@ -1046,6 +1075,12 @@ AMK_API const char *amk_llm_backend_name(const amk_llm *m); /* "cpu" or "cuda" *
    Positions must be fed in order from 0 (the KV cache holds the earlier ones). */
 AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **logits, int *argmax,
                                 amk_diag *d);
+/* Greedy decode of n tokens in order from token at position pos: tokens[i] gets the greedy token
+   of the step at position pos + i, whose input is token (i = 0) or tokens[i - 1] (so tokens[n -
+   1] has not been fed). On the GPU backend the n steps run in one launch (amk_cuda_run_chain: no
+   host round trip between them); else amk_llm_step a step. n in [1, AMK_CUDA_MAX_CHAIN]; pos + n
+   must fit the KV cache (AMK_ERR_RUNTIME, as amk_llm_step). */
+AMK_API amk_result amk_llm_generate(amk_llm *m, int token, int pos, int n, int *tokens, amk_diag *d);
 /* The GPU backend's runtime (NULL on the reference VM): for timing and the timeline. */
 AMK_API amk_cuda *amk_llm_cuda(amk_llm *m);
 /* Zeroes the KV cache (a new conversation). */
@@ -2176,6 +2211,14 @@ AMK_API amk_result amk_program_set_target(amk_program *p, const amk_target *t) {
     p->target = *t;
     p->has_target = 1;
     return AMK_OK;
+}
+
+AMK_API int amk_program_find_buffer(const amk_program *p, const char *name) {
+    int i;
+    if (!p || !name) return -1;
+    for (i = 0; i < p->n_buffers; i++)
+        if (strcmp(p->buffers[i].name, name) == 0) return i;
+    return -1;
 }
 
 AMK_API int amk_program_task_index(const amk_program *p, int task_id) {
@@ -11628,13 +11671,15 @@ struct amk_cuda {
     amk__CUdevice dev;
     amk__CUcontext ctx;         /* the primary context, retained */
     amk__CUmodule mod;
+    amk__CUmodule mod_chain;    /* the chained-steps build of the same kind (NULL: none in the image) */
+    amk__CUfunction fn_chain;   /* its amk_vm_chain, or NULL */
     amk__CUfunction fn;
     amk__CUfunction fn_bw_read, fn_bw_copy, fn_fill_random, fn_fill_value; /* NULL if the image lacks one */
     amk__CUstream stream;       /* the launch */
     amk__CUstream ctl;          /* the abort write: a second stream, so it passes the kernel */
     amk__CUdeviceptr arena;
     uint64_t arena_bytes;
-    uint32_t *host_status;      /* pinned [4 + num_sms]: the status words after a run */
+    uint32_t *host_status;      /* pinned AMK_VM_STATUS_WORDS(num_sms): the status words after a run */
     uint32_t *host_abort;       /* pinned [1]: the value the watchdog writes */
     unsigned char *host_io;     /* pinned staging of amk_cuda_run_io, host_io_cap bytes (or NULL) */
     size_t host_io_cap;
@@ -11645,6 +11690,17 @@ struct amk_cuda {
        cleanly) */
     uint32_t epoch;
     int counters_dirty;
+    /* chained steps (amk_cuda_set_chain): the buffers, steps a launch (1: off), the block that
+       feeds, the blocks with a queue, the step joins since the status words were zeroed, the
+       tokens' device array ([cap] I32), the last amk_cuda_run_chain's start (have_start: one ran),
+       and the last launch's first epoch and steps (the stuck report) */
+    amk_cuda_chain chain;
+    int chain_feeder, chain_blocks, chain_have_start;
+    uint32_t chain_base;
+    int32_t chain_token0, chain_pos0;
+    amk__CUdeviceptr chain_dev;
+    int chain_cap, launch_steps;
+    uint32_t launch_epoch;
     int64_t smem_bytes;
     uint64_t *buf_off;          /* [n_buffers] offset of each buffer's storage in the arena */
     int64_t *buf_bytes;         /* [n_buffers] its size in its dtype */
@@ -12243,7 +12299,7 @@ AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d
     for (b = 0; b < p->n_buffers; b++)
         if (n_pages > 0 && p->buffer_page[b] >= 0) c->buf_off[b] = page_off[p->buffer_page[b]];
     if (!amk__cuda_reserve(&top, (uint64_t)c->n_counters * 4, &c->off_counters) ||
-        !amk__cuda_reserve(&top, (uint64_t)(AMK_VM_STATUS_PROGRESS + c->num_sms) * 4, &c->off_status) ||
+        !amk__cuda_reserve(&top, (uint64_t)AMK_VM_STATUS_WORDS(c->num_sms) * 4, &c->off_status) ||
         !amk__mul_u64((uint64_t)p->n_buffers, sizeof(amk_buffer_t), &n) || !amk__cuda_reserve(&top, n, &off_buffers) ||
         !amk__cuda_reserve(&top, (uint64_t)(c->num_sms + 1) * 4, &off_qoff) ||
         !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_timing_t), &n) || !amk__cuda_reserve(&top, n, &c->off_timing) ||
@@ -12351,7 +12407,7 @@ AMK__FN amk_result amk__cuda_pick_image(const amk_program *p, const void **image
 }
 
 /* Loads the image: cubin/fatbin as is, PTX NUL-terminated; ptxas/JIT errors into d->jit_log. */
-AMK__FN amk_result amk__cuda_load_image(amk_cuda *c, const void *image, size_t size, amk_diag *d) {
+AMK__FN amk_result amk__cuda_load_module(amk_cuda *c, const void *image, size_t size, amk__CUmodule *mod, amk_diag *d) {
     const unsigned char *b = (const unsigned char *)image;
     char local_log[512];
     char *log = d ? d->jit_log : local_log;
@@ -12372,12 +12428,19 @@ AMK__FN amk_result amk__cuda_load_image(amk_cuda *c, const void *image, size_t s
         copy[size] = 0;
         image = copy;
     }
-    r = c->api.ModuleLoadDataEx(&c->mod, image, 2, opts, vals);
+    r = c->api.ModuleLoadDataEx(mod, image, 2, opts, vals);
     amk__free(copy);
     if (r != AMK__CUDA_SUCCESS) {
-        c->mod = NULL;
+        *mod = NULL;
         return amk__cuda_err(c, d, r, "cuModuleLoadDataEx (see jit_log)");
     }
+    return AMK_OK;
+}
+
+/* Loads the VM image (c->mod, c->fn and the service kernels the image has). */
+AMK__FN amk_result amk__cuda_load_image(amk_cuda *c, const void *image, size_t size, amk_diag *d) {
+    amk_result r = amk__cuda_load_module(c, image, size, &c->mod, d);
+    if (r != AMK_OK) return r;
     AMK__CU_TRY(c, d, ModuleGetFunction(&c->fn, c->mod, "amk_vm_main"), "cuModuleGetFunction(amk_vm_main)");
     /* the service kernels are optional: an image without them still runs programs */
     if (c->api.ModuleGetFunction(&c->fn_bw_read, c->mod, "amk_bw_read") != AMK__CUDA_SUCCESS) c->fn_bw_read = NULL;
@@ -12425,6 +12488,16 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
         return amk__fail(d, AMK_ERR_UNSUPPORTED, "the program needs %d co-resident blocks of %d threads and %lld bytes of "
                          "shared memory; device %s holds %d a SM x %d SMs", c->num_sms, c->threads,
                          (long long)c->smem_bytes, c->info.device_name, nb, c->info.device_sms);
+    if (c->fn_chain) { /* optional: a chain kernel that does not fit the same launch is not used */
+        int chain_static = 0;
+        if (c->api.FuncGetAttribute(&chain_static, AMK__CU_FUNC_ATTR_SHARED_SIZE_BYTES, c->fn_chain) != AMK__CUDA_SUCCESS ||
+            c->smem_bytes + chain_static > optin ||
+            c->api.FuncSetAttribute(c->fn_chain, AMK__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)c->smem_bytes) != AMK__CUDA_SUCCESS ||
+            c->api.OccupancyMaxActiveBlocks(&nb, c->fn_chain, c->threads, (size_t)c->smem_bytes) != AMK__CUDA_SUCCESS ||
+            nb < 1 || (int64_t)c->num_sms > (int64_t)nb * c->info.device_sms)
+            c->fn_chain = NULL;
+    }
+    c->info.can_chain = c->fn_chain != NULL;
     if ((r = amk__cuda_plan(c, p, d)) != AMK_OK) return r;
     if (c->arena_bytes > (uint64_t)SIZE_MAX) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "the device arena is too large");
     AMK__CU_TRY(c, d, MemAlloc(&c->arena, (size_t)c->arena_bytes), "cuMemAlloc (the arena)");
@@ -12485,8 +12558,8 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
                     "cuMemcpyHtoD (context table)");
     }
     AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.sm_queue_offset, c->queue_off, (size_t)(c->num_sms + 1) * 4), "cuMemcpyHtoD");
-    AMK__CU_TRY(c, d, MemAllocHost((void **)&c->host_status, (size_t)(AMK_VM_STATUS_PROGRESS + c->num_sms + 1) * 4), "cuMemAllocHost");
-    c->host_abort = c->host_status + AMK_VM_STATUS_PROGRESS + c->num_sms;
+    AMK__CU_TRY(c, d, MemAllocHost((void **)&c->host_status, (size_t)(AMK_VM_STATUS_WORDS(c->num_sms) + 1) * 4), "cuMemAllocHost");
+    c->host_abort = c->host_status + AMK_VM_STATUS_WORDS(c->num_sms);
     AMK__CU_TRY(c, d, StreamCreate(&c->stream, AMK__CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     AMK__CU_TRY(c, d, StreamCreate(&c->ctl, AMK__CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     c->info.grid = c->num_sms;
@@ -12557,9 +12630,22 @@ AMK__FN amk_result amk__cuda_create_unchecked(const amk_program *p, const void *
     AMK__CU_GOTO(DriverGetVersion(&c->info.driver_version), "cuDriverGetVersion", fail);
     AMK__CU_GOTO(PrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain", fail);
     AMK__CU_GOTO(CtxPushCurrent(c->ctx), "cuCtxPushCurrent", fail);
-    r = amk__cuda_pick_image(p, &image, &image_size, &c->info.image_kind, d);
-    if (r == AMK_OK) r = amk__cuda_load_image(c, image, image_size, d);
-    if (r == AMK_OK) r = amk__cuda_setup(c, p, d);
+    {
+        const void *set = image;
+        const size_t set_size = image_size;
+        r = amk__cuda_pick_image(p, &image, &image_size, &c->info.image_kind, d);
+        if (r == AMK_OK) r = amk__cuda_load_image(c, image, image_size, d);
+        /* the chained-steps build of the same kind, when the set has one */
+        if (r == AMK_OK && amk_image_set_is(set, set_size) &&
+            amk_image_set_find(set, set_size, (amk_image_kind)(c->info.image_kind + AMK_IMAGE_FULL_CHAIN), &image,
+                               &image_size, NULL) == AMK_OK) {
+            r = amk__cuda_load_module(c, image, image_size, &c->mod_chain, d);
+            if (r == AMK_OK)
+                AMK__CU_GOTO(ModuleGetFunction(&c->fn_chain, c->mod_chain, "amk_vm_chain"), "cuModuleGetFunction(amk_vm_chain)", loaded);
+        }
+    loaded:
+        if (r == AMK_OK) r = amk__cuda_setup(c, p, d);
+    }
     amk__cuda_leave(c);
     if (r != AMK_OK) goto fail;
     *out = c;
@@ -12610,8 +12696,10 @@ AMK_API void amk_cuda_free(amk_cuda *c) {
             if (c->ctl) c->api.StreamDestroy(c->ctl);
             if (c->host_status) c->api.MemFreeHost(c->host_status);
             if (c->host_io) c->api.MemFreeHost(c->host_io);
+            if (c->chain_dev) c->api.MemFree(c->chain_dev);
             if (c->arena) c->api.MemFree(c->arena);
             if (c->mod) c->api.ModuleUnload(c->mod);
+            if (c->mod_chain) c->api.ModuleUnload(c->mod_chain);
             c->api.CtxPopCurrent(&old);
         }
         c->api.PrimaryCtxRelease(c->dev);
@@ -12774,22 +12862,25 @@ AMK__FN amk_result amk__cuda_report_stuck(amk_cuda *c, double timeout_ms, amk_di
         c->api.MemcpyDtoH(ctr, c->prog.counters, (size_t)c->n_counters * 4);
     for (s = 0; s < c->num_sms; s++) {
         const int len = c->queue_off[s + 1] - c->queue_off[s];
-        const int done = (int)c->host_status[AMK_VM_STATUS_PROGRESS + s];
-        if (done >= len) continue;
+        const int done = (int)c->host_status[AMK_VM_STATUS_PROGRESS + s]; /* over the launch's steps */
+        if (done >= len * c->launch_steps) continue;
         n_stuck++;
-        if (n_stuck <= 4 && done >= 0) {
-            const int ti = c->queue[c->queue_off[s] + done];
+        if (n_stuck <= 4 && done >= 0) { /* len > 0 here */
+            const int ti = c->queue[c->queue_off[s] + done % len], step = done / len;
+            const uint32_t ep = c->launch_epoch + (uint32_t)step; /* the stuck step's epoch */
             const amk_instruction_t *in = &c->ins[ti];
+            char at[32] = "";
             int w, wc = -1;
+            if (c->launch_steps > 1) snprintf(at, sizeof at, " in chained step %d", step);
             for (w = 0; w < in->n_waits && ctr; w++)
-                if ((int32_t)(ctr[in->wait_counter[w]] - in->wait_threshold[w] * c->epoch) < 0) { wc = w; break; }
-            if (wc >= 0) /* the counts of this launch: the epochs before it added threshold each */
-                amk__sb_printf(&sb, "%sSM %d at task %d (id %d, %s) waits on counter %d (%u < %u)", first ? "" : "; ",
-                               s, ti, in->id, amk_op_name(in->op), in->wait_counter[wc],
-                               ctr[in->wait_counter[wc]] - in->wait_threshold[wc] * (c->epoch - 1u), in->wait_threshold[wc]);
+                if ((int32_t)(ctr[in->wait_counter[w]] - in->wait_threshold[w] * ep) < 0) { wc = w; break; }
+            if (wc >= 0) /* the counts of this step: the epochs before it added threshold each */
+                amk__sb_printf(&sb, "%sSM %d at task %d (id %d, %s)%s waits on counter %d (%u < %u)", first ? "" : "; ",
+                               s, ti, in->id, amk_op_name(in->op), at, in->wait_counter[wc],
+                               ctr[in->wait_counter[wc]] - in->wait_threshold[wc] * (ep - 1u), in->wait_threshold[wc]);
             else
-                amk__sb_printf(&sb, "%sSM %d at task %d (id %d, %s), running", first ? "" : "; ", s, ti, in->id,
-                               amk_op_name(in->op));
+                amk__sb_printf(&sb, "%sSM %d at task %d (id %d, %s)%s, running", first ? "" : "; ", s, ti, in->id,
+                               amk_op_name(in->op), at);
             if (first && d) {
                 d->task = ti;
                 d->counter = wc >= 0 ? in->wait_counter[wc] : -1;
@@ -12813,22 +12904,39 @@ AMK__FN amk_result amk__cuda_report_stuck(amk_cuda *c, double timeout_ms, amk_di
    stream before every step: with it SmolLM2's step was ~1-1.5 us slower (bench/RESULTS.md runs 236
    and 238; 1B and 8B inside the spread; the harness resolves ~0.5%, run 244) */
 #define AMK__CUDA_EPOCH_MAX (1u << 30)
-AMK__FN amk_result amk__cuda_launch(amk_cuda *c, amk_program_t *prog, amk_diag *d) {
-    const size_t status_bytes = (size_t)(AMK_VM_STATUS_PROGRESS + c->num_sms) * 4;
-    void *args[1];
+AMK__FN amk_result amk__cuda_launch(amk_cuda *c, amk_program_t *prog, int steps, amk_diag *d) {
+    const size_t status_bytes = (size_t)AMK_VM_STATUS_WORDS(c->num_sms) * 4;
+    amk_vm_chain_t chain;
+    void *args[2];
     *prog = c->prog;
     prog->timing = c->timing_on ? c->arena + c->off_timing : 0;
-    if (c->counters_dirty || c->epoch >= AMK__CUDA_EPOCH_MAX) { /* counters and status words are adjacent: one memset */
+    if (c->counters_dirty || c->epoch >= AMK__CUDA_EPOCH_MAX - (uint32_t)steps) { /* counters and status words are adjacent: one memset */
         AMK__CU_TRY(c, d, MemsetD8Async(prog->counters, 0, (size_t)(c->off_status - c->off_counters) + status_bytes, c->stream), "cuMemsetD8Async");
         c->epoch = 0;
+        c->chain_base = 0;
     }
     c->counters_dirty = 1; /* until amk__cuda_complete sees this launch end cleanly */
-    prog->epoch = ++c->epoch;
+    prog->epoch = c->launch_epoch = c->epoch + 1u;
+    c->epoch += (uint32_t)steps; /* step s of the launch runs on epoch prog->epoch + s */
+    c->launch_steps = steps;
+    memset(&chain, 0, sizeof chain);
+    if (steps > 1) { /* amk_vm_chain's second parameter */
+        chain.n_steps = steps;
+        chain.blocks = c->chain_blocks;
+        chain.feeder = c->chain_feeder;
+        chain.base = c->chain_base;
+        chain.next = c->arena + c->buf_off[c->chain.next_buf];
+        chain.token = c->arena + c->buf_off[c->chain.token_buf];
+        chain.pos = c->arena + c->buf_off[c->chain.pos_buf];
+        chain.tokens = c->chain_dev;
+        c->chain_base += (uint32_t)steps - 1u; /* the joins once the launch completes (else all is zeroed) */
+    }
     if (c->timing_on && c->n_tasks)
         AMK__CU_TRY(c, d, MemsetD8Async(prog->timing, 0, (size_t)c->n_tasks * sizeof(amk_vm_timing_t), c->stream), "cuMemsetD8Async");
     args[0] = prog;
-    AMK__CU_TRY(c, d, LaunchCooperativeKernel(c->fn, (unsigned)c->num_sms, 1, 1, (unsigned)c->threads, 1, 1,
-                                              (unsigned)c->smem_bytes, c->stream, args), "cuLaunchCooperativeKernel");
+    args[1] = &chain;
+    AMK__CU_TRY(c, d, LaunchCooperativeKernel(steps > 1 ? c->fn_chain : c->fn, (unsigned)c->num_sms, 1, 1, (unsigned)c->threads,
+                                              1, 1, (unsigned)c->smem_bytes, c->stream, args), "cuLaunchCooperativeKernel");
     c->timed_run = c->timing_on;
     return AMK_OK;
 }
@@ -12836,7 +12944,7 @@ AMK__FN amk_result amk__cuda_launch(amk_cuda *c, amk_program_t *prog, amk_diag *
 /* After amk__cuda_launch: copies the status words back, waits for the stream (past timeout_ms,
    <= 0: the default, the watchdog raises the abort flag) and turns the status into a result. */
 AMK__FN amk_result amk__cuda_complete(amk_cuda *c, const amk_program_t *prog, double timeout_ms, amk_diag *d) {
-    const size_t status_bytes = (size_t)(AMK_VM_STATUS_PROGRESS + c->num_sms) * 4;
+    const size_t status_bytes = (size_t)AMK_VM_STATUS_WORDS(c->num_sms) * 4;
     const uint32_t *st_words = c->host_status;
     amk__CUresult cr = AMK__CUDA_SUCCESS;
     int s, st;
@@ -12865,12 +12973,12 @@ AMK__FN amk_result amk__cuda_complete(amk_cuda *c, const amk_program_t *prog, do
                          : code == AMK_VM_ERR_SMEM ? "shared memory too small for" : code == AMK_VM_ERR_BAD_OP ? "bad opcode"
                          : "device error", (int)val);
     }
-    for (s = 0; s < c->num_sms; s++) /* a clean exit must have run every queue to its end */
-        if ((int)st_words[AMK_VM_STATUS_PROGRESS + s] != c->queue_off[s + 1] - c->queue_off[s])
-            return amk__fail(d, AMK_ERR_RUNTIME, "the VM left SM %d's queue after %u of %d tasks (abort word %u)", s,
-                             st_words[AMK_VM_STATUS_PROGRESS + s], c->queue_off[s + 1] - c->queue_off[s],
-                             st_words[AMK_VM_STATUS_ABORT]);
-    c->counters_dirty = 0; /* every task ran once: each counter holds epoch * its producer count */
+    for (s = 0; s < c->num_sms; s++) /* a clean exit must have run every queue to its end, each step */
+        if ((int64_t)st_words[AMK_VM_STATUS_PROGRESS + s] != (int64_t)(c->queue_off[s + 1] - c->queue_off[s]) * c->launch_steps)
+            return amk__fail(d, AMK_ERR_RUNTIME, "the VM left SM %d's queue after %u of %lld tasks (abort word %u)", s,
+                             st_words[AMK_VM_STATUS_PROGRESS + s],
+                             (long long)(c->queue_off[s + 1] - c->queue_off[s]) * c->launch_steps, st_words[AMK_VM_STATUS_ABORT]);
+    c->counters_dirty = 0; /* every task ran once a step: each counter holds epoch * its producer count */
     return AMK_OK;
 }
 
@@ -12879,7 +12987,7 @@ AMK_API amk_result amk_cuda_run(amk_cuda *c, double timeout_ms, amk_diag *d) {
     amk_result r;
     if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run: NULL");
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
-    r = amk__cuda_launch(c, &prog, d);
+    r = amk__cuda_launch(c, &prog, 1, d);
     if (r == AMK_OK) r = amk__cuda_complete(c, &prog, timeout_ms, d);
     amk__cuda_leave(c);
     return r;
@@ -12888,11 +12996,14 @@ AMK_API amk_result amk_cuda_run(amk_cuda *c, double timeout_ms, amk_diag *d) {
 /* n rounded up to 16: run_io's staging slots start 16-byte aligned (pinned memory, DMA) */
 AMK__FN size_t amk__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-AMK_API amk_result amk_cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in, const amk_cuda_out *out,
-                                   int n_out, double timeout_ms, amk_diag *d) {
+/* amk_cuda_run_io for a launch of steps steps; with steps > 1 (a chain set) the chain's first
+   steps - 1 tokens come back into tokens too, in the same wait. */
+AMK__FN amk_result amk__cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in, const amk_cuda_out *out,
+                                    int n_out, int steps, int32_t *tokens, double timeout_ms, amk_diag *d) {
     amk_program_t prog;
     amk_result r;
-    size_t need = 0, off, out_base;
+    const size_t tok_bytes = steps > 1 ? (size_t)(steps - 1) * 4 : 0;
+    size_t need = amk__pad16(tok_bytes), off, out_base;
     int i;
     if (!c || n_in < 0 || n_out < 0 || (n_in && !in) || (n_out && !out))
         return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run_io: NULL argument or negative count");
@@ -12923,18 +13034,111 @@ AMK_API amk_result amk_cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in,
         AMK__CU_GOTO(MemcpyHtoDAsync(c->arena + c->buf_off[in[i].buffer_id], c->host_io + off, in[i].nbytes, c->stream),
                      "cuMemcpyHtoDAsync (run_io)", done);
     }
-    out_base = off; /* the outputs' staging follows the inputs' */
-    if ((r = amk__cuda_launch(c, &prog, d)) != AMK_OK) goto done;
+    out_base = off; /* the outputs' staging follows the inputs', the chain's tokens last */
+    if ((r = amk__cuda_launch(c, &prog, steps, d)) != AMK_OK) goto done;
     for (i = 0; i < n_out; off += amk__pad16(out[i].nbytes), i++)
         if (out[i].nbytes)
             AMK__CU_GOTO(MemcpyDtoHAsync(c->host_io + off, c->arena + c->buf_off[out[i].buffer_id], out[i].nbytes, c->stream),
                          "cuMemcpyDtoHAsync (run_io)", done);
+    if (tok_bytes)
+        AMK__CU_GOTO(MemcpyDtoHAsync(c->host_io + off, c->chain_dev, tok_bytes, c->stream), "cuMemcpyDtoHAsync (chain)", done);
     if ((r = amk__cuda_complete(c, &prog, timeout_ms, d)) != AMK_OK) goto done;
     for (i = 0, off = out_base; i < n_out; off += amk__pad16(out[i].nbytes), i++)
         if (out[i].nbytes) memcpy(out[i].host, c->host_io + off, out[i].nbytes);
+    if (tok_bytes) memcpy(tokens, c->host_io + off, tok_bytes);
 done:
     amk__cuda_leave(c);
     return r;
+}
+
+AMK_API amk_result amk_cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in, const amk_cuda_out *out,
+                                   int n_out, double timeout_ms, amk_diag *d) {
+    return amk__cuda_run_io(c, in, n_in, out, n_out, 1, NULL, timeout_ms, d);
+}
+
+AMK_API amk_result amk_cuda_set_chain(amk_cuda *c, const amk_cuda_chain *ch, amk_diag *d) {
+    const int ids[3] = {ch ? ch->token_buf : -1, ch ? ch->pos_buf : -1, ch ? ch->next_buf : -1};
+    int i, s, feeder = -1, blocks = 0;
+    int64_t longest = 0;
+    if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: NULL");
+    c->chain_have_start = 0;
+    if (!ch || ch->n_steps == 1) {
+        c->chain.n_steps = 1;
+        return AMK_OK;
+    }
+    if (!c->fn_chain)
+        return amk__fail(d, AMK_ERR_UNSUPPORTED, "amk_cuda_set_chain: the device image has no chained-steps kernel for this "
+                         "program's build (amk_vm_chain)");
+    if (ch->n_steps < 1 || ch->n_steps > AMK_CUDA_MAX_CHAIN)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: n_steps %d is outside [1, %d]", ch->n_steps,
+                         AMK_CUDA_MAX_CHAIN);
+    for (i = 0; i < 3; i++) {
+        const amk_buffer_t *b;
+        if (ids[i] < 0 || ids[i] >= c->n_buffers)
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: buffer id %d is out of range", ids[i]);
+        b = &c->bufs[ids[i]];
+        if (b->dtype != AMK_DTYPE_I32 || b->numel != 1 ||
+            (i < 2 ? b->kind != AMK_KIND_IO_INPUT : b->kind != AMK_KIND_IO_OUTPUT && b->kind != AMK_KIND_ACTIVATION))
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: the %s buffer (id %d) must be %s", i == 0 ? "token"
+                             : i == 1 ? "position" : "next-token", ids[i],
+                             i < 2 ? "an IO_INPUT of one I32" : "an IO_OUTPUT or ACTIVATION of one I32");
+    }
+    if (ids[0] == ids[1] || ids[0] == ids[2] || ids[1] == ids[2])
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: the token, position and next-token buffers must differ");
+    for (i = 0; i < c->n_tasks && feeder < 0; i++) { /* the SM of next_buf's writer feeds: it finishes the step */
+        int o;
+        for (o = 0; o < c->ins[i].n_outputs; o++)
+            if (c->ins[i].outputs[o] == ids[2]) feeder = c->ins[i].sm;
+    }
+    if (feeder < 0 || feeder >= c->num_sms)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: no task writes the next-token buffer (id %d)", ids[2]);
+    for (s = 0; s < c->num_sms; s++) {
+        const int64_t len = c->queue_off[s + 1] - c->queue_off[s];
+        blocks += len > 0;
+        if (len > longest) longest = len;
+    }
+    if (longest * ch->n_steps > INT32_MAX) /* the VM walks positions and counts progress in 32 bits */
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: %d steps of a %lld-task queue are too many",
+                         ch->n_steps, (long long)longest);
+    if (ch->n_steps - 1 > c->chain_cap) {
+        amk_result r;
+        if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
+        if (c->chain_dev) c->api.MemFree(c->chain_dev);
+        c->chain_dev = 0;
+        c->chain_cap = 0;
+        r = AMK_OK;
+        AMK__CU_GOTO(MemAlloc(&c->chain_dev, (size_t)(ch->n_steps - 1) * 4), "cuMemAlloc (chain tokens)", out);
+        c->chain_cap = ch->n_steps - 1;
+    out:
+        amk__cuda_leave(c);
+        if (r != AMK_OK) {
+            c->chain.n_steps = 1;
+            return r;
+        }
+    }
+    c->chain = *ch;
+    c->chain_feeder = feeder;
+    c->chain_blocks = blocks;
+    return AMK_OK;
+}
+
+AMK_API amk_result amk_cuda_run_chain(amk_cuda *c, int32_t token, int32_t pos, int32_t *tokens, double timeout_ms,
+                                      amk_diag *d) {
+    amk_cuda_in in[2];
+    amk_cuda_out out[1];
+    int n;
+    if (!c || !tokens) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run_chain: NULL argument");
+    n = c->chain.n_steps;
+    if (n < 2) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run_chain: no chain set (amk_cuda_set_chain)");
+    if (pos > INT32_MAX - (n - 1))
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run_chain: position %d plus %d steps passes INT32_MAX", (int)pos, n);
+    c->chain_token0 = token;
+    c->chain_pos0 = pos;
+    c->chain_have_start = 1;
+    in[0].buffer_id = c->chain.token_buf; in[0].host = &c->chain_token0; in[0].nbytes = 4;
+    in[1].buffer_id = c->chain.pos_buf; in[1].host = &c->chain_pos0; in[1].nbytes = 4;
+    out[0].buffer_id = c->chain.next_buf; out[0].host = &tokens[n - 1]; out[0].nbytes = 4;
+    return amk__cuda_run_io(c, in, 2, out, 1, n, tokens, timeout_ms > 0 ? timeout_ms : AMK__CUDA_DEFAULT_TIMEOUT_MS * n, d);
 }
 
 AMK_API amk_result amk_cuda_timing(amk_cuda *c, amk_cuda_timing_record *records, int cap,
@@ -13160,11 +13364,14 @@ AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *me
     amk_program_t prog;
     amk_result r;
     double *sorted;
-    int i;
+    int i, steps;
     if (median_us) *median_us = 0.0;
     if (!c || !median_us) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_time_runs: NULL argument");
+    steps = c->chain.n_steps > 1 ? c->chain.n_steps : 1;
     if (n < 1 || n > AMK__CUDA_MAX_RUNS || warmup < 0 || warmup > AMK__CUDA_MAX_RUNS)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_time_runs: n %d or warmup %d is outside its range", n, warmup);
+    if (steps > 1 && !c->chain_have_start)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_time_runs: a chain is set but no amk_cuda_run_chain ran");
     sorted = (double *)amk__malloc((size_t)n * sizeof(double));
     if (!sorted) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) { amk__free(sorted); return r; }
@@ -13172,8 +13379,14 @@ AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *me
     AMK__CU_GOTO(EventCreate(&e1, AMK__CU_EVENT_DEFAULT), "cuEventCreate", done);
     for (i = 0; i < warmup + n; i++) {
         float ms = 0.0f;
+        if (steps > 1) { /* the chain's start again: the last launch advanced the token and position */
+            AMK__CU_GOTO(MemcpyHtoDAsync(c->arena + c->buf_off[c->chain.token_buf], &c->chain_token0, 4, c->stream),
+                         "cuMemcpyHtoDAsync (chain start)", done);
+            AMK__CU_GOTO(MemcpyHtoDAsync(c->arena + c->buf_off[c->chain.pos_buf], &c->chain_pos0, 4, c->stream),
+                         "cuMemcpyHtoDAsync (chain start)", done);
+        }
         AMK__CU_GOTO(EventRecord(e0, c->stream), "cuEventRecord", done);
-        if ((r = amk__cuda_launch(c, &prog, d)) != AMK_OK) goto done;
+        if ((r = amk__cuda_launch(c, &prog, steps, d)) != AMK_OK) goto done;
         AMK__CU_GOTO(EventRecord(e1, c->stream), "cuEventRecord", done);
         if ((r = amk__cuda_complete(c, &prog, 0.0, d)) != AMK_OK) goto done;
         if (i < warmup) continue;
@@ -14098,6 +14311,8 @@ struct amk_llm {
     int buf_token, buf_pos, buf_logits, buf_next;
     int max_seq;
     float *logits;            /* [vocab] host copy handed to the caller */
+    int32_t *chain_tok;       /* [chain_cap] amk_llm_generate's tokens from the GPU */
+    int chain_cap;
 };
 
 AMK_API void amk_llm_opts_default(amk_llm_opts *o) {
@@ -14123,14 +14338,8 @@ AMK_API void amk_llm_close(amk_llm *m) {
     amk_tokenizer_free(m->tok);
     amk_model_close(m->model);
     amk__free(m->logits);
+    amk__free(m->chain_tok);
     amk__free(m);
-}
-
-AMK__FN int amk__find_buffer(const amk_program *p, const char *name) {
-    int i;
-    for (i = 0; i < p->n_buffers; i++)
-        if (strcmp(p->buffers[i].name, name) == 0) return i;
-    return -1;
 }
 
 /* Builds and lowers the step of m->cfg and creates the CPU VM. */
@@ -14139,11 +14348,11 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     int i;
     r = amk_llama_build_lowered(&m->cfg, &m->opts.build, &m->prog, d);
     if (r != AMK_OK) return r;
-    m->buf_token = amk__find_buffer(m->prog, "token");
-    m->buf_pos = amk__find_buffer(m->prog, "pos");
-    m->buf_logits = amk__find_buffer(m->prog, "logits");
-    m->buf_next = amk__find_buffer(m->prog, "next_token");
-    m->max_seq = (int)m->prog->buffers[amk__find_buffer(m->prog, "k_cache.0")].shape[0];
+    m->buf_token = amk_program_find_buffer(m->prog, "token");
+    m->buf_pos = amk_program_find_buffer(m->prog, "pos");
+    m->buf_logits = amk_program_find_buffer(m->prog, "logits");
+    m->buf_next = amk_program_find_buffer(m->prog, "next_token");
+    m->max_seq = (int)m->prog->buffers[amk_program_find_buffer(m->prog, "k_cache.0")].shape[0];
     m->logits = (float *)amk__calloc((size_t)m->cfg.vocab, sizeof(float));
     m->step_tasks = (int *)amk__malloc((size_t)(m->prog->n_tasks > 0 ? m->prog->n_tasks : 1) * sizeof(int));
     if (!m->logits || !m->step_tasks) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
@@ -14385,6 +14594,46 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
         buf = amk_refvm_buffer(m->vm, m->buf_next, &nb);
         *argmax = (int)amk__load_i64(buf, AMK_DTYPE_I32, 0);
     }
+    return AMK_OK;
+}
+
+AMK_API amk_result amk_llm_generate(amk_llm *m, int token, int pos, int n, int *tokens, amk_diag *d) {
+    amk_result r = AMK_ERR_UNSUPPORTED;
+    int i;
+    if (!m || !tokens) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_generate: NULL argument");
+    if (n < 1 || n > AMK_CUDA_MAX_CHAIN)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_generate: n %d is outside [1, %d]", n, AMK_CUDA_MAX_CHAIN);
+    if (pos < 0 || pos > m->max_seq - n)
+        return amk__fail(d, AMK_ERR_RUNTIME, "context of %lld tokens is longer than the KV cache (%d); use a larger --ctx",
+                         (long long)pos + n, m->max_seq);
+    if (token < 0 || token >= m->cfg.vocab)
+        return amk__fail(d, AMK_ERR_RUNTIME, "token id %d is outside the vocabulary (%d)", token, m->cfg.vocab);
+    /* why a step at a time where the program has per-step params (the spec_ops step): a chained
+       launch runs one set of params for every step */
+    if (m->cuda && n > 1 && m->n_step_tasks == 0) {
+        amk_cuda_chain ch;
+        ch.token_buf = m->buf_token;
+        ch.pos_buf = m->buf_pos;
+        ch.next_buf = m->buf_next;
+        ch.n_steps = n;
+        if (n > m->chain_cap) {
+            int32_t *t = (int32_t *)amk__malloc((size_t)n * sizeof(int32_t));
+            if (!t) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+            amk__free(m->chain_tok);
+            m->chain_tok = t;
+            m->chain_cap = n;
+        }
+        r = amk_cuda_set_chain(m->cuda, &ch, d); /* UNSUPPORTED: an image without the chained kernel */
+        if (r == AMK_OK) {
+            r = amk_cuda_run_chain(m->cuda, token, pos, m->chain_tok, m->opts.timeout_ms > 0 ? m->opts.timeout_ms * n : 0.0, d);
+            for (i = 0; i < n && r == AMK_OK; i++) tokens[i] = (int)m->chain_tok[i];
+            amk_cuda_set_chain(m->cuda, NULL, NULL); /* why: a later amk_cuda_time_runs times single steps again */
+            return r;
+        }
+        if (r != AMK_ERR_UNSUPPORTED) return r;
+    }
+    for (i = 0; i < n; i++)
+        if ((r = amk_llm_step(m, i == 0 ? token : tokens[i - 1], pos + i, NULL, &tokens[i], d)) != AMK_OK) return r;
     return AMK_OK;
 }
 

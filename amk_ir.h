@@ -269,6 +269,23 @@ typedef struct amk_program_t {
     uint64_t contexts;        /* amk_vm_ctx_t[n_instructions], in sm_queue order (AMK's addition) */
 } amk_program_t;
 
+/* The chained steps' kernel (amk_vm.cuh built with AMK_VM_CHAIN 1: amk_vm_chain, whose second
+   parameter this is; amk_cuda_set_chain): it walks its queue n_steps times in one launch, step s
+   on epoch + s. Between steps every block with a queue (blocks of them) adds 1 to the status word
+   AMK_VM_STATUS_CHAIN_ARRIVE with release; block feeder waits for blocks * (base + s + 1)
+   arrivals, then copies the step's next token (next, I32) to the token input (token, I32) and to
+   tokens[s] (I32 [n_steps - 1]), adds 1 to the position input (pos, I32), and adds 1 to
+   AMK_VM_STATUS_CHAIN_GO with release; every block waits for GO to reach base + s + 1 before step
+   s + 1. base: the steps joined since the status words were zeroed (both words count on across
+   launches, like the counters). why a parameter of its own, not fields of amk_program_t: a
+   larger amk_program_t changed amk_vm_main's code (871 KB against 953), and any change there
+   moves the single step's time (bench/RESULTS.md run 271). */
+typedef struct amk_vm_chain_t {
+    int32_t n_steps, blocks, feeder;
+    uint32_t base;
+    uint64_t next, token, pos, tokens;
+} amk_vm_chain_t;
+
 /* What the VM copies into shared memory for one queue entry: the instruction, the descriptors of
    its inputs and outputs (slots past n_inputs / n_outputs zero) and its index in the instruction
    table. The host resolves them once, in queue order, so the VM fetches a whole context with one
@@ -280,15 +297,19 @@ typedef struct amk_vm_ctx_t {
     int32_t index, reserved[3];
 } amk_vm_ctx_t;
 
-/* VM status words at amk_program_t.abort_flag: uint32_t[4 + num_sms], zeroed with the counters
-   (only a failed launch writes [0..3]; each block zeroes its [4 + b] as it starts).
+/* VM status words at amk_program_t.abort_flag: uint32_t[4 + num_sms + 2], zeroed with the
+   counters (only a failed launch writes [0..3]; each block zeroes its [4 + b] as it starts).
    [0] abort (0 run, 1 host watchdog, 2 device error) [1] error task [2] error code [3] value
-   [4 + b] queue entries block b finished. */
+   [4 + b] queue entries block b finished in this launch (over all its chained steps)
+   [4 + num_sms] the chained steps' arrivals, [5 + num_sms] their go word (amk_vm_chain_t). */
 #define AMK_VM_STATUS_ABORT 0
 #define AMK_VM_STATUS_ERR_TASK 1
 #define AMK_VM_STATUS_ERR_CODE 2
 #define AMK_VM_STATUS_ERR_VALUE 3
 #define AMK_VM_STATUS_PROGRESS 4
+#define AMK_VM_STATUS_CHAIN_ARRIVE(num_sms) (AMK_VM_STATUS_PROGRESS + (num_sms))
+#define AMK_VM_STATUS_CHAIN_GO(num_sms) (AMK_VM_STATUS_PROGRESS + (num_sms) + 1)
+#define AMK_VM_STATUS_WORDS(num_sms) (AMK_VM_STATUS_PROGRESS + (num_sms) + 2)
 #define AMK_VM_ABORT_HOST 1u
 #define AMK_VM_ABORT_ERROR 2u
 #define AMK_VM_ERR_EMBED_ID 1

@@ -77,10 +77,38 @@ static __device__ __forceinline__ void amk_vm_prefetch(const uint64_t *addr, con
 
 /* Queue entry q's context into slot q & 1 (one bulk copy, completing on bar[q & 1]), and the wait
    for it: the k-th copy into a slot completes the slot barrier's phase k, parity k & 1, and the
-   entries q_begin + 2k and q_begin + 2k + 1 are the k-th of their slots. */
+   entries q_begin + 2k and q_begin + 2k + 1 are the k-th of their slots. With chained steps
+   (AMK_VM_CHAIN) q is a walk position (the queue's entries, n_steps times over) and e the queue
+   entry it holds. */
 static __device__ __forceinline__ void amk_vm_fetch_ctx(amk_op_ctx *ctx, uint64_t *bar, const amk_vm_ctx_t *ctxs, int q) {
     amk_ptx_bulk_copy(&ctx[q & 1], &ctxs[q], sizeof(amk_vm_ctx_t), &bar[q & 1]);
 }
+#if AMK_VM_CHAIN
+/* Thread 0 (or the feeder): waits until the status word *word reaches target; 0 if aborted. */
+static __device__ __forceinline__ int amk_vm_wait_word(const uint32_t *word, uint32_t target, const uint32_t *status) {
+    const int32_t id = 0;
+    return amk_vm_wait(1, &id, &target, word, status, 1u);
+}
+static __device__ __forceinline__ void amk_vm_fetch_ctx_at(amk_op_ctx *ctx, uint64_t *bar, const amk_vm_ctx_t *ctxs, int q,
+                                                           int e) {
+    amk_ptx_bulk_copy(&ctx[q & 1], &ctxs[e], sizeof(amk_vm_ctx_t), &bar[q & 1]);
+}
+
+/* Between chained steps s and s + 1, in the feeder block's last thread (amk_vm_chain_t):
+   once every block with a queue has arrived (target arrivals in all), the step's next token
+   becomes the token input and chain_tokens[s], the position input grows by 1, and the go word is
+   released. Returns without feeding if the launch is being aborted (the blocks' waits for the go
+   word then give up too). */
+static __device__ void amk_vm_chain_feed(uint32_t *status, int num_sms, uint32_t target, uint32_t s, uint64_t next,
+                                         uint64_t token, uint64_t pos, uint64_t tokens) {
+    if (!amk_vm_wait_word(status + AMK_VM_STATUS_CHAIN_ARRIVE(num_sms), target, status)) return;
+    const int32_t v = *(volatile const int32_t *)next;
+    *(volatile int32_t *)token = v;
+    *(volatile int32_t *)pos = *(volatile const int32_t *)pos + 1;
+    ((volatile int32_t *)tokens)[s] = v;
+    amk_ptx_red_release_gpu_add(status + AMK_VM_STATUS_CHAIN_GO(num_sms), 1u); /* the stores before the add */
+}
+#endif
 static __device__ __forceinline__ void amk_vm_wait_ctx(uint64_t *bar, int q, int q_begin) {
     amk_ptx_mbar_wait(&bar[q & 1], (uint32_t)((q - q_begin) >> 1) & 1u);
 }
@@ -95,14 +123,35 @@ static __device__ __forceinline__ void amk_vm_wait_ctx(uint64_t *bar, int q, int
    trips) and then started ~0.5 us after the others, a start spread every phase pays (bench/NOTES.md
    session "context"). The last thread also signals: it read the out counter of entry q before it
    issues the copy that overwrites slot q & 1 (entry q + 2), and thread 0 starts polling for the
-   next entry while the signal's release waits for the stores. */
+   next entry while the signal's release waits for the stores.
+
+   Built with AMK_VM_CHAIN 1 the kernel is amk_vm_chain instead: it runs chain.n_steps steps
+   (amk_vm_chain_t, amk_ir.h), walking the queue n_steps times (the walk state in shared memory, below). why a build of
+   its own (gpu.mk: two more images): with the chained walk in amk_vm_main SmolLM2's single step
+   ran 8% slower, and with both kernels in one image amk_vm_main's code changed too (871 KB of
+   code against 953: the inliner weighs the two callers); the VM is one function at the register
+   cap, and any change to its loop re-rolls the ops' inlined code (bench/RESULTS.md run 271). Built
+   with AMK_VM_CHAIN 0, amk_vm_main is the code it was. */
+#ifndef AMK_VM_CHAIN
+#define AMK_VM_CHAIN 0
+#endif
+#if AMK_VM_CHAIN
+extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_chain(amk_program_t prog, amk_vm_chain_t chain) {
+#else
 extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(amk_program_t prog) {
+#endif
     __shared__ amk_op_ctx ctx[2];
     __shared__ __align__(8) uint64_t ctx_bar[2]; /* slot s's copy completes on ctx_bar[s] */
     /* an op's own bulk copies (amk_op_ctx.mbar): [0] its staging, [1 + s] slot s of a ring */
     __shared__ __align__(8) uint64_t op_bar[1 + AMK_RING_SLOTS];
     __shared__ uint32_t op_bar_uses[1 + AMK_RING_SLOTS];
     __shared__ uint64_t t_wait[2]; /* why shared: in a register it lived across every op (128-register cap) */
+#if AMK_VM_CHAIN
+    /* the walk (why shared: the same): the queue entry and epoch of the last context fetched, the
+       queue's end, and the walk position where the next step starts */
+    __shared__ int fetch_e, fetch_end, step_end;
+    __shared__ uint32_t fetch_epoch;
+#endif
     extern __shared__ __align__(16) unsigned char amk_vm_smem[];
     const amk_vm_ctx_t *ctxs = (const amk_vm_ctx_t *)prog.contexts; /* [n_instructions], queue order */
     uint32_t *counters = (uint32_t *)prog.counters;                /* [n_counters] */
@@ -113,6 +162,15 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
     if (block >= prog.num_sms) return;
     q_begin = ((const int32_t *)prog.sm_queue_offset)[block];
     q_end = ((const int32_t *)prog.sm_queue_offset)[block + 1];
+#if AMK_VM_CHAIN
+    if (amk_tid() == last) {
+        fetch_e = q_begin;
+        fetch_end = q_end;
+        step_end = q_end;
+        fetch_epoch = prog.epoch;
+    }
+    if (chain.n_steps > 1) q_end = q_begin + (q_end - q_begin) * chain.n_steps; /* the host keeps it in range */
+#endif
     if (amk_tid() == last) {
         for (q = 0; q < 2; q++) { /* the same for every task: set once */
             ctx[q].counters = counters;
@@ -136,8 +194,21 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
     for (q = q_begin; q < q_end; q++) {
         amk_op_ctx *c = &ctx[q & 1];
         const int tid = amk_tid();
+#if AMK_VM_CHAIN
+        if (tid == last && q + 1 < q_end) { /* slot (q + 1) & 1 held entry q - 1, whose readers are done */
+            int e = fetch_e + 1;
+            if (e == fetch_end) { /* the next step's first entry: its waits count on the next epoch */
+                e = q_begin;
+                fetch_epoch++;
+            }
+            fetch_e = e;
+            ctx[(q + 1) & 1].epoch = fetch_epoch;
+            amk_vm_fetch_ctx_at(ctx, ctx_bar, ctxs, q + 1, e);
+        }
+#else
         if (tid == last && q + 1 < q_end) /* slot (q + 1) & 1 held entry q - 1, whose readers are done */
             amk_vm_fetch_ctx(ctx, ctx_bar, ctxs, q + 1);
+#endif
         amk_vm_wait_ctx(ctx_bar, q, q_begin);
         if (tid == 0) {
             if (timing) t_wait[q & 1] = amk_ptx_globaltimer();
@@ -167,6 +238,25 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             amk_ptx_red_release_gpu_add(&counters[c->ins.out_counter], 1u);
             ((volatile uint32_t *)status)[AMK_VM_STATUS_PROGRESS + block] = (uint32_t)(q - q_begin + 1);
         }
+#if AMK_VM_CHAIN
+        if (q + 1 == step_end && q + 1 < q_end) { /* a chained step ends (uniform: step_end is shared) */
+            const uint32_t next = fetch_epoch - prog.epoch; /* s + 1: the fetch above entered step s + 1 */
+            const uint32_t target = chain.base + next;
+            if (tid == last) {
+                amk_ptx_red_release_gpu_add(status + AMK_VM_STATUS_CHAIN_ARRIVE(prog.num_sms), 1u);
+                if (block == chain.feeder)
+                    amk_vm_chain_feed(status, prog.num_sms, (uint32_t)chain.blocks * target, next - 1u, chain.next, chain.token,
+                                      chain.pos, chain.tokens);
+            }
+            if (tid == 0) c->go = amk_vm_wait_word(status + AMK_VM_STATUS_CHAIN_GO(prog.num_sms), target, status);
+            __syncthreads(); /* every thread read step_end and fetch_epoch; c->go is final */
+            if (!c->go) {
+                amk_vm_wait_ctx(ctx_bar, q + 1, q_begin);
+                break;
+            }
+            if (tid == last) step_end = q + 1 + (fetch_end - q_begin);
+        }
+#endif
     }
 }
 

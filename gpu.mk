@@ -4,7 +4,9 @@
 #                  nvcc is absent. It also builds and runs tests/gpu/test_cuda_host (no GPU needed)
 #                  and compiles the GPU suite tests/gpu/test_gpu (where nvcc is; not run).
 #   make device    the images: $(BUILD)/device/amk_vm.cubin (sm_90a, every path), amk_vm_general.cubin
-#                  (without the small-model forms), amk_vm.set (the two as an image set, amk.h),
+#                  (without the small-model forms), amk_vm_chain.cubin and amk_vm_general_chain.cubin
+#                  (the same with the chained-steps kernel, AMK_VM_CHAIN), amk_vm.set (the four as an
+#                  image set, amk.h),
 #                  amk_vm.ptx, and $(BUILD)/amk_device_image.h (C arrays: amk_device_cubin holds
 #                  the set, amk_device_ptx the PTX of the full build)
 #   make test-gpu  builds and runs the GPU test suite (needs an NVIDIA H100/H200 and its driver)
@@ -35,8 +37,21 @@ $(BUILD)/device/amk_vm_general.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 	  2> $(BUILD)/device/ptxas_general.log || { cat $(BUILD)/device/ptxas_general.log; rm -f $@; exit 1; }
 	@grep -A3 "entry function 'amk_vm_main'" $(BUILD)/device/ptxas_general.log | tail -n 2
 
-$(BUILD)/device/amk_vm.set: $(BUILD)/device/embed $(BUILD)/device/amk_vm.cubin $(BUILD)/device/amk_vm_general.cubin
-	$(BUILD)/device/embed --set $@ 0 $(BUILD)/device/amk_vm.cubin 1 $(BUILD)/device/amk_vm_general.cubin
+# The chained-steps kernel (amk_vm_chain) of each: why builds of their own, bench/RESULTS.md run 271
+$(BUILD)/device/amk_vm_chain.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
+	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS) -DAMK_VM_CHAIN=1 -o $@ amk_vm.cuh \
+	  2> $(BUILD)/device/ptxas_chain.log || { cat $(BUILD)/device/ptxas_chain.log; rm -f $@; exit 1; }
+	@grep -A3 "entry function 'amk_vm_chain'" $(BUILD)/device/ptxas_chain.log | tail -n 2
+$(BUILD)/device/amk_vm_general_chain.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
+	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS) -DAMK_LEAN=0 -DAMK_ATTN_LEAN=0 -DAMK_RING=0 -DAMK_VM_CHAIN=1 -o $@ \
+	  amk_vm.cuh 2> $(BUILD)/device/ptxas_general_chain.log || { cat $(BUILD)/device/ptxas_general_chain.log; rm -f $@; exit 1; }
+	@grep -A3 "entry function 'amk_vm_chain'" $(BUILD)/device/ptxas_general_chain.log | tail -n 2
+
+DEVICE_CUBINS := $(BUILD)/device/amk_vm.cubin $(BUILD)/device/amk_vm_general.cubin $(BUILD)/device/amk_vm_chain.cubin \
+                 $(BUILD)/device/amk_vm_general_chain.cubin
+$(BUILD)/device/amk_vm.set: $(BUILD)/device/embed $(DEVICE_CUBINS)
+	$(BUILD)/device/embed --set $@ 0 $(BUILD)/device/amk_vm.cubin 1 $(BUILD)/device/amk_vm_general.cubin \
+	  2 $(BUILD)/device/amk_vm_chain.cubin 3 $(BUILD)/device/amk_vm_general_chain.cubin
 
 $(BUILD)/device/amk_vm.ptx: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 	$(NVCC) -x cu -ptx -arch=sm_90a -O3 -fmad=false -o $@ amk_vm.cuh
@@ -58,8 +73,11 @@ endif
 
 # Host-side runtime test (no GPU: the no-driver path and argument checks), part of `make test`.
 TESTS += $(BUILD)/gpu/test_cuda_host
-$(BUILD)/gpu/test_cuda_host: tests/gpu/test_cuda_host.c $(BUILD)/tests/impl.o tests/amk_test.h $(HDRS) | $(BUILD)/gpu
-	$(CC) $(CSTD) -g -O1 $(SAN) -o $@ $< $(BUILD)/tests/impl.o $(LDLIBS)
+# Where nvcc is, it also reads the image set `make device` built (AMK_TEST_DEVICE_SET).
+$(BUILD)/gpu/test_cuda_host: tests/gpu/test_cuda_host.c $(BUILD)/tests/impl.o tests/amk_test.h $(HDRS) \
+                             $(if $(HAVE_NVCC),$(BUILD)/device/amk_vm.set) | $(BUILD)/gpu
+	$(CC) $(CSTD) -g -O1 $(SAN) $(if $(HAVE_NVCC),-DAMK_TEST_DEVICE_SET='"$(BUILD)/device/amk_vm.set"') \
+	  -o $@ $< $(BUILD)/tests/impl.o $(LDLIBS)
 
 # The GPU suite: no host sanitizers (compute-sanitizer wraps it instead); -O1 as the host tests.
 $(BUILD)/gpu/test_gpu: tests/gpu/test_gpu.c $(wildcard tests/gpu/*.h) $(HDRS) tests/amk_test.h \

@@ -794,11 +794,16 @@ static int cli_open_fit(const char *model, int fit, int chat, const char *sys, c
     return (int)need;
 }
 
+/* Greedy tokens a launch on the GPU (generate --chain): a chunk's tokens print together, and the
+   steps after an end-of-sequence in it are wasted (at most 15 of ~0.4 ms each on SmolLM2). */
+#define CLI_CHAIN_DEFAULT 16
+
 static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     cli_llm_args a;
     const char *prompt = NULL, *n_s = NULL, *temp_s = NULL, *topk_s = NULL, *topp_s = NULL, *seed_s = NULL, *sys_s = NULL;
-    const char *trace = NULL;
+    const char *trace = NULL, *chain_s = NULL;
     int chat = 0, quiet = 0, i, rc, n_new = 64, n_prompt = -1, *ids = NULL, pos, next = -1, eos, generated = 0;
+    int chain = CLI_CHAIN_DEFAULT, *chunk = NULL;
     uint64_t v, seed = 0;
     double temp = 0.0, top_p = 1.0, t0, t1, t2;
     int top_k = 0;
@@ -823,7 +828,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
                               : strcmp(x, "-n") == 0 ? &n_s : strcmp(x, "--temp") == 0 ? &temp_s
                               : strcmp(x, "--top-k") == 0 ? &topk_s : strcmp(x, "--top-p") == 0 ? &topp_s
                               : strcmp(x, "--seed") == 0 ? &seed_s : strcmp(x, "--system") == 0 ? &sys_s
-                              : strcmp(x, "--trace") == 0 ? &trace : NULL;
+                              : strcmp(x, "--trace") == 0 ? &trace : strcmp(x, "--chain") == 0 ? &chain_s : NULL;
             if (!slot) return cli_usage_error(cmd, "unexpected argument '%s'", x);
             if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
         }
@@ -831,6 +836,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     if ((rc = cli_llm_opts(cmd, &a, &o)) != CLI_OK) return rc;
     if (n_s) { if (!cli_parse_u64(n_s, &v) || v > (1u << 24)) return cli_usage_error(cmd, "bad -n '%s'", n_s); n_new = (int)v; }
     if (topk_s) { if (!cli_parse_u64(topk_s, &v) || v > (1u << 30)) return cli_usage_error(cmd, "bad --top-k '%s'", topk_s); top_k = (int)v; }
+    if (chain_s) { if (!cli_parse_u64(chain_s, &v) || v < 1 || v > AMK_CUDA_MAX_CHAIN) return cli_usage_error(cmd, "bad --chain '%s' (1..4096)", chain_s); chain = (int)v; }
     if (seed_s && !cli_parse_u64(seed_s, &seed)) return cli_usage_error(cmd, "bad --seed '%s'", seed_s);
     if (temp_s) { char *e; temp = strtod(temp_s, &e); if (*e || !(temp >= 0.0 && temp <= 100.0)) return cli_usage_error(cmd, "bad --temp '%s'", temp_s); }
     if (topp_s) { char *e; top_p = strtod(topp_s, &e); if (*e || !(top_p > 0.0 && top_p <= 1.0)) return cli_usage_error(cmd, "bad --top-p '%s' (0 < p <= 1)", topp_s); }
@@ -898,7 +904,39 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
         }
         fflush(stdout);
         if (generated >= n_new) break;
+        if (temp == 0.0 && chain > 1 && amk_llm_cuda(m)) break; /* greedy on the GPU: the rest chained, below */
     }
+    /* why chained: a launch of several steps has no launch and no host round trip between tokens
+       (amk_llm_generate); the tokens after an end-of-sequence in a chunk are dropped */
+    if (rc == CLI_OK && temp == 0.0 && chain > 1 && amk_llm_cuda(m) && generated >= 1 && next != eos && generated < n_new &&
+        !(chunk = (int *)malloc((size_t)chain * sizeof(int)))) {
+        fprintf(stderr, "\namk: out of memory\n");
+        rc = CLI_FAIL;
+    }
+    while (chunk && generated < n_new) {
+        const int k = n_new - generated < chain ? n_new - generated : chain;
+        int j, stop = 0;
+        if (amk_llm_generate(m, next, pos + 1, k, chunk, &d) != AMK_OK) {
+            fprintf(stderr, "\namk: steps %d..%d: %s\n", pos + 1, pos + k, d.message);
+            rc = CLI_FAIL;
+            break;
+        }
+        for (j = 0; j < k && !stop; j++) {
+            next = chunk[j];
+            pos++;
+            generated++;
+            if (next == eos) { stop = 1; break; }
+            if (tok) {
+                int n = amk_tokenizer_decode(tok, next, piece, sizeof piece);
+                if (n > 0) fwrite(piece, 1, (size_t)n, stdout);
+            } else {
+                printf("%d ", next);
+            }
+        }
+        fflush(stdout);
+        if (stop) break;
+    }
+    free(chunk);
     if (trace && amk_llm_cuda(m)) { /* the timeline of one more step at the last position */
         const float *lg;
         amk_cuda_set_timing(amk_llm_cuda(m), 1);
@@ -951,21 +989,24 @@ static void cli_print_op_times(amk_cuda *c, const amk_program *p, double step_us
 
 static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
     const char *shapes_s = NULL, *ctx_s = NULL, *iters_s = NULL, *trace = NULL, *splits_s = NULL, *pos_s = NULL;
+    const char *chain_s = NULL;
     char shapes[256], ctxs[128], *save = NULL, *sh;
     uint64_t v;
-    int iters = 50, i, rc = CLI_OK, splits = 0, pos_opt = -1;
+    int iters = 50, i, rc = CLI_OK, splits = 0, pos_opt = -1, chain = 1;
     size_t image_size = 0;
     const void *image = cli_image(&image_size);
     double read_gbs = 0.0, copy_gbs = 0.0;
     for (i = 1; i < argc; i++) {
         const char **slot = strcmp(argv[i], "--shapes") == 0 ? &shapes_s : strcmp(argv[i], "--ctx") == 0 ? &ctx_s
                           : strcmp(argv[i], "--iters") == 0 ? &iters_s : strcmp(argv[i], "--trace") == 0 ? &trace
-                          : strcmp(argv[i], "--kv-splits") == 0 ? &splits_s : strcmp(argv[i], "--pos") == 0 ? &pos_s : NULL;
+                          : strcmp(argv[i], "--kv-splits") == 0 ? &splits_s : strcmp(argv[i], "--pos") == 0 ? &pos_s
+                          : strcmp(argv[i], "--chain") == 0 ? &chain_s : NULL;
         if (!slot) return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
         if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
     }
     if (pos_s) { if (!cli_parse_u64(pos_s, &v) || v > (1u << 20)) return cli_usage_error(cmd, "bad --pos '%s'", pos_s); pos_opt = (int)v; }
     if (iters_s) { if (!cli_parse_u64(iters_s, &v) || v < 1 || v > 100000) return cli_usage_error(cmd, "bad --iters '%s'", iters_s); iters = (int)v; }
+    if (chain_s) { if (!cli_parse_u64(chain_s, &v) || v < 1 || v > AMK_CUDA_MAX_CHAIN) return cli_usage_error(cmd, "bad --chain '%s' (1..4096)", chain_s); chain = (int)v; }
     if (splits_s && (rc = cli_parse_splits(cmd, splits_s, &splits)) != CLI_OK) return rc;
     snprintf(shapes, sizeof shapes, "%s", shapes_s ? shapes_s : "llama3-8b,llama3.2-1b,smollm2-135m");
     snprintf(ctxs, sizeof ctxs, "%s", ctx_s ? ctx_s : "128,4096");
@@ -988,6 +1029,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
             ctx = (int)v;
             pos = pos_opt >= 0 ? pos_opt : ctx;
             if (pos > ctx) { fprintf(stderr, "amk bench: --pos %d is past context %d\n", pos, ctx); rc = CLI_BAD_INPUT; continue; }
+            if (pos < chain - 1) { fprintf(stderr, "amk bench: --chain %d needs a position of at least %d\n", chain, chain - 1); rc = CLI_BAD_INPUT; continue; }
             amk_llm_opts_default(&o);
             o.backend = AMK_BACKEND_CUDA;
             o.device_image = image;
@@ -1018,6 +1060,27 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
             else snprintf(ctxcell, sizeof ctxcell, "%d, pos %d", ctx, pos);
             printf("| %s | %s | %.3f | %.2f | %.0f | %.1f%% | %d |\n", sh, ctxcell, med / 1000.0, wgb,
                    wgb / (med * 1e-6), 100.0 * wgb / (med * 1e-6) / read_gbs, amk_llm_program(m)->n_tasks);
+            if (chain > 1) { /* the same step chained: positions pos - chain + 1 .. pos, a launch's time / chain */
+                amk_cuda *cu = amk_llm_cuda(m);
+                amk_cuda_chain ch;
+                int32_t *toks = (int32_t *)malloc((size_t)chain * sizeof(int32_t));
+                double cmed = 0.0;
+                ch.token_buf = amk_program_find_buffer(amk_llm_program(m), "token");
+                ch.pos_buf = amk_program_find_buffer(amk_llm_program(m), "pos");
+                ch.next_buf = amk_program_find_buffer(amk_llm_program(m), "next_token");
+                ch.n_steps = chain;
+                if (!toks || amk_cuda_set_chain(cu, &ch, &d) != AMK_OK || amk_cuda_run_chain(cu, 1, pos - chain + 1, toks, 0.0, &d) != AMK_OK ||
+                    amk_cuda_time_runs(cu, 5, iters, &cmed, NULL, &d) != AMK_OK) {
+                    fprintf(stderr, "amk bench: %s ctx %d, chain %d: %s\n", sh, ctx, chain, toks ? d.message : "out of memory");
+                    rc = CLI_FAIL;
+                } else {
+                    cmed /= chain;
+                    printf("| %s | %s, %d chained | %.3f | %.2f | %.0f | %.1f%% | %d |\n", sh, ctxcell, chain, cmed / 1000.0, wgb,
+                           wgb / (cmed * 1e-6), 100.0 * wgb / (cmed * 1e-6) / read_gbs, amk_llm_program(m)->n_tasks);
+                }
+                amk_cuda_set_chain(cu, NULL, NULL);
+                free(toks);
+            }
             { /* one timed run with the timeline on: where the time goes */
                 amk_cuda_info info;
                 amk_cuda_get_info(amk_llm_cuda(m), &info);
@@ -1101,7 +1164,7 @@ static const cli_cmd cli_cmds[] = {
     {"generate", "generate text with a model",
      "amk generate (-m MODEL -p PROMPT | --random-weights SHAPE) [-n N] [--chat] [--system S]\n"
      "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--dtype D] [--cpu] [-q]\n"
-     "             [--trace FILE.json] [--timeout MS] [--spec-ops] [--mlp-steps 1|2]\n"
+     "             [--trace FILE.json] [--timeout MS] [--chain N] [--spec-ops] [--mlp-steps 1|2]\n"
      "             [--attn-steps 1|2]",
      "Loads MODEL, builds its decode step and feeds the prompt through it token by token, then\n"
      "generates up to N tokens (default 64), streaming the text, stopping at the end-of-sequence\n"
@@ -1116,16 +1179,22 @@ static const cli_cmd cli_cmds[] = {
      "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
      "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops and\n"
      "--mlp-steps and --attn-steps as for build.\n"
+     "--chain N: greedy decoding on the GPU runs N steps a launch, the device feeding each token\n"
+     "to the next step (default 16; 1: a launch a token). The prompt runs a launch a token.\n"
      "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",
      cmd_generate},
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",
-     "amk bench [--shapes A,B,...] [--ctx N,M,...] [--pos N] [--iters N] [--kv-splits N] [--trace PREFIX]",
+     "amk bench [--shapes A,B,...] [--ctx N,M,...] [--pos N] [--iters N] [--kv-splits N] [--chain N]\n"
+     "          [--trace PREFIX]",
      "For each shape (default llama3-8b,llama3.2-1b,smollm2-135m; random bf16 weights made on the\n"
      "GPU) and context (default 128,4096): builds, lowers and loads the decode step, runs one step\n"
      "at position ctx (--pos N: at N, the cache still ctx + 1 rows; N <= ctx), then times --iters\n"
      "launches of it (median, CUDA events). Prints ms/token, weight bytes, achieved bandwidth and\n"
      "its share of the streaming-read ceiling measured by a read kernel in the same run, then the\n"
      "per-opcode time from one timed run's timeline.\n"
+     "--chain N adds a row for the same step run N steps a launch (amk generate's greedy decoding:\n"
+     "the device feeds each token to the next step), positions pos - N + 1 .. pos: a launch's\n"
+     "median time / N.\n"
      "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE.CTX.json; Perfetto).\n"
      "Needs a GPU and an amk built with the device image.\n",
      cmd_bench},

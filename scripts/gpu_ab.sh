@@ -22,6 +22,7 @@
 #   on the GPU host: scripts/gpu_ab.sh                       # (the device tool: carry [".ab"])
 #
 # Knobs (environment): AB_DIR (.ab), VARIANTS (none), ROUNDS (3), ITERS (50), CTX (128), SHAPES (all three),
+# NEW_ARGS (more `amk bench` options for "new" only, e.g. "--chain 16"),
 # GEMM_BENCH=1 (also `test_gpu --bench`'s GEMV/GEMM lines).
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -77,8 +78,10 @@ for i in $(seq 1 "$ROUNDS"); do
   k=$(( (i - 1) % ${#tlist[@]} ))
   for v in "${tlist[@]:k}" "${tlist[@]:0:k}"; do
     if [ "$v" = new ]; then amk=build-gpu/amk; else amk=/tmp/ab-$v/build-ab/amk; fi
+    extra=""; [ "$v" = new ] && extra=${NEW_ARGS:-}
+    # shellcheck disable=SC2086 # NEW_ARGS: words
     "$amk" bench --iters "${ITERS:-50}" --ctx "${CTX:-128}" --shapes "${SHAPES:-llama3-8b,llama3.2-1b,smollm2-135m}" \
-      --trace "$OUTD/t$v" > "$OUTD/bench_${v}_$i.log" 2>&1
+      --trace "$OUTD/t$v" $extra > "$OUTD/bench_${v}_$i.log" 2>&1
     echo "$v $i: $(grep -E '^\| [a-z]' "$OUTD/bench_${v}_$i.log" | grep -v '^| shape' | awk -F'|' '{printf "%s %s %s;", $2, $3, $4}')"
   done
 done

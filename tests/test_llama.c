@@ -230,6 +230,18 @@ static void test_random_weights_decode(void) {
     CHECK_EQ_INT(amk_llm_step(m, tok, 16, &logits, &argmax, &d), AMK_ERR_RUNTIME); /* KV full */
     CHECK(strstr(d.message, "KV cache") != NULL);
     CHECK_EQ_INT(amk_llm_step(m, 50, 0, &logits, &argmax, &d), AMK_ERR_RUNTIME); /* bad token */
+    { /* amk_llm_generate (on the reference VM a step at a time): the same tokens, in two calls */
+        int g[16];
+        CHECK_EQ_INT(amk_llm_reset(m, &d), AMK_OK);
+        CHECK_EQ_INT(amk_llm_generate(m, 3, 0, 10, g, &d), AMK_OK);
+        CHECK_EQ_INT(amk_llm_generate(m, g[9], 10, 6, g + 10, &d), AMK_OK);
+        for (i = 0; i < 16; i++) CHECK_EQ_INT(g[i], seq[i]);
+        CHECK_EQ_INT(amk_llm_generate(m, 3, 11, 6, g, &d), AMK_ERR_RUNTIME); /* 11 + 6 > 16 rows */
+        CHECK(strstr(d.message, "KV cache") != NULL);
+        CHECK_EQ_INT(amk_llm_generate(m, 3, 0, 0, g, &d), AMK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(amk_llm_generate(m, 3, 0, 1, NULL, &d), AMK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(amk_llm_generate(m, 50, 0, 2, g, &d), AMK_ERR_RUNTIME); /* bad token */
+    }
     amk_llm_close(m);
 }
 
@@ -381,6 +393,16 @@ static void golden_run(amk_backend backend) {
             CHECK_MSG(argmax == st->next, "case %d step %d: amk %d, hf %d", n_cases, s, argmax, st->next);
             /* feed HF's token so one divergence does not cascade */
             CHECK_EQ_INT(amk_llm_step(m, st->next, pos++, &logits, &argmax, &d), AMK_OK);
+        }
+        if (backend == AMK_BACKEND_CUDA && n_cases == 0) { /* the same greedy tokens chained (amk_llm_generate) */
+            int toks[64], n = n_steps < 64 ? n_steps : 64, same = 0;
+            CHECK_EQ_INT(amk_llm_reset(m, &d), AMK_OK);
+            for (i = 0, pos = 0; i + 1 < rc.n_prompt; i++)
+                CHECK_EQ_INT(amk_llm_step(m, rc.prompt[i], pos++, NULL, NULL, &d), AMK_OK);
+            CHECK_EQ_INT(amk_llm_generate(m, rc.prompt[rc.n_prompt - 1], pos, n, toks, &d), AMK_OK);
+            for (s = 0; s < n; s++) same += toks[s] == rc.steps[s].next;
+            CHECK_MSG(same == n, "chained: %d/%d greedy tokens equal to HF", same, n);
+            printf("golden (cuda, chained %d steps a launch): %d/%d greedy tokens equal to HF\n", n, same, n);
         }
         n_cases++;
         if (!full) break;

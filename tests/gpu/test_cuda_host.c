@@ -640,7 +640,40 @@ static void test_kv_hints(void) {
     amk_program_free(p);
 }
 
+/* The image set `make device` wrote (embed --set): amk_image_set_find finds each of the four
+   builds, each an ELF cubin holding its kernel (amk_vm_main, or amk_vm_chain in the chained-steps
+   builds). Only where nvcc built the set. */
+static void test_built_set(void) {
+#ifdef AMK_TEST_DEVICE_SET
+    FILE *f = fopen(AMK_TEST_DEVICE_SET, "rb");
+    unsigned char *blob = NULL;
+    long n = 0;
+    int k;
+    CHECK_MSG(f != NULL, "%s missing", AMK_TEST_DEVICE_SET);
+    if (!f) return;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 && (blob = (unsigned char *)malloc((size_t)n)))
+        CHECK(fread(blob, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+    CHECK(blob != NULL);
+    if (!blob) return;
+    CHECK(amk_image_set_is(blob, (size_t)n));
+    for (k = AMK_IMAGE_FULL; k <= AMK_IMAGE_GENERAL_CHAIN; k++) {
+        const void *img = NULL;
+        size_t sz = 0, i;
+        const char *want = k >= AMK_IMAGE_FULL_CHAIN ? "amk_vm_chain" : "amk_vm_main";
+        int found = 0;
+        CHECK_EQ_INT(amk_image_set_find(blob, (size_t)n, (amk_image_kind)k, &img, &sz, NULL), AMK_OK);
+        if (!img) continue;
+        CHECK(sz > 4 && memcmp(img, "\x7f" "ELF", 4) == 0);
+        for (i = 0; i + strlen(want) <= sz && !found; i++) found = memcmp((const char *)img + i, want, strlen(want)) == 0;
+        CHECK_MSG(found, "kind %d: no %s in the image", k, want);
+    }
+    free(blob);
+#endif
+}
+
 int main(void) {
+    RUN(test_built_set);
     RUN(test_kv_hints);
     RUN(test_image_set);
     RUN(test_wants_full);

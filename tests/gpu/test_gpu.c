@@ -1481,6 +1481,120 @@ static void test_run_io(void) {
     gcase_end(&g);
 }
 
+/* Chained steps (amk_cuda_set_chain, amk_cuda_run_chain) on a two-SM program whose next token is
+   its position (SM 0: COPY pos -> next) and which embeds its token (SM 1: EMBED of an 8-row
+   table): the tokens come back as pos0, pos0 + 1, ... (each step saw its own position, and the
+   feed ran between steps), the embedding is the last step's token's row, the inputs end at the
+   last step's token and position, and time_runs restarts each launch from the chain's start. A
+   chain that feeds token 8 fails in the step after with the EMBED's run-time error, and the
+   context goes on working. Bad chains are refused. */
+static void test_chain(void) {
+    amk_program *p = prog_new(2);
+    int tok = buf(p, "token", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    int pos = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    int next = buf(p, "next", AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    int tab = buf(p, "table", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, 8, 4, 0);
+    int emb = buf(p, "emb", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, 4, 0);
+    int ein[2], t, i;
+    float table[32], e[4];
+    int32_t toks[8], v;
+    double med = 0.0;
+    amk_cuda *cu = NULL;
+    amk_cuda_chain ch;
+    amk_diag d;
+    ein[0] = tok;
+    ein[1] = tab;
+    task(p, AMK_OP_COPY, &pos, 1, next, amk_program_add_counter(p, "next"), 0);
+    t = task(p, AMK_OP_EMBED, ein, 2, emb, amk_program_add_counter(p, "emb"), 1);
+    seti(p, t, "hidden", 4);
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_cuda_create(p, g_image, g_image_size, &cu, &d), AMK_OK);
+    if (!cu) { fprintf(stderr, "create: %s\n", d.message); amk_program_free(p); return; }
+    for (i = 0; i < 32; i++) table[i] = (float)i;
+    CHECK_EQ_INT(amk_cuda_upload(cu, tab, table, sizeof table, &d), AMK_OK);
+    ch.token_buf = tok; ch.pos_buf = pos; ch.next_buf = next; ch.n_steps = 3;
+    CHECK_EQ_INT(amk_cuda_run_chain(cu, 0, 5, toks, 0.0, &d), AMK_ERR_INVALID_ARG); /* no chain yet */
+    CHECK_EQ_INT(amk_cuda_set_chain(cu, &ch, &d), AMK_OK);
+    CHECK_EQ_INT(amk_cuda_time_runs(cu, 0, 1, &med, NULL, &d), AMK_ERR_INVALID_ARG); /* no start yet */
+    CHECK_EQ_INT(amk_cuda_run_chain(cu, 0, INT32_MAX - 1, toks, 0.0, &d), AMK_ERR_INVALID_ARG);
+    for (i = 0; i < 2; i++) { /* twice: the second starts on the join count the first left */
+        memset(toks, 0xFF, sizeof toks);
+        CHECK_EQ_INT(amk_cuda_run_chain(cu, 0, 5, toks, 10000.0 * g_slow, &d), AMK_OK);
+        CHECK_MSG(toks[0] == 5 && toks[1] == 6 && toks[2] == 7, "round %d: tokens %d %d %d: %s", i, toks[0], toks[1], toks[2],
+                  d.message);
+        CHECK_EQ_INT(amk_cuda_download(cu, emb, e, sizeof e, &d), AMK_OK);
+        CHECK_MSG(e[0] == 24.0f && e[3] == 27.0f, "embedding row of the last token (6): %g .. %g", e[0], e[3]);
+        CHECK_EQ_INT(amk_cuda_download(cu, pos, &v, 4, &d), AMK_OK);
+        CHECK_EQ_INT(v, 7);
+        CHECK_EQ_INT(amk_cuda_download(cu, tok, &v, 4, &d), AMK_OK);
+        CHECK_EQ_INT(v, 6);
+    }
+    CHECK_EQ_INT(amk_cuda_time_runs(cu, 1, 3, &med, NULL, &d), AMK_OK); /* each launch from (0, 5) */
+    CHECK(med > 0.0);
+    CHECK_EQ_INT(amk_cuda_download(cu, pos, &v, 4, &d), AMK_OK);
+    CHECK_EQ_INT(v, 7);
+    ch.n_steps = 6; /* tokens 5, 6, 7, 8: step 4 embeds 8, past the table */
+    CHECK_EQ_INT(amk_cuda_set_chain(cu, &ch, &d), AMK_OK);
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_cuda_run_chain(cu, 0, 5, toks, 10000.0 * g_slow, &d), AMK_ERR_RUNTIME);
+    CHECK_MSG(strstr(d.message, "token id out of range: 8") != NULL, "message: %s", d.message);
+    ch.n_steps = 3;
+    CHECK_EQ_INT(amk_cuda_set_chain(cu, &ch, &d), AMK_OK);
+    CHECK_EQ_INT(amk_cuda_run_chain(cu, 0, 1, toks, 10000.0 * g_slow, &d), AMK_OK); /* the context still works */
+    CHECK_MSG(toks[0] == 1 && toks[1] == 2 && toks[2] == 3, "after the error: tokens %d %d %d", toks[0], toks[1], toks[2]);
+    CHECK_EQ_INT(amk_cuda_run(cu, 10000.0 * g_slow, &d), AMK_OK); /* a plain launch: one step */
+    CHECK_EQ_INT(amk_cuda_download(cu, next, &v, 4, &d), AMK_OK);
+    CHECK_EQ_INT(v, 3); /* the position the chain left */
+    /* refused: a wrong kind, dtype or size, a buffer twice, no writer of next, steps out of range */
+    ch.token_buf = emb;
+    CHECK_EQ_INT(amk_cuda_set_chain(cu, &ch, &d), AMK_ERR_INVALID_ARG);
+    ch.token_buf = tok; ch.next_buf = tab;
+    CHECK_EQ_INT(amk_cuda_set_chain(cu, &ch, &d), AMK_ERR_INVALID_ARG);
+    ch.next_buf = pos;
+    CHECK_EQ_INT(amk_cuda_set_chain(cu, &ch, &d), AMK_ERR_INVALID_ARG);
+    ch.next_buf = 99;
+    CHECK_EQ_INT(amk_cuda_set_chain(cu, &ch, &d), AMK_ERR_INVALID_ARG);
+    ch.next_buf = next; ch.n_steps = 0;
+    CHECK_EQ_INT(amk_cuda_set_chain(cu, &ch, &d), AMK_ERR_INVALID_ARG);
+    ch.n_steps = AMK_CUDA_MAX_CHAIN + 1;
+    CHECK_EQ_INT(amk_cuda_set_chain(cu, &ch, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_cuda_set_chain(cu, NULL, &d), AMK_OK); /* off */
+    CHECK_EQ_INT(amk_cuda_run_chain(cu, 0, 1, toks, 0.0, &d), AMK_ERR_INVALID_ARG);
+    amk_cuda_free(cu);
+    amk_program_free(p);
+}
+
+/* amk_llm_generate on SmolLM2's shape with random bf16 weights (the small-model forms, two SM
+   sets, KV rows written by the Q/K/V tiles): 24 greedy tokens as chains of 16 and 8 equal 24
+   single steps from the same start. */
+static void test_chain_llm(void) {
+    amk_llama_config cfg;
+    amk_llm_opts o;
+    amk_llm *m = NULL;
+    amk_diag d;
+    int a[24], b[24], i, same = 0;
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_llama_config_preset("smollm2-135m", &cfg), AMK_OK);
+    amk_llm_opts_default(&o);
+    o.backend = AMK_BACKEND_CUDA;
+    o.device_image = g_image;
+    o.device_image_size = g_image_size;
+    o.build.weight_dtype = AMK_DTYPE_BF16;
+    o.build.act_dtype = AMK_DTYPE_BF16;
+    o.build.max_seq = 64;
+    o.timeout_ms = 10000.0 * g_slow;
+    CHECK_EQ_INT(amk_llm_open_random(&cfg, &o, &m, &d), AMK_OK);
+    if (!m) { fprintf(stderr, "open: %s\n", d.message); return; }
+    for (i = 0; i < 24; i++) CHECK_EQ_INT(amk_llm_step(m, i ? a[i - 1] : 7, 3 + i, NULL, &a[i], &d), AMK_OK);
+    CHECK_EQ_INT(amk_llm_reset(m, &d), AMK_OK);
+    CHECK_EQ_INT(amk_llm_generate(m, 7, 3, 16, b, &d), AMK_OK);
+    CHECK_EQ_INT(amk_llm_generate(m, b[15], 19, 8, b + 16, &d), AMK_OK);
+    for (i = 0; i < 24; i++) same += a[i] == b[i];
+    CHECK_MSG(same == 24, "%d of 24 tokens equal (first: step %d %d, chained %d): %s", same, 0, a[0], b[0], d.message);
+    CHECK_EQ_INT(amk_llm_generate(m, 7, 60, 5, b, &d), AMK_ERR_RUNTIME); /* past the cache: refused */
+    amk_llm_close(m);
+}
+
 /* The PTX image goes through the driver's JIT; a broken one reports ptxas's log. */
 static void test_images(void) {
     static const char bad_ptx[] = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry amk_vm_main() { bogus.instruction; }\n";
@@ -2117,6 +2231,8 @@ int main(int argc, char **argv) {
     TRY(test_update_params_checks);
     TRY(test_upload_checks);
     TRY(test_run_io);
+    TRY(test_chain);
+    TRY(test_chain_llm);
     TRY(test_images);
     TRY(test_fill_random);
     TRY(test_fill_value);
