@@ -148,9 +148,14 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
     __shared__ uint64_t t_wait[2]; /* why shared: in a register it lived across every op (128-register cap) */
 #if AMK_VM_CHAIN
     /* the walk (why shared: the same): the queue entry and epoch of the last context fetched, the
-       queue's end, and the walk position where the next step starts */
+       queue's end, the walk position where the next step starts, and each slot's epoch (thread 0
+       copies it into the slot's context when the entry starts. why not at the fetch: racecheck
+       flagged that write against the block's reads of go and error of the slot's previous entry,
+       which follow its last barrier; bench/RESULTS.md run 273) */
     __shared__ int fetch_e, fetch_end, step_end;
-    __shared__ uint32_t fetch_epoch;
+    __shared__ uint32_t fetch_epoch, slot_epoch[2];
+    __shared__ int step_go; /* the wait between steps: 1 met, 0 aborted. why not c->go: the block may
+                               still be reading c->go after the op's last barrier */
 #endif
     extern __shared__ __align__(16) unsigned char amk_vm_smem[];
     const amk_vm_ctx_t *ctxs = (const amk_vm_ctx_t *)prog.contexts; /* [n_instructions], queue order */
@@ -167,7 +172,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
         fetch_e = q_begin;
         fetch_end = q_end;
         step_end = q_end;
-        fetch_epoch = prog.epoch;
+        fetch_epoch = slot_epoch[0] = slot_epoch[1] = prog.epoch;
     }
     if (chain.n_steps > 1) q_end = q_begin + (q_end - q_begin) * chain.n_steps; /* the host keeps it in range */
 #endif
@@ -202,7 +207,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
                 fetch_epoch++;
             }
             fetch_e = e;
-            ctx[(q + 1) & 1].epoch = fetch_epoch;
+            slot_epoch[(q + 1) & 1] = fetch_epoch;
             amk_vm_fetch_ctx_at(ctx, ctx_bar, ctxs, q + 1, e);
         }
 #else
@@ -213,6 +218,9 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
         if (tid == 0) {
             if (timing) t_wait[q & 1] = amk_ptx_globaltimer();
             c->go = 0;
+#if AMK_VM_CHAIN
+            c->epoch = slot_epoch[q & 1];
+#endif
         } else if (tid == AMK_AUX_TID_OF(last + 1)) {
             amk_vm_prefetch(c->ins.prefetch_addr, c->ins.prefetch_bytes, c->ins.prefetch_keep);
         }
@@ -248,9 +256,9 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
                     amk_vm_chain_feed(status, prog.num_sms, (uint32_t)chain.blocks * target, next - 1u, chain.next, chain.token,
                                       chain.pos, chain.tokens);
             }
-            if (tid == 0) c->go = amk_vm_wait_word(status + AMK_VM_STATUS_CHAIN_GO(prog.num_sms), target, status);
-            __syncthreads(); /* every thread read step_end and fetch_epoch; c->go is final */
-            if (!c->go) {
+            if (tid == 0) step_go = amk_vm_wait_word(status + AMK_VM_STATUS_CHAIN_GO(prog.num_sms), target, status);
+            __syncthreads(); /* every thread read step_end and fetch_epoch; step_go is final */
+            if (!step_go) {
                 amk_vm_wait_ctx(ctx_bar, q + 1, q_begin);
                 break;
             }

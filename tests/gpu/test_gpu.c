@@ -1567,7 +1567,7 @@ static void test_chain(void) {
 /* amk_llm_generate on SmolLM2's shape with random bf16 weights (the small-model forms, two SM
    sets, KV rows written by the Q/K/V tiles): 24 greedy tokens as chains of 16 and 8 equal 24
    single steps from the same start. */
-static void test_chain_llm(void) {
+static void test_llm_chain(void) {
     amk_llama_config cfg;
     amk_llm_opts o;
     amk_llm *m = NULL;
@@ -2232,7 +2232,7 @@ int main(int argc, char **argv) {
     TRY(test_upload_checks);
     TRY(test_run_io);
     TRY(test_chain);
-    TRY(test_chain_llm);
+    TRY(test_llm_chain);
     TRY(test_images);
     TRY(test_fill_random);
     TRY(test_fill_value);
