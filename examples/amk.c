@@ -794,6 +794,17 @@ static int cli_open_fit(const char *model, int fit, int chat, const char *sys, c
     return (int)need;
 }
 
+/* A generated token to stdout: its text, or its id (random weights have no tokenizer). */
+static void cli_print_token(const amk_tokenizer *tok, int id) {
+    char piece[512];
+    if (tok) {
+        const int k = amk_tokenizer_decode(tok, id, piece, sizeof piece);
+        if (k > 0) fwrite(piece, 1, (size_t)k, stdout);
+    } else {
+        printf("%d ", id);
+    }
+}
+
 /* Greedy tokens a launch on the GPU (generate --chain N): a chunk's tokens print together, and the
    steps after an end-of-sequence in it are wasted. why 1 (a launch a token) by default: a
    racecheck of the chained kernel on a bf16 SmolLM2 step has not completed clean yet
@@ -815,7 +826,6 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     const amk_tokenizer *tok;
     amk_sampler smp;
     amk_diag d;
-    char piece[512];
     memset(&a, 0, sizeof a);
     amk_diag_clear(&d);
     for (i = 1; i < argc; i++) {
@@ -898,12 +908,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
         next = temp > 0.0 ? amk_sampler_sample(&smp, logits, amk_llm_config(m)->vocab) : argmax;
         generated++;
         if (next == eos) break;
-        if (tok) {
-            int k = amk_tokenizer_decode(tok, next, piece, sizeof piece);
-            if (k > 0) fwrite(piece, 1, (size_t)k, stdout);
-        } else {
-            printf("%d ", next);
-        }
+        cli_print_token(tok, next);
         fflush(stdout);
         if (generated >= n_new) break;
         if (temp == 0.0 && chain > 1 && amk_llm_cuda(m)) break; /* greedy on the GPU: the rest chained, below */
@@ -928,12 +933,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
             pos++;
             generated++;
             if (next == eos) { stop = 1; break; }
-            if (tok) {
-                int n = amk_tokenizer_decode(tok, next, piece, sizeof piece);
-                if (n > 0) fwrite(piece, 1, (size_t)n, stdout);
-            } else {
-                printf("%d ", next);
-            }
+            cli_print_token(tok, next);
         }
         fflush(stdout);
         if (stop) break;
