@@ -12450,6 +12450,20 @@ AMK__FN amk_result amk__cuda_load_image(amk_cuda *c, const void *image, size_t s
     return AMK_OK;
 }
 
+/* The chained-steps build of the kind c loaded (c->mod_chain, c->fn_chain), when image is a set
+   that has one; none is no error (amk_cuda_set_chain then says UNSUPPORTED). */
+AMK__FN amk_result amk__cuda_load_chain(amk_cuda *c, const void *image, size_t size, amk_diag *d) {
+    const void *one;
+    size_t one_size;
+    amk_result r;
+    if (!amk_image_set_is(image, size) ||
+        amk_image_set_find(image, size, (amk_image_kind)(c->info.image_kind + AMK_IMAGE_FULL_CHAIN), &one, &one_size, NULL) != AMK_OK)
+        return AMK_OK;
+    if ((r = amk__cuda_load_module(c, one, one_size, &c->mod_chain, d)) != AMK_OK) return r;
+    AMK__CU_TRY(c, d, ModuleGetFunction(&c->fn_chain, c->mod_chain, "amk_vm_chain"), "cuModuleGetFunction(amk_vm_chain)");
+    return AMK_OK;
+}
+
 /* Everything after the driver is up: launch shape, arena, tables. */
 AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *d) {
     int optin = 0, static_smem = 0, fn_max_threads = 0, nb = 0, coop = 0, i, s;
@@ -12631,19 +12645,11 @@ AMK__FN amk_result amk__cuda_create_unchecked(const amk_program *p, const void *
     AMK__CU_GOTO(PrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain", fail);
     AMK__CU_GOTO(CtxPushCurrent(c->ctx), "cuCtxPushCurrent", fail);
     {
-        const void *set = image;
-        const size_t set_size = image_size;
-        r = amk__cuda_pick_image(p, &image, &image_size, &c->info.image_kind, d);
-        if (r == AMK_OK) r = amk__cuda_load_image(c, image, image_size, d);
-        /* the chained-steps build of the same kind, when the set has one */
-        if (r == AMK_OK && amk_image_set_is(set, set_size) &&
-            amk_image_set_find(set, set_size, (amk_image_kind)(c->info.image_kind + AMK_IMAGE_FULL_CHAIN), &image,
-                               &image_size, NULL) == AMK_OK) {
-            r = amk__cuda_load_module(c, image, image_size, &c->mod_chain, d);
-            if (r == AMK_OK)
-                AMK__CU_GOTO(ModuleGetFunction(&c->fn_chain, c->mod_chain, "amk_vm_chain"), "cuModuleGetFunction(amk_vm_chain)", loaded);
-        }
-    loaded:
+        const void *one = image;
+        size_t one_size = image_size;
+        r = amk__cuda_pick_image(p, &one, &one_size, &c->info.image_kind, d);
+        if (r == AMK_OK) r = amk__cuda_load_image(c, one, one_size, d);
+        if (r == AMK_OK) r = amk__cuda_load_chain(c, image, image_size, d);
         if (r == AMK_OK) r = amk__cuda_setup(c, p, d);
     }
     amk__cuda_leave(c);

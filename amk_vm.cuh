@@ -75,23 +75,20 @@ static __device__ __forceinline__ void amk_vm_prefetch(const uint64_t *addr, con
     }
 }
 
-/* Queue entry q's context into slot q & 1 (one bulk copy, completing on bar[q & 1]), and the wait
-   for it: the k-th copy into a slot completes the slot barrier's phase k, parity k & 1, and the
-   entries q_begin + 2k and q_begin + 2k + 1 are the k-th of their slots. With chained steps
-   (AMK_VM_CHAIN) q is a walk position (the queue's entries, n_steps times over) and e the queue
-   entry it holds. */
-static __device__ __forceinline__ void amk_vm_fetch_ctx(amk_op_ctx *ctx, uint64_t *bar, const amk_vm_ctx_t *ctxs, int q) {
-    amk_ptx_bulk_copy(&ctx[q & 1], &ctxs[q], sizeof(amk_vm_ctx_t), &bar[q & 1]);
+/* The context of walk position q, queue entry e, into slot q & 1 (one bulk copy, completing on
+   bar[q & 1]), and the wait for it: the k-th copy into a slot completes the slot barrier's phase
+   k, parity k & 1, and the positions q_begin + 2k and q_begin + 2k + 1 are the k-th of their
+   slots. One step a launch: e = q. Chained steps (AMK_VM_CHAIN): the walk passes the queue
+   n_steps times, so e runs from q_begin again at each step. */
+static __device__ __forceinline__ void amk_vm_fetch_ctx(amk_op_ctx *ctx, uint64_t *bar, const amk_vm_ctx_t *ctxs, int q,
+                                                        int e) {
+    amk_ptx_bulk_copy(&ctx[q & 1], &ctxs[e], sizeof(amk_vm_ctx_t), &bar[q & 1]);
 }
 #if AMK_VM_CHAIN
 /* Thread 0 (or the feeder): waits until the status word *word reaches target; 0 if aborted. */
 static __device__ __forceinline__ int amk_vm_wait_word(const uint32_t *word, uint32_t target, const uint32_t *status) {
     const int32_t id = 0;
     return amk_vm_wait(1, &id, &target, word, status, 1u);
-}
-static __device__ __forceinline__ void amk_vm_fetch_ctx_at(amk_op_ctx *ctx, uint64_t *bar, const amk_vm_ctx_t *ctxs, int q,
-                                                           int e) {
-    amk_ptx_bulk_copy(&ctx[q & 1], &ctxs[e], sizeof(amk_vm_ctx_t), &bar[q & 1]);
 }
 
 /* Between chained steps s and s + 1, in the feeder block's last thread (amk_vm_chain_t):
@@ -128,10 +125,9 @@ static __device__ __forceinline__ void amk_vm_wait_ctx(uint64_t *bar, int q, int
    Built with AMK_VM_CHAIN 1 the kernel is amk_vm_chain instead: it runs chain.n_steps steps
    (amk_vm_chain_t, amk_ir.h), walking the queue n_steps times (the walk state in shared memory, below). why a build of
    its own (gpu.mk: two more images): with the chained walk in amk_vm_main SmolLM2's single step
-   ran 8% slower, and with both kernels in one image amk_vm_main's code changed too (871 KB of
-   code against 953: the inliner weighs the two callers); the VM is one function at the register
-   cap, and any change to its loop re-rolls the ops' inlined code (bench/RESULTS.md run 271). Built
-   with AMK_VM_CHAIN 0, amk_vm_main is the code it was. */
+   ran 8% slower (the VM is one function at the register cap, and any change to its loop re-rolls
+   the ops' inlined code; bench/RESULTS.md run 271). Built with AMK_VM_CHAIN 0, amk_vm_main is the
+   code it was (scripts/cubin_same.py: "same" against the image before the chain). */
 #ifndef AMK_VM_CHAIN
 #define AMK_VM_CHAIN 0
 #endif
@@ -191,7 +187,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             op_bar_uses[q] = 0;
             amk_ptx_mbar_init(&op_bar[q], 1);
         }
-        if (q_begin < q_end) amk_vm_fetch_ctx(ctx, ctx_bar, ctxs, q_begin);
+        if (q_begin < q_end) amk_vm_fetch_ctx(ctx, ctx_bar, ctxs, q_begin, q_begin);
         /* the previous launch's count (the host reads it after this launch; no one reads it during) */
         ((volatile uint32_t *)status)[AMK_VM_STATUS_PROGRESS + block] = 0u;
     }
@@ -208,11 +204,11 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             }
             fetch_e = e;
             slot_epoch[(q + 1) & 1] = fetch_epoch;
-            amk_vm_fetch_ctx_at(ctx, ctx_bar, ctxs, q + 1, e);
+            amk_vm_fetch_ctx(ctx, ctx_bar, ctxs, q + 1, e);
         }
 #else
         if (tid == last && q + 1 < q_end) /* slot (q + 1) & 1 held entry q - 1, whose readers are done */
-            amk_vm_fetch_ctx(ctx, ctx_bar, ctxs, q + 1);
+            amk_vm_fetch_ctx(ctx, ctx_bar, ctxs, q + 1, q + 1);
 #endif
         amk_vm_wait_ctx(ctx_bar, q, q_begin);
         if (tid == 0) {

@@ -794,6 +794,19 @@ static int cli_open_fit(const char *model, int fit, int chat, const char *sys, c
     return (int)need;
 }
 
+/* --chain N (generate, bench): steps a launch in [1, AMK_CUDA_MAX_CHAIN]. 0 after a usage error. */
+static int cli_parse_chain(const cli_cmd *cmd, const char *s, int *chain) {
+    uint64_t v;
+    char what[64];
+    if (cli_parse_u64(s, &v) && v >= 1 && v <= AMK_CUDA_MAX_CHAIN) {
+        *chain = (int)v;
+        return 1;
+    }
+    snprintf(what, sizeof what, "%.20s' (1..%d)", s, AMK_CUDA_MAX_CHAIN);
+    cli_usage_error(cmd, "bad --chain '%s", what);
+    return 0;
+}
+
 /* A generated token to stdout: its text, or its id (random weights have no tokenizer). */
 static void cli_print_token(const amk_tokenizer *tok, int id) {
     char piece[512];
@@ -848,7 +861,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     if ((rc = cli_llm_opts(cmd, &a, &o)) != CLI_OK) return rc;
     if (n_s) { if (!cli_parse_u64(n_s, &v) || v > (1u << 24)) return cli_usage_error(cmd, "bad -n '%s'", n_s); n_new = (int)v; }
     if (topk_s) { if (!cli_parse_u64(topk_s, &v) || v > (1u << 30)) return cli_usage_error(cmd, "bad --top-k '%s'", topk_s); top_k = (int)v; }
-    if (chain_s) { if (!cli_parse_u64(chain_s, &v) || v < 1 || v > AMK_CUDA_MAX_CHAIN) return cli_usage_error(cmd, "bad --chain '%s' (1..4096)", chain_s); chain = (int)v; }
+    if (chain_s && !cli_parse_chain(cmd, chain_s, &chain)) return CLI_BAD_INPUT;
     if (seed_s && !cli_parse_u64(seed_s, &seed)) return cli_usage_error(cmd, "bad --seed '%s'", seed_s);
     if (temp_s) { char *e; temp = strtod(temp_s, &e); if (*e || !(temp >= 0.0 && temp <= 100.0)) return cli_usage_error(cmd, "bad --temp '%s'", temp_s); }
     if (topp_s) { char *e; top_p = strtod(topp_s, &e); if (*e || !(top_p > 0.0 && top_p <= 1.0)) return cli_usage_error(cmd, "bad --top-p '%s' (0 < p <= 1)", topp_s); }
@@ -1008,7 +1021,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
     }
     if (pos_s) { if (!cli_parse_u64(pos_s, &v) || v > (1u << 20)) return cli_usage_error(cmd, "bad --pos '%s'", pos_s); pos_opt = (int)v; }
     if (iters_s) { if (!cli_parse_u64(iters_s, &v) || v < 1 || v > 100000) return cli_usage_error(cmd, "bad --iters '%s'", iters_s); iters = (int)v; }
-    if (chain_s) { if (!cli_parse_u64(chain_s, &v) || v < 1 || v > AMK_CUDA_MAX_CHAIN) return cli_usage_error(cmd, "bad --chain '%s' (1..4096)", chain_s); chain = (int)v; }
+    if (chain_s && !cli_parse_chain(cmd, chain_s, &chain)) return CLI_BAD_INPUT;
     if (splits_s && (rc = cli_parse_splits(cmd, splits_s, &splits)) != CLI_OK) return rc;
     snprintf(shapes, sizeof shapes, "%s", shapes_s ? shapes_s : "llama3-8b,llama3.2-1b,smollm2-135m");
     snprintf(ctxs, sizeof ctxs, "%s", ctx_s ? ctx_s : "128,4096");

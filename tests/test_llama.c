@@ -396,6 +396,9 @@ static void golden_run(amk_backend backend) {
         }
         if (backend == AMK_BACKEND_CUDA && n_cases == 0) { /* the same greedy tokens chained (amk_llm_generate) */
             int toks[64], n = n_steps < 64 ? n_steps : 64, same = 0;
+            amk_cuda_info info;
+            amk_cuda_get_info(amk_llm_cuda(m), &info);
+            CHECK_MSG(info.can_chain, "%s", "no chained-steps kernel: amk_llm_generate would run a step a launch");
             CHECK_EQ_INT(amk_llm_reset(m, &d), AMK_OK);
             for (i = 0, pos = 0; i + 1 < rc.n_prompt; i++)
                 CHECK_EQ_INT(amk_llm_step(m, rc.prompt[i], pos++, NULL, NULL, &d), AMK_OK);
