@@ -47,11 +47,18 @@ $(BUILD)/device/amk_vm_general_chain.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/devi
 	  amk_vm.cuh 2> $(BUILD)/device/ptxas_general_chain.log || { cat $(BUILD)/device/ptxas_general_chain.log; rm -f $@; exit 1; }
 	@grep -A3 "entry function 'amk_vm_chain'" $(BUILD)/device/ptxas_general_chain.log | tail -n 2
 
-DEVICE_CUBINS := $(BUILD)/device/amk_vm.cubin $(BUILD)/device/amk_vm_general.cubin $(BUILD)/device/amk_vm_chain.cubin \
-                 $(BUILD)/device/amk_vm_general_chain.cubin
+# CHAIN_IMAGES=0 (make): the set without the two chain builds (amk_cuda_info.can_chain is then 0 and
+# chained generation runs a step a launch). why: scripts/gpu_ab.sh times single steps of several
+# trees, and the chain builds were half of each tree's ptxas time
+CHAIN_IMAGES ?= 1
+DEVICE_CUBINS := $(BUILD)/device/amk_vm.cubin $(BUILD)/device/amk_vm_general.cubin
+DEVICE_SET_ARGS := 0 $(BUILD)/device/amk_vm.cubin 1 $(BUILD)/device/amk_vm_general.cubin
+ifneq ($(CHAIN_IMAGES),0)
+DEVICE_CUBINS += $(BUILD)/device/amk_vm_chain.cubin $(BUILD)/device/amk_vm_general_chain.cubin
+DEVICE_SET_ARGS += 2 $(BUILD)/device/amk_vm_chain.cubin 3 $(BUILD)/device/amk_vm_general_chain.cubin
+endif
 $(BUILD)/device/amk_vm.set: $(BUILD)/device/embed $(DEVICE_CUBINS)
-	$(BUILD)/device/embed --set $@ 0 $(BUILD)/device/amk_vm.cubin 1 $(BUILD)/device/amk_vm_general.cubin \
-	  2 $(BUILD)/device/amk_vm_chain.cubin 3 $(BUILD)/device/amk_vm_general_chain.cubin
+	$(BUILD)/device/embed --set $@ $(DEVICE_SET_ARGS)
 
 $(BUILD)/device/amk_vm.ptx: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 	$(NVCC) -x cu -ptx -arch=sm_90a -O3 -fmad=false -o $@ amk_vm.cuh

@@ -22,7 +22,8 @@
 #   on the GPU host: scripts/gpu_ab.sh                       # (the device tool: carry [".ab"])
 #
 # Knobs (environment): AB_DIR (.ab), VARIANTS (none), ROUNDS (3), ITERS (50), CTX (128), SHAPES (all three),
-# NEW_ARGS (more `amk bench` options for "new" only, e.g. "--chain 16"),
+# NEW_ARGS (more `amk bench` options for "new" only, e.g. "--chain 16": only "new" builds the chain
+# images, the other trees build with CHAIN_IMAGES=0),
 # GEMM_BENCH=1 (also `test_gpu --bench`'s GEMV/GEMM lines).
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -58,7 +59,7 @@ for f in "${vfiles[@]}"; do
 done
 for v in $trees; do
   [ "$v" = new ] && continue
-  (cd "/tmp/ab-$v" && make -j4 BUILD=build-ab WARN=-Wall build-ab/amk > "$OUTD/build_$v.log" 2>&1 ||
+  (cd "/tmp/ab-$v" && make -j4 BUILD=build-ab WARN=-Wall CHAIN_IMAGES=0 build-ab/amk > "$OUTD/build_$v.log" 2>&1 ||
    echo "build of $v failed: $OUTD/build_$v.log") &
 done
 make -j6 BUILD=build-gpu WARN=-Wall build-gpu/amk build-gpu/gpu/test_gpu > "$OUTD/build_new.log" 2>&1 ||

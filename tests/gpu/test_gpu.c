@@ -1566,14 +1566,24 @@ static void test_chain(void) {
 
 /* amk_llm_generate on SmolLM2's shape with random bf16 weights (the small-model forms, two SM
    sets, KV rows written by the Q/K/V tiles): 24 greedy tokens as chains of 16 and 8 equal 24
-   single steps from the same start. */
+   single steps from the same start.
+   AMK_TEST_LLM_CHAIN=single:N or chain:N runs only N single steps or one chain of N steps, and
+   compares nothing. why: under compute-sanitizer a step takes about a minute, and racecheck has to
+   tell which kernel a report comes from (scripts/gpu_run.sh phase b). */
 static void test_llm_chain(void) {
     amk_llama_config cfg;
     amk_llm_opts o;
     amk_llm *m = NULL;
     amk_diag d;
-    int a[24], b[24], i, same = 0;
+    int a[24], b[24], i, same = 0, part_n = 0;
+    const char *part = getenv("AMK_TEST_LLM_CHAIN");
     amk_diag_clear(&d);
+    if (part) {
+        part_n = atoi(strchr(part, ':') ? strchr(part, ':') + 1 : "");
+        CHECK_MSG((strncmp(part, "single:", 7) == 0 || strncmp(part, "chain:", 6) == 0) && part_n >= 1 && part_n <= 24,
+                  "AMK_TEST_LLM_CHAIN='%s': single:N or chain:N, N in 1..24", part);
+        if (part_n < 1 || part_n > 24) return;
+    }
     CHECK_EQ_INT(amk_llama_config_preset("smollm2-135m", &cfg), AMK_OK);
     amk_llm_opts_default(&o);
     o.backend = AMK_BACKEND_CUDA;
@@ -1590,6 +1600,14 @@ static void test_llm_chain(void) {
         amk_cuda_get_info(amk_llm_cuda(m), &info);
         CHECK_MSG(info.can_chain, "the image set has no chained-steps kernel for the %s build",
                   info.image_kind == AMK_IMAGE_GENERAL ? "general" : "full");
+    }
+    if (part) {
+        if (part[0] == 's')
+            for (i = 0; i < part_n; i++) CHECK_EQ_INT(amk_llm_step(m, i ? a[i - 1] : 7, 3 + i, NULL, &a[i], &d), AMK_OK);
+        else
+            CHECK_EQ_INT(amk_llm_generate(m, 7, 3, part_n, b, &d), AMK_OK);
+        amk_llm_close(m);
+        return;
     }
     for (i = 0; i < 24; i++) CHECK_EQ_INT(amk_llm_step(m, i ? a[i - 1] : 7, 3 + i, NULL, &a[i], &d), AMK_OK);
     CHECK_EQ_INT(amk_llm_reset(m, &d), AMK_OK);
