@@ -2184,6 +2184,16 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
 /* Named barriers: AMK_LEAN_BAR the RoPE warp's cos and sin, AMK_LEAN_BAR + 1 x staged by the row
    warps. why 5: 1-4 are the tensor-core GEMM's (amk_ptx_bar_warpgroup) */
 #define AMK_LEAN_BAR 5
+/* AMK_NAMED_BARRIERS 0 (-D; for compute-sanitizer racecheck only, never shipped): the lean tile's
+   two named barriers become one block barrier that every warp meets after the trig and x's
+   staging. why: racecheck (2025.3) reports hazards on correct code once a subset of a block's
+   warps has met at a named barrier twice in a launch: a write before a later __syncthreads()
+   and a read after it, by a warp that was not in the subset (bench/race_probe.cu, modes 3-5;
+   bench/RESULTS.md run 278). A launch runs many lean tiles on each SM, so with the named
+   barriers racecheck cannot check the rest of a step; scripts/gpu_run.sh builds this form for it. */
+#ifndef AMK_NAMED_BARRIERS
+#define AMK_NAMED_BARRIERS 1
+#endif
 /* Named barrier b for n threads (a multiple of 32, whole warps): arrive without waiting, or wait
    for all n; the writes to shared memory before the arrival are visible after the sync. */
 static __device__ __forceinline__ void amk_ptx_bar_arrive(int b, int n) {
@@ -2279,7 +2289,9 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
             ys[2 * i] = (float)cd;
             ys[2 * i + 1] = (float)sd;
         }
+#if AMK_NAMED_BARRIERS
         amk_ptx_bar_arrive(AMK_LEAN_BAR, (nrw + 1) * 32);
+#endif
     }
     if (warp < nrw) { /* x into shared memory by the row warps together, each piece once (why not a copy
                          a warp, or x in registers: every SM reads the same lines of x, just summed
@@ -2287,8 +2299,13 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
                          registers took the VM past its 128) */
         if (k0 < K) *(float4 *)(xs + k0) = x0;
         for (int k = k0 + 4 * 32 * nrw; k < K; k += 4 * 32 * nrw) *(float4 *)(xs + k) = *(const float4 *)((const float *)x->ptr + k);
+#if AMK_NAMED_BARRIERS
         amk_ptx_bar_sync(AMK_LEAN_BAR + 1, nrw * 32);
+#endif
     }
+#if !AMK_NAMED_BARRIERS
+    __syncthreads(); /* x staged, the cos and sin written (bad is the same on every thread) */
+#endif
     if (bad) {
         if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
         amk_rows_release(c, par);
@@ -2323,7 +2340,9 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
             if (lane == 0) ys[n0 - n_begin] = y0 / (1.0f + expf(-y0)) * y1;
         } else {
             if (rope) {
+#if AMK_NAMED_BARRIERS
                 amk_ptx_bar_sync(AMK_LEAN_BAR, (nrw + 1) * 32); /* the trig warp's cos and sin */
+#endif
                 const float cs = ys[2 * warp], sn = ys[2 * warp + 1];
                 const float r0 = y0 * cs - y1 * sn, r1 = y1 * cs + y0 * sn;
                 y0 = r0;

@@ -244,7 +244,12 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
         }
 #if AMK_VM_CHAIN
         if (q + 1 == step_end && q + 1 < q_end) { /* a chained step ends (uniform: step_end is shared) */
-            const uint32_t next = fetch_epoch - prog.epoch; /* s + 1: the fetch above entered step s + 1 */
+            /* s + 1, from the walk position. why not fetch_epoch - prog.epoch: racecheck reported
+               every block's read of fetch_epoch here against the last thread's increment at the
+               top of the loop (bench/RESULTS.md run 279), although the op's and the VM's barriers
+               lie between them in program order; with this, fetch_epoch and fetch_e are the last
+               thread's alone, and fetch_end is written once before the walk */
+            const uint32_t next = (uint32_t)((q + 1 - q_begin) / (fetch_end - q_begin));
             const uint32_t target = chain.base + next;
             if (tid == last) {
                 amk_ptx_red_release_gpu_add(status + AMK_VM_STATUS_CHAIN_ARRIVE(prog.num_sms), 1u);
@@ -253,7 +258,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
                                       chain.pos, chain.tokens);
             }
             if (tid == 0) step_go = amk_vm_wait_word(status + AMK_VM_STATUS_CHAIN_GO(prog.num_sms), target, status);
-            __syncthreads(); /* every thread read step_end and fetch_epoch; step_go is final */
+            __syncthreads(); /* every thread read step_end; step_go is final */
             if (!step_go) {
                 amk_vm_wait_ctx(ctx_bar, q + 1, q_begin);
                 break;

@@ -819,10 +819,10 @@ static void cli_print_token(const amk_tokenizer *tok, int id) {
 }
 
 /* Greedy tokens a launch on the GPU (generate --chain N): a chunk's tokens print together, and the
-   steps after an end-of-sequence in it are wasted. why 1 (a launch a token) by default: a
-   racecheck of the chained kernel on a bf16 SmolLM2 step has not completed clean yet
-   (bench/RESULTS.md run 274); --chain 16 gave +4% decode tok/s on SmolLM2 (run 273). */
-#define CLI_CHAIN_DEFAULT 1
+   steps after an end-of-sequence in it are wasted. why 16: +4% decode tok/s on SmolLM2 against a
+   launch a token (bench/RESULTS.md run 273), and a chunk's tokens still appear within ~10 ms on
+   the 8B; racecheck and memcheck of chained bf16 steps are clean (run 280). */
+#define CLI_CHAIN_DEFAULT 16
 
 static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     cli_llm_args a;
@@ -1195,7 +1195,7 @@ static const cli_cmd cli_cmds[] = {
      "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops and\n"
      "--mlp-steps and --attn-steps as for build.\n"
      "--chain N: greedy decoding on the GPU runs N steps a launch, the device feeding each token\n"
-     "to the next step (default 1: a launch a token). The prompt runs a launch a token.\n"
+     "to the next step (default 16; 1: a launch a token). The prompt runs a launch a token.\n"
      "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",
      cmd_generate},
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",

@@ -3,7 +3,8 @@
 # halves, since one call carries at most 64 MiB; the machine keeps /tmp between warm calls).
 #   phase a: stash the first half; build; GPU op tests; amk bench; HF transformers baseline
 #   phase b: join the model; golden greedy check on CUDA vs HF and the reference VM; generate;
-#            compute-sanitizer on a full SmolLM2 decode step, the GEMM tile and decode attention tests
+#            compute-sanitizer on a full SmolLM2 decode step, the GEMM tile and decode attention tests,
+#            and SmolLM2's bf16 steps (single and chained) under racecheck
 # The halves (after scripts/fetch_model.sh; .model_parts/ listed in .git/info/exclude so that only
 # the carried half travels):
 #   mkdir -p .model_parts/a .model_parts/b && split -n 2 -d -a 2 models/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/part
@@ -64,10 +65,17 @@ b)
   # both tools (the model's step above runs ATTENTION_O only at contexts of one KV split)
   run memcheck_lean timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_fused test_lean_errors test_attention_o
   run racecheck_lean timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_fused test_lean_errors test_attention_o
+  # SmolLM2's shape in bf16 (the lean forms, single and chained steps) under racecheck, on a build
+  # whose lean tiles meet at block barriers: racecheck reports correct code after named barriers
+  # that a subset of the warps meets repeatedly (bench/race_probe.cu, bench/RESULTS.md run 278)
+  run build_san make -j16 BUILD=build-san WARN=-Wall NVCC_FLAGS="-O3 -fmad=false -lineinfo -DAMK_NAMED_BARRIERS=0 -Xptxas -v" build-san/gpu/test_gpu
+  run racecheck_step env AMK_TEST_SLOW=45 AMK_TEST_LLM_CHAIN=single:2 timeout 200 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 build-san/gpu/test_gpu test_llm_chain
+  run racecheck_chain env AMK_TEST_SLOW=45 AMK_TEST_LLM_CHAIN=chain:3 timeout 200 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 build-san/gpu/test_gpu test_llm_chain
   for f in generate generate_chat generate_cpu; do echo "--- $f"; tail -n 4 "$OUTD/$f.log"; done
   grep golden "$OUTD/golden.log"
   tail -n 6 "$OUTD/memcheck.log" "$OUTD/racecheck.log" "$OUTD/memcheck_gemm.log" "$OUTD/racecheck_gemm.log" \
-    "$OUTD/memcheck_attn.log" "$OUTD/racecheck_attn.log" "$OUTD/memcheck_lean.log" "$OUTD/racecheck_lean.log"
+    "$OUTD/memcheck_attn.log" "$OUTD/racecheck_attn.log" "$OUTD/memcheck_lean.log" "$OUTD/racecheck_lean.log" \
+    "$OUTD/racecheck_step.log" "$OUTD/racecheck_chain.log"
   gzip -f "$OUTD/smollm2_trace.json" 2>/dev/null
   ;;
 esac
