@@ -830,7 +830,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     const char *prompt = NULL, *n_s = NULL, *temp_s = NULL, *topk_s = NULL, *topp_s = NULL, *seed_s = NULL, *sys_s = NULL;
     const char *trace = NULL, *chain_s = NULL;
     int chat = 0, quiet = 0, i, rc, n_new = 64, n_prompt = -1, *ids = NULL, pos, next = -1, eos, generated = 0;
-    int chain = CLI_CHAIN_DEFAULT, *chunk = NULL;
+    int chain = CLI_CHAIN_DEFAULT, chained, *chunk = NULL;
     uint64_t v, seed = 0;
     double temp = 0.0, top_p = 1.0, t0, t1, t2;
     int top_k = 0;
@@ -903,6 +903,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
         goto done;
     }
     amk_sampler_init(&smp, (float)temp, top_k, (float)top_p, seed);
+    chained = temp == 0.0 && chain > 1 && amk_llm_cuda(m) != NULL; /* greedy on the GPU: the decode in chunks */
     if (!quiet) fprintf(stderr, "%s: %s, %d layers, backend %s, context %d\n", a.model ? a.model : a.random,
                         amk_llm_config(m)->name, amk_llm_config(m)->n_layers, amk_llm_backend_name(m), amk_llm_max_seq(m));
     if (tok && !chat) fputs(prompt, stdout);
@@ -925,32 +926,32 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
         cli_print_token(tok, next);
         fflush(stdout);
         if (generated >= n_new) break;
-        if (temp == 0.0 && chain > 1 && amk_llm_cuda(m)) break; /* greedy on the GPU: the rest chained, below */
+        if (chained) break; /* the rest in chunks, below */
     }
     /* why chained: a launch of several steps has no launch and no host round trip between tokens
        (amk_llm_generate); the tokens after an end-of-sequence in a chunk are dropped */
-    if (rc == CLI_OK && temp == 0.0 && chain > 1 && amk_llm_cuda(m) && generated >= 1 && next != eos && generated < n_new &&
+    if (rc == CLI_OK && chained && generated >= 1 && next != eos && generated < n_new &&
         !(chunk = (int *)malloc((size_t)chain * sizeof(int)))) {
         fprintf(stderr, "\namk: out of memory\n");
         rc = CLI_FAIL;
     }
     while (chunk && generated < n_new) {
         const int k = n_new - generated < chain ? n_new - generated : chain;
-        int j, stop = 0;
+        int j;
         if (amk_llm_generate(m, next, pos + 1, k, chunk, &d) != AMK_OK) {
             fprintf(stderr, "\namk: steps %d..%d: %s\n", pos + 1, pos + k, d.message);
             rc = CLI_FAIL;
             break;
         }
-        for (j = 0; j < k && !stop; j++) {
+        for (j = 0; j < k; j++) {
             next = chunk[j];
             pos++;
             generated++;
-            if (next == eos) { stop = 1; break; }
+            if (next == eos) break;
             cli_print_token(tok, next);
         }
         fflush(stdout);
-        if (stop) break;
+        if (next == eos) break;
     }
     free(chunk);
     if (trace && amk_llm_cuda(m)) { /* the timeline of one more step at the last position */
@@ -1001,6 +1002,13 @@ static void cli_print_op_times(amk_cuda *c, const amk_program *p, double step_us
     printf("\n    until the waits were met (setup, counters): %.0f us (%.1f%%), idle/overhead: %.1f%%\n",
            wait_total, 100.0 * wait_total / (step_us * grid), 100.0 * (1.0 - (busy + wait_total) / (step_us * grid)));
     free(rec);
+}
+
+/* One row of amk bench's table: a step of us microseconds reading wgb GB of weights. */
+static void cli_bench_row(const char *shape, const char *ctxcell, const char *how, double us, double wgb, double read_gbs,
+                          int n_tasks) {
+    printf("| %s | %s%s | %.3f | %.2f | %.0f | %.1f%% | %d |\n", shape, ctxcell, how, us / 1000.0, wgb, wgb / (us * 1e-6),
+           100.0 * wgb / (us * 1e-6) / read_gbs, n_tasks);
 }
 
 static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
@@ -1074,8 +1082,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
             wgb = (double)amk_program_weight_bytes(amk_llm_program(m)) / 1e9;
             if (pos == ctx) snprintf(ctxcell, sizeof ctxcell, "%d", ctx);
             else snprintf(ctxcell, sizeof ctxcell, "%d, pos %d", ctx, pos);
-            printf("| %s | %s | %.3f | %.2f | %.0f | %.1f%% | %d |\n", sh, ctxcell, med / 1000.0, wgb,
-                   wgb / (med * 1e-6), 100.0 * wgb / (med * 1e-6) / read_gbs, amk_llm_program(m)->n_tasks);
+            cli_bench_row(sh, ctxcell, "", med, wgb, read_gbs, amk_llm_program(m)->n_tasks);
             if (chain > 1) { /* the same step chained: positions pos - chain + 1 .. pos, a launch's time / chain */
                 amk_cuda *cu = amk_llm_cuda(m);
                 amk_cuda_chain ch;
@@ -1090,9 +1097,9 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                     fprintf(stderr, "amk bench: %s ctx %d, chain %d: %s\n", sh, ctx, chain, toks ? d.message : "out of memory");
                     rc = CLI_FAIL;
                 } else {
-                    cmed /= chain;
-                    printf("| %s | %s, %d chained | %.3f | %.2f | %.0f | %.1f%% | %d |\n", sh, ctxcell, chain, cmed / 1000.0, wgb,
-                           wgb / (cmed * 1e-6), 100.0 * wgb / (cmed * 1e-6) / read_gbs, amk_llm_program(m)->n_tasks);
+                    char how[32];
+                    snprintf(how, sizeof how, ", %d chained", chain);
+                    cli_bench_row(sh, ctxcell, how, cmed / chain, wgb, read_gbs, amk_llm_program(m)->n_tasks);
                 }
                 amk_cuda_set_chain(cu, NULL, NULL);
                 free(toks);

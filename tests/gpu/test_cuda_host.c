@@ -399,6 +399,23 @@ static void test_context_entry(void) {
     CHECK(ctxs[1].in[0].ptr == 0x3000u && ctxs[1].out[0].ptr == 0x1000u && ctxs[1].in[1].ptr == 0);
 }
 
+/* The lowered decode step of a preset shape with bf16 weights (and bf16 activations when
+   act_bf16) at context 128; NULL (a failed check) if it does not build. */
+static amk_program *lowered_step(const char *shape, int act_bf16) {
+    amk_llama_config cfg;
+    amk_llama_build_opts o;
+    amk_program *p = NULL;
+    amk_diag d;
+    amk_diag_clear(&d);
+    CHECK(amk_llama_config_preset(shape, &cfg) == AMK_OK);
+    amk_llama_build_opts_default(&o);
+    o.weight_dtype = AMK_DTYPE_BF16;
+    if (act_bf16) o.act_dtype = AMK_DTYPE_BF16;
+    o.max_seq = 129;
+    CHECK_MSG(amk_llama_build_lowered(&cfg, &o, &p, &d) == AMK_OK, "%s: %s", shape, d.message);
+    return p;
+}
+
 /* The prefetch ahead (amk__cuda_plan_ahead) on a decode step as `amk bench` lowers it (bf16,
    context 128, 132 SMs; SmolLM2, whose tiles are too small for prefetches of their own, and
    Llama-3.2-1B, whose tiles have them), in a buffer table of made-up addresses: the targets are
@@ -408,22 +425,13 @@ static void test_context_entry(void) {
    `from`: bench/ab and bench/NOTES.md quote where the pieces come from), and applied with prefetch_keep; budget 0
    plans nothing; a task without a free range drops its pieces. */
 static void plan_ahead_on(const char *shape, const char *from, int carriers) {
-    amk_llama_config cfg;
-    amk_llama_build_opts o;
-    amk_program *p = NULL;
-    amk_diag d;
+    amk_program *p = lowered_step(shape, 1);
     amk_buffer_t *bt;
     amk_instruction_t *ins, full;
     amk__cuda_ahead *plan, one;
     uint64_t top = 0x100000000ULL, share, total, covered = 0;
     const uint64_t budget = 24u << 20, piece = 32768u;
     int i, f, n, n_t = 0, first = -1, lowest = -1, wid = -1, bad = 0;
-    CHECK(amk_llama_config_preset(shape, &cfg) == AMK_OK);
-    amk_llama_build_opts_default(&o);
-    o.weight_dtype = AMK_DTYPE_BF16;
-    o.act_dtype = AMK_DTYPE_BF16;
-    o.max_seq = 129;
-    CHECK(amk_llama_build_lowered(&cfg, &o, &p, &d) == AMK_OK);
     if (!p) return;
     n = p->n_tasks;
     bt = (amk_buffer_t *)calloc((size_t)p->n_buffers, sizeof *bt);
@@ -573,15 +581,8 @@ static void test_image_set(void) {
 /* Which programs the full build serves: SmolLM2's step (short rows, ATTENTION_O), not 1B's or
    8B's (K = 2048, 4096: no short rows, no ATTENTION_O); NULL none. */
 static void wants_full_on(const char *shape, int want) {
-    amk_llama_config cfg;
-    amk_llama_build_opts o;
-    amk_program *p = NULL;
-    amk_diag d;
-    CHECK(amk_llama_config_preset(shape, &cfg) == AMK_OK);
-    amk_llama_build_opts_default(&o);
-    o.weight_dtype = AMK_DTYPE_BF16;
-    o.max_seq = 129;
-    CHECK(amk_llama_build_lowered(&cfg, &o, &p, &d) == AMK_OK);
+    amk_program *p = lowered_step(shape, 0);
+    if (!p) return;
     CHECK_MSG(amk_cuda_wants_full(p) == want, "%s: wants_full %d", shape, amk_cuda_wants_full(p));
     amk_program_free(p);
 }
@@ -596,17 +597,10 @@ static void test_wants_full(void) {
    writers are the K/V tiles' row stores at the step's position); once one of those tiles loses
    KV_ROW (it would write rows 0.. of the cache), none of that layer's attention tasks does. */
 static void test_kv_hints(void) {
-    amk_llama_config cfg;
-    amk_llama_build_opts o;
-    amk_program *p = NULL;
+    amk_program *p = lowered_step("smollm2-135m", 0);
     amk_instruction_t *ins;
-    amk_diag d;
     int i, n_attn = 0, n_hint = 0, writer = -1, cache = -1, n_cache = 0, n_cache_hint = 0;
-    CHECK(amk_llama_config_preset("smollm2-135m", &cfg) == AMK_OK);
-    amk_llama_build_opts_default(&o);
-    o.weight_dtype = AMK_DTYPE_BF16;
-    o.max_seq = 129;
-    CHECK(amk_llama_build_lowered(&cfg, &o, &p, &d) == AMK_OK);
+    if (!p) return;
     ins = (amk_instruction_t *)calloc((size_t)p->n_tasks, sizeof *ins);
     CHECK(ins != NULL);
     CHECK(amk__cuda_kv_hints(p, ins) > 0);
