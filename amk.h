@@ -11713,6 +11713,15 @@ struct amk_cuda {
     amk__cuda_ahead *ahead;     /* [n_tasks] the prefetch ahead's pieces, or NULL (AMK_VM_AHEAD_BYTES 0) */
     int no_prefetch;            /* the program's config has pipelining_depth 0: no L2 prefetches */
     uint64_t off_counters, off_status, off_timing, off_contexts;
+    /* the lean attention's tensor maps (amk__cuda_kv_maps): cuTensorMapEncodeTiled (NULL: the
+       driver lacks it), per task its pair of maps or -1, per pair its rows and first task */
+    amk__CUresult (*TensorMapEncodeTiled)(void *, int, uint32_t, void *, const uint64_t *, const uint64_t *,
+                                          const uint32_t *, const uint32_t *, int, int, int, int);
+    int32_t *kv_pair;
+    int32_t *kv_pair_task;      /* the first task of each pair (its geometry) */
+    int32_t *kv_pair_rows;      /* the rows of each pair's box */
+    int n_kv_pairs;
+    uint64_t off_kv_maps;
     amk_cuda_info info;
 };
 
@@ -11759,6 +11768,8 @@ AMK__FN amk_result amk__cuda_open_driver(amk_cuda *c, amk_diag *d) {
     memcpy(&c->api.name, &f, sizeof f);
     AMK__CUDA_FNS(AMK__CU_LOAD)
 #undef AMK__CU_LOAD
+    f = dlsym(c->lib, "cuTensorMapEncodeTiled"); /* optional (CUDA 12.0+): without it no task copies by tensor maps */
+    if (f) memcpy(&c->TensorMapEncodeTiled, &f, sizeof f);
     return AMK_OK;
 #endif
 }
@@ -12233,6 +12244,93 @@ AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
     return changed;
 }
 
+/* The lean attention's cache rows by tensor copies (AMK_ATTN_KV_TMA, amk_ops.cuh). A pair is two
+   2-D tensor maps, of a K and a V cache buffer each viewed as [rows, n_kv * head_dim] bf16 with a
+   box of head_dim x kv_len elements, 128-byte swizzle; the ATTENTION_O tasks of one geometry share
+   it. amk__cuda_kv_pairs assigns the pairs (c->kv_pair[task], -1 for a task the device form does
+   not take: not bf16 caches of head_dim 64, kv_len outside 1..AMK_ATTN_SPEC_ROWS, or the same
+   buffer twice) before the arena is planned; amk__cuda_kv_maps encodes and uploads them once it
+   exists. A task uses its pair only while it carries AMK_VM_HINT_KV_EARLY (amk__cuda_context).
+   Returns 0, or -1 out of memory. */
+#define AMK__CUDA_TMAP_BYTES 128 /* CUtensorMap: 128 bytes, 64-byte aligned */
+AMK__FN int amk__cuda_kv_pairs(amk_cuda *c, const amk_program *p) {
+    int i, k;
+    c->n_kv_pairs = 0;
+    if (!c->TensorMapEncodeTiled || p->n_tasks < 1) return 0;
+    c->kv_pair = (int32_t *)amk__calloc((size_t)p->n_tasks, sizeof(int32_t));
+    c->kv_pair_task = (int32_t *)amk__calloc((size_t)p->n_tasks, sizeof(int32_t));
+    c->kv_pair_rows = (int32_t *)amk__calloc((size_t)p->n_tasks, sizeof(int32_t));
+    if (!c->kv_pair || !c->kv_pair_task || !c->kv_pair_rows) return -1;
+    for (i = 0; i < p->n_tasks; i++) {
+        const amk_task *t = &p->tasks[i];
+        const amk_buffer *kb, *vb;
+        int64_t hd, nkv, n, w;
+        c->kv_pair[i] = -1;
+        if (t->op != AMK_OP_ATTENTION_O || t->n_inputs < 4 || t->inputs[1] == t->inputs[2]) continue;
+        kb = &p->buffers[t->inputs[1]];
+        vb = &p->buffers[t->inputs[2]];
+        hd = amk__param_i(t, "head_dim", 0);
+        nkv = amk__param_i(t, "n_kv_heads", 0);
+        n = amk__param_i(t, "kv_len", 0);
+        w = hd * nkv;
+        if (kb->dtype != AMK_DTYPE_BF16 || vb->dtype != AMK_DTYPE_BF16 || hd != 64 || nkv < 1 || nkv > 1024 || n < 1 ||
+            n > AMK_ATTN_SPEC_ROWS || kb->kind != AMK_KIND_KV_CACHE || vb->kind != AMK_KIND_KV_CACHE ||
+            amk_buffer_numel(kb) % w != 0 || amk_buffer_numel(vb) != amk_buffer_numel(kb) ||
+            amk_buffer_numel(kb) / w > INT32_MAX)
+            continue;
+        for (k = 0; k < c->n_kv_pairs; k++) {
+            const amk_task *u = &p->tasks[c->kv_pair_task[k]];
+            if (u->inputs[1] == t->inputs[1] && u->inputs[2] == t->inputs[2] && c->kv_pair_rows[k] == n &&
+                amk__param_i(u, "n_kv_heads", 0) == nkv)
+                break;
+        }
+        if (k == c->n_kv_pairs) {
+            c->kv_pair_task[k] = i;
+            c->kv_pair_rows[k] = (int32_t)n;
+            c->n_kv_pairs++;
+        }
+        c->kv_pair[i] = k;
+    }
+    return 0;
+}
+
+/* The pairs' maps into the arena (after amk__cuda_plan placed them at off_kv_maps). A map the
+   driver refuses leaves its tasks without one (they stage their rows by cp.async). */
+AMK__FN amk_result amk__cuda_kv_maps(amk_cuda *c, const amk_program *p, amk_diag *d) {
+    unsigned char *raw, *maps;
+    int i, k;
+    if (c->n_kv_pairs < 1) return AMK_OK;
+    raw = (unsigned char *)amk__calloc((size_t)c->n_kv_pairs * 2 * AMK__CUDA_TMAP_BYTES + 64, 1);
+    if (!raw) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    maps = raw + (64 - (uintptr_t)raw % 64) % 64; /* why: the driver wants the map 64-byte aligned */
+    for (k = 0; k < c->n_kv_pairs; k++) {
+        const amk_task *t = &p->tasks[c->kv_pair_task[k]];
+        const int64_t w = amk__param_i(t, "head_dim", 0) * amk__param_i(t, "n_kv_heads", 0);
+        int e, ok = 1;
+        for (e = 0; e < 2; e++) {
+            const int b = t->inputs[1 + e];
+            const uint64_t dim[2] = {(uint64_t)w, (uint64_t)(amk_buffer_numel(&p->buffers[b]) / w)};
+            const uint64_t stride[1] = {(uint64_t)w * 2};
+            const uint32_t box[2] = {64u, (uint32_t)c->kv_pair_rows[k]}, one[2] = {1u, 1u};
+            /* UINT16 (the bytes, no float fill), no interleave, 128-byte swizzle, no L2 promotion */
+            if (c->TensorMapEncodeTiled(maps + (size_t)(2 * k + e) * AMK__CUDA_TMAP_BYTES, 1, 2u,
+                                        (void *)(uintptr_t)c->bufs[b].ptr, dim, stride, box, one, 0, 3, 0, 0) !=
+                AMK__CUDA_SUCCESS)
+                ok = 0;
+        }
+        if (!ok)
+            for (i = 0; i < p->n_tasks; i++)
+                if (c->kv_pair[i] == k) c->kv_pair[i] = -1;
+    }
+    {
+        const amk__CUresult cr = c->api.MemcpyHtoD(c->arena + c->off_kv_maps, maps,
+                                                   (size_t)c->n_kv_pairs * 2 * AMK__CUDA_TMAP_BYTES);
+        amk__free(raw);
+        if (cr != AMK__CUDA_SUCCESS) return amk__cuda_err(c, d, cr, "cuMemcpyHtoD (tensor maps)");
+    }
+    return AMK_OK;
+}
+
 /* Entry q of the context table (amk_vm_ctx_t, amk_ir.h) from the instruction and buffer tables:
    task c->queue[q]'s instruction, its inputs' and outputs' descriptors (ids checked by
    amk__cuda_check_task), the rest zero. */
@@ -12245,6 +12343,12 @@ AMK__FN void amk__cuda_context(amk_cuda *c, int q) {
     x->index = i;
     for (j = 0; j < x->ins.n_inputs && j < AMK_MAX_INPUTS; j++) x->in[j] = c->bufs[x->ins.inputs[j]];
     for (j = 0; j < x->ins.n_outputs && j < AMK_MAX_OUTPUTS; j++) x->out[j] = c->bufs[x->ins.outputs[j]];
+    if (c->kv_pair && c->kv_pair[i] >= 0 && (x->ins.hints & AMK_VM_HINT_KV_EARLY)) {
+        /* why the pair's rows, not the task's kv_len: an update may change kv_len; the device then
+           sees the mismatch and stages the rows itself */
+        x->kv_rows = c->kv_pair_rows[c->kv_pair[i]];
+        x->kv_maps = c->arena + c->off_kv_maps + (uint64_t)c->kv_pair[i] * 2 * AMK__CUDA_TMAP_BYTES;
+    }
 }
 
 /* Reserves n bytes at the arena's end (AMK__CUDA_ALIGN aligned, rounded up to 16); 0 on
@@ -12303,7 +12407,8 @@ AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d
         !amk__mul_u64((uint64_t)p->n_buffers, sizeof(amk_buffer_t), &n) || !amk__cuda_reserve(&top, n, &off_buffers) ||
         !amk__cuda_reserve(&top, (uint64_t)(c->num_sms + 1) * 4, &off_qoff) ||
         !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_timing_t), &n) || !amk__cuda_reserve(&top, n, &c->off_timing) ||
-        !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_ctx_t), &n) || !amk__cuda_reserve(&top, n, &c->off_contexts))
+        !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_ctx_t), &n) || !amk__cuda_reserve(&top, n, &c->off_contexts) ||
+        !amk__mul_u64((uint64_t)c->n_kv_pairs, 2 * AMK__CUDA_TMAP_BYTES, &n) || !amk__cuda_reserve(&top, n, &c->off_kv_maps))
         goto overflow;
     amk__free(page_off);
     amk__free(page_bytes);
@@ -12512,6 +12617,7 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
             c->fn_chain = NULL;
     }
     c->info.can_chain = c->fn_chain != NULL;
+    if (amk__cuda_kv_pairs(c, p) < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     if ((r = amk__cuda_plan(c, p, d)) != AMK_OK) return r;
     if (c->arena_bytes > (uint64_t)SIZE_MAX) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "the device arena is too large");
     AMK__CU_TRY(c, d, MemAlloc(&c->arena, (size_t)c->arena_bytes), "cuMemAlloc (the arena)");
@@ -12546,6 +12652,7 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
         amk__cuda_task_prefetches(c, i); /* its own: the plan ahead below needs them */
     }
     if (amk__cuda_kv_hints(p, c->ins) < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    if ((r = amk__cuda_kv_maps(c, p, d)) != AMK_OK) return r;
     if (AMK_VM_AHEAD_BYTES > 0u && !c->no_prefetch && p->n_tasks > 0) {
         c->ahead = (amk__cuda_ahead *)amk__calloc((size_t)p->n_tasks, sizeof(amk__cuda_ahead));
         if (!c->ahead) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
@@ -12722,6 +12829,9 @@ AMK_API void amk_cuda_free(amk_cuda *c) {
     amk__free(c->queue_pos);
     amk__free(c->ctxs);
     amk__free(c->ahead);
+    amk__free(c->kv_pair);
+    amk__free(c->kv_pair_task);
+    amk__free(c->kv_pair_rows);
     amk__free(c);
 }
 

@@ -294,7 +294,13 @@ typedef struct amk_vm_ctx_t {
     amk_instruction_t ins;
     amk_buffer_t in[AMK_MAX_INPUTS];
     amk_buffer_t out[AMK_MAX_OUTPUTS];
-    int32_t index, reserved[3];
+    int32_t index;
+    /* The lean attention's cache rows by tensor copies (AMK_ATTN_KV_TMA, amk_ops.cuh): kv_maps the
+       device address of two tensor maps (K's, then V's 128 bytes later; amk__cuda_kv_maps), each
+       a box of head_dim x kv_rows elements of the cache; 0 = none (the task stages its rows by
+       cp.async). The runtime sets them for ATTENTION_O tasks with AMK_VM_HINT_KV_EARLY only. */
+    int32_t kv_rows;
+    uint64_t kv_maps;
 } amk_vm_ctx_t;
 
 /* VM status words at amk_program_t.abort_flag: uint32_t[4 + num_sms + 2], zeroed with the

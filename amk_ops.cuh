@@ -203,6 +203,18 @@ static __device__ __forceinline__ void amk_ptx_bulk_copy_weights(void *dst, cons
     amk_ptx_bulk_copy_armed(dst, src, bytes, bar);
 #endif
 }
+/* A box of a 2-D tensor map (cuTensorMapEncodeTiled; map: its generic address in global memory)
+   at element coordinates (x, y) into dst, completing on bar (armed by the caller). */
+static __device__ __forceinline__ void amk_ptx_tensor_copy_2d(void *dst, uint64_t map, int32_t x, int32_t y, uint64_t *bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(map), "r"(x), "r"(y),
+                    "r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
+}
+/* why: global memory another SM wrote through the generic proxy (acquired through a counter or a
+   chain join) is read next by this thread's bulk copies, through the async proxy */
+static __device__ __forceinline__ void amk_ptx_fence_proxy_async_global(void) {
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+}
 static __device__ __forceinline__ void amk_ptx_bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
     amk_ptx_mbar_arrive_expect(bar, bytes);
     amk_ptx_bulk_copy_armed(dst, src, bytes, bar);
@@ -477,7 +489,8 @@ typedef struct __align__(16) amk_op_ctx {
     amk_buffer_t in[AMK_MAX_INPUTS];
     amk_buffer_t out[AMK_MAX_OUTPUTS];
     int32_t index;      /* instruction index */
-    int32_t ctx_reserved[3];
+    int32_t kv_rows;    /* amk_vm_ctx_t's: the lean attention's tensor maps */
+    uint64_t kv_maps;
     uint32_t *status;   /* the VM status words (amk_vm.cuh): an op reports a run-time error here */
     const uint32_t *counters;  /* the program's counters */
     uint64_t t_start;   /* when the waits were met (globaltimer; 0 unless the VM times tasks) */
@@ -1997,19 +2010,25 @@ static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const f
 #ifndef AMK_ATTN_LEAN
 #define AMK_ATTN_LEAN 1
 #endif
-/* AMK_ATTN_KV_EARLY 1: a lean task whose instruction carries AMK_VM_HINT_KV_EARLY (the host's
-   proof that no task of the launch writes the cache rows below the position, amk_ir.h) stages
-   those rows before its wait, the row at the position and after it after the wait. Off: on
-   SmolLM2 the task after its wait fell 3.9 -> 3.1 us but every task started ~1 us later and
-   the step rose ~4% (the position's round trip, then 64 KB of cp.async on every thread, thread 0
-   too, whose polls queue behind them; bench/RESULTS.md run 269, NOTES session "images"). Two
-   forms that kept warp 0 out lost too (run 270): the same cp.async from warps 1 and up, the
-   position read by them alone, +4% (the task after its wait no shorter, 3.9 us); a bulk copy a
-   row from one warp's lanes on an op mbarrier, +47% (the task 10.1 us: ~250 copies of 128 bytes
-   issue one after another). */
-#ifndef AMK_ATTN_KV_EARLY
-#define AMK_ATTN_KV_EARLY 0
+/* AMK_ATTN_KV_TMA 1: a lean task whose context carries tensor maps of its caches (amk_vm_ctx_t
+   kv_maps: the runtime sets them only with AMK_VM_HINT_KV_EARLY, the host's proof that no task of
+   the step writes the cache rows below the position) copies its kv head's rows [kv_start,
+   kv_start + kv_len) before its wait, two tensor copies from the helper thread on the op's
+   mbarrier beside W_oT's rows, swizzled by 128 bytes (bf16, head_dim 64: a row is 128 bytes);
+   after the wait only row pos is read again over the copy's. why: the rows after the wait were
+   ~0.8 us of the task's ~3.9 (bench/RESULTS.md run 269). The earlier forms of the idea lost:
+   cp.async of the rows below the position from every thread (+4%: the position's round trip,
+   then 64 KB of copies on thread 0 too, whose polls queued behind them; run 269), the same from
+   warps 1 and up (+4%, run 270), and a bulk copy a row from one warp's lanes (+47%: ~250 copies
+   of 128 bytes issue one after another, run 270). Here the position is not needed before the
+   wait (the rows past it are copied and not used) and one thread issues two copies. SmolLM2:
+   the task 3.9 -> 3.3 us, the step 0.3-1% faster (the tasks on SMs that just ran a Q/K/V tile
+   start ~0.15 us later); V's rows after the wait, or no proxy fence, measured no different
+   (bench/RESULTS.md runs 282, 284). 0: every task stages its rows by cp.async after the wait. */
+#ifndef AMK_ATTN_KV_TMA
+#define AMK_ATTN_KV_TMA 1
 #endif
+#define AMK_ATTN_TMA_ALIGN 1024 /* the 128-byte swizzle's period: the copies' destinations align to it */
 #define AMK_ATTN_LEAN_DIMS 16 /* the most rows of W_oT a lean task takes (SmolLM2's with the SM sets) */
 static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
@@ -2017,8 +2036,19 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
     const int hd = P->head_dim, nkv = P->n_kv_heads, grp = P->n_heads / (nkv > 0 ? nkv : 1), M = P->M_tile;
     const int dt = kc->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, NT = amk_ntid(), tid = amk_tid();
     const int h0 = hd > 0 ? P->m_off / hd : 0, nh = hd > 0 ? (P->m_off + M - 1) / hd - h0 + 1 : 0;
+#if AMK_ATTN_KV_TMA
+    /* the tensor copies' layout: rows of 128 bytes unpadded, K from the first 1024-byte boundary,
+       V after n rows rounded up to 8 (a 1024-byte boundary again); chunk u of row r at u ^ (r & 7) */
+    const int tma = (c->kv_maps != 0) & (c->kv_rows == P->kv_len) & (dt == AMK_DTYPE_BF16) & (hd == 64);
+    const int sw = tma ? 7 : 0;
+    const int64_t kso = tma ? (int64_t)((AMK_ATTN_TMA_ALIGN - ((uint32_t)__cvta_generic_to_shared(smem) & (AMK_ATTN_TMA_ALIGN - 1))) &
+                                        (AMK_ATTN_TMA_ALIGN - 1)) : 0;
+    const int64_t rowb = tma ? 128 : AMK_ATTN_ROW_BYTES(hd, esz), n = P->kv_len, nr = tma ? (n + 7) & ~(int64_t)7 : n;
+    const int64_t fixed = kso + 2 * nr * rowb + (nh * hd + AMK_OPS_WARP + nh * n + AMK_ATTN_LEAN_DIMS) * 4;
+#else
     const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, esz), n = P->kv_len;
     const int64_t fixed = 2 * n * rowb + (nh * hd + AMK_OPS_WARP + nh * n + AMK_ATTN_LEAN_DIMS) * 4;
+#endif
     const int64_t want = amk_rows_stage_bytes(c, M), dyn = amk_ptx_dynamic_smem_size();
     const int64_t wso = (dyn - want) & ~(int64_t)15;
     if (((dt != AMK_DTYPE_F32) & (dt != AMK_DTYPE_BF16)) | (vc->dtype != dt) | ((q->dtype != AMK_DTYPE_F32) & (q->dtype != AMK_DTYPE_BF16)) |
@@ -2028,16 +2058,24 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         (kc->ptr % 16 != 0) | (vc->ptr % 16 != 0) | (want == 0) | (fixed > wso))
         return 0;
     char *ws = (char *)smem + wso;
+#if AMK_ATTN_KV_TMA
+    /* shared memory: [K, V: nr rows each][q: nh heads][the warps' maxima][p: nh x n][a: M] */
+    unsigned char *ks = (unsigned char *)smem + kso, *vs = ks + nr * rowb;
+    uint32_t wpar;
+    if (tma) { /* W_oT's rows and the cache rows, one phase, before the wait */
+        wpar = amk_stage_arm(c, (uint32_t)(want + 2 * n * 128));
+        if (tid == AMK_AUX_TID) {
+            amk_ptx_fence_proxy_async_global(); /* the rows earlier steps of a chained launch wrote */
+            amk_ptx_bulk_copy_weights(ws, amk_rows_src(c, P->m_off), (uint32_t)want, c->mbar);
+            amk_ptx_tensor_copy_2d(ks, c->kv_maps, P->n_off * hd, P->kv_start, c->mbar);
+            amk_ptx_tensor_copy_2d(vs, c->kv_maps + 128u, P->n_off * hd, P->kv_start, c->mbar);
+        }
+    } else
+        wpar = amk_rows_stage(c, ws, P->m_off, want); /* W_oT's rows, before the wait */
+#else
     const uint32_t wpar = amk_rows_stage(c, ws, P->m_off, want); /* W_oT's rows, before the wait */
     /* shared memory: [K, V: n rows each][q: nh heads][the warps' maxima][p: nh x n][a: M] */
     unsigned char *ks = (unsigned char *)smem, *vs = ks + n * rowb;
-    int64_t early = 0; /* the cache rows staged before the wait: those below the position */
-#if AMK_ATTN_KV_EARLY
-    if (c->ins.hints & AMK_VM_HINT_KV_EARLY) {
-        const int64_t pe = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0); /* an input no task writes */
-        early = pe - P->kv_start < 0 ? 0 : pe - P->kv_start < n ? pe - P->kv_start : n;
-        amk_attn_load_rows(ks, vs, kc, vc, P->kv_start, (int)early, (int)early, P->n_off, nkv, hd, esz, rowb, tid, NT);
-    }
 #endif
     if (!amk_op_go(c)) {
         amk_ptx_cp_async_wait_all(); /* why: no copy may land in a later task's shared memory */
@@ -2045,7 +2083,11 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         return 1;
     }
     {
+#if AMK_ATTN_KV_TMA
+        float *qs = (float *)(vs + nr * rowb), *rm = qs + nh * hd, *ps = rm + AMK_OPS_WARP, *a = ps + nh * n;
+#else
         float *qs = (float *)(vs + n * rowb), *rm = qs + nh * hd, *ps = rm + AMK_OPS_WARP, *a = ps + nh * n;
+#endif
         const int G = NT / nh, hh = tid >= G, j = tid - hh * G, lane = tid & 31, warp = tid >> 5;
         /* why no division here: m / hd and m % hd a dimension on every thread put 2.3 us in the
            softmax and p * V part, 1.0 without (bench/RESULTS.md runs 190-191) */
@@ -2053,8 +2095,17 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         const int64_t r0 = P->kv_start, pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
         int64_t ne;
         float sc = -INFINITY, mx;
-        amk_attn_load_rows(ks + early * rowb, vs + early * rowb, kc, vc, r0 + early, (int)(n - early), (int)(n - early),
-                           P->n_off, nkv, hd, esz, rowb, tid, NT);
+#if AMK_ATTN_KV_TMA
+        if (tma) { /* row pos, which this step wrote, again over the copy's (16 threads, 16 bytes each) */
+            const int64_t pj = pos - r0;
+            const int mine = (tid < 16) & (pj >= 0) & (pj < n), u = tid & 7;
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (mine) v = __ldcg((const uint4 *)((const char *)(tid < 8 ? kc->ptr : vc->ptr) + ((pos * nkv + P->n_off) * hd) * 2 + u * 16));
+            amk_ptx_mbar_wait(c->mbar, wpar); /* the copies landed: the row's store goes over theirs */
+            if (mine) *(uint4 *)((tid < 8 ? ks : vs) + pj * 128 + ((u ^ (int)(pj & 7)) << 4)) = v;
+        } else
+#endif
+        amk_attn_load_rows(ks, vs, kc, vc, r0, (int)n, (int)n, P->n_off, nkv, hd, esz, rowb, tid, NT);
         for (int i = tid; i < nh * hd; i += NT) qs[i] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h0 * hd + i);
         amk_ptx_cp_async_wait_all();
         __syncthreads(); /* K, V and q staged */
@@ -2072,7 +2123,11 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
             if (dt == AMK_DTYPE_BF16) {
                 for (int d = 0; d < hd; d += 8) {
                     float w[8];
+#if AMK_ATTN_KV_TMA
+                    amk_unpack_bf16x8(*(const uint4 *)(kr + (((d >> 3) ^ (j & sw)) << 4)), w);
+#else
                     amk_unpack_bf16x8(*(const uint4 *)(kr + d * 2), w);
+#endif
                     const float4 qa = *(const float4 *)(qh + d), qb = *(const float4 *)(qh + d + 4);
                     s0 = fmaf(qa.x, w[0], s0); s1 = fmaf(qa.y, w[1], s1); s0 = fmaf(qa.z, w[2], s0); s1 = fmaf(qa.w, w[3], s1);
                     s0 = fmaf(qb.x, w[4], s0); s1 = fmaf(qb.y, w[5], s1); s0 = fmaf(qb.z, w[6], s0); s1 = fmaf(qb.w, w[7], s1);
@@ -2107,8 +2162,13 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
                 const unsigned char *vr = vs + k * rowb;
                 const float pk = pp[k];
                 l += pk;
+#if AMK_ATTN_KV_TMA
+                acc = fmaf(pk, dt == AMK_DTYPE_BF16 ? __uint_as_float((uint32_t)*(const uint16_t *)(vr + (((col >> 3) ^ ((int)k & sw)) << 4) + (col & 7) * 2) << 16)
+                                                    : ((const float *)vr)[col], acc);
+#else
                 acc = fmaf(pk, dt == AMK_DTYPE_BF16 ? __uint_as_float((uint32_t)((const uint16_t *)vr)[col] << 16)
                                                     : ((const float *)vr)[col], acc);
+#endif
             }
             l = amk_warp_sum(l);
             acc = amk_warp_sum(acc);

@@ -51,6 +51,20 @@ b)
   run generate_chat $B/amk generate -m models/SmolLM2-135M-Instruct.Q4_1.gguf --chat -n 48 -p "What is the capital of France? Answer in one sentence."
   run generate_cpu $B/amk generate --cpu -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 48 -p "The history of the printing press"
   run memcheck timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/amk generate -q -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 2 -p "Hello"
+  # bf16 caches (the lean attention's tensor-copy form; the golden check and the runs above are
+  # F32): the same text on CUDA, chained and a launch a token, as on the reference VM
+  G="generate --dtype BF16 --ctx 256 -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 64"
+  # shellcheck disable=SC2086 # $G: words
+  run generate_bf16 $B/amk $G -p "The history of the printing press"
+  # shellcheck disable=SC2086
+  run generate_bf16_single $B/amk $G --chain 1 -p "The history of the printing press"
+  # shellcheck disable=SC2086
+  run generate_bf16_cpu $B/amk $G --cpu -p "The history of the printing press"
+  for f in bf16 bf16_single; do
+    cmp -s <(grep -v '^load\|backend' "$OUTD/generate_$f.log") <(grep -v '^load\|backend' "$OUTD/generate_bf16_cpu.log") &&
+      rows+=("generate_$f = generate_bf16_cpu: same text") || rows+=("generate_$f DIFFERS from generate_bf16_cpu")
+  done
+  run memcheck_bf16 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/amk generate -q --dtype BF16 --ctx 256 -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 2 -p "Hello"
   # why --ctx 1024: two KV splits, the second past the position, so the step also runs an
   # attention task with an empty window and the COMBINE
   run racecheck timeout 280 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/amk generate -q --timeout 240000 --ctx 1024 -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 1 -p "Hi"
@@ -73,7 +87,7 @@ b)
   run racecheck_chain env AMK_TEST_SLOW=45 AMK_TEST_LLM_CHAIN=chain:3 timeout 200 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 build-san/gpu/test_gpu test_llm_chain
   for f in generate generate_chat generate_cpu; do echo "--- $f"; tail -n 4 "$OUTD/$f.log"; done
   grep golden "$OUTD/golden.log"
-  tail -n 6 "$OUTD/memcheck.log" "$OUTD/racecheck.log" "$OUTD/memcheck_gemm.log" "$OUTD/racecheck_gemm.log" \
+  tail -n 6 "$OUTD/memcheck.log" "$OUTD/memcheck_bf16.log" "$OUTD/racecheck.log" "$OUTD/memcheck_gemm.log" "$OUTD/racecheck_gemm.log" \
     "$OUTD/memcheck_attn.log" "$OUTD/racecheck_attn.log" "$OUTD/memcheck_lean.log" "$OUTD/racecheck_lean.log" \
     "$OUTD/racecheck_step.log" "$OUTD/racecheck_chain.log"
   gzip -f "$OUTD/smollm2_trace.json" 2>/dev/null

@@ -394,7 +394,8 @@ static void test_context_entry(void) {
     amk__cuda_context(&c, 1);
     CHECK(memcmp(&ctxs[0].ins, &ins[1], sizeof ins[1]) == 0 && ctxs[0].index == 1);
     CHECK(ctxs[0].in[0].ptr == 0x1000u && ctxs[0].in[1].ptr == 0x2000u && ctxs[0].out[0].ptr == 0x3000u);
-    CHECK(ctxs[0].in[1].numel == 8 && ctxs[0].in[2].ptr == 0 && ctxs[0].out[1].ptr == 0 && ctxs[0].reserved[2] == 0);
+    CHECK(ctxs[0].in[1].numel == 8 && ctxs[0].in[2].ptr == 0 && ctxs[0].out[1].ptr == 0 && ctxs[0].kv_rows == 0 &&
+          ctxs[0].kv_maps == 0);
     CHECK(memcmp(&ctxs[1].ins, &ins[0], sizeof ins[0]) == 0 && ctxs[1].index == 0);
     CHECK(ctxs[1].in[0].ptr == 0x3000u && ctxs[1].out[0].ptr == 0x1000u && ctxs[1].in[1].ptr == 0);
 }
@@ -634,6 +635,95 @@ static void test_kv_hints(void) {
     amk_program_free(p);
 }
 
+/* A stand-in for cuTensorMapEncodeTiled: records the geometry of each map it is asked for. */
+static int g_maps, g_map_bad;
+static amk__CUresult fake_encode(void *map, int dtype, uint32_t rank, void *addr, const uint64_t *dim,
+                                 const uint64_t *stride, const uint32_t *box, const uint32_t *estride, int il,
+                                 int swz, int l2, int oob) {
+    g_maps++;
+    /* bf16 bytes as UINT16, 2-D [rows, n_kv * 64], a box of 64 x kv_len, 128-byte swizzle */
+    if ((uintptr_t)map % 64 != 0 || dtype != 1 || rank != 2u || !addr || dim[0] != 192u || dim[1] != 129u ||
+        stride[0] != 384u || box[0] != 64u || box[1] != 129u || estride[0] != 1u || estride[1] != 1u || il != 0 ||
+        swz != 3 || l2 != 0 || oob != 0)
+        g_map_bad++;
+    return AMK__CUDA_SUCCESS;
+}
+static size_t g_upload_bytes;
+static amk__CUdeviceptr g_upload_to;
+static amk__CUresult fake_upload(amk__CUdeviceptr to, const void *from, size_t n) {
+    g_upload_to = to;
+    g_upload_bytes = from ? n : 0;
+    return AMK__CUDA_SUCCESS;
+}
+
+/* The lean attention's tensor maps (amk__cuda_kv_pairs, amk__cuda_kv_maps' geometry, the
+   context's kv_maps): SmolLM2's bf16 step at context 129 has one pair a layer (its ATTENTION_O
+   tasks share their caches), every task gets its layer's; a task's context carries the pair's
+   address and rows only with AMK_VM_HINT_KV_EARLY; F32 caches or a driver without the call: no
+   pairs. */
+static void test_kv_pairs(void) {
+    amk_program *p = lowered_step("smollm2-135m", 1), *pf = lowered_step("smollm2-135m", 0);
+    amk_cuda c;
+    amk_buffer_t *bt;
+    amk_vm_ctx_t ctx;
+    int i, n_attn = 0, first = -1, queue[1];
+    if (!p || !pf) { amk_program_free(p); amk_program_free(pf); return; }
+    memset(&c, 0, sizeof c);
+    CHECK(amk__cuda_kv_pairs(&c, p) == 0 && c.n_kv_pairs == 0 && c.kv_pair == NULL); /* no driver call */
+    c.TensorMapEncodeTiled = fake_encode;
+    CHECK(amk__cuda_kv_pairs(&c, pf) == 0 && c.n_kv_pairs == 0); /* F32 caches */
+    amk__free(c.kv_pair); amk__free(c.kv_pair_task); amk__free(c.kv_pair_rows);
+    c.kv_pair = c.kv_pair_task = c.kv_pair_rows = NULL;
+    CHECK(amk__cuda_kv_pairs(&c, p) == 0);
+    CHECK_MSG(c.n_kv_pairs == 30, "%d pairs", c.n_kv_pairs);
+    for (i = 0; i < p->n_tasks; i++) {
+        const amk_task *t = &p->tasks[i];
+        if (t->op != AMK_OP_ATTENTION_O) {
+            CHECK(c.kv_pair[i] == -1);
+            continue;
+        }
+        n_attn++;
+        if (first < 0) first = i;
+        CHECK(c.kv_pair[i] >= 0 && c.kv_pair[i] < c.n_kv_pairs);
+        if (c.kv_pair[i] < 0 || c.kv_pair[i] >= c.n_kv_pairs) continue;
+        CHECK(p->tasks[c.kv_pair_task[c.kv_pair[i]]].inputs[1] == t->inputs[1] &&
+              p->tasks[c.kv_pair_task[c.kv_pair[i]]].inputs[2] == t->inputs[2]);
+        CHECK(c.kv_pair_rows[c.kv_pair[i]] == amk__param_i(t, "kv_len", 0));
+    }
+    CHECK(n_attn > 30 && first >= 0);
+    /* the maps amk__cuda_kv_maps encodes and uploads (a stand-in upload) */
+    bt = (amk_buffer_t *)calloc((size_t)p->n_buffers, sizeof *bt);
+    c.bufs = bt;
+    for (i = 0; bt && i < p->n_buffers; i++) bt[i].ptr = 0x100000u * (uint64_t)(i + 1);
+    c.api.MemcpyHtoD = fake_upload;
+    c.arena = 0x7000000u;
+    c.off_kv_maps = 0x1000u;
+    g_maps = g_map_bad = 0;
+    g_upload_bytes = 0;
+    if (bt) CHECK(amk__cuda_kv_maps(&c, p, NULL) == AMK_OK);
+    CHECK_MSG(g_maps == 60 && g_map_bad == 0, "%d maps, %d unlike SmolLM2's caches", g_maps, g_map_bad);
+    CHECK(g_upload_bytes == (size_t)60 * AMK__CUDA_TMAP_BYTES && g_upload_to == 0x7001000u);
+    /* the context of the first attention task: kv_maps with the hint, none without */
+    c.ins = (amk_instruction_t *)calloc((size_t)p->n_tasks, sizeof(amk_instruction_t));
+    CHECK(c.ins != NULL);
+    if (c.ins && bt && first >= 0) {
+        c.queue = queue; c.ctxs = &ctx; c.n_tasks = p->n_tasks; c.n_buffers = p->n_buffers;
+        queue[0] = first;
+        amk__cuda_instruction(&p->tasks[first], &c.ins[first]);
+        amk__cuda_context(&c, 0);
+        CHECK(ctx.kv_maps == 0 && ctx.kv_rows == 0);
+        CHECK(amk__cuda_kv_hints(p, c.ins) > 0 && c.ins[first].hints == AMK_VM_HINT_KV_EARLY);
+        amk__cuda_context(&c, 0);
+        CHECK(ctx.kv_maps == 0x7001000u + (uint64_t)c.kv_pair[first] * 2 * AMK__CUDA_TMAP_BYTES);
+        CHECK(ctx.kv_rows == 129 && ctx.in[1].ptr == bt[p->tasks[first].inputs[1]].ptr);
+    }
+    free(c.ins);
+    free(bt);
+    amk__free(c.kv_pair); amk__free(c.kv_pair_task); amk__free(c.kv_pair_rows);
+    amk_program_free(p);
+    amk_program_free(pf);
+}
+
 /* The image set `make device` wrote (embed --set): amk_image_set_find finds each of the four
    builds, each an ELF cubin holding its kernel (amk_vm_main, or amk_vm_chain in the chained-steps
    builds). Only where nvcc built the set. */
@@ -669,6 +759,7 @@ static void test_built_set(void) {
 int main(void) {
     RUN(test_built_set);
     RUN(test_kv_hints);
+    RUN(test_kv_pairs);
     RUN(test_image_set);
     RUN(test_wants_full);
     RUN(test_no_driver);
