@@ -955,7 +955,8 @@ typedef struct amk_llama_build_opts {
    bulk reduction nor its next rows' copies moved it: bench/RESULTS.md runs 223-224), and with
    the MLP tiles on the SMs that ran attention, the last attention tasks' SMs ran the last MLP
    tiles. SmolLM2: 36 SMs for 35 Q/K/V tiles of 28 rows and 36 tasks, 96 for MLP tiles of 16 rows;
-   the step 3.6% faster, the MLP's start spread 1.2 -> 0.3 us (run 225) */
+   the step 3.6% faster, the MLP's start spread 1.2 -> 0.3 us (run 225). AMK_LLAMA_SETS_ALTERNATE
+   refines it: two attention sets, so the attention does not follow the Q/K/V tiles on their SMs */
 #define AMK_LLAMA_SM_SETS 1
 #endif
 #ifndef AMK_LLAMA_HEAD_ARGMAX
@@ -965,6 +966,17 @@ typedef struct amk_llama_build_opts {
    SmolLM2, 8.2 -> 4.3 on Llama-3.2-1B (bench/RESULTS.md runs 235-236); with 0 the step is slower
    by 0.4-0.9% on SmolLM2, 0.3-0.4% on 1B, 0.1-0.2% on 8B (run 244) */
 #define AMK_LLAMA_HEAD_ARGMAX 1
+#endif
+#ifndef AMK_LLAMA_SETS_ALTERNATE
+/* with the sets: 1 alternates the ATTENTION_O tasks between two disjoint sets of Y SMs from layer
+   to layer (A0 = SMs 0 .. Y-1, A1 = Y .. 2Y-1; layer l's attention on A(l % 2), its Q/K/V tiles on
+   A((l + 1) % 2), its MLP tiles on the other SMs), so that no task runs on an SM that worked in
+   the phase just before it: with one set Y the attention tasks follow the Q/K/V tiles on the
+   same SMs and start ~0.3-0.45 us after those on idle SMs (bench/RESULTS.md runs 282, 284,
+   `phases.py --starts`). SmolLM2: every attention task starts on an idle SM (0.83 us after its
+   inputs, not 1.28), layer 11.9 -> 11.3 us, the step 0.409 -> 0.394 ms (run 287). Needs
+   2Y < the SMs (the FILLs go to SMs of neither set). */
+#define AMK_LLAMA_SETS_ALTERNATE 1
 #endif
 #ifndef AMK_LLAMA_SETS_ATTN_ROWS
 #define AMK_LLAMA_SETS_ATTN_ROWS 16 /* with the sets: an ATTENTION_O task's rows of W_oT (SmolLM2: 36 tasks) */
@@ -14161,16 +14173,20 @@ fail:
 /* A lowered step with meta "sm_sets" ("Y Z", AMK_LLAMA_SM_SETS) lowered again with an explicit
    assignment: the load-balanced one, but in each layer the Q/K/V tiles and then the ATTENTION_O
    tasks on SMs 0 .. Y-1 (one each, in list order), the MLP tiles and the FILLs (which run beside
-   the Q/K/V tiles or attention) on Y .. Y+Z-1 (the FILLs from the last SM down). Nothing to do
-   without the meta. */
+   the Q/K/V tiles or attention) on Y .. Y+Z-1 (the FILLs from the last SM down). With
+   AMK_LLAMA_SETS_ALTERNATE layer l's attention runs on A(l % 2) (A0 = 0 .. Y-1, A1 = Y .. 2Y-1),
+   its Q/K/V tiles on the other, its MLP tiles on the SMs outside A(l % 2) and the FILLs on SMs
+   2Y and up. Nothing to do without the meta. */
 AMK__FN amk_result amk__llama_steer(amk_program *p, const amk_config *base, const amk_target *tgt, amk_diag *d) {
     char buf[64];
     int ny = 0, nz = 0, k, jq = 0, ja = 0, jm = 0, jf = 0, in_qkv = 0; /* in_qkv: the last layer task a Q/K/V tile */
+    int layer = -1, alt; /* alt: AMK_LLAMA_SETS_ALTERNATE where the SMs allow it */
     amk_config sc;
     amk_result r;
     if (!amk_program_meta_string(p, "sm_sets", buf, sizeof buf)) return AMK_OK;
     if (sscanf(buf, "%d %d", &ny, &nz) != 2 || ny < 1 || nz < 1 || ny > tgt->num_sms - nz)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: bad meta sm_sets \"%s\" for %d SMs", buf, tgt->num_sms);
+    alt = AMK_LLAMA_SETS_ALTERNATE && 2 * ny < ny + nz;
     sc = *base;
     sc.sm_assignment = AMK_SM_EXPLICIT;
     sc.n_explicit = p->n_tasks;
@@ -14186,17 +14202,21 @@ AMK__FN amk_result amk__llama_steer(amk_program *p, const amk_config *base, cons
         int sm = t->sm;
         if (t->op == AMK_OP_RMSNORM_GEMV &&
             (amk__param_i(t, "flags", 0) & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0) { /* not the head */
-            if (!in_qkv) jq = ja = jm = 0; /* a new layer */
-            sm = jq++ % ny;
+            if (!in_qkv) { /* a new layer */
+                jq = ja = jm = 0;
+                layer++;
+            }
+            sm = jq++ % ny + (alt && layer % 2 == 0 ? ny : 0); /* alt: on the set of the attention before */
             in_qkv = 1;
         } else if (t->op == AMK_OP_ATTENTION_O) {
-            sm = ja++ % ny;
+            sm = ja++ % ny + (alt && layer % 2 == 1 ? ny : 0);
             in_qkv = 0;
         } else if (t->op == AMK_OP_RMSNORM_MLP) {
-            sm = ny + jm++ % nz;
+            sm = ny + jm++ % nz; /* alt: the SMs outside this layer's attention set */
+            if (alt && layer % 2 == 1 && sm < 2 * ny) sm -= ny;
             in_qkv = 0;
         } else if (t->op == AMK_OP_FILL) {
-            sm = ny + nz - 1 - jf++ % nz;
+            sm = alt ? ny + nz - 1 - jf++ % (nz - ny) : ny + nz - 1 - jf++ % nz;
         }
         sc.explicit_task[k] = t->id;
         sc.explicit_sm[k] = sm;

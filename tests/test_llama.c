@@ -488,17 +488,22 @@ static void test_golden_smollm2(void) { golden_run(AMK_BACKEND_CPU); }
 static void test_golden_smollm2_cuda(void) { golden_run(AMK_BACKEND_CUDA); }
 #endif
 
-/* The two SM sets of a tiny model's step (AMK_LLAMA_SM_SETS): SmolLM2's shape on 132 SMs records
-   meta sm_sets "36 96" and the lowered step puts each layer's Q/K/V tiles and ATTENTION_O tasks on
-   SMs 0..35, one an SM, its MLP tiles and the FILLs on 36..131, one an SM; it validates. The tiny
-   model on 8 SMs (an MLP tile would need 24 rows) gets no sets. */
+/* The SM sets of a tiny model's step (AMK_LLAMA_SM_SETS, AMK_LLAMA_SETS_ALTERNATE): SmolLM2's shape
+   on 132 SMs records meta sm_sets "36 96", and in the lowered step each layer's ATTENTION_O tasks
+   run on one of two sets of 36 SMs, A0 = 0..35 in even layers and A1 = 36..71 in odd ones (with
+   AMK_LLAMA_SETS_ALTERNATE 0: A0 always), its Q/K/V tiles on the other set (A0 always), its MLP
+   tiles on the 96 SMs outside the layer's attention set, one task an SM in each step; the FILLs
+   on SMs of neither set. With the alternation no task's SM worked in the step just before it
+   (the previous layer's MLP, the Q/K/V tiles, the attention). It validates. The tiny model on 8
+   SMs (an MLP tile would need 24 rows) gets no sets. */
 static void test_sm_sets(void) {
+    static unsigned char used[30][3][132]; /* layer, step (Q/K/V, attention, MLP), SM */
     amk_llama_config c;
     amk_llama_build_opts o;
     amk_program *p = NULL;
     amk_diag d;
     char buf[32];
-    int i, layer = -1, seen[132], bad_set = 0, twice = 0, n_qkv = 0, n_ao = 0, n_mlp = 0;
+    int i, l, k, bad_set = 0, twice = 0, after = 0, n_qkv = 0, n_ao = 0, n_mlp = 0;
     amk_diag_clear(&d);
     CHECK_EQ_INT(amk_llama_config_preset("smollm2-135m", &c), AMK_OK);
     amk_llama_build_opts_default(&o);
@@ -508,27 +513,34 @@ static void test_sm_sets(void) {
     if (!p) return;
     CHECK(amk_program_meta_string(p, "sm_sets", buf, sizeof buf) && strcmp(buf, "36 96") == 0);
     CHECK_EQ_INT(amk_program_validate(p, NULL), AMK_OK);
-    memset(seen, 0, sizeof seen);
+    memset(used, 0, sizeof used);
     for (i = 0; i < p->n_tasks; i++) {
         const amk_task *t = &p->tasks[i];
         const int qkv = t->op == AMK_OP_RMSNORM_GEMV && amk_task_param(t, "flags") &&
                         (amk_task_param(t, "flags")->i & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0;
-        const int step = 1 << (qkv ? 0 : t->op == AMK_OP_ATTENTION_O ? 1 : 2); /* the layer's step */
-        int l = -1;
+        const int step = qkv ? 0 : t->op == AMK_OP_ATTENTION_O ? 1 : 2;
+        int a0 = 0; /* the first SM of the layer's attention set */
+        l = -1;
         if (!qkv && t->op != AMK_OP_ATTENTION_O && t->op != AMK_OP_RMSNORM_MLP) {
-            if (t->op == AMK_OP_FILL) bad_set += t->sm < 36;
+            if (t->op == AMK_OP_FILL) bad_set += t->sm < (AMK_LLAMA_SETS_ALTERNATE ? 72 : 36);
             continue;
         }
-        if (sscanf(t->label, "L%d", &l) != 1 || l < 0) { CHECK(0); continue; }
-        if (l != layer) { memset(seen, 0, sizeof seen); layer = l; }
-        n_qkv += qkv; n_ao += t->op == AMK_OP_ATTENTION_O; n_mlp += t->op == AMK_OP_RMSNORM_MLP;
-        bad_set += t->op == AMK_OP_RMSNORM_MLP ? t->sm < 36 : t->sm >= 36;
-        /* one task an SM in each step of a layer: the Q/K/V tiles, then attention reuse set Y */
-        twice += (seen[t->sm] & step) != 0;
-        seen[t->sm] |= step;
+        if (sscanf(t->label, "L%d", &l) != 1 || l < 0 || l >= 30 || t->sm < 0 || t->sm >= 132) { CHECK(0); continue; }
+        if (AMK_LLAMA_SETS_ALTERNATE) a0 = l % 2 ? 36 : 0;
+        n_qkv += qkv; n_ao += step == 1; n_mlp += step == 2;
+        if (step == 0) bad_set += AMK_LLAMA_SETS_ALTERNATE ? t->sm != (t->sm % 36) + (l % 2 ? 0 : 36) : t->sm >= 36;
+        if (step == 1) bad_set += t->sm < a0 || t->sm >= a0 + 36;
+        if (step == 2) bad_set += t->sm >= a0 && t->sm < a0 + 36;
+        twice += used[l][step][t->sm] != 0; /* one task an SM in each step of a layer */
+        used[l][step][t->sm] = 1;
     }
+    for (l = 0; l < 30; l++) /* an SM's task and the step before it: Q/K/V after the last MLP, ... */
+        for (k = 0; k < 132; k++)
+            after += (used[l][0][k] && l > 0 && used[l - 1][2][k]) + (used[l][1][k] && used[l][0][k]) +
+                     (used[l][2][k] && used[l][1][k]);
     CHECK_EQ_INT(bad_set, 0);
     CHECK_EQ_INT(twice, 0);
+    CHECK_EQ_INT(after, AMK_LLAMA_SETS_ALTERNATE ? 0 : 30 * 35); /* one set: attention after Q/K/V */
     CHECK_EQ_INT(n_qkv, 30 * 35);
     CHECK_EQ_INT(n_ao, 30 * 36);
     CHECK_EQ_INT(n_mlp, 30 * 96);
