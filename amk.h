@@ -12261,14 +12261,15 @@ AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
    box of head_dim x kv_len elements, 128-byte swizzle; the ATTENTION_O tasks of one geometry share
    it. amk__cuda_kv_pairs assigns the pairs (c->kv_pair[task], -1 for a task the device form does
    not take: not bf16 caches of head_dim 64, kv_len outside 1..AMK_ATTN_SPEC_ROWS, or the same
-   buffer twice) before the arena is planned; amk__cuda_kv_maps encodes and uploads them once it
+   buffer twice; none with the general build loaded) before the arena is planned; amk__cuda_kv_maps encodes and uploads them once it
    exists. A task uses its pair only while it carries AMK_VM_HINT_KV_EARLY (amk__cuda_context).
    Returns 0, or -1 out of memory. */
 #define AMK__CUDA_TMAP_BYTES 128 /* CUtensorMap: 128 bytes, 64-byte aligned */
 AMK__FN int amk__cuda_kv_pairs(amk_cuda *c, const amk_program *p) {
     int i, k;
     c->n_kv_pairs = 0;
-    if (!c->TensorMapEncodeTiled || p->n_tasks < 1) return 0;
+    /* why not for the general build: it has no lean attention, nothing would read the maps */
+    if (!c->TensorMapEncodeTiled || p->n_tasks < 1 || c->info.image_kind == AMK_IMAGE_GENERAL) return 0;
     c->kv_pair = (int32_t *)amk__calloc((size_t)p->n_tasks, sizeof(int32_t));
     c->kv_pair_task = (int32_t *)amk__calloc((size_t)p->n_tasks, sizeof(int32_t));
     c->kv_pair_rows = (int32_t *)amk__calloc((size_t)p->n_tasks, sizeof(int32_t));
@@ -14216,7 +14217,7 @@ AMK__FN amk_result amk__llama_steer(amk_program *p, const amk_config *base, cons
             if (alt && layer % 2 == 1 && sm < 2 * ny) sm -= ny;
             in_qkv = 0;
         } else if (t->op == AMK_OP_FILL) {
-            sm = alt ? ny + nz - 1 - jf++ % (nz - ny) : ny + nz - 1 - jf++ % nz;
+            sm = ny + nz - 1 - jf++ % (alt ? nz - ny : nz);
         }
         sc.explicit_task[k] = t->id;
         sc.explicit_sm[k] = sm;

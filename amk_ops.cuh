@@ -2036,19 +2036,19 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
     const int hd = P->head_dim, nkv = P->n_kv_heads, grp = P->n_heads / (nkv > 0 ? nkv : 1), M = P->M_tile;
     const int dt = kc->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, NT = amk_ntid(), tid = amk_tid();
     const int h0 = hd > 0 ? P->m_off / hd : 0, nh = hd > 0 ? (P->m_off + M - 1) / hd - h0 + 1 : 0;
-#if AMK_ATTN_KV_TMA
     /* the tensor copies' layout: rows of 128 bytes unpadded, K from the first 1024-byte boundary,
-       V after n rows rounded up to 8 (a 1024-byte boundary again); chunk u of row r at u ^ (r & 7) */
+       V after n rows rounded up to 8 (a 1024-byte boundary again); chunk u of row r at u ^ (r & 7).
+       Else rows of AMK_ATTN_ROW_BYTES, K at 0, V after n rows, unswizzled (sw 0) */
+#if AMK_ATTN_KV_TMA
     const int tma = (c->kv_maps != 0) & (c->kv_rows == P->kv_len) & (dt == AMK_DTYPE_BF16) & (hd == 64);
+#else
+    const int tma = 0;
+#endif
     const int sw = tma ? 7 : 0;
     const int64_t kso = tma ? (int64_t)((AMK_ATTN_TMA_ALIGN - ((uint32_t)__cvta_generic_to_shared(smem) & (AMK_ATTN_TMA_ALIGN - 1))) &
                                         (AMK_ATTN_TMA_ALIGN - 1)) : 0;
     const int64_t rowb = tma ? 128 : AMK_ATTN_ROW_BYTES(hd, esz), n = P->kv_len, nr = tma ? (n + 7) & ~(int64_t)7 : n;
     const int64_t fixed = kso + 2 * nr * rowb + (nh * hd + AMK_OPS_WARP + nh * n + AMK_ATTN_LEAN_DIMS) * 4;
-#else
-    const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, esz), n = P->kv_len;
-    const int64_t fixed = 2 * n * rowb + (nh * hd + AMK_OPS_WARP + nh * n + AMK_ATTN_LEAN_DIMS) * 4;
-#endif
     const int64_t want = amk_rows_stage_bytes(c, M), dyn = amk_ptx_dynamic_smem_size();
     const int64_t wso = (dyn - want) & ~(int64_t)15;
     if (((dt != AMK_DTYPE_F32) & (dt != AMK_DTYPE_BF16)) | (vc->dtype != dt) | ((q->dtype != AMK_DTYPE_F32) & (q->dtype != AMK_DTYPE_BF16)) |
@@ -2058,7 +2058,6 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         (kc->ptr % 16 != 0) | (vc->ptr % 16 != 0) | (want == 0) | (fixed > wso))
         return 0;
     char *ws = (char *)smem + wso;
-#if AMK_ATTN_KV_TMA
     /* shared memory: [K, V: nr rows each][q: nh heads][the warps' maxima][p: nh x n][a: M] */
     unsigned char *ks = (unsigned char *)smem + kso, *vs = ks + nr * rowb;
     uint32_t wpar;
@@ -2072,22 +2071,13 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         }
     } else
         wpar = amk_rows_stage(c, ws, P->m_off, want); /* W_oT's rows, before the wait */
-#else
-    const uint32_t wpar = amk_rows_stage(c, ws, P->m_off, want); /* W_oT's rows, before the wait */
-    /* shared memory: [K, V: n rows each][q: nh heads][the warps' maxima][p: nh x n][a: M] */
-    unsigned char *ks = (unsigned char *)smem, *vs = ks + n * rowb;
-#endif
     if (!amk_op_go(c)) {
         amk_ptx_cp_async_wait_all(); /* why: no copy may land in a later task's shared memory */
         amk_rows_release(c, wpar);
         return 1;
     }
     {
-#if AMK_ATTN_KV_TMA
         float *qs = (float *)(vs + nr * rowb), *rm = qs + nh * hd, *ps = rm + AMK_OPS_WARP, *a = ps + nh * n;
-#else
-        float *qs = (float *)(vs + n * rowb), *rm = qs + nh * hd, *ps = rm + AMK_OPS_WARP, *a = ps + nh * n;
-#endif
         const int G = NT / nh, hh = tid >= G, j = tid - hh * G, lane = tid & 31, warp = tid >> 5;
         /* why no division here: m / hd and m % hd a dimension on every thread put 2.3 us in the
            softmax and p * V part, 1.0 without (bench/RESULTS.md runs 190-191) */
@@ -2095,7 +2085,6 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         const int64_t r0 = P->kv_start, pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
         int64_t ne;
         float sc = -INFINITY, mx;
-#if AMK_ATTN_KV_TMA
         if (tma) { /* row pos, which this step wrote, again over the copy's (16 threads, 16 bytes each) */
             const int64_t pj = pos - r0;
             const int mine = (tid < 16) & (pj >= 0) & (pj < n), u = tid & 7;
@@ -2104,7 +2093,6 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
             amk_ptx_mbar_wait(c->mbar, wpar); /* the copies landed: the row's store goes over theirs */
             if (mine) *(uint4 *)((tid < 8 ? ks : vs) + pj * 128 + ((u ^ (int)(pj & 7)) << 4)) = v;
         } else
-#endif
         amk_attn_load_rows(ks, vs, kc, vc, r0, (int)n, (int)n, P->n_off, nkv, hd, esz, rowb, tid, NT);
         for (int i = tid; i < nh * hd; i += NT) qs[i] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h0 * hd + i);
         amk_ptx_cp_async_wait_all();
@@ -2123,11 +2111,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
             if (dt == AMK_DTYPE_BF16) {
                 for (int d = 0; d < hd; d += 8) {
                     float w[8];
-#if AMK_ATTN_KV_TMA
                     amk_unpack_bf16x8(*(const uint4 *)(kr + (((d >> 3) ^ (j & sw)) << 4)), w);
-#else
-                    amk_unpack_bf16x8(*(const uint4 *)(kr + d * 2), w);
-#endif
                     const float4 qa = *(const float4 *)(qh + d), qb = *(const float4 *)(qh + d + 4);
                     s0 = fmaf(qa.x, w[0], s0); s1 = fmaf(qa.y, w[1], s1); s0 = fmaf(qa.z, w[2], s0); s1 = fmaf(qa.w, w[3], s1);
                     s0 = fmaf(qb.x, w[4], s0); s1 = fmaf(qb.y, w[5], s1); s0 = fmaf(qb.z, w[6], s0); s1 = fmaf(qb.w, w[7], s1);
@@ -2162,13 +2146,8 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
                 const unsigned char *vr = vs + k * rowb;
                 const float pk = pp[k];
                 l += pk;
-#if AMK_ATTN_KV_TMA
                 acc = fmaf(pk, dt == AMK_DTYPE_BF16 ? __uint_as_float((uint32_t)*(const uint16_t *)(vr + (((col >> 3) ^ ((int)k & sw)) << 4) + (col & 7) * 2) << 16)
                                                     : ((const float *)vr)[col], acc);
-#else
-                acc = fmaf(pk, dt == AMK_DTYPE_BF16 ? __uint_as_float((uint32_t)((const uint16_t *)vr)[col] << 16)
-                                                    : ((const float *)vr)[col], acc);
-#endif
             }
             l = amk_warp_sum(l);
             acc = amk_warp_sum(acc);

@@ -24,28 +24,27 @@ HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 $(BUILD)/device $(BUILD)/gpu:
 	mkdir -p $@
 
-$(BUILD)/device/amk_vm.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
-	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS) -o $@ amk_vm.cuh 2> $(BUILD)/device/ptxas.log \
-	  || { cat $(BUILD)/device/ptxas.log; rm -f $@; exit 1; }
-	@grep -A3 "entry function 'amk_vm_main'" $(BUILD)/device/ptxas.log | tail -n 2
-
+# $(call device_cubin,DEFINES,LOG,KERNEL): amk_vm.cuh built into $@ with DEFINES, ptxas's report in
+# $(BUILD)/device/LOG (printed whole on failure), KERNEL's register and spill lines shown
+define device_cubin
+	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS) $(1) -o $@ amk_vm.cuh 2> $(BUILD)/device/$(2) \
+	  || { cat $(BUILD)/device/$(2); rm -f $@; exit 1; }
+	@grep -A3 "entry function '$(3)'" $(BUILD)/device/$(2) | tail -n 2
+endef
 # The general build: the small-model forms compiled out (amk.h, amk_image_kind). why a second
 # build rather than a switch in one: the VM is one function at the register cap, and code the
 # big models never run moved theirs (bench/NOTES.md session "images")
-$(BUILD)/device/amk_vm_general.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
-	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS) -DAMK_LEAN=0 -DAMK_ATTN_LEAN=0 -DAMK_RING=0 -o $@ amk_vm.cuh \
-	  2> $(BUILD)/device/ptxas_general.log || { cat $(BUILD)/device/ptxas_general.log; rm -f $@; exit 1; }
-	@grep -A3 "entry function 'amk_vm_main'" $(BUILD)/device/ptxas_general.log | tail -n 2
+DEVICE_GENERAL := -DAMK_LEAN=0 -DAMK_ATTN_LEAN=0 -DAMK_RING=0
 
+$(BUILD)/device/amk_vm.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
+	$(call device_cubin,,ptxas.log,amk_vm_main)
+$(BUILD)/device/amk_vm_general.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
+	$(call device_cubin,$(DEVICE_GENERAL),ptxas_general.log,amk_vm_main)
 # The chained-steps kernel (amk_vm_chain) of each: why builds of their own, bench/RESULTS.md run 271
 $(BUILD)/device/amk_vm_chain.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
-	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS) -DAMK_VM_CHAIN=1 -o $@ amk_vm.cuh \
-	  2> $(BUILD)/device/ptxas_chain.log || { cat $(BUILD)/device/ptxas_chain.log; rm -f $@; exit 1; }
-	@grep -A3 "entry function 'amk_vm_chain'" $(BUILD)/device/ptxas_chain.log | tail -n 2
+	$(call device_cubin,-DAMK_VM_CHAIN=1,ptxas_chain.log,amk_vm_chain)
 $(BUILD)/device/amk_vm_general_chain.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
-	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS) -DAMK_LEAN=0 -DAMK_ATTN_LEAN=0 -DAMK_RING=0 -DAMK_VM_CHAIN=1 -o $@ \
-	  amk_vm.cuh 2> $(BUILD)/device/ptxas_general_chain.log || { cat $(BUILD)/device/ptxas_general_chain.log; rm -f $@; exit 1; }
-	@grep -A3 "entry function 'amk_vm_chain'" $(BUILD)/device/ptxas_general_chain.log | tail -n 2
+	$(call device_cubin,$(DEVICE_GENERAL) -DAMK_VM_CHAIN=1,ptxas_general_chain.log,amk_vm_chain)
 
 # CHAIN_IMAGES=0 (make): the set without the two chain builds (amk_cuda_info.can_chain is then 0 and
 # chained generation runs a step a launch). why: scripts/gpu_ab.sh times single steps of several

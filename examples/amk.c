@@ -819,8 +819,8 @@ static void cli_print_token(const amk_tokenizer *tok, int id) {
 }
 
 /* Greedy tokens a launch on the GPU (generate --chain N): a chunk's tokens print together, and the
-   steps after an end-of-sequence in it are wasted. why 16: +4% decode tok/s on SmolLM2 against a
-   launch a token (bench/RESULTS.md runs 273, 281), while a chunk's tokens still appear every ~90
+   steps after an end-of-sequence in it are wasted. why 16: +4% (bench/RESULTS.md run 273) and +8%
+   (run 281) decode tok/s on SmolLM2 against a launch a token, while a chunk's tokens still appear every ~90
    ms on the 8B (16 steps of 5.6 ms); racecheck and memcheck of chained bf16 steps are clean (run
    280). */
 #define CLI_CHAIN_DEFAULT 16

@@ -659,8 +659,8 @@ static amk__CUresult fake_upload(amk__CUdeviceptr to, const void *from, size_t n
 /* The lean attention's tensor maps (amk__cuda_kv_pairs, amk__cuda_kv_maps' geometry, the
    context's kv_maps): SmolLM2's bf16 step at context 129 has one pair a layer (its ATTENTION_O
    tasks share their caches), every task gets its layer's; a task's context carries the pair's
-   address and rows only with AMK_VM_HINT_KV_EARLY; F32 caches or a driver without the call: no
-   pairs. */
+   address and rows only with AMK_VM_HINT_KV_EARLY; F32 caches, a driver without the call or the
+   general build loaded: no pairs. */
 static void test_kv_pairs(void) {
     amk_program *p = lowered_step("smollm2-135m", 1), *pf = lowered_step("smollm2-135m", 0);
     amk_cuda c;
@@ -671,6 +671,9 @@ static void test_kv_pairs(void) {
     memset(&c, 0, sizeof c);
     CHECK(amk__cuda_kv_pairs(&c, p) == 0 && c.n_kv_pairs == 0 && c.kv_pair == NULL); /* no driver call */
     c.TensorMapEncodeTiled = fake_encode;
+    c.info.image_kind = AMK_IMAGE_GENERAL; /* the general build has no lean attention */
+    CHECK(amk__cuda_kv_pairs(&c, p) == 0 && c.n_kv_pairs == 0 && c.kv_pair == NULL);
+    c.info.image_kind = AMK_IMAGE_FULL;
     CHECK(amk__cuda_kv_pairs(&c, pf) == 0 && c.n_kv_pairs == 0); /* F32 caches */
     amk__free(c.kv_pair); amk__free(c.kv_pair_task); amk__free(c.kv_pair_rows);
     c.kv_pair = c.kv_pair_task = c.kv_pair_rows = NULL;
