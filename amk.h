@@ -330,7 +330,9 @@ AMK_API int amk_program_task_index(const amk_program *p, int task_id);
 AMK_API int amk_program_find_buffer(const amk_program *p, const char *name);
 /* Element count of a buffer; -1 on overflow. */
 AMK_API int64_t amk_buffer_numel(const amk_buffer *b);
-/* Sum of WEIGHT and CONST buffer bytes (the bandwidth floor's numerator). */
+/* Sum of the bytes of the WEIGHT and CONST buffers some task reads (the bandwidth floor's
+   numerator; a folded step keeps the Q/K/V weights its W_cat replaces, read by no task); -1 on
+   overflow or out of memory. */
 AMK_API int64_t amk_program_weight_bytes(const amk_program *p);
 /* Marshals a task's params (with defaults filled) into the device POD. */
 AMK_API void amk_task_marshal_params(const amk_task *t, amk_params_t *out);
@@ -927,6 +929,12 @@ typedef struct amk_llama_build_opts {
                          one step (ATTENTION_O tasks, each a kv head's attention and a few rows of
                          O, adding into an F32 h that a FILL zeroes), 0 two (ATTENTION_DECODE, then
                          O tiles); -1 (default) AMK's choice (AMK_LLAMA_ATTN_O) */
+    int qkv_fold;     /* with ATTENTION_O and the one-step MLP: 1 each layer's MLP tiles also add up
+                         the next layer's raw Q/K/V projections (RMSNORM_MLP's FOLD: a derived weight
+                         W_cat a layer, which amk_llm computes when it loads), so every layer after
+                         the first is two dependent steps: PRENORM ATTENTION_O tasks (norm scale,
+                         RoPE, the cache row themselves), then the MLP tiles; 0 no; -1 (default)
+                         AMK's choice (AMK_LLAMA_QKV_FOLD). Where the step cannot fold it does not */
 } amk_llama_build_opts;
 
 #ifndef AMK_LLAMA_MLP_ACCUM
@@ -944,6 +952,15 @@ typedef struct amk_llama_build_opts {
    wherever the step has one KV split. why short contexts only: each of ~one task an SM recomputes
    its kv head's attention, whose K/V reads grow with the context */
 #define AMK_LLAMA_ATTN_O 1
+#endif
+#ifndef AMK_LLAMA_QKV_FOLD
+/* what qkv_fold = -1 means: 0 never, 1 with BF16 weights where the step has ATTENTION_O and the SM
+   sets, 2 wherever the step has ATTENTION_O (and the one-step MLP). why 1: SmolLM2's bf16 step
+   0.390 -> 0.372 ms (medians of 5 rotated rounds, bench/RESULTS.md run 291): a layer is two
+   dependent steps, 11.0 -> 10.8 us with its hops, although the attention task takes 4.4 us against
+   3.3 and the MLP tile 3.2 against 2.5. F32 steps (the golden check's) do not fold: W_cat in F32
+   would double the MLP's staging */
+#define AMK_LLAMA_QKV_FOLD 1
 #endif
 #ifndef AMK_LLAMA_SM_SETS
 /* with ATTENTION_O: 1 puts each layer on two SM sets (meta "sm_sets", amk_llama_build_lowered):
@@ -993,7 +1010,7 @@ typedef struct amk_llama_build_opts {
 #endif
 
 /* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), KV splits 0 (auto),
-   fused, mlp_accum -1 and attn_o -1 (auto). */
+   fused, mlp_accum -1, attn_o -1 and qkv_fold -1 (auto). */
 AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o);
 
 /* A named shape with its real hyper-parameters: "llama3-8b", "llama3.2-1b", "smollm2-135m". */
@@ -1013,7 +1030,15 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
    default with the one-step MLP at one KV split) attention and O are one step too: ATTENTION_O
    tasks, each its kv head's attention and a few rows of W_oT (o_proj as [q_rows, H], meta o_proj
    "transposed"), adding into h (F32), which a FILL beside the layer before's attention zeroes
-   (layer 0's at the start). The head is RMSNORM_GEMV LM-head
+   (layer 0's at the start). With o->qkv_fold as well (see there; meta qkv_fold "1") layers 1..L-1
+   have no Q/K/V tiles: layer i's MLP tiles (RMSNORM_MLP with AMK_MLP_FLAG_FOLD; not the last
+   layer's) also add the next layer's raw projections into qkv.i (F32 [1, F], F = q_rows +
+   2*kv_rows; a FILL beside the attention zeroes it) through W_cat.i (a WEIGHT [I + H, F] of the
+   weight dtype, source "amk.qkv_fold.<i>", which amk_llm derives from the layer's down_proj and
+   the next layer's q/k/v_proj and input_layernorm), and layer i+1's ATTENTION_O tasks are PRENORM
+   (AMK_ATTN_FLAG_PRENORM) on qkv.i and x.(i+1), waiting for all of layer i's MLP tiles, the first
+   of each kv head storing the cache row; the FILLs beside them wait for what they wait for. The
+   head is RMSNORM_GEMV LM-head
    tiles, ARGMAX_PARTIAL tasks over slices of about 1024 logits (at most one an SM) and
    ARGMAX_COMBINE. Q and K rows are in interleaved pair
    order (meta["qk_rows"] = "interleaved"): amk_llm permutes the HF weights when it loads them.
@@ -1055,7 +1080,8 @@ typedef struct amk_llm_opts {
     const void *device_image;
     size_t device_image_size;
     double timeout_ms;    /* per GPU step; <= 0: 10 s */
-    /* Called while weights load (what: "weights", done/total in bytes). May be NULL. */
+    /* Called while weights load (what: "weights", done/total in bytes; then for a folded step,
+       what: "fold", done/total in rows of W_fold computed: amk_llama_build's qkv_fold). May be NULL. */
     void (*progress)(void *user, const char *what, uint64_t done, uint64_t total);
     void *progress_user;
 } amk_llm_opts;
@@ -1160,6 +1186,11 @@ AMK_API void amk_sampler_free(amk_sampler *s);
 #define AMK__FN static __attribute__((unused))
 #else
 #define AMK__FN static
+#endif
+#ifdef __cplusplus
+#define AMK__RESTRICT __restrict /* why: C++ has no restrict; GCC, Clang and MSVC take __restrict */
+#else
+#define AMK__RESTRICT restrict
 #endif
 
 /* ---- allocation ------------------------------------------------------------------------------ */
@@ -1822,12 +1853,14 @@ static const amk_op_spec amk__op_specs[AMK_OP_COUNT] = {
      "attention of kv heads [n_off, n_off+N_tile) over rows up to pos"},
     {"ARGMAX_PARTIAL", 1, 1, 1, {"N_tile", "n_off", "part", NULL}, "(max, first index) of a column range, per row"},
     {"ARGMAX_COMBINE", 1, 1, 1, {NULL}, "index of the best (max, index) partial, per row"},
-    {"RMSNORM_MLP", 5, 6, 1, {"eps", "K", "N_tile", "n_off", NULL},
-     "out += (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) @ W_downT[tile] (+ resid); accumulates"},
+    {"RMSNORM_MLP", 5, 7, -1, {"eps", "K", "N_tile", "n_off", NULL},
+     "out += (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) @ W_downT[tile] (+ resid); accumulates "
+     "(flag FOLD: W_cat its 6th input, and a 2nd output qkv += its share of the folded projections)"},
     {"FILL", 0, 0, 1, {NULL}, "out = scale everywhere"},
-    {"ATTENTION_O", 5, 6, 1,
+    {"ATTENTION_O", 5, 7, -1,
      {"head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile", "m_off", "M_tile", NULL},
-     "out += attention(kv heads [n_off, n_off+N_tile))[m_off:+M_tile] @ W_oT[m_off:+M_tile] (+ resid); accumulates"},
+     "out += attention(kv heads [n_off, n_off+N_tile))[m_off:+M_tile] @ W_oT[m_off:+M_tile] (+ resid); accumulates "
+     "(flag PRENORM: q/k/v from raw projections and x's rms; with outputs 2 and 3, the caches, k/v into row pos)"},
 };
 
 AMK_API const amk_op_spec *amk_op_spec_get(int op) {
@@ -2258,14 +2291,20 @@ AMK__FN int64_t amk__buffer_nbytes(const amk_buffer *b) {
 
 AMK_API int64_t amk_program_weight_bytes(const amk_program *p) {
     int64_t total = 0, nb;
-    int i;
-    if (!p) return 0;
+    int i, j;
+    unsigned char *read; /* [n_buffers] some task reads it */
+    if (!p || p->n_buffers <= 0) return 0;
+    if (!(read = (unsigned char *)amk__calloc((size_t)p->n_buffers, 1))) return -1;
+    for (i = 0; i < p->n_tasks; i++)
+        for (j = 0; p->tasks && p->tasks[i].inputs && j < p->tasks[i].n_inputs; j++)
+            if (p->tasks[i].inputs[j] >= 0 && p->tasks[i].inputs[j] < p->n_buffers) read[p->tasks[i].inputs[j]] = 1;
     for (i = 0; i < p->n_buffers; i++) {
         const amk_buffer *b = &p->buffers[i];
-        if (b->kind != AMK_KIND_WEIGHT && b->kind != AMK_KIND_CONST) continue;
+        if ((b->kind != AMK_KIND_WEIGHT && b->kind != AMK_KIND_CONST) || !read[i]) continue;
         nb = amk__buffer_nbytes(b);
-        if (nb < 0 || !amk__add_i64(total, nb, &total)) return -1;
+        if (nb < 0 || !amk__add_i64(total, nb, &total)) { total = -1; break; }
     }
+    amk__free(read);
     return total;
 }
 
@@ -4264,8 +4303,8 @@ AMK__FN int amk__opshape_finite(double v) { return v == v && fabs(v) <= (double)
    Returns 1 if fine; else 0 with *which (OP_SHAPE, OP_DTYPE, PARAM_VALUE or OP_UNSUPPORTED) and a
    message naming the buffers and numbers. */
 /* The output of an accumulating op (RMSNORM_MLP, ATTENTION_O), out [M, H] of n_out elements: F32
-   (the device adds with F32 atomics) in a kind written during a launch; resid (input 5, or NULL),
-   n_resid elements, a float of out's size. 0 and the failure in c. */
+   (the device adds with F32 atomics) in a kind written during a launch; resid (the op's last input
+   when it takes one, or NULL), n_resid elements, a float of out's size. 0 and the failure in c. */
 AMK__FN int amk__opshape_accum_out(const amk__opshape *c, const amk_buffer *out, int64_t n_out, int64_t M, int64_t H,
                                    const amk_buffer *resid, int64_t n_resid) {
     int64_t mh;
@@ -4516,9 +4555,15 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
     case AMK_OP_ATTENTION_DECODE:
     case AMK_OP_ATTENTION_O: {
         const int fo = t->op == AMK_OP_ATTENTION_O, decode = t->op == AMK_OP_ATTENTION_DECODE || fo;
+        const int prenorm = fo && ((uint32_t)P.flags & AMK_ATTN_FLAG_PRENORM) != 0; /* input 0 is qkv */
         int64_t row, max_seq, want;
         double scale = amk__param_f(t, "scale", 1.0);
         if (ni == 4 && !decode) AMK__OPS_FAIL(OP_UNSUPPORTED, "4th ATTENTION_TILE input is not supported");
+        if (fo && P.flags && (uint32_t)P.flags != AMK_ATTN_FLAG_PRENORM)
+            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: ATTENTION_O takes PRENORM (4) alone, or none", P.flags);
+        if (fo && (ni < 5 + prenorm || ni > 6 + prenorm || (t->n_outputs != 1 && !(prenorm && t->n_outputs == 3))))
+            AMK__OPS_FAIL(OP_ARITY, "takes %d or %d inputs and %s with flags %d, got %d and %d", 5 + prenorm,
+                          6 + prenorm, prenorm ? "1 or 3 outputs" : "1 output", P.flags, ni, t->n_outputs);
         if (P.head_dim < 1 || P.n_heads < 1 || P.n_kv_heads < 1 || P.n_heads % P.n_kv_heads)
             AMK__OPS_FAIL(PARAM_VALUE,
                           "head_dim = %d, n_heads = %d, n_kv_heads = %d: each must be >= 1 and "
@@ -4526,10 +4571,19 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         if (decode && (P.n_off < 0 || P.N_tile < 1 || (int64_t)P.n_off + P.N_tile > P.n_kv_heads))
             AMK__OPS_FAIL(PARAM_VALUE, "kv heads n_off = %d, N_tile = %d are outside [0, n_kv_heads = %d)",
                           P.n_off, P.N_tile, P.n_kv_heads);
-        if (n_in[0] != (int64_t)P.n_heads * P.head_dim)
+        if (prenorm) { /* qkv [1, F]: the Q rows, then K, then V */
+            if (!amk__mul_i64((int64_t)P.n_heads + 2 * (int64_t)P.n_kv_heads, P.head_dim, &want) || n_in[0] != want)
+                AMK__OPS_FAIL(OP_SHAPE, "qkv '%s' has %lld elements, (n_heads + 2*n_kv_heads)*head_dim = "
+                              "(%d + 2*%d)*%d", amk__opshape_name(in[0]), (long long)n_in[0], P.n_heads,
+                              P.n_kv_heads, P.head_dim);
+            if (in[0]->dtype != AMK_DTYPE_F32)
+                AMK__OPS_FAIL(OP_DTYPE, "qkv '%s' (a sum RMSNORM_MLP's FOLD builds) must be F32, not %s",
+                              amk__opshape_name(in[0]), amk_dtype_name(in[0]->dtype));
+        } else if (n_in[0] != (int64_t)P.n_heads * P.head_dim) {
             AMK__OPS_FAIL(OP_SHAPE, "q '%s' has %lld elements, n_heads*head_dim = %lld",
                           amk__opshape_name(in[0]), (long long)n_in[0],
                           (long long)P.n_heads * P.head_dim);
+        }
         row = (int64_t)P.n_kv_heads * P.head_dim;
         if (n_in[1] % row || n_in[2] != n_in[1])
             AMK__OPS_FAIL(OP_SHAPE, "k '%s' (%lld) and v '%s' (%lld) must hold equal whole rows of "
@@ -4542,20 +4596,39 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         if (decode && (!amk__opshape_is_index(in[3]->dtype) || n_in[3] != 1))
             AMK__OPS_FAIL(OP_SHAPE, "pos '%s' must be one I32, I8 or U8", amk__opshape_name(in[3]));
         if (!amk__opshape_finite(scale)) AMK__OPS_FAIL(PARAM_VALUE, "scale = %g must be finite", scale);
-        if (decode && ((uint32_t)P.flags & ~AMK_ATTN_FLAG_PARTIAL))
+        if (!fo && decode && ((uint32_t)P.flags & ~AMK_ATTN_FLAG_PARTIAL))
             AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than PARTIAL (2)", P.flags);
         if (fo) { /* W_oT [n_heads*head_dim, H]: its rows [m_off, m_off+M_tile) among the kv heads' */
             const amk_buffer *Wo = in[4];
             const int64_t grp = P.n_heads / P.n_kv_heads, a0 = (int64_t)P.n_off * grp * P.head_dim;
             const int64_t a1 = ((int64_t)P.n_off + P.N_tile) * grp * P.head_dim, H = Wo->shape[1];
-            if (P.flags) AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: ATTENTION_O takes none", P.flags);
+            const int r = 5 + prenorm; /* the resid's input, when given */
             if (Wo->rank != 2 || Wo->shape[0] != (int64_t)P.n_heads * P.head_dim || !amk_dtype_is_float(Wo->dtype))
                 AMK__OPS_FAIL(OP_SHAPE, "W_oT '%s' must be a float [n_heads*head_dim = %lld, H]",
                               amk__opshape_name(Wo), (long long)P.n_heads * P.head_dim);
             if (P.M_tile < 1 || P.m_off < a0 || (int64_t)P.m_off + P.M_tile > a1)
                 AMK__OPS_FAIL(PARAM_VALUE, "rows m_off = %d, M_tile = %d are outside the kv heads' [%lld, %lld)",
                               P.m_off, P.M_tile, (long long)a0, (long long)a1);
-            if (!amk__opshape_accum_out(&c, out, n_out, 1, H, ni == 6 ? in[5] : NULL, ni == 6 ? n_in[5] : 0)) return 0;
+            if (!amk__opshape_accum_out(&c, out, n_out, 1, H, ni > r ? in[r] : NULL, ni > r ? n_in[r] : 0)) return 0;
+            if (prenorm) { /* x [1, H], its rms; eps and RoPE's params; the cache outputs */
+                double eps = amk__param_f(t, "eps", 0.0);
+                if (n_in[5] != H || !amk_dtype_is_float(in[5]->dtype))
+                    AMK__OPS_FAIL(OP_SHAPE, "x '%s' must be float with H = %lld elements", amk__opshape_name(in[5]),
+                                  (long long)H);
+                if (!amk_task_param(t, "eps"))
+                    AMK__OPS_FAIL(PARAM_MISSING, "PRENORM needs eps (x's rms norm)");
+                if (!amk__opshape_finite(eps) || eps < 0)
+                    AMK__OPS_FAIL(PARAM_VALUE, "eps = %g must be finite and >= 0", eps);
+                if (P.head_dim % 2)
+                    AMK__OPS_FAIL(PARAM_VALUE, "head_dim = %d must be even (RoPE's pairs)", P.head_dim);
+                if (!amk__opshape_rope(&c, t, &P)) return 0;
+                if (t->n_outputs == 3 && (t->outputs[1] != t->inputs[1] || t->outputs[2] != t->inputs[2] ||
+                                          t->inputs[1] == t->inputs[2] || t->outputs[0] == t->inputs[1] ||
+                                          t->outputs[0] == t->inputs[2]))
+                    AMK__OPS_FAIL(OP_SHAPE, "outputs 2 and 3 (buffers %d, %d) must be the k and v caches (inputs "
+                                  "%d, %d): two buffers, neither out", t->outputs[1], t->outputs[2], t->inputs[1],
+                                  t->inputs[2]);
+            }
             break;
         }
         want = (int64_t)P.n_heads * P.head_dim;
@@ -4732,7 +4805,8 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
     case AMK_OP_RMSNORM_SWIGLU:
     case AMK_OP_RMSNORM_MLP: {
         const int mlp = t->op == AMK_OP_RMSNORM_MLP, swiglu = t->op == AMK_OP_RMSNORM_SWIGLU || mlp;
-        const uint32_t flags = swiglu ? 0u : (uint32_t)P.flags;
+        const uint32_t flags = swiglu ? 0u : (uint32_t)P.flags; /* RMSNORM_GEMV's */
+        const int fold = mlp && ((uint32_t)P.flags & AMK_MLP_FLAG_FOLD) != 0; /* W_cat input 5, qkv output 1 */
         const int64_t K = P.K;
         double eps = amk__param_f(t, "eps", 0.0);
         int64_t M, N, end;
@@ -4764,9 +4838,13 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
             AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than ROPE (1), KV_ROW (2) and ARGMAX (4)", P.flags);
         if ((flags & AMK_GEMV_FLAG_ARGMAX) && (flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)))
             AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: ARGMAX (4) goes with neither ROPE (1) nor KV_ROW (2)", P.flags);
-        if (t->n_outputs != 1 + ((flags & AMK_GEMV_FLAG_ARGMAX) != 0))
-            AMK__OPS_FAIL(OP_ARITY, "takes a second output (the argmax partials) exactly when flags has "
-                          "ARGMAX (flags %d, %d outputs)", P.flags, t->n_outputs);
+        if (mlp && ((uint32_t)P.flags & ~AMK_MLP_FLAG_FOLD))
+            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than FOLD (1)", P.flags);
+        if (t->n_outputs != 1 + ((flags & AMK_GEMV_FLAG_ARGMAX) != 0 || fold))
+            AMK__OPS_FAIL(OP_ARITY, "takes a second output (%s) exactly when flags has %s (flags %d, %d outputs)",
+                          mlp ? "qkv" : "the argmax partials", mlp ? "FOLD" : "ARGMAX", P.flags, t->n_outputs);
+        if (mlp && (ni < 5 + fold || ni > 6 + fold))
+            AMK__OPS_FAIL(OP_ARITY, "takes %d or %d inputs with flags %d, got %d", 5 + fold, 6 + fold, P.flags, ni);
         if (!swiglu && (ni == 4) != ((flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0))
             AMK__OPS_FAIL(OP_ARITY, "takes the positions as a 4th input exactly when flags has ROPE or "
                           "KV_ROW (flags %d, %d inputs)", P.flags, ni);
@@ -4789,12 +4867,24 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
             if (!amk__opshape_rope(&c, t, &P)) return 0;
         }
         if (mlp) { /* W_downT [N, H] maps the tile's N_tile values onto out [M, H] (+ resid [M, H]) */
-            const amk_buffer *Wd = in[4];
+            const amk_buffer *Wd = in[4], *Wc = in[5];
+            const int r = 5 + fold; /* the resid's input, when given */
             if (Wd->rank != 2 || Wd->shape[0] != N || !amk_dtype_is_float(Wd->dtype))
                 AMK__OPS_FAIL(OP_SHAPE, "W_downT '%s' must be a float [N = %lld, H]", amk__opshape_name(Wd),
                               (long long)N);
-            if (!amk__opshape_accum_out(&c, out, n_out, M, Wd->shape[1], ni == 6 ? in[5] : NULL, ni == 6 ? n_in[5] : 0))
+            if (!amk__opshape_accum_out(&c, out, n_out, M, Wd->shape[1], ni > r ? in[r] : NULL, ni > r ? n_in[r] : 0))
                 return 0;
+            if (fold) { /* W_cat [N + K, F] maps the tile's values and its share of x onto qkv [M, F] */
+                if (Wc->rank != 2 || Wc->shape[0] != N + K || Wc->shape[1] < 1)
+                    AMK__OPS_FAIL(OP_SHAPE, "W_cat '%s' must be [N + K = %lld, F >= 1]", amk__opshape_name(Wc),
+                                  (long long)(N + K));
+                if (Wc->dtype != AMK_DTYPE_F32 && Wc->dtype != AMK_DTYPE_BF16 && Wc->dtype != AMK_DTYPE_F16)
+                    AMK__OPS_FAIL(OP_DTYPE, "W_cat '%s' must be F32, BF16 or F16, not %s", amk__opshape_name(Wc),
+                                  amk_dtype_name(Wc->dtype));
+                if (!amk__opshape_accum_out(&c, out2, n_out2, M, Wc->shape[1], NULL, 0)) return 0;
+                if (t->outputs[1] == t->outputs[0] || t->outputs[1] == t->inputs[0])
+                    AMK__OPS_FAIL(OP_SHAPE, "qkv (buffer %d) must be a buffer of its own", t->outputs[1]);
+            }
         } else if (flags & AMK_GEMV_FLAG_KV_ROW) {
             if (n_out % N || n_out < N)
                 AMK__OPS_FAIL(OP_SHAPE, "cache '%s' has %lld elements, not whole rows of W's N = %lld",
@@ -4876,11 +4966,14 @@ AMK__FN int amk__v_transient_kind(int kind) {
     return kind == AMK_KIND_ACTIVATION || kind == AMK_KIND_IO_OUTPUT || kind == AMK_KIND_KV_CACHE;
 }
 
-/* A task that adds into its output instead of overwriting it (RMSNORM_MLP, ATTENTION_O). Such
-   writers of one buffer commute, so they may run unordered among themselves; each reads what the
-   buffer's other writers left, so every one of those must be ordered before it (amk__v_accum). */
-AMK__FN int amk__task_accumulates(const amk_task *t) {
-    return t->op == AMK_OP_RMSNORM_MLP || t->op == AMK_OP_ATTENTION_O;
+/* Task t adds into its output x (one of its outputs) instead of overwriting it: RMSNORM_MLP into
+   every output, ATTENTION_O into its first (its cache outputs are plain writes). Such writers of
+   one buffer commute, so they may run unordered among themselves; each reads what the buffer's
+   other writers left, so every one of those must be ordered before it (amk__v_accum). */
+AMK__FN int amk__task_accumulates(const amk_task *t, int x) {
+    if (t->op == AMK_OP_RMSNORM_MLP) return 1;
+    return t->op == AMK_OP_ATTENTION_O && amk__v_len(t->n_outputs, t->outputs, AMK_MAX_OUTPUTS) >= 1 &&
+           t->outputs[0] == x;
 }
 
 /* Input j of t is KV_APPEND's cache, written in place: the op writes row pos and reads nothing
@@ -4896,6 +4989,39 @@ AMK__FN const amk_param *amk__v_param(const amk_task *t, const char *key) {
     for (i = 0; i < np; i++)
         if (t->params[i].key && strcmp(t->params[i].key, key) == 0) return &t->params[i];
     return NULL;
+}
+
+/* The reads below the position (RACE_KV). A PRENORM ATTENTION_O reads its caches' rows below its
+   position and never their row at it (it has that row's k and v itself), so its read of a cache
+   need not follow a writer that writes only the row at the same position: one that cannot, within
+   a pass, have written a row the reader reads, provided the position is the same in both, i.e.
+   the position buffer is written by no task. amk__v_kv_reader_pos is the position buffer of t's
+   read of KV cache x when t is such a reader (x only as its k or v cache), else -1;
+   amk__v_kv_row_writer_pos that of t's write of x when t writes only the row at a position of x (an
+   RMSNORM_GEMV with KV_ROW over one row of x, or a PRENORM ATTENTION_O writing its caches), else
+   -1. The caller checks that nothing writes the position buffer. */
+AMK__FN int amk__v_kv_reader_pos(const amk_program *p, const amk_task *t, int x) {
+    const amk_param *f = amk__v_param(t, "flags");
+    int j, ni = amk__v_len(t->n_inputs, t->inputs, AMK_MAX_INPUTS);
+    if (t->op != AMK_OP_ATTENTION_O || !f || !((uint32_t)f->i & AMK_ATTN_FLAG_PRENORM) || ni < 4 ||
+        x < 0 || x >= p->n_buffers || p->buffers[x].kind != AMK_KIND_KV_CACHE || (t->inputs[1] != x && t->inputs[2] != x))
+        return -1;
+    for (j = 0; j < ni; j++)
+        if (j != 1 && j != 2 && t->inputs[j] == x) return -1;
+    return t->inputs[3];
+}
+AMK__FN int amk__v_kv_row_writer_pos(const amk_program *p, const amk_task *t, int x) {
+    const amk_param *f = amk__v_param(t, "flags"), *K = amk__v_param(t, "K");
+    const int ni = amk__v_len(t->n_inputs, t->inputs, AMK_MAX_INPUTS);
+    const int no = amk__v_len(t->n_outputs, t->outputs, AMK_MAX_OUTPUTS);
+    if (!f || ni < 4 || t->inputs[0] < 0 || t->inputs[0] >= p->n_buffers) return -1;
+    if (t->op == AMK_OP_RMSNORM_GEMV && ((uint32_t)f->i & AMK_GEMV_FLAG_KV_ROW) && no == 1 && t->outputs[0] == x &&
+        K && amk_buffer_numel(&p->buffers[t->inputs[0]]) == K->i)
+        return t->inputs[3];
+    if (t->op == AMK_OP_ATTENTION_O && ((uint32_t)f->i & AMK_ATTN_FLAG_PRENORM) && no == 3 && t->outputs[0] != x &&
+        (t->outputs[1] == x || t->outputs[2] == x))
+        return t->inputs[3];
+    return -1;
 }
 
 /* "task 3 'label'" with the task id (and the label when set). */
@@ -5775,7 +5901,7 @@ AMK__FN void amk__v_query(amk__vctx *v, int set_off, int set_len, int target, in
 /* The region a writer writes: columns [n0, n1) of rows [m0, m1) (IR_SPEC_NOTES 1), in the units
    of its kind: 0 the whole buffer; 1 columns of the output's last axis (GEMV/GEMM tiles and the
    fused tiles, whose KV-row form writes columns of every cache row it may pick; ARGMAX_PARTIAL's
-   pair); 2 flat elements
+   pair; a PRENORM ATTENTION_O's kv heads in its caches, the KV-row tiles' columns); 2 flat elements
    (ATTENTION_DECODE: the rows of its query heads). Of buffer x: an RMSNORM_GEMV with ARGMAX writes
    its pair (kind 1) into its second output. Regions of different kinds never compare as disjoint
    (amk__v_waw). */
@@ -5826,6 +5952,14 @@ AMK__FN void amk__v_region_of(const amk_task *t, int ti, int x, amk__v_region *r
         r->kind = 2;
         r->n0 = off->i * rw;
         r->n1 = (off->i + w->i) * rw;
+        return;
+    }
+    case AMK_OP_ATTENTION_O: { /* a PRENORM writer's cache: its kv heads' columns of the cache row */
+        const amk_param *hd = amk__v_param(t, "head_dim");
+        if (!hd || t->n_outputs != 3 || !t->outputs || t->outputs[0] == x) return;
+        r->kind = 1;
+        r->n0 = off->i * hd->i;
+        r->n1 = (off->i + w->i) * hd->i;
         return;
     }
     default:
@@ -5890,7 +6024,7 @@ AMK__FN void amk__v_waw(amk__vctx *v, int x, amk__v_key3 *tmp, amk__v_region *re
             for (k = j + 1; k < len && reg[k].n0 < reg[j].n1 && overlaps < AMK__V_RACE_CAP; k++) {
                 int a = reg[j].task, b = reg[k].task, lo, hi;
                 if (!amk__v_overlap(&reg[j], &reg[k])) continue;
-                if (amk__task_accumulates(&v->p->tasks[a]) && amk__task_accumulates(&v->p->tasks[b]))
+                if (amk__task_accumulates(&v->p->tasks[a], x) && amk__task_accumulates(&v->p->tasks[b], x))
                     continue; /* why: additions commute */
                 lo = g->rank[a] < g->rank[b] ? a : b;
                 hi = lo == a ? b : a;
@@ -5908,12 +6042,12 @@ AMK__FN void amk__v_accum(amk__vctx *v, int x, amk__v_key3 *tmp) {
     int k, na = 0, np = 0, off;
     char tn[64], bn[64];
     for (k = v->gwr_off[x]; k < v->gwr_off[x + 1]; k++) {
-        if (amk__task_accumulates(&p->tasks[v->gwr[k]])) na++;
+        if (amk__task_accumulates(&p->tasks[v->gwr[k]], x)) na++;
         else tmp[np++].c = v->gwr[k];
     }
     if (!na) return;
     if (!np) {
-        for (k = v->gwr_off[x]; !amk__task_accumulates(&p->tasks[v->gwr[k]]); k++) {}
+        for (k = v->gwr_off[x]; !amk__task_accumulates(&p->tasks[v->gwr[k]], x); k++) {}
         amk__v_issue(v, AMK_CHECK_READ_UNWRITTEN, v->gwr[k], x, -1,
                      "%s accumulates onto %s, but no task writes its starting value (a FILL, say)",
                      amk__v_tname(p, v->gwr[k], tn, sizeof tn), amk__v_bname(p, x, bn, sizeof bn));
@@ -5923,7 +6057,7 @@ AMK__FN void amk__v_accum(amk__vctx *v, int x, amk__v_key3 *tmp) {
     for (k = 0; k < np; k++)
         if (amk__v_pool_add(v, &tmp[k].c, 1) < 0) return;
     for (k = v->gwr_off[x]; k < v->gwr_off[x + 1]; k++)
-        if (amk__task_accumulates(&p->tasks[v->gwr[k]]))
+        if (amk__task_accumulates(&p->tasks[v->gwr[k]], x))
             amk__v_query(v, off, np, v->gwr[k], 0, AMK__VQ_ACCUM, x, -1);
 }
 
@@ -5950,10 +6084,27 @@ AMK__FN void amk__v_questions(amk__vctx *v) {
         int kind = p->buffers[x].kind, nw = v->gwr_off[x + 1] - v->gwr_off[x], off;
         if (v->buf_enum[x] || !amk__v_transient_kind(kind) || nw == 0) continue;
         if (v->grd_off[x + 1] > v->grd_off[x]) {
+            int pb_set = -1, pb_off = -1, pb_len = 0; /* the writers a reader at position pb_set needs */
             off = amk__v_pool_add(v, v->gwr + v->gwr_off[x], nw);
-            for (k = v->grd_off[x]; k < v->grd_off[x + 1]; k++)
-                amk__v_query(v, off, nw, v->grd[k], 1, kind == AMK_KIND_KV_CACHE ? AMK__VQ_KV : AMK__VQ_READ,
-                             x, -1);
+            for (k = v->grd_off[x]; k < v->grd_off[x + 1]; k++) {
+                const int r = v->grd[k], pb = amk__v_kv_reader_pos(p, &p->tasks[r], x);
+                int j;
+                if (pb < 0 || pb >= v->nb || v->wr_off[pb + 1] > v->wr_off[pb]) {
+                    amk__v_query(v, off, nw, r, 1, kind == AMK_KIND_KV_CACHE ? AMK__VQ_KV : AMK__VQ_READ, x, -1);
+                    continue;
+                }
+                if (pb != pb_set) { /* why: the pool grows at its end, so the entries are contiguous */
+                    pb_set = pb;
+                    pb_off = v->n_pool;
+                    pb_len = 0;
+                    for (j = v->gwr_off[x]; j < v->gwr_off[x + 1]; j++)
+                        if (amk__v_kv_row_writer_pos(p, &p->tasks[v->gwr[j]], x) != pb) {
+                            if (amk__v_pool_add(v, &v->gwr[j], 1) < 0) break;
+                            pb_len++;
+                        }
+                }
+                amk__v_query(v, pb_off, pb_len, r, 1, AMK__VQ_KV, x, -1);
+            }
         }
         if (nw > 1) amk__v_waw(v, x, tmp, reg, grp);
         amk__v_accum(v, x, tmp);
@@ -6284,6 +6435,9 @@ typedef struct amk__vsim {
     unsigned char *fired;
     /* race tracking (adversarial only) */
     int *rd_off, *rd;    /* per task: transient buffers it reads */
+    int *rd_pos;         /* per read: the position buffer of a read below the position (RACE_KV's
+                            rule: amk__v_kv_reader_pos), else -1 */
+    int *wr_off, *wr;    /* per buffer: its distinct writer tasks */
     int *wcount;         /* [nb] distinct writer tasks */
     int *wfired;         /* [nb] writers fired so far */
     int *victims, n_victims; /* tasks writing a buffer some task reads */
@@ -6292,7 +6446,8 @@ typedef struct amk__vsim {
 AMK__FN void amk__vsim_free(amk__vsim *s) {
     amk__free(s->out_c); amk__free(s->n_waits); amk__free(s->w_off); amk__free(s->w);
     amk__free(s->pending); amk__free(s->value); amk__free(s->ptr); amk__free(s->ready);
-    amk__free(s->fired); amk__free(s->rd_off); amk__free(s->rd); amk__free(s->wcount);
+    amk__free(s->fired); amk__free(s->rd_off); amk__free(s->rd); amk__free(s->rd_pos);
+    amk__free(s->wr_off); amk__free(s->wr); amk__free(s->wcount);
     amk__free(s->wfired); amk__free(s->victims);
     memset(s, 0, sizeof *s);
 }
@@ -6385,8 +6540,20 @@ AMK__FN int amk__vsim_pop(amk__vsim *s, int sign, amk__rng *rng, int victim) {
 /* The first violation seen by the adversarial walk. */
 typedef struct amk__vsim_race { int count, task, buffer, writer, order; } amk__vsim_race;
 
+/* A writer of x other than t that has not fired, and with pb >= 0 is not a writer of the row at
+   position pb alone (amk__v_kv_row_writer_pos); -1 when there is none. */
+AMK__FN int amk__vsim_unfired(const amk_program *p, const amk__vsim *s, int t, int x, int pb) {
+    int k;
+    for (k = s->wr_off[x]; k < s->wr_off[x + 1]; k++) {
+        const int w = s->wr[k];
+        if (w != t && !s->fired[w] && (pb < 0 || amk__v_kv_row_writer_pos(p, &p->tasks[w], x) != pb)) return w;
+    }
+    return -1;
+}
+
 /* t just became ready: an adversary may fire it now, so every transient buffer it reads must
-   already have all its writers (other than t) fired. */
+   already have all its writers (other than t) fired; for a read below the position, all but the
+   writers of the row at it. */
 AMK__FN void amk__vsim_check(const amk_program *p, amk__vsim *s, int t, amk__vsim_race *race, int order) {
     int k, j;
     const amk_task *tk = &p->tasks[t];
@@ -6394,20 +6561,13 @@ AMK__FN void amk__vsim_check(const amk_program *p, amk__vsim *s, int t, amk__vsi
     for (k = s->rd_off[t]; k < s->rd_off[t + 1]; k++) {
         int x = s->rd[k], self = 0;
         for (j = 0; j < no; j++) self |= tk->outputs[j] == x;
-        if (s->wfired[x] >= s->wcount[x] - self) continue;
+        if (s->rd_pos[k] < 0 ? s->wfired[x] >= s->wcount[x] - self : amk__vsim_unfired(p, s, t, x, s->rd_pos[k]) < 0)
+            continue;
         if (race->count++ == 0) {
-            int w, i;
             race->task = t;
             race->buffer = x;
             race->order = order;
-            race->writer = -1;
-            for (w = 0; w < s->n && race->writer < 0; w++) { /* name one writer not yet fired */
-                const amk_task *wk = &p->tasks[w];
-                int nwo = amk__v_len(wk->n_outputs, wk->outputs, AMK_MAX_OUTPUTS);
-                if (w == t || s->fired[w]) continue;
-                for (i = 0; i < nwo; i++)
-                    if (wk->outputs[i] == x) race->writer = w;
-            }
+            race->writer = amk__vsim_unfired(p, s, t, x, s->rd_pos[k]);
         }
     }
 }
@@ -6480,22 +6640,32 @@ AMK_API amk_result amk_program_simulate(const amk_program *p, int *order, int *n
 /* Reads and writers for the adversarial walk: reads of transient buffers that some task writes
    (KV_APPEND's in-place cache excepted, as in validate); victims are their writers. */
 AMK__FN int amk__vsim_build_races(const amk_program *p, amk__vsim *s) {
-    int t, j, i, pass, n_rd = 0;
+    int t, j, i, x, pass, n_rd = 0;
     unsigned char *is_read;
     s->rd_off = (int *)amk__calloc((size_t)s->n + 1, sizeof(int));
+    s->wr_off = (int *)amk__calloc((size_t)s->nb + 1, sizeof(int));
     s->wcount = (int *)amk__calloc((size_t)s->nb + 1, sizeof(int));
     s->wfired = (int *)amk__calloc((size_t)s->nb + 1, sizeof(int));
     s->victims = (int *)amk__calloc((size_t)s->n + 1, sizeof(int));
     is_read = (unsigned char *)amk__calloc((size_t)s->nb + 1, 1);
-    if (!s->rd_off || !s->wcount || !s->wfired || !s->victims || !is_read) { amk__free(is_read); return 0; }
-    for (t = 0; t < s->n; t++) {
-        const amk_task *tk = &p->tasks[t];
-        int no = amk__v_len(tk->n_outputs, tk->outputs, AMK_MAX_OUTPUTS);
-        for (j = 0; j < no; j++) {
-            int x = tk->outputs[j], dup = 0;
-            for (i = 0; i < j; i++) dup |= tk->outputs[i] == x;
-            if (x >= 0 && x < s->nb && !dup) s->wcount[x]++;
+    if (!s->rd_off || !s->wr_off || !s->wcount || !s->wfired || !s->victims || !is_read) { amk__free(is_read); return 0; }
+    for (pass = 0; pass < 2; pass++) { /* the distinct writers: counted, then listed */
+        for (t = 0; t < s->n; t++) {
+            const amk_task *tk = &p->tasks[t];
+            int no = amk__v_len(tk->n_outputs, tk->outputs, AMK_MAX_OUTPUTS);
+            for (j = 0; j < no; j++) {
+                int dup = 0;
+                x = tk->outputs[j];
+                for (i = 0; i < j; i++) dup |= tk->outputs[i] == x;
+                if (x < 0 || x >= s->nb || dup) continue;
+                if (pass) s->wr[s->wr_off[x + 1]++] = t; /* wr_off[x + 1]: x's cursor until the pass ends */
+                else s->wcount[x]++;
+            }
         }
+        if (pass) break;
+        for (x = 0; x < s->nb; x++) s->wr_off[x + 1] = s->wr_off[x] + s->wcount[x];
+        if (!(s->wr = (int *)amk__calloc((size_t)s->wr_off[s->nb] + 1, sizeof(int)))) { amk__free(is_read); return 0; }
+        for (x = s->nb; x > 0; x--) s->wr_off[x] = s->wr_off[x - 1];
     }
     for (pass = 0; pass < 2; pass++) {
         n_rd = 0;
@@ -6504,17 +6674,26 @@ AMK__FN int amk__vsim_build_races(const amk_program *p, amk__vsim *s) {
             int ni = amk__v_len(tk->n_inputs, tk->inputs, AMK_MAX_INPUTS);
             s->rd_off[t] = n_rd;
             for (j = 0; j < ni; j++) {
-                int x = tk->inputs[j], dup = 0;
+                int dup = 0, pb;
+                x = tk->inputs[j];
                 for (i = 0; i < j; i++) dup |= tk->inputs[i] == x;
                 if (x < 0 || x >= s->nb || dup || !s->wcount[x] || amk__v_inplace_target(tk, j)) continue;
                 if (!amk__v_transient_kind(p->buffers[x].kind)) continue;
-                if (pass) s->rd[n_rd] = x;
+                if (pass) {
+                    pb = amk__v_kv_reader_pos(p, tk, x);
+                    s->rd[n_rd] = x;
+                    s->rd_pos[n_rd] = pb >= 0 && pb < s->nb && !s->wcount[pb] ? pb : -1;
+                }
                 is_read[x] = 1;
                 n_rd++;
             }
         }
         s->rd_off[s->n] = n_rd;
-        if (pass == 0 && !(s->rd = (int *)amk__calloc((size_t)n_rd + 1, sizeof(int)))) { amk__free(is_read); return 0; }
+        if (pass == 0 && (!(s->rd = (int *)amk__calloc((size_t)n_rd + 1, sizeof(int))) ||
+                          !(s->rd_pos = (int *)amk__calloc((size_t)n_rd + 1, sizeof(int))))) {
+            amk__free(is_read);
+            return 0;
+        }
     }
     for (t = 0; t < s->n; t++) {
         const amk_task *tk = &p->tasks[t];
@@ -7508,8 +7687,10 @@ typedef struct amk__refop {
     const amk_buffer *out;
     void *y;                       /* storage of the (first) output */
     int64_t n_out;
-    const amk_buffer *out2;        /* the second output (RMSNORM_GEMV with ARGMAX: the partials) */
-    void *y2;
+    const amk_buffer *outs[AMK_MAX_OUTPUTS]; /* every output (outs[0] = out): RMSNORM_GEMV with ARGMAX's
+                                                partials, RMSNORM_MLP with FOLD's qkv, the caches of
+                                                a PRENORM ATTENTION_O that writes them */
+    void *ys[AMK_MAX_OUTPUTS];
 } amk__refop;
 
 #define AMK__IN(o, i, e) amk__load_f32((o)->x[i], (o)->in[i]->dtype, (e))
@@ -7536,12 +7717,19 @@ AMK__FN amk_result amk__ref_embed(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 
+/* 1/sqrt(mean(x^2) + eps) of elements [off, off+n) of input i, summed in fp32 in order: the
+   scale of every rms norm (RMSNORM, the RMSNORM_* tiles, PRENORM ATTENTION_O). */
+AMK__FN float amk__ref_rms_inv(const amk__refop *o, int i, int64_t off, int64_t n) {
+    float ss = 0.0f;
+    int64_t k;
+    for (k = 0; k < n; k++) { float v = AMK__IN(o, i, off + k); ss += v * v; }
+    return 1.0f / sqrtf(ss / (float)n + o->P.eps);
+}
+
 AMK__FN void amk__ref_rmsnorm(const amk__refop *o) {
     int64_t r, h, H = o->P.hidden;
     for (r = 0; r < o->n_in[0] / H; r++) {
-        float ss = 0.0f, inv;
-        for (h = 0; h < H; h++) { float v = AMK__IN(o, 0, r * H + h); ss += v * v; }
-        inv = 1.0f / sqrtf(ss / (float)H + o->P.eps);
+        const float inv = amk__ref_rms_inv(o, 0, r * H, H);
         for (h = 0; h < H; h++) AMK__OUT(o, r * H + h, AMK__IN(o, 0, r * H + h) * inv * AMK__IN(o, 1, h));
     }
 }
@@ -7612,71 +7800,6 @@ AMK__FN amk_result amk__ref_gemv(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 
-/* Head h uses kv head h / (n_heads/n_kv_heads); cache row j of kv head g starts at element
-   (j*n_kv_heads + g)*head_dim. Partial layout per head: [acc(head_dim) | m | l]. ATTENTION_O: the
-   heads' results a (F32, not cast) then out[h'] += sum_j a[j] * W_oT[j, h'] over its rows j
-   [m_off, m_off+M_tile) (+ resid[h']), added to what out holds. */
-AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
-    int64_t hd = o->P.head_dim, nh = o->P.n_heads, nkv = o->P.n_kv_heads, rep = nh / nkv;
-    int64_t start = o->P.kv_start, len = o->P.kv_len, h, h0 = 0, h1 = nh, j, e;
-    int partial = ((uint32_t)o->P.flags & AMK_ATTN_FLAG_PARTIAL) != 0, fo = o->t->op == AMK_OP_ATTENTION_O;
-    float *q, *row, *acc, *s, *a = NULL;
-    if (o->t->op == AMK_OP_ATTENTION_DECODE || fo) { /* its kv heads, and rows up to the position */
-        int64_t pos = amk__load_i64(o->x[3], o->in[3]->dtype, 0);
-        if (pos < 0)
-            return amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1,
-                                   "%s: position %lld is negative", amk_op_name(o->t->op), (long long)pos);
-        if (pos + 1 - start < len) len = pos + 1 - start < 0 ? 0 : pos + 1 - start;
-        h0 = (int64_t)o->P.n_off * rep;
-        h1 = ((int64_t)o->P.n_off + o->P.N_tile) * rep;
-    }
-    q = amk__refvm_floats(hd); row = amk__refvm_floats(hd); acc = amk__refvm_floats(hd);
-    s = amk__refvm_floats(len ? len : 1); /* [len] scores */
-    if (fo) a = amk__refvm_floats((h1 - h0) * hd); /* [heads h0..h1, head_dim] */
-    if (!q || !row || !acc || !s || (fo && !a)) {
-        amk__free(q); amk__free(row); amk__free(acc); amk__free(s); amk__free(a);
-        return amk__refvm_oom(o, d);
-    }
-    for (h = h0; h < h1; h++) {
-        int64_t g = h / rep;
-        float m = -INFINITY, l = 0.0f;
-        amk__refvm_load_row(o->x[0], o->in[0]->dtype, h * hd, hd, q);
-        for (j = 0; j < len; j++) {
-            amk__refvm_load_row(o->x[1], o->in[1]->dtype, ((start + j) * nkv + g) * hd, hd, row);
-            s[j] = o->P.scale * amk__refvm_dot(q, row, hd);
-            if (s[j] > m) m = s[j];
-        }
-        for (e = 0; e < hd; e++) acc[e] = 0.0f;
-        for (j = 0; j < len; j++) {
-            float pj = expf(s[j] - m);
-            l += pj;
-            amk__refvm_load_row(o->x[2], o->in[2]->dtype, ((start + j) * nkv + g) * hd, hd, row);
-            for (e = 0; e < hd; e++) acc[e] += pj * row[e];
-        }
-        if (partial) { /* an empty window leaves acc 0, m -inf, l 0 */
-            for (e = 0; e < hd; e++) AMK__OUT(o, h * (hd + 2) + e, acc[e]);
-            AMK__OUT(o, h * (hd + 2) + hd, m);
-            AMK__OUT(o, h * (hd + 2) + hd + 1, l);
-        } else if (fo) {
-            for (e = 0; e < hd; e++) a[(h - h0) * hd + e] = len ? acc[e] / l : 0.0f;
-        } else {
-            for (e = 0; e < hd; e++) AMK__OUT(o, h * hd + e, len ? acc[e] / l : 0.0f);
-        }
-    }
-    if (fo) { /* out[h'] += a[m_off..] . W_oT[m_off.., h'] (+ resid[h']) */
-        const int64_t H = o->in[4]->shape[1], m0 = o->P.m_off, mt = o->P.M_tile;
-        int64_t c;
-        for (c = 0; c < H; c++) {
-            float sum = 0.0f;
-            for (j = 0; j < mt; j++) sum += a[m0 + j - h0 * hd] * AMK__IN(o, 4, (m0 + j) * H + c);
-            if (o->ni == 6) sum += AMK__IN(o, 5, c);
-            AMK__OUT(o, c, amk__load_f32(o->y, AMK_DTYPE_F32, c) + sum);
-        }
-    }
-    amk__free(q); amk__free(row); amk__free(acc); amk__free(s); amk__free(a);
-    return AMK_OK;
-}
-
 #define AMK__TWO_PI 6.283185307179586476925 /* why: M_PI is not C99 */
 
 /* RoPE inverse frequency of pair i of a head of P->head_dim: theta^(-2i/head_dim) in fp32 as HF
@@ -7695,6 +7818,126 @@ AMK__FN float amk__rope_inv_freq(const amk_params_t *P, int64_t i) {
         }
     }
     return inv;
+}
+
+/* RMSNORM_GEMV's RoPE (and PRENORM ATTENTION_O's): y[0..nt) are values n0.. of rows of heads of
+   head_dim, in interleaved pair order; pair (n, n+1), n even, rotates by pos * inv_freq((n %
+   head_dim) / 2). */
+AMK__FN void amk__ref_rope_pairs(const amk_params_t *P, int64_t pos, int64_t n0, float *y, int64_t nt) {
+    int64_t n;
+    for (n = 0; n + 1 < nt; n += 2) {
+        float angle = (float)pos * amk__rope_inv_freq(P, ((n0 + n) % P->head_dim) / 2);
+        float c = cosf(angle), sn = sinf(angle), x1 = y[n], x2 = y[n + 1];
+        y[n] = x1 * c - x2 * sn;
+        y[n + 1] = x2 * c + x1 * sn;
+    }
+}
+
+/* v as a buffer of dtype t holds it: stored and loaded back. */
+AMK__FN float amk__refvm_round(float v, int t) {
+    unsigned char b[8] = {0};
+    amk__store_f32(b, t, 0, v);
+    return amk__load_f32(b, t, 0);
+}
+
+/* PRENORM ATTENTION_O's head_dim values at element off of qkv (input 0): dst = inv * qkv[off..],
+   rotated (RoPE at pos) when rope, rounded to dtype dt. */
+AMK__FN void amk__ref_prenorm(const amk__refop *o, float inv, int64_t pos, int64_t off, int rope, int dt, float *dst) {
+    const int64_t hd = o->P.head_dim;
+    int64_t e;
+    for (e = 0; e < hd; e++) dst[e] = inv * AMK__IN(o, 0, off + e);
+    if (rope) amk__ref_rope_pairs(&o->P, pos, 0, dst, hd);
+    for (e = 0; e < hd; e++) dst[e] = amk__refvm_round(dst[e], dt);
+}
+
+/* Head h uses kv head h / (n_heads/n_kv_heads); cache row j of kv head g starts at element
+   (j*n_kv_heads + g)*head_dim. Partial layout per head: [acc(head_dim) | m | l]. ATTENTION_O: the
+   heads' results a (F32, not cast) then out[h'] += sum_j a[j] * W_oT[j, h'] over its rows j
+   [m_off, m_off+M_tile) (+ resid[h']), added to what out holds. PRENORM: q and the key and value
+   of row pos of each of its kv heads from qkv and x's rms (amk__ref_prenorm), that row from them,
+   never from the caches; with the caches as outputs 2 and 3 the task then stores them there. */
+AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
+    int64_t hd = o->P.head_dim, nh = o->P.n_heads, nkv = o->P.n_kv_heads, rep = nh / nkv, g0 = o->P.n_off;
+    int64_t start = o->P.kv_start, len = o->P.kv_len, h, h0 = 0, h1 = nh, j, e, pos = 0;
+    int partial = ((uint32_t)o->P.flags & AMK_ATTN_FLAG_PARTIAL) != 0, fo = o->t->op == AMK_OP_ATTENTION_O;
+    const int prenorm = fo && ((uint32_t)o->P.flags & AMK_ATTN_FLAG_PRENORM) != 0;
+    const int writer = prenorm && o->t->n_outputs == 3;
+    float *q, *row, *acc, *s, *a = NULL, *kv = NULL; /* kv: PRENORM's [2, N_tile, head_dim] keys, values at pos */
+    float inv = 0.0f;
+    if (o->t->op == AMK_OP_ATTENTION_DECODE || fo) { /* its kv heads, and rows up to the position */
+        pos = amk__load_i64(o->x[3], o->in[3]->dtype, 0);
+        if (pos < 0)
+            return amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1,
+                                   "%s: position %lld is negative", amk_op_name(o->t->op), (long long)pos);
+        if (writer && pos >= o->n_in[1] / (nkv * hd))
+            return amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1,
+                                   "%s: position %lld is outside the cache (%lld rows)", amk_op_name(o->t->op),
+                                   (long long)pos, (long long)(o->n_in[1] / (nkv * hd)));
+        if (pos + 1 - start < len) len = pos + 1 - start < 0 ? 0 : pos + 1 - start;
+        h0 = g0 * rep;
+        h1 = (g0 + o->P.N_tile) * rep;
+    }
+    q = amk__refvm_floats(hd); row = amk__refvm_floats(hd); acc = amk__refvm_floats(hd);
+    s = amk__refvm_floats(len ? len : 1); /* [len] scores */
+    if (fo) a = amk__refvm_floats((h1 - h0) * hd); /* [heads h0..h1, head_dim] */
+    if (prenorm) kv = amk__refvm_floats(2 * o->P.N_tile * hd);
+    if (!q || !row || !acc || !s || (fo && !a) || (prenorm && !kv)) {
+        amk__free(q); amk__free(row); amk__free(acc); amk__free(s); amk__free(a); amk__free(kv);
+        return amk__refvm_oom(o, d);
+    }
+    if (prenorm) {
+        inv = amk__ref_rms_inv(o, 5, 0, o->n_in[5]);
+        for (e = 0; e < o->P.N_tile; e++) {
+            amk__ref_prenorm(o, inv, pos, (nh + g0 + e) * hd, 1, o->in[1]->dtype, kv + e * hd);
+            amk__ref_prenorm(o, inv, pos, (nh + nkv + g0 + e) * hd, 0, o->in[2]->dtype, kv + (o->P.N_tile + e) * hd);
+        }
+    }
+    for (h = h0; h < h1; h++) {
+        int64_t g = h / rep;
+        float m = -INFINITY, l = 0.0f;
+        if (prenorm) amk__ref_prenorm(o, inv, pos, h * hd, 1, AMK_DTYPE_F32, q);
+        else amk__refvm_load_row(o->x[0], o->in[0]->dtype, h * hd, hd, q);
+        for (j = 0; j < len; j++) {
+            if (prenorm && start + j == pos) memcpy(row, kv + (g - g0) * hd, (size_t)hd * sizeof(float));
+            else amk__refvm_load_row(o->x[1], o->in[1]->dtype, ((start + j) * nkv + g) * hd, hd, row);
+            s[j] = o->P.scale * amk__refvm_dot(q, row, hd);
+            if (s[j] > m) m = s[j];
+        }
+        for (e = 0; e < hd; e++) acc[e] = 0.0f;
+        for (j = 0; j < len; j++) {
+            float pj = expf(s[j] - m);
+            l += pj;
+            if (prenorm && start + j == pos) memcpy(row, kv + (o->P.N_tile + g - g0) * hd, (size_t)hd * sizeof(float));
+            else amk__refvm_load_row(o->x[2], o->in[2]->dtype, ((start + j) * nkv + g) * hd, hd, row);
+            for (e = 0; e < hd; e++) acc[e] += pj * row[e];
+        }
+        if (partial) { /* an empty window leaves acc 0, m -inf, l 0 */
+            for (e = 0; e < hd; e++) AMK__OUT(o, h * (hd + 2) + e, acc[e]);
+            AMK__OUT(o, h * (hd + 2) + hd, m);
+            AMK__OUT(o, h * (hd + 2) + hd + 1, l);
+        } else if (fo) {
+            for (e = 0; e < hd; e++) a[(h - h0) * hd + e] = len ? acc[e] / l : 0.0f;
+        } else {
+            for (e = 0; e < hd; e++) AMK__OUT(o, h * hd + e, len ? acc[e] / l : 0.0f);
+        }
+    }
+    if (fo) { /* out[h'] += a[m_off..] . W_oT[m_off.., h'] (+ resid[h']) */
+        const int64_t H = o->in[4]->shape[1], m0 = o->P.m_off, mt = o->P.M_tile;
+        const int r = 5 + prenorm; /* the resid's input */
+        int64_t c;
+        for (c = 0; c < H; c++) {
+            float sum = 0.0f;
+            for (j = 0; j < mt; j++) sum += a[m0 + j - h0 * hd] * AMK__IN(o, 4, (m0 + j) * H + c);
+            if (o->ni > r) sum += AMK__IN(o, r, c);
+            AMK__OUT(o, c, amk__load_f32(o->y, AMK_DTYPE_F32, c) + sum);
+        }
+    }
+    if (writer) /* row pos of its kv heads; the values already hold the caches' rounding */
+        for (j = 0; j < 2; j++)
+            for (e = 0; e < o->P.N_tile * hd; e++)
+                amk__store_f32(o->ys[1 + j], o->outs[1 + j]->dtype, (pos * nkv + g0) * hd + e, kv[(j * o->P.N_tile) * hd + e]);
+    amk__free(q); amk__free(row); amk__free(acc); amk__free(s); amk__free(a); amk__free(kv);
+    return AMK_OK;
 }
 
 /* Rotate-half RoPE as HF transformers computes it in fp32, with the optional llama3 frequency
@@ -7762,7 +8005,8 @@ AMK__FN void amk__ref_pair(const void *x, int t, int64_t base, int64_t j0, int64
    ARGMAX: then, per row m, the max of the tile's values as out holds them (rounded to its dtype)
    and its first index, as ARGMAX_PARTIAL's pair `part` of the second output.
    RMSNORM_MLP: the SWIGLU values y (not cast) times the tile's rows of W_downT, plus resid when
-   given, added to what out[m] holds. */
+   given, added to what out[m] holds; with FOLD also y times its rows of W_cat plus its share of the
+   raw x times W_cat's base rows (AMK_MLP_FLAG_FOLD), added to what qkv[m] holds. */
 AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
     const int mlp = o->t->op == AMK_OP_RMSNORM_MLP, swiglu = o->t->op == AMK_OP_RMSNORM_SWIGLU || mlp;
     /* flags: the bits that take the positions; argmax: the pairs into the second output */
@@ -7770,10 +8014,14 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
     const int argmax = !swiglu && ((uint32_t)o->P.flags & AMK_GEMV_FLAG_ARGMAX) != 0;
     const int64_t K = o->P.K, M = o->n_in[0] / K, N = o->in[2]->shape[0], n0 = o->P.n_off, nt = o->P.N_tile;
     const int64_t last = (flags & AMK_GEMV_FLAG_KV_ROW) ? N : o->n_out / M;
+    const int fold = mlp && ((uint32_t)o->P.flags & AMK_MLP_FLAG_FOLD) != 0;
+    const int64_t F = fold ? o->in[5]->shape[1] : 0;
+    const int64_t b0 = n0 * K / N, b1 = (n0 + nt) * K / N; /* FOLD: the tile's base rows of W_cat, N + [b0, b1) */
     int64_t m, n, k;
-    float *xs = amk__refvm_floats(K), *w = amk__refvm_floats(K), *y = amk__refvm_floats(nt);
+    float *xs = amk__refvm_floats(K), *w = amk__refvm_floats(K > F ? K : F), *y = amk__refvm_floats(nt);
+    float *qs = fold ? amk__refvm_floats(F) : NULL; /* [F] FOLD: the tile's share of a row of qkv */
     amk_result r = AMK_OK;
-    if (!xs || !w || !y) { r = amk__refvm_oom(o, d); goto done; }
+    if (!xs || !w || !y || (fold && !qs)) { r = amk__refvm_oom(o, d); goto done; }
     for (m = 0; m < M && flags; m++) {
         int64_t pos = amk__load_i64(o->x[3], o->in[3]->dtype, m);
         if (pos < 0 || ((flags & AMK_GEMV_FLAG_KV_ROW) && pos >= o->n_out / N)) {
@@ -7784,10 +8032,8 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
         }
     }
     for (m = 0; m < M; m++) {
-        float ss = 0.0f, inv;
+        const float inv = amk__ref_rms_inv(o, 0, m * K, K);
         int64_t pos = flags ? amk__load_i64(o->x[3], o->in[3]->dtype, m) : 0;
-        for (k = 0; k < K; k++) { float v = AMK__IN(o, 0, m * K + k); ss += v * v; }
-        inv = 1.0f / sqrtf(ss / (float)K + o->P.eps);
         for (k = 0; k < K; k++) xs[k] = AMK__IN(o, 0, m * K + k) * inv * AMK__IN(o, 1, k);
         for (n = 0; n < nt; n++) {
             amk__refvm_load_row(o->x[2], o->in[2]->dtype, (n0 + n) * K, K, w);
@@ -7797,32 +8043,36 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
                 y[n] = y[n] / (1.0f + expf(-y[n])) * amk__refvm_dot(xs, w, K);
             }
         }
-        if (flags & AMK_GEMV_FLAG_ROPE)
-            for (n = 0; n < nt; n += 2) {
-                float angle = (float)pos * amk__rope_inv_freq(&o->P, ((n0 + n) % o->P.head_dim) / 2);
-                float c = cosf(angle), sn = sinf(angle), x1 = y[n], x2 = y[n + 1];
-                y[n] = x1 * c - x2 * sn;
-                y[n + 1] = x2 * c + x1 * sn;
-            }
+        if (flags & AMK_GEMV_FLAG_ROPE) amk__ref_rope_pairs(&o->P, pos, n0, y, nt);
         if (mlp) { /* out[m, h] += sum_n y[n] * W_downT[n0 + n, h] (+ resid[m, h]) */
             const int64_t H = o->in[4]->shape[1];
-            int64_t h;
+            int64_t h, f;
             for (h = 0; h < H; h++) {
                 float acc = 0.0f;
                 for (n = 0; n < nt; n++) acc += AMK__IN(o, 4, (n0 + n) * H + h) * y[n];
-                if (o->ni == 6) acc += AMK__IN(o, 5, m * H + h);
+                if (o->ni == 6 + fold) acc += AMK__IN(o, 5 + fold, m * H + h);
                 AMK__OUT(o, m * H + h, amk__load_f32(o->y, AMK_DTYPE_F32, m * H + h) + acc);
+            }
+            if (fold) { /* qkv[m, f] += sum_n y[n] W_cat[n0 + n, f] + sum_k x[m, k] W_cat[N + k, f], k in [b0, b1) */
+                for (f = 0; f < F; f++) qs[f] = 0.0f;
+                for (k = 0; k < nt + b1 - b0; k++) {
+                    const float c = k < nt ? y[k] : AMK__IN(o, 0, m * K + b0 + k - nt);
+                    amk__refvm_load_row(o->x[5], o->in[5]->dtype, (k < nt ? n0 + k : N + b0 + k - nt) * F, F, w);
+                    for (f = 0; f < F; f++) qs[f] += c * w[f];
+                }
+                for (f = 0; f < F; f++)
+                    amk__store_f32(o->ys[1], AMK_DTYPE_F32, m * F + f, amk__load_f32(o->ys[1], AMK_DTYPE_F32, m * F + f) + qs[f]);
             }
             continue;
         }
         for (n = 0; n < nt; n++)
             AMK__OUT(o, (flags & AMK_GEMV_FLAG_KV_ROW) ? pos * N + n0 + n : m * last + n0 + n, y[n]);
         if (argmax) /* over the values as stored */
-            amk__ref_pair(o->y, o->out->dtype, m * last, n0, n0 + nt, o->y2,
-                          m * amk__opshape_last(o->out2) + 2 * o->P.part);
+            amk__ref_pair(o->y, o->out->dtype, m * last, n0, n0 + nt, o->ys[1],
+                          m * amk__opshape_last(o->outs[1]) + 2 * o->P.part);
     }
 done:
-    amk__free(xs); amk__free(w); amk__free(y);
+    amk__free(xs); amk__free(w); amk__free(y); amk__free(qs);
     return r;
 }
 
@@ -8007,9 +8257,13 @@ AMK__FN amk_result amk__refvm_fill(const amk_program *p, const amk_task *t, int 
             return amk__refvm_fail(d, AMK_ERR_INVALID_ARG, NULL, task_index, -1,
                                    "%s: no storage given for buffer %d '%s'", amk_op_name(t->op),
                                    b->id, b->name ? b->name : "?");
-        if (is_in) { o->in[i] = b; o->x[i] = ptr; o->n_in[i] = amk_buffer_numel(b); }
-        else if (i == t->n_inputs) { o->out = b; o->y = ptr; o->n_out = amk_buffer_numel(b); }
-        else if (i == t->n_inputs + 1) { o->out2 = b; o->y2 = ptr; }
+        if (is_in) {
+            o->in[i] = b; o->x[i] = ptr; o->n_in[i] = amk_buffer_numel(b);
+        } else {
+            o->outs[i - t->n_inputs] = b;
+            o->ys[i - t->n_inputs] = ptr;
+            if (i == t->n_inputs) { o->out = b; o->y = ptr; o->n_out = amk_buffer_numel(b); }
+        }
     }
     return AMK_OK;
 }
@@ -11851,11 +12105,20 @@ AMK__FN int64_t amk__cuda_smem_least(const amk_task *t, int threads) {
     }
 }
 
+AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, int threads);
+AMK__FN int64_t amk__cuda_attn_pre_bytes(const amk_program *p, const amk_task *t, int threads);
+
+/* 1 for the folded Q/K/V's forms: RMSNORM_MLP FOLD, ATTENTION_O PRENORM. */
+AMK__FN int amk__cuda_folded(const amk_task *t) {
+    const int64_t f = amk__param_i(t, "flags", 0);
+    return (t->op == AMK_OP_RMSNORM_MLP && (f & AMK_MLP_FLAG_FOLD)) || (t->op == AMK_OP_ATTENTION_O && (f & AMK_ATTN_FLAG_PRENORM));
+}
+
 /* What the device code relies on for memory safety, checked for every task whatever validate
    said: ids in range, ABI caps, SMs assigned, the op's shapes (amk__op_check). threads and smem
    (0 before the device is known) add the VM's own limits. */
 AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sms, int threads,
-                                       int64_t smem, amk_diag *d) {
+                                       int64_t smem, int image_kind, amk_diag *d) {
     const amk_task *t = &p->tasks[ti];
     amk_check which;
     char msg[256];
@@ -11897,6 +12160,14 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
             (hd > AMK__VM_ATTN_MAX_HEAD_DIM || need > smem))
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: head_dim %lld is above the VM's %d or its q staging "
                              "exceeds %lld bytes of shared memory", ti, (long long)hd, AMK__VM_ATTN_MAX_HEAD_DIM, (long long)smem);
+        if (amk__cuda_folded(t)) { /* only the lean forms of the full build take them */
+            const int64_t f = t->op == AMK_OP_RMSNORM_MLP ? amk__cuda_lean_bytes(p, t, threads) : amk__cuda_attn_pre_bytes(p, t, threads);
+            if (image_kind == AMK_IMAGE_GENERAL || f == 0 || f > smem)
+                return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: the VM takes %s %s only in its lean form (%s), which "
+                                 "does not take this task", ti, amk_op_name(t->op),
+                                 t->op == AMK_OP_RMSNORM_MLP ? "FOLD" : "PRENORM",
+                                 image_kind == AMK_IMAGE_GENERAL ? "not in the general build" : "shapes, dtypes or shared memory");
+        }
     }
     if (d) d->task = saved_task;
     return AMK_OK;
@@ -11948,8 +12219,48 @@ AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, in
         const int64_t wsb = Wu && Wd && Wu->dtype == AMK_DTYPE_BF16 && Wd->rank == 2 ? amk__rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
         if (!wsb) return 0;
         rows = 2 * rows + wsb;
+        if (amk__param_i(t, "flags", 0) & AMK_MLP_FLAG_FOLD) { /* + W_cat's tile and base rows */
+            const amk_buffer *Wc = amk__cuda_input(p, t, 5), *q = t->n_outputs == 2 ? &p->buffers[t->outputs[1]] : NULL;
+            const int64_t N = Wu->shape[0], off = amk__param_i(t, "n_off", 0), F = Wc && Wc->rank == 2 ? Wc->shape[1] : 0;
+            if (!Wc || !q || Wc->dtype != AMK_DTYPE_BF16 || F < 8 || F % 8 || Wc->shape[0] != N + K || q->dtype != AMK_DTYPE_F32 ||
+                amk_buffer_numel(q) != F || (off + nt) * K > INT32_MAX) /* the device's 32-bit base-row arithmetic */
+                return 0;
+            rows += AMK_LEAN_FOLD_BYTES(nt + (off + nt) * K / N - off * K / N, F);
+        }
     }
     return AMK_LEAN_BYTES(nt, K, rows);
+}
+
+/* The shared memory of ATTENTION_O PRENORM task t's lean form (amk_attn_o_lean in amk_ops.cuh, the
+   only form that takes it; its conditions mirrored where the host can see them), for the larger of
+   its two layouts (the tensor copies' aligned to AMK_ATTN_TMA_ALIGN, or rows by cp.async), or 0
+   when the form does not take t. */
+AMK__FN int64_t amk__cuda_attn_pre_bytes(const amk_program *p, const amk_task *t, int threads) {
+    const amk_buffer *q = amk__cuda_input(p, t, 0), *kc = amk__cuda_input(p, t, 1), *vc = amk__cuda_input(p, t, 2);
+    const amk_buffer *Wo = amk__cuda_input(p, t, 4), *x = amk__cuda_input(p, t, 5);
+    const int64_t hd = amk__param_i(t, "head_dim", 0), nh_all = amk__param_i(t, "n_heads", 0);
+    const int64_t nkv = amk__param_i(t, "n_kv_heads", 0), M = amk__param_i(t, "M_tile", 0), moff = amk__param_i(t, "m_off", 0);
+    const int64_t n = amk__param_i(t, "kv_len", 0), g = amk__param_i(t, "n_off", 0);
+    int64_t esz, h0, nh, grp, want, fixed, tma_rows, plain_rows;
+    if (t->op != AMK_OP_ATTENTION_O || !q || !kc || !vc || !Wo || !x || Wo->rank != 2 || hd < 8 || hd > 64 || nkv < 1 ||
+        nh_all % nkv || threads < 32)
+        return 0;
+    esz = kc->dtype == AMK_DTYPE_F32 ? 4 : kc->dtype == AMK_DTYPE_BF16 ? 2 : 0;
+    grp = nh_all / nkv;
+    h0 = moff / hd;
+    nh = (moff + M - 1) / hd - h0 + 1;
+    want = amk__rows_stage_bytes(Wo->dtype, Wo->shape[1], M);
+    if (!esz || vc->dtype != kc->dtype || q->dtype != AMK_DTYPE_F32 || amk_buffer_numel(q) != (nh_all + 2 * nkv) * hd ||
+        (hd * esz) % 16 || amk__param_i(t, "N_tile", 0) != 1 || M < 1 || M > AMK_ATTN_LEAN_DIMS || nh > 2 ||
+        h0 < g * grp || h0 + nh > (g + 1) * grp || n < 1 || n > AMK_ATTN_SPEC_ROWS || n > threads / nh ||
+        (threads / nh) % 32 || threads < 32 + nh * hd / 2 || x->dtype != AMK_DTYPE_F32 || amk_buffer_numel(x) != Wo->shape[1] ||
+        amk_buffer_numel(x) > 128 * AMK_LEAN_PPL ||
+        Wo->shape[1] % 4 || (t->n_outputs != 1 && t->n_outputs != 3) || !want)
+        return 0;
+    tma_rows = AMK_ATTN_TMA_ALIGN - 16 + 2 * ((n + 7) & ~(int64_t)7) * 128;
+    plain_rows = 2 * n * AMK_ATTN_ROW_BYTES(hd, esz);
+    fixed = (tma_rows > plain_rows ? tma_rows : plain_rows) + (nh * hd + 32 + nh * n + AMK_ATTN_LEAN_DIMS + 4 + 64) * 4;
+    return fixed + want + 16; /* + the rows' 16-byte alignment */
 }
 
 /* The shared memory of task t's ring form (amk_norm_gemv_ring in amk_ops.cuh, whose conditions this
@@ -12003,6 +12314,10 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
             const int64_t b = Wo && Wo->rank == 2 ? amk__rows_stage_bytes(Wo->dtype, Wo->shape[1], amk__param_i(t, "M_tile", 0)) : 0;
             if (w < AMK_ATTN_DECODE_LEAST(hd, threads)) w = AMK_ATTN_DECODE_LEAST(hd, threads); /* why: the rows stage only above it */
             w += amk__attn_o_ys_bytes(t) + 16 + (b ? b + 16 : 0); /* + each part's 16-byte alignment */
+            if (amk__param_i(t, "flags", 0) & AMK_ATTN_FLAG_PRENORM) {
+                const int64_t pre = amk__cuda_attn_pre_bytes(p, t, threads);
+                if (pre > w) w = pre;
+            }
         }
         return w > least ? w : least;
     }
@@ -12220,8 +12535,9 @@ AMK__FN void amk__cuda_task_prefetches(amk_cuda *c, int i) {
 
 /* AMK_VM_HINT_KV_EARLY (amk_ir.h) in ins[i] (p's task i) for the ATTENTION_O tasks it holds for:
    the position buffer is an IO_INPUT (nothing writes it: the validator's WRITE_READONLY), the
-   caches are KV_CACHE buffers (never in a page) and every task that writes one is an RMSNORM_GEMV
-   with KV_ROW over one row of x at that same position buffer. Returns the number of instructions
+   caches are KV_CACHE buffers (never in a page) and every task that writes one writes only the row
+   at that same position buffer: an RMSNORM_GEMV with KV_ROW over one row of x, or an ATTENTION_O
+   PRENORM (its outputs 1 and 2). Returns the number of instructions
    whose hints changed. why one pass over the writers first: the step has thousands of tasks. */
 AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
     /* per buffer: -1 no writer, else the position buffer of its writers (all alike), -2 another writer */
@@ -12234,8 +12550,9 @@ AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
         const int row = u->op == AMK_OP_RMSNORM_GEMV && u->n_inputs >= 4 && u->n_outputs >= 1 &&
                         (amk__param_i(u, "flags", 0) & AMK_GEMV_FLAG_KV_ROW) != 0 &&
                         amk_buffer_numel(&p->buffers[u->inputs[0]]) == amk__param_i(u, "K", 0);
-        for (k = 0; k < u->n_outputs; k++) {
-            const int o = u->outputs[k], want = row && k == 0 ? u->inputs[3] : -2;
+        const int pre = u->op == AMK_OP_ATTENTION_O && u->n_inputs >= 4 && (amk__param_i(u, "flags", 0) & AMK_ATTN_FLAG_PRENORM) != 0;
+        for (k = 0; k < u->n_outputs; k++) { /* a PRENORM task's outputs 1 and 2: its caches' row pos */
+            const int o = u->outputs[k], want = (row && k == 0) || (pre && k > 0) ? u->inputs[3] : -2;
             if (o >= 0 && o < p->n_buffers) wpos[o] = wpos[o] == -1 || wpos[o] == want ? want : -2;
         }
     }
@@ -12612,7 +12929,7 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
         return amk__fail(d, AMK_ERR_UNSUPPORTED, "%lld bytes of dynamic shared memory (+%d static) exceed the device's %d",
                          (long long)c->smem_bytes, static_smem, optin);
     for (i = 0; i < p->n_tasks; i++)
-        if ((r = amk__cuda_check_task(p, i, c->num_sms, c->threads, c->smem_bytes, d)) != AMK_OK) return r;
+        if ((r = amk__cuda_check_task(p, i, c->num_sms, c->threads, c->smem_bytes, c->info.image_kind, d)) != AMK_OK) return r;
     /* why: without raising the limit first, occupancy reads 0 above 48 KB (REFERENCE.md §4.3) */
     AMK__CU_TRY(c, d, FuncSetAttribute(c->fn, AMK__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)c->smem_bytes), "cuFuncSetAttribute");
     AMK__CU_TRY(c, d, OccupancyMaxActiveBlocks(&nb, c->fn, c->threads, (size_t)c->smem_bytes), "cuOccupancyMaxActiveBlocksPerMultiprocessor");
@@ -12723,7 +13040,7 @@ AMK__FN amk_result amk__cuda_create_unchecked(const amk_program *p, const void *
     }
     if (num_sms < 1) num_sms = 1;
     for (i = 0; i < p->n_tasks; i++) /* before the driver: no GPU needed to report a bad program */
-        if ((r = amk__cuda_check_task(p, i, num_sms, 0, 0, d)) != AMK_OK) return r;
+        if ((r = amk__cuda_check_task(p, i, num_sms, 0, 0, AMK_IMAGE_FULL, d)) != AMK_OK) return r;
     c = (amk_cuda *)amk__calloc(1, sizeof(amk_cuda));
     if (!c) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     c->n_buffers = p->n_buffers;
@@ -12915,7 +13232,7 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
             if (d) d->task = i;
             return amk__fail(d, AMK_ERR_MISMATCH, "task %d differs from the program this amk_cuda was created from", i);
         }
-        if ((r = amk__cuda_check_task(p, i, c->num_sms, c->threads, c->smem_bytes, d)) != AMK_OK) return r;
+        if ((r = amk__cuda_check_task(p, i, c->num_sms, c->threads, c->smem_bytes, c->info.image_kind, d)) != AMK_OK) return r;
     }
     lo = c->n_tasks;
     hi = -1;
@@ -13542,6 +13859,7 @@ AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o) {
     o->kv_splits = 0;
     o->mlp_accum = -1;
     o->attn_o = -1;
+    o->qkv_fold = -1;
 }
 
 AMK_API amk_result amk_llama_config_preset(const char *name, amk_llama_config *c) {
@@ -13631,8 +13949,8 @@ AMK__FN int amk__lb_task(amk__lb *b, int op, const int *ins, int n_in, int out, 
     return t;
 }
 
-/* Task t gets buffer x as one more output (an RMSNORM_GEMV tile's argmax partials); -1 when out
-   of memory. */
+/* Task t gets buffer x as one more output (an RMSNORM_GEMV tile's argmax partials, an RMSNORM_MLP
+   tile's qkv, a PRENORM ATTENTION_O's caches); -1 when out of memory. */
 AMK__FN int amk__lb_add_output(amk__lb *b, int t, int x) {
     amk_task *tk = &b->p->tasks[t];
     int *o = (int *)amk__realloc(tk->outputs, (size_t)(tk->n_outputs + 1) * sizeof(int));
@@ -13710,7 +14028,7 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
         if (op == AMK_OP_RMSNORM_GEMV || op == AMK_OP_RMSNORM_SWIGLU || op == AMK_OP_RMSNORM_MLP)
             amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
         if (flags) amk_task_set_int(b->p, t, "flags", flags);
-        if (flags & AMK_GEMV_FLAG_ROPE) amk__lb_rope_params(b, t);
+        if (op == AMK_OP_RMSNORM_GEMV && (flags & AMK_GEMV_FLAG_ROPE)) amk__lb_rope_params(b, t);
         n_tiles++;
     }
     return n_tiles;
@@ -13809,27 +14127,36 @@ AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int 
 /* The ATTENTION_O tasks of one layer (one KV split: the whole cache): per kv head, tasks of `rows`
    rows of W_oT (the last of a head shorter), each the head's attention and its rows' share of O,
    adding into h; the first also adds the residual x. All wait for the n_wait producers of wait_c
-   and signal c_att. Returns the task count, or -1. */
+   and signal c_att. With prenorm (a folded layer) q is the raw projections qkv and the tasks are
+   PRENORM: they scale by x's rms and rotate themselves, and a head's first task stores its k and v
+   into the caches' row pos. Returns the task count, or -1. */
 AMK__FN int amk__lb_attention_o(amk__lb *b, int layer, int q, int kc, int vc, int pos, int w_o, int x, int h,
-                               int rows, int max_seq, int c_att, int wait_c, int n_wait) {
+                               int rows, int max_seq, int c_att, int wait_c, int n_wait, int prenorm) {
     const amk_llama_config *c = b->c;
     const int64_t per_head = (int64_t)(c->n_heads / c->n_kv_heads) * c->head_dim; /* W_oT rows a kv head */
     const int64_t kv_bytes = 2LL * max_seq * c->head_dim * (amk_dtype_bits(b->o.act_dtype) / 8);
-    int g, t, n = 0, ins[6];
+    int g, t, n = 0, ins[7];
     int64_t off;
     char label[96]; /* why 96: four numbers of up to 20 digits each fit */
-    ins[0] = q; ins[1] = kc; ins[2] = vc; ins[3] = pos; ins[4] = w_o; ins[5] = x;
+    ins[0] = q; ins[1] = kc; ins[2] = vc; ins[3] = pos; ins[4] = w_o; ins[5] = x; ins[6] = x; /* PRENORM: x, resid */
     for (g = 0; g < c->n_kv_heads; g++)
         for (off = g * per_head; off < (g + 1) * per_head; off += rows) {
             const int64_t nt = (g + 1) * per_head - off < rows ? (g + 1) * per_head - off : rows;
             snprintf(label, sizeof label, "L%d attention_o[%lld:%lld] kv%d", layer, (long long)off,
                      (long long)(off + nt), g);
-            t = amk__lb_task(b, AMK_OP_ATTENTION_O, ins, n == 0 ? 6 : 5, h, c_att, &wait_c, &n_wait, 1,
+            t = amk__lb_task(b, AMK_OP_ATTENTION_O, ins, (n == 0 ? 6 : 5) + prenorm, h, c_att, &wait_c, &n_wait, 1,
                              kv_bytes + nt * c->hidden * (amk_dtype_bits(b->o.weight_dtype) / 8), label);
             if (t < 0) return -1;
             amk__lb_attn_params(b, t, 0, max_seq, g);
             amk_task_set_int(b->p, t, "m_off", off);
             amk_task_set_int(b->p, t, "M_tile", nt);
+            if (prenorm) {
+                amk_task_set_int(b->p, t, "flags", AMK_ATTN_FLAG_PRENORM);
+                amk_task_set_real(b->p, t, "eps", c->rms_eps);
+                amk__lb_rope_params(b, t);
+                if (off == g * per_head && (amk__lb_add_output(b, t, kc) < 0 || amk__lb_add_output(b, t, vc) < 0))
+                    return -1;
+            }
             n++;
         }
     return n;
@@ -13840,10 +14167,10 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     amk__lb b;
     amk_program *p;
     int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd, fused, accum, rd, mlp_rows, ao, ao_rows;
-    int set_y, set_z, qkv_rows;
-    int token, pos, embed, lm_w, x, cx, n_cx, t, i, one = 1, h_next = -1;
+    int set_y, set_z, qkv_rows, fold;
+    int token, pos, embed, lm_w, x, cx, n_cx, t, i, one = 1, h_next = -1, qkv_prev = -1;
     char meta[32];
-    int64_t q_rows, kv_rows;
+    int64_t q_rows, kv_rows, F;
     *out = NULL;
     memset(&b, 0, sizeof b);
     if (opts) b.o = *opts; else amk_llama_build_opts_default(&b.o);
@@ -13912,6 +14239,12 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         qkv_rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, ao ? (b.o.num_sms * 2 + 2) / 3 : b.o.num_sms);
         if (fused) qkv_rows += qkv_rows % 2;
     }
+    /* the folded Q/K/V: the MLP tiles build the next layer's projections and its ATTENTION_O tasks
+       take them, so it needs both one-step forms, and a next layer */
+    if (b.o.qkv_fold >= 0) fold = b.o.qkv_fold != 0;
+    else fold = AMK_LLAMA_QKV_FOLD == 2 || (AMK_LLAMA_QKV_FOLD == 1 && wd == AMK_DTYPE_BF16 && set_y);
+    fold = fold && ao && accum && L > 1;
+    F = q_rows + 2 * kv_rows; /* a row of qkv: Q, K and V projections */
     p = amk_program_create();
     if (!p) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     b.p = p; b.c = c;
@@ -13923,6 +14256,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     if (fused) amk_program_set_meta_string(p, "qk_rows", "interleaved");
     if (accum) amk_program_set_meta_string(p, "down_proj", "transposed");
     if (ao) amk_program_set_meta_string(p, "o_proj", "transposed");
+    if (fold) amk_program_set_meta_string(p, "qkv_fold", "1");
     if (set_y) {
         snprintf(meta, sizeof meta, "%d %d", set_y, set_z);
         amk_program_set_meta_string(p, "sm_sets", meta);
@@ -13942,7 +14276,8 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
     }
     for (i = 0; i < L; i++) {
         int w_an, w_q, w_k, w_v, w_o, w_fn, w_g, w_u, w_dn, kc, vc, attn, h, xo, c_att, c_comb, c_o, c_d, c_f = -1;
-        int n_fill = 0;
+        int n_fill = 0, w_cat = -1, qkv = -1; /* qkv.i: the projections this layer's MLP folds (and W_cat.i) */
+        const int prenorm = fold && i > 0;    /* this layer's ATTENTION_O takes qkv.(i-1), not Q/K/V tiles */
         int n_att, n_o, n_d, rows, ins[8], parts[8];
         char src[128], label[64];
 #define AMK__W(var, r0, r1, rank, fmt) \
@@ -13959,6 +14294,10 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         AMK__W(w_u, I, H, 2, "model.layers.%d.mlp.up_proj.weight");
         if (accum) { AMK__W(w_dn, I, H, 2, "model.layers.%d.mlp.down_proj.weight"); } /* transposed: meta down_proj */
         else { AMK__W(w_dn, H, I, 2, "model.layers.%d.mlp.down_proj.weight"); }
+        if (fold && i + 1 < L) { /* W_cat.i = [W_fold ; W_base] [I + H, F]: amk_llm derives it */
+            AMK__W(w_cat, I + H, F, 2, "amk.qkv_fold.%d");
+            qkv = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, F, 0, 2, NULL, "qkv.%d", i);
+        }
 #undef AMK__W
         kc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "k_cache.%d", i);
         vc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "v_cache.%d", i);
@@ -13971,31 +14310,39 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
            order, so an SM that also holds Q work does not block them behind it */
         rows = qkv_rows;
         if (fused) { /* QKV: norm + GEMV + RoPE, K and V straight into the cache row */
-            int c_qkv = amk_program_add_counter(p, "qkv tiles"), n_qkv = 0, n, wc = c_qkv;
-            int qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
-            if (ao && i == 0) { /* h.0 starts at 0, before the step's first attention (it waits like a tile) */
-                if (amk__lb_zero(&b, h, c_qkv, NULL, NULL, 0, "L0 attention start") < 0) goto fail;
-                n_qkv++;
+            /* wc, wn: what the attention and the FILLs beside it wait for: the Q/K/V tiles, or in a
+               folded layer the MLP tiles before it, which built its qkv */
+            int wc = cx, wn = n_cx, n, qr = qkv_prev;
+            if (!prenorm) {
+                const int c_qkv = amk_program_add_counter(p, "qkv tiles");
+                int n_qkv = 0;
+                qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
+                if (ao && i == 0) { /* h.0 starts at 0, before the step's first attention (it waits like a tile) */
+                    if (amk__lb_zero(&b, h, c_qkv, NULL, NULL, 0, "L0 attention start") < 0) goto fail;
+                    n_qkv++;
+                }
+                ins[0] = x; ins[1] = w_an; ins[3] = pos;
+                ins[2] = w_k;
+                n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, kc, c_qkv, kv_rows, H, rows, &cx, &n_cx, 1,
+                                  AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW, "k", i);
+                if (n < 0) goto fail;
+                n_qkv += n;
+                ins[2] = w_v;
+                n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, vc, c_qkv, kv_rows, H, rows, &cx, &n_cx, 1,
+                                  AMK_GEMV_FLAG_KV_ROW, "v", i);
+                if (n < 0) goto fail;
+                n_qkv += n;
+                ins[2] = w_q;
+                n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, qr, c_qkv, q_rows, H, rows, &cx, &n_cx, 1,
+                                  AMK_GEMV_FLAG_ROPE, "q", i);
+                if (n < 0) goto fail;
+                n_qkv += n;
+                wc = c_qkv;
+                wn = n_qkv;
             }
-            ins[0] = x; ins[1] = w_an; ins[3] = pos;
-            ins[2] = w_k;
-            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, kc, c_qkv, kv_rows, H, rows, &cx, &n_cx, 1,
-                              AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW, "k", i);
-            if (n < 0) goto fail;
-            n_qkv += n;
-            ins[2] = w_v;
-            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, vc, c_qkv, kv_rows, H, rows, &cx, &n_cx, 1,
-                              AMK_GEMV_FLAG_KV_ROW, "v", i);
-            if (n < 0) goto fail;
-            n_qkv += n;
-            ins[2] = w_q;
-            n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, qr, c_qkv, q_rows, H, rows, &cx, &n_cx, 1,
-                              AMK_GEMV_FLAG_ROPE, "q", i);
-            if (n < 0) goto fail;
-            n_qkv += n;
             c_att = amk_program_add_counter(p, ao ? "attention + o tasks" : "attention tiles");
-            n_att = ao ? amk__lb_attention_o(&b, i, qr, kc, vc, pos, w_o, x, h, ao_rows, max_seq, c_att, wc, n_qkv)
-                       : amk__lb_attention(&b, i, qr, kc, vc, pos, attn, S, window, max_seq, c_att, &wc, &n_qkv, 1, parts);
+            n_att = ao ? amk__lb_attention_o(&b, i, qr, kc, vc, pos, w_o, x, h, ao_rows, max_seq, c_att, wc, wn, prenorm)
+                       : amk__lb_attention(&b, i, qr, kc, vc, pos, attn, S, window, max_seq, c_att, &wc, &wn, 1, parts);
             if (accum && n_att >= 0) {
                 /* x.(i+1) starts at 0. why beside attention: its few tasks leave most SMs idle, and
                    an SM runs its queue in list order, so the FILL also precedes any O tile there
@@ -14003,14 +14350,19 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
                    ATTENTION_O it counts with those tasks, so the MLP tiles wait on one counter */
                 c_f = ao ? c_att : amk_program_add_counter(p, "residual start");
                 snprintf(label, sizeof label, "L%d residual start", i);
-                if (amk__lb_zero(&b, xo, c_f, &wc, &n_qkv, 1, label) < 0) goto fail;
+                if (amk__lb_zero(&b, xo, c_f, &wc, &wn, 1, label) < 0) goto fail;
                 n_fill += ao;
             }
             h_next = -1;
             if (ao && i + 1 < L && n_att >= 0) { /* the next layer's h starts at 0 here, off its path */
                 h_next = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, H, 0, 2, NULL, "h.%d", i + 1);
                 snprintf(label, sizeof label, "L%d attention start", i + 1);
-                if (amk__lb_zero(&b, h_next, c_att, &wc, &n_qkv, 1, label) < 0) goto fail;
+                if (amk__lb_zero(&b, h_next, c_att, &wc, &wn, 1, label) < 0) goto fail;
+                n_fill++;
+            }
+            if (qkv >= 0 && n_att >= 0) { /* so does the sum the MLP tiles fold the next Q/K/V into */
+                snprintf(label, sizeof label, "L%d qkv start", i);
+                if (amk__lb_zero(&b, qkv, c_att, &wc, &wn, 1, label) < 0) goto fail;
                 n_fill++;
             }
         } else {
@@ -14071,11 +14423,19 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
         if (c_o < 0) goto fail;
         /* MLP block */
         if (accum) { /* x.(i+1) = 0 (the FILL above) + h (by the first tile) + the tiles' shares of down */
+            const int fi = qkv >= 0; /* FOLD: W_cat input 5, and the tiles add into qkv.i too */
             c_d = amk_program_add_counter(p, "mlp tiles");
-            ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u; ins[4] = w_dn; ins[5] = h;
+            ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u; ins[4] = w_dn; ins[5] = fi ? w_cat : h; ins[6] = h;
             /* the FILL is ordered before through the O tiles (c_o) */
-            n_d = amk__lb_tiles(&b, AMK_OP_RMSNORM_MLP, ins, 6, 3, xo, c_d, I, H, mlp_rows, &c_o, &n_o, 1, 0, "mlp", i);
+            n_d = amk__lb_tiles(&b, AMK_OP_RMSNORM_MLP, ins, 6 + fi, 3, xo, c_d, I, H, mlp_rows, &c_o, &n_o, 1,
+                                fi ? (int)AMK_MLP_FLAG_FOLD : 0, "mlp", i);
             if (n_d < 0) goto fail;
+            for (t = p->n_tasks - n_d; fi && t < p->n_tasks; t++) { /* the tiles are the last tasks */
+                const int64_t off = amk__param_i(&p->tasks[t], "n_off", 0), nt = amk__param_i(&p->tasks[t], "N_tile", 0);
+                if (amk__lb_add_output(&b, t, qkv) < 0) goto fail;
+                /* its rows of W_cat: its own and its share of the base rows (RMSNORM_MLP's FOLD) */
+                p->tasks[t].est_bytes += (nt + (off + nt) * H / I - off * H / I) * F * (amk_dtype_bits(wd) / 8);
+            }
         } else {
             int a = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "act.%d", i), c_a, n_a;
             if (fused) { /* norm + gate/up + SiLU*up in one tile */
@@ -14106,7 +14466,7 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
             c_d = amk__lb_proj_residual(&b, a, w_dn, h, xo, H, I, &c_a, &n_a, 1, "down", i, &n_d);
             if (c_d < 0) goto fail;
         }
-        x = xo; cx = c_d; n_cx = n_d;
+        x = xo; cx = c_d; n_cx = n_d; qkv_prev = qkv;
     }
     { /* head */
         int w_norm = amk__lb_buf(&b, AMK_KIND_WEIGHT, AMK_DTYPE_F32, H, 0, 0, 1, "model.norm.weight", "model.norm.weight");
@@ -14177,17 +14537,22 @@ fail:
    the Q/K/V tiles or attention) on Y .. Y+Z-1 (the FILLs from the last SM down). With
    AMK_LLAMA_SETS_ALTERNATE layer l's attention runs on A(l % 2) (A0 = 0 .. Y-1, A1 = Y .. 2Y-1),
    its Q/K/V tiles on the other, its MLP tiles on the SMs outside A(l % 2) and the FILLs on SMs
-   2Y and up. Nothing to do without the meta. */
+   2Y and up. A folded step (meta qkv_fold) has Q/K/V tiles in layer 0 alone: every layer's
+   attention runs on A0, layer 0's Q/K/V tiles on A1 (on A0 without the alternation), the MLP tiles
+   on Y .. Y+Z-1. The rule behind both: no task follows another on its SM without an idle phase
+   between. Nothing to do without the meta. */
 AMK__FN amk_result amk__llama_steer(amk_program *p, const amk_config *base, const amk_target *tgt, amk_diag *d) {
     char buf[64];
-    int ny = 0, nz = 0, k, jq = 0, ja = 0, jm = 0, jf = 0, in_qkv = 0; /* in_qkv: the last layer task a Q/K/V tile */
-    int layer = -1, alt; /* alt: AMK_LLAMA_SETS_ALTERNATE where the SMs allow it */
+    int ny = 0, nz = 0, k, jq = 0, ja = 0, jm = 0, jf = 0;
+    int last = 0; /* the step of the last layer task: 0 none yet, 1 a Q/K/V tile, 2 attention, 3 an MLP tile */
+    int layer = -1, alt, folded; /* alt: AMK_LLAMA_SETS_ALTERNATE where the SMs allow it */
     amk_config sc;
     amk_result r;
     if (!amk_program_meta_string(p, "sm_sets", buf, sizeof buf)) return AMK_OK;
     if (sscanf(buf, "%d %d", &ny, &nz) != 2 || ny < 1 || nz < 1 || ny > tgt->num_sms - nz)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: bad meta sm_sets \"%s\" for %d SMs", buf, tgt->num_sms);
     alt = AMK_LLAMA_SETS_ALTERNATE && 2 * ny < ny + nz;
+    folded = amk_program_meta_string(p, "qkv_fold", buf, sizeof buf) && strcmp(buf, "1") == 0;
     sc = *base;
     sc.sm_assignment = AMK_SM_EXPLICIT;
     sc.n_explicit = p->n_tasks;
@@ -14201,21 +14566,23 @@ AMK__FN amk_result amk__llama_steer(amk_program *p, const amk_config *base, cons
     for (k = 0; k < p->n_tasks; k++) { /* list order: each layer's Q/K/V tiles, attention, MLP tiles */
         const amk_task *t = &p->tasks[k];
         int sm = t->sm;
-        if (t->op == AMK_OP_RMSNORM_GEMV &&
-            (amk__param_i(t, "flags", 0) & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0) { /* not the head */
-            if (!in_qkv) { /* a new layer */
-                jq = ja = jm = 0;
-                layer++;
-            }
-            sm = jq++ % ny + (alt && layer % 2 == 0 ? ny : 0); /* alt: on the set of the attention before */
-            in_qkv = 1;
+        const int qkv = t->op == AMK_OP_RMSNORM_GEMV &&
+                        (amk__param_i(t, "flags", 0) & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0; /* not the head */
+        /* a new layer: its first Q/K/V tile, or (folded) its first attention task after the MLP */
+        if ((qkv && last != 1) || (t->op == AMK_OP_ATTENTION_O && (last == 0 || last == 3))) {
+            jq = ja = jm = 0;
+            layer++;
+        }
+        if (qkv) {
+            sm = jq++ % ny + (alt && (folded || layer % 2 == 0) ? ny : 0); /* alt: on the set of the attention before */
+            last = 1;
         } else if (t->op == AMK_OP_ATTENTION_O) {
-            sm = ja++ % ny + (alt && layer % 2 == 1 ? ny : 0);
-            in_qkv = 0;
+            sm = ja++ % ny + (alt && !folded && layer % 2 == 1 ? ny : 0);
+            last = 2;
         } else if (t->op == AMK_OP_RMSNORM_MLP) {
             sm = ny + jm++ % nz; /* alt: the SMs outside this layer's attention set */
-            if (alt && layer % 2 == 1 && sm < 2 * ny) sm -= ny;
-            in_qkv = 0;
+            if (alt && !folded && layer % 2 == 1 && sm < 2 * ny) sm -= ny;
+            last = 3;
         } else if (t->op == AMK_OP_FILL) {
             sm = ny + nz - 1 - jf++ % (alt ? nz - ny : nz);
         }
@@ -14576,13 +14943,150 @@ AMK__FN amk_result amk__llm_weight_layout(const amk_llm *m, const amk_buffer *b,
     return AMK_OK;
 }
 
+/* The layer i of W_cat.i, a folded step's derived weight (source "amk.qkv_fold.<i>",
+   amk_llama_build's qkv_fold), or -1 for any other buffer. */
+AMK__FN int amk__llm_fold_layer(const amk_buffer *b) {
+    static const char prefix[] = "amk.qkv_fold.";
+    const char *num = b->source ? b->source + sizeof prefix - 1 : NULL;
+    char *end;
+    long v;
+    if (!num || strncmp(b->source, prefix, sizeof prefix - 1) != 0 || *num < '0' || *num > '9') return -1;
+    v = strtol(num, &end, 10);
+    return *end == 0 && v < INT_MAX ? (int)v : -1;
+}
+
+/* The step's weight named name as n F32 values in the step's layout (amk__llm_weight_layout): read
+   from the model file, or without one (random weights) from the reference VM's buffer. */
+AMK__FN amk_result amk__llm_weight_f32(amk_llm *m, const char *name, float *dst, int64_t n, amk_diag *d) {
+    const int id = amk_program_find_buffer(m->prog, name);
+    amk_buffer f32;
+    const void *src;
+    size_t nb;
+    amk_result r;
+    if (id < 0 || m->prog->buffers[id].kind != AMK_KIND_WEIGHT || amk_buffer_numel(&m->prog->buffers[id]) != n ||
+        (uint64_t)n > (uint64_t)(SIZE_MAX / 4))
+        return amk__fail(d, AMK_ERR_MISMATCH, "qkv fold: the step has no weight '%s' of %lld values", name, (long long)n);
+    f32 = m->prog->buffers[id];
+    if (m->model) {
+        f32.dtype = AMK_DTYPE_F32;
+        r = amk_model_tensor_read(m->model, f32.source, AMK_DTYPE_F32, dst, (size_t)n * 4, d);
+        return r == AMK_OK ? amk__llm_weight_layout(m, &f32, dst, (size_t)n * 4, d) : r;
+    }
+    if (!(src = amk_refvm_buffer(m->vm, id, &nb))) return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", name);
+    amk__refvm_load_row(src, f32.dtype, 0, n, dst);
+    return AMK_OK;
+}
+
+/* r_j[0..F) += a_j * b[0..F) for the four rows r_j: the inner loop of amk__llm_fold_rows. why
+   restrict rows and a fixed chunk of 16: GCC -O2 vectorises only a loop that needs no aliasing
+   check and whose trip count is a multiple of the vector width; four rows at a time so each row of
+   b read serves four sums. SmolLM2's 0.85 G multiply-adds a layer take 0.064 s so (a plain loop
+   over f 0.23 s, unvectorised; two rows or eight at a time were slower when vectorised). */
+AMK__FN void amk__axpy4(float *AMK__RESTRICT r0, float *AMK__RESTRICT r1, float *AMK__RESTRICT r2,
+                        float *AMK__RESTRICT r3, const float *AMK__RESTRICT b, float a0, float a1, float a2,
+                        float a3, int64_t F) {
+    int64_t f;
+    int j;
+    for (f = 0; f + 16 <= F; f += 16)
+        for (j = 0; j < 16; j++) {
+            const float v = b[f + j];
+            r0[f + j] += a0 * v; r1[f + j] += a1 * v; r2[f + j] += a2 * v; r3[f + j] += a3 * v;
+        }
+    for (; f < F; f++) {
+        const float v = b[f];
+        r0[f] += a0 * v; r1[f] += a1 * v; r2[f] += a2 * v; r3[f] += a3 * v;
+    }
+}
+
+/* Rows [0, I) of W_fold = W_downT @ W_base into out (row n = sum_k W_downT[n, k] W_base[k, :]; wd
+   [I, H], base [H, F]), four rows at a time: wd and out hold I rounded up to a multiple of 4 rows
+   (wd's extra rows zero). Progress every 256 rows: *done counts them. */
+AMK__FN void amk__llm_fold_rows(amk_llm *m, const float *wd, const float *base, float *out, int64_t I, int64_t H,
+                                int64_t F, uint64_t *done, uint64_t total) {
+    int64_t n, k, f, reported = 0;
+    for (n = 0; n < I; n += 4) {
+        float *r0 = out + n * F;
+        for (f = 0; f < 4 * F; f++) r0[f] = 0.0f;
+        for (k = 0; k < H; k++)
+            amk__axpy4(r0, r0 + F, r0 + 2 * F, r0 + 3 * F, base + k * F, wd[n * H + k], wd[(n + 1) * H + k],
+                       wd[(n + 2) * H + k], wd[(n + 3) * H + k], F);
+        if (m->opts.progress && ((n + 4) % 256 == 0 || n + 4 >= I)) {
+            const int64_t rows = n + 4 < I ? n + 4 : I;
+            *done += (uint64_t)(rows - reported);
+            reported = rows;
+            m->opts.progress(m->opts.progress_user, "fold", *done, total);
+        }
+    }
+}
+
+/* W_cat.i (buffer id, [I + H, F]) of a folded step (amk_llama_build's qkv_fold), computed in F32
+   from the weights it folds, in the step's layouts (amk__llm_weight_f32): W_base[k, f] = nw[k] *
+   Wqkv[f, k] (nw: layer i+1's input_layernorm; Wqkv: its q_proj, k_proj and v_proj rows, F of H,
+   Q and K interleaved), W_fold = W_downT @ W_base (W_downT: layer i's down_proj as [I, H]); then
+   cast to the buffer's dtype, uploaded (CUDA) or written into the reference VM's buffer. */
+AMK__FN amk_result amk__llm_fold(amk_llm *m, int id, int layer, uint64_t *done, uint64_t total, amk_diag *d) {
+    static const char *const qkv_names[3] = {"q_proj", "k_proj", "v_proj"};
+    const amk_llama_config *c = &m->cfg;
+    const amk_buffer *b = &m->prog->buffers[id];
+    const int64_t H = c->hidden, I = c->intermediate, qr = (int64_t)c->n_heads * c->head_dim;
+    const int64_t kvr = (int64_t)c->n_kv_heads * c->head_dim, F = qr + 2 * kvr, I4 = (I + 3) / 4 * 4;
+    /* [F, H] [H] [I4, H] (rows past I zero) [H, F] [I4 + H, F] (W_cat's rows, then padding) */
+    float *wqkv = NULL, *nw = NULL, *wd = NULL, *base = NULL, *cat = NULL;
+    void *dst = NULL;
+    char name[96];
+    int64_t k, f, e;
+    size_t nb = (size_t)amk__buffer_nbytes(b);
+    amk_result r = AMK_OK;
+    int j;
+    if (b->rank != 2 || b->shape[0] != I + H || b->shape[1] != F || layer + 1 >= c->n_layers)
+        return amk__fail(d, AMK_ERR_MISMATCH, "qkv fold: '%s' is not [%lld, %lld] of a layer before the last",
+                         b->name, (long long)(I + H), (long long)F);
+    wqkv = amk__refvm_floats(F * H);
+    nw = amk__refvm_floats(H);
+    wd = amk__refvm_floats(I4 * H);
+    base = amk__refvm_floats(H * F);
+    cat = amk__refvm_floats((I4 + H) * F);
+    if (m->cuda) dst = amk__malloc(nb);
+    else if (!(dst = amk_refvm_buffer(m->vm, id, &nb))) r = amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
+    if (r == AMK_OK && (!wqkv || !nw || !wd || !base || !cat || !dst))
+        r = amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory folding '%s'", b->name);
+    for (j = 0; j < 3 && r == AMK_OK; j++) { /* Q rows at 0, K rows at qr, V rows at qr + kvr */
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", layer + 1, qkv_names[j]);
+        r = amk__llm_weight_f32(m, name, wqkv + (j ? qr + (j - 1) * kvr : 0) * H, (j ? kvr : qr) * H, d);
+    }
+    snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", layer + 1);
+    if (r == AMK_OK) r = amk__llm_weight_f32(m, name, nw, H, d);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj.weight", layer);
+    if (r == AMK_OK) r = amk__llm_weight_f32(m, name, wd, I * H, d);
+    if (r == AMK_OK) {
+        for (e = I * H; e < I4 * H; e++) wd[e] = 0.0f;
+        for (k = 0; k < H; k++)
+            for (f = 0; f < F; f++) base[k * F + f] = nw[k] * wqkv[f * H + k];
+        amk__llm_fold_rows(m, wd, base, cat, I, H, F, done, total);
+        memcpy(cat + I * F, base, (size_t)(H * F) * sizeof(float)); /* W_base: rows I.. of W_cat */
+        for (e = 0; e < (I + H) * F; e++) amk__store_f32(dst, b->dtype, e, cat[e]);
+        if (m->cuda) r = amk_cuda_upload(m->cuda, id, dst, nb, d);
+    }
+    if (m->cuda) amk__free(dst);
+    amk__free(wqkv); amk__free(nw); amk__free(wd); amk__free(base); amk__free(cat);
+    return r;
+}
+
 /* Fills every WEIGHT buffer: from the model file, or random (seeded) when m->model is NULL. */
 AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
-    uint64_t total = 0, done = 0;
+    /* W_cat.i of a folded step is derived from the other weights, so it comes after them (not
+       with random weights on the GPU: those are made like any other matrix, the step's numbers
+       then meaning nothing, as every random weight's; for timing only) */
+    const int derive = !m->cuda || m->model;
+    uint64_t total = 0, done = 0, fold_total = 0, fold_done = 0;
     int i;
     amk__rng rng;
-    for (i = 0; i < m->prog->n_buffers; i++)
-        if (m->prog->buffers[i].kind == AMK_KIND_WEIGHT) total += (uint64_t)amk__buffer_nbytes(&m->prog->buffers[i]);
+    for (i = 0; i < m->prog->n_buffers; i++) {
+        const amk_buffer *b = &m->prog->buffers[i];
+        if (b->kind != AMK_KIND_WEIGHT) continue;
+        if (derive && amk__llm_fold_layer(b) >= 0) fold_total += (uint64_t)m->cfg.intermediate; /* rows of W_fold */
+        else total += (uint64_t)amk__buffer_nbytes(b);
+    }
     amk__rng_seed(&rng, m->opts.random_seed);
     for (i = 0; i < m->prog->n_buffers; i++) {
         const amk_buffer *b = &m->prog->buffers[i];
@@ -14592,7 +15096,7 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
         /* why: uniform in +-sqrt(3)/sqrt(K) has variance 1/K, so each output has unit variance
            (K: HF's in-features, shape[0] of a transposed weight) */
         const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[amk__llm_transposed(m, b) ? 0 : 1]) : 0.0f;
-        if (b->kind != AMK_KIND_WEIGHT) continue;
+        if (b->kind != AMK_KIND_WEIGHT || (derive && amk__llm_fold_layer(b) >= 0)) continue;
         if (m->cuda && !m->model) { /* random weights made on the device: no host copy of 16 GB */
             r = b->rank == 2 ? amk_cuda_fill_random(m->cuda, i, m->opts.random_seed * 1000003u + (uint64_t)i, scale, d)
                              : amk_cuda_fill_value(m->cuda, i, 1.0f, d);
@@ -14616,6 +15120,12 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
         if (r != AMK_OK) return r;
         done += nb;
         if (m->opts.progress) m->opts.progress(m->opts.progress_user, "weights", done, total);
+    }
+    for (i = 0; i < m->prog->n_buffers && derive; i++) {
+        const int layer = amk__llm_fold_layer(&m->prog->buffers[i]);
+        amk_result r;
+        if (m->prog->buffers[i].kind != AMK_KIND_WEIGHT || layer < 0) continue;
+        if ((r = amk__llm_fold(m, i, layer, &fold_done, fold_total, d)) != AMK_OK) return r;
     }
     return AMK_OK;
 }

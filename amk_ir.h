@@ -92,17 +92,41 @@ typedef enum amk_opcode {
     AMK_OP_RMSNORM_MLP = 25,      /* [x, norm_w, W_gate, W_up, W_downT [N, H](, resid)]: ACCUMULATES
                                      out[m, :] += (the tile's silu(xn@Wg.T) * (xn@Wu.T)) @
                                      W_downT[n_off:n_off+N_tile] (+ resid[m, :] when given); out F32.
-                                     W_downT is down_proj transposed: the tile's rows are contiguous */
+                                     W_downT is down_proj transposed: the tile's rows are contiguous.
+                                     With AMK_MLP_FLAG_FOLD: [x, norm_w, W_gate, W_up, W_downT, W_cat
+                                     [N + K, F](, resid)] and a second output qkv [M, F] (F32) that
+                                     accumulates too (the flag's comment) */
     AMK_OP_FILL = 26,             /* []: every element of out = scale (an accumulation's start) */
     AMK_OP_ATTENTION_O = 27,      /* [q, k cache, v cache, pos, W_oT [n_heads*head_dim, H](, resid)]:
                                      ACCUMULATES out[0, :] += a[m_off:m_off+M_tile] @
                                      W_oT[m_off:m_off+M_tile] (+ resid), a = ATTENTION_DECODE's
-                                     result for kv heads [n_off, n_off+N_tile) in F32; out F32 */
+                                     result for kv heads [n_off, n_off+N_tile) in F32; out F32.
+                                     With AMK_ATTN_FLAG_PRENORM: [qkv [1, F], k cache, v cache, pos,
+                                     W_oT, x [1, H](, resid)], q/k/v from the raw projections qkv
+                                     and x's rms; outputs [out] or [out, k cache, v cache] (the
+                                     flag's comment) */
     AMK_OP_COUNT = 28             /* the registry has this many rows; row 19 is undefined */
 } amk_opcode;
 
 /* ATTENTION_TILE params.flags bits (IR_SPEC_NOTES conventions table). */
 #define AMK_ATTN_FLAG_PARTIAL (1u << 1) /* write [n_heads, head_dim+2] = [acc | m | l] */
+/* ATTENTION_O params.flags bit (alone): the folded Q/K/V (amk_llama_build's qkv_fold). Input 0 is
+   qkv [1, F] (F32, F = (n_heads + 2*n_kv_heads)*head_dim): the raw projections Wqkv diag(norm_w)
+   x, Q rows, then K, then V, Q and K in interleaved pair order; input 5 is x [1, H] itself, 6 the
+   optional resid. With inv = 1/sqrt(mean(x^2) + eps): q = RoPE(inv * q part) (F32), k =
+   RoPE(inv * k part), v = inv * v part, k and v rounded to the caches' dtypes; RoPE as
+   RMSNORM_GEMV's ROPE (theta, the llama3 params) at the position. Key row pos is k, v (never the
+   caches' row pos); the rows below it come from the caches. With 3 outputs [out, k cache, v cache]
+   (the buffers of inputs 1 and 2) the task also stores its kv heads' k and v into cache row pos
+   (a position outside the cache is a run-time error): one such writer a kv head. Params also eps
+   and RoPE's. */
+#define AMK_ATTN_FLAG_PRENORM (1u << 2)
+/* RMSNORM_MLP params.flags bit: the fold of the next layer's Q/K/V projections. Input 5 is W_cat
+   [N + K, F] (F32, BF16 or F16), the resid moves to input 6; output 1 qkv [M, F] (F32) accumulates
+   qkv[m, :] += sum over the tile's n of y[n] W_cat[n, :] + sum over k in [b0, b1) of x[m, k]
+   W_cat[N + k, :], y the tile's SwiGLU values, x the raw input 0, b0 = n_off*K/N and b1 =
+   (n_off+N_tile)*K/N (floored; tiles that partition [0, N) partition the K base rows). */
+#define AMK_MLP_FLAG_FOLD (1u << 0)
 /* RMSNORM_GEMV params.flags bits. ROPE and KV_ROW take the positions as a 4th input (one per row
    of x); ARGMAX takes a second output. */
 #define AMK_GEMV_FLAG_ROPE (1u << 0)   /* RoPE on the tile's output, pairs (2i, 2i+1) of each head */
@@ -191,6 +215,13 @@ typedef uint32_t amk_counter_t;
    out. (x first: its offset needs nothing read after the wait) */
 #define AMK_LEAN_BYTES(nt, K, rows) \
     ((int64_t)(K) * 8 + (((int64_t)(nt) * 4 + 15) & ~(int64_t)15) + (int64_t)(rows))
+/* An RMSNORM_MLP FOLD tile's lean form also stages r rows of W_cat (its tile's and its base rows,
+   bf16, F columns) after those: this many bytes more. */
+#define AMK_LEAN_FOLD_BYTES(r, F) ((int64_t)(r) * (int64_t)(F) * 2)
+/* The lean ATTENTION_O (amk_attn_o_lean): at most this many rows of W_oT a task (SmolLM2's with the
+   SM sets); its tensor copies' destinations align to the 128-byte swizzle's period. */
+#define AMK_ATTN_LEAN_DIMS 16
+#define AMK_ATTN_TMA_ALIGN 1024
 /* The ring form of a decode tile with many short rows (amk_norm_gemv_ring in amk_ops.cuh:
    SmolLM2's LM-head tiles of ~373 rows of 576): its rows stream through this many shared-memory
    slots of one row a warp, by bulk copies, the first slots requested before the wait. The host
@@ -219,8 +250,8 @@ typedef uint32_t amk_counter_t;
 
 /* amk_instruction_t.hints. KV_EARLY (an ATTENTION_O task): its position input is written by no
    task, and every task that writes its K or V cache writes only the row at that position (an
-   RMSNORM_GEMV with KV_ROW of one row of x and the same position buffer), so the rows below the
-   position are final before the task's wait. */
+   RMSNORM_GEMV with KV_ROW of one row of x, or an ATTENTION_O PRENORM, with the same position
+   buffer), so the rows below the position are final before the task's wait. */
 #define AMK_VM_HINT_KV_EARLY (1u << 0)
 
 /* One Task == one instruction, a fixed-size POD. */

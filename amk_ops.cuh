@@ -1936,7 +1936,8 @@ static __device__ __forceinline__ void amk_rows_release(const amk_op_ctx *c, uin
 }
 
 /* The accumulating ops' second half, rows m0 .. m0+mr of out: out[m, h] += sum_j ys[(m - m0) * nt
-   + j] * W[n0 + j, h] (+ resid[m, h], input 5) with W input 4 (RMSNORM_MLP's W_downT, ATTENTION_O's
+   + j] * W[n0 + j, h] (+ resid[m, h], input ri when the op has ri + 1 inputs: 5, or 6 in the folded
+   forms, RMSNORM_MLP FOLD and ATTENTION_O PRENORM) with W input 4 (RMSNORM_MLP's W_downT, ATTENTION_O's
    W_oT), added at L2 (out is F32, host-checked). A thread takes four consecutive outputs (8 or 16
    bytes of each row, coalesced across the warp) and adds them with one vector reduction when H is
    a multiple of 4; else one output a thread. The rows come from ws (staged) or global memory. why
@@ -1944,10 +1945,10 @@ static __device__ __forceinline__ void amk_rows_release(const amk_op_ctx *c, uin
    and its loop took 0.8 us in an ATTENTION_O task of 8 rows, 1.1 in an RMSNORM_MLP tile of 12;
    inlined, SmolLM2's step is 7% faster (bench/RESULTS.md runs 209-210) */
 static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const float *ys, const char *ws, int64_t m0,
-                                                 int mr, int64_t n0, int64_t nt) {
+                                                 int mr, int64_t n0, int64_t nt, int ri) {
     const amk_buffer_t *Wd = &c->in[4], *o = &c->out[0];
     const int64_t H = Wd->shape[1];
-    const int dt = Wd->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, resid = c->ins.n_inputs == 6;
+    const int dt = Wd->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, resid = c->ins.n_inputs == ri + 1;
     const char *rows = ws ? ws : amk_rows_src(c, n0);
     const int v4 = H % 4 == 0 && o->ptr % 16 == 0 && (dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_BF16 || dt == AMK_DTYPE_F16) &&
                    ((uintptr_t)rows + H * esz) % (4 * esz) == 0 && (uintptr_t)rows % (4 * esz) == 0;
@@ -1975,8 +1976,8 @@ static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const f
                     s0 += a[j] * w0; s1 += a[j] * w1; s2 += a[j] * w2; s3 += a[j] * w3;
                 }
                 if (resid) {
-                    const void *rp = (const void *)c->in[5].ptr;
-                    const int rt = c->in[5].dtype;
+                    const void *rp = (const void *)c->in[ri].ptr;
+                    const int rt = c->in[ri].dtype;
                     const int64_t e = (m0 + r) * H + h;
                     s0 += amk_load(rp, rt, e); s1 += amk_load(rp, rt, e + 1);
                     s2 += amk_load(rp, rt, e + 2); s3 += amk_load(rp, rt, e + 3);
@@ -1989,9 +1990,87 @@ static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const f
         for (int r = 0; r < mr; r++) {
             float acc = 0.0f;
             for (int64_t j = 0; j < nt; j++) acc += ys[(int64_t)r * nt + j] * amk_load(rows, dt, j * H + h);
-            if (resid) acc += amk_load((const void *)c->in[5].ptr, c->in[5].dtype, (m0 + r) * H + h);
+            if (resid) acc += amk_load((const void *)c->in[ri].ptr, c->in[ri].dtype, (m0 + r) * H + h);
             atomicAdd(out + (m0 + r) * H + h, acc);
         }
+}
+
+/* ATTENTION_O PRENORM's RoPE: the cos and sin of pair i of a head at pos. */
+static __device__ __forceinline__ float2 amk_attn_pre_trig(const amk_params_t *P, int64_t pos, int i) {
+    double sd, cd;
+    sincos((double)((float)pos * amk_rope_inv_freq(P, i)), &sd, &cd);
+    return make_float2((float)cd, (float)sd);
+}
+
+/* ATTENTION_O PRENORM's inputs after the wait, in the lean form's layout: qkv (input 0, F32: the
+   raw q, k and v rows of every head, as the folded MLP tiles added them) scaled by x's (input 5)
+   1 / rms and rotated. Warp 0: x's rms (inv_s[0]), its kv head's k and v at the position (a pair
+   of dims a lane; rounded to the caches' dtype as a store would), into shared row pos - r0 when
+   the window holds it (after the tensor copies landed: theirs is the cache's stale row) and, in
+   the task with the cache outputs, into cache row pos. The next nh * hd / 2 threads: a pair of q
+   each, rotated but not scaled (the scores take inv_s[0]: RoPE is linear). The caller's barrier
+   publishes all of it. The pairs' cos and sin come from cs (written before the wait, early) or
+   are computed here. why every load before anything waits for one (x's pieces unrolled, bad only
+   guarding the stores), the trig before the wait, and the rms in one warp: each is a round trip
+   or a dependent chain on the path to the barrier that the staging needs anyway (the task took
+   5.6 us, against 3.3 unfolded, with x's pieces loaded one after another and the trig here:
+   bench/RESULTS.md run 290). */
+static __device__ __forceinline__ void amk_attn_prenorm(amk_op_ctx *c, unsigned char *ks, unsigned char *vs, float *qs, float *inv_s,
+                                                     const float *cs, int early, int tma, uint32_t wpar, int64_t rowb,
+                                                     int64_t r0, int64_t n, int64_t pos, int bad, int h0, int nh) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *kc = &c->in[1], *vc = &c->in[2];
+    const int hd = P->head_dim, nkv = P->n_kv_heads, g = P->n_off, tid = amk_tid(), lane = tid & 31, dt = kc->dtype;
+    const float *qkv = (const float *)c->in[0].ptr;
+    if (tid < 32) {
+        const float *xp = (const float *)c->in[5].ptr;
+        const int H = (int)c->in[5].numel, i = lane, on = 2 * i < hd;
+        const float2 kr = on ? *(const float2 *)(qkv + (int64_t)(P->n_heads + g) * hd + 2 * i) : make_float2(0.0f, 0.0f);
+        const float2 vr = on ? *(const float2 *)(qkv + (int64_t)(P->n_heads + nkv + g) * hd + 2 * i) : make_float2(0.0f, 0.0f);
+        float4 xv[AMK_LEAN_PPL];
+        float ss = 0.0f;
+#pragma unroll
+        for (int u = 0; u < AMK_LEAN_PPL; u++) /* H <= 128 * AMK_LEAN_PPL (amk_attn_o_lean checks) */
+            xv[u] = 4 * (lane + 32 * u) < H ? *(const float4 *)(xp + 4 * (lane + 32 * u)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int u = 0; u < AMK_LEAN_PPL; u++)
+            ss = fmaf(xv[u].x, xv[u].x, fmaf(xv[u].y, xv[u].y, fmaf(xv[u].z, xv[u].z, fmaf(xv[u].w, xv[u].w, ss))));
+        const float2 t = early ? make_float2(cs[2 * i], cs[2 * i + 1]) : amk_attn_pre_trig(P, pos, i);
+        const float inv = 1.0f / sqrtf(amk_warp_sum(ss) / (float)H + P->eps);
+        float k0 = inv * (kr.x * t.x - kr.y * t.y), k1 = inv * (kr.y * t.x + kr.x * t.y), v0 = inv * vr.x, v1 = inv * vr.y;
+        const int64_t e = (pos * nkv + g) * hd + 2 * i, pj = pos - r0;
+        if (lane == 0) inv_s[0] = inv;
+        if (dt == AMK_DTYPE_BF16) { /* as stored: the key and value every later step reads */
+            k0 = __bfloat162float(__float2bfloat16_rn(k0)); k1 = __bfloat162float(__float2bfloat16_rn(k1));
+            v0 = __bfloat162float(__float2bfloat16_rn(v0)); v1 = __bfloat162float(__float2bfloat16_rn(v1));
+        }
+        if (on && !bad && c->ins.n_outputs == 3) { /* (e is even: 4- or 8-byte aligned pairs) */
+            if (dt == AMK_DTYPE_BF16) {
+                ((uint32_t *)kc->ptr)[e >> 1] = amk_pack_bf16x2(k0, k1);
+                ((uint32_t *)vc->ptr)[e >> 1] = amk_pack_bf16x2(v0, v1);
+            } else {
+                ((float2 *)kc->ptr)[e >> 1] = make_float2(k0, k1);
+                ((float2 *)vc->ptr)[e >> 1] = make_float2(v0, v1);
+            }
+        }
+        if (tma) amk_ptx_mbar_wait(c->mbar, wpar); /* the copies landed: row pos goes over theirs */
+        if (on && !bad && pj >= 0 && pj < n) {
+            if (dt == AMK_DTYPE_BF16) {
+                const int sw = tma ? (int)(pj & 7) : 0, off = ((((2 * i) >> 3) ^ sw) << 4) + ((2 * i) & 7) * 2;
+                *(uint32_t *)(ks + pj * rowb + off) = amk_pack_bf16x2(k0, k1);
+                *(uint32_t *)(vs + pj * rowb + off) = amk_pack_bf16x2(v0, v1);
+            } else {
+                *(float2 *)(ks + pj * rowb + 8 * i) = make_float2(k0, k1);
+                *(float2 *)(vs + pj * rowb + 8 * i) = make_float2(v0, v1);
+            }
+        }
+    } else if (tid - 32 < nh * hd / 2) {
+        const int u = tid - 32, hh = u >= hd / 2, i = u - hh * (hd / 2);
+        const float2 r = *(const float2 *)(qkv + (int64_t)(h0 + hh) * hd + 2 * i);
+        const float2 t = early ? make_float2(cs[2 * i], cs[2 * i + 1]) : amk_attn_pre_trig(P, pos, i);
+        qs[hh * hd + 2 * i] = r.x * t.x - r.y * t.y;
+        qs[hh * hd + 2 * i + 1] = r.y * t.x + r.x * t.y;
+    }
 }
 
 /* ATTENTION_O's lean form: a task whose M_tile <= AMK_ATTN_LEAN_DIMS rows of W_oT lie in one or two
@@ -2028,8 +2107,6 @@ static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const f
 #ifndef AMK_ATTN_KV_TMA
 #define AMK_ATTN_KV_TMA 1
 #endif
-#define AMK_ATTN_TMA_ALIGN 1024 /* the 128-byte swizzle's period: the copies' destinations align to it */
-#define AMK_ATTN_LEAN_DIMS 16 /* the most rows of W_oT a lean task takes (SmolLM2's with the SM sets) */
 static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2];
@@ -2044,21 +2121,26 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
 #else
     const int tma = 0;
 #endif
-    const int sw = tma ? 7 : 0;
+    const int sw = tma ? 7 : 0, pre = ((uint32_t)P->flags & AMK_ATTN_FLAG_PRENORM) != 0;
     const int64_t kso = tma ? (int64_t)((AMK_ATTN_TMA_ALIGN - ((uint32_t)__cvta_generic_to_shared(smem) & (AMK_ATTN_TMA_ALIGN - 1))) &
                                         (AMK_ATTN_TMA_ALIGN - 1)) : 0;
     const int64_t rowb = tma ? 128 : AMK_ATTN_ROW_BYTES(hd, esz), n = P->kv_len, nr = tma ? (n + 7) & ~(int64_t)7 : n;
-    const int64_t fixed = kso + 2 * nr * rowb + (nh * hd + AMK_OPS_WARP + nh * n + AMK_ATTN_LEAN_DIMS) * 4;
+    const int64_t fixed = kso + 2 * nr * rowb + (nh * hd + AMK_OPS_WARP + nh * n + AMK_ATTN_LEAN_DIMS + 4 + 2 * AMK_OPS_WARP) * 4;
     const int64_t want = amk_rows_stage_bytes(c, M), dyn = amk_ptx_dynamic_smem_size();
     const int64_t wso = (dyn - want) & ~(int64_t)15;
     if (((dt != AMK_DTYPE_F32) & (dt != AMK_DTYPE_BF16)) | (vc->dtype != dt) | ((q->dtype != AMK_DTYPE_F32) & (q->dtype != AMK_DTYPE_BF16)) |
         (hd < 8) | (hd > 256) | ((hd * esz) % 16 != 0) | (P->N_tile != 1) | (M < 1) | (M > AMK_ATTN_LEAN_DIMS) |
         (nh > 2) | (h0 < P->n_off * grp) | (h0 + nh > (P->n_off + 1) * grp) | (n < 1) | (n > AMK_ATTN_SPEC_ROWS) |
         (n > NT / (nh > 0 ? nh : 1)) | ((NT / (nh > 0 ? nh : 1)) % 32 != 0) | ((P->flags & AMK_ATTN_FLAG_PARTIAL) != 0) |
-        (kc->ptr % 16 != 0) | (vc->ptr % 16 != 0) | (want == 0) | (fixed > wso))
+        (kc->ptr % 16 != 0) | (vc->ptr % 16 != 0) | (want == 0) | (fixed > wso) |
+        (pre & ((q->dtype != AMK_DTYPE_F32) | (q->numel != (int64_t)(P->n_heads + 2 * nkv) * hd) | (c->in[5].dtype != AMK_DTYPE_F32) |
+                (c->in[5].ptr % 16 != 0) | (c->in[5].numel % 4 != 0) | (c->in[5].numel != c->in[4].shape[1]) |
+                (c->in[5].numel > 128 * AMK_LEAN_PPL) |
+                (c->ins.n_outputs != 1 && c->ins.n_outputs != 3) | (hd > 64) | (NT < 32 + nh * hd / 2) | (q->ptr % 8 != 0))))
         return 0;
     char *ws = (char *)smem + wso;
-    /* shared memory: [K, V: nr rows each][q: nh heads][the warps' maxima][p: nh x n][a: M] */
+    /* shared memory: [K, V: nr rows each][q: nh heads][the warps' maxima][p: nh x n][a: M][PRENORM's
+       1 / rms, padded to 4][PRENORM's cos and sin: hd / 2 pairs] */
     unsigned char *ks = (unsigned char *)smem + kso, *vs = ks + nr * rowb;
     uint32_t wpar;
     if (tma) { /* W_oT's rows and the cache rows, one phase, before the wait */
@@ -2071,6 +2153,16 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         }
     } else
         wpar = amk_rows_stage(c, ws, P->m_off, want); /* W_oT's rows, before the wait */
+    /* PRENORM with a position no task writes (AMK_VM_HINT_KV_EARLY: final before the wait, also in a
+       chained launch, whose join writes it before the step begins): warp 1 computes its pairs' cos
+       and sin now, into cs (after the layout's parts), once the copies are out */
+    const int early = pre & ((c->ins.hints & AMK_VM_HINT_KV_EARLY) != 0);
+    float *cs = (float *)(ks + 2 * nr * rowb) + nh * hd + AMK_OPS_WARP + nh * n + AMK_ATTN_LEAN_DIMS + 4;
+    if (early && (tid >> 5) == 1 && 2 * (tid & 31) < hd) {
+        const float2 t = amk_attn_pre_trig(P, amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0), tid & 31);
+        cs[2 * (tid & 31)] = t.x;
+        cs[2 * (tid & 31) + 1] = t.y;
+    }
     if (!amk_op_go(c)) {
         amk_ptx_cp_async_wait_all(); /* why: no copy may land in a later task's shared memory */
         amk_rows_release(c, wpar);
@@ -2078,14 +2170,24 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
     }
     {
         float *qs = (float *)(vs + nr * rowb), *rm = qs + nh * hd, *ps = rm + AMK_OPS_WARP, *a = ps + nh * n;
+        float *inv_s = a + AMK_ATTN_LEAN_DIMS; /* PRENORM: x's 1 / rms */
         const int G = NT / nh, hh = tid >= G, j = tid - hh * G, lane = tid & 31, warp = tid >> 5;
         /* why no division here: m / hd and m % hd a dimension on every thread put 2.3 us in the
            softmax and p * V part, 1.0 without (bench/RESULTS.md runs 190-191) */
         const int c0 = P->m_off - h0 * hd, b = hd - c0;
         const int64_t r0 = P->kv_start, pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
+        /* the same on every thread: a negative position, or (PRENORM with the cache outputs) one past
+           the caches' rows */
+        const int bad = (pos < 0) | (pre & (c->ins.n_outputs == 3) & ((pos + 1) * nkv * hd > kc->numel));
         int64_t ne;
         float sc = -INFINITY, mx;
-        if (tma) { /* row pos, which this step wrote, again over the copy's (16 threads, 16 bytes each) */
+        if (pre) {
+            if (!tma) /* the rows below the position (row pos comes from warp 0) */
+                amk_attn_load_rows(ks, vs, kc, vc, r0, bad ? 0 : (int)(pos - r0 < 0 ? 0 : pos - r0 < n ? pos - r0 : n),
+                                   bad ? 0 : (int)(pos - r0 < 0 ? 0 : pos - r0 < n ? pos - r0 : n), P->n_off, nkv, hd, esz,
+                                   rowb, tid, NT);
+            amk_attn_prenorm(c, ks, vs, qs, inv_s, cs, early, tma, wpar, rowb, r0, n, pos, bad, h0, nh);
+        } else if (tma) { /* row pos, which this step wrote, again over the copy's (16 threads, 16 bytes each) */
             const int64_t pj = pos - r0;
             const int mine = (tid < 16) & (pj >= 0) & (pj < n), u = tid & 7;
             uint4 v = make_uint4(0u, 0u, 0u, 0u);
@@ -2094,11 +2196,12 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
             if (mine) *(uint4 *)((tid < 8 ? ks : vs) + pj * 128 + ((u ^ (int)(pj & 7)) << 4)) = v;
         } else
         amk_attn_load_rows(ks, vs, kc, vc, r0, (int)n, (int)n, P->n_off, nkv, hd, esz, rowb, tid, NT);
-        for (int i = tid; i < nh * hd; i += NT) qs[i] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h0 * hd + i);
+        if (!pre)
+            for (int i = tid; i < nh * hd; i += NT) qs[i] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h0 * hd + i);
         amk_ptx_cp_async_wait_all();
         __syncthreads(); /* K, V and q staged */
-        if (pos < 0) { /* uniform: every thread read the same position */
-            if (tid == 0) amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos);
+        if (bad) { /* uniform: every thread read the same position */
+            if (tid == 0) amk_op_fail(c, pos < 0 ? AMK_VM_ERR_ROPE_POS : AMK_VM_ERR_KV_POS, pos);
             amk_rows_release(c, wpar);
             return 1;
         }
@@ -2122,7 +2225,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
                     s0 = fmaf(q4.x, k4.x, s0); s1 = fmaf(q4.y, k4.y, s1); s0 = fmaf(q4.z, k4.z, s0); s1 = fmaf(q4.w, k4.w, s1);
                 }
             }
-            sc = (s0 + s1) * P->scale;
+            sc = (s0 + s1) * (pre ? P->scale * inv_s[0] : P->scale);
         }
         mx = amk_warp_max(sc);
         if (lane == 0) rm[warp] = mx;
@@ -2155,7 +2258,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         }
         __syncthreads(); /* a is complete */
         amk_ptx_mbar_wait(c->mbar, wpar); /* W_oT's rows landed (every thread waits) */
-        amk_rows_add(c, a, ws, 0, 1, P->m_off, M);
+        amk_rows_add(c, a, ws, 0, 1, P->m_off, M, 5 + pre);
     }
     amk_rows_release(c, wpar);
     return 1;
@@ -2171,6 +2274,10 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     const int fo = c->ins.op == AMK_OP_ATTENTION_O;
 #if AMK_ATTN_LEAN
     if (fo && amk_attn_o_lean(c, smem)) return;
+    if (fo && ((uint32_t)P->flags & AMK_ATTN_FLAG_PRENORM)) { /* only the lean form takes it (the host checks it) */
+        if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, P->flags);
+        return;
+    }
 #endif
     uint64_t optr = c->out[0].ptr;
     int odt = c->out[0].dtype;
@@ -2197,7 +2304,7 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     __syncthreads(); /* ys is complete; c->go and c->error are final */
     if (c->go && !c->error) {
         if (wsb) amk_ptx_mbar_wait(c->mbar, wpar); /* the rows landed (every thread waits) */
-        amk_rows_add(c, (const float *)(uintptr_t)optr + P->m_off, ws, 0, 1, P->m_off, P->M_tile);
+        amk_rows_add(c, (const float *)(uintptr_t)optr + P->m_off, ws, 0, 1, P->m_off, P->M_tile, 5);
     }
     if (wsb) amk_rows_release(c, wpar);
 }
@@ -2266,8 +2373,8 @@ static __device__ __forceinline__ float amk_store_f32_bf16(const amk_buffer_t *o
    it: why twice, not kept: held across the wait, the values took registers the rows need, and
    the VM spilled). */
 typedef struct amk_lean_t {
-    int mlp, rope, kv_row, K, nrw;
-    int64_t nt, n_begin, N, rb, wsb, yso, nso, gso, wso, bytes;
+    int mlp, rope, kv_row, K, nrw, fold, F, b0, nb;
+    int64_t nt, n_begin, N, rb, wsb, yso, nso, gso, wso, fso, bytes;
 } amk_lean_t;
 /* The lean tile's warps with rows: RMSNORM_MLP one a row (gate and up), RMSNORM_GEMV one a pair. */
 static __device__ __forceinline__ int amk_lean_row_warps(const amk_op_ctx *c) {
@@ -2285,13 +2392,44 @@ static __device__ __forceinline__ amk_lean_t amk_lean_form(const amk_op_ctx *c) 
     L.N = c->in[2].shape[0];
     L.rb = L.nt * L.K * 2; /* a matrix's rows' bytes */
     L.wsb = L.mlp ? amk_rows_stage_bytes(c, L.nt) : 0;
+    /* FOLD: W_cat's rows n_begin .. + nt and its base rows N + b0 .. N + b0 + nb (AMK_LEAN_FOLD_BYTES).
+       why 32-bit division: these are small (the host checks n_off * K < 2^31), and a 64-bit one is
+       a subroutine on the path to the first poll */
+    L.fold = L.mlp && ((uint32_t)P->flags & AMK_MLP_FLAG_FOLD) != 0;
+    L.F = L.fold ? (int)c->in[5].shape[1] : 0;
+    L.b0 = L.fold ? (int)((uint32_t)P->n_off * (uint32_t)L.K / (uint32_t)L.N) : 0;
+    L.nb = L.fold ? (int)((uint32_t)(P->n_off + P->N_tile) * (uint32_t)L.K / (uint32_t)L.N) - L.b0 : 0;
     L.yso = L.K * 4; /* x at 0 (K a multiple of 8: every part stays 16-byte aligned) */
     L.nso = L.yso + ((L.nt * 4 + 15) & ~(int64_t)15);
     L.gso = L.nso + L.K * 4;
     L.wso = L.gso + (L.mlp ? 2 : 1) * L.rb;
-    L.bytes = AMK_LEAN_BYTES(L.nt, L.K, (L.mlp ? 2 : 1) * L.rb + L.wsb); /* = wso + wsb */
+    L.fso = L.wso + L.wsb;
+    L.bytes = AMK_LEAN_BYTES(L.nt, L.K, (L.mlp ? 2 : 1) * L.rb + L.wsb) +
+              (L.fold ? AMK_LEAN_FOLD_BYTES(L.nt + L.nb, L.F) : 0); /* = fso + W_cat's rows */
     L.nrw = amk_lean_row_warps(c); /* the warps with rows; with RoPE warp nrw does the trig */
     return L;
+}
+
+/* RMSNORM_MLP FOLD's second output: qkv[f] += sum_j ys[j] W_cat[n_off + j, f] + sum_k xb[k] W_cat[N +
+   b0 + k, f] over the tile's nt values and its nb base rows (x's elements b0 .. b0 + nb), the
+   nt + nb rows staged bf16 in wc; 4 columns a thread, one vector reduction each. The threads are
+   counted from the block's last, so the first ones, which add W_downT's share (amk_rows_add: H / 4
+   of them), are not also the ones that take these (SmolLM2: 144 and 240 of 512). */
+static __device__ __forceinline__ void amk_fold_add(const amk_op_ctx *c, const float *ys, const float *xb, const char *wc,
+                                                 int nt, int nb, int F) {
+    float *out = (float *)c->out[1].ptr;
+    for (int f = 4 * (amk_ntid() - 1 - amk_tid()); f < F; f += 4 * amk_ntid()) {
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+        for (int j = 0; j < nt + nb; j++) {
+            const uint2 u = *(const uint2 *)(wc + ((int64_t)j * F + f) * 2);
+            const float a = j < nt ? ys[j] : xb[j - nt];
+            s0 = fmaf(a, __uint_as_float(u.x << 16), s0);
+            s1 = fmaf(a, __uint_as_float(u.x & 0xFFFF0000u), s1);
+            s2 = fmaf(a, __uint_as_float(u.y << 16), s2);
+            s3 = fmaf(a, __uint_as_float(u.y & 0xFFFF0000u), s3);
+        }
+        amk_ptx_red_add_v4_f32(out + f, s0, s1, s2, s3);
+    }
 }
 
 /* amk_norm_gemv_lean after the wait. */
@@ -2394,7 +2532,8 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
     if (mlp) {
         amk_ptx_mbar_wait(c->mbar, par); /* W_downT's rows landed (every thread reads them) */
         __syncthreads();                 /* ys is complete */
-        amk_rows_add(c, ys, ws, 0, 1, n_begin, nt);
+        amk_rows_add(c, ys, ws, 0, 1, n_begin, nt, 5 + L.fold);
+        if (L.fold) amk_fold_add(c, ys, xs + L.b0, (const char *)smem + L.fso, (int)nt, L.nb, L.F);
     }
     amk_rows_release(c, par);
 }
@@ -2409,6 +2548,9 @@ static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *s
        W's (gate) rows | up rows | W_downT rows] (AMK_LEAN_BYTES) */
     if ((c->ins.op != AMK_OP_RMSNORM_GEMV && !L.mlp) || !amk_short_rows_ok(c, 128 * AMK_LEAN_PPL) ||
         (L.mlp && (Wu->dtype != AMK_DTYPE_BF16 || Wu->ptr % 16 != 0 || L.wsb == 0)) || L.nt < 1 || L.nrw > nw - L.rope ||
+        (L.fold && (c->in[5].dtype != AMK_DTYPE_BF16 || c->in[5].ptr % 16 != 0 || L.F < 8 || L.F % 8 != 0 ||
+                    c->in[5].shape[0] != L.N + L.K || c->out[1].dtype != AMK_DTYPE_F32 || c->out[1].ptr % 16 != 0 ||
+                    c->out[1].numel != L.F || c->ins.n_outputs != 2)) ||
         L.n_begin + L.nt > L.N || (L.rope && (L.nt % 2 != 0 || L.n_begin % 2 != 0)) ||
         (flags & AMK_GEMV_FLAG_ARGMAX) || (flags && c->ins.n_inputs < 4) ||
         L.bytes > (int64_t)amk_ptx_dynamic_smem_size())
@@ -2422,6 +2564,13 @@ static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *s
         if (L.mlp) {
             amk_ptx_bulk_copy_weights(gs + L.rb, (const char *)Wu->ptr + g0, (uint32_t)L.rb, c->mbar);
             amk_ptx_bulk_copy_weights((char *)smem + L.wso, amk_rows_src(c, L.n_begin), (uint32_t)L.wsb, c->mbar);
+        }
+        if (L.fold) { /* W_cat's tile rows, then its base rows right after them */
+            const char *wc = (const char *)c->in[5].ptr;
+            const uint32_t fb = (uint32_t)L.F * 2u;
+            amk_ptx_bulk_copy_weights((char *)smem + L.fso, wc + L.n_begin * fb, (uint32_t)L.nt * fb, c->mbar);
+            if (L.nb > 0)
+                amk_ptx_bulk_copy_weights((char *)smem + L.fso + L.nt * fb, wc + (L.N + L.b0) * fb, (uint32_t)L.nb * fb, c->mbar);
         }
     }
     if (!amk_op_go(c)) {
@@ -2646,6 +2795,10 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
 #if AMK_LEAN /* why after the setup above (the compiler sinks what the lean form does not use):
                  called first, or from the dispatcher, it measured no faster (bench/RESULTS.md run 186) */
     if (amk_norm_gemv_lean(c, smem)) return;
+    if (mlp && ((uint32_t)P->flags & AMK_MLP_FLAG_FOLD)) { /* only the lean form folds (the host checks it) */
+        if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, P->flags);
+        return;
+    }
 #endif
 #if AMK_RING
     if (amk_norm_gemv_ring(c, smem)) return;
@@ -2740,7 +2893,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         __syncthreads(); /* why: ys is complete; xs and ys are overwritten by the next row block */
         if (mlp) {
             if (staged && m0 == 0) amk_ptx_mbar_wait(c->mbar, wpar); /* the rows landed (every thread waits) */
-            amk_rows_add(c, ys, ws, m0, mr, n_begin, nt);
+            amk_rows_add(c, ys, ws, m0, mr, n_begin, nt, 5);
             __syncthreads();
         }
         if (rope) {

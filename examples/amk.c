@@ -82,6 +82,13 @@ static int cli_parse_steps(const cli_cmd *cmd, const char *opt, const char *s, i
     return CLI_OK;
 }
 
+/* --qkv-fold: "0" or "1" into *out (amk_llama_build_opts.qkv_fold); CLI_OK, or the usage error's code. */
+static int cli_parse_fold(const cli_cmd *cmd, const char *s, int *out) {
+    if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0) return cli_usage_error(cmd, "bad --qkv-fold '%s' (0 or 1)", s);
+    *out = s[0] == '1';
+    return CLI_OK;
+}
+
 static const char *cli_plural(int64_t n) { return n == 1 ? "" : "s"; }
 
 /* "1.50 MiB" style; exact bytes below 1 KiB. */
@@ -599,7 +606,7 @@ static int cli_write_trace(amk_cuda *c, const amk_program *p, const char *path) 
 /* ---- build and generate: the Llama path ------------------------------------------------------- */
 
 typedef struct cli_llm_args {
-    const char *model, *random, *ctx, *dtype, *sms, *splits, *seed, *timeout, *mlp_steps, *attn_steps;
+    const char *model, *random, *ctx, *dtype, *sms, *splits, *seed, *timeout, *mlp_steps, *attn_steps, *qkv_fold;
     int cpu, spec_ops;
 } cli_llm_args;
 
@@ -615,7 +622,8 @@ static int cli_llm_option(const cli_cmd *cmd, int argc, char **argv, int *i, cli
                       : strcmp(o, "--weight-seed") == 0 ? &a->seed
                       : strcmp(o, "--timeout") == 0 ? &a->timeout
                       : strcmp(o, "--mlp-steps") == 0 ? &a->mlp_steps
-                      : strcmp(o, "--attn-steps") == 0 ? &a->attn_steps : NULL;
+                      : strcmp(o, "--attn-steps") == 0 ? &a->attn_steps
+                      : strcmp(o, "--qkv-fold") == 0 ? &a->qkv_fold : NULL;
     if (strcmp(o, "--cpu") == 0) { a->cpu = 1; return 1; }
     if (strcmp(o, "--spec-ops") == 0) { a->spec_ops = 1; return 1; }
     if (!slot) return 0;
@@ -646,6 +654,7 @@ static int cli_llm_opts(const cli_cmd *cmd, const cli_llm_args *a, amk_llm_opts 
     if (a->mlp_steps && (rc = cli_parse_steps(cmd, "--mlp-steps", a->mlp_steps, &o->build.mlp_accum)) != CLI_OK) return rc;
     if (a->attn_steps && (rc = cli_parse_steps(cmd, "--attn-steps", a->attn_steps, &o->build.attn_o)) != CLI_OK)
         return rc;
+    if (a->qkv_fold && (rc = cli_parse_fold(cmd, a->qkv_fold, &o->build.qkv_fold)) != CLI_OK) return rc;
     if (a->dtype) {
         int t = amk_dtype_from_name(a->dtype);
         if (t != AMK_DTYPE_F32 && t != AMK_DTYPE_BF16 && t != AMK_DTYPE_F16)
@@ -1013,10 +1022,10 @@ static void cli_bench_row(const char *shape, const char *ctxcell, const char *ho
 
 static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
     const char *shapes_s = NULL, *ctx_s = NULL, *iters_s = NULL, *trace = NULL, *splits_s = NULL, *pos_s = NULL;
-    const char *chain_s = NULL;
+    const char *chain_s = NULL, *fold_s = NULL;
     char shapes[256], ctxs[128], *save = NULL, *sh;
     uint64_t v;
-    int iters = 50, i, rc = CLI_OK, splits = 0, pos_opt = -1, chain = 1;
+    int iters = 50, i, rc = CLI_OK, splits = 0, pos_opt = -1, chain = 1, fold = -1;
     size_t image_size = 0;
     const void *image = cli_image(&image_size);
     double read_gbs = 0.0, copy_gbs = 0.0;
@@ -1024,7 +1033,8 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
         const char **slot = strcmp(argv[i], "--shapes") == 0 ? &shapes_s : strcmp(argv[i], "--ctx") == 0 ? &ctx_s
                           : strcmp(argv[i], "--iters") == 0 ? &iters_s : strcmp(argv[i], "--trace") == 0 ? &trace
                           : strcmp(argv[i], "--kv-splits") == 0 ? &splits_s : strcmp(argv[i], "--pos") == 0 ? &pos_s
-                          : strcmp(argv[i], "--chain") == 0 ? &chain_s : NULL;
+                          : strcmp(argv[i], "--chain") == 0 ? &chain_s : strcmp(argv[i], "--qkv-fold") == 0 ? &fold_s
+                          : NULL;
         if (!slot) return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
         if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
     }
@@ -1032,6 +1042,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
     if (iters_s) { if (!cli_parse_u64(iters_s, &v) || v < 1 || v > 100000) return cli_usage_error(cmd, "bad --iters '%s'", iters_s); iters = (int)v; }
     if (chain_s && !cli_parse_chain(cmd, chain_s, &chain)) return CLI_BAD_INPUT;
     if (splits_s && (rc = cli_parse_splits(cmd, splits_s, &splits)) != CLI_OK) return rc;
+    if (fold_s && (rc = cli_parse_fold(cmd, fold_s, &fold)) != CLI_OK) return rc;
     snprintf(shapes, sizeof shapes, "%s", shapes_s ? shapes_s : "llama3-8b,llama3.2-1b,smollm2-135m");
     snprintf(ctxs, sizeof ctxs, "%s", ctx_s ? ctx_s : "128,4096");
     if (!image) { fprintf(stderr, "amk bench: this amk was built without the device image (needs nvcc)\n"); return CLI_FAIL; }
@@ -1062,6 +1073,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
             o.build.act_dtype = AMK_DTYPE_BF16;
             o.build.max_seq = ctx + 1; /* ctx tokens cached, the step decodes the next one */
             o.build.kv_splits = splits;
+            o.build.qkv_fold = fold;
             if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) {
                 fprintf(stderr, "amk bench: %s ctx %d: %s\n", sh, ctx, d.message);
                 rc = CLI_FAIL;
@@ -1166,7 +1178,7 @@ static const cli_cmd cli_cmds[] = {
      cmd_run},
     {"build", "build a model's decode step as a program (JSON)",
      "amk build (-m MODEL | --random-weights SHAPE) [-o STEP.json] [--ctx N] [--dtype F32|BF16|F16]\n"
-     "          [--sms N] [--kv-splits N] [--spec-ops] [--mlp-steps 1|2] [--attn-steps 1|2]",
+     "          [--sms N] [--kv-splits N] [--spec-ops] [--mlp-steps 1|2] [--attn-steps 1|2] [--qkv-fold 0|1]",
      "Builds the Llama decode step of MODEL (a .gguf, a .safetensors with config.json, or a model\n"
      "directory) or of SHAPE (llama3-8b, llama3.2-1b, smollm2-135m, or a config.json), lowers it\n"
      "onto --sms SMs (default 132, an H100), validates it and writes its JSON to STEP.json or stdout.\n"
@@ -1182,13 +1194,17 @@ static const cli_cmd cli_cmds[] = {
      "tasks, each recomputing a kv head's attention and adding a few rows of O into an F32 sum;\n"
      "one KV split only), 2 as two; default: one with the one-step MLP at one KV split where a\n"
      "task's rows of o_proj fit in shared memory, else two.\n"
+     "--qkv-fold 1 folds each layer's Q/K/V projections into the MLP tiles of the layer before\n"
+     "(with the one-step attention and MLP: two dependent steps a layer after the first; the\n"
+     "loader derives a weight a layer, [ffn + hidden, q + 2 kv rows]), 0 does not; default: AMK's\n"
+     "choice (none yet: AMK_LLAMA_QKV_FOLD 0). Where the step cannot fold, 1 builds it unfolded.\n"
      "Exit: 0 ok, 1 build or lowering failed, 2 bad arguments or model file.\n",
      cmd_build},
     {"generate", "generate text with a model",
      "amk generate (-m MODEL -p PROMPT | --random-weights SHAPE) [-n N] [--chat] [--system S]\n"
      "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--dtype D] [--cpu] [-q]\n"
      "             [--trace FILE.json] [--timeout MS] [--chain N] [--spec-ops] [--mlp-steps 1|2]\n"
-     "             [--attn-steps 1|2]",
+     "             [--attn-steps 1|2] [--qkv-fold 0|1]",
      "Loads MODEL, builds its decode step and feeds the prompt through it token by token, then\n"
      "generates up to N tokens (default 64), streaming the text, stopping at the end-of-sequence\n"
      "token. Greedy by default; --temp T > 0 samples (with --top-k, --top-p, --seed). --chat wraps\n"
@@ -1200,15 +1216,15 @@ static const cli_cmd cli_cmds[] = {
      "error. Runs on the GPU when there is one (and this amk holds the device image), else on\n"
      "the reference VM; --cpu forces the reference VM.\n"
      "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
-     "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops and\n"
-     "--mlp-steps and --attn-steps as for build.\n"
+     "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops,\n"
+     "--mlp-steps, --attn-steps and --qkv-fold as for build.\n"
      "--chain N: greedy decoding on the GPU runs N steps a launch, the device feeding each token\n"
      "to the next step (default 16; 1: a launch a token). The prompt runs a launch a token.\n"
      "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",
      cmd_generate},
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",
      "amk bench [--shapes A,B,...] [--ctx N,M,...] [--pos N] [--iters N] [--kv-splits N] [--chain N]\n"
-     "          [--trace PREFIX]",
+     "          [--qkv-fold 0|1] [--trace PREFIX]",
      "For each shape (default llama3-8b,llama3.2-1b,smollm2-135m; random bf16 weights made on the\n"
      "GPU) and context (default 128,4096): builds, lowers and loads the decode step, runs one step\n"
      "at position ctx (--pos N: at N, the cache still ctx + 1 rows; N <= ctx), then times --iters\n"
@@ -1218,6 +1234,7 @@ static const cli_cmd cli_cmds[] = {
      "--chain N adds a row for the same step run N steps a launch (amk generate's greedy decoding:\n"
      "the device feeds each token to the next step), positions pos - N + 1 .. pos: a launch's\n"
      "median time / N.\n"
+     "--qkv-fold as for build (its folded weight random too: for timing only).\n"
      "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE.CTX.json; Perfetto).\n"
      "Needs a GPU and an amk built with the device image.\n",
      cmd_bench},

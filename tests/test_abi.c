@@ -69,6 +69,9 @@ static void test_opcodes(void) {
     CHECK(amk_op_spec_get(28) == NULL);
     CHECK_EQ_INT(AMK_GEMV_FLAG_ROPE, 1);
     CHECK_EQ_INT(AMK_GEMV_FLAG_KV_ROW, 2);
+    CHECK_EQ_INT(AMK_GEMV_FLAG_ARGMAX, 4);
+    CHECK_EQ_INT(AMK_MLP_FLAG_FOLD, 1);
+    CHECK_EQ_INT(AMK_ATTN_FLAG_PRENORM, 4);
 }
 
 static void test_registry_arity(void) {

@@ -252,6 +252,23 @@ amk generate --random-weights "$DATA/tiny_config.json" --cpu -n 6 --attn-steps 1
 expect_rc 0 "generate with ATTENTION_O"
 amk build --random-weights "$DATA/tiny_config.json" --attn-steps 0
 expect_rc 2 "--attn-steps other than 1 or 2 is a usage error"
+amk build --random-weights "$DATA/tiny_config.json" --sms 4 --ctx 32 --attn-steps 1 --mlp-steps 1 --qkv-fold 1 -o "$TMP/step_fold.json"
+expect_rc 0 "build with the folded Q/K/V"
+expect_true 'grep -q "\"qkv_fold\"" "$TMP/step_fold.json" && grep -q "amk.qkv_fold.0" "$TMP/step_fold.json"' "the folded step's meta and W_cat"
+amk validate "$TMP/step_fold.json"
+expect_rc 0 "the folded step validates"
+amk build --random-weights "$DATA/tiny_config.json" --sms 4 --ctx 32 --attn-steps 2 --qkv-fold 1 -o "$TMP/step_nofold.json"
+expect_rc 0 "--qkv-fold 1 without ATTENTION_O builds the step unfolded"
+expect_true '! grep -q "qkv_fold" "$TMP/step_nofold.json"' "the unfolded step has no fold"
+amk generate --random-weights "$DATA/tiny_config.json" --cpu -n 8 --attn-steps 1 --mlp-steps 1 --qkv-fold 0
+expect_rc 0 "generate unfolded"
+unfolded=$out
+amk generate --random-weights "$DATA/tiny_config.json" --cpu -n 8 --attn-steps 1 --mlp-steps 1 --qkv-fold 1
+expect_rc 0 "generate folded"
+expect_true '[ -n "$out" ] && [ "$out" = "$unfolded" ]' "folded and unfolded random weights give the same tokens"
+amk build --random-weights "$DATA/tiny_config.json" --qkv-fold 2
+expect_rc 2 "--qkv-fold other than 0 or 1 is a usage error"
+expect_err "bad --qkv-fold '2'" "--qkv-fold's usage error names it"
 amk build --random-weights "$DATA/tiny_config.json" --kv-splits 9
 expect_rc 2 "--kv-splits above 8 is a usage error"
 amk build --random-weights gpt-9

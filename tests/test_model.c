@@ -650,6 +650,73 @@ static void test_real_smollm2(void) {
     amk_model_close(m);
 }
 
+/* What amk_llm reports of the fold ("fold" progress): calls, and the last done and total. */
+static int fold_calls;
+static uint64_t fold_done, fold_total;
+static void fold_progress(void *user, const char *what, uint64_t done, uint64_t total) {
+    (void)user;
+    if (strcmp(what, "fold") != 0) return;
+    fold_calls++;
+    fold_done = done;
+    fold_total = total;
+}
+
+/* The loader's folded Q/K/V (qkv_fold 1): the tiny model from a GGUF file (Q8_0, F16 and F32
+   tensors) and from safetensors, opened folded and unfolded on the reference VM: W_cat.0 derived
+   from the file's q/k/v_proj and input_layernorm of layer 1 and down_proj of layer 0 as F32, so the
+   same greedy tokens over 8 steps and logits within 2e-5 (fp32 sums in another order; the folded
+   test of test_llama.c measured 1e-6); progress "fold" ends at its total (layer 0's rows). */
+static void test_llm_fold(void) {
+    static const char *const paths[2] = {"fold.gguf", "st"};
+    gguf_opts go;
+    int f, k, pos, i;
+    memset(&go, 0, sizeof go);
+    write_tiny_gguf(path_in("fold.gguf"), &go);
+    for (f = 0; f < 2; f++) {
+        amk_llm *m[2] = {NULL, NULL};
+        const float *lg[2];
+        int a[2], tok = 3;
+        double worst = 0.0;
+        amk_diag d;
+        amk_diag_clear(&d);
+        for (k = 0; k < 2; k++) {
+            amk_llm_opts o;
+            amk_model *mdl = open_ok(path_in(paths[f]));
+            amk_tokenizer *tok_k = NULL;
+            if (!mdl) continue;
+            CHECK_EQ_INT(amk_tokenizer_from_json("tests/data/tokenizer/smollm2_tokenizer.json", &tok_k, &d), AMK_OK);
+            amk_llm_opts_default(&o);
+            o.backend = AMK_BACKEND_CPU;
+            o.build.num_sms = 8;
+            o.build.max_seq = 16;
+            o.build.kv_splits = 1;
+            o.build.attn_o = 1;
+            o.build.mlp_accum = 1;
+            o.build.qkv_fold = k;
+            o.progress = fold_progress;
+            fold_calls = 0;
+            CHECK_EQ_INT(amk_llm_open_model(mdl, tok_k, &o, &m[k], &d), AMK_OK);
+            if (!m[k]) fprintf(stderr, "open %s: %s\n", paths[f], d.message);
+            CHECK_EQ_INT(fold_calls > 0, k);
+            if (k) CHECK(fold_done == INTER && fold_total == INTER);
+        }
+        if (m[0] && m[1]) {
+            char buf[8];
+            CHECK(amk_program_meta_string(amk_llm_program(m[1]), "qkv_fold", buf, sizeof buf));
+            for (pos = 0; pos < 8; pos++) {
+                for (k = 0; k < 2; k++) CHECK_EQ_INT(amk_llm_step(m[k], tok, pos, &lg[k], &a[k], &d), AMK_OK);
+                for (i = 0; i < VOCAB; i++)
+                    if (fabs((double)lg[0][i] - (double)lg[1][i]) > worst) worst = fabs((double)lg[0][i] - (double)lg[1][i]);
+                CHECK_EQ_INT(a[0], a[1]);
+                tok = a[0];
+            }
+            CHECK_MSG(worst < 2e-5, "%s: folded logits differ by %.3g", paths[f], worst);
+        }
+        amk_llm_close(m[0]);
+        amk_llm_close(m[1]);
+    }
+}
+
 static void cleanup(void) {
     char cmd[300];
     /* why: the test made this tree under /tmp with a pid-unique name; remove it whole */
@@ -673,6 +740,7 @@ int main(void) {
     RUN(test_errors);
     RUN(test_shard_errors);
     RUN(test_real_smollm2);
+    RUN(test_llm_fold);
     cleanup();
     for (i = 0; i < n_w; i++) free(W[i].e);
     TEST_SUMMARY();

@@ -136,12 +136,14 @@ static int tpoisoned(const tbuf *b, int64_t i) {
     return 1;
 }
 
+static void tc_taskn(tc *c, int op, const int *ins, int n_in, const int *outs, int n_out) {
+    c->task = amk_program_add_task(c->p, op, ins, n_in, outs, n_out, amk_program_add_counter(c->p, ""), "t");
+}
 static void tc_task2(tc *c, int op, const int *ins, int n_in, int out, int out2) { /* out2 < 0: none */
     int outs[2];
-    int cnt = amk_program_add_counter(c->p, "");
     outs[0] = out;
     outs[1] = out2;
-    c->task = amk_program_add_task(c->p, op, ins, n_in, outs, out2 < 0 ? 1 : 2, cnt, "t");
+    tc_taskn(c, op, ins, n_in, outs, out2 < 0 ? 1 : 2);
 }
 static void tc_task(tc *c, int op, const int *ins, int n_in, int out) { tc_task2(c, op, ins, n_in, out, -1); }
 static void tc_int(tc *c, const char *k, int64_t v) { amk_task_set_int(c->p, c->task, k, v); }
@@ -436,6 +438,38 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[4] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "OP_SHAPE"},
     {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "OP_ARITY"},
     {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=2", "PARAM_VALUE"},
+    /* RMSNORM_MLP with FOLD (flags 1): W_cat [N + K, F] its 6th input, qkv [M, F] F32 its 2nd output */
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "ok"},
+    {AMK_OP_RMSNORM_MLP, "F32[2,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,6] F32[20,7] F32[2,6] | F32[2,6] F32[2,7]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=1", "ok"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_ARITY"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_ARITY"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_ARITY"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] F32[1,8] F32[1,8] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_ARITY"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=3", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[19,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[140] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] F8E4M3[20,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_DTYPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8] BF16[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_DTYPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] F32[1,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_SHAPE"},
+    /* ATTENTION_O with PRENORM (flags 4): qkv [1, (6 + 2*2)*4 = 40] F32, x [1, H] its 6th input */
+    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5 theta=1e4", "ok"},
+    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] BF16[1,5] F32[1,5] | F32[1,5] =1 =2", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=2 m_off=0 M_tile=24 flags=4 eps=1e-5 theta=1e4 rope_factor=8.0 rope_orig_ctx=64", "ok"},
+    {AMK_OP_ATTENTION_O, "F32[1,24] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O, "BF16[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_ARITY"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[5] F32[5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "OP_ARITY"},
+    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5] =1", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_ARITY"},
+    {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,5] =1 =2", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "OP_ARITY"},
+    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5] =2 =1", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5] F32[8,2,4] F32[8,2,4]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,6] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] F32[4] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=6 eps=1e-5", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4", "PARAM_MISSING"},
+    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=-1.0", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5 theta=0.0", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_O, "F32[1,30] F32[8,2,3] F32[8,2,3] I32[1] BF16[18,5] F32[1,5] | F32[1,5]", "head_dim=3 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=9 M_tile=5 flags=4 eps=1e-5", "PARAM_VALUE"},
     {AMK_OP_FILL, " | BF16[3,5]", "scale=0", "ok"},
     {AMK_OP_FILL, " | I32[3]", "scale=0", "OP_DTYPE"},
     {AMK_OP_FILL, " | F32[3]", "scale=1e300", "PARAM_VALUE"},
@@ -1321,6 +1355,208 @@ static void test_mlp_fill(void) {
     tc_free(&c);
 }
 
+/* RMSNORM_MLP with FOLD, the tiles [cuts[i], cuts[i+1]) of [0, N) run in turn on one out and one
+   qkv: out as mlp_case; each tile adds y[n] W_cat[n] over its n and x[m, k] W_cat[N + k] over its
+   base rows k in [n_off*K/N, (n_off+N_tile)*K/N), so the tiles of a partition add every base row
+   once: qkv = start + y @ W_fold + x @ W_base, whatever the cuts (uneven ones included). */
+static void mlp_fold_case(int xdt, int wdt, int M, int K, int N, int H, int F, const int *cuts, int n_cuts, int with_resid) {
+    tc c;
+    amk_diag d;
+    const double eps = 1e-5;
+    int x, nw, Wg, Wu, Wd, Wc, r = -1, y, qk, ins[7], outs[2], m, n, h, f, i, k, ok = 1;
+    double *want = (double *)calloc((size_t)(M * H), sizeof(double)), *mag = (double *)calloc((size_t)(M * H), sizeof(double));
+    double *qw = (double *)calloc((size_t)(M * F), sizeof(double)), *qm = (double *)calloc((size_t)(M * F), sizeof(double));
+    double a[64], am[64];
+    char label[160];
+    tc_init(&c);
+    x = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, M, K, 0);
+    nw = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
+    Wg = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, K, 0);
+    Wu = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, K, 0);
+    Wd = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, H, 0);
+    Wc = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N + K, F, 0);
+    if (with_resid) r = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, M, H, 0);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, M, H, 0);
+    qk = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, M, F, 0);
+    tfill(&c.b[x], -2, 2);
+    tfill(&c.b[nw], 0.5, 1.5);
+    tfill(&c.b[Wg], -1, 1);
+    tfill(&c.b[Wu], -1, 1);
+    tfill(&c.b[Wd], -1, 1);
+    tfill(&c.b[Wc], -1, 1);
+    if (r >= 0) tfill(&c.b[r], -3, 3);
+    tfill(&c.b[y], -1, 1); /* the sums' starts */
+    tfill(&c.b[qk], -1, 1);
+    for (i = 0; i < M * H; i++) { want[i] = c.b[y].v[i]; mag[i] = fabs(want[i]); }
+    for (i = 0; i < M * F; i++) { qw[i] = c.b[qk].v[i]; qm[i] = fabs(qw[i]); }
+    outs[0] = y; outs[1] = qk;
+    for (i = 0; i + 1 < n_cuts; i++) {
+        const int n_off = cuts[i], n_tile = cuts[i + 1] - cuts[i];
+        ins[0] = x; ins[1] = nw; ins[2] = Wg; ins[3] = Wu; ins[4] = Wd; ins[5] = Wc; ins[6] = r;
+        tc_taskn(&c, AMK_OP_RMSNORM_MLP, ins, r >= 0 && i == 0 ? 7 : 6, outs, 2);
+        tc_real(&c, "eps", eps);
+        tc_int(&c, "K", K);
+        tc_int(&c, "N_tile", n_tile);
+        tc_int(&c, "n_off", n_off);
+        tc_int(&c, "flags", AMK_MLP_FLAG_FOLD);
+        ok = ok && tc_exec(&c, &d) == AMK_OK;
+        for (m = 0; m < M; m++) {
+            want_norm_tile(&c, x, nw, Wg, Wu, m, K, n_off, n_tile, eps, a, am);
+            for (h = 0; h < H; h++) {
+                for (n = 0; n < n_tile; n++) {
+                    want[m * H + h] += c.b[Wd].v[(int64_t)(n_off + n) * H + h] * a[n];
+                    mag[m * H + h] += fabs(c.b[Wd].v[(int64_t)(n_off + n) * H + h]) * am[n];
+                }
+                if (r >= 0 && i == 0) { want[m * H + h] += c.b[r].v[m * H + h]; mag[m * H + h] += fabs(c.b[r].v[m * H + h]); }
+            }
+            for (f = 0; f < F; f++)
+                for (n = 0; n < n_tile; n++) {
+                    qw[m * F + f] += c.b[Wc].v[(int64_t)(n_off + n) * F + f] * a[n];
+                    qm[m * F + f] += fabs(c.b[Wc].v[(int64_t)(n_off + n) * F + f]) * am[n];
+                }
+        }
+    }
+    for (m = 0; m < M; m++) /* every base row once: x @ W_base */
+        for (f = 0; f < F; f++)
+            for (k = 0; k < K; k++) {
+                qw[m * F + f] += c.b[x].v[m * K + k] * c.b[Wc].v[(int64_t)(N + k) * F + f];
+                qm[m * F + f] += fabs(c.b[x].v[m * K + k] * c.b[Wc].v[(int64_t)(N + k) * F + f]);
+            }
+    snprintf(label, sizeof label, "RMSNORM_MLP FOLD x=%s W=%s M=%d K=%d N=%d H=%d F=%d tiles=%d resid=%d",
+             amk_dtype_name(xdt), amk_dtype_name(wdt), M, K, N, H, F, n_cuts - 1, with_resid);
+    CHECK_MSG(ok, "%s: %s", label, d.message);
+    CHECK_MSG(cmp_out(label, &c.b[y], want, mag, 1e-5 * sqrt((double)(K + N)), (int64_t)M * H) == 0, "%s", label);
+    CHECK_MSG(cmp_out(label, &c.b[qk], qw, qm, 1e-5 * sqrt((double)(K + N)), (int64_t)M * F) == 0, "%s: qkv", label);
+    free(want); free(mag); free(qw); free(qm);
+    tc_free(&c);
+}
+
+static void test_mlp_fold(void) {
+    static const int even[4] = {0, 4, 8, 12}, uneven[4] = {0, 5, 7, 12}, one[2] = {0, 7};
+    int a, o;
+    for (a = 0; a < 3; a++)
+        for (o = 0; o < 3; o++) {
+            mlp_fold_case(ACT_DTS[a], ACT_DTS[o], 1 + (a % 2), 8, 12, 10, 9, even, 4, o != 1);
+            mlp_fold_case(ACT_DTS[a], ACT_DTS[o], 1, 8, 12, 6, 5, uneven, 4, 1); /* base rows [0,3) [3,4) [4,8) */
+        }
+    mlp_fold_case(AMK_DTYPE_F32, AMK_DTYPE_F32, 1, 16, 7, 5, 11, one, 2, 0); /* N < K: one tile, all base rows */
+}
+
+/* The value x as a buffer of dtype dt holds it (F32, F16 or BF16). */
+static double round_dt(int dt, double x) {
+    if (dt == AMK_DTYPE_BF16) return bf16_dec(amk_f32_to_bf16((float)x));
+    if (dt == AMK_DTYPE_F16) return f16_dec(amk_f32_to_f16((float)x));
+    return (float)x;
+}
+
+/* ATTENTION_O with PRENORM: inv = 1/sqrt(mean(x^2) + eps); q = RoPE(inv * qkv's Q rows) (pairs (2i,
+   2i+1) of a head at angle pos * theta^(-2i/head_dim)), the key and value of row pos of each of its
+   kv heads RoPE(inv * K rows) and inv * V rows rounded to the caches' dtype; every other row of the
+   window from the caches (whose row pos holds poison the task must not read). A writer (outputs
+   [out, k, v]) stores its kv heads' row pos and changes nothing else of the caches. */
+static void prenorm_case(int kdt, int xdt, int nh, int nkv, int hd, int max_seq, int start, int len, int pos, int g0,
+                         int ng, int m_off, int mt, int H, int with_resid, int writer) {
+    tc c;
+    amk_diag d;
+    const double eps = 1e-5, theta = 10000.0, scale = 1.0 / sqrt((double)hd);
+    const int F = (nh + 2 * nkv) * hd;
+    int qk, k, v, ps, Wo, x, r = -1, y, ins[7], outs[3], h, j, e, g, bad = 0, cut = pos + 1 - start < len ? pos + 1 - start : len;
+    double q[16 * 16], kd[16 * 4 * 16], vd[16 * 4 * 16], part[16 * 18], acc_mag[16 * 16], s_mag[16], want[64], mag[64];
+    double ss = 0, inv;
+    char label[200];
+    if (cut < 0) cut = 0;
+    tc_init(&c);
+    qk = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 1, F, 0);
+    k = tc_buf(&c, AMK_KIND_KV_CACHE, kdt, 3, max_seq, nkv, hd);
+    v = tc_buf(&c, AMK_KIND_KV_CACHE, kdt, 3, max_seq, nkv, hd);
+    ps = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    Wo = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, nh * hd, H, 0);
+    x = tc_buf(&c, AMK_KIND_ACTIVATION, xdt, 2, 1, H, 0);
+    if (with_resid) r = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 1, H, 0);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 1, H, 0);
+    tfill(&c.b[qk], -2, 2);
+    tfill(&c.b[k], -1.5, 1.5);
+    tfill(&c.b[v], -2, 2);
+    tfill(&c.b[Wo], -1, 1);
+    tfill(&c.b[x], -2, 2);
+    if (r >= 0) tfill(&c.b[r], -3, 3);
+    tfill(&c.b[y], -1, 1); /* the sum's start */
+    tset(&c.b[ps], 0, pos);
+    for (g = 0; g < nkv && pos < max_seq; g++) /* poison: row pos of the caches is never read */
+        for (e = 0; e < hd; e++) { tset(&c.b[k], ((int64_t)pos * nkv + g) * hd + e, 50); tset(&c.b[v], ((int64_t)pos * nkv + g) * hd + e, 50); }
+    ins[0] = qk; ins[1] = k; ins[2] = v; ins[3] = ps; ins[4] = Wo; ins[5] = x; ins[6] = r;
+    outs[0] = y; outs[1] = k; outs[2] = v;
+    tc_taskn(&c, AMK_OP_ATTENTION_O, ins, with_resid ? 7 : 6, outs, writer ? 3 : 1);
+    tc_attn_params(&c, hd, nh, nkv, start, len, scale, 0);
+    tc_int(&c, "n_off", g0);
+    tc_int(&c, "N_tile", ng);
+    tc_int(&c, "m_off", m_off);
+    tc_int(&c, "M_tile", mt);
+    tc_int(&c, "flags", AMK_ATTN_FLAG_PRENORM);
+    tc_real(&c, "eps", eps);
+    tc_real(&c, "theta", theta);
+    for (e = 0; e < H; e++) ss += c.b[x].v[e] * c.b[x].v[e];
+    inv = 1.0 / sqrt(ss / H + eps);
+    memcpy(kd, c.b[k].v, sizeof(double) * (size_t)(max_seq * nkv * hd));
+    memcpy(vd, c.b[v].v, sizeof(double) * (size_t)(max_seq * nkv * hd));
+    for (h = 0; h < nh + nkv; h++) { /* q of every head, then each kv head's key: rotated */
+        double *dst = h < nh ? q + h * hd : kd + ((int64_t)pos * nkv + h - nh) * hd;
+        for (e = 0; e < hd; e += 2) {
+            const double ang = pos * pow(theta, -(double)e / hd), x1 = inv * c.b[qk].v[h * hd + e], x2 = inv * c.b[qk].v[h * hd + e + 1];
+            dst[e] = x1 * cos(ang) - x2 * sin(ang);
+            dst[e + 1] = x2 * cos(ang) + x1 * sin(ang);
+        }
+        if (h >= nh && pos < max_seq)
+            for (e = 0; e < hd; e++) {
+                dst[e] = round_dt(kdt, dst[e]);
+                vd[((int64_t)pos * nkv + h - nh) * hd + e] = round_dt(kdt, inv * c.b[qk].v[(nh + nkv + h - nh) * hd + e]);
+            }
+    }
+    attn_ref(q, kd, vd, nh, nkv, hd, start, cut, scale, part, acc_mag, s_mag);
+    for (h = 0; h < H; h++) {
+        double sum = c.b[y].v[h], sm = fabs(sum);
+        for (j = m_off; j < m_off + mt; j++) {
+            const int hq = j / hd, e2 = j % hd;
+            const double l = part[hq * (hd + 2) + hd + 1], w = c.b[Wo].v[(int64_t)j * H + h];
+            sum += cut ? part[hq * (hd + 2) + e2] / l * w : 0;
+            sm += cut ? (acc_mag[hq * hd + e2] / l) * fabs(w) * (1 + s_mag[hq]) : 0;
+        }
+        if (r >= 0) { sum += c.b[r].v[h]; sm += fabs(c.b[r].v[h]); }
+        want[h] = sum;
+        mag[h] = sm;
+    }
+    snprintf(label, sizeof label, "ATTENTION_O PRENORM kv=%s x=%s heads=%d/%d hd=%d window=[%d,+%d) pos=%d kv heads [%d,+%d) rows [%d,+%d) resid=%d writer=%d",
+             amk_dtype_name(kdt), amk_dtype_name(xdt), nh, nkv, hd, start, len, pos, g0, ng, m_off, mt, with_resid, writer);
+    CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
+    CHECK_MSG(cmp_out(label, &c.b[y], want, mag, 1e-5 * sqrt((double)(hd + max_seq + mt + H)), H) == 0, "%s", label);
+    for (j = 0; j < max_seq * nkv * hd; j++) { /* the caches: row pos of its kv heads when it writes, else as they were */
+        const int mine = writer && j / (nkv * hd) == pos && (j / hd) % nkv >= g0 && (j / hd) % nkv < g0 + ng;
+        if (mine ? !near_out(kdt, tget(&c.b[k], j), kd[j], fabs(kd[j]), 1e-5) || !near_out(kdt, tget(&c.b[v], j), vd[j], fabs(vd[j]), 1e-5)
+                 : tget(&c.b[k], j) != c.b[k].v[j] || tget(&c.b[v], j) != c.b[v].v[j]) {
+            if (!bad) fprintf(stderr, "  %s: cache element %d: k %g (want %g) v %g (want %g)\n", label, j, tget(&c.b[k], j),
+                              mine ? kd[j] : c.b[k].v[j], tget(&c.b[v], j), mine ? vd[j] : c.b[v].v[j]);
+            bad++;
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %d cache elements wrong", label, bad);
+    tset(&c.b[ps], 0, -1); /* a negative position is a run-time error */
+    CHECK_MSG(tc_exec(&c, &d) == AMK_ERR_RUNTIME, "%s: negative position accepted", label);
+    tset(&c.b[ps], 0, max_seq); /* past the cache: an error for a writer only (the reader's window ends first) */
+    CHECK_MSG(tc_exec(&c, &d) == (writer ? AMK_ERR_RUNTIME : AMK_OK), "%s: position past the cache: %s", label, d.message);
+    tc_free(&c);
+}
+
+static void test_attention_prenorm(void) {
+    int a, w;
+    for (a = 0; a < 3; a++)
+        for (w = 0; w < 2; w++) {
+            prenorm_case(ACT_DTS[a], ACT_DTS[(a + w) % 3], 6, 2, 8, 12, 0, 12, 6, 1, 1, 24, 24, 10, w, w);  /* pos mid-cache */
+            prenorm_case(ACT_DTS[a], AMK_DTYPE_F32, 6, 2, 4, 12, 0, 12, 11, 0, 2, 5, 7, 9, 1, w);          /* pos the last row */
+            prenorm_case(ACT_DTS[a], AMK_DTYPE_F32, 6, 3, 4, 10, 0, 10, 0, 2, 1, 16, 8, 7, 0, w);           /* pos 0: its own key alone */
+            prenorm_case(ACT_DTS[a], AMK_DTYPE_F32, 4, 2, 4, 12, 4, 6, 7, 0, 1, 0, 8, 5, 1, w);              /* a window not from row 0 */
+        }
+}
+
 /* ATTENTION_DECODE: the query heads of kv heads [n_off, n_off+N_tile) over [start, min(start+len,
    pos+1)); the other heads keep their poison. */
 static void attn_decode_case(int qdt, int kdt, int odt, int nh, int nkv, int hd, int max_seq, int start, int len,
@@ -2169,6 +2405,8 @@ int main(void) {
     RUN(test_mlp_fill);
     RUN(test_attention_decode);
     RUN(test_attention_o);
+    RUN(test_mlp_fold);
+    RUN(test_attention_prenorm);
     RUN(test_elementwise);
     RUN(test_dequant);
     RUN(test_softmax);

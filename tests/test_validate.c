@@ -1086,6 +1086,174 @@ static void test_accumulate_attention_o(void) {
     amk_program_free(p);
 }
 
+/* RMSNORM_MLP with FOLD accumulates into both its outputs (x_next and qkv): tiles of one counter
+   are clean after the FILL of each; without a FILL of qkv nothing starts that sum; a tile not after
+   the FILLs races on both. */
+static void test_accumulate_fold(void) {
+    amk_program *p = amk_program_create();
+    int x = vec(p, "h", AMK_KIND_IO_INPUT, 8), nw = vec(p, "norm_w", AMK_KIND_WEIGHT, 8);
+    int wg = weight(p, "W_gate", 6, 8), wu = weight(p, "W_up", 6, 8), wd = weight(p, "W_downT", 6, 8);
+    int wc = weight(p, "W_cat", 6 + 8, 10), y = vec(p, "x_next", AMK_KIND_ACTIVATION, 8);
+    int qkv = vec(p, "qkv", AMK_KIND_ACTIVATION, 10), z = vec(p, "out", AMK_KIND_IO_OUTPUT, 10);
+    int c_f = amk_program_add_counter(p, "start"), c_m = amk_program_add_counter(p, "mlp");
+    int in[7], o[2], k, t, f2;
+    amk_report r;
+    o[0] = y;
+    amk_task_set_real(p, amk_program_add_task(p, AMK_OP_FILL, NULL, 0, o, 1, c_f, "fill x_next"), "scale", 0.0);
+    o[0] = qkv;
+    f2 = amk_program_add_task(p, AMK_OP_FILL, NULL, 0, o, 1, c_f, "fill qkv");
+    amk_task_set_real(p, f2, "scale", 0.0);
+    in[0] = x; in[1] = nw; in[2] = wg; in[3] = wu; in[4] = wd; in[5] = wc; in[6] = x;
+    o[0] = y; o[1] = qkv;
+    for (k = 0; k < 3; k++) {
+        t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, in, k == 0 ? 7 : 6, o, 2, c_m, "mlp");
+        amk_task_set_int(p, t, "K", 8);
+        amk_task_set_int(p, t, "N_tile", 2);
+        amk_task_set_int(p, t, "n_off", 2 * k);
+        amk_task_set_int(p, t, "flags", AMK_MLP_FLAG_FOLD);
+        amk_task_set_real(p, t, "eps", 1e-5);
+        amk_task_add_wait(p, t, c_f, 2);
+    }
+    t = copy1(p, qkv, z, amk_program_add_counter(p, "emit"), "emit");
+    amk_task_add_wait(p, t, c_m, 3);
+    expect_clean(p);
+    CHECK_EQ_INT(amk_program_simulate_adversarial(p, 3, 16, NULL), 0);
+    p->tasks[f2].outputs[0] = vec(p, "elsewhere", AMK_KIND_ACTIVATION, 10); /* nothing starts qkv */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_READ_UNWRITTEN), 1);
+    p->tasks[f2].outputs[0] = qkv;
+    expect_clean(p);
+    p->tasks[3].n_waits = 0; /* one tile not after the FILLs: it may add before either writes */
+    CHECK_EQ_INT(amk_program_validate(p, &r), AMK_ERR_REJECTED);
+    CHECK_EQ_INT(count_id(&r, AMK_CHECK_RACE_READ), 2); /* x_next and qkv */
+    CHECK_EQ_INT(count_id(&r, AMK_CHECK_RACE_WAW), 2);
+    CHECK_EQ_INT(r.n_errors, 4);
+    amk_report_free(&r);
+    amk_program_free(p);
+}
+
+/* A folded layer's attention (ATTENTION_O with PRENORM, n_heads 4, n_kv_heads 2, head_dim 2): a
+   FILL of h on c_f; on c_a after it, per kv head g a task whose outputs are [h, k cache, v cache]
+   (the row pos writer; with gemv_writers instead an RMSNORM_GEMV KV_ROW tile over one row of x for
+   each cache at the same position, and both tasks a kv head readers) and a reader; an emit of h
+   after them. The position is an IO_INPUT. */
+typedef struct pnprog { amk_program *p; int kc, vc, pos, x, h, fill, c_f, c_a, w[2], at[4]; } pnprog;
+
+static pnprog mk_prenorm(int gemv_writers) {
+    pnprog k;
+    int64_t sh[3];
+    int qkv, wo, out, in[7], o[3], g, j, t;
+    k.p = amk_program_create();
+    qkv = vec(k.p, "qkv", AMK_KIND_IO_INPUT, (4 + 2 * 2) * 2);
+    k.x = vec(k.p, "x", AMK_KIND_IO_INPUT, 8);
+    wo = weight(k.p, "W_oT", 8, 8);
+    k.h = vec(k.p, "h", AMK_KIND_ACTIVATION, 8);
+    out = vec(k.p, "out", AMK_KIND_IO_OUTPUT, 8);
+    k.kc = buf3(k.p, "k_cache", AMK_KIND_KV_CACHE, 4, 2, 2);
+    k.vc = buf3(k.p, "v_cache", AMK_KIND_KV_CACHE, 4, 2, 2);
+    sh[0] = 1;
+    k.pos = amk_program_add_buffer(k.p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
+    k.c_f = amk_program_add_counter(k.p, "start");
+    k.c_a = amk_program_add_counter(k.p, "attention + o");
+    o[0] = k.h;
+    k.fill = amk_program_add_task(k.p, AMK_OP_FILL, NULL, 0, o, 1, k.c_f, "fill h");
+    amk_task_set_real(k.p, k.fill, "scale", 0.0);
+    for (j = 0; j < 2 && gemv_writers; j++) { /* one tile a cache, all its columns, at the position */
+        int wk = weight(k.p, j ? "W_v" : "W_k", 4, 8), nw = vec(k.p, j ? "nw_v" : "nw_k", AMK_KIND_WEIGHT, 8);
+        in[0] = k.x; in[1] = nw; in[2] = wk; in[3] = k.pos;
+        o[0] = j ? k.vc : k.kc;
+        k.w[j] = amk_program_add_task(k.p, AMK_OP_RMSNORM_GEMV, in, 4, o, 1, k.c_a, "kv row");
+        amk_task_set_real(k.p, k.w[j], "eps", 1e-5);
+        amk_task_set_int(k.p, k.w[j], "K", 8);
+        amk_task_set_int(k.p, k.w[j], "n_off", 0);
+        amk_task_set_int(k.p, k.w[j], "N_tile", 4);
+        amk_task_set_int(k.p, k.w[j], "flags", AMK_GEMV_FLAG_KV_ROW);
+        amk_task_add_wait(k.p, k.w[j], k.c_f, 1);
+    }
+    in[0] = qkv; in[1] = k.kc; in[2] = k.vc; in[3] = k.pos; in[4] = wo; in[5] = k.x; in[6] = k.x;
+    o[0] = k.h; o[1] = k.kc; o[2] = k.vc;
+    for (g = 0; g < 2; g++)
+        for (j = 0; j < 2; j++) { /* kv head g's rows 4g.. of W_oT: [4g, 4g+2) the writer's, then the reader's */
+            t = amk_program_add_task(k.p, AMK_OP_ATTENTION_O, in, g == 0 && j == 0 ? 7 : 6, o, j == 0 && !gemv_writers ? 3 : 1,
+                                     k.c_a, j == 0 ? "writer" : "reader");
+            attn_params(k.p, t, 2, 4, 2, 4, g);
+            amk_task_set_int(k.p, t, "m_off", 4 * g + 2 * j);
+            amk_task_set_int(k.p, t, "M_tile", 2);
+            amk_task_set_int(k.p, t, "flags", AMK_ATTN_FLAG_PRENORM);
+            amk_task_set_real(k.p, t, "eps", 1e-5);
+            amk_task_add_wait(k.p, t, k.c_f, 1);
+            k.at[2 * g + j] = t;
+            if (j == 0 && !gemv_writers) k.w[g] = t;
+        }
+    t = copy1(k.p, k.h, out, amk_program_add_counter(k.p, "emit"), "emit");
+    amk_task_add_wait(k.p, t, k.c_a, gemv_writers ? 6 : 4);
+    return k;
+}
+
+/* The reads below the position: a PRENORM ATTENTION_O need not follow the writers of the row at its
+   position (PRENORM writers, or RMSNORM_GEMV KV_ROW tiles over one row of x) when the position
+   buffer is written by no task. The rule does not excuse a reader that is not PRENORM, a writer at
+   another position buffer, a position some task writes, nor a writer of more than the row. The
+   adversarial walk agrees each time. The writers' cache regions are their kv heads' columns: two
+   writers of one kv head race; and their cache outputs are plain writes, not sums. */
+static void test_race_kv_below_pos(void) {
+    pnprog k = mk_prenorm(0);
+    const int64_t one = 1;
+    int t, in[4], o[1], b;
+    expect_clean(k.p);
+    CHECK_EQ_INT(amk_program_simulate_adversarial(k.p, 5, 16, NULL), 0);
+    /* a reader that is not PRENORM: ATTENTION_DECODE of the caches beside the writers */
+    in[0] = buf3(k.p, "q", AMK_KIND_IO_INPUT, 1, 4, 2); in[1] = k.kc; in[2] = k.vc; in[3] = k.pos;
+    o[0] = buf3(k.p, "att", AMK_KIND_ACTIVATION, 1, 4, 2);
+    t = amk_program_add_task(k.p, AMK_OP_ATTENTION_DECODE, in, 4, o, 1, amk_program_add_counter(k.p, "decode"), "decode");
+    attn_params(k.p, t, 2, 4, 2, 4, 0);
+    amk_task_add_wait(k.p, t, k.c_f, 1);
+    CHECK_EQ_INT(expect_only(k.p, AMK_CHECK_RACE_KV), 2); /* k and v */
+    CHECK(amk_program_simulate_adversarial(k.p, 5, 16, NULL) > 0);
+    amk_program_free(k.p);
+    /* a writer at another position buffer */
+    k = mk_prenorm(0);
+    k.p->tasks[k.w[1]].inputs[3] = amk_program_add_buffer(k.p, "pos2", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, &one,
+                                                          AMK_SPACE_HBM, NULL);
+    CHECK(expect_only(k.p, AMK_CHECK_RACE_KV) >= 2);
+    CHECK(amk_program_simulate_adversarial(k.p, 5, 16, NULL) > 0);
+    amk_program_free(k.p);
+    /* a position some task writes (before everything else) */
+    k = mk_prenorm(0);
+    k.p->buffers[k.pos].kind = AMK_KIND_ACTIVATION;
+    b = amk_program_add_buffer(k.p, "pos_in", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, &one, AMK_SPACE_HBM, NULL);
+    t = copy1(k.p, b, k.pos, amk_program_add_counter(k.p, "position"), "position");
+    amk_task_add_wait(k.p, k.fill, k.p->tasks[t].out_counter, 1);
+    CHECK(expect_only(k.p, AMK_CHECK_RACE_KV) >= 2);
+    CHECK(amk_program_simulate_adversarial(k.p, 5, 16, NULL) > 0);
+    amk_program_free(k.p);
+    /* a writer of more than the row: a COPY of the whole k cache after the writers, not before the readers */
+    k = mk_prenorm(0);
+    t = copy1(k.p, buf3(k.p, "k_in", AMK_KIND_IO_INPUT, 4, 2, 2), k.kc, amk_program_add_counter(k.p, "copy"), "copy");
+    amk_task_add_wait(k.p, t, k.c_a, 4);
+    CHECK(expect_only(k.p, AMK_CHECK_RACE_KV) >= 1);
+    CHECK(amk_program_simulate_adversarial(k.p, 5, 16, NULL) > 0);
+    amk_program_free(k.p);
+    /* two writers of kv head 0 (the second's rows moved into that head): their cache rows overlap */
+    k = mk_prenorm(0);
+    amk_task_set_int(k.p, k.w[1], "n_off", 0);
+    amk_task_set_int(k.p, k.w[1], "m_off", 2);
+    CHECK_EQ_INT(expect_only(k.p, AMK_CHECK_RACE_WAW), 2); /* k and v; h is a sum */
+    amk_program_free(k.p);
+    /* one-row RMSNORM_GEMV KV_ROW writers at the position: excused too */
+    k = mk_prenorm(1);
+    expect_clean(k.p);
+    CHECK_EQ_INT(amk_program_simulate_adversarial(k.p, 5, 16, NULL), 0);
+    { /* the same tile over two rows of x (two positions, pos2): not the row at the position alone */
+        int64_t sh[2] = {2, 8};
+        k.p->tasks[k.w[0]].inputs[0] = amk_program_add_buffer(k.p, "x2", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+        sh[0] = 2;
+        k.p->tasks[k.w[0]].inputs[3] = amk_program_add_buffer(k.p, "pos2", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
+        CHECK(expect_only(k.p, AMK_CHECK_RACE_KV) >= 1);
+        CHECK(amk_program_simulate_adversarial(k.p, 5, 16, NULL) > 0);
+    }
+    amk_program_free(k.p);
+}
+
 /* IR_SPEC_NOTES 4. */
 static void test_onchip(void) {
     chain c = mk_chain(1);
@@ -1610,6 +1778,8 @@ int main(void) {
     RUN(test_race_waw_head_argmax);
     RUN(test_accumulate);
     RUN(test_accumulate_attention_o);
+    RUN(test_accumulate_fold);
+    RUN(test_race_kv_below_pos);
     RUN(test_onchip);
     RUN(test_output_unreached);
     RUN(test_page_alias);

@@ -402,7 +402,7 @@ static void test_context_entry(void) {
 
 /* The lowered decode step of a preset shape with bf16 weights (and bf16 activations when
    act_bf16) at context 128; NULL (a failed check) if it does not build. */
-static amk_program *lowered_step(const char *shape, int act_bf16) {
+static amk_program *lowered_step_fold(const char *shape, int act_bf16, int qkv_fold) {
     amk_llama_config cfg;
     amk_llama_build_opts o;
     amk_program *p = NULL;
@@ -413,9 +413,11 @@ static amk_program *lowered_step(const char *shape, int act_bf16) {
     o.weight_dtype = AMK_DTYPE_BF16;
     if (act_bf16) o.act_dtype = AMK_DTYPE_BF16;
     o.max_seq = 129;
+    o.qkv_fold = qkv_fold;
     CHECK_MSG(amk_llama_build_lowered(&cfg, &o, &p, &d) == AMK_OK, "%s: %s", shape, d.message);
     return p;
 }
+static amk_program *lowered_step(const char *shape, int act_bf16) { return lowered_step_fold(shape, act_bf16, -1); }
 
 /* The prefetch ahead (amk__cuda_plan_ahead) on a decode step as `amk bench` lowers it (bf16,
    context 128, 132 SMs; SmolLM2, whose tiles are too small for prefetches of their own, and
@@ -423,10 +425,10 @@ static amk_program *lowered_step(const char *shape, int act_bf16) {
    the LM head's tiles (RMSNORM_GEMV on the tied embedding), each gets an equal share of its rows
    right after its own prefetch, in pieces within its rows, carried only in free prefetch ranges
    of tasks before the first target, the nearest ones (the `carriers` tasks from the one labelled
-   `from`: bench/ab and bench/NOTES.md quote where the pieces come from), and applied with prefetch_keep; budget 0
-   plans nothing; a task without a free range drops its pieces. */
+   `from`: bench/ab and bench/NOTES.md quote where the pieces come from, in the unfolded step), and
+   applied with prefetch_keep; budget 0 plans nothing; a task without a free range drops its pieces. */
 static void plan_ahead_on(const char *shape, const char *from, int carriers) {
-    amk_program *p = lowered_step(shape, 1);
+    amk_program *p = lowered_step_fold(shape, 1, 0);
     amk_buffer_t *bt;
     amk_instruction_t *ins, full;
     amk__cuda_ahead *plan, one;

@@ -829,6 +829,53 @@ static void test_fused_mlp(void) {
         mlp_case("NORM_MLP bf16 1B tile", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 256, 2048, 2048, 64, 0);
 }
 
+/* RMSNORM_MLP FOLD: FILLs start both sums, then tiles of tr rows (the first with the residual) add
+   their share of down_proj into y and their W_cat rows (their tile's and their base rows) into qkv
+   (F32 [1, F]) from different SMs, against the reference VM. The lean form only (bf16 weights, F32
+   x): the host refuses the others. */
+static void mlp_fold_case(const char *tag, int64_t N, int64_t K, int64_t F, int64_t tr) {
+    const int64_t n_tiles = (N + tr - 1) / tr;
+    amk_program *p = prog_new((int)n_tiles + 2);
+    int in[7], outs[2], t, k, c_f = amk_program_add_counter(p, "start"), c_m = amk_program_add_counter(p, "mlp");
+    gcase g;
+    in[0] = buf(p, "h", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, K, 0);
+    in[1] = buf(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
+    in[2] = buf(p, "W_gate", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
+    in[3] = buf(p, "W_up", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
+    in[4] = buf(p, "W_downT", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
+    in[5] = buf(p, "W_cat", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N + K, F, 0);
+    in[6] = buf(p, "resid", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, K, 0);
+    outs[0] = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, K, 0);
+    outs[1] = buf(p, "qkv", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, F, 0);
+    for (k = 0; k < 2; k++) {
+        t = task(p, AMK_OP_FILL, NULL, 0, outs[k], c_f, (int)n_tiles + k);
+        setf(p, t, "scale", 0.0);
+    }
+    for (k = 0; k < n_tiles; k++) {
+        t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, in, k == 0 ? 7 : 6, outs, 2, c_m, "mlp fold");
+        if (t >= 0) p->tasks[t].sm = k;
+        setf(p, t, "eps", 1e-5);
+        seti(p, t, "K", K);
+        seti(p, t, "n_off", k * tr);
+        seti(p, t, "N_tile", N - k * tr < tr ? N - k * tr : tr);
+        seti(p, t, "flags", AMK_MLP_FLAG_FOLD);
+        amk_task_add_wait(p, t, c_f, 2);
+    }
+    p->config.threads_per_block = 512; /* the lean form: a warp a row */
+    if (gcase_begin(&g, p, tag, 1.0f) && gcase_run(&g, tag)) {
+        gcase_compare(&g, outs[0], 1e-4, 2e-5, tag);
+        gcase_compare(&g, outs[1], 1e-4, 2e-5, tag);
+    }
+    gcase_end(&g);
+}
+
+static void test_fused_mlp_fold(void) {
+    /* SmolLM2's folded tile: 16 rows of 1536 (6 base rows of 576 each), F = 960 */
+    mlp_fold_case("NORM_MLP fold smollm2", 1536, 576, 960, 16);
+    /* uneven base rows (K / N not whole: 2 or 3 a tile), a last tile of 5, F not a multiple of 4 * 32 */
+    mlp_fold_case("NORM_MLP fold uneven", 101, 256, 200, 8);
+}
+
 /* ATTENTION_DECODE: one task per kv head (on different SMs) into one output, against the
    reference VM; pos cuts the window. */
 static void decode_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype ot, int nh, int nkv, int hd, int max_seq,
@@ -937,6 +984,67 @@ static void test_attention_o(void) {
     attn_o_case("ATTN_O f32 odd H", AMK_DTYPE_F32, AMK_DTYPE_F16, 8, 4, 32, 50, 30, 102, 20, 2, 0);
     /* Llama-3.2-1B's: 16 rows of 2048 (64 KB: read from global memory) */
     attn_o_case("ATTN_O bf16 1B rows", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 32, 8, 64, 129, 128, 2048, 16, 1, 0);
+}
+
+/* ATTENTION_O PRENORM: tasks as attn_o_case's over a layer's raw q, k and v (qkv, F32: what folded
+   MLP tiles add) and x (its rms scales them), RoPE at pos; the first task of each kv head writes
+   the caches' row pos, every task uses its own k and v there. Against the reference VM: y and both
+   caches. Random cache rows at and past pos show that no task reads row pos from a cache. */
+static void attn_pre_case(const char *tag, amk_dtype kvt, int nh, int nkv, int hd, int max_seq, int32_t pos, int H, int tr,
+                          int threads) {
+    const int per = nh / nkv * hd, F = (nh + 2 * nkv) * hd;
+    amk_program *p = prog_new(16);
+    int in[7], outs[3], y, t, g, n = 0, c_f = amk_program_add_counter(p, "start"), c_a = amk_program_add_counter(p, "attention_o");
+    int64_t off;
+    gcase gc;
+    in[0] = buf(p, "qkv", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, F, 0);
+    in[1] = buf(p, "k", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
+    in[2] = buf(p, "v", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, H, 0);
+    in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    in[4] = buf(p, "W_oT", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, nh * hd, H, 0);
+    in[5] = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, H, 0);
+    in[6] = in[5];
+    outs[0] = y; outs[1] = in[1]; outs[2] = in[2];
+    t = task(p, AMK_OP_FILL, NULL, 0, y, c_f, 0);
+    setf(p, t, "scale", 0.0);
+    for (g = 0; g < nkv; g++)
+        for (off = (int64_t)g * per; off < (int64_t)(g + 1) * per; off += tr, n++) {
+            t = amk_program_add_task(p, AMK_OP_ATTENTION_O, in, n == 0 ? 7 : 6, outs, off == (int64_t)g * per ? 3 : 1, c_a,
+                                     "attention_o prenorm");
+            if (t >= 0) p->tasks[t].sm = 1 + n % 15;
+            attn_params(p, t, nh, nkv, hd, 0, max_seq, 0);
+            seti(p, t, "flags", AMK_ATTN_FLAG_PRENORM);
+            setf(p, t, "eps", 1e-5);
+            setf(p, t, "theta", 100000.0);
+            seti(p, t, "n_off", g);
+            seti(p, t, "N_tile", 1);
+            seti(p, t, "m_off", (int)off);
+            seti(p, t, "M_tile", (int)((g + 1) * per - off < tr ? (g + 1) * per - off : tr));
+            amk_task_add_wait(p, t, c_f, 1);
+        }
+    if (threads) p->config.threads_per_block = threads;
+    if (gcase_begin(&gc, p, tag, 1.0f)) {
+        void *pv = amk_refvm_buffer(gc.vm, in[3], NULL);
+        amk__store_i64(pv, AMK_DTYPE_I32, 0, pos);
+        gcase_sync(&gc, in[3]);
+        if (gcase_run(&gc, tag)) {
+            gcase_compare(&gc, y, 1e-4, 2e-5, tag);
+            gcase_compare(&gc, in[1], -1, -1, tag);
+            gcase_compare(&gc, in[2], -1, -1, tag);
+        }
+    }
+    gcase_end(&gc);
+}
+
+static void test_attention_o_prenorm(void) {
+    /* SmolLM2's folded layer: bf16 caches (tensor copies where the runtime encodes them), 16 rows of
+       W_oT a task, the position at the window's end, in its middle, and 0 */
+    attn_pre_case("ATTN_O prenorm bf16 smollm2", AMK_DTYPE_BF16, 9, 3, 64, 128, 127, 576, 16, 512);
+    attn_pre_case("ATTN_O prenorm bf16 pos mid", AMK_DTYPE_BF16, 9, 3, 64, 128, 40, 576, 16, 512);
+    attn_pre_case("ATTN_O prenorm bf16 pos 0", AMK_DTYPE_BF16, 9, 3, 64, 128, 0, 576, 16, 512);
+    /* F32 caches (cp.async rows below the position), head_dim 32, tasks over two heads */
+    attn_pre_case("ATTN_O prenorm f32", AMK_DTYPE_F32, 12, 4, 32, 100, 60, 96, 6, 0);
 }
 
 static void test_nop(void) {
@@ -2242,8 +2350,10 @@ int main(int argc, char **argv) {
     TRY(test_attention_combine);
     TRY(test_fused_gemv);
     TRY(test_fused_mlp);
+    TRY(test_fused_mlp_fold);
     TRY(test_attention_decode);
     TRY(test_attention_o);
+    TRY(test_attention_o_prenorm);
     TRY(test_dag_tiles_join);
     TRY(test_dag_chain);
     TRY(test_dag_kv_attention);
