@@ -958,8 +958,8 @@ typedef struct amk_llama_build_opts {
    sets, 2 wherever the step has ATTENTION_O (and the one-step MLP). why 1: SmolLM2's bf16 step
    0.390 -> 0.372 ms (medians of 5 rotated rounds, bench/RESULTS.md run 291): a layer is two
    dependent steps, 11.0 -> 10.8 us with its hops, although the attention task takes 4.4 us against
-   3.3 and the MLP tile 3.2 against 2.5. F32 steps (the golden check's) do not fold: W_cat in F32
-   would double the MLP's staging */
+   3.3 and the MLP tile 3.2 against 2.5. Only BF16: the GPU takes FOLD only in the lean MLP tile,
+   which stages bf16 rows of W_cat (an F32 step, the golden check's, does not fold by default) */
 #define AMK_LLAMA_QKV_FOLD 1
 #endif
 #ifndef AMK_LLAMA_SM_SETS
@@ -12536,8 +12536,8 @@ AMK__FN void amk__cuda_task_prefetches(amk_cuda *c, int i) {
 /* AMK_VM_HINT_KV_EARLY (amk_ir.h) in ins[i] (p's task i) for the ATTENTION_O tasks it holds for:
    the position buffer is an IO_INPUT (nothing writes it: the validator's WRITE_READONLY), the
    caches are KV_CACHE buffers (never in a page) and every task that writes one writes only the row
-   at that same position buffer: an RMSNORM_GEMV with KV_ROW over one row of x, or an ATTENTION_O
-   PRENORM (its outputs 1 and 2). Returns the number of instructions
+   at that same position buffer (amk__v_kv_row_writer_pos: an RMSNORM_GEMV with KV_ROW over one row
+   of x, or an ATTENTION_O PRENORM's outputs 2 and 3). Returns the number of instructions
    whose hints changed. why one pass over the writers first: the step has thousands of tasks. */
 AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
     /* per buffer: -1 no writer, else the position buffer of its writers (all alike), -2 another writer */
@@ -12547,13 +12547,13 @@ AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
     for (i = 0; i < p->n_buffers; i++) wpos[i] = -1;
     for (i = 0; i < p->n_tasks; i++) {
         const amk_task *u = &p->tasks[i];
-        const int row = u->op == AMK_OP_RMSNORM_GEMV && u->n_inputs >= 4 && u->n_outputs >= 1 &&
-                        (amk__param_i(u, "flags", 0) & AMK_GEMV_FLAG_KV_ROW) != 0 &&
-                        amk_buffer_numel(&p->buffers[u->inputs[0]]) == amk__param_i(u, "K", 0);
-        const int pre = u->op == AMK_OP_ATTENTION_O && u->n_inputs >= 4 && (amk__param_i(u, "flags", 0) & AMK_ATTN_FLAG_PRENORM) != 0;
-        for (k = 0; k < u->n_outputs; k++) { /* a PRENORM task's outputs 1 and 2: its caches' row pos */
-            const int o = u->outputs[k], want = (row && k == 0) || (pre && k > 0) ? u->inputs[3] : -2;
-            if (o >= 0 && o < p->n_buffers) wpos[o] = wpos[o] == -1 || wpos[o] == want ? want : -2;
+        for (k = 0; k < u->n_outputs; k++) {
+            const int o = u->outputs[k];
+            int want;
+            if (o < 0 || o >= p->n_buffers) continue;
+            want = amk__v_kv_row_writer_pos(p, u, o); /* the validator's writer of only row pos */
+            if (want < 0) want = -2;
+            wpos[o] = wpos[o] == -1 || wpos[o] == want ? want : -2;
         }
     }
     for (i = 0; i < p->n_tasks; i++) {

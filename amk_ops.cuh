@@ -2182,10 +2182,10 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         int64_t ne;
         float sc = -INFINITY, mx;
         if (pre) {
-            if (!tma) /* the rows below the position (row pos comes from warp 0) */
-                amk_attn_load_rows(ks, vs, kc, vc, r0, bad ? 0 : (int)(pos - r0 < 0 ? 0 : pos - r0 < n ? pos - r0 : n),
-                                   bad ? 0 : (int)(pos - r0 < 0 ? 0 : pos - r0 < n ? pos - r0 : n), P->n_off, nkv, hd, esz,
-                                   rowb, tid, NT);
+            if (!tma) { /* the rows below the position (row pos comes from warp 0) */
+                const int below = bad ? 0 : (int)(pos - r0 < 0 ? 0 : pos - r0 < n ? pos - r0 : n);
+                amk_attn_load_rows(ks, vs, kc, vc, r0, below, below, P->n_off, nkv, hd, esz, rowb, tid, NT);
+            }
             amk_attn_prenorm(c, ks, vs, qs, inv_s, cs, early, tma, wpar, rowb, r0, n, pos, bad, h0, nh);
         } else if (tma) { /* row pos, which this step wrote, again over the copy's (16 threads, 16 bytes each) */
             const int64_t pj = pos - r0;

@@ -1197,7 +1197,8 @@ static const cli_cmd cli_cmds[] = {
      "--qkv-fold 1 folds each layer's Q/K/V projections into the MLP tiles of the layer before\n"
      "(with the one-step attention and MLP: two dependent steps a layer after the first; the\n"
      "loader derives a weight a layer, [ffn + hidden, q + 2 kv rows]), 0 does not; default: AMK's\n"
-     "choice (none yet: AMK_LLAMA_QKV_FOLD 0). Where the step cannot fold, 1 builds it unfolded.\n"
+     "choice (AMK_LLAMA_QKV_FOLD 1: BF16 weights with the one-step attention and the SM sets).\n"
+     "Where the step cannot fold, 1 builds it unfolded.\n"
      "Exit: 0 ok, 1 build or lowering failed, 2 bad arguments or model file.\n",
      cmd_build},
     {"generate", "generate text with a model",

@@ -599,6 +599,38 @@ static void test_wants_full(void) {
 /* AMK_VM_HINT_KV_EARLY: every ATTENTION_O task of SmolLM2's step gets it (the caches' only
    writers are the K/V tiles' row stores at the step's position); once one of those tiles loses
    KV_ROW (it would write rows 0.. of the cache), none of that layer's attention tasks does. */
+/* The folded step's forms (RMSNORM_MLP FOLD, ATTENTION_O PRENORM) run only in the full build's lean
+   tiles: amk__cuda_check_task takes them there at 512 threads, and refuses them (UNSUPPORTED,
+   naming the form) on the general build, and where the lean form does not take the task (an MLP
+   tile of 16 rows at 256 threads: a warp a row; an attention task without its shared memory). */
+static void test_folded_refused(void) {
+    amk_program *p = lowered_step_fold("smollm2-135m", 1, 1);
+    const int64_t smem = 200 * 1024;
+    int i, mlp = -1, att = -1;
+    amk_diag d;
+    if (!p) return;
+    for (i = 0; i < p->n_tasks; i++) {
+        const int64_t f = amk__param_i(&p->tasks[i], "flags", 0);
+        if (mlp < 0 && p->tasks[i].op == AMK_OP_RMSNORM_MLP && (f & AMK_MLP_FLAG_FOLD)) mlp = i;
+        if (att < 0 && p->tasks[i].op == AMK_OP_ATTENTION_O && (f & AMK_ATTN_FLAG_PRENORM)) att = i;
+    }
+    CHECK(mlp >= 0 && att >= 0);
+    if (mlp < 0 || att < 0) { amk_program_free(p); return; }
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk__cuda_check_task(p, mlp, 132, 512, smem, AMK_IMAGE_FULL, &d), AMK_OK);
+    CHECK_EQ_INT(amk__cuda_check_task(p, att, 132, 512, smem, AMK_IMAGE_FULL, &d), AMK_OK);
+    CHECK_EQ_INT(amk__cuda_check_task(p, mlp, 132, 512, smem, AMK_IMAGE_GENERAL, &d), AMK_ERR_UNSUPPORTED);
+    CHECK(strstr(d.message, "FOLD") && strstr(d.message, "general build"));
+    CHECK_EQ_INT(amk__cuda_check_task(p, att, 132, 512, smem, AMK_IMAGE_GENERAL, &d), AMK_ERR_UNSUPPORTED);
+    CHECK(strstr(d.message, "PRENORM") && strstr(d.message, "general build"));
+    CHECK_EQ_INT(amk__cuda_check_task(p, mlp, 132, 256, smem, AMK_IMAGE_FULL, &d), AMK_ERR_UNSUPPORTED);
+    CHECK(strstr(d.message, "FOLD") != NULL);
+    CHECK_EQ_INT(amk__cuda_check_task(p, att, 132, 512, amk__cuda_attn_pre_bytes(p, &p->tasks[att], 512) - 16,
+                                      AMK_IMAGE_FULL, &d), AMK_ERR_UNSUPPORTED);
+    CHECK(strstr(d.message, "PRENORM") != NULL);
+    amk_program_free(p);
+}
+
 static void test_kv_hints(void) {
     amk_program *p = lowered_step("smollm2-135m", 0);
     amk_instruction_t *ins;
@@ -764,6 +796,7 @@ static void test_built_set(void) {
 int main(void) {
     RUN(test_built_set);
     RUN(test_kv_hints);
+    RUN(test_folded_refused);
     RUN(test_kv_pairs);
     RUN(test_image_set);
     RUN(test_wants_full);

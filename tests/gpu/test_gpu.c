@@ -989,7 +989,9 @@ static void test_attention_o(void) {
 /* ATTENTION_O PRENORM: tasks as attn_o_case's over a layer's raw q, k and v (qkv, F32: what folded
    MLP tiles add) and x (its rms scales them), RoPE at pos; the first task of each kv head writes
    the caches' row pos, every task uses its own k and v there. Against the reference VM: y and both
-   caches. Random cache rows at and past pos show that no task reads row pos from a cache. */
+   caches. The caches' row pos starts random, and in the bf16 cases the tasks' tensor copies of
+   their rows go out before the wait, before any writer's store: a task that used the copied row
+   pos would show. */
 static void attn_pre_case(const char *tag, amk_dtype kvt, int nh, int nkv, int hd, int max_seq, int32_t pos, int H, int tr,
                           int threads) {
     const int per = nh / nkv * hd, F = (nh + 2 * nkv) * hd;
