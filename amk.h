@@ -844,6 +844,8 @@ typedef struct amk_cuda_timing_record {
     double wait_us;       /* from reaching it (its context in shared memory) to its waits met: the
                              op's setup (ops that split it off, amk_ops.cuh >>go) and the waits */
     double start_us, end_us; /* the op's run after its waits, from the earliest record of the launch */
+    double mark_us[AMK_VM_MARKS_N]; /* points inside the op, us after start_us; 0 = none (only an
+                             image built with AMK_VM_MARKS 1, a diagnostic, records them: amk_ir.h) */
 } amk_cuda_timing_record;
 /* Copies min(cap, n_tasks) records of the last run (timing must have been on) into records;
    *n_out gets the count. Record i is task i. */
@@ -12582,6 +12584,8 @@ AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
    exists. A task uses its pair only while it carries AMK_VM_HINT_KV_EARLY (amk__cuda_context).
    Returns 0, or -1 out of memory. */
 #define AMK__CUDA_TMAP_BYTES 128 /* CUtensorMap: 128 bytes, 64-byte aligned */
+/* a task's timing record and its marks (amk_ir.h: the marks array follows the records') */
+#define AMK__CUDA_TIMING_BYTES (sizeof(amk_vm_timing_t) + sizeof(amk_vm_marks_t))
 AMK__FN int amk__cuda_kv_pairs(amk_cuda *c, const amk_program *p) {
     int i, k;
     c->n_kv_pairs = 0;
@@ -12736,7 +12740,7 @@ AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d
         !amk__cuda_reserve(&top, (uint64_t)AMK_VM_STATUS_WORDS(c->num_sms) * 4, &c->off_status) ||
         !amk__mul_u64((uint64_t)p->n_buffers, sizeof(amk_buffer_t), &n) || !amk__cuda_reserve(&top, n, &off_buffers) ||
         !amk__cuda_reserve(&top, (uint64_t)(c->num_sms + 1) * 4, &off_qoff) ||
-        !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_timing_t), &n) || !amk__cuda_reserve(&top, n, &c->off_timing) ||
+        !amk__mul_u64((uint64_t)c->n_tasks, AMK__CUDA_TIMING_BYTES, &n) || !amk__cuda_reserve(&top, n, &c->off_timing) ||
         !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_ctx_t), &n) || !amk__cuda_reserve(&top, n, &c->off_contexts) ||
         !amk__mul_u64((uint64_t)c->n_kv_pairs, 2 * AMK__CUDA_TMAP_BYTES, &n) || !amk__cuda_reserve(&top, n, &c->off_kv_maps))
         goto overflow;
@@ -13378,7 +13382,7 @@ AMK__FN amk_result amk__cuda_launch(amk_cuda *c, amk_program_t *prog, int steps,
         c->chain_base += (uint32_t)steps - 1u; /* the joins once the launch completes (else all is zeroed) */
     }
     if (c->timing_on && c->n_tasks)
-        AMK__CU_TRY(c, d, MemsetD8Async(prog->timing, 0, (size_t)c->n_tasks * sizeof(amk_vm_timing_t), c->stream), "cuMemsetD8Async");
+        AMK__CU_TRY(c, d, MemsetD8Async(prog->timing, 0, (size_t)c->n_tasks * AMK__CUDA_TIMING_BYTES, c->stream), "cuMemsetD8Async");
     args[0] = prog;
     args[1] = &chain;
     AMK__CU_TRY(c, d, LaunchCooperativeKernel(steps > 1 ? c->fn_chain : c->fn, (unsigned)c->num_sms, 1, 1, (unsigned)c->threads,
@@ -13590,19 +13594,22 @@ AMK_API amk_result amk_cuda_run_chain(amk_cuda *c, int32_t token, int32_t pos, i
 AMK_API amk_result amk_cuda_timing(amk_cuda *c, amk_cuda_timing_record *records, int cap,
                                    int *n_out, amk_diag *d) {
     amk_vm_timing_t *raw;
+    const amk_vm_marks_t *marks;
     amk__CUresult cr;
     amk_result r;
     uint64_t t0 = UINT64_MAX;
-    int i, n;
+    int i, k, n;
     if (n_out) *n_out = 0;
     if (!c || (!records && cap > 0) || cap < 0) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_timing: bad argument");
     if (!c->timed_run) return amk__fail(d, AMK_ERR_INVALID_ARG, "the last run did not record timing (amk_cuda_set_timing)");
     n = cap < c->n_tasks ? cap : c->n_tasks;
     if (n == 0) return AMK_OK;
-    raw = (amk_vm_timing_t *)amk__calloc((size_t)c->n_tasks, sizeof(amk_vm_timing_t));
+    /* the records, then the marks (AMK__CUDA_TIMING_BYTES a task) */
+    raw = (amk_vm_timing_t *)amk__calloc((size_t)c->n_tasks, AMK__CUDA_TIMING_BYTES);
     if (!raw) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    marks = (const amk_vm_marks_t *)(raw + c->n_tasks);
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) { amk__free(raw); return r; }
-    cr = c->api.MemcpyDtoH(raw, c->arena + c->off_timing, (size_t)c->n_tasks * sizeof(amk_vm_timing_t));
+    cr = c->api.MemcpyDtoH(raw, c->arena + c->off_timing, (size_t)c->n_tasks * AMK__CUDA_TIMING_BYTES);
     amk__cuda_leave(c);
     if (cr != AMK__CUDA_SUCCESS) { amk__free(raw); return amk__cuda_err(c, d, cr, "cuMemcpyDtoH (timing)"); }
     for (i = 0; i < c->n_tasks; i++)
@@ -13617,6 +13624,7 @@ AMK_API amk_result amk_cuda_timing(amk_cuda *c, amk_cuda_timing_record *records,
         o->wait_us = o->done ? (double)(raw[i].t_start - raw[i].t_wait) * 1e-3 : 0.0;
         o->start_us = o->done ? (double)(raw[i].t_start - t0) * 1e-3 : -1.0;
         o->end_us = o->done ? (double)(raw[i].t_end - t0) * 1e-3 : -1.0;
+        for (k = 0; k < AMK_VM_MARKS_N; k++) o->mark_us[k] = o->done ? (double)marks[i].ns[k] * 1e-3 : 0.0;
     }
     amk__free(raw);
     if (n_out) *n_out = n;

@@ -484,6 +484,9 @@ static __device__ __forceinline__ float amk_warp_max(float v) {
 /* The instruction being executed, as the VM hands it to an op: the shared-memory copy of its
    context (amk_vm_ctx_t: the instruction, its buffers' descriptors, its index; the fields up to
    `index` are laid out as there, one bulk copy fills them), plus the VM's words and scratch. */
+#ifndef AMK_VM_MARKS
+#define AMK_VM_MARKS 0 /* AMK_OP_MARK, below */
+#endif
 typedef struct __align__(16) amk_op_ctx {
     amk_instruction_t ins;
     amk_buffer_t in[AMK_MAX_INPUTS];
@@ -503,11 +506,28 @@ typedef struct __align__(16) amk_op_ctx {
     uint32_t *mbar_uses; /* each one's completed phases (its parity is the low bit); the issuer counts */
     float red[AMK_OPS_WARP];   /* block reduction scratch */
     int redi[AMK_OPS_WARP];
+#if AMK_VM_MARKS
+    uint32_t mark[AMK_VM_MARKS_N]; /* AMK_OP_MARK's (thread 0's); the VM copies and zeroes them */
+#endif
 } amk_op_ctx;
 static_assert(offsetof(amk_op_ctx, in) == offsetof(amk_vm_ctx_t, in) &&
                   offsetof(amk_op_ctx, index) == offsetof(amk_vm_ctx_t, index) &&
                   offsetof(amk_op_ctx, status) == sizeof(amk_vm_ctx_t) && sizeof(amk_vm_ctx_t) % 16 == 0,
               "amk_op_ctx starts with amk_vm_ctx_t's layout");
+
+/* AMK_VM_MARKS 1 (-D; a diagnostic, never shipped): AMK_OP_MARK(c, k) records when thread 0 passed
+   point k (0 .. AMK_VM_MARKS_N - 1) of a timed task, in ns after its t_start, and the VM writes
+   them beside the timing records (amk_vm_marks_t, amk_ir.h). why a build of its own: a timer read
+   in an op changes its code, and the shipped image stays the one measured (with 0 the image is
+   byte-identical to one without marks). Marked: the lean attention and the lean tiles. */
+#if AMK_VM_MARKS
+#define AMK_OP_MARK(c, k)                                                                                    \
+    do {                                                                                                     \
+        if (amk_tid() == 0 && (c)->timing) (c)->mark[k] = (uint32_t)(amk_ptx_globaltimer() - (c)->t_start); \
+    } while (0)
+#else
+#define AMK_OP_MARK(c, k) ((void)0)
+#endif
 
 /* ==== >>go: where an op's own setup ends and its inputs may be read ============================
    The VM hands an instruction to its op before the instruction's waits are met. The op first does
@@ -1940,16 +1960,19 @@ static __device__ __forceinline__ void amk_rows_release(const amk_op_ctx *c, uin
    forms, RMSNORM_MLP FOLD and ATTENTION_O PRENORM) with W input 4 (RMSNORM_MLP's W_downT, ATTENTION_O's
    W_oT), added at L2 (out is F32, host-checked). A thread takes four consecutive outputs (8 or 16
    bytes of each row, coalesced across the warp) and adds them with one vector reduction when H is
-   a multiple of 4; else one output a thread. The rows come from ws (staged) or global memory. why
+   a multiple of 4; else one output a thread. The rows come from ws when staged (nonzero; ws then
+   points into the block's shared memory), else from global memory. why staged, not ws != NULL: a
+   lean caller's literal 1 leaves the rows' loads in the shared state space; chosen at run time
+   they were generic loads (bench/RESULTS.md run 295). why
    inlined: out of line, ys and ws reached it as generic pointers (shared memory, not known to be),
    and its loop took 0.8 us in an ATTENTION_O task of 8 rows, 1.1 in an RMSNORM_MLP tile of 12;
    inlined, SmolLM2's step is 7% faster (bench/RESULTS.md runs 209-210) */
-static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const float *ys, const char *ws, int64_t m0,
-                                                 int mr, int64_t n0, int64_t nt, int ri) {
+static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const float *ys, const char *ws, int staged,
+                                                 int64_t m0, int mr, int64_t n0, int64_t nt, int ri) {
     const amk_buffer_t *Wd = &c->in[4], *o = &c->out[0];
     const int64_t H = Wd->shape[1];
     const int dt = Wd->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, resid = c->ins.n_inputs == ri + 1;
-    const char *rows = ws ? ws : amk_rows_src(c, n0);
+    const char *rows = staged ? ws : amk_rows_src(c, n0);
     const int v4 = H % 4 == 0 && o->ptr % 16 == 0 && (dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_BF16 || dt == AMK_DTYPE_F16) &&
                    ((uintptr_t)rows + H * esz) % (4 * esz) == 0 && (uintptr_t)rows % (4 * esz) == 0;
     float *out = (float *)o->ptr;
@@ -2025,8 +2048,10 @@ static __device__ __forceinline__ void amk_attn_prenorm(amk_op_ctx *c, unsigned 
     if (tid < 32) {
         const float *xp = (const float *)c->in[5].ptr;
         const int H = (int)c->in[5].numel, i = lane, on = 2 * i < hd;
-        const float2 kr = on ? *(const float2 *)(qkv + (int64_t)(P->n_heads + g) * hd + 2 * i) : make_float2(0.0f, 0.0f);
-        const float2 vr = on ? *(const float2 *)(qkv + (int64_t)(P->n_heads + nkv + g) * hd + 2 * i) : make_float2(0.0f, 0.0f);
+        /* why unconditional (a lane past head_dim reads pair 0 and stores nothing): guarded, the
+           loads went out only after x's sum of squares, a second round trip (bench/RESULTS.md run 295) */
+        const float2 kr = *(const float2 *)(qkv + (int64_t)(P->n_heads + g) * hd + 2 * (on ? i : 0));
+        const float2 vr = *(const float2 *)(qkv + (int64_t)(P->n_heads + nkv + g) * hd + 2 * (on ? i : 0));
         float4 xv[AMK_LEAN_PPL];
         float ss = 0.0f;
 #pragma unroll
@@ -2140,7 +2165,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         return 0;
     char *ws = (char *)smem + wso;
     /* shared memory: [K, V: nr rows each][q: nh heads][the warps' maxima][p: nh x n][a: M][PRENORM's
-       1 / rms, padded to 4][PRENORM's cos and sin: hd / 2 pairs] */
+       1 / rms, a word, the early position in words 2-3][PRENORM's cos and sin: hd / 2 pairs] */
     unsigned char *ks = (unsigned char *)smem + kso, *vs = ks + nr * rowb;
     uint32_t wpar;
     if (tma) { /* W_oT's rows and the cache rows, one phase, before the wait */
@@ -2158,10 +2183,19 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
        and sin now, into cs (after the layout's parts), once the copies are out */
     const int early = pre & ((c->ins.hints & AMK_VM_HINT_KV_EARLY) != 0);
     float *cs = (float *)(ks + 2 * nr * rowb) + nh * hd + AMK_OPS_WARP + nh * n + AMK_ATTN_LEAN_DIMS + 4;
+    /* and the position itself, into words 2 and 3 of the 1 / rms slot (inv_s below). why: read
+       after the wait it was a round trip on warp 0's path to the barrier (the wait's acquire
+       leaves no line of it in L1) */
+    uint32_t *pos_s = (uint32_t *)cs - 2;
     if (early && (tid >> 5) == 1 && 2 * (tid & 31) < hd) {
-        const float2 t = amk_attn_pre_trig(P, amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0), tid & 31);
+        const int64_t p = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
+        const float2 t = amk_attn_pre_trig(P, p, tid & 31);
         cs[2 * (tid & 31)] = t.x;
         cs[2 * (tid & 31) + 1] = t.y;
+        if ((tid & 31) == 0) {
+            pos_s[0] = (uint32_t)(uint64_t)p;
+            pos_s[1] = (uint32_t)((uint64_t)p >> 32);
+        }
     }
     if (!amk_op_go(c)) {
         amk_ptx_cp_async_wait_all(); /* why: no copy may land in a later task's shared memory */
@@ -2175,7 +2209,8 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         /* why no division here: m / hd and m % hd a dimension on every thread put 2.3 us in the
            softmax and p * V part, 1.0 without (bench/RESULTS.md runs 190-191) */
         const int c0 = P->m_off - h0 * hd, b = hd - c0;
-        const int64_t r0 = P->kv_start, pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
+        const int64_t r0 = P->kv_start,
+                      pos = early ? (int64_t)(((uint64_t)pos_s[1] << 32) | pos_s[0]) : amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
         /* the same on every thread: a negative position, or (PRENORM with the cache outputs) one past
            the caches' rows */
         const int bad = (pos < 0) | (pre & (c->ins.n_outputs == 3) & ((pos + 1) * nkv * hd > kc->numel));
@@ -2200,6 +2235,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
             for (int i = tid; i < nh * hd; i += NT) qs[i] = amk_load((const void *)q->ptr, q->dtype, (int64_t)h0 * hd + i);
         amk_ptx_cp_async_wait_all();
         __syncthreads(); /* K, V and q staged */
+        AMK_OP_MARK(c, 0);
         if (bad) { /* uniform: every thread read the same position */
             if (tid == 0) amk_op_fail(c, pos < 0 ? AMK_VM_ERR_ROPE_POS : AMK_VM_ERR_KV_POS, pos);
             amk_rows_release(c, wpar);
@@ -2235,6 +2271,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         mx = amk_warp_max(lane < (G >> 5) ? rm[hh * (G >> 5) + lane] : -INFINITY);
         if (j < ne) ps[hh * n + j] = expf(sc - mx); /* mx is finite when the head has a key */
         __syncthreads();
+        AMK_OP_MARK(c, 1);
         /* a warp a dimension t (output m_off + t: head h0's column c0 + t below b, else h0 + 1's
            t - b): its lanes take every 32nd key, p and p * V, then two warp sums. why not each key's
            thread summing every dimension across its warp (8 warp sums a thread, then the warps'
@@ -2257,8 +2294,10 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
             if (lane == 0) a[t] = l > 0.0f ? acc / l : 0.0f;
         }
         __syncthreads(); /* a is complete */
+        AMK_OP_MARK(c, 2);
         amk_ptx_mbar_wait(c->mbar, wpar); /* W_oT's rows landed (every thread waits) */
-        amk_rows_add(c, a, ws, 0, 1, P->m_off, M, 5 + pre);
+        amk_rows_add(c, a, ws, 1, 0, 1, P->m_off, M, 5 + pre);
+        AMK_OP_MARK(c, 3);
     }
     amk_rows_release(c, wpar);
     return 1;
@@ -2304,7 +2343,7 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     __syncthreads(); /* ys is complete; c->go and c->error are final */
     if (c->go && !c->error) {
         if (wsb) amk_ptx_mbar_wait(c->mbar, wpar); /* the rows landed (every thread waits) */
-        amk_rows_add(c, (const float *)(uintptr_t)optr + P->m_off, ws, 0, 1, P->m_off, P->M_tile, 5);
+        amk_rows_add(c, (const float *)(uintptr_t)optr + P->m_off, ws, ws != NULL, 0, 1, P->m_off, P->M_tile, 5);
     }
     if (wsb) amk_rows_release(c, wpar);
 }
@@ -2483,6 +2522,7 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
 #if !AMK_NAMED_BARRIERS
     __syncthreads(); /* x staged, the cos and sin written (bad is the same on every thread) */
 #endif
+    AMK_OP_MARK(c, 0);
     if (bad) {
         if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
         amk_rows_release(c, par);
@@ -2530,9 +2570,12 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
         }
     }
     if (mlp) {
+        AMK_OP_MARK(c, 1);
         amk_ptx_mbar_wait(c->mbar, par); /* W_downT's rows landed (every thread reads them) */
         __syncthreads();                 /* ys is complete */
-        amk_rows_add(c, ys, ws, 0, 1, n_begin, nt, 5 + L.fold);
+        AMK_OP_MARK(c, 2);
+        amk_rows_add(c, ys, ws, 1, 0, 1, n_begin, nt, 5 + L.fold);
+        AMK_OP_MARK(c, 3);
         if (L.fold) amk_fold_add(c, ys, xs + L.b0, (const char *)smem + L.fso, (int)nt, L.nb, L.F);
     }
     amk_rows_release(c, par);
@@ -2893,7 +2936,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         __syncthreads(); /* why: ys is complete; xs and ys are overwritten by the next row block */
         if (mlp) {
             if (staged && m0 == 0) amk_ptx_mbar_wait(c->mbar, wpar); /* the rows landed (every thread waits) */
-            amk_rows_add(c, ys, ws, m0, mr, n_begin, nt, 5);
+            amk_rows_add(c, ys, ws, ws != NULL, m0, mr, n_begin, nt, 5);
             __syncthreads();
         }
         if (rope) {

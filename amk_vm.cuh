@@ -237,6 +237,12 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
                 r.op = c->ins.op;
                 r.done = 1u;
                 timing[c->index] = r;
+#if AMK_VM_MARKS /* the marks' records follow the timing records (amk_ir.h) */
+                for (int k = 0; k < AMK_VM_MARKS_N; k++) {
+                    ((amk_vm_marks_t *)(timing + prog.n_instructions))[c->index].ns[k] = c->mark[k];
+                    c->mark[k] = 0u; /* why here: thread 0 writes them only after the next wait */
+                }
+#endif
             }
             /* release: the block's output stores (ordered by the barrier) before the add */
             amk_ptx_red_release_gpu_add(&counters[c->ins.out_counter], 1u);

@@ -9,7 +9,8 @@ attention + O, gate/up and down or the one-step MLP;
 the LM head and argmax after the last layer). For each phase of the chosen layer (default: the
 middle one) and the head it prints: tasks, the span from the phase's first start to its last
 end, the median and the slowest task's op time, how far apart the tasks started, and the hop:
-from the previous phase's last end (before its signal) to this phase's first start.
+from the previous phase's last end (before its signal) to this phase's first start. A trace of
+an image with marks (AMK_VM_MARKS 1) adds the layer's marks: where inside the tasks the time goes.
 
 --starts adds, over the middle half of the layers, each role's task starts after the moment T
 its inputs were complete (the last end of the phase before), split by whether the task's SM had
@@ -94,8 +95,27 @@ def main():
             total += (end - first) + (hop if hop == hop else 0.0)
         prev_end = end
     print(f"layer {layer}: {total:.1f} us with its hops")
+    marks(groups, layer)
     if "--starts" in args:
         starts(events, groups, layers)
+
+
+def marks(groups, layer):
+    """The chosen layer's marks (a trace of an image built with AMK_VM_MARKS 1, amk_ir.h): per phase
+    the median of each mark, us after the task's start (the point thread 0 passed), then the
+    median task time; nothing when the trace has none."""
+    rows = []
+    for role in LAYER:
+        ev = [e for e in groups.get((layer, role), []) if "marks_us" in e.get("args", {})]
+        if ev:
+            m = [statistics.median(e["args"]["marks_us"][k] for e in ev) for k in range(len(ev[0]["args"]["marks_us"]))]
+            rows.append((role, len(ev), m, statistics.median(e["dur"] for e in ev)))
+    if rows:
+        print(f"marks of layer {layer} (us after the task's start; medians; 0 = not passed)")
+        print("| phase | tasks | " + " | ".join(f"mark {k}" for k in range(len(rows[0][2]))) + " | end |")
+        print("|---|---|" + "---|" * (len(rows[0][2]) + 1))
+        for role, n, m, dur in rows:
+            print(f"| {role} | {n} | " + " | ".join(f"{v:.2f}" for v in m) + f" | {dur:.2f} |")
 
 
 def starts(events, groups, layers):
