@@ -833,7 +833,7 @@ static void test_fused_mlp(void) {
    their share of down_proj into y and their W_cat rows (their tile's and their base rows) into qkv
    (F32 [1, F]) from different SMs, against the reference VM. The lean form only (bf16 weights, F32
    x): the host refuses the others. */
-static void mlp_fold_case(const char *tag, int64_t N, int64_t K, int64_t F, int64_t tr) {
+static void mlp_fold_case(const char *tag, int64_t N, int64_t K, int64_t F, int64_t tr, int resid_is_h) {
     const int64_t n_tiles = (N + tr - 1) / tr;
     amk_program *p = prog_new((int)n_tiles + 2);
     int in[7], outs[2], t, k, c_f = amk_program_add_counter(p, "start"), c_m = amk_program_add_counter(p, "mlp");
@@ -844,7 +844,8 @@ static void mlp_fold_case(const char *tag, int64_t N, int64_t K, int64_t F, int6
     in[3] = buf(p, "W_up", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
     in[4] = buf(p, "W_downT", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
     in[5] = buf(p, "W_cat", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N + K, F, 0);
-    in[6] = buf(p, "resid", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, K, 0);
+    /* the builder's resid is h itself, else a buffer of its own */
+    in[6] = resid_is_h ? in[0] : buf(p, "resid", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, K, 0);
     outs[0] = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, K, 0);
     outs[1] = buf(p, "qkv", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, 1, F, 0);
     for (k = 0; k < 2; k++) {
@@ -871,9 +872,10 @@ static void mlp_fold_case(const char *tag, int64_t N, int64_t K, int64_t F, int6
 
 static void test_fused_mlp_fold(void) {
     /* SmolLM2's folded tile: 16 rows of 1536 (6 base rows of 576 each), F = 960 */
-    mlp_fold_case("NORM_MLP fold smollm2", 1536, 576, 960, 16);
-    /* uneven base rows (K / N not whole: 2 or 3 a tile), a last tile of 5, F not a multiple of 4 * 32 */
-    mlp_fold_case("NORM_MLP fold uneven", 101, 256, 200, 8);
+    mlp_fold_case("NORM_MLP fold smollm2", 1536, 576, 960, 16, 1);
+    /* uneven base rows (K / N not whole: 2 or 3 a tile), a last tile of 5, F not a multiple of 4 * 32;
+       a resid buffer of its own */
+    mlp_fold_case("NORM_MLP fold uneven", 101, 256, 200, 8, 0);
 }
 
 /* ATTENTION_DECODE: one task per kv head (on different SMs) into one output, against the
@@ -993,7 +995,7 @@ static void test_attention_o(void) {
    their rows go out before the wait, before any writer's store: a task that used the copied row
    pos would show. */
 static void attn_pre_case(const char *tag, amk_dtype kvt, int nh, int nkv, int hd, int max_seq, int32_t pos, int H, int tr,
-                          int threads) {
+                          int threads, int resid_is_x) {
     const int per = nh / nkv * hd, F = (nh + 2 * nkv) * hd;
     amk_program *p = prog_new(16);
     int in[7], outs[3], y, t, g, n = 0, c_f = amk_program_add_counter(p, "start"), c_a = amk_program_add_counter(p, "attention_o");
@@ -1006,7 +1008,8 @@ static void attn_pre_case(const char *tag, amk_dtype kvt, int nh, int nkv, int h
     in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
     in[4] = buf(p, "W_oT", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, nh * hd, H, 0);
     in[5] = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, H, 0);
-    in[6] = in[5];
+    /* the builder's resid is x itself, else a buffer of its own */
+    in[6] = resid_is_x ? in[5] : buf(p, "resid", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, H, 0);
     outs[0] = y; outs[1] = in[1]; outs[2] = in[2];
     t = task(p, AMK_OP_FILL, NULL, 0, y, c_f, 0);
     setf(p, t, "scale", 0.0);
@@ -1042,11 +1045,12 @@ static void attn_pre_case(const char *tag, amk_dtype kvt, int nh, int nkv, int h
 static void test_attention_o_prenorm(void) {
     /* SmolLM2's folded layer: bf16 caches (tensor copies where the runtime encodes them), 16 rows of
        W_oT a task, the position at the window's end, in its middle, and 0 */
-    attn_pre_case("ATTN_O prenorm bf16 smollm2", AMK_DTYPE_BF16, 9, 3, 64, 128, 127, 576, 16, 512);
-    attn_pre_case("ATTN_O prenorm bf16 pos mid", AMK_DTYPE_BF16, 9, 3, 64, 128, 40, 576, 16, 512);
-    attn_pre_case("ATTN_O prenorm bf16 pos 0", AMK_DTYPE_BF16, 9, 3, 64, 128, 0, 576, 16, 512);
-    /* F32 caches (cp.async rows below the position), head_dim 32, tasks over two heads */
-    attn_pre_case("ATTN_O prenorm f32", AMK_DTYPE_F32, 12, 4, 32, 100, 60, 96, 6, 0);
+    attn_pre_case("ATTN_O prenorm bf16 smollm2", AMK_DTYPE_BF16, 9, 3, 64, 128, 127, 576, 16, 512, 1);
+    attn_pre_case("ATTN_O prenorm bf16 pos mid", AMK_DTYPE_BF16, 9, 3, 64, 128, 40, 576, 16, 512, 1);
+    attn_pre_case("ATTN_O prenorm bf16 pos 0", AMK_DTYPE_BF16, 9, 3, 64, 128, 0, 576, 16, 512, 1);
+    /* F32 caches (cp.async rows below the position), head_dim 32, tasks over two heads, a resid
+       buffer of its own */
+    attn_pre_case("ATTN_O prenorm f32", AMK_DTYPE_F32, 12, 4, 32, 100, 60, 96, 6, 0, 0);
 }
 
 static void test_nop(void) {
