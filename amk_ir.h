@@ -413,7 +413,7 @@ typedef struct amk_vm_timing_t {
    thread 0 passed the point (0: not passed, or the image has no marks). One record per
    instruction, right after the timing records ([n_instructions] of them, at amk_program_t.timing
    + n_instructions * sizeof(amk_vm_timing_t)); the host reserves and zeroes both. Only an image
-   built with AMK_VM_MARKS 1 (amk_vm.cuh; a diagnostic, never shipped) writes them: where an op's
+   built with AMK_VM_MARKS 1 (amk_ops.cuh; a diagnostic, never shipped) writes them: where an op's
    time goes, e.g. the lean attention's staging, softmax, p * V and O rows (bench/phases.py
    prints their medians a phase). */
 #define AMK_VM_MARKS_N 4
