@@ -1449,6 +1449,26 @@ static double round_dt(int dt, double x) {
     return (float)x;
 }
 
+/* ATTENTION_O's expected out (and its magnitude for the tolerance) over H: what buffer y held plus
+   a[m_off:+mt] @ W_oT[m_off:+mt] (+ buffer r when r >= 0), a from attn_ref's part (nothing when the
+   window cut is empty). */
+static void attn_o_want(const tc *c, int y, int Wo, int r, int hd, int H, int m_off, int mt, int cut, const double *part,
+                        const double *acc_mag, const double *s_mag, double *want, double *mag) {
+    int h, j;
+    for (h = 0; h < H; h++) {
+        double sum = c->b[y].v[h], sm = fabs(sum);
+        for (j = m_off; j < m_off + mt && cut; j++) {
+            const int hq = j / hd, e = j % hd;
+            const double l = part[hq * (hd + 2) + hd + 1], w = c->b[Wo].v[(int64_t)j * H + h];
+            sum += part[hq * (hd + 2) + e] / l * w;
+            sm += (acc_mag[hq * hd + e] / l) * fabs(w) * (1 + s_mag[hq]);
+        }
+        if (r >= 0) { sum += c->b[r].v[h]; sm += fabs(c->b[r].v[h]); }
+        want[h] = sum;
+        mag[h] = sm;
+    }
+}
+
 /* ATTENTION_O with PRENORM: inv = 1/sqrt(mean(x^2) + eps); q = RoPE(inv * qkv's Q rows) (pairs (2i,
    2i+1) of a head at angle pos * theta^(-2i/head_dim)), the key and value of row pos of each of its
    kv heads RoPE(inv * K rows) and inv * V rows rounded to the caches' dtype; every other row of the
@@ -1513,18 +1533,7 @@ static void prenorm_case(int kdt, int xdt, int nh, int nkv, int hd, int max_seq,
             }
     }
     attn_ref(q, kd, vd, nh, nkv, hd, start, cut, scale, part, acc_mag, s_mag);
-    for (h = 0; h < H; h++) {
-        double sum = c.b[y].v[h], sm = fabs(sum);
-        for (j = m_off; j < m_off + mt; j++) {
-            const int hq = j / hd, e2 = j % hd;
-            const double l = part[hq * (hd + 2) + hd + 1], w = c.b[Wo].v[(int64_t)j * H + h];
-            sum += cut ? part[hq * (hd + 2) + e2] / l * w : 0;
-            sm += cut ? (acc_mag[hq * hd + e2] / l) * fabs(w) * (1 + s_mag[hq]) : 0;
-        }
-        if (r >= 0) { sum += c.b[r].v[h]; sm += fabs(c.b[r].v[h]); }
-        want[h] = sum;
-        mag[h] = sm;
-    }
+    attn_o_want(&c, y, Wo, r, hd, H, m_off, mt, cut, part, acc_mag, s_mag, want, mag);
     snprintf(label, sizeof label, "ATTENTION_O PRENORM kv=%s x=%s heads=%d/%d hd=%d window=[%d,+%d) pos=%d kv heads [%d,+%d) rows [%d,+%d) resid=%d writer=%d",
              amk_dtype_name(kdt), amk_dtype_name(xdt), nh, nkv, hd, start, len, pos, g0, ng, m_off, mt, with_resid, writer);
     CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
@@ -1631,7 +1640,7 @@ static void attn_o_case(int qdt, int wdt, int nh, int nkv, int hd, int max_seq, 
                         int mt, int H, int with_resid) {
     tc c;
     amk_diag d;
-    int q, k, v, ps, Wo, r = -1, y, ins[6], h, j, cut = pos + 1 < max_seq ? pos + 1 : max_seq;
+    int q, k, v, ps, Wo, r = -1, y, ins[6], cut = pos + 1 < max_seq ? pos + 1 : max_seq;
     double scale = 1.0 / sqrt((double)hd), part[16 * 18], acc_mag[16 * 16], s_mag[16], want[64], mag[64];
     char label[160];
     tc_init(&c);
@@ -1657,18 +1666,7 @@ static void attn_o_case(int qdt, int wdt, int nh, int nkv, int hd, int max_seq, 
     tc_int(&c, "m_off", m_off);
     tc_int(&c, "M_tile", mt);
     attn_ref(c.b[q].v, c.b[k].v, c.b[v].v, nh, nkv, hd, 0, cut, scale, part, acc_mag, s_mag);
-    for (h = 0; h < H; h++) {
-        double sum = c.b[y].v[h], sm = fabs(sum);
-        for (j = m_off; j < m_off + mt; j++) {
-            const int hq = j / hd, e = j % hd;
-            const double l = part[hq * (hd + 2) + hd + 1], w = c.b[Wo].v[(int64_t)j * H + h];
-            sum += part[hq * (hd + 2) + e] / l * w;
-            sm += (acc_mag[hq * hd + e] / l) * fabs(w) * (1 + s_mag[hq]);
-        }
-        if (r >= 0) { sum += c.b[r].v[h]; sm += fabs(c.b[r].v[h]); }
-        want[h] = sum;
-        mag[h] = sm;
-    }
+    attn_o_want(&c, y, Wo, r, hd, H, m_off, mt, cut, part, acc_mag, s_mag, want, mag);
     snprintf(label, sizeof label, "ATTENTION_O q=%s W=%s heads=%d/%d hd=%d pos=%d kv heads [%d,+%d) rows [%d,+%d) H=%d resid=%d",
              amk_dtype_name(qdt), amk_dtype_name(wdt), nh, nkv, hd, pos, g0, ng, m_off, mt, H, with_resid);
     CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);

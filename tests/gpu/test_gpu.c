@@ -140,6 +140,14 @@ static void gcase_sync(gcase *g, int b) {
     CHECK_EQ_INT(amk_cuda_upload(g->cu, b, data, nb, &g->d), AMK_OK);
 }
 
+/* Sets I32 buffer b's first n values (positions) on the reference VM and uploads them. */
+static void gcase_set_i32(gcase *g, int b, const int32_t *v, int n) {
+    void *data = amk_refvm_buffer(g->vm, b, NULL);
+    int i;
+    for (i = 0; i < n; i++) amk__store_i64(data, AMK_DTYPE_I32, i, v[i]);
+    gcase_sync(g, b);
+}
+
 static int gcase_run(gcase *g, const char *tag) {
     amk_result r = amk_refvm_run(g->vm, NULL, &g->d);
     CHECK_MSG(r == AMK_OK, "%s: refvm_run: %s", tag, g->d.message);
@@ -454,7 +462,7 @@ static void test_attention_tile(void) {
 static void rope_case(const char *tag, amk_dtype xt, amk_dtype ot, int64_t S, int64_t heads, int64_t hd,
                       const int32_t *pos, double theta, double factor, double rtol) {
     amk_program *p = prog_new(1);
-    int in[2], y, t, i;
+    int in[2], y, t;
     gcase g;
     in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 3, S, heads, hd);
     in[1] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, S, 0, 0);
@@ -469,9 +477,7 @@ static void rope_case(const char *tag, amk_dtype xt, amk_dtype ot, int64_t S, in
         seti(p, t, "rope_orig_ctx", 8192);
     }
     if (gcase_begin(&g, p, tag, 2.0f)) {
-        void *pv = amk_refvm_buffer(g.vm, in[1], NULL);
-        for (i = 0; i < S; i++) amk__store_i64(pv, AMK_DTYPE_I32, i, pos[i]);
-        gcase_sync(&g, in[1]);
+        gcase_set_i32(&g, in[1], pos, (int)S);
         /* why: |angle| error ~ pos * 1 ulp of inv_freq (libm vs device): scale the tolerance */
         if (gcase_run(&g, tag)) gcase_compare(&g, y, rtol, rtol, tag);
     }
@@ -727,11 +733,7 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
         if (flags & AMK_GEMV_FLAG_ROPE) { seti(p, t, "head_dim", hd); setf(p, t, "theta", 500000.0); }
     }
     if (gcase_begin(&g, p, tag, 1.0f)) {
-        if (pflags) {
-            void *pv = amk_refvm_buffer(g.vm, in[ni - 1], NULL);
-            for (i = 0; i < M; i++) amk__store_i64(pv, AMK_DTYPE_I32, i, pos[i]);
-            gcase_sync(&g, in[ni - 1]);
-        }
+        if (pflags) gcase_set_i32(&g, in[ni - 1], pos, (int)M);
         if (gcase_run(&g, tag)) {
             gcase_compare(&g, y, rtol, rtol, tag);
             if (pp >= 0) check_argmax_pairs(&g, y, pp, M, N, half, tag);
@@ -894,9 +896,7 @@ static void decode_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype 
         seti(p, t, "N_tile", tile);
     }
     if (gcase_begin(&gc, p, tag, 1.0f)) {
-        void *pv = amk_refvm_buffer(gc.vm, in[3], NULL);
-        amk__store_i64(pv, AMK_DTYPE_I32, 0, pos);
-        gcase_sync(&gc, in[3]);
+        gcase_set_i32(&gc, in[3], &pos, 1);
         if (gcase_run(&gc, tag)) gcase_compare(&gc, y, -1, 1e-5, tag);
     }
     gcase_end(&gc);
@@ -960,9 +960,7 @@ static void attn_o_case(const char *tag, amk_dtype qt, amk_dtype wt, int nh, int
         }
     if (threads) p->config.threads_per_block = threads;
     if (gcase_begin(&gc, p, tag, 1.0f)) {
-        void *pv = amk_refvm_buffer(gc.vm, in[3], NULL);
-        amk__store_i64(pv, AMK_DTYPE_I32, 0, pos);
-        gcase_sync(&gc, in[3]);
+        gcase_set_i32(&gc, in[3], &pos, 1);
         if (gcase_run(&gc, tag)) gcase_compare(&gc, y, 1e-4, 2e-5, tag);
     }
     gcase_end(&gc);
@@ -1030,9 +1028,7 @@ static void attn_pre_case(const char *tag, amk_dtype kvt, int nh, int nkv, int h
         }
     if (threads) p->config.threads_per_block = threads;
     if (gcase_begin(&gc, p, tag, 1.0f)) {
-        void *pv = amk_refvm_buffer(gc.vm, in[3], NULL);
-        amk__store_i64(pv, AMK_DTYPE_I32, 0, pos);
-        gcase_sync(&gc, in[3]);
+        gcase_set_i32(&gc, in[3], &pos, 1);
         if (gcase_run(&gc, tag)) {
             gcase_compare(&gc, y, 1e-4, 2e-5, tag);
             gcase_compare(&gc, in[1], -1, -1, tag);
