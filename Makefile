@@ -21,7 +21,7 @@ $(MODEL):
 run: $(MODEL) $(BUILD)/amk
 	$(BUILD)/amk generate -m $(MODEL) --chat -n 64 -p "$(PROMPT)"
 
-HDRS    := amk.h amk_ir.h
+HDRS    := $(wildcard amk*.h)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(filter-out tests/impl.c,$(wildcard tests/test_*.c)))
 # Shell tests (they drive $(BUILD)/amk); each prints "<name>: N passed, N failed".
 TEST_SCRIPTS := $(wildcard tests/test_*.sh)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates the >>unicode_tables block of amk.h: the code-point classes the tokenizer's pre-tokenizers need.
+"""Regenerates the >>unicode_tables block of amk_tok.h: the code-point classes the tokenizer's pre-tokenizers need.
 
 One sorted table of disjoint ranges, each tagged with a class:
   L  General_Category L* (Lu Ll Lt Lm Lo)            = regex \\p{L}
@@ -17,7 +17,7 @@ classifies by Unicode 16 (a Unicode 16 letter is \\p{L} there, a Unicode 17 one 
 the standard library's unicodedata is used (Python 3.11: Unicode 14). The version used is recorded in
 the header.
 
-Usage: python3 scripts/gen_unicode_tables.py [amk_h_path]   (default amk.h, rewritten in place
+Usage: python3 scripts/gen_unicode_tables.py [amk_h_path]   (default amk_tok.h, rewritten in place
 between the ">>unicode_tables begin" and ">>unicode_tables end" markers)
 """
 import os
@@ -49,7 +49,7 @@ def cls(c):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "amk.h")
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "amk_tok.h")
     ranges = []  # (lo, hi, class)
     for c in range(0x110000):
         k = cls(c)

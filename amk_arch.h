@@ -1,0 +1,976 @@
+/* amk_arch.h - AMK the model builders: a Llama decode step as a program.
+   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+#ifndef AMK_ARCH_H
+#define AMK_ARCH_H
+
+#include "amk_cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== >>llama ======================================================================================= */
+/* How the decode step is built. */
+/* KV cache rows a decode step gets when the caller does not say (at most the model's context). */
+#define AMK_LLAMA_DEFAULT_MAX_SEQ 4096
+
+typedef struct amk_llama_build_opts {
+    int max_seq;      /* KV cache rows (the longest context); 0 = min(config max_pos, AMK_LLAMA_DEFAULT_MAX_SEQ) */
+    int weight_dtype; /* dtype of the matrices and the embedding: F32 (default), BF16 or F16 */
+    int act_dtype;    /* activations and KV cache: F32 (default), BF16 or F16 */
+    int num_sms;      /* tiles are sized so each of this many SMs moves the same weight bytes */
+    int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE);
+                         0 (default) = ceil(max_seq / 512), at most 8 */
+    int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
+                         0 (default): AMK's opcodes 20..27, fewer dependent steps a layer */
+    int mlp_accum;    /* with AMK's opcodes: 1 the MLP is one step (RMSNORM_MLP tiles adding their
+                         share of down into an F32 residual that a FILL zeroes), 0 two (gate/up
+                         tiles, then down tiles); -1 (default) AMK's choice (AMK_LLAMA_MLP_ACCUM) */
+    int attn_o;       /* with AMK's opcodes and one KV split: 1 attention and the O projection are
+                         one step (ATTENTION_O tasks, each a kv head's attention and a few rows of
+                         O, adding into an F32 h that a FILL zeroes), 0 two (ATTENTION_DECODE, then
+                         O tiles); -1 (default) AMK's choice (AMK_LLAMA_ATTN_O) */
+    int qkv_fold;     /* with ATTENTION_O and the one-step MLP: 1 each layer's MLP tiles also add up
+                         the next layer's raw Q/K/V projections (RMSNORM_MLP's FOLD: a derived weight
+                         W_cat a layer, which amk_llm computes when it loads), so every layer after
+                         the first is two dependent steps: PRENORM ATTENTION_O tasks (norm scale,
+                         RoPE, the cache row themselves), then the MLP tiles; 0 no; -1 (default)
+                         AMK's choice (AMK_LLAMA_QKV_FOLD). Where the step cannot fold it does not */
+} amk_llama_build_opts;
+
+#ifndef AMK_LLAMA_MLP_ACCUM
+/* what mlp_accum = -1 means: 1 where a tile's rows of W_downT stage in shared memory before its
+   wait (AMK_ROWS_STAGE_MAX bytes: SmolLM2-135M's 14 KB, not Llama-3.2-1B's 256 KB), 0 never,
+   2 always. why: with larger shares the one-step MLP read down's weights at a fraction of the
+   GEMV's pace (bench/RESULTS.md run 146: 1B +17%, 8B +22%; transposed, runs 149 and 151: 1B
+   +26-28%, 8B +33%); SmolLM2 gains 3.6% (run 153) */
+#define AMK_LLAMA_MLP_ACCUM 1
+#endif
+
+#ifndef AMK_LLAMA_ATTN_O
+/* what attn_o = -1 means: 1 where the step has one KV split and the MLP in one step (an F32
+   residual), and a task's rows of W_oT stage in shared memory (AMK_ROWS_STAGE_MAX), 0 never, 2
+   wherever the step has one KV split. why short contexts only: each of ~one task an SM recomputes
+   its kv head's attention, whose K/V reads grow with the context */
+#define AMK_LLAMA_ATTN_O 1
+#endif
+#ifndef AMK_LLAMA_QKV_FOLD
+/* what qkv_fold = -1 means: 0 never, 1 with BF16 weights where the step has ATTENTION_O and the SM
+   sets, 2 wherever the step has ATTENTION_O (and the one-step MLP). why 1: SmolLM2's bf16 step
+   0.390 -> 0.372 ms (medians of 5 rotated rounds, bench/RESULTS.md run 291): a layer is two
+   dependent steps, 11.0 -> 10.8 us with its hops, although the attention task takes 4.4 us against
+   3.3 and the MLP tile 3.2 against 2.5. Only BF16: the GPU takes FOLD only in the lean MLP tile,
+   which stages bf16 rows of W_cat (an F32 step, the golden check's, does not fold by default) */
+#define AMK_LLAMA_QKV_FOLD 1
+#endif
+#ifndef AMK_LLAMA_SM_SETS
+/* with ATTENTION_O: 1 puts each layer on two SM sets (meta "sm_sets", amk_llama_build_lowered):
+   set Y runs the Q/K/V tiles and then the ATTENTION_O tasks (AMK_LLAMA_SETS_ATTN_ROWS rows of
+   W_oT each, one an SM), set Z (the other SMs) the MLP tiles, so no step after an accumulating one
+   (attention + O, the MLP) runs on the SMs that just accumulated; 0 lets the lowering place every
+   task. why: an SM that has just added its share into a residual has its next wait met ~0.7 us
+   after idle SMs do (1.4 on the SM that finished last), whatever it has in flight (neither a
+   bulk reduction nor its next rows' copies moved it: bench/RESULTS.md runs 223-224), and with
+   the MLP tiles on the SMs that ran attention, the last attention tasks' SMs ran the last MLP
+   tiles. SmolLM2: 36 SMs for 35 Q/K/V tiles of 28 rows and 36 tasks, 96 for MLP tiles of 16 rows;
+   the step 3.6% faster, the MLP's start spread 1.2 -> 0.3 us (run 225). AMK_LLAMA_SETS_ALTERNATE
+   refines it: two attention sets, so the attention does not follow the Q/K/V tiles on their SMs */
+#define AMK_LLAMA_SM_SETS 1
+#endif
+#ifndef AMK_LLAMA_HEAD_ARGMAX
+/* with AMK's opcodes: 1 the LM-head tiles also write their (max, index) pairs (RMSNORM_GEMV's
+   ARGMAX flag) and one ARGMAX_COMBINE follows them; 0 an ARGMAX_PARTIAL phase over slices of the
+   logits between them. why 1: the head's tail (its last end to the step's end) 7.7 -> 4.4 us on
+   SmolLM2, 8.2 -> 4.3 on Llama-3.2-1B (bench/RESULTS.md runs 235-236); with 0 the step is slower
+   by 0.4-0.9% on SmolLM2, 0.3-0.4% on 1B, 0.1-0.2% on 8B (run 244) */
+#define AMK_LLAMA_HEAD_ARGMAX 1
+#endif
+#ifndef AMK_LLAMA_SETS_ALTERNATE
+/* with the sets: 1 alternates the ATTENTION_O tasks between two disjoint sets of Y SMs from layer
+   to layer (A0 = SMs 0 .. Y-1, A1 = Y .. 2Y-1; layer l's attention on A(l % 2), its Q/K/V tiles on
+   A((l + 1) % 2), its MLP tiles on the other SMs), so that no task runs on an SM that worked in
+   the phase just before it: with one set Y the attention tasks follow the Q/K/V tiles on the
+   same SMs and start ~0.3-0.45 us after those on idle SMs (bench/RESULTS.md runs 282, 284,
+   `phases.py --starts`). SmolLM2: every attention task starts on an idle SM (0.83 us after its
+   inputs, not 1.28), layer 11.9 -> 11.3 us, the step 0.409 -> 0.394 ms (run 287). Needs
+   2Y < the SMs (the FILLs go to SMs of neither set). */
+#define AMK_LLAMA_SETS_ALTERNATE 1
+#endif
+#ifndef AMK_LLAMA_SETS_ATTN_ROWS
+#define AMK_LLAMA_SETS_ATTN_ROWS 16 /* with the sets: an ATTENTION_O task's rows of W_oT (SmolLM2: 36 tasks) */
+#endif
+#ifndef AMK_LLAMA_MLP_MAX_ROWS
+#define AMK_LLAMA_MLP_MAX_ROWS 16 /* with the sets: the most rows an MLP tile may have (the lean form's, a row a warp) */
+#endif
+#ifndef AMK_LLAMA_ATTN_O_MIN_ROWS
+/* an ATTENTION_O task's rows of W_oT: at least this many (else one task an SM). why 8: with the
+   lean form, SmolLM2's 72 tasks of 8 rows make the step 1.5% faster than 117 of 5 (bench/RESULTS.md
+   run 204): each task is 0.4 us longer, but the MLP tiles, 60 of them on SMs left idle, are 0.6
+   us shorter (4.13 -> 3.55). 16 (36 tasks, no lean form) was 3% slower (run 166) */
+#define AMK_LLAMA_ATTN_O_MIN_ROWS 8
+#endif
+
+/* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), KV splits 0 (auto),
+   fused, mlp_accum -1, attn_o -1 and qkv_fold -1 (auto). */
+AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o);
+
+/* A named shape with its real hyper-parameters: "llama3-8b", "llama3.2-1b", "smollm2-135m". */
+AMK_API amk_result amk_llama_config_preset(const char *name, amk_llama_config *cfg);
+/* A config from an HF config.json alone (no weights needed): the random-weight mode uses it. */
+AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config *cfg, amk_diag *d);
+
+/* Builds the decode step of cfg (one token at position pos, KV cache persisted across steps).
+   Fused (the default), six dependent steps a layer (five without COMBINE): RMSNORM_GEMV tiles
+   for Q, K and V (norm, interleaved RoPE, K and V stored straight into the cache row pos);
+   ATTENTION_DECODE per kv head and KV split; ATTENTION_COMBINE (with more than one split); O
+   tiles (GEMV_TILE, the residual as bias); RMSNORM_SWIGLU tiles for gate/up; down tiles
+   (residual as bias). With o->mlp_accum (see there; by default for SmolLM2-sized shapes) the
+   last two are one step: RMSNORM_MLP tiles adding into the next residual (F32), which a FILL
+   beside attention zeroes (the O tiles wait for it); down_proj is then a [I, H] buffer (meta
+   down_proj "transposed": amk_llm transposes the HF weight). With o->attn_o (see there; by
+   default with the one-step MLP at one KV split) attention and O are one step too: ATTENTION_O
+   tasks, each its kv head's attention and a few rows of W_oT (o_proj as [q_rows, H], meta o_proj
+   "transposed"), adding into h (F32), which a FILL beside the layer before's attention zeroes
+   (layer 0's at the start). With o->qkv_fold as well (see there; meta qkv_fold "1") layers 1..L-1
+   have no Q/K/V tiles: layer i's MLP tiles (RMSNORM_MLP with AMK_MLP_FLAG_FOLD; not the last
+   layer's) also add the next layer's raw projections into qkv.i (F32 [1, F], F = q_rows +
+   2*kv_rows; a FILL beside the attention zeroes it) through W_cat.i (a WEIGHT [I + H, F] of the
+   weight dtype, source "amk.qkv_fold.<i>", which amk_llm derives from the layer's down_proj and
+   the next layer's q/k/v_proj and input_layernorm), and layer i+1's ATTENTION_O tasks are PRENORM
+   (AMK_ATTN_FLAG_PRENORM) on qkv.i and x.(i+1), waiting for all of layer i's MLP tiles, the first
+   of each kv head storing the cache row; the FILLs beside them wait for what they wait for. The
+   head is RMSNORM_GEMV LM-head
+   tiles, ARGMAX_PARTIAL tasks over slices of about 1024 logits (at most one an SM) and
+   ARGMAX_COMBINE. Q and K rows are in interleaved pair
+   order (meta["qk_rows"] = "interleaved"): amk_llm permutes the HF weights when it loads them.
+   With o->spec_ops: EMBED; per layer RMSNORM, Q/K/V GEMV tiles, ROPE, KV_APPEND, split-KV
+   ATTENTION_TILE and ATTENTION_COMBINE, O tiles, ADD, RMSNORM, gate/up tiles, SILU_MUL, down
+   tiles, ADD; final RMSNORM, LM-head tiles, SAMPLE_ARGMAX
+   (HF row order; amk_llama_set_pos updates the per-step params). Buffers: IO_INPUT "token" and
+   "pos" (I32 [1]); WEIGHT buffers whose source is the HF tensor name (the LM head reads the
+   embedding when tied); KV_CACHE "k_cache.L"/"v_cache.L" [max_seq, n_kv_heads, head_dim];
+   IO_OUTPUT "logits" (F32 [1, vocab]) and "next_token" (I32 [1], the argmax). The program is not
+   lowered yet (no SMs, no pages): amk_program_lower does that. meta["kv_window"] holds the rows
+   per KV split. */
+AMK_API amk_result amk_llama_build(const amk_llama_config *cfg, const amk_llama_build_opts *o,
+                                   amk_program **out, amk_diag *d);
+
+/* amk_llama_build, then amk_program_lower onto o->num_sms SMs with the decode schedule AMK runs
+   (load_balance, graph_color pages, 512 threads per block): the program amk_llm executes. */
+AMK_API amk_result amk_llama_build_lowered(const amk_llama_config *cfg, const amk_llama_build_opts *o,
+                                           amk_program **out, amk_diag *d);
+
+/* Sets the per-step params of a built step for position pos: KV_APPEND pos, and each
+   ATTENTION_TILE's kv_len so the windows cover rows [0, pos] (the spec_ops step; the fused step
+   has no per-step params). AMK_ERR_RUNTIME if pos is outside the KV cache. (The "pos" input
+   buffer is the caller's to write.) */
+AMK_API amk_result amk_llama_set_pos(amk_program *p, int pos, amk_diag *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMK_ARCH_H */
+
+#if defined(AMK_IMPLEMENTATION) && !defined(AMK_ARCH_IMPLEMENTATION_DONE)
+#define AMK_ARCH_IMPLEMENTATION_DONE
+/* ==== >>impl_llama ================================================================================== */
+AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->weight_dtype = AMK_DTYPE_F32;
+    o->act_dtype = AMK_DTYPE_F32;
+    o->num_sms = 132; /* why: an H100 SXM has 132 SMs */
+    o->kv_splits = 0;
+    o->mlp_accum = -1;
+    o->attn_o = -1;
+    o->qkv_fold = -1;
+}
+
+AMK_API amk_result amk_llama_config_preset(const char *name, amk_llama_config *c) {
+    if (!name || !c) return AMK_ERR_INVALID_ARG;
+    memset(c, 0, sizeof *c);
+    snprintf(c->arch, sizeof c->arch, "llama");
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->rms_eps = 1e-5f;
+    c->n_eos = 1;
+    if (strcmp(name, "llama3-8b") == 0) { /* REFERENCE §3.3 */
+        c->n_layers = 32; c->hidden = 4096; c->intermediate = 14336; c->n_heads = 32;
+        c->n_kv_heads = 8; c->head_dim = 128; c->vocab = 128256; c->max_pos = 8192;
+        c->rope_theta = 500000.0f; c->bos_id = 128000; c->eos_ids[0] = 128001;
+        return AMK_OK;
+    }
+    if (strcmp(name, "llama3.2-1b") == 0) {
+        c->n_layers = 16; c->hidden = 2048; c->intermediate = 8192; c->n_heads = 32;
+        c->n_kv_heads = 8; c->head_dim = 64; c->vocab = 128256; c->max_pos = 131072;
+        c->rope_theta = 500000.0f; c->rope_llama3 = 1; c->rope_factor = 32.0f;
+        c->rope_low_freq_factor = 1.0f; c->rope_high_freq_factor = 4.0f; c->rope_orig_ctx = 8192;
+        c->tie_embeddings = 1; c->bos_id = 128000; c->eos_ids[0] = 128001;
+        return AMK_OK;
+    }
+    if (strcmp(name, "smollm2-135m") == 0) { /* REFERENCE §3.1 */
+        c->n_layers = 30; c->hidden = 576; c->intermediate = 1536; c->n_heads = 9;
+        c->n_kv_heads = 3; c->head_dim = 64; c->vocab = 49152; c->max_pos = 8192;
+        c->rope_theta = 100000.0f; c->tie_embeddings = 1; c->bos_id = 1; c->eos_ids[0] = 2;
+        return AMK_OK;
+    }
+    return AMK_ERR_NOT_FOUND;
+}
+
+AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config *cfg, amk_diag *d) {
+    char *text = NULL;
+    size_t len = 0;
+    amk__jdoc doc;
+    amk_result r;
+    if (!path || !cfg) return AMK_ERR_INVALID_ARG;
+    memset(cfg, 0, sizeof *cfg);
+    r = amk__read_file(path, &text, &len, d);
+    if (r != AMK_OK) return r;
+    r = amk__json_parse(text, len, AMK_JSON_MAX_DEPTH, &doc, d);
+    if (r == AMK_OK) {
+        r = amk__model_config_json(doc.root, cfg, d);
+        if (r == AMK_OK) r = amk__model_check_config(cfg, d);
+        amk__json_free(&doc);
+    }
+    amk__free(text);
+    if (r != AMK_OK && d && !strstr(d->message, path)) {
+        char msg[sizeof d->message];
+        memcpy(msg, d->message, sizeof msg);
+        snprintf(d->message, sizeof d->message, "%.200s: %.300s", path, msg);
+    }
+    return r;
+}
+
+/* ---- the builder ---------------------------------------------------------------------------- */
+
+typedef struct amk__lb {
+    amk_program *p;
+    const amk_llama_config *c;
+    amk_llama_build_opts o;
+    char name[160];
+} amk__lb;
+
+AMK__FN int amk__lb_buf(amk__lb *b, int kind, int dtype, int64_t d0, int64_t d1, int64_t d2,
+                       int rank, const char *source, const char *fmt, ...) {
+    int64_t shape[3];
+    va_list ap;
+    shape[0] = d0; shape[1] = d1; shape[2] = d2;
+    va_start(ap, fmt);
+    vsnprintf(b->name, sizeof b->name, fmt, ap);
+    va_end(ap);
+    return amk_program_add_buffer(b->p, b->name, (amk_buffer_kind)kind, (amk_dtype)dtype, rank,
+                                  shape, kind == AMK_KIND_ACTIVATION ? AMK_SPACE_GLOBAL_SCRATCH
+                                                                     : AMK_SPACE_HBM, source);
+}
+
+/* One task waiting for all producers of each listed counter (count in *_n). */
+AMK__FN int amk__lb_task(amk__lb *b, int op, const int *ins, int n_in, int out, int counter,
+                        const int *wait_c, const int *wait_n, int n_wait, int64_t est_bytes,
+                        const char *label) {
+    int t = amk_program_add_task(b->p, op, ins, n_in, &out, 1, counter, label), i;
+    if (t < 0) return -1;
+    for (i = 0; i < n_wait; i++) amk_task_add_wait(b->p, t, wait_c[i], wait_n[i]);
+    b->p->tasks[t].est_bytes = est_bytes;
+    return t;
+}
+
+/* Task t gets buffer x as one more output (an RMSNORM_GEMV tile's argmax partials, an RMSNORM_MLP
+   tile's qkv, a PRENORM ATTENTION_O's caches); -1 when out of memory. */
+AMK__FN int amk__lb_add_output(amk__lb *b, int t, int x) {
+    amk_task *tk = &b->p->tasks[t];
+    int *o = (int *)amk__realloc(tk->outputs, (size_t)(tk->n_outputs + 1) * sizeof(int));
+    if (!o) return -1;
+    o[tk->n_outputs++] = x;
+    tk->outputs = o;
+    return 0;
+}
+
+/* Rows per tile so that the rows of one phase (matrices read together, same K) spread over the
+   SMs: ceil(total_rows / num_sms). */
+AMK__FN int amk__lb_tile_rows(int64_t total_rows, int num_sms) {
+    int64_t r = (total_rows + num_sms - 1) / num_sms;
+    return r < 1 ? 1 : (int)r;
+}
+
+/* RMSNORM of x [1, H] by w into out, after all producers (n_wait) of wait_c. */
+AMK__FN int amk__lb_rmsnorm(amk__lb *b, int x, int w, int out, int counter, int wait_c, int n_wait,
+                           const char *label) {
+    int ins[2], t;
+    ins[0] = x; ins[1] = w;
+    t = amk__lb_task(b, AMK_OP_RMSNORM, ins, 2, out, counter, &wait_c, &n_wait, 1, (int64_t)b->c->hidden * 4, label);
+    amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
+    amk_task_set_int(b->p, t, "hidden", b->c->hidden);
+    return t;
+}
+
+/* Task t's RoPE params: head_dim, the config's theta and llama3 scaling. */
+AMK__FN void amk__lb_rope_params(amk__lb *b, int t) {
+    const amk_llama_config *c = b->c;
+    amk_task_set_int(b->p, t, "head_dim", c->head_dim);
+    amk_task_set_real(b->p, t, "theta", c->rope_theta);
+    if (c->rope_llama3) {
+        amk_task_set_real(b->p, t, "rope_factor", c->rope_factor);
+        amk_task_set_real(b->p, t, "rope_low_freq_factor", c->rope_low_freq_factor);
+        amk_task_set_real(b->p, t, "rope_high_freq_factor", c->rope_high_freq_factor);
+        amk_task_set_int(b->p, t, "rope_orig_ctx", c->rope_orig_ctx);
+    }
+}
+
+/* ROPE of x [1, heads*head_dim] at the position in buffer pos into out (the config's theta and
+   llama3 scaling), after all producers (n_wait) of wait_c. */
+AMK__FN int amk__lb_rope(amk__lb *b, int x, int pos, int out, int counter, int wait_c, int n_wait,
+                        const char *label) {
+    int ins[2], t;
+    ins[0] = x; ins[1] = pos;
+    t = amk__lb_task(b, AMK_OP_ROPE, ins, 2, out, counter, &wait_c, &n_wait, 1, 0, label);
+    amk__lb_rope_params(b, t);
+    return t;
+}
+
+/* Tiles of opcode op over N weight rows of K columns: ins[0..n_in) are the task inputs (the
+   matrices among them count n_mats times in est_bytes; RMSNORM_MLP's last, the residual, goes to
+   the first tile only: it is added once), rows per tile; all signal counter after all wait_n[k]
+   producers of each wait_c[k], k < n_wait, in that order. Tasks get K, N_tile, n_off (and eps for
+   the fused RMSNORM_* ops); flags != 0 is set on each too. Returns the tile count, or -1. The
+   tiles are the last tasks of the program. */
+AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_mats, int out, int counter,
+                         int64_t N, int64_t K, int rows, const int *wait_c, const int *wait_n, int n_wait,
+                         int flags, const char *what, int layer) {
+    int n_tiles = 0;
+    int64_t off;
+    int wbytes = amk_dtype_bits(b->o.weight_dtype) / 8;
+    for (off = 0; off < N; off += rows) {
+        int64_t nt = N - off < rows ? N - off : rows;
+        int t;
+        char label[64];
+        snprintf(label, sizeof label, "L%d %s[%lld:%lld]", layer, what, (long long)off, (long long)(off + nt));
+        t = amk__lb_task(b, op, ins, op == AMK_OP_RMSNORM_MLP && off > 0 ? n_in - 1 : n_in, out, counter, wait_c, wait_n,
+                         n_wait, n_mats * nt * K * wbytes, label);
+        if (t < 0) return -1;
+        amk_task_set_int(b->p, t, "K", K);
+        amk_task_set_int(b->p, t, "N_tile", nt);
+        amk_task_set_int(b->p, t, "n_off", off);
+        if (op == AMK_OP_RMSNORM_GEMV || op == AMK_OP_RMSNORM_SWIGLU || op == AMK_OP_RMSNORM_MLP)
+            amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
+        if (flags) amk_task_set_int(b->p, t, "flags", flags);
+        if (op == AMK_OP_RMSNORM_GEMV && (flags & AMK_GEMV_FLAG_ROPE)) amk__lb_rope_params(b, t);
+        n_tiles++;
+    }
+    return n_tiles;
+}
+
+/* GEMV tiles of W [N, K] over x into out; all signal counter; returns the tile count. */
+AMK__FN int amk__lb_gemv(amk__lb *b, int x, int w, int out, int counter, int64_t N, int64_t K,
+                        int rows, int wait_c, int wait_n, const char *what, int layer) {
+    int ins[2];
+    ins[0] = x; ins[1] = w;
+    return amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, out, counter, N, K, rows, &wait_c, &wait_n, 1, 0, what, layer);
+}
+
+/* out = resid + a @ w.T ([N, K] tiles after the n_wait waits of wait_c/wait_n, as amk__lb_tiles):
+   fused, the tiles add resid as their bias; spec_ops, GEMV tiles into a scratch buffer and an
+   ADD. Returns the counter that marks out complete (its producer count in *n_done), or -1. */
+AMK__FN int amk__lb_proj_residual(amk__lb *b, int a, int w, int resid, int out, int64_t N, int64_t K,
+                                  const int *wait_c, const int *wait_n, int n_wait, const char *what, int layer,
+                                  int *n_done) {
+    const int rows = amk__lb_tile_rows(N, b->o.num_sms);
+    int c = amk_program_add_counter(b->p, b->o.spec_ops ? "projection tiles" : "projection + residual tiles");
+    int ins[3], n, tmp, c_add;
+    char label[64];
+    if (!b->o.spec_ops) {
+        ins[0] = a; ins[1] = w; ins[2] = resid;
+        n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 3, 1, out, c, N, K, rows, wait_c, wait_n, n_wait, 0, what, layer);
+        *n_done = n;
+        return n < 0 ? -1 : c;
+    }
+    tmp = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, 1, N, 0, 2, NULL, "%s.%d", what, layer);
+    ins[0] = a; ins[1] = w;
+    n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, tmp, c, N, K, rows, wait_c, wait_n, n_wait, 0, what, layer);
+    if (n < 0) return -1;
+    c_add = amk_program_add_counter(b->p, "residual");
+    ins[0] = resid; ins[1] = tmp;
+    snprintf(label, sizeof label, "L%d residual %s", layer, what);
+    amk__lb_task(b, AMK_OP_ADD, ins, 2, out, c_add, &c, &n, 1, 0, label);
+    *n_done = 1;
+    return c_add;
+}
+
+/* Decode attention task t's params: the config's heads, the window [start, start + len), scale
+   1/sqrt(head_dim); with g >= 0 (ATTENTION_DECODE, ATTENTION_O) kv head g alone. */
+AMK__FN void amk__lb_attn_params(amk__lb *b, int t, int64_t start, int64_t len, int g) {
+    const amk_llama_config *c = b->c;
+    amk_task_set_int(b->p, t, "head_dim", c->head_dim);
+    amk_task_set_int(b->p, t, "kv_start", start);
+    amk_task_set_int(b->p, t, "kv_len", len);
+    amk_task_set_real(b->p, t, "scale", 1.0 / sqrt((double)c->head_dim));
+    amk_task_set_int(b->p, t, "n_heads", c->n_heads);
+    amk_task_set_int(b->p, t, "n_kv_heads", c->n_kv_heads);
+    if (g >= 0) { amk_task_set_int(b->p, t, "n_off", g); amk_task_set_int(b->p, t, "N_tile", 1); }
+}
+
+/* A FILL of out with 0 (the start of a sum) after the n_wait waits of wait_c/wait_n, signalling
+   counter. Returns the task, or -1. */
+AMK__FN int amk__lb_zero(amk__lb *b, int out, int counter, const int *wait_c, const int *wait_n, int n_wait,
+                        const char *label) {
+    const int t = amk__lb_task(b, AMK_OP_FILL, NULL, 0, out, counter, wait_c, wait_n, n_wait, 0, label);
+    if (t >= 0) amk_task_set_real(b->p, t, "scale", 0.0);
+    return t;
+}
+
+/* The attention tasks of one layer (S KV splits of window rows) reading q and the caches; each
+   signals c_att after wc/wn. Fused: ATTENTION_DECODE per kv head and split (kv_len the full
+   window, cut at pos on the device); else ATTENTION_TILE per split (kv_len set per step by
+   amk_llama_set_pos). With S > 1 they write partials parts[j] (made here), else attn. */
+AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int pos, int attn, int S,
+                             int window, int max_seq, int c_att, const int *wc, const int *wn, int nwait,
+                             int *parts) {
+    const amk_llama_config *c = b->c;
+    const int fused = !b->o.spec_ops, ad = b->o.act_dtype;
+    const int64_t kv_rows = (int64_t)c->n_kv_heads * c->head_dim;
+    int j, g, t, ins[4];
+    char label[64];
+    for (j = 0; j < S; j++) {
+        const int64_t start = (int64_t)j * window, len = max_seq - start < window ? max_seq - start : window;
+        parts[j] = S > 1 ? amk__lb_buf(b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, c->n_heads, c->head_dim + 2, 0, 2, NULL,
+                                       "attn_part.%d.%d", layer, j)
+                         : attn;
+        ins[0] = q; ins[1] = kc; ins[2] = vc; ins[3] = pos;
+        for (g = 0; g < (fused ? c->n_kv_heads : 1); g++) {
+            if (fused) snprintf(label, sizeof label, "L%d attention[%d] kv%d", layer, j, g);
+            else snprintf(label, sizeof label, "L%d attention[%d]", layer, j);
+            t = amk__lb_task(b, fused ? AMK_OP_ATTENTION_DECODE : AMK_OP_ATTENTION_TILE, ins, fused ? 4 : 3, parts[j],
+                             c_att, wc, wn, nwait, 2LL * len * (fused ? c->head_dim : kv_rows) * (amk_dtype_bits(ad) / 8),
+                             label);
+            if (t < 0) return -1;
+            amk__lb_attn_params(b, t, start, fused ? len : 0, fused ? g : -1);
+            if (S > 1) amk_task_set_int(b->p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
+        }
+    }
+    return fused ? S * c->n_kv_heads : S;
+}
+
+/* The ATTENTION_O tasks of one layer (one KV split: the whole cache): per kv head, tasks of `rows`
+   rows of W_oT (the last of a head shorter), each the head's attention and its rows' share of O,
+   adding into h; the first also adds the residual x. All wait for the n_wait producers of wait_c
+   and signal c_att. With prenorm (a folded layer) q is the raw projections qkv and the tasks are
+   PRENORM: they scale by x's rms and rotate themselves, and a head's first task stores its k and v
+   into the caches' row pos. Returns the task count, or -1. */
+AMK__FN int amk__lb_attention_o(amk__lb *b, int layer, int q, int kc, int vc, int pos, int w_o, int x, int h,
+                               int rows, int max_seq, int c_att, int wait_c, int n_wait, int prenorm) {
+    const amk_llama_config *c = b->c;
+    const int64_t per_head = (int64_t)(c->n_heads / c->n_kv_heads) * c->head_dim; /* W_oT rows a kv head */
+    const int64_t kv_bytes = 2LL * max_seq * c->head_dim * (amk_dtype_bits(b->o.act_dtype) / 8);
+    int g, t, n = 0, ins[7];
+    int64_t off;
+    char label[96]; /* why 96: four numbers of up to 20 digits each fit */
+    ins[0] = q; ins[1] = kc; ins[2] = vc; ins[3] = pos; ins[4] = w_o; ins[5] = x; ins[6] = x; /* PRENORM: x, resid */
+    for (g = 0; g < c->n_kv_heads; g++)
+        for (off = g * per_head; off < (g + 1) * per_head; off += rows) {
+            const int64_t nt = (g + 1) * per_head - off < rows ? (g + 1) * per_head - off : rows;
+            snprintf(label, sizeof label, "L%d attention_o[%lld:%lld] kv%d", layer, (long long)off,
+                     (long long)(off + nt), g);
+            t = amk__lb_task(b, AMK_OP_ATTENTION_O, ins, (n == 0 ? 6 : 5) + prenorm, h, c_att, &wait_c, &n_wait, 1,
+                             kv_bytes + nt * c->hidden * (amk_dtype_bits(b->o.weight_dtype) / 8), label);
+            if (t < 0) return -1;
+            amk__lb_attn_params(b, t, 0, max_seq, g);
+            amk_task_set_int(b->p, t, "m_off", off);
+            amk_task_set_int(b->p, t, "M_tile", nt);
+            if (prenorm) {
+                amk_task_set_int(b->p, t, "flags", AMK_ATTN_FLAG_PRENORM);
+                amk_task_set_real(b->p, t, "eps", c->rms_eps);
+                amk__lb_rope_params(b, t);
+                if (off == g * per_head && (amk__lb_add_output(b, t, kc) < 0 || amk__lb_add_output(b, t, vc) < 0))
+                    return -1;
+            }
+            n++;
+        }
+    return n;
+}
+
+AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_build_opts *opts,
+                                   amk_program **out, amk_diag *d) {
+    amk__lb b;
+    amk_program *p;
+    int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd, fused, accum, rd, mlp_rows, ao, ao_rows;
+    int set_y, set_z, qkv_rows, fold;
+    int token, pos, embed, lm_w, x, cx, n_cx, t, i, one = 1, h_next = -1, qkv_prev = -1;
+    char meta[32];
+    int64_t q_rows, kv_rows, F;
+    *out = NULL;
+    memset(&b, 0, sizeof b);
+    if (opts) b.o = *opts; else amk_llama_build_opts_default(&b.o);
+    if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no config");
+    mlp_rows = amk__lb_tile_rows(c->intermediate, b.o.num_sms > 0 ? b.o.num_sms : 1); /* an RMSNORM_MLP tile's */
+    if (b.o.mlp_accum >= 0) accum = b.o.mlp_accum != 0;
+    else /* do one tile's rows of W_downT stage on the device? */
+        accum = AMK_LLAMA_MLP_ACCUM == 2 ||
+                (AMK_LLAMA_MLP_ACCUM == 1 && amk__rows_stage_bytes(b.o.weight_dtype, c->hidden, mlp_rows) > 0);
+    accum = accum && !b.o.spec_ops;
+    rd = accum ? AMK_DTYPE_F32 : b.o.act_dtype; /* why: atomic adds need F32; the residual is 2-16 KB */
+    L = c->n_layers; H = c->hidden; I = c->intermediate; NH = c->n_heads; NKV = c->n_kv_heads;
+    HD = c->head_dim; V = c->vocab;
+    if (L < 1 || H < 1 || I < 1 || NH < 1 || NKV < 1 || HD < 2 || HD % 2 || V < 1 || NH % NKV)
+        return amk__fail(d, AMK_ERR_INVALID_ARG,
+                         "llama build: bad shape (layers %d hidden %d ffn %d heads %d/%d head_dim %d vocab %d)",
+                         L, H, I, NH, NKV, HD, V);
+    max_seq = b.o.max_seq > 0 ? b.o.max_seq
+            : (c->max_pos > 0 && c->max_pos < AMK_LLAMA_DEFAULT_MAX_SEQ ? c->max_pos : AMK_LLAMA_DEFAULT_MAX_SEQ);
+    /* why: the device's ATTENTION_DECODE loads a chunk of up to 512 rows in one round trip, so
+       a split of 512 rows costs about what a split of 16 does, while a split needs a COMBINE
+       step (a whole dependent step a layer). So one split per 512 rows; COMBINE takes <= 8. */
+    S = b.o.kv_splits > 0 ? b.o.kv_splits : (max_seq + 511) / 512;
+    S = S > 8 ? 8 : S;
+    if (S > max_seq) S = max_seq;
+    window = (max_seq + S - 1) / S;
+    S = (max_seq + window - 1) / window; /* why: no split may start past the cache */
+    ad = b.o.act_dtype; wd = b.o.weight_dtype;
+    fused = !b.o.spec_ops;
+    if (!amk_dtype_is_float(ad) || !amk_dtype_is_float(wd) || b.o.num_sms < 1)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: dtypes must be float, num_sms >= 1");
+    ao_rows = amk__lb_tile_rows((int64_t)NH * HD, b.o.num_sms); /* an ATTENTION_O task's rows of W_oT */
+    if (ao_rows < AMK_LLAMA_ATTN_O_MIN_ROWS) ao_rows = AMK_LLAMA_ATTN_O_MIN_ROWS;
+    if (b.o.attn_o >= 0) ao = b.o.attn_o != 0;
+    else /* do a task's rows of W_oT stage on the device? */
+        ao = AMK_LLAMA_ATTN_O == 2 || (AMK_LLAMA_ATTN_O == 1 && accum && amk__rows_stage_bytes(wd, H, ao_rows) > 0);
+    ao = ao && fused && S == 1;
+    q_rows = (int64_t)NH * HD;
+    kv_rows = (int64_t)NKV * HD;
+    set_y = set_z = 0;
+    if (ao && AMK_LLAMA_SM_SETS) { /* set Y: one SM an ATTENTION_O task, also the Q/K/V tiles; set Z: the MLP tiles */
+        const int64_t per_head = (int64_t)(NH / NKV) * HD, ar = AMK_LLAMA_SETS_ATTN_ROWS;
+        const int64_t ny = (int64_t)NKV * ((per_head + ar - 1) / ar), nz = b.o.num_sms - ny;
+        /* why these bounds: the tasks keep their fast forms at 512 threads (amk_llama_build_lowered's):
+           an MLP tile a row a warp, a Q/K/V tile a RoPE pair a warp beside the trig warp (30 rows),
+           an attention task's rows of W_oT staged */
+        if (ny < b.o.num_sms && nz >= 1 && (I + nz - 1) / nz <= AMK_LLAMA_MLP_MAX_ROWS &&
+            amk__rows_stage_bytes(wd, H, ar) > 0) {
+            int r = amk__lb_tile_rows(q_rows + 2 * kv_rows, (int)ny);
+            r += r % 2;
+            if (r <= 30 && 2 * ((kv_rows + r - 1) / r) + (q_rows + r - 1) / r <= ny) {
+                set_y = (int)ny;
+                set_z = (int)nz;
+                ao_rows = (int)ar;
+                mlp_rows = amk__lb_tile_rows(I, set_z);
+                qkv_rows = r;
+            }
+        }
+    }
+    /* a Q/K/V tile's rows, with the sets one a set-Y SM (above). why two thirds of the SMs with
+       ATTENTION_O (a tiny model's step): SmolLM2's 80 Q/K/V tiles of 12 rows made the step ~1%
+       faster than 120 of 8 (bench/RESULTS.md run 205; 60 of 16 the same): the tiles start closer
+       together, and the attention tasks find more SMs idle. With AMK's opcodes even: RoPE pairs
+       (2i, 2i+1) stay inside one tile */
+    if (!set_y) {
+        qkv_rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, ao ? (b.o.num_sms * 2 + 2) / 3 : b.o.num_sms);
+        if (fused) qkv_rows += qkv_rows % 2;
+    }
+    /* the folded Q/K/V: the MLP tiles build the next layer's projections and its ATTENTION_O tasks
+       take them, so it needs both one-step forms, and a next layer */
+    if (b.o.qkv_fold >= 0) fold = b.o.qkv_fold != 0;
+    else fold = AMK_LLAMA_QKV_FOLD == 2 || (AMK_LLAMA_QKV_FOLD == 1 && wd == AMK_DTYPE_BF16 && set_y);
+    fold = fold && ao && accum && L > 1;
+    F = q_rows + 2 * kv_rows; /* a row of qkv: Q, K and V projections */
+    p = amk_program_create();
+    if (!p) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    b.p = p; b.c = c;
+    amk_program_set_meta_string(p, "model", c->name[0] ? c->name : "llama");
+    amk_program_set_meta_string(p, "regime", "decode");
+    amk_program_set_meta_string(p, "dtype", amk_dtype_name(wd));
+    snprintf(meta, sizeof meta, "%d", window);
+    amk_program_set_meta_string(p, "kv_window", meta);
+    if (fused) amk_program_set_meta_string(p, "qk_rows", "interleaved");
+    if (accum) amk_program_set_meta_string(p, "down_proj", "transposed");
+    if (ao) amk_program_set_meta_string(p, "o_proj", "transposed");
+    if (fold) amk_program_set_meta_string(p, "qkv_fold", "1");
+    if (set_y) {
+        snprintf(meta, sizeof meta, "%d %d", set_y, set_z);
+        amk_program_set_meta_string(p, "sm_sets", meta);
+    }
+
+    token = amk__lb_buf(&b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "token");
+    pos = amk__lb_buf(&b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "pos");
+    embed = amk__lb_buf(&b, AMK_KIND_WEIGHT, wd, V, H, 0, 2, "model.embed_tokens.weight", "model.embed_tokens.weight");
+    x = amk__lb_buf(&b, AMK_KIND_ACTIVATION, rd, 1, H, 0, 2, NULL, "x.0");
+    cx = amk_program_add_counter(p, "embed done");
+    n_cx = 1;
+    {
+        int ins[2];
+        ins[0] = token; ins[1] = embed;
+        t = amk__lb_task(&b, AMK_OP_EMBED, ins, 2, x, cx, NULL, NULL, 0, (int64_t)H * (amk_dtype_bits(wd) / 8), "embed");
+        amk_task_set_int(p, t, "hidden", H);
+    }
+    for (i = 0; i < L; i++) {
+        int w_an, w_q, w_k, w_v, w_o, w_fn, w_g, w_u, w_dn, kc, vc, attn, h, xo, c_att, c_comb, c_o, c_d, c_f = -1;
+        int n_fill = 0, w_cat = -1, qkv = -1; /* qkv.i: the projections this layer's MLP folds (and W_cat.i) */
+        const int prenorm = fold && i > 0;    /* this layer's ATTENTION_O takes qkv.(i-1), not Q/K/V tiles */
+        int n_att, n_o, n_d, rows, ins[8], parts[8];
+        char src[128], label[64];
+#define AMK__W(var, r0, r1, rank, fmt) \
+        snprintf(src, sizeof src, fmt, i); \
+        var = amk__lb_buf(&b, AMK_KIND_WEIGHT, (rank) == 1 ? AMK_DTYPE_F32 : wd, r0, r1, 0, rank, src, "%s", src)
+        AMK__W(w_an, H, 0, 1, "model.layers.%d.input_layernorm.weight");
+        AMK__W(w_q, q_rows, H, 2, "model.layers.%d.self_attn.q_proj.weight");
+        AMK__W(w_k, kv_rows, H, 2, "model.layers.%d.self_attn.k_proj.weight");
+        AMK__W(w_v, kv_rows, H, 2, "model.layers.%d.self_attn.v_proj.weight");
+        if (ao) { AMK__W(w_o, q_rows, H, 2, "model.layers.%d.self_attn.o_proj.weight"); } /* transposed: meta o_proj */
+        else { AMK__W(w_o, H, q_rows, 2, "model.layers.%d.self_attn.o_proj.weight"); }
+        AMK__W(w_fn, H, 0, 1, "model.layers.%d.post_attention_layernorm.weight");
+        AMK__W(w_g, I, H, 2, "model.layers.%d.mlp.gate_proj.weight");
+        AMK__W(w_u, I, H, 2, "model.layers.%d.mlp.up_proj.weight");
+        if (accum) { AMK__W(w_dn, I, H, 2, "model.layers.%d.mlp.down_proj.weight"); } /* transposed: meta down_proj */
+        else { AMK__W(w_dn, H, I, 2, "model.layers.%d.mlp.down_proj.weight"); }
+        if (fold && i + 1 < L) { /* W_cat.i = [W_fold ; W_base] [I + H, F]: amk_llm derives it */
+            AMK__W(w_cat, I + H, F, 2, "amk.qkv_fold.%d");
+            qkv = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, F, 0, 2, NULL, "qkv.%d", i);
+        }
+#undef AMK__W
+        kc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "k_cache.%d", i);
+        vc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "v_cache.%d", i);
+        attn = ao ? -1 : amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "attn.%d", i);
+        /* why F32 with ATTENTION_O: its tasks add into h */
+        h = h_next >= 0 ? h_next : amk__lb_buf(&b, AMK_KIND_ACTIVATION, ao ? AMK_DTYPE_F32 : rd, 1, H, 0, 2, NULL, "h.%d", i);
+        xo = amk__lb_buf(&b, AMK_KIND_ACTIVATION, rd, 1, H, 0, 2, NULL, "x.%d", i + 1);
+
+        /* why: K and V rows need fewer tiles than Q; their tiles and tasks come first in list
+           order, so an SM that also holds Q work does not block them behind it */
+        rows = qkv_rows;
+        if (fused) { /* QKV: norm + GEMV + RoPE, K and V straight into the cache row */
+            /* wc, wn: what the attention and the FILLs beside it wait for: the Q/K/V tiles, or in a
+               folded layer the MLP tiles before it, which built its qkv */
+            int wc = cx, wn = n_cx, n, qr = qkv_prev;
+            if (!prenorm) {
+                const int c_qkv = amk_program_add_counter(p, "qkv tiles");
+                int n_qkv = 0;
+                qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
+                if (ao && i == 0) { /* h.0 starts at 0, before the step's first attention (it waits like a tile) */
+                    if (amk__lb_zero(&b, h, c_qkv, NULL, NULL, 0, "L0 attention start") < 0) goto fail;
+                    n_qkv++;
+                }
+                ins[0] = x; ins[1] = w_an; ins[3] = pos;
+                ins[2] = w_k;
+                n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, kc, c_qkv, kv_rows, H, rows, &cx, &n_cx, 1,
+                                  AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW, "k", i);
+                if (n < 0) goto fail;
+                n_qkv += n;
+                ins[2] = w_v;
+                n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, vc, c_qkv, kv_rows, H, rows, &cx, &n_cx, 1,
+                                  AMK_GEMV_FLAG_KV_ROW, "v", i);
+                if (n < 0) goto fail;
+                n_qkv += n;
+                ins[2] = w_q;
+                n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, qr, c_qkv, q_rows, H, rows, &cx, &n_cx, 1,
+                                  AMK_GEMV_FLAG_ROPE, "q", i);
+                if (n < 0) goto fail;
+                n_qkv += n;
+                wc = c_qkv;
+                wn = n_qkv;
+            }
+            c_att = amk_program_add_counter(p, ao ? "attention + o tasks" : "attention tiles");
+            n_att = ao ? amk__lb_attention_o(&b, i, qr, kc, vc, pos, w_o, x, h, ao_rows, max_seq, c_att, wc, wn, prenorm)
+                       : amk__lb_attention(&b, i, qr, kc, vc, pos, attn, S, window, max_seq, c_att, &wc, &wn, 1, parts);
+            if (accum && n_att >= 0) {
+                /* x.(i+1) starts at 0. why beside attention: its few tasks leave most SMs idle, and
+                   an SM runs its queue in list order, so the FILL also precedes any O tile there
+                   (queued behind one, it delayed the MLP: bench/RESULTS.md run 147). With
+                   ATTENTION_O it counts with those tasks, so the MLP tiles wait on one counter */
+                c_f = ao ? c_att : amk_program_add_counter(p, "residual start");
+                snprintf(label, sizeof label, "L%d residual start", i);
+                if (amk__lb_zero(&b, xo, c_f, &wc, &wn, 1, label) < 0) goto fail;
+                n_fill += ao;
+            }
+            h_next = -1;
+            if (ao && i + 1 < L && n_att >= 0) { /* the next layer's h starts at 0 here, off its path */
+                h_next = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, H, 0, 2, NULL, "h.%d", i + 1);
+                snprintf(label, sizeof label, "L%d attention start", i + 1);
+                if (amk__lb_zero(&b, h_next, c_att, &wc, &wn, 1, label) < 0) goto fail;
+                n_fill++;
+            }
+            if (qkv >= 0 && n_att >= 0) { /* so does the sum the MLP tiles fold the next Q/K/V into */
+                snprintf(label, sizeof label, "L%d qkv start", i);
+                if (amk__lb_zero(&b, qkv, c_att, &wc, &wn, 1, label) < 0) goto fail;
+                n_fill++;
+            }
+        } else {
+            int xn, q, k, v, qr, kr, n_q, n_k, n_v, j, wc[3], wn[3];
+            int c_n1 = amk_program_add_counter(p, "attn norm"), c_q, c_k, c_v, c_qr, c_kr, c_ka, c_va;
+            c_q = amk_program_add_counter(p, "q tiles"); c_k = amk_program_add_counter(p, "k tiles");
+            c_v = amk_program_add_counter(p, "v tiles");
+            c_qr = amk_program_add_counter(p, "rope q"); c_kr = amk_program_add_counter(p, "rope k");
+            c_ka = amk_program_add_counter(p, "k append"); c_va = amk_program_add_counter(p, "v append");
+            xn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "xn.%d", i);
+            q = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q.%d", i);
+            k = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "k.%d", i);
+            v = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "v.%d", i);
+            qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
+            kr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "k_rot.%d", i);
+            snprintf(label, sizeof label, "L%d attn_norm", i);
+            amk__lb_rmsnorm(&b, x, w_an, xn, c_n1, cx, n_cx, label);
+            n_q = amk__lb_gemv(&b, xn, w_q, q, c_q, q_rows, H, rows, c_n1, 1, "q", i);
+            n_k = amk__lb_gemv(&b, xn, w_k, k, c_k, kv_rows, H, rows, c_n1, 1, "k", i);
+            n_v = amk__lb_gemv(&b, xn, w_v, v, c_v, kv_rows, H, rows, c_n1, 1, "v", i);
+            if (n_q < 0 || n_k < 0 || n_v < 0) goto fail;
+            snprintf(label, sizeof label, "L%d rope k", i);
+            amk__lb_rope(&b, k, pos, kr, c_kr, c_k, n_k, label);
+            ins[0] = kr; ins[1] = kc;
+            snprintf(label, sizeof label, "L%d k append", i);
+            j = amk__lb_task(&b, AMK_OP_KV_APPEND, ins, 2, kc, c_ka, &c_kr, &one, 1, 0, label);
+            amk_task_set_int(p, j, "pos", 0);
+            ins[0] = v; ins[1] = vc;
+            snprintf(label, sizeof label, "L%d v append", i);
+            j = amk__lb_task(&b, AMK_OP_KV_APPEND, ins, 2, vc, c_va, &c_v, &n_v, 1, 0, label);
+            amk_task_set_int(p, j, "pos", 0);
+            snprintf(label, sizeof label, "L%d rope q", i);
+            amk__lb_rope(&b, q, pos, qr, c_qr, c_q, n_q, label);
+            wc[0] = c_qr; wc[1] = c_ka; wc[2] = c_va; wn[0] = wn[1] = wn[2] = 1;
+            c_att = amk_program_add_counter(p, "attention tiles");
+            n_att = amk__lb_attention(&b, i, qr, kc, vc, pos, attn, S, window, max_seq, c_att, wc, wn, 3, parts);
+        }
+        if (n_att < 0) goto fail;
+        c_comb = c_att;
+        if (S > 1) {
+            c_comb = amk_program_add_counter(p, "attention combine");
+            snprintf(label, sizeof label, "L%d attention combine", i);
+            t = amk__lb_task(&b, AMK_OP_ATTENTION_COMBINE, parts, S, attn, c_comb, &c_att, &n_att, 1, 0, label);
+            amk_task_set_int(p, t, "head_dim", HD);
+            n_att = 1;
+        }
+        if (ao) { /* h is complete when the ATTENTION_O tasks and the FILLs beside them are */
+            c_o = c_att;
+            n_o = n_att + n_fill;
+        } else { /* with the one-step MLP the O tiles also wait for the FILL, first, so the MLP tiles
+             need only theirs. why: the MLP's extra counter cost its start two L2 round trips after
+             the O tiles' end (bench/RESULTS.md run 152); the O tiles pass it while attention runs */
+            int wc[2], wn[2], nwt = 0;
+            if (accum) { wc[nwt] = c_f; wn[nwt++] = 1; }
+            wc[nwt] = c_comb; wn[nwt++] = n_att;
+            c_o = amk__lb_proj_residual(&b, attn, w_o, x, h, H, q_rows, wc, wn, nwt, "o", i, &n_o);
+        }
+        if (c_o < 0) goto fail;
+        /* MLP block */
+        if (accum) { /* x.(i+1) = 0 (the FILL above) + h (by the first tile) + the tiles' shares of down */
+            const int fi = qkv >= 0; /* FOLD: W_cat input 5, and the tiles add into qkv.i too */
+            c_d = amk_program_add_counter(p, "mlp tiles");
+            ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u; ins[4] = w_dn; ins[5] = fi ? w_cat : h; ins[6] = h;
+            /* the FILL is ordered before through the O tiles (c_o) */
+            n_d = amk__lb_tiles(&b, AMK_OP_RMSNORM_MLP, ins, 6 + fi, 3, xo, c_d, I, H, mlp_rows, &c_o, &n_o, 1,
+                                fi ? (int)AMK_MLP_FLAG_FOLD : 0, "mlp", i);
+            if (n_d < 0) goto fail;
+            for (t = p->n_tasks - n_d; fi && t < p->n_tasks; t++) { /* the tiles are the last tasks */
+                const int64_t off = amk__param_i(&p->tasks[t], "n_off", 0), nt = amk__param_i(&p->tasks[t], "N_tile", 0);
+                if (amk__lb_add_output(&b, t, qkv) < 0) goto fail;
+                /* its rows of W_cat: its own and its share of the base rows (RMSNORM_MLP's FOLD) */
+                p->tasks[t].est_bytes += (nt + (off + nt) * H / I - off * H / I) * F * (amk_dtype_bits(wd) / 8);
+            }
+        } else {
+            int a = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "act.%d", i), c_a, n_a;
+            if (fused) { /* norm + gate/up + SiLU*up in one tile */
+                c_a = amk_program_add_counter(p, "gate/up tiles");
+                ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u;
+                n_a = amk__lb_tiles(&b, AMK_OP_RMSNORM_SWIGLU, ins, 4, 2, a, c_a, I, H,
+                                    amk__lb_tile_rows(I, b.o.num_sms), &c_o, &n_o, 1, 0, "gate/up", i);
+                if (n_a < 0) goto fail;
+            } else {
+                int hn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "hn.%d", i);
+                int g = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "gate.%d", i);
+                int u = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "up.%d", i);
+                int c_n2 = amk_program_add_counter(p, "ffn norm"), c_g, c_u, n_g, n_u, wc[2], wn[2];
+                c_g = amk_program_add_counter(p, "gate tiles"); c_u = amk_program_add_counter(p, "up tiles");
+                c_a = amk_program_add_counter(p, "silu mul");
+                snprintf(label, sizeof label, "L%d ffn_norm", i);
+                amk__lb_rmsnorm(&b, h, w_fn, hn, c_n2, c_o, n_o, label);
+                rows = amk__lb_tile_rows(2LL * I, b.o.num_sms);
+                n_g = amk__lb_gemv(&b, hn, w_g, g, c_g, I, H, rows, c_n2, 1, "gate", i);
+                n_u = amk__lb_gemv(&b, hn, w_u, u, c_u, I, H, rows, c_n2, 1, "up", i);
+                if (n_g < 0 || n_u < 0) goto fail;
+                wc[0] = c_g; wc[1] = c_u; wn[0] = n_g; wn[1] = n_u;
+                ins[0] = g; ins[1] = u;
+                snprintf(label, sizeof label, "L%d silu_mul", i);
+                amk__lb_task(&b, AMK_OP_SILU_MUL, ins, 2, a, c_a, wc, wn, 2, 0, label);
+                n_a = 1;
+            }
+            c_d = amk__lb_proj_residual(&b, a, w_dn, h, xo, H, I, &c_a, &n_a, 1, "down", i, &n_d);
+            if (c_d < 0) goto fail;
+        }
+        x = xo; cx = c_d; n_cx = n_d; qkv_prev = qkv;
+    }
+    { /* head */
+        int w_norm = amk__lb_buf(&b, AMK_KIND_WEIGHT, AMK_DTYPE_F32, H, 0, 0, 1, "model.norm.weight", "model.norm.weight");
+        int logits = amk__lb_buf(&b, AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 1, V, 0, 2, NULL, "logits");
+        int next = amk__lb_buf(&b, AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "next_token");
+        int c_lm = amk_program_add_counter(p, "lm head tiles");
+        int c_s = amk_program_add_counter(p, "argmax"), n_lm, rows = amk__lb_tile_rows(V, b.o.num_sms);
+        lm_w = c->tie_embeddings ? embed
+                                 : amk__lb_buf(&b, AMK_KIND_WEIGHT, wd, V, H, 0, 2, "lm_head.weight", "lm_head.weight");
+        if (fused) {
+            int ins[3];
+            ins[0] = x; ins[1] = w_norm; ins[2] = lm_w;
+            n_lm = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 3, 1, logits, c_lm, V, H, rows, &cx, &n_cx, 1, 0, "lm_head", L);
+        } else {
+            int xf = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "x.final");
+            int c_fn = amk_program_add_counter(p, "final norm");
+            amk__lb_rmsnorm(&b, x, w_norm, xf, c_fn, cx, n_cx, "final norm");
+            n_lm = amk__lb_gemv(&b, xf, lm_w, logits, c_lm, V, H, rows, c_fn, 1, "lm_head", L);
+        }
+        if (n_lm < 0) goto fail;
+        if (fused && AMK_LLAMA_HEAD_ARGMAX) { /* each head tile's (max, index) pair as it stores its logits,
+                                                 then one combine */
+            int parts = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 2 * (int64_t)n_lm, 0, 2, NULL, "argmax.partials");
+            int k, t0 = p->n_tasks - n_lm; /* the head tiles are the program's last tasks */
+            for (k = 0; k < n_lm; k++) {
+                if (amk__lb_add_output(&b, t0 + k, parts) < 0) goto fail;
+                amk_task_set_int(p, t0 + k, "flags", AMK_GEMV_FLAG_ARGMAX);
+                amk_task_set_int(p, t0 + k, "part", k);
+            }
+            amk__lb_task(&b, AMK_OP_ARGMAX_COMBINE, &parts, 1, next, c_s, &c_lm, &n_lm, 1, 0, "argmax");
+        } else if (fused) { /* why: one SM reads Llama-3's 0.5 MB of logits at ~22 GB/s (23 us); spread, 4 + 2 us
+                        and one more hop (bench/RESULTS.md run 42) */
+            const int64_t np0 = (V + 1023) / 1024 < b.o.num_sms ? (V + 1023) / 1024 : b.o.num_sms;
+            const int64_t chunk = (V + np0 - 1) / np0, np = (V + chunk - 1) / chunk;
+            int parts = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 2 * np, 0, 2, NULL, "argmax.partials");
+            int c_p = amk_program_add_counter(p, "argmax partials"), n_p = (int)np, t;
+            int64_t k;
+            for (k = 0; k < np; k++) {
+                const int64_t off = k * chunk, nt = V - off < chunk ? V - off : chunk;
+                char label[64];
+                snprintf(label, sizeof label, "argmax[%lld:%lld]", (long long)off, (long long)(off + nt));
+                t = amk__lb_task(&b, AMK_OP_ARGMAX_PARTIAL, &logits, 1, parts, c_p, &c_lm, &n_lm, 1, nt * 4, label);
+                if (t < 0) goto fail;
+                amk_task_set_int(p, t, "n_off", off);
+                amk_task_set_int(p, t, "N_tile", nt);
+                amk_task_set_int(p, t, "part", k);
+            }
+            amk__lb_task(&b, AMK_OP_ARGMAX_COMBINE, &parts, 1, next, c_s, &c_p, &n_p, 1, 0, "argmax");
+        } else {
+            amk__lb_task(&b, AMK_OP_SAMPLE_ARGMAX, &logits, 1, next, c_s, &c_lm, &n_lm, 1, 0, "argmax");
+        }
+    }
+    if (p->build_error != AMK_OK) {
+        amk_result r = p->build_error;
+        amk_program_free(p);
+        return amk__fail(d, r, "llama build: %s", amk_result_str(r));
+    }
+    *out = p;
+    return AMK_OK;
+fail:
+    amk_program_free(p);
+    return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "llama build: out of memory");
+}
+
+/* A lowered step with meta "sm_sets" ("Y Z", AMK_LLAMA_SM_SETS) lowered again with an explicit
+   assignment: the load-balanced one, but in each layer the Q/K/V tiles and then the ATTENTION_O
+   tasks on SMs 0 .. Y-1 (one each, in list order), the MLP tiles and the FILLs (which run beside
+   the Q/K/V tiles or attention) on Y .. Y+Z-1 (the FILLs from the last SM down). With
+   AMK_LLAMA_SETS_ALTERNATE layer l's attention runs on A(l % 2) (A0 = 0 .. Y-1, A1 = Y .. 2Y-1),
+   its Q/K/V tiles on the other, its MLP tiles on the SMs outside A(l % 2) and the FILLs on SMs
+   2Y and up. A folded step (meta qkv_fold) has Q/K/V tiles in layer 0 alone: every layer's
+   attention runs on A0, layer 0's Q/K/V tiles on A1 (on A0 without the alternation), the MLP tiles
+   on Y .. Y+Z-1. The rule behind both: no task follows another on its SM without an idle phase
+   between. Nothing to do without the meta. */
+AMK__FN amk_result amk__llama_steer(amk_program *p, const amk_config *base, const amk_target *tgt, amk_diag *d) {
+    char buf[64];
+    int ny = 0, nz = 0, k, jq = 0, ja = 0, jm = 0, jf = 0;
+    int last = 0; /* the step of the last layer task: 0 none yet, 1 a Q/K/V tile, 2 attention, 3 an MLP tile */
+    int layer = -1, alt, folded; /* alt: AMK_LLAMA_SETS_ALTERNATE where the SMs allow it */
+    amk_config sc;
+    amk_result r;
+    if (!amk_program_meta_string(p, "sm_sets", buf, sizeof buf)) return AMK_OK;
+    if (sscanf(buf, "%d %d", &ny, &nz) != 2 || ny < 1 || nz < 1 || ny > tgt->num_sms - nz)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: bad meta sm_sets \"%s\" for %d SMs", buf, tgt->num_sms);
+    alt = AMK_LLAMA_SETS_ALTERNATE && 2 * ny < ny + nz;
+    folded = amk_program_meta_string(p, "qkv_fold", buf, sizeof buf) && strcmp(buf, "1") == 0;
+    sc = *base;
+    sc.sm_assignment = AMK_SM_EXPLICIT;
+    sc.n_explicit = p->n_tasks;
+    sc.explicit_task = (int *)amk__malloc((size_t)(p->n_tasks > 0 ? p->n_tasks : 1) * sizeof(int));
+    sc.explicit_sm = (int *)amk__malloc((size_t)(p->n_tasks > 0 ? p->n_tasks : 1) * sizeof(int));
+    if (!sc.explicit_task || !sc.explicit_sm) {
+        amk__free(sc.explicit_task);
+        amk__free(sc.explicit_sm);
+        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    for (k = 0; k < p->n_tasks; k++) { /* list order: each layer's Q/K/V tiles, attention, MLP tiles */
+        const amk_task *t = &p->tasks[k];
+        int sm = t->sm;
+        const int qkv = t->op == AMK_OP_RMSNORM_GEMV &&
+                        (amk__param_i(t, "flags", 0) & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0; /* not the head */
+        /* a new layer: its first Q/K/V tile, or (folded) its first attention task after the MLP */
+        if ((qkv && last != 1) || (t->op == AMK_OP_ATTENTION_O && (last == 0 || last == 3))) {
+            jq = ja = jm = 0;
+            layer++;
+        }
+        if (qkv) {
+            sm = jq++ % ny + (alt && (folded || layer % 2 == 0) ? ny : 0); /* alt: on the set of the attention before */
+            last = 1;
+        } else if (t->op == AMK_OP_ATTENTION_O) {
+            sm = ja++ % ny + (alt && !folded && layer % 2 == 1 ? ny : 0);
+            last = 2;
+        } else if (t->op == AMK_OP_RMSNORM_MLP) {
+            sm = ny + jm++ % nz; /* alt: the SMs outside this layer's attention set */
+            if (alt && !folded && layer % 2 == 1 && sm < 2 * ny) sm -= ny;
+            last = 3;
+        } else if (t->op == AMK_OP_FILL) {
+            sm = ny + nz - 1 - jf++ % (alt ? nz - ny : nz);
+        }
+        sc.explicit_task[k] = t->id;
+        sc.explicit_sm[k] = sm;
+    }
+    r = amk_program_lower(p, &sc, tgt, d);
+    amk__free(sc.explicit_task);
+    amk__free(sc.explicit_sm);
+    return r;
+}
+
+AMK_API amk_result amk_llama_build_lowered(const amk_llama_config *cfg, const amk_llama_build_opts *o,
+                                           amk_program **out, amk_diag *d) {
+    amk_llama_build_opts bo;
+    amk_config sc;
+    amk_target tgt;
+    amk_result r;
+    if (o) bo = *o; else amk_llama_build_opts_default(&bo);
+    r = amk_llama_build(cfg, &bo, out, d);
+    if (r != AMK_OK) return r;
+    amk_config_default(&sc);
+    sc.threads_per_block = 512; /* why: 26% faster GEMV tiles than 256 on the H100 (bench/NOTES.md) */
+    amk_target_builtin("h100", &tgt);
+    tgt.num_sms = bo.num_sms;
+    r = amk_program_lower(*out, &sc, &tgt, d);
+    if (r == AMK_OK) r = amk__llama_steer(*out, &sc, &tgt, d);
+    if (r != AMK_OK) { amk_program_free(*out); *out = NULL; }
+    return r;
+}
+
+AMK_API amk_result amk_llama_set_pos(amk_program *p, int pos, amk_diag *d) {
+    char buf[32];
+    long window;
+    int64_t rows = -1;
+    int i;
+    if (!p) return AMK_ERR_INVALID_ARG;
+    if (!amk_program_meta_string(p, "kv_window", buf, sizeof buf) || (window = strtol(buf, NULL, 10)) < 1)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "program has no meta kv_window (not built by amk_llama_build)");
+    for (i = 0; i < p->n_buffers && rows < 0; i++)
+        if (p->buffers[i].kind == AMK_KIND_KV_CACHE && p->buffers[i].rank >= 1) rows = p->buffers[i].shape[0];
+    if (pos < 0 || pos >= rows)
+        return amk__fail(d, AMK_ERR_RUNTIME, "position %d is outside the KV cache (%lld rows)", pos,
+                         (long long)(rows < 0 ? 0 : rows));
+    for (i = 0; i < p->n_tasks; i++) { /* the fused step has none: its tasks read pos on the device */
+        amk_task *t = &p->tasks[i];
+        if (t->op == AMK_OP_KV_APPEND) {
+            amk_task_set_int(p, i, "pos", pos);
+        } else if (t->op == AMK_OP_ATTENTION_TILE) {
+            int64_t start = amk__param_i(t, "kv_start", 0), len = (int64_t)pos + 1 - start;
+            amk_task_set_int(p, i, "kv_len", len < 0 ? 0 : len > window ? window : len);
+        }
+    }
+    return AMK_OK;
+}
+
+#endif /* AMK_IMPLEMENTATION */
+
+
+/* MIT License. Copyright (c) 2026 the AMK authors.
+   Permission is hereby granted, free of charge, to any person obtaining a copy of this software
+   and associated documentation files (the "Software"), to deal in the Software without
+   restriction, including without limitation the rights to use, copy, modify, merge, publish,
+   distribute, sublicense, and/or sell copies of the Software, and to permit persons to whom the
+   Software is furnished to do so, subject to the following conditions: The above copyright notice
+   and this permission notice shall be included in all copies or substantial portions of the
+   Software. THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND. */
+

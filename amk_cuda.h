@@ -1,0 +1,2242 @@
+/* amk_cuda.h - AMK the CUDA runtime: the megakernel through the driver API.
+   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+#ifndef AMK_CUDA_H
+#define AMK_CUDA_H
+
+#include "amk_tok.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== >>cuda ======================================================================================== */
+/* A validated, lowered program resolved onto one GPU: the device VM image (amk_vm.cuh compiled
+   to a cubin, fatbin or PTX) loaded, ONE device arena holding every buffer, counter and table,
+   and the launch parameters checked (cooperative occupancy, shared memory). libcuda is opened
+   with dlopen at create time, so programs that include amk.h build and run on machines without
+   CUDA; there amk_cuda_create returns AMK_ERR_NO_DRIVER. The environment variable
+   AMK_CUDA_LIBRARY, when set, names the driver library to open instead of libcuda.so.1.
+   Uses device 0 and its primary context (the one the CUDA runtime shares). Not thread-safe: one
+   amk_cuda at a time per thread. */
+typedef struct amk_cuda amk_cuda;
+
+/* A device image set: several builds of the VM from the same source in one blob, of which
+   amk_cuda_create loads the one that suits the program. `make device` embeds one
+   (amk_device_cubin in amk_device_image.h): the full build, and the general build, compiled
+   without the small-model forms (AMK_LEAN, AMK_ATTN_LEAN, AMK_RING 0: every task takes the general
+   paths). why two: the VM is one function at the register cap, and code a program never runs
+   still moves the code it does run (bench/NOTES.md session "images": without the small-model
+   forms Llama-3.2-1B's step is ~1% shorter). Either build runs any valid program; the choice is
+   speed only. Layout (little-endian): "AMKIMGS1", u32 count (1..AMK_IMAGE_SET_MAX), u32 0, then
+   count entries {u32 kind (amk_image_kind), u32 0, u64 offset, u64 size}, each image at offset
+   from the blob's start, inside it. A blob that does not start with the magic is one image
+   (cubin, fatbin or PTX) and is loaded as it is. */
+#define AMK_IMAGE_SET_MAX 8
+typedef enum amk_image_kind {
+    AMK_IMAGE_FULL = 0,          /* every path */
+    AMK_IMAGE_GENERAL = 1,       /* no small-model forms */
+    AMK_IMAGE_FULL_CHAIN = 2,    /* the full build's chained-steps kernel (amk_vm_chain; amk_cuda_set_chain) */
+    AMK_IMAGE_GENERAL_CHAIN = 3  /* the general build's */
+} amk_image_kind;
+/* 1 if blob (size bytes) starts with the image set's magic, else 0. */
+AMK_API int amk_image_set_is(const void *blob, size_t size);
+/* Finds the image of kind in the set blob: *image and *image_size point into blob. Errors:
+   PARSE (not a well-formed set: the count, an entry outside the blob), NOT_FOUND (no image of
+   that kind; entries of kinds this build does not know are skipped), INVALID_ARG (NULL). */
+AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_kind kind, const void **image,
+                                      size_t *image_size, amk_diag *d);
+
+/* Validates p (a rejected program is refused with AMK_ERR_REJECTED and the first error in d),
+   requires every task to have an SM (lower it first), loads image (image_size bytes; PTX need
+   not be NUL-terminated; a JIT/ptxas error log lands in d->jit_log), sizes dynamic shared memory
+   (config smem_bytes_per_block; with 0, what the tasks' fastest paths stage, at most the device's
+   opt-in maximum, so the rest of each SM's shared memory/L1 array stays L1), checks that grid =
+   the target's SM count co-schedules (cooperative launch), allocates the arena once, zeroes it (every buffer
+   starts zeroed, as in the reference VM) and uploads the tables. threads_per_block comes from
+   the program's config (default 256), capped at the VM's 512. p may be freed afterwards.
+   image may be an image set (above): the general build when the set has one and no task of p
+   could take a small-model form (amk_cuda_wants_full), else the full build; the environment
+   variable AMK_CUDA_IMAGE=full or =general forces one (amk_cuda_info.image_kind says which).
+   Errors: NO_DRIVER, CUDA (d->cuda_error has the name), UNSUPPORTED (a shape the VM cannot run
+   on this device, e.g. head_dim > 256), REJECTED, INVALID_ARG, OUT_OF_MEMORY. */
+AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size_t image_size,
+                                   amk_cuda **out, amk_diag *d);
+/* Copies nbytes (exactly the buffer's size in its dtype, else AMK_ERR_MISMATCH) between host
+   memory and a buffer's device storage. Synchronous. Weights, KV caches and inputs go up with
+   upload; anything can come back with download (a paged activation reads its page). */
+AMK_API amk_result amk_cuda_upload(amk_cuda *c, int buffer_id, const void *host, size_t nbytes,
+                                   amk_diag *d);
+AMK_API amk_result amk_cuda_download(amk_cuda *c, int buffer_id, void *host, size_t nbytes,
+                                     amk_diag *d);
+/* Re-marshals every task's params from p (the same program, whose params changed: pos, kv_len,
+   kv_start per decode step) and uploads the changed contexts. p must have the same tasks
+   (ops, buffers, counters, waits, SMs) as at create (else AMK_ERR_MISMATCH); every task's shapes
+   and params are re-checked (AMK_ERR_REJECTED with the op check's message). */
+AMK_API amk_result amk_cuda_update_params(amk_cuda *c, const amk_program *p, amk_diag *d);
+/* The same for the listed tasks only (indices into p->tasks): a decode loop changes a few params
+   per step (pos, kv_len), and re-checking every task costs more than the step itself. */
+AMK_API amk_result amk_cuda_update_task_params(amk_cuda *c, const amk_program *p, const int *tasks,
+                                               int n_tasks, amk_diag *d);
+/* One forward pass: zero the counters, cooperative launch, wait. Past timeout_ms (<= 0: 10 s)
+   the abort flag is raised, the kernel leaves within microseconds, and the result is
+   AMK_ERR_TIMEOUT with the SMs that had not finished, the task each was at and the counter it
+   waited on in d (d->task, d->counter: the first of them); the context stays usable. A device
+   run-time error (a token id or position out of range) gives AMK_ERR_RUNTIME naming the task.
+   A fault of the kernel itself gives AMK_ERR_CUDA (the context is then lost: free c). */
+AMK_API amk_result amk_cuda_run(amk_cuda *c, double timeout_ms, amk_diag *d);
+/* A buffer's whole contents to copy in before a run (amk_cuda_in) or out after it (amk_cuda_out). */
+typedef struct amk_cuda_in { int buffer_id; const void *host; size_t nbytes; } amk_cuda_in;
+typedef struct amk_cuda_out { int buffer_id; void *host; size_t nbytes; } amk_cuda_out;
+/* amk_cuda_upload of each in[i], amk_cuda_run, then amk_cuda_download of each out[i], with one
+   wait for the device instead of one per copy: the copies go through pinned staging memory on
+   the launch's stream (a decode loop's token, position and next token; the staging grows to the
+   largest call's total and is kept). The out[] buffers are written only when the run succeeded.
+   Errors: those of the three calls; an argument is checked before anything is copied. */
+AMK_API amk_result amk_cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in, const amk_cuda_out *out,
+                                   int n_out, double timeout_ms, amk_diag *d);
+
+/* Chained greedy decode: n_steps decode steps in one launch, the device feeding each step's next
+   token to the next step (no launch and no host round trip between tokens). token_buf and
+   pos_buf: the program's IO_INPUT token and position (one I32 each); next_buf: the buffer a task
+   of the program writes the step's next token to (one I32, an IO_OUTPUT or ACTIVATION). Between steps every SM finishes the step, then the SM that runs next_buf's writer
+   copies the token and advances the position, then the SMs go on (amk_ir.h, amk_vm_chain_t; the
+   program itself is the one step the IR describes). n_steps in [1, AMK_CUDA_MAX_CHAIN]; ch NULL or
+   n_steps 1 turns chaining off. The kernel is a build of its own (amk_vm.cuh with AMK_VM_CHAIN 1),
+   found in the image set beside the build c loaded (amk_cuda_info.can_chain). Errors: INVALID_ARG
+   (a buffer of the wrong kind, dtype or size, no task writes next_buf, n_steps out of range),
+   UNSUPPORTED (no chained-steps kernel), OUT_OF_MEMORY, CUDA. */
+#define AMK_CUDA_MAX_CHAIN 4096
+typedef struct amk_cuda_chain { int token_buf, pos_buf, next_buf, n_steps; } amk_cuda_chain;
+AMK_API amk_result amk_cuda_set_chain(amk_cuda *c, const amk_cuda_chain *ch, amk_diag *d);
+/* One chained launch: step s reads token (s = 0) or step s - 1's next token, at position pos + s;
+   tokens[s] gets step s's next token (n_steps entries). The other outputs (the logits) hold the
+   last step's; KV cache rows pos .. pos + n_steps - 1 are written; the token and position inputs
+   end holding the last step's. The watchdog covers the launch (timeout_ms <= 0: 10 s a step).
+   Errors: INVALID_ARG (no chain set, pos + n_steps - 1 past INT32_MAX), those of amk_cuda_run. */
+AMK_API amk_result amk_cuda_run_chain(amk_cuda *c, int32_t token, int32_t pos, int32_t *tokens, double timeout_ms,
+                                      amk_diag *d);
+
+/* Per-instruction timing (globaltimer, ns resolution 32 on H100). Off by default; when on, each
+   run records, for every task, when its SM reached it, when its waits were met and when it was
+   done; the cost is three timer reads and one 40-byte store per task. */
+AMK_API void amk_cuda_set_timing(amk_cuda *c, int on);
+typedef struct amk_cuda_timing_record {
+    int task;             /* task index in program order */
+    int op;               /* amk_opcode */
+    int sm;               /* the program SM (queue) that ran it */
+    int hw_sm;            /* the hardware SM the block landed on */
+    int done;             /* 0: not reached in the last run (aborted) */
+    double wait_us;       /* from reaching it (its context in shared memory) to its waits met: the
+                             op's setup (ops that split it off, amk_ops.cuh >>go) and the waits */
+    double start_us, end_us; /* the op's run after its waits, from the earliest record of the launch */
+    double mark_us[AMK_VM_MARKS_N]; /* points inside the op, us after start_us; 0 = none (only an
+                             image built with AMK_VM_MARKS 1, a diagnostic, records them: amk_ir.h) */
+} amk_cuda_timing_record;
+/* Copies min(cap, n_tasks) records of the last run (timing must have been on) into records;
+   *n_out gets the count. Record i is task i. */
+AMK_API amk_result amk_cuda_timing(amk_cuda *c, amk_cuda_timing_record *records, int cap,
+                                   int *n_out, amk_diag *d);
+
+/* Measures the device's streaming read bandwidth in the same process: a read-only kernel
+   (amk_bw_read: 16-byte no-allocate loads, 8 in flight a thread, an XOR reduction so nothing is
+   optimised away) over a scratch buffer of `bytes` bytes, allocated and freed inside and raised to
+   4x the device's L2 when smaller (so L2 hits do not count). Each configuration (one block of 1024
+   threads per SM, and as many blocks as fit) runs `iters` times after 2 warm-up launches, timed with
+   CUDA events; *gbs gets the best configuration's median in GB/s (1e9 bytes/s, bytes read only).
+   *copy_gbs (may be NULL): the same for a device-to-device copy kernel (amk_bw_copy, first half
+   of the scratch into the second), counting bytes read + written. iters in [1, 10000].
+   Errors: INVALID_ARG, UNSUPPORTED (an image without the kernels), CUDA (out of device memory). */
+AMK_API amk_result amk_cuda_read_bandwidth(amk_cuda *c, size_t bytes, int iters, double *gbs,
+                                           double *copy_gbs, amk_diag *d);
+/* Fills a buffer on the device with seeded uniform values in [-scale, scale) in its dtype (float
+   dtypes; integer dtypes get values in [0, (int)scale)), without a host copy: the random-weight
+   benchmark uses it for 16 GB of weights. Same (seed, buffer) -> same values on every run.
+   Element i's value depends only on (seed, buffer_id, i): splitmix64 bits, 24 of them for a
+   float u in [0, 1), v = (2u - 1) * scale, rounded toward zero into the dtype (so never +scale).
+   Float dtypes need a finite scale >= 0; integer dtypes a scale >= 1, whose integer part is
+   capped at the dtype's count of non-negative values (I8 128, U8 256, I4 8 (stored q + 8), BOOL
+   2, I32 2^31 - 1). Synchronous. Errors: INVALID_ARG (bad id or scale), UNSUPPORTED, CUDA. */
+AMK_API amk_result amk_cuda_fill_random(amk_cuda *c, int buffer_id, uint64_t seed, float scale,
+                                        amk_diag *d);
+/* Fills a buffer with one value (norm weights get 1.0), rounded and saturated into the dtype as
+   amk_cuda_upload of amk__store_f32's encoding would be. Synchronous. */
+AMK_API amk_result amk_cuda_fill_value(amk_cuda *c, int buffer_id, float value, amk_diag *d);
+/* Median wall time of n launches of the loaded program (each: the next counter epoch, cooperative
+   launch, completion), timed with CUDA events around each launch on the stream, after `warmup`
+   launches; per-launch times into times_us when not NULL (n entries). The timed span is the
+   kernel, with the counters' memset when a launch needs one (the first, one after a failed launch,
+   one every 2^30: amk_program_t.epoch); the status copy and host polling are outside it. Every
+   launch is checked as amk_cuda_run checks it (10 s watchdog) and the first failure is returned. An even
+   n gives the mean of the two middle times. n in [1, 100000], warmup in [0, 100000]. With a chain
+   set (amk_cuda_set_chain) each launch is a chained one of n_steps steps, its token and position
+   inputs first restored (outside the timed span) to the last amk_cuda_run_chain's start
+   (INVALID_ARG if none ran since the chain was set). */
+AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *median_us,
+                                      double *times_us, amk_diag *d);
+
+typedef struct amk_cuda_info {
+    char device_name[128];
+    int cc_major, cc_minor;
+    int driver_version;     /* e.g. 13000 */
+    int device_sms;         /* SMs on the device */
+    int grid;               /* blocks launched: the program's SM count */
+    int threads;            /* threads per block */
+    int regs_per_thread;    /* of the loaded kernel */
+    int64_t smem_bytes;     /* dynamic shared memory per block */
+    int64_t arena_bytes;    /* the one device allocation */
+    int image_kind;         /* amk_image_kind of the build loaded (AMK_IMAGE_FULL for a single image) */
+    int can_chain;          /* 1 when the image set has that build's chained-steps kernel and it co-schedules */
+} amk_cuda_info;
+/* 1 when a task of p could take one of the VM's small-model forms (an RMSNORM_GEMV or
+   RMSNORM_MLP tile with short rows, an ATTENTION_O task), so the full build serves it best. */
+AMK_API int amk_cuda_wants_full(const amk_program *p);
+AMK_API void amk_cuda_get_info(const amk_cuda *c, amk_cuda_info *info);
+
+/* Releases everything (NULL is fine). */
+AMK_API void amk_cuda_free(amk_cuda *c);
+
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMK_CUDA_H */
+
+#if defined(AMK_IMPLEMENTATION) && !defined(AMK_CUDA_IMPLEMENTATION_DONE)
+#define AMK_CUDA_IMPLEMENTATION_DONE
+/* ==== >>impl_cuda ============================================================================= */
+#if !defined(_WIN32)
+#include <dlfcn.h>
+#include <time.h>
+#endif
+
+/* The few driver types AMK needs (cuda.h is not included: hosts build without CUDA). */
+typedef int amk__CUresult;
+typedef int amk__CUdevice;
+typedef void *amk__CUcontext;
+typedef void *amk__CUmodule;
+typedef void *amk__CUfunction;
+typedef void *amk__CUstream;
+typedef void *amk__CUevent;
+typedef unsigned long long amk__CUdeviceptr;
+
+/* cuda.h enum values (CUDA 12/13; stable ABI). */
+#define AMK__CUDA_SUCCESS 0
+#define AMK__CUDA_ERROR_NOT_READY 600
+#define AMK__CU_DEV_ATTR_MAX_THREADS_PER_BLOCK 1
+#define AMK__CU_DEV_ATTR_MULTIPROCESSOR_COUNT 16
+#define AMK__CU_DEV_ATTR_CC_MAJOR 75
+#define AMK__CU_DEV_ATTR_CC_MINOR 76
+#define AMK__CU_DEV_ATTR_L2_CACHE_SIZE 38
+#define AMK__CU_DEV_ATTR_COOPERATIVE_LAUNCH 95
+#define AMK__CU_DEV_ATTR_SMEM_PER_BLOCK_OPTIN 97
+#define AMK__CU_FUNC_ATTR_MAX_THREADS_PER_BLOCK 0
+#define AMK__CU_FUNC_ATTR_SHARED_SIZE_BYTES 1
+#define AMK__CU_FUNC_ATTR_NUM_REGS 4
+#define AMK__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+#define AMK__CU_JIT_ERROR_LOG_BUFFER 5
+#define AMK__CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
+#define AMK__CU_STREAM_NON_BLOCKING 1
+#define AMK__CU_EVENT_DEFAULT 0
+
+/* The device VM's limits (amk_vm.cuh, amk_ops.cuh); its status words and timing records are
+   amk_ir.h's AMK_VM_STATUS_* and amk_vm_timing_t. */
+#define AMK__VM_MAX_THREADS 512 /* AMK_VM_MAX_THREADS: the kernel's launch bound */
+#define AMK__VM_ATTN_MAX_HEAD_DIM 256 /* 32 lanes x AMK_ATTN_DPL accumulators */
+#define AMK__VM_BW_THREADS 1024 /* AMK_BW_THREADS: amk_bw_read/amk_bw_copy's launch bound */
+#define AMK__VM_FILL_THREADS 256 /* AMK_FILL_THREADS: amk_fill_random/amk_fill_value's */
+
+#define AMK__CUDA_ALIGN 256            /* why: every buffer 16-byte-vector and cache-line aligned */
+#define AMK__CUDA_DEFAULT_TIMEOUT_MS 10000.0
+#define AMK__CUDA_ABORT_GRACE_MS 5000.0 /* why: an aborted VM leaves in microseconds; be generous */
+
+/* The driver entry points AMK uses: X(field, exported symbol, parameter list). */
+#define AMK__CUDA_FNS(X) \
+    X(Init, "cuInit", (unsigned int)) \
+    X(DriverGetVersion, "cuDriverGetVersion", (int *)) \
+    X(DeviceGetCount, "cuDeviceGetCount", (int *)) \
+    X(DeviceGet, "cuDeviceGet", (amk__CUdevice *, int)) \
+    X(DeviceGetAttribute, "cuDeviceGetAttribute", (int *, int, amk__CUdevice)) \
+    X(DeviceGetName, "cuDeviceGetName", (char *, int, amk__CUdevice)) \
+    X(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (amk__CUcontext *, amk__CUdevice)) \
+    X(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (amk__CUdevice)) \
+    X(CtxPushCurrent, "cuCtxPushCurrent_v2", (amk__CUcontext)) \
+    X(CtxPopCurrent, "cuCtxPopCurrent_v2", (amk__CUcontext *)) \
+    X(ModuleLoadDataEx, "cuModuleLoadDataEx", (amk__CUmodule *, const void *, unsigned int, int *, void **)) \
+    X(ModuleUnload, "cuModuleUnload", (amk__CUmodule)) \
+    X(ModuleGetFunction, "cuModuleGetFunction", (amk__CUfunction *, amk__CUmodule, const char *)) \
+    X(FuncSetAttribute, "cuFuncSetAttribute", (amk__CUfunction, int, int)) \
+    X(FuncGetAttribute, "cuFuncGetAttribute", (int *, int, amk__CUfunction)) \
+    X(OccupancyMaxActiveBlocks, "cuOccupancyMaxActiveBlocksPerMultiprocessor", (int *, amk__CUfunction, int, size_t)) \
+    X(MemAlloc, "cuMemAlloc_v2", (amk__CUdeviceptr *, size_t)) \
+    X(MemFree, "cuMemFree_v2", (amk__CUdeviceptr)) \
+    X(MemAllocHost, "cuMemAllocHost_v2", (void **, size_t)) \
+    X(MemFreeHost, "cuMemFreeHost", (void *)) \
+    X(MemcpyHtoD, "cuMemcpyHtoD_v2", (amk__CUdeviceptr, const void *, size_t)) \
+    X(MemcpyDtoH, "cuMemcpyDtoH_v2", (void *, amk__CUdeviceptr, size_t)) \
+    X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", (amk__CUdeviceptr, const void *, size_t, amk__CUstream)) \
+    X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *, amk__CUdeviceptr, size_t, amk__CUstream)) \
+    X(MemsetD8, "cuMemsetD8_v2", (amk__CUdeviceptr, unsigned char, size_t)) \
+    X(MemsetD8Async, "cuMemsetD8Async", (amk__CUdeviceptr, unsigned char, size_t, amk__CUstream)) \
+    X(StreamCreate, "cuStreamCreate", (amk__CUstream *, unsigned int)) \
+    X(StreamDestroy, "cuStreamDestroy_v2", (amk__CUstream)) \
+    X(StreamQuery, "cuStreamQuery", (amk__CUstream)) \
+    X(StreamSynchronize, "cuStreamSynchronize", (amk__CUstream)) \
+    X(LaunchCooperativeKernel, "cuLaunchCooperativeKernel", (amk__CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, amk__CUstream, void **)) \
+    X(LaunchKernel, "cuLaunchKernel", (amk__CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, amk__CUstream, void **, void **)) \
+    X(EventCreate, "cuEventCreate", (amk__CUevent *, unsigned int)) \
+    X(EventDestroy, "cuEventDestroy_v2", (amk__CUevent)) \
+    X(EventRecord, "cuEventRecord", (amk__CUevent, amk__CUstream)) \
+    X(EventSynchronize, "cuEventSynchronize", (amk__CUevent)) \
+    X(EventElapsedTime, "cuEventElapsedTime_v2", (float *, amk__CUevent, amk__CUevent)) \
+    X(GetErrorName, "cuGetErrorName", (amk__CUresult, const char **)) \
+    X(GetErrorString, "cuGetErrorString", (amk__CUresult, const char **))
+
+typedef struct amk__cuda_api {
+#define AMK__CU_FIELD(name, sym, params) amk__CUresult (*name) params;
+    AMK__CUDA_FNS(AMK__CU_FIELD)
+#undef AMK__CU_FIELD
+} amk__cuda_api;
+
+/* One task's L2 prefetches ahead of a later task (amk__cuda_plan_ahead); bytes 0 = none. */
+typedef struct amk__cuda_ahead {
+    uint64_t addr[AMK_VM_PREFETCHES];
+    uint32_t bytes[AMK_VM_PREFETCHES];
+} amk__cuda_ahead;
+
+struct amk_cuda {
+    void *lib;                  /* dlopen handle */
+    amk__cuda_api api;
+    amk__CUdevice dev;
+    amk__CUcontext ctx;         /* the primary context, retained */
+    amk__CUmodule mod;
+    amk__CUmodule mod_chain;    /* the chained-steps build of the same kind (NULL: none in the image) */
+    amk__CUfunction fn_chain;   /* its amk_vm_chain, or NULL */
+    amk__CUfunction fn;
+    amk__CUfunction fn_bw_read, fn_bw_copy, fn_fill_random, fn_fill_value; /* NULL if the image lacks one */
+    amk__CUstream stream;       /* the launch */
+    amk__CUstream ctl;          /* the abort write: a second stream, so it passes the kernel */
+    amk__CUdeviceptr arena;
+    uint64_t arena_bytes;
+    uint32_t *host_status;      /* pinned AMK_VM_STATUS_WORDS(num_sms): the status words after a run */
+    uint32_t *host_abort;       /* pinned [1]: the value the watchdog writes */
+    unsigned char *host_io;     /* pinned staging of amk_cuda_run_io, host_io_cap bytes (or NULL) */
+    size_t host_io_cap;
+    amk_program_t prog;         /* device addresses; the kernel's one parameter */
+    int n_buffers, n_tasks, n_counters, num_sms, threads, timing_on, timed_run;
+    /* the epoch scheme (amk_program_t.epoch): the last launch's epoch, and whether the counters
+       and status words need zeroing before the next (no launch yet, or one not seen to finish
+       cleanly) */
+    uint32_t epoch;
+    int counters_dirty;
+    /* chained steps (amk_cuda_set_chain): the buffers, steps a launch (1: off), the block that
+       feeds, the blocks with a queue, the step joins since the status words were zeroed, the
+       tokens' device array ([cap] I32), the last amk_cuda_run_chain's start (have_start: one ran),
+       and the last launch's first epoch and steps (the stuck report) */
+    amk_cuda_chain chain;
+    int chain_feeder, chain_blocks, chain_have_start;
+    uint32_t chain_base;
+    int32_t chain_token0, chain_pos0;
+    amk__CUdeviceptr chain_dev;
+    int chain_cap, launch_steps;
+    uint32_t launch_epoch;
+    int64_t smem_bytes;
+    uint64_t *buf_off;          /* [n_buffers] offset of each buffer's storage in the arena */
+    int64_t *buf_bytes;         /* [n_buffers] its size in its dtype */
+    amk_buffer_t *bufs;         /* [n_buffers] host copy of the device buffer table */
+    amk_instruction_t *ins;     /* [n_tasks] host copy of the instruction table */
+    int32_t *queue_off;         /* [num_sms + 1] */
+    int32_t *queue;             /* [n_tasks] */
+    int32_t *queue_pos;         /* [n_tasks] task i's entry in queue */
+    amk_vm_ctx_t *ctxs;         /* [n_tasks] host copy of the context table (queue order) */
+    amk__cuda_ahead *ahead;     /* [n_tasks] the prefetch ahead's pieces, or NULL (AMK_VM_AHEAD_BYTES 0) */
+    int no_prefetch;            /* the program's config has pipelining_depth 0: no L2 prefetches */
+    uint64_t off_counters, off_status, off_timing, off_contexts;
+    /* the lean attention's tensor maps (amk__cuda_kv_maps): cuTensorMapEncodeTiled (NULL: the
+       driver lacks it), per task its pair of maps or -1, per pair its rows and first task */
+    amk__CUresult (*TensorMapEncodeTiled)(void *, int, uint32_t, void *, const uint64_t *, const uint64_t *,
+                                          const uint32_t *, const uint32_t *, int, int, int, int);
+    int32_t *kv_pair;
+    int32_t *kv_pair_task;      /* the first task of each pair (its geometry) */
+    int32_t *kv_pair_rows;      /* the rows of each pair's box */
+    int n_kv_pairs;
+    uint64_t off_kv_maps;
+    amk_cuda_info info;
+};
+
+/* ---- driver plumbing ------------------------------------------------------------------------ */
+
+/* Fills d with a failed driver call's name and description. */
+AMK__FN amk_result amk__cuda_err(const amk_cuda *c, amk_diag *d, amk__CUresult r, const char *what) {
+    const char *name = NULL, *desc = NULL;
+    if (c->api.GetErrorName) c->api.GetErrorName(r, &name);
+    if (c->api.GetErrorString) c->api.GetErrorString(r, &desc);
+    if (!name) name = "CUDA_ERROR_UNKNOWN";
+    if (d) snprintf(d->cuda_error, sizeof d->cuda_error, "%s", name);
+    return amk__fail(d, AMK_ERR_CUDA, "%s failed: %s (%d): %s", what, name, r, desc ? desc : "");
+}
+
+#define AMK__CU_TRY(c, d, call, what) do { amk__CUresult amk__r_ = (c)->api.call; \
+    if (amk__r_ != AMK__CUDA_SUCCESS) return amk__cuda_err((c), (d), amk__r_, (what)); } while (0)
+/* The same where cleanup is due (c, d and an amk_result r in scope): on failure r gets the error
+   and control goes to label. */
+#define AMK__CU_GOTO(call, what, label) do { amk__CUresult amk__g_ = c->api.call; \
+    if (amk__g_ != AMK__CUDA_SUCCESS) { r = amk__cuda_err(c, d, amk__g_, (what)); goto label; } } while (0)
+
+/* Opens libcuda and resolves every entry point; AMK_ERR_NO_DRIVER if it is not there. */
+AMK__FN amk_result amk__cuda_open_driver(amk_cuda *c, amk_diag *d) {
+#if defined(_WIN32)
+    AMK__UNUSED(c);
+    return amk__fail(d, AMK_ERR_NO_DRIVER, "the CUDA runtime is not ported to Windows yet");
+#else
+    const char *path = getenv("AMK_CUDA_LIBRARY");
+    void *f;
+    c->lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!c->lib && !(path && *path)) c->lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    if (!c->lib) {
+        const char *e = dlerror();
+        return amk__fail(d, AMK_ERR_NO_DRIVER, "no CUDA driver: cannot open %s (%s)",
+                         path && *path ? path : "libcuda.so.1", e ? e : "not found");
+    }
+    /* why: memcpy, not a cast: ISO C has no conversion from void * to a function pointer.
+       cuEventElapsedTime_v2 is CUDA 12.8+; older drivers have the same call without the suffix */
+#define AMK__CU_LOAD(name, sym, params) \
+    f = dlsym(c->lib, sym); \
+    if (!f && strcmp(sym, "cuEventElapsedTime_v2") == 0) f = dlsym(c->lib, "cuEventElapsedTime"); \
+    if (!f) return amk__fail(d, AMK_ERR_NO_DRIVER, "the CUDA driver lacks %s (too old?)", sym); \
+    memcpy(&c->api.name, &f, sizeof f);
+    AMK__CUDA_FNS(AMK__CU_LOAD)
+#undef AMK__CU_LOAD
+    f = dlsym(c->lib, "cuTensorMapEncodeTiled"); /* optional (CUDA 12.0+): without it no task copies by tensor maps */
+    if (f) memcpy(&c->TensorMapEncodeTiled, &f, sizeof f);
+    return AMK_OK;
+#endif
+}
+
+AMK__FN double amk__cuda_now_ms(void) {
+#if defined(_WIN32)
+    return 0.0;
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+#endif
+}
+
+AMK__FN void amk__cuda_sleep_us(long us) {
+#if !defined(_WIN32)
+    struct timespec ts;
+    ts.tv_sec = us / 1000000;
+    ts.tv_nsec = (us % 1000000) * 1000;
+    nanosleep(&ts, NULL);
+#else
+    AMK__UNUSED(us);
+#endif
+}
+
+/* Makes c's context current for one public call; amk__cuda_leave restores the caller's. */
+AMK__FN amk_result amk__cuda_enter(amk_cuda *c, amk_diag *d) {
+    AMK__CU_TRY(c, d, CtxPushCurrent(c->ctx), "cuCtxPushCurrent");
+    return AMK_OK;
+}
+AMK__FN void amk__cuda_leave(amk_cuda *c) {
+    amk__CUcontext old;
+    c->api.CtxPopCurrent(&old);
+}
+
+/* ---- checking a program for the device ---------------------------------------------------------- */
+
+/* The bytes of an accumulating op's nt rows of H elements of dtype dt (RMSNORM_MLP's W_downT,
+   ATTENTION_O's W_oT) that the device stages (AMK_ROWS_STAGE_BYTES, the device's rule too): F32,
+   F16 or BF16 rows only. */
+AMK__FN int64_t amk__rows_stage_bytes(int dt, int64_t H, int64_t nt) {
+    const int64_t esz = dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? amk_dtype_bits(dt) / 8 : 0;
+    return AMK_ROWS_STAGE_BYTES(esz, H, nt);
+}
+
+/* The bytes of ATTENTION_O task t's results in shared memory (its kv heads' query heads, F32). */
+AMK__FN int64_t amk__attn_o_ys_bytes(const amk_task *t) {
+    const int64_t nkv = amk__param_i(t, "n_kv_heads", 1), grp = amk__param_i(t, "n_heads", 0) / (nkv > 0 ? nkv : 1);
+    return AMK_ATTN_O_YS_BYTES(amk__param_i(t, "head_dim", 0), amk__param_i(t, "N_tile", 0) * grp);
+}
+
+/* The least dynamic shared memory task t runs with (0: it stages nothing): a GEMV-family tile one
+   staged row of x, + the tile and its RoPE cos/sin (amk_op_norm_gemv); decode attention one chunk
+   of 32 rows at 4 bytes an element (ATTENTION_O: + its results); ATTENTION_TILE a head of q a
+   warp. */
+AMK__FN int64_t amk__cuda_smem_least(const amk_task *t, int threads) {
+    const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
+    switch (t->op) {
+    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_SWIGLU: return 4 * K;
+    case AMK_OP_RMSNORM_MLP: return 4 * (K + amk__param_i(t, "N_tile", 0)); /* + the tile's values */
+    case AMK_OP_RMSNORM_GEMV:
+        return 4 * (K + ((uint32_t)amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE ? 2 * amk__param_i(t, "N_tile", 0) : 0));
+    case AMK_OP_ATTENTION_DECODE: return AMK_ATTN_DECODE_LEAST(hd, threads);
+    case AMK_OP_ATTENTION_O: return AMK_ATTN_DECODE_LEAST(hd, threads) + amk__attn_o_ys_bytes(t) + 16;
+    case AMK_OP_ATTENTION_TILE: return (int64_t)(threads / 32) * hd * 4;
+    default: return 0;
+    }
+}
+
+AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, int threads);
+AMK__FN int64_t amk__cuda_attn_pre_bytes(const amk_program *p, const amk_task *t, int threads);
+
+/* 1 for the folded Q/K/V's forms: RMSNORM_MLP FOLD, ATTENTION_O PRENORM. */
+AMK__FN int amk__cuda_folded(const amk_task *t) {
+    const int64_t f = amk__param_i(t, "flags", 0);
+    return (t->op == AMK_OP_RMSNORM_MLP && (f & AMK_MLP_FLAG_FOLD)) || (t->op == AMK_OP_ATTENTION_O && (f & AMK_ATTN_FLAG_PRENORM));
+}
+
+/* What the device code relies on for memory safety, checked for every task whatever validate
+   said: ids in range, ABI caps, SMs assigned, the op's shapes (amk__op_check). threads and smem
+   (0 before the device is known) add the VM's own limits. */
+AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sms, int threads,
+                                       int64_t smem, int image_kind, amk_diag *d) {
+    const amk_task *t = &p->tasks[ti];
+    amk_check which;
+    char msg[256];
+    int i, saved_task = d ? d->task : -1;
+    if (d) d->task = ti; /* every failure below concerns task ti */
+    if (t->op < 0 || t->op >= AMK_OP_COUNT)
+        return amk__fail(d, AMK_ERR_REJECTED, "task %d: opcode %d is not defined", ti, t->op);
+    if (t->n_inputs < 0 || t->n_inputs > AMK_MAX_INPUTS || t->n_outputs < 0 ||
+        t->n_outputs > AMK_MAX_OUTPUTS || t->n_waits < 0 || t->n_waits > AMK_MAX_WAITS)
+        return amk__fail(d, AMK_ERR_REJECTED, "task %d: more inputs, outputs or waits than the ABI holds", ti);
+    for (i = 0; i < t->n_inputs; i++)
+        if (t->inputs[i] < 0 || t->inputs[i] >= p->n_buffers)
+            return amk__fail(d, AMK_ERR_REJECTED, "task %d: input buffer %d does not exist", ti, t->inputs[i]);
+    for (i = 0; i < t->n_outputs; i++)
+        if (t->outputs[i] < 0 || t->outputs[i] >= p->n_buffers)
+            return amk__fail(d, AMK_ERR_REJECTED, "task %d: output buffer %d does not exist", ti, t->outputs[i]);
+    if (t->out_counter < 0 || t->out_counter >= p->n_counters)
+        return amk__fail(d, AMK_ERR_REJECTED, "task %d: out_counter %d does not exist", ti, t->out_counter);
+    for (i = 0; i < t->n_waits; i++)
+        if (t->waits[i].counter < 0 || t->waits[i].counter >= p->n_counters ||
+            t->waits[i].threshold < 1 || t->waits[i].threshold > (int64_t)UINT32_MAX)
+            return amk__fail(d, AMK_ERR_REJECTED, "task %d: wait %d (counter %d, threshold %lld) is out of range",
+                             ti, i, t->waits[i].counter, (long long)t->waits[i].threshold);
+    if (t->sm < 0 || t->sm >= num_sms)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "task %d has SM %d, outside [0, %d): lower the program first",
+                         ti, t->sm, num_sms);
+    if (!amk__op_check(p, t, &which, msg, sizeof msg)) {
+        if (d) snprintf(d->check, sizeof d->check, "%s", amk_check_id(which));
+        return amk__fail(d, AMK_ERR_REJECTED, "task %d: %s", ti, msg);
+    }
+    if (smem > 0) {
+        const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
+        const int64_t need = amk__cuda_smem_least(t, threads);
+        if ((t->op == AMK_OP_GEMV_TILE || t->op == AMK_OP_GEMM_TILE || t->op == AMK_OP_RMSNORM_GEMV ||
+             t->op == AMK_OP_RMSNORM_SWIGLU || t->op == AMK_OP_RMSNORM_MLP) && need > smem)
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: K = %lld needs %lld bytes of shared memory, the VM has %lld",
+                             ti, (long long)K, (long long)need, (long long)smem);
+        if ((t->op == AMK_OP_ATTENTION_TILE || t->op == AMK_OP_ATTENTION_DECODE || t->op == AMK_OP_ATTENTION_O) &&
+            (hd > AMK__VM_ATTN_MAX_HEAD_DIM || need > smem))
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: head_dim %lld is above the VM's %d or its q staging "
+                             "exceeds %lld bytes of shared memory", ti, (long long)hd, AMK__VM_ATTN_MAX_HEAD_DIM, (long long)smem);
+        if (amk__cuda_folded(t)) { /* only the lean forms of the full build take them */
+            const int64_t f = t->op == AMK_OP_RMSNORM_MLP ? amk__cuda_lean_bytes(p, t, threads) : amk__cuda_attn_pre_bytes(p, t, threads);
+            if (image_kind == AMK_IMAGE_GENERAL || f == 0 || f > smem)
+                return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: the VM takes %s %s only in its lean form (%s), which "
+                                 "does not take this task", ti, amk_op_name(t->op),
+                                 t->op == AMK_OP_RMSNORM_MLP ? "FOLD" : "PRENORM",
+                                 image_kind == AMK_IMAGE_GENERAL ? "not in the general build" : "shapes, dtypes or shared memory");
+        }
+    }
+    if (d) d->task = saved_task;
+    return AMK_OK;
+}
+
+/* Input i of task t, or NULL when t has no such input or its id is not a buffer (a program
+   created unchecked; amk__cuda_check_task reports it). */
+AMK__FN const amk_buffer *amk__cuda_input(const amk_program *p, const amk_task *t, int i) {
+    return i < t->n_inputs && t->inputs[i] >= 0 && t->inputs[i] < p->n_buffers ? &p->buffers[t->inputs[i]] : NULL;
+}
+
+/* 1 when the device runs ATTENTION_DECODE (or ATTENTION_O) task t on the tensor cores: q, K and V BF16, head_dim a
+   multiple of 16 up to 256 (the first test of amk_attn_decode_mma in amk_ops.cuh, which also
+   falls back when shared memory holds fewer than 16 rows). */
+AMK__FN int amk__cuda_attn_mma(const amk_program *p, const amk_task *t) {
+    const amk_buffer *q = amk__cuda_input(p, t, 0), *kc = amk__cuda_input(p, t, 1), *vc = amk__cuda_input(p, t, 2);
+    const int64_t hd = amk__param_i(t, "head_dim", 0);
+    return (t->op == AMK_OP_ATTENTION_DECODE || t->op == AMK_OP_ATTENTION_O) && q && kc && vc && q->dtype == AMK_DTYPE_BF16 && kc->dtype == AMK_DTYPE_BF16 &&
+           vc->dtype == AMK_DTYPE_BF16 && hd > 0 && hd % 16 == 0 && hd <= 256;
+}
+
+/* 1 when task t meets the conditions the lean and ring forms share (the device's amk_short_rows_ok,
+   where the host can see them): one row of F32 x, K a multiple of 8 up to kmax, F32 norm weights,
+   bf16 W, and an RMSNORM_GEMV's output F32 or BF16. */
+AMK__FN int amk__cuda_short_rows(const amk_program *p, const amk_task *t, int64_t kmax) {
+    const amk_buffer *x = amk__cuda_input(p, t, 0), *nw = amk__cuda_input(p, t, 1), *W = amk__cuda_input(p, t, 2);
+    const amk_buffer *o = t->n_outputs > 0 && t->outputs[0] >= 0 && t->outputs[0] < p->n_buffers ? &p->buffers[t->outputs[0]] : NULL;
+    const int64_t K = amk__param_i(t, "K", 0);
+    return x && nw && W && K >= 8 && K % 8 == 0 && K <= kmax && amk_buffer_numel(x) == K && x->dtype == AMK_DTYPE_F32 &&
+           nw->dtype == AMK_DTYPE_F32 && W->dtype == AMK_DTYPE_BF16 &&
+           (t->op == AMK_OP_RMSNORM_MLP || (o && (o->dtype == AMK_DTYPE_F32 || o->dtype == AMK_DTYPE_BF16)));
+}
+
+/* The shared memory of task t's lean form (amk_norm_gemv_lean in amk_ops.cuh, whose conditions this
+   mirrors where the host can see them), or 0 when it has none: x, then an RMSNORM_GEMV tile its
+   RoPE pairs' cos and sin, norm weights and rows of W, an RMSNORM_MLP tile its values, norm
+   weights, gate and up rows and rows of W_downT (AMK_LEAN_BYTES). */
+AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, int threads) {
+    const int mlp = t->op == AMK_OP_RMSNORM_MLP;
+    const amk_buffer *Wu = mlp ? amk__cuda_input(p, t, 3) : NULL, *Wd = mlp ? amk__cuda_input(p, t, 4) : NULL;
+    const int64_t K = amk__param_i(t, "K", 0), nt = amk__param_i(t, "N_tile", 0);
+    int64_t rows;
+    if ((t->op != AMK_OP_RMSNORM_GEMV && !mlp) || !amk__cuda_short_rows(p, t, 128 * AMK_LEAN_PPL) || nt < 1 ||
+        (mlp ? nt : (nt + 1) / 2) > threads / 32 - (!mlp && (amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE) != 0) ||
+        (!mlp && (amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ARGMAX) != 0))
+        return 0;
+    rows = nt * K * 2; /* W's, or W_gate's and W_up's and W_downT's */
+    if (mlp) {
+        const int64_t wsb = Wu && Wd && Wu->dtype == AMK_DTYPE_BF16 && Wd->rank == 2 ? amk__rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
+        if (!wsb) return 0;
+        rows = 2 * rows + wsb;
+        if (amk__param_i(t, "flags", 0) & AMK_MLP_FLAG_FOLD) { /* + W_cat's tile and base rows */
+            const amk_buffer *Wc = amk__cuda_input(p, t, 5), *q = t->n_outputs == 2 ? &p->buffers[t->outputs[1]] : NULL;
+            const int64_t N = Wu->shape[0], off = amk__param_i(t, "n_off", 0), F = Wc && Wc->rank == 2 ? Wc->shape[1] : 0;
+            if (!Wc || !q || Wc->dtype != AMK_DTYPE_BF16 || F < 8 || F % 8 || Wc->shape[0] != N + K || q->dtype != AMK_DTYPE_F32 ||
+                amk_buffer_numel(q) != F || (off + nt) * K > INT32_MAX) /* the device's 32-bit base-row arithmetic */
+                return 0;
+            rows += AMK_LEAN_FOLD_BYTES(nt + (off + nt) * K / N - off * K / N, F);
+        }
+    }
+    return AMK_LEAN_BYTES(nt, K, rows);
+}
+
+/* The shared memory of ATTENTION_O PRENORM task t's lean form (amk_attn_o_lean in amk_ops.cuh, the
+   only form that takes it; its conditions mirrored where the host can see them), for the larger of
+   its two layouts (the tensor copies' aligned to AMK_ATTN_TMA_ALIGN, or rows by cp.async), or 0
+   when the form does not take t. */
+AMK__FN int64_t amk__cuda_attn_pre_bytes(const amk_program *p, const amk_task *t, int threads) {
+    const amk_buffer *q = amk__cuda_input(p, t, 0), *kc = amk__cuda_input(p, t, 1), *vc = amk__cuda_input(p, t, 2);
+    const amk_buffer *Wo = amk__cuda_input(p, t, 4), *x = amk__cuda_input(p, t, 5);
+    const int64_t hd = amk__param_i(t, "head_dim", 0), nh_all = amk__param_i(t, "n_heads", 0);
+    const int64_t nkv = amk__param_i(t, "n_kv_heads", 0), M = amk__param_i(t, "M_tile", 0), moff = amk__param_i(t, "m_off", 0);
+    const int64_t n = amk__param_i(t, "kv_len", 0), g = amk__param_i(t, "n_off", 0);
+    int64_t esz, h0, nh, grp, want, fixed, tma_rows, plain_rows;
+    if (t->op != AMK_OP_ATTENTION_O || !q || !kc || !vc || !Wo || !x || Wo->rank != 2 || hd < 8 || hd > 64 || nkv < 1 ||
+        nh_all % nkv || threads < 32)
+        return 0;
+    esz = kc->dtype == AMK_DTYPE_F32 ? 4 : kc->dtype == AMK_DTYPE_BF16 ? 2 : 0;
+    grp = nh_all / nkv;
+    h0 = moff / hd;
+    nh = (moff + M - 1) / hd - h0 + 1;
+    want = amk__rows_stage_bytes(Wo->dtype, Wo->shape[1], M);
+    if (!esz || vc->dtype != kc->dtype || q->dtype != AMK_DTYPE_F32 || amk_buffer_numel(q) != (nh_all + 2 * nkv) * hd ||
+        (hd * esz) % 16 || amk__param_i(t, "N_tile", 0) != 1 || M < 1 || M > AMK_ATTN_LEAN_DIMS || nh > 2 ||
+        h0 < g * grp || h0 + nh > (g + 1) * grp || n < 1 || n > AMK_ATTN_SPEC_ROWS || n > threads / nh ||
+        (threads / nh) % 32 || threads < 32 + nh * hd / 2 || x->dtype != AMK_DTYPE_F32 || amk_buffer_numel(x) != Wo->shape[1] ||
+        amk_buffer_numel(x) > 128 * AMK_LEAN_PPL ||
+        Wo->shape[1] % 4 || (t->n_outputs != 1 && t->n_outputs != 3) || !want)
+        return 0;
+    tma_rows = AMK_ATTN_TMA_ALIGN - 16 + 2 * ((n + 7) & ~(int64_t)7) * 128;
+    plain_rows = 2 * n * AMK_ATTN_ROW_BYTES(hd, esz);
+    fixed = (tma_rows > plain_rows ? tma_rows : plain_rows) + (nh * hd + 32 + nh * n + AMK_ATTN_LEAN_DIMS + 4 + 64) * 4;
+    return fixed + want + 16; /* + the rows' 16-byte alignment */
+}
+
+/* The shared memory of task t's ring form (amk_norm_gemv_ring in amk_ops.cuh, whose conditions this
+   mirrors where the host can see them; the lean form comes first), or 0 when it has none:
+   AMK_RING_SLOTS slots of one row of W a warp (AMK_RING_BYTES). Of the flags it takes ARGMAX. */
+AMK__FN int64_t amk__cuda_ring_bytes(const amk_program *p, const amk_task *t, int threads) {
+    if (t->op != AMK_OP_RMSNORM_GEMV || (amk__param_i(t, "flags", 0) & ~(int64_t)AMK_GEMV_FLAG_ARGMAX) != 0 ||
+        !amk__cuda_short_rows(p, t, 256 * AMK_RING_VPL) ||
+        amk__param_i(t, "N_tile", 0) <= 2 * (threads / 32))
+        return 0;
+    return AMK_RING_BYTES(threads / 32, amk__param_i(t, "K", 0));
+}
+
+/* The dynamic shared memory task t would like: its fastest path, never less than
+   amk__cuda_smem_least (the device ops adapt to anything in between). why not always the opt-in
+   maximum: shared memory and L1 share one 256 KB array a SM, so every byte asked for leaves less
+   L1 (the driver picks the configuration; the L1 size is not read back); with this rule the
+   decode step at context 128 ran 1.5% (Llama-3-8B) and 1.2% (Llama-3.2-1B) faster than with the
+   maximum (bench/RESULTS.md runs 81-82). */
+AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int threads) {
+    const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0), least = amk__cuda_smem_least(t, threads);
+    switch (t->op) {
+    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: {
+        /* the tensor-core path (tiles of AMK_MMA_MIN_ROWS rows and more) wants its full ring */
+        const amk_buffer *x = amk__cuda_input(p, t, 0), *W = amk__cuda_input(p, t, 1);
+        const int64_t M = t->op == AMK_OP_GEMM_TILE ? amk__param_i(t, "M_tile", 0)
+                        : x && K > 0 ? amk_buffer_numel(x) / K : 0;
+        if (M >= AMK_MMA_MIN_ROWS && x && W) /* + an x split in two, as in amk_mma_stages */
+            return (x->dtype == W->dtype ? 0 : 2 * AMK_MMA_TILE) +
+                   AMK_MMA_STAGES * AMK_MMA_STAGE_BYTES(x->dtype == AMK_DTYPE_F32 ? 4 : 2, threads / 128);
+        return least;
+    }
+    case AMK_OP_ATTENTION_DECODE: case AMK_OP_ATTENTION_O: { /* one chunk for the task's whole key range, up to 512 rows */
+        const amk_buffer *kc = amk__cuda_input(p, t, 1), *vc = amk__cuda_input(p, t, 2);
+        const int dt = kc && vc ? kc->dtype : -1;
+        const int64_t e = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
+        const int64_t esz = e && vc->dtype == dt && (hd * e) % 16 == 0 ? e : 4; /* the device's staging format */
+        const int mma = amk__cuda_attn_mma(p, t);
+        const int64_t step = mma ? 16 : 32; /* a chunk's rows come in 16s (tensor cores) or 32s */
+        int64_t C = (amk__param_i(t, "kv_len", 0) + step - 1) / step * step, w;
+        if (C > 512) C = 512;
+        if (C < step) C = step;
+        if (mma) { /* amk_attn_decode_mma's layout */
+            const int64_t nkv = amk__param_i(t, "n_kv_heads", 1), grp = amk__param_i(t, "n_heads", 0) / (nkv > 0 ? nkv : 1);
+            w = AMK_ATTN_MMA_SMEM(hd, grp < AMK_ATTN_MMA_ROWS ? grp : AMK_ATTN_MMA_ROWS, C);
+        } else {
+            w = AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, esz), AMK_ATTN_KEY_GROUPS(hd, threads), C);
+        }
+        if (t->op == AMK_OP_ATTENTION_O) { /* + its results, + its rows of W_oT when they stage */
+            const amk_buffer *Wo = amk__cuda_input(p, t, 4);
+            const int64_t b = Wo && Wo->rank == 2 ? amk__rows_stage_bytes(Wo->dtype, Wo->shape[1], amk__param_i(t, "M_tile", 0)) : 0;
+            if (w < AMK_ATTN_DECODE_LEAST(hd, threads)) w = AMK_ATTN_DECODE_LEAST(hd, threads); /* why: the rows stage only above it */
+            w += amk__attn_o_ys_bytes(t) + 16 + (b ? b + 16 : 0); /* + each part's 16-byte alignment */
+            if (amk__param_i(t, "flags", 0) & AMK_ATTN_FLAG_PRENORM) {
+                const int64_t pre = amk__cuda_attn_pre_bytes(p, t, threads);
+                if (pre > w) w = pre;
+            }
+        }
+        return w > least ? w : least;
+    }
+    case AMK_OP_RMSNORM_MLP: { /* + its rows of W_downT, when they stage (amk__rows_stage_bytes) */
+        const amk_buffer *Wd = amk__cuda_input(p, t, 4);
+        const int64_t nt = amk__param_i(t, "N_tile", 0);
+        const int64_t b = Wd && Wd->rank == 2 ? amk__rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
+        const int64_t lean = amk__cuda_lean_bytes(p, t, threads);
+        return lean > least + (b ? b + 16 : 0) ? lean : least + (b ? b + 16 : 0); /* + the rows' 16-byte alignment */
+    }
+    case AMK_OP_RMSNORM_GEMV: { /* its lean form's, else its ring form's */
+        int64_t form = amk__cuda_lean_bytes(p, t, threads);
+        if (!form) form = amk__cuda_ring_bytes(p, t, threads);
+        return form > least ? form : least;
+    }
+    case AMK_OP_ATTENTION_COMBINE: { /* the heads' weights staged (else it recomputes them) */
+        const amk_buffer *part = amk__cuda_input(p, t, 0);
+        return part && hd > 0 ? amk_buffer_numel(part) / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
+    }
+    default: return least;
+    }
+}
+
+/* The instruction of task ti (params marshalled with defaults). */
+AMK__FN void amk__cuda_instruction(const amk_task *t, amk_instruction_t *in) {
+    int i;
+    memset(in, 0, sizeof *in);
+    in->op = t->op;
+    in->sm = t->sm;
+    in->out_counter = t->out_counter;
+    in->id = t->id;
+    in->n_inputs = t->n_inputs;
+    in->n_outputs = t->n_outputs;
+    in->n_waits = t->n_waits;
+    for (i = 0; i < AMK_MAX_INPUTS; i++) in->inputs[i] = i < t->n_inputs ? t->inputs[i] : -1;
+    for (i = 0; i < AMK_MAX_OUTPUTS; i++) in->outputs[i] = i < t->n_outputs ? t->outputs[i] : -1;
+    for (i = 0; i < AMK_MAX_WAITS; i++) {
+        in->wait_counter[i] = i < t->n_waits ? t->waits[i].counter : -1;
+        in->wait_threshold[i] = i < t->n_waits ? (uint32_t)t->waits[i].threshold : 0u;
+    }
+    amk_task_marshal_params(t, &in->params);
+}
+
+/* Input slot wi of instruction in in the device's buffer table bt, when it is a read-only kind
+   (WEIGHT or CONST: nothing writes it during a launch, so L2 may hold it early); else NULL. */
+AMK__FN const amk_buffer_t *amk__cuda_readonly_input(const amk_buffer_t *bt, int n_buffers,
+                                                     const amk_instruction_t *in, int wi) {
+    const amk_buffer_t *b = wi < in->n_inputs && in->inputs[wi] >= 0 && in->inputs[wi] < n_buffers ? &bt[in->inputs[wi]] : NULL;
+    return b && (b->kind == AMK_KIND_WEIGHT || b->kind == AMK_KIND_CONST) ? b : NULL;
+}
+
+/* The byte range [*start, *end) of the rows [n_off, n_off + N_tile) of the read-only [N, K] weight
+   in input slot wi of instruction in, offsets into that buffer: start 16-byte aligned down, end
+   never past the buffer. Returns the buffer, or NULL (no such weight, no rows). */
+AMK__FN const amk_buffer_t *amk__cuda_rows_range(const amk_buffer_t *bt, int n_buffers, const amk_instruction_t *in,
+                                                 int wi, uint64_t *start, uint64_t *end) {
+    const amk_buffer_t *W = amk__cuda_readonly_input(bt, n_buffers, in, wi);
+    uint64_t bits, limit;
+    if (!W) return NULL;
+    bits = (uint64_t)amk_dtype_bits(W->dtype);
+    if (bits == 8 && in->params.qdtype == AMK_DTYPE_I4) bits = 4; /* I4 packed in a byte buffer */
+    if (in->params.n_off < 0 || in->params.N_tile < 1 || in->params.K < 1) return NULL;
+    *start = (uint64_t)in->params.n_off * (uint64_t)in->params.K * bits / 8 & ~(uint64_t)15;
+    *end = ((uint64_t)in->params.n_off + (uint64_t)in->params.N_tile) * (uint64_t)in->params.K * bits / 8;
+    limit = (uint64_t)W->numel * (W->dtype == AMK_DTYPE_U8 ? 8 : bits) / 8; /* never past the buffer */
+    if (*end > limit) *end = limit;
+    return *end > *start ? W : NULL;
+}
+
+/* L2 prefetch range f of instruction in: the first `budget` bytes of the rows [n_off, n_off +
+   N_tile) of the read-only [N, K] weight in input slot wi; 16-byte aligned, never past the buffer. */
+AMK__FN void amk__cuda_prefetch_rows(const amk_buffer_t *bt, int n_buffers, amk_instruction_t *in, int f, int wi,
+                                     uint64_t budget) {
+    uint64_t start, end;
+    const amk_buffer_t *W = amk__cuda_rows_range(bt, n_buffers, in, wi, &start, &end);
+    if (!W) return;
+    if (end > start + budget) end = start + budget;
+    end &= ~(uint64_t)15;
+    if (end <= start) return;
+    in->prefetch_addr[f] = W->ptr + start;
+    in->prefetch_bytes[f] = (uint32_t)(end - start);
+}
+
+/* No L2 prefetches in instruction in. */
+AMK__FN void amk__cuda_prefetch_clear(amk_instruction_t *in) {
+    int f;
+    for (f = 0; f < AMK_VM_PREFETCHES; f++) { in->prefetch_addr[f] = 0; in->prefetch_bytes[f] = 0; }
+    in->prefetch_keep = 0;
+}
+
+/* The L2 prefetches the VM issues while instruction in waits (amk_vm.cuh): a GEMV/GEMM tile's
+   first AMK_VM_PREFETCH_BYTES of weight rows; a fused RMSNORM_* tile's norm weight too, with
+   RMSNORM_SWIGLU's and RMSNORM_MLP's gate and up rows sharing the budget (RMSNORM_MLP stages
+   its rows of W_downT itself). None for a tile of fewer than
+   AMK_VM_PREFETCH_MIN_ELEMS weight elements (one round of loads). */
+AMK__FN void amk__cuda_prefetches(const amk_buffer_t *bt, int n_buffers, amk_instruction_t *in) {
+    amk__cuda_prefetch_clear(in);
+    if (AMK_VM_PREFETCH_BYTES == 0u || (int64_t)in->params.N_tile * in->params.K < (int64_t)AMK_VM_PREFETCH_MIN_ELEMS)
+        return;
+    if (in->op == AMK_OP_GEMV_TILE || in->op == AMK_OP_GEMM_TILE) {
+        amk__cuda_prefetch_rows(bt, n_buffers, in, 0, 1, AMK_VM_PREFETCH_BYTES);
+    } else if (in->op == AMK_OP_RMSNORM_GEMV || in->op == AMK_OP_RMSNORM_SWIGLU || in->op == AMK_OP_RMSNORM_MLP) {
+        const amk_buffer_t *nw = amk__cuda_readonly_input(bt, n_buffers, in, 1); /* the norm weight: K floats, staged first */
+        const uint64_t nb = nw ? (uint64_t)nw->numel * 4u & ~(uint64_t)15 : 0;
+        if (nw && nw->dtype == AMK_DTYPE_F32 && nb) {
+            in->prefetch_addr[0] = nw->ptr;
+            in->prefetch_bytes[0] = (uint32_t)(nb < AMK_VM_PREFETCH_BYTES ? nb : AMK_VM_PREFETCH_BYTES);
+        }
+        if (in->op == AMK_OP_RMSNORM_GEMV) {
+            amk__cuda_prefetch_rows(bt, n_buffers, in, 1, 2, AMK_VM_PREFETCH_BYTES);
+        } else {
+            amk__cuda_prefetch_rows(bt, n_buffers, in, 1, 2, AMK_VM_PREFETCH_BYTES / 2);
+            amk__cuda_prefetch_rows(bt, n_buffers, in, 2, 3, AMK_VM_PREFETCH_BYTES / 2);
+        }
+    }
+}
+
+/* The weight input slot of a GEMV-family tile that streams rows (GEMV_TILE's W, RMSNORM_GEMV's),
+   or -1. */
+AMK__FN int amk__cuda_rows_slot(int op) {
+    return op == AMK_OP_GEMV_TILE ? 1 : op == AMK_OP_RMSNORM_GEMV ? 2 : -1;
+}
+
+/* That slot when instruction in streams the rows of buffer wid, else -1. */
+AMK__FN int amk__cuda_reads_rows(const amk_instruction_t *in, int wid) {
+    const int wi = amk__cuda_rows_slot(in->op);
+    return wi >= 0 && wi < in->n_inputs && in->inputs[wi] == wid ? wi : -1;
+}
+
+/* The L2 prefetch ahead (AMK_VM_AHEAD_BYTES, amk_ir.h), planned over the n instructions ins in
+   list order (their own prefetches already in place): the targets are the tiles that read the
+   weight of the last row-streaming tile (GEMV_TILE, RMSNORM_GEMV) in list order, e.g. the LM
+   head's. Each target's rows after its own prefetch, up to budget / (number of targets) bytes,
+   are cut into pieces of at most `piece` bytes (16-byte aligned), and the pieces, targets in list
+   order, go into the free prefetch ranges of the tasks before the first target, nearest first.
+   plan[i] receives task i's pieces (zeroed first). Returns the bytes planned: less than asked
+   when the targets' rows or the free ranges run out. */
+AMK__FN uint64_t amk__cuda_plan_ahead(const amk_buffer_t *bt, int n_buffers, const amk_instruction_t *ins, int n,
+                                      uint64_t budget, uint64_t piece, amk__cuda_ahead *plan) {
+    const amk_buffer_t *W = NULL;
+    uint64_t share, total = 0;
+    int i, wid = -1, first = -1, n_t = 0, carrier, f = 0;
+    if (n < 1 || !plan) return 0;
+    memset(plan, 0, (size_t)n * sizeof *plan);
+    if (piece > ((uint64_t)1 << 30)) piece = (uint64_t)1 << 30; /* why: a range's bytes are a uint32 */
+    piece &= ~(uint64_t)15;
+    if (budget < 16 || piece == 0) return 0;
+    for (i = n - 1; i >= 0 && wid < 0; i--) { /* the last row-streaming tile's weight */
+        const int wi = amk__cuda_rows_slot(ins[i].op);
+        if (wi >= 0 && amk__cuda_readonly_input(bt, n_buffers, &ins[i], wi)) wid = ins[i].inputs[wi];
+    }
+    if (wid < 0) return 0;
+    for (i = 0; i < n; i++) {
+        if (amk__cuda_reads_rows(&ins[i], wid) < 0) continue;
+        if (first < 0) first = i;
+        n_t++;
+    }
+    share = budget / (uint64_t)n_t & ~(uint64_t)15;
+    if (share == 0) return 0;
+    carrier = first - 1;
+    for (i = first; i < n; i++) {
+        const int wi = amk__cuda_reads_rows(&ins[i], wid);
+        uint64_t a, b, e;
+        int g;
+        if (wi < 0 || !(W = amk__cuda_rows_range(bt, n_buffers, &ins[i], wi, &a, &e))) continue;
+        for (g = 0; g < AMK_VM_PREFETCHES; g++) { /* past the tile's own prefetch of its rows */
+            const uint64_t pa = ins[i].prefetch_addr[g], pb = ins[i].prefetch_bytes[g];
+            if (pb && pa >= W->ptr + a && pa < W->ptr + e && pa + pb - W->ptr > a) a = pa + pb - W->ptr;
+        }
+        a = (a + 15) & ~(uint64_t)15;
+        if (a >= e) continue; /* the own prefetch took every row */
+        b = (e - a > share ? a + share : e) & ~(uint64_t)15;
+        while (a < b) {
+            const uint64_t len = b - a < piece ? b - a : piece;
+            while (carrier >= 0 && (f >= AMK_VM_PREFETCHES || ins[carrier].prefetch_bytes[f] || plan[carrier].bytes[f])) {
+                if (++f >= AMK_VM_PREFETCHES) { carrier--; f = 0; }
+            }
+            if (carrier < 0) return total;
+            plan[carrier].addr[f] = W->ptr + a;
+            plan[carrier].bytes[f] = (uint32_t)len;
+            total += len;
+            a += len;
+        }
+    }
+    return total;
+}
+
+/* Puts task i's planned pieces (amk__cuda_plan_ahead) into the free prefetch ranges of its
+   instruction, flagged in prefetch_keep; a piece that finds no free range (an update gave the
+   task prefetches of its own) is dropped: it is only a hint. */
+AMK__FN void amk__cuda_apply_ahead(amk_instruction_t *in, const amk__cuda_ahead *a) {
+    int f, g = 0;
+    for (f = 0; f < AMK_VM_PREFETCHES; f++) {
+        if (!a->bytes[f]) continue;
+        while (g < AMK_VM_PREFETCHES && in->prefetch_bytes[g]) g++;
+        if (g == AMK_VM_PREFETCHES) return;
+        in->prefetch_addr[g] = a->addr[f];
+        in->prefetch_bytes[g] = a->bytes[f];
+        in->prefetch_keep |= 1u << g;
+    }
+}
+
+/* Task i's L2 prefetches in its instruction: its own (amk__cuda_prefetches) and its pieces of the
+   prefetch ahead (c->ahead, once planned); none when the program's config sets pipelining_depth
+   0 (spec §5: "0 = no prefetch"). */
+AMK__FN void amk__cuda_task_prefetches(amk_cuda *c, int i) {
+    amk_instruction_t *in = &c->ins[i];
+    if (c->no_prefetch) {
+        amk__cuda_prefetch_clear(in);
+        return;
+    }
+    amk__cuda_prefetches(c->bufs, c->n_buffers, in);
+    if (c->ahead) amk__cuda_apply_ahead(in, &c->ahead[i]);
+}
+
+/* AMK_VM_HINT_KV_EARLY (amk_ir.h) in ins[i] (p's task i) for the ATTENTION_O tasks it holds for:
+   the position buffer is an IO_INPUT (nothing writes it: the validator's WRITE_READONLY), the
+   caches are KV_CACHE buffers (never in a page) and every task that writes one writes only the row
+   at that same position buffer (amk__v_kv_row_writer_pos: an RMSNORM_GEMV with KV_ROW over one row
+   of x, or an ATTENTION_O PRENORM's outputs 2 and 3). Returns the number of instructions
+   whose hints changed. why one pass over the writers first: the step has thousands of tasks. */
+AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
+    /* per buffer: -1 no writer, else the position buffer of its writers (all alike), -2 another writer */
+    int *wpos = (int *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(int));
+    int i, k, changed = 0;
+    if (!wpos) return -1;
+    for (i = 0; i < p->n_buffers; i++) wpos[i] = -1;
+    for (i = 0; i < p->n_tasks; i++) {
+        const amk_task *u = &p->tasks[i];
+        for (k = 0; k < u->n_outputs; k++) {
+            const int o = u->outputs[k];
+            int want;
+            if (o < 0 || o >= p->n_buffers) continue;
+            want = amk__v_kv_row_writer_pos(p, u, o); /* the validator's writer of only row pos */
+            if (want < 0) want = -2;
+            wpos[o] = wpos[o] == -1 || wpos[o] == want ? want : -2;
+        }
+    }
+    for (i = 0; i < p->n_tasks; i++) {
+        const amk_task *t = &p->tasks[i];
+        uint32_t h = 0;
+        if (t->op == AMK_OP_ATTENTION_O && t->n_inputs >= 4) {
+            const int kc = t->inputs[1], vc = t->inputs[2], pb = t->inputs[3];
+            if (kc != vc && p->buffers[pb].kind == AMK_KIND_IO_INPUT && wpos[pb] == -1 &&
+                p->buffers[kc].kind == AMK_KIND_KV_CACHE && p->buffers[vc].kind == AMK_KIND_KV_CACHE &&
+                (wpos[kc] == -1 || wpos[kc] == pb) && (wpos[vc] == -1 || wpos[vc] == pb))
+                h = AMK_VM_HINT_KV_EARLY;
+        }
+        if (ins[i].hints != h) changed++;
+        ins[i].hints = h;
+    }
+    amk__free(wpos);
+    return changed;
+}
+
+/* The lean attention's cache rows by tensor copies (AMK_ATTN_KV_TMA, amk_ops.cuh). A pair is two
+   2-D tensor maps, of a K and a V cache buffer each viewed as [rows, n_kv * head_dim] bf16 with a
+   box of head_dim x kv_len elements, 128-byte swizzle; the ATTENTION_O tasks of one geometry share
+   it. amk__cuda_kv_pairs assigns the pairs (c->kv_pair[task], -1 for a task the device form does
+   not take: not bf16 caches of head_dim 64, kv_len outside 1..AMK_ATTN_SPEC_ROWS, or the same
+   buffer twice; none with the general build loaded) before the arena is planned; amk__cuda_kv_maps encodes and uploads them once it
+   exists. A task uses its pair only while it carries AMK_VM_HINT_KV_EARLY (amk__cuda_context).
+   Returns 0, or -1 out of memory. */
+#define AMK__CUDA_TMAP_BYTES 128 /* CUtensorMap: 128 bytes, 64-byte aligned */
+/* a task's timing record and its marks (amk_ir.h: the marks array follows the records') */
+#define AMK__CUDA_TIMING_BYTES (sizeof(amk_vm_timing_t) + sizeof(amk_vm_marks_t))
+AMK__FN int amk__cuda_kv_pairs(amk_cuda *c, const amk_program *p) {
+    int i, k;
+    c->n_kv_pairs = 0;
+    /* why not for the general build: it has no lean attention, nothing would read the maps */
+    if (!c->TensorMapEncodeTiled || p->n_tasks < 1 || c->info.image_kind == AMK_IMAGE_GENERAL) return 0;
+    c->kv_pair = (int32_t *)amk__calloc((size_t)p->n_tasks, sizeof(int32_t));
+    c->kv_pair_task = (int32_t *)amk__calloc((size_t)p->n_tasks, sizeof(int32_t));
+    c->kv_pair_rows = (int32_t *)amk__calloc((size_t)p->n_tasks, sizeof(int32_t));
+    if (!c->kv_pair || !c->kv_pair_task || !c->kv_pair_rows) return -1;
+    for (i = 0; i < p->n_tasks; i++) {
+        const amk_task *t = &p->tasks[i];
+        const amk_buffer *kb, *vb;
+        int64_t hd, nkv, n, w;
+        c->kv_pair[i] = -1;
+        if (t->op != AMK_OP_ATTENTION_O || t->n_inputs < 4 || t->inputs[1] == t->inputs[2]) continue;
+        kb = &p->buffers[t->inputs[1]];
+        vb = &p->buffers[t->inputs[2]];
+        hd = amk__param_i(t, "head_dim", 0);
+        nkv = amk__param_i(t, "n_kv_heads", 0);
+        n = amk__param_i(t, "kv_len", 0);
+        w = hd * nkv;
+        if (kb->dtype != AMK_DTYPE_BF16 || vb->dtype != AMK_DTYPE_BF16 || hd != 64 || nkv < 1 || nkv > 1024 || n < 1 ||
+            n > AMK_ATTN_SPEC_ROWS || kb->kind != AMK_KIND_KV_CACHE || vb->kind != AMK_KIND_KV_CACHE ||
+            amk_buffer_numel(kb) % w != 0 || amk_buffer_numel(vb) != amk_buffer_numel(kb) ||
+            amk_buffer_numel(kb) / w > INT32_MAX)
+            continue;
+        for (k = 0; k < c->n_kv_pairs; k++) {
+            const amk_task *u = &p->tasks[c->kv_pair_task[k]];
+            if (u->inputs[1] == t->inputs[1] && u->inputs[2] == t->inputs[2] && c->kv_pair_rows[k] == n &&
+                amk__param_i(u, "n_kv_heads", 0) == nkv)
+                break;
+        }
+        if (k == c->n_kv_pairs) {
+            c->kv_pair_task[k] = i;
+            c->kv_pair_rows[k] = (int32_t)n;
+            c->n_kv_pairs++;
+        }
+        c->kv_pair[i] = k;
+    }
+    return 0;
+}
+
+/* The pairs' maps into the arena (after amk__cuda_plan placed them at off_kv_maps). A map the
+   driver refuses leaves its tasks without one (they stage their rows by cp.async). */
+AMK__FN amk_result amk__cuda_kv_maps(amk_cuda *c, const amk_program *p, amk_diag *d) {
+    unsigned char *raw, *maps;
+    int i, k;
+    if (c->n_kv_pairs < 1) return AMK_OK;
+    raw = (unsigned char *)amk__calloc((size_t)c->n_kv_pairs * 2 * AMK__CUDA_TMAP_BYTES + 64, 1);
+    if (!raw) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    maps = raw + (64 - (uintptr_t)raw % 64) % 64; /* why: the driver wants the map 64-byte aligned */
+    for (k = 0; k < c->n_kv_pairs; k++) {
+        const amk_task *t = &p->tasks[c->kv_pair_task[k]];
+        const int64_t w = amk__param_i(t, "head_dim", 0) * amk__param_i(t, "n_kv_heads", 0);
+        int e, ok = 1;
+        for (e = 0; e < 2; e++) {
+            const int b = t->inputs[1 + e];
+            const uint64_t dim[2] = {(uint64_t)w, (uint64_t)(amk_buffer_numel(&p->buffers[b]) / w)};
+            const uint64_t stride[1] = {(uint64_t)w * 2};
+            const uint32_t box[2] = {64u, (uint32_t)c->kv_pair_rows[k]}, one[2] = {1u, 1u};
+            /* UINT16 (the bytes, no float fill), no interleave, 128-byte swizzle, no L2 promotion */
+            if (c->TensorMapEncodeTiled(maps + (size_t)(2 * k + e) * AMK__CUDA_TMAP_BYTES, 1, 2u,
+                                        (void *)(uintptr_t)c->bufs[b].ptr, dim, stride, box, one, 0, 3, 0, 0) !=
+                AMK__CUDA_SUCCESS)
+                ok = 0;
+        }
+        if (!ok)
+            for (i = 0; i < p->n_tasks; i++)
+                if (c->kv_pair[i] == k) c->kv_pair[i] = -1;
+    }
+    {
+        const amk__CUresult cr = c->api.MemcpyHtoD(c->arena + c->off_kv_maps, maps,
+                                                   (size_t)c->n_kv_pairs * 2 * AMK__CUDA_TMAP_BYTES);
+        amk__free(raw);
+        if (cr != AMK__CUDA_SUCCESS) return amk__cuda_err(c, d, cr, "cuMemcpyHtoD (tensor maps)");
+    }
+    return AMK_OK;
+}
+
+/* Entry q of the context table (amk_vm_ctx_t, amk_ir.h) from the instruction and buffer tables:
+   task c->queue[q]'s instruction, its inputs' and outputs' descriptors (ids checked by
+   amk__cuda_check_task), the rest zero. */
+AMK__FN void amk__cuda_context(amk_cuda *c, int q) {
+    amk_vm_ctx_t *x = &c->ctxs[q];
+    const int i = c->queue[q];
+    int j;
+    memset(x, 0, sizeof *x);
+    x->ins = c->ins[i];
+    x->index = i;
+    for (j = 0; j < x->ins.n_inputs && j < AMK_MAX_INPUTS; j++) x->in[j] = c->bufs[x->ins.inputs[j]];
+    for (j = 0; j < x->ins.n_outputs && j < AMK_MAX_OUTPUTS; j++) x->out[j] = c->bufs[x->ins.outputs[j]];
+    if (c->kv_pair && c->kv_pair[i] >= 0 && (x->ins.hints & AMK_VM_HINT_KV_EARLY)) {
+        /* why the pair's rows, not the task's kv_len: an update may change kv_len; the device then
+           sees the mismatch and stages the rows itself */
+        x->kv_rows = c->kv_pair_rows[c->kv_pair[i]];
+        x->kv_maps = c->arena + c->off_kv_maps + (uint64_t)c->kv_pair[i] * 2 * AMK__CUDA_TMAP_BYTES;
+    }
+}
+
+/* Reserves n bytes at the arena's end (AMK__CUDA_ALIGN aligned, rounded up to 16); 0 on
+   overflow. */
+AMK__FN int amk__cuda_reserve(uint64_t *top, uint64_t n, uint64_t *off) {
+    uint64_t start = (*top + (AMK__CUDA_ALIGN - 1)) & ~(uint64_t)(AMK__CUDA_ALIGN - 1), end;
+    if (start < *top) return 0;
+    if (n < 16) n = 16; /* why: distinct, vector-safe storage even for empty buffers */
+    n = (n + 15) & ~(uint64_t)15;
+    if (!amk__add_u64(start, n, &end)) return 0;
+    *off = start;
+    *top = end;
+    return 1;
+}
+
+/* Plans the arena: weights and consts, KV caches, IO, then activations (paged ones share their
+   page), counters + status (adjacent: one memset per run), the tables, timing, the contexts. */
+AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d) {
+    static const int kind_order[] = {AMK_KIND_WEIGHT, AMK_KIND_CONST, AMK_KIND_KV_CACHE,
+                                     AMK_KIND_IO_INPUT, AMK_KIND_IO_OUTPUT, AMK_KIND_ACTIVATION};
+    uint64_t top = 0, n, *page_off = NULL, *page_bytes = NULL, off_buffers, off_qoff;
+    int k, b, pg, n_pages = p->has_pages && p->buffer_page ? p->n_pages : 0;
+    for (b = 0; b < p->n_buffers; b++) {
+        c->buf_bytes[b] = amk__buffer_nbytes(&p->buffers[b]);
+        if (c->buf_bytes[b] < 0 || p->buffers[b].dtype < 0 || p->buffers[b].dtype >= AMK_DTYPE_COUNT)
+            return amk__fail(d, AMK_ERR_REJECTED, "buffer %d has a bad dtype or shape", b);
+    }
+    if (n_pages > 0) {
+        page_off = (uint64_t *)amk__calloc((size_t)n_pages, sizeof(uint64_t));
+        page_bytes = (uint64_t *)amk__calloc((size_t)n_pages, sizeof(uint64_t));
+        if (!page_off || !page_bytes) { amk__free(page_off); amk__free(page_bytes); return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory"); }
+        for (pg = 0; pg < n_pages; pg++) page_bytes[pg] = p->pages[pg].nbytes > 0 ? (uint64_t)p->pages[pg].nbytes : 0;
+        for (b = 0; b < p->n_buffers; b++) {
+            pg = p->buffer_page[b];
+            if (pg < -1 || pg >= n_pages) {
+                amk__free(page_off); amk__free(page_bytes);
+                return amk__fail(d, AMK_ERR_REJECTED, "buffer %d is bound to page %d, which does not exist", b, pg);
+            }
+            /* why: the reference VM sizes a page max(page nbytes, largest buffer on it) too */
+            if (pg >= 0 && (uint64_t)c->buf_bytes[b] > page_bytes[pg]) page_bytes[pg] = (uint64_t)c->buf_bytes[b];
+        }
+    }
+    for (k = 0; k < (int)(sizeof kind_order / sizeof kind_order[0]); k++)
+        for (b = 0; b < p->n_buffers; b++) {
+            if (p->buffers[b].kind != kind_order[k] && !(k == 5 && (p->buffers[b].kind < 0 || p->buffers[b].kind >= AMK_KIND_COUNT)))
+                continue;
+            if (n_pages > 0 && p->buffer_page[b] >= 0) continue;
+            if (!amk__cuda_reserve(&top, (uint64_t)c->buf_bytes[b], &c->buf_off[b])) goto overflow;
+        }
+    for (pg = 0; pg < n_pages; pg++)
+        if (!amk__cuda_reserve(&top, page_bytes[pg], &page_off[pg])) goto overflow;
+    for (b = 0; b < p->n_buffers; b++)
+        if (n_pages > 0 && p->buffer_page[b] >= 0) c->buf_off[b] = page_off[p->buffer_page[b]];
+    if (!amk__cuda_reserve(&top, (uint64_t)c->n_counters * 4, &c->off_counters) ||
+        !amk__cuda_reserve(&top, (uint64_t)AMK_VM_STATUS_WORDS(c->num_sms) * 4, &c->off_status) ||
+        !amk__mul_u64((uint64_t)p->n_buffers, sizeof(amk_buffer_t), &n) || !amk__cuda_reserve(&top, n, &off_buffers) ||
+        !amk__cuda_reserve(&top, (uint64_t)(c->num_sms + 1) * 4, &off_qoff) ||
+        !amk__mul_u64((uint64_t)c->n_tasks, AMK__CUDA_TIMING_BYTES, &n) || !amk__cuda_reserve(&top, n, &c->off_timing) ||
+        !amk__mul_u64((uint64_t)c->n_tasks, sizeof(amk_vm_ctx_t), &n) || !amk__cuda_reserve(&top, n, &c->off_contexts) ||
+        !amk__mul_u64((uint64_t)c->n_kv_pairs, 2 * AMK__CUDA_TMAP_BYTES, &n) || !amk__cuda_reserve(&top, n, &c->off_kv_maps))
+        goto overflow;
+    amk__free(page_off);
+    amk__free(page_bytes);
+    c->arena_bytes = top;
+    memset(&c->prog, 0, sizeof c->prog);
+    c->prog.buffers = off_buffers;           /* offsets for now: amk__cuda_create rebases them */
+    c->prog.counters = c->off_counters;
+    c->prog.instructions = 0; /* why 0: the VM reads each entry's instruction from its context */
+    c->prog.sm_queue_offset = off_qoff;
+    c->prog.sm_queue = 0;     /* and walks the contexts in queue order */
+    c->prog.scratch = 0;
+    c->prog.abort_flag = c->off_status;
+    c->prog.timing = 0;
+    c->prog.contexts = c->off_contexts;
+    c->prog.n_buffers = p->n_buffers;
+    c->prog.n_counters = c->n_counters;
+    c->prog.n_instructions = c->n_tasks;
+    c->prog.num_sms = c->num_sms;
+    c->prog.abi_major = AMK_ABI_VERSION_MAJOR;
+    c->prog.abi_minor = AMK_ABI_VERSION_MINOR;
+    return AMK_OK;
+overflow:
+    amk__free(page_off);
+    amk__free(page_bytes);
+    return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "the device arena's size overflows");
+}
+
+/* ---- the device image set (amk_image_set_find) ---- */
+#define AMK__IMAGE_SET_MAGIC "AMKIMGS1"
+#define AMK__IMAGE_SET_HEAD 16  /* magic, count, reserved */
+#define AMK__IMAGE_SET_ENTRY 24 /* kind, reserved, offset, size */
+
+AMK_API int amk_image_set_is(const void *blob, size_t size) {
+    return blob && size >= 8 && memcmp(blob, AMK__IMAGE_SET_MAGIC, 8) == 0;
+}
+
+AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_kind kind, const void **image,
+                                      size_t *image_size, amk_diag *d) {
+    const uint8_t *b = (const uint8_t *)blob, *found = NULL;
+    size_t found_size = 0;
+    uint32_t count, i;
+    if (image) *image = NULL;
+    if (image_size) *image_size = 0;
+    if (!blob || !image || !image_size) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_image_set_find: NULL argument");
+    if (!amk_image_set_is(blob, size)) return amk__fail(d, AMK_ERR_PARSE, "not a device image set (no AMKIMGS1 magic)");
+    if (size < AMK__IMAGE_SET_HEAD) return amk__fail(d, AMK_ERR_PARSE, "device image set: %zu bytes, shorter than its header", size);
+    count = (uint32_t)amk__gguf_le64(b + 8); /* the low word: the count; the high one reserved */
+    if (count < 1 || count > AMK_IMAGE_SET_MAX)
+        return amk__fail(d, AMK_ERR_PARSE, "device image set: %u images (1..%d)", count, AMK_IMAGE_SET_MAX);
+    if ((size - AMK__IMAGE_SET_HEAD) / AMK__IMAGE_SET_ENTRY < count)
+        return amk__fail(d, AMK_ERR_PARSE, "device image set: %u entries do not fit in %zu bytes", count, size);
+    for (i = 0; i < count; i++) { /* every entry is checked, the one returned or not */
+        const uint8_t *e = b + AMK__IMAGE_SET_HEAD + (size_t)i * AMK__IMAGE_SET_ENTRY;
+        const uint64_t off = amk__gguf_le64(e + 8), n = amk__gguf_le64(e + 16);
+        if (n == 0 || off > size || n > size - off)
+            return amk__fail(d, AMK_ERR_PARSE, "device image set: image %u (offset %llu, %llu bytes) is not inside the %zu-byte set", i,
+                             (unsigned long long)off, (unsigned long long)n, size);
+        if ((uint32_t)amk__gguf_le64(e) == (uint32_t)kind && !found) {
+            found = b + off;
+            found_size = (size_t)n;
+        }
+    }
+    if (!found) return amk__fail(d, AMK_ERR_NOT_FOUND, "device image set: no image of kind %d", (int)kind);
+    *image = found; /* only now: a malformed later entry leaves the outputs empty */
+    *image_size = found_size;
+    return AMK_OK;
+}
+
+AMK_API int amk_cuda_wants_full(const amk_program *p) {
+    /* why the wider of the lean and ring limits: a false yes costs speed, never a result */
+    const int64_t kmax = 128 * AMK_LEAN_PPL > 256 * AMK_RING_VPL ? 128 * AMK_LEAN_PPL : 256 * AMK_RING_VPL;
+    int i;
+    if (!p) return 0;
+    for (i = 0; i < p->n_tasks; i++) {
+        const amk_task *t = &p->tasks[i];
+        if (t->op == AMK_OP_ATTENTION_O ||
+            ((t->op == AMK_OP_RMSNORM_GEMV || t->op == AMK_OP_RMSNORM_MLP) && amk__cuda_short_rows(p, t, kmax)))
+            return 1;
+    }
+    return 0;
+}
+
+/* The image amk__cuda_load_image loads from what the caller passed: itself, or from a set the
+   build AMK_CUDA_IMAGE names, else the general build when p takes no small-model form and the
+   set has one, else the full build. *kind gets the kind loaded. */
+AMK__FN amk_result amk__cuda_pick_image(const amk_program *p, const void **image, size_t *size, int *kind, amk_diag *d) {
+    const char *force = getenv("AMK_CUDA_IMAGE");
+    const void *blob = *image;
+    const size_t n = *size;
+    *kind = AMK_IMAGE_FULL;
+    if (!amk_image_set_is(blob, n)) return AMK_OK;
+    if (force && *force) {
+        if (strcmp(force, "full") != 0 && strcmp(force, "general") != 0)
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "AMK_CUDA_IMAGE is '%s': full or general", force);
+        *kind = strcmp(force, "full") == 0 ? AMK_IMAGE_FULL : AMK_IMAGE_GENERAL;
+    } else if (!amk_cuda_wants_full(p) && amk_image_set_find(blob, n, AMK_IMAGE_GENERAL, image, size, NULL) == AMK_OK) {
+        *kind = AMK_IMAGE_GENERAL;
+        return AMK_OK;
+    }
+    return amk_image_set_find(blob, n, (amk_image_kind)*kind, image, size, d);
+}
+
+/* Loads the image: cubin/fatbin as is, PTX NUL-terminated; ptxas/JIT errors into d->jit_log. */
+AMK__FN amk_result amk__cuda_load_module(amk_cuda *c, const void *image, size_t size, amk__CUmodule *mod, amk_diag *d) {
+    const unsigned char *b = (const unsigned char *)image;
+    char local_log[512];
+    char *log = d ? d->jit_log : local_log;
+    size_t log_size = d ? sizeof d->jit_log : sizeof local_log;
+    int opts[2] = {AMK__CU_JIT_ERROR_LOG_BUFFER, AMK__CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *vals[2];
+    char *copy = NULL;
+    amk__CUresult r;
+    int is_binary = size >= 4 && ((b[0] == 0x7F && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') ||
+                                  (b[0] == 0x50 && b[1] == 0xED && b[2] == 0x55 && b[3] == 0xBA)); /* ELF or fatbin magic */
+    log[0] = 0;
+    vals[0] = log;
+    vals[1] = (void *)(uintptr_t)log_size;
+    if (!is_binary && b[size - 1] != 0) { /* PTX text the caller did not terminate */
+        copy = (char *)amk__malloc(size + 1);
+        if (!copy) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory copying the PTX image");
+        memcpy(copy, image, size);
+        copy[size] = 0;
+        image = copy;
+    }
+    r = c->api.ModuleLoadDataEx(mod, image, 2, opts, vals);
+    amk__free(copy);
+    if (r != AMK__CUDA_SUCCESS) {
+        *mod = NULL;
+        return amk__cuda_err(c, d, r, "cuModuleLoadDataEx (see jit_log)");
+    }
+    return AMK_OK;
+}
+
+/* Loads the VM image (c->mod, c->fn and the service kernels the image has). */
+AMK__FN amk_result amk__cuda_load_image(amk_cuda *c, const void *image, size_t size, amk_diag *d) {
+    amk_result r = amk__cuda_load_module(c, image, size, &c->mod, d);
+    if (r != AMK_OK) return r;
+    AMK__CU_TRY(c, d, ModuleGetFunction(&c->fn, c->mod, "amk_vm_main"), "cuModuleGetFunction(amk_vm_main)");
+    /* the service kernels are optional: an image without them still runs programs */
+    if (c->api.ModuleGetFunction(&c->fn_bw_read, c->mod, "amk_bw_read") != AMK__CUDA_SUCCESS) c->fn_bw_read = NULL;
+    if (c->api.ModuleGetFunction(&c->fn_bw_copy, c->mod, "amk_bw_copy") != AMK__CUDA_SUCCESS) c->fn_bw_copy = NULL;
+    if (c->api.ModuleGetFunction(&c->fn_fill_random, c->mod, "amk_fill_random") != AMK__CUDA_SUCCESS) c->fn_fill_random = NULL;
+    if (c->api.ModuleGetFunction(&c->fn_fill_value, c->mod, "amk_fill_value") != AMK__CUDA_SUCCESS) c->fn_fill_value = NULL;
+    return AMK_OK;
+}
+
+/* The chained-steps build of the kind c loaded (c->mod_chain, c->fn_chain), when image is a set
+   that has one; none is no error (amk_cuda_set_chain then says UNSUPPORTED). */
+AMK__FN amk_result amk__cuda_load_chain(amk_cuda *c, const void *image, size_t size, amk_diag *d) {
+    const void *one;
+    size_t one_size;
+    amk_result r;
+    if (!amk_image_set_is(image, size) ||
+        amk_image_set_find(image, size, (amk_image_kind)(c->info.image_kind + AMK_IMAGE_FULL_CHAIN), &one, &one_size, NULL) != AMK_OK)
+        return AMK_OK;
+    if ((r = amk__cuda_load_module(c, one, one_size, &c->mod_chain, d)) != AMK_OK) return r;
+    AMK__CU_TRY(c, d, ModuleGetFunction(&c->fn_chain, c->mod_chain, "amk_vm_chain"), "cuModuleGetFunction(amk_vm_chain)");
+    return AMK_OK;
+}
+
+/* Everything after the driver is up: launch shape, arena, tables. */
+AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *d) {
+    int optin = 0, static_smem = 0, fn_max_threads = 0, nb = 0, coop = 0, i, s;
+    amk_buffer_t *bt;
+    amk_result r;
+    AMK__CU_TRY(c, d, DeviceGetAttribute(&optin, AMK__CU_DEV_ATTR_SMEM_PER_BLOCK_OPTIN, c->dev), "cuDeviceGetAttribute");
+    AMK__CU_TRY(c, d, DeviceGetAttribute(&coop, AMK__CU_DEV_ATTR_COOPERATIVE_LAUNCH, c->dev), "cuDeviceGetAttribute");
+    AMK__CU_TRY(c, d, FuncGetAttribute(&static_smem, AMK__CU_FUNC_ATTR_SHARED_SIZE_BYTES, c->fn), "cuFuncGetAttribute");
+    AMK__CU_TRY(c, d, FuncGetAttribute(&fn_max_threads, AMK__CU_FUNC_ATTR_MAX_THREADS_PER_BLOCK, c->fn), "cuFuncGetAttribute");
+    AMK__CU_TRY(c, d, FuncGetAttribute(&c->info.regs_per_thread, AMK__CU_FUNC_ATTR_NUM_REGS, c->fn), "cuFuncGetAttribute");
+    if (!coop) return amk__fail(d, AMK_ERR_UNSUPPORTED, "device %s does not support cooperative launch", c->info.device_name);
+    c->threads = p->has_config && p->config.threads_per_block > 0 ? p->config.threads_per_block : 256;
+    if (c->threads > AMK__VM_MAX_THREADS) c->threads = AMK__VM_MAX_THREADS;
+    if (c->threads > fn_max_threads) c->threads = fn_max_threads;
+    c->threads &= ~31;
+    if (c->threads < 32) return amk__fail(d, AMK_ERR_UNSUPPORTED, "the VM kernel allows %d threads a block", fn_max_threads);
+    if (p->has_config && p->config.smem_bytes_per_block > 0) {
+        c->smem_bytes = p->config.smem_bytes_per_block;
+    } else { /* what the tasks would like, at most what the device allows; the driver then sizes L1 */
+        c->smem_bytes = 16; /* why not 0: a valid, 16-byte area even when no task stages anything */
+        for (i = 0; i < p->n_tasks; i++) {
+            const int64_t w = amk__cuda_smem_want(p, &p->tasks[i], c->threads);
+            if (w > c->smem_bytes) c->smem_bytes = w;
+        }
+        if (c->smem_bytes > (int64_t)optin - static_smem) c->smem_bytes = (int64_t)optin - static_smem;
+    }
+    if (c->smem_bytes + static_smem > optin || c->smem_bytes < 1)
+        return amk__fail(d, AMK_ERR_UNSUPPORTED, "%lld bytes of dynamic shared memory (+%d static) exceed the device's %d",
+                         (long long)c->smem_bytes, static_smem, optin);
+    for (i = 0; i < p->n_tasks; i++)
+        if ((r = amk__cuda_check_task(p, i, c->num_sms, c->threads, c->smem_bytes, c->info.image_kind, d)) != AMK_OK) return r;
+    /* why: without raising the limit first, occupancy reads 0 above 48 KB (REFERENCE.md §4.3) */
+    AMK__CU_TRY(c, d, FuncSetAttribute(c->fn, AMK__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)c->smem_bytes), "cuFuncSetAttribute");
+    AMK__CU_TRY(c, d, OccupancyMaxActiveBlocks(&nb, c->fn, c->threads, (size_t)c->smem_bytes), "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (nb < 1 || (int64_t)c->num_sms > (int64_t)nb * c->info.device_sms)
+        return amk__fail(d, AMK_ERR_UNSUPPORTED, "the program needs %d co-resident blocks of %d threads and %lld bytes of "
+                         "shared memory; device %s holds %d a SM x %d SMs", c->num_sms, c->threads,
+                         (long long)c->smem_bytes, c->info.device_name, nb, c->info.device_sms);
+    if (c->fn_chain) { /* optional: a chain kernel that does not fit the same launch is not used */
+        int chain_static = 0;
+        if (c->api.FuncGetAttribute(&chain_static, AMK__CU_FUNC_ATTR_SHARED_SIZE_BYTES, c->fn_chain) != AMK__CUDA_SUCCESS ||
+            c->smem_bytes + chain_static > optin ||
+            c->api.FuncSetAttribute(c->fn_chain, AMK__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)c->smem_bytes) != AMK__CUDA_SUCCESS ||
+            c->api.OccupancyMaxActiveBlocks(&nb, c->fn_chain, c->threads, (size_t)c->smem_bytes) != AMK__CUDA_SUCCESS ||
+            nb < 1 || (int64_t)c->num_sms > (int64_t)nb * c->info.device_sms)
+            c->fn_chain = NULL;
+    }
+    c->info.can_chain = c->fn_chain != NULL;
+    if (amk__cuda_kv_pairs(c, p) < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    if ((r = amk__cuda_plan(c, p, d)) != AMK_OK) return r;
+    if (c->arena_bytes > (uint64_t)SIZE_MAX) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "the device arena is too large");
+    AMK__CU_TRY(c, d, MemAlloc(&c->arena, (size_t)c->arena_bytes), "cuMemAlloc (the arena)");
+    AMK__CU_TRY(c, d, MemsetD8(c->arena, 0, (size_t)c->arena_bytes), "cuMemsetD8");
+    c->prog.buffers += c->arena;
+    c->prog.counters += c->arena;
+    c->prog.sm_queue_offset += c->arena;
+    c->prog.abort_flag += c->arena;
+    c->prog.contexts += c->arena;
+    /* tables: buffers, instructions and queues (task-list order filtered by SM: spec §3.1) on the
+       host, resolved into the contexts the device reads */
+    bt = c->bufs = (amk_buffer_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(amk_buffer_t));
+    if (!bt) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    for (i = 0; i < p->n_buffers; i++) {
+        const amk_buffer *b = &p->buffers[i];
+        int64_t stride = 1;
+        bt[i].ptr = c->arena + c->buf_off[i];
+        bt[i].numel = amk_buffer_numel(b);
+        bt[i].rank = b->rank;
+        bt[i].dtype = b->dtype;
+        bt[i].space = b->space;
+        bt[i].kind = b->kind;
+        for (s = b->rank - 1; s >= 0; s--) {
+            bt[i].shape[s] = b->shape[s];
+            bt[i].stride[s] = stride;
+            stride *= b->shape[s] > 0 ? b->shape[s] : 1; /* why: numel fits int64, so this does */
+        }
+    }
+    c->no_prefetch = p->has_config && p->config.pipelining_depth == 0;
+    for (i = 0; i < p->n_tasks; i++) {
+        amk__cuda_instruction(&p->tasks[i], &c->ins[i]);
+        amk__cuda_task_prefetches(c, i); /* its own: the plan ahead below needs them */
+    }
+    if (amk__cuda_kv_hints(p, c->ins) < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    if ((r = amk__cuda_kv_maps(c, p, d)) != AMK_OK) return r;
+    if (AMK_VM_AHEAD_BYTES > 0u && !c->no_prefetch && p->n_tasks > 0) {
+        c->ahead = (amk__cuda_ahead *)amk__calloc((size_t)p->n_tasks, sizeof(amk__cuda_ahead));
+        if (!c->ahead) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+        (void)amk__cuda_plan_ahead(bt, p->n_buffers, c->ins, p->n_tasks, AMK_VM_AHEAD_BYTES, AMK_VM_AHEAD_PIECE,
+                                   c->ahead);
+        for (i = 0; i < p->n_tasks; i++) amk__cuda_apply_ahead(&c->ins[i], &c->ahead[i]);
+    }
+    for (i = 0; i < p->n_tasks; i++) c->queue_off[p->tasks[i].sm + 1]++;
+    for (s = 0; s < c->num_sms; s++) c->queue_off[s + 1] += c->queue_off[s];
+    {
+        int32_t *fill = (int32_t *)amk__calloc((size_t)c->num_sms, sizeof(int32_t));
+        if (!fill) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+        for (i = 0; i < p->n_tasks; i++) c->queue[c->queue_off[p->tasks[i].sm] + fill[p->tasks[i].sm]++] = i;
+        amk__free(fill);
+    }
+    for (i = 0; i < p->n_tasks; i++) {
+        c->queue_pos[c->queue[i]] = i;
+        amk__cuda_context(c, i);
+    }
+    if (p->n_buffers)
+        AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.buffers, bt, (size_t)p->n_buffers * sizeof(amk_buffer_t)), "cuMemcpyHtoD (buffer table)");
+    if (c->n_tasks) {
+        AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.contexts, c->ctxs, (size_t)c->n_tasks * sizeof(amk_vm_ctx_t)),
+                    "cuMemcpyHtoD (context table)");
+    }
+    AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.sm_queue_offset, c->queue_off, (size_t)(c->num_sms + 1) * 4), "cuMemcpyHtoD");
+    AMK__CU_TRY(c, d, MemAllocHost((void **)&c->host_status, (size_t)(AMK_VM_STATUS_WORDS(c->num_sms) + 1) * 4), "cuMemAllocHost");
+    c->host_abort = c->host_status + AMK_VM_STATUS_WORDS(c->num_sms);
+    AMK__CU_TRY(c, d, StreamCreate(&c->stream, AMK__CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    AMK__CU_TRY(c, d, StreamCreate(&c->ctl, AMK__CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    c->info.grid = c->num_sms;
+    c->info.threads = c->threads;
+    c->info.smem_bytes = c->smem_bytes;
+    c->info.arena_bytes = (int64_t)c->arena_bytes;
+    return AMK_OK;
+}
+
+/* amk_cuda_create without amk_program_validate (the memory-safety checks still run): the test
+   suite uses it to launch programs validate would refuse (a wait that can never be met). */
+AMK__FN amk_result amk__cuda_create_unchecked(const amk_program *p, const void *image,
+                                             size_t image_size, amk_cuda **out, amk_diag *d) {
+    amk_cuda *c;
+    amk_result r;
+    int i, num_sms = 0, n_dev = 0;
+    if (out) *out = NULL;
+    if (!p || !image || !image_size || !out) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_create: NULL or empty argument");
+    if (p->n_tasks < 0 || p->n_buffers < 0 || p->n_counters < 0)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_create: negative counts");
+    for (i = 0; i < p->n_tasks; i++)
+        if (p->tasks[i].sm + 1 > num_sms) num_sms = p->tasks[i].sm + 1;
+    if (p->has_target) {
+        if (p->target.num_sms < num_sms || p->target.num_sms < 1)
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "target %s has %d SMs; tasks use %d", p->target.name, p->target.num_sms, num_sms);
+        num_sms = p->target.num_sms;
+    }
+    if (num_sms < 1) num_sms = 1;
+    for (i = 0; i < p->n_tasks; i++) /* before the driver: no GPU needed to report a bad program */
+        if ((r = amk__cuda_check_task(p, i, num_sms, 0, 0, AMK_IMAGE_FULL, d)) != AMK_OK) return r;
+    c = (amk_cuda *)amk__calloc(1, sizeof(amk_cuda));
+    if (!c) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    c->n_buffers = p->n_buffers;
+    c->n_tasks = p->n_tasks;
+    c->n_counters = p->n_counters;
+    c->num_sms = num_sms;
+    c->counters_dirty = 1; /* the arena's counters are not zeroed yet */
+    c->buf_off = (uint64_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(uint64_t));
+    c->buf_bytes = (int64_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(int64_t));
+    c->ins = (amk_instruction_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(amk_instruction_t));
+    c->queue = (int32_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(int32_t));
+    c->queue_off = (int32_t *)amk__calloc((size_t)num_sms + 1, sizeof(int32_t));
+    c->queue_pos = (int32_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(int32_t));
+    c->ctxs = (amk_vm_ctx_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(amk_vm_ctx_t));
+    if (!c->buf_off || !c->buf_bytes || !c->ins || !c->queue || !c->queue_off || !c->queue_pos || !c->ctxs) {
+        amk_cuda_free(c);
+        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    if ((r = amk__cuda_open_driver(c, d)) != AMK_OK) { amk_cuda_free(c); return r; }
+    {
+        amk__CUresult cr = c->api.Init(0);
+        if (cr != AMK__CUDA_SUCCESS) {
+            amk__cuda_err(c, d, cr, "cuInit");
+            amk_cuda_free(c);
+            return amk__fail(d, AMK_ERR_NO_DRIVER, "no usable CUDA device: cuInit failed with %s", d ? d->cuda_error : "an error");
+        }
+    }
+    if (c->api.DeviceGetCount(&n_dev) != AMK__CUDA_SUCCESS || n_dev < 1) {
+        amk_cuda_free(c);
+        return amk__fail(d, AMK_ERR_NO_DRIVER, "the CUDA driver sees no device");
+    }
+    r = AMK_OK;
+    AMK__CU_GOTO(DeviceGet(&c->dev, 0), "cuDeviceGet", fail);
+    AMK__CU_GOTO(DeviceGetName(c->info.device_name, (int)sizeof c->info.device_name, c->dev), "cuDeviceGetName", fail);
+    AMK__CU_GOTO(DeviceGetAttribute(&c->info.cc_major, AMK__CU_DEV_ATTR_CC_MAJOR, c->dev), "cuDeviceGetAttribute", fail);
+    AMK__CU_GOTO(DeviceGetAttribute(&c->info.cc_minor, AMK__CU_DEV_ATTR_CC_MINOR, c->dev), "cuDeviceGetAttribute", fail);
+    AMK__CU_GOTO(DeviceGetAttribute(&c->info.device_sms, AMK__CU_DEV_ATTR_MULTIPROCESSOR_COUNT, c->dev), "cuDeviceGetAttribute", fail);
+    AMK__CU_GOTO(DriverGetVersion(&c->info.driver_version), "cuDriverGetVersion", fail);
+    AMK__CU_GOTO(PrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain", fail);
+    AMK__CU_GOTO(CtxPushCurrent(c->ctx), "cuCtxPushCurrent", fail);
+    {
+        const void *one = image;
+        size_t one_size = image_size;
+        r = amk__cuda_pick_image(p, &one, &one_size, &c->info.image_kind, d);
+        if (r == AMK_OK) r = amk__cuda_load_image(c, one, one_size, d);
+        if (r == AMK_OK) r = amk__cuda_load_chain(c, image, image_size, d);
+        if (r == AMK_OK) r = amk__cuda_setup(c, p, d);
+    }
+    amk__cuda_leave(c);
+    if (r != AMK_OK) goto fail;
+    *out = c;
+    return AMK_OK;
+fail:
+    amk_cuda_free(c);
+    return r;
+}
+
+/* ---- public functions --------------------------------------------------------------------------- */
+
+AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size_t image_size,
+                                   amk_cuda **out, amk_diag *d) {
+    amk_report rep;
+    amk_result r;
+    if (out) *out = NULL;
+    if (!p) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_create: NULL program");
+    memset(&rep, 0, sizeof rep);
+    r = amk_program_validate(p, &rep);
+    if (r == AMK_ERR_REJECTED) {
+        int i;
+        for (i = 0; i < rep.n_items; i++) {
+            if (!rep.items[i].is_error) continue;
+            if (d) {
+                snprintf(d->check, sizeof d->check, "%s", amk_check_id(rep.items[i].check));
+                d->task = rep.items[i].task;
+                d->buffer = rep.items[i].buffer;
+                d->counter = rep.items[i].counter;
+            }
+            amk__fail(d, AMK_ERR_REJECTED, "validate: %s", rep.items[i].message);
+            break;
+        }
+        if (i == rep.n_items) amk__fail(d, AMK_ERR_REJECTED, "validate rejected the program");
+        amk_report_free(&rep);
+        return AMK_ERR_REJECTED;
+    }
+    amk_report_free(&rep);
+    if (r == AMK_ERR_OUT_OF_MEMORY) return amk__fail(d, r, "out of memory validating the program");
+    return amk__cuda_create_unchecked(p, image, image_size, out, d);
+}
+
+AMK_API void amk_cuda_free(amk_cuda *c) {
+    if (!c) return;
+    if (c->lib && c->ctx) {
+        amk__CUcontext old;
+        if (c->api.CtxPushCurrent(c->ctx) == AMK__CUDA_SUCCESS) {
+            if (c->stream) c->api.StreamDestroy(c->stream);
+            if (c->ctl) c->api.StreamDestroy(c->ctl);
+            if (c->host_status) c->api.MemFreeHost(c->host_status);
+            if (c->host_io) c->api.MemFreeHost(c->host_io);
+            if (c->chain_dev) c->api.MemFree(c->chain_dev);
+            if (c->arena) c->api.MemFree(c->arena);
+            if (c->mod) c->api.ModuleUnload(c->mod);
+            if (c->mod_chain) c->api.ModuleUnload(c->mod_chain);
+            c->api.CtxPopCurrent(&old);
+        }
+        c->api.PrimaryCtxRelease(c->dev);
+    }
+#if !defined(_WIN32)
+    if (c->lib) dlclose(c->lib);
+#endif
+    amk__free(c->buf_off);
+    amk__free(c->buf_bytes);
+    amk__free(c->bufs);
+    amk__free(c->ins);
+    amk__free(c->queue);
+    amk__free(c->queue_off);
+    amk__free(c->queue_pos);
+    amk__free(c->ctxs);
+    amk__free(c->ahead);
+    amk__free(c->kv_pair);
+    amk__free(c->kv_pair_task);
+    amk__free(c->kv_pair_rows);
+    amk__free(c);
+}
+
+/* The checks of a whole-buffer copy: c given, host given unless nbytes is 0, buffer id exists and
+   holds exactly nbytes. */
+AMK__FN amk_result amk__cuda_check_copy(const amk_cuda *c, int id, const void *host, size_t nbytes, int up,
+                                        amk_diag *d) {
+    if (!c || (!host && nbytes)) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_%s: NULL argument", up ? "upload" : "download");
+    if (id < 0 || id >= c->n_buffers) {
+        if (d) d->buffer = id;
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "buffer %d does not exist", id);
+    }
+    if ((uint64_t)nbytes != (uint64_t)c->buf_bytes[id]) {
+        if (d) d->buffer = id;
+        return amk__fail(d, AMK_ERR_MISMATCH, "buffer %d holds %lld bytes, not %llu", id,
+                         (long long)c->buf_bytes[id], (unsigned long long)nbytes);
+    }
+    return AMK_OK;
+}
+
+AMK__FN amk_result amk__cuda_copy(amk_cuda *c, int id, void *host, size_t nbytes, int up, amk_diag *d) {
+    amk_result r;
+    amk__CUresult cr;
+    if ((r = amk__cuda_check_copy(c, id, host, nbytes, up, d)) != AMK_OK) return r;
+    if (!nbytes) return AMK_OK;
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
+    cr = up ? c->api.MemcpyHtoD(c->arena + c->buf_off[id], host, nbytes)
+            : c->api.MemcpyDtoH(host, c->arena + c->buf_off[id], nbytes);
+    amk__cuda_leave(c);
+    return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, up ? "cuMemcpyHtoD" : "cuMemcpyDtoH");
+}
+
+AMK_API amk_result amk_cuda_upload(amk_cuda *c, int buffer_id, const void *host, size_t nbytes,
+                                   amk_diag *d) {
+    return amk__cuda_copy(c, buffer_id, (void *)(uintptr_t)host, nbytes, 1, d);
+}
+AMK_API amk_result amk_cuda_download(amk_cuda *c, int buffer_id, void *host, size_t nbytes,
+                                     amk_diag *d) {
+    return amk__cuda_copy(c, buffer_id, host, nbytes, 0, d);
+}
+
+/* Re-checks and re-marshals every task (all) or the n_list listed, then uploads the table. */
+AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, const int *list,
+                                    int n_list, amk_diag *d) {
+    amk_result r;
+    amk__CUresult cr;
+    int k, j, n, lo, hi, kv = 0;
+    if (!c || !p || (!all && (n_list < 0 || (n_list > 0 && !list))))
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_update_params: bad argument");
+    if (p->n_tasks != c->n_tasks || p->n_buffers != c->n_buffers || p->n_counters != c->n_counters)
+        return amk__fail(d, AMK_ERR_MISMATCH, "not the program this amk_cuda was created from (task, buffer or counter count)");
+    n = all ? p->n_tasks : n_list;
+    for (k = 0; k < n; k++) {
+        const int i = all ? k : list[k];
+        const amk_task *t;
+        const amk_instruction_t *in;
+        int same;
+        if (i < 0 || i >= p->n_tasks) return amk__fail(d, AMK_ERR_INVALID_ARG, "task index %d out of range", i);
+        t = &p->tasks[i];
+        in = &c->ins[i];
+        same = t->op == in->op && t->sm == in->sm && t->out_counter == in->out_counter &&
+               t->n_inputs == in->n_inputs && t->n_outputs == in->n_outputs && t->n_waits == in->n_waits;
+        for (j = 0; same && j < t->n_inputs; j++) same = t->inputs[j] == in->inputs[j];
+        for (j = 0; same && j < t->n_outputs; j++) same = t->outputs[j] == in->outputs[j];
+        for (j = 0; same && j < t->n_waits; j++)
+            same = t->waits[j].counter == in->wait_counter[j] && t->waits[j].threshold == (int64_t)in->wait_threshold[j];
+        if (!same) {
+            if (d) d->task = i;
+            return amk__fail(d, AMK_ERR_MISMATCH, "task %d differs from the program this amk_cuda was created from", i);
+        }
+        if ((r = amk__cuda_check_task(p, i, c->num_sms, c->threads, c->smem_bytes, c->info.image_kind, d)) != AMK_OK) return r;
+    }
+    lo = c->n_tasks;
+    hi = -1;
+    for (k = 0; k < n; k++) { /* the params, the prefetches that follow from them, the contexts */
+        const int i = all ? k : list[k], q = c->queue_pos[i];
+        const int32_t was = c->ins[i].params.flags;
+        amk_task_marshal_params(&p->tasks[i], &c->ins[i].params);
+        amk__cuda_task_prefetches(c, i);
+        amk__cuda_context(c, q);
+        if (q < lo) lo = q;
+        if (q > hi) hi = q;
+        if (c->ins[i].op == AMK_OP_RMSNORM_GEMV && ((uint32_t)(was ^ c->ins[i].params.flags) & AMK_GEMV_FLAG_KV_ROW)) kv = 1;
+    }
+    if (kv) { /* why only then: the hints follow from the writers' KV_ROW flag, the rest is fixed */
+        const int changed = amk__cuda_kv_hints(p, c->ins);
+        if (changed < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+        if (changed > 0) {
+            for (k = 0; k < c->n_tasks; k++) amk__cuda_context(c, k);
+            lo = 0;
+            hi = c->n_tasks - 1;
+        }
+    }
+    if (!c->n_tasks || n == 0) return AMK_OK;
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
+    /* why the span: a step's update (the spec path's positions) is a few tasks */
+    cr = c->api.MemcpyHtoD(c->prog.contexts + (uint64_t)lo * sizeof(amk_vm_ctx_t), c->ctxs + lo,
+                           (size_t)(hi - lo + 1) * sizeof(amk_vm_ctx_t));
+    amk__cuda_leave(c);
+    return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, "cuMemcpyHtoD (context table)");
+}
+
+AMK_API amk_result amk_cuda_update_params(amk_cuda *c, const amk_program *p, amk_diag *d) {
+    return amk__cuda_update(c, p, 1, NULL, 0, d);
+}
+
+AMK_API amk_result amk_cuda_update_task_params(amk_cuda *c, const amk_program *p, const int *tasks,
+                                               int n_tasks, amk_diag *d) {
+    return amk__cuda_update(c, p, 0, tasks, n_tasks, d);
+}
+
+AMK_API void amk_cuda_set_timing(amk_cuda *c, int on) {
+    if (c) c->timing_on = on != 0;
+}
+
+AMK_API void amk_cuda_get_info(const amk_cuda *c, amk_cuda_info *info) {
+    if (!info) return;
+    if (!c) { memset(info, 0, sizeof *info); return; }
+    *info = c->info;
+}
+
+/* Waits for the launch stream until deadline_ms (monotonic). 1 done, 0 still running, or an
+   error (the kernel faulted). Polls hard for the first 2 ms, then every 50 us. */
+AMK__FN int amk__cuda_wait_stream(amk_cuda *c, double deadline_ms, amk__CUresult *err) {
+    const double t0 = amk__cuda_now_ms();
+    for (;;) {
+        amk__CUresult r = c->api.StreamQuery(c->stream);
+        double now;
+        if (r == AMK__CUDA_SUCCESS) return 1;
+        if (r != AMK__CUDA_ERROR_NOT_READY) { *err = r; return -1; }
+        now = amk__cuda_now_ms();
+        if (now >= deadline_ms) return 0;
+        if (now - t0 > 2.0) amk__cuda_sleep_us(50); /* why: keep short launches' latency low */
+    }
+}
+
+/* After an aborted launch: which blocks had not finished, where, and on what. */
+AMK__FN amk_result amk__cuda_report_stuck(amk_cuda *c, double timeout_ms, amk_diag *d) {
+    uint32_t *ctr = (uint32_t *)amk__calloc((size_t)(c->n_counters ? c->n_counters : 1), 4);
+    amk__sb sb;
+    int s, n_stuck = 0, first = 1;
+    memset(&sb, 0, sizeof sb);
+    if (ctr && c->n_counters)
+        c->api.MemcpyDtoH(ctr, c->prog.counters, (size_t)c->n_counters * 4);
+    for (s = 0; s < c->num_sms; s++) {
+        const int len = c->queue_off[s + 1] - c->queue_off[s];
+        const int done = (int)c->host_status[AMK_VM_STATUS_PROGRESS + s]; /* over the launch's steps */
+        if (done >= len * c->launch_steps) continue;
+        n_stuck++;
+        if (n_stuck <= 4 && done >= 0) { /* len > 0 here */
+            const int ti = c->queue[c->queue_off[s] + done % len], step = done / len;
+            const uint32_t ep = c->launch_epoch + (uint32_t)step; /* the stuck step's epoch */
+            const amk_instruction_t *in = &c->ins[ti];
+            char at[32] = "";
+            int w, wc = -1;
+            if (c->launch_steps > 1) snprintf(at, sizeof at, " in chained step %d", step);
+            for (w = 0; w < in->n_waits && ctr; w++)
+                if ((int32_t)(ctr[in->wait_counter[w]] - in->wait_threshold[w] * ep) < 0) { wc = w; break; }
+            if (wc >= 0) /* the counts of this step: the epochs before it added threshold each */
+                amk__sb_printf(&sb, "%sSM %d at task %d (id %d, %s)%s waits on counter %d (%u < %u)", first ? "" : "; ",
+                               s, ti, in->id, amk_op_name(in->op), at, in->wait_counter[wc],
+                               ctr[in->wait_counter[wc]] - in->wait_threshold[wc] * (ep - 1u), in->wait_threshold[wc]);
+            else
+                amk__sb_printf(&sb, "%sSM %d at task %d (id %d, %s)%s, running", first ? "" : "; ", s, ti, in->id,
+                               amk_op_name(in->op), at);
+            if (first && d) {
+                d->task = ti;
+                d->counter = wc >= 0 ? in->wait_counter[wc] : -1;
+            }
+            first = 0;
+        }
+    }
+    amk__fail(d, AMK_ERR_TIMEOUT, "launch exceeded %.0f ms and was aborted; %d of %d SMs had not finished: %s%s",
+              timeout_ms, n_stuck, c->num_sms, sb.p ? sb.p : "", n_stuck > 4 ? "; ..." : "");
+    amk__sb_free(&sb);
+    amk__free(ctr);
+    return AMK_ERR_TIMEOUT;
+}
+
+/* Enqueues one launch on c->stream (c's context current): the next epoch (amk_program_t.epoch; the
+   counters and status words zeroed first when the last launch did not complete cleanly, or the
+   epoch would pass 2^30), the timing records zeroed when timing is on, then the cooperative
+   launch. *prog gets the launch's parameters. The launch counts as unfinished until
+   amk__cuda_complete sees it end cleanly. why epochs, not a memset before every launch (spec §8:
+   host-memset 0; the issue allows an epoch scheme): the memset is one more small operation on the
+   stream before every step: with it SmolLM2's step was ~1-1.5 us slower (bench/RESULTS.md runs 236
+   and 238; 1B and 8B inside the spread; the harness resolves ~0.5%, run 244) */
+#define AMK__CUDA_EPOCH_MAX (1u << 30)
+AMK__FN amk_result amk__cuda_launch(amk_cuda *c, amk_program_t *prog, int steps, amk_diag *d) {
+    const size_t status_bytes = (size_t)AMK_VM_STATUS_WORDS(c->num_sms) * 4;
+    amk_vm_chain_t chain;
+    void *args[2];
+    *prog = c->prog;
+    prog->timing = c->timing_on ? c->arena + c->off_timing : 0;
+    if (c->counters_dirty || c->epoch >= AMK__CUDA_EPOCH_MAX - (uint32_t)steps) { /* counters and status words are adjacent: one memset */
+        AMK__CU_TRY(c, d, MemsetD8Async(prog->counters, 0, (size_t)(c->off_status - c->off_counters) + status_bytes, c->stream), "cuMemsetD8Async");
+        c->epoch = 0;
+        c->chain_base = 0;
+    }
+    c->counters_dirty = 1; /* until amk__cuda_complete sees this launch end cleanly */
+    prog->epoch = c->launch_epoch = c->epoch + 1u;
+    c->epoch += (uint32_t)steps; /* step s of the launch runs on epoch prog->epoch + s */
+    c->launch_steps = steps;
+    memset(&chain, 0, sizeof chain);
+    if (steps > 1) { /* amk_vm_chain's second parameter */
+        chain.n_steps = steps;
+        chain.blocks = c->chain_blocks;
+        chain.feeder = c->chain_feeder;
+        chain.base = c->chain_base;
+        chain.next = c->arena + c->buf_off[c->chain.next_buf];
+        chain.token = c->arena + c->buf_off[c->chain.token_buf];
+        chain.pos = c->arena + c->buf_off[c->chain.pos_buf];
+        chain.tokens = c->chain_dev;
+        c->chain_base += (uint32_t)steps - 1u; /* the joins once the launch completes (else all is zeroed) */
+    }
+    if (c->timing_on && c->n_tasks)
+        AMK__CU_TRY(c, d, MemsetD8Async(prog->timing, 0, (size_t)c->n_tasks * AMK__CUDA_TIMING_BYTES, c->stream), "cuMemsetD8Async");
+    args[0] = prog;
+    args[1] = &chain;
+    AMK__CU_TRY(c, d, LaunchCooperativeKernel(steps > 1 ? c->fn_chain : c->fn, (unsigned)c->num_sms, 1, 1, (unsigned)c->threads,
+                                              1, 1, (unsigned)c->smem_bytes, c->stream, args), "cuLaunchCooperativeKernel");
+    c->timed_run = c->timing_on;
+    return AMK_OK;
+}
+
+/* After amk__cuda_launch: copies the status words back, waits for the stream (past timeout_ms,
+   <= 0: the default, the watchdog raises the abort flag) and turns the status into a result. */
+AMK__FN amk_result amk__cuda_complete(amk_cuda *c, const amk_program_t *prog, double timeout_ms, amk_diag *d) {
+    const size_t status_bytes = (size_t)AMK_VM_STATUS_WORDS(c->num_sms) * 4;
+    const uint32_t *st_words = c->host_status;
+    amk__CUresult cr = AMK__CUDA_SUCCESS;
+    int s, st;
+    if (timeout_ms <= 0) timeout_ms = AMK__CUDA_DEFAULT_TIMEOUT_MS;
+    AMK__CU_TRY(c, d, MemcpyDtoHAsync(c->host_status, prog->abort_flag, status_bytes, c->stream), "cuMemcpyDtoHAsync");
+    st = amk__cuda_wait_stream(c, amk__cuda_now_ms() + timeout_ms, &cr);
+    if (st < 0) return amk__cuda_err(c, d, cr, "the megakernel launch");
+    if (st == 0) { /* watchdog: raise the abort flag through the second stream */
+        *c->host_abort = AMK_VM_ABORT_HOST;
+        AMK__CU_TRY(c, d, MemcpyHtoDAsync(prog->abort_flag, c->host_abort, 4, c->ctl), "cuMemcpyHtoDAsync (abort)");
+        AMK__CU_TRY(c, d, StreamSynchronize(c->ctl), "cuStreamSynchronize (abort)");
+        st = amk__cuda_wait_stream(c, amk__cuda_now_ms() + AMK__CUDA_ABORT_GRACE_MS, &cr);
+        if (st < 0) return amk__cuda_err(c, d, cr, "the aborted megakernel launch");
+        if (st == 0)
+            return amk__fail(d, AMK_ERR_TIMEOUT, "launch exceeded %.0f ms and did not stop %.0f ms after the abort flag; "
+                             "the GPU context may be unusable", timeout_ms, AMK__CUDA_ABORT_GRACE_MS);
+        return amk__cuda_report_stuck(c, timeout_ms, d);
+    }
+    if (st_words[AMK_VM_STATUS_ABORT] == AMK_VM_ABORT_ERROR) {
+        const uint32_t ti = st_words[AMK_VM_STATUS_ERR_TASK], code = st_words[AMK_VM_STATUS_ERR_CODE];
+        const int32_t val = (int32_t)st_words[AMK_VM_STATUS_ERR_VALUE];
+        if (d) d->task = ti < (uint32_t)c->n_tasks ? (int)ti : -1;
+        return amk__fail(d, AMK_ERR_RUNTIME, "task %u (%s): %s %d", ti,
+                         ti < (uint32_t)c->n_tasks ? amk_op_name(c->ins[ti].op) : "?",
+                         code == AMK_VM_ERR_EMBED_ID ? "token id out of range:" : code == AMK_VM_ERR_ROPE_POS ? "negative position:"
+                         : code == AMK_VM_ERR_SMEM ? "shared memory too small for" : code == AMK_VM_ERR_BAD_OP ? "bad opcode"
+                         : "device error", (int)val);
+    }
+    for (s = 0; s < c->num_sms; s++) /* a clean exit must have run every queue to its end, each step */
+        if ((int64_t)st_words[AMK_VM_STATUS_PROGRESS + s] != (int64_t)(c->queue_off[s + 1] - c->queue_off[s]) * c->launch_steps)
+            return amk__fail(d, AMK_ERR_RUNTIME, "the VM left SM %d's queue after %u of %lld tasks (abort word %u)", s,
+                             st_words[AMK_VM_STATUS_PROGRESS + s],
+                             (long long)(c->queue_off[s + 1] - c->queue_off[s]) * c->launch_steps, st_words[AMK_VM_STATUS_ABORT]);
+    c->counters_dirty = 0; /* every task ran once a step: each counter holds epoch * its producer count */
+    return AMK_OK;
+}
+
+AMK_API amk_result amk_cuda_run(amk_cuda *c, double timeout_ms, amk_diag *d) {
+    amk_program_t prog;
+    amk_result r;
+    if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run: NULL");
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
+    r = amk__cuda_launch(c, &prog, 1, d);
+    if (r == AMK_OK) r = amk__cuda_complete(c, &prog, timeout_ms, d);
+    amk__cuda_leave(c);
+    return r;
+}
+
+/* n rounded up to 16: run_io's staging slots start 16-byte aligned (pinned memory, DMA) */
+AMK__FN size_t amk__pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* amk_cuda_run_io for a launch of steps steps; with steps > 1 (a chain set) the chain's first
+   steps - 1 tokens come back into tokens too, in the same wait. */
+AMK__FN amk_result amk__cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in, const amk_cuda_out *out,
+                                    int n_out, int steps, int32_t *tokens, double timeout_ms, amk_diag *d) {
+    amk_program_t prog;
+    amk_result r;
+    const size_t tok_bytes = steps > 1 ? (size_t)(steps - 1) * 4 : 0;
+    size_t need = amk__pad16(tok_bytes), off, out_base;
+    int i;
+    if (!c || n_in < 0 || n_out < 0 || (n_in && !in) || (n_out && !out))
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run_io: NULL argument or negative count");
+    for (i = 0; i < n_in + n_out; i++) { /* why the sum cannot overflow: each is a buffer's size */
+        const int up = i < n_in, id = up ? in[i].buffer_id : out[i - n_in].buffer_id;
+        const void *host = up ? in[i].host : (const void *)out[i - n_in].host;
+        const size_t nb = up ? in[i].nbytes : out[i - n_in].nbytes;
+        if ((r = amk__cuda_check_copy(c, id, host, nb, up, d)) != AMK_OK) return r;
+        need += amk__pad16(nb);
+    }
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
+    if (need > c->host_io_cap) {
+        void *p = NULL;
+        amk__CUresult cr;
+        if (c->host_io) c->api.MemFreeHost(c->host_io);
+        c->host_io = NULL;
+        c->host_io_cap = 0;
+        if ((cr = c->api.MemAllocHost(&p, need)) != AMK__CUDA_SUCCESS) {
+            amk__cuda_leave(c);
+            return amk__cuda_err(c, d, cr, "cuMemAllocHost (run_io staging)");
+        }
+        c->host_io = (unsigned char *)p;
+        c->host_io_cap = need;
+    }
+    for (i = 0, off = 0; i < n_in; off += amk__pad16(in[i].nbytes), i++) {
+        if (!in[i].nbytes) continue;
+        memcpy(c->host_io + off, in[i].host, in[i].nbytes);
+        AMK__CU_GOTO(MemcpyHtoDAsync(c->arena + c->buf_off[in[i].buffer_id], c->host_io + off, in[i].nbytes, c->stream),
+                     "cuMemcpyHtoDAsync (run_io)", done);
+    }
+    out_base = off; /* the outputs' staging follows the inputs', the chain's tokens last */
+    if ((r = amk__cuda_launch(c, &prog, steps, d)) != AMK_OK) goto done;
+    for (i = 0; i < n_out; off += amk__pad16(out[i].nbytes), i++)
+        if (out[i].nbytes)
+            AMK__CU_GOTO(MemcpyDtoHAsync(c->host_io + off, c->arena + c->buf_off[out[i].buffer_id], out[i].nbytes, c->stream),
+                         "cuMemcpyDtoHAsync (run_io)", done);
+    if (tok_bytes)
+        AMK__CU_GOTO(MemcpyDtoHAsync(c->host_io + off, c->chain_dev, tok_bytes, c->stream), "cuMemcpyDtoHAsync (chain)", done);
+    if ((r = amk__cuda_complete(c, &prog, timeout_ms, d)) != AMK_OK) goto done;
+    for (i = 0, off = out_base; i < n_out; off += amk__pad16(out[i].nbytes), i++)
+        if (out[i].nbytes) memcpy(out[i].host, c->host_io + off, out[i].nbytes);
+    if (tok_bytes) memcpy(tokens, c->host_io + off, tok_bytes);
+done:
+    amk__cuda_leave(c);
+    return r;
+}
+
+AMK_API amk_result amk_cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in, const amk_cuda_out *out,
+                                   int n_out, double timeout_ms, amk_diag *d) {
+    return amk__cuda_run_io(c, in, n_in, out, n_out, 1, NULL, timeout_ms, d);
+}
+
+AMK_API amk_result amk_cuda_set_chain(amk_cuda *c, const amk_cuda_chain *ch, amk_diag *d) {
+    const int ids[3] = {ch ? ch->token_buf : -1, ch ? ch->pos_buf : -1, ch ? ch->next_buf : -1};
+    int i, s, feeder = -1, blocks = 0;
+    int64_t longest = 0;
+    if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: NULL");
+    c->chain_have_start = 0;
+    if (!ch || ch->n_steps == 1) {
+        c->chain.n_steps = 1;
+        return AMK_OK;
+    }
+    if (!c->fn_chain)
+        return amk__fail(d, AMK_ERR_UNSUPPORTED, "amk_cuda_set_chain: the device image has no chained-steps kernel for this "
+                         "program's build (amk_vm_chain)");
+    if (ch->n_steps < 1 || ch->n_steps > AMK_CUDA_MAX_CHAIN)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: n_steps %d is outside [1, %d]", ch->n_steps,
+                         AMK_CUDA_MAX_CHAIN);
+    for (i = 0; i < 3; i++) {
+        const amk_buffer_t *b;
+        if (ids[i] < 0 || ids[i] >= c->n_buffers)
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: buffer id %d is out of range", ids[i]);
+        b = &c->bufs[ids[i]];
+        if (b->dtype != AMK_DTYPE_I32 || b->numel != 1 ||
+            (i < 2 ? b->kind != AMK_KIND_IO_INPUT : b->kind != AMK_KIND_IO_OUTPUT && b->kind != AMK_KIND_ACTIVATION))
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: the %s buffer (id %d) must be %s", i == 0 ? "token"
+                             : i == 1 ? "position" : "next-token", ids[i],
+                             i < 2 ? "an IO_INPUT of one I32" : "an IO_OUTPUT or ACTIVATION of one I32");
+    }
+    if (ids[0] == ids[1] || ids[0] == ids[2] || ids[1] == ids[2])
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: the token, position and next-token buffers must differ");
+    for (i = 0; i < c->n_tasks && feeder < 0; i++) { /* the SM of next_buf's writer feeds: it finishes the step */
+        int o;
+        for (o = 0; o < c->ins[i].n_outputs; o++)
+            if (c->ins[i].outputs[o] == ids[2]) feeder = c->ins[i].sm;
+    }
+    if (feeder < 0 || feeder >= c->num_sms)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: no task writes the next-token buffer (id %d)", ids[2]);
+    for (s = 0; s < c->num_sms; s++) {
+        const int64_t len = c->queue_off[s + 1] - c->queue_off[s];
+        blocks += len > 0;
+        if (len > longest) longest = len;
+    }
+    if (longest * ch->n_steps > INT32_MAX) /* the VM walks positions and counts progress in 32 bits */
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_set_chain: %d steps of a %lld-task queue are too many",
+                         ch->n_steps, (long long)longest);
+    if (ch->n_steps - 1 > c->chain_cap) {
+        amk_result r;
+        if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
+        if (c->chain_dev) c->api.MemFree(c->chain_dev);
+        c->chain_dev = 0;
+        c->chain_cap = 0;
+        r = AMK_OK;
+        AMK__CU_GOTO(MemAlloc(&c->chain_dev, (size_t)(ch->n_steps - 1) * 4), "cuMemAlloc (chain tokens)", out);
+        c->chain_cap = ch->n_steps - 1;
+    out:
+        amk__cuda_leave(c);
+        if (r != AMK_OK) {
+            c->chain.n_steps = 1;
+            return r;
+        }
+    }
+    c->chain = *ch;
+    c->chain_feeder = feeder;
+    c->chain_blocks = blocks;
+    return AMK_OK;
+}
+
+AMK_API amk_result amk_cuda_run_chain(amk_cuda *c, int32_t token, int32_t pos, int32_t *tokens, double timeout_ms,
+                                      amk_diag *d) {
+    amk_cuda_in in[2];
+    amk_cuda_out out[1];
+    int n;
+    if (!c || !tokens) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run_chain: NULL argument");
+    n = c->chain.n_steps;
+    if (n < 2) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run_chain: no chain set (amk_cuda_set_chain)");
+    if (pos > INT32_MAX - (n - 1))
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_run_chain: position %d plus %d steps passes INT32_MAX", (int)pos, n);
+    c->chain_token0 = token;
+    c->chain_pos0 = pos;
+    c->chain_have_start = 1;
+    in[0].buffer_id = c->chain.token_buf; in[0].host = &c->chain_token0; in[0].nbytes = 4;
+    in[1].buffer_id = c->chain.pos_buf; in[1].host = &c->chain_pos0; in[1].nbytes = 4;
+    out[0].buffer_id = c->chain.next_buf; out[0].host = &tokens[n - 1]; out[0].nbytes = 4;
+    return amk__cuda_run_io(c, in, 2, out, 1, n, tokens, timeout_ms > 0 ? timeout_ms : AMK__CUDA_DEFAULT_TIMEOUT_MS * n, d);
+}
+
+AMK_API amk_result amk_cuda_timing(amk_cuda *c, amk_cuda_timing_record *records, int cap,
+                                   int *n_out, amk_diag *d) {
+    amk_vm_timing_t *raw;
+    const amk_vm_marks_t *marks;
+    amk__CUresult cr;
+    amk_result r;
+    uint64_t t0 = UINT64_MAX;
+    int i, k, n;
+    if (n_out) *n_out = 0;
+    if (!c || (!records && cap > 0) || cap < 0) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_timing: bad argument");
+    if (!c->timed_run) return amk__fail(d, AMK_ERR_INVALID_ARG, "the last run did not record timing (amk_cuda_set_timing)");
+    n = cap < c->n_tasks ? cap : c->n_tasks;
+    if (n == 0) return AMK_OK;
+    /* the records, then the marks (AMK__CUDA_TIMING_BYTES a task) */
+    raw = (amk_vm_timing_t *)amk__calloc((size_t)c->n_tasks, AMK__CUDA_TIMING_BYTES);
+    if (!raw) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    marks = (const amk_vm_marks_t *)(raw + c->n_tasks);
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) { amk__free(raw); return r; }
+    cr = c->api.MemcpyDtoH(raw, c->arena + c->off_timing, (size_t)c->n_tasks * AMK__CUDA_TIMING_BYTES);
+    amk__cuda_leave(c);
+    if (cr != AMK__CUDA_SUCCESS) { amk__free(raw); return amk__cuda_err(c, d, cr, "cuMemcpyDtoH (timing)"); }
+    for (i = 0; i < c->n_tasks; i++)
+        if (raw[i].done && raw[i].t_wait < t0) t0 = raw[i].t_wait;
+    for (i = 0; i < n; i++) {
+        amk_cuda_timing_record *o = &records[i];
+        o->task = i;
+        o->op = c->ins[i].op;
+        o->sm = c->ins[i].sm;
+        o->done = raw[i].done != 0;
+        o->hw_sm = o->done ? (int)raw[i].smid : -1;
+        o->wait_us = o->done ? (double)(raw[i].t_start - raw[i].t_wait) * 1e-3 : 0.0;
+        o->start_us = o->done ? (double)(raw[i].t_start - t0) * 1e-3 : -1.0;
+        o->end_us = o->done ? (double)(raw[i].t_end - t0) * 1e-3 : -1.0;
+        for (k = 0; k < AMK_VM_MARKS_N; k++) o->mark_us[k] = o->done ? (double)marks[i].ns[k] * 1e-3 : 0.0;
+    }
+    amk__free(raw);
+    if (n_out) *n_out = n;
+    return AMK_OK;
+}
+
+/* ---- service kernels: bandwidth, fills, timed runs --------------------------------------------- */
+
+#define AMK__CUDA_BW_WARMUP 2     /* why: the first launch pays for module and TLB setup */
+#define AMK__CUDA_MAX_ITERS 10000 /* why: bounds the medians' scratch; far beyond any useful count */
+#define AMK__CUDA_MAX_RUNS 100000
+
+AMK__FN int amk__cuda_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of v[0..n) (sorted in place); n >= 1. */
+AMK__FN double amk__cuda_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof(double), amk__cuda_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Launches fn (normal launch, grid x threads, no dynamic shared memory) AMK__CUDA_BW_WARMUP + iters
+   times on c->stream, each timed with events; *ms gets the median of the timed ones. c's
+   context is current; times is scratch of iters doubles. */
+AMK__FN amk_result amk__cuda_time_kernel(amk_cuda *c, amk__CUfunction fn, unsigned grid, unsigned threads,
+                                         void **args, int iters, amk__CUevent e0, amk__CUevent e1,
+                                         double *times, double *ms, amk_diag *d) {
+    int i;
+    for (i = 0; i < AMK__CUDA_BW_WARMUP + iters; i++) {
+        float t = 0.0f;
+        AMK__CU_TRY(c, d, EventRecord(e0, c->stream), "cuEventRecord");
+        AMK__CU_TRY(c, d, LaunchKernel(fn, grid, 1, 1, threads, 1, 1, 0, c->stream, args, NULL), "cuLaunchKernel");
+        AMK__CU_TRY(c, d, EventRecord(e1, c->stream), "cuEventRecord");
+        AMK__CU_TRY(c, d, EventSynchronize(e1), "cuEventSynchronize");
+        AMK__CU_TRY(c, d, EventElapsedTime(&t, e0, e1), "cuEventElapsedTime");
+        if (i >= AMK__CUDA_BW_WARMUP) times[i - AMK__CUDA_BW_WARMUP] = (double)t;
+    }
+    *ms = amk__cuda_median(times, iters);
+    return AMK_OK;
+}
+
+/* One bandwidth configuration: copy == 0 reads `bytes` with amk_bw_read, copy != 0 copies the
+   first half into the second with amk_bw_copy; blocks_per_sm <= 0 means as many as fit. *gbs
+   gets the median in GB/s (read bytes, or read + write bytes). bytes is raised to 4x L2. */
+AMK__FN amk_result amk__cuda_bw_measure(amk_cuda *c, size_t bytes, int iters, int copy, int blocks_per_sm,
+                                        double *gbs, amk_diag *d) {
+    amk__CUfunction fn = copy ? c->fn_bw_copy : c->fn_bw_read;
+    amk__CUdeviceptr scratch = 0;
+    amk__CUevent e0 = NULL, e1 = NULL;
+    amk_result r;
+    double *times, ms = 0.0;
+    uint64_t n16, src, dst, sink;
+    void *args[3];
+    int l2 = 0, fit = 0;
+    unsigned grid;
+    *gbs = 0.0;
+    if (!fn) return amk__fail(d, AMK_ERR_UNSUPPORTED, "the device image has no %s kernel (rebuild it)", copy ? "amk_bw_copy" : "amk_bw_read");
+    if (iters < 1 || iters > AMK__CUDA_MAX_ITERS) return amk__fail(d, AMK_ERR_INVALID_ARG, "iters %d is outside [1, %d]", iters, AMK__CUDA_MAX_ITERS);
+    times = (double *)amk__malloc((size_t)iters * sizeof(double));
+    if (!times) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) { amk__free(times); return r; }
+    AMK__CU_GOTO(DeviceGetAttribute(&l2, AMK__CU_DEV_ATTR_L2_CACHE_SIZE, c->dev), "cuDeviceGetAttribute", done);
+    AMK__CU_GOTO(OccupancyMaxActiveBlocks(&fit, fn, AMK__VM_BW_THREADS, 0), "cuOccupancyMaxActiveBlocksPerMultiprocessor", done);
+    if (fit < 1) { r = amk__fail(d, AMK_ERR_UNSUPPORTED, "the bandwidth kernel does not fit a SM"); goto done; }
+    if (bytes > SIZE_MAX / 2) { r = amk__fail(d, AMK_ERR_INVALID_ARG, "a %llu-byte scratch buffer is too large", (unsigned long long)bytes); goto done; }
+    if (bytes / 4 < (size_t)l2) bytes = (size_t)l2 * 4;
+    bytes &= ~(size_t)31; /* why: whole 16-byte vectors in each half */
+    grid = (unsigned)c->info.device_sms * (unsigned)(blocks_per_sm > 0 && blocks_per_sm < fit ? blocks_per_sm : fit);
+    AMK__CU_GOTO(MemAlloc(&scratch, bytes + 256), "cuMemAlloc (bandwidth scratch)", done);
+    AMK__CU_GOTO(MemsetD8Async(scratch, 0, bytes + 256, c->stream), "cuMemsetD8Async", done);
+    AMK__CU_GOTO(EventCreate(&e0, AMK__CU_EVENT_DEFAULT), "cuEventCreate", done);
+    AMK__CU_GOTO(EventCreate(&e1, AMK__CU_EVENT_DEFAULT), "cuEventCreate", done);
+    sink = scratch + bytes; /* past what the kernels read */
+    if (copy) {
+        n16 = bytes / 32;
+        dst = scratch + bytes / 2;
+        src = scratch;
+        args[0] = &dst; args[1] = &src; args[2] = &n16;
+    } else {
+        n16 = bytes / 16;
+        src = scratch;
+        args[0] = &src; args[1] = &n16; args[2] = &sink;
+    }
+    r = amk__cuda_time_kernel(c, fn, grid, AMK__VM_BW_THREADS, args, iters, e0, e1, times, &ms, d);
+    if (r == AMK_OK && ms > 0.0) *gbs = (double)bytes / (ms * 1e-3) * 1e-9;
+    else if (r == AMK_OK) r = amk__fail(d, AMK_ERR_CUDA, "the bandwidth kernel's time read 0 ms");
+done:
+    if (e0) c->api.EventDestroy(e0);
+    if (e1) c->api.EventDestroy(e1);
+    if (scratch) {
+        c->api.StreamSynchronize(c->stream);
+        c->api.MemFree(scratch);
+    }
+    amk__cuda_leave(c);
+    amk__free(times);
+    return r;
+}
+
+AMK_API amk_result amk_cuda_read_bandwidth(amk_cuda *c, size_t bytes, int iters, double *gbs,
+                                           double *copy_gbs, amk_diag *d) {
+    static const int per_sm[2] = {1, 0}; /* why: one block of 1024 a SM, and full occupancy */
+    amk_result r;
+    double g;
+    int k;
+    if (gbs) *gbs = 0.0;
+    if (copy_gbs) *copy_gbs = 0.0;
+    if (!c || !gbs) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_read_bandwidth: NULL argument");
+    if (iters < 1 || iters > AMK__CUDA_MAX_ITERS) return amk__fail(d, AMK_ERR_INVALID_ARG, "iters %d is outside [1, %d]", iters, AMK__CUDA_MAX_ITERS);
+    for (k = 0; k < 2; k++) {
+        if ((r = amk__cuda_bw_measure(c, bytes, iters, 0, per_sm[k], &g, d)) != AMK_OK) return r;
+        if (g > *gbs) *gbs = g;
+        if (!copy_gbs) continue;
+        if ((r = amk__cuda_bw_measure(c, bytes, iters, 1, per_sm[k], &g, d)) != AMK_OK) return r;
+        if (g > *copy_gbs) *copy_gbs = g;
+    }
+    return AMK_OK;
+}
+
+/* The seed of buffer_id's stream: distinct buffers filled with one seed get unrelated values. */
+AMK__FN uint64_t amk__cuda_fill_seed(uint64_t seed, int buffer_id) {
+    uint64_t x = seed ^ ((uint64_t)(uint32_t)buffer_id * 0xD1B54A32D192ED03ull); /* why: an odd 64-bit constant */
+    return amk__splitmix64(&x);
+}
+
+/* Launches a fill kernel over buffer id (random != 0: amk_fill_random) and waits for it. */
+AMK__FN amk_result amk__cuda_fill(amk_cuda *c, int id, int random, uint64_t seed, float v, amk_diag *d) {
+    const char *name = random ? "amk_cuda_fill_random" : "amk_cuda_fill_value";
+    amk__CUfunction fn;
+    amk__CUresult cr;
+    amk_result r;
+    uint64_t ptr, nbytes, chunks, blocks, kseed;
+    int64_t numel;
+    int32_t dtype;
+    uint32_t count = 0;
+    void *args[7];
+    if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "%s: NULL", name);
+    if (id < 0 || id >= c->n_buffers) {
+        if (d) d->buffer = id;
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "buffer %d does not exist", id);
+    }
+    fn = random ? c->fn_fill_random : c->fn_fill_value;
+    if (!fn) return amk__fail(d, AMK_ERR_UNSUPPORTED, "the device image has no %s kernel (rebuild it)", random ? "amk_fill_random" : "amk_fill_value");
+    dtype = c->bufs[id].dtype;
+    numel = c->bufs[id].numel;
+    ptr = c->bufs[id].ptr;
+    nbytes = (uint64_t)c->buf_bytes[id];
+    if (random && amk_dtype_is_float(dtype) && !(v >= 0.0f && v <= FLT_MAX)) {
+        if (d) d->buffer = id;
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "%s: scale %g must be finite and >= 0 for buffer %d (%s)", name, (double)v, id, amk_dtype_name(dtype));
+    }
+    if (random && !amk_dtype_is_float(dtype)) {
+        /* why: the number of non-negative values each integer dtype holds */
+        const double cap = dtype == AMK_DTYPE_I8 ? 128.0 : dtype == AMK_DTYPE_U8 ? 256.0 : dtype == AMK_DTYPE_I4 ? 8.0
+                         : dtype == AMK_DTYPE_BOOL ? 2.0 : 2147483647.0;
+        if (!(v >= 1.0f)) {
+            if (d) d->buffer = id;
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "%s: buffer %d is %s: values in [0, (int)scale) need scale >= 1, not %g",
+                             name, id, amk_dtype_name(dtype), (double)v);
+        }
+        count = (uint32_t)((double)v < cap ? floor((double)v) : cap);
+    }
+    if (nbytes == 0) return AMK_OK;
+    kseed = amk__cuda_fill_seed(seed, id);
+    chunks = (nbytes + 15) / 16;
+    blocks = (chunks + AMK__VM_FILL_THREADS - 1) / AMK__VM_FILL_THREADS;
+    if (blocks > (uint64_t)c->info.device_sms * 8) blocks = (uint64_t)c->info.device_sms * 8; /* why: 2048 threads a SM, grid-strided */
+    args[0] = &ptr; args[1] = &nbytes; args[2] = &numel; args[3] = &dtype;
+    if (random) { args[4] = &kseed; args[5] = &v; args[6] = &count; }
+    else args[4] = &v;
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
+    cr = c->api.LaunchKernel(fn, (unsigned)blocks, 1, 1, AMK__VM_FILL_THREADS, 1, 1, 0, c->stream, args, NULL);
+    if (cr == AMK__CUDA_SUCCESS) cr = c->api.StreamSynchronize(c->stream);
+    amk__cuda_leave(c);
+    return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, random ? "amk_fill_random" : "amk_fill_value");
+}
+
+AMK_API amk_result amk_cuda_fill_random(amk_cuda *c, int buffer_id, uint64_t seed, float scale,
+                                        amk_diag *d) {
+    return amk__cuda_fill(c, buffer_id, 1, seed, scale, d);
+}
+
+AMK_API amk_result amk_cuda_fill_value(amk_cuda *c, int buffer_id, float value, amk_diag *d) {
+    return amk__cuda_fill(c, buffer_id, 0, 0, value, d);
+}
+
+AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *median_us,
+                                      double *times_us, amk_diag *d) {
+    amk__CUevent e0 = NULL, e1 = NULL;
+    amk_program_t prog;
+    amk_result r;
+    double *sorted;
+    int i, steps;
+    if (median_us) *median_us = 0.0;
+    if (!c || !median_us) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_time_runs: NULL argument");
+    steps = c->chain.n_steps > 1 ? c->chain.n_steps : 1;
+    if (n < 1 || n > AMK__CUDA_MAX_RUNS || warmup < 0 || warmup > AMK__CUDA_MAX_RUNS)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_time_runs: n %d or warmup %d is outside its range", n, warmup);
+    if (steps > 1 && !c->chain_have_start)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_time_runs: a chain is set but no amk_cuda_run_chain ran");
+    sorted = (double *)amk__malloc((size_t)n * sizeof(double));
+    if (!sorted) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) { amk__free(sorted); return r; }
+    AMK__CU_GOTO(EventCreate(&e0, AMK__CU_EVENT_DEFAULT), "cuEventCreate", done);
+    AMK__CU_GOTO(EventCreate(&e1, AMK__CU_EVENT_DEFAULT), "cuEventCreate", done);
+    for (i = 0; i < warmup + n; i++) {
+        float ms = 0.0f;
+        if (steps > 1) { /* the chain's start again: the last launch advanced the token and position */
+            AMK__CU_GOTO(MemcpyHtoDAsync(c->arena + c->buf_off[c->chain.token_buf], &c->chain_token0, 4, c->stream),
+                         "cuMemcpyHtoDAsync (chain start)", done);
+            AMK__CU_GOTO(MemcpyHtoDAsync(c->arena + c->buf_off[c->chain.pos_buf], &c->chain_pos0, 4, c->stream),
+                         "cuMemcpyHtoDAsync (chain start)", done);
+        }
+        AMK__CU_GOTO(EventRecord(e0, c->stream), "cuEventRecord", done);
+        if ((r = amk__cuda_launch(c, &prog, steps, d)) != AMK_OK) goto done;
+        AMK__CU_GOTO(EventRecord(e1, c->stream), "cuEventRecord", done);
+        if ((r = amk__cuda_complete(c, &prog, 0.0, d)) != AMK_OK) goto done;
+        if (i < warmup) continue;
+        AMK__CU_GOTO(EventElapsedTime(&ms, e0, e1), "cuEventElapsedTime", done);
+        sorted[i - warmup] = (double)ms * 1e3;
+        if (times_us) times_us[i - warmup] = sorted[i - warmup];
+    }
+    *median_us = amk__cuda_median(sorted, n);
+    r = AMK_OK;
+done:
+    if (e0) c->api.EventDestroy(e0);
+    if (e1) c->api.EventDestroy(e1);
+    amk__cuda_leave(c);
+    amk__free(sorted);
+    return r;
+}
+
+#endif /* AMK_IMPLEMENTATION */
+
+
+/* MIT License. Copyright (c) 2026 the AMK authors.
+   Permission is hereby granted, free of charge, to any person obtaining a copy of this software
+   and associated documentation files (the "Software"), to deal in the Software without
+   restriction, including without limitation the rights to use, copy, modify, merge, publish,
+   distribute, sublicense, and/or sell copies of the Software, and to permit persons to whom the
+   Software is furnished to do so, subject to the following conditions: The above copyright notice
+   and this permission notice shall be included in all copies or substantial portions of the
+   Software. THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND. */
+

@@ -1,0 +1,769 @@
+/* amk_llm.h - AMK the generation API: a model ready to run on a backend, sampling.
+   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+#ifndef AMK_LLM_H
+#define AMK_LLM_H
+
+#include "amk_arch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+
+typedef enum amk_backend {
+    AMK_BACKEND_AUTO = 0, /* the GPU when there is one, else the reference VM */
+    AMK_BACKEND_CPU = 1,  /* the reference VM */
+    AMK_BACKEND_CUDA = 2  /* the megakernel; fails without a GPU */
+} amk_backend;
+
+typedef struct amk_llm_opts {
+    amk_llama_build_opts build;
+    amk_backend backend;
+    uint64_t random_seed; /* amk_llm_open_random: the weights' seed */
+    /* The device VM image (amk_vm.cuh built by `make device`: a cubin, fatbin or PTX). Without one
+       AUTO runs on the reference VM and CUDA fails. */
+    const void *device_image;
+    size_t device_image_size;
+    double timeout_ms;    /* per GPU step; <= 0: 10 s */
+    /* Called while weights load (what: "weights", done/total in bytes; then for a folded step,
+       what: "fold", done/total in rows of W_fold computed: amk_llama_build's qkv_fold). May be NULL. */
+    void (*progress)(void *user, const char *what, uint64_t done, uint64_t total);
+    void *progress_user;
+} amk_llm_opts;
+
+/* A model ready to run: its config, its decode-step program, its weights on a backend, and its
+   tokenizer (NULL for random weights). */
+typedef struct amk_llm amk_llm;
+
+AMK_API void amk_llm_opts_default(amk_llm_opts *o);
+/* Opens a model file (see amk_model_open), builds, lowers and loads its decode step. */
+AMK_API amk_result amk_llm_open(const char *model_path, const amk_llm_opts *o, amk_llm **out,
+                                amk_diag *d);
+/* The same from a model the caller already opened and its tokenizer (tok may be NULL: then it
+   is made from the model). Takes both over, also on failure: the caller frees neither. */
+AMK_API amk_result amk_llm_open_model(amk_model *model, amk_tokenizer *tok, const amk_llm_opts *o,
+                                      amk_llm **out, amk_diag *d);
+/* The same program with random weights (uniform, scaled by 1/sqrt(fan-in); norms 1). */
+AMK_API amk_result amk_llm_open_random(const amk_llama_config *cfg, const amk_llm_opts *o,
+                                       amk_llm **out, amk_diag *d);
+AMK_API void amk_llm_close(amk_llm *m);
+AMK_API const amk_llama_config *amk_llm_config(const amk_llm *m);
+AMK_API const amk_program *amk_llm_program(const amk_llm *m);
+AMK_API const amk_tokenizer *amk_llm_tokenizer(const amk_llm *m);
+AMK_API int amk_llm_max_seq(const amk_llm *m);
+AMK_API const char *amk_llm_backend_name(const amk_llm *m); /* "cpu" or "cuda" */
+/* Runs one decode step: token at position pos. *logits (logits may be NULL) points at vocab
+   floats owned by m, valid until the next step; with logits NULL the GPU backend does not copy
+   them back (a greedy loop asks for argmax alone). *argmax (may be NULL) gets the greedy token.
+   Positions must be fed in order from 0 (the KV cache holds the earlier ones). */
+AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **logits, int *argmax,
+                                amk_diag *d);
+/* Greedy decode of n tokens in order from token at position pos: tokens[i] gets the greedy token
+   of the step at position pos + i, whose input is token (i = 0) or tokens[i - 1] (so tokens[n -
+   1] has not been fed). On the GPU backend the n steps run in one launch (amk_cuda_run_chain: no
+   host round trip between them); else amk_llm_step a step. n in [1, AMK_CUDA_MAX_CHAIN]; pos + n
+   must fit the KV cache (AMK_ERR_RUNTIME, as amk_llm_step). */
+AMK_API amk_result amk_llm_generate(amk_llm *m, int token, int pos, int n, int *tokens, amk_diag *d);
+/* The GPU backend's runtime (NULL on the reference VM): for timing and the timeline. */
+AMK_API amk_cuda *amk_llm_cuda(amk_llm *m);
+/* Zeroes the KV cache (a new conversation). */
+AMK_API amk_result amk_llm_reset(amk_llm *m, amk_diag *d);
+
+/* Sampling: temperature 0 is greedy; else softmax(logits / temperature) restricted to the top_k
+   most likely (0 = all) and the smallest set whose probability reaches top_p (1 = all). */
+typedef struct amk_sampler {
+    float temperature;
+    int top_k;
+    float top_p;
+    uint64_t state[4];
+    int *scratch_idx; float *scratch_p; int scratch_n; /* internal */
+} amk_sampler;
+AMK_API void amk_sampler_init(amk_sampler *s, float temperature, int top_k, float top_p,
+                              uint64_t seed);
+AMK_API int amk_sampler_sample(amk_sampler *s, const float *logits, int n);
+AMK_API void amk_sampler_free(amk_sampler *s);
+
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMK_LLM_H */
+
+#if defined(AMK_IMPLEMENTATION) && !defined(AMK_LLM_IMPLEMENTATION_DONE)
+#define AMK_LLM_IMPLEMENTATION_DONE
+/* ==== >>impl_llm: sampling, the LLM object ======================================================= */
+/* ---- sampling ------------------------------------------------------------------------------- */
+
+AMK_API void amk_sampler_init(amk_sampler *s, float temperature, int top_k, float top_p, uint64_t seed) {
+    amk__rng r;
+    memset(s, 0, sizeof *s);
+    s->temperature = temperature;
+    s->top_k = top_k;
+    s->top_p = top_p;
+    amk__rng_seed(&r, seed);
+    memcpy(s->state, r.s, sizeof s->state);
+}
+
+AMK_API void amk_sampler_free(amk_sampler *s) {
+    amk__free(s->scratch_idx);
+    amk__free(s->scratch_p);
+    s->scratch_idx = NULL;
+    s->scratch_p = NULL;
+    s->scratch_n = 0;
+}
+
+AMK__FN int amk__argmax(const float *x, int n) {
+    int i, best = 0;
+    for (i = 1; i < n; i++)
+        if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;
+    return best;
+}
+
+/* Token a comes before token b by their values in l (logits or probabilities): the higher first
+   (NaN last), ties by lower index (a fixed order, so a seed's draws are reproducible). */
+AMK__FN int amk__l_before(const float *l, int a, int b) {
+    const float x = l[a] == l[a] ? l[a] : -INFINITY, y = l[b] == l[b] ? l[b] : -INFINITY;
+    return x > y || (x == y && a < b);
+}
+
+/* Sifts h[r] down the heap h[0..n): with last = 0 the first element comes first in
+   amk__l_before's order (a max-heap), with last = 1 it comes last (a min-heap). */
+AMK__FN void amk__heap_down(int *h, const float *l, int n, int r, int last) {
+    for (;;) {
+        int c = 2 * r + 1, tmp;
+        if (c >= n) break;
+        if (c + 1 < n && amk__l_before(l, h[c + 1], h[c]) != last) c++;
+        if (amk__l_before(l, h[c], h[r]) == last) break;
+        tmp = h[r]; h[r] = h[c]; h[c] = tmp; r = c;
+    }
+}
+
+/* h[0..k) = the k tokens of v[0..n) that come first in amk__l_before's order, in that order: a
+   min-heap of the best k so far, O(n log k), then sorted. */
+AMK__FN void amk__top_k(int *h, const float *v, int n, int k) {
+    int i, m = 0, end;
+    for (i = 0; i < n; i++) {
+        if (m < k) {
+            int c = m++;
+            h[c] = i;
+            while (c > 0 && amk__l_before(v, h[(c - 1) / 2], h[c])) { /* sift up */
+                int pa = (c - 1) / 2, tmp = h[pa];
+                h[pa] = h[c]; h[c] = tmp; c = pa;
+            }
+        } else if (amk__l_before(v, i, h[0])) {
+            h[0] = i;
+            amk__heap_down(h, v, k, 0, 1);
+        }
+    }
+    for (end = k - 1; end > 0; end--) { /* the last in order to the end, repeatedly */
+        int tmp = h[0];
+        h[0] = h[end]; h[end] = tmp;
+        amk__heap_down(h, v, end, 0, 1);
+    }
+}
+
+/* The fewest first tokens of h[0..k) whose mass in p reaches thr (all k when it never does);
+   *mass gets their mass. */
+AMK__FN int amk__mass_prefix(const int *h, const float *p, int k, double thr, double *mass) {
+    double m = 0.0;
+    int i;
+    for (i = 0; i < k && m < thr; i++) m += p[h[i]];
+    *mass = m;
+    return i;
+}
+
+/* why no full sort: sorting SmolLM2's 49152 logits every token cost 5.2 ms a draw (sampled
+   generation at ~100 tok/s, bench/RESULTS.md run 73). Without top-k/top-p the draw walks the probabilities
+   in vocabulary order, O(n); top-k takes the k best logits with a k-heap, O(n log k), and exp()
+   of those only; top-p alone first tries the best 256 (a peaked distribution stops there), else
+   pops a heap of the whole vocabulary until the kept mass reaches p, O(n + kept log n). Each
+   token is drawn with its softmax probability (restricted to the kept ones and renormalised
+   when truncated); the kept ones are walked in descending order. */
+AMK_API int amk_sampler_sample(amk_sampler *s, const float *logits, int n) {
+    int i, k, best, kept = 0;
+    const float T = s ? s->temperature : 0.0f;
+    const int top_p = s && s->top_p > 0.0f && s->top_p < 1.0f;
+    float mx, *p;
+    int *h;
+    double total = 0.0, sum = 0.0, acc = 0.0, u;
+    amk__rng r;
+#define AMK__P(i) (logits[i] == logits[i] ? expf((logits[i] - mx) / T) : 0.0f)
+    if (!s || !logits || n < 1) return -1;
+    best = amk__argmax(logits, n);
+    if (!(T > 0.0f)) return best;
+    if (s->scratch_n < n) {
+        amk_sampler_free(s);
+        s->scratch_idx = (int *)amk__malloc((size_t)n * sizeof(int));
+        s->scratch_p = (float *)amk__malloc((size_t)n * sizeof(float));
+        if (!s->scratch_idx || !s->scratch_p) { amk_sampler_free(s); return best; }
+        s->scratch_n = n;
+    }
+    h = s->scratch_idx;
+    p = s->scratch_p;
+    mx = logits[best];
+    k = s->top_k > 0 && s->top_k < n ? s->top_k : n;
+    memcpy(r.s, s->state, sizeof r.s);
+    u = (double)(amk__rng_u64(&r) >> 11) / 9007199254740992.0; /* why: 53 random bits, in [0, 1) */
+    memcpy(s->state, r.s, sizeof r.s);
+    if (k < n) { /* the top k logits, then top-p within them */
+        amk__top_k(h, logits, n, k);
+        for (i = 0; i < k; i++) total += p[h[i]] = AMK__P(h[i]);
+        kept = k;
+        sum = total;
+        if (top_p) kept = amk__mass_prefix(h, p, k, (double)s->top_p * total, &sum);
+    } else {
+        for (i = 0; i < n; i++) total += p[i] = AMK__P(i);
+        if (!top_p) { /* the whole distribution */
+            u *= total;
+            for (i = 0; i < n; i++) {
+                acc += p[i];
+                if (u < acc) return i;
+            }
+            return best;
+        }
+        if (n > 256) { /* the best 256 first */
+            amk__top_k(h, p, n, 256);
+            kept = amk__mass_prefix(h, p, 256, (double)s->top_p * total, &sum);
+            if (sum < (double)s->top_p * total) kept = 0;
+        }
+        if (!kept) { /* pop a max-heap into h[n-1], h[n-2], ... until the kept mass reaches p */
+            int end;
+            for (i = 0; i < n; i++) h[i] = i;
+            for (i = n / 2 - 1; i >= 0; i--) amk__heap_down(h, p, n, i, 0);
+            for (end = n, sum = 0.0; end > 0 && sum < (double)s->top_p * total; kept++) {
+                int tmp = h[0];
+                end--;
+                h[0] = h[end]; h[end] = tmp;
+                amk__heap_down(h, p, end, 0, 0);
+                sum += p[tmp];
+            }
+            for (i = 0; i < kept / 2; i++) { /* reverse h[n-kept..n) in place, then to the front */
+                int tmp = h[n - kept + i];
+                h[n - kept + i] = h[n - 1 - i];
+                h[n - 1 - i] = tmp;
+            }
+            memmove(h, h + (n - kept), (size_t)kept * sizeof(int));
+        }
+    }
+#undef AMK__P
+    u *= sum;
+    for (i = 0; i < kept; i++) {
+        acc += p[h[i]];
+        if (u < acc) return h[i];
+    }
+    return kept > 0 ? h[kept - 1] : best;
+}
+
+/* ---- the LLM object --------------------------------------------------------------------------- */
+
+struct amk_llm {
+    amk_llama_config cfg;
+    amk_llm_opts opts;
+    amk_program *prog;
+    amk_model *model;         /* NULL for random weights */
+    amk_tokenizer *tok;       /* NULL for random weights */
+    amk_refvm *vm;            /* the CPU backend, or */
+    amk_cuda *cuda;           /* the GPU backend */
+    int *step_tasks, n_step_tasks; /* tasks whose params change per position (KV_APPEND, ATTENTION_TILE) */
+    int buf_token, buf_pos, buf_logits, buf_next;
+    int max_seq;
+    float *logits;            /* [vocab] host copy handed to the caller */
+    int32_t *chain_tok;       /* [chain_cap] amk_llm_generate's tokens from the GPU */
+    int chain_cap;
+};
+
+AMK_API void amk_llm_opts_default(amk_llm_opts *o) {
+    memset(o, 0, sizeof *o);
+    amk_llama_build_opts_default(&o->build);
+    o->backend = AMK_BACKEND_AUTO;
+    o->random_seed = 1;
+}
+
+AMK_API const amk_llama_config *amk_llm_config(const amk_llm *m) { return m ? &m->cfg : NULL; }
+AMK_API const amk_program *amk_llm_program(const amk_llm *m) { return m ? m->prog : NULL; }
+AMK_API const amk_tokenizer *amk_llm_tokenizer(const amk_llm *m) { return m ? m->tok : NULL; }
+AMK_API int amk_llm_max_seq(const amk_llm *m) { return m ? m->max_seq : 0; }
+AMK_API amk_cuda *amk_llm_cuda(amk_llm *m) { return m ? m->cuda : NULL; }
+AMK_API const char *amk_llm_backend_name(const amk_llm *m) { return m && m->cuda ? "cuda" : "cpu"; }
+
+AMK_API void amk_llm_close(amk_llm *m) {
+    if (!m) return;
+    amk_refvm_free(m->vm);
+    amk_cuda_free(m->cuda);
+    amk__free(m->step_tasks);
+    amk_program_free(m->prog);
+    amk_tokenizer_free(m->tok);
+    amk_model_close(m->model);
+    amk__free(m->logits);
+    amk__free(m->chain_tok);
+    amk__free(m);
+}
+
+/* Builds and lowers the step of m->cfg and creates the CPU VM. */
+AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
+    amk_result r;
+    int i;
+    r = amk_llama_build_lowered(&m->cfg, &m->opts.build, &m->prog, d);
+    if (r != AMK_OK) return r;
+    m->buf_token = amk_program_find_buffer(m->prog, "token");
+    m->buf_pos = amk_program_find_buffer(m->prog, "pos");
+    m->buf_logits = amk_program_find_buffer(m->prog, "logits");
+    m->buf_next = amk_program_find_buffer(m->prog, "next_token");
+    m->max_seq = (int)m->prog->buffers[amk_program_find_buffer(m->prog, "k_cache.0")].shape[0];
+    m->logits = (float *)amk__calloc((size_t)m->cfg.vocab, sizeof(float));
+    m->step_tasks = (int *)amk__malloc((size_t)(m->prog->n_tasks > 0 ? m->prog->n_tasks : 1) * sizeof(int));
+    if (!m->logits || !m->step_tasks) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    for (i = 0; i < m->prog->n_tasks; i++) /* the tasks amk_llama_set_pos changes */
+        if (m->prog->tasks[i].op == AMK_OP_KV_APPEND || m->prog->tasks[i].op == AMK_OP_ATTENTION_TILE)
+            m->step_tasks[m->n_step_tasks++] = i;
+    if (m->opts.backend != AMK_BACKEND_CPU) {
+        if (!m->opts.device_image) {
+            if (m->opts.backend == AMK_BACKEND_CUDA)
+                return amk__fail(d, AMK_ERR_INVALID_ARG, "no device image (build it with `make device`)");
+        } else {
+            r = amk_cuda_create(m->prog, m->opts.device_image, m->opts.device_image_size, &m->cuda, d);
+            if (r == AMK_ERR_NO_DRIVER && m->opts.backend == AMK_BACKEND_AUTO) amk_diag_clear(d);
+            else if (r != AMK_OK) return r;
+        }
+    }
+    return m->cuda ? AMK_OK : amk_refvm_create(m->prog, &m->vm, d);
+}
+
+/* 1 when b is a weight the step takes transposed: down_proj as [I, H] (meta down_proj
+   "transposed", the one-step MLP's RMSNORM_MLP input) or o_proj as [q_rows, H] (meta o_proj
+   "transposed", ATTENTION_O's input). */
+AMK__FN int amk__llm_transposed(const amk_llm *m, const amk_buffer *b) {
+    static const char *const names[2][2] = {{".mlp.down_proj.weight", "down_proj"}, {".self_attn.o_proj.weight", "o_proj"}};
+    char v[32];
+    const size_t n = b->source ? strlen(b->source) : 0;
+    int k;
+    for (k = 0; k < 2 && b->rank == 2; k++) {
+        const size_t ln = strlen(names[k][0]);
+        if (n >= ln && strcmp(b->source + n - ln, names[k][0]) == 0)
+            return amk_program_meta_string(m->prog, names[k][1], v, sizeof v) && strcmp(v, "transposed") == 0;
+    }
+    return 0;
+}
+
+/* A weight's host copy data (nb bytes, HF layout) into the layout m's step wants. In place.
+   - A fused step (meta qk_rows "interleaved") takes Q/K rows in interleaved pair order: within each
+     head of hd rows, HF row i pairs with row i + hd/2, and those rows become 2i and 2i+1.
+   - A step with meta down_proj (o_proj) "transposed" takes down_proj [H, I] (o_proj [H, q_rows])
+     as its transpose. */
+AMK__FN amk_result amk__llm_weight_layout(const amk_llm *m, const amk_buffer *b, void *data, size_t nb, amk_diag *d) {
+    char v[32];
+    const size_t n = b->source ? strlen(b->source) : 0;
+    const size_t row_bytes = b->shape[0] > 0 ? nb / (size_t)b->shape[0] : 0;
+    int64_t rows = b->shape[0], hd, h, i;
+    int heads = 0;
+    unsigned char *tmp;
+    if (amk__llm_transposed(m, b)) { /* the file's [shape[1], shape[0]] into [shape[0], shape[1]] */
+        const int64_t R = b->shape[1], C = b->shape[0];
+        const size_t es = (size_t)amk_dtype_bits(b->dtype) / 8;
+        int64_t r, c;
+        if (es == 0 || (size_t)(R * C) * es != nb)
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "'%s': cannot transpose a %s weight", b->source,
+                             amk_dtype_name(b->dtype));
+        tmp = (unsigned char *)amk__malloc(nb);
+        if (!tmp) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+        memcpy(tmp, data, nb);
+        for (r = 0; r < R; r++)
+            for (c = 0; c < C; c++)
+                memcpy((unsigned char *)data + ((size_t)c * (size_t)R + (size_t)r) * es,
+                       tmp + ((size_t)r * (size_t)C + (size_t)c) * es, es);
+        amk__free(tmp);
+        return AMK_OK;
+    }
+    if (!amk_program_meta_string(m->prog, "qk_rows", v, sizeof v) || strcmp(v, "interleaved") != 0) return AMK_OK;
+    if (n >= 23 && strcmp(b->source + n - 23, "self_attn.q_proj.weight") == 0) heads = m->cfg.n_heads;
+    else if (n >= 23 && strcmp(b->source + n - 23, "self_attn.k_proj.weight") == 0) heads = m->cfg.n_kv_heads;
+    else return AMK_OK;
+    if (heads < 1 || rows % heads || (rows / heads) % 2)
+        return amk__fail(d, AMK_ERR_MISMATCH, "'%s': %lld rows do not split into %d heads of an even size",
+                         b->source, (long long)rows, heads);
+    hd = rows / heads;
+    tmp = (unsigned char *)amk__malloc((size_t)hd * row_bytes);
+    if (!tmp) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    for (h = 0; h < heads; h++) {
+        unsigned char *head = (unsigned char *)data + (size_t)(h * hd) * row_bytes;
+        memcpy(tmp, head, (size_t)hd * row_bytes);
+        for (i = 0; i < hd / 2; i++) {
+            memcpy(head + (size_t)(2 * i) * row_bytes, tmp + (size_t)i * row_bytes, row_bytes);
+            memcpy(head + (size_t)(2 * i + 1) * row_bytes, tmp + (size_t)(i + hd / 2) * row_bytes, row_bytes);
+        }
+    }
+    amk__free(tmp);
+    return AMK_OK;
+}
+
+/* The layer i of W_cat.i, a folded step's derived weight (source "amk.qkv_fold.<i>",
+   amk_llama_build's qkv_fold), or -1 for any other buffer. */
+AMK__FN int amk__llm_fold_layer(const amk_buffer *b) {
+    static const char prefix[] = "amk.qkv_fold.";
+    const char *num = b->source ? b->source + sizeof prefix - 1 : NULL;
+    char *end;
+    long v;
+    if (!num || strncmp(b->source, prefix, sizeof prefix - 1) != 0 || *num < '0' || *num > '9') return -1;
+    v = strtol(num, &end, 10);
+    return *end == 0 && v < INT_MAX ? (int)v : -1;
+}
+
+/* The step's weight named name as n F32 values in the step's layout (amk__llm_weight_layout): read
+   from the model file, or without one (random weights) from the reference VM's buffer. */
+AMK__FN amk_result amk__llm_weight_f32(amk_llm *m, const char *name, float *dst, int64_t n, amk_diag *d) {
+    const int id = amk_program_find_buffer(m->prog, name);
+    amk_buffer f32;
+    const void *src;
+    size_t nb;
+    amk_result r;
+    if (id < 0 || m->prog->buffers[id].kind != AMK_KIND_WEIGHT || amk_buffer_numel(&m->prog->buffers[id]) != n ||
+        (uint64_t)n > (uint64_t)(SIZE_MAX / 4))
+        return amk__fail(d, AMK_ERR_MISMATCH, "qkv fold: the step has no weight '%s' of %lld values", name, (long long)n);
+    f32 = m->prog->buffers[id];
+    if (m->model) {
+        f32.dtype = AMK_DTYPE_F32;
+        r = amk_model_tensor_read(m->model, f32.source, AMK_DTYPE_F32, dst, (size_t)n * 4, d);
+        return r == AMK_OK ? amk__llm_weight_layout(m, &f32, dst, (size_t)n * 4, d) : r;
+    }
+    if (!(src = amk_refvm_buffer(m->vm, id, &nb))) return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", name);
+    amk__refvm_load_row(src, f32.dtype, 0, n, dst);
+    return AMK_OK;
+}
+
+/* r_j[0..F) += a_j * b[0..F) for the four rows r_j: the inner loop of amk__llm_fold_rows. why
+   restrict rows and a fixed chunk of 16: GCC -O2 vectorises only a loop that needs no aliasing
+   check and whose trip count is a multiple of the vector width; four rows at a time so each row of
+   b read serves four sums. SmolLM2's 0.85 G multiply-adds a layer take 0.064 s so (a plain loop
+   over f 0.23 s, unvectorised; two rows or eight at a time were slower when vectorised). */
+AMK__FN void amk__axpy4(float *AMK__RESTRICT r0, float *AMK__RESTRICT r1, float *AMK__RESTRICT r2,
+                        float *AMK__RESTRICT r3, const float *AMK__RESTRICT b, float a0, float a1, float a2,
+                        float a3, int64_t F) {
+    int64_t f;
+    int j;
+    for (f = 0; f + 16 <= F; f += 16)
+        for (j = 0; j < 16; j++) {
+            const float v = b[f + j];
+            r0[f + j] += a0 * v; r1[f + j] += a1 * v; r2[f + j] += a2 * v; r3[f + j] += a3 * v;
+        }
+    for (; f < F; f++) {
+        const float v = b[f];
+        r0[f] += a0 * v; r1[f] += a1 * v; r2[f] += a2 * v; r3[f] += a3 * v;
+    }
+}
+
+/* Rows [0, I) of W_fold = W_downT @ W_base into out (row n = sum_k W_downT[n, k] W_base[k, :]; wd
+   [I, H], base [H, F]), four rows at a time: wd and out hold I rounded up to a multiple of 4 rows
+   (wd's extra rows zero). Progress every 256 rows: *done counts them. */
+AMK__FN void amk__llm_fold_rows(amk_llm *m, const float *wd, const float *base, float *out, int64_t I, int64_t H,
+                                int64_t F, uint64_t *done, uint64_t total) {
+    int64_t n, k, f, reported = 0;
+    for (n = 0; n < I; n += 4) {
+        float *r0 = out + n * F;
+        for (f = 0; f < 4 * F; f++) r0[f] = 0.0f;
+        for (k = 0; k < H; k++)
+            amk__axpy4(r0, r0 + F, r0 + 2 * F, r0 + 3 * F, base + k * F, wd[n * H + k], wd[(n + 1) * H + k],
+                       wd[(n + 2) * H + k], wd[(n + 3) * H + k], F);
+        if (m->opts.progress && ((n + 4) % 256 == 0 || n + 4 >= I)) {
+            const int64_t rows = n + 4 < I ? n + 4 : I;
+            *done += (uint64_t)(rows - reported);
+            reported = rows;
+            m->opts.progress(m->opts.progress_user, "fold", *done, total);
+        }
+    }
+}
+
+/* W_cat.i (buffer id, [I + H, F]) of a folded step (amk_llama_build's qkv_fold), computed in F32
+   from the weights it folds, in the step's layouts (amk__llm_weight_f32): W_base[k, f] = nw[k] *
+   Wqkv[f, k] (nw: layer i+1's input_layernorm; Wqkv: its q_proj, k_proj and v_proj rows, F of H,
+   Q and K interleaved), W_fold = W_downT @ W_base (W_downT: layer i's down_proj as [I, H]); then
+   cast to the buffer's dtype, uploaded (CUDA) or written into the reference VM's buffer. */
+AMK__FN amk_result amk__llm_fold(amk_llm *m, int id, int layer, uint64_t *done, uint64_t total, amk_diag *d) {
+    static const char *const qkv_names[3] = {"q_proj", "k_proj", "v_proj"};
+    const amk_llama_config *c = &m->cfg;
+    const amk_buffer *b = &m->prog->buffers[id];
+    const int64_t H = c->hidden, I = c->intermediate, qr = (int64_t)c->n_heads * c->head_dim;
+    const int64_t kvr = (int64_t)c->n_kv_heads * c->head_dim, F = qr + 2 * kvr, I4 = (I + 3) / 4 * 4;
+    /* [F, H] [H] [I4, H] (rows past I zero) [H, F] [I4 + H, F] (W_cat's rows, then padding) */
+    float *wqkv = NULL, *nw = NULL, *wd = NULL, *base = NULL, *cat = NULL;
+    void *dst = NULL;
+    char name[96];
+    int64_t k, f, e;
+    size_t nb = (size_t)amk__buffer_nbytes(b);
+    amk_result r = AMK_OK;
+    int j;
+    if (b->rank != 2 || b->shape[0] != I + H || b->shape[1] != F || layer + 1 >= c->n_layers)
+        return amk__fail(d, AMK_ERR_MISMATCH, "qkv fold: '%s' is not [%lld, %lld] of a layer before the last",
+                         b->name, (long long)(I + H), (long long)F);
+    wqkv = amk__refvm_floats(F * H);
+    nw = amk__refvm_floats(H);
+    wd = amk__refvm_floats(I4 * H);
+    base = amk__refvm_floats(H * F);
+    cat = amk__refvm_floats((I4 + H) * F);
+    if (m->cuda) dst = amk__malloc(nb);
+    else if (!(dst = amk_refvm_buffer(m->vm, id, &nb))) r = amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
+    if (r == AMK_OK && (!wqkv || !nw || !wd || !base || !cat || !dst))
+        r = amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory folding '%s'", b->name);
+    for (j = 0; j < 3 && r == AMK_OK; j++) { /* Q rows at 0, K rows at qr, V rows at qr + kvr */
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", layer + 1, qkv_names[j]);
+        r = amk__llm_weight_f32(m, name, wqkv + (j ? qr + (j - 1) * kvr : 0) * H, (j ? kvr : qr) * H, d);
+    }
+    snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", layer + 1);
+    if (r == AMK_OK) r = amk__llm_weight_f32(m, name, nw, H, d);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj.weight", layer);
+    if (r == AMK_OK) r = amk__llm_weight_f32(m, name, wd, I * H, d);
+    if (r == AMK_OK) {
+        for (e = I * H; e < I4 * H; e++) wd[e] = 0.0f;
+        for (k = 0; k < H; k++)
+            for (f = 0; f < F; f++) base[k * F + f] = nw[k] * wqkv[f * H + k];
+        amk__llm_fold_rows(m, wd, base, cat, I, H, F, done, total);
+        memcpy(cat + I * F, base, (size_t)(H * F) * sizeof(float)); /* W_base: rows I.. of W_cat */
+        for (e = 0; e < (I + H) * F; e++) amk__store_f32(dst, b->dtype, e, cat[e]);
+        if (m->cuda) r = amk_cuda_upload(m->cuda, id, dst, nb, d);
+    }
+    if (m->cuda) amk__free(dst);
+    amk__free(wqkv); amk__free(nw); amk__free(wd); amk__free(base); amk__free(cat);
+    return r;
+}
+
+/* Fills every WEIGHT buffer: from the model file, or random (seeded) when m->model is NULL. */
+AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
+    /* W_cat.i of a folded step is derived from the other weights, so it comes after them (not
+       with random weights on the GPU: those are made like any other matrix, the step's numbers
+       then meaning nothing, as every random weight's; for timing only) */
+    const int derive = !m->cuda || m->model;
+    uint64_t total = 0, done = 0, fold_total = 0, fold_done = 0;
+    int i;
+    amk__rng rng;
+    for (i = 0; i < m->prog->n_buffers; i++) {
+        const amk_buffer *b = &m->prog->buffers[i];
+        if (b->kind != AMK_KIND_WEIGHT) continue;
+        if (derive && amk__llm_fold_layer(b) >= 0) fold_total += (uint64_t)m->cfg.intermediate; /* rows of W_fold */
+        else total += (uint64_t)amk__buffer_nbytes(b);
+    }
+    amk__rng_seed(&rng, m->opts.random_seed);
+    for (i = 0; i < m->prog->n_buffers; i++) {
+        const amk_buffer *b = &m->prog->buffers[i];
+        size_t nb = (size_t)amk__buffer_nbytes(b);
+        void *dst;
+        amk_result r = AMK_OK;
+        /* why: uniform in +-sqrt(3)/sqrt(K) has variance 1/K, so each output has unit variance
+           (K: HF's in-features, shape[0] of a transposed weight) */
+        const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[amk__llm_transposed(m, b) ? 0 : 1]) : 0.0f;
+        if (b->kind != AMK_KIND_WEIGHT || (derive && amk__llm_fold_layer(b) >= 0)) continue;
+        if (m->cuda && !m->model) { /* random weights made on the device: no host copy of 16 GB */
+            r = b->rank == 2 ? amk_cuda_fill_random(m->cuda, i, m->opts.random_seed * 1000003u + (uint64_t)i, scale, d)
+                             : amk_cuda_fill_value(m->cuda, i, 1.0f, d);
+        } else if (m->cuda) { /* file weights through a staging copy */
+            void *stage = amk__malloc(nb);
+            if (!stage) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
+            r = amk_model_tensor_read(m->model, b->source, b->dtype, stage, nb, d);
+            if (r == AMK_OK) r = amk__llm_weight_layout(m, b, stage, nb, d);
+            if (r == AMK_OK) r = amk_cuda_upload(m->cuda, i, stage, nb, d);
+            amk__free(stage);
+        } else if (!(dst = amk_refvm_buffer(m->vm, i, &nb))) {
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
+        } else if (m->model) {
+            r = amk_model_tensor_read(m->model, b->source, b->dtype, dst, nb, d);
+            if (r == AMK_OK) r = amk__llm_weight_layout(m, b, dst, nb, d);
+        } else {
+            int64_t n = amk_buffer_numel(b), j;
+            for (j = 0; j < n; j++) amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(&rng) * scale : 1.0f);
+            r = amk__llm_weight_layout(m, b, dst, nb, d); /* why: the same model as the spec_ops step for one seed */
+        }
+        if (r != AMK_OK) return r;
+        done += nb;
+        if (m->opts.progress) m->opts.progress(m->opts.progress_user, "weights", done, total);
+    }
+    for (i = 0; i < m->prog->n_buffers && derive; i++) {
+        const int layer = amk__llm_fold_layer(&m->prog->buffers[i]);
+        amk_result r;
+        if (m->prog->buffers[i].kind != AMK_KIND_WEIGHT || layer < 0) continue;
+        if ((r = amk__llm_fold(m, i, layer, &fold_done, fold_total, d)) != AMK_OK) return r;
+    }
+    return AMK_OK;
+}
+
+AMK_API amk_result amk_tokenizer_from_model(const amk_model *m, amk_tokenizer **out, amk_diag *d) {
+    char tp[1024];
+    if (!m || !out) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_tokenizer_from_model: NULL argument");
+    *out = NULL;
+    if (amk_model_gguf(m)) return amk_tokenizer_from_gguf(amk_model_gguf(m), out, d);
+    if (snprintf(tp, sizeof tp, "%s/tokenizer.json", amk_model_dir(m)) >= (int)sizeof tp)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "model directory path too long for its tokenizer.json");
+    return amk_tokenizer_from_json(tp, out, d);
+}
+
+AMK_API amk_result amk_llm_open_model(amk_model *model, amk_tokenizer *tok, const amk_llm_opts *o,
+                                      amk_llm **out, amk_diag *d) {
+    amk_llm *m;
+    amk_result r = AMK_OK;
+    *out = NULL;
+    if (!model) {
+        amk_tokenizer_free(tok);
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_open_model: NULL model");
+    }
+    m = (amk_llm *)amk__calloc(1, sizeof(amk_llm));
+    if (!m) {
+        amk_tokenizer_free(tok);
+        amk_model_close(model);
+        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    if (o) m->opts = *o; else amk_llm_opts_default(&m->opts);
+    m->model = model;
+    m->tok = tok;
+    m->cfg = *amk_model_config(m->model);
+    if (!m->tok) r = amk_tokenizer_from_model(m->model, &m->tok, d);
+    if (r == AMK_OK) r = amk__llm_prepare(m, d);
+    if (r == AMK_OK) r = amk__llm_load_weights(m, d);
+    if (r != AMK_OK) { amk_llm_close(m); return r; }
+    *out = m;
+    return AMK_OK;
+}
+
+AMK_API amk_result amk_llm_open(const char *path, const amk_llm_opts *o, amk_llm **out, amk_diag *d) {
+    amk_model *model = NULL;
+    amk_result r;
+    *out = NULL;
+    r = amk_model_open(path, &model, d);
+    return r == AMK_OK ? amk_llm_open_model(model, NULL, o, out, d) : r;
+}
+
+AMK_API amk_result amk_llm_open_random(const amk_llama_config *cfg, const amk_llm_opts *o,
+                                       amk_llm **out, amk_diag *d) {
+    amk_llm *m;
+    amk_result r;
+    *out = NULL;
+    if (!cfg) return AMK_ERR_INVALID_ARG;
+    m = (amk_llm *)amk__calloc(1, sizeof(amk_llm));
+    if (!m) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    if (o) m->opts = *o; else amk_llm_opts_default(&m->opts);
+    m->cfg = *cfg;
+    r = amk__llm_prepare(m, d);
+    if (r == AMK_OK) r = amk__llm_load_weights(m, d);
+    if (r != AMK_OK) { amk_llm_close(m); return r; }
+    *out = m;
+    return AMK_OK;
+}
+
+AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **logits, int *argmax,
+                                amk_diag *d) {
+    amk_result r;
+    void *buf;
+    size_t nb;
+    int32_t v;
+    if (!m) return AMK_ERR_INVALID_ARG;
+    if (pos < 0 || pos >= m->max_seq)
+        return amk__fail(d, AMK_ERR_RUNTIME, "context of %d tokens is longer than the KV cache (%d); use a larger --ctx",
+                         pos + 1, m->max_seq);
+    if (token < 0 || token >= m->cfg.vocab)
+        return amk__fail(d, AMK_ERR_RUNTIME, "token id %d is outside the vocabulary (%d)", token, m->cfg.vocab);
+    r = amk_llama_set_pos(m->prog, pos, d);
+    if (r != AMK_OK) return r;
+    if (m->cuda) {
+        int32_t next = -1, tp[2];
+        amk_cuda_in in[2];
+        amk_cuda_out out[2];
+        tp[0] = token;
+        tp[1] = pos;
+        in[0].buffer_id = m->buf_token; in[0].host = &tp[0]; in[0].nbytes = 4;
+        in[1].buffer_id = m->buf_pos; in[1].host = &tp[1]; in[1].nbytes = 4;
+        out[0].buffer_id = m->buf_next; out[0].host = &next; out[0].nbytes = 4;
+        /* why the logits only when asked: a greedy loop needs the token alone, and their copy
+           (vocab floats, 0.2-0.5 MB) is a sizeable part of a small model's step */
+        out[1].buffer_id = m->buf_logits; out[1].host = m->logits; out[1].nbytes = (size_t)m->cfg.vocab * 4;
+        r = amk_cuda_update_task_params(m->cuda, m->prog, m->step_tasks, m->n_step_tasks, d);
+        /* why one call: each separate copy waited for the device (~60 us a token on SmolLM2) */
+        if (r == AMK_OK) r = amk_cuda_run_io(m->cuda, in, 2, out, logits ? 2 : 1, m->opts.timeout_ms, d);
+        if (r != AMK_OK) return r;
+        if (logits) *logits = m->logits;
+        if (argmax) *argmax = next;
+        return AMK_OK;
+    }
+    v = token;
+    buf = amk_refvm_buffer(m->vm, m->buf_token, &nb);
+    memcpy(buf, &v, 4);
+    v = pos;
+    buf = amk_refvm_buffer(m->vm, m->buf_pos, &nb);
+    memcpy(buf, &v, 4);
+    r = amk_refvm_run(m->vm, NULL, d);
+    if (r != AMK_OK) return r;
+    buf = amk_refvm_buffer(m->vm, m->buf_logits, &nb);
+    memcpy(m->logits, buf, (size_t)m->cfg.vocab * sizeof(float)); /* logits: F32 [1, vocab] (the builder) */
+    if (logits) *logits = m->logits;
+    if (argmax) {
+        buf = amk_refvm_buffer(m->vm, m->buf_next, &nb);
+        *argmax = (int)amk__load_i64(buf, AMK_DTYPE_I32, 0);
+    }
+    return AMK_OK;
+}
+
+AMK_API amk_result amk_llm_generate(amk_llm *m, int token, int pos, int n, int *tokens, amk_diag *d) {
+    amk_result r = AMK_ERR_UNSUPPORTED;
+    int i;
+    if (!m || !tokens) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_generate: NULL argument");
+    if (n < 1 || n > AMK_CUDA_MAX_CHAIN)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_generate: n %d is outside [1, %d]", n, AMK_CUDA_MAX_CHAIN);
+    if (pos < 0 || pos > m->max_seq - n)
+        return amk__fail(d, AMK_ERR_RUNTIME, "context of %lld tokens is longer than the KV cache (%d); use a larger --ctx",
+                         (long long)pos + n, m->max_seq);
+    if (token < 0 || token >= m->cfg.vocab)
+        return amk__fail(d, AMK_ERR_RUNTIME, "token id %d is outside the vocabulary (%d)", token, m->cfg.vocab);
+    /* why a step at a time where the program has per-step params (the spec_ops step): a chained
+       launch runs one set of params for every step */
+    if (m->cuda && n > 1 && m->n_step_tasks == 0) {
+        amk_cuda_chain ch;
+        ch.token_buf = m->buf_token;
+        ch.pos_buf = m->buf_pos;
+        ch.next_buf = m->buf_next;
+        ch.n_steps = n;
+        if (n > m->chain_cap) {
+            int32_t *t = (int32_t *)amk__malloc((size_t)n * sizeof(int32_t));
+            if (!t) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+            amk__free(m->chain_tok);
+            m->chain_tok = t;
+            m->chain_cap = n;
+        }
+        r = amk_cuda_set_chain(m->cuda, &ch, d); /* UNSUPPORTED: an image without the chained kernel */
+        if (r == AMK_OK) {
+            r = amk_cuda_run_chain(m->cuda, token, pos, m->chain_tok, m->opts.timeout_ms > 0 ? m->opts.timeout_ms * n : 0.0, d);
+            for (i = 0; i < n && r == AMK_OK; i++) tokens[i] = (int)m->chain_tok[i];
+            amk_cuda_set_chain(m->cuda, NULL, NULL); /* why: a later amk_cuda_time_runs times single steps again */
+            return r;
+        }
+        if (r != AMK_ERR_UNSUPPORTED) return r;
+    }
+    for (i = 0; i < n; i++)
+        if ((r = amk_llm_step(m, i == 0 ? token : tokens[i - 1], pos + i, NULL, &tokens[i], d)) != AMK_OK) return r;
+    return AMK_OK;
+}
+
+AMK_API amk_result amk_llm_reset(amk_llm *m, amk_diag *d) {
+    int i;
+    if (!m) return AMK_ERR_INVALID_ARG;
+    for (i = 0; i < m->prog->n_buffers; i++) {
+        size_t nb;
+        void *b;
+        if (m->prog->buffers[i].kind != AMK_KIND_KV_CACHE) continue;
+        if (m->cuda) {
+            amk_result r = amk_cuda_fill_value(m->cuda, i, 0.0f, d);
+            if (r != AMK_OK) return r;
+            continue;
+        }
+        b = amk_refvm_buffer(m->vm, i, &nb);
+        if (!b) return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for KV cache");
+        memset(b, 0, nb);
+    }
+    return AMK_OK;
+}
+#endif /* AMK_IMPLEMENTATION */
+
+
+/* MIT License. Copyright (c) 2026 the AMK authors.
+   Permission is hereby granted, free of charge, to any person obtaining a copy of this software
+   and associated documentation files (the "Software"), to deal in the Software without
+   restriction, including without limitation the rights to use, copy, modify, merge, publish,
+   distribute, sublicense, and/or sell copies of the Software, and to permit persons to whom the
+   Software is furnished to do so, subject to the following conditions: The above copyright notice
+   and this permission notice shall be included in all copies or substantial portions of the
+   Software. THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND. */
+

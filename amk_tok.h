@@ -1,0 +1,1484 @@
+/* amk_tok.h - AMK the tokenizer: byte-level BPE from GGUF or tokenizer.json.
+   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+#ifndef AMK_TOK_H
+#define AMK_TOK_H
+
+#include "amk_model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== >>tokenizer =================================================================================== */
+/* A byte-level BPE tokenizer (REFERENCE.md §3.2): text -> special tokens matched verbatim ->
+   pre-tokenizer pieces -> bytes in GPT-2's byte alphabet -> BPE merges -> ids. Built from a GGUF
+   file, an HF tokenizer.json, or a format-neutral spec. Immutable once built: one tokenizer may be
+   used from many threads at once. Encoding keeps no cache. Letters, digits and spaces are
+   classified by Unicode 16 (the >>unicode_tables block), as HF tokenizers' regex engine does; the output
+   matches HF tokenizers id for id on SmolLM2 (tests/test_tokenizer.c).
+   What it does NOT do: SentencePiece ("llama" GGUF vocabularies), normalizers, BPE dropout,
+   other pre-tokenizer regexes than the three below. */
+typedef struct amk_tokenizer amk_tokenizer;
+
+/* The pre-tokenizer: how text is cut into pieces before BPE. */
+typedef enum amk_pretok {
+    AMK_PRETOK_SMOLLM = 0, /* every \p{N} alone, then the GPT-2 regex (HF Digits + ByteLevel) */
+    AMK_PRETOK_LLAMA3 = 1, /* the Llama-3 regex (case-insensitive contractions, \p{N}{1,3}) */
+    AMK_PRETOK_GPT2 = 2    /* the GPT-2 regex alone (HF ByteLevel with use_regex) */
+} amk_pretok;
+
+/* Everything a byte-level BPE needs, format-neutral. Strings are copied by amk_tokenizer_create. */
+typedef struct amk_tokenizer_spec {
+    int n_tokens;
+    const char *const *tokens;   /* [n_tokens] id -> string in GPT-2's byte alphabet (specials: text) */
+    const size_t *token_lens;    /* [n_tokens] byte lengths, or NULL: tokens are NUL-terminated */
+    const int *token_types;      /* [n_tokens] GGUF token_type (3 control, 4 user-defined: matched
+                                    verbatim in text, decoded as their text), or NULL: no specials */
+    int n_merges;
+    const char *const *merges;   /* [n_merges] "A B" in rank order (split at the first space after
+                                    the first byte, as llama.cpp does) */
+    const size_t *merge_lens;    /* [n_merges] or NULL: NUL-terminated */
+    amk_pretok pretok;
+    int bos_id, eos_id;          /* -1 when none */
+    int add_bos;                 /* encode adds bos_id when asked for the default (add_bos < 0) */
+    int ignore_merges;           /* a whole piece that is a vocab token is used directly (Llama-3) */
+} amk_tokenizer_spec;
+
+/* Builds a tokenizer. Every merge's parts and result must be vocab tokens (AMK_ERR_PARSE naming the
+   merge otherwise, as HF does). Duplicate token strings: the lowest id wins. Byte values with no
+   token in the vocab are dropped by encode (SmolLM2 lacks 21, e.g. 0x04 and 0xF5-0xFF), as HF does
+   when there is no unk token. */
+AMK_API amk_result amk_tokenizer_create(const amk_tokenizer_spec *s, amk_tokenizer **out,
+                                        amk_diag *d);
+/* From a GGUF's tokenizer.ggml.* keys: model must be "gpt2" (else AMK_ERR_UNSUPPORTED); pre
+   "smollm" -> SMOLLM, "llama-bpe"/"llama3"/"llama-v3" -> LLAMA3 with ignore_merges, "gpt2" or
+   "default" (or absent) -> GPT2, anything else AMK_ERR_UNSUPPORTED naming it. g may be closed
+   after this returns. */
+AMK_API amk_result amk_tokenizer_from_gguf(const amk_gguf *g, amk_tokenizer **out, amk_diag *d);
+/* From an HF tokenizer.json (model BPE; pre_tokenizer ByteLevel, Digits+ByteLevel or the Llama-3
+   Split+ByteLevel; no normalizer). bos/eos/add_bos come from tokenizer_config.json in the same
+   folder when it exists (bos_token, eos_token, add_bos_token), else from a TemplateProcessing
+   post-processor that starts with a special token (then add_bos = 1), else none. */
+AMK_API amk_result amk_tokenizer_from_json(const char *path, amk_tokenizer **out, amk_diag *d);
+/* The same from memory: json is tokenizer.json's text, config tokenizer_config.json's or NULL. */
+AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_len,
+                                                const char *config, size_t config_len,
+                                                amk_tokenizer **out, amk_diag *d);
+AMK_API void amk_tokenizer_free(amk_tokenizer *t);
+/* The tokenizer of an opened model: a GGUF's own keys, else tokenizer.json in the model's
+   directory (amk_tokenizer_from_gguf / amk_tokenizer_from_json). */
+AMK_API amk_result amk_tokenizer_from_model(const amk_model *m, amk_tokenizer **out, amk_diag *d);
+
+/* Encodes len bytes of UTF-8 text: special tokens (like <|im_start|>) are matched verbatim first,
+   longest at the leftmost position. add_bos: 1 prepends BOS (if the tokenizer has one), 0 does
+   not, -1 follows the tokenizer's own add_bos. Writes up to cap ids and returns how many the full
+   encoding has (call again with a bigger buffer if that is > cap), or -1 on a bad argument, out of
+   memory or more than INT_MAX ids. Invalid UTF-8 is no error: its bytes go through the byte
+   alphabet like any other (each invalid byte is a character of its own, neither letter, digit
+   nor space, for the pre-tokenizer). */
+AMK_API int amk_tokenizer_encode(const amk_tokenizer *t, const char *text, size_t len, int add_bos,
+                                 int *ids, int cap);
+/* Writes the bytes of token id (a special: its text) to buf; returns the count written, or -1 for
+   a bad id or when they do not fit in cap (nothing is written then). Not NUL-terminated. Tokens may
+   end inside a UTF-8 character: concatenate the bytes of a sequence before printing. */
+AMK_API int amk_tokenizer_decode(const amk_tokenizer *t, int id, char *buf, size_t cap);
+/* The bytes of token id without copying (points into t), or NULL for a bad id. */
+AMK_API const char *amk_tokenizer_token_bytes(const amk_tokenizer *t, int id, size_t *len);
+AMK_API int amk_tokenizer_n_vocab(const amk_tokenizer *t);
+AMK_API int amk_tokenizer_bos(const amk_tokenizer *t);      /* -1 if none */
+AMK_API int amk_tokenizer_eos(const amk_tokenizer *t);      /* -1 if none */
+AMK_API int amk_tokenizer_add_bos(const amk_tokenizer *t);  /* the default of encode's add_bos */
+AMK_API amk_pretok amk_tokenizer_pretok(const amk_tokenizer *t);
+/* 1 if id is a special token (matched verbatim, decoded as its text), else 0. */
+AMK_API int amk_tokenizer_is_special(const amk_tokenizer *t, int id);
+/* The id of an exact vocab string in the byte alphabet ("Ġthe") or of a special's text, or -1. */
+AMK_API int amk_tokenizer_token_id(const amk_tokenizer *t, const char *text);
+/* The id of the one-byte token for byte value b (0..255), or -1 if the vocab has none. */
+AMK_API int amk_tokenizer_byte_token(const amk_tokenizer *t, int b);
+/* Runs a pre-tokenizer alone (no special tokens): writes the end offset of each piece into ends
+   (up to cap) and returns the number of pieces, or -1 on a bad argument or more than INT_MAX. */
+AMK_API int amk_tokenizer_pretokenize(amk_pretok p, const char *text, size_t len, size_t *ends,
+                                      int cap);
+/* The ChatML prompt of SmolLM2 (REFERENCE §3.1) for one user turn, ending with
+   "<|im_start|>assistant\n". system NULL gives the default system prompt; "" an empty one. Writes
+   a NUL-terminated prefix into buf (cap bytes) and returns the length of the whole prompt (like
+   snprintf), or -1 if t is given and has no <|im_start|> token, or user is NULL. t may be NULL. */
+AMK_API int amk_tokenizer_chat_prompt(const amk_tokenizer *t, const char *system, const char *user,
+                                      char *buf, size_t cap);
+
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMK_TOK_H */
+
+#if defined(AMK_IMPLEMENTATION) && !defined(AMK_TOK_IMPLEMENTATION_DONE)
+#define AMK_TOK_IMPLEMENTATION_DONE
+/* ==== >>impl_tokenizer ============================================================================== */
+/* >>unicode_tables begin (scripts/gen_unicode_tables.py rewrites up to the end marker) */
+/* The Unicode tables - GENERATED by scripts/gen_unicode_tables.py; do not edit.
+   Source: unicodedata2 16.0.0 (Unicode 16.0.0).
+   Sorted, disjoint code-point ranges with their class: 1 = L (General_Category L*),
+   2 = N (N*), 3 = W (the White_Space property, which is Oniguruma's and Rust's Unicode \s).
+   Code points in no range are 'other'. 677 L, 144 N, 10 W ranges. */
+#define AMK__UNI_L 1
+#define AMK__UNI_N 2
+#define AMK__UNI_W 3
+#define AMK__UNI_VERSION "16.0.0"
+typedef struct amk__uni_range { uint32_t lo, hi; unsigned char cls; } amk__uni_range;
+static const amk__uni_range amk__uni_ranges[831] = {
+{0x9,0xD,3},{0x20,0x20,3},{0x30,0x39,2},{0x41,0x5A,1},{0x61,0x7A,1},{0x85,0x85,3},{0xA0,0xA0,3},
+{0xAA,0xAA,1},{0xB2,0xB3,2},{0xB5,0xB5,1},{0xB9,0xB9,2},{0xBA,0xBA,1},{0xBC,0xBE,2},{0xC0,0xD6,1},
+{0xD8,0xF6,1},{0xF8,0x2C1,1},{0x2C6,0x2D1,1},{0x2E0,0x2E4,1},{0x2EC,0x2EC,1},{0x2EE,0x2EE,1},
+{0x370,0x374,1},{0x376,0x377,1},{0x37A,0x37D,1},{0x37F,0x37F,1},{0x386,0x386,1},{0x388,0x38A,1},
+{0x38C,0x38C,1},{0x38E,0x3A1,1},{0x3A3,0x3F5,1},{0x3F7,0x481,1},{0x48A,0x52F,1},{0x531,0x556,1},
+{0x559,0x559,1},{0x560,0x588,1},{0x5D0,0x5EA,1},{0x5EF,0x5F2,1},{0x620,0x64A,1},{0x660,0x669,2},
+{0x66E,0x66F,1},{0x671,0x6D3,1},{0x6D5,0x6D5,1},{0x6E5,0x6E6,1},{0x6EE,0x6EF,1},{0x6F0,0x6F9,2},
+{0x6FA,0x6FC,1},{0x6FF,0x6FF,1},{0x710,0x710,1},{0x712,0x72F,1},{0x74D,0x7A5,1},{0x7B1,0x7B1,1},
+{0x7C0,0x7C9,2},{0x7CA,0x7EA,1},{0x7F4,0x7F5,1},{0x7FA,0x7FA,1},{0x800,0x815,1},{0x81A,0x81A,1},
+{0x824,0x824,1},{0x828,0x828,1},{0x840,0x858,1},{0x860,0x86A,1},{0x870,0x887,1},{0x889,0x88E,1},
+{0x8A0,0x8C9,1},{0x904,0x939,1},{0x93D,0x93D,1},{0x950,0x950,1},{0x958,0x961,1},{0x966,0x96F,2},
+{0x971,0x980,1},{0x985,0x98C,1},{0x98F,0x990,1},{0x993,0x9A8,1},{0x9AA,0x9B0,1},{0x9B2,0x9B2,1},
+{0x9B6,0x9B9,1},{0x9BD,0x9BD,1},{0x9CE,0x9CE,1},{0x9DC,0x9DD,1},{0x9DF,0x9E1,1},{0x9E6,0x9EF,2},
+{0x9F0,0x9F1,1},{0x9F4,0x9F9,2},{0x9FC,0x9FC,1},{0xA05,0xA0A,1},{0xA0F,0xA10,1},{0xA13,0xA28,1},
+{0xA2A,0xA30,1},{0xA32,0xA33,1},{0xA35,0xA36,1},{0xA38,0xA39,1},{0xA59,0xA5C,1},{0xA5E,0xA5E,1},
+{0xA66,0xA6F,2},{0xA72,0xA74,1},{0xA85,0xA8D,1},{0xA8F,0xA91,1},{0xA93,0xAA8,1},{0xAAA,0xAB0,1},
+{0xAB2,0xAB3,1},{0xAB5,0xAB9,1},{0xABD,0xABD,1},{0xAD0,0xAD0,1},{0xAE0,0xAE1,1},{0xAE6,0xAEF,2},
+{0xAF9,0xAF9,1},{0xB05,0xB0C,1},{0xB0F,0xB10,1},{0xB13,0xB28,1},{0xB2A,0xB30,1},{0xB32,0xB33,1},
+{0xB35,0xB39,1},{0xB3D,0xB3D,1},{0xB5C,0xB5D,1},{0xB5F,0xB61,1},{0xB66,0xB6F,2},{0xB71,0xB71,1},
+{0xB72,0xB77,2},{0xB83,0xB83,1},{0xB85,0xB8A,1},{0xB8E,0xB90,1},{0xB92,0xB95,1},{0xB99,0xB9A,1},
+{0xB9C,0xB9C,1},{0xB9E,0xB9F,1},{0xBA3,0xBA4,1},{0xBA8,0xBAA,1},{0xBAE,0xBB9,1},{0xBD0,0xBD0,1},
+{0xBE6,0xBF2,2},{0xC05,0xC0C,1},{0xC0E,0xC10,1},{0xC12,0xC28,1},{0xC2A,0xC39,1},{0xC3D,0xC3D,1},
+{0xC58,0xC5A,1},{0xC5D,0xC5D,1},{0xC60,0xC61,1},{0xC66,0xC6F,2},{0xC78,0xC7E,2},{0xC80,0xC80,1},
+{0xC85,0xC8C,1},{0xC8E,0xC90,1},{0xC92,0xCA8,1},{0xCAA,0xCB3,1},{0xCB5,0xCB9,1},{0xCBD,0xCBD,1},
+{0xCDD,0xCDE,1},{0xCE0,0xCE1,1},{0xCE6,0xCEF,2},{0xCF1,0xCF2,1},{0xD04,0xD0C,1},{0xD0E,0xD10,1},
+{0xD12,0xD3A,1},{0xD3D,0xD3D,1},{0xD4E,0xD4E,1},{0xD54,0xD56,1},{0xD58,0xD5E,2},{0xD5F,0xD61,1},
+{0xD66,0xD78,2},{0xD7A,0xD7F,1},{0xD85,0xD96,1},{0xD9A,0xDB1,1},{0xDB3,0xDBB,1},{0xDBD,0xDBD,1},
+{0xDC0,0xDC6,1},{0xDE6,0xDEF,2},{0xE01,0xE30,1},{0xE32,0xE33,1},{0xE40,0xE46,1},{0xE50,0xE59,2},
+{0xE81,0xE82,1},{0xE84,0xE84,1},{0xE86,0xE8A,1},{0xE8C,0xEA3,1},{0xEA5,0xEA5,1},{0xEA7,0xEB0,1},
+{0xEB2,0xEB3,1},{0xEBD,0xEBD,1},{0xEC0,0xEC4,1},{0xEC6,0xEC6,1},{0xED0,0xED9,2},{0xEDC,0xEDF,1},
+{0xF00,0xF00,1},{0xF20,0xF33,2},{0xF40,0xF47,1},{0xF49,0xF6C,1},{0xF88,0xF8C,1},{0x1000,0x102A,1},
+{0x103F,0x103F,1},{0x1040,0x1049,2},{0x1050,0x1055,1},{0x105A,0x105D,1},{0x1061,0x1061,1},
+{0x1065,0x1066,1},{0x106E,0x1070,1},{0x1075,0x1081,1},{0x108E,0x108E,1},{0x1090,0x1099,2},
+{0x10A0,0x10C5,1},{0x10C7,0x10C7,1},{0x10CD,0x10CD,1},{0x10D0,0x10FA,1},{0x10FC,0x1248,1},
+{0x124A,0x124D,1},{0x1250,0x1256,1},{0x1258,0x1258,1},{0x125A,0x125D,1},{0x1260,0x1288,1},
+{0x128A,0x128D,1},{0x1290,0x12B0,1},{0x12B2,0x12B5,1},{0x12B8,0x12BE,1},{0x12C0,0x12C0,1},
+{0x12C2,0x12C5,1},{0x12C8,0x12D6,1},{0x12D8,0x1310,1},{0x1312,0x1315,1},{0x1318,0x135A,1},
+{0x1369,0x137C,2},{0x1380,0x138F,1},{0x13A0,0x13F5,1},{0x13F8,0x13FD,1},{0x1401,0x166C,1},
+{0x166F,0x167F,1},{0x1680,0x1680,3},{0x1681,0x169A,1},{0x16A0,0x16EA,1},{0x16EE,0x16F0,2},
+{0x16F1,0x16F8,1},{0x1700,0x1711,1},{0x171F,0x1731,1},{0x1740,0x1751,1},{0x1760,0x176C,1},
+{0x176E,0x1770,1},{0x1780,0x17B3,1},{0x17D7,0x17D7,1},{0x17DC,0x17DC,1},{0x17E0,0x17E9,2},
+{0x17F0,0x17F9,2},{0x1810,0x1819,2},{0x1820,0x1878,1},{0x1880,0x1884,1},{0x1887,0x18A8,1},
+{0x18AA,0x18AA,1},{0x18B0,0x18F5,1},{0x1900,0x191E,1},{0x1946,0x194F,2},{0x1950,0x196D,1},
+{0x1970,0x1974,1},{0x1980,0x19AB,1},{0x19B0,0x19C9,1},{0x19D0,0x19DA,2},{0x1A00,0x1A16,1},
+{0x1A20,0x1A54,1},{0x1A80,0x1A89,2},{0x1A90,0x1A99,2},{0x1AA7,0x1AA7,1},{0x1B05,0x1B33,1},
+{0x1B45,0x1B4C,1},{0x1B50,0x1B59,2},{0x1B83,0x1BA0,1},{0x1BAE,0x1BAF,1},{0x1BB0,0x1BB9,2},
+{0x1BBA,0x1BE5,1},{0x1C00,0x1C23,1},{0x1C40,0x1C49,2},{0x1C4D,0x1C4F,1},{0x1C50,0x1C59,2},
+{0x1C5A,0x1C7D,1},{0x1C80,0x1C8A,1},{0x1C90,0x1CBA,1},{0x1CBD,0x1CBF,1},{0x1CE9,0x1CEC,1},
+{0x1CEE,0x1CF3,1},{0x1CF5,0x1CF6,1},{0x1CFA,0x1CFA,1},{0x1D00,0x1DBF,1},{0x1E00,0x1F15,1},
+{0x1F18,0x1F1D,1},{0x1F20,0x1F45,1},{0x1F48,0x1F4D,1},{0x1F50,0x1F57,1},{0x1F59,0x1F59,1},
+{0x1F5B,0x1F5B,1},{0x1F5D,0x1F5D,1},{0x1F5F,0x1F7D,1},{0x1F80,0x1FB4,1},{0x1FB6,0x1FBC,1},
+{0x1FBE,0x1FBE,1},{0x1FC2,0x1FC4,1},{0x1FC6,0x1FCC,1},{0x1FD0,0x1FD3,1},{0x1FD6,0x1FDB,1},
+{0x1FE0,0x1FEC,1},{0x1FF2,0x1FF4,1},{0x1FF6,0x1FFC,1},{0x2000,0x200A,3},{0x2028,0x2029,3},
+{0x202F,0x202F,3},{0x205F,0x205F,3},{0x2070,0x2070,2},{0x2071,0x2071,1},{0x2074,0x2079,2},
+{0x207F,0x207F,1},{0x2080,0x2089,2},{0x2090,0x209C,1},{0x2102,0x2102,1},{0x2107,0x2107,1},
+{0x210A,0x2113,1},{0x2115,0x2115,1},{0x2119,0x211D,1},{0x2124,0x2124,1},{0x2126,0x2126,1},
+{0x2128,0x2128,1},{0x212A,0x212D,1},{0x212F,0x2139,1},{0x213C,0x213F,1},{0x2145,0x2149,1},
+{0x214E,0x214E,1},{0x2150,0x2182,2},{0x2183,0x2184,1},{0x2185,0x2189,2},{0x2460,0x249B,2},
+{0x24EA,0x24FF,2},{0x2776,0x2793,2},{0x2C00,0x2CE4,1},{0x2CEB,0x2CEE,1},{0x2CF2,0x2CF3,1},
+{0x2CFD,0x2CFD,2},{0x2D00,0x2D25,1},{0x2D27,0x2D27,1},{0x2D2D,0x2D2D,1},{0x2D30,0x2D67,1},
+{0x2D6F,0x2D6F,1},{0x2D80,0x2D96,1},{0x2DA0,0x2DA6,1},{0x2DA8,0x2DAE,1},{0x2DB0,0x2DB6,1},
+{0x2DB8,0x2DBE,1},{0x2DC0,0x2DC6,1},{0x2DC8,0x2DCE,1},{0x2DD0,0x2DD6,1},{0x2DD8,0x2DDE,1},
+{0x2E2F,0x2E2F,1},{0x3000,0x3000,3},{0x3005,0x3006,1},{0x3007,0x3007,2},{0x3021,0x3029,2},
+{0x3031,0x3035,1},{0x3038,0x303A,2},{0x303B,0x303C,1},{0x3041,0x3096,1},{0x309D,0x309F,1},
+{0x30A1,0x30FA,1},{0x30FC,0x30FF,1},{0x3105,0x312F,1},{0x3131,0x318E,1},{0x3192,0x3195,2},
+{0x31A0,0x31BF,1},{0x31F0,0x31FF,1},{0x3220,0x3229,2},{0x3248,0x324F,2},{0x3251,0x325F,2},
+{0x3280,0x3289,2},{0x32B1,0x32BF,2},{0x3400,0x4DBF,1},{0x4E00,0xA48C,1},{0xA4D0,0xA4FD,1},
+{0xA500,0xA60C,1},{0xA610,0xA61F,1},{0xA620,0xA629,2},{0xA62A,0xA62B,1},{0xA640,0xA66E,1},
+{0xA67F,0xA69D,1},{0xA6A0,0xA6E5,1},{0xA6E6,0xA6EF,2},{0xA717,0xA71F,1},{0xA722,0xA788,1},
+{0xA78B,0xA7CD,1},{0xA7D0,0xA7D1,1},{0xA7D3,0xA7D3,1},{0xA7D5,0xA7DC,1},{0xA7F2,0xA801,1},
+{0xA803,0xA805,1},{0xA807,0xA80A,1},{0xA80C,0xA822,1},{0xA830,0xA835,2},{0xA840,0xA873,1},
+{0xA882,0xA8B3,1},{0xA8D0,0xA8D9,2},{0xA8F2,0xA8F7,1},{0xA8FB,0xA8FB,1},{0xA8FD,0xA8FE,1},
+{0xA900,0xA909,2},{0xA90A,0xA925,1},{0xA930,0xA946,1},{0xA960,0xA97C,1},{0xA984,0xA9B2,1},
+{0xA9CF,0xA9CF,1},{0xA9D0,0xA9D9,2},{0xA9E0,0xA9E4,1},{0xA9E6,0xA9EF,1},{0xA9F0,0xA9F9,2},
+{0xA9FA,0xA9FE,1},{0xAA00,0xAA28,1},{0xAA40,0xAA42,1},{0xAA44,0xAA4B,1},{0xAA50,0xAA59,2},
+{0xAA60,0xAA76,1},{0xAA7A,0xAA7A,1},{0xAA7E,0xAAAF,1},{0xAAB1,0xAAB1,1},{0xAAB5,0xAAB6,1},
+{0xAAB9,0xAABD,1},{0xAAC0,0xAAC0,1},{0xAAC2,0xAAC2,1},{0xAADB,0xAADD,1},{0xAAE0,0xAAEA,1},
+{0xAAF2,0xAAF4,1},{0xAB01,0xAB06,1},{0xAB09,0xAB0E,1},{0xAB11,0xAB16,1},{0xAB20,0xAB26,1},
+{0xAB28,0xAB2E,1},{0xAB30,0xAB5A,1},{0xAB5C,0xAB69,1},{0xAB70,0xABE2,1},{0xABF0,0xABF9,2},
+{0xAC00,0xD7A3,1},{0xD7B0,0xD7C6,1},{0xD7CB,0xD7FB,1},{0xF900,0xFA6D,1},{0xFA70,0xFAD9,1},
+{0xFB00,0xFB06,1},{0xFB13,0xFB17,1},{0xFB1D,0xFB1D,1},{0xFB1F,0xFB28,1},{0xFB2A,0xFB36,1},
+{0xFB38,0xFB3C,1},{0xFB3E,0xFB3E,1},{0xFB40,0xFB41,1},{0xFB43,0xFB44,1},{0xFB46,0xFBB1,1},
+{0xFBD3,0xFD3D,1},{0xFD50,0xFD8F,1},{0xFD92,0xFDC7,1},{0xFDF0,0xFDFB,1},{0xFE70,0xFE74,1},
+{0xFE76,0xFEFC,1},{0xFF10,0xFF19,2},{0xFF21,0xFF3A,1},{0xFF41,0xFF5A,1},{0xFF66,0xFFBE,1},
+{0xFFC2,0xFFC7,1},{0xFFCA,0xFFCF,1},{0xFFD2,0xFFD7,1},{0xFFDA,0xFFDC,1},{0x10000,0x1000B,1},
+{0x1000D,0x10026,1},{0x10028,0x1003A,1},{0x1003C,0x1003D,1},{0x1003F,0x1004D,1},
+{0x10050,0x1005D,1},{0x10080,0x100FA,1},{0x10107,0x10133,2},{0x10140,0x10178,2},
+{0x1018A,0x1018B,2},{0x10280,0x1029C,1},{0x102A0,0x102D0,1},{0x102E1,0x102FB,2},
+{0x10300,0x1031F,1},{0x10320,0x10323,2},{0x1032D,0x10340,1},{0x10341,0x10341,2},
+{0x10342,0x10349,1},{0x1034A,0x1034A,2},{0x10350,0x10375,1},{0x10380,0x1039D,1},
+{0x103A0,0x103C3,1},{0x103C8,0x103CF,1},{0x103D1,0x103D5,2},{0x10400,0x1049D,1},
+{0x104A0,0x104A9,2},{0x104B0,0x104D3,1},{0x104D8,0x104FB,1},{0x10500,0x10527,1},
+{0x10530,0x10563,1},{0x10570,0x1057A,1},{0x1057C,0x1058A,1},{0x1058C,0x10592,1},
+{0x10594,0x10595,1},{0x10597,0x105A1,1},{0x105A3,0x105B1,1},{0x105B3,0x105B9,1},
+{0x105BB,0x105BC,1},{0x105C0,0x105F3,1},{0x10600,0x10736,1},{0x10740,0x10755,1},
+{0x10760,0x10767,1},{0x10780,0x10785,1},{0x10787,0x107B0,1},{0x107B2,0x107BA,1},
+{0x10800,0x10805,1},{0x10808,0x10808,1},{0x1080A,0x10835,1},{0x10837,0x10838,1},
+{0x1083C,0x1083C,1},{0x1083F,0x10855,1},{0x10858,0x1085F,2},{0x10860,0x10876,1},
+{0x10879,0x1087F,2},{0x10880,0x1089E,1},{0x108A7,0x108AF,2},{0x108E0,0x108F2,1},
+{0x108F4,0x108F5,1},{0x108FB,0x108FF,2},{0x10900,0x10915,1},{0x10916,0x1091B,2},
+{0x10920,0x10939,1},{0x10980,0x109B7,1},{0x109BC,0x109BD,2},{0x109BE,0x109BF,1},
+{0x109C0,0x109CF,2},{0x109D2,0x109FF,2},{0x10A00,0x10A00,1},{0x10A10,0x10A13,1},
+{0x10A15,0x10A17,1},{0x10A19,0x10A35,1},{0x10A40,0x10A48,2},{0x10A60,0x10A7C,1},
+{0x10A7D,0x10A7E,2},{0x10A80,0x10A9C,1},{0x10A9D,0x10A9F,2},{0x10AC0,0x10AC7,1},
+{0x10AC9,0x10AE4,1},{0x10AEB,0x10AEF,2},{0x10B00,0x10B35,1},{0x10B40,0x10B55,1},
+{0x10B58,0x10B5F,2},{0x10B60,0x10B72,1},{0x10B78,0x10B7F,2},{0x10B80,0x10B91,1},
+{0x10BA9,0x10BAF,2},{0x10C00,0x10C48,1},{0x10C80,0x10CB2,1},{0x10CC0,0x10CF2,1},
+{0x10CFA,0x10CFF,2},{0x10D00,0x10D23,1},{0x10D30,0x10D39,2},{0x10D40,0x10D49,2},
+{0x10D4A,0x10D65,1},{0x10D6F,0x10D85,1},{0x10E60,0x10E7E,2},{0x10E80,0x10EA9,1},
+{0x10EB0,0x10EB1,1},{0x10EC2,0x10EC4,1},{0x10F00,0x10F1C,1},{0x10F1D,0x10F26,2},
+{0x10F27,0x10F27,1},{0x10F30,0x10F45,1},{0x10F51,0x10F54,2},{0x10F70,0x10F81,1},
+{0x10FB0,0x10FC4,1},{0x10FC5,0x10FCB,2},{0x10FE0,0x10FF6,1},{0x11003,0x11037,1},
+{0x11052,0x1106F,2},{0x11071,0x11072,1},{0x11075,0x11075,1},{0x11083,0x110AF,1},
+{0x110D0,0x110E8,1},{0x110F0,0x110F9,2},{0x11103,0x11126,1},{0x11136,0x1113F,2},
+{0x11144,0x11144,1},{0x11147,0x11147,1},{0x11150,0x11172,1},{0x11176,0x11176,1},
+{0x11183,0x111B2,1},{0x111C1,0x111C4,1},{0x111D0,0x111D9,2},{0x111DA,0x111DA,1},
+{0x111DC,0x111DC,1},{0x111E1,0x111F4,2},{0x11200,0x11211,1},{0x11213,0x1122B,1},
+{0x1123F,0x11240,1},{0x11280,0x11286,1},{0x11288,0x11288,1},{0x1128A,0x1128D,1},
+{0x1128F,0x1129D,1},{0x1129F,0x112A8,1},{0x112B0,0x112DE,1},{0x112F0,0x112F9,2},
+{0x11305,0x1130C,1},{0x1130F,0x11310,1},{0x11313,0x11328,1},{0x1132A,0x11330,1},
+{0x11332,0x11333,1},{0x11335,0x11339,1},{0x1133D,0x1133D,1},{0x11350,0x11350,1},
+{0x1135D,0x11361,1},{0x11380,0x11389,1},{0x1138B,0x1138B,1},{0x1138E,0x1138E,1},
+{0x11390,0x113B5,1},{0x113B7,0x113B7,1},{0x113D1,0x113D1,1},{0x113D3,0x113D3,1},
+{0x11400,0x11434,1},{0x11447,0x1144A,1},{0x11450,0x11459,2},{0x1145F,0x11461,1},
+{0x11480,0x114AF,1},{0x114C4,0x114C5,1},{0x114C7,0x114C7,1},{0x114D0,0x114D9,2},
+{0x11580,0x115AE,1},{0x115D8,0x115DB,1},{0x11600,0x1162F,1},{0x11644,0x11644,1},
+{0x11650,0x11659,2},{0x11680,0x116AA,1},{0x116B8,0x116B8,1},{0x116C0,0x116C9,2},
+{0x116D0,0x116E3,2},{0x11700,0x1171A,1},{0x11730,0x1173B,2},{0x11740,0x11746,1},
+{0x11800,0x1182B,1},{0x118A0,0x118DF,1},{0x118E0,0x118F2,2},{0x118FF,0x11906,1},
+{0x11909,0x11909,1},{0x1190C,0x11913,1},{0x11915,0x11916,1},{0x11918,0x1192F,1},
+{0x1193F,0x1193F,1},{0x11941,0x11941,1},{0x11950,0x11959,2},{0x119A0,0x119A7,1},
+{0x119AA,0x119D0,1},{0x119E1,0x119E1,1},{0x119E3,0x119E3,1},{0x11A00,0x11A00,1},
+{0x11A0B,0x11A32,1},{0x11A3A,0x11A3A,1},{0x11A50,0x11A50,1},{0x11A5C,0x11A89,1},
+{0x11A9D,0x11A9D,1},{0x11AB0,0x11AF8,1},{0x11BC0,0x11BE0,1},{0x11BF0,0x11BF9,2},
+{0x11C00,0x11C08,1},{0x11C0A,0x11C2E,1},{0x11C40,0x11C40,1},{0x11C50,0x11C6C,2},
+{0x11C72,0x11C8F,1},{0x11D00,0x11D06,1},{0x11D08,0x11D09,1},{0x11D0B,0x11D30,1},
+{0x11D46,0x11D46,1},{0x11D50,0x11D59,2},{0x11D60,0x11D65,1},{0x11D67,0x11D68,1},
+{0x11D6A,0x11D89,1},{0x11D98,0x11D98,1},{0x11DA0,0x11DA9,2},{0x11EE0,0x11EF2,1},
+{0x11F02,0x11F02,1},{0x11F04,0x11F10,1},{0x11F12,0x11F33,1},{0x11F50,0x11F59,2},
+{0x11FB0,0x11FB0,1},{0x11FC0,0x11FD4,2},{0x12000,0x12399,1},{0x12400,0x1246E,2},
+{0x12480,0x12543,1},{0x12F90,0x12FF0,1},{0x13000,0x1342F,1},{0x13441,0x13446,1},
+{0x13460,0x143FA,1},{0x14400,0x14646,1},{0x16100,0x1611D,1},{0x16130,0x16139,2},
+{0x16800,0x16A38,1},{0x16A40,0x16A5E,1},{0x16A60,0x16A69,2},{0x16A70,0x16ABE,1},
+{0x16AC0,0x16AC9,2},{0x16AD0,0x16AED,1},{0x16B00,0x16B2F,1},{0x16B40,0x16B43,1},
+{0x16B50,0x16B59,2},{0x16B5B,0x16B61,2},{0x16B63,0x16B77,1},{0x16B7D,0x16B8F,1},
+{0x16D40,0x16D6C,1},{0x16D70,0x16D79,2},{0x16E40,0x16E7F,1},{0x16E80,0x16E96,2},
+{0x16F00,0x16F4A,1},{0x16F50,0x16F50,1},{0x16F93,0x16F9F,1},{0x16FE0,0x16FE1,1},
+{0x16FE3,0x16FE3,1},{0x17000,0x187F7,1},{0x18800,0x18CD5,1},{0x18CFF,0x18D08,1},
+{0x1AFF0,0x1AFF3,1},{0x1AFF5,0x1AFFB,1},{0x1AFFD,0x1AFFE,1},{0x1B000,0x1B122,1},
+{0x1B132,0x1B132,1},{0x1B150,0x1B152,1},{0x1B155,0x1B155,1},{0x1B164,0x1B167,1},
+{0x1B170,0x1B2FB,1},{0x1BC00,0x1BC6A,1},{0x1BC70,0x1BC7C,1},{0x1BC80,0x1BC88,1},
+{0x1BC90,0x1BC99,1},{0x1CCF0,0x1CCF9,2},{0x1D2C0,0x1D2D3,2},{0x1D2E0,0x1D2F3,2},
+{0x1D360,0x1D378,2},{0x1D400,0x1D454,1},{0x1D456,0x1D49C,1},{0x1D49E,0x1D49F,1},
+{0x1D4A2,0x1D4A2,1},{0x1D4A5,0x1D4A6,1},{0x1D4A9,0x1D4AC,1},{0x1D4AE,0x1D4B9,1},
+{0x1D4BB,0x1D4BB,1},{0x1D4BD,0x1D4C3,1},{0x1D4C5,0x1D505,1},{0x1D507,0x1D50A,1},
+{0x1D50D,0x1D514,1},{0x1D516,0x1D51C,1},{0x1D51E,0x1D539,1},{0x1D53B,0x1D53E,1},
+{0x1D540,0x1D544,1},{0x1D546,0x1D546,1},{0x1D54A,0x1D550,1},{0x1D552,0x1D6A5,1},
+{0x1D6A8,0x1D6C0,1},{0x1D6C2,0x1D6DA,1},{0x1D6DC,0x1D6FA,1},{0x1D6FC,0x1D714,1},
+{0x1D716,0x1D734,1},{0x1D736,0x1D74E,1},{0x1D750,0x1D76E,1},{0x1D770,0x1D788,1},
+{0x1D78A,0x1D7A8,1},{0x1D7AA,0x1D7C2,1},{0x1D7C4,0x1D7CB,1},{0x1D7CE,0x1D7FF,2},
+{0x1DF00,0x1DF1E,1},{0x1DF25,0x1DF2A,1},{0x1E030,0x1E06D,1},{0x1E100,0x1E12C,1},
+{0x1E137,0x1E13D,1},{0x1E140,0x1E149,2},{0x1E14E,0x1E14E,1},{0x1E290,0x1E2AD,1},
+{0x1E2C0,0x1E2EB,1},{0x1E2F0,0x1E2F9,2},{0x1E4D0,0x1E4EB,1},{0x1E4F0,0x1E4F9,2},
+{0x1E5D0,0x1E5ED,1},{0x1E5F0,0x1E5F0,1},{0x1E5F1,0x1E5FA,2},{0x1E7E0,0x1E7E6,1},
+{0x1E7E8,0x1E7EB,1},{0x1E7ED,0x1E7EE,1},{0x1E7F0,0x1E7FE,1},{0x1E800,0x1E8C4,1},
+{0x1E8C7,0x1E8CF,2},{0x1E900,0x1E943,1},{0x1E94B,0x1E94B,1},{0x1E950,0x1E959,2},
+{0x1EC71,0x1ECAB,2},{0x1ECAD,0x1ECAF,2},{0x1ECB1,0x1ECB4,2},{0x1ED01,0x1ED2D,2},
+{0x1ED2F,0x1ED3D,2},{0x1EE00,0x1EE03,1},{0x1EE05,0x1EE1F,1},{0x1EE21,0x1EE22,1},
+{0x1EE24,0x1EE24,1},{0x1EE27,0x1EE27,1},{0x1EE29,0x1EE32,1},{0x1EE34,0x1EE37,1},
+{0x1EE39,0x1EE39,1},{0x1EE3B,0x1EE3B,1},{0x1EE42,0x1EE42,1},{0x1EE47,0x1EE47,1},
+{0x1EE49,0x1EE49,1},{0x1EE4B,0x1EE4B,1},{0x1EE4D,0x1EE4F,1},{0x1EE51,0x1EE52,1},
+{0x1EE54,0x1EE54,1},{0x1EE57,0x1EE57,1},{0x1EE59,0x1EE59,1},{0x1EE5B,0x1EE5B,1},
+{0x1EE5D,0x1EE5D,1},{0x1EE5F,0x1EE5F,1},{0x1EE61,0x1EE62,1},{0x1EE64,0x1EE64,1},
+{0x1EE67,0x1EE6A,1},{0x1EE6C,0x1EE72,1},{0x1EE74,0x1EE77,1},{0x1EE79,0x1EE7C,1},
+{0x1EE7E,0x1EE7E,1},{0x1EE80,0x1EE89,1},{0x1EE8B,0x1EE9B,1},{0x1EEA1,0x1EEA3,1},
+{0x1EEA5,0x1EEA9,1},{0x1EEAB,0x1EEBB,1},{0x1F100,0x1F10C,2},{0x1FBF0,0x1FBF9,2},
+{0x20000,0x2A6DF,1},{0x2A700,0x2B739,1},{0x2B740,0x2B81D,1},{0x2B820,0x2CEA1,1},
+{0x2CEB0,0x2EBE0,1},{0x2EBF0,0x2EE5D,1},{0x2F800,0x2FA1D,1},{0x30000,0x3134A,1},
+{0x31350,0x323AF,1}
+};
+/* >>unicode_tables end */
+/* why: 2^24 ids is 64x the largest real vocab (256k) and keeps every id and count in an int */
+#define AMK__TOK_MAX_TOKENS (1 << 24)
+#define AMK__TOK_DEFAULT_SYSTEM "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+#define AMK__TOK_LLAMA3_REGEX \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+/* A merge rule keyed by the ids of its two parts. rank < 0 marks an empty slot. */
+typedef struct amk__tok_merge { uint64_t key; int rank, id; } amk__tok_merge;
+
+struct amk_tokenizer {
+    int n_tokens;
+    char *arena;                 /* every token string, then every token's decoded bytes */
+    size_t *str_off, *str_len;   /* [n_tokens] token string (byte alphabet) in arena */
+    size_t *bytes_off, *bytes_len; /* [n_tokens] decoded bytes in arena */
+    unsigned char *special;      /* [n_tokens] 1 = matched verbatim, decoded as its text */
+    int *tok_slots; size_t tok_mask;           /* open addressing: string -> id, -1 empty */
+    amk__tok_merge *merge_slots; size_t merge_mask; /* open addressing: (a, b) -> rank, result */
+    int *specials; int n_specials; /* special ids grouped by first byte, longest first */
+    int special_start[257];      /* specials[special_start[b] .. special_start[b+1]) start with b */
+    int byte_id[256];            /* the one-byte token of each byte value, -1 if none */
+    amk_pretok pretok;
+    int bos, eos, add_bos, ignore_merges;
+};
+
+/* ---- the byte alphabet (GPT-2 encoder.py bytes_to_unicode) ----------------------------------- */
+
+/* The code point standing for byte b: printable Latin-1 bytes stand for themselves, the other 68
+   (0x00-0x20, 0x7F-0xA0, 0xAD) for U+0100, U+0101, ... in increasing byte order. */
+AMK__FN uint32_t amk__tok_byte_cp(int b) {
+    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF))
+        return (uint32_t)b;
+    if (b <= 0x20) return 0x100u + (uint32_t)b;             /* 33 bytes: U+0100..U+0120 */
+    if (b <= 0xA0) return 0x121u + (uint32_t)(b - 0x7F);    /* 34 bytes: U+0121..U+0142 */
+    return 0x143u;                                          /* 0xAD */
+}
+/* The byte a code point of the alphabet stands for, or -1. */
+AMK__FN int amk__tok_cp_byte(uint32_t cp) {
+    if (cp <= 0xFF) return amk__tok_byte_cp((int)cp) == cp ? (int)cp : -1;
+    if (cp <= 0x120) return (int)(cp - 0x100);
+    if (cp <= 0x142) return (int)(cp - 0x121 + 0x7F);
+    if (cp == 0x143) return 0xAD;
+    return -1;
+}
+
+/* ---- UTF-8 and character classes ------------------------------------------------------------- */
+
+#define AMK__TOK_INVALID 0xFFFFFFFFu /* the "code point" of a byte that is not valid UTF-8 */
+
+/* Decodes the character at s[0..avail) (avail >= 1) strictly (>>impl_common's amk__utf8_seq_len: no
+   overlongs, surrogates or values above U+10FFFF); returns its length, 1 for an invalid byte
+   (*cp = AMK__TOK_INVALID). */
+AMK__FN size_t amk__tok_utf8(const unsigned char *s, size_t avail, uint32_t *cp) {
+    int n = amk__utf8_seq_len(s, avail), i;
+    uint32_t v;
+    if (n == 0) { *cp = AMK__TOK_INVALID; return 1; }
+    v = n == 1 ? s[0] : s[0] & (0xFFu >> (n + 1)); /* the lead byte's payload bits */
+    for (i = 1; i < n; i++) v = (v << 6) | (s[i] & 0x3Fu);
+    *cp = v;
+    return (size_t)n;
+}
+
+/* Character classes of the pre-tokenizer regexes. END is the end of the text (or, for SMOLLM's
+   second pass, a \p{N} character, which the first pass already cut off). */
+enum { AMK__TC_OTHER = 0, AMK__TC_L = AMK__UNI_L, AMK__TC_N = AMK__UNI_N, AMK__TC_W = AMK__UNI_W,
+       AMK__TC_END = 4 };
+
+AMK__FN int amk__tok_class_cp(uint32_t cp) {
+    size_t lo = 0, hi = sizeof amk__uni_ranges / sizeof amk__uni_ranges[0];
+    if (cp < 0x80) {
+        if ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') return AMK__TC_L;
+        if (cp >= '0' && cp <= '9') return AMK__TC_N;
+        if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D)) return AMK__TC_W;
+        return AMK__TC_OTHER;
+    }
+    while (lo < hi) { /* the last range with lo <= cp */
+        size_t mid = lo + (hi - lo) / 2;
+        if (amk__uni_ranges[mid].lo <= cp) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo > 0 && cp <= amk__uni_ranges[lo - 1].hi) return amk__uni_ranges[lo - 1].cls;
+    return AMK__TC_OTHER;
+}
+
+/* A cursor over the text a pre-tokenizer matches. */
+typedef struct amk__tok_text {
+    const unsigned char *s;
+    size_t len;
+    int n_is_end; /* SMOLLM's second pass: \p{N} reads as the end */
+} amk__tok_text;
+
+/* The class of the character at pos (END past the text), its code point and length. */
+AMK__FN int amk__tok_peek(const amk__tok_text *x, size_t pos, uint32_t *cp, size_t *n) {
+    int c;
+    if (pos >= x->len) { *cp = AMK__TOK_INVALID; *n = 0; return AMK__TC_END; }
+    *n = amk__tok_utf8(x->s + pos, x->len - pos, cp);
+    c = *cp == AMK__TOK_INVALID ? AMK__TC_OTHER : amk__tok_class_cp(*cp);
+    if (c == AMK__TC_N && x->n_is_end) { *n = 0; return AMK__TC_END; }
+    return c;
+}
+
+/* pos after the run of class-c characters starting at pos. */
+AMK__FN size_t amk__tok_run(const amk__tok_text *x, size_t pos, int c) {
+    uint32_t cp;
+    size_t n;
+    while (amk__tok_peek(x, pos, &cp, &n) == c) pos += n;
+    return pos;
+}
+
+/* \s+(?!\S)|\s+ at pos (a whitespace character): the whole run when the text ends after it or
+   the run is one character, else the run less its last character (left for the next piece). */
+AMK__FN size_t amk__tok_space_run(const amk__tok_text *x, size_t pos) {
+    uint32_t cp;
+    size_t n, q = pos, last = pos;
+    int c;
+    while ((c = amk__tok_peek(x, q, &cp, &n)) == AMK__TC_W) { last = q; q += n; }
+    if (c == AMK__TC_END || last == pos) return q;
+    return last;
+}
+
+/* One match of 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ at pos
+   (not at the end); returns its end. */
+AMK__FN size_t amk__tok_match_gpt2(const amk__tok_text *x, size_t pos) {
+    const unsigned char *s = x->s;
+    uint32_t cp, cp1;
+    size_t n, n1, p = pos;
+    int c = amk__tok_peek(x, pos, &cp, &n), c1;
+    if (cp == '\'' && pos + 1 < x->len) {
+        unsigned a = s[pos + 1], b = pos + 2 < x->len ? s[pos + 2] : 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return pos + 2;
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return pos + 3;
+    }
+    if (cp == ' ') {
+        c1 = amk__tok_peek(x, pos + 1, &cp1, &n1);
+        if (c1 == AMK__TC_L || c1 == AMK__TC_N || c1 == AMK__TC_OTHER) { c = c1; p = pos + 1; }
+    }
+    if (c == AMK__TC_L || c == AMK__TC_N || c == AMK__TC_OTHER) return amk__tok_run(x, p, c);
+    return amk__tok_space_run(x, pos);
+}
+
+/* ASCII letter case fold for the (?i:...) contractions; U+017F LONG S folds to 's' in Unicode
+   simple case folding, which the regex engines of HF tokenizers apply. */
+AMK__FN uint32_t amk__tok_fold(uint32_t cp) {
+    if (cp >= 'A' && cp <= 'Z') return cp + 32;
+    if (cp == 0x17F) return 's';
+    return cp;
+}
+
+/* One match of the Llama-3 regex (REFERENCE §3.3) at pos (not at the end); returns its end. */
+AMK__FN size_t amk__tok_match_llama3(const amk__tok_text *x, size_t pos) {
+    uint32_t cp, cp1, cp2;
+    size_t n, n1, n2, p, q, nl_end = 0;
+    int c = amk__tok_peek(x, pos, &cp, &n), c1, k;
+    if (cp == '\'') { /* (?i:'s|'t|'re|'ve|'m|'ll|'d) */
+        amk__tok_peek(x, pos + 1, &cp1, &n1);
+        cp1 = amk__tok_fold(cp1);
+        if (cp1 == 's' || cp1 == 't' || cp1 == 'm' || cp1 == 'd') return pos + 1 + n1;
+        if (cp1 == 'r' || cp1 == 'v' || cp1 == 'l') {
+            amk__tok_peek(x, pos + 1 + n1, &cp2, &n2);
+            cp2 = amk__tok_fold(cp2);
+            if ((cp1 != 'l' && cp2 == 'e') || (cp1 == 'l' && cp2 == 'l')) return pos + 1 + n1 + n2;
+        }
+    }
+    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    if (c == AMK__TC_L) return amk__tok_run(x, pos, AMK__TC_L);
+    if (c != AMK__TC_N && cp != '\r' && cp != '\n' &&
+        amk__tok_peek(x, pos + n, &cp1, &n1) == AMK__TC_L)
+        return amk__tok_run(x, pos + n, AMK__TC_L);
+    /* \p{N}{1,3} */
+    if (c == AMK__TC_N) {
+        for (p = pos, k = 0; k < 3 && amk__tok_peek(x, p, &cp1, &n1) == AMK__TC_N; k++) p += n1;
+        return p;
+    }
+    /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
+    p = pos;
+    if (cp == ' ' && amk__tok_peek(x, pos + 1, &cp1, &n1) == AMK__TC_OTHER) { c = AMK__TC_OTHER; p = pos + 1; }
+    if (c == AMK__TC_OTHER) {
+        p = amk__tok_run(x, p, AMK__TC_OTHER);
+        while (p < x->len && (x->s[p] == '\r' || x->s[p] == '\n')) p++;
+        return p;
+    }
+    /* \s*[\r\n]+ : the whitespace run up to and including its last \r or \n */
+    for (q = pos; (c1 = amk__tok_peek(x, q, &cp1, &n1)) == AMK__TC_W; q += n1)
+        if (cp1 == '\r' || cp1 == '\n') nl_end = q + n1;
+    if (nl_end) return nl_end;
+    return amk__tok_space_run(x, pos);
+}
+
+/* The end of the pre-tokenizer piece that starts at pos < len. */
+AMK__FN size_t amk__tok_next_piece(amk_pretok p, const unsigned char *s, size_t len, size_t pos) {
+    amk__tok_text x;
+    uint32_t cp;
+    size_t n;
+    x.s = s;
+    x.len = len;
+    x.n_is_end = 0;
+    if (p == AMK_PRETOK_LLAMA3) return amk__tok_match_llama3(&x, pos);
+    if (p == AMK_PRETOK_SMOLLM) {
+        /* pass 1 (HF Digits, individual): every \p{N} alone; pass 2 sees the text between them */
+        if (amk__tok_peek(&x, pos, &cp, &n) == AMK__TC_N) return pos + n;
+        x.n_is_end = 1;
+    }
+    return amk__tok_match_gpt2(&x, pos);
+}
+
+AMK_API int amk_tokenizer_pretokenize(amk_pretok p, const char *text, size_t len, size_t *ends,
+                                      int cap) {
+    size_t pos = 0;
+    int count = 0;
+    if ((!text && len) || cap < 0 || (!ends && cap > 0)) return -1;
+    if (p != AMK_PRETOK_SMOLLM && p != AMK_PRETOK_LLAMA3 && p != AMK_PRETOK_GPT2) return -1;
+    while (pos < len) {
+        pos = amk__tok_next_piece(p, (const unsigned char *)text, len, pos);
+        if (count == INT_MAX) return -1;
+        if (count < cap) ends[count] = pos;
+        count++;
+    }
+    return count;
+}
+
+/* ---- hash maps ------------------------------------------------------------------------------- */
+
+AMK__FN uint64_t amk__tok_hash(const char *s, size_t n) { /* FNV-1a */
+    uint64_t h = 0xCBF29CE484222325ull;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
+    return h ^ (h >> 29);
+}
+AMK__FN size_t amk__tok_hash_pair(uint64_t key) {
+    key *= 0x9E3779B97F4A7C15ull; /* why: Fibonacci hashing spreads consecutive ids */
+    return (size_t)(key ^ (key >> 31));
+}
+
+/* Table size: a power of two at least twice n, so probes stay short. 0 on overflow. */
+AMK__FN size_t amk__tok_table_size(size_t n) {
+    size_t m = 16;
+    while (m < 2 * n) {
+        if (m > SIZE_MAX / 4) return 0;
+        m *= 2;
+    }
+    return m;
+}
+
+AMK__FN int amk__tok_lookup(const amk_tokenizer *t, const char *s, size_t n) {
+    size_t i = (size_t)amk__tok_hash(s, n) & t->tok_mask;
+    int id;
+    while ((id = t->tok_slots[i]) >= 0) {
+        if (t->str_len[id] == n && memcmp(t->arena + t->str_off[id], s, n) == 0) return id;
+        i = (i + 1) & t->tok_mask;
+    }
+    return -1;
+}
+
+AMK__FN const amk__tok_merge *amk__tok_merge_get(const amk_tokenizer *t, int a, int b) {
+    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+    size_t i = amk__tok_hash_pair(key) & t->merge_mask;
+    while (t->merge_slots[i].rank >= 0) {
+        if (t->merge_slots[i].key == key) return &t->merge_slots[i];
+        i = (i + 1) & t->merge_mask;
+    }
+    return NULL;
+}
+
+/* ---- building -------------------------------------------------------------------------------- */
+
+/* One merge rule as two strings (not NUL-terminated). */
+typedef struct amk__tok_pair { const char *a; size_t alen; const char *b; size_t blen; } amk__tok_pair;
+
+/* What every front end (spec, tokenizer.json, GGUF) hands to amk__tok_build. */
+typedef struct amk__tok_src {
+    int n_tokens;
+    const char *const *tokens; const size_t *token_lens; /* lens may be NULL: NUL-terminated */
+    const unsigned char *special;                        /* [n_tokens] or NULL */
+    int n_merges; const amk__tok_pair *merges;
+    amk_pretok pretok;
+    int bos, eos, add_bos, ignore_merges;
+} amk__tok_src;
+
+AMK_API void amk_tokenizer_free(amk_tokenizer *t) {
+    if (!t) return;
+    amk__free(t->arena);
+    amk__free(t->str_off);
+    amk__free(t->str_len);
+    amk__free(t->bytes_off);
+    amk__free(t->bytes_len);
+    amk__free(t->special);
+    amk__free(t->tok_slots);
+    amk__free(t->merge_slots);
+    amk__free(t->specials);
+    amk__free(t);
+}
+
+/* Decodes token string s (byte alphabet) into out; a string with a character outside the
+   alphabet decodes to itself, as HF's ByteLevel decoder does. Returns the length (<= n). */
+AMK__FN size_t amk__tok_decode_string(const char *s, size_t n, char *out) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, k = 0;
+    while (i < n) {
+        uint32_t cp;
+        size_t m = amk__tok_utf8(u + i, n - i, &cp);
+        int b = cp == AMK__TOK_INVALID ? -1 : amk__tok_cp_byte(cp);
+        if (b < 0) {
+            if (n) memcpy(out, s, n);
+            return n;
+        }
+        out[k++] = (char)b;
+        i += m;
+    }
+    return k;
+}
+
+/* Groups the special ids by first byte, longest first in each group, so encode tries the longest
+   match at a position first. */
+AMK__FN amk_result amk__tok_build_specials(amk_tokenizer *t) {
+    int i, b, n = 0, *fill;
+    int count[256];
+    memset(count, 0, sizeof count);
+    for (i = 0; i < t->n_tokens; i++)
+        if (t->special[i] && t->bytes_len[i] > 0) { count[(unsigned char)t->arena[t->bytes_off[i]]]++; n++; }
+    t->specials = (int *)amk__malloc((size_t)(n ? n : 1) * sizeof(int));
+    fill = (int *)amk__malloc(256 * sizeof(int));
+    if (!t->specials || !fill) { amk__free(fill); return AMK_ERR_OUT_OF_MEMORY; }
+    t->special_start[0] = 0;
+    for (b = 0; b < 256; b++) {
+        t->special_start[b + 1] = t->special_start[b] + count[b];
+        fill[b] = t->special_start[b];
+    }
+    for (i = 0; i < t->n_tokens; i++) {
+        int j, lo;
+        if (!t->special[i] || t->bytes_len[i] == 0) continue;
+        b = (unsigned char)t->arena[t->bytes_off[i]];
+        lo = t->special_start[b];
+        /* insertion keeps the bucket longest first (buckets are tiny: a few specials share a byte) */
+        for (j = fill[b]++; j > lo && t->bytes_len[t->specials[j - 1]] < t->bytes_len[i]; j--)
+            t->specials[j] = t->specials[j - 1];
+        t->specials[j] = i;
+    }
+    t->n_specials = n;
+    amk__free(fill);
+    return AMK_OK;
+}
+
+AMK__FN amk_result amk__tok_build(const amk__tok_src *src, amk_tokenizer **out, amk_diag *d) {
+    amk_tokenizer *t;
+    size_t total = 0, pos, m;
+    int i, b;
+    char *cat = NULL;
+    size_t cat_cap = 0;
+    *out = NULL;
+    if (src->n_tokens <= 0 || src->n_tokens > AMK__TOK_MAX_TOKENS)
+        return amk__fail(d, AMK_ERR_PARSE, "tokenizer: %d tokens (expected 1..%d)", src->n_tokens,
+                         AMK__TOK_MAX_TOKENS);
+    if (src->n_merges < 0)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: negative merge count");
+    if (src->bos < -1 || src->bos >= src->n_tokens || src->eos < -1 || src->eos >= src->n_tokens)
+        return amk__fail(d, AMK_ERR_PARSE, "tokenizer: bos %d or eos %d is not a token id", src->bos,
+                         src->eos);
+    t = (amk_tokenizer *)amk__calloc(1, sizeof *t);
+    if (!t) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    t->n_tokens = src->n_tokens;
+    t->pretok = src->pretok;
+    t->bos = src->bos;
+    t->eos = src->eos;
+    t->add_bos = src->add_bos ? 1 : 0;
+    t->ignore_merges = src->ignore_merges ? 1 : 0;
+    t->str_off = (size_t *)amk__calloc((size_t)t->n_tokens, sizeof(size_t));
+    t->str_len = (size_t *)amk__calloc((size_t)t->n_tokens, sizeof(size_t));
+    t->bytes_off = (size_t *)amk__calloc((size_t)t->n_tokens, sizeof(size_t));
+    t->bytes_len = (size_t *)amk__calloc((size_t)t->n_tokens, sizeof(size_t));
+    t->special = (unsigned char *)amk__calloc((size_t)t->n_tokens, 1);
+    if (!t->str_off || !t->str_len || !t->bytes_off || !t->bytes_len || !t->special) goto oom;
+    for (i = 0; i < t->n_tokens; i++) {
+        const char *s = src->tokens[i];
+        size_t n = src->token_lens ? src->token_lens[i] : (s ? strlen(s) : 0);
+        uint64_t sum;
+        if (!s && n) {
+            amk_tokenizer_free(t);
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: token %d is NULL", i);
+        }
+        if (!amk__add_u64(total, n, &sum) || !amk__add_u64(sum, sum, &sum) || sum > SIZE_MAX - 1) {
+            amk_tokenizer_free(t);
+            return amk__fail(d, AMK_ERR_PARSE, "tokenizer: token strings too large");
+        }
+        t->str_len[i] = n;
+        total += n;
+        t->special[i] = (unsigned char)(src->special && src->special[i]);
+    }
+    /* strings, then decoded bytes (never longer than their string) */
+    t->arena = (char *)amk__malloc(2 * total + 1);
+    if (!t->arena) goto oom;
+    for (i = 0, pos = 0; i < t->n_tokens; i++) {
+        t->str_off[i] = pos;
+        if (t->str_len[i]) memcpy(t->arena + pos, src->tokens[i], t->str_len[i]);
+        pos += t->str_len[i];
+    }
+    for (i = 0; i < t->n_tokens; i++) {
+        const char *s = t->arena + t->str_off[i];
+        t->bytes_off[i] = pos;
+        if (t->special[i]) {
+            if (t->str_len[i]) memcpy(t->arena + pos, s, t->str_len[i]);
+            t->bytes_len[i] = t->str_len[i];
+        } else {
+            t->bytes_len[i] = amk__tok_decode_string(s, t->str_len[i], t->arena + pos);
+        }
+        pos += t->bytes_len[i];
+    }
+
+    /* string -> id; on duplicates the lowest id wins */
+    m = amk__tok_table_size((size_t)t->n_tokens);
+    if (!m) goto oom;
+    t->tok_mask = m - 1;
+    t->tok_slots = (int *)amk__malloc(m * sizeof(int));
+    if (!t->tok_slots) goto oom;
+    memset(t->tok_slots, 0xFF, m * sizeof(int)); /* all -1 */
+    for (i = 0; i < t->n_tokens; i++) {
+        const char *s = t->arena + t->str_off[i];
+        size_t h;
+        if (amk__tok_lookup(t, s, t->str_len[i]) >= 0) continue;
+        h = (size_t)amk__tok_hash(s, t->str_len[i]) & t->tok_mask;
+        while (t->tok_slots[h] >= 0) h = (h + 1) & t->tok_mask;
+        t->tok_slots[h] = i;
+    }
+    for (b = 0; b < 256; b++) {
+        unsigned char u[4];
+        size_t n = amk__utf8_put(u, amk__tok_byte_cp(b));
+        t->byte_id[b] = amk__tok_lookup(t, (const char *)u, n);
+    }
+
+    /* (a, b) -> rank and result; a repeated pair keeps its first (lowest) rank */
+    m = amk__tok_table_size((size_t)src->n_merges);
+    if (!m) goto oom;
+    t->merge_mask = m - 1;
+    t->merge_slots = (amk__tok_merge *)amk__malloc(m * sizeof(amk__tok_merge));
+    if (!t->merge_slots) goto oom;
+    for (pos = 0; pos < m; pos++) {
+        t->merge_slots[pos].key = 0;
+        t->merge_slots[pos].rank = -1;
+        t->merge_slots[pos].id = -1;
+    }
+    for (i = 0; i < src->n_merges; i++) {
+        const amk__tok_pair *pr = &src->merges[i];
+        int ia = amk__tok_lookup(t, pr->a, pr->alen), ib = amk__tok_lookup(t, pr->b, pr->blen), ir;
+        uint64_t key;
+        size_t h, need = pr->alen + pr->blen; /* both bounded by the input, no overflow */
+        if (need > cat_cap) {
+            char *nc = (char *)amk__realloc(cat, need);
+            if (!nc) goto oom;
+            cat = nc;
+            cat_cap = need;
+        }
+        if (pr->alen) memcpy(cat, pr->a, pr->alen);
+        if (pr->blen) memcpy(cat + pr->alen, pr->b, pr->blen);
+        ir = amk__tok_lookup(t, cat, need);
+        if (ia < 0 || ib < 0 || ir < 0) {
+            amk__free(cat);
+            amk_tokenizer_free(t);
+            return amk__fail(d, AMK_ERR_PARSE, "tokenizer: merge %d ('%.*s' + '%.*s') names a token "
+                             "not in the vocabulary", i, (int)(pr->alen > 64 ? 64 : pr->alen), pr->a,
+                             (int)(pr->blen > 64 ? 64 : pr->blen), pr->b);
+        }
+        key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
+        if (amk__tok_merge_get(t, ia, ib)) continue;
+        h = amk__tok_hash_pair(key) & t->merge_mask;
+        while (t->merge_slots[h].rank >= 0) h = (h + 1) & t->merge_mask;
+        t->merge_slots[h].key = key;
+        t->merge_slots[h].rank = i;
+        t->merge_slots[h].id = ir;
+    }
+    amk__free(cat);
+    cat = NULL;
+    if (amk__tok_build_specials(t) != AMK_OK) goto oom;
+    *out = t;
+    return AMK_OK;
+oom:
+    amk__free(cat);
+    amk_tokenizer_free(t);
+    return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+}
+
+/* Splits "A B" at the first space after the first byte (llama.cpp's rule; with exactly one space
+   it is HF's too). 0 if there is none. */
+AMK__FN int amk__tok_split_merge(const char *s, size_t n, amk__tok_pair *out) {
+    size_t i;
+    for (i = 1; i < n; i++) {
+        if (s[i] == ' ') {
+            out->a = s;
+            out->alen = i;
+            out->b = s + i + 1;
+            out->blen = n - i - 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+AMK_API amk_result amk_tokenizer_create(const amk_tokenizer_spec *s, amk_tokenizer **out,
+                                        amk_diag *d) {
+    amk__tok_src src;
+    amk__tok_pair *pairs = NULL;
+    unsigned char *special = NULL;
+    amk_result r;
+    int i;
+    if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: out is NULL");
+    *out = NULL;
+    if (!s || !s->tokens || s->n_tokens <= 0 || s->n_tokens > AMK__TOK_MAX_TOKENS ||
+        s->n_merges < 0 || (s->n_merges > 0 && !s->merges))
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: bad spec (NULL tokens or merges, or "
+                         "a count out of range)");
+    if (s->pretok != AMK_PRETOK_SMOLLM && s->pretok != AMK_PRETOK_LLAMA3 && s->pretok != AMK_PRETOK_GPT2)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: unknown pre-tokenizer %d", (int)s->pretok);
+    pairs = (amk__tok_pair *)amk__malloc((size_t)(s->n_merges ? s->n_merges : 1) * sizeof *pairs);
+    special = (unsigned char *)amk__calloc((size_t)s->n_tokens, 1);
+    if (!pairs || !special) {
+        amk__free(pairs);
+        amk__free(special);
+        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    }
+    for (i = 0; i < s->n_merges; i++) {
+        const char *m = s->merges[i];
+        size_t n = s->merge_lens ? s->merge_lens[i] : (m ? strlen(m) : 0);
+        if (!m || !amk__tok_split_merge(m, n, &pairs[i])) {
+            amk__free(pairs);
+            amk__free(special);
+            return amk__fail(d, AMK_ERR_PARSE, "tokenizer: merge %d is not \"A B\"", i);
+        }
+    }
+    if (s->token_types)
+        for (i = 0; i < s->n_tokens; i++) /* why: 3 control, 4 user-defined */
+            special[i] = (unsigned char)(s->token_types[i] == 3 || s->token_types[i] == 4);
+    src.n_tokens = s->n_tokens;
+    src.tokens = s->tokens;
+    src.token_lens = s->token_lens;
+    src.special = special;
+    src.n_merges = s->n_merges;
+    src.merges = pairs;
+    src.pretok = s->pretok;
+    src.bos = s->bos_id;
+    src.eos = s->eos_id;
+    src.add_bos = s->add_bos;
+    src.ignore_merges = s->ignore_merges;
+    r = amk__tok_build(&src, out, d);
+    amk__free(pairs);
+    amk__free(special);
+    return r;
+}
+
+/* ---- GGUF ------------------------------------------------------------------------------------ */
+
+AMK_API amk_result amk_tokenizer_from_gguf(const amk_gguf *g, amk_tokenizer **out, amk_diag *d) {
+    static const char *const k_tokens = "tokenizer.ggml.tokens", *const k_merges = "tokenizer.ggml.merges",
+                             *const k_types = "tokenizer.ggml.token_type";
+    amk__tok_src src;
+    const char *model, *pre, **tokens = NULL;
+    size_t len, *lens = NULL;
+    unsigned char *special = NULL;
+    amk__tok_pair *pairs = NULL;
+    int64_t n_tok, n_merges, n_types, v;
+    uint32_t et = 0;
+    int i, flag;
+    amk_result r;
+    if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: out is NULL");
+    *out = NULL;
+    if (!g) return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: gguf is NULL");
+    memset(&src, 0, sizeof src);
+    model = amk_gguf_get_string(g, "tokenizer.ggml.model", &len);
+    if (!model) return amk__fail(d, AMK_ERR_NOT_FOUND, "gguf: no tokenizer.ggml.model");
+    if (len != 4 || memcmp(model, "gpt2", 4) != 0)
+        return amk__fail(d, AMK_ERR_UNSUPPORTED, "gguf: tokenizer model '%.*s' is not supported "
+                         "(only byte-level BPE, \"gpt2\")", (int)(len > 64 ? 64 : len), model);
+    pre = amk_gguf_get_string(g, "tokenizer.ggml.pre", &len);
+    if (!pre || (len == 4 && memcmp(pre, "gpt2", 4) == 0) || (len == 7 && memcmp(pre, "default", 7) == 0)) {
+        src.pretok = AMK_PRETOK_GPT2;
+    } else if (len == 6 && memcmp(pre, "smollm", 6) == 0) {
+        src.pretok = AMK_PRETOK_SMOLLM;
+    } else if ((len == 9 && memcmp(pre, "llama-bpe", 9) == 0) || (len == 6 && memcmp(pre, "llama3", 6) == 0) ||
+               (len == 8 && memcmp(pre, "llama-v3", 8) == 0)) {
+        src.pretok = AMK_PRETOK_LLAMA3;
+        src.ignore_merges = 1;
+    } else {
+        return amk__fail(d, AMK_ERR_UNSUPPORTED, "gguf: pre-tokenizer '%.*s' is not supported "
+                         "(smollm, llama-bpe, gpt2)", (int)(len > 64 ? 64 : len), pre);
+    }
+    n_tok = amk_gguf_array_len(g, k_tokens, &et);
+    if (n_tok < 1 || n_tok > AMK__TOK_MAX_TOKENS || et != AMK_GGUF_STRING)
+        return amk__fail(d, AMK_ERR_PARSE, "gguf: %s is missing, empty, too long or not strings", k_tokens);
+    n_merges = amk_gguf_array_len(g, k_merges, &et);
+    if (n_merges < 0) n_merges = 0;
+    else if (n_merges > INT_MAX || (n_merges > 0 && et != AMK_GGUF_STRING))
+        return amk__fail(d, AMK_ERR_PARSE, "gguf: %s is too long or not strings", k_merges);
+    n_types = amk_gguf_array_len(g, k_types, NULL);
+    if (n_types >= 0 && n_types != n_tok)
+        return amk__fail(d, AMK_ERR_PARSE, "gguf: %s has %lld entries for %lld tokens", k_types,
+                         (long long)n_types, (long long)n_tok);
+    tokens = (const char **)amk__malloc((size_t)n_tok * sizeof *tokens);
+    lens = (size_t *)amk__malloc((size_t)n_tok * sizeof *lens);
+    special = (unsigned char *)amk__calloc((size_t)n_tok, 1);
+    pairs = (amk__tok_pair *)amk__malloc((size_t)(n_merges ? n_merges : 1) * sizeof *pairs);
+    if (!tokens || !lens || !special || !pairs) {
+        r = amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+        goto done;
+    }
+    for (i = 0; i < (int)n_tok; i++) {
+        tokens[i] = amk_gguf_array_string(g, k_tokens, i, &lens[i]);
+        if (!tokens[i]) {
+            r = amk__fail(d, AMK_ERR_PARSE, "gguf: %s[%d] is unreadable", k_tokens, i);
+            goto done;
+        }
+        if (n_types < 0) continue;
+        if (!amk_gguf_array_int(g, k_types, i, &v)) {
+            r = amk__fail(d, AMK_ERR_PARSE, "gguf: %s[%d] is not an integer", k_types, i);
+            goto done;
+        }
+        special[i] = (unsigned char)(v == 3 || v == 4); /* why: 3 control, 4 user-defined */
+    }
+    for (i = 0; i < (int)n_merges; i++) {
+        const char *m = amk_gguf_array_string(g, k_merges, i, &len);
+        if (!m || !amk__tok_split_merge(m, len, &pairs[i])) {
+            r = amk__fail(d, AMK_ERR_PARSE, "gguf: %s[%d] is not \"A B\"", k_merges, i);
+            goto done;
+        }
+    }
+    src.n_tokens = (int)n_tok;
+    src.tokens = tokens;
+    src.token_lens = lens;
+    src.special = special;
+    src.n_merges = (int)n_merges;
+    src.merges = pairs;
+    src.bos = src.eos = -1;
+    if (amk_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &v)) src.bos = v >= 0 && v < n_tok ? (int)v : -2;
+    if (amk_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &v)) src.eos = v >= 0 && v < n_tok ? (int)v : -2;
+    if (src.bos == -2 || src.eos == -2) {
+        r = amk__fail(d, AMK_ERR_PARSE, "gguf: tokenizer.ggml.bos/eos_token_id is not a token id");
+        goto done;
+    }
+    /* why: llama.cpp adds BOS for llama-bpe when the file does not say; others default to no */
+    src.add_bos = src.pretok == AMK_PRETOK_LLAMA3;
+    if (amk_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &flag)) src.add_bos = flag;
+    r = amk__tok_build(&src, out, d);
+done:
+    amk__free(tokens);
+    amk__free(lens);
+    amk__free(special);
+    amk__free(pairs);
+    return r;
+}
+
+/* ---- tokenizer.json -------------------------------------------------------------------------- */
+
+/* Fails with the location of JSON value v and a path. */
+AMK__FN amk_result amk__tok_jfail(amk_diag *d, const amk__jval *v, const char *path, amk_result r,
+                                  const char *fmt, ...) {
+    if (d) {
+        va_list ap;
+        d->result = r;
+        if (v) { d->line = v->line; d->col = v->col; }
+        snprintf(d->path, sizeof d->path, "%s", path);
+        va_start(ap, fmt);
+        vsnprintf(d->message, sizeof d->message, fmt, ap);
+        va_end(ap);
+    }
+    return r;
+}
+
+AMK__FN int amk__tok_jstr_is(const amk__jval *v, const char *s) {
+    return v && v->type == AMK__J_STRING && v->slen == strlen(s) && memcmp(v->s, s, v->slen) == 0;
+}
+/* obj[key] as a bool: 1/0, or def when absent or null. -1 when of another type. */
+AMK__FN int amk__tok_jbool(const amk__jval *obj, const char *key, int def) {
+    const amk__jval *v = amk__json_get(obj, key);
+    if (!v || v->type == AMK__J_NULL) return def;
+    return v->type == AMK__J_BOOL ? (int)v->i : -1;
+}
+/* obj[key] is absent, null, or an empty string. */
+AMK__FN int amk__tok_jempty(const amk__jval *obj, const char *key) {
+    const amk__jval *v = amk__json_get(obj, key);
+    return !v || v->type == AMK__J_NULL || (v->type == AMK__J_STRING && v->slen == 0);
+}
+
+/* A ByteLevel pre-tokenizer object with add_prefix_space false and the given use_regex. */
+AMK__FN int amk__tok_is_bytelevel(const amk__jval *v, int use_regex) {
+    return v && amk__tok_jstr_is(amk__json_get(v, "type"), "ByteLevel") &&
+           amk__tok_jbool(v, "add_prefix_space", 1) == 0 && amk__tok_jbool(v, "use_regex", 1) == use_regex;
+}
+
+/* Maps the pre_tokenizer object onto one of ours. */
+AMK__FN amk_result amk__tok_json_pretok(const amk__jval *pt, amk_pretok *out, amk_diag *d) {
+    const amk__jval *type = amk__json_get(pt, "type"), *list = amk__json_get(pt, "pretokenizers");
+    if (amk__tok_is_bytelevel(pt, 1)) { *out = AMK_PRETOK_GPT2; return AMK_OK; }
+    if (amk__tok_jstr_is(type, "Sequence") && list && list->type == AMK__J_ARRAY && list->n == 2) {
+        const amk__jval *a = &list->items[0], *b = &list->items[1];
+        if (amk__tok_jstr_is(amk__json_get(a, "type"), "Digits") &&
+            amk__tok_jbool(a, "individual_digits", 0) == 1 && amk__tok_is_bytelevel(b, 1)) {
+            *out = AMK_PRETOK_SMOLLM;
+            return AMK_OK;
+        }
+        if (amk__tok_jstr_is(amk__json_get(a, "type"), "Split") &&
+            amk__tok_jstr_is(amk__json_get(amk__json_get(a, "pattern"), "Regex"), AMK__TOK_LLAMA3_REGEX) &&
+            amk__tok_jstr_is(amk__json_get(a, "behavior"), "Isolated") &&
+            amk__tok_jbool(a, "invert", 0) == 0 && amk__tok_is_bytelevel(b, 0)) {
+            *out = AMK_PRETOK_LLAMA3;
+            return AMK_OK;
+        }
+    }
+    return amk__tok_jfail(d, pt, "/pre_tokenizer", AMK_ERR_UNSUPPORTED, "tokenizer.json: pre_tokenizer "
+                          "'%.40s' is not supported (ByteLevel, Digits+ByteLevel, Llama-3 Split+ByteLevel)",
+                          type && type->type == AMK__J_STRING ? type->s : "?");
+}
+
+/* The id of a special-token value of tokenizer_config.json: "text" or {"content": "text"}. */
+AMK__FN int amk__tok_config_token(const amk_tokenizer *t, const amk__jval *v) {
+    if (v && v->type == AMK__J_OBJECT) v = amk__json_get(v, "content");
+    if (!v || v->type != AMK__J_STRING) return -1;
+    return amk__tok_lookup(t, v->s, v->slen);
+}
+
+/* bos from a TemplateProcessing post-processor (possibly inside a Sequence) whose "single"
+   template starts with a special token: Llama-3's way of adding <|begin_of_text|>. */
+AMK__FN const amk__jval *amk__tok_template_bos(const amk__jval *pp) {
+    const amk__jval *list, *single, *first;
+    int i;
+    if (!pp || pp->type != AMK__J_OBJECT) return NULL;
+    list = amk__json_get(pp, "processors");
+    if (amk__tok_jstr_is(amk__json_get(pp, "type"), "Sequence") && list && list->type == AMK__J_ARRAY) {
+        for (i = 0; i < list->n; i++) {
+            const amk__jval *r = amk__tok_template_bos(&list->items[i]);
+            if (r) return r;
+        }
+        return NULL;
+    }
+    if (!amk__tok_jstr_is(amk__json_get(pp, "type"), "TemplateProcessing")) return NULL;
+    single = amk__json_get(pp, "single");
+    if (!single || single->type != AMK__J_ARRAY || single->n < 1) return NULL;
+    first = amk__json_get(&single->items[0], "SpecialToken");
+    return first ? amk__json_get(first, "id") : NULL;
+}
+
+AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_len, const char *config,
+                                                size_t config_len, amk_tokenizer **out, amk_diag *d) {
+    amk__jdoc doc, cdoc;
+    const amk__jval *root, *model, *vocab, *merges, *added, *pt, *v;
+    amk__tok_src src;
+    const char **tokens = NULL;
+    size_t *lens = NULL;
+    unsigned char *special = NULL;
+    amk__tok_pair *pairs = NULL;
+    int i, n_entries, max_id = -1, im;
+    amk_result r;
+    if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: out is NULL");
+    *out = NULL;
+    if (!json) return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: json is NULL");
+    memset(&src, 0, sizeof src);
+    memset(&cdoc, 0, sizeof cdoc);
+    r = amk__json_parse(json, json_len, AMK_JSON_MAX_DEPTH, &doc, d);
+    if (r != AMK_OK) return r;
+    root = doc.root;
+    model = amk__json_get(root, "model");
+    if (!model || model->type != AMK__J_OBJECT) {
+        r = amk__tok_jfail(d, root, "/model", AMK_ERR_PARSE, "tokenizer.json: no \"model\" object");
+        goto done;
+    }
+    v = amk__json_get(model, "type");
+    if ((v && !amk__tok_jstr_is(v, "BPE")) || amk__tok_jbool(model, "byte_fallback", 0) != 0 ||
+        !amk__tok_jempty(model, "continuing_subword_prefix") ||
+        !amk__tok_jempty(model, "end_of_word_suffix") ||
+        !amk__tok_jempty(model, "dropout")) {
+        r = amk__tok_jfail(d, model, "/model", AMK_ERR_UNSUPPORTED, "tokenizer.json: only a plain BPE model "
+                           "is supported (no byte_fallback, subword prefix/suffix or dropout)");
+        goto done;
+    }
+    v = amk__json_get(root, "normalizer");
+    if (v && v->type != AMK__J_NULL) {
+        r = amk__tok_jfail(d, v, "/normalizer", AMK_ERR_UNSUPPORTED,
+                           "tokenizer.json: normalizers are not supported");
+        goto done;
+    }
+    pt = amk__json_get(root, "pre_tokenizer");
+    if (!pt || pt->type != AMK__J_OBJECT) {
+        r = amk__tok_jfail(d, root, "/pre_tokenizer", AMK_ERR_UNSUPPORTED, "tokenizer.json: no pre_tokenizer "
+                           "(a byte-level BPE needs one)");
+        goto done;
+    }
+    if ((r = amk__tok_json_pretok(pt, &src.pretok, d)) != AMK_OK) goto done;
+    im = amk__tok_jbool(model, "ignore_merges", 0);
+    if (im < 0) {
+        r = amk__tok_jfail(d, model, "/model/ignore_merges", AMK_ERR_PARSE,
+                           "tokenizer.json: ignore_merges is not a bool");
+        goto done;
+    }
+    src.ignore_merges = im;
+
+    vocab = amk__json_get(model, "vocab");
+    merges = amk__json_get(model, "merges");
+    added = amk__json_get(root, "added_tokens");
+    if (!vocab || vocab->type != AMK__J_OBJECT || (merges && merges->type != AMK__J_ARRAY) ||
+        (added && added->type != AMK__J_ARRAY && added->type != AMK__J_NULL)) {
+        r = amk__tok_jfail(d, model, "/model/vocab", AMK_ERR_PARSE, "tokenizer.json: model.vocab must be an "
+                           "object, model.merges and added_tokens arrays");
+        goto done;
+    }
+    if (vocab->n > AMK__TOK_MAX_TOKENS ||
+        (added && added->type == AMK__J_ARRAY && added->n > AMK__TOK_MAX_TOKENS)) {
+        r = amk__tok_jfail(d, vocab, "/model/vocab", AMK_ERR_PARSE, "tokenizer.json: more than %d tokens",
+                           AMK__TOK_MAX_TOKENS);
+        goto done;
+    }
+    n_entries = vocab->n + (added && added->type == AMK__J_ARRAY ? added->n : 0);
+    for (i = 0; i < vocab->n; i++) {
+        v = &vocab->items[i];
+        if (v->type != AMK__J_INT || v->i < 0 || v->i >= n_entries) {
+            r = amk__tok_jfail(d, v, "/model/vocab", AMK_ERR_PARSE, "tokenizer.json: id of token %d is not an "
+                               "integer in [0, %d)", i, n_entries);
+            goto done;
+        }
+        if (v->i > max_id) max_id = (int)v->i;
+    }
+    for (i = 0; added && added->type == AMK__J_ARRAY && i < added->n; i++) {
+        const amk__jval *a = &added->items[i], *id = amk__json_get(a, "id"), *c = amk__json_get(a, "content");
+        if (!id || id->type != AMK__J_INT || id->i < 0 || id->i >= n_entries || !c ||
+            c->type != AMK__J_STRING) {
+            r = amk__tok_jfail(d, a, "/added_tokens", AMK_ERR_PARSE, "tokenizer.json: added token %d "
+                               "needs an id in [0, %d) and a string content", i, n_entries);
+            goto done;
+        }
+        if (id->i > max_id) max_id = (int)id->i;
+    }
+    if (max_id < 0) {
+        r = amk__tok_jfail(d, vocab, "/model/vocab", AMK_ERR_PARSE, "tokenizer.json: empty vocabulary");
+        goto done;
+    }
+    src.n_tokens = max_id + 1;
+    tokens = (const char **)amk__calloc((size_t)src.n_tokens, sizeof *tokens);
+    lens = (size_t *)amk__calloc((size_t)src.n_tokens, sizeof *lens);
+    special = (unsigned char *)amk__calloc((size_t)src.n_tokens, 1);
+    pairs = (amk__tok_pair *)amk__malloc((size_t)(merges && merges->n ? merges->n : 1) * sizeof *pairs);
+    if (!tokens || !lens || !special || !pairs) {
+        r = amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+        goto done;
+    }
+    for (i = 0; i < vocab->n; i++) {
+        int id = (int)vocab->items[i].i;
+        if (tokens[id]) {
+            r = amk__tok_jfail(d, &vocab->items[i], "/model/vocab", AMK_ERR_PARSE, "tokenizer.json: id %d is "
+                               "given to two tokens", id);
+            goto done;
+        }
+        tokens[id] = vocab->keys[i];
+        lens[id] = vocab->key_lens[i];
+    }
+    for (i = 0; added && added->type == AMK__J_ARRAY && i < added->n; i++) {
+        const amk__jval *a = &added->items[i], *c = amk__json_get(a, "content");
+        int id = (int)amk__json_get(a, "id")->i;
+        tokens[id] = c->s; /* an added token's content is its text, matched verbatim */
+        lens[id] = c->slen;
+        special[id] = 1;
+    }
+    for (i = 0; i < src.n_tokens; i++)
+        if (!tokens[i]) tokens[i] = ""; /* a hole in the ids: an empty token encode never yields */
+    for (i = 0; merges && i < merges->n; i++) {
+        const amk__jval *m = &merges->items[i];
+        if (m->type == AMK__J_STRING && amk__tok_split_merge(m->s, m->slen, &pairs[i])) continue;
+        if (m->type == AMK__J_ARRAY && m->n == 2 && m->items[0].type == AMK__J_STRING &&
+            m->items[1].type == AMK__J_STRING) {
+            pairs[i].a = m->items[0].s;
+            pairs[i].alen = m->items[0].slen;
+            pairs[i].b = m->items[1].s;
+            pairs[i].blen = m->items[1].slen;
+            continue;
+        }
+        r = amk__tok_jfail(d, m, "/model/merges", AMK_ERR_PARSE, "tokenizer.json: merge %d is neither \"A B\" "
+                           "nor [\"A\", \"B\"]", i);
+        goto done;
+    }
+    src.tokens = tokens;
+    src.token_lens = lens;
+    src.special = special;
+    src.n_merges = merges ? merges->n : 0;
+    src.merges = pairs;
+    src.bos = src.eos = -1;
+    if ((r = amk__tok_build(&src, out, d)) != AMK_OK) goto done;
+
+    v = amk__tok_template_bos(amk__json_get(root, "post_processor"));
+    if (v && v->type == AMK__J_STRING) {
+        (*out)->bos = amk__tok_lookup(*out, v->s, v->slen);
+        (*out)->add_bos = (*out)->bos >= 0;
+    }
+    if (config) {
+        const amk__jval *c;
+        amk_diag cd;
+        amk_diag_clear(&cd);
+        if ((r = amk__json_parse(config, config_len, AMK_JSON_MAX_DEPTH, &cdoc, &cd)) != AMK_OK) {
+            amk__tok_jfail(d, NULL, "tokenizer_config.json", r, "tokenizer_config.json:%d:%d: %s",
+                           cd.line, cd.col, cd.message);
+            if (d) { d->line = cd.line; d->col = cd.col; }
+            goto fail_built;
+        }
+        c = cdoc.root;
+        if (c->type != AMK__J_OBJECT) {
+            r = amk__tok_jfail(d, c, "tokenizer_config.json", AMK_ERR_PARSE,
+                               "tokenizer_config.json is not an object");
+            goto fail_built;
+        }
+        if ((v = amk__json_get(c, "bos_token")) && v->type != AMK__J_NULL)
+            (*out)->bos = amk__tok_config_token(*out, v);
+        if ((v = amk__json_get(c, "eos_token")) && v->type != AMK__J_NULL)
+            (*out)->eos = amk__tok_config_token(*out, v);
+        im = amk__tok_jbool(c, "add_bos_token", (*out)->add_bos);
+        if (im < 0) {
+            r = amk__tok_jfail(d, amk__json_get(c, "add_bos_token"), "tokenizer_config.json/add_bos_token",
+                               AMK_ERR_PARSE, "add_bos_token is not a bool");
+            goto fail_built;
+        }
+        (*out)->add_bos = im;
+    }
+    goto done;
+fail_built:
+    amk_tokenizer_free(*out);
+    *out = NULL;
+done:
+    amk__free(tokens);
+    amk__free(lens);
+    amk__free(special);
+    amk__free(pairs);
+    amk__json_free(&doc);
+    if (cdoc.root || cdoc.arena) amk__json_free(&cdoc);
+    return r;
+}
+
+AMK_API amk_result amk_tokenizer_from_json(const char *path, amk_tokenizer **out, amk_diag *d) {
+    char *text = NULL, *ctext = NULL, *cpath;
+    size_t n = 0, cn = 0, dir;
+    const char *slash;
+    amk_result r;
+    FILE *f;
+    if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: out is NULL");
+    *out = NULL;
+    if (!path) return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: path is NULL");
+    if ((r = amk__read_file(path, &text, &n, d)) != AMK_OK) return r;
+    slash = strrchr(path, '/');
+    dir = slash ? (size_t)(slash - path) + 1 : 0;
+    cpath = (char *)amk__malloc(dir + sizeof "tokenizer_config.json");
+    if (!cpath) { amk__free(text); return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "tokenizer: out of memory"); }
+    memcpy(cpath, path, dir);
+    memcpy(cpath + dir, "tokenizer_config.json", sizeof "tokenizer_config.json");
+    f = fopen(cpath, "rb"); /* optional: read it only when it is there */
+    if (f) {
+        fclose(f);
+        r = amk__read_file(cpath, &ctext, &cn, d);
+    }
+    if (r == AMK_OK) r = amk_tokenizer_from_json_text(text, n, ctext, cn, out, d);
+    if (r != AMK_OK && d && !d->path[0]) snprintf(d->path, sizeof d->path, "%s", ctext ? cpath : path);
+    amk__free(cpath);
+    amk__free(text);
+    amk__free(ctext);
+    return r;
+}
+
+/* ---- encoding -------------------------------------------------------------------------------- */
+
+/* Scratch memory of one encode call, grown to the longest piece. */
+typedef struct amk__tok_work {
+    int *sym_id, *prev, *next;  /* [sym_cap] each: symbols in a linked list; sym_id -1 = merged away */
+    int sym_cap;                /* prev and next point into sym_id's block */
+    uint64_t *heap; int n_heap, heap_cap; /* candidate pairs: rank << 32 | left symbol, min first */
+    char *str; int str_cap;     /* a piece in the byte alphabet (ignore_merges lookup) */
+    int *ids; int cap;          /* the caller's output */
+    int64_t total;              /* ids the full encoding has so far */
+} amk__tok_work;
+
+AMK__FN void amk__tok_emit(amk__tok_work *w, int id) {
+    if (w->total < w->cap) w->ids[w->total] = id;
+    w->total++;
+}
+
+/* Pushes the pair (left, next[left]) when a merge exists for it. 0 on out of memory. The key
+   orders by rank, then leftmost (ties), as HF and llama.cpp do; 8 bytes keep the heap in cache. */
+AMK__FN int amk__tok_push(const amk_tokenizer *t, amk__tok_work *w, int left) {
+    const amk__tok_merge *m;
+    uint64_t key;
+    int i;
+    if (left < 0 || w->next[left] < 0) return 1;
+    m = amk__tok_merge_get(t, w->sym_id[left], w->sym_id[w->next[left]]);
+    if (!m) return 1;
+    if (!amk__grow((void **)&w->heap, &w->heap_cap, w->n_heap + 1, sizeof *w->heap)) return 0;
+    key = ((uint64_t)(uint32_t)m->rank << 32) | (uint32_t)left;
+    for (i = w->n_heap++; i > 0 && key < w->heap[(i - 1) / 4]; i = (i - 1) / 4) w->heap[i] = w->heap[(i - 1) / 4];
+    w->heap[i] = key;
+    return 1;
+}
+
+AMK__FN uint64_t amk__tok_pop(amk__tok_work *w) {
+    uint64_t top = w->heap[0], last = w->heap[--w->n_heap];
+    int i = 0, n = w->n_heap;
+    for (;;) {
+        int c = 4 * i + 1, j, end = c + 4 < n ? c + 4 : n;
+        if (c >= n) break;
+        for (j = c + 1; j < end; j++)
+            if (w->heap[j] < w->heap[c]) c = j;
+        if (w->heap[c] >= last) break;
+        w->heap[i] = w->heap[c];
+        i = c;
+    }
+    if (n > 0) w->heap[i] = last;
+    return top;
+}
+
+/* BPE of one piece: bytes -> one-byte symbols -> repeatedly merge the lowest-ranked adjacent pair
+   (ties leftmost) -> ids. O(n log n) with a heap of candidate pairs, stale ones skipped. */
+AMK__FN int amk__tok_bpe(const amk_tokenizer *t, amk__tok_work *w, const unsigned char *s, size_t n) {
+    int i, k = 0;
+    if (n > (size_t)INT_MAX / 4) return 0; /* why: keeps 2-byte-per-byte string sizes in an int */
+    if (t->ignore_merges) {
+        size_t j, m = 0;
+        int id;
+        if (!amk__grow((void **)&w->str, &w->str_cap, (int)(2 * n), 1)) return 0;
+        for (j = 0; j < n; j++) m += amk__utf8_put((unsigned char *)w->str + m, amk__tok_byte_cp(s[j]));
+        id = amk__tok_lookup(t, w->str, m);
+        if (id >= 0 && !t->special[id]) { amk__tok_emit(w, id); return 1; }
+    }
+    if ((int)n > w->sym_cap) { /* sym_id, prev and next in one block of 3n ints */
+        amk__free(w->sym_id);
+        w->sym_id = (int *)amk__malloc(3 * n * sizeof(int));
+        w->sym_cap = w->sym_id ? (int)n : 0;
+        if (!w->sym_id) return 0;
+    }
+    w->prev = w->sym_id + w->sym_cap;
+    w->next = w->prev + w->sym_cap;
+    for (i = 0; i < (int)n; i++) { /* bytes with no token are dropped, as HF does with no unk */
+        int id = t->byte_id[s[i]];
+        if (id < 0) continue;
+        w->sym_id[k] = id;
+        w->prev[k] = k - 1;
+        w->next[k] = k + 1;
+        k++;
+    }
+    if (k == 0) return 1;
+    w->next[k - 1] = -1;
+    w->n_heap = 0;
+    for (i = 0; i + 1 < k; i++)
+        if (!amk__tok_push(t, w, i)) return 0;
+    while (w->n_heap > 0) {
+        uint64_t key = amk__tok_pop(w);
+        int left = (int)(uint32_t)key, right = w->next[left];
+        const amk__tok_merge *m;
+        /* stale unless left still has a right neighbour and their merge is the one queued (a
+           rank names one pair) */
+        if (w->sym_id[left] < 0 || right < 0) continue;
+        m = amk__tok_merge_get(t, w->sym_id[left], w->sym_id[right]);
+        if (!m || (uint64_t)(uint32_t)m->rank != key >> 32) continue;
+        w->sym_id[left] = m->id;
+        w->sym_id[right] = -1;
+        w->next[left] = w->next[right];
+        if (w->next[right] >= 0) w->prev[w->next[right]] = left;
+        if (!amk__tok_push(t, w, w->prev[left]) || !amk__tok_push(t, w, left)) return 0;
+    }
+    for (i = 0; i >= 0; i = w->next[i]) amk__tok_emit(w, w->sym_id[i]); /* symbol 0 is never merged away */
+    return 1;
+}
+
+/* Pre-tokenizes and encodes a stretch of text that holds no special token. */
+AMK__FN int amk__tok_encode_plain(const amk_tokenizer *t, amk__tok_work *w, const unsigned char *s,
+                                  size_t len) {
+    size_t pos = 0;
+    while (pos < len) {
+        size_t end = amk__tok_next_piece(t->pretok, s, len, pos);
+        if (!amk__tok_bpe(t, w, s + pos, end - pos)) return 0;
+        pos = end;
+    }
+    return 1;
+}
+
+/* The longest special token at s[0..avail), or -1. */
+AMK__FN int amk__tok_special_at(const amk_tokenizer *t, const unsigned char *s, size_t avail) {
+    int j, b = s[0];
+    for (j = t->special_start[b]; j < t->special_start[b + 1]; j++) {
+        int id = t->specials[j];
+        size_t n = t->bytes_len[id];
+        if (n <= avail && memcmp(s, t->arena + t->bytes_off[id], n) == 0) return id;
+    }
+    return -1;
+}
+
+AMK_API int amk_tokenizer_encode(const amk_tokenizer *t, const char *text, size_t len, int add_bos,
+                                 int *ids, int cap) {
+    const unsigned char *s = (const unsigned char *)text;
+    amk__tok_work w;
+    size_t pos = 0, start = 0;
+    int ok = 1;
+    if (!t || (!text && len) || cap < 0 || (!ids && cap > 0)) return -1;
+    memset(&w, 0, sizeof w);
+    w.ids = ids;
+    w.cap = cap;
+    if ((add_bos < 0 ? t->add_bos : add_bos) && t->bos >= 0) amk__tok_emit(&w, t->bos);
+    while (ok && pos < len) {
+        int id = t->n_specials ? amk__tok_special_at(t, s + pos, len - pos) : -1;
+        if (id < 0) { pos++; continue; }
+        ok = amk__tok_encode_plain(t, &w, s + start, pos - start);
+        amk__tok_emit(&w, id);
+        pos += t->bytes_len[id];
+        start = pos;
+    }
+    if (ok) ok = amk__tok_encode_plain(t, &w, s + start, len - start);
+    amk__free(w.sym_id);
+    amk__free(w.heap);
+    amk__free(w.str);
+    if (!ok || w.total > INT_MAX) return -1;
+    return (int)w.total;
+}
+
+/* ---- decoding and queries -------------------------------------------------------------------- */
+
+AMK_API const char *amk_tokenizer_token_bytes(const amk_tokenizer *t, int id, size_t *len) {
+    if (!t || id < 0 || id >= t->n_tokens) return NULL;
+    if (len) *len = t->bytes_len[id];
+    return t->arena + t->bytes_off[id];
+}
+
+AMK_API int amk_tokenizer_decode(const amk_tokenizer *t, int id, char *buf, size_t cap) {
+    size_t n;
+    const char *b = amk_tokenizer_token_bytes(t, id, &n);
+    if (!b || n > cap || n > INT_MAX || (n && !buf)) return -1;
+    if (n) memcpy(buf, b, n);
+    return (int)n;
+}
+
+AMK_API int amk_tokenizer_n_vocab(const amk_tokenizer *t) { return t ? t->n_tokens : 0; }
+AMK_API int amk_tokenizer_bos(const amk_tokenizer *t) { return t ? t->bos : -1; }
+AMK_API int amk_tokenizer_eos(const amk_tokenizer *t) { return t ? t->eos : -1; }
+AMK_API int amk_tokenizer_add_bos(const amk_tokenizer *t) { return t ? t->add_bos : 0; }
+AMK_API amk_pretok amk_tokenizer_pretok(const amk_tokenizer *t) { return t ? t->pretok : AMK_PRETOK_GPT2; }
+AMK_API int amk_tokenizer_is_special(const amk_tokenizer *t, int id) {
+    return t && id >= 0 && id < t->n_tokens && t->special[id];
+}
+AMK_API int amk_tokenizer_token_id(const amk_tokenizer *t, const char *text) {
+    if (!t || !text) return -1;
+    return amk__tok_lookup(t, text, strlen(text));
+}
+AMK_API int amk_tokenizer_byte_token(const amk_tokenizer *t, int b) {
+    return t && b >= 0 && b < 256 ? t->byte_id[b] : -1;
+}
+
+AMK_API int amk_tokenizer_chat_prompt(const amk_tokenizer *t, const char *system, const char *user,
+                                      char *buf, size_t cap) {
+    amk__sb sb;
+    int n;
+    if (!user || (t && amk_tokenizer_token_id(t, "<|im_start|>") < 0)) return -1;
+    memset(&sb, 0, sizeof sb);
+    amk__sb_puts(&sb, "<|im_start|>system\n");
+    amk__sb_puts(&sb, system ? system : AMK__TOK_DEFAULT_SYSTEM);
+    amk__sb_puts(&sb, "<|im_end|>\n<|im_start|>user\n");
+    amk__sb_puts(&sb, user);
+    amk__sb_puts(&sb, "<|im_end|>\n<|im_start|>assistant\n");
+    if (sb.oom || sb.len > INT_MAX) { amk__sb_free(&sb); return -1; }
+    n = (int)sb.len;
+    if (buf && cap) {
+        size_t k = sb.len < cap ? sb.len : cap - 1;
+        memcpy(buf, sb.p, k);
+        buf[k] = 0;
+    }
+    amk__sb_free(&sb);
+    return n;
+}
+
+#endif /* AMK_IMPLEMENTATION */
+
+
+/* MIT License. Copyright (c) 2026 the AMK authors.
+   Permission is hereby granted, free of charge, to any person obtaining a copy of this software
+   and associated documentation files (the "Software"), to deal in the Software without
+   restriction, including without limitation the rights to use, copy, modify, merge, publish,
+   distribute, sublicense, and/or sell copies of the Software, and to permit persons to whom the
+   Software is furnished to do so, subject to the following conditions: The above copyright notice
+   and this permission notice shall be included in all copies or substantial portions of the
+   Software. THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND. */
+
