@@ -58,55 +58,124 @@ typedef enum amk_buffer_kind {
     AMK_KIND_COUNT = 6
 } amk_buffer_kind;
 
+/* ---- the op table: every opcode once ---------------------------------------------------------
+   One row an opcode, in code order. Everything else about an op comes from its row: the enum
+   (AMK_OP_<NAME> = code), its JSON name, the arity and required-param checks, its write
+   semantics, the validator's region of its writes, and the host's and the device's dispatch. So an
+   op lives in its row, its check and reference functions (amk_validate.h, amk_refvm.h), its device
+   function (amk_ops.cuh) and its test.
+
+   X(NAME, code, min_in, max_in, n_out, required, write, region, check, ref, dev, go, note)
+     min_in, max_in  input count (max -1: up to AMK_MAX_INPUTS)
+     n_out           output count (-1: at least 1, the check function says how many)
+     required        the params the op needs, as ("key", ...,) (trailing comma; () for none)
+     write           AMK_WRITE_*: how the op writes its outputs (amk_write_kind below)
+     region          the validator's function for the part of an output a task writes
+                     (amk__region_*, amk_validate.h): disjoint tiles of one output may share it
+     check           its shape, dtype and param-value check (amk__check_*, amk_validate.h)
+     ref             its reference implementation (amk__ref_*, amk_refvm.h)
+     dev             its device function (amk_op_*, amk_ops.cuh), called as dev(ctx, smem)
+     go              1: the device function does its setup first and waits itself (amk_op_go);
+                     0: the VM waits before calling it
+     note            one line for amk_op_spec_get and the tools
+   Codes are the spec's (0..18) and AMK's own from 20 (19 is another implementation's FUSED and
+   stays a hole); append new ops with the next code, never renumber. */
+#define AMK_OPS(X) \
+    X(NOP, 0, 0, 0, 0, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_nop, amk__ref_nop, amk_op_nop, 0, \
+      "no-op") \
+    X(COPY, 1, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_same, amk__ref_copy, amk_op_copy, 0, \
+      "out = x (cast)") \
+    X(EMBED, 2, 2, 2, 1, ("hidden",), AMK_WRITE_PLAIN, amk__region_all, amk__check_embed, amk__ref_embed, \
+      amk_op_embed, 0, "[ids, table[V,H]] -> gathered rows") \
+    X(RMSNORM, 3, 2, 2, 1, ("eps", "hidden",), AMK_WRITE_PLAIN, amk__region_all, amk__check_norm, \
+      amk__ref_rmsnorm, amk_op_rmsnorm, 0, "x*rsqrt(mean(x^2)+eps)*w") \
+    X(LAYERNORM, 4, 2, 3, 1, ("eps", "hidden",), AMK_WRITE_PLAIN, amk__region_all, amk__check_norm, \
+      amk__ref_layernorm, amk_op_layernorm, 0, "LayerNorm(x, w[, b])") \
+    X(GEMV_TILE, 5, 2, 3, 1, ("K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, amk__check_gemv, \
+      amk__ref_gemv, amk_op_gemv_tile, 1, "out[..,n_off:n_off+N_tile] = x @ W[n_off:..].T") \
+    X(GEMM_TILE, 6, 2, 3, 1, ("M_tile", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
+      amk__check_gemv, amk__ref_gemv, amk_op_gemm_tile, 1, "tiled GEMM (prefill/batch)") \
+    X(ATTENTION_TILE, 7, 3, 4, 1, ("head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads",), \
+      AMK_WRITE_PLAIN, amk__region_all, amk__check_attention, amk__ref_attention, amk_op_attention_tile, 0, \
+      "GQA attention over a KV window") \
+    X(ROPE, 8, 2, 2, 1, ("head_dim", "theta",), AMK_WRITE_PLAIN, amk__region_all, amk__check_rope, \
+      amk__ref_rope, amk_op_rope, 0, "rotate-half rotary embedding") \
+    X(SILU_MUL, 9, 2, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_elementwise, amk__ref_silu_mul, \
+      amk_op_silu_mul, 0, "silu(gate)*up") \
+    X(GELU, 10, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_same, amk__ref_gelu, amk_op_gelu, 0, \
+      "exact GELU") \
+    X(ADD, 11, 2, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_elementwise, amk__ref_add, \
+      amk_op_add, 0, "a + b") \
+    X(MUL, 12, 1, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_mul, amk__ref_mul, amk_op_mul, 0, \
+      "a * b, or a * scale") \
+    X(DEQUANT, 13, 2, 3, 1, ("qdtype", "group",), AMK_WRITE_PLAIN, amk__region_all, amk__check_dequant, \
+      amk__ref_dequant, amk_op_dequant, 0, "int4/int8 + scales -> fp") \
+    X(SOFTMAX, 14, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_softmax, amk__ref_softmax, \
+      amk_op_softmax, 0, "softmax over dim") \
+    X(ALLREDUCE_SHARD, 15, 1, 8, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_elementwise, \
+      amk__ref_allreduce_shard, amk_op_allreduce_shard, 0, "sum of shards") \
+    X(KV_APPEND, 16, 2, 2, 1, ("pos",), AMK_WRITE_INPLACE, amk__region_all, amk__check_kv_append, \
+      amk__ref_kv_append, amk_op_kv_append, 0, "write row pos of the KV cache") \
+    X(SAMPLE_ARGMAX, 17, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_argmax, amk__ref_argmax, \
+      amk_op_sample_argmax, 0, "greedy argmax over the last axis") \
+    X(ATTENTION_COMBINE, 18, 2, 8, 1, ("head_dim",), AMK_WRITE_PLAIN, amk__region_all, \
+      amk__check_attention_combine, amk__ref_attention_combine, amk_op_attention_combine, 0, \
+      "merge flash partials (acc, m, l)") \
+    X(RMSNORM_GEMV, 20, 3, 4, -1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
+      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 1, \
+      "tile of rmsnorm(x) @ W.T (+ RoPE, KV row; + its argmax pair: a 2nd output)") \
+    X(RMSNORM_SWIGLU, 21, 4, 4, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
+      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 1, "tile of silu(xn @ Wg.T) * (xn @ Wu.T)") \
+    X(ATTENTION_DECODE, 22, 4, 4, 1, \
+      ("head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile",), \
+      AMK_WRITE_PLAIN, amk__region_heads, amk__check_attention, amk__ref_attention, amk_op_attention_decode, 1, \
+      "attention of kv heads [n_off, n_off+N_tile) over rows up to pos") \
+    X(ARGMAX_PARTIAL, 23, 1, 1, 1, ("N_tile", "n_off", "part",), AMK_WRITE_PLAIN, amk__region_pair, \
+      amk__check_argmax, amk__ref_argmax, amk_op_argmax_pair, 0, "(max, first index) of a column range, per row") \
+    X(ARGMAX_COMBINE, 24, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_argmax, amk__ref_argmax, \
+      amk_op_argmax_pair, 0, "index of the best (max, index) partial, per row") \
+    X(RMSNORM_MLP, 25, 5, 7, -1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_ACCUM, amk__region_all, \
+      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 1, \
+      "out += (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) @ W_downT[tile] (+ resid); accumulates " \
+      "(flag FOLD: W_cat its 6th input, and a 2nd output qkv += its share of the folded projections)") \
+    X(FILL, 26, 0, 0, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_fill, amk__ref_fill, amk_op_fill, 0, \
+      "out = scale everywhere") \
+    X(ATTENTION_O, 27, 5, 7, -1, \
+      ("head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile", "m_off", "M_tile",), \
+      AMK_WRITE_ACCUM_FIRST, amk__region_kv_heads, amk__check_attention, amk__ref_attention, \
+      amk_op_attention_decode, 1, \
+      "out += attention(kv heads [n_off, n_off+N_tile))[m_off:+M_tile] @ W_oT[m_off:+M_tile] (+ resid); " \
+      "accumulates (flag PRENORM: q/k/v from raw projections and x's rms; with outputs 2 and 3, the caches, " \
+      "k/v into row pos)")
+
+/* How an op writes its outputs (the op table's write column). The validator's race rules read it. */
+typedef enum amk_write_kind {
+    AMK_WRITE_PLAIN = 0,       /* overwrites what it writes */
+    AMK_WRITE_ACCUM = 1,       /* adds into every output: such writers of one buffer commute */
+    AMK_WRITE_ACCUM_FIRST = 2, /* adds into its first output; its other outputs are plain writes */
+    AMK_WRITE_INPLACE = 3      /* its output is its input 1, of which it writes one row and reads
+                                  nothing (KV_APPEND's cache) */
+} amk_write_kind;
+
+/* The opcodes (spec §1.1, §7; AMK's own from 20: README "Opcodes"). */
 typedef enum amk_opcode {
-    AMK_OP_NOP = 0,
-    AMK_OP_COPY = 1,
-    AMK_OP_EMBED = 2,
-    AMK_OP_RMSNORM = 3,
-    AMK_OP_LAYERNORM = 4,
-    AMK_OP_GEMV_TILE = 5,
-    AMK_OP_GEMM_TILE = 6,
-    AMK_OP_ATTENTION_TILE = 7,
-    AMK_OP_ROPE = 8,
-    AMK_OP_SILU_MUL = 9,
-    AMK_OP_GELU = 10,
-    AMK_OP_ADD = 11,
-    AMK_OP_MUL = 12,
-    AMK_OP_DEQUANT = 13,
-    AMK_OP_SOFTMAX = 14,
-    AMK_OP_ALLREDUCE_SHARD = 15,
-    AMK_OP_KV_APPEND = 16,
-    AMK_OP_SAMPLE_ARGMAX = 17,
-    AMK_OP_ATTENTION_COMBINE = 18,
-    AMK_OP_RESERVED_FUSED = 19, /* why: taken by another implementation of the spec; never used */
-    /* AMK's own opcodes (IR_SPEC_NOTES conventions table style, documented in README "Opcodes"):
-       fused forms of the decode step, so one task does what a chain of 0..18 tasks did */
-    AMK_OP_RMSNORM_GEMV = 20,     /* [x, norm_w, W(, pos)]: tile of rmsnorm(x) @ W.T, optional
-                                     interleaved RoPE and KV-cache row store (AMK_GEMV_FLAG_*) */
-    AMK_OP_RMSNORM_SWIGLU = 21,   /* [x, norm_w, W_gate, W_up]: tile of silu(xn@Wg.T) * (xn@Wu.T) */
-    AMK_OP_ATTENTION_DECODE = 22, /* [q, k cache, v cache, pos]: ATTENTION_TILE over kv heads
-                                     [n_off, n_off+N_tile), rows [kv_start, min(kv_start+kv_len, pos+1)) */
-    AMK_OP_ARGMAX_PARTIAL = 23,   /* [logits]: per row, (max, first index of it) over columns
-                                     [n_off, n_off+N_tile) into columns 2*part, 2*part+1 of out */
-    AMK_OP_ARGMAX_COMBINE = 24,   /* [partials]: per row, the index of the best (max, index) pair */
-    AMK_OP_RMSNORM_MLP = 25,      /* [x, norm_w, W_gate, W_up, W_downT [N, H](, resid)]: ACCUMULATES
-                                     out[m, :] += (the tile's silu(xn@Wg.T) * (xn@Wu.T)) @
-                                     W_downT[n_off:n_off+N_tile] (+ resid[m, :] when given); out F32.
-                                     W_downT is down_proj transposed: the tile's rows are contiguous.
-                                     With AMK_MLP_FLAG_FOLD: [x, norm_w, W_gate, W_up, W_downT, W_cat
-                                     [N + K, F](, resid)] and a second output qkv [M, F] (F32) that
-                                     accumulates too (the flag's comment) */
-    AMK_OP_FILL = 26,             /* []: every element of out = scale (an accumulation's start) */
-    AMK_OP_ATTENTION_O = 27,      /* [q, k cache, v cache, pos, W_oT [n_heads*head_dim, H](, resid)]:
-                                     ACCUMULATES out[0, :] += a[m_off:m_off+M_tile] @
-                                     W_oT[m_off:m_off+M_tile] (+ resid), a = ATTENTION_DECODE's
-                                     result for kv heads [n_off, n_off+N_tile) in F32; out F32.
-                                     With AMK_ATTN_FLAG_PRENORM: [qkv [1, F], k cache, v cache, pos,
-                                     W_oT, x [1, H](, resid)], q/k/v from the raw projections qkv
-                                     and x's rms; outputs [out] or [out, k cache, v cache] (the
-                                     flag's comment) */
-    AMK_OP_COUNT = 28             /* the registry has this many rows; row 19 is undefined */
+#define AMK__OP_ENUM(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) AMK_OP_##name = code,
+    AMK_OPS(AMK__OP_ENUM)
+#undef AMK__OP_ENUM
+    AMK_OP_COUNT,               /* one past the largest code (the codes in use are dense, but for 19) */
+    AMK_OP_RESERVED_FUSED = 19  /* why: taken by another implementation of the spec; never used here */
 } amk_opcode;
+
+/* The table's rows in order (AMK__OP_ROW_<NAME>), and their count. */
+enum amk__op_row {
+#define AMK__OP_ROW(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) AMK__OP_ROW_##name,
+    AMK_OPS(AMK__OP_ROW)
+#undef AMK__OP_ROW
+    AMK__OP_ROWS
+};
+/* why: the rows must be the codes 0..AMK_OP_COUNT-1 but for the hole at 19, each once; the
+   array size is negative (a compile error) otherwise, since the enum's count then disagrees. */
+typedef char amk__op_table_dense[AMK__OP_ROWS == AMK_OP_COUNT - 1 ? 1 : -1];
 
 /* ATTENTION_TILE params.flags bits (IR_SPEC_NOTES conventions table). */
 #define AMK_ATTN_FLAG_PARTIAL (1u << 1) /* write [n_heads, head_dim+2] = [acc | m | l] */

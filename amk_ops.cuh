@@ -673,8 +673,15 @@ static __device__ __forceinline__ void amk_load_ilp(const void *base, int t, int
 
 /* ==== >>ops: the instructions, in opcode order ================================================ */
 
+/* NOP. */
+AMK_OP_FN void amk_op_nop(amk_op_ctx *c, float *smem) {
+    (void)c;
+    (void)smem;
+}
+
 /* COPY: out = x, cast. */
-AMK_OP_FN void amk_op_copy(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_copy(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
     const void *xp = (const void *)x->ptr;
     void *op = (void *)o->ptr;
@@ -693,7 +700,8 @@ AMK_OP_FN void amk_op_copy(amk_op_ctx *c) {
 }
 
 /* FILL: out = scale everywhere (the start of an accumulation). */
-AMK_OP_FN void amk_op_fill(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_fill(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *o = &c->out[0];
     int64_t i;
     for (i = AMK_OPS_TID; i < o->numel; i += AMK_OPS_NT) amk_store((void *)o->ptr, o->dtype, i, c->ins.params.scale);
@@ -704,7 +712,8 @@ AMK_OP_FN void amk_op_fill(amk_op_ctx *c) {
    row is a whole number of pieces (the decode step: a bf16 row of H = 2048 is one piece a thread
    at 512 threads). why: an id load before every element's load made the step's first op a chain
    of 2 round trips an element a thread (7.9 us for Llama-3.2-1B, bench/RESULTS.md run 58). */
-AMK_OP_FN void amk_op_embed(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_embed(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *ids = &c->in[0], *tab = &c->in[1], *o = &c->out[0];
     const int64_t H = c->ins.params.hidden, V = tab->shape[0], n_ids = ids->numel;
     const int w = amk_dtype_width(o->dtype); /* bits an element */
@@ -729,7 +738,8 @@ AMK_OP_FN void amk_op_embed(amk_op_ctx *c) {
 }
 
 /* RMSNORM per row of `hidden`: out = x * (1/sqrt(mean(x^2) + eps)) * w. */
-AMK_OP_FN void amk_op_rmsnorm(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_rmsnorm(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *x = &c->in[0], *w = &c->in[1], *o = &c->out[0];
     int64_t H = c->ins.params.hidden, rows = x->numel / H, r, k;
     float eps = c->ins.params.eps;
@@ -756,7 +766,8 @@ AMK_OP_FN void amk_op_rmsnorm(amk_op_ctx *c) {
 }
 
 /* LAYERNORM per row of `hidden`: (x - mean) / sqrt(var + eps) * w (+ b), population variance. */
-AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *x = &c->in[0], *w = &c->in[1], *o = &c->out[0];
     const amk_buffer_t *b = c->ins.n_inputs > 2 ? &c->in[2] : 0;
     int64_t H = c->ins.params.hidden, rows = x->numel / H, r, k;
@@ -1852,7 +1863,8 @@ static __device__ float amk_rope_inv_freq(const amk_params_t *P, int i) {
     return inv;
 }
 
-AMK_OP_FN void amk_op_rope(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_rope(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *x = &c->in[0], *ps = &c->in[1], *o = &c->out[0];
     const int64_t hd = P->head_dim, half = hd / 2, S = ps->numel;
@@ -2974,10 +2986,14 @@ static __device__ __forceinline__ void amk_op_binary(amk_op_ctx *c, int op) {
 }
 
 /* SILU_MUL: silu(gate) * up. */
-AMK_OP_FN void amk_op_silu_mul(amk_op_ctx *c) { amk_op_binary(c, AMK_OP_SILU_MUL); }
+AMK_OP_FN void amk_op_silu_mul(amk_op_ctx *c, float *smem) {
+    (void)smem;
+    amk_op_binary(c, AMK_OP_SILU_MUL);
+}
 
 /* GELU, exact (erf). */
-AMK_OP_FN void amk_op_gelu(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_gelu(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
     int64_t i;
     for (i = AMK_OPS_TID; i < o->numel; i += AMK_OPS_NT) {
@@ -2987,10 +3003,14 @@ AMK_OP_FN void amk_op_gelu(amk_op_ctx *c) {
 }
 
 /* ADD: a + b. */
-AMK_OP_FN void amk_op_add(amk_op_ctx *c) { amk_op_binary(c, AMK_OP_ADD); }
+AMK_OP_FN void amk_op_add(amk_op_ctx *c, float *smem) {
+    (void)smem;
+    amk_op_binary(c, AMK_OP_ADD);
+}
 
 /* MUL: a * b (b of one element broadcasts), or a * scale with one input. */
-AMK_OP_FN void amk_op_mul(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_mul(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *a = &c->in[0], *b = c->ins.n_inputs > 1 ? &c->in[1] : 0, *o = &c->out[0];
     int64_t i;
     for (i = AMK_OPS_TID; i < o->numel; i += AMK_OPS_NT) {
@@ -3002,7 +3022,8 @@ AMK_OP_FN void amk_op_mul(amk_op_ctx *c) {
 
 /* DEQUANT: (q - zero) * scale over groups of `group` consecutive elements. qdtype 6: q is I8;
    qdtype 7: q is I4, or U8 holding two nibbles a byte (logical element 2b in the low nibble). */
-AMK_OP_FN void amk_op_dequant(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_dequant(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *sc = &c->in[1], *zr = c->ins.n_inputs > 2 ? &c->in[2] : 0;
     const amk_buffer_t *o = &c->out[0];
@@ -3021,7 +3042,8 @@ AMK_OP_FN void amk_op_dequant(amk_op_ctx *c) {
 }
 
 /* SOFTMAX along `dim`: one warp per line (outer x inner lines of D elements, stride inner). */
-AMK_OP_FN void amk_op_softmax(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_softmax(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
     const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
     int dim = c->ins.params.dim, k;
@@ -3046,7 +3068,8 @@ AMK_OP_FN void amk_op_softmax(amk_op_ctx *c) {
 }
 
 /* ALLREDUCE_SHARD: the sum of the shards, in input order (the single-device meaning). */
-AMK_OP_FN void amk_op_allreduce_shard(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_allreduce_shard(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *o = &c->out[0];
     int64_t i;
     for (i = AMK_OPS_TID; i < o->numel; i += AMK_OPS_NT) {
@@ -3057,7 +3080,8 @@ AMK_OP_FN void amk_op_allreduce_shard(amk_op_ctx *c) {
 }
 
 /* KV_APPEND: row pos (numel(new) elements) of the cache = new, cast; the rest untouched. */
-AMK_OP_FN void amk_op_kv_append(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_kv_append(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *nw = &c->in[0], *o = &c->out[0]; /* out is the cache (in[1]) itself */
     const int64_t R = nw->numel, base = (int64_t)c->ins.params.pos * R;
     int64_t i;
@@ -3066,7 +3090,8 @@ AMK_OP_FN void amk_op_kv_append(amk_op_ctx *c) {
 }
 
 /* SAMPLE_ARGMAX per row of the last axis: first index of the max; NaN never wins; all NaN -> 0. */
-AMK_OP_FN void amk_op_sample_argmax(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_sample_argmax(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
     const int64_t L = x->shape[x->rank - 1], rows = x->numel / L;
     int64_t r, j;
@@ -3103,7 +3128,8 @@ AMK_OP_FN void amk_op_sample_argmax(amk_op_ctx *c) {
    its index as F32; NaN, -1 when no candidate) and ARGMAX_COMBINE (the index of each row's best
    pair; 0 when none): amk__ref_argmax's rule. why __noinline__: once a step, kept out of the VM
    loop's code (bench/NOTES.md: code placement moves the hot ops). */
-static __device__ __noinline__ void amk_op_argmax_pair(amk_op_ctx *c) {
+static __device__ __noinline__ void amk_op_argmax_pair(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
     const int tid = amk_tid(), nt = amk_ntid(), combine = c->ins.op == AMK_OP_ARGMAX_COMBINE;
     const int64_t L = x->shape[x->rank - 1], rows = x->numel / L;
@@ -3196,43 +3222,21 @@ AMK_OP_FN void amk_op_attention_combine(amk_op_ctx *c, float *smem) {
     }
 }
 
-/* Runs instruction c->ins on the calling block. smem: the dynamic shared memory. why
-   __forceinline__: left to itself, the compiler made the dispatch a call once the ops grew, and
-   the call spilled (the ops are written for the inlined register budget). */
+/* Runs instruction c->ins on the calling block: its device function in the op table (amk_ir.h
+   AMK_OPS). smem: the dynamic shared memory. why __forceinline__: left to itself, the compiler made
+   the dispatch a call once the ops grew, and the call spilled (the ops are written for the inlined
+   register budget). */
 static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *smem) {
     const int op = c->ins.op;
     /* the ops that split their setup from their work call amk_op_go themselves (>>go) */
-    const int splits = op == AMK_OP_GEMV_TILE || op == AMK_OP_GEMM_TILE || op == AMK_OP_RMSNORM_GEMV ||
-                       op == AMK_OP_RMSNORM_SWIGLU || op == AMK_OP_RMSNORM_MLP || op == AMK_OP_ATTENTION_DECODE ||
-                       op == AMK_OP_ATTENTION_O;
+#define AMK__OP_SPLITS(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) || ((go) && op == (code))
+    const int splits = 0 AMK_OPS(AMK__OP_SPLITS);
+#undef AMK__OP_SPLITS
     if ((!AMK_VM_EARLY_SETUP || !splits) && !amk_op_wait_go(c)) return;
     switch (op) {
-    case AMK_OP_NOP: break;
-    case AMK_OP_COPY: amk_op_copy(c); break;
-    case AMK_OP_EMBED: amk_op_embed(c); break;
-    case AMK_OP_RMSNORM: amk_op_rmsnorm(c); break;
-    case AMK_OP_LAYERNORM: amk_op_layernorm(c); break;
-    case AMK_OP_GEMV_TILE: amk_op_gemv_tile(c, smem); break;
-    case AMK_OP_GEMM_TILE: amk_op_gemm_tile(c, smem); break;
-    case AMK_OP_ATTENTION_TILE: amk_op_attention_tile(c, smem); break;
-    case AMK_OP_ROPE: amk_op_rope(c); break;
-    case AMK_OP_SILU_MUL: amk_op_silu_mul(c); break;
-    case AMK_OP_GELU: amk_op_gelu(c); break;
-    case AMK_OP_ADD: amk_op_add(c); break;
-    case AMK_OP_MUL: amk_op_mul(c); break;
-    case AMK_OP_DEQUANT: amk_op_dequant(c); break;
-    case AMK_OP_SOFTMAX: amk_op_softmax(c); break;
-    case AMK_OP_ALLREDUCE_SHARD: amk_op_allreduce_shard(c); break;
-    case AMK_OP_KV_APPEND: amk_op_kv_append(c); break;
-    case AMK_OP_SAMPLE_ARGMAX: amk_op_sample_argmax(c); break;
-    case AMK_OP_ARGMAX_PARTIAL:
-    case AMK_OP_ARGMAX_COMBINE: amk_op_argmax_pair(c); break;
-    case AMK_OP_ATTENTION_COMBINE: amk_op_attention_combine(c, smem); break;
-    case AMK_OP_RMSNORM_GEMV:
-    case AMK_OP_RMSNORM_SWIGLU:
-    case AMK_OP_RMSNORM_MLP: amk_op_norm_gemv(c, smem); break;
-    case AMK_OP_FILL: amk_op_fill(c); break;
-    case AMK_OP_ATTENTION_DECODE: case AMK_OP_ATTENTION_O: amk_op_attention_decode(c, smem); break;
+#define AMK__OP_DEV_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) case code: dv(c, smem); break;
+        AMK_OPS(AMK__OP_DEV_CASE)
+#undef AMK__OP_DEV_CASE
     default: if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, c->ins.op); break;
     }
 }

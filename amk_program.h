@@ -216,55 +216,47 @@ AMK_API amk_result amk_program_save(const amk_program *p, const char *path, amk_
 #define AMK_PROGRAM_IMPLEMENTATION_DONE
 /* ==== >>impl_program: registry, checks table, targets, building programs in code ============== */
 
-/* OP_REGISTRY (spec §7). GEMV_TILE/GEMM_TILE also take a 4th input (zeros) when qdtype is set:
-   validate handles that form (IR_SPEC_NOTES, weight-only quantized GEMV). */
-static const amk_op_spec amk__op_specs[AMK_OP_COUNT] = {
-    {"NOP", 0, 0, 0, {NULL}, "no-op"},
-    {"COPY", 1, 1, 1, {NULL}, "out = x (cast)"},
-    {"EMBED", 2, 2, 1, {"hidden", NULL}, "[ids, table[V,H]] -> gathered rows"},
-    {"RMSNORM", 2, 2, 1, {"eps", "hidden", NULL}, "x*rsqrt(mean(x^2)+eps)*w"},
-    {"LAYERNORM", 2, 3, 1, {"eps", "hidden", NULL}, "LayerNorm(x, w[, b])"},
-    {"GEMV_TILE", 2, 3, 1, {"K", "N_tile", "n_off", NULL}, "out[..,n_off:n_off+N_tile] = x @ W[n_off:..].T"},
-    {"GEMM_TILE", 2, 3, 1, {"M_tile", "K", "N_tile", "n_off", NULL}, "tiled GEMM (prefill/batch)"},
-    {"ATTENTION_TILE", 3, 4, 1, {"head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", NULL}, "GQA attention over a KV window"},
-    {"ROPE", 2, 2, 1, {"head_dim", "theta", NULL}, "rotate-half rotary embedding"},
-    {"SILU_MUL", 2, 2, 1, {NULL}, "silu(gate)*up"},
-    {"GELU", 1, 1, 1, {NULL}, "exact GELU"},
-    {"ADD", 2, 2, 1, {NULL}, "a + b"},
-    {"MUL", 1, 2, 1, {NULL}, "a * b, or a * scale"},
-    {"DEQUANT", 2, 3, 1, {"qdtype", "group", NULL}, "int4/int8 + scales -> fp"},
-    {"SOFTMAX", 1, 1, 1, {NULL}, "softmax over dim"},
-    {"ALLREDUCE_SHARD", 1, 8, 1, {NULL}, "sum of shards"},
-    {"KV_APPEND", 2, 2, 1, {"pos", NULL}, "write row pos of the KV cache"},
-    {"SAMPLE_ARGMAX", 1, 1, 1, {NULL}, "greedy argmax over the last axis"},
-    {"ATTENTION_COMBINE", 2, 8, 1, {"head_dim", NULL}, "merge flash partials (acc, m, l)"},
-    {NULL, 0, 0, 0, {NULL}, NULL}, /* 19: another implementation's FUSED; never defined here */
-    {"RMSNORM_GEMV", 3, 4, -1, {"eps", "K", "N_tile", "n_off", NULL},
-     "tile of rmsnorm(x) @ W.T (+ RoPE, KV row; + its argmax pair: a 2nd output)"},
-    {"RMSNORM_SWIGLU", 4, 4, 1, {"eps", "K", "N_tile", "n_off", NULL}, "tile of silu(xn @ Wg.T) * (xn @ Wu.T)"},
-    {"ATTENTION_DECODE", 4, 4, 1, {"head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile"},
-     "attention of kv heads [n_off, n_off+N_tile) over rows up to pos"},
-    {"ARGMAX_PARTIAL", 1, 1, 1, {"N_tile", "n_off", "part", NULL}, "(max, first index) of a column range, per row"},
-    {"ARGMAX_COMBINE", 1, 1, 1, {NULL}, "index of the best (max, index) partial, per row"},
-    {"RMSNORM_MLP", 5, 7, -1, {"eps", "K", "N_tile", "n_off", NULL},
-     "out += (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) @ W_downT[tile] (+ resid); accumulates "
-     "(flag FOLD: W_cat its 6th input, and a 2nd output qkv += its share of the folded projections)"},
-    {"FILL", 0, 0, 1, {NULL}, "out = scale everywhere"},
-    {"ATTENTION_O", 5, 7, -1,
-     {"head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile", "m_off", "M_tile", NULL},
-     "out += attention(kv heads [n_off, n_off+N_tile))[m_off:+M_tile] @ W_oT[m_off:+M_tile] (+ resid); accumulates "
-     "(flag PRENORM: q/k/v from raw projections and x's rms; with outputs 2 and 3, the caches, k/v into row pos)"},
+/* OP_REGISTRY (spec §7), from the op table (amk_ir.h AMK_OPS), in row order. GEMV_TILE/GEMM_TILE
+   also take a 4th input (zeros) when qdtype is set: validate handles that form (IR_SPEC_NOTES,
+   weight-only quantized GEMV). */
+#define AMK__UNPAREN(...) __VA_ARGS__
+static const amk_op_spec amk__op_specs[AMK__OP_ROWS] = {
+#define AMK__OP_SPEC(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) \
+    {#name, mi, ma, no, {AMK__UNPAREN req NULL}, note},
+    AMK_OPS(AMK__OP_SPEC)
+#undef AMK__OP_SPEC
 };
 
 AMK_API const amk_op_spec *amk_op_spec_get(int op) {
-    return op >= 0 && op < AMK_OP_COUNT && amk__op_specs[op].name ? &amk__op_specs[op] : NULL;
+    switch (op) {
+#define AMK__OP_SPEC_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) \
+    case code: return &amk__op_specs[AMK__OP_ROW_##name];
+        AMK_OPS(AMK__OP_SPEC_CASE)
+#undef AMK__OP_SPEC_CASE
+    default: return NULL;
+    }
 }
-AMK_API const char *amk_op_name(int op) { return amk_op_spec_get(op) ? amk__op_specs[op].name : "?"; }
+
+/* How op writes its outputs (the op table's write column); AMK_WRITE_PLAIN for an unknown op. */
+AMK__FN amk_write_kind amk__op_write(int op) {
+    switch (op) {
+#define AMK__OP_WRITE_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) case code: return w;
+        AMK_OPS(AMK__OP_WRITE_CASE)
+#undef AMK__OP_WRITE_CASE
+    default: return AMK_WRITE_PLAIN;
+    }
+}
+
+AMK_API const char *amk_op_name(int op) {
+    const amk_op_spec *s = amk_op_spec_get(op);
+    return s ? s->name : "?";
+}
 AMK_API int amk_op_from_name(const char *name) {
-    int i;
     if (!name) return -1;
-    for (i = 0; i < AMK_OP_COUNT; i++)
-        if (amk__op_specs[i].name && strcmp(amk__op_specs[i].name, name) == 0) return i;
+#define AMK__OP_FROM_NAME(name_, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) \
+    if (strcmp(name, #name_) == 0) return code;
+    AMK_OPS(AMK__OP_FROM_NAME)
+#undef AMK__OP_FROM_NAME
     return -1;
 }
 

@@ -207,15 +207,18 @@ AMK__FN float amk__ref_rms_inv(const amk__refop *o, int i, int64_t off, int64_t 
     return 1.0f / sqrtf(ss / (float)n + o->P.eps);
 }
 
-AMK__FN void amk__ref_rmsnorm(const amk__refop *o) {
+AMK__FN amk_result amk__ref_rmsnorm(const amk__refop *o, amk_diag *d) {
+    AMK__UNUSED(d);
     int64_t r, h, H = o->P.hidden;
     for (r = 0; r < o->n_in[0] / H; r++) {
         const float inv = amk__ref_rms_inv(o, 0, r * H, H);
         for (h = 0; h < H; h++) AMK__OUT(o, r * H + h, AMK__IN(o, 0, r * H + h) * inv * AMK__IN(o, 1, h));
     }
+    return AMK_OK;
 }
 
-AMK__FN void amk__ref_layernorm(const amk__refop *o) {
+AMK__FN amk_result amk__ref_layernorm(const amk__refop *o, amk_diag *d) {
+    AMK__UNUSED(d);
     int64_t r, h, H = o->P.hidden;
     for (r = 0; r < o->n_in[0] / H; r++) {
         float sum = 0.0f, var = 0.0f, mean, den;
@@ -229,6 +232,7 @@ AMK__FN void amk__ref_layernorm(const amk__refop *o) {
             AMK__OUT(o, r * H + h, v);
         }
     }
+    return AMK_OK;
 }
 
 /* Row n of the quantized weight, dequantized: (q - zero) * scale per group of `group` columns. */
@@ -558,13 +562,15 @@ done:
 }
 
 /* Logical element e of a quantized q: (q - zero) * scale, group e / group. */
-AMK__FN void amk__ref_dequant(const amk__refop *o) {
+AMK__FN amk_result amk__ref_dequant(const amk__refop *o, amk_diag *d) {
+    AMK__UNUSED(d);
     int64_t e, group = o->P.group;
     for (e = 0; e < o->n_out; e++) {
         float q = o->in[0]->dtype == AMK_DTYPE_U8 ? amk__refvm_nibble(o->x[0], e) : AMK__IN(o, 0, e);
         float z = o->ni == 3 ? AMK__IN(o, 2, e / group) : 0.0f;
         AMK__OUT(o, e, (q - z) * AMK__IN(o, 1, e / group));
     }
+    return AMK_OK;
 }
 
 AMK__FN amk_result amk__ref_softmax(const amk__refop *o, amk_diag *d) {
@@ -602,7 +608,8 @@ AMK__FN int64_t amk__argmax_index(float f) {
    pair `part` of out (NaN, -1 when all are NaN). ARGMAX_COMBINE per row: the index of the best
    pair by the same rule (0 when none is a candidate): the argmax of the columns the partials
    cover, as SAMPLE_ARGMAX over them. */
-AMK__FN void amk__ref_argmax(const amk__refop *o) {
+AMK__FN amk_result amk__ref_argmax(const amk__refop *o, amk_diag *d) {
+    AMK__UNUSED(d);
     const int64_t L = amk__opshape_last(o->in[0]), rows = o->n_in[0] / L;
     const int partial = o->t->op == AMK_OP_ARGMAX_PARTIAL, combine = o->t->op == AMK_OP_ARGMAX_COMBINE;
     const int64_t j0 = partial ? o->P.n_off : 0, j1 = partial ? j0 + o->P.N_tile : combine ? L / 2 : L;
@@ -621,10 +628,12 @@ AMK__FN void amk__ref_argmax(const amk__refop *o) {
             best = amk__ref_best(o->x[0], o->in[0]->dtype, r * L, j0, j1, &bv);
         amk__store_i64(o->y, o->out->dtype, r, best < 0 ? 0 : best);
     }
+    return AMK_OK;
 }
 
 /* m = max m_p; w_p = l_p > 0 ? exp(m_p - m) : 0; out = sum acc_p*w_p / sum l_p*w_p (0 if empty). */
-AMK__FN void amk__ref_combine(const amk__refop *o) {
+AMK__FN amk_result amk__ref_attention_combine(const amk__refop *o, amk_diag *d) {
+    AMK__UNUSED(d);
     int64_t hd = o->P.head_dim, nh = o->n_in[0] / (hd + 2), h, e;
     int p;
     for (h = 0; h < nh; h++) {
@@ -644,68 +653,83 @@ AMK__FN void amk__ref_combine(const amk__refop *o) {
             AMK__OUT(o, h * hd + e, l > 0.0f ? num / l : 0.0f);
         }
     }
+    return AMK_OK;
 }
 
-/* The numerics of one task whose check already passed. */
-AMK__FN amk_result amk__refvm_exec(const amk__refop *o, amk_diag *d) {
+/* The reference functions of the ops whose numerics fit in a few lines. */
+AMK__FN amk_result amk__ref_nop(const amk__refop *o, amk_diag *d) {
+    AMK__UNUSED(o);
+    AMK__UNUSED(d);
+    return AMK_OK;
+}
+AMK__FN amk_result amk__ref_copy(const amk__refop *o, amk_diag *d) {
+    AMK__UNUSED(d);
+    amk__refvm_cast(o->y, o->out->dtype, 0, o->x[0], o->in[0]->dtype, 0, o->n_out);
+    return AMK_OK;
+}
+AMK__FN amk_result amk__ref_fill(const amk__refop *o, amk_diag *d) {
+    int64_t e;
+    AMK__UNUSED(d);
+    for (e = 0; e < o->n_out; e++) AMK__OUT(o, e, o->P.scale);
+    return AMK_OK;
+}
+AMK__FN amk_result amk__ref_silu_mul(const amk__refop *o, amk_diag *d) {
+    int64_t i;
+    AMK__UNUSED(d);
+    for (i = 0; i < o->n_out; i++) {
+        float g = AMK__IN(o, 0, i);
+        AMK__OUT(o, i, g / (1.0f + expf(-g)) * AMK__IN(o, 1, i));
+    }
+    return AMK_OK;
+}
+AMK__FN amk_result amk__ref_gelu(const amk__refop *o, amk_diag *d) {
+    int64_t i;
+    AMK__UNUSED(d);
+    for (i = 0; i < o->n_out; i++) {
+        float v = AMK__IN(o, 0, i);
+        AMK__OUT(o, i, 0.5f * v * (1.0f + erff(v / sqrtf(2.0f))));
+    }
+    return AMK_OK;
+}
+AMK__FN amk_result amk__ref_add(const amk__refop *o, amk_diag *d) {
+    int64_t i;
+    AMK__UNUSED(d);
+    for (i = 0; i < o->n_out; i++) AMK__OUT(o, i, AMK__IN(o, 0, i) + AMK__IN(o, 1, i));
+    return AMK_OK;
+}
+AMK__FN amk_result amk__ref_mul(const amk__refop *o, amk_diag *d) {
+    int64_t i;
+    AMK__UNUSED(d);
+    for (i = 0; i < o->n_out; i++) {
+        float b = o->ni == 1 ? o->P.scale : AMK__IN(o, 1, o->n_in[1] == 1 ? 0 : i);
+        AMK__OUT(o, i, AMK__IN(o, 0, i) * b);
+    }
+    return AMK_OK;
+}
+AMK__FN amk_result amk__ref_allreduce_shard(const amk__refop *o, amk_diag *d) {
     int64_t i;
     int p;
-    switch (o->t->op) {
-    case AMK_OP_NOP: return AMK_OK;
-    case AMK_OP_COPY:
-        amk__refvm_cast(o->y, o->out->dtype, 0, o->x[0], o->in[0]->dtype, 0, o->n_out);
-        return AMK_OK;
-    case AMK_OP_EMBED: return amk__ref_embed(o, d);
-    case AMK_OP_RMSNORM: amk__ref_rmsnorm(o); return AMK_OK;
-    case AMK_OP_LAYERNORM: amk__ref_layernorm(o); return AMK_OK;
-    case AMK_OP_GEMV_TILE:
-    case AMK_OP_GEMM_TILE: return amk__ref_gemv(o, d);
-    case AMK_OP_ATTENTION_TILE:
-    case AMK_OP_ATTENTION_DECODE: case AMK_OP_ATTENTION_O: return amk__ref_attention(o, d);
-    case AMK_OP_ROPE: return amk__ref_rope(o, d);
-    case AMK_OP_RMSNORM_GEMV:
-    case AMK_OP_RMSNORM_SWIGLU: case AMK_OP_RMSNORM_MLP: return amk__ref_norm_gemv(o, d);
-    case AMK_OP_FILL: {
-        int64_t e;
-        for (e = 0; e < o->n_out; e++) AMK__OUT(o, e, o->P.scale);
-        return AMK_OK;
+    AMK__UNUSED(d);
+    for (i = 0; i < o->n_out; i++) {
+        float s = AMK__IN(o, 0, i);
+        for (p = 1; p < o->ni; p++) s += AMK__IN(o, p, i);
+        AMK__OUT(o, i, s);
     }
-    case AMK_OP_SILU_MUL:
-        for (i = 0; i < o->n_out; i++) {
-            float g = AMK__IN(o, 0, i);
-            AMK__OUT(o, i, g / (1.0f + expf(-g)) * AMK__IN(o, 1, i));
-        }
-        return AMK_OK;
-    case AMK_OP_GELU:
-        for (i = 0; i < o->n_out; i++) {
-            float v = AMK__IN(o, 0, i);
-            AMK__OUT(o, i, 0.5f * v * (1.0f + erff(v / sqrtf(2.0f))));
-        }
-        return AMK_OK;
-    case AMK_OP_ADD:
-        for (i = 0; i < o->n_out; i++) AMK__OUT(o, i, AMK__IN(o, 0, i) + AMK__IN(o, 1, i));
-        return AMK_OK;
-    case AMK_OP_MUL:
-        for (i = 0; i < o->n_out; i++) {
-            float b = o->ni == 1 ? o->P.scale : AMK__IN(o, 1, o->n_in[1] == 1 ? 0 : i);
-            AMK__OUT(o, i, AMK__IN(o, 0, i) * b);
-        }
-        return AMK_OK;
-    case AMK_OP_DEQUANT: amk__ref_dequant(o); return AMK_OK;
-    case AMK_OP_SOFTMAX: return amk__ref_softmax(o, d);
-    case AMK_OP_ALLREDUCE_SHARD:
-        for (i = 0; i < o->n_out; i++) {
-            float s = AMK__IN(o, 0, i);
-            for (p = 1; p < o->ni; p++) s += AMK__IN(o, p, i);
-            AMK__OUT(o, i, s);
-        }
-        return AMK_OK;
-    case AMK_OP_KV_APPEND: /* the output is the cache itself; only row pos changes */
-        amk__refvm_cast(o->y, o->out->dtype, (int64_t)o->P.pos * o->n_in[0], o->x[0],
-                        o->in[0]->dtype, 0, o->n_in[0]);
-        return AMK_OK;
-    case AMK_OP_SAMPLE_ARGMAX: case AMK_OP_ARGMAX_PARTIAL: case AMK_OP_ARGMAX_COMBINE: amk__ref_argmax(o); return AMK_OK;
-    case AMK_OP_ATTENTION_COMBINE: amk__ref_combine(o); return AMK_OK;
+    return AMK_OK;
+}
+/* The output is the cache itself; only row pos changes. */
+AMK__FN amk_result amk__ref_kv_append(const amk__refop *o, amk_diag *d) {
+    AMK__UNUSED(d);
+    amk__refvm_cast(o->y, o->out->dtype, (int64_t)o->P.pos * o->n_in[0], o->x[0], o->in[0]->dtype, 0, o->n_in[0]);
+    return AMK_OK;
+}
+
+/* The numerics of one task whose check already passed: its reference function in the op table. */
+AMK__FN amk_result amk__refvm_exec(const amk__refop *o, amk_diag *d) {
+    switch (o->t->op) {
+#define AMK__OP_REF_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) case code: return rf(o, d);
+        AMK_OPS(AMK__OP_REF_CASE)
+#undef AMK__OP_REF_CASE
     default:
         return amk__refvm_fail(d, AMK_ERR_UNSUPPORTED, NULL, o->task_index, -1,
                                "opcode %d has no reference implementation", o->t->op);

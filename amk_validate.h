@@ -153,6 +153,13 @@ typedef struct amk__opshape {
     char *msg;
     size_t msg_size;
     const char *op; /* opcode name, the prefix of every message */
+    /* the task being checked, its buffers and element counts, its marshalled params */
+    const amk_task *t;
+    const amk_buffer *in[AMK_MAX_INPUTS], *out, *out2; /* out2: the second output, or NULL */
+    int64_t n_in[AMK_MAX_INPUTS], n_out, n_out2;
+    int ni;    /* t's input count */
+    int quant; /* a GEMV/GEMM tile with qdtype (the weight-only quantized form, 4 inputs) */
+    amk_params_t P;
 } amk__opshape;
 
 /* Records check c and "OP: message" in the caller's slots; returns 0 (the "rejected" value). */
@@ -178,12 +185,6 @@ AMK__FN int amk__opshape_is_index(int dt) {
 /* A real param that converts to a finite float. */
 AMK__FN int amk__opshape_finite(double v) { return v == v && fabs(v) <= (double)FLT_MAX; }
 
-/* Checks that task t's buffers (shapes, dtypes) and param values fit its opcode. Precondition:
-   every buffer id of t exists, the opcode is defined, the arity and the param types are right;
-   these are re-checked defensively (OP_UNKNOWN, OP_ARITY, ABI_CAP, REF_BUFFER, PARAM_TYPE,
-   BUFFER_ENUM, BUFFER_SHAPE) so a direct amk_ref_exec call can never read out of bounds.
-   Returns 1 if fine; else 0 with *which (OP_SHAPE, OP_DTYPE, PARAM_VALUE or OP_UNSUPPORTED) and a
-   message naming the buffers and numbers. */
 /* The output of an accumulating op (RMSNORM_MLP, ATTENTION_O), out [M, H] of n_out elements: F32
    (the device adds with F32 atomics) in a kind written during a launch; resid (the op's last input
    when it takes one, or NULL), n_resid elements, a float of out's size. 0 and the failure in c. */
@@ -253,29 +254,517 @@ AMK__FN int amk__opshape_pairs_out(const amk__opshape *c, const amk_buffer *out,
     return 1;
 }
 
+/* Records the failure in c's slots and returns 0 from the check function. */
+#define AMK__OPS_FAIL(check, ...) return amk__opshape_fail(c, AMK_CHECK_##check, __VA_ARGS__)
+
+/* NOP */
+AMK__FN int amk__check_nop(const amk__opshape *c) {
+    AMK__UNUSED(c);
+    return 1;
+}
+
+/* COPY, GELU */
+AMK__FN int amk__check_same(const amk__opshape *c) {
+    if (c->n_out != c->n_in[0])
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld",
+                      amk__opshape_name(c->out), (long long)c->n_out, amk__opshape_name(c->in[0]),
+                      (long long)c->n_in[0]);
+    return 1;
+}
+
+/* EMBED */
+AMK__FN int amk__check_embed(const amk__opshape *c) {
+    int64_t v;
+    int64_t H;
+    if (!amk__opshape_is_index(c->in[0]->dtype))
+        AMK__OPS_FAIL(OP_DTYPE, "ids '%s' must be I32, I8 or U8, not %s",
+                      amk__opshape_name(c->in[0]), amk_dtype_name(c->in[0]->dtype));
+    if (c->P.hidden < 1) AMK__OPS_FAIL(PARAM_VALUE, "hidden = %d must be >= 1", c->P.hidden);
+    if (c->in[1]->rank != 2 || c->in[1]->shape[1] != c->P.hidden)
+        AMK__OPS_FAIL(OP_SHAPE, "table '%s' must be [V, hidden = %d]", amk__opshape_name(c->in[1]),
+                      c->P.hidden);
+    H = c->P.hidden;
+    if (!amk__mul_i64(c->n_in[0], H, &v) || c->n_out != v)
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, ids*hidden = %lld*%lld",
+                      amk__opshape_name(c->out), (long long)c->n_out, (long long)c->n_in[0], (long long)H);
+    return 1;
+}
+
+/* RMSNORM, LAYERNORM */
+AMK__FN int amk__check_norm(const amk__opshape *c) {
+    int i;
+    double eps = amk__param_f(c->t, "eps", 0.0);
+    if (c->P.hidden < 1) AMK__OPS_FAIL(PARAM_VALUE, "hidden = %d must be >= 1", c->P.hidden);
+    if (c->n_in[0] % c->P.hidden)
+        AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a multiple of hidden = %d",
+                      amk__opshape_name(c->in[0]), (long long)c->n_in[0], c->P.hidden);
+    for (i = 1; i < c->ni; i++)
+        if (c->n_in[i] != c->P.hidden)
+            AMK__OPS_FAIL(OP_SHAPE, "%s '%s' has %lld elements, hidden = %d", i == 1 ? "w" : "b",
+                          amk__opshape_name(c->in[i]), (long long)c->n_in[i], c->P.hidden);
+    if (c->n_out != c->n_in[0])
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld",
+                      amk__opshape_name(c->out), (long long)c->n_out, amk__opshape_name(c->in[0]),
+                      (long long)c->n_in[0]);
+    if (!amk__opshape_finite(eps) || eps < 0)
+        AMK__OPS_FAIL(PARAM_VALUE, "eps = %g must be finite and >= 0", eps);
+    return 1;
+}
+
+/* GEMV_TILE, GEMM_TILE */
+AMK__FN int amk__check_gemv(const amk__opshape *c) {
+    int64_t v;
+    int64_t K = c->P.K, M, N, end;
+    const amk_buffer *W = c->in[1];
+    if (K < 1) AMK__OPS_FAIL(PARAM_VALUE, "K = %lld must be >= 1", (long long)K);
+    if (c->n_in[0] % K || c->n_in[0] / K < 1)
+        AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a positive multiple of K = %lld",
+                      amk__opshape_name(c->in[0]), (long long)c->n_in[0], (long long)K);
+    M = c->n_in[0] / K;
+    if (c->P.n_off < 0 || c->P.N_tile < 1)
+        AMK__OPS_FAIL(PARAM_VALUE, "n_off = %d must be >= 0 and N_tile = %d >= 1", c->P.n_off,
+                      c->P.N_tile);
+    if (c->quant) {
+        int64_t group = c->P.group, G;
+        if (c->P.qdtype != AMK_DTYPE_I8 && c->P.qdtype != AMK_DTYPE_I4)
+            AMK__OPS_FAIL(PARAM_VALUE, "qdtype = %d must be 6 (I8) or 7 (I4)", c->P.qdtype);
+        if (c->ni < 3)
+            AMK__OPS_FAIL(OP_SHAPE, "the quantized form takes x, qW, scales[, zeros], got %d inputs", c->ni);
+        if (c->P.qdtype == AMK_DTYPE_I8 ? W->dtype != AMK_DTYPE_I8
+                                     : W->dtype != AMK_DTYPE_I4 && W->dtype != AMK_DTYPE_U8)
+            AMK__OPS_FAIL(OP_DTYPE, "qW '%s' is %s, qdtype %d needs %s", amk__opshape_name(W),
+                          amk_dtype_name(W->dtype), c->P.qdtype,
+                          c->P.qdtype == AMK_DTYPE_I8 ? "I8" : "I4 or U8 (packed)");
+        if (W->dtype == AMK_DTYPE_U8) {
+            if (W->rank != 2 || K % 2 || W->shape[1] != K / 2)
+                AMK__OPS_FAIL(OP_SHAPE, "packed qW '%s' must be U8 [N, K/2] with K = %lld even",
+                              amk__opshape_name(W), (long long)K);
+        } else if (W->rank != 2 || W->shape[1] != K) {
+            AMK__OPS_FAIL(OP_SHAPE, "qW '%s' must be [N, K = %lld]", amk__opshape_name(W),
+                          (long long)K);
+        }
+        N = W->shape[0];
+        if (group < 1 || K % group)
+            AMK__OPS_FAIL(PARAM_VALUE, "group = %lld must be >= 1 and divide K = %lld",
+                          (long long)group, (long long)K);
+        G = K / group;
+        if (!amk_dtype_is_float(c->in[2]->dtype))
+            AMK__OPS_FAIL(OP_DTYPE, "scales '%s' must be a float dtype, not %s",
+                          amk__opshape_name(c->in[2]), amk_dtype_name(c->in[2]->dtype));
+        if (!amk__mul_i64(N, G, &v) || c->n_in[2] != v)
+            AMK__OPS_FAIL(OP_SHAPE, "scales '%s' has %lld elements, N*(K/group) = %lld*%lld",
+                          amk__opshape_name(c->in[2]), (long long)c->n_in[2], (long long)N, (long long)G);
+        if (c->ni == 4 && c->n_in[3] != c->n_in[2])
+            AMK__OPS_FAIL(OP_SHAPE, "zeros '%s' has %lld elements, scales has %lld",
+                          amk__opshape_name(c->in[3]), (long long)c->n_in[3], (long long)c->n_in[2]);
+    } else {
+        if (W->rank != 2 || W->shape[1] != K)
+            AMK__OPS_FAIL(OP_SHAPE, "W '%s' must be [N, K = %lld]", amk__opshape_name(W),
+                          (long long)K);
+        N = W->shape[0];
+        if (c->ni == 3 && c->n_in[2] != N)
+            AMK__OPS_FAIL(OP_SHAPE, "bias '%s' has %lld elements, W has %lld rows",
+                          amk__opshape_name(c->in[2]), (long long)c->n_in[2], (long long)N);
+    }
+    end = (int64_t)c->P.n_off + c->P.N_tile;
+    if (end > N)
+        AMK__OPS_FAIL(PARAM_VALUE, "n_off+N_tile = %lld exceeds W rows %lld", (long long)end,
+                      (long long)N);
+    if (!amk__opshape_tile_out(c, c->out, c->n_out, M, end)) return 0;
+    if (c->t->op == AMK_OP_GEMM_TILE) {
+        if (c->P.M_tile < 1 || c->P.m_off < 0)
+            AMK__OPS_FAIL(PARAM_VALUE, "m_off = %d must be >= 0 and M_tile = %d >= 1", c->P.m_off,
+                          c->P.M_tile);
+        if ((int64_t)c->P.m_off + c->P.M_tile > M)
+            AMK__OPS_FAIL(PARAM_VALUE, "m_off+M_tile = %lld exceeds x rows %lld",
+                          (long long)c->P.m_off + c->P.M_tile, (long long)M);
+    }
+    return 1;
+}
+
+/* ATTENTION_TILE, ATTENTION_DECODE, ATTENTION_O */
+AMK__FN int amk__check_attention(const amk__opshape *c) {
+    const int fo = c->t->op == AMK_OP_ATTENTION_O, decode = c->t->op == AMK_OP_ATTENTION_DECODE || fo;
+    const int prenorm = fo && ((uint32_t)c->P.flags & AMK_ATTN_FLAG_PRENORM) != 0; /* input 0 is qkv */
+    int64_t row, max_seq, want;
+    double scale = amk__param_f(c->t, "scale", 1.0);
+    if (c->ni == 4 && !decode) AMK__OPS_FAIL(OP_UNSUPPORTED, "4th ATTENTION_TILE input is not supported");
+    if (fo && c->P.flags && (uint32_t)c->P.flags != AMK_ATTN_FLAG_PRENORM)
+        AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: ATTENTION_O takes PRENORM (4) alone, or none", c->P.flags);
+    if (fo && (c->ni < 5 + prenorm || c->ni > 6 + prenorm || (c->t->n_outputs != 1 && !(prenorm && c->t->n_outputs == 3))))
+        AMK__OPS_FAIL(OP_ARITY, "takes %d or %d inputs and %s with flags %d, got %d and %d", 5 + prenorm,
+                      6 + prenorm, prenorm ? "1 or 3 outputs" : "1 output", c->P.flags, c->ni, c->t->n_outputs);
+    if (c->P.head_dim < 1 || c->P.n_heads < 1 || c->P.n_kv_heads < 1 || c->P.n_heads % c->P.n_kv_heads)
+        AMK__OPS_FAIL(PARAM_VALUE,
+                      "head_dim = %d, n_heads = %d, n_kv_heads = %d: each must be >= 1 and "
+                      "n_kv_heads must divide n_heads", c->P.head_dim, c->P.n_heads, c->P.n_kv_heads);
+    if (decode && (c->P.n_off < 0 || c->P.N_tile < 1 || (int64_t)c->P.n_off + c->P.N_tile > c->P.n_kv_heads))
+        AMK__OPS_FAIL(PARAM_VALUE, "kv heads n_off = %d, N_tile = %d are outside [0, n_kv_heads = %d)",
+                      c->P.n_off, c->P.N_tile, c->P.n_kv_heads);
+    if (prenorm) { /* qkv [1, F]: the Q rows, then K, then V */
+        if (!amk__mul_i64((int64_t)c->P.n_heads + 2 * (int64_t)c->P.n_kv_heads, c->P.head_dim, &want) || c->n_in[0] != want)
+            AMK__OPS_FAIL(OP_SHAPE, "qkv '%s' has %lld elements, (n_heads + 2*n_kv_heads)*head_dim = "
+                          "(%d + 2*%d)*%d", amk__opshape_name(c->in[0]), (long long)c->n_in[0], c->P.n_heads,
+                          c->P.n_kv_heads, c->P.head_dim);
+        if (c->in[0]->dtype != AMK_DTYPE_F32)
+            AMK__OPS_FAIL(OP_DTYPE, "qkv '%s' (a sum RMSNORM_MLP's FOLD builds) must be F32, not %s",
+                          amk__opshape_name(c->in[0]), amk_dtype_name(c->in[0]->dtype));
+    } else if (c->n_in[0] != (int64_t)c->P.n_heads * c->P.head_dim) {
+        AMK__OPS_FAIL(OP_SHAPE, "q '%s' has %lld elements, n_heads*head_dim = %lld",
+                      amk__opshape_name(c->in[0]), (long long)c->n_in[0],
+                      (long long)c->P.n_heads * c->P.head_dim);
+    }
+    row = (int64_t)c->P.n_kv_heads * c->P.head_dim;
+    if (c->n_in[1] % row || c->n_in[2] != c->n_in[1])
+        AMK__OPS_FAIL(OP_SHAPE, "k '%s' (%lld) and v '%s' (%lld) must hold equal whole rows of "
+                      "n_kv_heads*head_dim = %lld", amk__opshape_name(c->in[1]), (long long)c->n_in[1],
+                      amk__opshape_name(c->in[2]), (long long)c->n_in[2], (long long)row);
+    max_seq = c->n_in[1] / row;
+    if (c->P.kv_start < 0 || c->P.kv_len < 0 || (int64_t)c->P.kv_start + c->P.kv_len > max_seq)
+        AMK__OPS_FAIL(PARAM_VALUE, "window kv_start = %d, kv_len = %d is outside the %lld cache rows",
+                      c->P.kv_start, c->P.kv_len, (long long)max_seq);
+    if (decode && (!amk__opshape_is_index(c->in[3]->dtype) || c->n_in[3] != 1))
+        AMK__OPS_FAIL(OP_SHAPE, "pos '%s' must be one I32, I8 or U8", amk__opshape_name(c->in[3]));
+    if (!amk__opshape_finite(scale)) AMK__OPS_FAIL(PARAM_VALUE, "scale = %g must be finite", scale);
+    if (!fo && decode && ((uint32_t)c->P.flags & ~AMK_ATTN_FLAG_PARTIAL))
+        AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than PARTIAL (2)", c->P.flags);
+    if (fo) { /* W_oT [n_heads*head_dim, H]: its rows [m_off, m_off+M_tile) among the kv heads' */
+        const amk_buffer *Wo = c->in[4];
+        const int64_t grp = c->P.n_heads / c->P.n_kv_heads, a0 = (int64_t)c->P.n_off * grp * c->P.head_dim;
+        const int64_t a1 = ((int64_t)c->P.n_off + c->P.N_tile) * grp * c->P.head_dim, H = Wo->shape[1];
+        const int r = 5 + prenorm; /* the resid's input, when given */
+        if (Wo->rank != 2 || Wo->shape[0] != (int64_t)c->P.n_heads * c->P.head_dim || !amk_dtype_is_float(Wo->dtype))
+            AMK__OPS_FAIL(OP_SHAPE, "W_oT '%s' must be a float [n_heads*head_dim = %lld, H]",
+                          amk__opshape_name(Wo), (long long)c->P.n_heads * c->P.head_dim);
+        if (c->P.M_tile < 1 || c->P.m_off < a0 || (int64_t)c->P.m_off + c->P.M_tile > a1)
+            AMK__OPS_FAIL(PARAM_VALUE, "rows m_off = %d, M_tile = %d are outside the kv heads' [%lld, %lld)",
+                          c->P.m_off, c->P.M_tile, (long long)a0, (long long)a1);
+        if (!amk__opshape_accum_out(c, c->out, c->n_out, 1, H, c->ni > r ? c->in[r] : NULL, c->ni > r ? c->n_in[r] : 0)) return 0;
+        if (prenorm) { /* x [1, H], its rms; eps and RoPE's params; the cache outputs */
+            double eps = amk__param_f(c->t, "eps", 0.0);
+            if (c->n_in[5] != H || !amk_dtype_is_float(c->in[5]->dtype))
+                AMK__OPS_FAIL(OP_SHAPE, "x '%s' must be float with H = %lld elements", amk__opshape_name(c->in[5]),
+                              (long long)H);
+            if (!amk_task_param(c->t, "eps"))
+                AMK__OPS_FAIL(PARAM_MISSING, "PRENORM needs eps (x's rms norm)");
+            if (!amk__opshape_finite(eps) || eps < 0)
+                AMK__OPS_FAIL(PARAM_VALUE, "eps = %g must be finite and >= 0", eps);
+            if (c->P.head_dim % 2)
+                AMK__OPS_FAIL(PARAM_VALUE, "head_dim = %d must be even (RoPE's pairs)", c->P.head_dim);
+            if (!amk__opshape_rope(c, c->t, &c->P)) return 0;
+            if (c->t->n_outputs == 3 && (c->t->outputs[1] != c->t->inputs[1] || c->t->outputs[2] != c->t->inputs[2] ||
+                                      c->t->inputs[1] == c->t->inputs[2] || c->t->outputs[0] == c->t->inputs[1] ||
+                                      c->t->outputs[0] == c->t->inputs[2]))
+                AMK__OPS_FAIL(OP_SHAPE, "outputs 2 and 3 (buffers %d, %d) must be the k and v caches (inputs "
+                              "%d, %d): two buffers, neither out", c->t->outputs[1], c->t->outputs[2], c->t->inputs[1],
+                              c->t->inputs[2]);
+        }
+        return 1;
+    }
+    want = (int64_t)c->P.n_heads * c->P.head_dim;
+    if ((uint32_t)c->P.flags & AMK_ATTN_FLAG_PARTIAL) {
+        if (c->out->dtype != AMK_DTYPE_F32)
+            AMK__OPS_FAIL(OP_DTYPE, "partial out '%s' must be F32, not %s",
+                          amk__opshape_name(c->out), amk_dtype_name(c->out->dtype));
+        want = (int64_t)c->P.n_heads * (c->P.head_dim + 2);
+    }
+    if (c->n_out != want)
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, needs %lld", amk__opshape_name(c->out),
+                      (long long)c->n_out, (long long)want);
+    return 1;
+}
+
+/* ROPE */
+AMK__FN int amk__check_rope(const amk__opshape *c) {
+    int64_t v;
+    int64_t S = c->n_in[1];
+    if (!amk__opshape_is_index(c->in[1]->dtype))
+        AMK__OPS_FAIL(OP_DTYPE, "positions '%s' must be I32, I8 or U8, not %s",
+                      amk__opshape_name(c->in[1]), amk_dtype_name(c->in[1]->dtype));
+    if (S < 1) AMK__OPS_FAIL(OP_SHAPE, "positions '%s' is empty", amk__opshape_name(c->in[1]));
+    if (c->P.head_dim < 2 || c->P.head_dim % 2)
+        AMK__OPS_FAIL(PARAM_VALUE, "head_dim = %d must be even and >= 2", c->P.head_dim);
+    if (!amk__mul_i64(S, c->P.head_dim, &v) || c->n_in[0] % v)
+        AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a multiple of positions*head_dim "
+                      "= %lld*%d", amk__opshape_name(c->in[0]), (long long)c->n_in[0], (long long)S,
+                      c->P.head_dim);
+    if (c->n_out != c->n_in[0])
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld",
+                      amk__opshape_name(c->out), (long long)c->n_out, amk__opshape_name(c->in[0]),
+                      (long long)c->n_in[0]);
+    if (!amk__opshape_rope(c, c->t, &c->P)) return 0;
+    return 1;
+}
+
+/* SILU_MUL, ADD, ALLREDUCE_SHARD */
+AMK__FN int amk__check_elementwise(const amk__opshape *c) {
+    int i;
+    for (i = 0; i < c->ni; i++)
+        if (c->n_in[i] != c->n_out)
+            AMK__OPS_FAIL(OP_SHAPE, "input %d '%s' has %lld elements, out '%s' has %lld", i,
+                          amk__opshape_name(c->in[i]), (long long)c->n_in[i], amk__opshape_name(c->out),
+                          (long long)c->n_out);
+    return 1;
+}
+
+/* MUL */
+AMK__FN int amk__check_mul(const amk__opshape *c) {
+    if (c->n_out != c->n_in[0])
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, a '%s' has %lld",
+                      amk__opshape_name(c->out), (long long)c->n_out, amk__opshape_name(c->in[0]),
+                      (long long)c->n_in[0]);
+    if (c->ni == 2 && c->n_in[1] != c->n_in[0] && c->n_in[1] != 1)
+        AMK__OPS_FAIL(OP_SHAPE, "b '%s' has %lld elements, needs %lld or 1 (broadcast)",
+                      amk__opshape_name(c->in[1]), (long long)c->n_in[1], (long long)c->n_in[0]);
+    return 1;
+}
+
+/* DEQUANT */
+AMK__FN int amk__check_dequant(const amk__opshape *c) {
+    int i;
+    const amk_buffer *q = c->in[0];
+    int64_t logical = c->n_in[0], last = amk__opshape_last(q);
+    if (c->P.qdtype != AMK_DTYPE_I8 && c->P.qdtype != AMK_DTYPE_I4)
+        AMK__OPS_FAIL(PARAM_VALUE, "qdtype = %d must be 6 (I8) or 7 (I4)", c->P.qdtype);
+    if (c->P.qdtype == AMK_DTYPE_I8 ? q->dtype != AMK_DTYPE_I8
+                                 : q->dtype != AMK_DTYPE_I4 && q->dtype != AMK_DTYPE_U8)
+        AMK__OPS_FAIL(OP_DTYPE, "q '%s' is %s, qdtype %d needs %s", amk__opshape_name(q),
+                      amk_dtype_name(q->dtype), c->P.qdtype,
+                      c->P.qdtype == AMK_DTYPE_I8 ? "I8" : "I4 or U8 (packed)");
+    if (q->dtype == AMK_DTYPE_U8) { /* two 4-bit values per byte */
+        if (!amk__mul_i64(logical, 2, &logical) || !amk__mul_i64(last, 2, &last))
+            AMK__OPS_FAIL(OP_SHAPE, "q '%s' is too large", amk__opshape_name(q));
+    }
+    if (c->P.group < 1 || last % c->P.group)
+        AMK__OPS_FAIL(PARAM_VALUE, "group = %d must be >= 1 and divide the last dim %lld",
+                      c->P.group, (long long)last);
+    for (i = 1; i < c->ni; i++)
+        if (c->n_in[i] != logical / c->P.group)
+            AMK__OPS_FAIL(OP_SHAPE, "%s '%s' has %lld elements, needs %lld/group = %lld",
+                          i == 1 ? "scales" : "zeros", amk__opshape_name(c->in[i]),
+                          (long long)c->n_in[i], (long long)logical, (long long)(logical / c->P.group));
+    if (!amk_dtype_is_float(c->out->dtype))
+        AMK__OPS_FAIL(OP_DTYPE, "out '%s' must be a float dtype, not %s", amk__opshape_name(c->out),
+                      amk_dtype_name(c->out->dtype));
+    if (c->n_out != logical)
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, q holds %lld values",
+                      amk__opshape_name(c->out), (long long)c->n_out, (long long)logical);
+    return 1;
+}
+
+/* SOFTMAX */
+AMK__FN int amk__check_softmax(const amk__opshape *c) {
+    if (c->P.dim < -c->in[0]->rank || c->P.dim >= c->in[0]->rank)
+        AMK__OPS_FAIL(PARAM_VALUE, "dim = %d is outside [%d, %d) for x '%s'", c->P.dim,
+                      -c->in[0]->rank, c->in[0]->rank, amk__opshape_name(c->in[0]));
+    if (c->n_out != c->n_in[0])
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld",
+                      amk__opshape_name(c->out), (long long)c->n_out, amk__opshape_name(c->in[0]),
+                      (long long)c->n_in[0]);
+    return 1;
+}
+
+/* KV_APPEND */
+AMK__FN int amk__check_kv_append(const amk__opshape *c) {
+    int64_t R = c->n_in[0];
+    if (R < 1) AMK__OPS_FAIL(OP_SHAPE, "new '%s' is empty", amk__opshape_name(c->in[0]));
+    if (c->n_in[1] % R)
+        AMK__OPS_FAIL(OP_SHAPE, "cache '%s' has %lld elements, not whole rows of %lld",
+                      amk__opshape_name(c->in[1]), (long long)c->n_in[1], (long long)R);
+    if (c->P.pos < 0 || c->P.pos >= c->n_in[1] / R)
+        AMK__OPS_FAIL(PARAM_VALUE, "pos = %d is outside the %lld rows of cache '%s'", c->P.pos,
+                      (long long)(c->n_in[1] / R), amk__opshape_name(c->in[1]));
+    if (c->t->outputs[0] != c->t->inputs[1])
+        AMK__OPS_FAIL(OP_SHAPE, "the output (buffer %d) must be the cache input (buffer %d)",
+                      c->t->outputs[0], c->t->inputs[1]);
+    return 1;
+}
+
+/* SAMPLE_ARGMAX, ARGMAX_PARTIAL, ARGMAX_COMBINE */
+AMK__FN int amk__check_argmax(const amk__opshape *c) {
+    /* L: the logits' last axis, or the combine's (value, index) pairs, two columns each */
+    const int combine = c->t->op == AMK_OP_ARGMAX_COMBINE;
+    const int64_t L = amk__opshape_last(c->in[0]);
+    const char *what = combine ? "partials" : "logits";
+    if (combine && c->in[0]->dtype != AMK_DTYPE_F32)
+        AMK__OPS_FAIL(OP_DTYPE, "partials '%s' must be F32, not %s", amk__opshape_name(c->in[0]),
+                      amk_dtype_name(c->in[0]->dtype));
+    if (c->in[0]->rank < 1 || L < 1 || (combine && L % 2))
+        AMK__OPS_FAIL(OP_SHAPE, "%s '%s' needs rank >= 1 and a last dim >= 1%s", what,
+                      amk__opshape_name(c->in[0]), combine ? ", even ((value, index) pairs)" : "");
+    if (c->t->op == AMK_OP_ARGMAX_PARTIAL) {
+        if (L > (1LL << 24)) /* why: the index travels as an F32 beside its value */
+            AMK__OPS_FAIL(OP_SHAPE, "logits '%s' has %lld columns; at most 2^24", amk__opshape_name(c->in[0]),
+                          (long long)L);
+        if (c->P.n_off < 0 || c->P.N_tile < 1 || (int64_t)c->P.n_off + c->P.N_tile > L)
+            AMK__OPS_FAIL(PARAM_VALUE, "columns [%d, %d + %d) are not inside the %lld of '%s'", c->P.n_off,
+                          c->P.n_off, c->P.N_tile, (long long)L, amk__opshape_name(c->in[0]));
+        if (!amk__opshape_pairs_out(c, c->out, c->n_out, c->n_in[0] / L, c->P.part)) return 0;
+        return 1;
+    }
+    if (!amk__opshape_is_index(c->out->dtype))
+        AMK__OPS_FAIL(OP_DTYPE, "out '%s' must be I32, I8 or U8, not %s", amk__opshape_name(c->out),
+                      amk_dtype_name(c->out->dtype));
+    if (c->n_out != c->n_in[0] / L)
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, %s have %lld rows", amk__opshape_name(c->out),
+                      (long long)c->n_out, what, (long long)(c->n_in[0] / L));
+    return 1;
+}
+
+/* ATTENTION_COMBINE */
+AMK__FN int amk__check_attention_combine(const amk__opshape *c) {
+    int i;
+    int64_t row = (int64_t)c->P.head_dim + 2;
+    if (c->P.head_dim < 1) AMK__OPS_FAIL(PARAM_VALUE, "head_dim = %d must be >= 1", c->P.head_dim);
+    for (i = 0; i < c->ni; i++) {
+        if (c->in[i]->dtype != AMK_DTYPE_F32)
+            AMK__OPS_FAIL(OP_DTYPE, "partial %d '%s' must be F32, not %s", i,
+                          amk__opshape_name(c->in[i]), amk_dtype_name(c->in[i]->dtype));
+        if (c->n_in[i] != c->n_in[0] || c->n_in[i] % row)
+            AMK__OPS_FAIL(OP_SHAPE, "partial %d '%s' has %lld elements; every partial needs "
+                          "%lld, a multiple of head_dim+2 = %lld", i, amk__opshape_name(c->in[i]),
+                          (long long)c->n_in[i], (long long)c->n_in[0], (long long)row);
+    }
+    if (c->n_out != c->n_in[0] / row * c->P.head_dim)
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, n_heads*head_dim = %lld*%d",
+                      amk__opshape_name(c->out), (long long)c->n_out, (long long)(c->n_in[0] / row),
+                      c->P.head_dim);
+    return 1;
+}
+
+/* FILL */
+AMK__FN int amk__check_fill(const amk__opshape *c) {
+    double value = amk__param_f(c->t, "scale", 1.0);
+    if (!amk__opshape_finite(value))
+        AMK__OPS_FAIL(PARAM_VALUE, "scale = %g (the value) must be finite", value);
+    if (!amk_dtype_is_float(c->out->dtype))
+        AMK__OPS_FAIL(OP_DTYPE, "out '%s' must be a float dtype, not %s", amk__opshape_name(c->out),
+                      amk_dtype_name(c->out->dtype));
+    return 1;
+}
+
+/* RMSNORM_GEMV, RMSNORM_SWIGLU, RMSNORM_MLP */
+AMK__FN int amk__check_norm_gemv(const amk__opshape *c) {
+    int i;
+    const int mlp = c->t->op == AMK_OP_RMSNORM_MLP, swiglu = c->t->op == AMK_OP_RMSNORM_SWIGLU || mlp;
+    const uint32_t flags = swiglu ? 0u : (uint32_t)c->P.flags; /* RMSNORM_GEMV's */
+    const int fold = mlp && ((uint32_t)c->P.flags & AMK_MLP_FLAG_FOLD) != 0; /* W_cat input 5, qkv output 1 */
+    const int64_t K = c->P.K;
+    double eps = amk__param_f(c->t, "eps", 0.0);
+    int64_t M, N, end;
+    if (!amk__opshape_finite(eps) || eps < 0)
+        AMK__OPS_FAIL(PARAM_VALUE, "eps = %g must be finite and >= 0", eps);
+    if (K < 1) AMK__OPS_FAIL(PARAM_VALUE, "K = %lld must be >= 1", (long long)K);
+    if (c->n_in[0] % K || c->n_in[0] / K < 1)
+        AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a positive multiple of K = %lld",
+                      amk__opshape_name(c->in[0]), (long long)c->n_in[0], (long long)K);
+    M = c->n_in[0] / K;
+    if (c->n_in[1] != K)
+        AMK__OPS_FAIL(OP_SHAPE, "norm_w '%s' has %lld elements, K = %lld", amk__opshape_name(c->in[1]),
+                      (long long)c->n_in[1], (long long)K);
+    for (i = 2; i < (swiglu ? 4 : 3); i++) {
+        if (c->in[i]->rank != 2 || c->in[i]->shape[1] != K || !amk_dtype_is_float(c->in[i]->dtype))
+            AMK__OPS_FAIL(OP_SHAPE, "W '%s' must be a float [N, K = %lld]", amk__opshape_name(c->in[i]),
+                          (long long)K);
+        if (c->in[i]->shape[0] != c->in[2]->shape[0])
+            AMK__OPS_FAIL(OP_SHAPE, "W_up '%s' has %lld rows, W_gate %lld", amk__opshape_name(c->in[i]),
+                          (long long)c->in[i]->shape[0], (long long)c->in[2]->shape[0]);
+    }
+    N = c->in[2]->shape[0];
+    if (c->P.n_off < 0 || c->P.N_tile < 1)
+        AMK__OPS_FAIL(PARAM_VALUE, "n_off = %d must be >= 0 and N_tile = %d >= 1", c->P.n_off, c->P.N_tile);
+    end = (int64_t)c->P.n_off + c->P.N_tile;
+    if (end > N)
+        AMK__OPS_FAIL(PARAM_VALUE, "n_off+N_tile = %lld exceeds W rows %lld", (long long)end, (long long)N);
+    if (flags & ~(AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW | AMK_GEMV_FLAG_ARGMAX))
+        AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than ROPE (1), KV_ROW (2) and ARGMAX (4)", c->P.flags);
+    if ((flags & AMK_GEMV_FLAG_ARGMAX) && (flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)))
+        AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: ARGMAX (4) goes with neither ROPE (1) nor KV_ROW (2)", c->P.flags);
+    if (mlp && ((uint32_t)c->P.flags & ~AMK_MLP_FLAG_FOLD))
+        AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than FOLD (1)", c->P.flags);
+    if (c->t->n_outputs != 1 + ((flags & AMK_GEMV_FLAG_ARGMAX) != 0 || fold))
+        AMK__OPS_FAIL(OP_ARITY, "takes a second output (%s) exactly when flags has %s (flags %d, %d outputs)",
+                      mlp ? "qkv" : "the argmax partials", mlp ? "FOLD" : "ARGMAX", c->P.flags, c->t->n_outputs);
+    if (mlp && (c->ni < 5 + fold || c->ni > 6 + fold))
+        AMK__OPS_FAIL(OP_ARITY, "takes %d or %d inputs with flags %d, got %d", 5 + fold, 6 + fold, c->P.flags, c->ni);
+    if (!swiglu && (c->ni == 4) != ((flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0))
+        AMK__OPS_FAIL(OP_ARITY, "takes the positions as a 4th input exactly when flags has ROPE or "
+                      "KV_ROW (flags %d, %d inputs)", c->P.flags, c->ni);
+    if (flags & AMK_GEMV_FLAG_ARGMAX) {
+        if (N > (1LL << 24)) /* why: the index travels as an F32 beside its value */
+            AMK__OPS_FAIL(OP_SHAPE, "W '%s' has %lld rows; ARGMAX takes at most 2^24", amk__opshape_name(c->in[2]),
+                          (long long)N);
+        if (!amk__opshape_pairs_out(c, c->out2, c->n_out2, M, c->P.part)) return 0;
+        if (c->t->outputs[1] == c->t->outputs[0] || c->t->outputs[1] == c->t->inputs[0])
+            AMK__OPS_FAIL(OP_SHAPE, "the partials (buffer %d) must be a buffer of their own", c->t->outputs[1]);
+    } else if (flags) {
+        if (!amk__opshape_is_index(c->in[3]->dtype) || c->n_in[3] != M)
+            AMK__OPS_FAIL(OP_SHAPE, "positions '%s' must be I32, I8 or U8 with one per row of x (%lld)",
+                          amk__opshape_name(c->in[3]), (long long)M);
+    }
+    if (flags & AMK_GEMV_FLAG_ROPE) {
+        if (c->P.head_dim < 2 || c->P.head_dim % 2 || N % c->P.head_dim || c->P.n_off % 2 || c->P.N_tile % 2)
+            AMK__OPS_FAIL(PARAM_VALUE, "RoPE needs an even head_dim (%d) dividing W rows %lld, and "
+                          "an even n_off (%d) and N_tile (%d)", c->P.head_dim, (long long)N, c->P.n_off, c->P.N_tile);
+        if (!amk__opshape_rope(c, c->t, &c->P)) return 0;
+    }
+    if (mlp) { /* W_downT [N, H] maps the tile's N_tile values onto out [M, H] (+ resid [M, H]) */
+        const amk_buffer *Wd = c->in[4], *Wc = c->in[5];
+        const int r = 5 + fold; /* the resid's input, when given */
+        if (Wd->rank != 2 || Wd->shape[0] != N || !amk_dtype_is_float(Wd->dtype))
+            AMK__OPS_FAIL(OP_SHAPE, "W_downT '%s' must be a float [N = %lld, H]", amk__opshape_name(Wd),
+                          (long long)N);
+        if (!amk__opshape_accum_out(c, c->out, c->n_out, M, Wd->shape[1], c->ni > r ? c->in[r] : NULL, c->ni > r ? c->n_in[r] : 0))
+            return 0;
+        if (fold) { /* W_cat [N + K, F] maps the tile's values and its share of x onto qkv [M, F] */
+            if (Wc->rank != 2 || Wc->shape[0] != N + K || Wc->shape[1] < 1)
+                AMK__OPS_FAIL(OP_SHAPE, "W_cat '%s' must be [N + K = %lld, F >= 1]", amk__opshape_name(Wc),
+                              (long long)(N + K));
+            if (Wc->dtype != AMK_DTYPE_F32 && Wc->dtype != AMK_DTYPE_BF16 && Wc->dtype != AMK_DTYPE_F16)
+                AMK__OPS_FAIL(OP_DTYPE, "W_cat '%s' must be F32, BF16 or F16, not %s", amk__opshape_name(Wc),
+                              amk_dtype_name(Wc->dtype));
+            if (!amk__opshape_accum_out(c, c->out2, c->n_out2, M, Wc->shape[1], NULL, 0)) return 0;
+            if (c->t->outputs[1] == c->t->outputs[0] || c->t->outputs[1] == c->t->inputs[0])
+                AMK__OPS_FAIL(OP_SHAPE, "qkv (buffer %d) must be a buffer of its own", c->t->outputs[1]);
+        }
+    } else if (flags & AMK_GEMV_FLAG_KV_ROW) {
+        if (c->n_out % N || c->n_out < N)
+            AMK__OPS_FAIL(OP_SHAPE, "cache '%s' has %lld elements, not whole rows of W's N = %lld",
+                          amk__opshape_name(c->out), (long long)c->n_out, (long long)N);
+    } else if (!amk__opshape_tile_out(c, c->out, c->n_out, M, end)) {
+        return 0;
+    }
+    return 1;
+}
+#undef AMK__OPS_FAIL
+
+/* Checks (the preconditions, then the op's check function in the op table) that task t's buffers (shapes, dtypes) and param values fit its opcode. Precondition:
+   every buffer id of t exists, the opcode is defined, the arity and the param types are right;
+   these are re-checked defensively (OP_UNKNOWN, OP_ARITY, ABI_CAP, REF_BUFFER, PARAM_TYPE,
+   BUFFER_ENUM, BUFFER_SHAPE) so a direct amk_ref_exec call can never read out of bounds.
+   Returns 1 if fine; else 0 with *which (OP_SHAPE, OP_DTYPE, PARAM_VALUE or OP_UNSUPPORTED) and a
+   message naming the buffers and numbers. */
 AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *which, char *msg,
                           size_t msg_size) {
     amk__opshape c;
     const amk_op_spec *spec;
-    const amk_buffer *in[AMK_MAX_INPUTS], *out = NULL, *out2 = NULL; /* the first and second outputs */
-    int64_t n_in[AMK_MAX_INPUTS], n_out = 0, n_out2 = 0, v;
-    amk_params_t P;
-    int i, ni, max_in, quant;
+    int64_t v;
+    int i, ni, max_in;
+    memset(&c, 0, sizeof c);
     c.which = which;
     c.msg = msg;
     c.msg_size = msg_size;
     c.op = amk_op_name(t->op);
+    c.t = t;
     if (msg && msg_size) msg[0] = 0;
-    for (i = 0; i < AMK_MAX_INPUTS; i++) { in[i] = NULL; n_in[i] = 0; }
 
 #define AMK__OPS_FAIL(check, ...) return amk__opshape_fail(&c, AMK_CHECK_##check, __VA_ARGS__)
     /* ---- the preconditions (validate checks them first) */
     spec = amk_op_spec_get(t->op);
     if (!spec) AMK__OPS_FAIL(OP_UNKNOWN, "opcode %d is not defined", t->op);
-    quant = (t->op == AMK_OP_GEMV_TILE || t->op == AMK_OP_GEMM_TILE) &&
-            amk_task_param(t, "qdtype") != NULL;
-    max_in = quant ? 4 : spec->max_inputs < 0 ? AMK_MAX_INPUTS : spec->max_inputs;
-    ni = t->n_inputs;
+    c.quant = (t->op == AMK_OP_GEMV_TILE || t->op == AMK_OP_GEMM_TILE) && amk_task_param(t, "qdtype") != NULL;
+    max_in = c.quant ? 4 : spec->max_inputs < 0 ? AMK_MAX_INPUTS : spec->max_inputs;
+    c.ni = ni = t->n_inputs;
     if (ni > AMK_MAX_INPUTS || t->n_outputs > AMK_MAX_OUTPUTS)
         AMK__OPS_FAIL(ABI_CAP, "%d inputs, %d outputs exceed the ABI caps (%d/%d)", ni,
                       t->n_outputs, AMK_MAX_INPUTS, AMK_MAX_OUTPUTS);
@@ -300,9 +789,9 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         if (v < 0 || (uint64_t)v > (uint64_t)SIZE_MAX)
             AMK__OPS_FAIL(BUFFER_SHAPE, "buffer %d '%s' has a bad shape or too many bytes", id,
                           amk__opshape_name(b));
-        if (i < ni) { in[i] = b; n_in[i] = amk_buffer_numel(b); }
-        else if (i == ni) { out = b; n_out = amk_buffer_numel(b); }
-        else if (i == ni + 1) { out2 = b; n_out2 = amk_buffer_numel(b); }
+        if (i < ni) { c.in[i] = b; c.n_in[i] = amk_buffer_numel(b); }
+        else if (i == ni) { c.out = b; c.n_out = amk_buffer_numel(b); }
+        else if (i == ni + 1) { c.out2 = b; c.n_out2 = amk_buffer_numel(b); }
     }
     for (i = 0; i < t->n_params; i++) {
         const amk_param *pr = &t->params[i];
@@ -312,476 +801,16 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         if (ty == 'f' && pr->type != AMK_PARAM_REAL && pr->type != AMK_PARAM_INT)
             AMK__OPS_FAIL(PARAM_TYPE, "param '%s' must be a real number", pr->key);
     }
-    amk_task_marshal_params(t, &P); /* int params are int32 now, so nothing truncates */
+    amk_task_marshal_params(t, &c.P); /* int params are int32 now, so nothing truncates */
 
-    /* ---- the opcode's own rules */
+    /* ---- the opcode's own rules: its check function in the op table */
     switch (t->op) {
-    case AMK_OP_NOP:
-        break;
-
-    case AMK_OP_COPY:
-    case AMK_OP_GELU:
-        if (n_out != n_in[0])
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld",
-                          amk__opshape_name(out), (long long)n_out, amk__opshape_name(in[0]),
-                          (long long)n_in[0]);
-        break;
-
-    case AMK_OP_EMBED: {
-        int64_t H;
-        if (!amk__opshape_is_index(in[0]->dtype))
-            AMK__OPS_FAIL(OP_DTYPE, "ids '%s' must be I32, I8 or U8, not %s",
-                          amk__opshape_name(in[0]), amk_dtype_name(in[0]->dtype));
-        if (P.hidden < 1) AMK__OPS_FAIL(PARAM_VALUE, "hidden = %d must be >= 1", P.hidden);
-        if (in[1]->rank != 2 || in[1]->shape[1] != P.hidden)
-            AMK__OPS_FAIL(OP_SHAPE, "table '%s' must be [V, hidden = %d]", amk__opshape_name(in[1]),
-                          P.hidden);
-        H = P.hidden;
-        if (!amk__mul_i64(n_in[0], H, &v) || n_out != v)
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, ids*hidden = %lld*%lld",
-                          amk__opshape_name(out), (long long)n_out, (long long)n_in[0], (long long)H);
-        break;
-    }
-
-    case AMK_OP_RMSNORM:
-    case AMK_OP_LAYERNORM: {
-        double eps = amk__param_f(t, "eps", 0.0);
-        if (P.hidden < 1) AMK__OPS_FAIL(PARAM_VALUE, "hidden = %d must be >= 1", P.hidden);
-        if (n_in[0] % P.hidden)
-            AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a multiple of hidden = %d",
-                          amk__opshape_name(in[0]), (long long)n_in[0], P.hidden);
-        for (i = 1; i < ni; i++)
-            if (n_in[i] != P.hidden)
-                AMK__OPS_FAIL(OP_SHAPE, "%s '%s' has %lld elements, hidden = %d", i == 1 ? "w" : "b",
-                              amk__opshape_name(in[i]), (long long)n_in[i], P.hidden);
-        if (n_out != n_in[0])
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld",
-                          amk__opshape_name(out), (long long)n_out, amk__opshape_name(in[0]),
-                          (long long)n_in[0]);
-        if (!amk__opshape_finite(eps) || eps < 0)
-            AMK__OPS_FAIL(PARAM_VALUE, "eps = %g must be finite and >= 0", eps);
-        break;
-    }
-
-    case AMK_OP_GEMV_TILE:
-    case AMK_OP_GEMM_TILE: {
-        int64_t K = P.K, M, N, end;
-        const amk_buffer *W = in[1];
-        if (K < 1) AMK__OPS_FAIL(PARAM_VALUE, "K = %lld must be >= 1", (long long)K);
-        if (n_in[0] % K || n_in[0] / K < 1)
-            AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a positive multiple of K = %lld",
-                          amk__opshape_name(in[0]), (long long)n_in[0], (long long)K);
-        M = n_in[0] / K;
-        if (P.n_off < 0 || P.N_tile < 1)
-            AMK__OPS_FAIL(PARAM_VALUE, "n_off = %d must be >= 0 and N_tile = %d >= 1", P.n_off,
-                          P.N_tile);
-        if (quant) {
-            int64_t group = P.group, G;
-            if (P.qdtype != AMK_DTYPE_I8 && P.qdtype != AMK_DTYPE_I4)
-                AMK__OPS_FAIL(PARAM_VALUE, "qdtype = %d must be 6 (I8) or 7 (I4)", P.qdtype);
-            if (ni < 3)
-                AMK__OPS_FAIL(OP_SHAPE, "the quantized form takes x, qW, scales[, zeros], got %d inputs", ni);
-            if (P.qdtype == AMK_DTYPE_I8 ? W->dtype != AMK_DTYPE_I8
-                                         : W->dtype != AMK_DTYPE_I4 && W->dtype != AMK_DTYPE_U8)
-                AMK__OPS_FAIL(OP_DTYPE, "qW '%s' is %s, qdtype %d needs %s", amk__opshape_name(W),
-                              amk_dtype_name(W->dtype), P.qdtype,
-                              P.qdtype == AMK_DTYPE_I8 ? "I8" : "I4 or U8 (packed)");
-            if (W->dtype == AMK_DTYPE_U8) {
-                if (W->rank != 2 || K % 2 || W->shape[1] != K / 2)
-                    AMK__OPS_FAIL(OP_SHAPE, "packed qW '%s' must be U8 [N, K/2] with K = %lld even",
-                                  amk__opshape_name(W), (long long)K);
-            } else if (W->rank != 2 || W->shape[1] != K) {
-                AMK__OPS_FAIL(OP_SHAPE, "qW '%s' must be [N, K = %lld]", amk__opshape_name(W),
-                              (long long)K);
-            }
-            N = W->shape[0];
-            if (group < 1 || K % group)
-                AMK__OPS_FAIL(PARAM_VALUE, "group = %lld must be >= 1 and divide K = %lld",
-                              (long long)group, (long long)K);
-            G = K / group;
-            if (!amk_dtype_is_float(in[2]->dtype))
-                AMK__OPS_FAIL(OP_DTYPE, "scales '%s' must be a float dtype, not %s",
-                              amk__opshape_name(in[2]), amk_dtype_name(in[2]->dtype));
-            if (!amk__mul_i64(N, G, &v) || n_in[2] != v)
-                AMK__OPS_FAIL(OP_SHAPE, "scales '%s' has %lld elements, N*(K/group) = %lld*%lld",
-                              amk__opshape_name(in[2]), (long long)n_in[2], (long long)N, (long long)G);
-            if (ni == 4 && n_in[3] != n_in[2])
-                AMK__OPS_FAIL(OP_SHAPE, "zeros '%s' has %lld elements, scales has %lld",
-                              amk__opshape_name(in[3]), (long long)n_in[3], (long long)n_in[2]);
-        } else {
-            if (W->rank != 2 || W->shape[1] != K)
-                AMK__OPS_FAIL(OP_SHAPE, "W '%s' must be [N, K = %lld]", amk__opshape_name(W),
-                              (long long)K);
-            N = W->shape[0];
-            if (ni == 3 && n_in[2] != N)
-                AMK__OPS_FAIL(OP_SHAPE, "bias '%s' has %lld elements, W has %lld rows",
-                              amk__opshape_name(in[2]), (long long)n_in[2], (long long)N);
-        }
-        end = (int64_t)P.n_off + P.N_tile;
-        if (end > N)
-            AMK__OPS_FAIL(PARAM_VALUE, "n_off+N_tile = %lld exceeds W rows %lld", (long long)end,
-                          (long long)N);
-        if (!amk__opshape_tile_out(&c, out, n_out, M, end)) return 0;
-        if (t->op == AMK_OP_GEMM_TILE) {
-            if (P.M_tile < 1 || P.m_off < 0)
-                AMK__OPS_FAIL(PARAM_VALUE, "m_off = %d must be >= 0 and M_tile = %d >= 1", P.m_off,
-                              P.M_tile);
-            if ((int64_t)P.m_off + P.M_tile > M)
-                AMK__OPS_FAIL(PARAM_VALUE, "m_off+M_tile = %lld exceeds x rows %lld",
-                              (long long)P.m_off + P.M_tile, (long long)M);
-        }
-        break;
-    }
-
-    case AMK_OP_ATTENTION_TILE:
-    case AMK_OP_ATTENTION_DECODE:
-    case AMK_OP_ATTENTION_O: {
-        const int fo = t->op == AMK_OP_ATTENTION_O, decode = t->op == AMK_OP_ATTENTION_DECODE || fo;
-        const int prenorm = fo && ((uint32_t)P.flags & AMK_ATTN_FLAG_PRENORM) != 0; /* input 0 is qkv */
-        int64_t row, max_seq, want;
-        double scale = amk__param_f(t, "scale", 1.0);
-        if (ni == 4 && !decode) AMK__OPS_FAIL(OP_UNSUPPORTED, "4th ATTENTION_TILE input is not supported");
-        if (fo && P.flags && (uint32_t)P.flags != AMK_ATTN_FLAG_PRENORM)
-            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: ATTENTION_O takes PRENORM (4) alone, or none", P.flags);
-        if (fo && (ni < 5 + prenorm || ni > 6 + prenorm || (t->n_outputs != 1 && !(prenorm && t->n_outputs == 3))))
-            AMK__OPS_FAIL(OP_ARITY, "takes %d or %d inputs and %s with flags %d, got %d and %d", 5 + prenorm,
-                          6 + prenorm, prenorm ? "1 or 3 outputs" : "1 output", P.flags, ni, t->n_outputs);
-        if (P.head_dim < 1 || P.n_heads < 1 || P.n_kv_heads < 1 || P.n_heads % P.n_kv_heads)
-            AMK__OPS_FAIL(PARAM_VALUE,
-                          "head_dim = %d, n_heads = %d, n_kv_heads = %d: each must be >= 1 and "
-                          "n_kv_heads must divide n_heads", P.head_dim, P.n_heads, P.n_kv_heads);
-        if (decode && (P.n_off < 0 || P.N_tile < 1 || (int64_t)P.n_off + P.N_tile > P.n_kv_heads))
-            AMK__OPS_FAIL(PARAM_VALUE, "kv heads n_off = %d, N_tile = %d are outside [0, n_kv_heads = %d)",
-                          P.n_off, P.N_tile, P.n_kv_heads);
-        if (prenorm) { /* qkv [1, F]: the Q rows, then K, then V */
-            if (!amk__mul_i64((int64_t)P.n_heads + 2 * (int64_t)P.n_kv_heads, P.head_dim, &want) || n_in[0] != want)
-                AMK__OPS_FAIL(OP_SHAPE, "qkv '%s' has %lld elements, (n_heads + 2*n_kv_heads)*head_dim = "
-                              "(%d + 2*%d)*%d", amk__opshape_name(in[0]), (long long)n_in[0], P.n_heads,
-                              P.n_kv_heads, P.head_dim);
-            if (in[0]->dtype != AMK_DTYPE_F32)
-                AMK__OPS_FAIL(OP_DTYPE, "qkv '%s' (a sum RMSNORM_MLP's FOLD builds) must be F32, not %s",
-                              amk__opshape_name(in[0]), amk_dtype_name(in[0]->dtype));
-        } else if (n_in[0] != (int64_t)P.n_heads * P.head_dim) {
-            AMK__OPS_FAIL(OP_SHAPE, "q '%s' has %lld elements, n_heads*head_dim = %lld",
-                          amk__opshape_name(in[0]), (long long)n_in[0],
-                          (long long)P.n_heads * P.head_dim);
-        }
-        row = (int64_t)P.n_kv_heads * P.head_dim;
-        if (n_in[1] % row || n_in[2] != n_in[1])
-            AMK__OPS_FAIL(OP_SHAPE, "k '%s' (%lld) and v '%s' (%lld) must hold equal whole rows of "
-                          "n_kv_heads*head_dim = %lld", amk__opshape_name(in[1]), (long long)n_in[1],
-                          amk__opshape_name(in[2]), (long long)n_in[2], (long long)row);
-        max_seq = n_in[1] / row;
-        if (P.kv_start < 0 || P.kv_len < 0 || (int64_t)P.kv_start + P.kv_len > max_seq)
-            AMK__OPS_FAIL(PARAM_VALUE, "window kv_start = %d, kv_len = %d is outside the %lld cache rows",
-                          P.kv_start, P.kv_len, (long long)max_seq);
-        if (decode && (!amk__opshape_is_index(in[3]->dtype) || n_in[3] != 1))
-            AMK__OPS_FAIL(OP_SHAPE, "pos '%s' must be one I32, I8 or U8", amk__opshape_name(in[3]));
-        if (!amk__opshape_finite(scale)) AMK__OPS_FAIL(PARAM_VALUE, "scale = %g must be finite", scale);
-        if (!fo && decode && ((uint32_t)P.flags & ~AMK_ATTN_FLAG_PARTIAL))
-            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than PARTIAL (2)", P.flags);
-        if (fo) { /* W_oT [n_heads*head_dim, H]: its rows [m_off, m_off+M_tile) among the kv heads' */
-            const amk_buffer *Wo = in[4];
-            const int64_t grp = P.n_heads / P.n_kv_heads, a0 = (int64_t)P.n_off * grp * P.head_dim;
-            const int64_t a1 = ((int64_t)P.n_off + P.N_tile) * grp * P.head_dim, H = Wo->shape[1];
-            const int r = 5 + prenorm; /* the resid's input, when given */
-            if (Wo->rank != 2 || Wo->shape[0] != (int64_t)P.n_heads * P.head_dim || !amk_dtype_is_float(Wo->dtype))
-                AMK__OPS_FAIL(OP_SHAPE, "W_oT '%s' must be a float [n_heads*head_dim = %lld, H]",
-                              amk__opshape_name(Wo), (long long)P.n_heads * P.head_dim);
-            if (P.M_tile < 1 || P.m_off < a0 || (int64_t)P.m_off + P.M_tile > a1)
-                AMK__OPS_FAIL(PARAM_VALUE, "rows m_off = %d, M_tile = %d are outside the kv heads' [%lld, %lld)",
-                              P.m_off, P.M_tile, (long long)a0, (long long)a1);
-            if (!amk__opshape_accum_out(&c, out, n_out, 1, H, ni > r ? in[r] : NULL, ni > r ? n_in[r] : 0)) return 0;
-            if (prenorm) { /* x [1, H], its rms; eps and RoPE's params; the cache outputs */
-                double eps = amk__param_f(t, "eps", 0.0);
-                if (n_in[5] != H || !amk_dtype_is_float(in[5]->dtype))
-                    AMK__OPS_FAIL(OP_SHAPE, "x '%s' must be float with H = %lld elements", amk__opshape_name(in[5]),
-                                  (long long)H);
-                if (!amk_task_param(t, "eps"))
-                    AMK__OPS_FAIL(PARAM_MISSING, "PRENORM needs eps (x's rms norm)");
-                if (!amk__opshape_finite(eps) || eps < 0)
-                    AMK__OPS_FAIL(PARAM_VALUE, "eps = %g must be finite and >= 0", eps);
-                if (P.head_dim % 2)
-                    AMK__OPS_FAIL(PARAM_VALUE, "head_dim = %d must be even (RoPE's pairs)", P.head_dim);
-                if (!amk__opshape_rope(&c, t, &P)) return 0;
-                if (t->n_outputs == 3 && (t->outputs[1] != t->inputs[1] || t->outputs[2] != t->inputs[2] ||
-                                          t->inputs[1] == t->inputs[2] || t->outputs[0] == t->inputs[1] ||
-                                          t->outputs[0] == t->inputs[2]))
-                    AMK__OPS_FAIL(OP_SHAPE, "outputs 2 and 3 (buffers %d, %d) must be the k and v caches (inputs "
-                                  "%d, %d): two buffers, neither out", t->outputs[1], t->outputs[2], t->inputs[1],
-                                  t->inputs[2]);
-            }
-            break;
-        }
-        want = (int64_t)P.n_heads * P.head_dim;
-        if ((uint32_t)P.flags & AMK_ATTN_FLAG_PARTIAL) {
-            if (out->dtype != AMK_DTYPE_F32)
-                AMK__OPS_FAIL(OP_DTYPE, "partial out '%s' must be F32, not %s",
-                              amk__opshape_name(out), amk_dtype_name(out->dtype));
-            want = (int64_t)P.n_heads * (P.head_dim + 2);
-        }
-        if (n_out != want)
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, needs %lld", amk__opshape_name(out),
-                          (long long)n_out, (long long)want);
-        break;
-    }
-
-    case AMK_OP_ROPE: {
-        int64_t S = n_in[1];
-        if (!amk__opshape_is_index(in[1]->dtype))
-            AMK__OPS_FAIL(OP_DTYPE, "positions '%s' must be I32, I8 or U8, not %s",
-                          amk__opshape_name(in[1]), amk_dtype_name(in[1]->dtype));
-        if (S < 1) AMK__OPS_FAIL(OP_SHAPE, "positions '%s' is empty", amk__opshape_name(in[1]));
-        if (P.head_dim < 2 || P.head_dim % 2)
-            AMK__OPS_FAIL(PARAM_VALUE, "head_dim = %d must be even and >= 2", P.head_dim);
-        if (!amk__mul_i64(S, P.head_dim, &v) || n_in[0] % v)
-            AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a multiple of positions*head_dim "
-                          "= %lld*%d", amk__opshape_name(in[0]), (long long)n_in[0], (long long)S,
-                          P.head_dim);
-        if (n_out != n_in[0])
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld",
-                          amk__opshape_name(out), (long long)n_out, amk__opshape_name(in[0]),
-                          (long long)n_in[0]);
-        if (!amk__opshape_rope(&c, t, &P)) return 0;
-        break;
-    }
-
-    case AMK_OP_SILU_MUL:
-    case AMK_OP_ADD:
-    case AMK_OP_ALLREDUCE_SHARD:
-        for (i = 0; i < ni; i++)
-            if (n_in[i] != n_out)
-                AMK__OPS_FAIL(OP_SHAPE, "input %d '%s' has %lld elements, out '%s' has %lld", i,
-                              amk__opshape_name(in[i]), (long long)n_in[i], amk__opshape_name(out),
-                              (long long)n_out);
-        break;
-
-    case AMK_OP_MUL:
-        if (n_out != n_in[0])
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, a '%s' has %lld",
-                          amk__opshape_name(out), (long long)n_out, amk__opshape_name(in[0]),
-                          (long long)n_in[0]);
-        if (ni == 2 && n_in[1] != n_in[0] && n_in[1] != 1)
-            AMK__OPS_FAIL(OP_SHAPE, "b '%s' has %lld elements, needs %lld or 1 (broadcast)",
-                          amk__opshape_name(in[1]), (long long)n_in[1], (long long)n_in[0]);
-        break;
-
-    case AMK_OP_DEQUANT: {
-        const amk_buffer *q = in[0];
-        int64_t logical = n_in[0], last = amk__opshape_last(q);
-        if (P.qdtype != AMK_DTYPE_I8 && P.qdtype != AMK_DTYPE_I4)
-            AMK__OPS_FAIL(PARAM_VALUE, "qdtype = %d must be 6 (I8) or 7 (I4)", P.qdtype);
-        if (P.qdtype == AMK_DTYPE_I8 ? q->dtype != AMK_DTYPE_I8
-                                     : q->dtype != AMK_DTYPE_I4 && q->dtype != AMK_DTYPE_U8)
-            AMK__OPS_FAIL(OP_DTYPE, "q '%s' is %s, qdtype %d needs %s", amk__opshape_name(q),
-                          amk_dtype_name(q->dtype), P.qdtype,
-                          P.qdtype == AMK_DTYPE_I8 ? "I8" : "I4 or U8 (packed)");
-        if (q->dtype == AMK_DTYPE_U8) { /* two 4-bit values per byte */
-            if (!amk__mul_i64(logical, 2, &logical) || !amk__mul_i64(last, 2, &last))
-                AMK__OPS_FAIL(OP_SHAPE, "q '%s' is too large", amk__opshape_name(q));
-        }
-        if (P.group < 1 || last % P.group)
-            AMK__OPS_FAIL(PARAM_VALUE, "group = %d must be >= 1 and divide the last dim %lld",
-                          P.group, (long long)last);
-        for (i = 1; i < ni; i++)
-            if (n_in[i] != logical / P.group)
-                AMK__OPS_FAIL(OP_SHAPE, "%s '%s' has %lld elements, needs %lld/group = %lld",
-                              i == 1 ? "scales" : "zeros", amk__opshape_name(in[i]),
-                              (long long)n_in[i], (long long)logical, (long long)(logical / P.group));
-        if (!amk_dtype_is_float(out->dtype))
-            AMK__OPS_FAIL(OP_DTYPE, "out '%s' must be a float dtype, not %s", amk__opshape_name(out),
-                          amk_dtype_name(out->dtype));
-        if (n_out != logical)
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, q holds %lld values",
-                          amk__opshape_name(out), (long long)n_out, (long long)logical);
-        break;
-    }
-
-    case AMK_OP_SOFTMAX:
-        if (P.dim < -in[0]->rank || P.dim >= in[0]->rank)
-            AMK__OPS_FAIL(PARAM_VALUE, "dim = %d is outside [%d, %d) for x '%s'", P.dim,
-                          -in[0]->rank, in[0]->rank, amk__opshape_name(in[0]));
-        if (n_out != n_in[0])
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld",
-                          amk__opshape_name(out), (long long)n_out, amk__opshape_name(in[0]),
-                          (long long)n_in[0]);
-        break;
-
-    case AMK_OP_KV_APPEND: {
-        int64_t R = n_in[0];
-        if (R < 1) AMK__OPS_FAIL(OP_SHAPE, "new '%s' is empty", amk__opshape_name(in[0]));
-        if (n_in[1] % R)
-            AMK__OPS_FAIL(OP_SHAPE, "cache '%s' has %lld elements, not whole rows of %lld",
-                          amk__opshape_name(in[1]), (long long)n_in[1], (long long)R);
-        if (P.pos < 0 || P.pos >= n_in[1] / R)
-            AMK__OPS_FAIL(PARAM_VALUE, "pos = %d is outside the %lld rows of cache '%s'", P.pos,
-                          (long long)(n_in[1] / R), amk__opshape_name(in[1]));
-        if (t->outputs[0] != t->inputs[1])
-            AMK__OPS_FAIL(OP_SHAPE, "the output (buffer %d) must be the cache input (buffer %d)",
-                          t->outputs[0], t->inputs[1]);
-        break;
-    }
-
-    case AMK_OP_SAMPLE_ARGMAX:
-    case AMK_OP_ARGMAX_PARTIAL:
-    case AMK_OP_ARGMAX_COMBINE: {
-        /* L: the logits' last axis, or the combine's (value, index) pairs, two columns each */
-        const int combine = t->op == AMK_OP_ARGMAX_COMBINE;
-        const int64_t L = amk__opshape_last(in[0]);
-        const char *what = combine ? "partials" : "logits";
-        if (combine && in[0]->dtype != AMK_DTYPE_F32)
-            AMK__OPS_FAIL(OP_DTYPE, "partials '%s' must be F32, not %s", amk__opshape_name(in[0]),
-                          amk_dtype_name(in[0]->dtype));
-        if (in[0]->rank < 1 || L < 1 || (combine && L % 2))
-            AMK__OPS_FAIL(OP_SHAPE, "%s '%s' needs rank >= 1 and a last dim >= 1%s", what,
-                          amk__opshape_name(in[0]), combine ? ", even ((value, index) pairs)" : "");
-        if (t->op == AMK_OP_ARGMAX_PARTIAL) {
-            if (L > (1LL << 24)) /* why: the index travels as an F32 beside its value */
-                AMK__OPS_FAIL(OP_SHAPE, "logits '%s' has %lld columns; at most 2^24", amk__opshape_name(in[0]),
-                              (long long)L);
-            if (P.n_off < 0 || P.N_tile < 1 || (int64_t)P.n_off + P.N_tile > L)
-                AMK__OPS_FAIL(PARAM_VALUE, "columns [%d, %d + %d) are not inside the %lld of '%s'", P.n_off,
-                              P.n_off, P.N_tile, (long long)L, amk__opshape_name(in[0]));
-            if (!amk__opshape_pairs_out(&c, out, n_out, n_in[0] / L, P.part)) return 0;
-            break;
-        }
-        if (!amk__opshape_is_index(out->dtype))
-            AMK__OPS_FAIL(OP_DTYPE, "out '%s' must be I32, I8 or U8, not %s", amk__opshape_name(out),
-                          amk_dtype_name(out->dtype));
-        if (n_out != n_in[0] / L)
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, %s have %lld rows", amk__opshape_name(out),
-                          (long long)n_out, what, (long long)(n_in[0] / L));
-        break;
-    }
-
-    case AMK_OP_ATTENTION_COMBINE: {
-        int64_t row = (int64_t)P.head_dim + 2;
-        if (P.head_dim < 1) AMK__OPS_FAIL(PARAM_VALUE, "head_dim = %d must be >= 1", P.head_dim);
-        for (i = 0; i < ni; i++) {
-            if (in[i]->dtype != AMK_DTYPE_F32)
-                AMK__OPS_FAIL(OP_DTYPE, "partial %d '%s' must be F32, not %s", i,
-                              amk__opshape_name(in[i]), amk_dtype_name(in[i]->dtype));
-            if (n_in[i] != n_in[0] || n_in[i] % row)
-                AMK__OPS_FAIL(OP_SHAPE, "partial %d '%s' has %lld elements; every partial needs "
-                              "%lld, a multiple of head_dim+2 = %lld", i, amk__opshape_name(in[i]),
-                              (long long)n_in[i], (long long)n_in[0], (long long)row);
-        }
-        if (n_out != n_in[0] / row * P.head_dim)
-            AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, n_heads*head_dim = %lld*%d",
-                          amk__opshape_name(out), (long long)n_out, (long long)(n_in[0] / row),
-                          P.head_dim);
-        break;
-    }
-
-    case AMK_OP_FILL: {
-        double value = amk__param_f(t, "scale", 1.0);
-        if (!amk__opshape_finite(value))
-            AMK__OPS_FAIL(PARAM_VALUE, "scale = %g (the value) must be finite", value);
-        if (!amk_dtype_is_float(out->dtype))
-            AMK__OPS_FAIL(OP_DTYPE, "out '%s' must be a float dtype, not %s", amk__opshape_name(out),
-                          amk_dtype_name(out->dtype));
-        break;
-    }
-
-    case AMK_OP_RMSNORM_GEMV:
-    case AMK_OP_RMSNORM_SWIGLU:
-    case AMK_OP_RMSNORM_MLP: {
-        const int mlp = t->op == AMK_OP_RMSNORM_MLP, swiglu = t->op == AMK_OP_RMSNORM_SWIGLU || mlp;
-        const uint32_t flags = swiglu ? 0u : (uint32_t)P.flags; /* RMSNORM_GEMV's */
-        const int fold = mlp && ((uint32_t)P.flags & AMK_MLP_FLAG_FOLD) != 0; /* W_cat input 5, qkv output 1 */
-        const int64_t K = P.K;
-        double eps = amk__param_f(t, "eps", 0.0);
-        int64_t M, N, end;
-        if (!amk__opshape_finite(eps) || eps < 0)
-            AMK__OPS_FAIL(PARAM_VALUE, "eps = %g must be finite and >= 0", eps);
-        if (K < 1) AMK__OPS_FAIL(PARAM_VALUE, "K = %lld must be >= 1", (long long)K);
-        if (n_in[0] % K || n_in[0] / K < 1)
-            AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a positive multiple of K = %lld",
-                          amk__opshape_name(in[0]), (long long)n_in[0], (long long)K);
-        M = n_in[0] / K;
-        if (n_in[1] != K)
-            AMK__OPS_FAIL(OP_SHAPE, "norm_w '%s' has %lld elements, K = %lld", amk__opshape_name(in[1]),
-                          (long long)n_in[1], (long long)K);
-        for (i = 2; i < (swiglu ? 4 : 3); i++) {
-            if (in[i]->rank != 2 || in[i]->shape[1] != K || !amk_dtype_is_float(in[i]->dtype))
-                AMK__OPS_FAIL(OP_SHAPE, "W '%s' must be a float [N, K = %lld]", amk__opshape_name(in[i]),
-                              (long long)K);
-            if (in[i]->shape[0] != in[2]->shape[0])
-                AMK__OPS_FAIL(OP_SHAPE, "W_up '%s' has %lld rows, W_gate %lld", amk__opshape_name(in[i]),
-                              (long long)in[i]->shape[0], (long long)in[2]->shape[0]);
-        }
-        N = in[2]->shape[0];
-        if (P.n_off < 0 || P.N_tile < 1)
-            AMK__OPS_FAIL(PARAM_VALUE, "n_off = %d must be >= 0 and N_tile = %d >= 1", P.n_off, P.N_tile);
-        end = (int64_t)P.n_off + P.N_tile;
-        if (end > N)
-            AMK__OPS_FAIL(PARAM_VALUE, "n_off+N_tile = %lld exceeds W rows %lld", (long long)end, (long long)N);
-        if (flags & ~(AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW | AMK_GEMV_FLAG_ARGMAX))
-            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than ROPE (1), KV_ROW (2) and ARGMAX (4)", P.flags);
-        if ((flags & AMK_GEMV_FLAG_ARGMAX) && (flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)))
-            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: ARGMAX (4) goes with neither ROPE (1) nor KV_ROW (2)", P.flags);
-        if (mlp && ((uint32_t)P.flags & ~AMK_MLP_FLAG_FOLD))
-            AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than FOLD (1)", P.flags);
-        if (t->n_outputs != 1 + ((flags & AMK_GEMV_FLAG_ARGMAX) != 0 || fold))
-            AMK__OPS_FAIL(OP_ARITY, "takes a second output (%s) exactly when flags has %s (flags %d, %d outputs)",
-                          mlp ? "qkv" : "the argmax partials", mlp ? "FOLD" : "ARGMAX", P.flags, t->n_outputs);
-        if (mlp && (ni < 5 + fold || ni > 6 + fold))
-            AMK__OPS_FAIL(OP_ARITY, "takes %d or %d inputs with flags %d, got %d", 5 + fold, 6 + fold, P.flags, ni);
-        if (!swiglu && (ni == 4) != ((flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0))
-            AMK__OPS_FAIL(OP_ARITY, "takes the positions as a 4th input exactly when flags has ROPE or "
-                          "KV_ROW (flags %d, %d inputs)", P.flags, ni);
-        if (flags & AMK_GEMV_FLAG_ARGMAX) {
-            if (N > (1LL << 24)) /* why: the index travels as an F32 beside its value */
-                AMK__OPS_FAIL(OP_SHAPE, "W '%s' has %lld rows; ARGMAX takes at most 2^24", amk__opshape_name(in[2]),
-                              (long long)N);
-            if (!amk__opshape_pairs_out(&c, out2, n_out2, M, P.part)) return 0;
-            if (t->outputs[1] == t->outputs[0] || t->outputs[1] == t->inputs[0])
-                AMK__OPS_FAIL(OP_SHAPE, "the partials (buffer %d) must be a buffer of their own", t->outputs[1]);
-        } else if (flags) {
-            if (!amk__opshape_is_index(in[3]->dtype) || n_in[3] != M)
-                AMK__OPS_FAIL(OP_SHAPE, "positions '%s' must be I32, I8 or U8 with one per row of x (%lld)",
-                              amk__opshape_name(in[3]), (long long)M);
-        }
-        if (flags & AMK_GEMV_FLAG_ROPE) {
-            if (P.head_dim < 2 || P.head_dim % 2 || N % P.head_dim || P.n_off % 2 || P.N_tile % 2)
-                AMK__OPS_FAIL(PARAM_VALUE, "RoPE needs an even head_dim (%d) dividing W rows %lld, and "
-                              "an even n_off (%d) and N_tile (%d)", P.head_dim, (long long)N, P.n_off, P.N_tile);
-            if (!amk__opshape_rope(&c, t, &P)) return 0;
-        }
-        if (mlp) { /* W_downT [N, H] maps the tile's N_tile values onto out [M, H] (+ resid [M, H]) */
-            const amk_buffer *Wd = in[4], *Wc = in[5];
-            const int r = 5 + fold; /* the resid's input, when given */
-            if (Wd->rank != 2 || Wd->shape[0] != N || !amk_dtype_is_float(Wd->dtype))
-                AMK__OPS_FAIL(OP_SHAPE, "W_downT '%s' must be a float [N = %lld, H]", amk__opshape_name(Wd),
-                              (long long)N);
-            if (!amk__opshape_accum_out(&c, out, n_out, M, Wd->shape[1], ni > r ? in[r] : NULL, ni > r ? n_in[r] : 0))
-                return 0;
-            if (fold) { /* W_cat [N + K, F] maps the tile's values and its share of x onto qkv [M, F] */
-                if (Wc->rank != 2 || Wc->shape[0] != N + K || Wc->shape[1] < 1)
-                    AMK__OPS_FAIL(OP_SHAPE, "W_cat '%s' must be [N + K = %lld, F >= 1]", amk__opshape_name(Wc),
-                                  (long long)(N + K));
-                if (Wc->dtype != AMK_DTYPE_F32 && Wc->dtype != AMK_DTYPE_BF16 && Wc->dtype != AMK_DTYPE_F16)
-                    AMK__OPS_FAIL(OP_DTYPE, "W_cat '%s' must be F32, BF16 or F16, not %s", amk__opshape_name(Wc),
-                                  amk_dtype_name(Wc->dtype));
-                if (!amk__opshape_accum_out(&c, out2, n_out2, M, Wc->shape[1], NULL, 0)) return 0;
-                if (t->outputs[1] == t->outputs[0] || t->outputs[1] == t->inputs[0])
-                    AMK__OPS_FAIL(OP_SHAPE, "qkv (buffer %d) must be a buffer of its own", t->outputs[1]);
-            }
-        } else if (flags & AMK_GEMV_FLAG_KV_ROW) {
-            if (n_out % N || n_out < N)
-                AMK__OPS_FAIL(OP_SHAPE, "cache '%s' has %lld elements, not whole rows of W's N = %lld",
-                              amk__opshape_name(out), (long long)n_out, (long long)N);
-        } else if (!amk__opshape_tile_out(&c, out, n_out, M, end)) {
-            return 0;
-        }
-        break;
-    }
-
-    default:
-        AMK__OPS_FAIL(OP_UNKNOWN, "opcode %d is not defined", t->op);
+#define AMK__OP_CHECK_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) case code: return ck(&c);
+        AMK_OPS(AMK__OP_CHECK_CASE)
+#undef AMK__OP_CHECK_CASE
+    default: AMK__OPS_FAIL(OP_UNKNOWN, "opcode %d is not defined", t->op);
     }
 #undef AMK__OPS_FAIL
-    return 1;
 }
 
 /* ==== >>impl_validate: spec §3 + IR_SPEC_NOTES, counter simulations (spec §3.4) =============== */
@@ -848,20 +877,21 @@ AMK__FN int amk__v_transient_kind(int kind) {
     return kind == AMK_KIND_ACTIVATION || kind == AMK_KIND_IO_OUTPUT || kind == AMK_KIND_KV_CACHE;
 }
 
-/* Task t adds into its output x (one of its outputs) instead of overwriting it: RMSNORM_MLP into
-   every output, ATTENTION_O into its first (its cache outputs are plain writes). Such writers of
+/* Task t adds into its output x (one of its outputs) instead of overwriting it (the op table's
+   write column: ACCUM into every output, ACCUM_FIRST into its first). Such writers of
    one buffer commute, so they may run unordered among themselves; each reads what the buffer's
    other writers left, so every one of those must be ordered before it (amk__v_accum). */
 AMK__FN int amk__task_accumulates(const amk_task *t, int x) {
-    if (t->op == AMK_OP_RMSNORM_MLP) return 1;
-    return t->op == AMK_OP_ATTENTION_O && amk__v_len(t->n_outputs, t->outputs, AMK_MAX_OUTPUTS) >= 1 &&
+    const amk_write_kind w = amk__op_write(t->op);
+    if (w == AMK_WRITE_ACCUM) return 1;
+    return w == AMK_WRITE_ACCUM_FIRST && amk__v_len(t->n_outputs, t->outputs, AMK_MAX_OUTPUTS) >= 1 &&
            t->outputs[0] == x;
 }
 
-/* Input j of t is KV_APPEND's cache, written in place: the op writes row pos and reads nothing
-   of the cache, so it is not a read for the race rules. */
+/* Input j of t is the buffer an INPLACE op (KV_APPEND: its cache) writes in place: the op writes
+   one row and reads nothing of it, so it is not a read for the race rules. */
 AMK__FN int amk__v_inplace_target(const amk_task *t, int j) {
-    return t->op == AMK_OP_KV_APPEND && j == 1 && amk__v_len(t->n_outputs, t->outputs, 1) == 1 &&
+    return amk__op_write(t->op) == AMK_WRITE_INPLACE && j == 1 && amk__v_len(t->n_outputs, t->outputs, 1) == 1 &&
            t->outputs[0] == t->inputs[1];
 }
 
@@ -1789,13 +1819,19 @@ AMK__FN void amk__v_query(amk__vctx *v, int set_off, int set_len, int target, in
    (amk__v_waw). */
 typedef struct amk__v_region { int64_t n0, n1, m0, m1; int task, kind; } amk__v_region;
 
-AMK__FN void amk__v_region_of(const amk_task *t, int ti, int x, amk__v_region *r) {
+/* The region functions (the op table's region column): what task t writes of its output x, into r,
+   which comes preset to kind 0 (the whole buffer). */
+AMK__FN void amk__region_all(const amk_task *t, int x, amk__v_region *r) {
+    AMK__UNUSED(t);
+    AMK__UNUSED(x);
+    AMK__UNUSED(r);
+}
+
+/* A tile's columns [n_off, n_off+N_tile) of every row (GEMM_TILE: of rows [m_off, m_off+M_tile));
+   an RMSNORM_GEMV with ARGMAX writes its (value, index) pair into its second output. */
+AMK__FN void amk__region_cols(const amk_task *t, int x, amk__v_region *r) {
     const amk_param *off = amk__v_param(t, "n_off"), *w = amk__v_param(t, "N_tile");
     const amk_param *flags = amk__v_param(t, "flags"), *part = amk__v_param(t, "part");
-    r->task = ti;
-    r->kind = 0;
-    r->n0 = r->m0 = INT64_MIN;
-    r->n1 = r->m1 = INT64_MAX;
     if (t->op == AMK_OP_RMSNORM_GEMV && flags && (flags->i & AMK_GEMV_FLAG_ARGMAX) && t->n_outputs == 2 &&
         t->outputs && x == t->outputs[1]) { /* its (value, index) pair */
         if (!part || t->outputs[0] == x) return;
@@ -1805,47 +1841,63 @@ AMK__FN void amk__v_region_of(const amk_task *t, int ti, int x, amk__v_region *r
         return;
     }
     if (!off || !w) return;
+    r->kind = 1;
+    r->n0 = off->i; /* why: pass 2 proved these are int32, so the sums cannot overflow */
+    r->n1 = off->i + w->i;
+    if (t->op == AMK_OP_GEMM_TILE) {
+        const amk_param *moff = amk__v_param(t, "m_off"), *mw = amk__v_param(t, "M_tile");
+        if (!mw) { r->kind = 0; r->n0 = INT64_MIN; r->n1 = INT64_MAX; return; }
+        r->m0 = moff ? moff->i : 0;
+        r->m1 = r->m0 + mw->i;
+    }
+}
+
+/* ARGMAX_PARTIAL's (value, index) pair: columns 2*part, 2*part+1 of every row. */
+AMK__FN void amk__region_pair(const amk_task *t, int x, amk__v_region *r) {
+    const amk_param *part = amk__v_param(t, "part");
+    AMK__UNUSED(x);
+    if (!amk__v_param(t, "n_off") || !amk__v_param(t, "N_tile") || !part) return;
+    r->kind = 1;
+    r->n0 = 2 * part->i;
+    r->n1 = r->n0 + 2;
+}
+
+/* ATTENTION_DECODE: the flat rows of its kv heads' query heads. */
+AMK__FN void amk__region_heads(const amk_task *t, int x, amk__v_region *r) {
+    const amk_param *off = amk__v_param(t, "n_off"), *w = amk__v_param(t, "N_tile");
+    amk_params_t P;
+    int64_t rw;
+    AMK__UNUSED(x);
+    if (!off || !w) return;
+    amk_task_marshal_params(t, &P);
+    if (P.n_kv_heads < 1 || P.n_heads % P.n_kv_heads || P.head_dim < 1) return; /* pass 2 reports it */
+    rw = (int64_t)(P.n_heads / P.n_kv_heads) * (P.head_dim + ((uint32_t)P.flags & AMK_ATTN_FLAG_PARTIAL ? 2 : 0));
+    r->kind = 2;
+    r->n0 = off->i * rw;
+    r->n1 = (off->i + w->i) * rw;
+}
+
+/* ATTENTION_O: a PRENORM writer's cache, its kv heads' columns of the cache row (its first output,
+   which it accumulates into, is whole). */
+AMK__FN void amk__region_kv_heads(const amk_task *t, int x, amk__v_region *r) {
+    const amk_param *off = amk__v_param(t, "n_off"), *w = amk__v_param(t, "N_tile");
+    const amk_param *hd = amk__v_param(t, "head_dim");
+    if (!off || !w || !hd || t->n_outputs != 3 || !t->outputs || t->outputs[0] == x) return;
+    r->kind = 1;
+    r->n0 = off->i * hd->i;
+    r->n1 = (off->i + w->i) * hd->i;
+}
+
+AMK__FN void amk__v_region_of(const amk_task *t, int ti, int x, amk__v_region *r) {
+    r->task = ti;
+    r->kind = 0;
+    r->n0 = r->m0 = INT64_MIN;
+    r->n1 = r->m1 = INT64_MAX;
     switch (t->op) {
-    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_GEMV: case AMK_OP_RMSNORM_SWIGLU:
-        r->kind = 1;
-        r->n0 = off->i; /* why: pass 2 proved these are int32, so the sums cannot overflow */
-        r->n1 = off->i + w->i;
-        if (t->op == AMK_OP_GEMM_TILE) {
-            const amk_param *moff = amk__v_param(t, "m_off"), *mw = amk__v_param(t, "M_tile");
-            if (!mw) { r->kind = 0; r->n0 = INT64_MIN; r->n1 = INT64_MAX; return; }
-            r->m0 = moff ? moff->i : 0;
-            r->m1 = r->m0 + mw->i;
-        }
-        return;
-    case AMK_OP_ARGMAX_PARTIAL: { /* its (value, index) pair: columns 2*part, 2*part+1 of every row */
-        const amk_param *part = amk__v_param(t, "part");
-        if (!part) return;
-        r->kind = 1;
-        r->n0 = 2 * part->i;
-        r->n1 = r->n0 + 2;
-        return;
-    }
-    case AMK_OP_ATTENTION_DECODE: {
-        amk_params_t P;
-        int64_t rw;
-        amk_task_marshal_params(t, &P);
-        if (P.n_kv_heads < 1 || P.n_heads % P.n_kv_heads || P.head_dim < 1) return; /* pass 2 reports it */
-        rw = (int64_t)(P.n_heads / P.n_kv_heads) * (P.head_dim + ((uint32_t)P.flags & AMK_ATTN_FLAG_PARTIAL ? 2 : 0));
-        r->kind = 2;
-        r->n0 = off->i * rw;
-        r->n1 = (off->i + w->i) * rw;
-        return;
-    }
-    case AMK_OP_ATTENTION_O: { /* a PRENORM writer's cache: its kv heads' columns of the cache row */
-        const amk_param *hd = amk__v_param(t, "head_dim");
-        if (!hd || t->n_outputs != 3 || !t->outputs || t->outputs[0] == x) return;
-        r->kind = 1;
-        r->n0 = off->i * hd->i;
-        r->n1 = (off->i + w->i) * hd->i;
-        return;
-    }
-    default:
-        return;
+#define AMK__OP_REGION_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) case code: rg(t, x, r); return;
+        AMK_OPS(AMK__OP_REGION_CASE)
+#undef AMK__OP_REGION_CASE
+    default: return;
     }
 }
 
