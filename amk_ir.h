@@ -146,7 +146,9 @@ typedef enum amk_buffer_kind {
       amk_op_attention_decode, 1, \
       "out += attention(kv heads [n_off, n_off+N_tile))[m_off:+M_tile] @ W_oT[m_off:+M_tile] (+ resid); " \
       "accumulates (flag PRENORM: q/k/v from raw projections and x's rms; with outputs 2 and 3, the caches, " \
-      "k/v into row pos)")
+      "k/v into row pos)") \
+    X(BIAS_ADD, 28, 2, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_bias_add, amk__ref_bias_add, \
+      amk_op_bias_add, 0, "out[m, n] = x[m, n] + b[n]: a bias over x's rows")
 
 /* How an op writes its outputs (the op table's write column). The validator's race rules read it. */
 typedef enum amk_write_kind {

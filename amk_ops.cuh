@@ -3222,6 +3222,18 @@ AMK_OP_FN void amk_op_attention_combine(amk_op_ctx *c, float *smem) {
     }
 }
 
+/* BIAS_ADD: out[m, n] = x[m, n] + b[n], a thread a column of b, row by row (no division). */
+AMK_OP_FN void amk_op_bias_add(amk_op_ctx *c, float *smem) {
+    const amk_buffer_t *x = &c->in[0], *b = &c->in[1], *o = &c->out[0];
+    const int64_t N = b->numel, rows = x->numel / N;
+    (void)smem;
+    for (int64_t n = AMK_OPS_TID; n < N; n += AMK_OPS_NT) {
+        const float bn = amk_load((const void *)b->ptr, b->dtype, n);
+        for (int64_t m = 0; m < rows; m++)
+            amk_store((void *)o->ptr, o->dtype, m * N + n, amk_load((const void *)x->ptr, x->dtype, m * N + n) + bn);
+    }
+}
+
 /* Runs instruction c->ins on the calling block: its device function in the op table (amk_ir.h
    AMK_OPS). smem: the dynamic shared memory. why __forceinline__: left to itself, the compiler made
    the dispatch a call once the ops grew, and the call spilled (the ops are written for the inlined

@@ -724,6 +724,15 @@ AMK__FN amk_result amk__ref_kv_append(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 
+/* BIAS_ADD: out[m, n] = x[m, n] + b[n]. */
+AMK__FN amk_result amk__ref_bias_add(const amk__refop *o, amk_diag *d) {
+    const int64_t N = o->n_in[1];
+    int64_t i;
+    AMK__UNUSED(d);
+    for (i = 0; i < o->n_out; i++) AMK__OUT(o, i, AMK__IN(o, 0, i) + AMK__IN(o, 1, i % N));
+    return AMK_OK;
+}
+
 /* The numerics of one task whose check already passed: its reference function in the op table. */
 AMK__FN amk_result amk__refvm_exec(const amk__refop *o, amk_diag *d) {
     switch (o->t->op) {

@@ -736,6 +736,17 @@ AMK__FN int amk__check_norm_gemv(const amk__opshape *c) {
     }
     return 1;
 }
+/* BIAS_ADD: x [M, N] (any shape whose element count is a multiple of N), b [N], out as x. */
+AMK__FN int amk__check_bias_add(const amk__opshape *c) {
+    const int64_t N = c->n_in[1];
+    if (N < 1 || c->n_in[0] % N)
+        AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not whole rows of b '%s' (%lld)", amk__opshape_name(c->in[0]),
+                      (long long)c->n_in[0], amk__opshape_name(c->in[1]), (long long)N);
+    if (c->n_out != c->n_in[0])
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld", amk__opshape_name(c->out),
+                      (long long)c->n_out, amk__opshape_name(c->in[0]), (long long)c->n_in[0]);
+    return 1;
+}
 #undef AMK__OPS_FAIL
 
 /* Checks (the preconditions, then the op's check function in the op table) that task t's buffers (shapes, dtypes) and param values fit its opcode. Precondition:

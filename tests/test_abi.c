@@ -54,7 +54,8 @@ static void test_opcodes(void) {
     CHECK_EQ_INT(AMK_OP_RMSNORM_MLP, 25);
     CHECK_EQ_INT(AMK_OP_FILL, 26);
     CHECK_EQ_INT(AMK_OP_ATTENTION_O, 27);
-    CHECK_EQ_INT(AMK_OP_COUNT, 28);
+    CHECK_EQ_INT(AMK_OP_BIAS_ADD, 28);
+    CHECK_EQ_INT(AMK_OP_COUNT, 29);
     CHECK_EQ_INT(amk_op_from_name("RMSNORM_GEMV"), 20);
     CHECK_EQ_INT(amk_op_from_name("RMSNORM_SWIGLU"), 21);
     CHECK_EQ_INT(amk_op_from_name("ATTENTION_DECODE"), 22);
@@ -63,10 +64,12 @@ static void test_opcodes(void) {
     CHECK_EQ_INT(amk_op_from_name("RMSNORM_MLP"), 25);
     CHECK_EQ_INT(amk_op_from_name("FILL"), 26);
     CHECK_EQ_INT(amk_op_from_name("ATTENTION_O"), 27);
+    CHECK_EQ_INT(amk_op_from_name("BIAS_ADD"), 28);
     CHECK_STR(amk_op_name(22), "ATTENTION_DECODE");
     CHECK_STR(amk_op_name(24), "ARGMAX_COMBINE");
     CHECK_STR(amk_op_name(27), "ATTENTION_O");
-    CHECK(amk_op_spec_get(28) == NULL);
+    CHECK_STR(amk_op_name(28), "BIAS_ADD");
+    CHECK(amk_op_spec_get(29) == NULL);
     CHECK_EQ_INT(AMK_GEMV_FLAG_ROPE, 1);
     CHECK_EQ_INT(AMK_GEMV_FLAG_KV_ROW, 2);
     CHECK_EQ_INT(AMK_GEMV_FLAG_ARGMAX, 4);

@@ -325,6 +325,12 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_MUL, "F32[4] | F32[4]", "scale=2.0", "ok"},
     {AMK_OP_MUL, "F32[4] F32[2] | F32[4]", "", "OP_SHAPE"},
     {AMK_OP_MUL, "F32[4] | F32[3]", "", "OP_SHAPE"},
+    {AMK_OP_BIAS_ADD, "F32[3,4] BF16[4] | F16[3,4]", "", "ok"},
+    {AMK_OP_BIAS_ADD, "F32[12] F32[4] | F32[12]", "", "ok"},
+    {AMK_OP_BIAS_ADD, "F32[3,4] F32[5] | F32[3,4]", "", "OP_SHAPE"},
+    {AMK_OP_BIAS_ADD, "F32[3,4] F32[0] | F32[3,4]", "", "OP_SHAPE"},
+    {AMK_OP_BIAS_ADD, "F32[3,4] F32[4] | F32[4,4]", "", "OP_SHAPE"},
+    {AMK_OP_BIAS_ADD, "F32[3,4] | F32[3,4]", "", "OP_ARITY"},
     /* DEQUANT */
     {AMK_OP_DEQUANT, "I8[2,8] F32[2,2] | F32[2,8]", "qdtype=6 group=4", "ok"},
     {AMK_OP_DEQUANT, "U8[2,4] F32[2,2] F32[2,2] | BF16[2,8]", "qdtype=7 group=4", "ok"},
@@ -1727,6 +1733,42 @@ static void test_elementwise(void) {
             }
 }
 
+/* BIAS_ADD: out[m, n] = x[m, n] + b[n], every pair of activation dtypes, rows of 1 to 64. */
+static void test_bias_add(void) {
+    static const int64_t shapes[3][2] = {{1, 1}, {5, 13}, {3, 64}}; /* [M, N] */
+    int s, a, o;
+    for (s = 0; s < 3; s++)
+        for (a = 0; a < 3; a++)
+            for (o = 0; o < 3; o++) {
+                const int64_t M = shapes[s][0], N = shapes[s][1];
+                tc c;
+                amk_diag d;
+                int x, b, y, ins[2];
+                int64_t m, n;
+                double want[3 * 64], mag[3 * 64];
+                char label[64];
+                tc_init(&c);
+                x = tc_buf(&c, AMK_KIND_IO_INPUT, ACT_DTS[a], 2, M, N, 0);
+                b = tc_buf(&c, AMK_KIND_WEIGHT, ACT_DTS[(a + o) % 3], 1, N, 0, 0);
+                y = tc_buf(&c, AMK_KIND_ACTIVATION, OUT_DTS[o], 2, M, N, 0);
+                tfill(&c.b[x], -4, 4);
+                tfill(&c.b[b], -2, 2);
+                ins[0] = x; ins[1] = b;
+                tc_task(&c, AMK_OP_BIAS_ADD, ins, 2, y);
+                tpoison(&c.b[y]);
+                CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+                for (m = 0; m < M; m++)
+                    for (n = 0; n < N; n++) {
+                        want[m * N + n] = c.b[x].v[m * N + n] + c.b[b].v[n];
+                        mag[m * N + n] = fabs(want[m * N + n]);
+                    }
+                snprintf(label, sizeof label, "BIAS_ADD [%d, %d] x=%s b=%s out=%s", (int)M, (int)N,
+                         amk_dtype_name(ACT_DTS[a]), amk_dtype_name(ACT_DTS[(a + o) % 3]), amk_dtype_name(OUT_DTS[o]));
+                CHECK_MSG(cmp_out(label, &c.b[y], want, mag, 1e-6, M * N) == 0, "%s", label);
+                tc_free(&c);
+            }
+}
+
 /* DEQUANT: I8, I4, and U8-packed I4, with and without zeros. */
 static void test_dequant(void) {
     int k;
@@ -2406,6 +2448,7 @@ int main(void) {
     RUN(test_mlp_fold);
     RUN(test_attention_prenorm);
     RUN(test_elementwise);
+    RUN(test_bias_add);
     RUN(test_dequant);
     RUN(test_softmax);
     RUN(test_allreduce);

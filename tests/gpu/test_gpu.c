@@ -517,6 +517,8 @@ static void test_elementwise(void) {
     eltwise_case("MUL scale", AMK_OP_MUL, 1, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F16, 500, 1, 3.0f, 0.0, 0.0);
     eltwise_case("ALLREDUCE 3", AMK_OP_ALLREDUCE_SHARD, 3, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_F32, 300, 300, 2.0f, 0.0, 0.0);
     eltwise_case("ALLREDUCE 1", AMK_OP_ALLREDUCE_SHARD, 1, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_BF16, 300, 1, 2.0f, 0.0, 0.0);
+    eltwise_case("BIAS_ADD bf16", AMK_OP_BIAS_ADD, 2, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_BF16, 7 * 896, 896, 4.0f, -1, -1);
+    eltwise_case("BIAS_ADD f32", AMK_OP_BIAS_ADD, 2, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 3 * 1000, 1000, 4.0f, 0.0, 0.0);
 }
 
 static void dequant_case(const char *tag, amk_dtype qt, int qdtype, int64_t rows, int64_t cols, int64_t group,
