@@ -256,21 +256,277 @@ AMK_API int amk_sampler_sample(amk_sampler *s, const float *logits, int n) {
 
 /* ---- the LLM object --------------------------------------------------------------------------- */
 
+/* What the LLM object asks of its backend (the reference VM or the CUDA runtime: the two sections
+   below), chosen once when the model opens (amk__llm_backend_open). The backend keeps its state in
+   m->state; every op takes the LLM object for the program, its buffer ids and its options. Nothing
+   outside the two backend sections asks which backend runs; an optional op left NULL says what a
+   backend lacks. */
+typedef struct amk__llm_backend {
+    const char *name;                      /* amk_llm_backend_name's "cpu" or "cuda" */
+    amk_result (*open)(amk_llm *m, amk_diag *d); /* m->state for m->prog; left NULL on failure */
+    void (*close)(amk_llm *m);             /* frees m->state (NULL too) */
+    amk_cuda *(*cuda)(const amk_llm *m);   /* amk_llm_cuda: the CUDA runtime or NULL */
+    /* Writes buffer id whole: write_begin points *host at *nbytes bytes to fill (in: the buffer's
+       size; out: the size the backend holds), write_end puts them into the buffer when keep and lets
+       go of *host. write_begin fills no diag, the caller naming the buffer: AMK_ERR_INVALID_ARG when
+       the backend has no storage for it, AMK_ERR_OUT_OF_MEMORY when no host memory. */
+    amk_result (*write_begin)(amk_llm *m, int id, void **host, size_t *nbytes);
+    amk_result (*write_end)(amk_llm *m, int id, void *host, size_t nbytes, int keep, amk_diag *d);
+    amk_result (*read_f32)(amk_llm *m, int id, float *dst, int64_t n, amk_diag *d); /* n values as F32 */
+    amk_result (*zero)(amk_llm *m, int id, amk_diag *d); /* a KV cache buffer (amk_llm_reset) */
+    /* A random weight made by the backend itself (rank 2: uniform in +-scale; else 1), no host copy;
+       NULL: the host makes random weights, and derives the folded step's W_cat from them. */
+    amk_result (*random_weight)(amk_llm *m, int id, float scale, amk_diag *d);
+    /* One decode step (amk_llm_step, arguments checked and params set): m->logits gets the logits
+       (at least when want_logits), *argmax (argmax may be NULL) the greedy token. */
+    amk_result (*step)(amk_llm *m, int token, int pos, int want_logits, int *argmax, amk_diag *d);
+    /* n >= 2 greedy steps at once (amk_llm_generate, arguments checked, a program without per-step
+       params). NULL, or AMK_ERR_UNSUPPORTED before anything ran: amk_llm_generate steps them one by one. */
+    amk_result (*generate)(amk_llm *m, int token, int pos, int n, int *tokens, amk_diag *d);
+} amk__llm_backend;
+
 struct amk_llm {
     amk_llama_config cfg;
     amk_llm_opts opts;
     amk_program *prog;
     amk_model *model;         /* NULL for random weights */
     amk_tokenizer *tok;       /* NULL for random weights */
-    amk_refvm *vm;            /* the CPU backend, or */
-    amk_cuda *cuda;           /* the GPU backend */
+    const amk__llm_backend *backend; /* NULL until amk__llm_backend_open */
+    void *state;              /* the backend's */
     int *step_tasks, n_step_tasks; /* tasks whose params change per position (KV_APPEND, ATTENTION_TILE) */
     int buf_token, buf_pos, buf_logits, buf_next;
     int max_seq;
     float *logits;            /* [vocab] host copy handed to the caller */
-    int32_t *chain_tok;       /* [chain_cap] amk_llm_generate's tokens from the GPU */
-    int chain_cap;
 };
+
+/* ---- backend: reference VM -------------------------------------------------------------------- */
+/* m->state: the amk_refvm. Buffers live in host memory: weights are written in place. */
+
+AMK__FN amk_refvm *amk__llm_vm(const amk_llm *m) { return (amk_refvm *)m->state; }
+
+AMK__FN amk_result amk__llm_refvm_open(amk_llm *m, amk_diag *d) {
+    amk_refvm *vm = NULL;
+    const amk_result r = amk_refvm_create(m->prog, &vm, d);
+    m->state = vm;
+    return r;
+}
+
+AMK__FN void amk__llm_refvm_close(amk_llm *m) {
+    amk_refvm_free(amk__llm_vm(m));
+    m->state = NULL;
+}
+
+AMK__FN amk_cuda *amk__llm_refvm_cuda(const amk_llm *m) {
+    (void)m;
+    return NULL;
+}
+
+AMK__FN amk_result amk__llm_refvm_write_begin(amk_llm *m, int id, void **host, size_t *nbytes) {
+    *host = amk_refvm_buffer(amk__llm_vm(m), id, nbytes);
+    return *host ? AMK_OK : AMK_ERR_INVALID_ARG;
+}
+
+AMK__FN amk_result amk__llm_refvm_write_end(amk_llm *m, int id, void *host, size_t nbytes, int keep, amk_diag *d) {
+    (void)m; (void)id; (void)host; (void)nbytes; (void)keep; (void)d; /* written in place */
+    return AMK_OK;
+}
+
+AMK__FN amk_result amk__llm_refvm_read_f32(amk_llm *m, int id, float *dst, int64_t n, amk_diag *d) {
+    size_t nb;
+    const void *src = amk_refvm_buffer(amk__llm_vm(m), id, &nb);
+    if (!src) return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", m->prog->buffers[id].name);
+    amk__refvm_load_row(src, m->prog->buffers[id].dtype, 0, n, dst);
+    return AMK_OK;
+}
+
+AMK__FN amk_result amk__llm_refvm_zero(amk_llm *m, int id, amk_diag *d) {
+    size_t nb;
+    void *b = amk_refvm_buffer(amk__llm_vm(m), id, &nb);
+    if (!b) return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for KV cache");
+    memset(b, 0, nb);
+    return AMK_OK;
+}
+
+AMK__FN amk_result amk__llm_refvm_step(amk_llm *m, int token, int pos, int want_logits, int *argmax, amk_diag *d) {
+    amk_refvm *vm = amk__llm_vm(m);
+    amk_result r;
+    void *buf;
+    size_t nb;
+    int32_t v;
+    (void)want_logits; /* the copy of host memory costs little: always made */
+    v = token;
+    buf = amk_refvm_buffer(vm, m->buf_token, &nb);
+    memcpy(buf, &v, 4);
+    v = pos;
+    buf = amk_refvm_buffer(vm, m->buf_pos, &nb);
+    memcpy(buf, &v, 4);
+    r = amk_refvm_run(vm, NULL, d);
+    if (r != AMK_OK) return r;
+    buf = amk_refvm_buffer(vm, m->buf_logits, &nb);
+    memcpy(m->logits, buf, (size_t)m->cfg.vocab * sizeof(float)); /* logits: F32 [1, vocab] (the builder) */
+    if (argmax) {
+        buf = amk_refvm_buffer(vm, m->buf_next, &nb);
+        *argmax = (int)amk__load_i64(buf, AMK_DTYPE_I32, 0);
+    }
+    return AMK_OK;
+}
+
+static const amk__llm_backend amk__llm_refvm_backend = {
+    "cpu", amk__llm_refvm_open, amk__llm_refvm_close, amk__llm_refvm_cuda, amk__llm_refvm_write_begin,
+    amk__llm_refvm_write_end, amk__llm_refvm_read_f32, amk__llm_refvm_zero, NULL /* random_weight */,
+    amk__llm_refvm_step, NULL /* generate */
+};
+
+/* ---- backend: CUDA ---------------------------------------------------------------------------- */
+/* m->state: an amk__llm_cuda. Weights go up through a host staging copy. */
+
+typedef struct amk__llm_cuda {
+    amk_cuda *cuda;
+    int32_t *chain_tok;       /* [chain_cap] a chained launch's tokens */
+    int chain_cap;
+} amk__llm_cuda;
+
+AMK__FN amk_cuda *amk__llm_cuda_of(const amk_llm *m) { return ((amk__llm_cuda *)m->state)->cuda; }
+
+AMK__FN amk_result amk__llm_cuda_open(amk_llm *m, amk_diag *d) {
+    amk_cuda *c = NULL;
+    amk__llm_cuda *s;
+    const amk_result r = amk_cuda_create(m->prog, m->opts.device_image, m->opts.device_image_size, &c, d);
+    if (r != AMK_OK) return r;
+    s = (amk__llm_cuda *)amk__calloc(1, sizeof *s);
+    if (!s) {
+        amk_cuda_free(c);
+        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    s->cuda = c;
+    m->state = s;
+    return AMK_OK;
+}
+
+AMK__FN void amk__llm_cuda_close(amk_llm *m) {
+    amk__llm_cuda *s = (amk__llm_cuda *)m->state;
+    if (!s) return;
+    amk_cuda_free(s->cuda);
+    amk__free(s->chain_tok);
+    amk__free(s);
+    m->state = NULL;
+}
+
+AMK__FN amk_result amk__llm_cuda_write_begin(amk_llm *m, int id, void **host, size_t *nbytes) {
+    (void)m; (void)id;
+    *host = amk__malloc(*nbytes);
+    return *host ? AMK_OK : AMK_ERR_OUT_OF_MEMORY;
+}
+
+AMK__FN amk_result amk__llm_cuda_write_end(amk_llm *m, int id, void *host, size_t nbytes, int keep, amk_diag *d) {
+    const amk_result r = keep ? amk_cuda_upload(amk__llm_cuda_of(m), id, host, nbytes, d) : AMK_OK;
+    amk__free(host);
+    return r;
+}
+
+/* Reached by no caller today: amk__llm_weight_f32 reads a backend only for random weights the host
+   made, and this backend makes its own. */
+AMK__FN amk_result amk__llm_cuda_read_f32(amk_llm *m, int id, float *dst, int64_t n, amk_diag *d) {
+    const amk_buffer *b = &m->prog->buffers[id];
+    const size_t nb = (size_t)amk__buffer_nbytes(b);
+    void *stage = amk__malloc(nb);
+    amk_result r;
+    if (!stage) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
+    r = amk_cuda_download(amk__llm_cuda_of(m), id, stage, nb, d);
+    if (r == AMK_OK) amk__refvm_load_row(stage, b->dtype, 0, n, dst);
+    amk__free(stage);
+    return r;
+}
+
+AMK__FN amk_result amk__llm_cuda_zero(amk_llm *m, int id, amk_diag *d) {
+    return amk_cuda_fill_value(amk__llm_cuda_of(m), id, 0.0f, d);
+}
+
+/* why made on the device: no host copy of 16 GB for an 8B model's random weights */
+AMK__FN amk_result amk__llm_cuda_random_weight(amk_llm *m, int id, float scale, amk_diag *d) {
+    amk_cuda *c = amk__llm_cuda_of(m);
+    const uint64_t seed = m->opts.random_seed * 1000003u + (uint64_t)id;
+    return m->prog->buffers[id].rank == 2 ? amk_cuda_fill_random(c, id, seed, scale, d) : amk_cuda_fill_value(c, id, 1.0f, d);
+}
+
+AMK__FN amk_result amk__llm_cuda_step(amk_llm *m, int token, int pos, int want_logits, int *argmax, amk_diag *d) {
+    amk_cuda *c = amk__llm_cuda_of(m);
+    int32_t next = -1, tp[2];
+    amk_cuda_in in[2];
+    amk_cuda_out out[2];
+    amk_result r;
+    tp[0] = token;
+    tp[1] = pos;
+    in[0].buffer_id = m->buf_token; in[0].host = &tp[0]; in[0].nbytes = 4;
+    in[1].buffer_id = m->buf_pos; in[1].host = &tp[1]; in[1].nbytes = 4;
+    out[0].buffer_id = m->buf_next; out[0].host = &next; out[0].nbytes = 4;
+    /* why the logits only when asked: a greedy loop needs the token alone, and their copy
+       (vocab floats, 0.2-0.5 MB) is a sizeable part of a small model's step */
+    out[1].buffer_id = m->buf_logits; out[1].host = m->logits; out[1].nbytes = (size_t)m->cfg.vocab * 4;
+    r = amk_cuda_update_task_params(c, m->prog, m->step_tasks, m->n_step_tasks, d);
+    /* why one call: each separate copy waited for the device (~60 us a token on SmolLM2) */
+    if (r == AMK_OK) r = amk_cuda_run_io(c, in, 2, out, want_logits ? 2 : 1, m->opts.timeout_ms, d);
+    if (r != AMK_OK) return r;
+    if (argmax) *argmax = next;
+    return AMK_OK;
+}
+
+/* The n steps in one launch (amk_cuda_run_chain: no host round trip between them). */
+AMK__FN amk_result amk__llm_cuda_generate(amk_llm *m, int token, int pos, int n, int *tokens, amk_diag *d) {
+    amk__llm_cuda *s = (amk__llm_cuda *)m->state;
+    amk_cuda_chain ch;
+    amk_result r;
+    int i;
+    ch.token_buf = m->buf_token;
+    ch.pos_buf = m->buf_pos;
+    ch.next_buf = m->buf_next;
+    ch.n_steps = n;
+    if (n > s->chain_cap) {
+        int32_t *t = (int32_t *)amk__malloc((size_t)n * sizeof(int32_t));
+        if (!t) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+        amk__free(s->chain_tok);
+        s->chain_tok = t;
+        s->chain_cap = n;
+    }
+    r = amk_cuda_set_chain(s->cuda, &ch, d); /* UNSUPPORTED: an image without the chained kernel */
+    if (r != AMK_OK) return r;
+    /* run_chain never answers UNSUPPORTED (its errors: the arguments', the copies', the launch's), so
+       amk_llm_generate never steps a chain again that ran */
+    r = amk_cuda_run_chain(s->cuda, token, pos, s->chain_tok, m->opts.timeout_ms > 0 ? m->opts.timeout_ms * n : 0.0, d);
+    for (i = 0; i < n && r == AMK_OK; i++) tokens[i] = (int)s->chain_tok[i];
+    amk_cuda_set_chain(s->cuda, NULL, NULL); /* why: a later amk_cuda_time_runs times single steps again */
+    return r;
+}
+
+static const amk__llm_backend amk__llm_cuda_backend = {
+    "cuda", amk__llm_cuda_open, amk__llm_cuda_close, amk__llm_cuda_of, amk__llm_cuda_write_begin,
+    amk__llm_cuda_write_end, amk__llm_cuda_read_f32, amk__llm_cuda_zero, amk__llm_cuda_random_weight,
+    amk__llm_cuda_step, amk__llm_cuda_generate
+};
+
+/* ---- choosing the backend --------------------------------------------------------------------- */
+
+/* Opens m's backend for m->prog as m->opts.backend asks: CPU the reference VM; CUDA the runtime
+   (fails without a device image or a driver); AUTO the runtime where there is a device image and a
+   driver, else the reference VM. */
+AMK__FN amk_result amk__llm_backend_open(amk_llm *m, amk_diag *d) {
+    if (m->opts.backend != AMK_BACKEND_CPU) {
+        if (!m->opts.device_image) {
+            if (m->opts.backend == AMK_BACKEND_CUDA)
+                return amk__fail(d, AMK_ERR_INVALID_ARG, "no device image (build it with `make device`)");
+        } else {
+            const amk_result r = amk__llm_cuda_backend.open(m, d);
+            if (r == AMK_OK) {
+                m->backend = &amk__llm_cuda_backend;
+                return AMK_OK;
+            }
+            if (r != AMK_ERR_NO_DRIVER || m->opts.backend != AMK_BACKEND_AUTO) return r;
+            amk_diag_clear(d);
+        }
+    }
+    m->backend = &amk__llm_refvm_backend;
+    return m->backend->open(m, d);
+}
 
 AMK_API void amk_llm_opts_default(amk_llm_opts *o) {
     memset(o, 0, sizeof *o);
@@ -283,23 +539,21 @@ AMK_API const amk_llama_config *amk_llm_config(const amk_llm *m) { return m ? &m
 AMK_API const amk_program *amk_llm_program(const amk_llm *m) { return m ? m->prog : NULL; }
 AMK_API const amk_tokenizer *amk_llm_tokenizer(const amk_llm *m) { return m ? m->tok : NULL; }
 AMK_API int amk_llm_max_seq(const amk_llm *m) { return m ? m->max_seq : 0; }
-AMK_API amk_cuda *amk_llm_cuda(amk_llm *m) { return m ? m->cuda : NULL; }
-AMK_API const char *amk_llm_backend_name(const amk_llm *m) { return m && m->cuda ? "cuda" : "cpu"; }
+AMK_API amk_cuda *amk_llm_cuda(amk_llm *m) { return m ? m->backend->cuda(m) : NULL; }
+AMK_API const char *amk_llm_backend_name(const amk_llm *m) { return m ? m->backend->name : "cpu"; }
 
 AMK_API void amk_llm_close(amk_llm *m) {
     if (!m) return;
-    amk_refvm_free(m->vm);
-    amk_cuda_free(m->cuda);
+    if (m->backend) m->backend->close(m);
     amk__free(m->step_tasks);
     amk_program_free(m->prog);
     amk_tokenizer_free(m->tok);
     amk_model_close(m->model);
     amk__free(m->logits);
-    amk__free(m->chain_tok);
     amk__free(m);
 }
 
-/* Builds and lowers the step of m->cfg and creates the CPU VM. */
+/* Builds and lowers the step of m->cfg and opens its backend. */
 AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     amk_result r;
     int i;
@@ -316,17 +570,7 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     for (i = 0; i < m->prog->n_tasks; i++) /* the tasks amk_llama_set_pos changes */
         if (m->prog->tasks[i].op == AMK_OP_KV_APPEND || m->prog->tasks[i].op == AMK_OP_ATTENTION_TILE)
             m->step_tasks[m->n_step_tasks++] = i;
-    if (m->opts.backend != AMK_BACKEND_CPU) {
-        if (!m->opts.device_image) {
-            if (m->opts.backend == AMK_BACKEND_CUDA)
-                return amk__fail(d, AMK_ERR_INVALID_ARG, "no device image (build it with `make device`)");
-        } else {
-            r = amk_cuda_create(m->prog, m->opts.device_image, m->opts.device_image_size, &m->cuda, d);
-            if (r == AMK_ERR_NO_DRIVER && m->opts.backend == AMK_BACKEND_AUTO) amk_diag_clear(d);
-            else if (r != AMK_OK) return r;
-        }
-    }
-    return m->cuda ? AMK_OK : amk_refvm_create(m->prog, &m->vm, d);
+    return amk__llm_backend_open(m, d);
 }
 
 /* 1 when b is a weight the step takes transposed: down_proj as [I, H] (meta down_proj
@@ -409,12 +653,10 @@ AMK__FN int amk__llm_fold_layer(const amk_buffer *b) {
 }
 
 /* The step's weight named name as n F32 values in the step's layout (amk__llm_weight_layout): read
-   from the model file, or without one (random weights) from the reference VM's buffer. */
+   from the model file, or without one (random weights made on the host) from the backend's buffer. */
 AMK__FN amk_result amk__llm_weight_f32(amk_llm *m, const char *name, float *dst, int64_t n, amk_diag *d) {
     const int id = amk_program_find_buffer(m->prog, name);
     amk_buffer f32;
-    const void *src;
-    size_t nb;
     amk_result r;
     if (id < 0 || m->prog->buffers[id].kind != AMK_KIND_WEIGHT || amk_buffer_numel(&m->prog->buffers[id]) != n ||
         (uint64_t)n > (uint64_t)(SIZE_MAX / 4))
@@ -425,9 +667,7 @@ AMK__FN amk_result amk__llm_weight_f32(amk_llm *m, const char *name, float *dst,
         r = amk_model_tensor_read(m->model, f32.source, AMK_DTYPE_F32, dst, (size_t)n * 4, d);
         return r == AMK_OK ? amk__llm_weight_layout(m, &f32, dst, (size_t)n * 4, d) : r;
     }
-    if (!(src = amk_refvm_buffer(m->vm, id, &nb))) return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", name);
-    amk__refvm_load_row(src, f32.dtype, 0, n, dst);
-    return AMK_OK;
+    return m->backend->read_f32(m, id, dst, n, d);
 }
 
 /* r_j[0..F) += a_j * b[0..F) for the four rows r_j: the inner loop of amk__llm_fold_rows. why
@@ -476,7 +716,7 @@ AMK__FN void amk__llm_fold_rows(amk_llm *m, const float *wd, const float *base, 
    from the weights it folds, in the step's layouts (amk__llm_weight_f32): W_base[k, f] = nw[k] *
    Wqkv[f, k] (nw: layer i+1's input_layernorm; Wqkv: its q_proj, k_proj and v_proj rows, F of H,
    Q and K interleaved), W_fold = W_downT @ W_base (W_downT: layer i's down_proj as [I, H]); then
-   cast to the buffer's dtype, uploaded (CUDA) or written into the reference VM's buffer. */
+   cast to the buffer's dtype and written into the backend's buffer. */
 AMK__FN amk_result amk__llm_fold(amk_llm *m, int id, int layer, uint64_t *done, uint64_t total, amk_diag *d) {
     static const char *const qkv_names[3] = {"q_proj", "k_proj", "v_proj"};
     const amk_llama_config *c = &m->cfg;
@@ -489,7 +729,7 @@ AMK__FN amk_result amk__llm_fold(amk_llm *m, int id, int layer, uint64_t *done, 
     char name[96];
     int64_t k, f, e;
     size_t nb = (size_t)amk__buffer_nbytes(b);
-    amk_result r = AMK_OK;
+    amk_result r = AMK_OK, w;
     int j;
     if (b->rank != 2 || b->shape[0] != I + H || b->shape[1] != F || layer + 1 >= c->n_layers)
         return amk__fail(d, AMK_ERR_MISMATCH, "qkv fold: '%s' is not [%lld, %lld] of a layer before the last",
@@ -499,8 +739,8 @@ AMK__FN amk_result amk__llm_fold(amk_llm *m, int id, int layer, uint64_t *done, 
     wd = amk__refvm_floats(I4 * H);
     base = amk__refvm_floats(H * F);
     cat = amk__refvm_floats((I4 + H) * F);
-    if (m->cuda) dst = amk__malloc(nb);
-    else if (!(dst = amk_refvm_buffer(m->vm, id, &nb))) r = amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
+    w = m->backend->write_begin(m, id, &dst, &nb); /* OUT_OF_MEMORY leaves dst NULL: the check below names it */
+    if (w != AMK_OK && w != AMK_ERR_OUT_OF_MEMORY) r = amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
     if (r == AMK_OK && (!wqkv || !nw || !wd || !base || !cat || !dst))
         r = amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory folding '%s'", b->name);
     for (j = 0; j < 3 && r == AMK_OK; j++) { /* Q rows at 0, K rows at qr, V rows at qr + kvr */
@@ -518,9 +758,11 @@ AMK__FN amk_result amk__llm_fold(amk_llm *m, int id, int layer, uint64_t *done, 
         amk__llm_fold_rows(m, wd, base, cat, I, H, F, done, total);
         memcpy(cat + I * F, base, (size_t)(H * F) * sizeof(float)); /* W_base: rows I.. of W_cat */
         for (e = 0; e < (I + H) * F; e++) amk__store_f32(dst, b->dtype, e, cat[e]);
-        if (m->cuda) r = amk_cuda_upload(m->cuda, id, dst, nb, d);
     }
-    if (m->cuda) amk__free(dst);
+    if (w == AMK_OK) {
+        w = m->backend->write_end(m, id, dst, nb, r == AMK_OK, d);
+        if (r == AMK_OK) r = w;
+    }
     amk__free(wqkv); amk__free(nw); amk__free(wd); amk__free(base); amk__free(cat);
     return r;
 }
@@ -528,9 +770,9 @@ AMK__FN amk_result amk__llm_fold(amk_llm *m, int id, int layer, uint64_t *done, 
 /* Fills every WEIGHT buffer: from the model file, or random (seeded) when m->model is NULL. */
 AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
     /* W_cat.i of a folded step is derived from the other weights, so it comes after them (not
-       with random weights on the GPU: those are made like any other matrix, the step's numbers
-       then meaning nothing, as every random weight's; for timing only) */
-    const int derive = !m->cuda || m->model;
+       with random weights the backend makes, the GPU's: those are made like any other matrix, the
+       step's numbers then meaning nothing, as every random weight's; for timing only) */
+    const int derive = m->model || !m->backend->random_weight;
     uint64_t total = 0, done = 0, fold_total = 0, fold_done = 0;
     int i;
     amk__rng rng;
@@ -545,30 +787,28 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
         const amk_buffer *b = &m->prog->buffers[i];
         size_t nb = (size_t)amk__buffer_nbytes(b);
         void *dst;
-        amk_result r = AMK_OK;
+        amk_result r = AMK_OK, w;
         /* why: uniform in +-sqrt(3)/sqrt(K) has variance 1/K, so each output has unit variance
            (K: HF's in-features, shape[0] of a transposed weight) */
         const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[amk__llm_transposed(m, b) ? 0 : 1]) : 0.0f;
         if (b->kind != AMK_KIND_WEIGHT || (derive && amk__llm_fold_layer(b) >= 0)) continue;
-        if (m->cuda && !m->model) { /* random weights made on the device: no host copy of 16 GB */
-            r = b->rank == 2 ? amk_cuda_fill_random(m->cuda, i, m->opts.random_seed * 1000003u + (uint64_t)i, scale, d)
-                             : amk_cuda_fill_value(m->cuda, i, 1.0f, d);
-        } else if (m->cuda) { /* file weights through a staging copy */
-            void *stage = amk__malloc(nb);
-            if (!stage) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
-            r = amk_model_tensor_read(m->model, b->source, b->dtype, stage, nb, d);
-            if (r == AMK_OK) r = amk__llm_weight_layout(m, b, stage, nb, d);
-            if (r == AMK_OK) r = amk_cuda_upload(m->cuda, i, stage, nb, d);
-            amk__free(stage);
-        } else if (!(dst = amk_refvm_buffer(m->vm, i, &nb))) {
+        if (!m->model && m->backend->random_weight) { /* random weights made by the backend */
+            r = m->backend->random_weight(m, i, scale, d);
+        } else if ((w = m->backend->write_begin(m, i, &dst, &nb)) == AMK_ERR_OUT_OF_MEMORY) {
+            return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
+        } else if (w != AMK_OK) {
             return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
-        } else if (m->model) {
-            r = amk_model_tensor_read(m->model, b->source, b->dtype, dst, nb, d);
-            if (r == AMK_OK) r = amk__llm_weight_layout(m, b, dst, nb, d);
         } else {
-            int64_t n = amk_buffer_numel(b), j;
-            for (j = 0; j < n; j++) amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(&rng) * scale : 1.0f);
-            r = amk__llm_weight_layout(m, b, dst, nb, d); /* why: the same model as the spec_ops step for one seed */
+            if (m->model) {
+                r = amk_model_tensor_read(m->model, b->source, b->dtype, dst, nb, d);
+                if (r == AMK_OK) r = amk__llm_weight_layout(m, b, dst, nb, d);
+            } else {
+                int64_t n = amk_buffer_numel(b), j;
+                for (j = 0; j < n; j++) amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(&rng) * scale : 1.0f);
+                r = amk__llm_weight_layout(m, b, dst, nb, d); /* why: the same model as the spec_ops step for one seed */
+            }
+            w = m->backend->write_end(m, i, dst, nb, r == AMK_OK, d);
+            if (r == AMK_OK) r = w;
         }
         if (r != AMK_OK) return r;
         done += nb;
@@ -648,9 +888,6 @@ AMK_API amk_result amk_llm_open_random(const amk_llama_config *cfg, const amk_ll
 AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **logits, int *argmax,
                                 amk_diag *d) {
     amk_result r;
-    void *buf;
-    size_t nb;
-    int32_t v;
     if (!m) return AMK_ERR_INVALID_ARG;
     if (pos < 0 || pos >= m->max_seq)
         return amk__fail(d, AMK_ERR_RUNTIME, "context of %d tokens is longer than the KV cache (%d); use a larger --ctx",
@@ -658,42 +895,9 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
     if (token < 0 || token >= m->cfg.vocab)
         return amk__fail(d, AMK_ERR_RUNTIME, "token id %d is outside the vocabulary (%d)", token, m->cfg.vocab);
     r = amk_llama_set_pos(m->prog, pos, d);
+    if (r == AMK_OK) r = m->backend->step(m, token, pos, logits != NULL, argmax, d);
     if (r != AMK_OK) return r;
-    if (m->cuda) {
-        int32_t next = -1, tp[2];
-        amk_cuda_in in[2];
-        amk_cuda_out out[2];
-        tp[0] = token;
-        tp[1] = pos;
-        in[0].buffer_id = m->buf_token; in[0].host = &tp[0]; in[0].nbytes = 4;
-        in[1].buffer_id = m->buf_pos; in[1].host = &tp[1]; in[1].nbytes = 4;
-        out[0].buffer_id = m->buf_next; out[0].host = &next; out[0].nbytes = 4;
-        /* why the logits only when asked: a greedy loop needs the token alone, and their copy
-           (vocab floats, 0.2-0.5 MB) is a sizeable part of a small model's step */
-        out[1].buffer_id = m->buf_logits; out[1].host = m->logits; out[1].nbytes = (size_t)m->cfg.vocab * 4;
-        r = amk_cuda_update_task_params(m->cuda, m->prog, m->step_tasks, m->n_step_tasks, d);
-        /* why one call: each separate copy waited for the device (~60 us a token on SmolLM2) */
-        if (r == AMK_OK) r = amk_cuda_run_io(m->cuda, in, 2, out, logits ? 2 : 1, m->opts.timeout_ms, d);
-        if (r != AMK_OK) return r;
-        if (logits) *logits = m->logits;
-        if (argmax) *argmax = next;
-        return AMK_OK;
-    }
-    v = token;
-    buf = amk_refvm_buffer(m->vm, m->buf_token, &nb);
-    memcpy(buf, &v, 4);
-    v = pos;
-    buf = amk_refvm_buffer(m->vm, m->buf_pos, &nb);
-    memcpy(buf, &v, 4);
-    r = amk_refvm_run(m->vm, NULL, d);
-    if (r != AMK_OK) return r;
-    buf = amk_refvm_buffer(m->vm, m->buf_logits, &nb);
-    memcpy(m->logits, buf, (size_t)m->cfg.vocab * sizeof(float)); /* logits: F32 [1, vocab] (the builder) */
     if (logits) *logits = m->logits;
-    if (argmax) {
-        buf = amk_refvm_buffer(m->vm, m->buf_next, &nb);
-        *argmax = (int)amk__load_i64(buf, AMK_DTYPE_I32, 0);
-    }
     return AMK_OK;
 }
 
@@ -710,26 +914,8 @@ AMK_API amk_result amk_llm_generate(amk_llm *m, int token, int pos, int n, int *
         return amk__fail(d, AMK_ERR_RUNTIME, "token id %d is outside the vocabulary (%d)", token, m->cfg.vocab);
     /* why a step at a time where the program has per-step params (the spec_ops step): a chained
        launch runs one set of params for every step */
-    if (m->cuda && n > 1 && m->n_step_tasks == 0) {
-        amk_cuda_chain ch;
-        ch.token_buf = m->buf_token;
-        ch.pos_buf = m->buf_pos;
-        ch.next_buf = m->buf_next;
-        ch.n_steps = n;
-        if (n > m->chain_cap) {
-            int32_t *t = (int32_t *)amk__malloc((size_t)n * sizeof(int32_t));
-            if (!t) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
-            amk__free(m->chain_tok);
-            m->chain_tok = t;
-            m->chain_cap = n;
-        }
-        r = amk_cuda_set_chain(m->cuda, &ch, d); /* UNSUPPORTED: an image without the chained kernel */
-        if (r == AMK_OK) {
-            r = amk_cuda_run_chain(m->cuda, token, pos, m->chain_tok, m->opts.timeout_ms > 0 ? m->opts.timeout_ms * n : 0.0, d);
-            for (i = 0; i < n && r == AMK_OK; i++) tokens[i] = (int)m->chain_tok[i];
-            amk_cuda_set_chain(m->cuda, NULL, NULL); /* why: a later amk_cuda_time_runs times single steps again */
-            return r;
-        }
+    if (m->backend->generate && n > 1 && m->n_step_tasks == 0) {
+        r = m->backend->generate(m, token, pos, n, tokens, d);
         if (r != AMK_ERR_UNSUPPORTED) return r;
     }
     for (i = 0; i < n; i++)
@@ -741,17 +927,9 @@ AMK_API amk_result amk_llm_reset(amk_llm *m, amk_diag *d) {
     int i;
     if (!m) return AMK_ERR_INVALID_ARG;
     for (i = 0; i < m->prog->n_buffers; i++) {
-        size_t nb;
-        void *b;
+        amk_result r;
         if (m->prog->buffers[i].kind != AMK_KIND_KV_CACHE) continue;
-        if (m->cuda) {
-            amk_result r = amk_cuda_fill_value(m->cuda, i, 0.0f, d);
-            if (r != AMK_OK) return r;
-            continue;
-        }
-        b = amk_refvm_buffer(m->vm, i, &nb);
-        if (!b) return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for KV cache");
-        memset(b, 0, nb);
+        if ((r = m->backend->zero(m, i, d)) != AMK_OK) return r;
     }
     return AMK_OK;
 }
