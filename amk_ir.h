@@ -65,7 +65,7 @@ typedef enum amk_buffer_kind {
    op lives in its row, its check and reference functions (amk_validate.h, amk_refvm.h), its device
    function (amk_ops.cuh) and its test.
 
-   X(NAME, code, min_in, max_in, n_out, required, write, region, check, ref, dev, go, note)
+   X(NAME, code, min_in, max_in, n_out, required, write, region, check, ref, dev, dev_first, go, note)
      min_in, max_in  input count (max -1: up to AMK_MAX_INPUTS)
      n_out           output count (-1: at least 1, the check function says how many)
      required        the params the op needs, as ("key", ...,) (trailing comma; () for none)
@@ -75,80 +75,83 @@ typedef enum amk_buffer_kind {
      check           its shape, dtype and param-value check (amk__check_*, amk_validate.h)
      ref             its reference implementation (amk__ref_*, amk_refvm.h)
      dev             its device function (amk_op_*, amk_ops.cuh), called as dev(ctx, smem)
+     dev_first       1 in the first row that names dev, 0 in the others: the dispatch calls each
+                     device function at one place (why: the VM is one function at the register
+                     cap, and a second call site of an op's code made it spill)
      go              1: the device function does its setup first and waits itself (amk_op_go);
                      0: the VM waits before calling it
      note            one line for amk_op_spec_get and the tools
    Codes are the spec's (0..18) and AMK's own from 20 (19 is another implementation's FUSED and
    stays a hole); append new ops with the next code, never renumber. */
 #define AMK_OPS(X) \
-    X(NOP, 0, 0, 0, 0, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_nop, amk__ref_nop, amk_op_nop, 0, \
+    X(NOP, 0, 0, 0, 0, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_nop, amk__ref_nop, amk_op_nop, 1, 0, \
       "no-op") \
-    X(COPY, 1, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_same, amk__ref_copy, amk_op_copy, 0, \
+    X(COPY, 1, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_same, amk__ref_copy, amk_op_copy, 1, 0, \
       "out = x (cast)") \
     X(EMBED, 2, 2, 2, 1, ("hidden",), AMK_WRITE_PLAIN, amk__region_all, amk__check_embed, amk__ref_embed, \
-      amk_op_embed, 0, "[ids, table[V,H]] -> gathered rows") \
+      amk_op_embed, 1, 0, "[ids, table[V,H]] -> gathered rows") \
     X(RMSNORM, 3, 2, 2, 1, ("eps", "hidden",), AMK_WRITE_PLAIN, amk__region_all, amk__check_norm, \
-      amk__ref_rmsnorm, amk_op_rmsnorm, 0, "x*rsqrt(mean(x^2)+eps)*w") \
+      amk__ref_rmsnorm, amk_op_rmsnorm, 1, 0, "x*rsqrt(mean(x^2)+eps)*w") \
     X(LAYERNORM, 4, 2, 3, 1, ("eps", "hidden",), AMK_WRITE_PLAIN, amk__region_all, amk__check_norm, \
-      amk__ref_layernorm, amk_op_layernorm, 0, "LayerNorm(x, w[, b])") \
+      amk__ref_layernorm, amk_op_layernorm, 1, 0, "LayerNorm(x, w[, b])") \
     X(GEMV_TILE, 5, 2, 3, 1, ("K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, amk__check_gemv, \
-      amk__ref_gemv, amk_op_gemv_tile, 1, "out[..,n_off:n_off+N_tile] = x @ W[n_off:..].T") \
+      amk__ref_gemv, amk_op_gemv_tile, 1, 1, "out[..,n_off:n_off+N_tile] = x @ W[n_off:..].T") \
     X(GEMM_TILE, 6, 2, 3, 1, ("M_tile", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
-      amk__check_gemv, amk__ref_gemv, amk_op_gemm_tile, 1, "tiled GEMM (prefill/batch)") \
+      amk__check_gemv, amk__ref_gemv, amk_op_gemm_tile, 1, 1, "tiled GEMM (prefill/batch)") \
     X(ATTENTION_TILE, 7, 3, 4, 1, ("head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads",), \
-      AMK_WRITE_PLAIN, amk__region_all, amk__check_attention, amk__ref_attention, amk_op_attention_tile, 0, \
+      AMK_WRITE_PLAIN, amk__region_all, amk__check_attention, amk__ref_attention, amk_op_attention_tile, 1, 0, \
       "GQA attention over a KV window") \
     X(ROPE, 8, 2, 2, 1, ("head_dim", "theta",), AMK_WRITE_PLAIN, amk__region_all, amk__check_rope, \
-      amk__ref_rope, amk_op_rope, 0, "rotate-half rotary embedding") \
+      amk__ref_rope, amk_op_rope, 1, 0, "rotate-half rotary embedding") \
     X(SILU_MUL, 9, 2, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_elementwise, amk__ref_silu_mul, \
-      amk_op_silu_mul, 0, "silu(gate)*up") \
-    X(GELU, 10, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_same, amk__ref_gelu, amk_op_gelu, 0, \
+      amk_op_silu_mul, 1, 0, "silu(gate)*up") \
+    X(GELU, 10, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_same, amk__ref_gelu, amk_op_gelu, 1, 0, \
       "exact GELU") \
     X(ADD, 11, 2, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_elementwise, amk__ref_add, \
-      amk_op_add, 0, "a + b") \
-    X(MUL, 12, 1, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_mul, amk__ref_mul, amk_op_mul, 0, \
+      amk_op_add, 1, 0, "a + b") \
+    X(MUL, 12, 1, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_mul, amk__ref_mul, amk_op_mul, 1, 0, \
       "a * b, or a * scale") \
     X(DEQUANT, 13, 2, 3, 1, ("qdtype", "group",), AMK_WRITE_PLAIN, amk__region_all, amk__check_dequant, \
-      amk__ref_dequant, amk_op_dequant, 0, "int4/int8 + scales -> fp") \
+      amk__ref_dequant, amk_op_dequant, 1, 0, "int4/int8 + scales -> fp") \
     X(SOFTMAX, 14, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_softmax, amk__ref_softmax, \
-      amk_op_softmax, 0, "softmax over dim") \
+      amk_op_softmax, 1, 0, "softmax over dim") \
     X(ALLREDUCE_SHARD, 15, 1, 8, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_elementwise, \
-      amk__ref_allreduce_shard, amk_op_allreduce_shard, 0, "sum of shards") \
+      amk__ref_allreduce_shard, amk_op_allreduce_shard, 1, 0, "sum of shards") \
     X(KV_APPEND, 16, 2, 2, 1, ("pos",), AMK_WRITE_INPLACE, amk__region_all, amk__check_kv_append, \
-      amk__ref_kv_append, amk_op_kv_append, 0, "write row pos of the KV cache") \
+      amk__ref_kv_append, amk_op_kv_append, 1, 0, "write row pos of the KV cache") \
     X(SAMPLE_ARGMAX, 17, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_argmax, amk__ref_argmax, \
-      amk_op_sample_argmax, 0, "greedy argmax over the last axis") \
+      amk_op_sample_argmax, 1, 0, "greedy argmax over the last axis") \
     X(ATTENTION_COMBINE, 18, 2, 8, 1, ("head_dim",), AMK_WRITE_PLAIN, amk__region_all, \
-      amk__check_attention_combine, amk__ref_attention_combine, amk_op_attention_combine, 0, \
+      amk__check_attention_combine, amk__ref_attention_combine, amk_op_attention_combine, 1, 0, \
       "merge flash partials (acc, m, l)") \
     X(RMSNORM_GEMV, 20, 3, 4, -1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
-      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 1, \
+      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 1, 1, \
       "tile of rmsnorm(x) @ W.T (+ RoPE, KV row; + its argmax pair: a 2nd output)") \
     X(RMSNORM_SWIGLU, 21, 4, 4, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
-      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 1, "tile of silu(xn @ Wg.T) * (xn @ Wu.T)") \
+      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 0, 1, "tile of silu(xn @ Wg.T) * (xn @ Wu.T)") \
     X(ATTENTION_DECODE, 22, 4, 4, 1, \
       ("head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile",), \
-      AMK_WRITE_PLAIN, amk__region_heads, amk__check_attention, amk__ref_attention, amk_op_attention_decode, 1, \
+      AMK_WRITE_PLAIN, amk__region_heads, amk__check_attention, amk__ref_attention, amk_op_attention_decode, 1, 1, \
       "attention of kv heads [n_off, n_off+N_tile) over rows up to pos") \
     X(ARGMAX_PARTIAL, 23, 1, 1, 1, ("N_tile", "n_off", "part",), AMK_WRITE_PLAIN, amk__region_pair, \
-      amk__check_argmax, amk__ref_argmax, amk_op_argmax_pair, 0, "(max, first index) of a column range, per row") \
+      amk__check_argmax, amk__ref_argmax, amk_op_argmax_pair, 1, 0, "(max, first index) of a column range, per row") \
     X(ARGMAX_COMBINE, 24, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_argmax, amk__ref_argmax, \
-      amk_op_argmax_pair, 0, "index of the best (max, index) partial, per row") \
+      amk_op_argmax_pair, 0, 0, "index of the best (max, index) partial, per row") \
     X(RMSNORM_MLP, 25, 5, 7, -1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_ACCUM, amk__region_all, \
-      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 1, \
+      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 0, 1, \
       "out += (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) @ W_downT[tile] (+ resid); accumulates " \
       "(flag FOLD: W_cat its 6th input, and a 2nd output qkv += its share of the folded projections)") \
-    X(FILL, 26, 0, 0, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_fill, amk__ref_fill, amk_op_fill, 0, \
+    X(FILL, 26, 0, 0, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_fill, amk__ref_fill, amk_op_fill, 1, 0, \
       "out = scale everywhere") \
     X(ATTENTION_O, 27, 5, 7, -1, \
       ("head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile", "m_off", "M_tile",), \
       AMK_WRITE_ACCUM_FIRST, amk__region_kv_heads, amk__check_attention, amk__ref_attention, \
-      amk_op_attention_decode, 1, \
+      amk_op_attention_decode, 0, 1, \
       "out += attention(kv heads [n_off, n_off+N_tile))[m_off:+M_tile] @ W_oT[m_off:+M_tile] (+ resid); " \
       "accumulates (flag PRENORM: q/k/v from raw projections and x's rms; with outputs 2 and 3, the caches, " \
       "k/v into row pos)") \
     X(BIAS_ADD, 28, 2, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_bias_add, amk__ref_bias_add, \
-      amk_op_bias_add, 0, "out[m, n] = x[m, n] + b[n]: a bias over x's rows")
+      amk_op_bias_add, 1, 0, "out[m, n] = x[m, n] + b[n]: a bias over x's rows")
 
 /* How an op writes its outputs (the op table's write column). The validator's race rules read it. */
 typedef enum amk_write_kind {
@@ -161,7 +164,7 @@ typedef enum amk_write_kind {
 
 /* The opcodes (spec §1.1, §7; AMK's own from 20: README "Opcodes"). */
 typedef enum amk_opcode {
-#define AMK__OP_ENUM(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) AMK_OP_##name = code,
+#define AMK__OP_ENUM(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) AMK_OP_##name = code,
     AMK_OPS(AMK__OP_ENUM)
 #undef AMK__OP_ENUM
     AMK_OP_COUNT,               /* one past the largest code (the codes in use are dense, but for 19) */
@@ -170,7 +173,7 @@ typedef enum amk_opcode {
 
 /* The table's rows in order (AMK__OP_ROW_<NAME>), and their count. */
 enum amk__op_row {
-#define AMK__OP_ROW(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) AMK__OP_ROW_##name,
+#define AMK__OP_ROW(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) AMK__OP_ROW_##name,
     AMK_OPS(AMK__OP_ROW)
 #undef AMK__OP_ROW
     AMK__OP_ROWS

@@ -3222,8 +3222,9 @@ AMK_OP_FN void amk_op_attention_combine(amk_op_ctx *c, float *smem) {
     }
 }
 
-/* BIAS_ADD: out[m, n] = x[m, n] + b[n], a thread a column of b, row by row (no division). */
-AMK_OP_FN void amk_op_bias_add(amk_op_ctx *c, float *smem) {
+/* BIAS_ADD: out[m, n] = x[m, n] + b[n], a thread a column of b, row by row (no division). why
+   __noinline__: no decode step runs it, so its code stays out of the VM loop's (like ARGMAX's). */
+static __device__ __noinline__ void amk_op_bias_add(amk_op_ctx *c, float *smem) {
     const amk_buffer_t *x = &c->in[0], *b = &c->in[1], *o = &c->out[0];
     const int64_t N = b->numel, rows = x->numel / N;
     (void)smem;
@@ -3241,16 +3242,23 @@ AMK_OP_FN void amk_op_bias_add(amk_op_ctx *c, float *smem) {
 static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *smem) {
     const int op = c->ins.op;
     /* the ops that split their setup from their work call amk_op_go themselves (>>go) */
-#define AMK__OP_SPLITS(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) || ((go) && op == (code))
+#define AMK__OP_SPLITS(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) || ((go) && op == (code))
     const int splits = 0 AMK_OPS(AMK__OP_SPLITS);
 #undef AMK__OP_SPLITS
     if ((!AMK_VM_EARLY_SETUP || !splits) && !amk_op_wait_go(c)) return;
-    switch (op) {
-#define AMK__OP_DEV_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) case code: dv(c, smem); break;
+    switch (op) { /* each op jumps to its device function's one call (the table's dev_first) */
+#define AMK__OP_DEV_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) case code: goto amk__dev_##dv;
         AMK_OPS(AMK__OP_DEV_CASE)
 #undef AMK__OP_DEV_CASE
-    default: if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, c->ins.op); break;
+    default: if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, c->ins.op); return;
     }
+#define AMK__OP_DEV_CALL_0(dv)
+#define AMK__OP_DEV_CALL_1(dv) amk__dev_##dv: dv(c, smem); return;
+#define AMK__OP_DEV_CALL(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) AMK__OP_DEV_CALL_##df(dv)
+    AMK_OPS(AMK__OP_DEV_CALL)
+#undef AMK__OP_DEV_CALL
+#undef AMK__OP_DEV_CALL_1
+#undef AMK__OP_DEV_CALL_0
 }
 
 #endif /* AMK_OPS_CUH */

@@ -221,7 +221,7 @@ AMK_API amk_result amk_program_save(const amk_program *p, const char *path, amk_
    weight-only quantized GEMV). */
 #define AMK__UNPAREN(...) __VA_ARGS__
 static const amk_op_spec amk__op_specs[AMK__OP_ROWS] = {
-#define AMK__OP_SPEC(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) \
+#define AMK__OP_SPEC(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) \
     {#name, mi, ma, no, {AMK__UNPAREN req NULL}, note},
     AMK_OPS(AMK__OP_SPEC)
 #undef AMK__OP_SPEC
@@ -229,7 +229,7 @@ static const amk_op_spec amk__op_specs[AMK__OP_ROWS] = {
 
 AMK_API const amk_op_spec *amk_op_spec_get(int op) {
     switch (op) {
-#define AMK__OP_SPEC_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) \
+#define AMK__OP_SPEC_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) \
     case code: return &amk__op_specs[AMK__OP_ROW_##name];
         AMK_OPS(AMK__OP_SPEC_CASE)
 #undef AMK__OP_SPEC_CASE
@@ -240,7 +240,7 @@ AMK_API const amk_op_spec *amk_op_spec_get(int op) {
 /* How op writes its outputs (the op table's write column); AMK_WRITE_PLAIN for an unknown op. */
 AMK__FN amk_write_kind amk__op_write(int op) {
     switch (op) {
-#define AMK__OP_WRITE_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) case code: return w;
+#define AMK__OP_WRITE_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) case code: return w;
         AMK_OPS(AMK__OP_WRITE_CASE)
 #undef AMK__OP_WRITE_CASE
     default: return AMK_WRITE_PLAIN;
@@ -253,7 +253,7 @@ AMK_API const char *amk_op_name(int op) {
 }
 AMK_API int amk_op_from_name(const char *name) {
     if (!name) return -1;
-#define AMK__OP_FROM_NAME(name_, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) \
+#define AMK__OP_FROM_NAME(name_, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) \
     if (strcmp(name, #name_) == 0) return code;
     AMK_OPS(AMK__OP_FROM_NAME)
 #undef AMK__OP_FROM_NAME

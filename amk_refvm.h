@@ -736,7 +736,7 @@ AMK__FN amk_result amk__ref_bias_add(const amk__refop *o, amk_diag *d) {
 /* The numerics of one task whose check already passed: its reference function in the op table. */
 AMK__FN amk_result amk__refvm_exec(const amk__refop *o, amk_diag *d) {
     switch (o->t->op) {
-#define AMK__OP_REF_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) case code: return rf(o, d);
+#define AMK__OP_REF_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) case code: return rf(o, d);
         AMK_OPS(AMK__OP_REF_CASE)
 #undef AMK__OP_REF_CASE
     default:

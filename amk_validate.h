@@ -816,7 +816,7 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
 
     /* ---- the opcode's own rules: its check function in the op table */
     switch (t->op) {
-#define AMK__OP_CHECK_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) case code: return ck(&c);
+#define AMK__OP_CHECK_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) case code: return ck(&c);
         AMK_OPS(AMK__OP_CHECK_CASE)
 #undef AMK__OP_CHECK_CASE
     default: AMK__OPS_FAIL(OP_UNKNOWN, "opcode %d is not defined", t->op);
@@ -1905,7 +1905,7 @@ AMK__FN void amk__v_region_of(const amk_task *t, int ti, int x, amk__v_region *r
     r->n0 = r->m0 = INT64_MIN;
     r->n1 = r->m1 = INT64_MAX;
     switch (t->op) {
-#define AMK__OP_REGION_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, go, note) case code: rg(t, x, r); return;
+#define AMK__OP_REGION_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) case code: rg(t, x, r); return;
         AMK_OPS(AMK__OP_REGION_CASE)
 #undef AMK__OP_REGION_CASE
     default: return;
