@@ -43,7 +43,7 @@ $(BUILD)/amk: examples/amk.c $(HDRS) $(DEVICE_CHECK) | $(BUILD)
 # Host tests: C99, -Werror, ASan + UBSan, one binary per tests/test_*.c over one shared impl object.
 $(BUILD)/tests/impl.o: tests/impl.c $(HDRS) | $(BUILD)/tests
 	$(CC) $(CSTD) -g -O1 $(SAN) -c -o $@ tests/impl.c
-$(BUILD)/tests/%: tests/%.c $(BUILD)/tests/impl.o tests/amk_test.h $(HDRS)
+$(BUILD)/tests/%: tests/%.c $(BUILD)/tests/impl.o tests/amk_test.h tests/randprog.h $(HDRS)
 	$(CC) $(CSTD) -g -O1 $(SAN) -o $@ $< $(BUILD)/tests/impl.o $(LDLIBS)
 
 # The implementation also compiles as C++ (warnings are errors there too).

@@ -86,7 +86,7 @@ $(BUILD)/gpu/test_cuda_host: tests/gpu/test_cuda_host.c $(BUILD)/tests/impl.o te
 	  -o $@ $< $(BUILD)/tests/impl.o $(LDLIBS)
 
 # The GPU suite: no host sanitizers (compute-sanitizer wraps it instead); -O1 as the host tests.
-$(BUILD)/gpu/test_gpu: tests/gpu/test_gpu.c $(wildcard tests/gpu/*.h) $(HDRS) tests/amk_test.h \
+$(BUILD)/gpu/test_gpu: tests/gpu/test_gpu.c $(wildcard tests/gpu/*.h) $(wildcard tests/randprog.h) $(HDRS) tests/amk_test.h \
                        $(BUILD)/amk_device_image.h | $(BUILD)/gpu
 	$(CC) $(CSTD) -g -O1 -I$(BUILD) $(if $(wildcard tests/randprog.h),-DAMK_TEST_HAVE_RANDPROG) \
 	  -o $@ $< $(LDLIBS)

@@ -232,7 +232,7 @@ static void lower_ok(amk_program *p, const amk_config *c, int num_sms) {
 /* ---- random programs ----------------------------------------------------------------------------- */
 
 static void test_randprog_validates(void) {
-    int seed, n_bad = 0;
+    int seed, n_bad = 0, counts[RANDPROG_FORM_COUNT] = {0};
     for (seed = 0; seed < 200; seed++) {
         randprog_opts o;
         amk_program *p;
@@ -241,11 +241,13 @@ static void test_randprog_validates(void) {
         o.n_tasks = 8 + seed % 40;
         o.kv = -1;
         o.onchip = seed % 3 == 0;
+        o.ops = RANDPROG_OPS_ALL;
         p = randprog_make((uint64_t)seed, &o);
         CHECK(p != NULL);
         if (!p) continue;
         CHECK(p->n_tasks >= 3);
         CHECK(is_topological(p));
+        randprog_count_forms(p, counts);
         r = amk_program_validate(p, &rep);
         if (r != AMK_OK && n_bad++ < 3) {
             char line[512];
@@ -261,6 +263,7 @@ static void test_randprog_validates(void) {
         amk_report_free(&rep);
         amk_program_free(p);
     }
+    randprog_check_fused_coverage(counts, 200, "randprog validates");
 }
 
 static void test_random_all_modes(void) {
@@ -274,6 +277,7 @@ static void test_random_all_modes(void) {
         o.n_tasks = 6 + seed % 30;
         o.kv = -1;
         o.onchip = seed % 4 == 1;
+        o.ops = RANDPROG_OPS_ALL;
         orig = randprog_make((uint64_t)seed + 1000, &o);
         CHECK(orig != NULL);
         if (!orig) continue;
@@ -307,6 +311,7 @@ static void test_random_shuffled_order(void) {
         o.n_tasks = 5 + seed % 25;
         o.kv = -1;
         o.onchip = 0;
+        o.ops = RANDPROG_OPS_ALL;
         p = randprog_make((uint64_t)seed + 5000, &o);
         CHECK(p != NULL);
         if (!p) continue;
@@ -341,6 +346,7 @@ static void test_random_explicit(void) {
         o.n_tasks = 10;
         o.kv = -1;
         o.onchip = 0;
+        o.ops = RANDPROG_OPS_ALL;
         p = randprog_make((uint64_t)seed + 9000, &o);
         CHECK(p != NULL);
         if (!p) continue;
@@ -723,7 +729,7 @@ static void test_relower_aliased(void) {
     amk_config c;
     amk_diag d;
     int k, b;
-    o.n_tasks = 30; o.kv = 1; o.onchip = 1;
+    o.n_tasks = 30; o.kv = 1; o.onchip = 1; o.ops = RANDPROG_OPS_ALL;
     p = randprog_make(77, &o);
     CHECK(p != NULL);
     if (!p) return;
@@ -801,6 +807,7 @@ static void test_hostile_programs(void) {
         o.n_tasks = 6 + seed % 20;
         o.kv = -1;
         o.onchip = seed % 2;
+        o.ops = RANDPROG_OPS_ALL;
         p = randprog_make((uint64_t)seed + 20000, &o);
         CHECK(p != NULL);
         if (!p) continue;
@@ -838,7 +845,7 @@ static void test_scale(void) {
     amk_program *p, *q;
     amk_config c;
     int k, max_sm = 0;
-    o.n_tasks = 6000; o.kv = 1; o.onchip = 0;
+    o.n_tasks = 6000; o.kv = 1; o.onchip = 0; o.ops = RANDPROG_OPS_ALL;
     p = randprog_make(4242, &o);
     CHECK(p != NULL);
     if (!p) return;

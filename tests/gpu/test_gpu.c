@@ -1297,6 +1297,7 @@ static void test_dag_random(void) {
         o.n_tasks = 20 + s * 4;
         o.kv = -1;
         o.onchip = s % 2;
+        o.ops = RANDPROG_OPS_GPU; /* the fused ops, but for the forms the VM takes only in its lean tiles */
         p = randprog_make(seed, &o);
         snprintf(tag, sizeof tag, "random seed %llu sms %d", (unsigned long long)seed, n_sms);
         amk_config_default(&cfg);
