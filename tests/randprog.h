@@ -480,11 +480,12 @@ RANDPROG_FN void randprog_argmax(randprog_state *s, int counter) {
 }
 
 /* One fused step in place of a step of the main loop: RMSNORM_GEMV tiles (plain or ROPE),
-   RMSNORM_SWIGLU tiles, the one-step MLP, a FILL constant or (not RANDPROG_OPS_GPU) an argmax. */
+   RMSNORM_SWIGLU tiles, the one-step MLP, a FILL constant, a BIAS_ADD or (not RANDPROG_OPS_GPU)
+   an argmax. */
 RANDPROG_FN void randprog_fused(randprog_state *s) {
     int c = amk_program_add_counter(s->p, "fused"), out, n, pos;
     randprog_val x;
-    switch (randprog_below(&s->rng, s->ops == RANDPROG_OPS_GPU ? 4 : 5)) {
+    switch (randprog_below(&s->rng, s->ops == RANDPROG_OPS_GPU ? 5 : 6)) {
     case 0:
         x = s->pool[randprog_pick(s, 0)];
         out = randprog_activation(s, 0);
@@ -504,6 +505,14 @@ RANDPROG_FN void randprog_fused(randprog_state *s) {
         randprog_fill_task(s, out, c);
         randprog_push(s, out, c, 1, 0);
         break;
+    case 4: { /* BIAS_ADD: a value plus a bias of its own over its last axis */
+        randprog_val v = s->pool[randprog_pick(s, 0)];
+        int b = randprog_buffer(s, "bias", AMK_KIND_WEIGHT, randprog_float_dtype(&s->rng), 1, s->H, 0, 0, AMK_SPACE_HBM);
+        out = randprog_activation(s, 0);
+        randprog_task(s, AMK_OP_BIAS_ADD, &v, 1, &b, 1, out, c, (int64_t)s->H * 4);
+        randprog_push(s, out, c, 1, 0);
+        break;
+    }
     default: randprog_argmax(s, c); break;
     }
 }
