@@ -1,5 +1,14 @@
-/* amk_arch.h - AMK the model builders: a Llama decode step as a program.
-   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+/* amk_arch.h - AMK's model builders. Part of AMK (amk.h has the library's manual).
+
+   WHAT IT DOES
+     Builds a model's decode step as a program: amk_llama_build (Llama: the fused step of AMK's
+     opcodes, or --spec-ops's step of the spec's opcodes 0-18 only), amk_llama_build_lowered
+     (built, lowered and placed on the SMs the way AMK runs it), the named shapes of the
+     benchmarks (amk_llama_config_preset) and a config from config.json alone.
+   WHAT IT DOES NOT DO
+     Families other than Llama (yet), prefill programs (the prompt runs through the decode step).
+   CONTENTS
+     declarations >>llama | implementation >>impl_llama */
 #ifndef AMK_ARCH_H
 #define AMK_ARCH_H
 

@@ -1,5 +1,16 @@
-/* amk_core.h - AMK the base layer: results and diagnostics, allocation, checked sizes, strings, dtypes, files, the JSON reader.
-   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+/* amk_core.h - AMK's base layer. Part of AMK (amk.h is the umbrella and has the library's manual:
+   usage, config, errors, memory, threading, and the list of layers).
+
+   WHAT IT DOES
+     Results and caller-owned diagnostics (amk_result, amk_diag), the allocator macros, checked
+     size arithmetic for every size read from a file, a string builder, file reading and mapping,
+     the dtype names and scalar conversions every backend shares (round to nearest even), random
+     numbers, UTF-8, and the strict JSON DOM that the program file, config.json, tokenizer.json
+     and safetensors headers are parsed with (depth-limited, never crashes on input).
+   WHAT IT DOES NOT DO
+     Know anything about programs, models or GPUs: every other layer builds on it.
+   CONTENTS
+     declarations >>config >>api >>dtypes | implementation >>impl_common >>impl_jsondom */
 #ifndef AMK_CORE_H
 #define AMK_CORE_H
 
@@ -75,7 +86,7 @@ AMK_API void amk_diag_clear(amk_diag *d);
 /* Frees memory the library returned to the caller (JSON text, ...). NULL is fine. */
 AMK_API void amk_free(void *ptr);
 
-/* ==== >>ir: the program data model (spec §1) ================================================== */
+/* ==== >>dtypes: names and scalar conversions (spec §1.1) ======================================= */
 
 /* dtype helpers. Names are the spec's ("F32", "BF16", ...). */
 AMK_API const char *amk_dtype_name(int dtype);           /* "?" for an unknown code */
@@ -781,7 +792,7 @@ AMK__FN void amk__json_put_string(amk__sb *sb, const char *s, size_t len);
 /* Appends the canonical compact JSON of v (used to keep meta values). */
 AMK__FN void amk__json_put_value(amk__sb *sb, const amk__jval *v);
 
-/* ==== >>impl_json: the strict JSON DOM and the program file format (spec §6) ================== */
+/* ==== >>impl_jsondom: the strict JSON DOM every parser of the library uses ===================== */
 /* (part of amk.h's implementation; included once from amk.h)
 
    The DOM parser is iterative: open containers live on an explicit frame stack (at most

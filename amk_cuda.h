@@ -1,5 +1,17 @@
-/* amk_cuda.h - AMK the CUDA runtime: the megakernel through the driver API.
-   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+/* amk_cuda.h - AMK's CUDA runtime layer. Part of AMK (amk.h has the library's manual).
+
+   WHAT IT DOES
+     Runs a validated, lowered program on an NVIDIA Hopper GPU through the driver API: libcuda
+     opened at run time (AMK_ERR_NO_DRIVER without one, never a crash), the device image set
+     (`make device`: the full and the general build of amk_vm.cuh) loaded with
+     cuModuleLoadDataEx, one device arena holding every buffer, counter and table, each
+     instruction's device form checked and its shared memory sized, the persistent kernel
+     launched cooperatively with a watchdog, chained decode steps, timing records and a Chrome
+     trace of the per-SM timeline.
+   WHAT IT DOES NOT DO
+     Other GPUs than sm_90a (yet); build programs (amk_arch.h) or generate text (amk_llm.h).
+   CONTENTS
+     declarations >>cuda | implementation >>impl_cuda */
 #ifndef AMK_CUDA_H
 #define AMK_CUDA_H
 

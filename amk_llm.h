@@ -1,5 +1,14 @@
-/* amk_llm.h - AMK the generation API: a model ready to run on a backend, sampling.
-   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+/* amk_llm.h - AMK's generation API. Part of AMK (amk.h has the library's manual).
+
+   WHAT IT DOES
+     amk_llm: a model file (or random weights) opened, its decode step built, lowered and loaded
+     onto a backend, the GPU when there is one (the CUDA runtime) else the reference VM, chosen
+     once behind a small backend interface; one decode step or a chain of greedy steps at a time;
+     the KV cache reset; sampling (temperature, top-k, top-p) on the host.
+   WHAT IT DOES NOT DO
+     Batch > 1, prefill in one launch.
+   CONTENTS
+     declarations >>llm | implementation >>impl_llm */
 #ifndef AMK_LLM_H
 #define AMK_LLM_H
 
@@ -9,6 +18,7 @@
 extern "C" {
 #endif
 
+/* ==== >>llm: a model ready to run, and sampling =================================================== */
 
 typedef enum amk_backend {
     AMK_BACKEND_AUTO = 0, /* the GPU when there is one, else the reference VM */

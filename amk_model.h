@@ -1,5 +1,18 @@
-/* amk_model.h - AMK model import: safetensors, GGUF, config.json, the architecture description.
-   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+/* amk_model.h - AMK's model import layer. Part of AMK (amk.h has the library's manual).
+
+   WHAT IT DOES
+     Reads the files people have: safetensors (single or sharded, with an index) and GGUF (v2, v3;
+     F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q6_K, dequantized on read), with config.json for
+     safetensors. amk_model_open gives one object whatever the format: the model's config
+     (amk_llama_config) and its weights by HF tensor name, with GGUF's names and Q/K row order
+     mapped back to HF's. Files are mapped, not read; every size read from a file is
+     overflow-checked and the parsers are fuzzed (fuzz/).
+   WHAT IT DOES NOT DO
+     Architectures other than Llama (open says AMK_ERR_UNSUPPORTED), quantized weights on the
+     device (they are dequantized to F32, F16 or BF16 when read).
+   CONTENTS
+     declarations >>safetensors >>gguf >>model | implementation >>impl_safetensors >>impl_gguf
+     >>impl_model */
 #ifndef AMK_MODEL_H
 #define AMK_MODEL_H
 

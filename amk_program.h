@@ -1,5 +1,15 @@
-/* amk_program.h - AMK the IR layer: the program data model, building programs in code, the op registry, the program file (spec §1, §6, §7).
-   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+/* amk_program.h - AMK's IR layer, part 1: programs. Part of AMK (amk.h has the library's manual).
+
+   WHAT IT DOES
+     The program data model of IR_SPEC.md §1 (buffers, counters, tasks with params, target,
+     ScheduleConfig, pages), building programs in code (amk_program_add_*), the op registry made
+     from the op table (amk_ir.h AMK_OPS: names, arity, required params, write semantics), and
+     the program file of spec §6: a strict reader (every error with JSON line:col and a path like
+     /tasks/17/waits/0) and a canonical, byte-stable writer.
+   WHAT IT DOES NOT DO
+     Judge a program (amk_validate.h) or run one (amk_refvm.h, amk_cuda.h).
+   CONTENTS
+     declarations >>ir >>json | implementation >>impl_program (and "program JSON" below it) */
 #ifndef AMK_PROGRAM_H
 #define AMK_PROGRAM_H
 
@@ -8,6 +18,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ==== >>ir: the program data model (spec §1) ================================================== */
 
 AMK_API const char *amk_op_name(int op);
 AMK_API int amk_op_from_name(const char *name);
@@ -214,7 +226,7 @@ AMK_API amk_result amk_program_save(const amk_program *p, const char *path, amk_
 
 #if defined(AMK_IMPLEMENTATION) && !defined(AMK_PROGRAM_IMPLEMENTATION_DONE)
 #define AMK_PROGRAM_IMPLEMENTATION_DONE
-/* ==== >>impl_program: registry, checks table, targets, building programs in code ============== */
+/* ==== >>impl_program: the op registry, targets, building programs in code, the program file ==== */
 
 /* OP_REGISTRY (spec §7), from the op table (amk_ir.h AMK_OPS), in row order. GEMV_TILE/GEMM_TILE
    also take a 4th input (zeros) when qdtype is set: validate handles that form (IR_SPEC_NOTES,

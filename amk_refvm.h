@@ -1,5 +1,16 @@
-/* amk_refvm.h - AMK the IR layer: the reference VM, the conformance oracle.
-   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+/* amk_refvm.h - AMK's IR layer, part 3: the reference VM. Part of AMK (amk.h has the library's
+   manual).
+
+   WHAT IT DOES
+     Runs a validated program on the CPU with real numerics: every buffer in host memory (paged
+     activations share their page), the ready tasks in list order or a seeded random order
+     (amk_refvm_opts), each through its op's reference function from the op table (fp32
+     arithmetic, cast to the output's dtype). It is the conformance oracle: a GPU result that
+     differs beyond the per-dtype tolerance is a GPU bug. amk_ref_exec runs one task.
+   WHAT IT DOES NOT DO
+     Go fast: it is written to be read and checked against double-precision math (tests/).
+   CONTENTS
+     declarations >>refvm | implementation >>impl_refvm */
 #ifndef AMK_REFVM_H
 #define AMK_REFVM_H
 

@@ -1,5 +1,15 @@
-/* amk_tok.h - AMK the tokenizer: byte-level BPE from GGUF or tokenizer.json.
-   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+/* amk_tok.h - AMK's tokenizer layer. Part of AMK (amk.h has the library's manual).
+
+   WHAT IT DOES
+     Byte-level BPE (SmolLM2, Llama-3, GPT-2 pre-tokenizers) built from a GGUF file or an HF
+     tokenizer.json: encode with special tokens matched verbatim, decode, the ChatML prompt of one turn. Letters,
+     digits and spaces are classified by Unicode 16 (the >>unicode_tables block, written by
+     scripts/gen_unicode_tables.py). A tokenizer is immutable once built: one may be used from
+     many threads at once.
+   WHAT IT DOES NOT DO
+     SentencePiece vocabularies, or pre-tokenizers other than the three above.
+   CONTENTS
+     declarations >>tokenizer | implementation >>impl_tokenizer */
 #ifndef AMK_TOK_H
 #define AMK_TOK_H
 

@@ -1,5 +1,21 @@
-/* amk_validate.h - AMK the IR layer: what each opcode accepts, validation (spec §3 and IR_SPEC_NOTES), the counter simulations, lowering (spec §5).
-   Part of AMK (see amk.h for the manual: usage, config, errors, memory, threading). */
+/* amk_validate.h - AMK's IR layer, part 2: checking and lowering. Part of AMK (amk.h has the
+   library's manual).
+
+   WHAT IT DOES
+     - What each opcode accepts (amk__op_check): the preconditions every op shares (references,
+       arity, param types), then the op's check function from the op table (shapes, dtypes,
+       param values). The validator, the reference VM and the CUDA runtime all ask it.
+     - amk_program_validate (spec §3 and IR_SPEC_NOTES): passes that record every failure with a
+       stable check id (AMK_CHECKS) and the task, buffer or counter concerned; deadlock freedom by
+       counter simulation (spec §3.4), race freedom by happens-before over the written regions
+       (the op table's write and region columns: accumulating writers commute, disjoint tiles of
+       one output may share a counter).
+     - amk_program_lower (spec §5): a ScheduleConfig realised on a target: SM assignment, per-SM
+       queue order, page allocation; the result validated.
+   WHAT IT DOES NOT DO
+     Run a program, or choose a device form (the CUDA runtime does, amk_cuda.h).
+   CONTENTS
+     declarations >>validate >>lower | implementation >>impl_opshape >>impl_validate >>impl_lower */
 #ifndef AMK_VALIDATE_H
 #define AMK_VALIDATE_H
 
