@@ -48,7 +48,7 @@ fi
 grep -A3 "entry function 'amk_vm_main'" "$BUILD/device/ptxas.log" 2>/dev/null | tail -n 2
 BENCH=--bench; [ "${GPU_CHECK_BENCH:-1}" = 0 ] && BENCH=
 step test_gpu tally    -- "$BUILD/gpu/test_gpu" $BENCH
-grep -E '^  (test_|bench|PTX|device|bandwidth|time_runs)' "$LOG/test_gpu.log"
+grep -E '^  (test_|bench|PTX|device|bandwidth|time_runs|images)' "$LOG/test_gpu.log"
 
 # Experiment images ($BUILD/device/variants/NAME.cubin, built by hand with -D overrides of
 # amk_vm.cuh / amk_ops.cuh constants): the same benchmarks with each.

@@ -63,7 +63,9 @@ static inline void *amk_t_read_file(const char *path, size_t *size) {
     return buf;
 }
 
-#define RUN(fn) do { amk_t_cur = #fn; amk_t_cur_failed = 0; fn(); \
+#define RUN(fn) RUN_AS(fn, #fn)
+/* RUN under another name (CHECK messages show it): a string that outlives the test. */
+#define RUN_AS(fn, name) do { amk_t_cur = (name); amk_t_cur_failed = 0; fn(); \
     if (amk_t_cur_failed) amk_t_failed++; else amk_t_passed++; } while (0)
 
 #define TEST_SUMMARY() do { printf("%s: %d passed, %d failed\n", __FILE__, amk_t_passed, amk_t_failed); \

@@ -8,10 +8,25 @@
    shows. Tolerances are per output dtype (one or two roundings of it), in units of the
    reference's own value plus a small fraction of the buffer's largest magnitude.
 
-   Usage: test_gpu [--quick] [--bench] [NAME-SUBSTRING ...] (a test runs if any substring matches)
+   Every test of what the device computes (TRY_IMAGES: the opcodes, the DAG and random programs,
+   the watchdog, run-time errors, timing, params updates, chained steps) runs twice, on each image
+   of the device image set (amk_cuda.h): the full build, then the general one (without the
+   small-model forms), forced through AMK_CUDA_IMAGE around each amk_cuda_create; same inputs,
+   same tolerances. Its lines and every failure name the image ("test_copy [general]"). A program
+   the general build refuses by design (RMSNORM_MLP FOLD, ATTENTION_O PRENORM: only the full
+   build's lean forms take them) is skipped there and counted; the lines "images: ..." at the end
+   count the programs and buffers compared on each image. The other tests (device info, the LLM's
+   chained decode, the PTX loader, fills, bandwidth, the tensor-core timing) run once, on the
+   image the runtime picks.
+
+   Usage: test_gpu [--quick] [--bench] [NAME-SUBSTRING ...] (a test runs if any substring matches
+          its line's name: "[general]" runs only the comparisons on the general image)
      --quick   smaller cases and no large ones (for compute-sanitizer)
      --bench   also print bandwidth/latency measurements (not tests; bench/NOTES.md)
-   Env: AMK_TEST_SEED (default: from the clock, printed), AMK_TEST_SLOW (timeout multiplier). */
+   Env: AMK_TEST_SEED (default: from the clock, printed), AMK_TEST_SLOW (timeout multiplier),
+        AMK_CUDA_IMAGE=full|general (the comparisons on that image only; the runtime's own
+        switch, so the other tests load it too), AMK_TEST_IMAGE (one image or a set to test
+        instead of the embedded set; one image: the comparisons run once, on it). */
 #define _POSIX_C_SOURCE 200809L
 #define AMK_IMPLEMENTATION
 #include "../../amk.h"
@@ -92,31 +107,98 @@ static int is_input_kind(int kind) {
     return kind == AMK_KIND_WEIGHT || kind == AMK_KIND_CONST || kind == AMK_KIND_IO_INPUT || kind == AMK_KIND_KV_CACHE;
 }
 
-/* One program on both VMs. */
+/* ---- the images ------------------------------------------------------------------------------ */
+
+/* The images the comparisons run on (amk_image_kind, g_n_images of them: the set's full and
+   general builds, or the one AMK_CUDA_IMAGE names; -1 alone: the runtime's pick, for an image that
+   is no set), and g_img, the one the running test forces (-1: the runtime picks). */
+static int g_images[2] = {-1, -1}, g_n_images = 1, g_img = -1;
+/* Per image loaded ([0] full, [1] general): programs loaded beside the reference VM (gcase_begin),
+   buffers compared (gcase_compare), those that differed, programs skipped by design. */
+static int g_programs[2], g_buffers[2], g_differ[2], g_skipped[2];
+
+static const char *image_name(int kind) {
+    return kind == AMK_IMAGE_FULL ? "full" : kind == AMK_IMAGE_GENERAL ? "general" : "picked";
+}
+static int image_index(int kind) { return kind == AMK_IMAGE_GENERAL; }
+
+/* amk_cuda_create of p (unchecked: the entry without validate) on the image g_img forces: the
+   runtime's switch AMK_CUDA_IMAGE set around the call and its previous value restored, and the
+   build loaded checked; with g_img -1, as the runtime picks. */
+static amk_result create_on_image(const amk_program *p, int unchecked, amk_cuda **out, amk_diag *d) {
+    const char *old = getenv("AMK_CUDA_IMAGE");
+    char *saved = NULL;
+    amk_result r;
+    if (g_img < 0)
+        return unchecked ? amk__cuda_create_unchecked(p, g_image, g_image_size, out, d) : amk_cuda_create(p, g_image, g_image_size, out, d);
+    if (old && !(saved = strdup(old))) { /* why a copy: setenv may free the string getenv gave */
+        CHECK_MSG(0, "out of memory saving AMK_CUDA_IMAGE");
+        return AMK_ERR_OUT_OF_MEMORY;
+    }
+    CHECK_EQ_INT(setenv("AMK_CUDA_IMAGE", image_name(g_img), 1), 0);
+    r = unchecked ? amk__cuda_create_unchecked(p, g_image, g_image_size, out, d) : amk_cuda_create(p, g_image, g_image_size, out, d);
+    CHECK_EQ_INT(saved ? setenv("AMK_CUDA_IMAGE", saved, 1) : unsetenv("AMK_CUDA_IMAGE"), 0);
+    free(saved);
+    if (r == AMK_OK) {
+        amk_cuda_info info;
+        amk_cuda_get_info(*out, &info);
+        CHECK_MSG(info.image_kind == g_img, "the %s image forced, the %s one loaded", image_name(g_img), image_name(info.image_kind));
+    }
+    return r;
+}
+
+/* 1 when the general build refuses p by design: a task in a form only the full build's lean
+   forms take (amk__cuda_check_task: RMSNORM_MLP FOLD, ATTENTION_O PRENORM), and that is what the
+   runtime said (r, message). */
+static int general_refuses(const amk_program *p, amk_result r, const char *message) {
+    int i;
+    if (r != AMK_ERR_UNSUPPORTED || !strstr(message, "not in the general build")) return 0;
+    for (i = 0; i < p->n_tasks; i++)
+        if (amk__cuda_folded(&p->tasks[i])) return 1;
+    return 0;
+}
+
+/* One program on both VMs; the GPU's on image (amk_image_kind: the build loaded, else g_img). */
 typedef struct gcase {
     amk_program *p;
     amk_refvm *vm;
     amk_cuda *cu;
     amk_diag d;
     amk_t_rng rng;
+    int image;
 } gcase;
 
-/* Creates both VMs, fills every input kind (and KV caches: prior-step state) with random values
-   of magnitude scale, poisons everything else, and uploads it all. 0 on failure (reported). */
+/* Creates both VMs (the GPU's on g_img's image), fills every input kind (and KV caches:
+   prior-step state) with random values of magnitude scale (the same on every image: they come from
+   tag), poisons everything else, and uploads it all. 0 on failure (reported), or when the general
+   build refuses p by design (a skip, counted, not a failure). */
 static int gcase_begin(gcase *g, amk_program *p, const char *tag, float scale) {
     int b;
     amk_result r;
     memset(g, 0, sizeof *g);
     g->p = p;
     g->rng = trng_for(tag);
+    g->image = g_img;
     amk_diag_clear(&g->d);
     CHECK_EQ_INT(p->build_error, AMK_OK);
     r = amk_refvm_create(p, &g->vm, &g->d);
-    CHECK_MSG(r == AMK_OK, "%s: refvm_create: %s", tag, g->d.message);
+    CHECK_MSG(r == AMK_OK, "%s [%s]: refvm_create: %s", tag, image_name(g->image), g->d.message);
     if (r != AMK_OK) return 0;
-    r = amk_cuda_create(p, g_image, g_image_size, &g->cu, &g->d);
-    CHECK_MSG(r == AMK_OK, "%s: cuda_create: %s [%s] %s", tag, amk_result_str(r), g->d.cuda_error, g->d.message);
+    r = create_on_image(p, 0, &g->cu, &g->d);
+    if (g_img == AMK_IMAGE_GENERAL && general_refuses(p, r, g->d.message)) {
+        g_skipped[image_index(AMK_IMAGE_GENERAL)]++;
+        printf("    %s [general]: skipped by design: %s\n", tag, g->d.message);
+        return 0;
+    }
+    CHECK_MSG(r == AMK_OK, "%s [%s]: cuda_create: %s [%s] %s", tag, image_name(g->image), amk_result_str(r), g->d.cuda_error,
+              g->d.message);
     if (r != AMK_OK) return 0;
+    {
+        amk_cuda_info info;
+        amk_cuda_get_info(g->cu, &info);
+        g->image = info.image_kind;
+        g_programs[image_index(g->image)]++;
+    }
     for (b = 0; b < p->n_buffers; b++) {
         size_t nb = 0;
         void *data = amk_refvm_buffer(g->vm, b, &nb);
@@ -127,7 +209,7 @@ static int gcase_begin(gcase *g, amk_program *p, const char *tag, float scale) {
         size_t nb = 0;
         void *data = amk_refvm_buffer(g->vm, b, &nb);
         r = amk_cuda_upload(g->cu, b, data, nb, &g->d);
-        CHECK_MSG(r == AMK_OK, "%s: upload %d: %s", tag, b, g->d.message);
+        CHECK_MSG(r == AMK_OK, "%s [%s]: upload %d: %s", tag, image_name(g->image), b, g->d.message);
         if (r != AMK_OK) return 0;
     }
     return 1;
@@ -150,10 +232,11 @@ static void gcase_set_i32(gcase *g, int b, const int32_t *v, int n) {
 
 static int gcase_run(gcase *g, const char *tag) {
     amk_result r = amk_refvm_run(g->vm, NULL, &g->d);
-    CHECK_MSG(r == AMK_OK, "%s: refvm_run: %s", tag, g->d.message);
+    CHECK_MSG(r == AMK_OK, "%s [%s]: refvm_run: %s", tag, image_name(g->image), g->d.message);
     if (r != AMK_OK) return 0;
     r = amk_cuda_run(g->cu, 10000.0 * g_slow, &g->d);
-    CHECK_MSG(r == AMK_OK, "%s: cuda_run: %s: %s [%s]", tag, amk_result_str(r), g->d.message, g->d.cuda_error);
+    CHECK_MSG(r == AMK_OK, "%s [%s]: cuda_run: %s: %s [%s]", tag, image_name(g->image), amk_result_str(r), g->d.message,
+              g->d.cuda_error);
     return r == AMK_OK;
 }
 
@@ -190,15 +273,18 @@ static int gcase_compare(gcase *g, int b, double rtol, double atol_rel, const ch
         double err = fabs(a - e), tol = rtol * fabs(e) + atol_rel * maxabs;
         int ok = (a != a && e != e) || a == e || (a == a && e == e && err <= tol);
         if (!ok) {
-            if (bad < 4) fprintf(stderr, "  %s: buffer %d '%s' [%lld]: gpu %.9g ref %.9g (tol %.3g)\n", tag, b,
-                                 bb->name, (long long)i, a, e, tol);
+            if (bad < 4) fprintf(stderr, "  %s [%s]: buffer %d '%s' [%lld]: gpu %.9g ref %.9g (tol %.3g)\n", tag,
+                                 image_name(g->image), b, bb->name, (long long)i, a, e, tol);
             bad++;
         } else if (e == e && a == a && err / (tol > 0 ? tol : 1) > worst) {
             worst = err / (tol > 0 ? tol : 1);
         }
     }
     free(gpu);
-    CHECK_MSG(bad == 0, "%s: %lld of %lld elements of '%s' differ", tag, (long long)bad, (long long)n, bb->name);
+    CHECK_MSG(bad == 0, "%s [%s]: %lld of %lld elements of '%s' differ", tag, image_name(g->image), (long long)bad, (long long)n,
+              bb->name);
+    g_buffers[image_index(g->image)]++;
+    g_differ[image_index(g->image)] += bad != 0;
     return bad == 0;
 }
 
@@ -1332,7 +1418,8 @@ static void test_dag_random(void) {
 
 /* SM 0 copies x to y; SM 1 waits on a counter nobody signals (validate would refuse this: the test
    goes through the unchecked entry). The launch must end in AMK_ERR_TIMEOUT naming SM 1, quickly,
-   with SM 0's work done; the same object must time out again; a valid program must then run. */
+   with SM 0's work done; the same object must time out again; a valid program must then run. On
+   each image: the abort path is in each build's VM loop. */
 static void test_watchdog(void) {
     amk_program *p = prog_new(2);
     int x = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, 64, 0, 0);
@@ -1349,9 +1436,9 @@ static void test_watchdog(void) {
     amk_task_add_wait(p, t1, never, 1);
     AMK__UNUSED(t0);
     amk_diag_clear(&d);
-    CHECK_EQ_INT(amk_cuda_create(p, g_image, g_image_size, &cu, &d), AMK_ERR_REJECTED);
+    CHECK_EQ_INT(create_on_image(p, 0, &cu, &d), AMK_ERR_REJECTED);
     CHECK(cu == NULL);
-    CHECK_EQ_INT(amk__cuda_create_unchecked(p, g_image, g_image_size, &cu, &d), AMK_OK);
+    CHECK_EQ_INT(create_on_image(p, 1, &cu, &d), AMK_OK);
     if (!cu) { amk_program_free(p); return; }
     for (i = 0; i < 64; i++) xs[i] = (float)i * 0.5f;
     CHECK_EQ_INT(amk_cuda_upload(cu, x, xs, sizeof xs, &d), AMK_OK);
@@ -1381,7 +1468,7 @@ static void test_watchdog(void) {
 /* The lean tiles (amk_norm_gemv_lean) with a position past the cache, then a negative one: each run
    fails with a run-time error naming a tile, leaves the device usable, and a good position then
    agrees with the reference VM (the tiles' named barriers and staging copies end cleanly on the
-   error path). */
+   error path). On the general image the same tasks take the general form. */
 static void test_lean_errors(void) {
     amk_program *p = prog_new(2);
     int in[4], y, t, i, c = amk_program_add_counter(p, "");
@@ -1603,7 +1690,8 @@ static void test_run_io(void) {
    feed ran between steps), the embedding is the last step's token's row, the inputs end at the
    last step's token and position, and time_runs restarts each launch from the chain's start. A
    chain that feeds token 8 fails in the step after with the EMBED's run-time error, and the
-   context goes on working. Bad chains are refused. */
+   context goes on working. Bad chains are refused. On each image: each build has its own
+   chained-steps kernel. */
 static void test_chain(void) {
     amk_program *p = prog_new(2);
     int tok = buf(p, "token", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
@@ -1624,7 +1712,7 @@ static void test_chain(void) {
     t = task(p, AMK_OP_EMBED, ein, 2, emb, amk_program_add_counter(p, "emb"), 1);
     seti(p, t, "hidden", 4);
     amk_diag_clear(&d);
-    CHECK_EQ_INT(amk_cuda_create(p, g_image, g_image_size, &cu, &d), AMK_OK);
+    CHECK_EQ_INT(create_on_image(p, 0, &cu, &d), AMK_OK);
     if (!cu) { fprintf(stderr, "create: %s\n", d.message); amk_program_free(p); return; }
     for (i = 0; i < 32; i++) table[i] = (float)i;
     CHECK_EQ_INT(amk_cuda_upload(cu, tab, table, sizeof table, &d), AMK_OK);
@@ -2299,8 +2387,28 @@ static int wanted(const char *name) {
     return g_n_only == 0;
 }
 
-#define TRY(fn) do { if (wanted(#fn)) { double t_ = now_ms(); RUN(fn); \
-    printf("  %-28s %s %7.0f ms\n", #fn, amk_t_cur_failed ? "FAIL" : "ok  ", now_ms() - t_); fflush(stdout); } } while (0)
+/* Runs test fn (name: its function's name) as RUN does and prints its line. kind >= 0: g_img
+   forces that image for the test's GPU objects, and its name says so ("test_copy [general]": in
+   the line, the filters and every CHECK's message). */
+static void try_test(void (*fn)(void), const char *name, int kind) {
+    static char label[96]; /* why static: amk_t_cur keeps pointing at it */
+    const int skipped = g_skipped[0] + g_skipped[1];
+    double t0;
+    if (kind >= 0) snprintf(label, sizeof label, "%s [%s]", name, image_name(kind));
+    else snprintf(label, sizeof label, "%s", name);
+    if (!wanted(label)) return;
+    g_img = kind;
+    t0 = now_ms();
+    RUN_AS(fn, label);
+    g_img = -1;
+    printf("  %-36s %s %7.0f ms", label, amk_t_cur_failed ? "FAIL" : "ok  ", now_ms() - t0);
+    if (g_skipped[0] + g_skipped[1] > skipped) printf("  (%d skipped by design)", g_skipped[0] + g_skipped[1] - skipped);
+    printf("\n");
+    fflush(stdout);
+}
+/* TRY: once, on the image the runtime picks. TRY_IMAGES: a comparison, once on each of g_images. */
+#define TRY(fn) try_test(fn, #fn, -1)
+#define TRY_IMAGES(fn) do { int i_; for (i_ = 0; i_ < g_n_images; i_++) try_test(fn, #fn, g_images[i_]); } while (0)
 
 int main(int argc, char **argv) {
     int i;
@@ -2325,6 +2433,22 @@ int main(int argc, char **argv) {
         g_image_size = n;
         printf("test_gpu: image %s (%zu bytes)\n", getenv("AMK_TEST_IMAGE"), n);
     }
+    { /* the images the comparisons run on: the set's full and general builds, or the one
+         AMK_CUDA_IMAGE names (another value: the runtime refuses it below) */
+        const char *force = getenv("AMK_CUDA_IMAGE");
+        const void *one;
+        size_t one_size;
+        int k;
+        g_n_images = 0;
+        for (k = AMK_IMAGE_FULL; k <= AMK_IMAGE_GENERAL && amk_image_set_is(g_image, g_image_size); k++)
+            if ((!force || !*force || strcmp(force, image_name(k)) == 0) &&
+                amk_image_set_find(g_image, g_image_size, (amk_image_kind)k, &one, &one_size, NULL) == AMK_OK)
+                g_images[g_n_images++] = k;
+        if (g_n_images == 0) g_images[g_n_images++] = -1;
+        if (g_n_images == 2) printf("test_gpu: each comparison on the full image, then on the general one\n");
+        else if (g_images[0] >= 0) printf("test_gpu: the comparisons on the %s image only\n", image_name(g_images[0]));
+        else printf("test_gpu: the comparisons on the one image loaded (no image set, or AMK_CUDA_IMAGE invalid)\n");
+    }
     g_seed = s && *s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
     if (slow && *slow) g_slow = atof(slow) > 1.0 ? atof(slow) : 1.0;
     printf("test_gpu: seed %llu (AMK_TEST_SEED to repeat)%s\n", (unsigned long long)g_seed, g_quick ? ", quick" : "");
@@ -2340,48 +2464,48 @@ int main(int argc, char **argv) {
         return 1;
     }
     TRY(test_info);
-    TRY(test_nop);
-    TRY(test_copy);
-    TRY(test_embed);
-    TRY(test_rmsnorm);
-    TRY(test_layernorm);
-    TRY(test_gemv_tile);
-    TRY(test_gemm_tile);
-    TRY(test_attention_tile);
-    TRY(test_rope);
-    TRY(test_elementwise);
-    TRY(test_dequant);
-    TRY(test_softmax);
-    TRY(test_kv_append);
-    TRY(test_sample_argmax);
-    TRY(test_argmax_pairs);
-    TRY(test_attention_combine);
-    TRY(test_fused_gemv);
-    TRY(test_fused_mlp);
-    TRY(test_fused_mlp_fold);
-    TRY(test_attention_decode);
-    TRY(test_attention_o);
-    TRY(test_attention_o_prenorm);
-    TRY(test_dag_tiles_join);
-    TRY(test_dag_chain);
-    TRY(test_dag_kv_attention);
+    TRY_IMAGES(test_nop);
+    TRY_IMAGES(test_copy);
+    TRY_IMAGES(test_embed);
+    TRY_IMAGES(test_rmsnorm);
+    TRY_IMAGES(test_layernorm);
+    TRY_IMAGES(test_gemv_tile);
+    TRY_IMAGES(test_gemm_tile);
+    TRY_IMAGES(test_attention_tile);
+    TRY_IMAGES(test_rope);
+    TRY_IMAGES(test_elementwise);
+    TRY_IMAGES(test_dequant);
+    TRY_IMAGES(test_softmax);
+    TRY_IMAGES(test_kv_append);
+    TRY_IMAGES(test_sample_argmax);
+    TRY_IMAGES(test_argmax_pairs);
+    TRY_IMAGES(test_attention_combine);
+    TRY_IMAGES(test_fused_gemv);
+    TRY_IMAGES(test_fused_mlp);
+    TRY_IMAGES(test_fused_mlp_fold);
+    TRY_IMAGES(test_attention_decode);
+    TRY_IMAGES(test_attention_o);
+    TRY_IMAGES(test_attention_o_prenorm);
+    TRY_IMAGES(test_dag_tiles_join);
+    TRY_IMAGES(test_dag_chain);
+    TRY_IMAGES(test_dag_kv_attention);
 #ifdef AMK_TEST_HAVE_RANDPROG
-    TRY(test_dag_random);
+    TRY_IMAGES(test_dag_random);
 #endif
-    TRY(test_watchdog);
-    TRY(test_device_errors);
-    TRY(test_lean_errors);
-    TRY(test_timing);
-    TRY(test_update_params_checks);
+    TRY_IMAGES(test_watchdog);
+    TRY_IMAGES(test_device_errors);
+    TRY_IMAGES(test_lean_errors);
+    TRY_IMAGES(test_timing);
+    TRY_IMAGES(test_update_params_checks);
     TRY(test_upload_checks);
-    TRY(test_run_io);
-    TRY(test_chain);
+    TRY_IMAGES(test_run_io);
+    TRY_IMAGES(test_chain);
     TRY(test_llm_chain);
     TRY(test_images);
     TRY(test_fill_random);
     TRY(test_fill_value);
     TRY(test_read_bandwidth);
-    TRY(test_time_runs);
+    TRY_IMAGES(test_time_runs);
     TRY(test_gemm_mma_runs);
     if (g_bench) {
         for (i = 0; i < (int)(sizeof BENCH_GEMMS / sizeof BENCH_GEMMS[0]); i++) {
@@ -2394,5 +2518,9 @@ int main(int argc, char **argv) {
         bench_service();
     }
     amk_cuda_free(g_keep);
+    for (i = AMK_IMAGE_FULL; i <= AMK_IMAGE_GENERAL; i++)
+        printf("  images: %-7s %4d programs loaded, %4d buffers compared with the reference VM (%d differ), %d skipped by design\n",
+               image_name(i), g_programs[image_index(i)], g_buffers[image_index(i)], g_differ[image_index(i)],
+               g_skipped[image_index(i)]);
     TEST_SUMMARY();
 }
