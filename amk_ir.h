@@ -1,8 +1,7 @@
 /* amk_ir.h - the AMK IR and on-device ABI as plain C99 PODs (spec IR_SPEC.md §1, §7, §8).
 
    Shared by the host (amk.h) and the device (amk_vm.cuh): it includes nothing from CUDA and
-   only <stdint.h>. It holds the ABI alone: the tuning knobs are amk_tune.h's, and the rules by
-   which host and device size an instruction's shared memory are amk_plan.h's. Every numeric code and cap below is CANONICAL: it is the spec's, programs
+   only <stdint.h>. Every numeric code and cap below is CANONICAL: it is the spec's, programs
    written by other implementations depend on it, and tests/test_abi.c fails the build on drift.
    Extend enums by appending; never renumber. Opcode 19 is taken by another implementation of the
    spec (FUSED) and stays unused here; AMK's own opcodes start at 20. */
@@ -10,6 +9,9 @@
 #define AMK_IR_H
 
 #include <stdint.h>
+
+/* The ABI alone: the tuning knobs are amk_tune.h's, and the rules by which host and device size
+   an instruction's shared memory are amk_plan.h's. */
 
 /* ---- versions (spec §6, §8) ---------------------------------------------------------------- */
 #define AMK_IR_VERSION        "0.2.0" /* on-disk JSON format; a major mismatch is rejected */
