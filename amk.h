@@ -4,8 +4,9 @@
      #define AMK_IMPLEMENTATION      in exactly one .c (or .cpp) file, then
      #include "amk.h"               (include it first there: it asks for POSIX before any system
                                      header). Everywhere else include it without the define.
-     amk_ir.h must sit beside this file; amk_vm.cuh and amk_ops.cuh are the device side (built
-     into a cubin by `make device`, handed to the runtime as bytes).
+     The headers below (and amk_tune.h, amk_plan.h) must sit beside this file; amk_vm.cuh and
+     amk_ops.cuh are the device side (built into a cubin by `make device`, handed to the runtime
+     as bytes).
 
    WHAT IT DOES
      - Holds a megakernel program (the IR of IR_SPEC.md: buffers, counters, tasks), reads and
@@ -39,6 +40,9 @@
      amk_cuda.h      the CUDA runtime (driver API)                     >>cuda >>impl_cuda
      amk_arch.h      the model builders: a Llama decode step           >>llama >>impl_llama
      amk_llm.h       the generation API over a backend, sampling       >>impl_llm
+   Beside the layers, shared with the device (amk_cuda.h includes them): amk_tune.h, every tuning
+   knob of host and device in one table; amk_plan.h, the rules by which both size an
+   instruction's shared memory.
 
    CONFIG
      | macro                   | default                | where                                 |
@@ -46,6 +50,7 @@
      | AMK_API                 | extern (static with AMK_STATIC) | anywhere before the include  |
      | AMK_JSON_MAX_DEPTH      | 64                     | before the implementation             |
      | AMK_CUDA_LIBRARY (env)  | libcuda.so.1           | the environment, at run time          |
+     | tuning knobs            | amk_tune.h's table     | -D, alike for host and device image   |
 
    ERRORS
      Every fallible call returns amk_result (AMK_OK = 0) and, when the caller passes one, fills a

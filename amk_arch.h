@@ -47,77 +47,8 @@ typedef struct amk_llama_build_opts {
                          AMK's choice (AMK_LLAMA_QKV_FOLD). Where the step cannot fold it does not */
 } amk_llama_build_opts;
 
-#ifndef AMK_LLAMA_MLP_ACCUM
-/* what mlp_accum = -1 means: 1 where a tile's rows of W_downT stage in shared memory before its
-   wait (AMK_ROWS_STAGE_MAX bytes: SmolLM2-135M's 14 KB, not Llama-3.2-1B's 256 KB), 0 never,
-   2 always. why: with larger shares the one-step MLP read down's weights at a fraction of the
-   GEMV's pace (bench/RESULTS.md run 146: 1B +17%, 8B +22%; transposed, runs 149 and 151: 1B
-   +26-28%, 8B +33%); SmolLM2 gains 3.6% (run 153) */
-#define AMK_LLAMA_MLP_ACCUM 1
-#endif
-
-#ifndef AMK_LLAMA_ATTN_O
-/* what attn_o = -1 means: 1 where the step has one KV split and the MLP in one step (an F32
-   residual), and a task's rows of W_oT stage in shared memory (AMK_ROWS_STAGE_MAX), 0 never, 2
-   wherever the step has one KV split. why short contexts only: each of ~one task an SM recomputes
-   its kv head's attention, whose K/V reads grow with the context */
-#define AMK_LLAMA_ATTN_O 1
-#endif
-#ifndef AMK_LLAMA_QKV_FOLD
-/* what qkv_fold = -1 means: 0 never, 1 with BF16 weights where the step has ATTENTION_O and the SM
-   sets, 2 wherever the step has ATTENTION_O (and the one-step MLP). why 1: SmolLM2's bf16 step
-   0.390 -> 0.372 ms (medians of 5 rotated rounds, bench/RESULTS.md run 291): a layer is two
-   dependent steps, 11.0 -> 10.8 us with its hops, although the attention task takes 4.4 us against
-   3.3 and the MLP tile 3.2 against 2.5. Only BF16: the GPU takes FOLD only in the lean MLP tile,
-   which stages bf16 rows of W_cat (an F32 step, the golden check's, does not fold by default) */
-#define AMK_LLAMA_QKV_FOLD 1
-#endif
-#ifndef AMK_LLAMA_SM_SETS
-/* with ATTENTION_O: 1 puts each layer on two SM sets (meta "sm_sets", amk_llama_build_lowered):
-   set Y runs the Q/K/V tiles and then the ATTENTION_O tasks (AMK_LLAMA_SETS_ATTN_ROWS rows of
-   W_oT each, one an SM), set Z (the other SMs) the MLP tiles, so no step after an accumulating one
-   (attention + O, the MLP) runs on the SMs that just accumulated; 0 lets the lowering place every
-   task. why: an SM that has just added its share into a residual has its next wait met ~0.7 us
-   after idle SMs do (1.4 on the SM that finished last), whatever it has in flight (neither a
-   bulk reduction nor its next rows' copies moved it: bench/RESULTS.md runs 223-224), and with
-   the MLP tiles on the SMs that ran attention, the last attention tasks' SMs ran the last MLP
-   tiles. SmolLM2: 36 SMs for 35 Q/K/V tiles of 28 rows and 36 tasks, 96 for MLP tiles of 16 rows;
-   the step 3.6% faster, the MLP's start spread 1.2 -> 0.3 us (run 225). AMK_LLAMA_SETS_ALTERNATE
-   refines it: two attention sets, so the attention does not follow the Q/K/V tiles on their SMs */
-#define AMK_LLAMA_SM_SETS 1
-#endif
-#ifndef AMK_LLAMA_HEAD_ARGMAX
-/* with AMK's opcodes: 1 the LM-head tiles also write their (max, index) pairs (RMSNORM_GEMV's
-   ARGMAX flag) and one ARGMAX_COMBINE follows them; 0 an ARGMAX_PARTIAL phase over slices of the
-   logits between them. why 1: the head's tail (its last end to the step's end) 7.7 -> 4.4 us on
-   SmolLM2, 8.2 -> 4.3 on Llama-3.2-1B (bench/RESULTS.md runs 235-236); with 0 the step is slower
-   by 0.4-0.9% on SmolLM2, 0.3-0.4% on 1B, 0.1-0.2% on 8B (run 244) */
-#define AMK_LLAMA_HEAD_ARGMAX 1
-#endif
-#ifndef AMK_LLAMA_SETS_ALTERNATE
-/* with the sets: 1 alternates the ATTENTION_O tasks between two disjoint sets of Y SMs from layer
-   to layer (A0 = SMs 0 .. Y-1, A1 = Y .. 2Y-1; layer l's attention on A(l % 2), its Q/K/V tiles on
-   A((l + 1) % 2), its MLP tiles on the other SMs), so that no task runs on an SM that worked in
-   the phase just before it: with one set Y the attention tasks follow the Q/K/V tiles on the
-   same SMs and start ~0.3-0.45 us after those on idle SMs (bench/RESULTS.md runs 282, 284,
-   `phases.py --starts`). SmolLM2: every attention task starts on an idle SM (0.83 us after its
-   inputs, not 1.28), layer 11.9 -> 11.3 us, the step 0.409 -> 0.394 ms (run 287). Needs
-   2Y < the SMs (the FILLs go to SMs of neither set). */
-#define AMK_LLAMA_SETS_ALTERNATE 1
-#endif
-#ifndef AMK_LLAMA_SETS_ATTN_ROWS
-#define AMK_LLAMA_SETS_ATTN_ROWS 16 /* with the sets: an ATTENTION_O task's rows of W_oT (SmolLM2: 36 tasks) */
-#endif
-#ifndef AMK_LLAMA_MLP_MAX_ROWS
-#define AMK_LLAMA_MLP_MAX_ROWS 16 /* with the sets: the most rows an MLP tile may have (the lean form's, a row a warp) */
-#endif
-#ifndef AMK_LLAMA_ATTN_O_MIN_ROWS
-/* an ATTENTION_O task's rows of W_oT: at least this many (else one task an SM). why 8: with the
-   lean form, SmolLM2's 72 tasks of 8 rows make the step 1.5% faster than 117 of 5 (bench/RESULTS.md
-   run 204): each task is 0.4 us longer, but the MLP tiles, 60 of them on SMs left idle, are 0.6
-   us shorter (4.13 -> 3.55). 16 (36 tasks, no lean form) was 3% slower (run 166) */
-#define AMK_LLAMA_ATTN_O_MIN_ROWS 8
-#endif
+/* What -1 (AMK's choice) means for mlp_accum, attn_o and qkv_fold, and the SM sets and task sizes
+   the builder picks, are amk_tune.h's AMK_LLAMA_* knobs (with their whys and runs). */
 
 /* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), KV splits 0 (auto),
    fused, mlp_accum -1, attn_o -1 and qkv_fold -1 (auto). */

@@ -16,6 +16,7 @@
 #define AMK_CUDA_H
 
 #include "amk_tok.h"
+#include "amk_plan.h" /* the device forms' sizing rules and the knobs (amk_tune.h) the runtime shares */
 
 #ifdef __cplusplus
 extern "C" {
@@ -250,9 +251,9 @@ typedef unsigned long long amk__CUdeviceptr;
 #define AMK__CU_STREAM_NON_BLOCKING 1
 #define AMK__CU_EVENT_DEFAULT 0
 
-/* The device VM's limits (amk_vm.cuh, amk_ops.cuh); its status words and timing records are
-   amk_ir.h's AMK_VM_STATUS_* and amk_vm_timing_t. */
-#define AMK__VM_MAX_THREADS 512 /* AMK_VM_MAX_THREADS: the kernel's launch bound */
+/* The device VM's limits (amk_vm.cuh, amk_ops.cuh; its launch bound is amk_tune.h's
+   AMK_VM_MAX_THREADS); its status words and timing records are amk_ir.h's AMK_VM_STATUS_* and
+   amk_vm_timing_t. */
 #define AMK__VM_ATTN_MAX_HEAD_DIM 256 /* 32 lanes x AMK_ATTN_DPL accumulators */
 #define AMK__VM_BW_THREADS 1024 /* AMK_BW_THREADS: amk_bw_read/amk_bw_copy's launch bound */
 #define AMK__VM_FILL_THREADS 256 /* AMK_FILL_THREADS: amk_fill_random/amk_fill_value's */
@@ -309,12 +310,6 @@ typedef struct amk__cuda_api {
 #undef AMK__CU_FIELD
 } amk__cuda_api;
 
-/* One task's L2 prefetches ahead of a later task (amk__cuda_plan_ahead); bytes 0 = none. */
-typedef struct amk__cuda_ahead {
-    uint64_t addr[AMK_VM_PREFETCHES];
-    uint32_t bytes[AMK_VM_PREFETCHES];
-} amk__cuda_ahead;
-
 struct amk_cuda {
     void *lib;                  /* dlopen handle */
     amk__cuda_api api;
@@ -360,7 +355,6 @@ struct amk_cuda {
     int32_t *queue;             /* [n_tasks] */
     int32_t *queue_pos;         /* [n_tasks] task i's entry in queue */
     amk_vm_ctx_t *ctxs;         /* [n_tasks] host copy of the context table (queue order) */
-    amk__cuda_ahead *ahead;     /* [n_tasks] the prefetch ahead's pieces, or NULL (AMK_VM_AHEAD_BYTES 0) */
     int no_prefetch;            /* the program's config has pipelining_depth 0: no L2 prefetches */
     uint64_t off_counters, off_status, off_timing, off_contexts;
     /* the lean attention's tensor maps (amk__cuda_kv_maps): cuTensorMapEncodeTiled (NULL: the
@@ -458,8 +452,8 @@ AMK__FN void amk__cuda_leave(amk_cuda *c) {
 /* ---- checking a program for the device ---------------------------------------------------------- */
 
 /* The bytes of an accumulating op's nt rows of H elements of dtype dt (RMSNORM_MLP's W_downT,
-   ATTENTION_O's W_oT) that the device stages (AMK_ROWS_STAGE_BYTES, the device's rule too): F32,
-   F16 or BF16 rows only. */
+   ATTENTION_O's W_oT) that the device stages (AMK_ROWS_STAGE_BYTES, amk_plan.h: the device's rule
+   too): F32, F16 or BF16 rows only. */
 AMK__FN int64_t amk__rows_stage_bytes(int dt, int64_t H, int64_t nt) {
     const int64_t esz = dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? amk_dtype_bits(dt) / 8 : 0;
     return AMK_ROWS_STAGE_BYTES(esz, H, nt);
@@ -789,7 +783,6 @@ AMK__FN void amk__cuda_prefetch_rows(const amk_buffer_t *bt, int n_buffers, amk_
 AMK__FN void amk__cuda_prefetch_clear(amk_instruction_t *in) {
     int f;
     for (f = 0; f < AMK_VM_PREFETCHES; f++) { in->prefetch_addr[f] = 0; in->prefetch_bytes[f] = 0; }
-    in->prefetch_keep = 0;
 }
 
 /* The L2 prefetches the VM issues while instruction in waits (amk_vm.cuh): a GEMV/GEMM tile's
@@ -819,94 +812,8 @@ AMK__FN void amk__cuda_prefetches(const amk_buffer_t *bt, int n_buffers, amk_ins
     }
 }
 
-/* The weight input slot of a GEMV-family tile that streams rows (GEMV_TILE's W, RMSNORM_GEMV's),
-   or -1. */
-AMK__FN int amk__cuda_rows_slot(int op) {
-    return op == AMK_OP_GEMV_TILE ? 1 : op == AMK_OP_RMSNORM_GEMV ? 2 : -1;
-}
-
-/* That slot when instruction in streams the rows of buffer wid, else -1. */
-AMK__FN int amk__cuda_reads_rows(const amk_instruction_t *in, int wid) {
-    const int wi = amk__cuda_rows_slot(in->op);
-    return wi >= 0 && wi < in->n_inputs && in->inputs[wi] == wid ? wi : -1;
-}
-
-/* The L2 prefetch ahead (AMK_VM_AHEAD_BYTES, amk_ir.h), planned over the n instructions ins in
-   list order (their own prefetches already in place): the targets are the tiles that read the
-   weight of the last row-streaming tile (GEMV_TILE, RMSNORM_GEMV) in list order, e.g. the LM
-   head's. Each target's rows after its own prefetch, up to budget / (number of targets) bytes,
-   are cut into pieces of at most `piece` bytes (16-byte aligned), and the pieces, targets in list
-   order, go into the free prefetch ranges of the tasks before the first target, nearest first.
-   plan[i] receives task i's pieces (zeroed first). Returns the bytes planned: less than asked
-   when the targets' rows or the free ranges run out. */
-AMK__FN uint64_t amk__cuda_plan_ahead(const amk_buffer_t *bt, int n_buffers, const amk_instruction_t *ins, int n,
-                                      uint64_t budget, uint64_t piece, amk__cuda_ahead *plan) {
-    const amk_buffer_t *W = NULL;
-    uint64_t share, total = 0;
-    int i, wid = -1, first = -1, n_t = 0, carrier, f = 0;
-    if (n < 1 || !plan) return 0;
-    memset(plan, 0, (size_t)n * sizeof *plan);
-    if (piece > ((uint64_t)1 << 30)) piece = (uint64_t)1 << 30; /* why: a range's bytes are a uint32 */
-    piece &= ~(uint64_t)15;
-    if (budget < 16 || piece == 0) return 0;
-    for (i = n - 1; i >= 0 && wid < 0; i--) { /* the last row-streaming tile's weight */
-        const int wi = amk__cuda_rows_slot(ins[i].op);
-        if (wi >= 0 && amk__cuda_readonly_input(bt, n_buffers, &ins[i], wi)) wid = ins[i].inputs[wi];
-    }
-    if (wid < 0) return 0;
-    for (i = 0; i < n; i++) {
-        if (amk__cuda_reads_rows(&ins[i], wid) < 0) continue;
-        if (first < 0) first = i;
-        n_t++;
-    }
-    share = budget / (uint64_t)n_t & ~(uint64_t)15;
-    if (share == 0) return 0;
-    carrier = first - 1;
-    for (i = first; i < n; i++) {
-        const int wi = amk__cuda_reads_rows(&ins[i], wid);
-        uint64_t a, b, e;
-        int g;
-        if (wi < 0 || !(W = amk__cuda_rows_range(bt, n_buffers, &ins[i], wi, &a, &e))) continue;
-        for (g = 0; g < AMK_VM_PREFETCHES; g++) { /* past the tile's own prefetch of its rows */
-            const uint64_t pa = ins[i].prefetch_addr[g], pb = ins[i].prefetch_bytes[g];
-            if (pb && pa >= W->ptr + a && pa < W->ptr + e && pa + pb - W->ptr > a) a = pa + pb - W->ptr;
-        }
-        a = (a + 15) & ~(uint64_t)15;
-        if (a >= e) continue; /* the own prefetch took every row */
-        b = (e - a > share ? a + share : e) & ~(uint64_t)15;
-        while (a < b) {
-            const uint64_t len = b - a < piece ? b - a : piece;
-            while (carrier >= 0 && (f >= AMK_VM_PREFETCHES || ins[carrier].prefetch_bytes[f] || plan[carrier].bytes[f])) {
-                if (++f >= AMK_VM_PREFETCHES) { carrier--; f = 0; }
-            }
-            if (carrier < 0) return total;
-            plan[carrier].addr[f] = W->ptr + a;
-            plan[carrier].bytes[f] = (uint32_t)len;
-            total += len;
-            a += len;
-        }
-    }
-    return total;
-}
-
-/* Puts task i's planned pieces (amk__cuda_plan_ahead) into the free prefetch ranges of its
-   instruction, flagged in prefetch_keep; a piece that finds no free range (an update gave the
-   task prefetches of its own) is dropped: it is only a hint. */
-AMK__FN void amk__cuda_apply_ahead(amk_instruction_t *in, const amk__cuda_ahead *a) {
-    int f, g = 0;
-    for (f = 0; f < AMK_VM_PREFETCHES; f++) {
-        if (!a->bytes[f]) continue;
-        while (g < AMK_VM_PREFETCHES && in->prefetch_bytes[g]) g++;
-        if (g == AMK_VM_PREFETCHES) return;
-        in->prefetch_addr[g] = a->addr[f];
-        in->prefetch_bytes[g] = a->bytes[f];
-        in->prefetch_keep |= 1u << g;
-    }
-}
-
-/* Task i's L2 prefetches in its instruction: its own (amk__cuda_prefetches) and its pieces of the
-   prefetch ahead (c->ahead, once planned); none when the program's config sets pipelining_depth
-   0 (spec §5: "0 = no prefetch"). */
+/* Task i's L2 prefetches in its instruction (amk__cuda_prefetches); none when the program's config
+   sets pipelining_depth 0 (spec §5: "0 = no prefetch"). */
 AMK__FN void amk__cuda_task_prefetches(amk_cuda *c, int i) {
     amk_instruction_t *in = &c->ins[i];
     if (c->no_prefetch) {
@@ -914,7 +821,6 @@ AMK__FN void amk__cuda_task_prefetches(amk_cuda *c, int i) {
         return;
     }
     amk__cuda_prefetches(c->bufs, c->n_buffers, in);
-    if (c->ahead) amk__cuda_apply_ahead(in, &c->ahead[i]);
 }
 
 /* AMK_VM_HINT_KV_EARLY (amk_ir.h) in ins[i] (p's task i) for the ATTENTION_O tasks it holds for:
@@ -1297,7 +1203,7 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     AMK__CU_TRY(c, d, FuncGetAttribute(&c->info.regs_per_thread, AMK__CU_FUNC_ATTR_NUM_REGS, c->fn), "cuFuncGetAttribute");
     if (!coop) return amk__fail(d, AMK_ERR_UNSUPPORTED, "device %s does not support cooperative launch", c->info.device_name);
     c->threads = p->has_config && p->config.threads_per_block > 0 ? p->config.threads_per_block : 256;
-    if (c->threads > AMK__VM_MAX_THREADS) c->threads = AMK__VM_MAX_THREADS;
+    if (c->threads > AMK_VM_MAX_THREADS) c->threads = AMK_VM_MAX_THREADS; /* the kernel's launch bound (amk_tune.h) */
     if (c->threads > fn_max_threads) c->threads = fn_max_threads;
     c->threads &= ~31;
     if (c->threads < 32) return amk__fail(d, AMK_ERR_UNSUPPORTED, "the VM kernel allows %d threads a block", fn_max_threads);
@@ -1365,17 +1271,10 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     c->no_prefetch = p->has_config && p->config.pipelining_depth == 0;
     for (i = 0; i < p->n_tasks; i++) {
         amk__cuda_instruction(&p->tasks[i], &c->ins[i]);
-        amk__cuda_task_prefetches(c, i); /* its own: the plan ahead below needs them */
+        amk__cuda_task_prefetches(c, i);
     }
     if (amk__cuda_kv_hints(p, c->ins) < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     if ((r = amk__cuda_kv_maps(c, p, d)) != AMK_OK) return r;
-    if (AMK_VM_AHEAD_BYTES > 0u && !c->no_prefetch && p->n_tasks > 0) {
-        c->ahead = (amk__cuda_ahead *)amk__calloc((size_t)p->n_tasks, sizeof(amk__cuda_ahead));
-        if (!c->ahead) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
-        (void)amk__cuda_plan_ahead(bt, p->n_buffers, c->ins, p->n_tasks, AMK_VM_AHEAD_BYTES, AMK_VM_AHEAD_PIECE,
-                                   c->ahead);
-        for (i = 0; i < p->n_tasks; i++) amk__cuda_apply_ahead(&c->ins[i], &c->ahead[i]);
-    }
     for (i = 0; i < p->n_tasks; i++) c->queue_off[p->tasks[i].sm + 1]++;
     for (s = 0; s < c->num_sms; s++) c->queue_off[s + 1] += c->queue_off[s];
     {
@@ -1544,7 +1443,6 @@ AMK_API void amk_cuda_free(amk_cuda *c) {
     amk__free(c->queue_off);
     amk__free(c->queue_pos);
     amk__free(c->ctxs);
-    amk__free(c->ahead);
     amk__free(c->kv_pair);
     amk__free(c->kv_pair_task);
     amk__free(c->kv_pair_rows);

@@ -10,6 +10,9 @@
 
 #include <stdint.h>
 
+/* The ABI alone: the tuning knobs are amk_tune.h's, and the rules by which host and device size
+   an instruction's shared memory are amk_plan.h's. */
+
 /* ---- versions (spec §6, §8) ---------------------------------------------------------------- */
 #define AMK_IR_VERSION        "0.2.0" /* on-disk JSON format; a major mismatch is rejected */
 #define AMK_IR_VERSION_MAJOR  0
@@ -241,86 +244,6 @@ typedef uint32_t amk_counter_t;
 /* The VM's L2 prefetch of a tile's weights while it waits (amk__cuda_prefetches computes the
    ranges; amk_vm.cuh issues them). */
 #define AMK_VM_PREFETCHES 3 /* ranges an instruction carries: a norm weight, gate rows, up rows */
-#ifndef AMK_VM_PREFETCH_BYTES
-/* why: while an SM waits, the first bytes of its GEMV tile go to L2: 64 KB x 132 SMs = 8.4 MB, the
-   first round of a tile's loads (16 warps x 4 KB). Measured against 32, 48, 96, 128 and 256 KB
-   once the hop was ~1.1 us (bench/RESULTS.md run 72): 64 and 96 KB best, 8B -0.7%, 1B -0.2% */
-#define AMK_VM_PREFETCH_BYTES 65536u
-#endif
-#ifndef AMK_VM_PREFETCH_MIN_ELEMS
-/* why: a tile of fewer weight elements (a matrix's share; 32 KB of bf16) is one round of loads,
-   and its prefetch cost SmolLM2, whose tiles are 9-15 KB, more than it saved (bench/RESULTS.md
-   runs 87-89: -2.2%); 1B and 8B tiles are 64 KB and more */
-#define AMK_VM_PREFETCH_MIN_ELEMS 16384u
-#endif
-/* The L2 prefetch ahead (amk__cuda_plan_ahead): AMK_VM_AHEAD_BYTES in all (0: off) of the rows of
-   the program's last weight-streaming tiles (the LM head's, the last GEMV-family tiles in list
-   order and every tile of the same weight), each tile an equal share after its own prefetch, in
-   pieces of at most AMK_VM_AHEAD_PIECE bytes carried in the free prefetch ranges of the tasks
-   before the first of them in list order, nearest first. Those ranges are flagged in
-   prefetch_keep and go out at L2's default priority, so that they outlast the evict-first
-   weights the layers stream meanwhile (AMK_L2_HINTS). why: SmolLM2's head task reads 57 MB in
-   ~21-23 us (a floor of 18 at the read ceiling) while the layers before it leave DRAM mostly idle
-   (SmolLM2's layer reads ~7 MB in ~12 us; bench/RESULTS.md runs 234-264). Built and tested on
-   the host; not measured on the GPU
-   yet, so 0 (bench/NOTES.md session "ahead"). The host plans and the device reads the flag with
-   the same value: set it here, not with -D on one side only. */
-#ifndef AMK_VM_AHEAD_BYTES
-#define AMK_VM_AHEAD_BYTES 0u
-#endif
-#ifndef AMK_VM_AHEAD_PIECE
-#define AMK_VM_AHEAD_PIECE 32768u
-#endif
-
-/* The accumulating ops' weight rows (RMSNORM_MLP's N_tile rows of W_downT, ATTENTION_O's M_tile
-   rows of W_oT, each of H elements) go to shared memory with one bulk copy before the op's wait
-   when they are 16-byte aligned and at most this many bytes (amk_ops.cuh). */
-#ifndef AMK_ROWS_STAGE_MAX
-#define AMK_ROWS_STAGE_MAX 49152
-#endif
-/* The lean decode tiles (amk_ops.cuh: amk_norm_gemv_lean) take x in pieces of 4 elements, at most
-   this many a lane: K <= 128 * AMK_LEAN_PPL. The host mirrors it when it sizes their shared memory. */
-#ifndef AMK_LEAN_PPL
-#define AMK_LEAN_PPL 6
-#endif
-/* Their shared memory, 16-byte aligned parts: [x: K floats | nt floats (RMSNORM_MLP's values, or
-   RoPE's cos and sin) | K floats of norm_w | rows: the tile's rows of W (or of W_gate, W_up and
-   W_downT)], this many bytes in all. The host sizes the launch with it, the device lays the tile
-   out. (x first: its offset needs nothing read after the wait) */
-#define AMK_LEAN_BYTES(nt, K, rows) \
-    ((int64_t)(K) * 8 + (((int64_t)(nt) * 4 + 15) & ~(int64_t)15) + (int64_t)(rows))
-/* An RMSNORM_MLP FOLD tile's lean form also stages r rows of W_cat (its tile's and its base rows,
-   bf16, F columns) after those: this many bytes more. */
-#define AMK_LEAN_FOLD_BYTES(r, F) ((int64_t)(r) * (int64_t)(F) * 2)
-/* The lean ATTENTION_O (amk_attn_o_lean): at most this many rows of W_oT a task (SmolLM2's with the
-   SM sets); its tensor copies' destinations align to the 128-byte swizzle's period. */
-#define AMK_ATTN_LEAN_DIMS 16
-#define AMK_ATTN_TMA_ALIGN 1024
-/* The ring form of a decode tile with many short rows (amk_norm_gemv_ring in amk_ops.cuh:
-   SmolLM2's LM-head tiles of ~373 rows of 576): its rows stream through this many shared-memory
-   slots of one row a warp, by bulk copies, the first slots requested before the wait. The host
-   sizes the launch with AMK_RING_BYTES; the device uses as many slots as fit (at least 2). why 3:
-   SmolLM2's head task took 23.0 us with 3 and 21.8 with 4 (33.5 without the ring; medians), but 4
-   slots (74 KB) took the launch's shared memory past what its other tasks ask, and the step was
-   ~1.2% slower than with 3 (bench/RESULTS.md run 220). Since the ATTENTION_O and MLP tiles stage
-   their rows the launch holds 4 slots anyway (74488 bytes): the head 23.2 -> 20.6 us, 24.6 with 5
-   (run 234), yet the step was slower with 4 again, 0.440 against 0.426 ms (run 237: its layers,
-   not the head, took the time; the VM is one function at the register cap, and a change anywhere
-   moves the code of the hot loops) */
-#ifndef AMK_RING_SLOTS
-#define AMK_RING_SLOTS 3
-#endif
-#define AMK_RING_BYTES(warps, K) ((int64_t)AMK_RING_SLOTS * (int64_t)(warps) * (int64_t)(K) * 2)
-/* Its x in registers, this many vectors of 8 elements a lane: K <= 256 * AMK_RING_VPL. */
-#define AMK_RING_VPL 3
-/* The bytes staged for nt rows of H elements of esz bytes (esz 0: a dtype the op does not
-   stage), or 0 when they are not staged. The host sizes the launch's shared memory with it, the
-   device decides with it. */
-#define AMK_ROWS_STAGE_BYTES(esz, H, nt) \
-    ((esz) > 0 && (H) > 0 && (nt) > 0 && (H) < (1 << 30) && (nt) < (1 << 30) && ((int64_t)(H) * (esz)) % 16 == 0 && \
-     (int64_t)(nt) * (H) * (esz) <= AMK_ROWS_STAGE_MAX ? (int64_t)(nt) * (H) * (esz) : (int64_t)0)
-/* why no division: the device evaluates it in an op's setup, on the path to its first poll (a
-   64-bit division is a subroutine of a few hundred cycles: bench/NOTES.md session "setup") */
 
 /* amk_instruction_t.hints. KV_EARLY (an ATTENTION_O task): its position input is written by no
    task, and every task that writes its K or V cache writes only the row at that position (an
@@ -340,12 +263,10 @@ typedef struct amk_instruction_t {
     uint32_t wait_threshold[AMK_MAX_WAITS];
     amk_params_t params;
     /* L2 prefetches the VM issues while the instruction waits (computed by the host, runtime only:
-       the first weight bytes of a GEMV-family tile, its norm weight, and with AMK_VM_AHEAD_BYTES
-       a later tile's rows); bytes 0 = none. prefetch_keep bit f: range f at L2's default
-       priority, not evict-first (the prefetch ahead; read only when AMK_VM_AHEAD_BYTES > 0) */
+       the first weight bytes of a GEMV-family tile, its norm weight); bytes 0 = none */
     uint64_t prefetch_addr[AMK_VM_PREFETCHES];
     uint32_t prefetch_bytes[AMK_VM_PREFETCHES];
-    uint32_t prefetch_keep;
+    uint32_t reserved_keep; /* 0; reserved */
 } amk_instruction_t;
 
 /* The whole program on the device. sm_queue_offset has num_sms+1 entries; the queue of SM s is
@@ -400,7 +321,7 @@ typedef struct amk_vm_ctx_t {
     amk_buffer_t in[AMK_MAX_INPUTS];
     amk_buffer_t out[AMK_MAX_OUTPUTS];
     int32_t index;
-    /* The lean attention's cache rows by tensor copies (AMK_ATTN_KV_TMA, amk_ops.cuh): kv_maps the
+    /* The lean attention's cache rows by tensor copies (amk_ops.cuh, AMK_ATTN_KV_TMA): kv_maps the
        device address of two tensor maps (K's, then V's 128 bytes later; amk__cuda_kv_maps), each
        a box of head_dim x kv_rows elements of the cache; 0 = none (the task stages its rows by
        cp.async). The runtime sets them for ATTENTION_O tasks with AMK_VM_HINT_KV_EARLY only. */
@@ -428,52 +349,6 @@ typedef struct amk_vm_ctx_t {
 #define AMK_VM_ERR_BAD_OP 3
 #define AMK_VM_ERR_SMEM 4
 #define AMK_VM_ERR_KV_POS 5 /* a KV-cache row position outside the cache */
-/* The device's ATTENTION_DECODE (amk_ops.cuh) stages chunks of C cache rows in shared memory:
-   [q: GH*hd f32][m, l, alpha: 4*GH f32][scores: GH*C f32][p.V sums: KG*GH*hd f32][K, V: C rows
-   each of AMK_ATTN_ROW_BYTES], KG = AMK_ATTN_KEY_GROUPS. The host checks that C = 32 fits, with
-   row bytes at 4 an element (the widest the device stages): AMK_ATTN_DECODE_LEAST. */
-#define AMK_ATTN_GH 4 /* query heads per pass */
-#define AMK_ATTN_KEY_GROUPS(hd, threads) ((threads) / (((hd) + 1) / 2)) /* p.V: 2 dims a thread */
-#define AMK_ATTN_ROW_BYTES(hd, esz) ((((int64_t)(hd) * (esz) + 15) / 16) * 16 + 16)
-/* bytes for q, m/l/alpha and the sums; then bytes per chunk row (scores, K and V) */
-#define AMK_ATTN_DECODE_FIXED(hd, kg) (4 * ((int64_t)AMK_ATTN_GH * (hd) * (1 + (int64_t)(kg)) + 4 * AMK_ATTN_GH))
-#define AMK_ATTN_DECODE_PER_ROW(rowb) (4 * (int64_t)AMK_ATTN_GH + 2 * (int64_t)(rowb))
-#define AMK_ATTN_DECODE_SMEM(hd, rowb, kg, C) \
-    (AMK_ATTN_DECODE_FIXED(hd, kg) + (int64_t)(C) * AMK_ATTN_DECODE_PER_ROW(rowb))
-#define AMK_ATTN_DECODE_LEAST(hd, threads) \
-    AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, 4), AMK_ATTN_KEY_GROUPS(hd, threads), 32)
-/* ATTENTION_O adds to the end of that: the F32 results of its kv heads' query heads (ysb bytes),
-   then its rows of W_oT when they stage (wsb bytes), each 16-byte aligned. The rows stage only
-   when the attention still has AMK_ATTN_DECODE_LEAST below them. */
-#define AMK_ATTN_O_YS_BYTES(hd, heads) ((((int64_t)(hd) * (heads) * 4) + 15) / 16 * 16)
-/* ATTENTION_DECODE on the tensor cores (q, K and V BF16, head_dim a multiple of 16 up to 256;
-   amk_attn_decode_mma): R = min(query heads a kv head, AMK_ATTN_MMA_ROWS) heads a pass. Shared
-   memory: [q: 16 rows][K, V: C rows] of AMK_ATTN_ROW_BYTES(hd, 2), then F32 [running sums: R*hd]
-   [running m, l: 2 x R x 2][per 16-key group: sums G*R*hd][m, l: G*R*2], G = C / 16. */
-#define AMK_ATTN_MMA_ROWS 16 /* the mma's M: query heads a pass */
-#ifndef AMK_ATTN_SPEC_ROWS
-#define AMK_ATTN_SPEC_ROWS 256 /* windows up to this many rows are requested before the position */
-#endif
-#define AMK_ATTN_MMA_FIXED(hd) (16 * AMK_ATTN_ROW_BYTES(hd, 2) + 4 * (int64_t)AMK_ATTN_MMA_ROWS * ((hd) + 4))
-#define AMK_ATTN_MMA_PER16(hd, R) (32 * AMK_ATTN_ROW_BYTES(hd, 2) + 4 * (int64_t)(R) * ((hd) + 2))
-#define AMK_ATTN_MMA_SMEM(hd, R, C) (AMK_ATTN_MMA_FIXED(hd) + (int64_t)((C) / 16) * AMK_ATTN_MMA_PER16(hd, R))
-/* The tensor-core GEMM path (amk_gemm_mma in amk_ops.cuh): from how many rows, its K chunk and
-   ring depth, and the shared memory a stage takes; the host sizes the launch's shared memory from
-   these (amk__cuda_smem_want). */
-#ifndef AMK_MMA_MIN_ROWS
-#define AMK_MMA_MIN_ROWS 4 /* why: the rows path streams W once per row; 2-3 rows are still memory-bound either way */
-#endif
-#ifndef AMK_MMA_KC
-#define AMK_MMA_KC 64              /* K elements a chunk (a power of two >= 16): KC/8 core matrices along K */
-#endif
-#ifndef AMK_MMA_STAGES
-#define AMK_MMA_STAGES 4           /* ring stages, chunks in flight + 1 (2..8: amk_ptx_cp_async_wait_pending) */
-#endif
-#define AMK_MMA_TILE (64 * AMK_MMA_KC * 2) /* bytes of one 64 x KC 16-bit operand tile */
-/* bytes of the x rows of a chunk (xsz bytes an element), and of a ring stage: those plus one W
-   tile per warpgroup (nwg of them) */
-#define AMK_MMA_X_BYTES(xsz) ((int64_t)64 * AMK_MMA_KC * (xsz))
-#define AMK_MMA_STAGE_BYTES(xsz, nwg) (AMK_MMA_X_BYTES(xsz) + (int64_t)(nwg) * AMK_MMA_TILE)
 
 /* One per instruction when amk_program_t.timing != 0 (globaltimer ns). */
 typedef struct amk_vm_timing_t {
@@ -487,7 +362,7 @@ typedef struct amk_vm_timing_t {
    thread 0 passed the point (0: not passed, or the image has no marks). One record per
    instruction, right after the timing records ([n_instructions] of them, at amk_program_t.timing
    + n_instructions * sizeof(amk_vm_timing_t)); the host reserves and zeroes both. Only an image
-   built with AMK_VM_MARKS 1 (amk_ops.cuh; a diagnostic, never shipped) writes them: where an op's
+   built with AMK_VM_MARKS 1 (amk_tune.h; a diagnostic, never shipped) writes them: where an op's
    time goes, e.g. the lean attention's staging, softmax, p * V and O rows (bench/phases.py
    prints their medians a phase). */
 #define AMK_VM_MARKS_N 4

@@ -23,6 +23,8 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include "amk_ir.h"
+#include "amk_tune.h" /* the knobs (AMK_L2_HINTS, AMK_LEAN, ...): one table for host and device */
+#include "amk_plan.h" /* the sizing rules the host shares (AMK_LEAN_BYTES, AMK_RING_BYTES, ...) */
 
 /* ==== >>ptx: tiny wrappers, one per PTX instruction ========================================== */
 
@@ -42,13 +44,8 @@ static __device__ __forceinline__ uint4 amk_ptx_ld_nc_na_v4(const void *p) {
    priority they evict everything a step reads again: the VM's code and instruction table, the K/V
    cache rows, the activations. A task's first run of an op's code, and its K/V rows, then come
    from DRAM, where they queue behind the weight copies in flight. With the weights' bulk copies
-   and L2 prefetches evict-first, SmolLM2's step is 4% faster (every layer ~0.45 us shorter, the
-   argmax task 4.1 -> 2.0 us); 1B and 8B unchanged. Tried, no further change at context 128: the
-   K/V rows' copies evict-last, the GEMV path's register loads of weights evict-first, the VM's
-   context copies evict-last (bench/RESULTS.md runs 67, 255 and 259). */
-#ifndef AMK_L2_HINTS
-#define AMK_L2_HINTS 1
-#endif
+   and L2 prefetches evict-first, SmolLM2's step is 4% faster, 1B and 8B unchanged
+   (bench/RESULTS.md run 255). */
 /* An L2 policy (createpolicy, sm_80+): not volatile, so one serves a function's copies. */
 static __device__ __forceinline__ uint64_t amk_ptx_policy_evict_first(void) {
     uint64_t p;
@@ -58,18 +55,13 @@ static __device__ __forceinline__ uint64_t amk_ptx_policy_evict_first(void) {
 
 /* why: a GEMV tile's weights are read-only, so they can be pulled into L2 while the SM still
    waits for its inputs (the megakernel's central win); a hint, never a fault for valid addresses.
-   Evict-first with AMK_L2_HINTS; _keep at L2's default priority (the prefetch ahead, whose lines
-   must outlast the weights streamed meanwhile). sm_90 (PTX 8.0). addr 16-byte aligned, bytes a
-   multiple of 16. */
-static __device__ __forceinline__ void amk_ptx_prefetch_l2_bulk_keep(const void *addr, uint32_t bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(addr), "r"(bytes) : "memory");
-}
+   Evict-first with AMK_L2_HINTS. sm_90 (PTX 8.0). addr 16-byte aligned, bytes a multiple of 16. */
 static __device__ __forceinline__ void amk_ptx_prefetch_l2_bulk(const void *addr, uint32_t bytes) {
 #if AMK_L2_HINTS
     asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;"
                  :: "l"(addr), "r"(bytes), "l"(amk_ptx_policy_evict_first()) : "memory");
 #else
-    amk_ptx_prefetch_l2_bulk_keep(addr, bytes);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(addr), "r"(bytes) : "memory");
 #endif
 }
 
@@ -484,9 +476,6 @@ static __device__ __forceinline__ float amk_warp_max(float v) {
 /* The instruction being executed, as the VM hands it to an op: the shared-memory copy of its
    context (amk_vm_ctx_t: the instruction, its buffers' descriptors, its index; the fields up to
    `index` are laid out as there, one bulk copy fills them), plus the VM's words and scratch. */
-#ifndef AMK_VM_MARKS
-#define AMK_VM_MARKS 0 /* AMK_OP_MARK, below */
-#endif
 typedef struct __align__(16) amk_op_ctx {
     amk_instruction_t ins;
     amk_buffer_t in[AMK_MAX_INPUTS];
@@ -515,11 +504,11 @@ static_assert(offsetof(amk_op_ctx, in) == offsetof(amk_vm_ctx_t, in) &&
                   offsetof(amk_op_ctx, status) == sizeof(amk_vm_ctx_t) && sizeof(amk_vm_ctx_t) % 16 == 0,
               "amk_op_ctx starts with amk_vm_ctx_t's layout");
 
-/* AMK_VM_MARKS 1 (-D; a diagnostic, never shipped): AMK_OP_MARK(c, k) records when thread 0 passed
-   point k (0 .. AMK_VM_MARKS_N - 1) of a timed task, in ns after its t_start, and the VM writes
-   them beside the timing records (amk_vm_marks_t, amk_ir.h). why a build of its own: a timer read
-   in an op changes its code, and the shipped image stays the one measured (with 0 the image is
-   byte-identical to one without marks). Marked: the lean attention and the lean tiles. */
+/* AMK_VM_MARKS 1 (amk_tune.h; a diagnostic, never shipped): AMK_OP_MARK(c, k) records when thread
+   0 passed point k (0 .. AMK_VM_MARKS_N - 1) of a timed task, in ns after its t_start, and the VM
+   writes them beside the timing records (amk_vm_marks_t, amk_ir.h). why a build of its own: a
+   timer read in an op changes its code, and the shipped image stays the one measured (with 0 the
+   image is byte-identical to one without marks). Marked: the lean attention and the lean tiles. */
 #if AMK_VM_MARKS
 #define AMK_OP_MARK(c, k)                                                                                    \
     do {                                                                                                     \
@@ -536,22 +525,13 @@ static_assert(offsetof(amk_op_ctx, in) == offsetof(amk_vm_ctx_t, in) &&
    its inputs. why: a GEMV tile's setup was ~1 us of dependent scalar instructions on SmolLM2
    (bench/NOTES.md session "setup"), on the critical path after every hop; before the wait it
    runs while the block waits anyway. Ops that do not split call nothing: the dispatcher calls
-   amk_op_go before them (AMK_VM_EARLY_SETUP 0: before every op, the old order). Every path of an
+   amk_op_go before them (with AMK_VM_EARLY_SETUP 0, before every op). Every path of an
    op that returns without an error calls amk_op_go exactly once, all threads alike (a path that
    missed it would leave the task unsignalled, and the host's watchdog would report it). */
-#ifndef AMK_VM_EARLY_SETUP
-#define AMK_VM_EARLY_SETUP 1
-#endif
-#ifndef AMK_VM_BACKOFF_MAX_NS
-#define AMK_VM_BACKOFF_MIN_NS 32u  /* why: ~ one L2 round trip; the first poll does not sleep */
-/* why: a dependent hop across SMs measured 2.05 us with a 512 ns cap, 1.47 with 128, 1.33 with
-   pure spinning (H100, bench/NOTES.md); with the ops' setup before the wait, 64 made SmolLM2's
-   step 0.9% faster than 128 and pure spinning no faster than 128 (bench/RESULTS.md run 137) */
-#define AMK_VM_BACKOFF_MAX_NS 64u
-#endif
 
 /* Thread 0: waits until each of the nw counters ctr[w] reaches th[w] * epoch (amk_program_t.epoch:
-   the counters run on across launches; the signed difference, so a target past 2^32 works).
+   the counters run on across launches; the signed difference, so a target past 2^32 works),
+   polling with a sleep from AMK_VM_BACKOFF_MIN_NS doubling up to AMK_VM_BACKOFF_MAX_NS.
    Returns 0 if the abort flag was raised meanwhile. */
 static __device__ int amk_vm_wait(int nw, const int32_t *ctr_ids, const uint32_t *ths, const uint32_t *counters,
                                   const uint32_t *status, uint32_t epoch) {
@@ -798,21 +778,9 @@ AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c, float *smem) {
    (AMK_GEMV_ROWS at a time); each warp owns output columns n (strided by the warp count), streams
    W's row with 16-byte no-allocate loads when the dtype and alignment allow, and reduces with
    shuffles. Quantized weights (qdtype 6 = I8, 7 = I4 packed) dequantize (q - zero) * scale on
-   the fly, only for the tile's rows. */
-
-#ifndef AMK_GEMV_ROWS
-/* why: x rows per pass over a weight row. 1, not 4: every GEMV tile of a decode step has one row
-   (M = 1), and with 4 the unrolled loops laid the three unused rows' code between the used
-   instructions: one row per pass shrinks amk_vm_main's code from 1.19 to 0.79 MB, and made the
-   step 6% (Llama-3-8B), 11% (1B) and 17% (SmolLM2) faster on the H100 (bench/RESULTS.md run
-   20). M > 1 re-reads the weights per row; GEMM on the tensor cores is the plan for it. */
-#define AMK_GEMV_ROWS 1
-#endif
-#ifndef AMK_GEMV_INFLIGHT
-/* why: 16-byte loads in flight per lane; measured on H100 (bench/NOTES.md): 4 gave 1.85 TB/s at
-   256 threads, 8 gave 2.24 (2.82 at 512 threads) with no spills */
-#define AMK_GEMV_INFLIGHT 8
-#endif
+   the fly, only for the tile's rows. AMK_GEMV_INFLIGHT 16-byte loads are in flight a lane. Every
+   GEMV tile of a decode step has one row (AMK_GEMV_ROWS 1: the unrolled loops hold no unused
+   rows' code); a tile of AMK_MMA_MIN_ROWS rows and more takes the tensor cores instead. */
 
 /* n / d for the row counts of a tile (M = x's numel / K, a row's length = numel / M). why not
    n / d: a 64-bit division is ~20 dependent instructions on every warp of every task, and the
@@ -1423,7 +1391,7 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
    shared memory, no registers held), then scores, softmax and P.V run from shared memory.
    why: decode attention is tiny and latency-bound. The flash loop per warp (ATTENTION_TILE's)
    waited a load latency per 32-key block and per few V rows: ~11 us for 17 keys on SmolLM2 and
-   ~18 on Llama-3-8B (bench/RESULTS.md run 12). Layout: AMK_ATTN_DECODE_SMEM (amk_ir.h). Rows
+   ~18 on Llama-3-8B (bench/RESULTS.md run 12). Layout: AMK_ATTN_DECODE_SMEM (amk_plan.h). Rows
    keep the cache dtype (F32/F16/BF16 whose rows are whole 16-byte pieces), else are converted to
    F32; each row is padded by 16 bytes so the threads that score one key each read distinct
    banks. Per pass of up to AMK_ATTN_GH query heads of one kv head: thread groups of kpt lanes
@@ -2121,29 +2089,18 @@ static __device__ __forceinline__ void amk_attn_prenorm(amk_op_ctx *c, unsigned 
    rows (staged before the wait) add in as the general path does. SmolLM2: the task 5.8 -> 4.2 us,
    the step 0.584 -> 0.524 ms (bench/RESULTS.md runs 191 and 203). The launch's shared memory is
    the general path's (the host sizes it); a task whose rows do not fit there takes the general
-   path. AMK_ATTN_LEAN 0 (-D) turns the form off. Returns 0 (nothing done, before the wait) for
-   other tasks. */
-#ifndef AMK_ATTN_LEAN
-#define AMK_ATTN_LEAN 1
-#endif
-/* AMK_ATTN_KV_TMA 1: a lean task whose context carries tensor maps of its caches (amk_vm_ctx_t
+   path. AMK_ATTN_LEAN 0 (amk_tune.h) turns the form off. Returns 0 (nothing done, before the
+   wait) for other tasks.
+   With AMK_ATTN_KV_TMA, a lean task whose context carries tensor maps of its caches (amk_vm_ctx_t
    kv_maps: the runtime sets them only with AMK_VM_HINT_KV_EARLY, the host's proof that no task of
    the step writes the cache rows below the position) copies its kv head's rows [kv_start,
    kv_start + kv_len) before its wait, two tensor copies from the helper thread on the op's
    mbarrier beside W_oT's rows, swizzled by 128 bytes (bf16, head_dim 64: a row is 128 bytes);
    after the wait only row pos is read again over the copy's. why: the rows after the wait were
-   ~0.8 us of the task's ~3.9 (bench/RESULTS.md run 269). The earlier forms of the idea lost:
-   cp.async of the rows below the position from every thread (+4%: the position's round trip,
-   then 64 KB of copies on thread 0 too, whose polls queued behind them; run 269), the same from
-   warps 1 and up (+4%, run 270), and a bulk copy a row from one warp's lanes (+47%: ~250 copies
-   of 128 bytes issue one after another, run 270). Here the position is not needed before the
-   wait (the rows past it are copied and not used) and one thread issues two copies. SmolLM2:
-   the task 3.9 -> 3.3 us, the step 0.3-1% faster (the tasks on SMs that just ran a Q/K/V tile
-   start ~0.15 us later); V's rows after the wait, or no proxy fence, measured no different
-   (bench/RESULTS.md runs 282, 284). 0: every task stages its rows by cp.async after the wait. */
-#ifndef AMK_ATTN_KV_TMA
-#define AMK_ATTN_KV_TMA 1
-#endif
+   ~0.8 us of the task's ~3.9 (bench/RESULTS.md run 269); the position is not needed before the
+   wait (the rows past it are copied and not used), and one thread issues two copies, so nothing
+   queues behind thread 0's polls. SmolLM2: the task 3.9 -> 3.3 us, the step 0.3-1% faster
+   (bench/RESULTS.md runs 282, 284). Other tasks stage their rows by cp.async after the wait. */
 static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2];
@@ -2318,7 +2275,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
 /* ATTENTION_DECODE, and ATTENTION_O: the same attention with its results (F32) in shared memory
    (ys: the query heads of kv heads [n_off, n_off + N_tile)), then out[0, :] += ys[m_off - base ..
    + M_tile] @ W_oT[m_off .. + M_tile] (+ resid) by amk_rows_add. Shared memory: the attention's,
-   then ys, then W_oT's rows when they stage (AMK_ATTN_O_YS_BYTES, amk_ir.h); the rows go out with
+   then ys, then W_oT's rows when they stage (AMK_ATTN_O_YS_BYTES, amk_plan.h); the rows go out with
    one bulk copy before the wait. why one function for both: the attention paths are inlined once */
 AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
@@ -2374,23 +2331,18 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
    0.644 -> 0.578 ms (bench/RESULTS.md run 182). Conditions: one row of x, K a multiple of 8 up to
    128 * AMK_LEAN_PPL, bf16 W, F32 norm_w and x, F32 or bf16 out, the rows in the launch's shared
    memory (the host sizes it: amk__cuda_lean_bytes). Returns 0 (nothing done, before the wait) for
-   any other tile. AMK_LEAN 0 (-D) turns the form off. */
-#ifndef AMK_LEAN
-#define AMK_LEAN 1
-#endif
+   any other tile. AMK_LEAN 0 (amk_tune.h) turns the form off. */
 /* Named barriers: AMK_LEAN_BAR the RoPE warp's cos and sin, AMK_LEAN_BAR + 1 x staged by the row
    warps. why 5: 1-4 are the tensor-core GEMM's (amk_ptx_bar_warpgroup) */
 #define AMK_LEAN_BAR 5
-/* AMK_NAMED_BARRIERS 0 (-D; for compute-sanitizer racecheck only, never shipped): the lean tile's
-   two named barriers become one block barrier that every warp meets after the trig and x's
-   staging. why: racecheck (2025.3) reports hazards on correct code once a subset of a block's
-   warps has met at a named barrier twice in a launch: a write before a later __syncthreads()
-   and a read after it, by a warp that was not in the subset (bench/race_probe.cu, modes 3-5;
-   bench/RESULTS.md run 278). A launch runs many lean tiles on each SM, so with the named
-   barriers racecheck cannot check the rest of a step; scripts/gpu_run.sh builds this form for it. */
-#ifndef AMK_NAMED_BARRIERS
-#define AMK_NAMED_BARRIERS 1
-#endif
+/* AMK_NAMED_BARRIERS 0 (amk_tune.h; for compute-sanitizer racecheck only, never shipped): the
+   lean tile's two named barriers become one block barrier that every warp meets after the trig
+   and x's staging. why: racecheck (2025.3) reports hazards on correct code once a subset of a
+   block's warps has met at a named barrier twice in a launch: a write before a later
+   __syncthreads() and a read after it, by a warp that was not in the subset (bench/race_probe.cu,
+   modes 3-5; bench/RESULTS.md run 278). A launch runs many lean tiles on each SM, so with the
+   named barriers racecheck cannot check the rest of a step; scripts/gpu_run.sh builds this form
+   for it. */
 /* Named barrier b for n threads (a multiple of 32, whole warps): arrive without waiting, or wait
    for all n; the writes to shared memory before the arrival are visible after the sync. */
 static __device__ __forceinline__ void amk_ptx_bar_arrive(int b, int n) {
@@ -2695,10 +2647,7 @@ static __device__ __forceinline__ void amk_pair_store(const amk_buffer_t *pp, in
    faster (bench/RESULTS.md run 220). With AMK_GEMV_FLAG_ARGMAX each warp's lane 0 keeps the best
    of its rows as stored, and the block's best goes to the partials (the LM head with its argmax:
    no ARGMAX_PARTIAL phase after it). Returns 0 (nothing done, before the wait) for other tasks.
-   AMK_RING 0 (-D) turns the form off. */
-#ifndef AMK_RING
-#define AMK_RING 1
-#endif
+   AMK_RING 0 (amk_tune.h) turns the form off. */
 #if AMK_RING_SLOTS < 2 || AMK_RING_SLOTS > 8 /* why 8: the slots' parities travel as bits of one word */
 #error "AMK_RING_SLOTS must be 2..8"
 #endif

@@ -134,9 +134,9 @@ typedef struct amk_config {
     int *explicit_task; int *explicit_sm; int n_explicit; /* for AMK_SM_EXPLICIT */
     int pipelining_depth;       /* default 2. The CUDA runtime: 0 = the VM issues no L2 prefetches of
                                    weights; any other value = its fixed scheme (AMK_VM_PREFETCH_BYTES
-                                   while an instruction waits, AMK_VM_AHEAD_BYTES ahead of the head,
-                                   amk_ir.h), not a look-ahead of that many instructions. The ops'
-                                   own staging into shared memory is unaffected */
+                                   while an instruction waits, amk_tune.h), not a look-ahead of that
+                                   many instructions. The ops' own staging into shared memory is
+                                   unaffected */
     amk_page_allocation page_allocation;
     int threads_per_block;      /* default 256 */
     int64_t smem_bytes_per_block; /* default 0 */

@@ -18,11 +18,9 @@
    by bulk copies before their waits (the lean tiles, ATTENTION_O's rows); a tile of many short
    rows streams them through a ring of shared-memory slots (amk_norm_gemv_ring: the op mbarriers
    [1 + s]). A loader warp streaming the next tasks' weights ahead of the counters is not built;
-   bench/NOTES.md says where the time goes. Build-time knobs (-D):
-   AMK_VM_MAX_THREADS, AMK_VM_EARLY_SETUP, AMK_VM_BACKOFF_MIN_NS/MAX_NS, AMK_GEMV_INFLIGHT,
-   AMK_GEMV_ROWS, AMK_LEAN, AMK_ATTN_LEAN, AMK_RING, AMK_L2_HINTS (the prefetch knobs
-   AMK_VM_PREFETCH_BYTES, AMK_VM_PREFETCH_MIN_ELEMS and AMK_VM_AHEAD_BYTES/_PIECE are amk_ir.h's:
-   the host sizes them).
+   bench/NOTES.md says where the time goes. The build-time knobs (-D: AMK_VM_MAX_THREADS,
+   AMK_VM_EARLY_SETUP, AMK_LEAN, AMK_RING, ...) are amk_tune.h's table, one for host and device;
+   AMK_VM_CHAIN (below) selects the kernel an image holds.
 
    Build: this header is the whole device translation unit:
        nvcc -x cu -cubin -gencode arch=compute_90a,code=sm_90a -o amk_vm.cubin amk_vm.cuh
@@ -46,31 +44,18 @@
 
 #include "amk_ops.cuh"
 
-#ifndef AMK_VM_MAX_THREADS
-/* why: 512 threads leave 128 registers a thread; at 1024 (64 registers) the ops spill */
-#define AMK_VM_MAX_THREADS 512
-#endif
 /* The prefetcher (one thread, not thread 0), after the context arrived (before the op's setup
    and its waits): the L2 prefetches the host computed for the instruction (amk__cuda_prefetches: a
    GEMV-family tile's first AMK_VM_PREFETCH_BYTES of weight rows, and a fused tile's norm weight).
-   why from the host: the device worked them out from the instruction and the buffer table, three
-   dependent L2 round trips on a thread the block's barrier waits for; when the wait was met at
-   once (the SM that finished a phase last) the block started late by that much. why not thread
-   0: it polls in amk_op_go, and the prefetch went out earlier beside it (bench/RESULTS.md run 32).
-   The ranges flagged in keep (the prefetch ahead, AMK_VM_AHEAD_BYTES; compiled only when it is
-   on) go out at L2's default priority. */
-static __device__ __forceinline__ void amk_vm_prefetch(const uint64_t *addr, const uint32_t *bytes, uint32_t keep) {
+   why from the host: worked out on the device from the instruction and the buffer table, they
+   cost three dependent L2 round trips on a thread the block's barrier waits for, and a block
+   whose wait was met at once (the SM that finished a phase last) started late by that much. why
+   not thread 0: it polls in amk_op_go, and the prefetch goes out earlier beside it
+   (bench/RESULTS.md run 32). */
+static __device__ __forceinline__ void amk_vm_prefetch(const uint64_t *addr, const uint32_t *bytes) {
 #pragma unroll
     for (int f = 0; f < AMK_VM_PREFETCHES; f++) {
         if (!bytes[f]) continue;
-#if AMK_VM_AHEAD_BYTES
-        if ((keep >> f) & 1u) {
-            amk_ptx_prefetch_l2_bulk_keep((const void *)addr[f], bytes[f]);
-            continue;
-        }
-#else
-        (void)keep;
-#endif
         amk_ptx_prefetch_l2_bulk((const void *)addr[f], bytes[f]);
     }
 }
@@ -123,11 +108,12 @@ static __device__ __forceinline__ void amk_vm_wait_ctx(uint64_t *bar, int q, int
    next entry while the signal's release waits for the stores.
 
    Built with AMK_VM_CHAIN 1 the kernel is amk_vm_chain instead: it runs chain.n_steps steps
-   (amk_vm_chain_t, amk_ir.h), walking the queue n_steps times (the walk state in shared memory, below). why a build of
-   its own (gpu.mk: two more images): with the chained walk in amk_vm_main SmolLM2's single step
-   ran 8% slower (the VM is one function at the register cap, and any change to its loop re-rolls
-   the ops' inlined code; bench/RESULTS.md run 271). Built with AMK_VM_CHAIN 0, amk_vm_main is the
-   code it was (scripts/cubin_same.py: "same" against the image before the chain). */
+   (amk_vm_chain_t, amk_ir.h), walking the queue n_steps times (the walk state in shared memory,
+   below). AMK_VM_CHAIN selects the kernel an image holds (the host finds it by name), so it is
+   not one of amk_tune.h's knobs. why a build of its own (gpu.mk: two more images): with the
+   chained walk in amk_vm_main SmolLM2's single step ran 8% slower (the VM is one function at the
+   register cap, and any change to its loop re-rolls the ops' inlined code; bench/RESULTS.md run
+   271). Built with AMK_VM_CHAIN 0, amk_vm_main is the code of an image without the chained walk. */
 #ifndef AMK_VM_CHAIN
 #define AMK_VM_CHAIN 0
 #endif
@@ -218,7 +204,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
             c->epoch = slot_epoch[q & 1];
 #endif
         } else if (tid == AMK_AUX_TID_OF(last + 1)) {
-            amk_vm_prefetch(c->ins.prefetch_addr, c->ins.prefetch_bytes, c->ins.prefetch_keep);
+            amk_vm_prefetch(c->ins.prefetch_addr, c->ins.prefetch_bytes);
         }
         amk_op_dispatch(c, (float *)amk_vm_smem); /* waits (amk_op_go: its barrier), then computes */
         __syncthreads(); /* all of the op's stores are done (and c->error and c->go are final) */

@@ -16,7 +16,9 @@ NVCC_GENCODE ?= -gencode arch=compute_90a,code=sm_90a
 # why -fmad=false: elementwise ops then round exactly like the C reference VM (no contraction);
 # the hot loops call fmaf explicitly. Spills are errors: the VM is built to fit 128 registers.
 NVCC_FLAGS ?= -O3 -fmad=false -Xptxas -v,--warn-on-spills -Werror all-warnings
-DEVICE_SRC := amk_vm.cuh amk_ops.cuh amk_ir.h
+# every file the device translation unit includes (amk_tune.h: the knobs; amk_plan.h: the sizing
+# rules it shares with the host)
+DEVICE_SRC := amk_vm.cuh amk_ops.cuh amk_ir.h amk_tune.h amk_plan.h
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 
 .PHONY: device test-gpu device-report

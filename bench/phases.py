@@ -101,7 +101,7 @@ def main():
 
 
 def marks(groups, layer):
-    """The chosen layer's marks (a trace of an image built with AMK_VM_MARKS 1, amk_ir.h): per phase
+    """The chosen layer's marks (a trace of an image built with AMK_VM_MARKS 1, amk_tune.h): per phase
     the median of each mark, us after the task's start (the point thread 0 passed), then the
     median task time; nothing when the trace has none."""
     rows = []

@@ -597,7 +597,7 @@ static int cli_write_trace(amk_cuda *c, const amk_program *p, const char *path) 
                    "\"args\": {\"task\": %d, \"wait_us\": %.3f, \"hw_sm\": %d",
                 amk_op_name(r->op), r->start_us, r->end_us - r->start_us, r->sm, r->task, r->wait_us, r->hw_sm);
         for (k = 0; k < AMK_VM_MARKS_N && r->mark_us[k] == 0.0; k++) {}
-        if (k < AMK_VM_MARKS_N) { /* an image with marks (AMK_VM_MARKS, amk_ir.h): all of them, 0 = not passed */
+        if (k < AMK_VM_MARKS_N) { /* an image with marks (AMK_VM_MARKS, amk_tune.h): all of them, 0 = not passed */
             for (k = 0; k < AMK_VM_MARKS_N; k++) fprintf(f, "%s%.3f", k ? ", " : ", \"marks_us\": [", r->mark_us[k]);
             fputc(']', f);
         }

@@ -2,15 +2,14 @@
 # scripts/gpu_ab.sh - A/B timing of device or lowering changes on the GPU, in one call.
 #
 # The trees it times, each built from this working tree:
-#   e0    the working tree with the files in $AB_DIR/base/ copied over it (the library and the amk
-#         command, the baseline; make them
-#         with `scripts/gpu_ab.sh --prepare REV` here, where git is)
+#   e0    the working tree with its library and device sources (every top-level amk*.h and
+#         amk*.cuh) replaced by the files in $AB_DIR/base/ (the library, device code and amk
+#         command of the baseline; make them with `scripts/gpu_ab.sh --prepare REV` here, where
+#         git is)
 #   new   the working tree as it is
-#   vN    the working tree with sed script $AB_DIR/vN.sed applied to amk_vm.cuh, amk_ops.cuh,
-#         amk.h and amk_ir.h (a knob or a path switched off: the control that separates a change's effect from
-#         the code-placement effect, bench/NOTES.md session "affinity")
-#   NAME  the same with each sed script bench/ab/NAME.sed named in $VARIANTS (the prepared
-#         experiments: bench/ab/README.md)
+#   vN    the working tree with sed script $AB_DIR/vN.sed applied to its top-level amk*.h and
+#         amk*.cuh (a knob or a path switched off, e.g. in amk_tune.h: the control that separates a
+#         change's effect from the code-placement effect, bench/NOTES.md session "affinity")
 # For each tree, ROUNDS rounds of `amk bench` (trees interleaved within a round, so drift hits all
 # alike; the order rotates from round to round), one ms/token line per tree and round, then
 # bench/phases.py's table of layer 8 (1B) and layer 15 (SmolLM2) for every tree (its columns: span,
@@ -18,22 +17,28 @@
 # $OUT/all.tar (traces, logs).
 #
 #   here:            scripts/gpu_ab.sh --prepare HEAD        # $AB_DIR/base/ from a commit
-#                    echo 's/AMK_X 1/AMK_X 0/' > .ab/v1.sed   # optional variants
+#                    echo 's/AMK_X 1/AMK_X 0/' > .ab/v1.sed   # optional controls
 #   on the GPU host: scripts/gpu_ab.sh                       # (the device tool: carry [".ab"])
 #
-# Knobs (environment): AB_DIR (.ab), VARIANTS (none), ROUNDS (3), ITERS (50), CTX (128), SHAPES (all three),
+# Knobs (environment): AB_DIR (.ab), ROUNDS (3), ITERS (50), CTX (128), SHAPES (all three),
 # NEW_ARGS (more `amk bench` options for "new" only, e.g. "--chain 16": only "new" builds the chain
 # images, the other trees build with CHAIN_IMAGES=0),
 # GEMM_BENCH=1 (also `test_gpu --bench`'s GEMV/GEMM lines).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 AB_DIR=${AB_DIR:-.ab}
-FILES="amk.h amk_ir.h amk_ops.cuh amk_vm.cuh examples/amk.c gpu.mk tests/gpu/embed.c" # gpu.mk, embed.c: how the tree builds its device images
+# The baseline's files: the library and device sources at the top level (one amk.h and amk_ir.h in
+# an old commit, the layered headers, amk_tune.h and amk_plan.h in a newer one), the amk command,
+# and how the tree builds its device images (gpu.mk, embed.c)
+LIB_RE='^amk[^/]*\.(h|cuh)$'
+OTHER_FILES="examples/amk.c gpu.mk tests/gpu/embed.c"
 if [ "${1:-}" = --prepare ]; then
   rev=${2:-HEAD}
-  mkdir -p "$AB_DIR/base"
-  for f in $FILES; do mkdir -p "$AB_DIR/base/$(dirname "$f")" && git show "$rev:$f" > "$AB_DIR/base/$f" || exit 1; done
-  echo "$AB_DIR/base: $FILES at $(git rev-parse --short "$rev")"
+  git rev-parse --verify -q "$rev^{commit}" > /dev/null || { echo "no commit $rev" >&2; exit 2; }
+  files="$(git ls-tree --name-only "$rev" | grep -E "$LIB_RE" | tr '\n' ' ')$OTHER_FILES"
+  rm -rf "$AB_DIR/base" && mkdir -p "$AB_DIR/base" || exit 1
+  for f in $files; do mkdir -p "$AB_DIR/base/$(dirname "$f")" && git show "$rev:$f" > "$AB_DIR/base/$f" || exit 1; done
+  echo "$AB_DIR/base: $files at $(git rev-parse --short "$rev")"
   exit 0
 fi
 [ -d "$AB_DIR/base" ] || { echo "no $AB_DIR/base: run scripts/gpu_ab.sh --prepare REV first" >&2; exit 2; }
@@ -44,17 +49,17 @@ copy_tree() { # copy_tree DIR: the working tree without builds or git
   rm -rf "$1"; mkdir -p "$1"
   tar cf - --exclude=./build --exclude='./build-*' --exclude=./.git --exclude="./$AB_DIR" . | tar xf - -C "$1"
 }
+lib_files() { # lib_files DIR: DIR's top-level library and device sources, one a line
+  find "$1" -maxdepth 1 -type f -name 'amk*' | grep -E "/amk[^/]*\.(h|cuh)$"
+}
 trees="e0 new"
-copy_tree /tmp/ab-e0 && cp -r "$AB_DIR"/base/. /tmp/ab-e0/
-vfiles=("$AB_DIR"/v*.sed)
-for v in ${VARIANTS:-}; do
-  [ -f "bench/ab/$v.sed" ] || { echo "no bench/ab/$v.sed" >&2; exit 2; }
-  vfiles+=("bench/ab/$v.sed")
-done
-for f in "${vfiles[@]}"; do
+# why remove the tree's own first: a baseline from before a header existed must not build with
+# the new tree's copy of it (an old amk.h beside the new amk_cuda.h, say)
+copy_tree /tmp/ab-e0 && { lib_files /tmp/ab-e0 | xargs -r rm -f; } && cp -r "$AB_DIR"/base/. /tmp/ab-e0/
+for f in "$AB_DIR"/v*.sed; do
   [ -f "$f" ] || continue
   v=$(basename "$f" .sed)
-  copy_tree "/tmp/ab-$v" && sed -i -f "$f" "/tmp/ab-$v/amk_vm.cuh" "/tmp/ab-$v/amk_ops.cuh" "/tmp/ab-$v/amk.h" "/tmp/ab-$v/amk_ir.h"
+  copy_tree "/tmp/ab-$v" && lib_files "/tmp/ab-$v" | xargs -r sed -i -f "$f"
   trees="$trees $v"
 done
 for v in $trees; do

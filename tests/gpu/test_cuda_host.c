@@ -350,22 +350,19 @@ static void test_prefetches(void) {
     CHECK(in.prefetch_addr[0] == 0x200000 && in.prefetch_bytes[0] == 2048 * 4);
     CHECK(in.prefetch_addr[1] == 0x300000 + 62ULL * 4096 && in.prefetch_bytes[1] == AMK_VM_PREFETCH_BYTES / 2);
     CHECK(in.prefetch_addr[2] == 0x900000000ULL + 62ULL * 4096 && in.prefetch_bytes[2] == AMK_VM_PREFETCH_BYTES / 2);
-    {   /* a task's prefetches in the runtime: the same, its pieces ahead added in its free ranges;
-           none at all with the config's pipelining_depth 0 */
+    {   /* a task's prefetches in the runtime: the same; none at all with the config's
+           pipelining_depth 0 */
         amk_cuda c;
-        amk__cuda_ahead ahead;
         memset(&c, 0, sizeof c);
-        memset(&ahead, 0, sizeof ahead);
         in.op = AMK_OP_GEMV_TILE; in.n_inputs = 2; in.inputs[1] = 2; in.params.qdtype = 0;
-        ahead.addr[0] = 0x900000000ULL; ahead.bytes[0] = 4096;
-        c.bufs = bt; c.n_buffers = 5; c.ins = &in; c.ahead = &ahead;
+        c.bufs = bt; c.n_buffers = 5; c.ins = &in;
         amk__cuda_task_prefetches(&c, 0);
         CHECK(in.prefetch_addr[0] == 0x300000 + 62ULL * 4096 && in.prefetch_bytes[0] == AMK_VM_PREFETCH_BYTES);
-        CHECK(in.prefetch_addr[1] == 0x900000000ULL && in.prefetch_bytes[1] == 4096 && in.prefetch_keep == 2u);
+        CHECK(in.prefetch_bytes[1] == 0 && in.reserved_keep == 0);
         CHECK(in.prefetch_bytes[2] == 0);
         c.no_prefetch = 1;
         amk__cuda_task_prefetches(&c, 0);
-        CHECK(in.prefetch_bytes[0] == 0 && in.prefetch_bytes[1] == 0 && in.prefetch_bytes[2] == 0 && in.prefetch_keep == 0);
+        CHECK(in.prefetch_bytes[0] == 0 && in.prefetch_bytes[1] == 0 && in.prefetch_bytes[2] == 0 && in.reserved_keep == 0);
     }
     in.op = AMK_OP_COPY; /* nothing for other opcodes */
     amk__cuda_prefetches(bt, 5, &in);
@@ -418,109 +415,6 @@ static amk_program *lowered_step_fold(const char *shape, int act_bf16, int qkv_f
     return p;
 }
 static amk_program *lowered_step(const char *shape, int act_bf16) { return lowered_step_fold(shape, act_bf16, -1); }
-
-/* The prefetch ahead (amk__cuda_plan_ahead) on a decode step as `amk bench` lowers it (bf16,
-   context 128, 132 SMs; SmolLM2, whose tiles are too small for prefetches of their own, and
-   Llama-3.2-1B, whose tiles have them), in a buffer table of made-up addresses: the targets are
-   the LM head's tiles (RMSNORM_GEMV on the tied embedding), each gets an equal share of its rows
-   right after its own prefetch, in pieces within its rows, carried only in free prefetch ranges
-   of tasks before the first target, the nearest ones (the `carriers` tasks from the one labelled
-   `from`: bench/ab and bench/NOTES.md quote where the pieces come from, in the unfolded step), and
-   applied with prefetch_keep; budget 0 plans nothing; a task without a free range drops its pieces. */
-static void plan_ahead_on(const char *shape, const char *from, int carriers) {
-    amk_program *p = lowered_step_fold(shape, 1, 0);
-    amk_buffer_t *bt;
-    amk_instruction_t *ins, full;
-    amk__cuda_ahead *plan, one;
-    uint64_t top = 0x100000000ULL, share, total, covered = 0;
-    const uint64_t budget = 24u << 20, piece = 32768u;
-    int i, f, n, n_t = 0, first = -1, lowest = -1, wid = -1, bad = 0;
-    if (!p) return;
-    n = p->n_tasks;
-    bt = (amk_buffer_t *)calloc((size_t)p->n_buffers, sizeof *bt);
-    ins = (amk_instruction_t *)calloc((size_t)n, sizeof *ins);
-    plan = (amk__cuda_ahead *)calloc((size_t)n, sizeof *plan);
-    CHECK(bt && ins && plan);
-    if (!bt || !ins || !plan) return;
-    for (i = 0; i < p->n_buffers; i++) {
-        bt[i].ptr = top;
-        bt[i].numel = amk_buffer_numel(&p->buffers[i]);
-        bt[i].dtype = p->buffers[i].dtype;
-        bt[i].kind = p->buffers[i].kind;
-        top += ((uint64_t)bt[i].numel * 4 + 255) & ~(uint64_t)255;
-    }
-    for (i = 0; i < n; i++) {
-        amk__cuda_instruction(&p->tasks[i], &ins[i]);
-        amk__cuda_prefetches(bt, p->n_buffers, &ins[i]);
-    }
-    /* the targets: the head's tiles, the last RMSNORM_GEMV tiles */
-    for (i = n - 1; i >= 0 && wid < 0; i--)
-        if (ins[i].op == AMK_OP_RMSNORM_GEMV) wid = ins[i].inputs[2];
-    CHECK(wid >= 0 && strcmp(p->buffers[wid].name, "model.embed_tokens.weight") == 0);
-    for (i = 0; i < n; i++)
-        if (ins[i].op == AMK_OP_RMSNORM_GEMV && ins[i].inputs[2] == wid) {
-            if (first < 0) first = i;
-            n_t++;
-        }
-    CHECK(n_t >= 100 && first > n / 2);
-    share = budget / (uint64_t)n_t & ~(uint64_t)15;
-    total = amk__cuda_plan_ahead(bt, p->n_buffers, ins, n, budget, piece, plan);
-    CHECK_EQ_INT((long long)total, (long long)(share * (uint64_t)n_t)); /* 400 KB-odd a head tile: every share fits */
-    for (i = 0; i < n; i++)
-        for (f = 0; f < AMK_VM_PREFETCHES; f++) {
-            const uint64_t a = plan[i].addr[f], b = a + plan[i].bytes[f];
-            int t, in_target = 0;
-            if (!plan[i].bytes[f]) continue;
-            bad |= i >= first || ins[i].prefetch_bytes[f] != 0 || a % 16 != 0 || plan[i].bytes[f] % 16 != 0 ||
-                   plan[i].bytes[f] > piece;
-            for (t = first; t < n; t++) { /* inside one target's rows, after its own prefetch */
-                uint64_t s0, e0;
-                const amk_buffer_t *W;
-                if (ins[t].op != AMK_OP_RMSNORM_GEMV || ins[t].inputs[2] != wid) continue;
-                W = amk__cuda_rows_range(bt, p->n_buffers, &ins[t], 2, &s0, &e0);
-                if (W && a >= W->ptr + s0 && b <= W->ptr + e0 && a >= ins[t].prefetch_addr[1] + ins[t].prefetch_bytes[1] &&
-                    ins[t].prefetch_addr[1] == W->ptr + s0)
-                    in_target = 1;
-            }
-            bad |= !in_target;
-            covered += plan[i].bytes[f];
-            if (lowest < 0 || i < lowest) lowest = i;
-        }
-    CHECK(!bad && covered == total && lowest > 0);
-    CHECK(lowest > 0 && strncmp(p->tasks[lowest].label, from, strlen(from)) == 0 && first - lowest == carriers);
-    for (i = lowest + 1; i < first; i++) /* the nearest tasks: no free range skipped */
-        for (f = 0; f < AMK_VM_PREFETCHES; f++) bad |= !ins[i].prefetch_bytes[f] && !plan[i].bytes[f];
-    CHECK(!bad);
-    for (i = 0; i < n; i++) { /* applied: the pieces in the free ranges, flagged; the own ones kept */
-        amk_instruction_t before = ins[i];
-        amk__cuda_apply_ahead(&ins[i], &plan[i]);
-        for (f = 0; f < AMK_VM_PREFETCHES; f++) {
-            const int keep = (int)(ins[i].prefetch_keep >> f & 1u);
-            bad |= before.prefetch_bytes[f] ? keep || ins[i].prefetch_addr[f] != before.prefetch_addr[f]
-                                            : keep != (plan[i].bytes[f] != 0) || (keep && ins[i].prefetch_addr[f] != plan[i].addr[f]);
-        }
-    }
-    CHECK(!bad);
-    /* no budget, no pieces; a piece with no free range is dropped */
-    CHECK_EQ_INT((long long)amk__cuda_plan_ahead(bt, p->n_buffers, ins, n, 0, piece, plan), 0);
-    for (i = 0; i < n; i++) bad |= plan[i].bytes[0] || plan[i].bytes[1] || plan[i].bytes[2];
-    CHECK(!bad);
-    memset(&full, 0, sizeof full);
-    memset(&one, 0, sizeof one);
-    for (f = 0; f < AMK_VM_PREFETCHES; f++) { full.prefetch_addr[f] = 0x1000u * (f + 1); full.prefetch_bytes[f] = 16; }
-    one.addr[0] = 0x9000u;
-    one.bytes[0] = 32;
-    amk__cuda_apply_ahead(&full, &one);
-    CHECK(full.prefetch_keep == 0 && full.prefetch_addr[0] == 0x1000u && full.prefetch_bytes[2] == 16);
-    free(bt);
-    free(ins);
-    free(plan);
-    amk_program_free(p);
-}
-static void test_plan_ahead(void) {
-    plan_ahead_on("smollm2-135m", "L28 mlp", 264);
-    plan_ahead_on("llama3.2-1b", "L14 down", 587);
-}
 
 /* A set as embed --set writes it: the header, n entries {kind, 0, offset, size}. */
 static size_t make_set(unsigned char *b, size_t cap, int n, const uint32_t *kinds, const uint64_t *offs,
@@ -811,6 +705,5 @@ int main(void) {
     RUN(test_lean_bytes);
     RUN(test_prefetches);
     RUN(test_context_entry);
-    RUN(test_plan_ahead);
     TEST_SUMMARY();
 }

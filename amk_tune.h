@@ -1,0 +1,218 @@
+/* amk_tune.h - AMK's tuning knobs: every compile-time choice of a form, a size or a default, for
+   the host and the device, in one table. Part of AMK (see amk.h for the manual).
+
+   Set a knob with -D (or #define it before the first AMK header). Where the table says "H+D" the
+   host and the device both read it: the host sizes the shared memory that the device lays out,
+   so set it alike for the host build and for the device image (gpu.mk's NVCC_FLAGS), or the two
+   disagree. The device includes this file through amk_ops.cuh, the host through amk_plan.h
+   (from amk_cuda.h); amk_ir.h, the ABI, includes neither. The "run" column names the
+   bench/RESULTS.md run that measured the default (NOTES "cuda": bench/NOTES.md's first session,
+   before RESULTS numbered its runs). The values and forms that lost on the way are in
+   bench/NOTES.md, "Knob history".
+
+   | knob                      | default | what it chooses                  | why this default                   | run          |
+   |---------------------------|---------|----------------------------------|------------------------------------|--------------|
+   | device VM (amk_vm.cuh; amk_ops.cuh >>go)                                                                                   |
+   | AMK_VM_MAX_THREADS        | 512     | the VM kernel's launch bound;    | 128 registers a thread; at 1024    | NOTES "cuda" |
+   |                           |         | the host caps a launch at it     | (64) the ops spill                 |              |
+   |                           |         | (H+D)                            |                                    |              |
+   | AMK_VM_EARLY_SETUP        | 1       | an op's setup before its waits   | the setup runs while the block     | 133          |
+   |                           |         | (amk_op_go); 0: the waits before | waits anyway                       |              |
+   |                           |         | every op                         |                                    |              |
+   | AMK_VM_BACKOFF_MIN_NS     | 32u     | a counter poll's first sleep     | about one L2 round trip            | not measured |
+   |                           |         | (ns)                             |                                    |              |
+   | AMK_VM_BACKOFF_MAX_NS     | 64u     | the polls' back-off cap (ns)     | a waiter oversleeps by half a      | 137          |
+   |                           |         |                                  | sleep; 64 beat 128 by 0.9% on      |              |
+   |                           |         |                                  | SmolLM2                            |              |
+   | AMK_VM_MARKS              | 0       | 1: an image that records points  | a diagnostic: the shipped image    | not measured |
+   |                           |         | inside the ops (amk_vm_marks_t,  | stays the one measured             |              |
+   |                           |         | amk_ir.h)                        |                                    |              |
+   | device ops (amk_ops.cuh)                                                                                                   |
+   | AMK_L2_HINTS              | 1       | weights' bulk copies and L2      | streamed once, the weights would   | 255          |
+   |                           |         | prefetches evict-first           | evict the code, K/V rows and       |              |
+   |                           |         |                                  | activations: SmolLM2 -4%           |              |
+   | AMK_GEMV_ROWS             | 1       | x rows a GEMV pass over a weight | decode tiles have one row; with 4  | 20           |
+   |                           |         | row                              | the VM's code was 1.19 MB, not     |              |
+   |                           |         |                                  | 0.79, and steps 6-17% slower       |              |
+   | AMK_GEMV_INFLIGHT         | 8       | 16-byte weight loads in flight a | 4 were latency-bound (1.85 -> 2.24 | NOTES        |
+   |                           |         | lane (the GEMV path)             | TB/s at 256 threads); 12 no faster | "cuda"; 12:  |
+   |                           |         |                                  |                                    | 53           |
+   | AMK_MMA_MIN_ROWS          | 4       | rows from which GEMV/GEMM tiles  | 2-3 rows are memory-bound on       | 38           |
+   |                           |         | take the tensor cores (H+D)      | either path                        |              |
+   | AMK_MMA_KC                | 64      | K elements a tensor-core chunk,  | 128 leaves no ring of f32 x at 512 | 38           |
+   |                           |         | a power of two >= 64 (H+D)       | threads; under 64 the epilogue's   |              |
+   |                           |         |                                  | staging overruns                   |              |
+   | AMK_MMA_STAGES            | 4       | the tensor-core ring's stages,   | 8 measured no faster               | 38           |
+   |                           |         | 2..8 (H+D)                       |                                    |              |
+   | AMK_ATTN_SPEC_ROWS        | 256     | windows of up to this many rows  | 1B -0.4% at context 128; 512-row   | 108          |
+   |                           |         | request their rows before the    | windows read rows past the         |              |
+   |                           |         | position (H+D)                   | position for nothing               |              |
+   | AMK_ATTN_LEAN             | 1       | ATTENTION_O's lean form          | SmolLM2's task 5.8 -> 4.2 us, the  | 191, 203     |
+   |                           |         | (amk_attn_o_lean)                | step 0.584 -> 0.524 ms             |              |
+   | AMK_ATTN_KV_TMA           | 1       | the lean attention's cache rows  | the rows after the wait were ~0.8  | 282, 284     |
+   |                           |         | by two tensor copies before the  | of ~3.9 us; SmolLM2's task 3.9 ->  |              |
+   |                           |         | wait                             | 3.3 us                             |              |
+   | AMK_LEAN                  | 1       | the lean decode tiles            | SmolLM2 0.644 -> 0.578 ms, 1B      | 182          |
+   |                           |         | (amk_norm_gemv_lean)             | unchanged                          |              |
+   | AMK_LEAN_PPL              | 6       | x pieces of 4 a lane in a lean   | SmolLM2's K = 576 fits; larger     | not measured |
+   |                           |         | tile: K <= 128 * AMK_LEAN_PPL    | models' tiles are not lean         |              |
+   |                           |         | (H+D)                            |                                    |              |
+   | AMK_ROWS_STAGE_MAX        | 49152   | the most bytes of rows an        | SmolLM2's shares (14 KB) stage,    | not measured |
+   |                           |         | accumulating op stages before    | Llama-3.2-1B's (256 KB) do not     |              |
+   |                           |         | its wait (H+D)                   |                                    |              |
+   | AMK_RING                  | 1       | the ring form of a tile of many  | SmolLM2's LM head 33.5 -> 23 us,   | 220          |
+   |                           |         | short rows (amk_norm_gemv_ring)  | the step 3.1% faster               |              |
+   | AMK_RING_SLOTS            | 3       | the ring's shared-memory slots,  | 4 speed the head, yet the step was | 220, 237,    |
+   |                           |         | 2..8 (H+D)                       | slower each time (its layers: code | 298          |
+   |                           |         |                                  | placement)                         |              |
+   | AMK_NAMED_BARRIERS        | 1       | the lean tile's named barriers;  | racecheck misreports correct code  | 278          |
+   |                           |         | 0: one block barrier (racecheck  | after named barriers; 0 is never   |              |
+   |                           |         | builds)                          | shipped                            |              |
+   | host runtime (amk_cuda.h)                                                                                                  |
+   | AMK_VM_PREFETCH_BYTES     | 65536u  | a GEMV-family tile's first       | the first round of a tile's loads  | 72           |
+   |                           |         | weight bytes prefetched to L2    | (16 warps x 4 KB); 8.4 MB of L2    |              |
+   |                           |         | while it waits                   | over 132 SMs                       |              |
+   | AMK_VM_PREFETCH_MIN_ELEMS | 16384u  | no prefetch for a tile of fewer  | such a tile is one round of loads: | 87-89        |
+   |                           |         | weight elements                  | SmolLM2's prefetches cost 2.2%     |              |
+   | Llama builder (amk_arch.h): what amk_llama_build_opts' -1 (AMK's choice) means, and the sizes it picks                     |
+   | AMK_LLAMA_MLP_ACCUM       | 1       | mlp_accum: the one-step MLP      | larger shares read W_down at a     | 146, 153     |
+   |                           |         | where a tile's rows of W_downT   | fraction of the GEMV's pace (1B    |              |
+   |                           |         | stage (1), never (0), always (2) | +17%, 8B +22%); SmolLM2 -3.6%      |              |
+   | AMK_LLAMA_ATTN_O          | 1       | attn_o: with one KV split,       | each task recomputes its kv head's | 165, 168     |
+   |                           |         | attention and O in one step      | attention, whose reads grow with   |              |
+   |                           |         | where the MLP is one step and a  | the context                        |              |
+   |                           |         | task's rows of W_oT stage (1),   |                                    |              |
+   |                           |         | never (0), always (2)            |                                    |              |
+   | AMK_LLAMA_QKV_FOLD        | 1       | qkv_fold: with BF16 weights and  | SmolLM2 bf16 0.390 -> 0.372 ms;    | 291          |
+   |                           |         | the SM sets (1), never (0),      | only the lean bf16 MLP tile folds  |              |
+   |                           |         | wherever ATTENTION_O (2)         |                                    |              |
+   | AMK_LLAMA_SM_SETS         | 1       | with ATTENTION_O, each layer on  | an SM that has just accumulated    | 223-225      |
+   |                           |         | two SM sets (meta sm_sets: Q/K/V | starts its next task ~0.7 us late: |              |
+   |                           |         | tiles, then attention on set Y,  | SmolLM2 -3.6%                      |              |
+   |                           |         | the MLP on set Z); 0: the        |                                    |              |
+   |                           |         | lowering places the tasks        |                                    |              |
+   | AMK_LLAMA_SETS_ALTERNATE  | 1       | the attention alternates between | every attention task starts on an  | 287          |
+   |                           |         | two sets of SMs from layer to    | idle SM: SmolLM2 0.409 -> 0.394 ms |              |
+   |                           |         | layer                            |                                    |              |
+   | AMK_LLAMA_SETS_ATTN_ROWS  | 16      | with the sets: an ATTENTION_O    | SmolLM2: 36 tasks, one an SM, each | 225          |
+   |                           |         | task's rows of W_oT              | within the lean form               |              |
+   | AMK_LLAMA_MLP_MAX_ROWS    | 16      | with the sets: the most rows an  | the lean form's limit at 512       | 225          |
+   |                           |         | MLP tile may have                | threads, a row a warp              |              |
+   | AMK_LLAMA_ATTN_O_MIN_ROWS | 8       | without the sets: the fewest     | SmolLM2: 72 tasks of 8 beat 117 of | 204; 16: 166 |
+   |                           |         | rows of W_oT an ATTENTION_O task | 5 by 1.5%; 16 rows were 3% slower  |              |
+   |                           |         | takes                            |                                    |              |
+   | AMK_LLAMA_HEAD_ARGMAX     | 1       | the LM-head tiles write their    | the head's tail 7.7 -> 4.4 us on   | 235-236, 244 |
+   |                           |         | argmax pairs, one ARGMAX_COMBINE | SmolLM2; 0 is 0.1-0.9% slower      |              |
+   |                           |         | after them; 0: an ARGMAX_PARTIAL |                                    |              |
+   |                           |         | phase between                    |                                    |              |
+
+   Not here: AMK_VM_CHAIN (amk_vm.cuh) selects which kernel an image holds (amk_vm_main or
+   amk_vm_chain; gpu.mk builds both, the host finds them by name): it names an image, it tunes
+   nothing. The library's configuration (allocator, AMK_API, AMK_JSON_MAX_DEPTH) is amk.h's
+   CONFIG table. Fixed constants of the code (AMK_EW_ILP, AMK_STAGE_ILP, AMK_BW_INFLIGHT, ...)
+   are #defines where they are used, each with its why. */
+#ifndef AMK_TUNE_H
+#define AMK_TUNE_H
+
+/* ---- device VM ------------------------------------------------------------------------------ */
+#ifndef AMK_VM_MAX_THREADS
+#define AMK_VM_MAX_THREADS 512 /* why: 128 registers a thread; at 1024 the ops spill (NOTES "cuda") */
+#endif
+#ifndef AMK_VM_EARLY_SETUP
+#define AMK_VM_EARLY_SETUP 1 /* why: an op's setup overlaps its waits (run 133) */
+#endif
+#ifndef AMK_VM_BACKOFF_MIN_NS
+#define AMK_VM_BACKOFF_MIN_NS 32u /* why: ~ one L2 round trip; the first poll does not sleep */
+#endif
+#ifndef AMK_VM_BACKOFF_MAX_NS
+#define AMK_VM_BACKOFF_MAX_NS 64u /* why: a waiter oversleeps by half a sleep; 64 beat 128 (run 137) */
+#endif
+#ifndef AMK_VM_MARKS
+#define AMK_VM_MARKS 0 /* 1: a diagnostic image with marks inside the ops (AMK_OP_MARK); never shipped */
+#endif
+
+/* ---- device ops ----------------------------------------------------------------------------- */
+#ifndef AMK_L2_HINTS
+#define AMK_L2_HINTS 1 /* why: weights evict-first keep the code, K/V rows and activations in L2 (run 255) */
+#endif
+#ifndef AMK_GEMV_ROWS
+#define AMK_GEMV_ROWS 1 /* why: decode tiles have one row; more rows' unrolled code slowed them (run 20) */
+#endif
+#ifndef AMK_GEMV_INFLIGHT
+#define AMK_GEMV_INFLIGHT 8 /* why: 4 loads in flight a lane were latency-bound (NOTES "cuda") */
+#endif
+#ifndef AMK_MMA_MIN_ROWS
+#define AMK_MMA_MIN_ROWS 4 /* why: 2-3 rows are memory-bound on either path (run 38) */
+#endif
+#ifndef AMK_MMA_KC
+#define AMK_MMA_KC 64 /* why: 128 leaves no ring of f32 x at 512 threads; KC/8 core matrices along K (run 38) */
+#endif
+#ifndef AMK_MMA_STAGES
+#define AMK_MMA_STAGES 4 /* chunks in flight + 1, 2..8 (amk_ptx_cp_async_wait_pending); why: 8 no faster (run 38) */
+#endif
+#ifndef AMK_ATTN_SPEC_ROWS
+#define AMK_ATTN_SPEC_ROWS 256 /* why: longer windows read rows past the position for nothing (run 108) */
+#endif
+#ifndef AMK_ATTN_LEAN
+#define AMK_ATTN_LEAN 1 /* ATTENTION_O's lean form (runs 191, 203) */
+#endif
+#ifndef AMK_ATTN_KV_TMA
+#define AMK_ATTN_KV_TMA 1 /* the lean attention's cache rows by tensor copies before the wait (runs 282, 284) */
+#endif
+#ifndef AMK_LEAN
+#define AMK_LEAN 1 /* the lean decode tiles (run 182) */
+#endif
+#ifndef AMK_LEAN_PPL
+#define AMK_LEAN_PPL 6 /* a lean tile's x pieces of 4 a lane: K <= 128 * AMK_LEAN_PPL (SmolLM2's 576) */
+#endif
+#ifndef AMK_ROWS_STAGE_MAX
+#define AMK_ROWS_STAGE_MAX 49152 /* why: SmolLM2's 14 KB of rows stage, Llama-3.2-1B's 256 KB do not */
+#endif
+#ifndef AMK_RING
+#define AMK_RING 1 /* the ring form of a tile of many short rows (run 220) */
+#endif
+#ifndef AMK_RING_SLOTS
+#define AMK_RING_SLOTS 3 /* why: 4 speed the LM head but slow the step (runs 220, 237, 298) */
+#endif
+#ifndef AMK_NAMED_BARRIERS
+#define AMK_NAMED_BARRIERS 1 /* 0: block barriers, for compute-sanitizer racecheck only (run 278) */
+#endif
+
+/* ---- host runtime --------------------------------------------------------------------------- */
+#ifndef AMK_VM_PREFETCH_BYTES
+#define AMK_VM_PREFETCH_BYTES 65536u /* why: the first round of a tile's loads, 16 warps x 4 KB (run 72) */
+#endif
+#ifndef AMK_VM_PREFETCH_MIN_ELEMS
+#define AMK_VM_PREFETCH_MIN_ELEMS 16384u /* why: a smaller tile is one round of loads (runs 87-89) */
+#endif
+
+/* ---- Llama builder -------------------------------------------------------------------------- */
+#ifndef AMK_LLAMA_MLP_ACCUM
+#define AMK_LLAMA_MLP_ACCUM 1 /* mlp_accum -1: one-step MLP where W_downT's rows stage (runs 146, 153) */
+#endif
+#ifndef AMK_LLAMA_ATTN_O
+#define AMK_LLAMA_ATTN_O 1 /* attn_o -1: attention and O in one step where W_oT's rows stage (run 165) */
+#endif
+#ifndef AMK_LLAMA_QKV_FOLD
+#define AMK_LLAMA_QKV_FOLD 1 /* qkv_fold -1: fold with BF16 weights and the SM sets (run 291) */
+#endif
+#ifndef AMK_LLAMA_SM_SETS
+#define AMK_LLAMA_SM_SETS 1 /* each layer on two SM sets (runs 223-225) */
+#endif
+#ifndef AMK_LLAMA_SETS_ALTERNATE
+#define AMK_LLAMA_SETS_ALTERNATE 1 /* the attention on two alternating SM sets (run 287) */
+#endif
+#ifndef AMK_LLAMA_SETS_ATTN_ROWS
+#define AMK_LLAMA_SETS_ATTN_ROWS 16 /* with the sets: an ATTENTION_O task's rows of W_oT (SmolLM2: 36 tasks) */
+#endif
+#ifndef AMK_LLAMA_MLP_MAX_ROWS
+#define AMK_LLAMA_MLP_MAX_ROWS 16 /* with the sets: the most rows of an MLP tile (the lean form's, a row a warp) */
+#endif
+#ifndef AMK_LLAMA_ATTN_O_MIN_ROWS
+#define AMK_LLAMA_ATTN_O_MIN_ROWS 8 /* without the sets: the fewest rows of W_oT a task (run 204) */
+#endif
+#ifndef AMK_LLAMA_HEAD_ARGMAX
+#define AMK_LLAMA_HEAD_ARGMAX 1 /* the LM-head tiles write their argmax pairs (runs 235-236, 244) */
+#endif
+
+#endif /* AMK_TUNE_H */

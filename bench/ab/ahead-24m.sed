@@ -1,1 +1,0 @@
-s/#define AMK_VM_AHEAD_BYTES 0u/#define AMK_VM_AHEAD_BYTES 25165824u/
