@@ -21,6 +21,8 @@
 #   on the GPU host: scripts/gpu_ab.sh                       # (the device tool: carry [".ab"])
 #
 # Knobs (environment): AB_DIR (.ab), ROUNDS (3), ITERS (50), CTX (128), SHAPES (all three),
+# AB_TEST=0 (no GPU tests), AB_TRACE=0 (no traces), AB_REUSE=1 with ROUND_FROM=N (a later call on
+# the same warm machine: the trees built before, rounds numbered from N),
 # NEW_ARGS (more `amk bench` options for "new" only, e.g. "--chain 16": only "new" builds the chain
 # images, the other trees build with CHAIN_IMAGES=0),
 # GEMM_BENCH=1 (also `test_gpu --bench`'s GEMV/GEMM lines).
@@ -53,13 +55,16 @@ lib_files() { # lib_files DIR: DIR's top-level library and device sources, one a
   find "$1" -maxdepth 1 -type f -name 'amk*' | grep -E "/amk[^/]*\.(h|cuh)$"
 }
 trees="e0 new"
+# AB_REUSE=1 (a second call on the same, still warm machine): the trees and builds of the call
+# before stay as they are
+reuse() { [ "${AB_REUSE:-0}" = 1 ] && [ -x "$1/build-ab/amk" ]; }
 # why remove the tree's own first: a baseline from before a header existed must not build with
 # the new tree's copy of it (an old amk.h beside the new amk_cuda.h, say)
-copy_tree /tmp/ab-e0 && { lib_files /tmp/ab-e0 | xargs -r rm -f; } && cp -r "$AB_DIR"/base/. /tmp/ab-e0/
+reuse /tmp/ab-e0 || { copy_tree /tmp/ab-e0 && { lib_files /tmp/ab-e0 | xargs -r rm -f; } && cp -r "$AB_DIR"/base/. /tmp/ab-e0/; }
 for f in "$AB_DIR"/v*.sed; do
   [ -f "$f" ] || continue
   v=$(basename "$f" .sed)
-  copy_tree "/tmp/ab-$v" && lib_files "/tmp/ab-$v" | xargs -r sed -i -f "$f"
+  reuse "/tmp/ab-$v" || { copy_tree "/tmp/ab-$v" && lib_files "/tmp/ab-$v" | xargs -r sed -i -f "$f"; }
   trees="$trees $v"
 done
 for v in $trees; do
@@ -70,9 +75,11 @@ done
 make -j6 BUILD=build-gpu WARN=-Wall build-gpu/amk build-gpu/gpu/test_gpu > "$OUTD/build_new.log" 2>&1 ||
   { tail -30 "$OUTD/build_new.log"; exit 1; }
 wait
-build-gpu/gpu/test_gpu > "$OUTD/test_gpu.log" 2>&1
-echo "test_gpu (new) rc=$?: $(grep -E '[0-9]+ passed, [0-9]+ failed' "$OUTD/test_gpu.log" | tail -1)"
-grep -E "FAIL" "$OUTD/test_gpu.log" | head -10
+if [ "${AB_TEST:-1}" = 1 ]; then
+  build-gpu/gpu/test_gpu > "$OUTD/test_gpu.log" 2>&1
+  echo "test_gpu (new) rc=$?: $(grep -E '[0-9]+ passed, [0-9]+ failed' "$OUTD/test_gpu.log" | tail -1)"
+  grep -E "FAIL|^images:" "$OUTD/test_gpu.log" | head -12
+fi
 if [ "${GEMM_BENCH:-0}" = 1 ]; then
   build-gpu/gpu/test_gpu --bench test_read_bandwidth > "$OUTD/bench_gemm.log" 2>&1
   grep -E "^  bench" "$OUTD/bench_gemm.log"
@@ -80,14 +87,14 @@ fi
 # why the order rotates each round: with a fixed order, "new" (always second) measured ~1% slower
 # than e0 on Llama-3.2-1B with identical code (bench/RESULTS.md run 243)
 read -r -a tlist <<< "$trees"
-for i in $(seq 1 "$ROUNDS"); do
+for i in $(seq "${ROUND_FROM:-1}" $(( ${ROUND_FROM:-1} + ROUNDS - 1 ))); do
   k=$(( (i - 1) % ${#tlist[@]} ))
   for v in "${tlist[@]:k}" "${tlist[@]:0:k}"; do
     if [ "$v" = new ]; then amk=build-gpu/amk; else amk=/tmp/ab-$v/build-ab/amk; fi
     extra=""; [ "$v" = new ] && extra=${NEW_ARGS:-}
     # shellcheck disable=SC2086 # NEW_ARGS: words
     "$amk" bench --iters "${ITERS:-50}" --ctx "${CTX:-128}" --shapes "${SHAPES:-llama3-8b,llama3.2-1b,smollm2-135m}" \
-      --trace "$OUTD/t$v" $extra > "$OUTD/bench_${v}_$i.log" 2>&1
+      $([ "${AB_TRACE:-1}" = 1 ] && echo --trace "$OUTD/t$v") $extra > "$OUTD/bench_${v}_$i.log" 2>&1
     echo "$v $i: $(grep -E '^\| [a-z]' "$OUTD/bench_${v}_$i.log" | grep -v '^| shape' | awk -F'|' '{printf "%s %s %s;", $2, $3, $4}')"
   done
 done

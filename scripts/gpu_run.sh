@@ -70,17 +70,19 @@ b)
   # why --ctx 1024: two KV splits, the second past the position, so the step also runs an
   # attention task with an empty window and the COMBINE
   run racecheck timeout 280 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/amk generate -q --timeout 240000 --ctx 1024 -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 1 -p "Hi"
+  # the sanitizer runs of test_gpu's cases take the full image only (AMK_CUDA_IMAGE=full: test_gpu
+  # runs each case on both images otherwise, twice the time under the tools)
   # the tensor-core GEMM path (shared-memory ring, named barriers) under both tools
   [ -x $B/gpu/test_gpu ] || run build_test $MK $B/gpu/test_gpu
-  run memcheck_gemm timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_gemm_tile
-  run racecheck_gemm timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_gemm_tile
+  run memcheck_gemm env AMK_CUDA_IMAGE=full timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_gemm_tile
+  run racecheck_gemm env AMK_CUDA_IMAGE=full timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_gemm_tile
   # the tensor-core decode attention (bf16 caches; the real model's step runs F32 caches)
-  run memcheck_attn timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_attention_decode
-  run racecheck_attn timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_attention_decode
+  run memcheck_attn env AMK_CUDA_IMAGE=full timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_attention_decode
+  run racecheck_attn env AMK_CUDA_IMAGE=full timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_attention_decode
   # the lean decode tiles and ATTENTION_O (bulk-copied rows, named barriers, the error path) under
   # both tools (the model's step above runs ATTENTION_O only at contexts of one KV split)
-  run memcheck_lean timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_fused test_lean_errors test_attention_o
-  run racecheck_lean timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_fused test_lean_errors test_attention_o
+  run memcheck_lean env AMK_CUDA_IMAGE=full timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/gpu/test_gpu test_fused test_lean_errors test_attention_o
+  run racecheck_lean env AMK_CUDA_IMAGE=full timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 $B/gpu/test_gpu test_fused test_lean_errors test_attention_o
   # SmolLM2's shape in bf16 (the lean forms, single and chained steps) under racecheck, on a build
   # whose lean tiles meet at block barriers: racecheck reports correct code after named barriers
   # that a subset of the warps meets repeatedly (bench/race_probe.cu, bench/RESULTS.md run 278)
