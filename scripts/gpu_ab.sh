@@ -49,7 +49,7 @@ ROUNDS=${ROUNDS:-3}
 mkdir -p "$OUTD"
 copy_tree() { # copy_tree DIR: the working tree without builds or git
   rm -rf "$1"; mkdir -p "$1"
-  tar cf - --exclude=./build --exclude='./build-*' --exclude=./.git --exclude="./$AB_DIR" . | tar xf - -C "$1"
+  tar cf - --exclude=./build --exclude='./build-*' --exclude=./.git --exclude="./$AB_DIR" --exclude=./.model_parts . | tar xf - -C "$1"
 }
 lib_files() { # lib_files DIR: DIR's top-level library and device sources, one a line
   find "$1" -maxdepth 1 -type f -name 'amk*' | grep -E "/amk[^/]*\.(h|cuh)$"
