@@ -181,11 +181,38 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
 
 /* ---- the builder ---------------------------------------------------------------------------- */
 
+/* The step's choices, resolved once from the options and the config (amk__lb_decide). Dims: L
+   layers, H hidden, I intermediate, NH/NKV heads, HD head_dim, V vocab; wd, ad the weight and
+   activation dtypes. */
+typedef struct amk__lb_plan {
+    int max_seq;             /* KV cache rows */
+    int S, window;           /* KV splits (1..8) and the rows of each (the last may be shorter) */
+    int fused;               /* AMK's opcodes (not spec_ops) */
+    int accum;               /* the one-step MLP: RMSNORM_MLP tiles adding into an F32 x.(i+1) */
+    int ao;                  /* the one-step attention: ATTENTION_O tasks adding into an F32 h */
+    int fold;                /* the folded Q/K/V: layer i's MLP tiles build layer i+1's projections */
+    int rd;                  /* the residual's dtype: F32 with accum (atomic adds), else ad */
+    int qkv_rows;            /* a Q/K/V tile's rows (even when fused: RoPE pairs stay in one tile) */
+    int ao_rows;             /* an ATTENTION_O task's rows of W_oT */
+    int mlp_rows;            /* an RMSNORM_MLP tile's rows */
+    int set_y, set_z;        /* the SM sets (meta "sm_sets", AMK_LLAMA_SM_SETS); 0 0 without */
+    int64_t q_rows, kv_rows; /* NH * HD, NKV * HD */
+    int64_t F;               /* a row of qkv: q_rows + 2 * kv_rows */
+} amk__lb_plan;
+
 typedef struct amk__lb {
     amk_program *p;
     const amk_llama_config *c;
     amk_llama_build_opts o;
+    amk__lb_plan plan;
     char name[160];
+    /* what one part hands the next */
+    int pos;      /* IO_INPUT "pos" I32 [1] */
+    int embed;    /* WEIGHT the embedding [V, H] wd (the LM head when tied) */
+    int x;        /* the residual into the next layer (x.i) [1, H] rd */
+    int cx, n_cx; /* x complete: its counter, that counter's producers */
+    int h_next;   /* with ATTENTION_O, h.(i+1) [1, H] F32, which layer i makes and zeroes; else -1 */
+    int qkv_prev; /* folded, qkv.(i-1) [1, F] F32: layer i-1's MLP tiles built it; else -1 */
 } amk__lb;
 
 AMK__FN int amk__lb_buf(amk__lb *b, int kind, int dtype, int64_t d0, int64_t d1, int64_t d2,
@@ -425,372 +452,519 @@ AMK__FN int amk__lb_attention_o(amk__lb *b, int layer, int q, int kc, int vc, in
     return n;
 }
 
-AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_build_opts *opts,
-                                   amk_program **out, amk_diag *d) {
-    amk__lb b;
-    amk_program *p;
-    int L, H, I, NH, NKV, HD, V, S, max_seq, window, ad, wd, fused, accum, rd, mlp_rows, ao, ao_rows;
-    int set_y, set_z, qkv_rows, fold;
-    int token, pos, embed, lm_w, x, cx, n_cx, t, i, one = 1, h_next = -1, qkv_prev = -1;
-    char meta[32];
-    int64_t q_rows, kv_rows, F;
-    *out = NULL;
-    memset(&b, 0, sizeof b);
-    if (opts) b.o = *opts; else amk_llama_build_opts_default(&b.o);
-    if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no config");
-    mlp_rows = amk__lb_tile_rows(c->intermediate, b.o.num_sms > 0 ? b.o.num_sms : 1); /* an RMSNORM_MLP tile's */
-    if (b.o.mlp_accum >= 0) accum = b.o.mlp_accum != 0;
+/* ---- the decode step, part by part ------------------------------------------------------------ */
+
+/* With ATTENTION_O: the SM sets (AMK_LLAMA_SM_SETS) where the SMs allow them, their sizes and the
+   rows they give an ATTENTION_O task, a Q/K/V tile and an MLP tile; else nothing. Set Y: one SM
+   an ATTENTION_O task, also the Q/K/V tiles; set Z: the MLP tiles. */
+AMK__FN void amk__lb_sm_sets(amk__lb *b) {
+    const amk_llama_config *c = b->c;
+    amk__lb_plan *pl = &b->plan;
+    const int64_t per_head = (int64_t)(c->n_heads / c->n_kv_heads) * c->head_dim, ar = AMK_LLAMA_SETS_ATTN_ROWS;
+    const int64_t ny = (int64_t)c->n_kv_heads * ((per_head + ar - 1) / ar), nz = b->o.num_sms - ny;
+    int r;
+    /* why these bounds: the tasks keep their fast forms at 512 threads (amk_llama_build_lowered's):
+       an MLP tile a row a warp, a Q/K/V tile a RoPE pair a warp beside the trig warp (30 rows),
+       an attention task's rows of W_oT staged */
+    if (!(ny < b->o.num_sms && nz >= 1 && (c->intermediate + nz - 1) / nz <= AMK_LLAMA_MLP_MAX_ROWS &&
+          amk__rows_stage_bytes(b->o.weight_dtype, c->hidden, ar) > 0))
+        return;
+    r = amk__lb_tile_rows(pl->q_rows + 2 * pl->kv_rows, (int)ny);
+    r += r % 2;
+    if (r <= 30 && 2 * ((pl->kv_rows + r - 1) / r) + (pl->q_rows + r - 1) / r <= ny) {
+        pl->set_y = (int)ny;
+        pl->set_z = (int)nz;
+        pl->ao_rows = (int)ar;
+        pl->mlp_rows = amk__lb_tile_rows(c->intermediate, pl->set_z);
+        pl->qkv_rows = r;
+    }
+}
+
+/* Checks the config and the options and resolves b->plan from them (the -1s into AMK's choices);
+   AMK_ERR_INVALID_ARG for a bad shape or dtype. */
+AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
+    const amk_llama_config *c = b->c;
+    const amk_llama_build_opts *o = &b->o;
+    amk__lb_plan *pl = &b->plan;
+    const int L = c->n_layers, H = c->hidden, I = c->intermediate, NH = c->n_heads, NKV = c->n_kv_heads;
+    const int HD = c->head_dim, V = c->vocab, wd = o->weight_dtype;
+    int S;
+    pl->mlp_rows = amk__lb_tile_rows(I, o->num_sms > 0 ? o->num_sms : 1); /* an RMSNORM_MLP tile's */
+    if (o->mlp_accum >= 0) pl->accum = o->mlp_accum != 0;
     else /* do one tile's rows of W_downT stage on the device? */
-        accum = AMK_LLAMA_MLP_ACCUM == 2 ||
-                (AMK_LLAMA_MLP_ACCUM == 1 && amk__rows_stage_bytes(b.o.weight_dtype, c->hidden, mlp_rows) > 0);
-    accum = accum && !b.o.spec_ops;
-    rd = accum ? AMK_DTYPE_F32 : b.o.act_dtype; /* why: atomic adds need F32; the residual is 2-16 KB */
-    L = c->n_layers; H = c->hidden; I = c->intermediate; NH = c->n_heads; NKV = c->n_kv_heads;
-    HD = c->head_dim; V = c->vocab;
+        pl->accum = AMK_LLAMA_MLP_ACCUM == 2 ||
+                    (AMK_LLAMA_MLP_ACCUM == 1 && amk__rows_stage_bytes(wd, H, pl->mlp_rows) > 0);
+    pl->accum = pl->accum && !o->spec_ops;
+    pl->rd = pl->accum ? AMK_DTYPE_F32 : o->act_dtype; /* why: atomic adds need F32; the residual is 2-16 KB */
     if (L < 1 || H < 1 || I < 1 || NH < 1 || NKV < 1 || HD < 2 || HD % 2 || V < 1 || NH % NKV)
         return amk__fail(d, AMK_ERR_INVALID_ARG,
                          "llama build: bad shape (layers %d hidden %d ffn %d heads %d/%d head_dim %d vocab %d)",
                          L, H, I, NH, NKV, HD, V);
-    max_seq = b.o.max_seq > 0 ? b.o.max_seq
-            : (c->max_pos > 0 && c->max_pos < AMK_LLAMA_DEFAULT_MAX_SEQ ? c->max_pos : AMK_LLAMA_DEFAULT_MAX_SEQ);
+    pl->max_seq = o->max_seq > 0 ? o->max_seq
+                : (c->max_pos > 0 && c->max_pos < AMK_LLAMA_DEFAULT_MAX_SEQ ? c->max_pos : AMK_LLAMA_DEFAULT_MAX_SEQ);
     /* why: the device's ATTENTION_DECODE loads a chunk of up to 512 rows in one round trip, so
        a split of 512 rows costs about what a split of 16 does, while a split needs a COMBINE
        step (a whole dependent step a layer). So one split per 512 rows; COMBINE takes <= 8. */
-    S = b.o.kv_splits > 0 ? b.o.kv_splits : (max_seq + 511) / 512;
+    S = o->kv_splits > 0 ? o->kv_splits : (pl->max_seq + 511) / 512;
     S = S > 8 ? 8 : S;
-    if (S > max_seq) S = max_seq;
-    window = (max_seq + S - 1) / S;
-    S = (max_seq + window - 1) / window; /* why: no split may start past the cache */
-    ad = b.o.act_dtype; wd = b.o.weight_dtype;
-    fused = !b.o.spec_ops;
-    if (!amk_dtype_is_float(ad) || !amk_dtype_is_float(wd) || b.o.num_sms < 1)
+    if (S > pl->max_seq) S = pl->max_seq;
+    pl->window = (pl->max_seq + S - 1) / S;
+    pl->S = (pl->max_seq + pl->window - 1) / pl->window; /* why: no split may start past the cache */
+    pl->fused = !o->spec_ops;
+    if (!amk_dtype_is_float(o->act_dtype) || !amk_dtype_is_float(wd) || o->num_sms < 1)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: dtypes must be float, num_sms >= 1");
-    ao_rows = amk__lb_tile_rows((int64_t)NH * HD, b.o.num_sms); /* an ATTENTION_O task's rows of W_oT */
-    if (ao_rows < AMK_LLAMA_ATTN_O_MIN_ROWS) ao_rows = AMK_LLAMA_ATTN_O_MIN_ROWS;
-    if (b.o.attn_o >= 0) ao = b.o.attn_o != 0;
+    pl->ao_rows = amk__lb_tile_rows((int64_t)NH * HD, o->num_sms); /* an ATTENTION_O task's rows of W_oT */
+    if (pl->ao_rows < AMK_LLAMA_ATTN_O_MIN_ROWS) pl->ao_rows = AMK_LLAMA_ATTN_O_MIN_ROWS;
+    if (o->attn_o >= 0) pl->ao = o->attn_o != 0;
     else /* do a task's rows of W_oT stage on the device? */
-        ao = AMK_LLAMA_ATTN_O == 2 || (AMK_LLAMA_ATTN_O == 1 && accum && amk__rows_stage_bytes(wd, H, ao_rows) > 0);
-    ao = ao && fused && S == 1;
-    q_rows = (int64_t)NH * HD;
-    kv_rows = (int64_t)NKV * HD;
-    set_y = set_z = 0;
-    if (ao && AMK_LLAMA_SM_SETS) { /* set Y: one SM an ATTENTION_O task, also the Q/K/V tiles; set Z: the MLP tiles */
-        const int64_t per_head = (int64_t)(NH / NKV) * HD, ar = AMK_LLAMA_SETS_ATTN_ROWS;
-        const int64_t ny = (int64_t)NKV * ((per_head + ar - 1) / ar), nz = b.o.num_sms - ny;
-        /* why these bounds: the tasks keep their fast forms at 512 threads (amk_llama_build_lowered's):
-           an MLP tile a row a warp, a Q/K/V tile a RoPE pair a warp beside the trig warp (30 rows),
-           an attention task's rows of W_oT staged */
-        if (ny < b.o.num_sms && nz >= 1 && (I + nz - 1) / nz <= AMK_LLAMA_MLP_MAX_ROWS &&
-            amk__rows_stage_bytes(wd, H, ar) > 0) {
-            int r = amk__lb_tile_rows(q_rows + 2 * kv_rows, (int)ny);
-            r += r % 2;
-            if (r <= 30 && 2 * ((kv_rows + r - 1) / r) + (q_rows + r - 1) / r <= ny) {
-                set_y = (int)ny;
-                set_z = (int)nz;
-                ao_rows = (int)ar;
-                mlp_rows = amk__lb_tile_rows(I, set_z);
-                qkv_rows = r;
-            }
-        }
-    }
+        pl->ao = AMK_LLAMA_ATTN_O == 2 ||
+                 (AMK_LLAMA_ATTN_O == 1 && pl->accum && amk__rows_stage_bytes(wd, H, pl->ao_rows) > 0);
+    pl->ao = pl->ao && pl->fused && pl->S == 1;
+    pl->q_rows = (int64_t)NH * HD;
+    pl->kv_rows = (int64_t)NKV * HD;
+    pl->set_y = pl->set_z = 0;
+    if (pl->ao && AMK_LLAMA_SM_SETS) amk__lb_sm_sets(b);
     /* a Q/K/V tile's rows, with the sets one a set-Y SM (above). why two thirds of the SMs with
        ATTENTION_O (a tiny model's step): SmolLM2's 80 Q/K/V tiles of 12 rows made the step ~1%
        faster than 120 of 8 (bench/RESULTS.md run 205; 60 of 16 the same): the tiles start closer
        together, and the attention tasks find more SMs idle. With AMK's opcodes even: RoPE pairs
        (2i, 2i+1) stay inside one tile */
-    if (!set_y) {
-        qkv_rows = amk__lb_tile_rows(q_rows + 2 * kv_rows, ao ? (b.o.num_sms * 2 + 2) / 3 : b.o.num_sms);
-        if (fused) qkv_rows += qkv_rows % 2;
+    if (!pl->set_y) {
+        pl->qkv_rows = amk__lb_tile_rows(pl->q_rows + 2 * pl->kv_rows, pl->ao ? (o->num_sms * 2 + 2) / 3 : o->num_sms);
+        if (pl->fused) pl->qkv_rows += pl->qkv_rows % 2;
     }
     /* the folded Q/K/V: the MLP tiles build the next layer's projections and its ATTENTION_O tasks
        take them, so it needs both one-step forms, and a next layer */
-    if (b.o.qkv_fold >= 0) fold = b.o.qkv_fold != 0;
-    else fold = AMK_LLAMA_QKV_FOLD == 2 || (AMK_LLAMA_QKV_FOLD == 1 && wd == AMK_DTYPE_BF16 && set_y);
-    fold = fold && ao && accum && L > 1;
-    F = q_rows + 2 * kv_rows; /* a row of qkv: Q, K and V projections */
-    p = amk_program_create();
-    if (!p) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
-    b.p = p; b.c = c;
-    amk_program_set_meta_string(p, "model", c->name[0] ? c->name : "llama");
-    amk_program_set_meta_string(p, "regime", "decode");
-    amk_program_set_meta_string(p, "dtype", amk_dtype_name(wd));
-    snprintf(meta, sizeof meta, "%d", window);
-    amk_program_set_meta_string(p, "kv_window", meta);
-    if (fused) amk_program_set_meta_string(p, "qk_rows", "interleaved");
-    if (accum) amk_program_set_meta_string(p, "down_proj", "transposed");
-    if (ao) amk_program_set_meta_string(p, "o_proj", "transposed");
-    if (fold) amk_program_set_meta_string(p, "qkv_fold", "1");
-    if (set_y) {
-        snprintf(meta, sizeof meta, "%d %d", set_y, set_z);
-        amk_program_set_meta_string(p, "sm_sets", meta);
-    }
+    if (o->qkv_fold >= 0) pl->fold = o->qkv_fold != 0;
+    else pl->fold = AMK_LLAMA_QKV_FOLD == 2 || (AMK_LLAMA_QKV_FOLD == 1 && wd == AMK_DTYPE_BF16 && pl->set_y);
+    pl->fold = pl->fold && pl->ao && pl->accum && L > 1;
+    pl->F = pl->q_rows + 2 * pl->kv_rows;
+    return AMK_OK;
+}
 
-    token = amk__lb_buf(&b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "token");
-    pos = amk__lb_buf(&b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "pos");
-    embed = amk__lb_buf(&b, AMK_KIND_WEIGHT, wd, V, H, 0, 2, "model.embed_tokens.weight", "model.embed_tokens.weight");
-    x = amk__lb_buf(&b, AMK_KIND_ACTIVATION, rd, 1, H, 0, 2, NULL, "x.0");
-    cx = amk_program_add_counter(p, "embed done");
-    n_cx = 1;
-    {
-        int ins[2];
-        ins[0] = token; ins[1] = embed;
-        t = amk__lb_task(&b, AMK_OP_EMBED, ins, 2, x, cx, NULL, NULL, 0, (int64_t)H * (amk_dtype_bits(wd) / 8), "embed");
-        amk_task_set_int(p, t, "hidden", H);
+/* The program's meta: what the step is and what the loader must do to the weights it reads. */
+AMK__FN void amk__lb_meta(amk__lb *b) {
+    const amk__lb_plan *pl = &b->plan;
+    char meta[32];
+    amk_program_set_meta_string(b->p, "model", b->c->name[0] ? b->c->name : "llama");
+    amk_program_set_meta_string(b->p, "regime", "decode");
+    amk_program_set_meta_string(b->p, "dtype", amk_dtype_name(b->o.weight_dtype));
+    snprintf(meta, sizeof meta, "%d", pl->window);
+    amk_program_set_meta_string(b->p, "kv_window", meta);
+    if (pl->fused) amk_program_set_meta_string(b->p, "qk_rows", "interleaved");
+    if (pl->accum) amk_program_set_meta_string(b->p, "down_proj", "transposed");
+    if (pl->ao) amk_program_set_meta_string(b->p, "o_proj", "transposed");
+    if (pl->fold) amk_program_set_meta_string(b->p, "qkv_fold", "1");
+    if (pl->set_y) {
+        snprintf(meta, sizeof meta, "%d %d", pl->set_y, pl->set_z);
+        amk_program_set_meta_string(b->p, "sm_sets", meta);
     }
-    for (i = 0; i < L; i++) {
-        int w_an, w_q, w_k, w_v, w_o, w_fn, w_g, w_u, w_dn, kc, vc, attn, h, xo, c_att, c_comb, c_o, c_d, c_f = -1;
-        int n_fill = 0, w_cat = -1, qkv = -1; /* qkv.i: the projections this layer's MLP folds (and W_cat.i) */
-        const int prenorm = fold && i > 0;    /* this layer's ATTENTION_O takes qkv.(i-1), not Q/K/V tiles */
-        int n_att, n_o, n_d, rows, ins[8], parts[8];
-        char src[128], label[64];
-#define AMK__W(var, r0, r1, rank, fmt) \
-        snprintf(src, sizeof src, fmt, i); \
-        var = amk__lb_buf(&b, AMK_KIND_WEIGHT, (rank) == 1 ? AMK_DTYPE_F32 : wd, r0, r1, 0, rank, src, "%s", src)
-        AMK__W(w_an, H, 0, 1, "model.layers.%d.input_layernorm.weight");
-        AMK__W(w_q, q_rows, H, 2, "model.layers.%d.self_attn.q_proj.weight");
-        AMK__W(w_k, kv_rows, H, 2, "model.layers.%d.self_attn.k_proj.weight");
-        AMK__W(w_v, kv_rows, H, 2, "model.layers.%d.self_attn.v_proj.weight");
-        if (ao) { AMK__W(w_o, q_rows, H, 2, "model.layers.%d.self_attn.o_proj.weight"); } /* transposed: meta o_proj */
-        else { AMK__W(w_o, H, q_rows, 2, "model.layers.%d.self_attn.o_proj.weight"); }
-        AMK__W(w_fn, H, 0, 1, "model.layers.%d.post_attention_layernorm.weight");
-        AMK__W(w_g, I, H, 2, "model.layers.%d.mlp.gate_proj.weight");
-        AMK__W(w_u, I, H, 2, "model.layers.%d.mlp.up_proj.weight");
-        if (accum) { AMK__W(w_dn, I, H, 2, "model.layers.%d.mlp.down_proj.weight"); } /* transposed: meta down_proj */
-        else { AMK__W(w_dn, H, I, 2, "model.layers.%d.mlp.down_proj.weight"); }
-        if (fold && i + 1 < L) { /* W_cat.i = [W_fold ; W_base] [I + H, F]: amk_llm derives it */
-            AMK__W(w_cat, I + H, F, 2, "amk.qkv_fold.%d");
-            qkv = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, F, 0, 2, NULL, "qkv.%d", i);
-        }
-#undef AMK__W
-        kc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "k_cache.%d", i);
-        vc = amk__lb_buf(&b, AMK_KIND_KV_CACHE, ad, max_seq, NKV, HD, 3, NULL, "v_cache.%d", i);
-        attn = ao ? -1 : amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "attn.%d", i);
-        /* why F32 with ATTENTION_O: its tasks add into h */
-        h = h_next >= 0 ? h_next : amk__lb_buf(&b, AMK_KIND_ACTIVATION, ao ? AMK_DTYPE_F32 : rd, 1, H, 0, 2, NULL, "h.%d", i);
-        xo = amk__lb_buf(&b, AMK_KIND_ACTIVATION, rd, 1, H, 0, 2, NULL, "x.%d", i + 1);
+}
 
-        /* why: K and V rows need fewer tiles than Q; their tiles and tasks come first in list
-           order, so an SM that also holds Q work does not block them behind it */
-        rows = qkv_rows;
-        if (fused) { /* QKV: norm + GEMV + RoPE, K and V straight into the cache row */
-            /* wc, wn: what the attention and the FILLs beside it wait for: the Q/K/V tiles, or in a
-               folded layer the MLP tiles before it, which built its qkv */
-            int wc = cx, wn = n_cx, n, qr = qkv_prev;
-            if (!prenorm) {
-                const int c_qkv = amk_program_add_counter(p, "qkv tiles");
-                int n_qkv = 0;
-                qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
-                if (ao && i == 0) { /* h.0 starts at 0, before the step's first attention (it waits like a tile) */
-                    if (amk__lb_zero(&b, h, c_qkv, NULL, NULL, 0, "L0 attention start") < 0) goto fail;
-                    n_qkv++;
-                }
-                ins[0] = x; ins[1] = w_an; ins[3] = pos;
-                ins[2] = w_k;
-                n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, kc, c_qkv, kv_rows, H, rows, &cx, &n_cx, 1,
-                                  AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW, "k", i);
-                if (n < 0) goto fail;
-                n_qkv += n;
-                ins[2] = w_v;
-                n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, vc, c_qkv, kv_rows, H, rows, &cx, &n_cx, 1,
-                                  AMK_GEMV_FLAG_KV_ROW, "v", i);
-                if (n < 0) goto fail;
-                n_qkv += n;
-                ins[2] = w_q;
-                n = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, qr, c_qkv, q_rows, H, rows, &cx, &n_cx, 1,
-                                  AMK_GEMV_FLAG_ROPE, "q", i);
-                if (n < 0) goto fail;
-                n_qkv += n;
-                wc = c_qkv;
-                wn = n_qkv;
-            }
-            c_att = amk_program_add_counter(p, ao ? "attention + o tasks" : "attention tiles");
-            n_att = ao ? amk__lb_attention_o(&b, i, qr, kc, vc, pos, w_o, x, h, ao_rows, max_seq, c_att, wc, wn, prenorm)
-                       : amk__lb_attention(&b, i, qr, kc, vc, pos, attn, S, window, max_seq, c_att, &wc, &wn, 1, parts);
-            if (accum && n_att >= 0) {
-                /* x.(i+1) starts at 0. why beside attention: its few tasks leave most SMs idle, and
-                   an SM runs its queue in list order, so the FILL also precedes any O tile there
-                   (queued behind one, it delayed the MLP: bench/RESULTS.md run 147). With
-                   ATTENTION_O it counts with those tasks, so the MLP tiles wait on one counter */
-                c_f = ao ? c_att : amk_program_add_counter(p, "residual start");
-                snprintf(label, sizeof label, "L%d residual start", i);
-                if (amk__lb_zero(&b, xo, c_f, &wc, &wn, 1, label) < 0) goto fail;
-                n_fill += ao;
-            }
-            h_next = -1;
-            if (ao && i + 1 < L && n_att >= 0) { /* the next layer's h starts at 0 here, off its path */
-                h_next = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, H, 0, 2, NULL, "h.%d", i + 1);
-                snprintf(label, sizeof label, "L%d attention start", i + 1);
-                if (amk__lb_zero(&b, h_next, c_att, &wc, &wn, 1, label) < 0) goto fail;
-                n_fill++;
-            }
-            if (qkv >= 0 && n_att >= 0) { /* so does the sum the MLP tiles fold the next Q/K/V into */
-                snprintf(label, sizeof label, "L%d qkv start", i);
-                if (amk__lb_zero(&b, qkv, c_att, &wc, &wn, 1, label) < 0) goto fail;
-                n_fill++;
-            }
-        } else {
-            int xn, q, k, v, qr, kr, n_q, n_k, n_v, j, wc[3], wn[3];
-            int c_n1 = amk_program_add_counter(p, "attn norm"), c_q, c_k, c_v, c_qr, c_kr, c_ka, c_va;
-            c_q = amk_program_add_counter(p, "q tiles"); c_k = amk_program_add_counter(p, "k tiles");
-            c_v = amk_program_add_counter(p, "v tiles");
-            c_qr = amk_program_add_counter(p, "rope q"); c_kr = amk_program_add_counter(p, "rope k");
-            c_ka = amk_program_add_counter(p, "k append"); c_va = amk_program_add_counter(p, "v append");
-            xn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "xn.%d", i);
-            q = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q.%d", i);
-            k = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "k.%d", i);
-            v = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "v.%d", i);
-            qr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, q_rows, 0, 2, NULL, "q_rot.%d", i);
-            kr = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, kv_rows, 0, 2, NULL, "k_rot.%d", i);
-            snprintf(label, sizeof label, "L%d attn_norm", i);
-            amk__lb_rmsnorm(&b, x, w_an, xn, c_n1, cx, n_cx, label);
-            n_q = amk__lb_gemv(&b, xn, w_q, q, c_q, q_rows, H, rows, c_n1, 1, "q", i);
-            n_k = amk__lb_gemv(&b, xn, w_k, k, c_k, kv_rows, H, rows, c_n1, 1, "k", i);
-            n_v = amk__lb_gemv(&b, xn, w_v, v, c_v, kv_rows, H, rows, c_n1, 1, "v", i);
-            if (n_q < 0 || n_k < 0 || n_v < 0) goto fail;
-            snprintf(label, sizeof label, "L%d rope k", i);
-            amk__lb_rope(&b, k, pos, kr, c_kr, c_k, n_k, label);
-            ins[0] = kr; ins[1] = kc;
-            snprintf(label, sizeof label, "L%d k append", i);
-            j = amk__lb_task(&b, AMK_OP_KV_APPEND, ins, 2, kc, c_ka, &c_kr, &one, 1, 0, label);
-            amk_task_set_int(p, j, "pos", 0);
-            ins[0] = v; ins[1] = vc;
-            snprintf(label, sizeof label, "L%d v append", i);
-            j = amk__lb_task(&b, AMK_OP_KV_APPEND, ins, 2, vc, c_va, &c_v, &n_v, 1, 0, label);
-            amk_task_set_int(p, j, "pos", 0);
-            snprintf(label, sizeof label, "L%d rope q", i);
-            amk__lb_rope(&b, q, pos, qr, c_qr, c_q, n_q, label);
-            wc[0] = c_qr; wc[1] = c_ka; wc[2] = c_va; wn[0] = wn[1] = wn[2] = 1;
-            c_att = amk_program_add_counter(p, "attention tiles");
-            n_att = amk__lb_attention(&b, i, qr, kc, vc, pos, attn, S, window, max_seq, c_att, wc, wn, 3, parts);
-        }
-        if (n_att < 0) goto fail;
-        c_comb = c_att;
-        if (S > 1) {
-            c_comb = amk_program_add_counter(p, "attention combine");
-            snprintf(label, sizeof label, "L%d attention combine", i);
-            t = amk__lb_task(&b, AMK_OP_ATTENTION_COMBINE, parts, S, attn, c_comb, &c_att, &n_att, 1, 0, label);
-            amk_task_set_int(p, t, "head_dim", HD);
-            n_att = 1;
-        }
-        if (ao) { /* h is complete when the ATTENTION_O tasks and the FILLs beside them are */
-            c_o = c_att;
-            n_o = n_att + n_fill;
-        } else { /* with the one-step MLP the O tiles also wait for the FILL, first, so the MLP tiles
-             need only theirs. why: the MLP's extra counter cost its start two L2 round trips after
-             the O tiles' end (bench/RESULTS.md run 152); the O tiles pass it while attention runs */
-            int wc[2], wn[2], nwt = 0;
-            if (accum) { wc[nwt] = c_f; wn[nwt++] = 1; }
-            wc[nwt] = c_comb; wn[nwt++] = n_att;
-            c_o = amk__lb_proj_residual(&b, attn, w_o, x, h, H, q_rows, wc, wn, nwt, "o", i, &n_o);
-        }
-        if (c_o < 0) goto fail;
-        /* MLP block */
-        if (accum) { /* x.(i+1) = 0 (the FILL above) + h (by the first tile) + the tiles' shares of down */
-            const int fi = qkv >= 0; /* FOLD: W_cat input 5, and the tiles add into qkv.i too */
-            c_d = amk_program_add_counter(p, "mlp tiles");
-            ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u; ins[4] = w_dn; ins[5] = fi ? w_cat : h; ins[6] = h;
-            /* the FILL is ordered before through the O tiles (c_o) */
-            n_d = amk__lb_tiles(&b, AMK_OP_RMSNORM_MLP, ins, 6 + fi, 3, xo, c_d, I, H, mlp_rows, &c_o, &n_o, 1,
-                                fi ? (int)AMK_MLP_FLAG_FOLD : 0, "mlp", i);
-            if (n_d < 0) goto fail;
-            for (t = p->n_tasks - n_d; fi && t < p->n_tasks; t++) { /* the tiles are the last tasks */
-                const int64_t off = amk__param_i(&p->tasks[t], "n_off", 0), nt = amk__param_i(&p->tasks[t], "N_tile", 0);
-                if (amk__lb_add_output(&b, t, qkv) < 0) goto fail;
-                /* its rows of W_cat: its own and its share of the base rows (RMSNORM_MLP's FOLD) */
-                p->tasks[t].est_bytes += (nt + (off + nt) * H / I - off * H / I) * F * (amk_dtype_bits(wd) / 8);
-            }
-        } else {
-            int a = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "act.%d", i), c_a, n_a;
-            if (fused) { /* norm + gate/up + SiLU*up in one tile */
-                c_a = amk_program_add_counter(p, "gate/up tiles");
-                ins[0] = h; ins[1] = w_fn; ins[2] = w_g; ins[3] = w_u;
-                n_a = amk__lb_tiles(&b, AMK_OP_RMSNORM_SWIGLU, ins, 4, 2, a, c_a, I, H,
-                                    amk__lb_tile_rows(I, b.o.num_sms), &c_o, &n_o, 1, 0, "gate/up", i);
-                if (n_a < 0) goto fail;
-            } else {
-                int hn = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "hn.%d", i);
-                int g = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "gate.%d", i);
-                int u = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "up.%d", i);
-                int c_n2 = amk_program_add_counter(p, "ffn norm"), c_g, c_u, n_g, n_u, wc[2], wn[2];
-                c_g = amk_program_add_counter(p, "gate tiles"); c_u = amk_program_add_counter(p, "up tiles");
-                c_a = amk_program_add_counter(p, "silu mul");
-                snprintf(label, sizeof label, "L%d ffn_norm", i);
-                amk__lb_rmsnorm(&b, h, w_fn, hn, c_n2, c_o, n_o, label);
-                rows = amk__lb_tile_rows(2LL * I, b.o.num_sms);
-                n_g = amk__lb_gemv(&b, hn, w_g, g, c_g, I, H, rows, c_n2, 1, "gate", i);
-                n_u = amk__lb_gemv(&b, hn, w_u, u, c_u, I, H, rows, c_n2, 1, "up", i);
-                if (n_g < 0 || n_u < 0) goto fail;
-                wc[0] = c_g; wc[1] = c_u; wn[0] = n_g; wn[1] = n_u;
-                ins[0] = g; ins[1] = u;
-                snprintf(label, sizeof label, "L%d silu_mul", i);
-                amk__lb_task(&b, AMK_OP_SILU_MUL, ins, 2, a, c_a, wc, wn, 2, 0, label);
-                n_a = 1;
-            }
-            c_d = amk__lb_proj_residual(&b, a, w_dn, h, xo, H, I, &c_a, &n_a, 1, "down", i, &n_d);
-            if (c_d < 0) goto fail;
-        }
-        x = xo; cx = c_d; n_cx = n_d; qkv_prev = qkv;
+/* The embedding: x.0 [1, H] rd = embed [V, H] wd at row token (IO_INPUT I32 [1]); also makes the
+   input pos. */
+AMK__FN void amk__lb_embed(amk__lb *b) {
+    const int H = b->c->hidden, wd = b->o.weight_dtype;
+    int ins[2], t;
+    ins[0] = amk__lb_buf(b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "token");
+    b->pos = amk__lb_buf(b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "pos");
+    b->embed = amk__lb_buf(b, AMK_KIND_WEIGHT, wd, b->c->vocab, H, 0, 2, "model.embed_tokens.weight",
+                           "model.embed_tokens.weight");
+    b->x = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->plan.rd, 1, H, 0, 2, NULL, "x.0");
+    b->cx = amk_program_add_counter(b->p, "embed done");
+    b->n_cx = 1;
+    ins[1] = b->embed;
+    t = amk__lb_task(b, AMK_OP_EMBED, ins, 2, b->x, b->cx, NULL, NULL, 0, (int64_t)H * (amk_dtype_bits(wd) / 8),
+                     "embed");
+    amk_task_set_int(b->p, t, "hidden", H);
+}
+
+/* One layer's buffers, and what its attention half hands its MLP half. */
+typedef struct amk__lb_layer {
+    int i;
+    int prenorm;       /* folded, i > 0: the ATTENTION_O tasks take qkv.(i-1); no Q/K/V tiles */
+    int w_an, w_fn;    /* input_layernorm, post_attention_layernorm [H] F32 */
+    int w_q;           /* [q_rows, H] wd */
+    int w_k, w_v;      /* [kv_rows, H] wd */
+    int w_o;           /* [H, q_rows] wd; with ATTENTION_O [q_rows, H] (meta o_proj "transposed") */
+    int w_g, w_u;      /* gate_proj, up_proj [I, H] wd */
+    int w_dn;          /* [H, I] wd; with the one-step MLP [I, H] (meta down_proj "transposed") */
+    int w_cat;         /* folded, not the last layer: W_cat.i [I + H, F] wd (amk_llm derives it); else -1 */
+    int qkv;           /* with w_cat: qkv.i [1, F] F32, the next layer's raw Q/K/V projections; else -1 */
+    int kc, vc;        /* k_cache.i, v_cache.i [max_seq, NKV, HD] ad */
+    int attn;          /* attention's output attn.i [1, q_rows] ad; -1 with ATTENTION_O */
+    int h;             /* h.i = x.i + O [1, H] rd (F32 with ATTENTION_O: its tasks add into it) */
+    int xo;            /* x.(i+1) = h.i + MLP [1, H] rd */
+    int c_f;           /* the counter of the FILL of x.(i+1) (the one-step MLP), else -1 */
+    int n_fill;        /* the FILLs that count with the attention tasks (with ATTENTION_O) */
+    int c_o, n_o;      /* h complete: its counter, that counter's producers */
+} amk__lb_layer;
+
+/* Layer i's WEIGHT buffer whose name and source are fmt with i: [r0, r1] wd, or rank 1 [r0] F32 (a
+   norm's scale). */
+AMK__FN int amk__lb_weight(amk__lb *b, int64_t r0, int64_t r1, int rank, const char *fmt, int i) {
+    char src[128];
+    snprintf(src, sizeof src, fmt, i);
+    return amk__lb_buf(b, AMK_KIND_WEIGHT, rank == 1 ? AMK_DTYPE_F32 : b->o.weight_dtype, r0, r1, 0, rank, src, "%s",
+                       src);
+}
+
+/* Layer i's weights, caches and activations (shapes in amk__lb_layer). */
+AMK__FN void amk__lb_layer_buffers(amk__lb *b, amk__lb_layer *ly, int i) {
+    const amk__lb_plan *pl = &b->plan;
+    const int H = b->c->hidden, I = b->c->intermediate, NKV = b->c->n_kv_heads, HD = b->c->head_dim;
+    const int ad = b->o.act_dtype;
+    memset(ly, 0, sizeof *ly);
+    ly->i = i;
+    ly->prenorm = pl->fold && i > 0;
+    ly->c_f = ly->w_cat = ly->qkv = -1;
+    ly->w_an = amk__lb_weight(b, H, 0, 1, "model.layers.%d.input_layernorm.weight", i);
+    ly->w_q = amk__lb_weight(b, pl->q_rows, H, 2, "model.layers.%d.self_attn.q_proj.weight", i);
+    ly->w_k = amk__lb_weight(b, pl->kv_rows, H, 2, "model.layers.%d.self_attn.k_proj.weight", i);
+    ly->w_v = amk__lb_weight(b, pl->kv_rows, H, 2, "model.layers.%d.self_attn.v_proj.weight", i);
+    ly->w_o = pl->ao ? amk__lb_weight(b, pl->q_rows, H, 2, "model.layers.%d.self_attn.o_proj.weight", i)
+                     : amk__lb_weight(b, H, pl->q_rows, 2, "model.layers.%d.self_attn.o_proj.weight", i);
+    ly->w_fn = amk__lb_weight(b, H, 0, 1, "model.layers.%d.post_attention_layernorm.weight", i);
+    ly->w_g = amk__lb_weight(b, I, H, 2, "model.layers.%d.mlp.gate_proj.weight", i);
+    ly->w_u = amk__lb_weight(b, I, H, 2, "model.layers.%d.mlp.up_proj.weight", i);
+    ly->w_dn = pl->accum ? amk__lb_weight(b, I, H, 2, "model.layers.%d.mlp.down_proj.weight", i)
+                         : amk__lb_weight(b, H, I, 2, "model.layers.%d.mlp.down_proj.weight", i);
+    if (pl->fold && i + 1 < b->c->n_layers) { /* W_cat.i = [W_fold ; W_base] */
+        ly->w_cat = amk__lb_weight(b, I + H, pl->F, 2, "amk.qkv_fold.%d", i);
+        ly->qkv = amk__lb_buf(b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, pl->F, 0, 2, NULL, "qkv.%d", i);
     }
-    { /* head */
-        int w_norm = amk__lb_buf(&b, AMK_KIND_WEIGHT, AMK_DTYPE_F32, H, 0, 0, 1, "model.norm.weight", "model.norm.weight");
-        int logits = amk__lb_buf(&b, AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 1, V, 0, 2, NULL, "logits");
-        int next = amk__lb_buf(&b, AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "next_token");
-        int c_lm = amk_program_add_counter(p, "lm head tiles");
-        int c_s = amk_program_add_counter(p, "argmax"), n_lm, rows = amk__lb_tile_rows(V, b.o.num_sms);
-        lm_w = c->tie_embeddings ? embed
-                                 : amk__lb_buf(&b, AMK_KIND_WEIGHT, wd, V, H, 0, 2, "lm_head.weight", "lm_head.weight");
-        if (fused) {
-            int ins[3];
-            ins[0] = x; ins[1] = w_norm; ins[2] = lm_w;
-            n_lm = amk__lb_tiles(&b, AMK_OP_RMSNORM_GEMV, ins, 3, 1, logits, c_lm, V, H, rows, &cx, &n_cx, 1, 0, "lm_head", L);
-        } else {
-            int xf = amk__lb_buf(&b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "x.final");
-            int c_fn = amk_program_add_counter(p, "final norm");
-            amk__lb_rmsnorm(&b, x, w_norm, xf, c_fn, cx, n_cx, "final norm");
-            n_lm = amk__lb_gemv(&b, xf, lm_w, logits, c_lm, V, H, rows, c_fn, 1, "lm_head", L);
-        }
-        if (n_lm < 0) goto fail;
-        if (fused && AMK_LLAMA_HEAD_ARGMAX) { /* each head tile's (max, index) pair as it stores its logits,
-                                                 then one combine */
-            int parts = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 2 * (int64_t)n_lm, 0, 2, NULL, "argmax.partials");
-            int k, t0 = p->n_tasks - n_lm; /* the head tiles are the program's last tasks */
-            for (k = 0; k < n_lm; k++) {
-                if (amk__lb_add_output(&b, t0 + k, parts) < 0) goto fail;
-                amk_task_set_int(p, t0 + k, "flags", AMK_GEMV_FLAG_ARGMAX);
-                amk_task_set_int(p, t0 + k, "part", k);
-            }
-            amk__lb_task(&b, AMK_OP_ARGMAX_COMBINE, &parts, 1, next, c_s, &c_lm, &n_lm, 1, 0, "argmax");
-        } else if (fused) { /* why: one SM reads Llama-3's 0.5 MB of logits at ~22 GB/s (23 us); spread, 4 + 2 us
-                        and one more hop (bench/RESULTS.md run 42) */
-            const int64_t np0 = (V + 1023) / 1024 < b.o.num_sms ? (V + 1023) / 1024 : b.o.num_sms;
-            const int64_t chunk = (V + np0 - 1) / np0, np = (V + chunk - 1) / chunk;
-            int parts = amk__lb_buf(&b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 2 * np, 0, 2, NULL, "argmax.partials");
-            int c_p = amk_program_add_counter(p, "argmax partials"), n_p = (int)np, t;
-            int64_t k;
-            for (k = 0; k < np; k++) {
-                const int64_t off = k * chunk, nt = V - off < chunk ? V - off : chunk;
-                char label[64];
-                snprintf(label, sizeof label, "argmax[%lld:%lld]", (long long)off, (long long)(off + nt));
-                t = amk__lb_task(&b, AMK_OP_ARGMAX_PARTIAL, &logits, 1, parts, c_p, &c_lm, &n_lm, 1, nt * 4, label);
-                if (t < 0) goto fail;
-                amk_task_set_int(p, t, "n_off", off);
-                amk_task_set_int(p, t, "N_tile", nt);
-                amk_task_set_int(p, t, "part", k);
-            }
-            amk__lb_task(&b, AMK_OP_ARGMAX_COMBINE, &parts, 1, next, c_s, &c_p, &n_p, 1, 0, "argmax");
-        } else {
-            amk__lb_task(&b, AMK_OP_SAMPLE_ARGMAX, &logits, 1, next, c_s, &c_lm, &n_lm, 1, 0, "argmax");
-        }
+    ly->kc = amk__lb_buf(b, AMK_KIND_KV_CACHE, ad, pl->max_seq, NKV, HD, 3, NULL, "k_cache.%d", i);
+    ly->vc = amk__lb_buf(b, AMK_KIND_KV_CACHE, ad, pl->max_seq, NKV, HD, 3, NULL, "v_cache.%d", i);
+    ly->attn = pl->ao ? -1 : amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, pl->q_rows, 0, 2, NULL, "attn.%d", i);
+    ly->h = b->h_next >= 0 ? b->h_next
+          : amk__lb_buf(b, AMK_KIND_ACTIVATION, pl->ao ? AMK_DTYPE_F32 : pl->rd, 1, H, 0, 2, NULL, "h.%d", i);
+    ly->xo = amk__lb_buf(b, AMK_KIND_ACTIVATION, pl->rd, 1, H, 0, 2, NULL, "x.%d", i + 1);
+}
+
+/* The fused Q/K/V: RMSNORM_GEMV tiles over x (norm, interleaved RoPE) into q_rot.i [1, q_rows] ad
+   (*q), K and V straight into the caches' row pos; with ATTENTION_O layer 0's FILL of h.0 counts
+   with them. A folded layer has none: *q is qkv.(i-1). *wc, *wn: what the attention and the FILLs
+   beside it wait for (the tiles, or the MLP tiles before, which built qkv). Returns 0, or -1. */
+AMK__FN int amk__lb_qkv_tiles(amk__lb *b, amk__lb_layer *ly, int *q, int *wc, int *wn) {
+    const amk__lb_plan *pl = &b->plan;
+    const int H = b->c->hidden, i = ly->i, rows = pl->qkv_rows;
+    int c_qkv, n_qkv = 0, n, ins[4];
+    *q = b->qkv_prev;
+    *wc = b->cx;
+    *wn = b->n_cx;
+    if (ly->prenorm) return 0;
+    c_qkv = amk_program_add_counter(b->p, "qkv tiles");
+    *q = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, 1, pl->q_rows, 0, 2, NULL, "q_rot.%d", i);
+    if (pl->ao && i == 0) { /* h.0 starts at 0, before the step's first attention (it waits like a tile) */
+        if (amk__lb_zero(b, ly->h, c_qkv, NULL, NULL, 0, "L0 attention start") < 0) return -1;
+        n_qkv++;
     }
-    if (p->build_error != AMK_OK) {
-        amk_result r = p->build_error;
-        amk_program_free(p);
+    /* why: K and V rows need fewer tiles than Q; their tiles and tasks come first in list
+       order, so an SM that also holds Q work does not block them behind it */
+    ins[0] = b->x; ins[1] = ly->w_an; ins[3] = b->pos;
+    ins[2] = ly->w_k;
+    n = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, ly->kc, c_qkv, pl->kv_rows, H, rows, &b->cx, &b->n_cx, 1,
+                      AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW, "k", i);
+    if (n < 0) return -1;
+    n_qkv += n;
+    ins[2] = ly->w_v;
+    n = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, ly->vc, c_qkv, pl->kv_rows, H, rows, &b->cx, &b->n_cx, 1,
+                      AMK_GEMV_FLAG_KV_ROW, "v", i);
+    if (n < 0) return -1;
+    n_qkv += n;
+    ins[2] = ly->w_q;
+    n = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, *q, c_qkv, pl->q_rows, H, rows, &b->cx, &b->n_cx, 1,
+                      AMK_GEMV_FLAG_ROPE, "q", i);
+    if (n < 0) return -1;
+    *wc = c_qkv;
+    *wn = n_qkv + n;
+    return 0;
+}
+
+/* The spec's Q/K/V: xn.i [1, H] = RMSNORM(x); q.i [1, q_rows], k.i and v.i [1, kv_rows] GEMV
+   tiles; q_rot.i (*q) and k_rot.i ROPE; KV_APPEND of k_rot and v into the caches (pos set per step
+   by amk_llama_set_pos); all ad. wc/wn[0..3): the ROPE of q and the two appends. Returns 0, or -1. */
+AMK__FN int amk__lb_qkv_spec(amk__lb *b, amk__lb_layer *ly, int *q, int *wc, int *wn) {
+    const amk__lb_plan *pl = &b->plan;
+    const int H = b->c->hidden, i = ly->i, ad = b->o.act_dtype, rows = pl->qkv_rows;
+    int xn, qp, k, v, kr, n_q, n_k, n_v, j, one = 1, ins[2];
+    int c_n1 = amk_program_add_counter(b->p, "attn norm"), c_q, c_k, c_v, c_qr, c_kr, c_ka, c_va;
+    char label[64];
+    c_q = amk_program_add_counter(b->p, "q tiles"); c_k = amk_program_add_counter(b->p, "k tiles");
+    c_v = amk_program_add_counter(b->p, "v tiles");
+    c_qr = amk_program_add_counter(b->p, "rope q"); c_kr = amk_program_add_counter(b->p, "rope k");
+    c_ka = amk_program_add_counter(b->p, "k append"); c_va = amk_program_add_counter(b->p, "v append");
+    xn = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "xn.%d", i);
+    qp = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, pl->q_rows, 0, 2, NULL, "q.%d", i);
+    k = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, pl->kv_rows, 0, 2, NULL, "k.%d", i);
+    v = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, pl->kv_rows, 0, 2, NULL, "v.%d", i);
+    *q = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, pl->q_rows, 0, 2, NULL, "q_rot.%d", i);
+    kr = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, pl->kv_rows, 0, 2, NULL, "k_rot.%d", i);
+    snprintf(label, sizeof label, "L%d attn_norm", i);
+    amk__lb_rmsnorm(b, b->x, ly->w_an, xn, c_n1, b->cx, b->n_cx, label);
+    n_q = amk__lb_gemv(b, xn, ly->w_q, qp, c_q, pl->q_rows, H, rows, c_n1, 1, "q", i);
+    n_k = amk__lb_gemv(b, xn, ly->w_k, k, c_k, pl->kv_rows, H, rows, c_n1, 1, "k", i);
+    n_v = amk__lb_gemv(b, xn, ly->w_v, v, c_v, pl->kv_rows, H, rows, c_n1, 1, "v", i);
+    if (n_q < 0 || n_k < 0 || n_v < 0) return -1;
+    snprintf(label, sizeof label, "L%d rope k", i);
+    amk__lb_rope(b, k, b->pos, kr, c_kr, c_k, n_k, label);
+    ins[0] = kr; ins[1] = ly->kc;
+    snprintf(label, sizeof label, "L%d k append", i);
+    j = amk__lb_task(b, AMK_OP_KV_APPEND, ins, 2, ly->kc, c_ka, &c_kr, &one, 1, 0, label);
+    amk_task_set_int(b->p, j, "pos", 0);
+    ins[0] = v; ins[1] = ly->vc;
+    snprintf(label, sizeof label, "L%d v append", i);
+    j = amk__lb_task(b, AMK_OP_KV_APPEND, ins, 2, ly->vc, c_va, &c_v, &n_v, 1, 0, label);
+    amk_task_set_int(b->p, j, "pos", 0);
+    snprintf(label, sizeof label, "L%d rope q", i);
+    amk__lb_rope(b, qp, b->pos, *q, c_qr, c_q, n_q, label);
+    wc[0] = c_qr; wc[1] = c_ka; wc[2] = c_va; wn[0] = wn[1] = wn[2] = 1;
+    return 0;
+}
+
+/* The FILLs beside a fused layer's attention tasks (c_att), each after what those wait for
+   (wc/wn): x.(i+1) for the one-step MLP; with ATTENTION_O h.(i+1) (made here: b->h_next); folded,
+   qkv.i. With ATTENTION_O they count with the attention tasks (ly->n_fill). Returns 0, or -1. */
+AMK__FN int amk__lb_fills(amk__lb *b, amk__lb_layer *ly, int c_att, int wc, int wn) {
+    const amk__lb_plan *pl = &b->plan;
+    const int i = ly->i;
+    char label[64];
+    if (pl->accum) {
+        /* x.(i+1) starts at 0. why beside attention: its few tasks leave most SMs idle, and
+           an SM runs its queue in list order, so the FILL also precedes any O tile there
+           (queued behind one, it delayed the MLP: bench/RESULTS.md run 147). With
+           ATTENTION_O it counts with those tasks, so the MLP tiles wait on one counter */
+        ly->c_f = pl->ao ? c_att : amk_program_add_counter(b->p, "residual start");
+        snprintf(label, sizeof label, "L%d residual start", i);
+        if (amk__lb_zero(b, ly->xo, ly->c_f, &wc, &wn, 1, label) < 0) return -1;
+        ly->n_fill += pl->ao;
+    }
+    b->h_next = -1;
+    if (pl->ao && i + 1 < b->c->n_layers) { /* the next layer's h starts at 0 here, off its path */
+        b->h_next = amk__lb_buf(b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, b->c->hidden, 0, 2, NULL, "h.%d", i + 1);
+        snprintf(label, sizeof label, "L%d attention start", i + 1);
+        if (amk__lb_zero(b, b->h_next, c_att, &wc, &wn, 1, label) < 0) return -1;
+        ly->n_fill++;
+    }
+    if (ly->qkv >= 0) { /* so does the sum the MLP tiles fold the next Q/K/V into */
+        snprintf(label, sizeof label, "L%d qkv start", i);
+        if (amk__lb_zero(b, ly->qkv, c_att, &wc, &wn, 1, label) < 0) return -1;
+        ly->n_fill++;
+    }
+    return 0;
+}
+
+/* A layer's attention half, h.i = x.i + O(attention(Q/K/V of norm(x.i))): the Q/K/V (fused tiles,
+   the spec's steps, or folded nothing), the attention (ATTENTION_O tasks, with O; else attention
+   tasks, a COMBINE over more than one KV split, and O tiles adding x) and the FILLs beside it.
+   Sets ly->c_o/n_o. Returns 0, or -1. */
+AMK__FN int amk__lb_attention_half(amk__lb *b, amk__lb_layer *ly) {
+    const amk__lb_plan *pl = &b->plan;
+    const int i = ly->i, S = pl->S;
+    int q, wc[3], wn[3], n_wait = pl->fused ? 1 : 3, c_att, n_att, c_comb, parts[8], t;
+    char label[64];
+    if ((pl->fused ? amk__lb_qkv_tiles(b, ly, &q, wc, wn) : amk__lb_qkv_spec(b, ly, &q, wc, wn)) < 0) return -1;
+    c_att = amk_program_add_counter(b->p, pl->ao ? "attention + o tasks" : "attention tiles");
+    n_att = pl->ao ? amk__lb_attention_o(b, i, q, ly->kc, ly->vc, b->pos, ly->w_o, b->x, ly->h, pl->ao_rows,
+                                         pl->max_seq, c_att, wc[0], wn[0], ly->prenorm)
+                   : amk__lb_attention(b, i, q, ly->kc, ly->vc, b->pos, ly->attn, S, pl->window, pl->max_seq,
+                                       c_att, wc, wn, n_wait, parts);
+    if (n_att < 0 || (pl->fused && amk__lb_fills(b, ly, c_att, wc[0], wn[0]) < 0)) return -1;
+    c_comb = c_att;
+    if (S > 1) {
+        c_comb = amk_program_add_counter(b->p, "attention combine");
+        snprintf(label, sizeof label, "L%d attention combine", i);
+        t = amk__lb_task(b, AMK_OP_ATTENTION_COMBINE, parts, S, ly->attn, c_comb, &c_att, &n_att, 1, 0, label);
+        amk_task_set_int(b->p, t, "head_dim", b->c->head_dim);
+        n_att = 1;
+    }
+    if (pl->ao) { /* h is complete when the ATTENTION_O tasks and the FILLs beside them are */
+        ly->c_o = c_att;
+        ly->n_o = n_att + ly->n_fill;
+    } else { /* with the one-step MLP the O tiles also wait for the FILL, first, so the MLP tiles
+         need only theirs. why: the MLP's extra counter cost its start two L2 round trips after
+         the O tiles' end (bench/RESULTS.md run 152); the O tiles pass it while attention runs */
+        int owc[2], own[2], nwt = 0;
+        if (pl->accum) { owc[nwt] = ly->c_f; own[nwt++] = 1; }
+        owc[nwt] = c_comb; own[nwt++] = n_att;
+        ly->c_o = amk__lb_proj_residual(b, ly->attn, ly->w_o, b->x, ly->h, b->c->hidden, pl->q_rows, owc, own, nwt,
+                                        "o", i, &ly->n_o);
+    }
+    return ly->c_o < 0 ? -1 : 0;
+}
+
+/* The one-step MLP: RMSNORM_MLP tiles, x.(i+1) = 0 (the FILL beside attention) + h (by the first
+   tile) + the tiles' shares of down; folded, they also add the next layer's raw Q/K/V into qkv.i
+   through W_cat.i. Returns the tiles' counter (their count in *n_d), or -1. */
+AMK__FN int amk__lb_mlp_one_step(amk__lb *b, amk__lb_layer *ly, int *n_d) {
+    const amk__lb_plan *pl = &b->plan;
+    const int H = b->c->hidden, I = b->c->intermediate, fi = ly->qkv >= 0; /* FOLD: W_cat input 5 */
+    amk_program *p = b->p;
+    int c_d = amk_program_add_counter(p, "mlp tiles"), t, ins[7];
+    ins[0] = ly->h; ins[1] = ly->w_fn; ins[2] = ly->w_g; ins[3] = ly->w_u; ins[4] = ly->w_dn;
+    ins[5] = fi ? ly->w_cat : ly->h; ins[6] = ly->h;
+    /* the FILL is ordered before through the O tiles (c_o) */
+    *n_d = amk__lb_tiles(b, AMK_OP_RMSNORM_MLP, ins, 6 + fi, 3, ly->xo, c_d, I, H, pl->mlp_rows, &ly->c_o, &ly->n_o, 1,
+                         fi ? (int)AMK_MLP_FLAG_FOLD : 0, "mlp", ly->i);
+    if (*n_d < 0) return -1;
+    for (t = p->n_tasks - *n_d; fi && t < p->n_tasks; t++) { /* the tiles are the last tasks */
+        const int64_t off = amk__param_i(&p->tasks[t], "n_off", 0), nt = amk__param_i(&p->tasks[t], "N_tile", 0);
+        if (amk__lb_add_output(b, t, ly->qkv) < 0) return -1;
+        /* its rows of W_cat: its own and its share of the base rows (RMSNORM_MLP's FOLD) */
+        p->tasks[t].est_bytes +=
+            (nt + (off + nt) * H / I - off * H / I) * pl->F * (amk_dtype_bits(b->o.weight_dtype) / 8);
+    }
+    return c_d;
+}
+
+/* The two-step MLP into act.i [1, I] ad: fused, RMSNORM_SWIGLU tiles (norm, gate/up, SiLU * up);
+   spec, hn.i [1, H] = RMSNORM(h), gate.i and up.i [1, I] GEMV tiles, SILU_MUL. Then x.(i+1) =
+   h + down tiles. Returns the counter that marks x.(i+1) complete (its producers in *n_d), or -1. */
+AMK__FN int amk__lb_mlp_two_steps(amk__lb *b, amk__lb_layer *ly, int *n_d) {
+    const int H = b->c->hidden, I = b->c->intermediate, i = ly->i, ad = b->o.act_dtype;
+    int a = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "act.%d", i), c_a, n_a, ins[4];
+    if (b->plan.fused) {
+        c_a = amk_program_add_counter(b->p, "gate/up tiles");
+        ins[0] = ly->h; ins[1] = ly->w_fn; ins[2] = ly->w_g; ins[3] = ly->w_u;
+        n_a = amk__lb_tiles(b, AMK_OP_RMSNORM_SWIGLU, ins, 4, 2, a, c_a, I, H, amk__lb_tile_rows(I, b->o.num_sms),
+                            &ly->c_o, &ly->n_o, 1, 0, "gate/up", i);
+        if (n_a < 0) return -1;
+    } else {
+        int hn = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "hn.%d", i);
+        int g = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "gate.%d", i);
+        int u = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "up.%d", i);
+        int c_n2 = amk_program_add_counter(b->p, "ffn norm"), c_g, c_u, n_g, n_u, wc[2], wn[2], rows;
+        char label[64];
+        c_g = amk_program_add_counter(b->p, "gate tiles"); c_u = amk_program_add_counter(b->p, "up tiles");
+        c_a = amk_program_add_counter(b->p, "silu mul");
+        snprintf(label, sizeof label, "L%d ffn_norm", i);
+        amk__lb_rmsnorm(b, ly->h, ly->w_fn, hn, c_n2, ly->c_o, ly->n_o, label);
+        rows = amk__lb_tile_rows(2LL * I, b->o.num_sms);
+        n_g = amk__lb_gemv(b, hn, ly->w_g, g, c_g, I, H, rows, c_n2, 1, "gate", i);
+        n_u = amk__lb_gemv(b, hn, ly->w_u, u, c_u, I, H, rows, c_n2, 1, "up", i);
+        if (n_g < 0 || n_u < 0) return -1;
+        wc[0] = c_g; wc[1] = c_u; wn[0] = n_g; wn[1] = n_u;
+        ins[0] = g; ins[1] = u;
+        snprintf(label, sizeof label, "L%d silu_mul", i);
+        amk__lb_task(b, AMK_OP_SILU_MUL, ins, 2, a, c_a, wc, wn, 2, 0, label);
+        n_a = 1;
+    }
+    return amk__lb_proj_residual(b, a, ly->w_dn, ly->h, ly->xo, H, I, &c_a, &n_a, 1, "down", i, n_d);
+}
+
+/* A layer's MLP half, x.(i+1) = h.i + MLP(norm(h.i)), in one step or two; x.(i+1) is then the
+   next layer's input (b->x, b->cx/n_cx). Returns 0, or -1. */
+AMK__FN int amk__lb_mlp_half(amk__lb *b, amk__lb_layer *ly) {
+    int n_d, c_d = b->plan.accum ? amk__lb_mlp_one_step(b, ly, &n_d) : amk__lb_mlp_two_steps(b, ly, &n_d);
+    if (c_d < 0) return -1;
+    b->x = ly->xo;
+    b->cx = c_d;
+    b->n_cx = n_d;
+    b->qkv_prev = ly->qkv;
+    return 0;
+}
+
+/* The argmax of logits [1, V] F32 into next (I32 [1], signalling c_s) after the n_lm LM-head tiles
+   of c_lm, the program's last tasks: with AMK's opcodes each tile's (max, index) pair into
+   argmax.partials and one ARGMAX_COMBINE (AMK_LLAMA_HEAD_ARGMAX), or ARGMAX_PARTIAL tasks over
+   slices of the logits first; spec, SAMPLE_ARGMAX. Returns 0, or -1. */
+AMK__FN int amk__lb_argmax(amk__lb *b, int logits, int next, int c_s, int c_lm, int n_lm) {
+    amk_program *p = b->p;
+    const int V = b->c->vocab;
+    if (b->plan.fused && AMK_LLAMA_HEAD_ARGMAX) {
+        int parts = amk__lb_buf(b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 2 * (int64_t)n_lm, 0, 2, NULL,
+                                "argmax.partials");
+        int k, t0 = p->n_tasks - n_lm;
+        for (k = 0; k < n_lm; k++) {
+            if (amk__lb_add_output(b, t0 + k, parts) < 0) return -1;
+            amk_task_set_int(p, t0 + k, "flags", AMK_GEMV_FLAG_ARGMAX);
+            amk_task_set_int(p, t0 + k, "part", k);
+        }
+        amk__lb_task(b, AMK_OP_ARGMAX_COMBINE, &parts, 1, next, c_s, &c_lm, &n_lm, 1, 0, "argmax");
+    } else if (b->plan.fused) { /* why: one SM reads Llama-3's 0.5 MB of logits at ~22 GB/s (23 us); spread, 4 + 2 us
+                                   and one more hop (bench/RESULTS.md run 42) */
+        const int64_t np0 = (V + 1023) / 1024 < b->o.num_sms ? (V + 1023) / 1024 : b->o.num_sms;
+        const int64_t chunk = (V + np0 - 1) / np0, np = (V + chunk - 1) / chunk;
+        int parts = amk__lb_buf(b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, 2 * np, 0, 2, NULL, "argmax.partials");
+        int c_p = amk_program_add_counter(p, "argmax partials"), n_p = (int)np, t;
+        int64_t k;
+        for (k = 0; k < np; k++) {
+            const int64_t off = k * chunk, nt = V - off < chunk ? V - off : chunk;
+            char label[64];
+            snprintf(label, sizeof label, "argmax[%lld:%lld]", (long long)off, (long long)(off + nt));
+            t = amk__lb_task(b, AMK_OP_ARGMAX_PARTIAL, &logits, 1, parts, c_p, &c_lm, &n_lm, 1, nt * 4, label);
+            if (t < 0) return -1;
+            amk_task_set_int(p, t, "n_off", off);
+            amk_task_set_int(p, t, "N_tile", nt);
+            amk_task_set_int(p, t, "part", k);
+        }
+        amk__lb_task(b, AMK_OP_ARGMAX_COMBINE, &parts, 1, next, c_s, &c_p, &n_p, 1, 0, "argmax");
+    } else {
+        amk__lb_task(b, AMK_OP_SAMPLE_ARGMAX, &logits, 1, next, c_s, &c_lm, &n_lm, 1, 0, "argmax");
+    }
+    return 0;
+}
+
+/* The head: logits [1, V] F32 = lm_head [V, H] wd (the embedding when tied) @ RMSNORM(x.L) (fused:
+   RMSNORM_GEMV tiles; spec: x.final [1, H] ad, then GEMV tiles), then next_token = argmax.
+   Returns 0, or -1. */
+AMK__FN int amk__lb_head(amk__lb *b) {
+    const int H = b->c->hidden, V = b->c->vocab, L = b->c->n_layers;
+    int w_norm = amk__lb_buf(b, AMK_KIND_WEIGHT, AMK_DTYPE_F32, H, 0, 0, 1, "model.norm.weight", "model.norm.weight");
+    int logits = amk__lb_buf(b, AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 1, V, 0, 2, NULL, "logits");
+    int next = amk__lb_buf(b, AMK_KIND_IO_OUTPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "next_token");
+    int c_lm = amk_program_add_counter(b->p, "lm head tiles");
+    int c_s = amk_program_add_counter(b->p, "argmax"), n_lm, rows = amk__lb_tile_rows(V, b->o.num_sms);
+    int lm_w = b->c->tie_embeddings ? b->embed
+             : amk__lb_buf(b, AMK_KIND_WEIGHT, b->o.weight_dtype, V, H, 0, 2, "lm_head.weight", "lm_head.weight");
+    if (b->plan.fused) {
+        int ins[3];
+        ins[0] = b->x; ins[1] = w_norm; ins[2] = lm_w;
+        n_lm = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV, ins, 3, 1, logits, c_lm, V, H, rows, &b->cx, &b->n_cx, 1, 0,
+                             "lm_head", L);
+    } else {
+        int xf = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, 1, H, 0, 2, NULL, "x.final");
+        int c_fn = amk_program_add_counter(b->p, "final norm");
+        amk__lb_rmsnorm(b, b->x, w_norm, xf, c_fn, b->cx, b->n_cx, "final norm");
+        n_lm = amk__lb_gemv(b, xf, lm_w, logits, c_lm, V, H, rows, c_fn, 1, "lm_head", L);
+    }
+    if (n_lm < 0) return -1;
+    return amk__lb_argmax(b, logits, next, c_s, c_lm, n_lm);
+}
+
+AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_build_opts *opts,
+                                   amk_program **out, amk_diag *d) {
+    amk__lb b;
+    amk_result r;
+    int i;
+    *out = NULL;
+    memset(&b, 0, sizeof b);
+    if (opts) b.o = *opts; else amk_llama_build_opts_default(&b.o);
+    if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no config");
+    b.c = c;
+    r = amk__lb_decide(&b, d);
+    if (r != AMK_OK) return r;
+    b.p = amk_program_create();
+    if (!b.p) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    b.h_next = b.qkv_prev = -1;
+    amk__lb_meta(&b);
+    amk__lb_embed(&b); /* x.0 = embed[token] */
+    for (i = 0; i < c->n_layers; i++) {
+        amk__lb_layer ly;
+        amk__lb_layer_buffers(&b, &ly, i);
+        if (amk__lb_attention_half(&b, &ly) < 0) goto fail; /* h.i = x.i + O(attention(x.i)) */
+        if (amk__lb_mlp_half(&b, &ly) < 0) goto fail;       /* x.(i+1) = h.i + MLP(h.i) */
+    }
+    if (amk__lb_head(&b) < 0) goto fail; /* next_token = argmax(lm_head(norm(x.L))) */
+    if (b.p->build_error != AMK_OK) {
+        r = b.p->build_error;
+        amk_program_free(b.p);
         return amk__fail(d, r, "llama build: %s", amk_result_str(r));
     }
-    *out = p;
+    *out = b.p;
     return AMK_OK;
 fail:
-    amk_program_free(p);
+    amk_program_free(b.p);
     return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "llama build: out of memory");
 }
 
