@@ -25,24 +25,32 @@
      SentencePiece tokenizers, architectures other than Llama, a warp-specialised weight
      loader on the GPU (see bench/RESULTS.md for where the time goes).
 
-   LAYERS (one stb-style header each, in the order data flows; each includes the one before it
-   and calls only the layers below it; amk.h includes them all)
-     amk_ir.h        the IR and the on-device ABI (plain PODs, shared with the device)
+   LAYERS (one stb-style header each, with its own manual at its top, in the order data flows;
+   each includes the one before it and calls only the layers below it; amk.h includes them all)
+     amk_ir.h        the IR and the on-device ABI (plain PODs, shared with the device), and the
+                     op table
      amk_core.h      results and diagnostics, allocation, checked sizes, strings, dtypes, files,
-                     the strict JSON reader every parser uses          >>config >>api >>impl_common
+                     the strict JSON reader every parser uses
      amk_program.h   the program data model, building programs in code, the op registry, the
-                     program file (spec §6)                            >>ir >>json >>impl_program
+                     program file (spec §6)
      amk_validate.h  what each opcode accepts, validation (spec §3), counter simulations,
-                     lowering (spec §5)               >>validate >>lower >>impl_opshape >>impl_lower
-     amk_refvm.h     the reference VM, the conformance oracle          >>refvm >>impl_refvm
-     amk_model.h     GGUF, safetensors, config.json                    >>gguf >>safetensors >>model
-     amk_tok.h       the byte-level BPE tokenizer                      >>tokenizer
-     amk_cuda.h      the CUDA runtime (driver API)                     >>cuda >>impl_cuda
-     amk_arch.h      the model builders: a Llama decode step           >>llama >>impl_llama
-     amk_llm.h       the generation API over a backend, sampling       >>impl_llm
+                     lowering (spec §5)
+     amk_refvm.h     the reference VM, the conformance oracle
+     amk_model.h     GGUF, safetensors, config.json
+     amk_tok.h       the byte-level BPE tokenizer
+     amk_cuda.h      the CUDA runtime (driver API)
+     amk_arch.h      the model builders: a Llama decode step
+     amk_llm.h       the generation API over a backend (reference VM or CUDA), sampling
    Beside the layers, shared with the device (amk_cuda.h includes them): amk_tune.h, every tuning
    knob of host and device in one table; amk_plan.h, the rules by which both size an
-   instruction's shared memory.
+   instruction's shared memory. Each header's sections are under searchable >>tag banners.
+
+   THE OP TABLE
+     amk_ir.h's AMK_OPS declares every opcode once: code, name, arity, required params, write
+     semantics, the validator's region function, and the names of its check (amk_validate.h),
+     reference (amk_refvm.h) and device (amk_ops.cuh) functions. The enum, the registry and JSON
+     names, and every dispatch come from it: an op lives in its row, those three functions and
+     its tests.
 
    CONFIG
      | macro                   | default                | where                                 |
