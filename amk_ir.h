@@ -10,8 +10,10 @@
 
 #include <stdint.h>
 
-/* The ABI alone: the tuning knobs are amk_tune.h's, and the rules by which host and device size
-   an instruction's shared memory are amk_plan.h's. */
+/* The ABI alone, and the op table whose codes it fixes (the table's other columns name the host's
+   and the device's functions of each op; the device reads only its own). The tuning knobs are
+   amk_tune.h's, and the rules by which host and device size an instruction's shared memory are
+   amk_plan.h's. */
 
 /* ---- versions (spec §6, §8) ---------------------------------------------------------------- */
 #define AMK_IR_VERSION        "0.2.0" /* on-disk JSON format; a major mismatch is rejected */
