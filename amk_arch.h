@@ -525,10 +525,9 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     pl->set_y = pl->set_z = 0;
     if (pl->ao && AMK_LLAMA_SM_SETS) amk__lb_sm_sets(b);
     /* a Q/K/V tile's rows, with the sets one a set-Y SM (above). why two thirds of the SMs with
-       ATTENTION_O (a tiny model's step): SmolLM2's 80 Q/K/V tiles of 12 rows made the step ~1%
-       faster than 120 of 8 (bench/RESULTS.md run 205; 60 of 16 the same): the tiles start closer
-       together, and the attention tasks find more SMs idle. With AMK's opcodes even: RoPE pairs
-       (2i, 2i+1) stay inside one tile */
+       ATTENTION_O (a tiny model's step): fewer, larger tiles (SmolLM2: 80 of 12 rows) start closer
+       together, and the attention tasks find more SMs idle (bench/RESULTS.md run 205). With AMK's
+       opcodes even: RoPE pairs (2i, 2i+1) stay inside one tile */
     if (!pl->set_y) {
         pl->qkv_rows = amk__lb_tile_rows(pl->q_rows + 2 * pl->kv_rows, pl->ao ? (o->num_sms * 2 + 2) / 3 : o->num_sms);
         if (pl->fused) pl->qkv_rows += pl->qkv_rows % 2;
@@ -732,7 +731,7 @@ AMK__FN int amk__lb_fills(amk__lb *b, amk__lb_layer *ly, int c_att, int wc, int 
     if (pl->accum) {
         /* x.(i+1) starts at 0. why beside attention: its few tasks leave most SMs idle, and
            an SM runs its queue in list order, so the FILL also precedes any O tile there
-           (queued behind one, it delayed the MLP: bench/RESULTS.md run 147). With
+           (queued behind one, it delays the MLP: bench/RESULTS.md run 147). With
            ATTENTION_O it counts with those tasks, so the MLP tiles wait on one counter */
         ly->c_f = pl->ao ? c_att : amk_program_add_counter(b->p, "residual start");
         snprintf(label, sizeof label, "L%d residual start", i);
@@ -782,7 +781,7 @@ AMK__FN int amk__lb_attention_half(amk__lb *b, amk__lb_layer *ly) {
         ly->c_o = c_att;
         ly->n_o = n_att + ly->n_fill;
     } else { /* with the one-step MLP the O tiles also wait for the FILL, first, so the MLP tiles
-         need only theirs. why: the MLP's extra counter cost its start two L2 round trips after
+         need only theirs. why: the MLP's extra counter costs its start two L2 round trips after
          the O tiles' end (bench/RESULTS.md run 152); the O tiles pass it while attention runs */
         int owc[2], own[2], nwt = 0;
         if (pl->accum) { owc[nwt] = ly->c_f; own[nwt++] = 1; }

@@ -655,9 +655,8 @@ AMK__FN int64_t amk__cuda_ring_bytes(const amk_program *p, const amk_task *t, in
 /* The dynamic shared memory task t would like: its fastest path, never less than
    amk__cuda_smem_least (the device ops adapt to anything in between). why not always the opt-in
    maximum: shared memory and L1 share one 256 KB array a SM, so every byte asked for leaves less
-   L1 (the driver picks the configuration; the L1 size is not read back); with this rule the
-   decode step at context 128 ran 1.5% (Llama-3-8B) and 1.2% (Llama-3.2-1B) faster than with the
-   maximum (bench/RESULTS.md runs 81-82). */
+   L1 (the driver picks the configuration; the L1 size is not read back); this rule makes the
+   decode step faster than the maximum does (bench/RESULTS.md runs 81-82). */
 AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int threads) {
     const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0), least = amk__cuda_smem_least(t, threads);
     switch (t->op) {
@@ -1631,8 +1630,7 @@ AMK__FN amk_result amk__cuda_report_stuck(amk_cuda *c, double timeout_ms, amk_di
    launch. *prog gets the launch's parameters. The launch counts as unfinished until
    amk__cuda_complete sees it end cleanly. why epochs, not a memset before every launch (spec §8:
    host-memset 0; the issue allows an epoch scheme): the memset is one more small operation on the
-   stream before every step: with it SmolLM2's step was ~1-1.5 us slower (bench/RESULTS.md runs 236
-   and 238; 1B and 8B inside the spread; the harness resolves ~0.5%, run 244) */
+   stream before every step, which a small model's short step feels (bench/RESULTS.md run 238) */
 #define AMK__CUDA_EPOCH_MAX (1u << 30)
 AMK__FN amk_result amk__cuda_launch(amk_cuda *c, amk_program_t *prog, int steps, amk_diag *d) {
     const size_t status_bytes = (size_t)AMK_VM_STATUS_WORDS(c->num_sms) * 4;

@@ -182,8 +182,8 @@ AMK__FN int amk__mass_prefix(const int *h, const float *p, int k, double thr, do
     return i;
 }
 
-/* why no full sort: sorting SmolLM2's 49152 logits every token cost 5.2 ms a draw (sampled
-   generation at ~100 tok/s, bench/RESULTS.md run 73). Without top-k/top-p the draw walks the probabilities
+/* why no full sort: sorting SmolLM2's 49152 logits every token costs milliseconds a draw
+   (bench/RESULTS.md run 73). Without top-k/top-p the draw walks the probabilities
    in vocabulary order, O(n); top-k takes the k best logits with a k-heap, O(n log k), and exp()
    of those only; top-p alone first tries the best 256 (a peaked distribution stops there), else
    pops a heap of the whole vocabulary until the kept mass reaches p, O(n + kept log n). Each
@@ -683,8 +683,7 @@ AMK__FN amk_result amk__llm_weight_f32(amk_llm *m, const char *name, float *dst,
 /* r_j[0..F) += a_j * b[0..F) for the four rows r_j: the inner loop of amk__llm_fold_rows. why
    restrict rows and a fixed chunk of 16: GCC -O2 vectorises only a loop that needs no aliasing
    check and whose trip count is a multiple of the vector width; four rows at a time so each row of
-   b read serves four sums. SmolLM2's 0.85 G multiply-adds a layer take 0.064 s so (a plain loop
-   over f 0.23 s, unvectorised; two rows or eight at a time were slower when vectorised). */
+   b read serves four sums. SmolLM2's 0.85 G multiply-adds a layer take 0.064 s so. */
 AMK__FN void amk__axpy4(float *AMK__RESTRICT r0, float *AMK__RESTRICT r1, float *AMK__RESTRICT r2,
                         float *AMK__RESTRICT r3, const float *AMK__RESTRICT b, float a0, float a1, float a2,
                         float a3, int64_t F) {

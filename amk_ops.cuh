@@ -74,10 +74,9 @@ static __device__ __forceinline__ uint32_t amk_ptx_ld_relaxed_gpu(const uint32_t
 }
 
 /* why: the one acquire after a successful poll, a load of the counter again: it compiles to a
-   strong load and an L1 invalidate, where fence.acq_rel.gpu after the poll compiled to MEMBAR.ALL.GPU
-   as well, which cost ~0.4 us a hop (bench/RESULTS.md run 69). Orders every later load of the
-   block's thread 0 (and, through the following bar.sync, of the block) after the producers'
-   release. sm_70+. */
+   strong load and an L1 invalidate, where fence.acq_rel.gpu after the poll compiles to MEMBAR.ALL.GPU
+   as well (bench/RESULTS.md run 69). Orders every later load of the block's thread 0 (and, through
+   the following bar.sync, of the block) after the producers' release. sm_70+. */
 static __device__ __forceinline__ uint32_t amk_ptx_ld_acquire_gpu(const uint32_t *p) {
     uint32_t v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -85,9 +84,9 @@ static __device__ __forceinline__ uint32_t amk_ptx_ld_acquire_gpu(const uint32_t
 }
 
 /* why: a task's signal as one release add: it orders the block's output stores (made visible to
-   thread 0 by the barrier before it) before the increment, like __threadfence() + atomicAdd did,
-   but without the fence's L1 invalidate (CCTL.IVALL after MEMBAR.SC.GPU): SmolLM2 -1.8%
-   (bench/RESULTS.md run 75). sm_70+. */
+   thread 0 by the barrier before it) before the increment, as __threadfence() + atomicAdd would,
+   but without the fence's L1 invalidate (CCTL.IVALL after MEMBAR.SC.GPU; bench/RESULTS.md run 75).
+   sm_70+. */
 static __device__ __forceinline__ void amk_ptx_red_release_gpu_add(uint32_t *p, uint32_t v) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
@@ -254,7 +253,7 @@ static __device__ __forceinline__ void amk_ptx_wgmma_m64n64k16(float *d, uint64_
 }
 
 /* why: the VM runs every op inside one persistent loop; values derived from threadIdx.x (the
-   lane, lane + 32t, divisions by blockDim.x) were hoisted out of that loop by the compiler and
+   lane, lane + 32t, divisions by blockDim.x) are hoisted out of that loop by the compiler and
    held in registers across every op, at the VM's 128-register cap. A volatile read cannot be
    hoisted, so an op's thread-derived values live only in that op. Each call is one S2R; the big
    ops read them once into locals, AMK_OPS_TID/NT re-read them per use (a loop step). sm_20+. */
@@ -306,10 +305,9 @@ static __device__ __forceinline__ uint32_t amk_ptx_dynamic_smem_size(void) {
 #define AMK_OPS_WARP 32
 
 /* E4M3FN (no infinity, 0x7F/0xFF are NaN), as amk_f8e4m3_to_f32 on the host. why __noinline__
-   (and for amk_float_to_minifloat): amk_load and amk_store are inlined at every call, and their
-   FP8 cases were ~150 KB of the VM's code, laid between the instructions of the hot paths
-   (bench/RESULTS.md run 21: with the one-copy GEMV loop, SmolLM2 -2.4%; run 26: total code size
-   alone did not matter). FP8 elements are rare here. */
+   (and for amk_float_to_minifloat): amk_load and amk_store are inlined at every call, and
+   inlined FP8 cases would lay ~150 KB of code between the instructions of the VM's hot paths
+   (bench/RESULTS.md run 21). FP8 elements are rare here. */
 static __device__ __noinline__ float amk_f8e4m3_to_float(uint32_t v) {
     uint32_t e = (v >> 3) & 15u, m = v & 7u;
     float r;
@@ -522,7 +520,7 @@ static_assert(offsetof(amk_op_ctx, in) == offsetof(amk_vm_ctx_t, in) &&
    The VM hands an instruction to its op before the instruction's waits are met. The op first does
    what needs no input data (its parameters, pointers and loop bounds from the shared-memory copy
    of the instruction), then calls amk_op_go, which waits for the counters; only then does it read
-   its inputs. why: a GEMV tile's setup was ~1 us of dependent scalar instructions on SmolLM2
+   its inputs. why: a GEMV tile's setup is ~1 us of dependent scalar instructions on SmolLM2
    (bench/NOTES.md session "setup"), on the critical path after every hop; before the wait it
    runs while the block waits anyway. Ops that do not split call nothing: the dispatcher calls
    amk_op_go before them (with AMK_VM_EARLY_SETUP 0, before every op). Every path of an
@@ -574,7 +572,7 @@ static __device__ __forceinline__ int amk_op_go(amk_op_ctx *c) {
 
 /* The block's helper thread, for work beside thread 0's polling (the VM's L2 prefetch, an op's
    bulk copy before its wait): 32, outside warp 0, or 1 in a block of one warp. why a macro, not a
-   variable: held across an op, it took the VM from 126 to 128 registers */
+   variable: a variable is held across an op, in registers the VM (at its 128 cap) lacks */
 #define AMK_AUX_TID_OF(nt) ((nt) > 32 ? 32 : 1) /* in a block of nt threads */
 #define AMK_AUX_TID AMK_AUX_TID_OF(amk_ntid())
 
@@ -612,8 +610,8 @@ static __device__ void amk_op_fail(amk_op_ctx *c, int code, int64_t value) {
     c->error = 1;
 }
 
-/* why: inlined into the VM's switch. __noinline__ was tried: the call ABI's saved registers
-   spilled in every op at the 1024-thread cap (64 registers), so the VM caps blocks at 512. */
+/* why inlined into the VM's switch: out of line, the call ABI's saved registers spill in every op
+   at the 1024-thread cap (64 registers); the VM caps blocks at 512. */
 #define AMK_OP_FN static __device__
 
 #define AMK_OPS_TID ((int64_t)amk_tid())
@@ -690,8 +688,8 @@ AMK_OP_FN void amk_op_fill(amk_op_ctx *c, float *smem) {
 /* EMBED: out[r, :] = table[ids[r], :]; an id outside [0, V) is a run-time error. Each row's id
    is read once, then the row is copied in 16-byte pieces when table and out have one dtype and a
    row is a whole number of pieces (the decode step: a bf16 row of H = 2048 is one piece a thread
-   at 512 threads). why: an id load before every element's load made the step's first op a chain
-   of 2 round trips an element a thread (7.9 us for Llama-3.2-1B, bench/RESULTS.md run 58). */
+   at 512 threads). why: an id load before every element's load would make the step's first op a
+   chain of 2 round trips an element a thread (bench/RESULTS.md run 58). */
 AMK_OP_FN void amk_op_embed(amk_op_ctx *c, float *smem) {
     (void)smem;
     const amk_buffer_t *ids = &c->in[0], *tab = &c->in[1], *o = &c->out[0];
@@ -877,7 +875,7 @@ static __device__ __forceinline__ float amk_q_dequant(float q, const amk_buffer_
 /* xs[i] = x[base + i] for i < n (times w[i], a K-element vector, when w is given): f32/bf16 x
    (with an f32 w) in 16-byte loads of 8 contiguous elements a thread, other dtypes 8 loads in
    flight per thread (why: a tile's x staging sits on its critical path; one element at a time it
-   cost a load latency per element a thread staged: 8 for K = 4096, 28 for 14336). Returns the
+   costs a load latency per element a thread stages: 8 for K = 4096, 28 for 14336). Returns the
    thread's sum of x^2 over the elements it staged. The caller syncs before reading xs. */
 #define AMK_STAGE_ILP 8
 static __device__ __forceinline__ float amk_stage_x(float *xs, const amk_buffer_t *x, int64_t base, int64_t n,
@@ -886,8 +884,7 @@ static __device__ __forceinline__ float amk_stage_x(float *xs, const amk_buffer_
     float ss = 0.0f;
     /* why: 8 contiguous elements a thread in 16-byte loads: a row of K = 4096 in one round of loads
        at 512 threads, where the strided path below takes a round per 8 elements a thread (on the
-       H100 under a saturated memory system a round cost about 2 us: bench/RESULTS.md, the
-       weight-ring experiment) */
+       H100 under a saturated memory system a round takes about 2 us) */
     if ((x->dtype == AMK_DTYPE_F32 || x->dtype == AMK_DTYPE_BF16) && (!w || w->dtype == AMK_DTYPE_F32) &&
         base % 8 == 0 && n % 8 == 0) {
         for (int64_t i0 = tid * 8; i0 < n; i0 += nt * 8) {
@@ -1078,8 +1075,8 @@ static __device__ __forceinline__ void amk_mma_epilogue(amk_op_ctx *c, const flo
 
 /* Rows [m_begin, m_end) of a GEMV/GEMM tile on the tensor cores; returns 0, having done nothing,
    when the operands or the shared memory do not suit (the rows path then runs). why __noinline__:
-   one copy out of the VM's op loop, so the decode GEMVs' code stays as it was (bench/RESULTS.md
-   run 36: inlined, SmolLM2's step was 1.5% slower). */
+   one copy out of the VM's op loop, so it does not move the decode GEMVs' code (bench/RESULTS.md
+   run 36). */
 static __device__ __noinline__ int amk_gemm_mma(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
     const int stages = amk_mma_stages(c, amk_gemv_quant(c));
     const amk_params_t *P = &c->ins.params;
@@ -1389,15 +1386,14 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
    min(kv_start + kv_len, pos + 1)), chunk by chunk of C rows. Each chunk costs one load round
    trip: every thread issues its 16-byte pieces of the chunk's K and V rows at once (cp.async into
    shared memory, no registers held), then scores, softmax and P.V run from shared memory.
-   why: decode attention is tiny and latency-bound. The flash loop per warp (ATTENTION_TILE's)
-   waited a load latency per 32-key block and per few V rows: ~11 us for 17 keys on SmolLM2 and
-   ~18 on Llama-3-8B (bench/RESULTS.md run 12). Layout: AMK_ATTN_DECODE_SMEM (amk_plan.h). Rows
-   keep the cache dtype (F32/F16/BF16 whose rows are whole 16-byte pieces), else are converted to
-   F32; each row is padded by 16 bytes so the threads that score one key each read distinct
-   banks. Per pass of up to AMK_ATTN_GH query heads of one kv head: thread groups of kpt lanes
-   score a key for all the pass's heads; warp h runs head h's online softmax over the chunk; KG
-   groups of threads accumulate p.V over keys kg, kg + KG, ... (a thread two dims of every head)
-   and the groups' sums meet in shared memory at the end. */
+   why: decode attention is tiny and latency-bound, and a flash loop per warp (ATTENTION_TILE's)
+   waits a load latency per 32-key block and per few V rows (bench/RESULTS.md run 12). Layout:
+   AMK_ATTN_DECODE_SMEM (amk_plan.h). Rows keep the cache dtype (F32/F16/BF16 whose rows are whole
+   16-byte pieces), else are converted to F32; each row is padded by 16 bytes so the threads that
+   score one key each read distinct banks. Per pass of up to AMK_ATTN_GH query heads of one kv head:
+   thread groups of kpt lanes score a key for all the pass's heads; warp h runs head h's online
+   softmax over the chunk; KG groups of threads accumulate p.V over keys kg, kg + KG, ... (a thread
+   two dims of every head) and the groups' sums meet in shared memory at the end. */
 
 /* sc[h] += q[h, vi*VECE + e] * k[e] for the key row krow (shared memory), over the row's vectors
    vi = sub, sub + kpt, ...; LOAD fills k_[VECE] (VECE 4 or 8) from vector vi. q is read four
@@ -1463,9 +1459,8 @@ static __device__ __forceinline__ void amk_attn_mma_stage_q(unsigned char *qs, c
    done) for any other task, or when shared memory holds fewer than 16 rows; the CUDA-core path
    below then runs it (the host's amk__cuda_attn_mma mirrors the first test to size the launch's
    shared memory). why: the CUDA-core path's scores, softmax and p.V are three block-wide
-   steps, each reading q or the scores from shared memory per key: ~3.6 us of Llama-3.2-1B's 6.3
-   us attention task at 129 keys (bench/RESULTS.md run 102); here the task takes 5.3 us, the step
-   1B -0.8%, SmolLM2 -2.2%, 8B -0.3% (run 108). A warp takes 16 keys at a time
+   steps, each reading q or the scores from shared memory per key: over half of a decode attention
+   task (bench/RESULTS.md run 102). A warp takes 16 keys at a time
    (groups gi = warp, warp + warps, ...): scores = q . K^T on the tensor cores (16 query-head rows,
    the rows past the pass's heads zero), its softmax over the 16 keys in registers (m, l), p . V
    on the tensor cores with p split into three bf16 terms (hi + mid + lo: ~24 bits, so the sums
@@ -1812,8 +1807,8 @@ static __device__ __forceinline__ void amk_attn_decode_cc(amk_op_ctx *c, float *
 static __device__ float amk_rope_inv_freq(const amk_params_t *P, int i) {
     const float e = (float)(2 * i) / (float)P->head_dim;
     /* why exp2(e*log2(theta)), not pow: the same double accuracy for these arguments (an error
-       near 1e-15, far below fp32's rounding step) and a fraction of pow's latency; the RoPE
-       tiles' epilogue waited ~2.5 us for pow (H100 probe, bench/NOTES.md) */
+       near 1e-15, far below fp32's rounding step) and a fraction of pow's latency, which the RoPE
+       tiles' epilogue waits for (bench/NOTES.md) */
     float inv = 1.0f / (float)exp2((double)e * log2((double)P->theta));
     if (P->rope_factor > 0.0f) { /* llama3 scaling (REFERENCE.md §3.4), in fp32 */
         const float orig = (float)P->rope_orig_ctx, lo = P->rope_low_freq_factor, hi = P->rope_high_freq_factor;
@@ -1913,8 +1908,9 @@ static __device__ __forceinline__ uint32_t amk_stage_arm(const amk_op_ctx *c, ui
 /* Those rows into ws (all threads call it): one bulk copy by the helper thread on the VM's
    mbarrier, before the op's wait. Returns the parity of the copy's phase: every thread waits for
    it (amk_ptx_mbar_wait) before it reads ws, and the op ends with amk_rows_release (or a
-   barrier, then amk_rows_done), which counts the phase. why the VM's mbarrier: initialising one in the op (its release fence waited for
-   the thread's earlier stores) delayed the op's start by ~0.5 us (bench/RESULTS.md run 151) */
+   barrier, then amk_rows_done), which counts the phase. why the VM's mbarrier: initialising one in
+   the op delays the op's start (its release fence waits for the thread's earlier stores;
+   bench/RESULTS.md run 151) */
 static __device__ __forceinline__ uint32_t amk_rows_stage(const amk_op_ctx *c, char *ws, int64_t n0, int64_t wsb) {
     const uint32_t par = amk_stage_arm(c, (uint32_t)wsb);
     if (amk_tid() == AMK_AUX_TID) amk_ptx_bulk_copy_weights(ws, amk_rows_src(c, n0), (uint32_t)wsb, c->mbar);
@@ -1943,10 +1939,9 @@ static __device__ __forceinline__ void amk_rows_release(const amk_op_ctx *c, uin
    a multiple of 4; else one output a thread. The rows come from ws when staged (nonzero; ws then
    points into the block's shared memory), else from global memory. why staged, not ws != NULL: a
    lean caller's literal 1 leaves the rows' loads in the shared state space; chosen at run time
-   they were generic loads (bench/RESULTS.md run 295). why
-   inlined: out of line, ys and ws reached it as generic pointers (shared memory, not known to be),
-   and its loop took 0.8 us in an ATTENTION_O task of 8 rows, 1.1 in an RMSNORM_MLP tile of 12;
-   inlined, SmolLM2's step is 7% faster (bench/RESULTS.md runs 209-210) */
+   they are generic loads (bench/RESULTS.md run 295). why inlined: out of line, ys and ws reach it
+   as generic pointers (shared memory, not known to be), and its loop slows every ATTENTION_O and
+   RMSNORM_MLP task (bench/RESULTS.md runs 209-210) */
 static __device__ __forceinline__ void amk_rows_add(const amk_op_ctx *c, const float *ys, const char *ws, int staged,
                                                  int64_t m0, int mr, int64_t n0, int64_t nt, int ri) {
     const amk_buffer_t *Wd = &c->in[4], *o = &c->out[0];
@@ -2015,9 +2010,8 @@ static __device__ __forceinline__ float2 amk_attn_pre_trig(const amk_params_t *P
    publishes all of it. The pairs' cos and sin come from cs (written before the wait, early) or
    are computed here. why every load before anything waits for one (x's pieces unrolled, bad only
    guarding the stores), the trig before the wait, and the rms in one warp: each is a round trip
-   or a dependent chain on the path to the barrier that the staging needs anyway (the task took
-   5.6 us, against 3.3 unfolded, with x's pieces loaded one after another and the trig here:
-   bench/RESULTS.md run 290). */
+   or a dependent chain on the path to the barrier that the staging needs anyway (bench/RESULTS.md
+   run 290). */
 static __device__ __forceinline__ void amk_attn_prenorm(amk_op_ctx *c, unsigned char *ks, unsigned char *vs, float *qs, float *inv_s,
                                                      const float *cs, int early, int tma, uint32_t wpar, int64_t rowb,
                                                      int64_t r0, int64_t n, int64_t pos, int bad, int h0, int nh) {
@@ -2029,7 +2023,7 @@ static __device__ __forceinline__ void amk_attn_prenorm(amk_op_ctx *c, unsigned 
         const float *xp = (const float *)c->in[5].ptr;
         const int H = (int)c->in[5].numel, i = lane, on = 2 * i < hd;
         /* why unconditional (a lane past head_dim reads pair 0 and stores nothing): guarded, the
-           loads went out only after x's sum of squares, a second round trip (bench/RESULTS.md run 295) */
+           loads go out only after x's sum of squares, a second round trip (bench/RESULTS.md run 295) */
         const float2 kr = *(const float2 *)(qkv + (int64_t)(P->n_heads + g) * hd + 2 * (on ? i : 0));
         const float2 vr = *(const float2 *)(qkv + (int64_t)(P->n_heads + nkv + g) * hd + 2 * (on ? i : 0));
         float4 xv[AMK_LEAN_PPL];
@@ -2086,21 +2080,19 @@ static __device__ __forceinline__ void amk_attn_prenorm(amk_op_ctx *c, unsigned 
    of one of the task's heads (q and the rows staged in shared memory, the rows requested with
    the position), the block takes each head's max through a barrier, the keys' weights p go to
    shared memory, and a warp a dimension of the task sums p and p * V over the keys; then W_oT's
-   rows (staged before the wait) add in as the general path does. SmolLM2: the task 5.8 -> 4.2 us,
-   the step 0.584 -> 0.524 ms (bench/RESULTS.md runs 191 and 203). The launch's shared memory is
-   the general path's (the host sizes it); a task whose rows do not fit there takes the general
-   path. AMK_ATTN_LEAN 0 (amk_tune.h) turns the form off. Returns 0 (nothing done, before the
-   wait) for other tasks.
+   rows (staged before the wait) add in as the general path does (bench/RESULTS.md run 203). The
+   launch's shared memory is the general path's (the host sizes it); a task whose rows do not fit
+   there takes the general path. AMK_ATTN_LEAN 0 (amk_tune.h) turns the form off. Returns 0
+   (nothing done, before the wait) for other tasks.
    With AMK_ATTN_KV_TMA, a lean task whose context carries tensor maps of its caches (amk_vm_ctx_t
    kv_maps: the runtime sets them only with AMK_VM_HINT_KV_EARLY, the host's proof that no task of
    the step writes the cache rows below the position) copies its kv head's rows [kv_start,
    kv_start + kv_len) before its wait, two tensor copies from the helper thread on the op's
    mbarrier beside W_oT's rows, swizzled by 128 bytes (bf16, head_dim 64: a row is 128 bytes);
-   after the wait only row pos is read again over the copy's. why: the rows after the wait were
-   ~0.8 us of the task's ~3.9 (bench/RESULTS.md run 269); the position is not needed before the
+   after the wait only row pos is read again over the copy's. why: rows loaded after the wait are
+   a fifth of the task (bench/RESULTS.md run 269); the position is not needed before the
    wait (the rows past it are copied and not used), and one thread issues two copies, so nothing
-   queues behind thread 0's polls. SmolLM2: the task 3.9 -> 3.3 us, the step 0.3-1% faster
-   (bench/RESULTS.md runs 282, 284). Other tasks stage their rows by cp.async after the wait. */
+   queues behind thread 0's polls. Other tasks stage their rows by cp.async after the wait. */
 static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2];
@@ -2153,7 +2145,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
     const int early = pre & ((c->ins.hints & AMK_VM_HINT_KV_EARLY) != 0);
     float *cs = (float *)(ks + 2 * nr * rowb) + nh * hd + AMK_OPS_WARP + nh * n + AMK_ATTN_LEAN_DIMS + 4;
     /* and the position itself, into words 2 and 3 of the 1 / rms slot (inv_s below). why: read
-       after the wait it was a round trip on warp 0's path to the barrier (the wait's acquire
+       after the wait it is a round trip on warp 0's path to the barrier (the wait's acquire
        leaves no line of it in L1) */
     uint32_t *pos_s = (uint32_t *)cs - 2;
     if (early && (tid >> 5) == 1 && 2 * (tid & 31) < hd) {
@@ -2175,8 +2167,8 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         float *qs = (float *)(vs + nr * rowb), *rm = qs + nh * hd, *ps = rm + AMK_OPS_WARP, *a = ps + nh * n;
         float *inv_s = a + AMK_ATTN_LEAN_DIMS; /* PRENORM: x's 1 / rms */
         const int G = NT / nh, hh = tid >= G, j = tid - hh * G, lane = tid & 31, warp = tid >> 5;
-        /* why no division here: m / hd and m % hd a dimension on every thread put 2.3 us in the
-           softmax and p * V part, 1.0 without (bench/RESULTS.md runs 190-191) */
+        /* why no division here: m / hd and m % hd a dimension on every thread more than double
+           the softmax and p * V part (bench/RESULTS.md runs 190-191) */
         const int c0 = P->m_off - h0 * hd, b = hd - c0;
         const int64_t r0 = P->kv_start,
                       pos = early ? (int64_t)(((uint64_t)pos_s[1] << 32) | pos_s[0]) : amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
@@ -2244,7 +2236,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         /* a warp a dimension t (output m_off + t: head h0's column c0 + t below b, else h0 + 1's
            t - b): its lanes take every 32nd key, p and p * V, then two warp sums. why not each key's
            thread summing every dimension across its warp (8 warp sums a thread, then the warps'
-           partials): on all 16 warps, for ~5 warps of keys, that was ~1.3 us of the task's 4.9
+           partials): on all 16 warps, for ~5 warps of keys, that is a quarter of the task
            (bench/RESULTS.md runs 201-203) */
         for (int t = warp; t < M; t += NT >> 5) {
             const int th = t < b ? 0 : 1, col = th == 0 ? c0 + t : t - b;
@@ -2318,20 +2310,19 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
 }
 
 /* ---- the lean decode tiles: RMSNORM_GEMV and RMSNORM_MLP for one row of x with short rows -------
-   why: a tiny model's tiles (SmolLM2: Q/K/V 8 rows of K = 576, MLP 12 gate/up rows) were chains of
-   block-wide parts of ~1 us each whatever their work: x staged in shared memory and its block sum,
-   the rows from global memory, a RoPE pass (bench/NOTES.md session "early"). Here norm_w and the
-   tile's rows (RMSNORM_MLP: gate, up and W_downT's) go to shared memory with bulk copies before the
-   wait. After it only the warps with rows work: they stage x (F32) in shared memory together and
-   meet at a named barrier; then each sums x^2 itself (no block sum) and takes two rows.
-   RMSNORM_GEMV: two adjacent rows, so a RoPE pair (2i, 2i + 1) rotates in the warp, with the cos
-   and sin that one more warp computed while x was in flight; no pass or block barrier follows the
-   sums. RMSNORM_MLP: a gate row and its up row, then the block adds its share of down_proj as
-   amk_op_norm_gemv does. SmolLM2: Q/K/V tiles 3.9 -> 2.1 us, MLP tiles 5.4 -> 4.1, the step
-   0.644 -> 0.578 ms (bench/RESULTS.md run 182). Conditions: one row of x, K a multiple of 8 up to
-   128 * AMK_LEAN_PPL, bf16 W, F32 norm_w and x, F32 or bf16 out, the rows in the launch's shared
-   memory (the host sizes it: amk__cuda_lean_bytes). Returns 0 (nothing done, before the wait) for
-   any other tile. AMK_LEAN 0 (amk_tune.h) turns the form off. */
+   why: on the general path a tiny model's tiles (SmolLM2: Q/K/V 8 rows of K = 576, MLP 12 gate/up
+   rows) are chains of block-wide parts of ~1 us each whatever their work: x staged in shared memory
+   and its block sum, the rows from global memory, a RoPE pass (bench/NOTES.md session "early").
+   Here norm_w and the tile's rows (RMSNORM_MLP: gate, up and W_downT's) go to shared memory with
+   bulk copies before the wait. After it only the warps with rows work: they stage x (F32) in shared
+   memory together and meet at a named barrier; then each sums x^2 itself (no block sum) and takes
+   two rows. RMSNORM_GEMV: two adjacent rows, so a RoPE pair (2i, 2i + 1) rotates in the warp, with
+   the cos and sin that one more warp computes while x is in flight; no pass or block barrier
+   follows the sums. RMSNORM_MLP: a gate row and its up row, then the block adds its share of
+   down_proj as amk_op_norm_gemv does (bench/RESULTS.md run 182). Conditions: one row of x, K a
+   multiple of 8 up to 128 * AMK_LEAN_PPL, bf16 W, F32 norm_w and x, F32 or bf16 out, the rows in
+   the launch's shared memory (the host sizes it: amk__cuda_lean_bytes). Returns 0 (nothing done,
+   before the wait) for any other tile. AMK_LEAN 0 (amk_tune.h) turns the form off. */
 /* Named barriers: AMK_LEAN_BAR the RoPE warp's cos and sin, AMK_LEAN_BAR + 1 x staged by the row
    warps. why 5: 1-4 are the tensor-core GEMM's (amk_ptx_bar_warpgroup) */
 #define AMK_LEAN_BAR 5
@@ -2373,8 +2364,8 @@ static __device__ __forceinline__ float amk_store_f32_bf16(const amk_buffer_t *o
     return __bfloat162float(b);
 }
 /* The lean tile's layout and form, from the instruction (computed before the wait and again after
-   it: why twice, not kept: held across the wait, the values took registers the rows need, and
-   the VM spilled). */
+   it: why twice, not kept: held across the wait, the values take registers the rows need, and
+   the VM spills). */
 typedef struct amk_lean_t {
     int mlp, rope, kv_row, K, nrw, fold, F, b0, nb;
     int64_t nt, n_begin, N, rb, wsb, yso, nso, gso, wso, fso, bytes;
@@ -2441,7 +2432,7 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
     const int lane = amk_tid() & 31, warp = amk_tid() >> 5, k0 = 4 * amk_tid();
     /* why first, before the layout: x's loads and the position's go out at once, and the layout's
-       arithmetic runs while they are in flight (after them it cost ~0.3 us a tile, bench/RESULTS.md
+       arithmetic runs while they are in flight (after them it adds to every tile, bench/RESULTS.md
        run 213). The row warps' first piece of x goes to a register here, to shared memory below. */
     const int nrw0 = amk_lean_row_warps(c), K0 = P->K;
     const uint32_t flags = c->ins.op == AMK_OP_RMSNORM_MLP ? 0u : (uint32_t)P->flags;
@@ -2459,8 +2450,8 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
     const int bad = flags && amk_fused_pos_bad(o, kv_row, pos, N); /* the same for every thread */
     /* RoPE: warp nrw computes the cos and sin of the tile's pairs, a lane a pair, while the warps
        with rows wait for x (why not each warp its own: the double-precision trig beside x in
-       registers spilled, and on the path after the sums it cost ~0.6 us), and hands them over
-       through named barrier AMK_LEAN_BAR (arrive here, sync in the row warps) */
+       registers spills, and on the path after the sums it is latency every tile pays), and hands
+       them over through named barrier AMK_LEAN_BAR (arrive here, sync in the row warps) */
     if (rope && warp == nrw && !bad) { /* why not when bad: the row warps will not sync */
         for (int i = lane; i < nt / 2; i += 32) {
             const float ang = (float)pos * amk_rope_inv_freq(P, (int)(((n_begin + 2 * i) % P->head_dim) / 2));
@@ -2475,8 +2466,8 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
     }
     if (warp < nrw) { /* x into shared memory by the row warps together, each piece once (why not a copy
                          a warp, or x in registers: every SM reads the same lines of x, just summed
-                         at L2; a copy a warp by cp.async cost ~1 us more a tile, and x in
-                         registers took the VM past its 128) */
+                         at L2; a copy a warp by cp.async costs a tile more, and x in
+                         registers takes the VM past its 128) */
         if (k0 < K) *(float4 *)(xs + k0) = x0;
         for (int k = k0 + 4 * 32 * nrw; k < K; k += 4 * 32 * nrw) *(float4 *)(xs + k) = *(const float4 *)((const float *)x->ptr + k);
 #if AMK_NAMED_BARRIERS
@@ -2612,7 +2603,7 @@ static __device__ __forceinline__ void amk_warp_argmax(float *bv, int64_t *bi) {
 
 /* The block's best (bv, bi) by amk_argmax_merge, in thread 0's; all threads call it. why int
    in redi: indices below 2^31 here (rows of at most 2^31 columns). why warp 0 merges the warps'
-   results by shuffles: thread 0 alone merged them one after another, a dependent chain of 16
+   results by shuffles: thread 0 alone would merge them one after another, a dependent chain of 16
    shared-memory rounds at 512 threads */
 static __device__ __forceinline__ void amk_block_argmax(amk_op_ctx *c, float *bv, int64_t *bi) {
     const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
@@ -2641,13 +2632,12 @@ static __device__ __forceinline__ void amk_pair_store(const amk_buffer_t *pp, in
    (c->mbar[1 + s]); the first S go out before the wait. After the wait each warp loads x and
    norm_w into registers (x * norm_w, AMK_RING_VPL vectors of 8 a lane) and sums x^2 itself; then,
    round by round, each warp takes its row of the round's slot, the block meets, and the helper
-   thread refills the slot with the round S ahead. why: the general path's two rows a pass kept
-   ~37 KB of loads in flight a SM, and every warp waited its loads' latency each pass; SmolLM2's
-   head read 56 MB in ~34 us, against 18 us at the read ceiling; in the ring 23 us, the step 3.1%
-   faster (bench/RESULTS.md run 220). With AMK_GEMV_FLAG_ARGMAX each warp's lane 0 keeps the best
-   of its rows as stored, and the block's best goes to the partials (the LM head with its argmax:
-   no ARGMAX_PARTIAL phase after it). Returns 0 (nothing done, before the wait) for other tasks.
-   AMK_RING 0 (amk_tune.h) turns the form off. */
+   thread refills the slot with the round S ahead. why: the general path's two rows a pass keep
+   ~37 KB of loads in flight a SM, and every warp waits its loads' latency each pass, far from the
+   read ceiling on SmolLM2's head (bench/RESULTS.md run 220). With AMK_GEMV_FLAG_ARGMAX each warp's
+   lane 0 keeps the best of its rows as stored, and the block's best goes to the partials (the LM
+   head with its argmax: no ARGMAX_PARTIAL phase after it). Returns 0 (nothing done, before the
+   wait) for other tasks. AMK_RING 0 (amk_tune.h) turns the form off. */
 #if AMK_RING_SLOTS < 2 || AMK_RING_SLOTS > 8 /* why 8: the slots' parities travel as bits of one word */
 #error "AMK_RING_SLOTS must be 2..8"
 #endif
@@ -2750,9 +2740,8 @@ static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *s
 
 /* An ARGMAX tile's pairs on the general path: per row m of M, the max of its columns [n_off,
    n_off + N_tile) of out (rows of `last`) as stored, and the first index. why __noinline__: it
-   runs once a head tile, and kept out of line it leaves the general path's code (Llama's Q/K/V
-   tiles) as it was. (Llama-3.2-1B measured ~1% slower with it in line, bench/RESULTS.md run 239,
-   but two identical trees differed by as much in run 243: not a measured gain.) */
+   runs once a head tile, and out of line it does not move the general path's code (Llama's Q/K/V
+   tiles); the step's difference is inside the harness's spread (bench/RESULTS.md run 243). */
 static __device__ __noinline__ void amk_tile_pairs(amk_op_ctx *c, int64_t M, int64_t last) {
     const amk_buffer_t *o = &c->out[0];
     const int64_t n_begin = c->ins.params.n_off, n_end = n_begin + c->ins.params.N_tile;
@@ -2797,7 +2786,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
     int64_t m0, n, i;
 #if AMK_LEAN /* why after the setup above (the compiler sinks what the lean form does not use):
-                 called first, or from the dispatcher, it measured no faster (bench/RESULTS.md run 186) */
+                 called first, or from the dispatcher, it is no faster (bench/RESULTS.md run 186) */
     if (amk_norm_gemv_lean(c, smem)) return;
     if (mlp && ((uint32_t)P->flags & AMK_MLP_FLAG_FOLD)) { /* only the lean form folds (the host checks it) */
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, P->flags);

@@ -98,8 +98,8 @@ AMK__FN float *amk__refvm_floats(int64_t n) {
     return (float *)amk__malloc((size_t)n * sizeof(float));
 }
 
-/* amk_f16_to_f32 with the common case, a normal number, decoded inline. why: the generic decode
-   made F16 weights 5x slower than BF16 in GEMV. */
+/* amk_f16_to_f32 with the common case, a normal number, decoded inline. why: with the generic
+   decode F16 weights run 5x slower than BF16 in GEMV. */
 AMK__FN float amk__refvm_f16(uint16_t h) {
     uint32_t e = h & 0x7C00u;
     if (e == 0 || e == 0x7C00u) return amk_f16_to_f32(h); /* zero, subnormal, inf, NaN */

@@ -3010,15 +3010,15 @@ AMK__FN int amk__lower_is_onchip(const amk_program *p, int b) {
 /* sm[k] for the task at position k. explicit_sm is sm_of[original index] (explicit mode).
    load_balance balances each dependency level on its own (the level of a task is 1 + the deepest
    producer it waits on): tasks of one level run at about the same time, so each level's bytes
-   are what must spread evenly. why: balancing cumulative bytes over the whole program put up to
-   3 of one phase's GEMV tiles on one SM (that phase then took 3 tile times) to make up for an
+   are what must spread evenly. why: balancing cumulative bytes over the whole program puts up to
+   3 of one phase's GEMV tiles on one SM (that phase then takes 3 tile times) to make up for an
    earlier, larger phase. Within a level: the least level load, then the least total, then the
    lowest index; but among the SMs with that level load, one that already runs a task of the same
    opcode is taken when its total is at most max(the largest task so far, 1/8 of the chosen SM's
-   total) above the chosen SM's. why: an SM's first task of an opcode runs cold: Llama's decode
-   attention took ~10-12 us instead of ~6.5 on SMs new to it, and without this rule the per-layer
-   attention tasks moved to new SMs every layer (bench/RESULTS.md run 51: 1B -1.4%, SmolLM2
-   -1.8%). The bound keeps the totals within about one task of balanced. */
+   total) above the chosen SM's. why: an SM's first task of an opcode runs cold (Llama's decode
+   attention nearly twice as long on an SM new to it), and without this rule the per-layer
+   attention tasks move to new SMs every layer (bench/RESULTS.md run 51). The bound keeps the totals
+   within about one task of balanced. */
 AMK__FN amk_result amk__lower_assign(const amk_program *p, const int *order, const amk_config *c,
                                      int num_sms, const int *explicit_sm, int *sm, amk_diag *d) {
     int n = p->n_tasks, k, j, m = num_sms < n ? num_sms : n;

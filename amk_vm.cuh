@@ -49,7 +49,7 @@
    GEMV-family tile's first AMK_VM_PREFETCH_BYTES of weight rows, and a fused tile's norm weight).
    why from the host: worked out on the device from the instruction and the buffer table, they
    cost three dependent L2 round trips on a thread the block's barrier waits for, and a block
-   whose wait was met at once (the SM that finished a phase last) started late by that much. why
+   whose wait is met at once (the SM that finishes a phase last) starts late by that much. why
    not thread 0: it polls in amk_op_go, and the prefetch goes out earlier beside it
    (bench/RESULTS.md run 32). */
 static __device__ __forceinline__ void amk_vm_prefetch(const uint64_t *addr, const uint32_t *bytes) {
@@ -100,20 +100,20 @@ static __device__ __forceinline__ void amk_vm_wait_ctx(uint64_t *bar, int q, int
 
    Queue entry q runs in context slot q & 1. Its context (amk_vm_ctx_t, resolved by the host in
    queue order) arrives by one bulk copy that the block's last thread issued when entry q - 1
-   began, so an SM that finishes a phase last starts its next task from shared memory. why: such
-   an SM copied the next instruction and its descriptors after its signal (two dependent L2 round
-   trips) and then started ~0.5 us after the others, a start spread every phase pays (bench/NOTES.md
-   session "context"). The last thread also signals: it read the out counter of entry q before it
+   began, so an SM that finishes a phase last starts its next task from shared memory. why: copied
+   after its signal, the next instruction and its descriptors are two dependent L2 round trips, and
+   such an SM starts after the others, a start spread every phase pays (bench/NOTES.md session
+   "context"). The last thread also signals: it read the out counter of entry q before it
    issues the copy that overwrites slot q & 1 (entry q + 2), and thread 0 starts polling for the
    next entry while the signal's release waits for the stores.
 
    Built with AMK_VM_CHAIN 1 the kernel is amk_vm_chain instead: it runs chain.n_steps steps
    (amk_vm_chain_t, amk_ir.h), walking the queue n_steps times (the walk state in shared memory,
    below). AMK_VM_CHAIN selects the kernel an image holds (the host finds it by name), so it is
-   not one of amk_tune.h's knobs. why a build of its own (gpu.mk: two more images): with the
-   chained walk in amk_vm_main SmolLM2's single step ran 8% slower (the VM is one function at the
-   register cap, and any change to its loop re-rolls the ops' inlined code; bench/RESULTS.md run
-   271). Built with AMK_VM_CHAIN 0, amk_vm_main is the code of an image without the chained walk. */
+   not one of amk_tune.h's knobs. why a build of its own (gpu.mk: two more images): the chained
+   walk in amk_vm_main slows the single step (the VM is one function at the register cap, and any
+   change to its loop re-rolls the ops' inlined code; bench/RESULTS.md run 271). Built with
+   AMK_VM_CHAIN 0, amk_vm_main is the code of an image without the chained walk. */
 #ifndef AMK_VM_CHAIN
 #define AMK_VM_CHAIN 0
 #endif
@@ -127,7 +127,7 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
     /* an op's own bulk copies (amk_op_ctx.mbar): [0] its staging, [1 + s] slot s of a ring */
     __shared__ __align__(8) uint64_t op_bar[1 + AMK_RING_SLOTS];
     __shared__ uint32_t op_bar_uses[1 + AMK_RING_SLOTS];
-    __shared__ uint64_t t_wait[2]; /* why shared: in a register it lived across every op (128-register cap) */
+    __shared__ uint64_t t_wait[2]; /* why shared: in a register it lives across every op (128-register cap) */
 #if AMK_VM_CHAIN
     /* the walk (why shared: the same): the queue entry and epoch of the last context fetched, the
        queue's end, the walk position where the next step starts, and each slot's epoch (thread 0
