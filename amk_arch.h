@@ -467,7 +467,7 @@ AMK__FN void amk__lb_sm_sets(amk__lb *b) {
        an MLP tile a row a warp, a Q/K/V tile a RoPE pair a warp beside the trig warp (30 rows),
        an attention task's rows of W_oT staged */
     if (!(ny < b->o.num_sms && nz >= 1 && (c->intermediate + nz - 1) / nz <= AMK_LLAMA_MLP_MAX_ROWS &&
-          amk__rows_stage_bytes(b->o.weight_dtype, c->hidden, ar) > 0))
+          amk_plan_rows_stage_bytes(b->o.weight_dtype, c->hidden, ar) > 0))
         return;
     r = amk__lb_tile_rows(pl->q_rows + 2 * pl->kv_rows, (int)ny);
     r += r % 2;
@@ -493,7 +493,7 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     if (o->mlp_accum >= 0) pl->accum = o->mlp_accum != 0;
     else /* do one tile's rows of W_downT stage on the device? */
         pl->accum = AMK_LLAMA_MLP_ACCUM == 2 ||
-                    (AMK_LLAMA_MLP_ACCUM == 1 && amk__rows_stage_bytes(wd, H, pl->mlp_rows) > 0);
+                    (AMK_LLAMA_MLP_ACCUM == 1 && amk_plan_rows_stage_bytes(wd, H, pl->mlp_rows) > 0);
     pl->accum = pl->accum && !o->spec_ops;
     pl->rd = pl->accum ? AMK_DTYPE_F32 : o->act_dtype; /* why: atomic adds need F32; the residual is 2-16 KB */
     if (L < 1 || H < 1 || I < 1 || NH < 1 || NKV < 1 || HD < 2 || HD % 2 || V < 1 || NH % NKV)
@@ -518,7 +518,7 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     if (o->attn_o >= 0) pl->ao = o->attn_o != 0;
     else /* do a task's rows of W_oT stage on the device? */
         pl->ao = AMK_LLAMA_ATTN_O == 2 ||
-                 (AMK_LLAMA_ATTN_O == 1 && pl->accum && amk__rows_stage_bytes(wd, H, pl->ao_rows) > 0);
+                 (AMK_LLAMA_ATTN_O == 1 && pl->accum && amk_plan_rows_stage_bytes(wd, H, pl->ao_rows) > 0);
     pl->ao = pl->ao && pl->fused && pl->S == 1;
     pl->q_rows = (int64_t)NH * HD;
     pl->kv_rows = (int64_t)NKV * HD;

@@ -451,14 +451,6 @@ AMK__FN void amk__cuda_leave(amk_cuda *c) {
 
 /* ---- checking a program for the device ---------------------------------------------------------- */
 
-/* The bytes of an accumulating op's nt rows of H elements of dtype dt (RMSNORM_MLP's W_downT,
-   ATTENTION_O's W_oT) that the device stages (AMK_ROWS_STAGE_BYTES, amk_plan.h: the device's rule
-   too): F32, F16 or BF16 rows only. */
-AMK__FN int64_t amk__rows_stage_bytes(int dt, int64_t H, int64_t nt) {
-    const int64_t esz = dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? amk_dtype_bits(dt) / 8 : 0;
-    return AMK_ROWS_STAGE_BYTES(esz, H, nt);
-}
-
 /* The bytes of ATTENTION_O task t's results in shared memory (its kv heads' query heads, F32). */
 AMK__FN int64_t amk__attn_o_ys_bytes(const amk_task *t) {
     const int64_t nkv = amk__param_i(t, "n_kv_heads", 1), grp = amk__param_i(t, "n_heads", 0) / (nkv > 0 ? nkv : 1);
@@ -594,7 +586,7 @@ AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, in
         return 0;
     rows = nt * K * 2; /* W's, or W_gate's and W_up's and W_downT's */
     if (mlp) {
-        const int64_t wsb = Wu && Wd && Wu->dtype == AMK_DTYPE_BF16 && Wd->rank == 2 ? amk__rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
+        const int64_t wsb = Wu && Wd && Wu->dtype == AMK_DTYPE_BF16 && Wd->rank == 2 ? amk_plan_rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
         if (!wsb) return 0;
         rows = 2 * rows + wsb;
         if (amk__param_i(t, "flags", 0) & AMK_MLP_FLAG_FOLD) { /* + W_cat's tile and base rows */
@@ -627,7 +619,7 @@ AMK__FN int64_t amk__cuda_attn_pre_bytes(const amk_program *p, const amk_task *t
     grp = nh_all / nkv;
     h0 = moff / hd;
     nh = (moff + M - 1) / hd - h0 + 1;
-    want = amk__rows_stage_bytes(Wo->dtype, Wo->shape[1], M);
+    want = amk_plan_rows_stage_bytes(Wo->dtype, Wo->shape[1], M);
     if (!esz || vc->dtype != kc->dtype || q->dtype != AMK_DTYPE_F32 || amk_buffer_numel(q) != (nh_all + 2 * nkv) * hd ||
         (hd * esz) % 16 || amk__param_i(t, "N_tile", 0) != 1 || M < 1 || M > AMK_ATTN_LEAN_DIMS || nh > 2 ||
         h0 < g * grp || h0 + nh > (g + 1) * grp || n < 1 || n > AMK_ATTN_SPEC_ROWS || n > threads / nh ||
@@ -688,7 +680,7 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         }
         if (t->op == AMK_OP_ATTENTION_O) { /* + its results, + its rows of W_oT when they stage */
             const amk_buffer *Wo = amk__cuda_input(p, t, 4);
-            const int64_t b = Wo && Wo->rank == 2 ? amk__rows_stage_bytes(Wo->dtype, Wo->shape[1], amk__param_i(t, "M_tile", 0)) : 0;
+            const int64_t b = Wo && Wo->rank == 2 ? amk_plan_rows_stage_bytes(Wo->dtype, Wo->shape[1], amk__param_i(t, "M_tile", 0)) : 0;
             if (w < AMK_ATTN_DECODE_LEAST(hd, threads)) w = AMK_ATTN_DECODE_LEAST(hd, threads); /* why: the rows stage only above it */
             w += amk__attn_o_ys_bytes(t) + 16 + (b ? b + 16 : 0); /* + each part's 16-byte alignment */
             if (amk__param_i(t, "flags", 0) & AMK_ATTN_FLAG_PRENORM) {
@@ -698,10 +690,10 @@ AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int
         }
         return w > least ? w : least;
     }
-    case AMK_OP_RMSNORM_MLP: { /* + its rows of W_downT, when they stage (amk__rows_stage_bytes) */
+    case AMK_OP_RMSNORM_MLP: { /* + its rows of W_downT, when they stage (amk_plan_rows_stage_bytes) */
         const amk_buffer *Wd = amk__cuda_input(p, t, 4);
         const int64_t nt = amk__param_i(t, "N_tile", 0);
-        const int64_t b = Wd && Wd->rank == 2 ? amk__rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
+        const int64_t b = Wd && Wd->rank == 2 ? amk_plan_rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
         const int64_t lean = amk__cuda_lean_bytes(p, t, threads);
         return lean > least + (b ? b + 16 : 0) ? lean : least + (b ? b + 16 : 0); /* + the rows' 16-byte alignment */
     }

@@ -1881,9 +1881,7 @@ static __device__ __forceinline__ int64_t amk_fused_index(const amk_op_ctx *c, i
    them from global memory. */
 static __device__ __forceinline__ int64_t amk_rows_stage_bytes(const amk_op_ctx *c, int64_t nt) {
     const amk_buffer_t *Wd = &c->in[4];
-    const int dt = Wd->dtype;
-    const int esz = dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? amk_dtype_width(dt) / 8 : 0;
-    return Wd->ptr % 16 == 0 ? AMK_ROWS_STAGE_BYTES(esz, Wd->shape[1], nt) : 0;
+    return Wd->ptr % 16 == 0 ? amk_plan_rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
 }
 
 /* Row n0 of input 4 in global memory. */

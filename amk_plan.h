@@ -47,6 +47,25 @@
     ((esz) > 0 && (H) > 0 && (nt) > 0 && (H) < (1 << 30) && (nt) < (1 << 30) && ((int64_t)(H) * (esz)) % 16 == 0 && \
      (int64_t)(nt) * (H) * (esz) <= AMK_ROWS_STAGE_MAX ? (int64_t)(nt) * (H) * (esz) : (int64_t)0)
 
+/* The planner's functions: plain C, compiled into the host and into the device image alike, so
+   what the host plans is what the device does. */
+#if defined(__CUDACC__)
+#define AMK_PLAN_FN static __device__ __host__ __forceinline__
+#elif defined(__GNUC__) || defined(__clang__)
+#define AMK_PLAN_FN static __inline__ __attribute__((unused))
+#else
+#define AMK_PLAN_FN static
+#endif
+
+/* The bytes of an accumulating op's nt rows of H elements of dtype dt (RMSNORM_MLP's W_downT,
+   ATTENTION_O's W_oT) that stage in shared memory before its wait: F32, F16 or BF16 rows only
+   (AMK_ROWS_STAGE_BYTES). The builder asks it where the one-step MLP and ATTENTION_O pay, the
+   runtime sizes the launch with it, the device decides with it (and its rows' alignment). */
+AMK_PLAN_FN int64_t amk_plan_rows_stage_bytes(int dt, int64_t H, int64_t nt) {
+    const int esz = dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? (dt == AMK_DTYPE_F32 ? 4 : 2) : 0;
+    return AMK_ROWS_STAGE_BYTES(esz, H, nt);
+}
+
 /* ---- ATTENTION_DECODE on the CUDA cores (amk_attn_decode_cc) ------------------------------------
    Chunks of C cache rows staged in shared memory: [q: GH*hd f32][m, l, alpha: 4*GH f32][scores:
    GH*C f32][p.V sums: KG*GH*hd f32][K, V: C rows each of AMK_ATTN_ROW_BYTES], KG =
