@@ -38,12 +38,12 @@
      amk_refvm.h     the reference VM, the conformance oracle
      amk_model.h     GGUF, safetensors, config.json
      amk_tok.h       the byte-level BPE tokenizer
-     amk_cuda.h      the CUDA runtime (driver API)
      amk_arch.h      the model builders: a Llama decode step
+     amk_cuda.h      the CUDA runtime (driver API)
      amk_llm.h       the generation API over a backend (reference VM or CUDA), sampling
-   Beside the layers, shared with the device (amk_cuda.h includes them): amk_tune.h, every tuning
-   knob of host and device in one table; amk_plan.h, the rules by which both size an
-   instruction's shared memory. Each header's sections are under searchable >>tag banners.
+   Beside the layers, shared with the device (amk_arch.h includes them): amk_tune.h, every tuning
+   knob of host and device in one table; amk_plan.h, the device form planner's rules and
+   functions (amk_plan_rows_stage_bytes), compiled into both sides. Each header's sections are under searchable >>tag banners.
 
    THE OP TABLE
      amk_ir.h's AMK_OPS declares every opcode once: code, name, arity, required params, write

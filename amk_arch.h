@@ -12,7 +12,8 @@
 #ifndef AMK_ARCH_H
 #define AMK_ARCH_H
 
-#include "amk_cuda.h"
+#include "amk_tok.h"
+#include "amk_plan.h" /* the planner the builder asks (amk_plan_rows_stage_bytes), and the knobs (amk_tune.h) */
 
 #ifdef __cplusplus
 extern "C" {

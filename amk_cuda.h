@@ -15,7 +15,7 @@
 #ifndef AMK_CUDA_H
 #define AMK_CUDA_H
 
-#include "amk_tok.h"
+#include "amk_arch.h"
 #include "amk_plan.h" /* the device forms' sizing rules and the knobs (amk_tune.h) the runtime shares */
 
 #ifdef __cplusplus

@@ -12,7 +12,7 @@
 #ifndef AMK_LLM_H
 #define AMK_LLM_H
 
-#include "amk_arch.h"
+#include "amk_cuda.h"
 
 #ifdef __cplusplus
 extern "C" {

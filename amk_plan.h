@@ -6,7 +6,8 @@
    and the form checks beside it), so the two agree by construction. They are not ABI (amk_ir.h):
    a rule may change whenever host and device change together. The knobs they read (AMK_LEAN_PPL,
    AMK_RING_SLOTS, AMK_ROWS_STAGE_MAX, AMK_MMA_KC, ...) are amk_tune.h's. Plain C99 macros over
-   int64_t: the device includes this file from amk_ops.cuh, the host from amk_cuda.h. */
+   int64_t, and the planner's functions (AMK_PLAN_FN): the device includes this file from
+   amk_ops.cuh, the host from amk_arch.h (the builder asks it) and amk_cuda.h. */
 #ifndef AMK_PLAN_H
 #define AMK_PLAN_H
 

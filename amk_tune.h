@@ -5,7 +5,7 @@
    host and the device both read it: the host sizes the shared memory that the device lays out,
    so set it alike for the host build and for the device image (gpu.mk's NVCC_FLAGS), or the two
    disagree. The device includes this file through amk_ops.cuh, the host through amk_plan.h
-   (from amk_cuda.h); amk_ir.h, the ABI, includes neither. The "run" column names the
+   (from amk_arch.h and amk_cuda.h); amk_ir.h, the ABI, includes neither. The "run" column names the
    bench/RESULTS.md run that measured the default (NOTES "cuda": bench/NOTES.md's first session,
    before RESULTS numbered its runs). The values and forms that lost on the way are in
    bench/NOTES.md, "Knob history".
