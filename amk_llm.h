@@ -282,7 +282,9 @@ typedef struct amk__llm_backend {
        the backend has no storage for it, AMK_ERR_OUT_OF_MEMORY when no host memory. */
     amk_result (*write_begin)(amk_llm *m, int id, void **host, size_t *nbytes);
     amk_result (*write_end)(amk_llm *m, int id, void *host, size_t nbytes, int keep, amk_diag *d);
-    amk_result (*read_f32)(amk_llm *m, int id, float *dst, int64_t n, amk_diag *d); /* n values as F32 */
+    /* n values of buffer id as F32: the host's random weights read back to derive W_cat; NULL in a
+       backend with random_weight (it never holds host-made random weights) */
+    amk_result (*read_f32)(amk_llm *m, int id, float *dst, int64_t n, amk_diag *d);
     amk_result (*zero)(amk_llm *m, int id, amk_diag *d); /* a KV cache buffer (amk_llm_reset) */
     /* A random weight made by the backend itself (rank 2: uniform in +-scale; else 1), no host copy;
        NULL: the host makes random weights, and derives the folded step's W_cat from them. */
@@ -434,20 +436,6 @@ AMK__FN amk_result amk__llm_cuda_write_end(amk_llm *m, int id, void *host, size_
     return r;
 }
 
-/* Reached by no caller today: amk__llm_weight_f32 reads a backend only for random weights the host
-   made, and this backend makes its own. */
-AMK__FN amk_result amk__llm_cuda_read_f32(amk_llm *m, int id, float *dst, int64_t n, amk_diag *d) {
-    const amk_buffer *b = &m->prog->buffers[id];
-    const size_t nb = (size_t)amk__buffer_nbytes(b);
-    void *stage = amk__malloc(nb);
-    amk_result r;
-    if (!stage) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
-    r = amk_cuda_download(amk__llm_cuda_of(m), id, stage, nb, d);
-    if (r == AMK_OK) amk__refvm_load_row(stage, b->dtype, 0, n, dst);
-    amk__free(stage);
-    return r;
-}
-
 AMK__FN amk_result amk__llm_cuda_zero(amk_llm *m, int id, amk_diag *d) {
     return amk_cuda_fill_value(amk__llm_cuda_of(m), id, 0.0f, d);
 }
@@ -510,7 +498,7 @@ AMK__FN amk_result amk__llm_cuda_generate(amk_llm *m, int token, int pos, int n,
 
 static const amk__llm_backend amk__llm_cuda_backend = {
     "cuda", amk__llm_cuda_open, amk__llm_cuda_close, amk__llm_cuda_of, amk__llm_cuda_write_begin,
-    amk__llm_cuda_write_end, amk__llm_cuda_read_f32, amk__llm_cuda_zero, amk__llm_cuda_random_weight,
+    amk__llm_cuda_write_end, NULL /* read_f32 */, amk__llm_cuda_zero, amk__llm_cuda_random_weight,
     amk__llm_cuda_step, amk__llm_cuda_generate
 };
 
@@ -677,6 +665,8 @@ AMK__FN amk_result amk__llm_weight_f32(amk_llm *m, const char *name, float *dst,
         r = amk_model_tensor_read(m->model, f32.source, AMK_DTYPE_F32, dst, (size_t)n * 4, d);
         return r == AMK_OK ? amk__llm_weight_layout(m, &f32, dst, (size_t)n * 4, d) : r;
     }
+    if (!m->backend->read_f32) /* why never met: a backend without it makes its own random weights */
+        return amk__fail(d, AMK_ERR_UNSUPPORTED, "qkv fold: the %s backend cannot read '%s' back", m->backend->name, name);
     return m->backend->read_f32(m, id, dst, n, d);
 }
 

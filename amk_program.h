@@ -55,9 +55,13 @@ typedef struct amk_op_spec {
     int min_inputs, max_inputs, n_outputs; /* -1 = variadic (still capped by the ABI) */
     const char *required[12];              /* NULL-terminated param keys */
     const char *note;
+    int write;                             /* amk_write_kind: how the op writes its outputs */
 } amk_op_spec;
 /* The registry row for op, or NULL if op is not a defined opcode. */
 AMK_API const amk_op_spec *amk_op_spec_get(int op);
+/* 1 when op adds into its output number `output` instead of overwriting it (the op table's write
+   column: every output of an AMK_WRITE_ACCUM op, the first of an AMK_WRITE_ACCUM_FIRST one). */
+AMK_API int amk_op_accumulates(int op, int output);
 
 typedef struct amk_buffer {
     int id;           /* == its index in amk_program.buffers */
@@ -234,7 +238,7 @@ AMK_API amk_result amk_program_save(const amk_program *p, const char *path, amk_
 #define AMK__UNPAREN(...) __VA_ARGS__
 static const amk_op_spec amk__op_specs[AMK__OP_ROWS] = {
 #define AMK__OP_SPEC(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) \
-    {#name, mi, ma, no, {AMK__UNPAREN req NULL}, note},
+    {#name, mi, ma, no, {AMK__UNPAREN req NULL}, note, w},
     AMK_OPS(AMK__OP_SPEC)
 #undef AMK__OP_SPEC
 };
@@ -251,12 +255,12 @@ AMK_API const amk_op_spec *amk_op_spec_get(int op) {
 
 /* How op writes its outputs (the op table's write column); AMK_WRITE_PLAIN for an unknown op. */
 AMK__FN amk_write_kind amk__op_write(int op) {
-    switch (op) {
-#define AMK__OP_WRITE_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) case code: return w;
-        AMK_OPS(AMK__OP_WRITE_CASE)
-#undef AMK__OP_WRITE_CASE
-    default: return AMK_WRITE_PLAIN;
-    }
+    const amk_op_spec *s = amk_op_spec_get(op);
+    return s ? (amk_write_kind)s->write : AMK_WRITE_PLAIN;
+}
+AMK_API int amk_op_accumulates(int op, int output) {
+    const amk_write_kind w = amk__op_write(op);
+    return w == AMK_WRITE_ACCUM || (w == AMK_WRITE_ACCUM_FIRST && output == 0);
 }
 
 AMK_API const char *amk_op_name(int op) {

@@ -909,9 +909,8 @@ AMK__FN int amk__v_transient_kind(int kind) {
    one buffer commute, so they may run unordered among themselves; each reads what the buffer's
    other writers left, so every one of those must be ordered before it (amk__v_accum). */
 AMK__FN int amk__task_accumulates(const amk_task *t, int x) {
-    const amk_write_kind w = amk__op_write(t->op);
-    if (w == AMK_WRITE_ACCUM) return 1;
-    return w == AMK_WRITE_ACCUM_FIRST && amk__v_len(t->n_outputs, t->outputs, AMK_MAX_OUTPUTS) >= 1 &&
+    if (amk__op_write(t->op) == AMK_WRITE_ACCUM) return 1;
+    return amk_op_accumulates(t->op, 0) && amk__v_len(t->n_outputs, t->outputs, AMK_MAX_OUTPUTS) >= 1 &&
            t->outputs[0] == x;
 }
 

@@ -204,8 +204,8 @@ RANDPROG_FN int randprog_task_n(randprog_state *s, amk_opcode op, const int *ins
     }
     s->p->tasks[t].est_bytes = est;
     for (i = 0; i < n_ins; i++) taint |= randprog_is_inexact(s, ins[i]);
-    for (i = 0; i < n_outs; i++) /* RMSNORM_MLP adds into every output, ATTENTION_O into its first */
-        if ((taint || op == AMK_OP_RMSNORM_MLP || (op == AMK_OP_ATTENTION_O && i == 0)) &&
+    for (i = 0; i < n_outs; i++) /* an accumulating output's sum depends on the order of its adds */
+        if ((taint || amk_op_accumulates(op, i)) &&
             outs[i] >= 0 && outs[i] < s->cap_inexact)
             s->inexact[outs[i]] = 1;
     return t;

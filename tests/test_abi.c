@@ -70,6 +70,12 @@ static void test_opcodes(void) {
     CHECK_STR(amk_op_name(27), "ATTENTION_O");
     CHECK_STR(amk_op_name(28), "BIAS_ADD");
     CHECK(amk_op_spec_get(29) == NULL);
+    /* the write column: RMSNORM_MLP adds into every output, ATTENTION_O into its first only */
+    CHECK(amk_op_accumulates(AMK_OP_RMSNORM_MLP, 0) && amk_op_accumulates(AMK_OP_RMSNORM_MLP, 1));
+    CHECK(amk_op_accumulates(AMK_OP_ATTENTION_O, 0) && !amk_op_accumulates(AMK_OP_ATTENTION_O, 1));
+    CHECK(!amk_op_accumulates(AMK_OP_ADD, 0) && !amk_op_accumulates(AMK_OP_KV_APPEND, 0));
+    CHECK(!amk_op_accumulates(19, 0) && !amk_op_accumulates(-1, 0));
+    CHECK_EQ_INT(amk_op_spec_get(AMK_OP_KV_APPEND)->write, AMK_WRITE_INPLACE);
     CHECK_EQ_INT(AMK_GEMV_FLAG_ROPE, 1);
     CHECK_EQ_INT(AMK_GEMV_FLAG_KV_ROW, 2);
     CHECK_EQ_INT(AMK_GEMV_FLAG_ARGMAX, 4);

@@ -32,7 +32,7 @@ static unsigned char *order_dependent(const amk_program *p) {
             int in = 0;
             for (j = 0; j < t->n_inputs; j++) in |= dep[t->inputs[j]];
             for (j = 0; j < t->n_outputs; j++)
-                if (!dep[t->outputs[j]] && (in || t->op == AMK_OP_RMSNORM_MLP || (t->op == AMK_OP_ATTENTION_O && j == 0))) {
+                if (!dep[t->outputs[j]] && (in || amk_op_accumulates(t->op, j))) {
                     dep[t->outputs[j]] = 1;
                     changed = 1;
                 }
