@@ -45,7 +45,11 @@ typedef struct amk_llama_build_opts {
                          W_cat a layer, which amk_llm computes when it loads), so every layer after
                          the first is two dependent steps: PRENORM ATTENTION_O tasks (norm scale,
                          RoPE, the cache row themselves), then the MLP tiles; 0 no; -1 (default)
-                         AMK's choice (AMK_LLAMA_QKV_FOLD). Where the step cannot fold it does not */
+                         AMK's choice (AMK_LLAMA_QKV_FOLD), which also does not fold where the
+                         device's lean forms, the only ones that take folded tasks, would not take
+                         one (amk_plan_form, amk_plan.h). Where the step cannot fold it does not;
+                         1 folds even where the GPU would refuse the step (the reference VM runs
+                         every fold) */
 } amk_llama_build_opts;
 
 /* What -1 (AMK's choice) means for mlp_accum, attn_o and qkv_fold, and the SM sets and task sizes
@@ -932,8 +936,22 @@ AMK__FN int amk__lb_head(amk__lb *b) {
     return amk__lb_argmax(b, logits, next, c_s, c_lm, n_lm);
 }
 
-AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_build_opts *opts,
-                                   amk_program **out, amk_diag *d) {
+/* 1 when every task of p that only a specialised device form takes (RMSNORM_MLP FOLD, ATTENTION_O
+   PRENORM) takes it (amk_plan_form) in the launch the builder plans for: AMK_LLAMA_THREADS threads
+   a block, AMK_LLAMA_SMEM bytes of shared memory. */
+AMK__FN int amk__lb_forms_ok(const amk_program *p) {
+    amk_vm_ctx_t x;
+    int i;
+    for (i = 0; i < p->n_tasks; i++) {
+        amk_task_context(p, i, &x);
+        if (amk_plan_folded(&x) && amk_plan_form(&x, AMK_LLAMA_THREADS, AMK_LLAMA_SMEM, 1) == AMK_FORM_GENERAL) return 0;
+    }
+    return 1;
+}
+
+/* The step as o asks (amk_llama_build without the form check). */
+AMK__FN amk_result amk__lb_build(const amk_llama_config *c, const amk_llama_build_opts *opts, amk_program **out,
+                                 amk_diag *d) {
     amk__lb b;
     amk_result r;
     int i;
@@ -966,6 +984,21 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_bu
 fail:
     amk_program_free(b.p);
     return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "llama build: out of memory");
+}
+
+AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_build_opts *opts,
+                                   amk_program **out, amk_diag *d) {
+    amk_llama_build_opts o;
+    amk_result r;
+    if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no output");
+    r = amk__lb_build(c, opts, out, d);
+    if (r != AMK_OK || (opts && opts->qkv_fold == 1) || amk__lb_forms_ok(*out)) return r;
+    /* AMK's choice, and a folded task the device's lean forms do not take (a window longer than the
+       lean attention's, say): the step without the fold, whose tasks the general forms take */
+    amk_program_free(*out);
+    if (opts) o = *opts; else amk_llama_build_opts_default(&o);
+    o.qkv_fold = 0;
+    return amk__lb_build(c, &o, out, d);
 }
 
 /* A lowered step with meta "sm_sets" ("Y Z", AMK_LLAMA_SM_SETS) lowered again with an explicit
@@ -1042,7 +1075,7 @@ AMK_API amk_result amk_llama_build_lowered(const amk_llama_config *cfg, const am
     r = amk_llama_build(cfg, &bo, out, d);
     if (r != AMK_OK) return r;
     amk_config_default(&sc);
-    sc.threads_per_block = 512; /* why: 26% faster GEMV tiles than 256 on the H100 (bench/NOTES.md) */
+    sc.threads_per_block = AMK_LLAMA_THREADS;
     amk_target_builtin("h100", &tgt);
     tgt.num_sms = bo.num_sms;
     r = amk_program_lower(*out, &sc, &tgt, d);

@@ -200,8 +200,8 @@ typedef struct amk_cuda_info {
     int image_kind;         /* amk_image_kind of the build loaded (AMK_IMAGE_FULL for a single image) */
     int can_chain;          /* 1 when the image set has that build's chained-steps kernel and it co-schedules */
 } amk_cuda_info;
-/* 1 when a task of p could take one of the VM's small-model forms (an RMSNORM_GEMV or
-   RMSNORM_MLP tile with short rows, an ATTENTION_O task), so the full build serves it best. */
+/* 1 when a task of p could take one of the VM's specialised forms (amk_plan_form: a lean or ring
+   decode tile, the lean ATTENTION_O), so the full build serves it best. */
 AMK_API int amk_cuda_wants_full(const amk_program *p);
 AMK_API void amk_cuda_get_info(const amk_cuda *c, amk_cuda_info *info);
 
@@ -451,39 +451,6 @@ AMK__FN void amk__cuda_leave(amk_cuda *c) {
 
 /* ---- checking a program for the device ---------------------------------------------------------- */
 
-/* The bytes of ATTENTION_O task t's results in shared memory (its kv heads' query heads, F32). */
-AMK__FN int64_t amk__attn_o_ys_bytes(const amk_task *t) {
-    const int64_t nkv = amk__param_i(t, "n_kv_heads", 1), grp = amk__param_i(t, "n_heads", 0) / (nkv > 0 ? nkv : 1);
-    return AMK_ATTN_O_YS_BYTES(amk__param_i(t, "head_dim", 0), amk__param_i(t, "N_tile", 0) * grp);
-}
-
-/* The least dynamic shared memory task t runs with (0: it stages nothing): a GEMV-family tile one
-   staged row of x, + the tile and its RoPE cos/sin (amk_op_norm_gemv); decode attention one chunk
-   of 32 rows at 4 bytes an element (ATTENTION_O: + its results); ATTENTION_TILE a head of q a
-   warp. */
-AMK__FN int64_t amk__cuda_smem_least(const amk_task *t, int threads) {
-    const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
-    switch (t->op) {
-    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_SWIGLU: return 4 * K;
-    case AMK_OP_RMSNORM_MLP: return 4 * (K + amk__param_i(t, "N_tile", 0)); /* + the tile's values */
-    case AMK_OP_RMSNORM_GEMV:
-        return 4 * (K + ((uint32_t)amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE ? 2 * amk__param_i(t, "N_tile", 0) : 0));
-    case AMK_OP_ATTENTION_DECODE: return AMK_ATTN_DECODE_LEAST(hd, threads);
-    case AMK_OP_ATTENTION_O: return AMK_ATTN_DECODE_LEAST(hd, threads) + amk__attn_o_ys_bytes(t) + 16;
-    case AMK_OP_ATTENTION_TILE: return (int64_t)(threads / 32) * hd * 4;
-    default: return 0;
-    }
-}
-
-AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, int threads);
-AMK__FN int64_t amk__cuda_attn_pre_bytes(const amk_program *p, const amk_task *t, int threads);
-
-/* 1 for the folded Q/K/V's forms: RMSNORM_MLP FOLD, ATTENTION_O PRENORM. */
-AMK__FN int amk__cuda_folded(const amk_task *t) {
-    const int64_t f = amk__param_i(t, "flags", 0);
-    return (t->op == AMK_OP_RMSNORM_MLP && (f & AMK_MLP_FLAG_FOLD)) || (t->op == AMK_OP_ATTENTION_O && (f & AMK_ATTN_FLAG_PRENORM));
-}
-
 /* What the device code relies on for memory safety, checked for every task whatever validate
    said: ids in range, ABI caps, SMs assigned, the op's shapes (amk__op_check). threads and smem
    (0 before the device is known) add the VM's own limits. */
@@ -520,8 +487,12 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
         return amk__fail(d, AMK_ERR_REJECTED, "task %d: %s", ti, msg);
     }
     if (smem > 0) {
-        const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0);
-        const int64_t need = amk__cuda_smem_least(t, threads);
+        amk_vm_ctx_t x;
+        int64_t need, K, hd;
+        amk_task_context(p, ti, &x);
+        need = amk_plan_least(&x, threads);
+        K = x.ins.params.K;
+        hd = x.ins.params.head_dim;
         if ((t->op == AMK_OP_GEMV_TILE || t->op == AMK_OP_GEMM_TILE || t->op == AMK_OP_RMSNORM_GEMV ||
              t->op == AMK_OP_RMSNORM_SWIGLU || t->op == AMK_OP_RMSNORM_MLP) && need > smem)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: K = %lld needs %lld bytes of shared memory, the VM has %lld",
@@ -530,204 +501,16 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
             (hd > AMK__VM_ATTN_MAX_HEAD_DIM || need > smem))
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: head_dim %lld is above the VM's %d or its q staging "
                              "exceeds %lld bytes of shared memory", ti, (long long)hd, AMK__VM_ATTN_MAX_HEAD_DIM, (long long)smem);
-        if (amk__cuda_folded(t)) { /* only the lean forms of the full build take them */
-            const int64_t f = t->op == AMK_OP_RMSNORM_MLP ? amk__cuda_lean_bytes(p, t, threads) : amk__cuda_attn_pre_bytes(p, t, threads);
-            if (image_kind == AMK_IMAGE_GENERAL || f == 0 || f > smem)
-                return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: the VM takes %s %s only in its lean form (%s), which "
-                                 "does not take this task", ti, amk_op_name(t->op),
-                                 t->op == AMK_OP_RMSNORM_MLP ? "FOLD" : "PRENORM",
-                                 image_kind == AMK_IMAGE_GENERAL ? "not in the general build" : "shapes, dtypes or shared memory");
-        }
+        /* only a specialised form takes them (without tensor maps here: amk__cuda_context drops a
+           task's maps where their layout does not fit) */
+        if (amk_plan_folded(&x) && amk_plan_form(&x, threads, smem, image_kind != AMK_IMAGE_GENERAL) == AMK_FORM_GENERAL)
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: the VM takes %s %s only in its lean form (%s), which "
+                             "does not take this task", ti, amk_op_name(t->op),
+                             t->op == AMK_OP_RMSNORM_MLP ? "FOLD" : "PRENORM",
+                             image_kind == AMK_IMAGE_GENERAL ? "not in the general build" : "shapes, dtypes or shared memory");
     }
     if (d) d->task = saved_task;
     return AMK_OK;
-}
-
-/* Input i of task t, or NULL when t has no such input or its id is not a buffer (a program
-   created unchecked; amk__cuda_check_task reports it). */
-AMK__FN const amk_buffer *amk__cuda_input(const amk_program *p, const amk_task *t, int i) {
-    return i < t->n_inputs && t->inputs[i] >= 0 && t->inputs[i] < p->n_buffers ? &p->buffers[t->inputs[i]] : NULL;
-}
-
-/* 1 when the device runs ATTENTION_DECODE (or ATTENTION_O) task t on the tensor cores: q, K and V BF16, head_dim a
-   multiple of 16 up to 256 (the first test of amk_attn_decode_mma in amk_ops.cuh, which also
-   falls back when shared memory holds fewer than 16 rows). */
-AMK__FN int amk__cuda_attn_mma(const amk_program *p, const amk_task *t) {
-    const amk_buffer *q = amk__cuda_input(p, t, 0), *kc = amk__cuda_input(p, t, 1), *vc = amk__cuda_input(p, t, 2);
-    const int64_t hd = amk__param_i(t, "head_dim", 0);
-    return (t->op == AMK_OP_ATTENTION_DECODE || t->op == AMK_OP_ATTENTION_O) && q && kc && vc && q->dtype == AMK_DTYPE_BF16 && kc->dtype == AMK_DTYPE_BF16 &&
-           vc->dtype == AMK_DTYPE_BF16 && hd > 0 && hd % 16 == 0 && hd <= 256;
-}
-
-/* 1 when task t meets the conditions the lean and ring forms share (the device's amk_short_rows_ok,
-   where the host can see them): one row of F32 x, K a multiple of 8 up to kmax, F32 norm weights,
-   bf16 W, and an RMSNORM_GEMV's output F32 or BF16. */
-AMK__FN int amk__cuda_short_rows(const amk_program *p, const amk_task *t, int64_t kmax) {
-    const amk_buffer *x = amk__cuda_input(p, t, 0), *nw = amk__cuda_input(p, t, 1), *W = amk__cuda_input(p, t, 2);
-    const amk_buffer *o = t->n_outputs > 0 && t->outputs[0] >= 0 && t->outputs[0] < p->n_buffers ? &p->buffers[t->outputs[0]] : NULL;
-    const int64_t K = amk__param_i(t, "K", 0);
-    return x && nw && W && K >= 8 && K % 8 == 0 && K <= kmax && amk_buffer_numel(x) == K && x->dtype == AMK_DTYPE_F32 &&
-           nw->dtype == AMK_DTYPE_F32 && W->dtype == AMK_DTYPE_BF16 &&
-           (t->op == AMK_OP_RMSNORM_MLP || (o && (o->dtype == AMK_DTYPE_F32 || o->dtype == AMK_DTYPE_BF16)));
-}
-
-/* The shared memory of task t's lean form (amk_norm_gemv_lean in amk_ops.cuh, whose conditions this
-   mirrors where the host can see them), or 0 when it has none: x, then an RMSNORM_GEMV tile its
-   RoPE pairs' cos and sin, norm weights and rows of W, an RMSNORM_MLP tile its values, norm
-   weights, gate and up rows and rows of W_downT (AMK_LEAN_BYTES). */
-AMK__FN int64_t amk__cuda_lean_bytes(const amk_program *p, const amk_task *t, int threads) {
-    const int mlp = t->op == AMK_OP_RMSNORM_MLP;
-    const amk_buffer *Wu = mlp ? amk__cuda_input(p, t, 3) : NULL, *Wd = mlp ? amk__cuda_input(p, t, 4) : NULL;
-    const int64_t K = amk__param_i(t, "K", 0), nt = amk__param_i(t, "N_tile", 0);
-    int64_t rows;
-    if ((t->op != AMK_OP_RMSNORM_GEMV && !mlp) || !amk__cuda_short_rows(p, t, 128 * AMK_LEAN_PPL) || nt < 1 ||
-        (mlp ? nt : (nt + 1) / 2) > threads / 32 - (!mlp && (amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ROPE) != 0) ||
-        (!mlp && (amk__param_i(t, "flags", 0) & AMK_GEMV_FLAG_ARGMAX) != 0))
-        return 0;
-    rows = nt * K * 2; /* W's, or W_gate's and W_up's and W_downT's */
-    if (mlp) {
-        const int64_t wsb = Wu && Wd && Wu->dtype == AMK_DTYPE_BF16 && Wd->rank == 2 ? amk_plan_rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
-        if (!wsb) return 0;
-        rows = 2 * rows + wsb;
-        if (amk__param_i(t, "flags", 0) & AMK_MLP_FLAG_FOLD) { /* + W_cat's tile and base rows */
-            const amk_buffer *Wc = amk__cuda_input(p, t, 5), *q = t->n_outputs == 2 ? &p->buffers[t->outputs[1]] : NULL;
-            const int64_t N = Wu->shape[0], off = amk__param_i(t, "n_off", 0), F = Wc && Wc->rank == 2 ? Wc->shape[1] : 0;
-            if (!Wc || !q || Wc->dtype != AMK_DTYPE_BF16 || F < 8 || F % 8 || Wc->shape[0] != N + K || q->dtype != AMK_DTYPE_F32 ||
-                amk_buffer_numel(q) != F || (off + nt) * K > INT32_MAX) /* the device's 32-bit base-row arithmetic */
-                return 0;
-            rows += AMK_LEAN_FOLD_BYTES(nt + (off + nt) * K / N - off * K / N, F);
-        }
-    }
-    return AMK_LEAN_BYTES(nt, K, rows);
-}
-
-/* The shared memory of ATTENTION_O PRENORM task t's lean form (amk_attn_o_lean in amk_ops.cuh, the
-   only form that takes it; its conditions mirrored where the host can see them), for the larger of
-   its two layouts (the tensor copies' aligned to AMK_ATTN_TMA_ALIGN, or rows by cp.async), or 0
-   when the form does not take t. */
-AMK__FN int64_t amk__cuda_attn_pre_bytes(const amk_program *p, const amk_task *t, int threads) {
-    const amk_buffer *q = amk__cuda_input(p, t, 0), *kc = amk__cuda_input(p, t, 1), *vc = amk__cuda_input(p, t, 2);
-    const amk_buffer *Wo = amk__cuda_input(p, t, 4), *x = amk__cuda_input(p, t, 5);
-    const int64_t hd = amk__param_i(t, "head_dim", 0), nh_all = amk__param_i(t, "n_heads", 0);
-    const int64_t nkv = amk__param_i(t, "n_kv_heads", 0), M = amk__param_i(t, "M_tile", 0), moff = amk__param_i(t, "m_off", 0);
-    const int64_t n = amk__param_i(t, "kv_len", 0), g = amk__param_i(t, "n_off", 0);
-    int64_t esz, h0, nh, grp, want, fixed, tma_rows, plain_rows;
-    if (t->op != AMK_OP_ATTENTION_O || !q || !kc || !vc || !Wo || !x || Wo->rank != 2 || hd < 8 || hd > 64 || nkv < 1 ||
-        nh_all % nkv || threads < 32)
-        return 0;
-    esz = kc->dtype == AMK_DTYPE_F32 ? 4 : kc->dtype == AMK_DTYPE_BF16 ? 2 : 0;
-    grp = nh_all / nkv;
-    h0 = moff / hd;
-    nh = (moff + M - 1) / hd - h0 + 1;
-    want = amk_plan_rows_stage_bytes(Wo->dtype, Wo->shape[1], M);
-    if (!esz || vc->dtype != kc->dtype || q->dtype != AMK_DTYPE_F32 || amk_buffer_numel(q) != (nh_all + 2 * nkv) * hd ||
-        (hd * esz) % 16 || amk__param_i(t, "N_tile", 0) != 1 || M < 1 || M > AMK_ATTN_LEAN_DIMS || nh > 2 ||
-        h0 < g * grp || h0 + nh > (g + 1) * grp || n < 1 || n > AMK_ATTN_SPEC_ROWS || n > threads / nh ||
-        (threads / nh) % 32 || threads < 32 + nh * hd / 2 || x->dtype != AMK_DTYPE_F32 || amk_buffer_numel(x) != Wo->shape[1] ||
-        amk_buffer_numel(x) > 128 * AMK_LEAN_PPL ||
-        Wo->shape[1] % 4 || (t->n_outputs != 1 && t->n_outputs != 3) || !want)
-        return 0;
-    tma_rows = AMK_ATTN_TMA_ALIGN - 16 + 2 * ((n + 7) & ~(int64_t)7) * 128;
-    plain_rows = 2 * n * AMK_ATTN_ROW_BYTES(hd, esz);
-    fixed = (tma_rows > plain_rows ? tma_rows : plain_rows) + (nh * hd + 32 + nh * n + AMK_ATTN_LEAN_DIMS + 4 + 64) * 4;
-    return fixed + want + 16; /* + the rows' 16-byte alignment */
-}
-
-/* The shared memory of task t's ring form (amk_norm_gemv_ring in amk_ops.cuh, whose conditions this
-   mirrors where the host can see them; the lean form comes first), or 0 when it has none:
-   AMK_RING_SLOTS slots of one row of W a warp (AMK_RING_BYTES). Of the flags it takes ARGMAX. */
-AMK__FN int64_t amk__cuda_ring_bytes(const amk_program *p, const amk_task *t, int threads) {
-    if (t->op != AMK_OP_RMSNORM_GEMV || (amk__param_i(t, "flags", 0) & ~(int64_t)AMK_GEMV_FLAG_ARGMAX) != 0 ||
-        !amk__cuda_short_rows(p, t, 256 * AMK_RING_VPL) ||
-        amk__param_i(t, "N_tile", 0) <= 2 * (threads / 32))
-        return 0;
-    return AMK_RING_BYTES(threads / 32, amk__param_i(t, "K", 0));
-}
-
-/* The dynamic shared memory task t would like: its fastest path, never less than
-   amk__cuda_smem_least (the device ops adapt to anything in between). why not always the opt-in
-   maximum: shared memory and L1 share one 256 KB array a SM, so every byte asked for leaves less
-   L1 (the driver picks the configuration; the L1 size is not read back); this rule makes the
-   decode step faster than the maximum does (bench/RESULTS.md runs 81-82). */
-AMK__FN int64_t amk__cuda_smem_want(const amk_program *p, const amk_task *t, int threads) {
-    const int64_t K = amk__param_i(t, "K", 0), hd = amk__param_i(t, "head_dim", 0), least = amk__cuda_smem_least(t, threads);
-    switch (t->op) {
-    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: {
-        /* the tensor-core path (tiles of AMK_MMA_MIN_ROWS rows and more) wants its full ring */
-        const amk_buffer *x = amk__cuda_input(p, t, 0), *W = amk__cuda_input(p, t, 1);
-        const int64_t M = t->op == AMK_OP_GEMM_TILE ? amk__param_i(t, "M_tile", 0)
-                        : x && K > 0 ? amk_buffer_numel(x) / K : 0;
-        if (M >= AMK_MMA_MIN_ROWS && x && W) /* + an x split in two, as in amk_mma_stages */
-            return (x->dtype == W->dtype ? 0 : 2 * AMK_MMA_TILE) +
-                   AMK_MMA_STAGES * AMK_MMA_STAGE_BYTES(x->dtype == AMK_DTYPE_F32 ? 4 : 2, threads / 128);
-        return least;
-    }
-    case AMK_OP_ATTENTION_DECODE: case AMK_OP_ATTENTION_O: { /* one chunk for the task's whole key range, up to 512 rows */
-        const amk_buffer *kc = amk__cuda_input(p, t, 1), *vc = amk__cuda_input(p, t, 2);
-        const int dt = kc && vc ? kc->dtype : -1;
-        const int64_t e = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
-        const int64_t esz = e && vc->dtype == dt && (hd * e) % 16 == 0 ? e : 4; /* the device's staging format */
-        const int mma = amk__cuda_attn_mma(p, t);
-        const int64_t step = mma ? 16 : 32; /* a chunk's rows come in 16s (tensor cores) or 32s */
-        int64_t C = (amk__param_i(t, "kv_len", 0) + step - 1) / step * step, w;
-        if (C > 512) C = 512;
-        if (C < step) C = step;
-        if (mma) { /* amk_attn_decode_mma's layout */
-            const int64_t nkv = amk__param_i(t, "n_kv_heads", 1), grp = amk__param_i(t, "n_heads", 0) / (nkv > 0 ? nkv : 1);
-            w = AMK_ATTN_MMA_SMEM(hd, grp < AMK_ATTN_MMA_ROWS ? grp : AMK_ATTN_MMA_ROWS, C);
-        } else {
-            w = AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, esz), AMK_ATTN_KEY_GROUPS(hd, threads), C);
-        }
-        if (t->op == AMK_OP_ATTENTION_O) { /* + its results, + its rows of W_oT when they stage */
-            const amk_buffer *Wo = amk__cuda_input(p, t, 4);
-            const int64_t b = Wo && Wo->rank == 2 ? amk_plan_rows_stage_bytes(Wo->dtype, Wo->shape[1], amk__param_i(t, "M_tile", 0)) : 0;
-            if (w < AMK_ATTN_DECODE_LEAST(hd, threads)) w = AMK_ATTN_DECODE_LEAST(hd, threads); /* why: the rows stage only above it */
-            w += amk__attn_o_ys_bytes(t) + 16 + (b ? b + 16 : 0); /* + each part's 16-byte alignment */
-            if (amk__param_i(t, "flags", 0) & AMK_ATTN_FLAG_PRENORM) {
-                const int64_t pre = amk__cuda_attn_pre_bytes(p, t, threads);
-                if (pre > w) w = pre;
-            }
-        }
-        return w > least ? w : least;
-    }
-    case AMK_OP_RMSNORM_MLP: { /* + its rows of W_downT, when they stage (amk_plan_rows_stage_bytes) */
-        const amk_buffer *Wd = amk__cuda_input(p, t, 4);
-        const int64_t nt = amk__param_i(t, "N_tile", 0);
-        const int64_t b = Wd && Wd->rank == 2 ? amk_plan_rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
-        const int64_t lean = amk__cuda_lean_bytes(p, t, threads);
-        return lean > least + (b ? b + 16 : 0) ? lean : least + (b ? b + 16 : 0); /* + the rows' 16-byte alignment */
-    }
-    case AMK_OP_RMSNORM_GEMV: { /* its lean form's, else its ring form's */
-        int64_t form = amk__cuda_lean_bytes(p, t, threads);
-        if (!form) form = amk__cuda_ring_bytes(p, t, threads);
-        return form > least ? form : least;
-    }
-    case AMK_OP_ATTENTION_COMBINE: { /* the heads' weights staged (else it recomputes them) */
-        const amk_buffer *part = amk__cuda_input(p, t, 0);
-        return part && hd > 0 ? amk_buffer_numel(part) / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
-    }
-    default: return least;
-    }
-}
-
-/* The instruction of task ti (params marshalled with defaults). */
-AMK__FN void amk__cuda_instruction(const amk_task *t, amk_instruction_t *in) {
-    int i;
-    memset(in, 0, sizeof *in);
-    in->op = t->op;
-    in->sm = t->sm;
-    in->out_counter = t->out_counter;
-    in->id = t->id;
-    in->n_inputs = t->n_inputs;
-    in->n_outputs = t->n_outputs;
-    in->n_waits = t->n_waits;
-    for (i = 0; i < AMK_MAX_INPUTS; i++) in->inputs[i] = i < t->n_inputs ? t->inputs[i] : -1;
-    for (i = 0; i < AMK_MAX_OUTPUTS; i++) in->outputs[i] = i < t->n_outputs ? t->outputs[i] : -1;
-    for (i = 0; i < AMK_MAX_WAITS; i++) {
-        in->wait_counter[i] = i < t->n_waits ? t->waits[i].counter : -1;
-        in->wait_threshold[i] = i < t->n_waits ? (uint32_t)t->waits[i].threshold : 0u;
-    }
-    amk_task_marshal_params(t, &in->params);
 }
 
 /* Input slot wi of instruction in in the device's buffer table bt, when it is a read-only kind
@@ -857,9 +640,9 @@ AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
 /* The lean attention's cache rows by tensor copies (AMK_ATTN_KV_TMA, amk_ops.cuh). A pair is two
    2-D tensor maps, of a K and a V cache buffer each viewed as [rows, n_kv * head_dim] bf16 with a
    box of head_dim x kv_len elements, 128-byte swizzle; the ATTENTION_O tasks of one geometry share
-   it. amk__cuda_kv_pairs assigns the pairs (c->kv_pair[task], -1 for a task the device form does
-   not take: not bf16 caches of head_dim 64, kv_len outside 1..AMK_ATTN_SPEC_ROWS, or the same
-   buffer twice; none with the general build loaded) before the arena is planned; amk__cuda_kv_maps encodes and uploads them once it
+   it. amk__cuda_kv_pairs assigns the pairs (c->kv_pair[task], -1 for a task the planner's lean
+   form would not copy so, amk_plan_attn_tma, or the same buffer twice; none with the general
+   build loaded) before the arena is planned; amk__cuda_kv_maps encodes and uploads them once it
    exists. A task uses its pair only while it carries AMK_VM_HINT_KV_EARLY (amk__cuda_context).
    Returns 0, or -1 out of memory. */
 #define AMK__CUDA_TMAP_BYTES 128 /* CUtensorMap: 128 bytes, 64-byte aligned */
@@ -877,20 +660,22 @@ AMK__FN int amk__cuda_kv_pairs(amk_cuda *c, const amk_program *p) {
     for (i = 0; i < p->n_tasks; i++) {
         const amk_task *t = &p->tasks[i];
         const amk_buffer *kb, *vb;
-        int64_t hd, nkv, n, w;
+        amk_vm_ctx_t x;
+        int64_t nkv, n, w;
         c->kv_pair[i] = -1;
-        if (t->op != AMK_OP_ATTENTION_O || t->n_inputs < 4 || t->inputs[1] == t->inputs[2]) continue;
+        if (t->op != AMK_OP_ATTENTION_O || t->n_inputs < 5 || t->inputs[1] == t->inputs[2]) continue;
+        amk_task_context(p, i, &x); /* would the lean form copy this task's rows with maps? */
+        x.kv_maps = 1;
+        x.kv_rows = x.ins.params.kv_len;
+        if (!amk_plan_attn_tma(&x) || amk_plan_attn_lean_bytes(&x, c->threads, 1) == 0) continue;
         kb = &p->buffers[t->inputs[1]];
         vb = &p->buffers[t->inputs[2]];
-        hd = amk__param_i(t, "head_dim", 0);
-        nkv = amk__param_i(t, "n_kv_heads", 0);
-        n = amk__param_i(t, "kv_len", 0);
-        w = hd * nkv;
-        if (kb->dtype != AMK_DTYPE_BF16 || vb->dtype != AMK_DTYPE_BF16 || hd != 64 || nkv < 1 || nkv > 1024 || n < 1 ||
-            n > AMK_ATTN_SPEC_ROWS || kb->kind != AMK_KIND_KV_CACHE || vb->kind != AMK_KIND_KV_CACHE ||
-            amk_buffer_numel(kb) % w != 0 || amk_buffer_numel(vb) != amk_buffer_numel(kb) ||
-            amk_buffer_numel(kb) / w > INT32_MAX)
-            continue;
+        nkv = x.ins.params.n_kv_heads;
+        n = x.ins.params.kv_len;
+        w = (int64_t)x.ins.params.head_dim * nkv;
+        if (nkv > 1024 || kb->kind != AMK_KIND_KV_CACHE || vb->kind != AMK_KIND_KV_CACHE || amk_buffer_numel(kb) % w != 0 ||
+            amk_buffer_numel(vb) != amk_buffer_numel(kb) || amk_buffer_numel(kb) / w > INT32_MAX)
+            continue; /* what the maps' encoding needs */
         for (k = 0; k < c->n_kv_pairs; k++) {
             const amk_task *u = &p->tasks[c->kv_pair_task[k]];
             if (u->inputs[1] == t->inputs[1] && u->inputs[2] == t->inputs[2] && c->kv_pair_rows[k] == n &&
@@ -957,11 +742,20 @@ AMK__FN void amk__cuda_context(amk_cuda *c, int q) {
     for (j = 0; j < x->ins.n_inputs && j < AMK_MAX_INPUTS; j++) x->in[j] = c->bufs[x->ins.inputs[j]];
     for (j = 0; j < x->ins.n_outputs && j < AMK_MAX_OUTPUTS; j++) x->out[j] = c->bufs[x->ins.outputs[j]];
     if (c->kv_pair && c->kv_pair[i] >= 0 && (x->ins.hints & AMK_VM_HINT_KV_EARLY)) {
-        /* why the pair's rows, not the task's kv_len: an update may change kv_len; the device then
-           sees the mismatch and stages the rows itself */
+        /* why the pair's rows, not the task's kv_len: an update may change kv_len; the planner then
+           sees the mismatch (amk_plan_attn_tma) and the task stages its rows itself */
         x->kv_rows = c->kv_pair_rows[c->kv_pair[i]];
         x->kv_maps = c->arena + c->off_kv_maps + (uint64_t)c->kv_pair[i] * 2 * AMK__CUDA_TMAP_BYTES;
     }
+    x->ins.form = amk_plan_form(x, c->threads, c->smem_bytes, c->info.image_kind != AMK_IMAGE_GENERAL);
+    if (x->kv_maps && x->ins.form == AMK_FORM_GENERAL) {
+        /* the maps' layout did not fit (a launch sized by the config): the task stages its rows by
+           cp.async (for PRENORM the layout amk__cuda_check_task proved fits) */
+        x->kv_maps = 0;
+        x->kv_rows = 0;
+        x->ins.form = amk_plan_form(x, c->threads, c->smem_bytes, c->info.image_kind != AMK_IMAGE_GENERAL);
+    }
+    c->ins[i].form = x->ins.form;
 }
 
 /* Reserves n bytes at the arena's end (AMK__CUDA_ALIGN aligned, rounded up to 16); 0 on
@@ -1090,16 +884,22 @@ AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_k
     return AMK_OK;
 }
 
+/* The threads a block of p's launch: its config's (default 256), capped at the VM's launch bound
+   (the function's own cap, read once loaded, may lower it). */
+AMK__FN int amk__cuda_threads(const amk_program *p) {
+    const int t = p->has_config && p->config.threads_per_block > 0 ? p->config.threads_per_block : 256;
+    return (t > AMK_VM_MAX_THREADS ? AMK_VM_MAX_THREADS : t) & ~31;
+}
+
 AMK_API int amk_cuda_wants_full(const amk_program *p) {
-    /* why the wider of the lean and ring limits: a false yes costs speed, never a result */
-    const int64_t kmax = 128 * AMK_LEAN_PPL > 256 * AMK_RING_VPL ? 128 * AMK_LEAN_PPL : 256 * AMK_RING_VPL;
     int i;
+    amk_vm_ctx_t x;
     if (!p) return 0;
     for (i = 0; i < p->n_tasks; i++) {
-        const amk_task *t = &p->tasks[i];
-        if (t->op == AMK_OP_ATTENTION_O ||
-            ((t->op == AMK_OP_RMSNORM_GEMV || t->op == AMK_OP_RMSNORM_MLP) && amk__cuda_short_rows(p, t, kmax)))
-            return 1;
+        /* why any shared memory: the device's is not known yet; a false yes costs speed, never a
+           result */
+        amk_task_context(p, i, &x);
+        if (amk_plan_form(&x, amk__cuda_threads(p), INT64_MAX, 1) != AMK_FORM_GENERAL) return 1;
     }
     return 0;
 }
@@ -1193,8 +993,7 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     AMK__CU_TRY(c, d, FuncGetAttribute(&fn_max_threads, AMK__CU_FUNC_ATTR_MAX_THREADS_PER_BLOCK, c->fn), "cuFuncGetAttribute");
     AMK__CU_TRY(c, d, FuncGetAttribute(&c->info.regs_per_thread, AMK__CU_FUNC_ATTR_NUM_REGS, c->fn), "cuFuncGetAttribute");
     if (!coop) return amk__fail(d, AMK_ERR_UNSUPPORTED, "device %s does not support cooperative launch", c->info.device_name);
-    c->threads = p->has_config && p->config.threads_per_block > 0 ? p->config.threads_per_block : 256;
-    if (c->threads > AMK_VM_MAX_THREADS) c->threads = AMK_VM_MAX_THREADS; /* the kernel's launch bound (amk_tune.h) */
+    c->threads = amk__cuda_threads(p);
     if (c->threads > fn_max_threads) c->threads = fn_max_threads;
     c->threads &= ~31;
     if (c->threads < 32) return amk__fail(d, AMK_ERR_UNSUPPORTED, "the VM kernel allows %d threads a block", fn_max_threads);
@@ -1203,7 +1002,10 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     } else { /* what the tasks would like, at most what the device allows; the driver then sizes L1 */
         c->smem_bytes = 16; /* why not 0: a valid, 16-byte area even when no task stages anything */
         for (i = 0; i < p->n_tasks; i++) {
-            const int64_t w = amk__cuda_smem_want(p, &p->tasks[i], c->threads);
+            amk_vm_ctx_t x;
+            int64_t w;
+            amk_task_context(p, i, &x);
+            w = amk_plan_want(&x, c->threads);
             if (w > c->smem_bytes) c->smem_bytes = w;
         }
         if (c->smem_bytes > (int64_t)optin - static_smem) c->smem_bytes = (int64_t)optin - static_smem;
@@ -1244,24 +1046,10 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
        host, resolved into the contexts the device reads */
     bt = c->bufs = (amk_buffer_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(amk_buffer_t));
     if (!bt) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
-    for (i = 0; i < p->n_buffers; i++) {
-        const amk_buffer *b = &p->buffers[i];
-        int64_t stride = 1;
-        bt[i].ptr = c->arena + c->buf_off[i];
-        bt[i].numel = amk_buffer_numel(b);
-        bt[i].rank = b->rank;
-        bt[i].dtype = b->dtype;
-        bt[i].space = b->space;
-        bt[i].kind = b->kind;
-        for (s = b->rank - 1; s >= 0; s--) {
-            bt[i].shape[s] = b->shape[s];
-            bt[i].stride[s] = stride;
-            stride *= b->shape[s] > 0 ? b->shape[s] : 1; /* why: numel fits int64, so this does */
-        }
-    }
+    for (i = 0; i < p->n_buffers; i++) amk_buffer_descriptor(&p->buffers[i], c->arena + c->buf_off[i], &bt[i]);
     c->no_prefetch = p->has_config && p->config.pipelining_depth == 0;
     for (i = 0; i < p->n_tasks; i++) {
-        amk__cuda_instruction(&p->tasks[i], &c->ins[i]);
+        amk_task_instruction(&p->tasks[i], &c->ins[i]);
         amk__cuda_task_prefetches(c, i);
     }
     if (amk__cuda_kv_hints(p, c->ins) < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");

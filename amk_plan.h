@@ -1,13 +1,18 @@
-/* amk_plan.h - the device form planner's shared sizing rules, compiled into host and device.
-   Part of AMK (see amk.h for the manual).
+/* amk_plan.h - the device form planner, compiled into host and device. Part of AMK (see amk.h
+   for the manual).
 
-   An instruction's device form lays out its dynamic shared memory by these rules (amk_ops.cuh),
-   and the host sizes the launch's shared memory by the same rules (amk_cuda.h: amk__cuda_smem_want
-   and the form checks beside it), so the two agree by construction. They are not ABI (amk_ir.h):
-   a rule may change whenever host and device change together. The knobs they read (AMK_LEAN_PPL,
-   AMK_RING_SLOTS, AMK_ROWS_STAGE_MAX, AMK_MMA_KC, ...) are amk_tune.h's. Plain C99 macros over
-   int64_t, and the planner's functions (AMK_PLAN_FN): the device includes this file from
-   amk_ops.cuh, the host from amk_arch.h (the builder asks it) and amk_cuda.h. */
+   An instruction's device form (the general form of its op, or one of the specialised forms:
+   AMK_FORM_*) is decided here, once, by amk_plan_form over the instruction's context (amk_vm_ctx_t:
+   the instruction and its buffers' descriptors, what the device sees). The runtime (amk_cuda.h)
+   plans every context it uploads and stores the form in the instruction (amk_instruction_t.form);
+   the device switches on it and lays out its shared memory by the same functions (amk_ops.cuh);
+   the launch's shared memory is sized by amk_plan_want and checked by amk_plan_least; the builder
+   (amk_arch.h) asks amk_plan_form before it emits a task only a specialised form takes. So host
+   and device agree by construction, and no host code restates a device condition. None of this is
+   ABI (amk_ir.h): a rule may change whenever host and device change together. The knobs read here
+   (AMK_LEAN_PPL, AMK_RING_SLOTS, AMK_ROWS_STAGE_MAX, AMK_MMA_KC, ...) are amk_tune.h's. Plain C99:
+   macros over int64_t and the planner's functions (AMK_PLAN_FN); the device includes this file
+   from amk_ops.cuh, the host from amk_arch.h and amk_cuda.h. */
 #ifndef AMK_PLAN_H
 #define AMK_PLAN_H
 
@@ -99,11 +104,296 @@ AMK_PLAN_FN int64_t amk_plan_rows_stage_bytes(int dt, int64_t H, int64_t nt) {
 
 /* ---- the tensor-core GEMM path (amk_gemm_mma) ---------------------------------------------------
    Tiles of AMK_MMA_MIN_ROWS rows and more, K in chunks of AMK_MMA_KC, a ring of AMK_MMA_STAGES;
-   the host sizes the launch's shared memory from these (amk__cuda_smem_want). */
+   the host sizes the launch's shared memory from these (amk_plan_want). */
 #define AMK_MMA_TILE (64 * AMK_MMA_KC * 2) /* bytes of one 64 x KC 16-bit operand tile */
 /* bytes of the x rows of a chunk (xsz bytes an element), and of a ring stage: those plus one W
    tile per warpgroup (nwg of them) */
 #define AMK_MMA_X_BYTES(xsz) ((int64_t)64 * AMK_MMA_KC * (xsz))
 #define AMK_MMA_STAGE_BYTES(xsz, nwg) (AMK_MMA_X_BYTES(xsz) + (int64_t)(nwg) * AMK_MMA_TILE)
+
+/* ==== the form planner ===========================================================================
+   Over an instruction's context x (amk_vm_ctx_t: the device's view; a host builds one from a task
+   with amk_task_context, buffer addresses 0 before the arena exists), threads a block and the
+   launch's dynamic shared memory. */
+
+/* The device forms (amk_instruction_t.form). GENERAL: the op's general path, which takes every
+   valid task but RMSNORM_MLP FOLD and ATTENTION_O PRENORM. The others are the full image's
+   specialised forms (amk_ops.cuh): LEAN the lean decode tile (amk_norm_gemv_lean: RMSNORM_GEMV,
+   RMSNORM_MLP), RING the ring of short rows (amk_norm_gemv_ring: RMSNORM_GEMV), ATTN_LEAN the lean
+   ATTENTION_O (amk_attn_o_lean). */
+#define AMK_FORM_GENERAL 0u
+#define AMK_FORM_LEAN 1u
+#define AMK_FORM_RING 2u
+#define AMK_FORM_ATTN_LEAN 3u
+
+/* 1 for a task only a specialised form takes (RMSNORM_MLP FOLD, ATTENTION_O PRENORM). */
+AMK_PLAN_FN int amk_plan_folded(const amk_vm_ctx_t *x) {
+    const uint32_t f = (uint32_t)x->ins.params.flags;
+    return (x->ins.op == AMK_OP_RMSNORM_MLP && (f & AMK_MLP_FLAG_FOLD)) ||
+           (x->ins.op == AMK_OP_ATTENTION_O && (f & AMK_ATTN_FLAG_PRENORM));
+}
+
+/* The bytes of an accumulating op's staged rows n0 .. n0 + nt of input 4 (RMSNORM_MLP's W_downT,
+   ATTENTION_O's W_oT; amk_plan_rows_stage_bytes, 16-byte aligned in memory), or 0. */
+AMK_PLAN_FN int64_t amk_plan_rows_bytes(const amk_vm_ctx_t *x, int64_t nt) {
+    const amk_buffer_t *Wd = &x->in[4];
+    return Wd->ptr % 16 == 0 && Wd->rank == 2 ? amk_plan_rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
+}
+
+/* The conditions the lean and ring forms share: one row of F32 x, K a multiple of 8 up to kmax,
+   F32 norm_w, bf16 W, all 16-byte aligned, and an RMSNORM_GEMV's output F32 or BF16. */
+AMK_PLAN_FN int amk_plan_short_rows(const amk_vm_ctx_t *x, int64_t kmax) {
+    const amk_buffer_t *xb = &x->in[0], *nw = &x->in[1], *W = &x->in[2];
+    const int64_t K = x->ins.params.K;
+    const int od = x->out[0].dtype;
+    return x->ins.n_inputs >= 3 && x->ins.n_outputs >= 1 && K >= 8 && K % 8 == 0 && K <= kmax && xb->numel == K &&
+           xb->dtype == AMK_DTYPE_F32 && nw->dtype == AMK_DTYPE_F32 && W->dtype == AMK_DTYPE_BF16 && xb->ptr % 16 == 0 &&
+           nw->ptr % 16 == 0 && W->ptr % 16 == 0 &&
+           (x->ins.op == AMK_OP_RMSNORM_MLP || od == AMK_DTYPE_F32 || od == AMK_DTYPE_BF16);
+}
+
+/* The lean tile's layout (amk_norm_gemv_lean): its flags, sizes and the offsets of its parts in
+   shared memory (AMK_LEAN_BYTES: x, the values or cos and sin, norm_w, the rows, W_downT's rows,
+   FOLD's W_cat rows), bytes in all. */
+typedef struct amk_plan_lean_t {
+    int mlp, rope, kv_row, K, nrw, fold, F, b0, nb;
+    int64_t nt, n_begin, N, rb, wsb, yso, nso, gso, wso, fso, bytes;
+} amk_plan_lean_t;
+/* The lean tile's warps with rows: RMSNORM_MLP one a row (gate and up), RMSNORM_GEMV one a pair. */
+AMK_PLAN_FN int amk_plan_lean_row_warps(const amk_vm_ctx_t *x) {
+    return x->ins.op == AMK_OP_RMSNORM_MLP ? x->ins.params.N_tile : (x->ins.params.N_tile + 1) / 2;
+}
+AMK_PLAN_FN amk_plan_lean_t amk_plan_lean_layout(const amk_vm_ctx_t *x) {
+    const amk_params_t *P = &x->ins.params;
+    amk_plan_lean_t L;
+    L.mlp = x->ins.op == AMK_OP_RMSNORM_MLP;
+    L.rope = !L.mlp && ((uint32_t)P->flags & AMK_GEMV_FLAG_ROPE) != 0;
+    L.kv_row = !L.mlp && ((uint32_t)P->flags & AMK_GEMV_FLAG_KV_ROW) != 0;
+    L.K = P->K;
+    L.nt = P->N_tile;
+    L.n_begin = P->n_off;
+    L.N = x->in[2].shape[0];
+    L.rb = L.nt * L.K * 2; /* a matrix's rows' bytes */
+    L.wsb = L.mlp ? amk_plan_rows_bytes(x, L.nt) : 0;
+    /* FOLD: W_cat's rows n_begin .. + nt and its base rows N + b0 .. N + b0 + nb (AMK_LEAN_FOLD_BYTES).
+       why 32-bit division: these are small (amk_plan_lean_bytes checks (n_off + nt) * K < 2^31),
+       and a 64-bit one is a subroutine on the device's path to its first poll */
+    L.fold = L.mlp && ((uint32_t)P->flags & AMK_MLP_FLAG_FOLD) != 0;
+    L.F = L.fold ? (int)x->in[5].shape[1] : 0;
+    L.b0 = L.fold && L.N > 0 ? (int)((uint32_t)P->n_off * (uint32_t)L.K / (uint32_t)L.N) : 0;
+    L.nb = L.fold && L.N > 0 ? (int)((uint32_t)(P->n_off + P->N_tile) * (uint32_t)L.K / (uint32_t)L.N) - L.b0 : 0;
+    L.yso = (int64_t)L.K * 4; /* x at 0 (K a multiple of 8: every part stays 16-byte aligned) */
+    L.nso = L.yso + ((L.nt * 4 + 15) & ~(int64_t)15);
+    L.gso = L.nso + (int64_t)L.K * 4;
+    L.wso = L.gso + (L.mlp ? 2 : 1) * L.rb;
+    L.fso = L.wso + L.wsb;
+    L.bytes = AMK_LEAN_BYTES(L.nt, L.K, (L.mlp ? 2 : 1) * L.rb + L.wsb) +
+              (L.fold ? AMK_LEAN_FOLD_BYTES(L.nt + L.nb, L.F) : 0); /* = fso + W_cat's rows */
+    L.nrw = amk_plan_lean_row_warps(x); /* the warps with rows; with RoPE warp nrw does the trig */
+    return L;
+}
+
+/* The shared memory of x's lean form, or 0 when the form does not take x (whatever the launch's
+   shared memory). */
+AMK_PLAN_FN int64_t amk_plan_lean_bytes(const amk_vm_ctx_t *x, int threads) {
+    const amk_params_t *P = &x->ins.params;
+    const amk_buffer_t *Wu = &x->in[3], *Wc = &x->in[5];
+    amk_plan_lean_t L;
+    if ((x->ins.op != AMK_OP_RMSNORM_GEMV && x->ins.op != AMK_OP_RMSNORM_MLP) || !amk_plan_short_rows(x, 128 * AMK_LEAN_PPL) ||
+        P->N_tile < 1 || P->n_off < 0)
+        return 0;
+    L = amk_plan_lean_layout(x);
+    if (L.nrw > threads / 32 - L.rope || L.n_begin + L.nt > L.N) return 0;
+    if (L.mlp && (x->ins.n_inputs < 5 || Wu->dtype != AMK_DTYPE_BF16 || Wu->ptr % 16 != 0 || L.wsb == 0)) return 0;
+    if (L.fold && (x->ins.n_inputs < 6 || x->ins.n_outputs != 2 || Wc->dtype != AMK_DTYPE_BF16 || Wc->ptr % 16 != 0 ||
+                   Wc->rank != 2 || L.F < 8 || L.F % 8 != 0 || Wc->shape[0] != L.N + L.K || x->out[1].dtype != AMK_DTYPE_F32 ||
+                   x->out[1].ptr % 16 != 0 || x->out[1].numel != L.F || (L.n_begin + L.nt) * L.K > 2147483647))
+        return 0;
+    if (!L.mlp && (((uint32_t)P->flags & AMK_GEMV_FLAG_ARGMAX) || (P->flags && x->ins.n_inputs < 4) ||
+                   (L.rope && (L.nt % 2 != 0 || L.n_begin % 2 != 0))))
+        return 0;
+    return L.bytes;
+}
+
+/* The ring form (amk_norm_gemv_ring; the lean form comes first): RMSNORM_GEMV without flags but
+   ARGMAX, short rows of K <= 256 * AMK_RING_VPL, more than two rows a warp. The least shared
+   memory it runs with (two slots of a row a warp), or 0 when it does not take x. */
+AMK_PLAN_FN int64_t amk_plan_ring_least(const amk_vm_ctx_t *x, int threads) {
+    const amk_params_t *P = &x->ins.params;
+    const int nw = threads / 32;
+    if (x->ins.op != AMK_OP_RMSNORM_GEMV || ((uint32_t)P->flags & ~AMK_GEMV_FLAG_ARGMAX) != 0 ||
+        !amk_plan_short_rows(x, 256 * AMK_RING_VPL) || P->N_tile <= 2 * nw || P->n_off < 0 ||
+        (int64_t)P->n_off + P->N_tile > x->in[2].shape[0])
+        return 0;
+    return 2 * (int64_t)nw * P->K * 2;
+}
+
+/* 1 when the lean ATTENTION_O copies its cache rows by tensor copies (AMK_ATTN_KV_TMA): x carries
+   its caches' maps for its window (the runtime sets them, amk__cuda_kv_pairs), bf16 caches of
+   head_dim 64. */
+AMK_PLAN_FN int amk_plan_attn_tma(const amk_vm_ctx_t *x) {
+#if AMK_ATTN_KV_TMA
+    return (x->kv_maps != 0) & (x->kv_rows == x->ins.params.kv_len) & (x->in[1].dtype == AMK_DTYPE_BF16) &
+           (x->ins.params.head_dim == 64);
+#else
+    (void)x;
+    return 0;
+#endif
+}
+/* The lean ATTENTION_O's query heads (one or two) and its cache rows' layout: rows of rowb bytes,
+   nr of them a cache (tensor copies: 128-byte rows, n rounded up to 8). */
+AMK_PLAN_FN int amk_plan_attn_heads(const amk_params_t *P) {
+    const int hd = P->head_dim, h0 = hd > 0 ? P->m_off / hd : 0;
+    return hd > 0 ? (P->m_off + P->M_tile - 1) / hd - h0 + 1 : 0;
+}
+AMK_PLAN_FN int64_t amk_plan_attn_row_bytes(int tma, int hd, int esz) { return tma ? 128 : AMK_ATTN_ROW_BYTES(hd, esz); }
+AMK_PLAN_FN int64_t amk_plan_attn_rows(int tma, int64_t n) { return tma ? (n + 7) & ~(int64_t)7 : n; }
+/* The lean ATTENTION_O's shared memory below W_oT's rows: the K and V rows (from kso, the tensor
+   copies' alignment pad), q, the warps' maxima, p, a, PRENORM's words and its cos and sin. */
+#define AMK_ATTN_LEAN_FIXED(kso, nr, rowb, nh, hd, n) \
+    ((kso) + 2 * (int64_t)(nr) * (rowb) + ((int64_t)(nh) * (hd) + 32 + (int64_t)(nh) * (n) + AMK_ATTN_LEAN_DIMS + 4 + 64) * 4)
+
+/* The shared memory of x's lean ATTENTION_O (tensor copies or not: tma), for the worst alignment
+   of the launch's shared memory (the tensor copies' pad up to AMK_ATTN_TMA_ALIGN - 16), with W_oT's
+   rows; or 0 when the form does not take x. */
+AMK_PLAN_FN int64_t amk_plan_attn_lean_bytes(const amk_vm_ctx_t *x, int threads, int tma) {
+    const amk_params_t *P = &x->ins.params;
+    const amk_buffer_t *q = &x->in[0], *kc = &x->in[1], *vc = &x->in[2], *xr = &x->in[5];
+    const int hd = P->head_dim, nkv = P->n_kv_heads, M = P->M_tile, dt = kc->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2;
+    const int grp = nkv > 0 ? P->n_heads / nkv : 0, h0 = hd > 0 ? P->m_off / hd : 0, nh = amk_plan_attn_heads(P);
+    const int pre = ((uint32_t)P->flags & AMK_ATTN_FLAG_PRENORM) != 0;
+    const int64_t n = P->kv_len, want = amk_plan_rows_bytes(x, M);
+    if (x->ins.op != AMK_OP_ATTENTION_O || x->ins.n_inputs < 5 || (dt != AMK_DTYPE_F32 && dt != AMK_DTYPE_BF16) ||
+        vc->dtype != dt || (q->dtype != AMK_DTYPE_F32 && q->dtype != AMK_DTYPE_BF16) || hd < 8 || hd > 256 ||
+        (hd * esz) % 16 != 0 || nkv < 1 || P->n_heads % nkv != 0 || P->N_tile != 1 || M < 1 || M > AMK_ATTN_LEAN_DIMS ||
+        P->m_off < 0 || nh > 2 || h0 < P->n_off * grp || h0 + nh > (P->n_off + 1) * grp || n < 1 || n > AMK_ATTN_SPEC_ROWS ||
+        n > threads / nh || (threads / nh) % 32 != 0 || ((uint32_t)P->flags & AMK_ATTN_FLAG_PARTIAL) != 0 ||
+        kc->ptr % 16 != 0 || vc->ptr % 16 != 0 || want == 0 || (tma && (dt != AMK_DTYPE_BF16 || hd != 64)))
+        return 0;
+    if (pre && (x->ins.n_inputs < 6 || q->dtype != AMK_DTYPE_F32 || q->numel != (int64_t)(P->n_heads + 2 * nkv) * hd ||
+                xr->dtype != AMK_DTYPE_F32 || xr->ptr % 16 != 0 || xr->numel % 4 != 0 || xr->numel != x->in[4].shape[1] ||
+                xr->numel > 128 * AMK_LEAN_PPL || (x->ins.n_outputs != 1 && x->ins.n_outputs != 3) || hd > 64 ||
+                threads < 32 + nh * hd / 2 || q->ptr % 8 != 0))
+        return 0;
+    return AMK_ATTN_LEAN_FIXED(tma ? AMK_ATTN_TMA_ALIGN - 16 : 0, amk_plan_attn_rows(tma, n), amk_plan_attn_row_bytes(tma, hd, esz),
+                               nh, hd, n) + want + 16; /* + the rows' 16-byte alignment */
+}
+
+/* 1 when ATTENTION_DECODE (or ATTENTION_O) x runs on the tensor cores (amk_attn_decode_mma): q, K
+   and V BF16, head_dim a multiple of 16 up to 256 (it also falls back to the CUDA cores when
+   shared memory holds fewer than 16 rows). */
+AMK_PLAN_FN int amk_plan_attn_mma(const amk_vm_ctx_t *x) {
+    const int hd = x->ins.params.head_dim;
+    return x->in[0].dtype == AMK_DTYPE_BF16 && x->in[1].dtype == AMK_DTYPE_BF16 && x->in[2].dtype == AMK_DTYPE_BF16 &&
+           hd > 0 && hd % 16 == 0 && hd <= 256 && x->ins.params.n_kv_heads > 0 && x->ins.params.n_heads >= x->ins.params.n_kv_heads;
+}
+
+/* The bytes of ATTENTION_O x's results in shared memory (its kv heads' query heads, F32). */
+AMK_PLAN_FN int64_t amk_plan_attn_o_ys_bytes(const amk_params_t *P) {
+    return AMK_ATTN_O_YS_BYTES(P->head_dim, (int64_t)P->N_tile * (P->n_kv_heads > 0 ? P->n_heads / P->n_kv_heads : 0));
+}
+
+/* The least dynamic shared memory x runs with in its general form (0: it stages nothing): a
+   GEMV-family tile one staged row of x, + the tile and its RoPE cos/sin (amk_op_norm_gemv); decode
+   attention one chunk of 32 rows at 4 bytes an element (ATTENTION_O: + its results); ATTENTION_TILE
+   a head of q a warp. */
+AMK_PLAN_FN int64_t amk_plan_least(const amk_vm_ctx_t *x, int threads) {
+    const amk_params_t *P = &x->ins.params;
+    const int64_t K = P->K, hd = P->head_dim;
+    switch (x->ins.op) {
+    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_SWIGLU: return 4 * K;
+    case AMK_OP_RMSNORM_MLP: return 4 * (K + P->N_tile); /* + the tile's values */
+    case AMK_OP_RMSNORM_GEMV: return 4 * (K + ((uint32_t)P->flags & AMK_GEMV_FLAG_ROPE ? 2 * (int64_t)P->N_tile : 0));
+    case AMK_OP_ATTENTION_DECODE: return AMK_ATTN_DECODE_LEAST(hd, threads);
+    case AMK_OP_ATTENTION_O: return AMK_ATTN_DECODE_LEAST(hd, threads) + amk_plan_attn_o_ys_bytes(P) + 16;
+    case AMK_OP_ATTENTION_TILE: return (int64_t)(threads / 32) * hd * 4;
+    default: return 0;
+    }
+}
+
+/* The form x runs in, in an image with the specialised forms (lean 1; the general image has
+   none) and a launch of threads a block and smem bytes of dynamic shared memory: the first of
+   its op's forms that takes it, else AMK_FORM_GENERAL. */
+AMK_PLAN_FN uint32_t amk_plan_form(const amk_vm_ctx_t *x, int threads, int64_t smem, int lean) {
+    int64_t b;
+    if (!lean) return AMK_FORM_GENERAL;
+    switch (x->ins.op) {
+    case AMK_OP_RMSNORM_GEMV: case AMK_OP_RMSNORM_MLP:
+        if (AMK_LEAN && (b = amk_plan_lean_bytes(x, threads)) > 0 && b <= smem) return AMK_FORM_LEAN;
+        if (AMK_RING && (b = amk_plan_ring_least(x, threads)) > 0 && b <= smem) return AMK_FORM_RING;
+        return AMK_FORM_GENERAL;
+    case AMK_OP_ATTENTION_O:
+        if (AMK_ATTN_LEAN && (b = amk_plan_attn_lean_bytes(x, threads, amk_plan_attn_tma(x))) > 0 && b <= smem)
+            return AMK_FORM_ATTN_LEAN;
+        return AMK_FORM_GENERAL;
+    default: return AMK_FORM_GENERAL;
+    }
+}
+
+/* The dynamic shared memory x would like: its fastest form's, never less than amk_plan_least (the
+   device ops adapt to anything in between). why not always the opt-in maximum: shared memory and
+   L1 share one 256 KB array a SM, so every byte asked for leaves less L1 (the driver picks the
+   configuration); this rule makes the decode step faster than the maximum does (bench/RESULTS.md
+   runs 81-82). */
+AMK_PLAN_FN int64_t amk_plan_want(const amk_vm_ctx_t *x, int threads) {
+    const amk_params_t *P = &x->ins.params;
+    const int64_t K = P->K, hd = P->head_dim, least = amk_plan_least(x, threads);
+    int64_t w = least;
+    switch (x->ins.op) {
+    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: {
+        /* the tensor-core path (tiles of AMK_MMA_MIN_ROWS rows and more) wants its full ring, + an
+           x split in two when x and W differ (amk_mma_stages) */
+        const int64_t M = x->ins.op == AMK_OP_GEMM_TILE ? P->M_tile : K > 0 ? x->in[0].numel / K : 0;
+        if (M >= AMK_MMA_MIN_ROWS)
+            w = (x->in[0].dtype == x->in[1].dtype ? 0 : 2 * AMK_MMA_TILE) +
+                AMK_MMA_STAGES * AMK_MMA_STAGE_BYTES(x->in[0].dtype == AMK_DTYPE_F32 ? 4 : 2, threads / 128);
+        break;
+    }
+    case AMK_OP_ATTENTION_DECODE: case AMK_OP_ATTENTION_O: { /* one chunk for the task's whole key range, up to 512 rows */
+        const int dt = x->in[1].dtype;
+        const int64_t e = dt == AMK_DTYPE_F32 ? 4 : dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16 ? 2 : 0;
+        const int64_t esz = e && x->in[2].dtype == dt && (hd * e) % 16 == 0 ? e : 4; /* the device's staging format */
+        const int mma = amk_plan_attn_mma(x);
+        const int64_t step = mma ? 16 : 32; /* a chunk's rows come in 16s (tensor cores) or 32s */
+        int64_t C = ((int64_t)P->kv_len + step - 1) / step * step;
+        if (C > 512) C = 512;
+        if (C < step) C = step;
+        if (mma) { /* amk_attn_decode_mma's layout */
+            const int64_t grp = P->n_heads / P->n_kv_heads;
+            w = AMK_ATTN_MMA_SMEM(hd, grp < AMK_ATTN_MMA_ROWS ? grp : AMK_ATTN_MMA_ROWS, C);
+        } else {
+            w = AMK_ATTN_DECODE_SMEM(hd, AMK_ATTN_ROW_BYTES(hd, esz), AMK_ATTN_KEY_GROUPS(hd, threads), C);
+        }
+        if (x->ins.op == AMK_OP_ATTENTION_O) { /* + its results, + its rows of W_oT when they stage */
+            const int64_t b = amk_plan_rows_bytes(x, P->M_tile);
+            if (w < AMK_ATTN_DECODE_LEAST(hd, threads)) w = AMK_ATTN_DECODE_LEAST(hd, threads); /* why: the rows stage only above it */
+            w += amk_plan_attn_o_ys_bytes(P) + 16 + (b ? b + 16 : 0); /* + each part's 16-byte alignment */
+            if ((uint32_t)P->flags & AMK_ATTN_FLAG_PRENORM) { /* its lean form's, either layout */
+                const int64_t t0 = amk_plan_attn_lean_bytes(x, threads, 0), t1 = amk_plan_attn_lean_bytes(x, threads, 1);
+                if (t0 > w) w = t0;
+                if (t1 > w) w = t1;
+            }
+        }
+        break;
+    }
+    case AMK_OP_RMSNORM_MLP: { /* + its rows of W_downT, when they stage; its lean form's */
+        const int64_t b = amk_plan_rows_bytes(x, P->N_tile), lean = amk_plan_lean_bytes(x, threads);
+        w = least + (b ? b + 16 : 0); /* + the rows' 16-byte alignment */
+        if (lean > w) w = lean;
+        break;
+    }
+    case AMK_OP_RMSNORM_GEMV: { /* its lean form's, else its ring form's */
+        int64_t form = amk_plan_lean_bytes(x, threads);
+        if (!form && amk_plan_ring_least(x, threads)) form = AMK_RING_BYTES(threads / 32, K);
+        if (form > w) w = form;
+        break;
+    }
+    case AMK_OP_ATTENTION_COMBINE: /* the heads' weights staged (else it recomputes them) */
+        w = hd > 0 ? x->in[0].numel / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
+        break;
+    default: break;
+    }
+    return w > least ? w : least;
+}
 
 #endif /* AMK_PLAN_H */

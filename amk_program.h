@@ -209,6 +209,17 @@ AMK_API int64_t amk_buffer_numel(const amk_buffer *b);
 AMK_API int64_t amk_program_weight_bytes(const amk_program *p);
 /* Marshals a task's params (with defaults filled) into the device POD. */
 AMK_API void amk_task_marshal_params(const amk_task *t, amk_params_t *out);
+/* Task t's device instruction (amk_instruction_t): ids, waits and params marshalled; form
+   AMK_FORM_GENERAL and no prefetches (the runtime plans those). */
+AMK_API void amk_task_instruction(const amk_task *t, amk_instruction_t *out);
+/* Buffer b's device descriptor (amk_buffer_t) at device address ptr: strides row-major, in
+   elements. */
+AMK_API void amk_buffer_descriptor(const amk_buffer *b, uint64_t ptr, amk_buffer_t *out);
+/* Task ti's context as the device would see it (amk_vm_ctx_t): its instruction and its buffers'
+   descriptors at address 0 (aligned), no tensor maps. What the form planner (amk_plan.h) takes
+   before a runtime has placed the buffers: the builder asks it so, and the runtime sizes its
+   launch so. An id out of range leaves its descriptor zero. */
+AMK_API void amk_task_context(const amk_program *p, int ti, amk_vm_ctx_t *out);
 
 /* ==== >>json: the on-disk format (spec §6) ==================================================== */
 
@@ -721,6 +732,54 @@ AMK_API void amk_task_marshal_params(const amk_task *t, amk_params_t *o) {
     AMK__MF(rope_low_freq_factor, 1.0); AMK__MF(rope_high_freq_factor, 4.0);
 #undef AMK__MI
 #undef AMK__MF
+}
+
+AMK_API void amk_task_instruction(const amk_task *t, amk_instruction_t *in) {
+    int i;
+    memset(in, 0, sizeof *in);
+    in->op = t->op;
+    in->sm = t->sm;
+    in->out_counter = t->out_counter;
+    in->id = t->id;
+    in->n_inputs = t->n_inputs;
+    in->n_outputs = t->n_outputs;
+    in->n_waits = t->n_waits;
+    for (i = 0; i < AMK_MAX_INPUTS; i++) in->inputs[i] = i < t->n_inputs ? t->inputs[i] : -1;
+    for (i = 0; i < AMK_MAX_OUTPUTS; i++) in->outputs[i] = i < t->n_outputs ? t->outputs[i] : -1;
+    for (i = 0; i < AMK_MAX_WAITS; i++) {
+        in->wait_counter[i] = i < t->n_waits ? t->waits[i].counter : -1;
+        in->wait_threshold[i] = i < t->n_waits ? (uint32_t)t->waits[i].threshold : 0u;
+    }
+    amk_task_marshal_params(t, &in->params);
+}
+
+AMK_API void amk_buffer_descriptor(const amk_buffer *b, uint64_t ptr, amk_buffer_t *o) {
+    int64_t stride = 1;
+    int s;
+    memset(o, 0, sizeof *o);
+    o->ptr = ptr;
+    o->numel = amk_buffer_numel(b);
+    o->rank = b->rank;
+    o->dtype = b->dtype;
+    o->space = b->space;
+    o->kind = b->kind;
+    for (s = b->rank - 1; s >= 0 && s < AMK_MAX_RANK; s--) {
+        o->shape[s] = b->shape[s];
+        o->stride[s] = stride;
+        stride *= b->shape[s] > 0 ? b->shape[s] : 1; /* why no overflow check: numel fits int64, so this does */
+    }
+}
+
+AMK_API void amk_task_context(const amk_program *p, int ti, amk_vm_ctx_t *x) {
+    const amk_task *t = &p->tasks[ti];
+    int j;
+    memset(x, 0, sizeof *x);
+    amk_task_instruction(t, &x->ins);
+    x->index = ti;
+    for (j = 0; j < t->n_inputs && j < AMK_MAX_INPUTS; j++)
+        if (t->inputs[j] >= 0 && t->inputs[j] < p->n_buffers) amk_buffer_descriptor(&p->buffers[t->inputs[j]], 0, &x->in[j]);
+    for (j = 0; j < t->n_outputs && j < AMK_MAX_OUTPUTS; j++)
+        if (t->outputs[j] >= 0 && t->outputs[j] < p->n_buffers) amk_buffer_descriptor(&p->buffers[t->outputs[j]], 0, &x->out[j]);
 }
 
 AMK__FN int amk__param_copy(amk_param *dst, const amk_param *src) {

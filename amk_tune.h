@@ -75,6 +75,12 @@
    | AMK_VM_PREFETCH_MIN_ELEMS | 16384u  | no prefetch for a tile of fewer  | such a tile is one round of loads: | 87-89        |
    |                           |         | weight elements                  | SmolLM2's prefetches cost 2.2%     |              |
    | Llama builder (amk_arch.h): what amk_llama_build_opts' -1 (AMK's choice) means, and the sizes it picks                     |
+   | AMK_LLAMA_THREADS         | 512     | the step's threads a block       | GEMV tiles 26% faster than at 256  | NOTES "cuda" |
+   |                           |         | (amk_llama_build_lowered); the   | on the H100                        |              |
+   |                           |         | forms are planned for it         |                                    |              |
+   | AMK_LLAMA_SMEM            | 224256  | the shared memory the builder    | Hopper's opt-in 227 KB less 8 KB   | not measured |
+   |                           |         | plans the folded tasks' forms    | for the VM's static shared memory  |              |
+   |                           |         | for (amk_plan_form)              | (~3 KB)                            |              |
    | AMK_LLAMA_MLP_ACCUM       | 1       | mlp_accum: the one-step MLP      | larger shares read W_down at a     | 146, 153     |
    |                           |         | where a tile's rows of W_downT   | fraction of the GEMV's pace (1B    |              |
    |                           |         | stage (1), never (0), always (2) | +17%, 8B +22%); SmolLM2 -3.6%      |              |
@@ -187,6 +193,12 @@
 #endif
 
 /* ---- Llama builder -------------------------------------------------------------------------- */
+#ifndef AMK_LLAMA_THREADS
+#define AMK_LLAMA_THREADS 512 /* the step's threads a block; why: GEMV tiles 26% faster than at 256 (NOTES "cuda") */
+#endif
+#ifndef AMK_LLAMA_SMEM
+#define AMK_LLAMA_SMEM (227 * 1024 - 8192) /* the shared memory the builder plans forms for: Hopper's opt-in less a reserve for the VM's static */
+#endif
 #ifndef AMK_LLAMA_MLP_ACCUM
 #define AMK_LLAMA_MLP_ACCUM 1 /* mlp_accum -1: one-step MLP where W_downT's rows stage (runs 146, 153) */
 #endif

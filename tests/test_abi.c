@@ -116,7 +116,7 @@ static void test_caps_and_versions(void) {
        reserved word): host and device images built apart must agree on it */
     CHECK_EQ_INT(offsetof(amk_instruction_t, params), 144);
     CHECK_EQ_INT(offsetof(amk_instruction_t, prefetch_addr), 248);
-    CHECK_EQ_INT(offsetof(amk_instruction_t, reserved_keep), 284);
+    CHECK_EQ_INT(offsetof(amk_instruction_t, form), 284);
     CHECK_EQ_INT(sizeof(amk_instruction_t), 288);
     /* the VM fetches a context with one bulk copy: 16-byte multiples, descriptors 16-aligned */
     CHECK_EQ_INT(sizeof(amk_vm_ctx_t) % 16, 0);

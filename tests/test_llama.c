@@ -256,6 +256,41 @@ static void test_fold_build(void) {
     }
 }
 
+/* AMK's choice folds only where the device's lean forms take every folded task (amk_plan_form):
+   SmolLM2 in BF16 folds with a 256-row cache, not with 492 rows (one KV split, so its ATTENTION_O
+   PRENORM tasks would span 492 keys, past the lean attention's AMK_ATTN_SPEC_ROWS: the GPU refused
+   that step, issue 38's 460-token prompt); every task of each step plans a form the device takes.
+   qkv_fold 1 folds all the same (the reference VM runs it). */
+static void test_fold_planned(void) {
+    amk_llama_config c;
+    amk_llama_build_opts o;
+    char buf[8];
+    int rows, k, i, n_folded, n_general;
+    CHECK_EQ_INT(amk_llama_config_preset("smollm2-135m", &c), AMK_OK);
+    amk_llama_build_opts_default(&o);
+    o.weight_dtype = AMK_DTYPE_BF16;
+    for (k = 0; k < 3; k++) {
+        amk_program *p = NULL;
+        amk_vm_ctx_t x;
+        rows = k == 0 ? 256 : 492;
+        o.max_seq = rows;
+        o.qkv_fold = k == 2 ? 1 : -1;
+        CHECK_EQ_INT(amk_llama_build(&c, &o, &p, NULL), AMK_OK);
+        if (!p) continue;
+        CHECK_EQ_INT(amk_program_meta_string(p, "qkv_fold", buf, sizeof buf) != 0, k != 1);
+        n_folded = n_general = 0;
+        for (i = 0; i < p->n_tasks; i++) {
+            amk_task_context(p, i, &x);
+            if (!amk_plan_folded(&x)) continue;
+            n_folded++;
+            n_general += amk_plan_form(&x, AMK_LLAMA_THREADS, AMK_LLAMA_SMEM, 1) == AMK_FORM_GENERAL;
+        }
+        CHECK_EQ_INT(n_folded > 0, k != 1);
+        CHECK_EQ_INT(n_general > 0, k == 2); /* the PRENORM tasks */
+        amk_program_free(p);
+    }
+}
+
 /* The folded step computes what the unfolded one does: random weights (the loader derives W_cat
    from the very weights the unfolded step holds), 3 layers, 12 steps, the same greedy tokens, and
    logits (of magnitude ~1.7) within: F32 weights 2e-5 (the fold reassociates fp32 sums: W_downT
@@ -724,6 +759,7 @@ int main(void) {
     RUN(test_build_validates_and_lowers);
     RUN(test_sm_sets);
     RUN(test_fold_build);
+    RUN(test_fold_planned);
     RUN(test_fused_matches_spec_ops);
     RUN(test_fold_matches_unfolded);
     RUN(test_random_weights_decode);

@@ -3,7 +3,7 @@
    are refused before the driver is touched. AMK_CUDA_LIBRARY forces "no driver" even on a GPU
    machine, so every assertion here holds everywhere. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
-#define AMK_STATIC         /* why: the runtime's internal sizing (amk__cuda_smem_want) is tested too */
+#define AMK_STATIC         /* why: the runtime's internal prefetch ranges (amk__cuda_prefetches) are tested too */
 #define AMK_IMPLEMENTATION
 #if defined(__GNUC__)
 /* why: AMK_STATIC turns every API function this file does not call into an unused static */
@@ -16,6 +16,29 @@
 #include "../amk_test.h"
 
 static const unsigned char fake_image[] = "// not a real image: the driver is never reached\n";
+
+/* The form planner (amk_plan.h) on task ti's context before placement: the shared memory it
+   wants, its lean form's and its ring form's least (0: the form does not take it), its form. */
+static int64_t plan_want(const amk_program *p, int ti, int threads) {
+    amk_vm_ctx_t x;
+    amk_task_context(p, ti, &x);
+    return amk_plan_want(&x, threads);
+}
+static int64_t plan_lean(const amk_program *p, int ti, int threads) {
+    amk_vm_ctx_t x;
+    amk_task_context(p, ti, &x);
+    return amk_plan_lean_bytes(&x, threads);
+}
+static int64_t plan_ring(const amk_program *p, int ti, int threads) {
+    amk_vm_ctx_t x;
+    amk_task_context(p, ti, &x);
+    return amk_plan_ring_least(&x, threads);
+}
+static unsigned plan_form(const amk_program *p, int ti, int threads, int64_t smem) {
+    amk_vm_ctx_t x;
+    amk_task_context(p, ti, &x);
+    return amk_plan_form(&x, threads, smem, 1);
+}
 
 /* x[16] F32 -> COPY -> y[16] F32 on SM sm of a 2-SM target. */
 static amk_program *small_program(int sm) {
@@ -144,7 +167,7 @@ static void test_vm_layouts(void) {
 }
 
 /* The dynamic shared memory a launch asks for is what its tasks would like (the rest of the
-   SM's 256 KB stays L1), never less than amk__cuda_check_task requires. */
+   SM's 256 KB stays L1: amk_plan_want), never less than amk__cuda_check_task requires. */
 static void test_smem_want(void) {
     amk_program *p = amk_program_create();
     const int threads = 512;
@@ -176,25 +199,25 @@ static void test_smem_want(void) {
     ins[0] = x; ins[1] = W;
     t = amk_program_add_task(p, AMK_OP_GEMV_TILE, ins, 2, &y, 1, c, "gemv");
     amk_task_set_int(p, t, "K", 2048);
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 4 * 2048);
+    CHECK_EQ_INT(plan_want(p, t, threads), 4 * 2048);
     /* 64 rows: the tensor-core ring, 4 stages of f32 x (64 x 64 x 4) + 4 W tiles (64 x 64 x 2),
        and the bf16 halves of the split x */
     ins[0] = xm;
     t = amk_program_add_task(p, AMK_OP_GEMV_TILE, ins, 2, &ym, 1, c, "gemm");
     amk_task_set_int(p, t, "K", 2048);
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 2 * 8192 + 4 * (16384 + 4 * 8192));
+    CHECK_EQ_INT(plan_want(p, t, threads), 2 * 8192 + 4 * (16384 + 4 * 8192));
     /* decode attention, head_dim 64, bf16 cache: fixed 4 * (4*64*(1 + 16) + 16) = 17472 bytes and
        304 a row (16 of scores, two 144-byte K/V rows) for the key range rounded to 32, at most 512 */
     ins[0] = q; ins[1] = kc; ins[2] = vc; ins[3] = pos;
     t = amk_program_add_task(p, AMK_OP_ATTENTION_DECODE, ins, 4, &o, 1, c, "attention");
     amk_task_set_int(p, t, "head_dim", 64);
     amk_task_set_int(p, t, "kv_len", 129);
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 17472 + 160 * 304);
+    CHECK_EQ_INT(plan_want(p, t, threads), 17472 + 160 * 304);
     amk_task_set_int(p, t, "kv_len", 4096);
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 17472 + 512 * 304);
+    CHECK_EQ_INT(plan_want(p, t, threads), 17472 + 512 * 304);
     /* a short range: still the 32 rows at 4 bytes an element that the launch check requires */
     amk_task_set_int(p, t, "kv_len", 8);
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 17472 + 32 * (16 + 2 * 272));
+    CHECK_EQ_INT(plan_want(p, t, threads), 17472 + 32 * (16 + 2 * 272));
     /* bf16 q, K and V: the tensor-core path's layout, 4 query heads a kv head: fixed 16 q rows of
        144 bytes + 4 * 16 * (64 + 4) = 6656, then per 16 keys two 16-row K/V blocks (4608) and the
        group's sums and m, l (4 * 4 * 66 = 1056), for 129 keys rounded to 144 */
@@ -204,15 +227,15 @@ static void test_smem_want(void) {
     amk_task_set_int(p, t2, "n_heads", 32);
     amk_task_set_int(p, t2, "n_kv_heads", 8);
     amk_task_set_int(p, t2, "kv_len", 129);
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t2], threads), 6656 + 9 * (4608 + 1056));
+    CHECK_EQ_INT(plan_want(p, t2, threads), 6656 + 9 * (4608 + 1056));
     ins[0] = q;
     /* a bad buffer id (a program created unchecked) is left to the launch check, not read */
     p->tasks[t].inputs[1] = 999;
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 17472 + 32 * (16 + 2 * 272));
+    CHECK_EQ_INT(plan_want(p, t, threads), 17472 + 32 * (16 + 2 * 272));
     p->tasks[t].inputs[1] = kc;
     /* a copy stages nothing */
     t = amk_program_add_task(p, AMK_OP_COPY, &x, 1, &q, 1, c, "copy");
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 0);
+    CHECK_EQ_INT(plan_want(p, t, threads), 0);
     amk_program_free(p);
 }
 
@@ -222,11 +245,12 @@ static int lean_buf(amk_program *p, const char *name, amk_buffer_kind kind, amk_
     return amk_program_add_buffer(p, name, kind, t, n1 ? 2 : 1, s, AMK_SPACE_HBM, NULL);
 }
 
-/* The lean decode tiles' shared memory (amk__cuda_lean_bytes, the device's amk_norm_gemv_lean
+/* The lean decode tiles' shared memory (amk_plan_lean_bytes, the device's amk_norm_gemv_lean
    layout, AMK_LEAN_BYTES): SmolLM2's Q/K/V tile (8 rows of 576: [x | 8 floats, 16-aligned |
    norm_w | rows]) and its MLP tile (12 gate, up and W_downT rows); none for a tile outside the
    form (K = 2048, a bf16 x, a RoPE tile whose 16 row warps leave none for the trig), whose want
-   stays the general one. The ring form's (amk__cuda_ring_bytes) for an LM-head tile. */
+   stays the general one. The ring form's least (amk_plan_ring_least) for an LM-head tile. The
+   form each plans (amk_plan_form). */
 static void test_lean_bytes(void) {
     amk_program *p = amk_program_create();
     const int threads = 512;
@@ -254,36 +278,40 @@ static void test_lean_bytes(void) {
     amk_task_set_int(p, t, "K", 576);
     amk_task_set_int(p, t, "N_tile", 8);
     amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW);
-    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 11552 + 2304);
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 11552 + 2304);
+    CHECK_EQ_INT(plan_lean(p, t, threads), 11552 + 2304);
+    CHECK_EQ_INT(plan_want(p, t, threads), 11552 + 2304);
+    /* the form: lean where the launch's shared memory holds it, else the general one (its K floats
+       of x and the cos and sin suffice) */
+    CHECK_EQ_INT(plan_form(p, t, threads, 11552 + 2304), AMK_FORM_LEAN);
+    CHECK_EQ_INT(plan_form(p, t, threads, 11552 + 2303), AMK_FORM_GENERAL);
     /* 32 rows with RoPE: 16 row warps, none left for the trig */
     amk_task_set_int(p, t, "N_tile", 32);
-    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 4 * (576 + 2 * 32));
+    CHECK_EQ_INT(plan_lean(p, t, threads), 0);
+    CHECK_EQ_INT(plan_want(p, t, threads), 4 * (576 + 2 * 32));
     /* without RoPE the same 32 rows are two a warp: 128 + 2304 + 36864, and x */
     amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_KV_ROW);
-    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 128 + 2304 + 36864 + 2304);
+    CHECK_EQ_INT(plan_lean(p, t, threads), 128 + 2304 + 36864 + 2304);
     /* a bf16 x, or K = 2048: the general form */
     p->tasks[t].inputs[0] = xb;
-    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
+    CHECK_EQ_INT(plan_lean(p, t, threads), 0);
     ins[0] = xk; ins[1] = nwk; ins[2] = Wk;
     t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV, ins, 4, &cachek, 1, c, "k 2048");
     amk_task_set_int(p, t, "K", 2048);
     amk_task_set_int(p, t, "N_tile", 8);
     amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_KV_ROW);
-    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 4 * 2048);
+    CHECK_EQ_INT(plan_lean(p, t, threads), 0);
+    CHECK_EQ_INT(plan_want(p, t, threads), 4 * 2048);
     /* MLP: 48 + 2304 + 2 * 12 * 576 * 2 + 12 * 576 * 2 = 43824, and x's 2304 */
     ins[0] = x; ins[1] = nw; ins[2] = Wg; ins[3] = Wu; ins[4] = Wd; ins[5] = x;
     t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, ins, 6, &y, 1, c, "mlp");
     amk_task_set_int(p, t, "K", 576);
     amk_task_set_int(p, t, "N_tile", 12);
-    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 43824 + 2304);
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 43824 + 2304);
+    CHECK_EQ_INT(plan_lean(p, t, threads), 43824 + 2304);
+    CHECK_EQ_INT(plan_want(p, t, threads), 43824 + 2304);
     /* 17 gate/up rows: more than the 16 warps */
     amk_task_set_int(p, t, "N_tile", 17);
-    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
-    CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], threads), 0);
+    CHECK_EQ_INT(plan_lean(p, t, threads), 0);
+    CHECK_EQ_INT(plan_ring(p, t, threads), 0);
     /* an LM-head tile (no flags, 100 rows: more than two a warp): the ring form's slots, one row of
        576 a warp each (AMK_RING_SLOTS * 16 * 1152); at 256 threads 8 warps a slot; 32 rows: the
        lean form */
@@ -291,20 +319,22 @@ static void test_lean_bytes(void) {
     t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV, ins, 3, &y, 1, c, "head");
     amk_task_set_int(p, t, "K", 576);
     amk_task_set_int(p, t, "N_tile", 100);
-    CHECK_EQ_INT(amk__cuda_lean_bytes(p, &p->tasks[t], threads), 0);
-    CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], threads), AMK_RING_SLOTS * 16 * 1152);
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), AMK_RING_SLOTS * 16 * 1152);
-    CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], 256), AMK_RING_SLOTS * 8 * 1152);
+    CHECK_EQ_INT(plan_lean(p, t, threads), 0);
+    CHECK_EQ_INT(plan_ring(p, t, threads), 2 * 16 * 1152); /* the least: two slots */
+    CHECK_EQ_INT(plan_want(p, t, threads), AMK_RING_SLOTS * 16 * 1152);
+    CHECK_EQ_INT(plan_ring(p, t, 256), 2 * 8 * 1152);
+    CHECK_EQ_INT(plan_form(p, t, threads, 2 * 16 * 1152), AMK_FORM_RING);
+    CHECK_EQ_INT(plan_form(p, t, threads, 2 * 16 * 1152 - 1), AMK_FORM_GENERAL);
     amk_task_set_int(p, t, "N_tile", 32);
-    CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], threads), 0);
-    CHECK_EQ_INT(amk__cuda_smem_want(p, &p->tasks[t], threads), 16 * 8 + 2304 + 32 * 1152 + 2304);
+    CHECK_EQ_INT(plan_ring(p, t, threads), 0);
+    CHECK_EQ_INT(plan_want(p, t, threads), 16 * 8 + 2304 + 32 * 1152 + 2304);
     /* a bf16 x, or flags: neither form */
     amk_task_set_int(p, t, "N_tile", 100);
     p->tasks[t].inputs[0] = xb;
-    CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], threads), 0);
+    CHECK_EQ_INT(plan_ring(p, t, threads), 0);
     p->tasks[t].inputs[0] = x;
     amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_ROPE);
-    CHECK_EQ_INT(amk__cuda_ring_bytes(p, &p->tasks[t], threads), 0);
+    CHECK_EQ_INT(plan_ring(p, t, threads), 0);
     amk_program_free(p);
 }
 
@@ -358,11 +388,11 @@ static void test_prefetches(void) {
         c.bufs = bt; c.n_buffers = 5; c.ins = &in;
         amk__cuda_task_prefetches(&c, 0);
         CHECK(in.prefetch_addr[0] == 0x300000 + 62ULL * 4096 && in.prefetch_bytes[0] == AMK_VM_PREFETCH_BYTES);
-        CHECK(in.prefetch_bytes[1] == 0 && in.reserved_keep == 0);
+        CHECK(in.prefetch_bytes[1] == 0 && in.form == 0);
         CHECK(in.prefetch_bytes[2] == 0);
         c.no_prefetch = 1;
         amk__cuda_task_prefetches(&c, 0);
-        CHECK(in.prefetch_bytes[0] == 0 && in.prefetch_bytes[1] == 0 && in.prefetch_bytes[2] == 0 && in.reserved_keep == 0);
+        CHECK(in.prefetch_bytes[0] == 0 && in.prefetch_bytes[1] == 0 && in.prefetch_bytes[2] == 0 && in.form == 0);
     }
     in.op = AMK_OP_COPY; /* nothing for other opcodes */
     amk__cuda_prefetches(bt, 5, &in);
@@ -519,8 +549,13 @@ static void test_folded_refused(void) {
     CHECK(strstr(d.message, "PRENORM") && strstr(d.message, "general build"));
     CHECK_EQ_INT(amk__cuda_check_task(p, mlp, 132, 256, smem, AMK_IMAGE_FULL, &d), AMK_ERR_UNSUPPORTED);
     CHECK(strstr(d.message, "FOLD") != NULL);
-    CHECK_EQ_INT(amk__cuda_check_task(p, att, 132, 512, amk__cuda_attn_pre_bytes(p, &p->tasks[att], 512) - 16,
-                                      AMK_IMAGE_FULL, &d), AMK_ERR_UNSUPPORTED);
+    {
+        amk_vm_ctx_t x;
+        amk_task_context(p, att, &x);
+        CHECK_EQ_INT(amk__cuda_check_task(p, att, 132, 512, amk_plan_attn_lean_bytes(&x, 512, 0), AMK_IMAGE_FULL, &d), AMK_OK);
+        CHECK_EQ_INT(amk__cuda_check_task(p, att, 132, 512, amk_plan_attn_lean_bytes(&x, 512, 0) - 1, AMK_IMAGE_FULL, &d),
+                     AMK_ERR_UNSUPPORTED);
+    }
     CHECK(strstr(d.message, "PRENORM") != NULL);
     amk_program_free(p);
 }
@@ -597,6 +632,8 @@ static void test_kv_pairs(void) {
     int i, n_attn = 0, first = -1, queue[1];
     if (!p || !pf) { amk_program_free(p); amk_program_free(pf); return; }
     memset(&c, 0, sizeof c);
+    c.threads = 512;
+    c.smem_bytes = 200 * 1024;
     CHECK(amk__cuda_kv_pairs(&c, p) == 0 && c.n_kv_pairs == 0 && c.kv_pair == NULL); /* no driver call */
     c.TensorMapEncodeTiled = fake_encode;
     c.info.image_kind = AMK_IMAGE_GENERAL; /* the general build has no lean attention */
@@ -625,7 +662,7 @@ static void test_kv_pairs(void) {
     /* the maps amk__cuda_kv_maps encodes and uploads (a stand-in upload) */
     bt = (amk_buffer_t *)calloc((size_t)p->n_buffers, sizeof *bt);
     c.bufs = bt;
-    for (i = 0; bt && i < p->n_buffers; i++) bt[i].ptr = 0x100000u * (uint64_t)(i + 1);
+    for (i = 0; bt && i < p->n_buffers; i++) amk_buffer_descriptor(&p->buffers[i], 0x100000u * (uint64_t)(i + 1), &bt[i]);
     c.api.MemcpyHtoD = fake_upload;
     c.arena = 0x7000000u;
     c.off_kv_maps = 0x1000u;
@@ -640,13 +677,38 @@ static void test_kv_pairs(void) {
     if (c.ins && bt && first >= 0) {
         c.queue = queue; c.ctxs = &ctx; c.n_tasks = p->n_tasks; c.n_buffers = p->n_buffers;
         queue[0] = first;
-        amk__cuda_instruction(&p->tasks[first], &c.ins[first]);
+        amk_task_instruction(&p->tasks[first], &c.ins[first]);
         amk__cuda_context(&c, 0);
-        CHECK(ctx.kv_maps == 0 && ctx.kv_rows == 0);
+        CHECK(ctx.kv_maps == 0 && ctx.kv_rows == 0 && ctx.ins.form == AMK_FORM_ATTN_LEAN);
         CHECK(amk__cuda_kv_hints(p, c.ins) > 0 && c.ins[first].hints == AMK_VM_HINT_KV_EARLY);
         amk__cuda_context(&c, 0);
         CHECK(ctx.kv_maps == 0x7001000u + (uint64_t)c.kv_pair[first] * 2 * AMK__CUDA_TMAP_BYTES);
         CHECK(ctx.kv_rows == 129 && ctx.in[1].ptr == bt[p->tasks[first].inputs[1]].ptr);
+        CHECK(ctx.ins.form == AMK_FORM_ATTN_LEAN && c.ins[first].form == AMK_FORM_ATTN_LEAN && amk_plan_attn_tma(&ctx));
+        /* the general build: the general form, whatever the maps */
+        c.info.image_kind = AMK_IMAGE_GENERAL;
+        amk__cuda_context(&c, 0);
+        CHECK(ctx.ins.form == AMK_FORM_GENERAL);
+        c.info.image_kind = AMK_IMAGE_FULL;
+        /* 129 rows: the tensor copies' layout (128-byte rows, 136 of them, and the alignment pad)
+           is smaller than the cp.async one (144-byte rows); shared memory that holds it alone
+           keeps the maps, one byte less leaves the general form */
+        {
+            amk_vm_ctx_t x;
+            int64_t tma_b;
+            amk_task_context(p, first, &x);
+            x.kv_maps = 1;
+            x.kv_rows = 129;
+            tma_b = amk_plan_attn_lean_bytes(&x, 512, 1);
+            CHECK(tma_b > 0 && tma_b < amk_plan_attn_lean_bytes(&x, 512, 0));
+            c.smem_bytes = tma_b;
+            amk__cuda_context(&c, 0);
+            CHECK(ctx.ins.form == AMK_FORM_ATTN_LEAN && ctx.kv_maps != 0);
+            c.smem_bytes = tma_b - 1;
+            amk__cuda_context(&c, 0);
+            CHECK(ctx.ins.form == AMK_FORM_GENERAL && ctx.kv_maps == 0);
+            c.smem_bytes = 200 * 1024;
+        }
     }
     free(c.ins);
     free(bt);
