@@ -66,6 +66,17 @@ b)
     [ -n "$cpu_text" ] && [ "$(grep -v '^load\|backend' "$OUTD/generate_$f.log")" = "$cpu_text" ] &&
       rows+=("generate_$f = generate_bf16_cpu: same text") || rows+=("generate_$f DIFFERS from generate_bf16_cpu (or no text)")
   done
+  # a prompt of ~460 tokens in BF16: the fitted cache (one KV split of ~490 rows) is past the lean
+  # attention's window, so AMK's choice does not fold (issue 38's refusal); the same text as the CPU
+  long_p=$(for i in $(seq 46); do printf 'The quick brown fox jumps over the lazy dog. '; done)
+  L="generate --dtype BF16 -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 32"
+  # shellcheck disable=SC2086
+  run generate_long_bf16 $B/amk $L -p "$long_p"
+  # shellcheck disable=SC2086
+  run generate_long_bf16_cpu $B/amk $L --cpu -p "$long_p"
+  cpu_text=$(grep -v '^load\|backend' "$OUTD/generate_long_bf16_cpu.log")
+  [ -n "$cpu_text" ] && [ "$(grep -v '^load\|backend' "$OUTD/generate_long_bf16.log")" = "$cpu_text" ] &&
+    rows+=("generate_long_bf16 = generate_long_bf16_cpu: same text") || rows+=("generate_long_bf16 DIFFERS from generate_long_bf16_cpu (or no text)")
   run memcheck_bf16 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/amk generate -q --dtype BF16 --ctx 256 -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 2 -p "Hello"
   # why --ctx 1024: two KV splits, the second past the position, so the step also runs an
   # attention task with an empty window and the COMBINE
