@@ -137,7 +137,7 @@ AMK_PLAN_FN int amk_plan_folded(const amk_vm_ctx_t *x) {
    ATTENTION_O's W_oT; amk_plan_rows_stage_bytes, 16-byte aligned in memory), or 0. */
 AMK_PLAN_FN int64_t amk_plan_rows_bytes(const amk_vm_ctx_t *x, int64_t nt) {
     const amk_buffer_t *Wd = &x->in[4];
-    return Wd->ptr % 16 == 0 && Wd->rank == 2 ? amk_plan_rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
+    return Wd->ptr % 16 == 0 ? amk_plan_rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0; /* (a rank-1 W: H 0, no rows) */
 }
 
 /* The conditions the lean and ring forms share: one row of F32 x, K a multiple of 8 up to kmax,
@@ -180,8 +180,8 @@ AMK_PLAN_FN amk_plan_lean_t amk_plan_lean_layout(const amk_vm_ctx_t *x) {
        and a 64-bit one is a subroutine on the device's path to its first poll */
     L.fold = L.mlp && ((uint32_t)P->flags & AMK_MLP_FLAG_FOLD) != 0;
     L.F = L.fold ? (int)x->in[5].shape[1] : 0;
-    L.b0 = L.fold && L.N > 0 ? (int)((uint32_t)P->n_off * (uint32_t)L.K / (uint32_t)L.N) : 0;
-    L.nb = L.fold && L.N > 0 ? (int)((uint32_t)(P->n_off + P->N_tile) * (uint32_t)L.K / (uint32_t)L.N) - L.b0 : 0;
+    L.b0 = L.fold ? (int)((uint32_t)P->n_off * (uint32_t)L.K / (uint32_t)L.N) : 0;
+    L.nb = L.fold ? (int)((uint32_t)(P->n_off + P->N_tile) * (uint32_t)L.K / (uint32_t)L.N) - L.b0 : 0;
     L.yso = (int64_t)L.K * 4; /* x at 0 (K a multiple of 8: every part stays 16-byte aligned) */
     L.nso = L.yso + ((L.nt * 4 + 15) & ~(int64_t)15);
     L.gso = L.nso + (int64_t)L.K * 4;
@@ -200,7 +200,7 @@ AMK_PLAN_FN int64_t amk_plan_lean_bytes(const amk_vm_ctx_t *x, int threads) {
     const amk_buffer_t *Wu = &x->in[3], *Wc = &x->in[5];
     amk_plan_lean_t L;
     if ((x->ins.op != AMK_OP_RMSNORM_GEMV && x->ins.op != AMK_OP_RMSNORM_MLP) || !amk_plan_short_rows(x, 128 * AMK_LEAN_PPL) ||
-        P->N_tile < 1 || P->n_off < 0)
+        P->N_tile < 1 || P->n_off < 0 || x->in[2].shape[0] < 1) /* why N first: the layout divides by it */
         return 0;
     L = amk_plan_lean_layout(x);
     if (L.nrw > threads / 32 - L.rope || L.n_begin + L.nt > L.N) return 0;
