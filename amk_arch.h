@@ -120,6 +120,7 @@ AMK_API amk_result amk_llama_set_pos(amk_program *p, int pos, amk_diag *d);
 #define AMK_ARCH_IMPLEMENTATION_DONE
 /* ==== >>impl_llama ================================================================================== */
 AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o) {
+    if (!o) return;
     memset(o, 0, sizeof *o);
     o->weight_dtype = AMK_DTYPE_F32;
     o->act_dtype = AMK_DTYPE_F32;
@@ -165,7 +166,8 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
     size_t len = 0;
     amk__jdoc doc;
     amk_result r;
-    if (!path || !cfg) return AMK_ERR_INVALID_ARG;
+    if (!path || !cfg)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llama_config_load_json: %s is NULL", path ? "cfg" : "path");
     memset(cfg, 0, sizeof *cfg);
     r = amk__read_file(path, &text, &len, d);
     if (r != AMK_OK) return r;

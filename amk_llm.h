@@ -45,12 +45,20 @@ typedef struct amk_llm_opts {
    tokenizer (NULL for random weights). */
 typedef struct amk_llm amk_llm;
 
+/* Defaults: AUTO backend, random_seed 1, amk_llama_build_opts_default's build. NULL is ignored. */
 AMK_API void amk_llm_opts_default(amk_llm_opts *o);
-/* Opens a model file (see amk_model_open), builds, lowers and loads its decode step. */
+/* Opens a model file (see amk_model_open), builds, lowers and loads its decode step. Refuses a
+   tokenizer with more tokens than the embedding has rows (AMK_ERR_MISMATCH; fewer is legal: HF
+   pads embeddings), a build.max_seq above the model's context, max_pos (AMK_ERR_INVALID_ARG),
+   and on the reference VM a step whose buffers (weights, KV cache) need more than the machine's
+   physical memory, before allocating them (AMK_ERR_INVALID_ARG when the KV cache alone does: a
+   smaller max_seq is the cure; else AMK_ERR_OUT_OF_MEMORY). NULL out or path:
+   AMK_ERR_INVALID_ARG. */
 AMK_API amk_result amk_llm_open(const char *model_path, const amk_llm_opts *o, amk_llm **out,
                                 amk_diag *d);
 /* The same from a model the caller already opened and its tokenizer (tok may be NULL: then it
-   is made from the model). Takes both over, also on failure: the caller frees neither. */
+   is made from the model). Takes both over, also on failure (a NULL out too): the caller frees
+   neither. */
 AMK_API amk_result amk_llm_open_model(amk_model *model, amk_tokenizer *tok, const amk_llm_opts *o,
                                       amk_llm **out, amk_diag *d);
 /* The same program with random weights (uniform, scaled by 1/sqrt(fan-in); norms 1). */
@@ -65,19 +73,29 @@ AMK_API const char *amk_llm_backend_name(const amk_llm *m); /* "cpu" or "cuda" *
 /* Runs one decode step: token at position pos. *logits (logits may be NULL) points at vocab
    floats owned by m, valid until the next step; with logits NULL the GPU backend does not copy
    them back (a greedy loop asks for argmax alone). *argmax (may be NULL) gets the greedy token.
-   Positions must be fed in order from 0 (the KV cache holds the earlier ones). */
+   Positions must be fed in order from 0 (the KV cache holds the earlier ones): m remembers the
+   next position (0 after open and amk_llm_reset, pos + 1 after a step) and refuses a pos past it
+   (AMK_ERR_INVALID_ARG). An earlier pos is legal: it overwrites that row, and the rows after it
+   no longer count (the next position becomes pos + 1). A pos outside the KV cache or a token
+   outside the vocabulary: AMK_ERR_RUNTIME. */
 AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **logits, int *argmax,
                                 amk_diag *d);
 /* Greedy decode of n tokens in order from token at position pos: tokens[i] gets the greedy token
    of the step at position pos + i, whose input is token (i = 0) or tokens[i - 1] (so tokens[n -
    1] has not been fed). On the GPU backend the n steps run in one launch (amk_cuda_run_chain: no
    host round trip between them); else amk_llm_step a step. n in [1, AMK_CUDA_MAX_CHAIN]; pos + n
-   must fit the KV cache (AMK_ERR_RUNTIME, as amk_llm_step). */
+   must fit the KV cache (AMK_ERR_RUNTIME, as amk_llm_step); pos must not skip ahead of the next
+   position (AMK_ERR_INVALID_ARG, as amk_llm_step), which becomes pos + n. */
 AMK_API amk_result amk_llm_generate(amk_llm *m, int token, int pos, int n, int *tokens, amk_diag *d);
 /* The GPU backend's runtime (NULL on the reference VM): for timing and the timeline. */
 AMK_API amk_cuda *amk_llm_cuda(amk_llm *m);
-/* Zeroes the KV cache (a new conversation). */
+/* Zeroes the KV cache (a new conversation): the next position is 0 again. */
 AMK_API amk_result amk_llm_reset(amk_llm *m, amk_diag *d);
+/* Makes pos (0..max_seq) the next position without running the steps before it: the KV cache's
+   rows below pos are taken as they are (zeros after open or amk_llm_reset). For timing a step at
+   a long context (amk bench) or reusing a prefix already in the cache. AMK_ERR_INVALID_ARG for a
+   pos outside [0, max_seq]. */
+AMK_API amk_result amk_llm_seek(amk_llm *m, int pos, amk_diag *d);
 
 /* Sampling: temperature 0 is greedy; else softmax(logits / temperature) restricted to the top_k
    most likely (0 = all) and the smallest set whose probability reaches top_p (1 = all). */
@@ -88,6 +106,7 @@ typedef struct amk_sampler {
     uint64_t state[4];
     int *scratch_idx; float *scratch_p; int scratch_n; /* internal */
 } amk_sampler;
+/* NULL s is ignored (init and free). sample returns -1 for a NULL s or logits, or n < 1. */
 AMK_API void amk_sampler_init(amk_sampler *s, float temperature, int top_k, float top_p,
                               uint64_t seed);
 AMK_API int amk_sampler_sample(amk_sampler *s, const float *logits, int n);
@@ -106,6 +125,7 @@ AMK_API void amk_sampler_free(amk_sampler *s);
 
 AMK_API void amk_sampler_init(amk_sampler *s, float temperature, int top_k, float top_p, uint64_t seed) {
     amk__rng r;
+    if (!s) return;
     memset(s, 0, sizeof *s);
     s->temperature = temperature;
     s->top_k = top_k;
@@ -115,6 +135,7 @@ AMK_API void amk_sampler_init(amk_sampler *s, float temperature, int top_k, floa
 }
 
 AMK_API void amk_sampler_free(amk_sampler *s) {
+    if (!s) return;
     amk__free(s->scratch_idx);
     amk__free(s->scratch_p);
     s->scratch_idx = NULL;
@@ -308,6 +329,7 @@ struct amk_llm {
     int *step_tasks, n_step_tasks; /* tasks whose params change per position (KV_APPEND, ATTENTION_TILE) */
     int buf_token, buf_pos, buf_logits, buf_next;
     int max_seq;
+    int next_pos;             /* the KV cache holds rows [0, next_pos): a step may be at next_pos or before */
     float *logits;            /* [vocab] host copy handed to the caller */
 };
 
@@ -316,9 +338,47 @@ struct amk_llm {
 
 AMK__FN amk_refvm *amk__llm_vm(const amk_llm *m) { return (amk_refvm *)m->state; }
 
+/* The machine's physical memory in bytes; 0 where it cannot be asked (then nothing is checked). */
+AMK__FN uint64_t amk__llm_host_memory(void) {
+#if !defined(_WIN32) && defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t bytes;
+    if (pages > 0 && page > 0 && amk__mul_u64((uint64_t)pages, (uint64_t)page, &bytes)) return bytes;
+#endif
+    return 0;
+}
+
+/* Refuses a step whose buffers the reference VM cannot hold (it keeps every one, weights and KV
+   cache, in host memory), before amk_refvm_create allocates them. why physical memory: past it an
+   allocation may still succeed (overcommit) and the process swaps or is killed long after (issue
+   38: --ctx 16777216 grew to 12.4 GB before it failed). INVALID_ARG when the KV cache alone is too
+   large (a smaller context is the cure), else OUT_OF_MEMORY. */
+AMK__FN amk_result amk__llm_refvm_fits(const amk_llm *m, amk_diag *d) {
+    const uint64_t host = amk__llm_host_memory();
+    uint64_t total = 0, kv = 0;
+    int i;
+    if (!host) return AMK_OK;
+    for (i = 0; i < m->prog->n_buffers; i++) {
+        const amk_buffer *b = &m->prog->buffers[i];
+        const int64_t nb = amk__buffer_nbytes(b);
+        const uint64_t u = nb < 0 ? UINT64_MAX : (uint64_t)nb;
+        if (!amk__add_u64(total, u, &total)) total = UINT64_MAX;
+        if (b->kind == AMK_KIND_KV_CACHE && !amk__add_u64(kv, u, &kv)) kv = UINT64_MAX;
+    }
+    if (total <= host) return AMK_OK;
+    if (kv > host)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "the KV cache of a %d-token context needs %.1f GB, more than this "
+                         "machine's %.1f GB of memory (the reference VM keeps it in host memory); use a smaller "
+                         "context (--ctx)", m->max_seq, (double)kv / 1e9, (double)host / 1e9);
+    return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "the reference VM needs %.1f GB of host memory for this step "
+                     "(%.1f GB of it the KV cache of a %d-token context), more than this machine's %.1f GB",
+                     (double)total / 1e9, (double)kv / 1e9, m->max_seq, (double)host / 1e9);
+}
+
 AMK__FN amk_result amk__llm_refvm_open(amk_llm *m, amk_diag *d) {
     amk_refvm *vm = NULL;
-    const amk_result r = amk_refvm_create(m->prog, &vm, d);
+    amk_result r = amk__llm_refvm_fits(m, d);
+    if (r == AMK_OK) r = amk_refvm_create(m->prog, &vm, d);
     m->state = vm;
     return r;
 }
@@ -527,6 +587,7 @@ AMK__FN amk_result amk__llm_backend_open(amk_llm *m, amk_diag *d) {
 }
 
 AMK_API void amk_llm_opts_default(amk_llm_opts *o) {
+    if (!o) return;
     memset(o, 0, sizeof *o);
     amk_llama_build_opts_default(&o->build);
     o->backend = AMK_BACKEND_AUTO;
@@ -555,6 +616,11 @@ AMK_API void amk_llm_close(amk_llm *m) {
 AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     amk_result r;
     int i;
+    /* why refused: positions past max_pos are outside what the model was trained for (and a
+       context larger than the model's is only memory spent) */
+    if (m->opts.build.max_seq > 0 && m->cfg.max_pos > 0 && m->opts.build.max_seq > m->cfg.max_pos)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "a context of %d tokens is longer than the model's context of %d "
+                         "(max_position_embeddings or context_length)", m->opts.build.max_seq, m->cfg.max_pos);
     r = amk_llama_build_lowered(&m->cfg, &m->opts.build, &m->prog, d);
     if (r != AMK_OK) return r;
     m->buf_token = amk_program_find_buffer(m->prog, "token");
@@ -832,10 +898,29 @@ AMK_API amk_result amk_tokenizer_from_model(const amk_model *m, amk_tokenizer **
     return amk_tokenizer_from_json(tp, out, d);
 }
 
+/* The tokenizer of m against its embedding. why only a larger tokenizer is refused: HF models
+   often pad the embedding past the tokenizer's vocabulary (to a multiple of 64 or 128, or rows
+   for tokens added later), so a smaller tokenizer is legal and its ids all have rows; a larger
+   one yields ids the embedding and the LM head lack (the step reads outside the table, the argmax
+   never picks them). Its BOS and EOS are ids below its size, so within the rows too. */
+AMK__FN amk_result amk__llm_check_tokenizer(const amk_llm *m, amk_diag *d) {
+    const int n = amk_tokenizer_n_vocab(m->tok), rows = m->cfg.vocab;
+    if (n > rows)
+        return amk__fail(d, AMK_ERR_MISMATCH, "the tokenizer has %d tokens, more than the %d rows of the "
+                         "embedding of the model in '%s' (ids %d..%d would index outside it)", n, rows,
+                         m->model ? amk_model_dir(m->model) : "?", rows, n - 1);
+    return AMK_OK;
+}
+
 AMK_API amk_result amk_llm_open_model(amk_model *model, amk_tokenizer *tok, const amk_llm_opts *o,
                                       amk_llm **out, amk_diag *d) {
     amk_llm *m;
     amk_result r = AMK_OK;
+    if (!out) { /* why free them: the call takes both over, also on failure */
+        amk_tokenizer_free(tok);
+        amk_model_close(model);
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_open_model: out is NULL");
+    }
     *out = NULL;
     if (!model) {
         amk_tokenizer_free(tok);
@@ -852,6 +937,7 @@ AMK_API amk_result amk_llm_open_model(amk_model *model, amk_tokenizer *tok, cons
     m->tok = tok;
     m->cfg = *amk_model_config(m->model);
     if (!m->tok) r = amk_tokenizer_from_model(m->model, &m->tok, d);
+    if (r == AMK_OK) r = amk__llm_check_tokenizer(m, d);
     if (r == AMK_OK) r = amk__llm_prepare(m, d);
     if (r == AMK_OK) r = amk__llm_load_weights(m, d);
     if (r != AMK_OK) { amk_llm_close(m); return r; }
@@ -862,7 +948,9 @@ AMK_API amk_result amk_llm_open_model(amk_model *model, amk_tokenizer *tok, cons
 AMK_API amk_result amk_llm_open(const char *path, const amk_llm_opts *o, amk_llm **out, amk_diag *d) {
     amk_model *model = NULL;
     amk_result r;
+    if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_open: out is NULL");
     *out = NULL;
+    if (!path) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_open: path is NULL");
     r = amk_model_open(path, &model, d);
     return r == AMK_OK ? amk_llm_open_model(model, NULL, o, out, d) : r;
 }
@@ -871,8 +959,9 @@ AMK_API amk_result amk_llm_open_random(const amk_llama_config *cfg, const amk_ll
                                        amk_llm **out, amk_diag *d) {
     amk_llm *m;
     amk_result r;
+    if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_open_random: out is NULL");
     *out = NULL;
-    if (!cfg) return AMK_ERR_INVALID_ARG;
+    if (!cfg) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_open_random: cfg is NULL");
     m = (amk_llm *)amk__calloc(1, sizeof(amk_llm));
     if (!m) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     if (o) m->opts = *o; else amk_llm_opts_default(&m->opts);
@@ -884,18 +973,31 @@ AMK_API amk_result amk_llm_open_random(const amk_llama_config *cfg, const amk_ll
     return AMK_OK;
 }
 
+/* A step at pos would skip positions the KV cache does not hold (m->next_pos and on). */
+AMK__FN amk_result amk__llm_skips(const amk_llm *m, const char *fn, int pos, amk_diag *d) {
+    if (m->next_pos == 0)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "%s: position %d skips ahead: the KV cache holds no position "
+                         "yet, so the next step is at position 0 (feed positions in order; amk_llm_seek to "
+                         "start later)", fn, pos);
+    return amk__fail(d, AMK_ERR_INVALID_ARG, "%s: position %d skips ahead: the KV cache holds positions 0..%d, "
+                     "so the next step is at position %d at most (feed positions in order; amk_llm_seek to "
+                     "start later)", fn, pos, m->next_pos - 1, m->next_pos);
+}
+
 AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **logits, int *argmax,
                                 amk_diag *d) {
     amk_result r;
-    if (!m) return AMK_ERR_INVALID_ARG;
+    if (!m) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_step: m is NULL");
     if (pos < 0 || pos >= m->max_seq)
         return amk__fail(d, AMK_ERR_RUNTIME, "context of %d tokens is longer than the KV cache (%d); use a larger --ctx",
                          pos + 1, m->max_seq);
     if (token < 0 || token >= m->cfg.vocab)
         return amk__fail(d, AMK_ERR_RUNTIME, "token id %d is outside the vocabulary (%d)", token, m->cfg.vocab);
+    if (pos > m->next_pos) return amk__llm_skips(m, "amk_llm_step", pos, d);
     r = amk_llama_set_pos(m->prog, pos, d);
     if (r == AMK_OK) r = m->backend->step(m, token, pos, logits != NULL, argmax, d);
     if (r != AMK_OK) return r;
+    m->next_pos = pos + 1; /* why also going back: the rows after pos held another prefix's keys */
     if (logits) *logits = m->logits;
     return AMK_OK;
 }
@@ -911,10 +1013,12 @@ AMK_API amk_result amk_llm_generate(amk_llm *m, int token, int pos, int n, int *
                          (long long)pos + n, m->max_seq);
     if (token < 0 || token >= m->cfg.vocab)
         return amk__fail(d, AMK_ERR_RUNTIME, "token id %d is outside the vocabulary (%d)", token, m->cfg.vocab);
+    if (pos > m->next_pos) return amk__llm_skips(m, "amk_llm_generate", pos, d);
     /* why a step at a time where the program has per-step params (the spec_ops step): a chained
        launch runs one set of params for every step */
     if (m->backend->generate && n > 1 && m->n_step_tasks == 0) {
         r = m->backend->generate(m, token, pos, n, tokens, d);
+        if (r == AMK_OK) m->next_pos = pos + n;
         if (r != AMK_ERR_UNSUPPORTED) return r;
     }
     for (i = 0; i < n; i++)
@@ -924,12 +1028,22 @@ AMK_API amk_result amk_llm_generate(amk_llm *m, int token, int pos, int n, int *
 
 AMK_API amk_result amk_llm_reset(amk_llm *m, amk_diag *d) {
     int i;
-    if (!m) return AMK_ERR_INVALID_ARG;
+    if (!m) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_reset: m is NULL");
+    m->next_pos = 0;
     for (i = 0; i < m->prog->n_buffers; i++) {
         amk_result r;
         if (m->prog->buffers[i].kind != AMK_KIND_KV_CACHE) continue;
         if ((r = m->backend->zero(m, i, d)) != AMK_OK) return r;
     }
+    return AMK_OK;
+}
+
+AMK_API amk_result amk_llm_seek(amk_llm *m, int pos, amk_diag *d) {
+    if (!m) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_seek: m is NULL");
+    if (pos < 0 || pos > m->max_seq)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_seek: position %d is outside the KV cache's [0, %d]", pos,
+                         m->max_seq);
+    m->next_pos = pos;
     return AMK_OK;
 }
 #endif /* AMK_IMPLEMENTATION */

@@ -63,7 +63,9 @@ AMK_API amk_result amk_safetensors_write(const char *path, const amk_st_entry *e
 /* Sections whose declarations live beside their implementation (merged in later). */
 /* ==== >>gguf ======================================================================================== */
 /* A parsed GGUF file (REFERENCE.md §1): metadata key/values and tensor infos, with every size and
-   offset checked against the file. Little-endian v2 and v3 only. Tensor data and array elements
+   offset checked against the file: in offset order each tensor's data is the bytes its type and
+   shape imply, up to the next tensor's (or the file's end) but for alignment padding, as
+   llama.cpp requires (no overlap, no gap). Little-endian v2 and v3 only. Tensor data and array elements
    point into the file's bytes, which must stay alive (open maps the file and owns the mapping). */
 typedef struct amk_gguf amk_gguf;
 
@@ -150,10 +152,13 @@ typedef struct amk_model amk_model;
 
 /* Opens a model: a .gguf file (found by its magic); a .safetensors file (config.json beside it);
    a directory with config.json and model.safetensors or model.safetensors.index.json (sharded);
-   or an index file. Checks the config (AMK_ERR_UNSUPPORTED for another architecture, biases,
-   RoPE scaling other than llama3, or a hidden_act other than silu) and that every weight of the
-   config exists with its shape (AMK_ERR_NOT_FOUND / AMK_ERR_MISMATCH, naming the tensor). Files
-   stay mapped until amk_model_close. */
+   or an index file. Any other path fails naming it and what it is (an empty file, a .gguf without
+   the magic, a JSON file without weight_map, a directory without config.json, neither format).
+   Checks the config (AMK_ERR_UNSUPPORTED for another architecture, biases, RoPE scaling other
+   than llama3, or a hidden_act other than silu; AMK_ERR_PARSE for rms_norm_eps, rope_theta or
+   llama3 factors not finite and positive, or a BOS/EOS id outside the vocabulary) and that every
+   weight of the config exists with its shape (AMK_ERR_NOT_FOUND / AMK_ERR_MISMATCH, naming the
+   tensor). Files stay mapped until amk_model_close. */
 AMK_API amk_result amk_model_open(const char *path, amk_model **out, amk_diag *d);
 /* Closes m and unmaps its files. NULL is fine. */
 AMK_API void amk_model_close(amk_model *m);
@@ -937,6 +942,57 @@ AMK__FN amk_result amk__gguf_tensor_parse(amk__gguf_rd *r, amk_gguf *g, int idx)
     return AMK_OK;
 }
 
+typedef struct amk__gguf_span { uint64_t offset; int tensor; } amk__gguf_span;
+
+static int amk__gguf_span_cmp(const void *a, const void *b) {
+    const amk__gguf_span *x = (const amk__gguf_span *)a, *y = (const amk__gguf_span *)b;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    return x->tensor - y->tensor;
+}
+
+/* Each tensor's data must be the bytes its type and shape imply, laid out as GGUF writers do
+   (llama.cpp's reader requires the same): in offset order each tensor starts where the one before
+   it ends, rounded up to the alignment, and the last ends less than the alignment before the
+   file's end. why: a tensor relabelled to a type of another size (Q8_0 to F16, shape unchanged)
+   would otherwise read its neighbour's bytes, or leave part of its own unread, with no error. Runs
+   after amk__gguf_place: every tensor's data lies inside the file. */
+AMK__FN amk_result amk__gguf_check_layout(const amk_gguf *g, amk_diag *d) {
+    const uint64_t data_end = (uint64_t)g->size - g->data_start;
+    amk__gguf_span *s;
+    amk_result r = AMK_OK;
+    int i;
+    if (g->n_tensors == 0) return AMK_OK;
+    s = (amk__gguf_span *)amk__malloc((size_t)g->n_tensors * sizeof *s);
+    if (!s) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory checking %d tensors", g->n_tensors);
+    for (i = 0; i < g->n_tensors; i++) {
+        s[i].offset = g->tensors[i].offset;
+        s[i].tensor = i;
+    }
+    qsort(s, (size_t)g->n_tensors, sizeof *s, amk__gguf_span_cmp);
+    for (i = 0; i < g->n_tensors && r == AMK_OK; i++) {
+        const amk_gguf_tensor *t = &g->tensors[s[i].tensor];
+        const amk_gguf_tensor *u = i + 1 < g->n_tensors ? &g->tensors[s[i + 1].tensor] : NULL;
+        const uint64_t end = t->offset + t->nbytes, next = u ? u->offset : data_end;
+        char what[64];
+        if (end <= next && next - end < g->alignment) continue;
+        snprintf(what, sizeof what, "%s of %lld elements", amk_gguf_type_name(t->type),
+                 (long long)(t->dims[0] * t->dims[1] * t->dims[2] * t->dims[3]));
+        if (end > next)
+            r = amk__fail(d, AMK_ERR_PARSE, "tensor '%s': %s needs %llu bytes from offset %llu, past the start "
+                          "of tensor '%s' at offset %llu (its type or shape does not match its data)", t->name,
+                          what, (unsigned long long)t->nbytes, (unsigned long long)t->offset, u->name,
+                          (unsigned long long)next);
+        else
+            r = amk__fail(d, AMK_ERR_PARSE, "tensor '%s': %s needs %llu bytes from offset %llu, but %s%s%s %llu "
+                          "bytes later (its type or shape does not match its data)", t->name, what,
+                          (unsigned long long)t->nbytes, (unsigned long long)t->offset,
+                          u ? "tensor '" : "the file ends", u ? u->name : "", u ? "' starts" : "",
+                          (unsigned long long)(next - t->offset));
+    }
+    amk__free(s);
+    return r;
+}
+
 /* Places every tensor in the data section once the header's end is known. */
 AMK__FN amk_result amk__gguf_place(amk_gguf *g, amk_diag *d) {
     int i;
@@ -955,7 +1011,7 @@ AMK__FN amk_result amk__gguf_place(amk_gguf *g, amk_diag *d) {
                              (unsigned long long)g->size);
         t->data = g->data + start;
     }
-    return AMK_OK;
+    return amk__gguf_check_layout(g, d);
 }
 
 AMK__FN amk_result amk__gguf_parse_all(amk_gguf *g, amk_diag *d) {
@@ -1488,6 +1544,7 @@ AMK_API amk_result amk_model_tensor_read(amk_model *m, const char *hf_name, int 
     int64_t numel = 1, want;
     int k;
     if (!m) return amk__fail(d, AMK_ERR_INVALID_ARG, "model: NULL model");
+    if (!dst) return amk__fail(d, AMK_ERR_INVALID_ARG, "model: NULL destination for tensor '%s'", hf_name ? hf_name : "(null)");
     if ((r = amk__model_find(m, hf_name, &s, d)) != AMK_OK) return r;
     if (dtype != AMK_DTYPE_F32 && dtype != AMK_DTYPE_F16 && dtype != AMK_DTYPE_BF16)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "tensor '%s': cannot read as %s (F32, F16 or "
@@ -1661,6 +1718,10 @@ AMK__FN amk_result amk__model_json_float(const amk__jval *o, const char *key, fl
     if (!v || v->type == AMK__J_NULL) { *out = dflt; return AMK_OK; }
     if (v->type != AMK__J_INT && v->type != AMK__J_REAL)
         return amk__model_json_fail(d, v, AMK_ERR_PARSE, "config.json: '%s' must be a number", key);
+    if (!(v->f >= -FLT_MAX && v->f <= FLT_MAX)) { /* why: (float)1e300 is inf, which no check names */
+        if (d) { d->line = v->line; d->col = v->col; }
+        return amk__fail(d, AMK_ERR_PARSE, "config.json: '%s' is %g, outside a float's range", key, v->f);
+    }
     *out = (float)v->f;
     return AMK_OK;
 }
@@ -1788,13 +1849,29 @@ AMK__FN amk_result amk__model_check_config(const amk_llama_config *c, amk_diag *
     if (c->head_dim < 2 || c->head_dim % 2 != 0)
         return amk__fail(d, AMK_ERR_PARSE, "head_dim %d is not a positive even number (RoPE "
                          "rotates pairs)", c->head_dim);
-    if (!(c->rms_eps > 0.0f) || !(c->rope_theta > 0.0f) || c->rope_theta > FLT_MAX)
-        return amk__fail(d, AMK_ERR_PARSE, "rms_eps %g and rope_theta %g must be positive and "
-                         "finite", (double)c->rms_eps, (double)c->rope_theta);
-    if (c->rope_llama3 && !(c->rope_factor > 0.0f && c->rope_low_freq_factor > 0.0f &&
-                            c->rope_high_freq_factor > c->rope_low_freq_factor))
-        return amk__fail(d, AMK_ERR_PARSE, "llama3 RoPE scaling needs factor > 0 and "
-                         "high_freq_factor > low_freq_factor > 0");
+    /* why here: the step's validator requires these finite and positive, and a config should
+       fail as a bad file (naming the field), not later as a rejected program */
+    if (!(c->rms_eps > 0.0f && c->rms_eps <= FLT_MAX))
+        return amk__fail(d, AMK_ERR_PARSE, "rms_norm_eps %g must be positive and finite", (double)c->rms_eps);
+    if (!(c->rope_theta > 0.0f && c->rope_theta <= FLT_MAX))
+        return amk__fail(d, AMK_ERR_PARSE, "rope_theta %g must be positive and finite", (double)c->rope_theta);
+    if (c->rope_llama3 && !(c->rope_factor > 0.0f && c->rope_factor <= FLT_MAX && c->rope_low_freq_factor > 0.0f &&
+                            c->rope_high_freq_factor > c->rope_low_freq_factor &&
+                            c->rope_high_freq_factor <= FLT_MAX && c->rope_orig_ctx >= 1))
+        return amk__fail(d, AMK_ERR_PARSE, "llama3 RoPE scaling needs a finite factor > 0, finite "
+                         "high_freq_factor > low_freq_factor > 0 and original_max_position_embeddings >= 1 "
+                         "(factor %g, low %g, high %g, %d)", (double)c->rope_factor,
+                         (double)c->rope_low_freq_factor, (double)c->rope_high_freq_factor, c->rope_orig_ctx);
+    { /* the special tokens index the embedding: an id past its rows would read outside it */
+        int k;
+        if (c->bos_id >= c->vocab)
+            return amk__fail(d, AMK_ERR_PARSE, "bos_token_id %d is outside the vocabulary of %d tokens",
+                             c->bos_id, c->vocab);
+        for (k = 0; k < c->n_eos; k++)
+            if (c->eos_ids[k] < 0 || c->eos_ids[k] >= c->vocab)
+                return amk__fail(d, AMK_ERR_PARSE, "eos_token_id %d is outside the vocabulary of %d tokens",
+                                 c->eos_ids[k], c->vocab);
+    }
     return AMK_OK;
 }
 
@@ -1887,6 +1964,10 @@ AMK__FN amk_result amk__model_add_shard(amk_model *m, const char *path, amk_diag
     return r;
 }
 
+/* What amk_model_open accepts, for messages that name a path it does not. */
+#define AMK__MODEL_EXPECTED "a .gguf file, a .safetensors file (or its index) with config.json beside it, " \
+                            "or a directory with config.json and safetensors"
+
 /* Opens every shard an index's weight_map names (each once) and checks each entry is there. */
 AMK__FN amk_result amk__model_open_index(amk_model *m, const char *index_path, amk_diag *d) {
     char *text = NULL;
@@ -1900,12 +1981,18 @@ AMK__FN amk_result amk__model_open_index(amk_model *m, const char *index_path, a
     r = amk__json_parse(text, len, AMK_JSON_MAX_DEPTH, &doc, d);
     if (r != AMK_OK) {
         amk__free(text);
-        if (d) snprintf(d->path, sizeof d->path, "%s", index_path);
+        if (d) {
+            char msg[sizeof d->message];
+            memcpy(msg, d->message, sizeof msg);
+            amk__fail(d, r, "'%s':%d:%d: %s", index_path, d->line, d->col, msg);
+            snprintf(d->path, sizeof d->path, "%s", index_path);
+        }
         return r;
     }
     map = amk__json_get(doc.root, "weight_map");
     if (!map || map->type != AMK__J_OBJECT || map->n == 0) {
-        r = amk__fail(d, AMK_ERR_PARSE, "'%s': no weight_map object", index_path);
+        r = amk__fail(d, AMK_ERR_PARSE, "'%s': not a safetensors index (no weight_map object; expected %s)",
+                      index_path, AMK__MODEL_EXPECTED);
         goto done;
     }
     files = (const char **)amk__calloc((size_t)map->n, sizeof *files);
@@ -1966,15 +2053,31 @@ AMK__FN amk_result amk__model_read_config(amk_model *m, amk_diag *d) {
     return r;
 }
 
+/* 1 when path is a directory (POSIX stat; elsewhere 0, and a directory fails as a file would). */
+AMK__FN int amk__model_is_dir(const char *path) {
+#if !defined(_WIN32)
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+#else
+    AMK__UNUSED(path);
+    return 0;
+#endif
+}
+
 AMK__FN amk_result amk__model_open_files(amk_model *m, const char *path, amk_diag *d) {
     char *p = amk__model_join(path, "config.json");
-    unsigned char magic[4] = {0, 0, 0, 0};
+    unsigned char head[9];
+    size_t n_head;
     FILE *f;
     amk_result r;
-    int is_dir;
+    int is_dir, has_config;
     if (!p) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
-    is_dir = amk__model_exists(p); /* why: portable: a directory is a path with config.json in it */
+    has_config = amk__model_exists(p); /* why portable: a directory is a path with config.json in it */
     amk__free(p);
+    is_dir = has_config || amk__model_is_dir(path);
+    if (is_dir && !has_config)
+        return amk__fail(d, AMK_ERR_IO, "'%s': a directory without config.json (expected %s)", path,
+                         AMK__MODEL_EXPECTED);
     if (is_dir) {
         if (!(m->dir = amk__strdup(path))) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
         if ((r = amk__model_read_config(m, d)) != AMK_OK) return r;
@@ -1993,10 +2096,15 @@ AMK__FN amk_result amk__model_open_files(amk_model *m, const char *path, amk_dia
     }
     if (!(f = fopen(path, "rb")))
         return amk__fail(d, AMK_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    if (fread(magic, 1, 4, f) != 4) magic[0] = 0;
+    n_head = fread(head, 1, sizeof head, f);
     fclose(f);
     if (!(m->dir = amk__model_dirname(path))) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
-    if (memcmp(magic, "GGUF", 4) == 0) {
+    /* what the file is: by its first bytes (GGUF's magic; safetensors' 8-byte header length then
+       '{') and its name, so the message names the file and what is wrong with it rather than a
+       config.json it never needed (a .safetensors file's own errors come from its parser) */
+    if (n_head == 0)
+        return amk__fail(d, AMK_ERR_PARSE, "'%s': empty file (expected %s)", path, AMK__MODEL_EXPECTED);
+    if (n_head >= 4 && memcmp(head, "GGUF", 4) == 0) {
         if ((r = amk_gguf_open(path, &m->gguf, d)) != AMK_OK) return r;
         if ((r = amk__model_config_gguf(m->gguf, &m->cfg, d)) != AMK_OK && d) {
             char msg[sizeof d->message];
@@ -2005,8 +2113,21 @@ AMK__FN amk_result amk__model_open_files(amk_model *m, const char *path, amk_dia
         }
         return r;
     }
+    if (amk__model_ends_with(path, ".gguf")) {
+        uint32_t magic = 0;
+        size_t k;
+        for (k = 0; k < 4 && k < n_head; k++) magic |= (uint32_t)head[k] << (8 * k);
+        return amk__fail(d, AMK_ERR_PARSE, "'%s': not a GGUF file (magic 0x%08x, expected 'GGUF')", path, magic);
+    }
+    if (amk__model_ends_with(path, ".json")) {
+        /* an index first: a JSON file that is not one says so, not that config.json is missing */
+        if ((r = amk__model_open_index(m, path, d)) != AMK_OK) return r;
+        return amk__model_read_config(m, d);
+    }
+    if (!amk__model_ends_with(path, ".safetensors") && (n_head < 9 || head[8] != '{'))
+        return amk__fail(d, AMK_ERR_PARSE, "'%s': neither GGUF (no 'GGUF' magic) nor safetensors (no JSON "
+                         "header); expected %s", path, AMK__MODEL_EXPECTED);
     if ((r = amk__model_read_config(m, d)) != AMK_OK) return r;
-    if (amk__model_ends_with(path, ".json")) return amk__model_open_index(m, path, d);
     return amk__model_add_shard(m, path, d);
 }
 

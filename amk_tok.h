@@ -1245,6 +1245,28 @@ done:
     return r;
 }
 
+/* d's message (from amk_tokenizer_from_json_text) prefixed with the file it is about, path or
+   cpath (tokenizer_config.json, NULL when not read), and its line:col; the text's own "tokenizer.json:"
+   and "tokenizer_config.json:L:C:" prefixes give way to the real name. d->path keeps a JSON path
+   when it has one, else gets the file. */
+AMK__FN void amk__tok_name_file(amk_diag *d, const char *path, const char *cpath) {
+    static const char *const own[2] = {"tokenizer.json: ", "tokenizer_config.json"};
+    const int in_config = cpath && strncmp(d->path, own[1], strlen(own[1])) == 0;
+    const char *file = in_config ? cpath : path, *msg = d->message;
+    char buf[sizeof d->message];
+    if (strstr(d->message, file)) return; /* an I/O error already names it */
+    if (strncmp(msg, own[0], strlen(own[0])) == 0) {
+        msg += strlen(own[0]);
+    } else if (strncmp(msg, own[1], strlen(own[1])) == 0) { /* "tokenizer_config.json:L:C: msg" */
+        const char *p = strstr(msg, ": ");
+        if (p && p[-1] >= '0' && p[-1] <= '9') msg = p + 2;
+    }
+    if (d->line > 0) snprintf(buf, sizeof buf, "%.200s:%d:%d: %.280s", file, d->line, d->col, msg);
+    else snprintf(buf, sizeof buf, "%.200s: %.300s", file, msg);
+    memcpy(d->message, buf, sizeof buf);
+    if (!d->path[0]) snprintf(d->path, sizeof d->path, "%s", file);
+}
+
 AMK_API amk_result amk_tokenizer_from_json(const char *path, amk_tokenizer **out, amk_diag *d) {
     char *text = NULL, *ctext = NULL, *cpath;
     size_t n = 0, cn = 0, dir;
@@ -1254,6 +1276,7 @@ AMK_API amk_result amk_tokenizer_from_json(const char *path, amk_tokenizer **out
     if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: out is NULL");
     *out = NULL;
     if (!path) return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: path is NULL");
+    if (d) d->line = d->col = 0; /* why: the message's line:col below are this call's only */
     if ((r = amk__read_file(path, &text, &n, d)) != AMK_OK) return r;
     slash = strrchr(path, '/');
     dir = slash ? (size_t)(slash - path) + 1 : 0;
@@ -1267,7 +1290,7 @@ AMK_API amk_result amk_tokenizer_from_json(const char *path, amk_tokenizer **out
         r = amk__read_file(cpath, &ctext, &cn, d);
     }
     if (r == AMK_OK) r = amk_tokenizer_from_json_text(text, n, ctext, cn, out, d);
-    if (r != AMK_OK && d && !d->path[0]) snprintf(d->path, sizeof d->path, "%s", ctext ? cpath : path);
+    if (r != AMK_OK && d) amk__tok_name_file(d, path, ctext ? cpath : NULL);
     amk__free(cpath);
     amk__free(text);
     amk__free(ctext);

@@ -687,6 +687,16 @@ static int cli_random_config(const char *shape, amk_llama_config *c) {
     return CLI_OK;
 }
 
+/* --ctx against the model's context (max_position_embeddings or context_length): CLI_OK, or
+   CLI_BAD_INPUT after a message. */
+static int cli_ctx_fits(const amk_llama_config *c, const amk_llm_opts *o) {
+    if (o->build.max_seq > 0 && c->max_pos > 0 && o->build.max_seq > c->max_pos) {
+        fprintf(stderr, "amk: --ctx %d is longer than the model's context of %d tokens\n", o->build.max_seq, c->max_pos);
+        return CLI_BAD_INPUT;
+    }
+    return CLI_OK;
+}
+
 static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
     cli_llm_args a;
     const char *out = NULL;
@@ -713,6 +723,7 @@ static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
         cfg = *amk_model_config(model);
         amk_model_close(model);
     }
+    if ((rc = cli_ctx_fits(&cfg, &o)) != CLI_OK) return rc;
     if (amk_llama_build_lowered(&cfg, &o.build, &p, &d) != AMK_OK) {
         fprintf(stderr, "amk: %s\n", d.message);
         return CLI_FAIL;
@@ -751,9 +762,11 @@ static void cli_progress(void *user, const char *what, uint64_t done, uint64_t t
 }
 
 /* The prompt's token ids (in the chat template with chat) into a malloc'd *ids; returns the count,
-   or -1 (with a message printed when report). */
+   or -1 (with a message printed when report), -2 for an empty prompt without a BOS token. A prompt
+   of no tokens starts from BOS (as llama.cpp does): the tokenizer's, else bos (the config's; -1
+   none). */
 static int cli_prompt_ids(const amk_tokenizer *tok, int chat, const char *sys, const char *prompt, int **ids,
-                          int report) {
+                          int report, int bos) {
     char *text = NULL;
     const char *src = prompt;
     int n = -1, cap = 256;
@@ -784,6 +797,17 @@ static int cli_prompt_ids(const amk_tokenizer *tok, int chat, const char *sys, c
         *ids = NULL;
         return -1;
     }
+    if (n == 0) { /* cap >= 1: *ids has room for one */
+        if (amk_tokenizer_bos(tok) >= 0) bos = amk_tokenizer_bos(tok);
+        if (bos < 0) {
+            if (report) fprintf(stderr, "amk: the prompt is empty and the model has no BOS token to start from; give a prompt\n");
+            free(*ids);
+            *ids = NULL;
+            return -2;
+        }
+        (*ids)[0] = bos;
+        n = 1;
+    }
     return n;
 }
 
@@ -803,7 +827,8 @@ static int cli_open_fit(const char *model, int fit, int chat, const char *sys, c
     *tok = NULL;
     if (amk_model_open(model, mdl, d) != AMK_OK) return -1;
     max_pos = amk_model_config(*mdl)->max_pos;
-    if (amk_tokenizer_from_model(*mdl, tok, NULL) == AMK_OK) *n = cli_prompt_ids(*tok, chat, sys, prompt, ids, 0);
+    if (amk_tokenizer_from_model(*mdl, tok, NULL) == AMK_OK)
+        *n = cli_prompt_ids(*tok, chat, sys, prompt, ids, 0, amk_model_config(*mdl)->bos_id);
     need = (int64_t)*n + n_new;
     if (!fit || *n < 1 || need > AMK_LLAMA_DEFAULT_MAX_SEQ || (max_pos > 0 && need > max_pos)) return 0;
     return (int)need;
@@ -882,16 +907,26 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     if (temp_s) { char *e; temp = strtod(temp_s, &e); if (*e || !(temp >= 0.0 && temp <= 100.0)) return cli_usage_error(cmd, "bad --temp '%s'", temp_s); }
     if (topp_s) { char *e; top_p = strtod(topp_s, &e); if (*e || !(top_p > 0.0 && top_p <= 1.0)) return cli_usage_error(cmd, "bad --top-p '%s' (0 < p <= 1)", topp_s); }
     if (!a.random && !prompt) return cli_usage_error(cmd, "%s", "-p PROMPT is required with -m");
+    if (sys_s && !chat) return cli_usage_error(cmd, "%s", "--system needs --chat (the system prompt is part of the chat template)");
     o.progress = quiet ? NULL : cli_progress;
     o.device_image = cli_image(&o.device_image_size);
     t0 = cli_now();
     if (a.random) {
-        if ((rc = cli_random_config(a.random, &cfg)) != CLI_OK) return rc;
-        if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) { fprintf(stderr, "amk: %s\n", d.message); return CLI_FAIL; }
+        if ((rc = cli_random_config(a.random, &cfg)) != CLI_OK || (rc = cli_ctx_fits(&cfg, &o)) != CLI_OK) return rc;
+        if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) {
+            fprintf(stderr, "amk: %s\n", d.message);
+            return d.result == AMK_ERR_INVALID_ARG ? CLI_BAD_INPUT : CLI_FAIL;
+        }
     } else {
         amk_model *mdl = NULL;
         amk_tokenizer *mtok = NULL;
         const int fit = cli_open_fit(a.model, !a.ctx, chat, sys_s, prompt, n_new, &mdl, &mtok, &ids, &n_prompt, &d);
+        if (fit >= 0 && (rc = cli_ctx_fits(amk_model_config(mdl), &o)) != CLI_OK) {
+            amk_model_close(mdl);
+            amk_tokenizer_free(mtok);
+            free(ids);
+            return rc;
+        }
         if (fit > 0) o.build.max_seq = fit;
         if (fit < 0 || amk_llm_open_model(mdl, mtok, &o, &m, &d) != AMK_OK) { /* it took mdl and mtok */
             fprintf(stderr, "amk: %s\n", d.message);
@@ -901,8 +936,8 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     }
     tok = amk_llm_tokenizer(m);
     if (tok) { /* the prompt, as text or in the chat template (unless encoded for the context) */
-        if (!ids) n_prompt = cli_prompt_ids(tok, chat, sys_s, prompt, &ids, 1);
-        if (n_prompt < 0) { rc = CLI_FAIL; goto done; }
+        if (!ids) n_prompt = cli_prompt_ids(tok, chat, sys_s, prompt, &ids, 1, amk_llm_config(m)->bos_id);
+        if (n_prompt < 0) { rc = n_prompt == -2 ? CLI_BAD_INPUT : CLI_FAIL; goto done; }
         eos = amk_tokenizer_eos(tok);
     } else { /* random weights: no tokenizer; start from BOS and print ids */
         ids = (int *)malloc(sizeof(int));
@@ -924,7 +959,8 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     if (tok && !chat) fputs(prompt, stdout);
     t1 = t2 = cli_now();
     rc = CLI_OK;
-    for (pos = 0; pos < n_prompt + n_new - 1; pos++) { /* the last new token is not fed back */
+    /* the last new token is not fed back; with -n 0 the prompt alone runs */
+    for (pos = 0; pos < (n_new > 0 ? n_prompt + n_new - 1 : n_prompt); pos++) {
         const float *logits = NULL;
         int argmax = -1, token = pos < n_prompt ? ids[pos] : next;
         /* why logits only when sampling: greedy needs the token alone (no copy of vocab floats) */
@@ -934,7 +970,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
             break;
         }
         if (pos == n_prompt - 1) t2 = cli_now();
-        if (pos < n_prompt - 1) continue;
+        if (pos < n_prompt - 1 || n_new == 0) continue;
         next = temp > 0.0 ? amk_sampler_sample(&smp, logits, amk_llm_config(m)->vocab) : argmax;
         generated++;
         if (next == eos) break;
@@ -984,7 +1020,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
         double end = cli_now(), pre = t2 - t1, dec = end - t2;
         if (!quiet)
             fprintf(stderr, "load %.2f s | prompt %d tokens, %.1f tok/s | decode %d tokens, %.1f tok/s (%s)\n",
-                    t1 - t0, n_prompt, pre > 0 ? n_prompt / pre : 0.0, generated - 1,
+                    t1 - t0, n_prompt, pre > 0 ? n_prompt / pre : 0.0, generated > 1 ? generated - 1 : 0,
                     dec > 0 && generated > 1 ? (generated - 1) / dec : 0.0, amk_llm_backend_name(m));
     }
     amk_sampler_free(&smp);
@@ -1089,8 +1125,9 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                 fprintf(stderr, "amk bench: read ceiling: %s\n", d.message);
                 rc = CLI_FAIL;
             }
-            /* one real step at position pos fixes the params; then time launches of that step */
-            if (amk_llm_step(m, 1, pos, NULL, NULL, &d) != AMK_OK ||
+            /* one real step at position pos fixes the params (rows 0..pos-1 taken as zeros: amk_llm_seek);
+               then time launches of that step */
+            if (amk_llm_seek(m, pos, &d) != AMK_OK || amk_llm_step(m, 1, pos, NULL, NULL, &d) != AMK_OK ||
                 amk_cuda_time_runs(amk_llm_cuda(m), 5, iters, &med, NULL, &d) != AMK_OK) {
                 fprintf(stderr, "amk bench: %s ctx %d: %s\n", sh, ctx, d.message);
                 rc = CLI_FAIL;
@@ -1213,15 +1250,17 @@ static const cli_cmd cli_cmds[] = {
      "             [--trace FILE.json] [--timeout MS] [--chain N] [--spec-ops] [--mlp-steps 1|2]\n"
      "             [--attn-steps 1|2] [--qkv-fold 0|1]",
      "Loads MODEL, builds its decode step and feeds the prompt through it token by token, then\n"
-     "generates up to N tokens (default 64), streaming the text, stopping at the end-of-sequence\n"
-     "token. Greedy by default; --temp T > 0 samples (with --top-k, --top-p, --seed). --chat wraps\n"
-     "the prompt in the model's chat template (ChatML; --system replaces the default system\n"
-     "prompt). Prints load time and prompt and decode tokens per second to stderr at the end.\n"
+     "generates up to N tokens (default 64; -n 0: the prompt alone), streaming the text, stopping\n"
+     "at the end-of-sequence token. An empty prompt starts from the BOS token. Greedy by default;\n"
+     "--temp T > 0 samples (with --top-k, --top-p, --seed). --chat wraps the prompt in the model's\n"
+     "chat template (ChatML; --system, only with --chat, replaces the default system prompt).\n"
+     "Prints load time and prompt and decode tokens per second to stderr at the end.\n"
      "--random-weights SHAPE runs a shape with random weights and prints token ids. --ctx N sets\n"
-     "the KV cache rows; without it they fit the prompt plus N (up to min(model context, 4096)),\n"
-     "so a short generation runs the smaller step. A prompt plus N longer than the context is an\n"
-     "error. Runs on the GPU when there is one (and this amk holds the device image), else on\n"
-     "the reference VM; --cpu forces the reference VM.\n"
+     "the KV cache rows (at most the model's context); without it they fit the prompt plus N (up\n"
+     "to min(model context, 4096)), so a short generation runs the smaller step. A prompt plus N\n"
+     "longer than the context is an error, and so is a KV cache larger than the machine's memory\n"
+     "on the reference VM. Runs on the GPU when there is one (and this amk holds the device\n"
+     "image), else on the reference VM; --cpu forces the reference VM.\n"
      "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
      "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops,\n"
      "--mlp-steps, --attn-steps and --qkv-fold as for build.\n"

@@ -307,5 +307,85 @@ expect_rc 2 "generate without -p"
 amk generate --random-weights "$DATA/tiny_config.json" --top-p 0
 expect_rc 2 "generate --top-p 0"
 
+# ---- misuse (issue 38): refused as bad input (exit 2), the message naming the file and the cause ----
+printf 'XXXXjunk' >"$TMP/x.gguf"
+amk generate -m "$TMP/x.gguf" -p hi
+expect_rc 2 "a .gguf with a bad magic"
+expect_err "x.gguf': not a GGUF file (magic 0x58585858, expected 'GGUF')" "a .gguf with a bad magic"
+amk generate -m /dev/null -p hi
+expect_rc 2 "-m /dev/null"
+expect_err "'/dev/null': empty file" "-m /dev/null"
+amk generate -m "$DATA/valid.json" -p hi
+expect_rc 2 "-m a program's JSON"
+expect_err "valid.json': not a safetensors index (no weight_map object" "-m a program's JSON"
+mkdir -p "$TMP/emptydir"
+amk generate -m "$TMP/emptydir" -p hi
+expect_rc 2 "-m a directory without config.json"
+expect_err "emptydir': a directory without config.json" "-m a directory without config.json"
+amk generate --random-weights "$DATA/tiny_config.json" --system "be brief" -n 2
+expect_rc 2 "--system without --chat"
+expect_err "--system needs --chat" "--system without --chat"
+amk generate --random-weights "$DATA/tiny_config.json" --ctx 65 -n 2 -q
+expect_rc 2 "generate --ctx above the model's context"
+expect_err "--ctx 65 is longer than the model's context of 64 tokens" "generate --ctx above the model's context"
+amk build --random-weights "$DATA/tiny_config.json" --ctx 65 -o "$TMP/step65.json"
+expect_rc 2 "build --ctx above the model's context"
+sed 's/"rms_norm_eps": 1e-05/"rms_norm_eps": 1e300/' "$DATA/tiny_config.json" >"$TMP/eps.json"
+amk generate --random-weights "$TMP/eps.json" --cpu -n 2 -q
+expect_rc 2 "rms_norm_eps 1e300"
+expect_err "'rms_norm_eps' is 1e+300, outside a float's range" "rms_norm_eps 1e300"
+# a context whose KV cache (2 TB) no host holds: refused before it is allocated
+sed -e 's/"num_hidden_layers": 2/"num_hidden_layers": 8, "head_dim": 256/' -e 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' \
+    -e 's/"max_position_embeddings": 64/"max_position_embeddings": 16777216/' "$DATA/tiny_config.json" >"$TMP/bigctx.json"
+amk generate --random-weights "$TMP/bigctx.json" --cpu --ctx 16777216 -n 1 -q
+expect_rc 2 "a KV cache larger than the host's memory"
+expect_err "the KV cache of a 16777216-token context needs 1099.5 GB" "a KV cache larger than the host's memory"
+amk generate --random-weights "$DATA/tiny_config.json" --cpu --ctx 16 -n 0
+expect_rc 0 "-n 0"
+expect_err "decode 0 tokens" "-n 0 decodes nothing"
+expect_true '[ -z "$out" ]' "-n 0 prints no token"
+if [ -f "$SMOL" ]; then
+  amk generate --cpu -m "$SMOL" -n 2 -p ""
+  expect_rc 0 "the empty prompt starts from BOS"
+  expect_err "prompt 1 tokens" "the empty prompt starts from BOS"
+fi
+# a tiny safetensors model (1 layer, hidden 32, vocab 8, zero weights) with its own tokenizer.json:
+# no BOS anywhere, so the empty prompt is refused; a tokenizer larger than the embedding is refused
+M="$TMP/tinyst"
+mkdir -p "$M"
+printf '%s' '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32,
+ "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "vocab_size": 8, "max_position_embeddings": 64, "rms_norm_eps": 1e-05, "tie_word_embeddings": true,
+ "hidden_act": "silu"}' >"$M/config.json"
+hdr='{'; off=0; sep=''
+for t in "model.embed_tokens.weight 8 32" "model.norm.weight 32" "model.layers.0.input_layernorm.weight 32" \
+         "model.layers.0.self_attn.q_proj.weight 32 32" "model.layers.0.self_attn.k_proj.weight 16 32" \
+         "model.layers.0.self_attn.v_proj.weight 16 32" "model.layers.0.self_attn.o_proj.weight 32 32" \
+         "model.layers.0.post_attention_layernorm.weight 32" "model.layers.0.mlp.gate_proj.weight 64 32" \
+         "model.layers.0.mlp.up_proj.weight 64 32" "model.layers.0.mlp.down_proj.weight 32 64"; do
+  set -- $t
+  n=$((4 * $2 * ${3:-1})); shape=$2; [ -n "${3:-}" ] && shape="$2, $3"
+  hdr="$hdr$sep\"$1\": {\"dtype\": \"F32\", \"shape\": [$shape], \"data_offsets\": [$off, $((off + n))]}"
+  off=$((off + n)); sep=', '
+done
+head -c "$off" /dev/zero | mk_st "$M/model.safetensors" "$hdr}"
+vocab() { local i s='' sep=''; for ((i = 0; i < $1; i++)); do s="$s$sep\"$(printf "\\x$(printf %02x $((97 + i)))")\": $i"; sep=', '; done; printf '%s' "$s"; }
+tok_json() {
+  printf '{"model": {"type": "BPE", "vocab": {%s}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}, "added_tokens": []}' "$(vocab "$1")" >"$M/tokenizer.json"
+}
+tok_json 8
+amk generate --cpu -m "$M" -n 2 -p "abc" -q
+expect_rc 0 "the tiny safetensors model runs"
+amk generate --cpu -m "$M" -n 2 -p "" -q
+expect_rc 2 "the empty prompt without a BOS token"
+expect_err "the prompt is empty and the model has no BOS token" "the empty prompt without a BOS token"
+tok_json 12
+amk generate --cpu -m "$M" -n 2 -p "abc" -q
+expect_rc 2 "a tokenizer larger than the embedding"
+expect_err "the tokenizer has 12 tokens, more than the 8 rows of the embedding" "a tokenizer larger than the embedding"
+tok_json 5
+amk generate --cpu -m "$M" -n 2 -p "abc" -q
+expect_rc 0 "a tokenizer smaller than the embedding (HF pads embeddings)"
+
 echo "test_cli.sh: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -695,6 +695,58 @@ static void test_bad_tensors(void) {
 #undef BAD_TENSOR
 }
 
+/* The size each tensor's type and shape imply against the file's data region (issue 38): in offset
+   order one tensor's data must start where the one before ends (rounded up to the alignment), and
+   the last end within the alignment of the file's end. A Q8_0 [256] tensor (272 bytes, the next at
+   288) relabelled F16 (512 bytes) overlaps the next; an F16 [256] relabelled Q8_0 leaves 240 of
+   its bytes unread; the last tensor relabelled to a smaller type leaves the file's tail unread. */
+static void test_tensor_layout(void) {
+    tw_gguf w;
+    unsigned char data[1024];
+    uint64_t a256[1] = {256}, b32[1] = {32}, c128[1] = {128};
+    memset(data, 0, sizeof data);
+#define LAYOUT(nbytes, setup) do { tw_init(&w, 3); tw_put(&w.data, data, (nbytes)); setup; } while (0)
+    /* as written: a Q8_0 [256] at 0 (272 bytes), b F32 [32] at 288 (128 bytes): the file ends at 416 */
+    LAYOUT(416, (raw_info(&w, "a", 1, a256, AMK_GGML_Q8_0, 0), raw_info(&w, "b", 1, b32, AMK_GGML_F32, 288)));
+    {
+        size_t n;
+        unsigned char *f = tw_finish(&w, &n);
+        amk_diag d;
+        amk_diag_clear(&d);
+        CHECK_MSG(parse_copy(f, n, &d) == AMK_OK, "%s", d.message);
+        free(f);
+        tw_free(&w);
+    }
+    /* the info order need not be the data order */
+    LAYOUT(416, (raw_info(&w, "b", 1, b32, AMK_GGML_F32, 288), raw_info(&w, "a", 1, a256, AMK_GGML_Q8_0, 0)));
+    {
+        size_t n;
+        unsigned char *f = tw_finish(&w, &n);
+        amk_diag d;
+        amk_diag_clear(&d);
+        CHECK_MSG(parse_copy(f, n, &d) == AMK_OK, "%s", d.message);
+        free(f);
+        tw_free(&w);
+    }
+    LAYOUT(928, (raw_info(&w, "a", 1, a256, AMK_GGML_F16, 0), raw_info(&w, "b", 1, b32, AMK_GGML_F32, 288),
+                 raw_info(&w, "c", 1, c128, AMK_GGML_F32, 416)));
+    expect_fail(&w, AMK_ERR_PARSE, "tensor 'a': F16 of 256 elements needs 512 bytes from offset 0, past the start "
+                "of tensor 'b' at offset 288 (its type or shape does not match its data)");
+    tw_free(&w);
+    LAYOUT(640, (raw_info(&w, "a", 1, a256, AMK_GGML_Q8_0, 0), raw_info(&w, "b", 1, b32, AMK_GGML_F32, 512)));
+    expect_fail(&w, AMK_ERR_PARSE, "tensor 'a': Q8_0 of 256 elements needs 272 bytes from offset 0, but tensor 'b' "
+                "starts 512 bytes later");
+    tw_free(&w);
+    LAYOUT(416, (raw_info(&w, "a", 1, a256, AMK_GGML_Q8_0, 0), raw_info(&w, "b", 1, b32, AMK_GGML_F16, 288)));
+    expect_fail(&w, AMK_ERR_PARSE, "tensor 'b': F16 of 32 elements needs 64 bytes from offset 288, but the file ends "
+                "128 bytes later");
+    tw_free(&w);
+    LAYOUT(416, (raw_info(&w, "a", 1, a256, AMK_GGML_Q8_0, 0), raw_info(&w, "b", 1, b32, AMK_GGML_F32, 0)));
+    expect_fail(&w, AMK_ERR_PARSE, "past the start of tensor 'b' at offset 0"); /* two at one offset */
+    tw_free(&w);
+#undef LAYOUT
+}
+
 static void test_open_file(void) {
     char path[64];
     size_t n;
@@ -885,6 +937,7 @@ int main(int argc, char **argv) {
     RUN(test_huge_counts);
     RUN(test_bad_values);
     RUN(test_bad_tensors);
+    RUN(test_tensor_layout);
     RUN(test_open_file);
     RUN(test_many_names);
     RUN(test_tiny_llama_parses);

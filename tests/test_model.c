@@ -117,6 +117,7 @@ typedef struct gguf_opts {
     const char *arch;
     int rope_freqs;          /* add rope_freqs.weight */
     int scaling_keys;        /* add the llama3 scaling keys */
+    float eps;               /* layer_norm_rms_epsilon; 0: 1e-5 */
 } gguf_opts;
 
 static void write_tiny_gguf(const char *path, const gguf_opts *o) {
@@ -136,7 +137,7 @@ static void write_tiny_gguf(const char *path, const gguf_opts *o) {
     tw_kv_u32(&w, "llama.attention.head_count", N_HEADS);
     tw_kv_u32(&w, "llama.attention.head_count_kv", N_KV);
     tw_kv_f32(&w, "llama.rope.freq_base", 100000.0f);
-    tw_kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    tw_kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", o->eps != 0.0f ? o->eps : 1e-5f);
     tw_kv_u32(&w, "llama.rope.dimension_count", HEAD_DIM);
     if (o->scaling_keys) {
         tw_kv_str(&w, "llama.rope.scaling.type", "llama3");
@@ -546,6 +547,47 @@ static void test_errors(void) {
     write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
                "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32, \"eos_token_id\": [1, 2, 3, 4, 5]}");
     open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "eos_token_id lists 5 ids");
+    /* floats the step's validator would reject later are config errors, naming the field */
+    {
+        static const char *const bad_floats[5][2] = {
+            {"\"rms_norm_eps\": 1e300", "'rms_norm_eps' is 1e+300, outside a float's range"},
+            {"\"rms_norm_eps\": 0", "rms_norm_eps 0 must be positive and finite"},
+            {"\"rms_norm_eps\": -1e-5", "rms_norm_eps -1e-05 must be positive and finite"},
+            {"\"rope_theta\": -10000.0", "rope_theta -10000 must be positive and finite"},
+            {"\"rope_theta\": 1e39", "'rope_theta' is 1e+39, outside a float's range"}};
+        char text[512];
+        int k;
+        for (k = 0; k < 5; k++) {
+            snprintf(text, sizeof text, "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32, %s}", bad_floats[k][0]);
+            write_text(path_in("bad/config.json"), text);
+            open_fails(path_in("bad"), AMK_ERR_PARSE, bad_floats[k][1]);
+        }
+    }
+    memset(&o, 0, sizeof o);
+    o.eps = (float)INFINITY;
+    write_tiny_gguf(path_in("eps.gguf"), &o);
+    open_fails(path_in("eps.gguf"), AMK_ERR_PARSE, "rms_norm_eps inf must be positive and finite");
+    o.eps = (float)NAN;
+    write_tiny_gguf(path_in("eps.gguf"), &o);
+    open_fails(path_in("eps.gguf"), AMK_ERR_PARSE, "must be positive and finite");
+}
+
+/* What amk_model_open makes of a path that is no model (issue 38): the message names the file and
+   what it is, not a config.json the file never needed. */
+static void test_not_a_model(void) {
+    write_text(path_in("junk.gguf"), "XXXXjunk");
+    open_fails(path_in("junk.gguf"), AMK_ERR_PARSE, "junk.gguf': not a GGUF file (magic 0x58585858, expected 'GGUF')");
+    write_text(path_in("empty.safetensors"), "");
+    open_fails(path_in("empty.safetensors"), AMK_ERR_PARSE, "empty.safetensors': empty file (expected a .gguf file");
+    open_fails("/dev/null", AMK_ERR_PARSE, "'/dev/null': empty file");
+    write_text(path_in("program.json"), "{\"ir_version\": \"1.0\", \"buffers\": []}");
+    open_fails(path_in("program.json"), AMK_ERR_PARSE, "program.json': not a safetensors index (no weight_map object");
+    write_text(path_in("notes.txt"), "hello, world");
+    open_fails(path_in("notes.txt"), AMK_ERR_PARSE, "notes.txt': neither GGUF (no 'GGUF' magic) nor safetensors");
+    make_dir("nocfg");
+    open_fails(path_in("nocfg"), AMK_ERR_IO, "nocfg': a directory without config.json");
+    open_fails(path_in("nope.gguf"), AMK_ERR_IO, "cannot open");
 }
 
 static void test_shard_errors(void) {
@@ -578,6 +620,9 @@ static void test_shard_errors(void) {
     open_fails(path_in("tr"), AMK_ERR_PARSE, "is not a plain file name");
     write_text(path_in("tr/model.safetensors.index.json"), "{\"weight_map\": []}");
     open_fails(path_in("tr"), AMK_ERR_PARSE, "no weight_map object");
+    /* the index's JSON errors name the index, line and column */
+    write_text(path_in("tr/model.safetensors.index.json"), "{\"weight_map\": {");
+    open_fails(path_in("tr"), AMK_ERR_PARSE, "tr/model.safetensors.index.json':1:17: unexpected end of input");
     open_fails(path_in("nope"), AMK_ERR_IO, "nope");
     free(s1);
     free(s2);
@@ -651,6 +696,262 @@ static void test_real_smollm2(void) {
 }
 
 /* What amk_llm reports of the fold ("fold" progress): calls, and the last done and total. */
+/* A tokenizer of n one-character tokens ('A', 'B', ...; n <= 58), no merges, BOS 1 and EOS 2: the
+   tiny model's own (its embedding has VOCAB rows). */
+static amk_tokenizer *tiny_tokenizer(int n) {
+    static char text[58][2];
+    const char *toks[58];
+    amk_tokenizer_spec s;
+    amk_tokenizer *t = NULL;
+    int i;
+    for (i = 0; i < n && i < 58; i++) {
+        text[i][0] = (char)('A' + i);
+        text[i][1] = 0;
+        toks[i] = text[i];
+    }
+    memset(&s, 0, sizeof s);
+    s.n_tokens = n;
+    s.tokens = toks;
+    s.pretok = AMK_PRETOK_GPT2;
+    s.bos_id = 1;
+    s.eos_id = 2;
+    CHECK_EQ_INT(amk_tokenizer_create(&s, &t, NULL), AMK_OK);
+    return t;
+}
+
+/* The tiny GGUF model opened on the reference VM with a tokenizer of n_tokens tokens (NULL and
+   the error in d when it does not open). */
+static amk_llm *open_tiny_llm(int n_tokens, int max_seq, amk_diag *d) {
+    amk_llm_opts o;
+    amk_llm *m = NULL;
+    amk_model *mdl = NULL;
+    gguf_opts go;
+    memset(&go, 0, sizeof go);
+    write_tiny_gguf(path_in("llm.gguf"), &go);
+    CHECK_EQ_INT(amk_model_open(path_in("llm.gguf"), &mdl, d), AMK_OK);
+    if (!mdl) return NULL;
+    amk_llm_opts_default(&o);
+    o.backend = AMK_BACKEND_CPU;
+    o.build.num_sms = 8;
+    o.build.max_seq = max_seq;
+    amk_llm_open_model(mdl, tiny_tokenizer(n_tokens), &o, &m, d);
+    return m;
+}
+
+/* Every public function of amk_llm.h, amk_model.h and amk_tok.h given NULL for a pointer argument:
+   no crash, AMK_ERR_INVALID_ARG with a message naming the argument where the function returns a
+   result, nothing done by a free-like one (amk_sampler_free, amk_*_close, amk_tokenizer_free). A
+   call that takes objects over frees them also when out is NULL (ASan's leak check sees it). */
+static void test_null_args(void) {
+    amk_diag d;
+    amk_llm *m = (amk_llm *)&m;
+    amk_model *mdl = (amk_model *)&mdl;
+    amk_tokenizer *t = (amk_tokenizer *)&t;
+    amk_gguf *g = (amk_gguf *)&g;
+    amk_safetensors st;
+    amk_llama_config cfg;
+    amk_llm_opts o;
+    amk_sampler smp;
+    float f[4] = {0, 1, 2, 3};
+    int ids[4], rank;
+    int64_t shape[4];
+    size_t len;
+    gguf_opts go;
+#define EXPECT_NULL(call, want) do { amk_diag_clear(&d); CHECK_EQ_INT((call), AMK_ERR_INVALID_ARG); \
+        CHECK_MSG(strstr(d.message, (want)) != NULL, "%s: message '%s' lacks '%s'", #call, d.message, (want)); } while (0)
+    /* amk_llm.h */
+    amk_llm_opts_default(NULL);
+    amk_llama_build_opts_default(NULL);
+    amk_llm_opts_default(&o);
+    o.backend = AMK_BACKEND_CPU;
+    EXPECT_NULL(amk_llm_open("x.gguf", &o, NULL, &d), "out is NULL");
+    EXPECT_NULL(amk_llm_open(NULL, &o, &m, &d), "path is NULL");
+    CHECK(m == NULL);
+    EXPECT_NULL(amk_llm_open_model(NULL, NULL, &o, NULL, &d), "out is NULL");
+    memset(&go, 0, sizeof go);
+    write_tiny_gguf(path_in("null.gguf"), &go);
+    CHECK_EQ_INT(amk_model_open(path_in("null.gguf"), &mdl, &d), AMK_OK);
+    EXPECT_NULL(amk_llm_open_model(mdl, tiny_tokenizer(VOCAB), &o, NULL, &d), "out is NULL"); /* both freed */
+    m = (amk_llm *)&m;
+    EXPECT_NULL(amk_llm_open_model(NULL, tiny_tokenizer(VOCAB), &o, &m, &d), "NULL model");
+    CHECK(m == NULL);
+    CHECK_EQ_INT(amk_llama_config_preset("smollm2-135m", &cfg), AMK_OK);
+    EXPECT_NULL(amk_llm_open_random(&cfg, &o, NULL, &d), "out is NULL");
+    EXPECT_NULL(amk_llm_open_random(NULL, &o, &m, &d), "cfg is NULL");
+    EXPECT_NULL(amk_llm_step(NULL, 1, 0, NULL, NULL, &d), "m is NULL");
+    EXPECT_NULL(amk_llm_generate(NULL, 1, 0, 1, ids, &d), "NULL argument");
+    EXPECT_NULL(amk_llm_reset(NULL, &d), "m is NULL");
+    EXPECT_NULL(amk_llm_seek(NULL, 0, &d), "m is NULL");
+    amk_llm_close(NULL);
+    CHECK(amk_llm_config(NULL) == NULL && amk_llm_program(NULL) == NULL && amk_llm_tokenizer(NULL) == NULL);
+    CHECK(amk_llm_max_seq(NULL) == 0 && amk_llm_cuda(NULL) == NULL);
+    CHECK_STR(amk_llm_backend_name(NULL), "cpu");
+    amk_sampler_init(NULL, 1.0f, 0, 1.0f, 1);
+    amk_sampler_free(NULL);
+    amk_sampler_init(&smp, 1.0f, 0, 1.0f, 1);
+    CHECK_EQ_INT(amk_sampler_sample(NULL, f, 4), -1);
+    CHECK_EQ_INT(amk_sampler_sample(&smp, NULL, 4), -1);
+    amk_sampler_free(&smp);
+    /* amk_arch.h's config loader (the random-weight mode's) */
+    EXPECT_NULL(amk_llama_config_load_json(NULL, &cfg, &d), "path is NULL");
+    EXPECT_NULL(amk_llama_config_load_json("tests/data/cli/tiny_config.json", NULL, &d), "cfg is NULL");
+    /* amk_model.h */
+    EXPECT_NULL(amk_model_open(NULL, &mdl, &d), "path is NULL");
+    EXPECT_NULL(amk_model_open("x", NULL, &d), "out is NULL");
+    amk_model_close(NULL);
+    CHECK(amk_model_config(NULL) == NULL && amk_model_gguf(NULL) == NULL && amk_model_dir(NULL) == NULL);
+    EXPECT_NULL(amk_model_tensor_shape(NULL, "model.norm.weight", &rank, shape, &d), "NULL model");
+    EXPECT_NULL(amk_model_tensor_read(NULL, "model.norm.weight", AMK_DTYPE_F32, f, 16, &d), "NULL model");
+    CHECK_EQ_INT(amk_model_open(path_in("null.gguf"), &mdl, &d), AMK_OK);
+    if (mdl) {
+        EXPECT_NULL(amk_model_tensor_shape(mdl, NULL, &rank, shape, &d), "tensor name is NULL");
+        CHECK_EQ_INT(amk_model_tensor_shape(mdl, "model.norm.weight", NULL, NULL, &d), AMK_OK);
+        EXPECT_NULL(amk_model_tensor_read(mdl, NULL, AMK_DTYPE_F32, f, 16, &d), "tensor name is NULL");
+        EXPECT_NULL(amk_model_tensor_read(mdl, "model.norm.weight", AMK_DTYPE_F32, NULL, HIDDEN * 4, &d), "NULL destination");
+        amk_model_close(mdl);
+    }
+    EXPECT_NULL(amk_safetensors_open(NULL, &st, &d), "no path");
+    EXPECT_NULL(amk_safetensors_open("x", NULL, &d), "no output");
+    EXPECT_NULL(amk_safetensors_parse(f, 16, NULL, &d), "no output");
+    EXPECT_NULL(amk_safetensors_parse(NULL, 16, &st, &d), "no data");
+    EXPECT_NULL(amk_safetensors_write(NULL, NULL, 0, &d), "bad path or entries");
+    EXPECT_NULL(amk_safetensors_write("x", NULL, 1, &d), "bad path or entries");
+    CHECK(amk_safetensors_find(NULL, "a") == NULL);
+    amk_safetensors_close(NULL);
+    EXPECT_NULL(amk_gguf_open(NULL, &g, &d), "path is NULL");
+    EXPECT_NULL(amk_gguf_open("x", NULL, &d), "out is NULL");
+    EXPECT_NULL(amk_gguf_parse(NULL, 16, &g, &d), "data is NULL");
+    EXPECT_NULL(amk_gguf_parse(f, 16, NULL, &d), "out is NULL");
+    amk_gguf_close(NULL);
+    CHECK(amk_gguf_version(NULL) == 0 && amk_gguf_n_tensors(NULL) == 0 && amk_gguf_tensor_at(NULL, 0) == NULL);
+    CHECK(amk_gguf_find_tensor(NULL, "a") == NULL && amk_gguf_n_kv(NULL) == 0 && amk_gguf_kv_key(NULL, 0) == NULL);
+    CHECK(amk_gguf_find_key(NULL, "a") == -1 && amk_gguf_kv_type(NULL, 0) == 0);
+    CHECK(!amk_gguf_get_int(NULL, "a", NULL) && !amk_gguf_get_float(NULL, "a", NULL) && !amk_gguf_get_bool(NULL, "a", NULL));
+    CHECK(amk_gguf_get_string(NULL, "a", &len) == NULL && amk_gguf_array_len(NULL, "a", NULL) == -1);
+    CHECK(amk_gguf_array_string(NULL, "a", 0, &len) == NULL && !amk_gguf_array_int(NULL, "a", 0, NULL));
+    CHECK(!amk_gguf_array_float(NULL, "a", 0, NULL));
+    EXPECT_NULL(amk_gguf_dequant(AMK_GGML_F32, NULL, 16, 4, AMK_DTYPE_F32, f, &d), "NULL buffer");
+    EXPECT_NULL(amk_gguf_dequant(AMK_GGML_F32, f, 16, 4, AMK_DTYPE_F32, NULL, &d), "NULL buffer");
+    /* amk_tok.h */
+    EXPECT_NULL(amk_tokenizer_create(NULL, &t, &d), "bad spec");
+    EXPECT_NULL(amk_tokenizer_create(NULL, NULL, &d), "out is NULL");
+    EXPECT_NULL(amk_tokenizer_from_gguf(NULL, &t, &d), "gguf is NULL");
+    EXPECT_NULL(amk_tokenizer_from_json(NULL, &t, &d), "path is NULL");
+    EXPECT_NULL(amk_tokenizer_from_json("x", NULL, &d), "out is NULL");
+    EXPECT_NULL(amk_tokenizer_from_json_text(NULL, 0, NULL, 0, &t, &d), "json is NULL");
+    EXPECT_NULL(amk_tokenizer_from_model(NULL, &t, &d), "NULL argument");
+    amk_tokenizer_free(NULL);
+    CHECK_EQ_INT(amk_tokenizer_encode(NULL, "a", 1, 0, ids, 4), -1);
+    t = tiny_tokenizer(VOCAB);
+    if (t) {
+        CHECK_EQ_INT(amk_tokenizer_encode(t, NULL, 1, 0, ids, 4), -1);
+        CHECK_EQ_INT(amk_tokenizer_encode(t, "A", 1, 0, NULL, 4), -1);
+        CHECK_EQ_INT(amk_tokenizer_encode(t, "A", 1, 0, NULL, 0), 1); /* the count alone */
+        CHECK_EQ_INT(amk_tokenizer_decode(t, 0, NULL, 4), -1);
+        CHECK(amk_tokenizer_token_bytes(t, 0, NULL) != NULL);
+        CHECK_EQ_INT(amk_tokenizer_token_id(t, NULL), -1);
+        CHECK_EQ_INT(amk_tokenizer_pretokenize(AMK_PRETOK_GPT2, NULL, 1, NULL, 0), -1);
+        CHECK_EQ_INT(amk_tokenizer_chat_prompt(NULL, NULL, NULL, NULL, 0), -1);
+        CHECK(amk_tokenizer_chat_prompt(NULL, NULL, "hi", NULL, 16) > 0);
+        amk_tokenizer_free(t);
+    }
+    CHECK(amk_tokenizer_decode(NULL, 0, (char *)ids, 4) == -1 && amk_tokenizer_token_bytes(NULL, 0, &len) == NULL);
+    CHECK(amk_tokenizer_n_vocab(NULL) == 0 && amk_tokenizer_bos(NULL) == -1 && amk_tokenizer_eos(NULL) == -1);
+    CHECK(amk_tokenizer_add_bos(NULL) == 0 && amk_tokenizer_is_special(NULL, 0) == 0 && amk_tokenizer_byte_token(NULL, 65) == -1);
+#undef EXPECT_NULL
+}
+
+/* The tokenizer against the embedding (issue 38): more tokens than its rows is refused when the
+   model opens (an id past them would read outside the table); fewer is legal (HF pads the
+   embedding). The config's BOS and EOS ids must lie within the rows too. */
+static void test_tokenizer_vocab(void) {
+    amk_diag d;
+    amk_llm *m;
+    amk_diag_clear(&d);
+    m = open_tiny_llm(VOCAB + 8, 16, &d);
+    CHECK(m == NULL);
+    CHECK_EQ_INT(d.result, AMK_ERR_MISMATCH);
+    CHECK_MSG(strstr(d.message, "the tokenizer has 40 tokens, more than the 32 rows of the embedding") != NULL, "%s", d.message);
+    amk_diag_clear(&d);
+    m = open_tiny_llm(VOCAB - 8, 16, &d);
+    CHECK_MSG(m != NULL, "%s", d.message);
+    amk_llm_close(m);
+    make_dir("ids");
+    write_shard(path_in("ids/model.safetensors"), 0, n_w, 0);
+    write_text(path_in("ids/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+               "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32, \"bos_token_id\": 32}");
+    open_fails(path_in("ids"), AMK_ERR_PARSE, "bos_token_id 32 is outside the vocabulary of 32 tokens");
+    write_text(path_in("ids/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+               "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32, \"eos_token_id\": [2, 49152]}");
+    open_fails(path_in("ids"), AMK_ERR_PARSE, "eos_token_id 49152 is outside the vocabulary of 32 tokens");
+}
+
+/* Positions go in order (issue 38): a fresh model's next position is 0, a step moves it to pos + 1,
+   a step past it is refused with AMK_ERR_INVALID_ARG (nothing run), an earlier one is legal (the
+   rows after it no longer count); amk_llm_generate likewise; amk_llm_reset starts over at 0 and
+   amk_llm_seek moves it on purpose. */
+static void test_step_order(void) {
+    amk_diag d;
+    amk_llm *m;
+    int a = -1, g[4];
+    amk_diag_clear(&d);
+    m = open_tiny_llm(VOCAB, 16, &d);
+    CHECK_MSG(m != NULL, "%s", d.message);
+    if (!m) return;
+    CHECK_EQ_INT(amk_llm_step(m, 3, 5, NULL, &a, &d), AMK_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(d.message, "position 5 skips ahead: the KV cache holds no position yet") != NULL, "%s", d.message);
+    CHECK_EQ_INT(a, -1);
+    CHECK_EQ_INT(amk_llm_step(m, 3, 0, NULL, &a, &d), AMK_OK);
+    CHECK_EQ_INT(amk_llm_step(m, 3, 2, NULL, &a, &d), AMK_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(d.message, "holds positions 0..0, so the next step is at position 1 at most") != NULL, "%s", d.message);
+    CHECK_EQ_INT(amk_llm_step(m, 3, 1, NULL, &a, &d), AMK_OK);
+    CHECK_EQ_INT(amk_llm_step(m, 4, 0, NULL, &a, &d), AMK_OK); /* back: position 0 again */
+    CHECK_EQ_INT(amk_llm_step(m, 3, 2, NULL, &a, &d), AMK_ERR_INVALID_ARG); /* row 1 no longer counts */
+    CHECK_EQ_INT(amk_llm_generate(m, 3, 3, 2, g, &d), AMK_ERR_INVALID_ARG);
+    CHECK(strstr(d.message, "amk_llm_generate: position 3 skips ahead") != NULL);
+    CHECK_EQ_INT(amk_llm_generate(m, 3, 1, 2, g, &d), AMK_OK); /* positions 1, 2 */
+    CHECK_EQ_INT(amk_llm_step(m, g[1], 3, NULL, &a, &d), AMK_OK);
+    CHECK_EQ_INT(amk_llm_reset(m, &d), AMK_OK);
+    CHECK_EQ_INT(amk_llm_step(m, 3, 1, NULL, &a, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_llm_seek(m, 17, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_llm_seek(m, -1, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_llm_seek(m, 7, &d), AMK_OK);
+    CHECK_EQ_INT(amk_llm_step(m, 3, 7, NULL, &a, &d), AMK_OK);
+    CHECK_EQ_INT(amk_llm_step(m, 3, 16, NULL, &a, &d), AMK_ERR_RUNTIME); /* outside the cache: as before */
+    amk_llm_close(m);
+}
+
+/* The context against the model and the machine (issue 38): build.max_seq above the config's
+   max_pos is refused before anything is built; on the reference VM a KV cache larger than the
+   machine's physical memory is refused before it is allocated (2 TB here: 8 layers of 8 KV heads
+   of 256 at 16M rows, F32), as AMK_ERR_INVALID_ARG naming the KV cache. */
+static void test_context_limits(void) {
+    amk_llama_config c;
+    amk_llm_opts o;
+    amk_llm *m = NULL;
+    amk_diag d;
+    amk_diag_clear(&d);
+    memset(&c, 0, sizeof c);
+    snprintf(c.arch, sizeof c.arch, "llama");
+    c.n_layers = 8; c.hidden = 64; c.intermediate = 64; c.n_heads = 8; c.n_kv_heads = 8; c.head_dim = 256;
+    c.vocab = 40; c.max_pos = 256; c.rms_eps = 1e-5f; c.rope_theta = 10000.0f; c.tie_embeddings = 1;
+    c.bos_id = 1; c.eos_ids[0] = 2; c.n_eos = 1;
+    amk_llm_opts_default(&o);
+    o.backend = AMK_BACKEND_CPU;
+    o.build.num_sms = 8;
+    o.build.max_seq = 257;
+    CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m, &d), AMK_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(d.message, "a context of 257 tokens is longer than the model's context of 256") != NULL, "%s", d.message);
+    c.max_pos = 1 << 24;
+    o.build.max_seq = 1 << 24;
+    CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m, &d), AMK_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(d.message, "the KV cache of a 16777216-token context needs 2199.0 GB") != NULL, "%s", d.message);
+    CHECK(m == NULL);
+    o.build.max_seq = 16;
+    CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m, &d), AMK_OK);
+    amk_llm_close(m);
+}
+
 static int fold_calls;
 static uint64_t fold_done, fold_total;
 static void fold_progress(void *user, const char *what, uint64_t done, uint64_t total) {
@@ -684,7 +985,8 @@ static void test_llm_fold(void) {
             amk_model *mdl = open_ok(path_in(paths[f]));
             amk_tokenizer *tok_k = NULL;
             if (!mdl) continue;
-            CHECK_EQ_INT(amk_tokenizer_from_json("tests/data/tokenizer/smollm2_tokenizer.json", &tok_k, &d), AMK_OK);
+            tok_k = tiny_tokenizer(VOCAB);
+            CHECK(tok_k != NULL);
             amk_llm_opts_default(&o);
             o.backend = AMK_BACKEND_CPU;
             o.build.num_sms = 8;
@@ -739,8 +1041,13 @@ int main(void) {
     RUN(test_llama3_rope);
     RUN(test_errors);
     RUN(test_shard_errors);
+    RUN(test_not_a_model);
     RUN(test_real_smollm2);
     RUN(test_llm_fold);
+    RUN(test_null_args);
+    RUN(test_tokenizer_vocab);
+    RUN(test_step_order);
+    RUN(test_context_limits);
     cleanup();
     for (i = 0; i < n_w; i++) free(W[i].e);
     TEST_SUMMARY();

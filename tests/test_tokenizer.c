@@ -1,10 +1,13 @@
 /* tokenizer: the byte alphabet, the three pre-tokenizers on hand-checked splits, BPE merge order,
    special tokens, hostile bytes, and SmolLM2's real tokenizer against reference ids from HF
    tokenizers (tests/data/tokenizer, made by scripts/tokenizer_reference.py). */
+#define _POSIX_C_SOURCE 200809L /* mkdir, getpid */
 #include "../amk.h"
 #include "amk_test.h"
 #include <stdint.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define DATA "tests/data/tokenizer/"
 #define MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -733,6 +736,51 @@ static void test_json_variants(void) {
     CHECK_EQ_INT(amk_tokenizer_from_json("tests/data/tokenizer/no_such_file.json", &t, &d), AMK_ERR_IO);
 }
 
+/* Errors in a tokenizer.json or the tokenizer_config.json beside it name that file and the line and
+   column (issue 38: "unexpected end of input" alone named nothing). */
+static void test_json_file_errors(void) {
+    static const char *const cases[4][2] = {
+        {"{\"model\": {", ":1:12: unexpected end of input"},
+        {"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]", ":1:65: nesting deeper than 64"},
+        {"{}", ":1:1: no \"model\" object"},
+        {"", ":1:1: unexpected end of input"}};
+    char dir[64], path[128], cpath[128], want[256];
+    amk_tokenizer *t = NULL;
+    amk_diag d;
+    size_t n = 0;
+    char *good = (char *)amk_t_read_file(DATA "smollm2_tokenizer.json", &n);
+    FILE *f;
+    int k;
+    snprintf(dir, sizeof dir, "/tmp/amk_test_tok_%ld", (long)getpid());
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    snprintf(cpath, sizeof cpath, "%s/tokenizer_config.json", dir);
+    for (k = 0; k < 4; k++) {
+        if ((f = fopen(path, "wb"))) { fputs(cases[k][0], f); fclose(f); }
+        amk_diag_clear(&d);
+        CHECK_EQ_INT(amk_tokenizer_from_json(path, &t, &d), AMK_ERR_PARSE);
+        CHECK(t == NULL);
+        snprintf(want, sizeof want, "%s%s", path, cases[k][1]);
+        CHECK_MSG(strncmp(d.message, want, strlen(want)) == 0, "message '%s' does not start with '%s'", d.message, want);
+    }
+    /* a good tokenizer.json, a broken tokenizer_config.json beside it: the config is named */
+    CHECK(good != NULL);
+    if ((f = fopen(path, "wb"))) { if (good) fwrite(good, 1, n, f); fclose(f); }
+    if ((f = fopen(cpath, "wb"))) { fputs("{\"bos_token\": ", f); fclose(f); }
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_tokenizer_from_json(path, &t, &d), AMK_ERR_PARSE);
+    snprintf(want, sizeof want, "%s:1:15: unexpected end of input", cpath);
+    CHECK_MSG(strcmp(d.message, want) == 0, "message '%s', want '%s'", d.message, want);
+    if ((f = fopen(cpath, "wb"))) { fputs("[]", f); fclose(f); }
+    CHECK_EQ_INT(amk_tokenizer_from_json(path, &t, &d), AMK_ERR_PARSE);
+    snprintf(want, sizeof want, "%s:1:1: tokenizer_config.json is not an object", cpath);
+    CHECK_MSG(strcmp(d.message, want) == 0, "message '%s', want '%s'", d.message, want);
+    remove(cpath);
+    remove(path);
+    rmdir(dir);
+    free(good);
+}
+
 /* ---- GGUF in memory -------------------------------------------------------------------------- */
 
 typedef struct gbuf { unsigned char b[8192]; size_t n; } gbuf;
@@ -822,6 +870,7 @@ int main(void) {
     RUN(test_chat_prompt);
     RUN(test_decode_api);
     RUN(test_json_variants);
+    RUN(test_json_file_errors);
     RUN(test_gguf_small);
     amk_tokenizer_free(smol);
     TEST_SUMMARY();
