@@ -268,8 +268,8 @@ typedef struct amk_instruction_t {
        the first weight bytes of a GEMV-family tile, its norm weight); bytes 0 = none */
     uint64_t prefetch_addr[AMK_VM_PREFETCHES];
     uint32_t prefetch_bytes[AMK_VM_PREFETCHES];
-    uint32_t form; /* the device form the runtime planned (amk_plan_form, amk_plan.h: AMK_FORM_*); 0, the
-                      general form, in a table built by anything else */
+    uint32_t form; /* the device form the runtime planned (amk_plan_form, amk_plan.h: AMK_FORM_*); 0 in a
+                      table built by anything else. The device does not read it yet (amk_plan.h) */
 } amk_instruction_t;
 
 /* The whole program on the device. sm_queue_offset has num_sms+1 entries; the queue of SM s is

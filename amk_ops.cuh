@@ -24,7 +24,7 @@
 #include <cuda_bf16.h>
 #include "amk_ir.h"
 #include "amk_tune.h" /* the knobs (AMK_L2_HINTS, AMK_LEAN, ...): one table for host and device */
-#include "amk_plan.h" /* the form planner the host shares: the forms, their layouts and sizes */
+#include "amk_plan.h" /* the sizing rules the host shares (AMK_LEAN_BYTES, AMK_RING_BYTES, ...) */
 
 /* ==== >>ptx: tiny wrappers, one per PTX instruction ========================================== */
 
@@ -501,8 +501,6 @@ static_assert(offsetof(amk_op_ctx, in) == offsetof(amk_vm_ctx_t, in) &&
                   offsetof(amk_op_ctx, index) == offsetof(amk_vm_ctx_t, index) &&
                   offsetof(amk_op_ctx, status) == sizeof(amk_vm_ctx_t) && sizeof(amk_vm_ctx_t) % 16 == 0,
               "amk_op_ctx starts with amk_vm_ctx_t's layout");
-/* The op's context as the planner takes it (amk_plan.h): the amk_vm_ctx_t amk_op_ctx starts with. */
-#define AMK_CTX(c) ((const amk_vm_ctx_t *)(c))
 
 /* AMK_VM_MARKS 1 (amk_tune.h; a diagnostic, never shipped): AMK_OP_MARK(c, k) records when thread
    0 passed point k (0 .. AMK_VM_MARKS_N - 1) of a timed task, in ns after its t_start, and the VM
@@ -1458,9 +1456,9 @@ static __device__ __forceinline__ void amk_attn_mma_stage_q(unsigned char *qs, c
 }
 
 /* ATTENTION_DECODE with q, K and V in BF16 and head_dim a multiple of 16: returns 0 (nothing
-   done) for any other task (amk_plan_attn_mma, which the host sizes the launch's shared memory
-   by too), or when shared memory holds fewer than 16 rows; the CUDA-core path below then runs
-   it. why: the CUDA-core path's scores, softmax and p.V are three block-wide
+   done) for any other task, or when shared memory holds fewer than 16 rows; the CUDA-core path
+   below then runs it (the first test's planner twin, amk_plan_attn_mma, sizes the launch's
+   shared memory). why: the CUDA-core path's scores, softmax and p.V are three block-wide
    steps, each reading q or the scores from shared memory per key: over half of a decode attention
    task (bench/RESULTS.md run 102). A warp takes 16 keys at a time
    (groups gi = warp, warp + warps, ...): scores = q . K^T on the tensor cores (16 query-head rows,
@@ -1478,7 +1476,9 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
     const int partial = (P->flags & AMK_ATTN_FLAG_PARTIAL) != 0;
     int64_t C, r0 = P->kv_start, r1 = (int64_t)P->kv_start + P->kv_len, loaded = -1, pos;
     int lo_n = 0, lo_n16 = 0; /* the staged rows: copied, and the pieces' extent */
-    if (!amk_plan_attn_mma(AMK_CTX(c))) return 0;
+    if (q->dtype != AMK_DTYPE_BF16 || kc->dtype != AMK_DTYPE_BF16 || vc->dtype != AMK_DTYPE_BF16 || hd % 16 != 0 ||
+        hd > 256 || R < 1)
+        return 0;
     /* the chunk: the window (at most 512 rows) when it fits, else what fits. why the test first:
        it spares the usual task the division on its path to the poll */
     C = (r1 - r0 + 15) / 16 * 16;
@@ -1880,7 +1880,8 @@ static __device__ __forceinline__ int64_t amk_fused_index(const amk_op_ctx *c, i
    wait; AMK_ROWS_STAGE_BYTES, as the host sized the launch's shared memory), or 0 when it reads
    them from global memory. */
 static __device__ __forceinline__ int64_t amk_rows_stage_bytes(const amk_op_ctx *c, int64_t nt) {
-    return amk_plan_rows_bytes(AMK_CTX(c), nt);
+    const amk_buffer_t *Wd = &c->in[4];
+    return Wd->ptr % 16 == 0 ? amk_plan_rows_stage_bytes(Wd->dtype, Wd->shape[1], nt) : 0;
 }
 
 /* Row n0 of input 4 in global memory. */
@@ -2079,10 +2080,9 @@ static __device__ __forceinline__ void amk_attn_prenorm(amk_op_ctx *c, unsigned 
    shared memory, and a warp a dimension of the task sums p and p * V over the keys; then W_oT's
    rows (staged before the wait) add in as the general path does (bench/RESULTS.md run 203). The
    launch's shared memory is the general path's (the host sizes it); a task whose rows do not fit
-   there takes the general path: the planner decides (amk_plan_attn_lean_bytes, for the worst
-   alignment of the tensor copies' rows) and the host stores the form in the instruction.
-   AMK_ATTN_LEAN 0 (amk_tune.h) turns the form off. Returns 0 (nothing done, before the wait) for
-   a task of another form.
+   there takes the general path (these checks' planner twin: amk_plan_attn_lean_bytes and
+   amk_plan_attn_tma, amk_plan.h). AMK_ATTN_LEAN 0 (amk_tune.h) turns the form off. Returns 0
+   (nothing done, before the wait) for other tasks.
    With AMK_ATTN_KV_TMA, a lean task whose context carries tensor maps of its caches (amk_vm_ctx_t
    kv_maps: the runtime sets them only with AMK_VM_HINT_KV_EARLY, the host's proof that no task of
    the step writes the cache rows below the position) copies its kv head's rows [kv_start,
@@ -2093,22 +2093,36 @@ static __device__ __forceinline__ void amk_attn_prenorm(amk_op_ctx *c, unsigned 
    wait (the rows past it are copied and not used), and one thread issues two copies, so nothing
    queues behind thread 0's polls. Other tasks stage their rows by cp.async after the wait. */
 static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem) {
-    if (c->ins.form != AMK_FORM_ATTN_LEAN) return 0; /* the host planned it (amk_plan_form) */
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2];
-    const int hd = P->head_dim, nkv = P->n_kv_heads, M = P->M_tile;
+    const int hd = P->head_dim, nkv = P->n_kv_heads, grp = P->n_heads / (nkv > 0 ? nkv : 1), M = P->M_tile;
     const int dt = kc->dtype, esz = dt == AMK_DTYPE_F32 ? 4 : 2, NT = amk_ntid(), tid = amk_tid();
-    const int h0 = P->m_off / hd, nh = amk_plan_attn_heads(P);
+    const int h0 = hd > 0 ? P->m_off / hd : 0, nh = hd > 0 ? (P->m_off + M - 1) / hd - h0 + 1 : 0;
     /* the tensor copies' layout: rows of 128 bytes unpadded, K from the first 1024-byte boundary,
        V after n rows rounded up to 8 (a 1024-byte boundary again); chunk u of row r at u ^ (r & 7).
        Else rows of AMK_ATTN_ROW_BYTES, K at 0, V after n rows, unswizzled (sw 0) */
-    const int tma = amk_plan_attn_tma(AMK_CTX(c));
+#if AMK_ATTN_KV_TMA
+    const int tma = (c->kv_maps != 0) & (c->kv_rows == P->kv_len) & (dt == AMK_DTYPE_BF16) & (hd == 64);
+#else
+    const int tma = 0;
+#endif
     const int sw = tma ? 7 : 0, pre = ((uint32_t)P->flags & AMK_ATTN_FLAG_PRENORM) != 0;
     const int64_t kso = tma ? (int64_t)((AMK_ATTN_TMA_ALIGN - ((uint32_t)__cvta_generic_to_shared(smem) & (AMK_ATTN_TMA_ALIGN - 1))) &
                                         (AMK_ATTN_TMA_ALIGN - 1)) : 0;
-    const int64_t rowb = amk_plan_attn_row_bytes(tma, hd, esz), n = P->kv_len, nr = amk_plan_attn_rows(tma, n);
+    const int64_t rowb = tma ? 128 : AMK_ATTN_ROW_BYTES(hd, esz), n = P->kv_len, nr = tma ? (n + 7) & ~(int64_t)7 : n;
+    const int64_t fixed = kso + 2 * nr * rowb + (nh * hd + AMK_OPS_WARP + nh * n + AMK_ATTN_LEAN_DIMS + 4 + 2 * AMK_OPS_WARP) * 4;
     const int64_t want = amk_rows_stage_bytes(c, M), dyn = amk_ptx_dynamic_smem_size();
     const int64_t wso = (dyn - want) & ~(int64_t)15;
+    if (((dt != AMK_DTYPE_F32) & (dt != AMK_DTYPE_BF16)) | (vc->dtype != dt) | ((q->dtype != AMK_DTYPE_F32) & (q->dtype != AMK_DTYPE_BF16)) |
+        (hd < 8) | (hd > 256) | ((hd * esz) % 16 != 0) | (P->N_tile != 1) | (M < 1) | (M > AMK_ATTN_LEAN_DIMS) |
+        (nh > 2) | (h0 < P->n_off * grp) | (h0 + nh > (P->n_off + 1) * grp) | (n < 1) | (n > AMK_ATTN_SPEC_ROWS) |
+        (n > NT / (nh > 0 ? nh : 1)) | ((NT / (nh > 0 ? nh : 1)) % 32 != 0) | ((P->flags & AMK_ATTN_FLAG_PARTIAL) != 0) |
+        (kc->ptr % 16 != 0) | (vc->ptr % 16 != 0) | (want == 0) | (fixed > wso) |
+        (pre & ((q->dtype != AMK_DTYPE_F32) | (q->numel != (int64_t)(P->n_heads + 2 * nkv) * hd) | (c->in[5].dtype != AMK_DTYPE_F32) |
+                (c->in[5].ptr % 16 != 0) | (c->in[5].numel % 4 != 0) | (c->in[5].numel != c->in[4].shape[1]) |
+                (c->in[5].numel > 128 * AMK_LEAN_PPL) |
+                (c->ins.n_outputs != 1 && c->ins.n_outputs != 3) | (hd > 64) | (NT < 32 + nh * hd / 2) | (q->ptr % 8 != 0))))
+        return 0;
     char *ws = (char *)smem + wso;
     /* shared memory: [K, V: nr rows each][q: nh heads][the warps' maxima][p: nh x n][a: M][PRENORM's
        1 / rms, a word, the early position in words 2-3][PRENORM's cos and sin: hd / 2 pairs] */
@@ -2306,9 +2320,9 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
    follows the sums. RMSNORM_MLP: a gate row and its up row, then the block adds its share of
    down_proj as amk_op_norm_gemv does (bench/RESULTS.md run 182). Conditions: one row of x, K a
    multiple of 8 up to 128 * AMK_LEAN_PPL, bf16 W, F32 norm_w and x, F32 or bf16 out, the rows in
-   the launch's shared memory: the planner's (amk_plan_lean_bytes), whose form the host stores in
-   the instruction. Returns 0 (nothing done, before the wait) for a tile of another form. AMK_LEAN
-   0 (amk_tune.h) turns the form off. */
+   the launch's shared memory (their planner twin: amk_plan_lean_bytes, amk_plan.h, by which the host
+   sizes it). Returns 0 (nothing done,
+   before the wait) for any other tile. AMK_LEAN 0 (amk_tune.h) turns the form off. */
 /* Named barriers: AMK_LEAN_BAR the RoPE warp's cos and sin, AMK_LEAN_BAR + 1 x staged by the row
    warps. why 5: 1-4 are the tensor-core GEMM's (amk_ptx_bar_warpgroup) */
 #define AMK_LEAN_BAR 5
@@ -2328,6 +2342,16 @@ static __device__ __forceinline__ void amk_ptx_bar_arrive(int b, int n) {
 static __device__ __forceinline__ void amk_ptx_bar_sync(int b, int n) {
     asm volatile("bar.sync %0, %1;" :: "r"(b), "r"(n) : "memory");
 }
+/* The conditions the lean and ring forms share (their planner twin: amk_plan_short_rows, amk_plan.h): one
+   row of F32 x, K a multiple of 8 up to kmax, F32 norm_w, bf16 W, all 16-byte aligned, and an
+   RMSNORM_GEMV's output F32 or BF16. */
+static __device__ __forceinline__ int amk_short_rows_ok(const amk_op_ctx *c, int kmax) {
+    const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2];
+    const int K = c->ins.params.K, od = c->out[0].dtype;
+    return x->numel == K && K % 8 == 0 && K <= kmax && x->dtype == AMK_DTYPE_F32 && nwt->dtype == AMK_DTYPE_F32 &&
+           W->dtype == AMK_DTYPE_BF16 && x->ptr % 16 == 0 && nwt->ptr % 16 == 0 && W->ptr % 16 == 0 &&
+           (c->ins.op == AMK_OP_RMSNORM_MLP || od == AMK_DTYPE_F32 || od == AMK_DTYPE_BF16);
+}
 /* out[e] = y for an F32 or BF16 output (the lean and ring forms); returns the value as stored. why
    not amk_store: its FP8 encodings call out of line */
 static __device__ __forceinline__ float amk_store_f32_bf16(const amk_buffer_t *o, int64_t e, float y) {
@@ -2339,11 +2363,45 @@ static __device__ __forceinline__ float amk_store_f32_bf16(const amk_buffer_t *o
     ((__nv_bfloat16 *)o->ptr)[e] = b;
     return __bfloat162float(b);
 }
-/* The lean tile's layout (amk_plan_lean_layout), computed before the wait and again after it. why
-   twice, not kept: held across the wait, the values take registers the rows need, and the VM
-   spills. */
-static __device__ __forceinline__ amk_plan_lean_t amk_lean_form(const amk_op_ctx *c) {
-    return amk_plan_lean_layout(AMK_CTX(c));
+/* The lean tile's layout and form, from the instruction (planner twin: amk_plan_lean_layout;
+   computed before the wait and again after it: why twice, not kept: held across the wait, the
+   values take registers the rows need, and the VM spills). */
+typedef struct amk_lean_t {
+    int mlp, rope, kv_row, K, nrw, fold, F, b0, nb;
+    int64_t nt, n_begin, N, rb, wsb, yso, nso, gso, wso, fso, bytes;
+} amk_lean_t;
+/* The lean tile's warps with rows: RMSNORM_MLP one a row (gate and up), RMSNORM_GEMV one a pair. */
+static __device__ __forceinline__ int amk_lean_row_warps(const amk_op_ctx *c) {
+    return c->ins.op == AMK_OP_RMSNORM_MLP ? c->ins.params.N_tile : (c->ins.params.N_tile + 1) / 2;
+}
+static __device__ __forceinline__ amk_lean_t amk_lean_form(const amk_op_ctx *c) {
+    const amk_params_t *P = &c->ins.params;
+    amk_lean_t L;
+    L.mlp = c->ins.op == AMK_OP_RMSNORM_MLP;
+    L.rope = !L.mlp && ((uint32_t)P->flags & AMK_GEMV_FLAG_ROPE) != 0;
+    L.kv_row = !L.mlp && ((uint32_t)P->flags & AMK_GEMV_FLAG_KV_ROW) != 0;
+    L.K = P->K;
+    L.nt = P->N_tile;
+    L.n_begin = P->n_off;
+    L.N = c->in[2].shape[0];
+    L.rb = L.nt * L.K * 2; /* a matrix's rows' bytes */
+    L.wsb = L.mlp ? amk_rows_stage_bytes(c, L.nt) : 0;
+    /* FOLD: W_cat's rows n_begin .. + nt and its base rows N + b0 .. N + b0 + nb (AMK_LEAN_FOLD_BYTES).
+       why 32-bit division: these are small (the host checks n_off * K < 2^31), and a 64-bit one is
+       a subroutine on the path to the first poll */
+    L.fold = L.mlp && ((uint32_t)P->flags & AMK_MLP_FLAG_FOLD) != 0;
+    L.F = L.fold ? (int)c->in[5].shape[1] : 0;
+    L.b0 = L.fold ? (int)((uint32_t)P->n_off * (uint32_t)L.K / (uint32_t)L.N) : 0;
+    L.nb = L.fold ? (int)((uint32_t)(P->n_off + P->N_tile) * (uint32_t)L.K / (uint32_t)L.N) - L.b0 : 0;
+    L.yso = L.K * 4; /* x at 0 (K a multiple of 8: every part stays 16-byte aligned) */
+    L.nso = L.yso + ((L.nt * 4 + 15) & ~(int64_t)15);
+    L.gso = L.nso + L.K * 4;
+    L.wso = L.gso + (L.mlp ? 2 : 1) * L.rb;
+    L.fso = L.wso + L.wsb;
+    L.bytes = AMK_LEAN_BYTES(L.nt, L.K, (L.mlp ? 2 : 1) * L.rb + L.wsb) +
+              (L.fold ? AMK_LEAN_FOLD_BYTES(L.nt + L.nb, L.F) : 0); /* = fso + W_cat's rows */
+    L.nrw = amk_lean_row_warps(c); /* the warps with rows; with RoPE warp nrw does the trig */
+    return L;
 }
 
 /* RMSNORM_MLP FOLD's second output: qkv[f] += sum_j ys[j] W_cat[n_off + j, f] + sum_k xb[k] W_cat[N +
@@ -2376,11 +2434,11 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
     /* why first, before the layout: x's loads and the position's go out at once, and the layout's
        arithmetic runs while they are in flight (after them it adds to every tile, bench/RESULTS.md
        run 213). The row warps' first piece of x goes to a register here, to shared memory below. */
-    const int nrw0 = amk_plan_lean_row_warps(AMK_CTX(c)), K0 = P->K;
+    const int nrw0 = amk_lean_row_warps(c), K0 = P->K;
     const uint32_t flags = c->ins.op == AMK_OP_RMSNORM_MLP ? 0u : (uint32_t)P->flags;
     const float4 x0 = warp < nrw0 && k0 < K0 ? *(const float4 *)((const float *)x->ptr + k0) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const int64_t pos = flags ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
-    const amk_plan_lean_t L = amk_lean_form(c);
+    const amk_lean_t L = amk_lean_form(c);
     const int mlp = L.mlp, rope = L.rope, kv_row = L.kv_row, K = L.K, nrw = L.nrw;
     const int64_t nt = L.nt, n_begin = L.n_begin, N = L.N, rb = L.rb;
     char *gs = (char *)smem + L.gso, *ws = (char *)smem + L.wso;
@@ -2479,12 +2537,22 @@ static __device__ __forceinline__ void amk_norm_gemv_lean_run(amk_op_ctx *c, flo
 }
 
 static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *nwt = &c->in[1], *W = &c->in[2], *Wu = &c->in[3];
-    /* the host planned the form (amk_plan_form: the launch's shared memory holds it) */
-    if (c->ins.form != AMK_FORM_LEAN) return 0;
+    const int nw = amk_ntid() >> 5;
+    const amk_lean_t L = amk_lean_form(c);
+    const uint32_t flags = L.mlp ? 0u : (uint32_t)P->flags;
     /* shared memory, 16-byte aligned: [x | ys (RMSNORM_MLP) or the pairs' cos and sin (RoPE) | norm_w |
        W's (gate) rows | up rows | W_downT rows] (AMK_LEAN_BYTES) */
-    const amk_plan_lean_t L = amk_lean_form(c);
+    if ((c->ins.op != AMK_OP_RMSNORM_GEMV && !L.mlp) || !amk_short_rows_ok(c, 128 * AMK_LEAN_PPL) ||
+        (L.mlp && (Wu->dtype != AMK_DTYPE_BF16 || Wu->ptr % 16 != 0 || L.wsb == 0)) || L.nt < 1 || L.nrw > nw - L.rope ||
+        (L.fold && (c->in[5].dtype != AMK_DTYPE_BF16 || c->in[5].ptr % 16 != 0 || L.F < 8 || L.F % 8 != 0 ||
+                    c->in[5].shape[0] != L.N + L.K || c->out[1].dtype != AMK_DTYPE_F32 || c->out[1].ptr % 16 != 0 ||
+                    c->out[1].numel != L.F || c->ins.n_outputs != 2)) ||
+        L.n_begin + L.nt > L.N || (L.rope && (L.nt % 2 != 0 || L.n_begin % 2 != 0)) ||
+        (flags & AMK_GEMV_FLAG_ARGMAX) || (flags && c->ins.n_inputs < 4) ||
+        L.bytes > (int64_t)amk_ptx_dynamic_smem_size())
+        return 0;
     const uint32_t par = amk_stage_arm(c, (uint32_t)(L.bytes - L.nso)); /* norm_w and the rows, before the wait */
     if (amk_tid() == AMK_AUX_TID) {
         const int64_t g0 = L.n_begin * L.K * 2;
@@ -2583,14 +2651,17 @@ static __device__ __forceinline__ void amk_ring_issue(const amk_op_ctx *c, char 
 }
 static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
-    const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *o = &c->out[0];
+    const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2], *o = &c->out[0];
     const int K = P->K, nw = amk_ntid() >> 5, lane = amk_tid() & 31, warp = amk_tid() >> 5;
     const int64_t nt = P->N_tile, n_begin = P->n_off;
     const uint32_t rb = (uint32_t)nw * (uint32_t)K * 2u, sm = amk_ptx_dynamic_smem_size(); /* a slot's bytes */
     char *ring = (char *)smem;
     int S = AMK_RING_SLOTS, S0, s;
     uint32_t par = 0, k;
-    if (c->ins.form != AMK_FORM_RING) return 0; /* the host planned it (amk_plan_form: two slots fit at least) */
+    if (c->ins.op != AMK_OP_RMSNORM_GEMV || (P->flags & ~(int32_t)AMK_GEMV_FLAG_ARGMAX) != 0 ||
+        !amk_short_rows_ok(c, 256 * AMK_RING_VPL) ||
+        nt <= 2 * nw || n_begin + nt > W->shape[0] || 2u * rb > sm)
+        return 0;
     while (S > 2 && (uint32_t)S * rb > sm) S--;
     for (s = 0; s < S; s++) par |= (c->mbar_uses[1 + s] & 1u) << s; /* read before the go barrier */
     S0 = 0; /* the rounds that go out before the wait: at most S */

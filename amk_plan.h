@@ -2,17 +2,21 @@
    for the manual).
 
    An instruction's device form (the general form of its op, or one of the specialised forms:
-   AMK_FORM_*) is decided here, once, by amk_plan_form over the instruction's context (amk_vm_ctx_t:
-   the instruction and its buffers' descriptors, what the device sees). The runtime (amk_cuda.h)
-   plans every context it uploads and stores the form in the instruction (amk_instruction_t.form);
-   the device switches on it and lays out its shared memory by the same functions (amk_ops.cuh);
-   the launch's shared memory is sized by amk_plan_want and checked by amk_plan_least; the builder
-   (amk_arch.h) asks amk_plan_form before it emits a task only a specialised form takes. So host
-   and device agree by construction, and no host code restates a device condition. None of this is
-   ABI (amk_ir.h): a rule may change whenever host and device change together. The knobs read here
-   (AMK_LEAN_PPL, AMK_RING_SLOTS, AMK_ROWS_STAGE_MAX, AMK_MMA_KC, ...) are amk_tune.h's. Plain C99:
-   macros over int64_t and the planner's functions (AMK_PLAN_FN); the device includes this file
-   from amk_ops.cuh, the host from amk_arch.h and amk_cuda.h. */
+   AMK_FORM_*) is decided here by amk_plan_form over the instruction's context (amk_vm_ctx_t: the
+   instruction and its buffers' descriptors, what the device sees). The runtime (amk_cuda.h) plans
+   every context it uploads and stores the form in the instruction (amk_instruction_t.form), sizes
+   the launch's shared memory by amk_plan_want and checks it by amk_plan_least and amk_plan_form;
+   the builder (amk_arch.h) asks amk_plan_form before it emits a task only a specialised form
+   takes. So no host code restates a device condition. The device (amk_ops.cuh) lays out its
+   shared memory by the sizing macros below; it does not read the stored form yet: it still
+   decides each form by its own checks, which these functions were written from, each naming its
+   device twin. why: a device that switched on the stored form (its checks gone) made SmolLM2's
+   folded step at context 128 12% slower on the H200, a code-placement effect, not work
+   (bench/NOTES.md session "planner"). None of this is ABI (amk_ir.h): a rule may change whenever
+   host and device change together. The knobs read here (AMK_LEAN_PPL, AMK_RING_SLOTS,
+   AMK_ROWS_STAGE_MAX, AMK_MMA_KC, ...) are amk_tune.h's. Plain C99: macros over int64_t and the
+   planner's functions (AMK_PLAN_FN); the device includes this file from amk_ops.cuh, the host
+   from amk_arch.h and amk_cuda.h. */
 #ifndef AMK_PLAN_H
 #define AMK_PLAN_H
 
