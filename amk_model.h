@@ -64,8 +64,8 @@ AMK_API amk_result amk_safetensors_write(const char *path, const amk_st_entry *e
 /* ==== >>gguf ======================================================================================== */
 /* A parsed GGUF file (REFERENCE.md §1): metadata key/values and tensor infos, with every size and
    offset checked against the file: in offset order each tensor's data is the bytes its type and
-   shape imply, up to the next tensor's (or the file's end) but for alignment padding, as
-   llama.cpp requires (no overlap, no gap). Little-endian v2 and v3 only. Tensor data and array elements
+   shape imply, up to the next tensor's but for alignment padding, as llama.cpp requires (no
+   overlap, no gap; bytes after the last tensor are ignored, as there). Little-endian v2 and v3 only. Tensor data and array elements
    point into the file's bytes, which must stay alive (open maps the file and owns the mapping). */
 typedef struct amk_gguf amk_gguf;
 
@@ -952,10 +952,10 @@ static int amk__gguf_span_cmp(const void *a, const void *b) {
 
 /* Each tensor's data must be the bytes its type and shape imply, laid out as GGUF writers do
    (llama.cpp's reader requires the same): in offset order each tensor starts where the one before
-   it ends, rounded up to the alignment, and the last ends less than the alignment before the
-   file's end. why: a tensor relabelled to a type of another size (Q8_0 to F16, shape unchanged)
-   would otherwise read its neighbour's bytes, or leave part of its own unread, with no error. Runs
-   after amk__gguf_place: every tensor's data lies inside the file. */
+   it ends, rounded up to the alignment. why: a tensor relabelled to a type of another size (Q8_0
+   to F16, shape unchanged) would otherwise read its neighbour's bytes, or leave part of its own
+   unread, with no error. Bytes after the last tensor are allowed: llama.cpp reads the data
+   section and ignores them. Runs after amk__gguf_place: every tensor's data lies inside the file. */
 AMK__FN amk_result amk__gguf_check_layout(const amk_gguf *g, amk_diag *d) {
     const uint64_t data_end = (uint64_t)g->size - g->data_start;
     amk__gguf_span *s;
@@ -974,7 +974,7 @@ AMK__FN amk_result amk__gguf_check_layout(const amk_gguf *g, amk_diag *d) {
         const amk_gguf_tensor *u = i + 1 < g->n_tensors ? &g->tensors[s[i + 1].tensor] : NULL;
         const uint64_t end = t->offset + t->nbytes, next = u ? u->offset : data_end;
         char what[64];
-        if (end <= next && next - end < g->alignment) continue;
+        if (end <= next && (next - end < g->alignment || !u)) continue;
         snprintf(what, sizeof what, "%s of %lld elements", amk_gguf_type_name(t->type),
                  (long long)(t->dims[0] * t->dims[1] * t->dims[2] * t->dims[3]));
         if (end > next)
