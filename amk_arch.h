@@ -105,6 +105,49 @@ AMK_API amk_result amk_llama_build(const amk_llama_config *cfg, const amk_llama_
 AMK_API amk_result amk_llama_build_lowered(const amk_llama_config *cfg, const amk_llama_build_opts *o,
                                            amk_program **out, amk_diag *d);
 
+/* ---- the step and its weight plan: what the loader does, typed --------------------------------
+   amk_llama_build_step returns the program with what the steps after building need from the
+   builder, typed (nothing after it parses the program's meta strings back): the weight plan, an
+   entry per WEIGHT buffer saying how the loader makes it from the model's tensors, and the
+   choices lowering and amk_llama_set_pos take. The meta strings stay, for people and tools
+   reading the program's JSON. */
+
+/* How a weight buffer of a built step is made (amk_weight_entry). */
+typedef enum amk_weight_transform {
+    AMK_WEIGHT_AS_STORED = 0,  /* the tensor the buffer's source names, cast to the buffer's dtype */
+    AMK_WEIGHT_TRANSPOSED,     /* that tensor, [C, R] in the file, as the buffer's [R, C]: down_proj
+                                  for RMSNORM_MLP ([I, H]), o_proj for ATTENTION_O ([q_rows, H]) */
+    AMK_WEIGHT_QK_INTERLEAVED, /* that tensor's rows in interleaved pair order within each of heads
+                                  heads (HF row i and i + hd/2 become 2i and 2i + 1): q_proj and
+                                  k_proj of a fused step, whose RoPE pairs adjacent rows */
+    AMK_WEIGHT_QKV_FOLD        /* no tensor of its own: layer's W_cat of a folded step, which amk_llm
+                                  derives from that layer's down_proj and the next layer's
+                                  input_layernorm and q/k/v_proj (qkv_fold) */
+} amk_weight_transform;
+
+typedef struct amk_weight_entry {
+    int buffer;                     /* the WEIGHT buffer */
+    amk_weight_transform transform;
+    int heads;                      /* AMK_WEIGHT_QK_INTERLEAVED: the tensor's heads; else 0 */
+    int layer;                      /* AMK_WEIGHT_QKV_FOLD: the layer; else -1 */
+} amk_weight_entry;
+
+typedef struct amk_llama_step {
+    amk_program *program;
+    amk_weight_entry *weights; /* one entry a WEIGHT buffer of program, in buffer order */
+    int n_weights;
+    int kv_window;             /* the KV cache rows of each split (amk_llama_set_pos) */
+    int sm_sets[2];            /* the SM sets Y and Z lowering steers the layers onto; 0 0: none */
+    int folded;                /* qkv_fold: layers after the first have no Q/K/V tiles */
+} amk_llama_step;
+
+/* The step amk_llama_build builds (lowered as amk_llama_build_lowered lowers it when lower), with
+   its weight plan. *out is zeroed first; free it with amk_llama_step_free. */
+AMK_API amk_result amk_llama_build_step(const amk_llama_config *cfg, const amk_llama_build_opts *o, int lower,
+                                        amk_llama_step *out, amk_diag *d);
+/* Frees the program and the plan (NULL or a zeroed step: nothing). */
+AMK_API void amk_llama_step_free(amk_llama_step *s);
+
 /* Sets the per-step params of a built step for position pos: KV_APPEND pos, and each
    ATTENTION_TILE's kv_len so the windows cover rows [0, pos] (the spec_ops step; the fused step
    has no per-step params). AMK_ERR_RUNTIME if pos is outside the KV cache. (The "pos" input
@@ -220,7 +263,25 @@ typedef struct amk__lb {
     int cx, n_cx; /* x complete: its counter, that counter's producers */
     int h_next;   /* with ATTENTION_O, h.(i+1) [1, H] F32, which layer i makes and zeroes; else -1 */
     int qkv_prev; /* folded, qkv.(i-1) [1, F] F32: layer i-1's MLP tiles built it; else -1 */
+    amk_weight_entry *wp; /* the weight plan so far (amk__lb_plan_weight) */
+    int n_wp, cap_wp;
 } amk__lb;
+
+/* Appends weight buffer id's entry to the plan (an id < 0, or no memory: the program's build error
+   says so). */
+AMK__FN void amk__lb_plan_weight(amk__lb *b, int id, amk_weight_transform t, int heads, int layer) {
+    amk_weight_entry *e;
+    if (id < 0) return;
+    if (!amk__grow((void **)&b->wp, &b->cap_wp, b->n_wp + 1, sizeof *b->wp)) {
+        if (b->p->build_error == AMK_OK) b->p->build_error = AMK_ERR_OUT_OF_MEMORY;
+        return;
+    }
+    e = &b->wp[b->n_wp++];
+    e->buffer = id;
+    e->transform = t;
+    e->heads = heads;
+    e->layer = layer;
+}
 
 AMK__FN int amk__lb_buf(amk__lb *b, int kind, int dtype, int64_t d0, int64_t d1, int64_t d2,
                        int rank, const char *source, const char *fmt, ...) {
@@ -576,6 +637,7 @@ AMK__FN void amk__lb_embed(amk__lb *b) {
     b->pos = amk__lb_buf(b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "pos");
     b->embed = amk__lb_buf(b, AMK_KIND_WEIGHT, wd, b->c->vocab, H, 0, 2, "model.embed_tokens.weight",
                            "model.embed_tokens.weight");
+    amk__lb_plan_weight(b, b->embed, AMK_WEIGHT_AS_STORED, 0, -1);
     b->x = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->plan.rd, 1, H, 0, 2, NULL, "x.0");
     b->cx = amk_program_add_counter(b->p, "embed done");
     b->n_cx = 1;
@@ -608,11 +670,15 @@ typedef struct amk__lb_layer {
 
 /* Layer i's WEIGHT buffer whose name and source are fmt with i: [r0, r1] wd, or rank 1 [r0] F32 (a
    norm's scale). */
-AMK__FN int amk__lb_weight(amk__lb *b, int64_t r0, int64_t r1, int rank, const char *fmt, int i) {
+AMK__FN int amk__lb_weight(amk__lb *b, int64_t r0, int64_t r1, int rank, amk_weight_transform t, int heads,
+                           const char *fmt, int i) {
     char src[128];
+    int id;
     snprintf(src, sizeof src, fmt, i);
-    return amk__lb_buf(b, AMK_KIND_WEIGHT, rank == 1 ? AMK_DTYPE_F32 : b->o.weight_dtype, r0, r1, 0, rank, src, "%s",
-                       src);
+    id = amk__lb_buf(b, AMK_KIND_WEIGHT, rank == 1 ? AMK_DTYPE_F32 : b->o.weight_dtype, r0, r1, 0, rank, src, "%s",
+                     src);
+    amk__lb_plan_weight(b, id, t, heads, t == AMK_WEIGHT_QKV_FOLD ? i : -1);
+    return id;
 }
 
 /* Layer i's weights, caches and activations (shapes in amk__lb_layer). */
@@ -624,19 +690,21 @@ AMK__FN void amk__lb_layer_buffers(amk__lb *b, amk__lb_layer *ly, int i) {
     ly->i = i;
     ly->prenorm = pl->fold && i > 0;
     ly->c_f = ly->w_cat = ly->qkv = -1;
-    ly->w_an = amk__lb_weight(b, H, 0, 1, "model.layers.%d.input_layernorm.weight", i);
-    ly->w_q = amk__lb_weight(b, pl->q_rows, H, 2, "model.layers.%d.self_attn.q_proj.weight", i);
-    ly->w_k = amk__lb_weight(b, pl->kv_rows, H, 2, "model.layers.%d.self_attn.k_proj.weight", i);
-    ly->w_v = amk__lb_weight(b, pl->kv_rows, H, 2, "model.layers.%d.self_attn.v_proj.weight", i);
-    ly->w_o = pl->ao ? amk__lb_weight(b, pl->q_rows, H, 2, "model.layers.%d.self_attn.o_proj.weight", i)
-                     : amk__lb_weight(b, H, pl->q_rows, 2, "model.layers.%d.self_attn.o_proj.weight", i);
-    ly->w_fn = amk__lb_weight(b, H, 0, 1, "model.layers.%d.post_attention_layernorm.weight", i);
-    ly->w_g = amk__lb_weight(b, I, H, 2, "model.layers.%d.mlp.gate_proj.weight", i);
-    ly->w_u = amk__lb_weight(b, I, H, 2, "model.layers.%d.mlp.up_proj.weight", i);
-    ly->w_dn = pl->accum ? amk__lb_weight(b, I, H, 2, "model.layers.%d.mlp.down_proj.weight", i)
-                         : amk__lb_weight(b, H, I, 2, "model.layers.%d.mlp.down_proj.weight", i);
+    /* the fused step's RoPE pairs adjacent rows: Q and K in interleaved pair order */
+    const amk_weight_transform qk = pl->fused ? AMK_WEIGHT_QK_INTERLEAVED : AMK_WEIGHT_AS_STORED;
+    ly->w_an = amk__lb_weight(b, H, 0, 1, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.input_layernorm.weight", i);
+    ly->w_q = amk__lb_weight(b, pl->q_rows, H, 2, qk, pl->fused ? b->c->n_heads : 0, "model.layers.%d.self_attn.q_proj.weight", i);
+    ly->w_k = amk__lb_weight(b, pl->kv_rows, H, 2, qk, pl->fused ? NKV : 0, "model.layers.%d.self_attn.k_proj.weight", i);
+    ly->w_v = amk__lb_weight(b, pl->kv_rows, H, 2, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.self_attn.v_proj.weight", i);
+    ly->w_o = pl->ao ? amk__lb_weight(b, pl->q_rows, H, 2, AMK_WEIGHT_TRANSPOSED, 0, "model.layers.%d.self_attn.o_proj.weight", i)
+                     : amk__lb_weight(b, H, pl->q_rows, 2, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.self_attn.o_proj.weight", i);
+    ly->w_fn = amk__lb_weight(b, H, 0, 1, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.post_attention_layernorm.weight", i);
+    ly->w_g = amk__lb_weight(b, I, H, 2, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.mlp.gate_proj.weight", i);
+    ly->w_u = amk__lb_weight(b, I, H, 2, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.mlp.up_proj.weight", i);
+    ly->w_dn = pl->accum ? amk__lb_weight(b, I, H, 2, AMK_WEIGHT_TRANSPOSED, 0, "model.layers.%d.mlp.down_proj.weight", i)
+                         : amk__lb_weight(b, H, I, 2, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.mlp.down_proj.weight", i);
     if (pl->fold && i + 1 < b->c->n_layers) { /* W_cat.i = [W_fold ; W_base] */
-        ly->w_cat = amk__lb_weight(b, I + H, pl->F, 2, "amk.qkv_fold.%d", i);
+        ly->w_cat = amk__lb_weight(b, I + H, pl->F, 2, AMK_WEIGHT_QKV_FOLD, 0, "amk.qkv_fold.%d", i);
         ly->qkv = amk__lb_buf(b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, pl->F, 0, 2, NULL, "qkv.%d", i);
     }
     ly->kc = amk__lb_buf(b, AMK_KIND_KV_CACHE, ad, pl->max_seq, NKV, HD, 3, NULL, "k_cache.%d", i);
@@ -923,6 +991,8 @@ AMK__FN int amk__lb_head(amk__lb *b) {
     int c_s = amk_program_add_counter(b->p, "argmax"), n_lm, rows = amk__lb_tile_rows(V, b->o.num_sms);
     int lm_w = b->c->tie_embeddings ? b->embed
              : amk__lb_buf(b, AMK_KIND_WEIGHT, b->o.weight_dtype, V, H, 0, 2, "lm_head.weight", "lm_head.weight");
+    amk__lb_plan_weight(b, w_norm, AMK_WEIGHT_AS_STORED, 0, -1);
+    if (!b->c->tie_embeddings) amk__lb_plan_weight(b, lm_w, AMK_WEIGHT_AS_STORED, 0, -1);
     if (b->plan.fused) {
         int ins[3];
         ins[0] = b->x; ins[1] = w_norm; ins[2] = lm_w;
@@ -951,13 +1021,13 @@ AMK__FN int amk__lb_forms_ok(const amk_program *p) {
     return 1;
 }
 
-/* The step as o asks (amk_llama_build without the form check). */
-AMK__FN amk_result amk__lb_build(const amk_llama_config *c, const amk_llama_build_opts *opts, amk_program **out,
+/* The step as o asks (amk_llama_build_step without the form check and lowering). */
+AMK__FN amk_result amk__lb_build(const amk_llama_config *c, const amk_llama_build_opts *opts, amk_llama_step *out,
                                  amk_diag *d) {
     amk__lb b;
     amk_result r;
     int i;
-    *out = NULL;
+    memset(out, 0, sizeof *out);
     memset(&b, 0, sizeof b);
     if (opts) b.o = *opts; else amk_llama_build_opts_default(&b.o);
     if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no config");
@@ -979,52 +1049,52 @@ AMK__FN amk_result amk__lb_build(const amk_llama_config *c, const amk_llama_buil
     if (b.p->build_error != AMK_OK) {
         r = b.p->build_error;
         amk_program_free(b.p);
+        amk__free(b.wp);
         return amk__fail(d, r, "llama build: %s", amk_result_str(r));
     }
-    *out = b.p;
+    out->program = b.p;
+    out->weights = b.wp;
+    out->n_weights = b.n_wp;
+    out->kv_window = b.plan.window;
+    out->sm_sets[0] = b.plan.set_y;
+    out->sm_sets[1] = b.plan.set_z;
+    out->folded = b.plan.fold;
     return AMK_OK;
 fail:
     amk_program_free(b.p);
+    amk__free(b.wp);
     return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "llama build: out of memory");
 }
 
-AMK_API amk_result amk_llama_build(const amk_llama_config *c, const amk_llama_build_opts *opts,
-                                   amk_program **out, amk_diag *d) {
-    amk_llama_build_opts o;
-    amk_result r;
-    if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no output");
-    r = amk__lb_build(c, opts, out, d);
-    if (r != AMK_OK || (opts && opts->qkv_fold == 1) || amk__lb_forms_ok(*out)) return r;
-    /* AMK's choice, and a folded task the device's lean forms do not take (a window longer than the
-       lean attention's, say): the step without the fold, whose tasks the general forms take */
-    amk_program_free(*out);
-    if (opts) o = *opts; else amk_llama_build_opts_default(&o);
-    o.qkv_fold = 0;
-    return amk__lb_build(c, &o, out, d);
+AMK_API void amk_llama_step_free(amk_llama_step *s) {
+    if (!s) return;
+    amk_program_free(s->program);
+    amk__free(s->weights);
+    memset(s, 0, sizeof *s);
 }
 
-/* A lowered step with meta "sm_sets" ("Y Z", AMK_LLAMA_SM_SETS) lowered again with an explicit
+/* A lowered step with SM sets Y and Z (s->sm_sets, AMK_LLAMA_SM_SETS) lowered again with an explicit
    assignment: the load-balanced one, but in each layer the Q/K/V tiles and then the ATTENTION_O
    tasks on SMs 0 .. Y-1 (one each, in list order), the MLP tiles and the FILLs (which run beside
    the Q/K/V tiles or attention) on Y .. Y+Z-1 (the FILLs from the last SM down). With
    AMK_LLAMA_SETS_ALTERNATE layer l's attention runs on A(l % 2) (A0 = 0 .. Y-1, A1 = Y .. 2Y-1),
    its Q/K/V tiles on the other, its MLP tiles on the SMs outside A(l % 2) and the FILLs on SMs
-   2Y and up. A folded step (meta qkv_fold) has Q/K/V tiles in layer 0 alone: every layer's
+   2Y and up. A folded step (s->folded) has Q/K/V tiles in layer 0 alone: every layer's
    attention runs on A0, layer 0's Q/K/V tiles on A1 (on A0 without the alternation), the MLP tiles
    on Y .. Y+Z-1. The rule behind both: no task follows another on its SM without an idle phase
-   between. Nothing to do without the meta. */
-AMK__FN amk_result amk__llama_steer(amk_program *p, const amk_config *base, const amk_target *tgt, amk_diag *d) {
-    char buf[64];
-    int ny = 0, nz = 0, k, jq = 0, ja = 0, jm = 0, jf = 0;
+   between. Nothing to do without the sets. */
+AMK__FN amk_result amk__llama_steer(const amk_llama_step *s, const amk_config *base, const amk_target *tgt, amk_diag *d) {
+    amk_program *p = s->program;
+    const int ny = s->sm_sets[0], nz = s->sm_sets[1], folded = s->folded;
+    int k, jq = 0, ja = 0, jm = 0, jf = 0;
     int last = 0; /* the step of the last layer task: 0 none yet, 1 a Q/K/V tile, 2 attention, 3 an MLP tile */
-    int layer = -1, alt, folded; /* alt: AMK_LLAMA_SETS_ALTERNATE where the SMs allow it */
+    int layer = -1, alt; /* alt: AMK_LLAMA_SETS_ALTERNATE where the SMs allow it */
     amk_config sc;
     amk_result r;
-    if (!amk_program_meta_string(p, "sm_sets", buf, sizeof buf)) return AMK_OK;
-    if (sscanf(buf, "%d %d", &ny, &nz) != 2 || ny < 1 || nz < 1 || ny > tgt->num_sms - nz)
-        return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: bad meta sm_sets \"%s\" for %d SMs", buf, tgt->num_sms);
+    if (ny == 0 && nz == 0) return AMK_OK;
+    if (ny < 1 || nz < 1 || ny > tgt->num_sms - nz)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: SM sets %d and %d for %d SMs", ny, nz, tgt->num_sms);
     alt = AMK_LLAMA_SETS_ALTERNATE && 2 * ny < ny + nz;
-    folded = amk_program_meta_string(p, "qkv_fold", buf, sizeof buf) && strcmp(buf, "1") == 0;
     sc = *base;
     sc.sm_assignment = AMK_SM_EXPLICIT;
     sc.n_explicit = p->n_tasks;
@@ -1067,33 +1137,60 @@ AMK__FN amk_result amk__llama_steer(amk_program *p, const amk_config *base, cons
     return r;
 }
 
-AMK_API amk_result amk_llama_build_lowered(const amk_llama_config *cfg, const amk_llama_build_opts *o,
-                                           amk_program **out, amk_diag *d) {
+AMK_API amk_result amk_llama_build_step(const amk_llama_config *cfg, const amk_llama_build_opts *o, int lower,
+                                        amk_llama_step *out, amk_diag *d) {
     amk_llama_build_opts bo;
     amk_config sc;
     amk_target tgt;
     amk_result r;
+    if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no output");
     if (o) bo = *o; else amk_llama_build_opts_default(&bo);
-    r = amk_llama_build(cfg, &bo, out, d);
-    if (r != AMK_OK) return r;
+    r = amk__lb_build(cfg, &bo, out, d);
+    if (r == AMK_OK && bo.qkv_fold != 1 && !amk__lb_forms_ok(out->program)) {
+        /* AMK's choice, and a folded task the device's lean forms do not take (a window longer
+           than the lean attention's, say): the step without the fold, whose tasks the general
+           forms take */
+        amk_llama_step_free(out);
+        bo.qkv_fold = 0;
+        r = amk__lb_build(cfg, &bo, out, d);
+    }
+    if (r != AMK_OK || !lower) return r;
     amk_config_default(&sc);
     sc.threads_per_block = AMK_LLAMA_THREADS;
     amk_target_builtin("h100", &tgt);
     tgt.num_sms = bo.num_sms;
-    r = amk_program_lower(*out, &sc, &tgt, d);
-    if (r == AMK_OK) r = amk__llama_steer(*out, &sc, &tgt, d);
-    if (r != AMK_OK) { amk_program_free(*out); *out = NULL; }
+    r = amk_program_lower(out->program, &sc, &tgt, d);
+    if (r == AMK_OK) r = amk__llama_steer(out, &sc, &tgt, d);
+    if (r != AMK_OK) amk_llama_step_free(out);
     return r;
 }
 
-AMK_API amk_result amk_llama_set_pos(amk_program *p, int pos, amk_diag *d) {
-    char buf[32];
-    long window;
+/* amk_llama_build and amk_llama_build_lowered: the step's program alone. */
+AMK__FN amk_result amk__llama_build_program(const amk_llama_config *cfg, const amk_llama_build_opts *o, int lower,
+                                            amk_program **out, amk_diag *d) {
+    amk_llama_step s;
+    amk_result r;
+    if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no output");
+    *out = NULL;
+    r = amk_llama_build_step(cfg, o, lower, &s, d);
+    if (r != AMK_OK) return r;
+    *out = s.program;
+    amk__free(s.weights);
+    return AMK_OK;
+}
+AMK_API amk_result amk_llama_build(const amk_llama_config *cfg, const amk_llama_build_opts *o, amk_program **out,
+                                   amk_diag *d) {
+    return amk__llama_build_program(cfg, o, 0, out, d);
+}
+AMK_API amk_result amk_llama_build_lowered(const amk_llama_config *cfg, const amk_llama_build_opts *o,
+                                           amk_program **out, amk_diag *d) {
+    return amk__llama_build_program(cfg, o, 1, out, d);
+}
+
+/* amk_llama_set_pos with the step's KV window (amk_llama_step.kv_window). */
+AMK__FN amk_result amk__llama_set_pos(amk_program *p, int pos, int window, amk_diag *d) {
     int64_t rows = -1;
     int i;
-    if (!p) return AMK_ERR_INVALID_ARG;
-    if (!amk_program_meta_string(p, "kv_window", buf, sizeof buf) || (window = strtol(buf, NULL, 10)) < 1)
-        return amk__fail(d, AMK_ERR_INVALID_ARG, "program has no meta kv_window (not built by amk_llama_build)");
     for (i = 0; i < p->n_buffers && rows < 0; i++)
         if (p->buffers[i].kind == AMK_KIND_KV_CACHE && p->buffers[i].rank >= 1) rows = p->buffers[i].shape[0];
     if (pos < 0 || pos >= rows)
@@ -1109,6 +1206,17 @@ AMK_API amk_result amk_llama_set_pos(amk_program *p, int pos, amk_diag *d) {
         }
     }
     return AMK_OK;
+}
+
+AMK_API amk_result amk_llama_set_pos(amk_program *p, int pos, amk_diag *d) {
+    char buf[32];
+    long window;
+    if (!p) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llama_set_pos: NULL program");
+    /* a program read back from its JSON has only its meta (amk_llm keeps the step's window) */
+    if (!amk_program_meta_string(p, "kv_window", buf, sizeof buf) || (window = strtol(buf, NULL, 10)) < 1 ||
+        window > INT_MAX)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "program has no meta kv_window (not built by amk_llama_build)");
+    return amk__llama_set_pos(p, pos, (int)window, d);
 }
 
 #endif /* AMK_IMPLEMENTATION */

@@ -322,6 +322,10 @@ struct amk_llm {
     amk_llama_config cfg;
     amk_llm_opts opts;
     amk_program *prog;
+    amk_weight_entry *weights; /* the step's weight plan (amk_llama_build_step): an entry a WEIGHT buffer */
+    int n_weights;
+    int *entry_of;            /* [n_buffers]: a buffer's entry in weights, or -1 */
+    int kv_window;            /* the KV rows of each split (amk__llama_set_pos) */
     amk_model *model;         /* NULL for random weights */
     amk_tokenizer *tok;       /* NULL for random weights */
     const amk__llm_backend *backend; /* NULL until amk__llm_backend_open */
@@ -605,6 +609,8 @@ AMK_API void amk_llm_close(amk_llm *m) {
     if (!m) return;
     if (m->backend) m->backend->close(m);
     amk__free(m->step_tasks);
+    amk__free(m->weights);
+    amk__free(m->entry_of);
     amk_program_free(m->prog);
     amk_tokenizer_free(m->tok);
     amk_model_close(m->model);
@@ -621,8 +627,22 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     if (m->opts.build.max_seq > 0 && m->cfg.max_pos > 0 && m->opts.build.max_seq > m->cfg.max_pos)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "a context of %d tokens is longer than the model's context of %d "
                          "(max_position_embeddings or context_length)", m->opts.build.max_seq, m->cfg.max_pos);
-    r = amk_llama_build_lowered(&m->cfg, &m->opts.build, &m->prog, d);
-    if (r != AMK_OK) return r;
+    {
+        amk_llama_step st;
+        r = amk_llama_build_step(&m->cfg, &m->opts.build, 1, &st, d);
+        if (r != AMK_OK) return r;
+        m->prog = st.program;
+        m->weights = st.weights;
+        m->n_weights = st.n_weights;
+        m->kv_window = st.kv_window;
+    }
+    m->entry_of = (int *)amk__malloc((size_t)(m->prog->n_buffers > 0 ? m->prog->n_buffers : 1) * sizeof(int));
+    if (!m->entry_of) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    for (i = 0; i < m->prog->n_buffers; i++) m->entry_of[i] = -1;
+    for (i = 0; i < m->n_weights; i++) m->entry_of[m->weights[i].buffer] = i;
+    for (i = 0; i < m->prog->n_buffers; i++) /* why: the loader fills the weights by the plan alone */
+        if (m->prog->buffers[i].kind == AMK_KIND_WEIGHT && m->entry_of[i] < 0)
+            return amk__fail(d, AMK_ERR_MISMATCH, "the step's weight plan has no entry for '%s'", m->prog->buffers[i].name);
     m->buf_token = amk_program_find_buffer(m->prog, "token");
     m->buf_pos = amk_program_find_buffer(m->prog, "pos");
     m->buf_logits = amk_program_find_buffer(m->prog, "logits");
@@ -637,39 +657,24 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     return amk__llm_backend_open(m, d);
 }
 
-/* 1 when b is a weight the step takes transposed: down_proj as [I, H] (meta down_proj
-   "transposed", the one-step MLP's RMSNORM_MLP input) or o_proj as [q_rows, H] (meta o_proj
-   "transposed", ATTENTION_O's input). */
-AMK__FN int amk__llm_transposed(const amk_llm *m, const amk_buffer *b) {
-    static const char *const names[2][2] = {{".mlp.down_proj.weight", "down_proj"}, {".self_attn.o_proj.weight", "o_proj"}};
-    char v[32];
-    const size_t n = b->source ? strlen(b->source) : 0;
-    int k;
-    for (k = 0; k < 2 && b->rank == 2; k++) {
-        const size_t ln = strlen(names[k][0]);
-        if (n >= ln && strcmp(b->source + n - ln, names[k][0]) == 0)
-            return amk_program_meta_string(m->prog, names[k][1], v, sizeof v) && strcmp(v, "transposed") == 0;
-    }
-    return 0;
+/* Buffer id's weight plan entry (amk_llama_build_step), or NULL for a buffer that has none. */
+AMK__FN const amk_weight_entry *amk__llm_entry(const amk_llm *m, int id) {
+    return id >= 0 && id < m->prog->n_buffers && m->entry_of[id] >= 0 ? &m->weights[m->entry_of[id]] : NULL;
 }
 
-/* A weight's host copy data (nb bytes, HF layout) into the layout m's step wants. In place.
-   - A fused step (meta qk_rows "interleaved") takes Q/K rows in interleaved pair order: within each
-     head of hd rows, HF row i pairs with row i + hd/2, and those rows become 2i and 2i+1.
-   - A step with meta down_proj (o_proj) "transposed" takes down_proj [H, I] (o_proj [H, q_rows])
-     as its transpose. */
-AMK__FN amk_result amk__llm_weight_layout(const amk_llm *m, const amk_buffer *b, void *data, size_t nb, amk_diag *d) {
-    char v[32];
-    const size_t n = b->source ? strlen(b->source) : 0;
+/* A weight's host copy data (nb bytes, the file's layout) into the layout the step wants, by its
+   plan entry e (amk_weight_transform). In place. */
+AMK__FN amk_result amk__llm_weight_layout(const amk_buffer *b, const amk_weight_entry *e, void *data, size_t nb,
+                                          amk_diag *d) {
     const size_t row_bytes = b->shape[0] > 0 ? nb / (size_t)b->shape[0] : 0;
     int64_t rows = b->shape[0], hd, h, i;
-    int heads = 0;
+    const int heads = e->heads;
     unsigned char *tmp;
-    if (amk__llm_transposed(m, b)) { /* the file's [shape[1], shape[0]] into [shape[0], shape[1]] */
+    if (e->transform == AMK_WEIGHT_TRANSPOSED) { /* the file's [shape[1], shape[0]] into [shape[0], shape[1]] */
         const int64_t R = b->shape[1], C = b->shape[0];
         const size_t es = (size_t)amk_dtype_bits(b->dtype) / 8;
         int64_t r, c;
-        if (es == 0 || (size_t)(R * C) * es != nb)
+        if (b->rank != 2 || es == 0 || (size_t)(R * C) * es != nb)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "'%s': cannot transpose a %s weight", b->source,
                              amk_dtype_name(b->dtype));
         tmp = (unsigned char *)amk__malloc(nb);
@@ -682,10 +687,7 @@ AMK__FN amk_result amk__llm_weight_layout(const amk_llm *m, const amk_buffer *b,
         amk__free(tmp);
         return AMK_OK;
     }
-    if (!amk_program_meta_string(m->prog, "qk_rows", v, sizeof v) || strcmp(v, "interleaved") != 0) return AMK_OK;
-    if (n >= 23 && strcmp(b->source + n - 23, "self_attn.q_proj.weight") == 0) heads = m->cfg.n_heads;
-    else if (n >= 23 && strcmp(b->source + n - 23, "self_attn.k_proj.weight") == 0) heads = m->cfg.n_kv_heads;
-    else return AMK_OK;
+    if (e->transform != AMK_WEIGHT_QK_INTERLEAVED) return AMK_OK;
     if (heads < 1 || rows % heads || (rows / heads) % 2)
         return amk__fail(d, AMK_ERR_MISMATCH, "'%s': %lld rows do not split into %d heads of an even size",
                          b->source, (long long)rows, heads);
@@ -704,32 +706,21 @@ AMK__FN amk_result amk__llm_weight_layout(const amk_llm *m, const amk_buffer *b,
     return AMK_OK;
 }
 
-/* The layer i of W_cat.i, a folded step's derived weight (source "amk.qkv_fold.<i>",
-   amk_llama_build's qkv_fold), or -1 for any other buffer. */
-AMK__FN int amk__llm_fold_layer(const amk_buffer *b) {
-    static const char prefix[] = "amk.qkv_fold.";
-    const char *num = b->source ? b->source + sizeof prefix - 1 : NULL;
-    char *end;
-    long v;
-    if (!num || strncmp(b->source, prefix, sizeof prefix - 1) != 0 || *num < '0' || *num > '9') return -1;
-    v = strtol(num, &end, 10);
-    return *end == 0 && v < INT_MAX ? (int)v : -1;
-}
-
 /* The step's weight named name as n F32 values in the step's layout (amk__llm_weight_layout): read
    from the model file, or without one (random weights made on the host) from the backend's buffer. */
 AMK__FN amk_result amk__llm_weight_f32(amk_llm *m, const char *name, float *dst, int64_t n, amk_diag *d) {
     const int id = amk_program_find_buffer(m->prog, name);
+    const amk_weight_entry *e = amk__llm_entry(m, id);
     amk_buffer f32;
     amk_result r;
-    if (id < 0 || m->prog->buffers[id].kind != AMK_KIND_WEIGHT || amk_buffer_numel(&m->prog->buffers[id]) != n ||
+    if (!e || e->transform == AMK_WEIGHT_QKV_FOLD || amk_buffer_numel(&m->prog->buffers[id]) != n ||
         (uint64_t)n > (uint64_t)(SIZE_MAX / 4))
         return amk__fail(d, AMK_ERR_MISMATCH, "qkv fold: the step has no weight '%s' of %lld values", name, (long long)n);
     f32 = m->prog->buffers[id];
     if (m->model) {
         f32.dtype = AMK_DTYPE_F32;
         r = amk_model_tensor_read(m->model, f32.source, AMK_DTYPE_F32, dst, (size_t)n * 4, d);
-        return r == AMK_OK ? amk__llm_weight_layout(m, &f32, dst, (size_t)n * 4, d) : r;
+        return r == AMK_OK ? amk__llm_weight_layout(&f32, e, dst, (size_t)n * 4, d) : r;
     }
     if (!m->backend->read_f32) /* why never met: a backend without it makes its own random weights */
         return amk__fail(d, AMK_ERR_UNSUPPORTED, "qkv fold: the %s backend cannot read '%s' back", m->backend->name, name);
@@ -832,31 +823,33 @@ AMK__FN amk_result amk__llm_fold(amk_llm *m, int id, int layer, uint64_t *done, 
     return r;
 }
 
-/* Fills every WEIGHT buffer: from the model file, or random (seeded) when m->model is NULL. */
+/* Fills every WEIGHT buffer by the step's weight plan: from the model file, or random (seeded)
+   when m->model is NULL. */
 AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
     /* W_cat.i of a folded step is derived from the other weights, so it comes after them (not
        with random weights the backend makes, the GPU's: those are made like any other matrix, the
        step's numbers then meaning nothing, as every random weight's; for timing only) */
     const int derive = m->model || !m->backend->random_weight;
     uint64_t total = 0, done = 0, fold_total = 0, fold_done = 0;
-    int i;
+    int k;
     amk__rng rng;
-    for (i = 0; i < m->prog->n_buffers; i++) {
-        const amk_buffer *b = &m->prog->buffers[i];
-        if (b->kind != AMK_KIND_WEIGHT) continue;
-        if (derive && amk__llm_fold_layer(b) >= 0) fold_total += (uint64_t)m->cfg.intermediate; /* rows of W_fold */
+    for (k = 0; k < m->n_weights; k++) {
+        const amk_buffer *b = &m->prog->buffers[m->weights[k].buffer];
+        if (derive && m->weights[k].transform == AMK_WEIGHT_QKV_FOLD) fold_total += (uint64_t)m->cfg.intermediate; /* rows of W_fold */
         else total += (uint64_t)amk__buffer_nbytes(b);
     }
     amk__rng_seed(&rng, m->opts.random_seed);
-    for (i = 0; i < m->prog->n_buffers; i++) {
+    for (k = 0; k < m->n_weights; k++) {
+        const amk_weight_entry *e = &m->weights[k];
+        const int i = e->buffer;
         const amk_buffer *b = &m->prog->buffers[i];
         size_t nb = (size_t)amk__buffer_nbytes(b);
         void *dst;
         amk_result r = AMK_OK, w;
         /* why: uniform in +-sqrt(3)/sqrt(K) has variance 1/K, so each output has unit variance
            (K: HF's in-features, shape[0] of a transposed weight) */
-        const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[amk__llm_transposed(m, b) ? 0 : 1]) : 0.0f;
-        if (b->kind != AMK_KIND_WEIGHT || (derive && amk__llm_fold_layer(b) >= 0)) continue;
+        const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[e->transform == AMK_WEIGHT_TRANSPOSED ? 0 : 1]) : 0.0f;
+        if (derive && e->transform == AMK_WEIGHT_QKV_FOLD) continue;
         if (!m->model && m->backend->random_weight) { /* random weights made by the backend */
             r = m->backend->random_weight(m, i, scale, d);
         } else if ((w = m->backend->write_begin(m, i, &dst, &nb)) == AMK_ERR_OUT_OF_MEMORY) {
@@ -866,11 +859,11 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
         } else {
             if (m->model) {
                 r = amk_model_tensor_read(m->model, b->source, b->dtype, dst, nb, d);
-                if (r == AMK_OK) r = amk__llm_weight_layout(m, b, dst, nb, d);
+                if (r == AMK_OK) r = amk__llm_weight_layout(b, e, dst, nb, d);
             } else {
                 int64_t n = amk_buffer_numel(b), j;
                 for (j = 0; j < n; j++) amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(&rng) * scale : 1.0f);
-                r = amk__llm_weight_layout(m, b, dst, nb, d); /* why: the same model as the spec_ops step for one seed */
+                r = amk__llm_weight_layout(b, e, dst, nb, d); /* why: the same model as the spec_ops step for one seed */
             }
             w = m->backend->write_end(m, i, dst, nb, r == AMK_OK, d);
             if (r == AMK_OK) r = w;
@@ -879,11 +872,10 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
         done += nb;
         if (m->opts.progress) m->opts.progress(m->opts.progress_user, "weights", done, total);
     }
-    for (i = 0; i < m->prog->n_buffers && derive; i++) {
-        const int layer = amk__llm_fold_layer(&m->prog->buffers[i]);
+    for (k = 0; k < m->n_weights && derive; k++) {
         amk_result r;
-        if (m->prog->buffers[i].kind != AMK_KIND_WEIGHT || layer < 0) continue;
-        if ((r = amk__llm_fold(m, i, layer, &fold_done, fold_total, d)) != AMK_OK) return r;
+        if (m->weights[k].transform != AMK_WEIGHT_QKV_FOLD) continue;
+        if ((r = amk__llm_fold(m, m->weights[k].buffer, m->weights[k].layer, &fold_done, fold_total, d)) != AMK_OK) return r;
     }
     return AMK_OK;
 }
@@ -994,7 +986,7 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
     if (token < 0 || token >= m->cfg.vocab)
         return amk__fail(d, AMK_ERR_RUNTIME, "token id %d is outside the vocabulary (%d)", token, m->cfg.vocab);
     if (pos > m->next_pos) return amk__llm_skips(m, "amk_llm_step", pos, d);
-    r = amk_llama_set_pos(m->prog, pos, d);
+    r = amk__llama_set_pos(m->prog, pos, m->kv_window, d);
     if (r == AMK_OK) r = m->backend->step(m, token, pos, logits != NULL, argmax, d);
     if (r != AMK_OK) return r;
     m->next_pos = pos + 1; /* why also going back: the rows after pos held another prefix's keys */

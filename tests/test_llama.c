@@ -256,6 +256,57 @@ static void test_fold_build(void) {
     }
 }
 
+/* The step's weight plan (amk_llama_build_step): one entry a WEIGHT buffer, in buffer order; the
+   fused, folded SmolLM2 step in BF16 takes q_proj/k_proj interleaved by their heads, o_proj and
+   down_proj transposed, W_cat.i derived (layer i), the rest as stored; the spec_ops step takes
+   every weight as stored. kv_window, the SM sets and the fold as the meta says. */
+static void test_weight_plan(void) {
+    amk_llama_config c;
+    amk_llama_build_opts o;
+    amk_llama_step st;
+    char buf[32];
+    int k, i, spec, bad = 0, n_weight = 0, n_fold = 0;
+    CHECK_EQ_INT(amk_llama_config_preset("smollm2-135m", &c), AMK_OK);
+    for (spec = 0; spec < 2; spec++) {
+        amk_llama_build_opts_default(&o);
+        o.weight_dtype = AMK_DTYPE_BF16;
+        o.max_seq = 129;
+        o.spec_ops = spec;
+        CHECK_EQ_INT(amk_llama_build_step(&c, &o, spec == 0, &st, NULL), AMK_OK);
+        if (!st.program) continue;
+        n_weight = n_fold = 0;
+        for (i = 0; i < st.program->n_buffers; i++) n_weight += st.program->buffers[i].kind == AMK_KIND_WEIGHT;
+        CHECK_EQ_INT(st.n_weights, n_weight);
+        for (k = 0; k < st.n_weights; k++) {
+            const amk_weight_entry *e = &st.weights[k];
+            const amk_buffer *b = &st.program->buffers[e->buffer];
+            const char *src = b->source ? b->source : "";
+            amk_weight_transform want = AMK_WEIGHT_AS_STORED;
+            int heads = 0, layer = -1;
+            bad += b->kind != AMK_KIND_WEIGHT || (k > 0 && e->buffer <= st.weights[k - 1].buffer);
+            if (!spec && strstr(src, "q_proj")) { want = AMK_WEIGHT_QK_INTERLEAVED; heads = c.n_heads; }
+            if (!spec && strstr(src, "k_proj")) { want = AMK_WEIGHT_QK_INTERLEAVED; heads = c.n_kv_heads; }
+            if (!spec && (strstr(src, "o_proj") || strstr(src, "down_proj"))) want = AMK_WEIGHT_TRANSPOSED;
+            if (sscanf(src, "amk.qkv_fold.%d", &layer) == 1) { want = AMK_WEIGHT_QKV_FOLD; n_fold++; } else layer = -1;
+            if (e->transform != want || e->heads != heads || e->layer != layer) {
+                bad++;
+                fprintf(stderr, "  %s: transform %d heads %d layer %d\n", src, (int)e->transform, e->heads, e->layer);
+            }
+        }
+        CHECK_EQ_INT(bad, 0);
+        CHECK_EQ_INT(n_fold, spec ? 0 : c.n_layers - 1);
+        CHECK_EQ_INT(st.folded, !spec);
+        CHECK(amk_program_meta_string(st.program, "kv_window", buf, sizeof buf) && atoi(buf) == st.kv_window);
+        CHECK_EQ_INT(st.kv_window, 129);
+        CHECK_EQ_INT(st.sm_sets[0] > 0, !spec);
+        CHECK_EQ_INT(st.program->has_config, !spec); /* lowered when asked */
+        amk_llama_step_free(&st);
+        CHECK(st.program == NULL && st.weights == NULL);
+    }
+    amk_llama_step_free(NULL);
+    CHECK_EQ_INT(amk_llama_build_step(&c, &o, 0, NULL, NULL), AMK_ERR_INVALID_ARG);
+}
+
 /* AMK's choice folds only where the device's lean forms take every folded task (amk_plan_form):
    SmolLM2 in BF16 folds with a 256-row cache, not with 492 rows (one KV split, so its ATTENTION_O
    PRENORM tasks would span 492 keys, past the lean attention's AMK_ATTN_SPEC_ROWS: the GPU refused
@@ -760,6 +811,7 @@ int main(void) {
     RUN(test_sm_sets);
     RUN(test_fold_build);
     RUN(test_fold_planned);
+    RUN(test_weight_plan);
     RUN(test_fused_matches_spec_ops);
     RUN(test_fold_matches_unfolded);
     RUN(test_random_weights_decode);
