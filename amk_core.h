@@ -10,7 +10,7 @@
    WHAT IT DOES NOT DO
      Know anything about programs, models or GPUs: every other layer builds on it.
    CONTENTS
-     declarations >>config >>api >>dtypes | implementation >>impl_common >>impl_jsondom */
+     declarations >>config >>api >>util >>dtypes | implementation >>impl_common >>impl_jsondom */
 #ifndef AMK_CORE_H
 #define AMK_CORE_H
 
@@ -86,6 +86,32 @@ AMK_API void amk_diag_clear(amk_diag *d);
 /* Frees memory the library returned to the caller (JSON text, ...). NULL is fine. */
 AMK_API void amk_free(void *ptr);
 
+/* ==== >>util: checked sizes, files, shapes, random numbers ====================================== */
+
+/* Size arithmetic: 1 and *out = a + b (a * b) when a, b >= 0 and the result fits int64_t; else 0
+   and *out untouched. out may be NULL (the check alone). */
+AMK_API int amk_add_i64(int64_t a, int64_t b, int64_t *out);
+AMK_API int amk_mul_i64(int64_t a, int64_t b, int64_t *out);
+
+/* Reads a whole file into *data (NUL-terminated after *size bytes; free it with amk_free).
+   AMK_ERR_IO (diag names the file and the cause), AMK_ERR_OUT_OF_MEMORY, AMK_ERR_INVALID_ARG. */
+AMK_API amk_result amk_file_read(const char *path, char **data, size_t *size, amk_diag *d);
+/* Writes size bytes of data to path (created or truncated). AMK_ERR_IO, AMK_ERR_INVALID_ARG. */
+AMK_API amk_result amk_file_write(const char *path, const void *data, size_t size, amk_diag *d);
+
+/* "[3, 4]" ("[]" for rank <= 0 or a NULL shape) into buf, NUL-terminated, truncated if it does not
+   fit; nothing for a NULL buf or size 0. */
+AMK_API void amk_shape_format(char *buf, size_t size, const int64_t *shape, int rank);
+
+/* The library's seeded random numbers (xoshiro256**, seeded through splitmix64): the generator
+   behind amk run --random and random weights, so a seed gives the same numbers everywhere. Plain
+   state, no allocation; an unseeded one must not be used. A NULL r: no-op, results 0. */
+typedef struct amk_rng { uint64_t s[4]; } amk_rng;
+AMK_API void amk_rng_seed(amk_rng *r, uint64_t seed);
+AMK_API uint64_t amk_rng_next_u64(amk_rng *r);         /* the next 64 random bits */
+AMK_API uint64_t amk_rng_below(amk_rng *r, uint64_t n); /* in [0, n) (by modulo); 0 when n == 0 */
+AMK_API float amk_rng_uniform_sym(amk_rng *r);         /* uniform in [-1, 1), 24 random bits */
+
 /* ==== >>dtypes: names and scalar conversions (spec §1.1) ======================================= */
 
 /* dtype helpers. Names are the spec's ("F32", "BF16", ...). */
@@ -99,6 +125,17 @@ AMK_API const char *amk_kind_name(int kind);
 AMK_API int amk_kind_from_name(const char *name);
 AMK_API const char *amk_space_name(int space);
 AMK_API int amk_space_from_name(const char *name);
+
+/* Element i of an array of dtype at base (nbytes long), as the backends read and write it. Loads
+   give 0 and stores return 0 (writing nothing) for a NULL base, an unknown dtype or an element
+   not inside nbytes. load_f32: integers convert exactly up to 2^24. load_i64: floats truncate
+   toward zero, NaN reads 0. store_f32: rounds to nearest even; integers round and saturate
+   (BOOL: v != 0). store_i64: exact for I32 (saturating), else through store_f32. I4 is two
+   a byte, low nibble first. */
+AMK_API float amk_dtype_load_f32(const void *base, size_t nbytes, int dtype, int64_t i);
+AMK_API int64_t amk_dtype_load_i64(const void *base, size_t nbytes, int dtype, int64_t i);
+AMK_API int amk_dtype_store_f32(void *base, size_t nbytes, int dtype, int64_t i, float v);
+AMK_API int amk_dtype_store_i64(void *base, size_t nbytes, int dtype, int64_t i, int64_t v);
 
 /* Scalar conversions shared by every backend (round to nearest even; NaN stays NaN; F8E4M3 has
    no infinity and saturates to +-448; F8E5M2 overflows to infinity). */
@@ -227,6 +264,8 @@ AMK__FN int amk__add_u64(uint64_t a, uint64_t b, uint64_t *out) {
     *out = a + b;
     return 1;
 }
+AMK_API int amk_add_i64(int64_t a, int64_t b, int64_t *out) { int64_t r; return amk__add_i64(a, b, out ? out : &r); }
+AMK_API int amk_mul_i64(int64_t a, int64_t b, int64_t *out) { int64_t r; return amk__mul_i64(a, b, out ? out : &r); }
 
 /* ---- diagnostics ----------------------------------------------------------------------------- */
 
@@ -369,6 +408,17 @@ AMK__FN void amk__fmt_double(char *out, size_t size, double v) {
     snprintf(out, size, "%s", tmp);
 }
 
+AMK_API void amk_shape_format(char *buf, size_t size, const int64_t *shape, int rank) {
+    size_t len;
+    int i;
+    if (!buf || !size) return;
+    if (!shape) rank = 0;
+    len = (size_t)snprintf(buf, size, "[");
+    for (i = 0; i < rank && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (len < size) snprintf(buf + len, size - len, "]");
+}
+
 /* ---- files ----------------------------------------------------------------------------------- */
 
 /* Reads a whole file into a NUL-terminated heap buffer. */
@@ -416,6 +466,17 @@ AMK__FN amk_result amk__write_file(const char *path, const void *data, size_t si
     }
     if (fclose(f) != 0) return amk__fail(d, AMK_ERR_IO, "cannot finish writing '%s'", path);
     return AMK_OK;
+}
+
+AMK_API amk_result amk_file_read(const char *path, char **data, size_t *size, amk_diag *d) {
+    if (data) *data = NULL;
+    if (size) *size = 0;
+    if (!path || !data || !size) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_file_read: NULL argument");
+    return amk__read_file(path, data, size, d);
+}
+AMK_API amk_result amk_file_write(const char *path, const void *data, size_t size, amk_diag *d) {
+    if (!path || (!data && size)) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_file_write: NULL argument");
+    return amk__write_file(path, data, size, d);
 }
 
 /* Maps a file read-only (falls back to reading it where mmap is unavailable). *owned tells how to
@@ -672,9 +733,31 @@ AMK__FN void amk__store_i64(void *base, int t, int64_t i, int64_t v) {
     }
 }
 
+/* 1 if element i of dtype t lies inside nbytes at a non-NULL base (the public load/store's guard). */
+AMK__FN int amk__elem_inside(const void *base, size_t nbytes, int t, int64_t i) {
+    int64_t end = i >= 0 && i < INT64_MAX ? amk_dtype_nbytes(t, i + 1) : -1;
+    return base && amk_dtype_bits(t) > 0 && end >= 0 && (uint64_t)end <= (uint64_t)nbytes;
+}
+AMK_API float amk_dtype_load_f32(const void *base, size_t nbytes, int t, int64_t i) {
+    return amk__elem_inside(base, nbytes, t, i) ? amk__load_f32(base, t, i) : 0.0f;
+}
+AMK_API int64_t amk_dtype_load_i64(const void *base, size_t nbytes, int t, int64_t i) {
+    return amk__elem_inside(base, nbytes, t, i) ? amk__load_i64(base, t, i) : 0;
+}
+AMK_API int amk_dtype_store_f32(void *base, size_t nbytes, int t, int64_t i, float v) {
+    if (!amk__elem_inside(base, nbytes, t, i)) return 0;
+    amk__store_f32(base, t, i, v);
+    return 1;
+}
+AMK_API int amk_dtype_store_i64(void *base, size_t nbytes, int t, int64_t i, int64_t v) {
+    if (!amk__elem_inside(base, nbytes, t, i)) return 0;
+    amk__store_i64(base, t, i, v);
+    return 1;
+}
+
 /* ---- random numbers: splitmix64 (seeding) + xoshiro256** ---------------------------------------- */
 
-typedef struct amk__rng { uint64_t s[4]; } amk__rng;
+typedef amk_rng amk__rng; /* the public type; the functions below are its implementation */
 
 AMK__FN uint64_t amk__splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
@@ -698,6 +781,10 @@ AMK__FN uint64_t amk__rng_below(amk__rng *r, uint64_t n) { return n ? amk__rng_u
 AMK__FN float amk__rng_sym(amk__rng *r) {
     return (float)((double)(amk__rng_u64(r) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
 }
+AMK_API void amk_rng_seed(amk_rng *r, uint64_t seed) { if (r) amk__rng_seed(r, seed); }
+AMK_API uint64_t amk_rng_next_u64(amk_rng *r) { return r ? amk__rng_u64(r) : 0; }
+AMK_API uint64_t amk_rng_below(amk_rng *r, uint64_t n) { return r ? amk__rng_below(r, n) : 0; }
+AMK_API float amk_rng_uniform_sym(amk_rng *r) { return r ? amk__rng_sym(r) : 0.0f; }
 
 /* ---- bit sets --------------------------------------------------------------------------------- */
 

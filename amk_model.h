@@ -220,17 +220,6 @@ AMK__FN const amk__st_dtype_row *amk__st_dtype_by_code(int dtype) {
     return NULL;
 }
 
-/* "[3, 4]" ("[]" for rank 0) into buf, truncated if it does not fit. */
-AMK__FN void amk__st_fmt_shape(char *buf, size_t size, const int64_t *shape, int rank) {
-    size_t len;
-    int i;
-    if (!size) return;
-    len = (size_t)snprintf(buf, size, "[");
-    for (i = 0; i < rank && len < size; i++)
-        len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (len < size) snprintf(buf + len, size - len, "]");
-}
-
 /* A parse error at JSON value v (NULL: no location), message formatted like printf. */
 AMK__FN amk_result amk__st_err(amk_diag *d, const amk__jval *v, const char *fmt, ...) {
     if (d) {
@@ -290,7 +279,7 @@ AMK__FN amk_result amk__st_parse_entry(const char *name, const amk__jval *v, uin
             return amk__st_err(d, &js->items[i], "tensor '%.200s': shape[%d] is not an integer >= 0", name, i);
         t->shape[i] = (int64_t)dim;
     }
-    amk__st_fmt_shape(shape_txt, sizeof shape_txt, t->shape, t->rank);
+    amk_shape_format(shape_txt, sizeof shape_txt, t->shape, t->rank);
     for (i = 0; i < t->rank; i++)
         if (!amk__mul_u64(numel, (uint64_t)t->shape[i], &numel) || numel > (uint64_t)INT64_MAX)
             return amk__st_err(d, js, "tensor '%.200s': shape %s has too many elements", name, shape_txt);

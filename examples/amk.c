@@ -12,8 +12,7 @@
    malformed input file. A new subcommand is one function and one row of cli_cmds[].
 
    Build: cc -std=c99 -O2 -o amk examples/amk.c -lm (the Makefile builds it as build/amk). The
-   tool holds the library's implementation, so it also uses a few of its internal helpers
-   (file reading, dtype load/store, the seeded RNG) instead of copies of them. */
+   tool holds the library's implementation but uses only its public API. */
 #define AMK_IMPLEMENTATION
 #include "../amk.h"
 #include <stdio.h>
@@ -109,7 +108,7 @@ static amk_program *cli_load(const char *path) {
     amk_program *p = NULL;
     amk_diag d;
     amk_diag_clear(&d);
-    if (amk__read_file(path, &text, &len, &d) != AMK_OK) {
+    if (amk_file_read(path, &text, &len, &d) != AMK_OK) {
         fprintf(stderr, "amk: %s\n", d.message);
         return NULL;
     }
@@ -121,7 +120,7 @@ static amk_program *cli_load(const char *path) {
         amk_program_free(p);
         p = NULL;
     }
-    amk__free(text);
+    amk_free(text);
     return p;
 }
 
@@ -206,7 +205,7 @@ static int cmd_fmt(const cli_cmd *cmd, int argc, char **argv) {
     } else if (out) {
         amk_diag d;
         amk_diag_clear(&d);
-        if (amk__write_file(out, text, len, &d) != AMK_OK) {
+        if (amk_file_write(out, text, len, &d) != AMK_OK) {
             fprintf(stderr, "amk fmt: %s\n", d.message);
             rc = CLI_FAIL;
         }
@@ -230,14 +229,14 @@ static int cli_int_cmp(const void *a, const void *b) {
 static int cli_sms_used(const amk_program *p) {
     int *sms, n = 0, used = 0, i;
     if (p->n_tasks == 0) return 0;
-    sms = (int *)amk__malloc((size_t)p->n_tasks * sizeof(int));
+    sms = (int *)malloc((size_t)p->n_tasks * sizeof(int));
     if (!sms) return -1;
     for (i = 0; i < p->n_tasks; i++)
         if (p->tasks[i].sm >= 0) sms[n++] = p->tasks[i].sm;
     qsort(sms, (size_t)n, sizeof(int), cli_int_cmp);
     for (i = 0; i < n; i++)
         if (i == 0 || sms[i] != sms[i - 1]) used++;
-    amk__free(sms);
+    free(sms);
     return used;
 }
 
@@ -291,8 +290,8 @@ static int cmd_info(const cli_cmd *cmd, int argc, char **argv) {
         for (i = 0; i < p->n_pages; i++) {
             const amk_page *pg = &p->pages[i];
             int on = pg->space == AMK_SPACE_SMEM || pg->space == AMK_SPACE_REGISTER;
-            ok = ok && amk__add_i64(total, pg->nbytes, &total) &&
-                 (on ? amk__add_i64(onchip, pg->nbytes, &onchip) : amk__add_i64(scratch, pg->nbytes, &scratch));
+            ok = ok && amk_add_i64(total, pg->nbytes, &total) &&
+                 (on ? amk_add_i64(onchip, pg->nbytes, &onchip) : amk_add_i64(scratch, pg->nbytes, &scratch));
         }
         if (ok)
             printf("pages: %d (%lld bytes: scratch %lld, on-chip %lld)\nscratch_bytes: %lld\n", p->n_pages,
@@ -330,8 +329,8 @@ static int cli_tensor_fits(const amk_st_tensor *t, const amk_buffer *b, const ch
     int i, same = t->dtype == b->dtype && t->rank == b->rank;
     for (i = 0; same && i < b->rank; i++) same = t->shape[i] == b->shape[i];
     if (same) return 1;
-    amk__st_fmt_shape(have, sizeof have, t->shape, t->rank);
-    amk__st_fmt_shape(want, sizeof want, b->shape, b->rank);
+    amk_shape_format(have, sizeof have, t->shape, t->rank);
+    amk_shape_format(want, sizeof want, b->shape, b->rank);
     fprintf(stderr, "amk run: %s '%s': file has %s %s, buffer wants %s %s\n", cli_kind_word(b->kind),
             key, t->dtype_name, have, amk_dtype_name(b->dtype), want);
     return 0;
@@ -359,14 +358,14 @@ static int cli_fill_random(const amk_program *p, amk_refvm *vm, int id, uint64_t
     int64_t n = amk_buffer_numel(b), i;
     size_t nbytes = 0;
     void *mem = amk_refvm_buffer(vm, id, &nbytes);
-    amk__rng rng;
-    if (!mem || n < 0 || (int64_t)nbytes != amk__buffer_nbytes(b)) return 0;
-    amk__rng_seed(&rng, seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(id + 1)));
+    amk_rng rng;
+    if (!mem || n < 0 || (int64_t)nbytes != amk_dtype_nbytes(b->dtype, n)) return 0;
+    amk_rng_seed(&rng, seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(id + 1)));
     if (amk_dtype_is_float(b->dtype)) {
-        for (i = 0; i < n; i++) amk__store_f32(mem, b->dtype, i, amk__rng_sym(&rng));
+        for (i = 0; i < n; i++) amk_dtype_store_f32(mem, nbytes, b->dtype, i, amk_rng_uniform_sym(&rng));
     } else {
         uint64_t bound = cli_int_bound(p, id);
-        for (i = 0; i < n; i++) amk__store_i64(mem, b->dtype, i, (int64_t)amk__rng_below(&rng, bound));
+        for (i = 0; i < n; i++) amk_dtype_store_i64(mem, nbytes, b->dtype, i, (int64_t)amk_rng_below(&rng, bound));
     }
     return 1;
 }
@@ -429,15 +428,15 @@ static int cli_bind_all(cli_run *a, const amk_program *p, amk_refvm *vm) {
     return problems;
 }
 
-/* "name: F32 [1, 16] = v0 v1 ... (+n more)" for one output. */
-static void cli_print_summary(const amk_buffer *b, const void *mem) {
+/* "name: F32 [1, 16] = v0 v1 ... (+n more)" for one output (mem: its nbytes bytes). */
+static void cli_print_summary(const amk_buffer *b, const void *mem, size_t nbytes) {
     char shape[192];
     int64_t n = amk_buffer_numel(b), i, shown = n < 8 ? n : 8; /* why: 8 values fit a line */
-    amk__st_fmt_shape(shape, sizeof shape, b->shape, b->rank);
+    amk_shape_format(shape, sizeof shape, b->shape, b->rank);
     printf("%s: %s %s =", b->name, amk_dtype_name(b->dtype), shape);
     for (i = 0; i < shown; i++) {
-        if (amk_dtype_is_float(b->dtype)) printf(" %.6g", (double)amk__load_f32(mem, b->dtype, i));
-        else printf(" %lld", (long long)amk__load_i64(mem, b->dtype, i));
+        if (amk_dtype_is_float(b->dtype)) printf(" %.6g", (double)amk_dtype_load_f32(mem, nbytes, b->dtype, i));
+        else printf(" %lld", (long long)amk_dtype_load_i64(mem, nbytes, b->dtype, i));
     }
     if (n > shown) printf(" ... (%lld values)", (long long)n);
     if (n == 0) printf(" (empty)");
@@ -448,7 +447,7 @@ static void cli_print_summary(const amk_buffer *b, const void *mem) {
 static int cli_emit_outputs(const cli_run *a, const amk_program *p, amk_refvm *vm) {
     amk_st_entry *e;
     int id, n = 0, rc = CLI_OK;
-    e = (amk_st_entry *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(amk_st_entry));
+    e = (amk_st_entry *)calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(amk_st_entry));
     if (!e) { fprintf(stderr, "amk run: out of memory\n"); return CLI_FAIL; }
     for (id = 0; id < p->n_buffers; id++) {
         const amk_buffer *b = &p->buffers[id];
@@ -456,12 +455,12 @@ static int cli_emit_outputs(const cli_run *a, const amk_program *p, amk_refvm *v
         const void *mem;
         if (b->kind != AMK_KIND_IO_OUTPUT && b->kind != AMK_KIND_KV_CACHE) continue;
         mem = amk_refvm_buffer(vm, id, &nbytes);
-        if (!mem || (int64_t)nbytes != amk__buffer_nbytes(b)) {
+        if (!mem || (int64_t)nbytes != amk_dtype_nbytes(b->dtype, amk_buffer_numel(b))) {
             fprintf(stderr, "amk run: the VM has no storage for output '%s' (buffer %d)\n", b->name, id);
             rc = CLI_FAIL;
             continue;
         }
-        if (!a->out) { cli_print_summary(b, mem); continue; }
+        if (!a->out) { cli_print_summary(b, mem, nbytes); continue; }
         e[n].name = b->name;
         e[n].dtype = b->dtype;
         e[n].rank = b->rank;
@@ -479,7 +478,7 @@ static int cli_emit_outputs(const cli_run *a, const amk_program *p, amk_refvm *v
             printf("wrote %d tensor%s to %s\n", n, cli_plural(n), a->out);
         }
     }
-    amk__free(e);
+    free(e);
     return rc;
 }
 

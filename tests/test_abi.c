@@ -155,6 +155,117 @@ static void test_conversions(void) {
     }
 }
 
+/* amk_add_i64 / amk_mul_i64: sizes only (negative operands refused), overflow refused, out kept. */
+static void test_checked_sizes(void) {
+    int64_t o = 77;
+    CHECK_EQ_INT(amk_add_i64(2, 3, &o), 1);
+    CHECK_EQ_INT(o, 5);
+    CHECK_EQ_INT(amk_add_i64(INT64_MAX, 1, &o), 0);
+    CHECK_EQ_INT(amk_add_i64(-1, 1, &o), 0);
+    CHECK_EQ_INT(o, 5); /* untouched on failure */
+    CHECK_EQ_INT(amk_add_i64(INT64_MAX - 1, 1, &o), 1);
+    CHECK_EQ_INT(o, INT64_MAX);
+    CHECK_EQ_INT(amk_mul_i64(INT64_MAX / 2, 2, &o), 1);
+    CHECK_EQ_INT(o, INT64_MAX - 1);
+    CHECK_EQ_INT(amk_mul_i64(INT64_MAX / 2 + 1, 2, &o), 0);
+    CHECK_EQ_INT(amk_mul_i64(0, INT64_MAX, &o), 1);
+    CHECK_EQ_INT(o, 0);
+    CHECK_EQ_INT(amk_mul_i64(-1, 0, &o), 0);
+    CHECK_EQ_INT(amk_add_i64(1, 2, NULL), 1); /* the check alone */
+    CHECK_EQ_INT(amk_mul_i64(INT64_MAX, 2, NULL), 0);
+}
+
+/* amk_dtype_load_* / amk_dtype_store_*: the backends' element encodings, bounded by nbytes. */
+static void test_element_access(void) {
+    uint8_t buf[16];
+    float nan = (float)NAN;
+    memset(buf, 0xAA, sizeof buf);
+    /* F32, 3 elements in 12 bytes: the 4th is outside and the guard bytes stay */
+    CHECK_EQ_INT(amk_dtype_store_f32(buf, 12, AMK_DTYPE_F32, 2, 1.5f), 1);
+    CHECK_NEAR(amk_dtype_load_f32(buf, 12, AMK_DTYPE_F32, 2), 1.5, 0);
+    CHECK_EQ_INT(amk_dtype_store_f32(buf, 12, AMK_DTYPE_F32, 3, 2.0f), 0);
+    CHECK_EQ_INT(buf[12], 0xAA);
+    CHECK_NEAR(amk_dtype_load_f32(buf, 12, AMK_DTYPE_F32, 3), 0, 0);
+    CHECK_EQ_INT(amk_dtype_store_f32(buf, 12, AMK_DTYPE_F32, 0, -2.7f), 1);
+    CHECK_EQ_INT(amk_dtype_load_i64(buf, 12, AMK_DTYPE_F32, 0), -2); /* truncates toward zero */
+    CHECK_EQ_INT(amk_dtype_store_f32(buf, 12, AMK_DTYPE_F32, 1, nan), 1);
+    CHECK_EQ_INT(amk_dtype_load_i64(buf, 12, AMK_DTYPE_F32, 1), 0);  /* NaN reads 0 */
+    /* BF16 rounds to nearest even */
+    CHECK_EQ_INT(amk_dtype_store_f32(buf, 2, AMK_DTYPE_BF16, 0, 1.00390625f), 1);
+    CHECK_NEAR(amk_dtype_load_f32(buf, 2, AMK_DTYPE_BF16, 0), 1.0, 0);
+    /* I4: two a byte, low nibble first, stored q + 8; saturates to [-8, 7] */
+    memset(buf, 0, sizeof buf);
+    CHECK_EQ_INT(amk_dtype_store_f32(buf, 2, AMK_DTYPE_I4, 0, 100.0f), 1);
+    CHECK_EQ_INT(amk_dtype_store_i64(buf, 2, AMK_DTYPE_I4, 1, -3), 1);
+    CHECK_EQ_INT(buf[0], 0x5F);
+    CHECK_EQ_INT(amk_dtype_load_i64(buf, 2, AMK_DTYPE_I4, 1), -3);
+    CHECK_NEAR(amk_dtype_load_f32(buf, 2, AMK_DTYPE_I4, 0), 7, 0);
+    CHECK_EQ_INT(amk_dtype_store_i64(buf, 2, AMK_DTYPE_I4, 3, 1), 1);
+    CHECK_EQ_INT(amk_dtype_store_i64(buf, 2, AMK_DTYPE_I4, 4, 1), 0);
+    CHECK_EQ_INT(buf[2], 0);
+    /* I32 integers are exact, and saturate */
+    CHECK_EQ_INT(amk_dtype_store_i64(buf, 8, AMK_DTYPE_I32, 1, 16777217), 1);
+    CHECK_EQ_INT(amk_dtype_load_i64(buf, 8, AMK_DTYPE_I32, 1), 16777217);
+    CHECK_EQ_INT(amk_dtype_store_i64(buf, 8, AMK_DTYPE_I32, 0, INT64_MAX), 1);
+    CHECK_EQ_INT(amk_dtype_load_i64(buf, 8, AMK_DTYPE_I32, 0), INT32_MAX);
+    /* refusals: NULL base, unknown dtype, negative or huge index */
+    CHECK_EQ_INT(amk_dtype_store_f32(NULL, 8, AMK_DTYPE_F32, 0, 1.0f), 0);
+    CHECK_NEAR(amk_dtype_load_f32(NULL, 8, AMK_DTYPE_F32, 0), 0, 0);
+    CHECK_EQ_INT(amk_dtype_store_i64(buf, 16, 99, 0, 1), 0);
+    CHECK_EQ_INT(amk_dtype_load_i64(buf, 16, 99, 0), 0);
+    CHECK_EQ_INT(amk_dtype_load_i64(buf, 8, AMK_DTYPE_I32, -1), 0);
+    CHECK_EQ_INT(amk_dtype_store_i64(buf, 8, AMK_DTYPE_I32, INT64_MAX, 1), 0);
+    CHECK_EQ_INT(amk_dtype_store_i64(buf, 8, AMK_DTYPE_I32, INT64_MAX / 2, 1), 0);
+}
+
+/* amk_rng_*: xoshiro256** seeded through splitmix64. The values are the algorithm's (checked
+   against an independent model of it), so amk run --random's fills cannot drift unnoticed. */
+static void test_rng(void) {
+    amk_rng r, copy;
+    int i, bad = 0;
+    amk_rng_seed(&r, 1);
+    CHECK(amk_rng_next_u64(&r) == 0xb3f2af6d0fc710c5ull);
+    CHECK(amk_rng_next_u64(&r) == 0x853b559647364ceaull);
+    CHECK(amk_rng_next_u64(&r) == 0x92f89756082a4514ull);
+    amk_rng_seed(&r, 42);
+    copy = r;
+    CHECK_NEAR(amk_rng_uniform_sym(&r), -0.8322740793228149, 0);
+    CHECK_NEAR(amk_rng_uniform_sym(&r), -0.24203956127166748, 0);
+    CHECK_EQ_INT(amk_rng_below(&copy, 10), 2); /* a copied state continues the same stream */
+    CHECK_EQ_INT(amk_rng_below(&copy, 10), 2);
+    CHECK_EQ_INT(amk_rng_below(&copy, 10), 9);
+    for (i = 0; i < 10000; i++) {
+        float u = amk_rng_uniform_sym(&r);
+        bad += !(u >= -1.0f && u < 1.0f) + (amk_rng_below(&r, 7) >= 7);
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(amk_rng_below(&r, 0), 0);
+    amk_rng_seed(NULL, 1); /* NULL: no-op, zeros */
+    CHECK(amk_rng_next_u64(NULL) == 0);
+    CHECK_EQ_INT(amk_rng_below(NULL, 10), 0);
+    CHECK_NEAR(amk_rng_uniform_sym(NULL), 0, 0);
+}
+
+/* amk_shape_format: "[3, 4]", "[]", truncation that stays NUL-terminated. */
+static void test_shape_format(void) {
+    static const int64_t shape[3] = {3, 4, -1};
+    char buf[32];
+    amk_shape_format(buf, sizeof buf, shape, 2);
+    CHECK_STR(buf, "[3, 4]");
+    amk_shape_format(buf, sizeof buf, shape, 3);
+    CHECK_STR(buf, "[3, 4, -1]");
+    amk_shape_format(buf, sizeof buf, shape, 0);
+    CHECK_STR(buf, "[]");
+    amk_shape_format(buf, sizeof buf, NULL, 2);
+    CHECK_STR(buf, "[]");
+    amk_shape_format(buf, 5, shape, 3);
+    CHECK_STR(buf, "[3, ");
+    strcpy(buf, "keep");
+    amk_shape_format(buf, 0, shape, 2);
+    CHECK_STR(buf, "keep");
+    amk_shape_format(NULL, 8, shape, 2); /* nothing, no crash */
+}
+
 int main(void) {
     RUN(test_dtype_codes);
     RUN(test_space_and_kind_codes);
@@ -162,5 +273,9 @@ int main(void) {
     RUN(test_registry_arity);
     RUN(test_caps_and_versions);
     RUN(test_conversions);
+    RUN(test_checked_sizes);
+    RUN(test_element_access);
+    RUN(test_rng);
+    RUN(test_shape_format);
     TEST_SUMMARY();
 }

@@ -1118,6 +1118,42 @@ static void test_save_and_load_file(void) {
     amk_program_free(q);
 }
 
+/* amk_file_read / amk_file_write: bytes round trip (NUL inside, NUL after), empty files, and the
+   errors: a missing file, a directory, an unwritable path, NULL arguments. */
+static void test_file_read_write(void) {
+    char path[] = "/tmp/amk_test_file_XXXXXX";
+    int fd = mkstemp(path);
+    amk_diag d;
+    char *data = NULL;
+    size_t n = 99;
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_file_write(path, "abc\0def", 7, &d), AMK_OK);
+    CHECK_EQ_INT(amk_file_read(path, &data, &n, &d), AMK_OK);
+    CHECK_EQ_INT(n, 7);
+    CHECK(data && memcmp(data, "abc\0def", 8) == 0);
+    amk_free(data);
+    CHECK_EQ_INT(amk_file_write(path, NULL, 0, &d), AMK_OK);
+    CHECK_EQ_INT(amk_file_read(path, &data, &n, &d), AMK_OK);
+    CHECK(n == 0 && data && data[0] == 0);
+    amk_free(data);
+    unlink(path);
+    CHECK_EQ_INT(amk_file_read(path, &data, &n, &d), AMK_ERR_IO);
+    CHECK(data == NULL && n == 0 && strstr(d.message, path) != NULL);
+    CHECK_EQ_INT(amk_file_read("/tmp", &data, &n, &d), AMK_ERR_IO);
+    CHECK(strstr(d.message, "not a regular file") != NULL);
+    CHECK_EQ_INT(amk_file_write("/nonexistent-dir/x.bin", "a", 1, &d), AMK_ERR_IO);
+    CHECK(strstr(d.message, "/nonexistent-dir/x.bin") != NULL);
+    CHECK_EQ_INT(amk_file_read(NULL, &data, &n, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_file_read(path, NULL, &n, NULL), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_file_read(path, &data, NULL, NULL), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_file_write(NULL, "a", 1, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_file_write(path, NULL, 1, &d), AMK_ERR_INVALID_ARG);
+    CHECK(access(path, F_OK) != 0); /* a refused write creates nothing */
+}
+
 int main(void) {
     RUN(test_dom_values);
     RUN(test_dom_numbers);
@@ -1139,5 +1175,6 @@ int main(void) {
     RUN(test_write_builder);
     RUN(test_write_refuses);
     RUN(test_save_and_load_file);
+    RUN(test_file_read_write);
     TEST_SUMMARY();
 }
