@@ -1008,7 +1008,14 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
             w = amk_plan_want(&x, c->threads);
             if (w > c->smem_bytes) c->smem_bytes = w;
         }
-        if (c->smem_bytes > (int64_t)optin - static_smem) c->smem_bytes = (int64_t)optin - static_smem;
+        /* at most what both kernels allow: the chained-steps kernel holds a little more static
+           shared memory, and a launch sized for the single step alone left it out (issue 38:
+           amk bench --chain at the 8B shape's context 4096) */
+        int cap = static_smem, chain_static = 0;
+        if (c->fn_chain && c->api.FuncGetAttribute(&chain_static, AMK__CU_FUNC_ATTR_SHARED_SIZE_BYTES, c->fn_chain) ==
+                               AMK__CUDA_SUCCESS && chain_static > cap)
+            cap = chain_static;
+        if (c->smem_bytes > (int64_t)optin - cap) c->smem_bytes = (int64_t)optin - cap;
     }
     if (c->smem_bytes + static_smem > optin || c->smem_bytes < 1)
         return amk__fail(d, AMK_ERR_UNSUPPORTED, "%lld bytes of dynamic shared memory (+%d static) exceed the device's %d",
