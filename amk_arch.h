@@ -1073,41 +1073,40 @@ AMK_API void amk_llama_step_free(amk_llama_step *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* A lowered step with SM sets Y and Z (s->sm_sets, AMK_LLAMA_SM_SETS) lowered again with an explicit
-   assignment: the load-balanced one, but in each layer the Q/K/V tiles and then the ATTENTION_O
-   tasks on SMs 0 .. Y-1 (one each, in list order), the MLP tiles and the FILLs (which run beside
-   the Q/K/V tiles or attention) on Y .. Y+Z-1 (the FILLs from the last SM down). With
-   AMK_LLAMA_SETS_ALTERNATE layer l's attention runs on A(l % 2) (A0 = 0 .. Y-1, A1 = Y .. 2Y-1),
-   its Q/K/V tiles on the other, its MLP tiles on the SMs outside A(l % 2) and the FILLs on SMs
-   2Y and up. A folded step (s->folded) has Q/K/V tiles in layer 0 alone: every layer's
-   attention runs on A0, layer 0's Q/K/V tiles on A1 (on A0 without the alternation), the MLP tiles
-   on Y .. Y+Z-1. The rule behind both: no task follows another on its SM without an idle phase
-   between. Nothing to do without the sets. */
-AMK__FN amk_result amk__llama_steer(const amk_llama_step *s, const amk_config *base, const amk_target *tgt, amk_diag *d) {
-    amk_program *p = s->program;
+/* The SMs a step with SM sets Y and Z (s->sm_sets, AMK_LLAMA_SM_SETS) pins its layers' tasks to, for
+   amk_program_lower_pinned (the others stay where the load balancer puts them): in each layer the
+   Q/K/V tiles and then the ATTENTION_O tasks on SMs 0 .. Y-1 (one each, in list order), the MLP
+   tiles and the FILLs (which run beside the Q/K/V tiles or attention) on Y .. Y+Z-1 (the FILLs
+   from the last SM down). With AMK_LLAMA_SETS_ALTERNATE layer l's attention runs on A(l % 2) (A0
+   = 0 .. Y-1, A1 = Y .. 2Y-1), its Q/K/V tiles on the other, its MLP tiles on the SMs outside A(l %
+   2) and the FILLs on SMs 2Y and up. A folded step (s->folded) has Q/K/V tiles in layer 0 alone:
+   every layer's attention runs on A0, layer 0's Q/K/V tiles on A1 (on A0 without the
+   alternation), the MLP tiles on Y .. Y+Z-1. The rule behind both: no task follows another on its
+   SM without an idle phase between. The list order is the builder's, which lowering keeps (a
+   stable topological order of a list built in dependency order). *n 0 without the sets. */
+AMK__FN amk_result amk__llama_pins(const amk_llama_step *s, int num_sms, int *n, int **task, int **smv, amk_diag *d) {
+    const amk_program *p = s->program;
     const int ny = s->sm_sets[0], nz = s->sm_sets[1], folded = s->folded;
     int k, jq = 0, ja = 0, jm = 0, jf = 0;
     int last = 0; /* the step of the last layer task: 0 none yet, 1 a Q/K/V tile, 2 attention, 3 an MLP tile */
     int layer = -1, alt; /* alt: AMK_LLAMA_SETS_ALTERNATE where the SMs allow it */
-    amk_config sc;
-    amk_result r;
+    *n = 0;
+    *task = *smv = NULL;
     if (ny == 0 && nz == 0) return AMK_OK;
-    if (ny < 1 || nz < 1 || ny > tgt->num_sms - nz)
-        return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: SM sets %d and %d for %d SMs", ny, nz, tgt->num_sms);
+    if (ny < 1 || nz < 1 || ny > num_sms - nz)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: SM sets %d and %d for %d SMs", ny, nz, num_sms);
     alt = AMK_LLAMA_SETS_ALTERNATE && 2 * ny < ny + nz;
-    sc = *base;
-    sc.sm_assignment = AMK_SM_EXPLICIT;
-    sc.n_explicit = p->n_tasks;
-    sc.explicit_task = (int *)amk__malloc((size_t)(p->n_tasks > 0 ? p->n_tasks : 1) * sizeof(int));
-    sc.explicit_sm = (int *)amk__malloc((size_t)(p->n_tasks > 0 ? p->n_tasks : 1) * sizeof(int));
-    if (!sc.explicit_task || !sc.explicit_sm) {
-        amk__free(sc.explicit_task);
-        amk__free(sc.explicit_sm);
+    *task = (int *)amk__malloc((size_t)(p->n_tasks > 0 ? p->n_tasks : 1) * sizeof(int));
+    *smv = (int *)amk__malloc((size_t)(p->n_tasks > 0 ? p->n_tasks : 1) * sizeof(int));
+    if (!*task || !*smv) {
+        amk__free(*task);
+        amk__free(*smv);
+        *task = *smv = NULL;
         return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     }
     for (k = 0; k < p->n_tasks; k++) { /* list order: each layer's Q/K/V tiles, attention, MLP tiles */
         const amk_task *t = &p->tasks[k];
-        int sm = t->sm;
+        int sm = -1;
         const int qkv = t->op == AMK_OP_RMSNORM_GEMV &&
                         (amk__param_i(t, "flags", 0) & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0; /* not the head */
         /* a new layer: its first Q/K/V tile, or (folded) its first attention task after the MLP */
@@ -1128,13 +1127,12 @@ AMK__FN amk_result amk__llama_steer(const amk_llama_step *s, const amk_config *b
         } else if (t->op == AMK_OP_FILL) {
             sm = ny + nz - 1 - jf++ % (alt ? nz - ny : nz);
         }
-        sc.explicit_task[k] = t->id;
-        sc.explicit_sm[k] = sm;
+        if (sm < 0) continue; /* the load balancer's */
+        (*task)[*n] = t->id;
+        (*smv)[*n] = sm;
+        (*n)++;
     }
-    r = amk_program_lower(p, &sc, tgt, d);
-    amk__free(sc.explicit_task);
-    amk__free(sc.explicit_sm);
-    return r;
+    return AMK_OK;
 }
 
 AMK_API amk_result amk_llama_build_step(const amk_llama_config *cfg, const amk_llama_build_opts *o, int lower,
@@ -1159,8 +1157,13 @@ AMK_API amk_result amk_llama_build_step(const amk_llama_config *cfg, const amk_l
     sc.threads_per_block = AMK_LLAMA_THREADS;
     amk_target_builtin("h100", &tgt);
     tgt.num_sms = bo.num_sms;
-    r = amk_program_lower(out->program, &sc, &tgt, d);
-    if (r == AMK_OK) r = amk__llama_steer(out, &sc, &tgt, d);
+    {
+        int n_pins = 0, *pin_task = NULL, *pin_sm = NULL;
+        r = amk__llama_pins(out, tgt.num_sms, &n_pins, &pin_task, &pin_sm, d);
+        if (r == AMK_OK) r = amk_program_lower_pinned(out->program, &sc, &tgt, n_pins, pin_task, pin_sm, d);
+        amk__free(pin_task);
+        amk__free(pin_sm);
+    }
     if (r != AMK_OK) amk_llama_step_free(out);
     return r;
 }

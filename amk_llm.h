@@ -382,7 +382,9 @@ AMK__FN amk_result amk__llm_refvm_fits(const amk_llm *m, amk_diag *d) {
 AMK__FN amk_result amk__llm_refvm_open(amk_llm *m, amk_diag *d) {
     amk_refvm *vm = NULL;
     amk_result r = amk__llm_refvm_fits(m, d);
-    if (r == AMK_OK) r = amk_refvm_create(m->prog, &vm, d);
+    /* why not amk_refvm_create: the step was validated when it was lowered (amk_program_lower),
+       and nothing changed it since */
+    if (r == AMK_OK) r = amk__refvm_create_validated(m->prog, &vm, d);
     m->state = vm;
     return r;
 }
@@ -467,7 +469,9 @@ AMK__FN amk_cuda *amk__llm_cuda_of(const amk_llm *m) { return ((amk__llm_cuda *)
 AMK__FN amk_result amk__llm_cuda_open(amk_llm *m, amk_diag *d) {
     amk_cuda *c = NULL;
     amk__llm_cuda *s;
-    const amk_result r = amk_cuda_create(m->prog, m->opts.device_image, m->opts.device_image_size, &c, d);
+    /* why unchecked: validated when it was lowered (amk_program_lower), unchanged since; the
+       runtime's memory-safety checks of every task still run */
+    const amk_result r = amk__cuda_create_unchecked(m->prog, m->opts.device_image, m->opts.device_image_size, &c, d);
     if (r != AMK_OK) return r;
     s = (amk__llm_cuda *)amk__calloc(1, sizeof *s);
     if (!s) {

@@ -889,10 +889,24 @@ oom:
     return amk__refvm_fail(d, AMK_ERR_OUT_OF_MEMORY, NULL, -1, -1, "out of memory for buffer storage");
 }
 
+/* amk_refvm_create for a program p the caller validated and has not changed since (amk_llm: the
+   step amk_program_lower validated last). */
+AMK__FN amk_result amk__refvm_create_validated(const amk_program *p, amk_refvm **out, amk_diag *d) {
+    amk_refvm *vm;
+    amk_result r;
+    *out = NULL;
+    vm = (amk_refvm *)amk__calloc(1, sizeof(amk_refvm));
+    if (!vm) return amk__refvm_fail(d, AMK_ERR_OUT_OF_MEMORY, NULL, -1, -1, "out of memory");
+    vm->p = p;
+    r = amk__refvm_alloc(vm, d);
+    if (r != AMK_OK) { amk_refvm_free(vm); return r; }
+    *out = vm;
+    return AMK_OK;
+}
+
 AMK_API amk_result amk_refvm_create(const amk_program *p, amk_refvm **out, amk_diag *d) {
     amk_report rep;
     amk_result r;
-    amk_refvm *vm;
     int i;
     if (out) *out = NULL;
     if (!p || !out) return amk__refvm_fail(d, AMK_ERR_INVALID_ARG, NULL, -1, -1, "amk_refvm_create: NULL argument");
@@ -916,13 +930,7 @@ AMK_API amk_result amk_refvm_create(const amk_program *p, amk_refvm **out, amk_d
     }
     amk_report_free(&rep);
     if (r != AMK_OK) return amk__refvm_fail(d, r, NULL, -1, -1, "validation failed: %s", amk_result_str(r));
-    vm = (amk_refvm *)amk__calloc(1, sizeof(amk_refvm));
-    if (!vm) return amk__refvm_fail(d, AMK_ERR_OUT_OF_MEMORY, NULL, -1, -1, "out of memory");
-    vm->p = p;
-    r = amk__refvm_alloc(vm, d);
-    if (r != AMK_OK) { amk_refvm_free(vm); return r; }
-    *out = vm;
-    return AMK_OK;
+    return amk__refvm_create_validated(p, out, d);
 }
 
 AMK_API void *amk_refvm_buffer(amk_refvm *vm, int buffer_id, size_t *nbytes) {

@@ -126,6 +126,14 @@ AMK_API int amk_program_critical_path(const amk_program *p);
    (with the first error in d) if the result does not validate; p is then lowered but unusable. */
 AMK_API amk_result amk_program_lower(amk_program *p, const amk_config *c, const amk_target *t,
                                      amk_diag *d);
+/* amk_program_lower with n_pins tasks pinned: task id pin_task[i] on SM pin_sm[i], the others
+   where c's sm_assignment puts them (weighing every task as it would without the pins). The
+   lowered program's config records the whole assignment as explicit, so lowering it again
+   reproduces it. What a builder that steers some tasks onto SMs of its choosing (amk_arch.h)
+   lowers with, in one pass. AMK_ERR_INVALID_ARG for a pin naming no task, a task twice or an SM
+   outside the target. */
+AMK_API amk_result amk_program_lower_pinned(amk_program *p, const amk_config *c, const amk_target *t, int n_pins,
+                                            const int *pin_task, const int *pin_sm, amk_diag *d);
 
 
 #ifdef __cplusplus
@@ -3452,8 +3460,77 @@ done:
 
 /* ---- the pass ----------------------------------------------------------------------------------- */
 
+/* (task id, task index) pairs ordered by id, for amk__lower_pin's lookups. */
+typedef struct amk__lower_idx { int id, index; } amk__lower_idx;
+static int amk__lower_idx_cmp(const void *a, const void *b) {
+    const int x = ((const amk__lower_idx *)a)->id, y = ((const amk__lower_idx *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* Pins the tasks of (pin_task, pin_sm) in sm (sm[k]: the SM of the task at order position k) and
+   records the whole assignment in cfg as explicit, in order (its arrays cfg's own). */
+AMK__FN amk_result amk__lower_pin(const amk_program *p, const int *order, int n_pins, const int *pin_task,
+                                  const int *pin_sm, int num_sms, int *sm, amk_config *cfg, amk_diag *d) {
+    const int n = p->n_tasks;
+    int *pos = (int *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(int)), *done = NULL, *et = NULL, *es = NULL;
+    amk__lower_idx *by_id = (amk__lower_idx *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(amk__lower_idx));
+    int i, k;
+    amk_result r = AMK_OK;
+    if (!pos || !by_id) { amk__free(pos); amk__free(by_id); return amk__lower_oom(d); }
+    for (k = 0; k < n; k++) {
+        pos[order[k]] = k;
+        by_id[k].id = p->tasks[k].id;
+        by_id[k].index = k;
+    }
+    qsort(by_id, (size_t)n, sizeof *by_id, amk__lower_idx_cmp); /* why: a scan a pin is n^2 for a step pinning most tasks */
+    done = (int *)amk__calloc((size_t)(n > 0 ? n : 1), sizeof(int));
+    et = (int *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    es = (int *)amk__malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    if (!done || !et || !es) r = amk__lower_oom(d);
+    for (i = 0; i < n_pins && r == AMK_OK; i++) {
+        amk__lower_idx key, *hit;
+        int ti;
+        key.id = pin_task[i];
+        hit = n > 0 ? (amk__lower_idx *)bsearch(&key, by_id, (size_t)n, sizeof *by_id, amk__lower_idx_cmp) : NULL;
+        ti = hit ? hit->index : -1;
+        if (ti < 0)
+            r = amk__fail(d, AMK_ERR_INVALID_ARG, "SM pin %d names task id %d, which does not exist", i, pin_task[i]);
+        else if (pin_sm[i] < 0 || pin_sm[i] >= num_sms)
+            r = amk__fail(d, AMK_ERR_INVALID_ARG, "SM pin %d puts task id %d on SM %d, outside [0, %d)", i, pin_task[i],
+                          pin_sm[i], num_sms);
+        else if (done[ti]++)
+            r = amk__fail(d, AMK_ERR_INVALID_ARG, "SM pins name task id %d twice", pin_task[i]);
+        else
+            sm[pos[ti]] = pin_sm[i];
+    }
+    if (r == AMK_OK) {
+        for (k = 0; k < n; k++) {
+            et[k] = p->tasks[order[k]].id;
+            es[k] = sm[k];
+        }
+        amk__free(cfg->explicit_task);
+        amk__free(cfg->explicit_sm);
+        cfg->sm_assignment = AMK_SM_EXPLICIT;
+        cfg->explicit_task = et;
+        cfg->explicit_sm = es;
+        cfg->n_explicit = n;
+        et = es = NULL;
+    }
+    amk__free(pos);
+    amk__free(by_id);
+    amk__free(done);
+    amk__free(et);
+    amk__free(es);
+    return r;
+}
+
 AMK_API amk_result amk_program_lower(amk_program *p, const amk_config *c, const amk_target *t,
                                      amk_diag *d) {
+    return amk_program_lower_pinned(p, c, t, 0, NULL, NULL, d);
+}
+
+AMK_API amk_result amk_program_lower_pinned(amk_program *p, const amk_config *c, const amk_target *t, int n_pins,
+                                            const int *pin_task, const int *pin_sm, amk_diag *d) {
     amk_config cfg;
     amk_target target;
     amk_task *tasks = NULL;
@@ -3463,6 +3540,8 @@ AMK_API amk_result amk_program_lower(amk_program *p, const amk_config *c, const 
     amk_result r;
     amk_diag_clear(d);
     r = amk__lower_check_args(p, c, t, d);
+    if (r == AMK_OK && (n_pins < 0 || (n_pins > 0 && (!pin_task || !pin_sm))))
+        r = amk__fail(d, AMK_ERR_INVALID_ARG, "lower: %d SM pins without their arrays", n_pins);
     if (r != AMK_OK) return r;
     n = p->n_tasks;
     target = *t; /* why: c and t may point into p (re-lowering with p's own config) */
@@ -3480,6 +3559,8 @@ AMK_API amk_result amk_program_lower(amk_program *p, const amk_config *c, const 
     if ((r = amk__lower_validate(p, 1, d)) != AMK_OK) goto fail;
     if ((r = amk__lower_order(p, order, d)) != AMK_OK) goto fail;
     if ((r = amk__lower_assign(p, order, &cfg, target.num_sms, explicit_sm, sm, d)) != AMK_OK) goto fail;
+    if (n_pins > 0 && (r = amk__lower_pin(p, order, n_pins, pin_task, pin_sm, target.num_sms, sm, &cfg, d)) != AMK_OK)
+        goto fail;
     if (cfg.page_allocation != AMK_PAGES_NONE &&
         (r = amk__lower_pages(p, order, cfg.page_allocation, &pages, &n_pages, buffer_page, d)) != AMK_OK)
         goto fail;

@@ -667,6 +667,86 @@ static void test_explicit_errors(void) {
     amk_program_free(p);
 }
 
+/* Pins (amk_program_lower_pinned): random programs on 5 SMs, a random third of the tasks pinned;
+   the pinned tasks land on their SMs, every other task where plain load balancing puts it, and
+   the config records the whole assignment as explicit, so lowering the result again keeps it.
+   Bad pins: an unknown task, a task twice, an SM outside the target, pins without arrays. */
+static void test_pinned(void) {
+    static const int64_t est[3] = {1, 1, 1};
+    int seed;
+    for (seed = 0; seed < 40; seed++) {
+        randprog_opts o;
+        randprog_rng rng;
+        amk_program *p, *q;
+        amk_config c;
+        amk_target t;
+        amk_diag d;
+        int i, n, np = 0, *pt, *ps, *want;
+        o.n_tasks = 12;
+        o.kv = -1;
+        o.onchip = 0;
+        o.ops = RANDPROG_OPS_ALL;
+        p = randprog_make((uint64_t)seed + 7100, &o);
+        q = p ? amk_program_clone(p) : NULL;
+        CHECK(p != NULL && q != NULL);
+        if (!p || !q) { amk_program_free(p); amk_program_free(q); continue; }
+        n = p->n_tasks;
+        amk_config_default(&c);
+        amk_target_builtin("h100", &t);
+        t.num_sms = 5;
+        CHECK_EQ_INT(amk_program_lower(q, &c, &t, &d), AMK_OK); /* the balancer's assignment */
+        pt = (int *)malloc((size_t)n * sizeof(int));
+        ps = (int *)malloc((size_t)n * sizeof(int));
+        want = (int *)malloc((size_t)n * sizeof(int));
+        rng.s = (uint64_t)seed + 1;
+        for (i = 0; i < n; i++) {
+            want[i] = q->tasks[i].sm;
+            if (randprog_below(&rng, 3) == 0) {
+                pt[np] = q->tasks[i].id;
+                ps[np] = randprog_below(&rng, 5);
+                want[i] = ps[np++];
+            }
+        }
+        CHECK_EQ_INT(amk_program_lower_pinned(p, &c, &t, np, pt, ps, &d), AMK_OK);
+        for (i = 0; i < n; i++) CHECK_EQ_INT(p->tasks[i].sm, want[amk_program_task_index(q, p->tasks[i].id)]);
+        CHECK_EQ_INT(p->config.sm_assignment, AMK_SM_EXPLICIT);
+        CHECK_EQ_INT(p->config.n_explicit, n);
+        CHECK_EQ_INT(amk_program_lower(p, &p->config, &t, &d), AMK_OK); /* again: the same */
+        for (i = 0; i < n; i++) CHECK_EQ_INT(p->tasks[i].sm, want[amk_program_task_index(q, p->tasks[i].id)]);
+        free(pt);
+        free(ps);
+        free(want);
+        amk_program_free(p);
+        amk_program_free(q);
+    }
+    {
+        amk_program *p = nops(est, 3);
+        amk_config c;
+        amk_target t;
+        amk_diag d;
+        int ids[2] = {0, 7}, sms[2] = {1, 0};
+        amk_config_default(&c);
+        amk_target_builtin("h100", &t);
+        t.num_sms = 2;
+        amk_diag_clear(&d);
+        CHECK_EQ_INT(amk_program_lower_pinned(p, &c, &t, 2, ids, sms, &d), AMK_ERR_INVALID_ARG);
+        CHECK(strstr(d.message, "task id 7, which does not exist") != NULL);
+        ids[1] = 0;
+        CHECK_EQ_INT(amk_program_lower_pinned(p, &c, &t, 2, ids, sms, &d), AMK_ERR_INVALID_ARG);
+        CHECK(strstr(d.message, "task id 0 twice") != NULL);
+        ids[1] = 1;
+        sms[1] = 2;
+        CHECK_EQ_INT(amk_program_lower_pinned(p, &c, &t, 2, ids, sms, &d), AMK_ERR_INVALID_ARG);
+        CHECK(strstr(d.message, "SM 2, outside [0, 2)") != NULL);
+        CHECK_EQ_INT(amk_program_lower_pinned(p, &c, &t, 1, NULL, sms, &d), AMK_ERR_INVALID_ARG);
+        sms[1] = 0;
+        CHECK_EQ_INT(amk_program_lower_pinned(p, &c, &t, 2, ids, sms, &d), AMK_OK);
+        CHECK_EQ_INT(p->tasks[amk_program_task_index(p, 0)].sm, 1);
+        CHECK_EQ_INT(p->tasks[amk_program_task_index(p, 1)].sm, 0);
+        amk_program_free(p);
+    }
+}
+
 static void test_bad_config(void) {
     static const int64_t est[2] = {1, 1};
     amk_program *p = nops(est, 2);
@@ -878,6 +958,7 @@ int main(void) {
     RUN(test_load_balance_affinity_bound);
     RUN(test_many_sms);
     RUN(test_explicit_errors);
+    RUN(test_pinned);
     RUN(test_bad_config);
     RUN(test_cycle_rejected);
     RUN(test_relower_aliased);
