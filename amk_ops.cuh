@@ -2363,45 +2363,15 @@ static __device__ __forceinline__ float amk_store_f32_bf16(const amk_buffer_t *o
     ((__nv_bfloat16 *)o->ptr)[e] = b;
     return __bfloat162float(b);
 }
-/* The lean tile's layout and form, from the instruction (planner twin: amk_plan_lean_layout;
-   computed before the wait and again after it: why twice, not kept: held across the wait, the
-   values take registers the rows need, and the VM spills). */
-typedef struct amk_lean_t {
-    int mlp, rope, kv_row, K, nrw, fold, F, b0, nb;
-    int64_t nt, n_begin, N, rb, wsb, yso, nso, gso, wso, fso, bytes;
-} amk_lean_t;
-/* The lean tile's warps with rows: RMSNORM_MLP one a row (gate and up), RMSNORM_GEMV one a pair. */
+/* The lean tile's layout (amk_plan_lean_layout, amk_plan.h), computed before the wait and again
+   after it: why twice, not kept: held across the wait, the values take registers the rows need,
+   and the VM spills. */
+typedef amk_plan_lean_t amk_lean_t;
 static __device__ __forceinline__ int amk_lean_row_warps(const amk_op_ctx *c) {
-    return c->ins.op == AMK_OP_RMSNORM_MLP ? c->ins.params.N_tile : (c->ins.params.N_tile + 1) / 2;
+    return amk_plan_lean_row_warps((const amk_vm_ctx_t *)c);
 }
 static __device__ __forceinline__ amk_lean_t amk_lean_form(const amk_op_ctx *c) {
-    const amk_params_t *P = &c->ins.params;
-    amk_lean_t L;
-    L.mlp = c->ins.op == AMK_OP_RMSNORM_MLP;
-    L.rope = !L.mlp && ((uint32_t)P->flags & AMK_GEMV_FLAG_ROPE) != 0;
-    L.kv_row = !L.mlp && ((uint32_t)P->flags & AMK_GEMV_FLAG_KV_ROW) != 0;
-    L.K = P->K;
-    L.nt = P->N_tile;
-    L.n_begin = P->n_off;
-    L.N = c->in[2].shape[0];
-    L.rb = L.nt * L.K * 2; /* a matrix's rows' bytes */
-    L.wsb = L.mlp ? amk_rows_stage_bytes(c, L.nt) : 0;
-    /* FOLD: W_cat's rows n_begin .. + nt and its base rows N + b0 .. N + b0 + nb (AMK_LEAN_FOLD_BYTES).
-       why 32-bit division: these are small (the host checks n_off * K < 2^31), and a 64-bit one is
-       a subroutine on the path to the first poll */
-    L.fold = L.mlp && ((uint32_t)P->flags & AMK_MLP_FLAG_FOLD) != 0;
-    L.F = L.fold ? (int)c->in[5].shape[1] : 0;
-    L.b0 = L.fold ? (int)((uint32_t)P->n_off * (uint32_t)L.K / (uint32_t)L.N) : 0;
-    L.nb = L.fold ? (int)((uint32_t)(P->n_off + P->N_tile) * (uint32_t)L.K / (uint32_t)L.N) - L.b0 : 0;
-    L.yso = L.K * 4; /* x at 0 (K a multiple of 8: every part stays 16-byte aligned) */
-    L.nso = L.yso + ((L.nt * 4 + 15) & ~(int64_t)15);
-    L.gso = L.nso + L.K * 4;
-    L.wso = L.gso + (L.mlp ? 2 : 1) * L.rb;
-    L.fso = L.wso + L.wsb;
-    L.bytes = AMK_LEAN_BYTES(L.nt, L.K, (L.mlp ? 2 : 1) * L.rb + L.wsb) +
-              (L.fold ? AMK_LEAN_FOLD_BYTES(L.nt + L.nb, L.F) : 0); /* = fso + W_cat's rows */
-    L.nrw = amk_lean_row_warps(c); /* the warps with rows; with RoPE warp nrw does the trig */
-    return L;
+    return amk_plan_lean_layout((const amk_vm_ctx_t *)c);
 }
 
 /* RMSNORM_MLP FOLD's second output: qkv[f] += sum_j ys[j] W_cat[n_off + j, f] + sum_k xb[k] W_cat[N +

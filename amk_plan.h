@@ -186,9 +186,9 @@ AMK_PLAN_FN amk_plan_lean_t amk_plan_lean_layout(const amk_vm_ctx_t *x) {
     L.F = L.fold ? (int)x->in[5].shape[1] : 0;
     L.b0 = L.fold ? (int)((uint32_t)P->n_off * (uint32_t)L.K / (uint32_t)L.N) : 0;
     L.nb = L.fold ? (int)((uint32_t)(P->n_off + P->N_tile) * (uint32_t)L.K / (uint32_t)L.N) - L.b0 : 0;
-    L.yso = (int64_t)L.K * 4; /* x at 0 (K a multiple of 8: every part stays 16-byte aligned) */
+    L.yso = L.K * 4; /* x at 0 (K a multiple of 8: every part stays 16-byte aligned; K is small) */
     L.nso = L.yso + ((L.nt * 4 + 15) & ~(int64_t)15);
-    L.gso = L.nso + (int64_t)L.K * 4;
+    L.gso = L.nso + L.K * 4;
     L.wso = L.gso + (L.mlp ? 2 : 1) * L.rb;
     L.fso = L.wso + L.wsb;
     L.bytes = AMK_LEAN_BYTES(L.nt, L.K, (L.mlp ? 2 : 1) * L.rb + L.wsb) +
