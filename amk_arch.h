@@ -1096,8 +1096,9 @@ AMK__FN amk_result amk__llama_pins(const amk_llama_step *s, int num_sms, int *n,
     if (ny < 1 || nz < 1 || ny > num_sms - nz)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: SM sets %d and %d for %d SMs", ny, nz, num_sms);
     alt = AMK_LLAMA_SETS_ALTERNATE && 2 * ny < ny + nz;
-    *task = (int *)amk__malloc((size_t)(p->n_tasks > 0 ? p->n_tasks : 1) * sizeof(int));
-    *smv = (int *)amk__malloc((size_t)(p->n_tasks > 0 ? p->n_tasks : 1) * sizeof(int));
+    /* why calloc: GCC -O2 warns (maybe-uninitialized) of the entries past *n the callee never reads */
+    *task = (int *)amk__calloc((size_t)(p->n_tasks > 0 ? p->n_tasks : 1), sizeof(int));
+    *smv = (int *)amk__calloc((size_t)(p->n_tasks > 0 ? p->n_tasks : 1), sizeof(int));
     if (!*task || !*smv) {
         amk__free(*task);
         amk__free(*smv);

@@ -344,6 +344,17 @@ static void open_fails(const char *path, amk_result r, const char *want) {
     CHECK_MSG(strstr(d.message, want) != NULL, "message '%s' lacks '%s'", d.message, want);
 }
 
+/* dir/config.json: a tiny llama config (hidden 64, ffn 128, 2 layers, 4 heads, vocab 32) with the
+   JSON fields extra added; opening dir fails with r, the message holding want. */
+static void config_fails(const char *dir, const char *extra, amk_result r, const char *want) {
+    char text[512], path[256];
+    snprintf(text, sizeof text, "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+             "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32, %s}", extra);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_text(path, text);
+    open_fails(dir, r, want);
+}
+
 static void test_gguf_untied(void) {
     gguf_opts o;
     amk_model *m;
@@ -541,12 +552,8 @@ static void test_errors(void) {
     open_fails(path_in("bad"), AMK_ERR_PARSE, "config.json");
     write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"hidden_act\": \"gelu\"}");
     open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "hidden_act 'gelu'");
-    write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
-               "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 3, \"vocab_size\": 32}");
-    open_fails(path_in("bad"), AMK_ERR_PARSE, "4 heads do not split into 3 KV heads");
-    write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
-               "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32, \"eos_token_id\": [1, 2, 3, 4, 5]}");
-    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "eos_token_id lists 5 ids");
+    config_fails(path_in("bad"), "\"num_key_value_heads\": 3", AMK_ERR_PARSE, "4 heads do not split into 3 KV heads");
+    config_fails(path_in("bad"), "\"eos_token_id\": [1, 2, 3, 4, 5]", AMK_ERR_UNSUPPORTED, "eos_token_id lists 5 ids");
     /* floats the step's validator would reject later are config errors, naming the field */
     {
         static const char *const bad_floats[5][2] = {
@@ -555,14 +562,8 @@ static void test_errors(void) {
             {"\"rms_norm_eps\": -1e-5", "rms_norm_eps -1e-05 must be positive and finite"},
             {"\"rope_theta\": -10000.0", "rope_theta -10000 must be positive and finite"},
             {"\"rope_theta\": 1e39", "'rope_theta' is 1e+39, outside a float's range"}};
-        char text[512];
         int k;
-        for (k = 0; k < 5; k++) {
-            snprintf(text, sizeof text, "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
-                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32, %s}", bad_floats[k][0]);
-            write_text(path_in("bad/config.json"), text);
-            open_fails(path_in("bad"), AMK_ERR_PARSE, bad_floats[k][1]);
-        }
+        for (k = 0; k < 5; k++) config_fails(path_in("bad"), bad_floats[k][0], AMK_ERR_PARSE, bad_floats[k][1]);
     }
     memset(&o, 0, sizeof o);
     o.eps = (float)INFINITY;
@@ -878,12 +879,9 @@ static void test_tokenizer_vocab(void) {
     amk_llm_close(m);
     make_dir("ids");
     write_shard(path_in("ids/model.safetensors"), 0, n_w, 0);
-    write_text(path_in("ids/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
-               "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32, \"bos_token_id\": 32}");
-    open_fails(path_in("ids"), AMK_ERR_PARSE, "bos_token_id 32 is outside the vocabulary of 32 tokens");
-    write_text(path_in("ids/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
-               "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32, \"eos_token_id\": [2, 49152]}");
-    open_fails(path_in("ids"), AMK_ERR_PARSE, "eos_token_id 49152 is outside the vocabulary of 32 tokens");
+    config_fails(path_in("ids"), "\"bos_token_id\": 32", AMK_ERR_PARSE, "bos_token_id 32 is outside the vocabulary of 32 tokens");
+    config_fails(path_in("ids"), "\"eos_token_id\": [2, 49152]", AMK_ERR_PARSE,
+                 "eos_token_id 49152 is outside the vocabulary of 32 tokens");
 }
 
 /* Positions go in order (issue 38): a fresh model's next position is 0, a step moves it to pos + 1,
