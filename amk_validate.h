@@ -867,10 +867,13 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
 
    The dependency graph is bipartite, task -> its out_counter -> each task waiting on it, so it
    stays linear in size however many producers and waiters a counter has. Happens-before is exact
-   for every size (IR_SPEC_NOTES 7): anc(counter) = union over producers p of anc(p) + {p} and
-   anc(task) = union over its waited counters, as bit sets over tasks numbered by topological rank,
-   computed one block of columns at a time so memory stays bounded. Every race question is then
-   "is this set of tasks inside anc(t)?", answered block by block. */
+   for every size (IR_SPEC_NOTES 7). Every race question is "is this set of tasks inside anc(t)?",
+   and a task is in anc(t) exactly when its out_counter is, so a set reduces to its counters: most
+   questions end at the counters t waits on, most others after a short search back from t
+   (amk__v_answer_fast); what is left goes to bit sets, anc(counter) = union over producers p of
+   anc(p) + {p} and anc(task) = union over its waited counters, over tasks numbered by topological
+   rank, one block of columns at a time so memory stays bounded (amk__v_answer_rows). On programs
+   whose reads lie near their writers, validation grows like n log n (bench/validate_scale.c). */
 
 #define AMK__V_MAX_ISSUES 1000   /* why: a report stays readable; the counts go on past it */
 #define AMK__V_RACE_CAP 16       /* why: race issues per buffer before one summary issue */
@@ -1519,6 +1522,7 @@ AMK__FN void amk__v_waits(amk__vctx *v) {
             long long thr = (long long)t->waits[j].threshold;
             if (c < 0 || c >= v->nc) continue; /* REF_COUNTER */
             np = g->prod_off[c + 1] - g->prod_off[c];
+            if (c != g->out_c[ti] && thr >= 1 && thr == np) continue; /* why: the common case, no name to format */
             amk__v_tname(p, ti, tn, sizeof tn);
             if (c == g->out_c[ti])
                 amk__v_issue(v, AMK_CHECK_WAIT_SELF, ti, -1, c,
@@ -1952,7 +1956,8 @@ AMK__FN int amk__v_overlap(const amk__v_region *a, const amk__v_region *b) {
    groups sorted by their first topological rank (ordering is transitive through a non-empty
    group, and a later group can never precede an earlier one). Inside a group, overlapping
    regions (found by a sort on n_off) must be ordered too. */
-AMK__FN void amk__v_waw(amk__vctx *v, int x, amk__v_key3 *tmp, amk__v_region *reg, amk__v_pair *grp) {
+AMK__FN void amk__v_waw(amk__vctx *v, int x, amk__v_key3 *tmp, amk__v_region *reg, amk__v_pair *grp,
+                          int *next) {
     const amk__vgraph *g = &v->g;
     int nw = v->gwr_off[x + 1] - v->gwr_off[x], i, j, k, base = v->n_pool, ng = 0, overlaps = 0;
     for (i = 0; i < nw; i++) {
@@ -1988,12 +1993,19 @@ AMK__FN void amk__v_waw(amk__vctx *v, int x, amk__v_key3 *tmp, amk__v_region *re
         if (k < len) /* why: mixed units; the sort's early stop below needs one kind, so all overlap */
             for (k = 0; k < len; k++) { reg[k].kind = 0; reg[k].n0 = reg[k].m0 = INT64_MIN; reg[k].n1 = reg[k].m1 = INT64_MAX; }
         qsort(reg, (size_t)len, sizeof *reg, amk__v_cmp_region);
+        /* why: pairs of accumulating writers never count, so an accumulating reg[j] visits only
+           the others (next[k]: the first index >= k that does not accumulate); with many of them
+           on one counter the pairs would be quadratic */
+        next[len] = len;
+        for (k = len - 1; k >= 0; k--)
+            next[k] = amk__task_accumulates(&v->p->tasks[reg[k].task], x) ? next[k + 1] : k;
         for (j = 0; j < len && overlaps < AMK__V_RACE_CAP; j++)
-            for (k = j + 1; k < len && reg[k].n0 < reg[j].n1 && overlaps < AMK__V_RACE_CAP; k++) {
+            for (k = next[j] == j ? j + 1 : next[j + 1];
+                 k < len && reg[k].n0 < reg[j].n1 && overlaps < AMK__V_RACE_CAP;
+                 k = next[j] == j ? k + 1 : next[k + 1]) {
                 int a = reg[j].task, b = reg[k].task, lo, hi;
                 if (!amk__v_overlap(&reg[j], &reg[k])) continue;
-                if (amk__task_accumulates(&v->p->tasks[a], x) && amk__task_accumulates(&v->p->tasks[b], x))
-                    continue; /* why: additions commute */
+                if (next[j] != j && next[k] != k) continue; /* why: additions commute */
                 lo = g->rank[a] < g->rank[b] ? a : b;
                 hi = lo == a ? b : a;
                 amk__v_query(v, amk__v_pool_add(v, &lo, 1), 1, hi, 0, AMK__VQ_WAW_OVERLAP, x, -1);
@@ -2037,6 +2049,7 @@ AMK__FN void amk__v_questions(amk__vctx *v) {
     amk__v_key3 *tmp = NULL;
     amk__v_region *reg = NULL;
     amk__v_pair *grp = NULL;
+    int *next = NULL;
     if (!amk__v_good_list(v, v->rd_off, v->rd, &v->grd_off, &v->grd) ||
         !amk__v_good_list(v, v->wr_off, v->wr, &v->gwr_off, &v->gwr)) {
         v->oom = 1;
@@ -2047,7 +2060,8 @@ AMK__FN void amk__v_questions(amk__vctx *v) {
     tmp = (amk__v_key3 *)amk__calloc((size_t)(maxw > v->nb ? maxw : v->nb) + 1, sizeof(amk__v_key3));
     reg = (amk__v_region *)amk__calloc((size_t)maxw + 1, sizeof(amk__v_region));
     grp = (amk__v_pair *)amk__calloc((size_t)maxw + 1, sizeof(amk__v_pair));
-    if (!tmp || !reg || !grp) { v->oom = 1; goto done; }
+    next = (int *)amk__calloc((size_t)maxw + 1, sizeof(int));
+    if (!tmp || !reg || !grp || !next) { v->oom = 1; goto done; }
     for (x = 0; x < v->nb && !v->oom; x++) {
         int kind = p->buffers[x].kind, nw = v->gwr_off[x + 1] - v->gwr_off[x], off;
         if (v->buf_enum[x] || !amk__v_transient_kind(kind) || nw == 0) continue;
@@ -2074,7 +2088,7 @@ AMK__FN void amk__v_questions(amk__vctx *v) {
                 amk__v_query(v, pb_off, pb_len, r, 1, AMK__VQ_KV, x, -1);
             }
         }
-        if (nw > 1) amk__v_waw(v, x, tmp, reg, grp);
+        if (nw > 1) amk__v_waw(v, x, tmp, reg, grp, next);
         amk__v_accum(v, x, tmp);
     }
     /* PAGE_ALIAS (IR_SPEC_NOTES 5): the written buffers of a page sorted by their first writer's
@@ -2101,26 +2115,162 @@ AMK__FN void amk__v_questions(amk__vctx *v) {
         }
     }
 done:
-    amk__free(tmp); amk__free(reg); amk__free(grp);
+    amk__free(tmp); amk__free(reg); amk__free(grp); amk__free(next);
 }
 
-/* Answers every question: ancestor rows for one block of topological ranks at a time. */
-AMK__FN void amk__v_answer(amk__vctx *v) {
+/* Answering a question. A task's only successor is its out_counter, so a member s of a set is
+   before t exactly when s's counter is: a set reduces to its distinct counters, each with its
+   members by rank, and most questions end there, every counter being one that t waits on or
+   holding a task of rank below full(t), a bound under which every task is before t (full of a
+   counter: the largest over its producers p of full(p), plus one when rank(p) == full(p); of a
+   task: the largest over the counters it waits on; so a chain or a join covers all before it). The
+   rest are searched depth first, backwards from t, pruned at the Kahn position of the earliest
+   counter still sought (no node placed before it lies on a path from it); a search stops at
+   AMK__V_SEARCH_EDGES edges, and all of them together at AMK__V_SEARCH_TOTAL per graph node. A
+   question that outgrows them, or whose set has more than AMK__V_FAST_GROUPS counters, is left
+   to the bit sets (amk__v_answer_rows). Both give the member of lowest rank that is not before t,
+   so the issues do not depend on which one answered. */
+#define AMK__V_FAST_GROUPS 64    /* why: the per-question scan of the set's counters stays short */
+#define AMK__V_SEARCH_EDGES 4096 /* why: a longer search costs more than its share of the bit sets */
+#define AMK__V_SEARCH_TOTAL 64   /* why: searches in all stay linear in the graph */
+
+typedef struct amk__vsearch {
+    int *pos;            /* [n + nc] node -> its position in g->order */
+    int *full;           /* [n + nc] every task of a lower rank is before the node */
+    int *seen, *want;    /* [n + nc] visited, [nc] sought: the stamp of the current question */
+    int *stack;          /* [2 (n + nc)] (node, next edge) pairs */
+    amk__v_key3 *mem;    /* the current set as (counter, rank, task), sorted */
+    int *gs, ng;         /* its groups, one a counter: mem[gs[i] .. gs[i+1]) */
+    int set_off, set_len, rmin, rmax; /* the current set, its lowest and highest rank */
+    int64_t left;        /* edges the searches may still take, all together */
+} amk__vsearch;
+
+/* Loads the set pool[off .. off+len) into s, grouped by counter. */
+AMK__FN void amk__v_set_groups(const amk__vctx *v, amk__vsearch *s, int off, int len) {
+    const amk__vgraph *g = &v->g;
+    int k;
+    s->set_off = off;
+    s->set_len = len;
+    s->ng = 0;
+    s->rmin = INT_MAX;
+    s->rmax = -1;
+    for (k = 0; k < len; k++) {
+        int t = v->pool[off + k];
+        s->mem[k].a = g->out_c[t];
+        s->mem[k].b = g->rank[t];
+        s->mem[k].c = t;
+        if (g->rank[t] < s->rmin) s->rmin = g->rank[t];
+        if (g->rank[t] > s->rmax) s->rmax = g->rank[t];
+    }
+    qsort(s->mem, (size_t)len, sizeof *s->mem, amk__v_cmp_key3);
+    for (k = 0; k < len; k++)
+        if (k == 0 || s->mem[k].a != s->mem[k - 1].a) s->gs[s->ng++] = k;
+    s->gs[s->ng] = len;
+}
+
+/* The rank of group i's first member that counts for q (the target does not when q->excl), or -1
+   when none does. */
+AMK__FN int amk__v_group_first(const amk__vsearch *s, const amk__vq *q, int i) {
+    int k = s->gs[i];
+    while (k < s->gs[i + 1] && q->excl && s->mem[k].c == q->target) k++;
+    return k < s->gs[i + 1] ? s->mem[k].b : -1;
+}
+
+/* Answers q from the counters of its set (loaded in s); 0 when it is left to the bit sets. */
+AMK__FN int amk__v_answer_fast(const amk__vctx *v, amk__vq *q, amk__vsearch *s, int stamp) {
+    const amk__vgraph *g = &v->g;
+    const int n = v->n, t = q->target;
+    int i, j, r, c, best = INT_MAX, pending = 0, lowpos = INT_MAX, sp, edges = 0;
+    int *st = s->stack;
+    if (s->ng > AMK__V_FAST_GROUPS) return 0;
+    for (i = 0; i < s->ng; i++) {
+        int direct = 0;
+        c = (int)s->mem[s->gs[i]].a;
+        if ((r = amk__v_group_first(s, q, i)) < 0) continue;
+        if (c < 0) { /* why: it signals no counter, so it is before no task */
+            if (r < best) best = r;
+            continue;
+        }
+        if (s->mem[s->gs[i]].b < s->full[t]) continue; /* why: one member is before t, so c is */
+        for (j = g->tw_off[t]; j < g->tw_off[t + 1] && !direct; j++) direct = g->tw[j] == c;
+        if (direct) continue;
+        s->want[c] = stamp;
+        pending++;
+        if (s->pos[n + c] < lowpos) lowpos = s->pos[n + c];
+    }
+    if (pending) {
+        s->seen[t] = stamp;
+        st[0] = t;
+        st[1] = g->tw_off[t];
+        sp = 2;
+        while (sp && pending) {
+            int x = st[sp - 2], e = st[sp - 1], y;
+            if (e == (x < n ? g->tw_off[x + 1] : g->prod_off[x - n + 1])) { sp -= 2; continue; }
+            st[sp - 1] = e + 1;
+            if (++edges > AMK__V_SEARCH_EDGES || --s->left < 0) return 0;
+            y = x < n ? n + g->tw[e] : g->prod[e];
+            if (s->seen[y] == stamp || s->pos[y] < lowpos) continue;
+            s->seen[y] = stamp;
+            if (y >= n && s->want[y - n] == stamp) {
+                s->want[y - n] = 0;
+                pending--;
+                if (s->pos[y] == lowpos) { /* why: prune at the earliest counter still sought */
+                    lowpos = INT_MAX;
+                    for (i = 0; i < s->ng; i++) {
+                        c = (int)s->mem[s->gs[i]].a;
+                        if (c >= 0 && s->want[c] == stamp && s->pos[n + c] < lowpos) lowpos = s->pos[n + c];
+                    }
+                }
+            }
+            st[sp++] = y;
+            st[sp++] = y < n ? g->tw_off[y] : g->prod_off[y - n];
+        }
+        for (i = 0; i < s->ng && pending; i++) {
+            c = (int)s->mem[s->gs[i]].a;
+            if (c >= 0 && s->want[c] == stamp && (r = amk__v_group_first(s, q, i)) < best) best = r;
+        }
+    }
+    q->found = best < INT_MAX ? g->by_rank[best] : -1;
+    return 1;
+}
+
+/* Answers the questions dq[0 .. nd) exactly (qmin/qmax: the lowest and highest rank in each set)
+   by ancestor rows over one block of topological ranks at a time. A block is computed only when
+   one of them has a member in it, and only from its first task's position (no node before it
+   has an ancestor in the block) up to the last of their targets; a question is looked at only in
+   the blocks of its set's rank range (by_min: the questions by qmin). */
+AMK__FN void amk__v_answer_rows(amk__vctx *v, const int *dq, int nd, const int *qmin, const int *qmax,
+                                const int *pos) {
     const amk__vgraph *g = &v->g;
     size_t total = (size_t)v->n + (size_t)v->nc, W = AMK__V_BLOCK_WORDS;
-    amk__word *rows, *mask;
-    int B, qi, k;
-    if (!v->n_qs || !v->n) return;
+    amk__word *rows, *mask, *zero;
+    amk__v_pair *by_min;
+    int *active, n_active = 0, next = 0, B, d, k;
+    if (!nd) return;
     if (W > AMK__WORDS(v->n)) W = AMK__WORDS(v->n);
     while (W > 1 && total * W * sizeof(amk__word) > AMK__V_HB_BYTES) W /= 2;
     rows = (amk__word *)amk__calloc(total * W, sizeof(amk__word));
     mask = (amk__word *)amk__calloc(W, sizeof(amk__word));
-    if (!rows || !mask) { v->oom = 1; amk__free(rows); amk__free(mask); return; }
+    zero = (amk__word *)amk__calloc(W, sizeof(amk__word));
+    by_min = (amk__v_pair *)amk__calloc((size_t)nd, sizeof(amk__v_pair));
+    active = (int *)amk__calloc((size_t)nd, sizeof(int));
+    if (!rows || !mask || !zero || !by_min || !active) { v->oom = 1; goto done; }
+    for (d = 0; d < nd; d++) { by_min[d].a = qmin[d]; by_min[d].b = d; }
+    qsort(by_min, (size_t)nd, sizeof *by_min, amk__v_cmp_pair); /* why: one set's questions stay together */
     for (B = 0; B < v->n; B += (int)(W * 64)) {
         int width = v->n - B < (int)(W * 64) ? v->n - B : (int)(W * 64), lo = (int)W, hi = -1;
-        int prev_off = -1, prev_len = -1;
+        int prev_off = -1, prev_len = -1, start = pos[g->by_rank[B]], end = start - 1, m = 0;
+        while (next < nd && by_min[next].a < B + width) active[n_active++] = by_min[next++].b;
+        for (k = 0; k < n_active; k++) {
+            const amk__vq *q = &v->qs[dq[active[k]]];
+            if (q->found >= 0 || qmax[active[k]] < B) continue;
+            active[m++] = active[k];
+            if (pos[q->target] > end) end = pos[q->target];
+        }
+        n_active = m;
+        if (!n_active) continue;
         memset(mask, 0, W * sizeof(amk__word));
-        for (k = 0; k < g->n_order; k++) {
+        for (k = start; k <= end; k++) {
             int node = g->order[k], j;
             amk__word *row = rows + (size_t)node * W;
             size_t w;
@@ -2128,6 +2278,7 @@ AMK__FN void amk__v_answer(amk__vctx *v) {
             if (node < v->n) {
                 for (j = g->tw_off[node]; j < g->tw_off[node + 1]; j++) {
                     const amk__word *src = rows + ((size_t)v->n + (size_t)g->tw[j]) * W;
+                    if (pos[v->n + g->tw[j]] < start) continue; /* why: not computed, and empty */
                     for (w = 0; w < W; w++) row[w] |= src[w];
                 }
             } else {
@@ -2135,16 +2286,16 @@ AMK__FN void amk__v_answer(amk__vctx *v) {
                 for (j = g->prod_off[c]; j < g->prod_off[c + 1]; j++) {
                     int pt = g->prod[j], r = g->rank[pt] - B;
                     const amk__word *src = rows + (size_t)pt * W;
+                    if (pos[pt] < start) continue;
                     for (w = 0; w < W; w++) row[w] |= src[w];
                     if (r >= 0 && r < width) amk__bit_set(row, (size_t)r);
                 }
             }
         }
-        for (qi = 0; qi < v->n_qs; qi++) {
-            amk__vq *q = &v->qs[qi];
+        for (d = 0; d < n_active; d++) {
+            amk__vq *q = &v->qs[dq[active[d]]];
             const amk__word *row;
             int tr, w;
-            if (q->found >= 0) continue;
             if (q->set_off != prev_off || q->set_len != prev_len) {
                 for (w = lo; w <= hi; w++) mask[w] = 0;
                 lo = (int)W;
@@ -2159,7 +2310,7 @@ AMK__FN void amk__v_answer(amk__vctx *v) {
                 prev_off = q->set_off;
                 prev_len = q->set_len;
             }
-            row = rows + (size_t)q->target * W;
+            row = pos[q->target] >= start ? rows + (size_t)q->target * W : zero;
             tr = g->rank[q->target] - B;
             for (w = lo; w <= hi; w++) {
                 amk__word miss = mask[w] & ~row[w];
@@ -2168,8 +2319,63 @@ AMK__FN void amk__v_answer(amk__vctx *v) {
             }
         }
     }
-    amk__free(rows);
-    amk__free(mask);
+done:
+    amk__free(rows); amk__free(mask); amk__free(zero); amk__free(by_min); amk__free(active);
+}
+
+/* Answers every question: from the counters and a bounded search where they suffice, else by
+   the bit sets. */
+AMK__FN void amk__v_answer(amk__vctx *v) {
+    const amk__vgraph *g = &v->g;
+    size_t total = (size_t)v->n + (size_t)v->nc;
+    amk__vsearch s;
+    int qi, k, maxlen = 0, nd = 0, *dq, *qmin, *qmax;
+    if (!v->n_qs || !v->n) return;
+    for (qi = 0; qi < v->n_qs; qi++)
+        if (v->qs[qi].set_len > maxlen) maxlen = v->qs[qi].set_len;
+    memset(&s, 0, sizeof s);
+    s.pos = (int *)amk__calloc(total + 1, sizeof(int));
+    s.full = (int *)amk__calloc(total + 1, sizeof(int));
+    s.seen = (int *)amk__calloc(total + 1, sizeof(int));
+    s.want = (int *)amk__calloc((size_t)v->nc + 1, sizeof(int));
+    s.stack = (int *)amk__calloc(2 * total + 2, sizeof(int));
+    s.mem = (amk__v_key3 *)amk__calloc((size_t)maxlen + 1, sizeof(amk__v_key3));
+    s.gs = (int *)amk__calloc((size_t)maxlen + 2, sizeof(int));
+    dq = (int *)amk__calloc((size_t)v->n_qs + 1, sizeof(int));
+    qmin = (int *)amk__calloc((size_t)v->n_qs + 1, sizeof(int));
+    qmax = (int *)amk__calloc((size_t)v->n_qs + 1, sizeof(int));
+    if (!s.pos || !s.full || !s.seen || !s.want || !s.stack || !s.mem || !s.gs || !dq || !qmin || !qmax) {
+        v->oom = 1;
+    } else {
+        s.left = (int64_t)AMK__V_SEARCH_TOTAL * (int64_t)total;
+        s.set_off = s.set_len = -1;
+        for (k = 0; k < g->n_order; k++) {
+            int x = g->order[k], j, f = 0;
+            s.pos[x] = k;
+            if (x < v->n) {
+                for (j = g->tw_off[x]; j < g->tw_off[x + 1]; j++)
+                    if (s.full[v->n + g->tw[j]] > f) f = s.full[v->n + g->tw[j]];
+            } else {
+                for (j = g->prod_off[x - v->n]; j < g->prod_off[x - v->n + 1]; j++) {
+                    int pt = g->prod[j], fp = s.full[pt] + (g->rank[pt] == s.full[pt]);
+                    if (fp > f) f = fp;
+                }
+            }
+            s.full[x] = f;
+        }
+        for (qi = 0; qi < v->n_qs; qi++) {
+            amk__vq *q = &v->qs[qi];
+            if (q->set_off != s.set_off || q->set_len != s.set_len) amk__v_set_groups(v, &s, q->set_off, q->set_len);
+            if (amk__v_answer_fast(v, q, &s, qi + 1)) continue;
+            dq[nd] = qi;
+            qmin[nd] = s.rmin;
+            qmax[nd++] = s.rmax;
+        }
+        amk__v_answer_rows(v, dq, nd, qmin, qmax, s.pos);
+    }
+    amk__free(s.pos); amk__free(s.full); amk__free(s.seen); amk__free(s.want); amk__free(s.stack);
+    amk__free(s.mem); amk__free(s.gs);
+    amk__free(dq); amk__free(qmin); amk__free(qmax);
 }
 
 /* Turns answered questions into issues, at most AMK__V_RACE_CAP per (kind, buffer, other), then

@@ -1735,6 +1735,104 @@ static void test_loaded_json(void) {
 
 /* ---- main --------------------------------------------------------------------------------------- */
 
+/* ---- scale: validation grows like n log n (issue 38) --------------------------------------------- */
+
+/* A chain of n tasks, each waiting on the one before: v[i] = COPY(v[i-1]), or ADD(v[i-1], v[i-3])
+   for odd i >= 3 (a read ordered only through the chain), v[n-1] the output. */
+static amk_program *mk_long_chain(int n) {
+    amk_program *p = amk_program_create();
+    int i, prev = vec(p, "x", AMK_KIND_IO_INPUT, 16), back = prev, back2 = prev, prev_c = -1;
+    char name[32];
+    for (i = 0; i < n; i++) {
+        int b, c = amk_program_add_counter(p, NULL), t;
+        snprintf(name, sizeof name, "v%d", i);
+        b = vec(p, name, i + 1 == n ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, 16);
+        t = i >= 3 && i % 2 ? add2(p, prev, back2, b, c, NULL) : copy1(p, prev, b, c, NULL);
+        if (prev_c >= 0) amk_task_add_wait(p, t, prev_c, 1);
+        back2 = back;
+        back = prev;
+        prev = b;
+        prev_c = c;
+    }
+    return p;
+}
+
+/* A FILL, then n RMSNORM_MLP tiles on one counter accumulating onto its value, then a reader. */
+static amk_program *mk_wide_accum(int n) {
+    amk_program *p = amk_program_create();
+    int x = vec(p, "h", AMK_KIND_IO_INPUT, 8), nw = vec(p, "norm_w", AMK_KIND_WEIGHT, 8);
+    int wg = weight(p, "W_gate", n, 8), wu = weight(p, "W_up", n, 8), wd = weight(p, "W_downT", n, 8);
+    int y = vec(p, "x_next", AMK_KIND_ACTIVATION, 8), z = vec(p, "out", AMK_KIND_IO_OUTPUT, 8);
+    int c_f = amk_program_add_counter(p, "start"), c_m = amk_program_add_counter(p, "mlp");
+    int in[6], o[1], k, t;
+    o[0] = y;
+    t = amk_program_add_task(p, AMK_OP_FILL, NULL, 0, o, 1, c_f, "fill");
+    amk_task_set_real(p, t, "scale", 0.0);
+    in[0] = x; in[1] = nw; in[2] = wg; in[3] = wu; in[4] = wd; in[5] = x;
+    for (k = 0; k < n; k++) {
+        t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, in, k == 0 ? 6 : 5, o, 1, c_m, NULL);
+        amk_task_set_int(p, t, "K", 8);
+        amk_task_set_int(p, t, "N_tile", 1);
+        amk_task_set_int(p, t, "n_off", k);
+        amk_task_set_real(p, t, "eps", 1e-5);
+        amk_task_add_wait(p, t, c_f, 1);
+    }
+    t = copy1(p, y, z, amk_program_add_counter(p, "emit"), "emit");
+    amk_task_add_wait(p, t, c_m, n);
+    return p;
+}
+
+/* The CPU seconds of the faster of two validations of p, which must accept it. */
+static double validate_secs(const amk_program *p) {
+    double best = 1e30;
+    int k;
+    for (k = 0; k < 2; k++) {
+        clock_t t0 = clock();
+        double secs;
+        CHECK_EQ_INT(amk_program_validate(p, NULL), AMK_OK);
+        secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+        if (secs < best) best = secs;
+    }
+    return best;
+}
+
+/* Issue 38: validation grows like n log n. The yardstick is the time to build a 200k-task chain
+   through the API (linear work through the same allocator, so the bounds hold on a slower
+   machine and under the sanitizers). The chain validates in 1.4-1.8 yardsticks (the
+   happens-before bit sets over every block of ranks took 13: quadratic); 20k accumulating tiles
+   of one counter in 0.3-0.6 (their pairs took 10: quadratic). A race far from anything, a reader
+   at the end of the chain unordered with a writer at its start, is still found: the bit sets
+   answer what the bounded search cannot. */
+static void test_validate_scaling(void) {
+    clock_t t0 = clock();
+    amk_program *p = mk_long_chain(200000);
+    double build = (double)(clock() - t0) / CLOCKS_PER_SEC, secs;
+    int z, w, c, t;
+    char buf[256];
+    if (build < 0.05) build = 0.05;
+    secs = validate_secs(p);
+    printf("validate: 200000 chained tasks in %.3f s, built in %.3f s (sanitized build)\n", secs, build);
+    CHECK_MSG(secs < 5.0 * build, "validation took %.1f times the build", secs / build);
+    z = vec(p, "z", AMK_KIND_ACTIVATION, 16);
+    c = amk_program_add_counter(p, "side");
+    w = amk_program_add_task(p, AMK_OP_FILL, NULL, 0, &z, 1, c, "side");
+    amk_task_set_real(p, w, "scale", 0.0);
+    t = add2(p, p->tasks[199999].outputs[0], z, vec(p, "y", AMK_KIND_IO_OUTPUT, 16),
+             amk_program_add_counter(p, NULL), "last");
+    amk_task_add_wait(p, t, p->tasks[199999].out_counter, 1);
+    p->buffers[p->tasks[199999].outputs[0]].kind = AMK_KIND_ACTIVATION;
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_READ), 1);
+    CHECK(strstr(first_message(p, AMK_CHECK_RACE_READ, buf, sizeof buf), "its writer task 200000 'side'") != NULL);
+    amk_task_add_wait(p, t, c, 1);
+    expect_clean(p);
+    amk_program_free(p);
+    p = mk_wide_accum(20000);
+    secs = validate_secs(p);
+    printf("validate: 20000 accumulating tiles in %.3f s (sanitized build)\n", secs);
+    CHECK_MSG(secs < 1.5 * build, "validation took %.1f times the chain's build", secs / build);
+    amk_program_free(p);
+}
+
 int main(void) {
     RUN(test_valid_chain);
     RUN(test_buffer_enum);
@@ -1796,5 +1894,6 @@ int main(void) {
     RUN(test_random_programs);
     RUN(test_garbage);
     RUN(test_loaded_json);
+    RUN(test_validate_scaling);
     TEST_SUMMARY();
 }
