@@ -42,8 +42,9 @@
      amk_cuda.h      the CUDA runtime (driver API)
      amk_llm.h       the generation API over a backend (reference VM or CUDA), sampling
    Beside the layers, shared with the device (amk_arch.h includes them): amk_tune.h, every tuning
-   knob of host and device in one table; amk_plan.h, the device form planner's rules and
-   functions (amk_plan_rows_stage_bytes), compiled into both sides. Each header's sections are under searchable >>tag banners.
+   knob of host and device in one table; amk_plan.h, the device form planner (amk_plan_form:
+   which form an instruction runs in, and the shared memory it takes), compiled into both sides.
+   Each header's sections are under searchable >>tag banners.
 
    THE OP TABLE
      amk_ir.h's AMK_OPS declares every opcode once: code, name, arity, required params, write

@@ -3,8 +3,11 @@
    WHAT IT DOES
      Builds a model's decode step as a program: amk_llama_build (Llama: the fused step of AMK's
      opcodes, or --spec-ops's step of the spec's opcodes 0-18 only), amk_llama_build_lowered
-     (built, lowered and placed on the SMs the way AMK runs it), the named shapes of the
-     benchmarks (amk_llama_config_preset) and a config from config.json alone.
+     (built, lowered and placed on the SMs the way AMK runs it), amk_llama_build_step (either,
+     with its typed weight plan: how the loader makes each weight buffer from the model's
+     tensors), the named shapes of the benchmarks (amk_llama_config_preset) and a config from
+     config.json alone. Where a step would take a form only the device's specialised forms run
+     (the folded Q/K/V), it asks the form planner (amk_plan.h) first.
    WHAT IT DOES NOT DO
      Families other than Llama (yet), prefill programs (the prompt runs through the decode step).
    CONTENTS
@@ -13,7 +16,7 @@
 #define AMK_ARCH_H
 
 #include "amk_tok.h"
-#include "amk_plan.h" /* the planner the builder asks (amk_plan_rows_stage_bytes), and the knobs (amk_tune.h) */
+#include "amk_plan.h" /* the planner the builder asks (amk_plan_form, amk_plan_rows_stage_bytes), and the knobs (amk_tune.h) */
 
 #ifdef __cplusplus
 extern "C" {
