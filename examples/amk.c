@@ -760,6 +760,26 @@ static void cli_progress(void *user, const char *what, uint64_t done, uint64_t t
     fflush(stderr);
 }
 
+/* The prompt's progress on stderr (only when it is a terminal), once the prompt has run a second
+   (a long prompt on the reference VM runs for minutes), at most every quarter of a second; the
+   line is cleared when the prompt is done. */
+static void cli_prompt_progress(int done, int total, double t_start) {
+    static double last = 0.0;
+    static int shown = 0;
+    const double now = cli_now();
+    if (!isatty(2)) return;
+    if (done + 1 >= total) { /* the prompt's last step: clear the line */
+        if (shown) fprintf(stderr, "\r%60s\r", "");
+        shown = 0;
+        return;
+    }
+    if (now - t_start < 1.0 || now - last < 0.25) return;
+    last = now;
+    shown = 1;
+    fprintf(stderr, "\rprompt %d/%d tokens, %.1f tok/s", done, total, done / (now - t_start));
+    fflush(stderr);
+}
+
 /* The prompt's token ids (in the chat template with chat) into a malloc'd *ids; returns the count,
    or -1 (with a message printed when report), -2 for an empty prompt without a BOS token. A prompt
    of no tokens starts from BOS (as llama.cpp does): the tokenizer's, else bos (the config's; -1
@@ -969,6 +989,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
             break;
         }
         if (pos == n_prompt - 1) t2 = cli_now();
+        if (!quiet && pos < n_prompt - 1) cli_prompt_progress(pos + 1, n_prompt, t1);
         if (pos < n_prompt - 1 || n_new == 0) continue;
         next = temp > 0.0 ? amk_sampler_sample(&smp, logits, amk_llm_config(m)->vocab) : argmax;
         generated++;

@@ -348,6 +348,14 @@ if [ -f "$SMOL" ]; then
   amk generate --cpu -m "$SMOL" -n 2 -p ""
   expect_rc 0 "the empty prompt starts from BOS"
   expect_err "prompt 1 tokens" "the empty prompt starts from BOS"
+  # a long prompt on the reference VM shows its progress on a terminal (script(1) gives it one):
+  # ~60 tokens run for more than the second before the first report, even on a fast CPU
+  if command -v script >/dev/null 2>&1; then
+    long="$(rep 'The printing press changed how books were made. ' 7)"
+    out=$(script -qec "$AMK generate --cpu -m '$SMOL' -n 1 -p '$long'" /dev/null 2>&1); rc=$?
+    expect_rc 0 "prompt progress on a terminal"
+    expect_true 'printf "%s" "$out" | grep -Eq "prompt [0-9]+/[0-9]+ tokens, [0-9.]+ tok/s"' "prompt progress on a terminal"
+  fi
 fi
 # a tiny safetensors model (1 layer, hidden 32, vocab 8, zero weights) with its own tokenizer.json:
 # no BOS anywhere, so the empty prompt is refused; a tokenizer larger than the embedding is refused
