@@ -280,6 +280,7 @@ typedef unsigned long long amk__CUdeviceptr;
     X(FuncSetAttribute, "cuFuncSetAttribute", (amk__CUfunction, int, int)) \
     X(FuncGetAttribute, "cuFuncGetAttribute", (int *, int, amk__CUfunction)) \
     X(OccupancyMaxActiveBlocks, "cuOccupancyMaxActiveBlocksPerMultiprocessor", (int *, amk__CUfunction, int, size_t)) \
+    X(MemGetInfo, "cuMemGetInfo_v2", (size_t *, size_t *)) \
     X(MemAlloc, "cuMemAlloc_v2", (amk__CUdeviceptr *, size_t)) \
     X(MemFree, "cuMemFree_v2", (amk__CUdeviceptr)) \
     X(MemAllocHost, "cuMemAllocHost_v2", (void **, size_t)) \
@@ -982,6 +983,26 @@ AMK__FN amk_result amk__cuda_load_chain(amk_cuda *c, const void *image, size_t s
     return AMK_OK;
 }
 
+/* The arena against the device's memory, before it is allocated: INVALID_ARG when the KV caches
+   alone exceed the device's memory (a smaller context is the cure), OUT_OF_MEMORY when the arena
+   exceeds what is free now; each naming the sizes. */
+AMK__FN amk_result amk__cuda_fits(amk_cuda *c, const amk_program *p, amk_diag *d) {
+    size_t free_b = 0, total_b = 0;
+    uint64_t kv = 0;
+    int b;
+    if (c->api.MemGetInfo(&free_b, &total_b) != AMK__CUDA_SUCCESS) return AMK_OK; /* why: cuMemAlloc still says */
+    for (b = 0; b < p->n_buffers; b++)
+        if (p->buffers[b].kind == AMK_KIND_KV_CACHE && c->buf_bytes[b] > 0) kv += (uint64_t)c->buf_bytes[b];
+    if (kv > (uint64_t)total_b)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "the KV caches need %.1f GB, more than device %s's %.1f GB; use a "
+                         "smaller context (--ctx)", (double)kv / 1e9, c->info.device_name, (double)total_b / 1e9);
+    if (c->arena_bytes > (uint64_t)free_b)
+        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "the step needs %.1f GB of device memory (%.1f GB of it the KV "
+                         "caches), device %s has %.1f GB free of %.1f GB", (double)c->arena_bytes / 1e9, (double)kv / 1e9,
+                         c->info.device_name, (double)free_b / 1e9, (double)total_b / 1e9);
+    return AMK_OK;
+}
+
 /* Everything after the driver is up: launch shape, arena, tables. */
 AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *d) {
     int optin = 0, static_smem = 0, fn_max_threads = 0, nb = 0, coop = 0, i, s;
@@ -1042,6 +1063,7 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     if (amk__cuda_kv_pairs(c, p) < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     if ((r = amk__cuda_plan(c, p, d)) != AMK_OK) return r;
     if (c->arena_bytes > (uint64_t)SIZE_MAX) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "the device arena is too large");
+    if ((r = amk__cuda_fits(c, p, d)) != AMK_OK) return r;
     AMK__CU_TRY(c, d, MemAlloc(&c->arena, (size_t)c->arena_bytes), "cuMemAlloc (the arena)");
     AMK__CU_TRY(c, d, MemsetD8(c->arena, 0, (size_t)c->arena_bytes), "cuMemsetD8");
     c->prog.buffers += c->arena;

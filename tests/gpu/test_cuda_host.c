@@ -717,6 +717,46 @@ static void test_kv_pairs(void) {
     amk_program_free(pf);
 }
 
+/* The arena against the device's memory before it is allocated (amk__cuda_fits, a stand-in
+   cuMemGetInfo: 80 GB in all, g_free_b free): KV caches larger than the device refused as a bad
+   context (INVALID_ARG), an arena larger than what is free as OUT_OF_MEMORY, both naming the
+   sizes; a driver that cannot say leaves it to cuMemAlloc. */
+static size_t g_free_b;
+static amk__CUresult fake_mem_info(size_t *free_b, size_t *total_b) {
+    *free_b = g_free_b;
+    *total_b = (size_t)80000000000ULL;
+    return g_free_b ? AMK__CUDA_SUCCESS : (amk__CUresult)1;
+}
+static void test_device_memory_check(void) {
+    amk_program *p = amk_program_create();
+    const int64_t shape[3] = {1 << 20, 8, 128};
+    int64_t bytes[2];
+    amk_cuda c;
+    amk_diag d;
+    CHECK(amk_program_add_buffer(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, shape, AMK_SPACE_HBM, NULL) == 0);
+    CHECK(amk_program_add_buffer(p, "v", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, shape, AMK_SPACE_HBM, NULL) == 1);
+    memset(&c, 0, sizeof c);
+    snprintf(c.info.device_name, sizeof c.info.device_name, "test GPU");
+    c.api.MemGetInfo = fake_mem_info;
+    c.buf_bytes = bytes;
+    bytes[0] = bytes[1] = (int64_t)4 << 30; /* 4.3 GB each */
+    c.arena_bytes = (uint64_t)bytes[0] * 2 + 1000;
+    amk_diag_clear(&d);
+    g_free_b = (size_t)70000000000ULL;
+    CHECK_EQ_INT(amk__cuda_fits(&c, p, &d), AMK_OK);
+    g_free_b = (size_t)5000000000ULL;
+    CHECK_EQ_INT(amk__cuda_fits(&c, p, &d), AMK_ERR_OUT_OF_MEMORY);
+    CHECK_MSG(strstr(d.message, "needs 8.6 GB of device memory (8.6 GB of it the KV caches), device test GPU has 5.0 GB free"),
+              "%s", d.message);
+    bytes[0] = bytes[1] = (int64_t)50000000000LL;
+    g_free_b = (size_t)70000000000ULL;
+    CHECK_EQ_INT(amk__cuda_fits(&c, p, &d), AMK_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(d.message, "the KV caches need 100.0 GB, more than device test GPU's 80.0 GB"), "%s", d.message);
+    g_free_b = 0; /* the driver cannot say */
+    CHECK_EQ_INT(amk__cuda_fits(&c, p, &d), AMK_OK);
+    amk_program_free(p);
+}
+
 /* The image set `make device` wrote (embed --set): amk_image_set_find finds each of the four
    builds, each an ELF cubin holding its kernel (amk_vm_main, or amk_vm_chain in the chained-steps
    builds). Only where nvcc built the set. */
@@ -754,6 +794,7 @@ int main(void) {
     RUN(test_kv_hints);
     RUN(test_folded_refused);
     RUN(test_kv_pairs);
+    RUN(test_device_memory_check);
     RUN(test_image_set);
     RUN(test_wants_full);
     RUN(test_no_driver);
