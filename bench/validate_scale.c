@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include "../tests/scale_progs.h"
 
 static double now(void) {
     struct timespec ts;
@@ -32,8 +33,11 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int vec(amk_program *p, const char *name, amk_buffer_kind kind, int n) {
+/* An F32 [1, n] buffer named by fmt and i (one %d). */
+static int vec(amk_program *p, const char *fmt, int i, amk_buffer_kind kind, int n) {
     int64_t sh[2];
+    char name[32];
+    snprintf(name, sizeof name, fmt, i);
     sh[0] = 1;
     sh[1] = n;
     return amk_program_add_buffer(p, name, kind, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
@@ -53,20 +57,16 @@ static amk_program *mk_layered(int n, int tiles) {
     int64_t sh[2];
     int per = tiles + 2, layers = n / per, l, i, w = 4 * tiles;
     int x, res, res_c = -1, w_id;
-    char name[32];
     sh[0] = w;
     sh[1] = w;
     w_id = amk_program_add_buffer(p, "w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, "w");
-    x = vec(p, "x0", AMK_KIND_IO_INPUT, w);
+    x = vec(p, "x%d", 0, AMK_KIND_IO_INPUT, w);
     res = x;
     for (l = 0; l < layers; l++) {
         int y, j, o, ct, cj, co, t;
-        snprintf(name, sizeof name, "y%d", l);
-        y = vec(p, name, AMK_KIND_ACTIVATION, w);
-        snprintf(name, sizeof name, "j%d", l);
-        j = vec(p, name, AMK_KIND_ACTIVATION, w);
-        snprintf(name, sizeof name, "r%d", l + 1);
-        o = vec(p, name, l + 1 == layers ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, w);
+        y = vec(p, "y%d", l, AMK_KIND_ACTIVATION, w);
+        j = vec(p, "j%d", l, AMK_KIND_ACTIVATION, w);
+        o = vec(p, "r%d", l + 1, l + 1 == layers ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, w);
         ct = amk_program_add_counter(p, "tiles");
         cj = amk_program_add_counter(p, "join");
         co = amk_program_add_counter(p, "residual");
@@ -91,12 +91,10 @@ static amk_program *mk_layered(int n, int tiles) {
 static amk_program *mk_chain(int n) {
     amk_program *p = amk_program_create();
     int *v = (int *)malloc((size_t)n * sizeof(int)), *c = (int *)malloc((size_t)n * sizeof(int));
-    int i, x = vec(p, "x", AMK_KIND_IO_INPUT, 64);
-    char name[32];
+    int i, x = vec(p, "x%d", 0, AMK_KIND_IO_INPUT, 64);
     for (i = 0; i < n; i++) {
         int t;
-        snprintf(name, sizeof name, "v%d", i);
-        v[i] = vec(p, name, i + 1 == n ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, 64);
+        v[i] = vec(p, "v%d", i, i + 1 == n ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, 64);
         c[i] = amk_program_add_counter(p, NULL);
         if (i == 0) t = task(p, AMK_OP_COPY, x, -1, v[i], c[i]);
         else if (i >= 3 && i % 2) t = task(p, AMK_OP_ADD, v[i - 1], v[i - 3], v[i], c[i]);
@@ -113,10 +111,9 @@ static amk_program *mk_chain(int n) {
 static amk_program *mk_mlp(int n, int tiles) {
     amk_program *p = amk_program_create();
     int64_t sh[2];
-    int layers = n / (tiles + 1), l, k, x, nw, wg, wu, wd, prev_c = -1, in[6], o[1];
-    char name[32];
-    x = vec(p, "x0", AMK_KIND_IO_INPUT, 8);
-    nw = vec(p, "norm_w", AMK_KIND_WEIGHT, 8);
+    int layers = n / (tiles + 1), l, x, nw, wg, wu, wd, prev_c = -1, in[6], o[1];
+    x = vec(p, "x%d", 0, AMK_KIND_IO_INPUT, 8);
+    nw = vec(p, "norm_w%d", 0, AMK_KIND_WEIGHT, 8);
     sh[0] = tiles;
     sh[1] = 8;
     wg = amk_program_add_buffer(p, "W_gate", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, "g");
@@ -124,20 +121,12 @@ static amk_program *mk_mlp(int n, int tiles) {
     wd = amk_program_add_buffer(p, "W_downT", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, "d");
     for (l = 0; l < layers; l++) {
         int c_f = amk_program_add_counter(p, "fill"), c_m = amk_program_add_counter(p, "mlp"), t;
-        snprintf(name, sizeof name, "x%d", l + 1);
-        o[0] = vec(p, name, l + 1 == layers ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, 8);
+        o[0] = vec(p, "x%d", l + 1, l + 1 == layers ? AMK_KIND_IO_OUTPUT : AMK_KIND_ACTIVATION, 8);
         t = amk_program_add_task(p, AMK_OP_FILL, NULL, 0, o, 1, c_f, NULL);
         amk_task_set_real(p, t, "scale", 0.0);
         if (prev_c >= 0) amk_task_add_wait(p, t, prev_c, tiles);
         in[0] = x; in[1] = nw; in[2] = wg; in[3] = wu; in[4] = wd; in[5] = x;
-        for (k = 0; k < tiles; k++) {
-            t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, in, k == 0 ? 6 : 5, o, 1, c_m, NULL);
-            amk_task_set_int(p, t, "K", 8);
-            amk_task_set_int(p, t, "N_tile", 1);
-            amk_task_set_int(p, t, "n_off", k);
-            amk_task_set_real(p, t, "eps", 1e-5);
-            amk_task_add_wait(p, t, c_f, 1);
-        }
+        scale_mlp_tiles(p, in, o, c_m, c_f, tiles);
         x = o[0];
         prev_c = c_m;
     }

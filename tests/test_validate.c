@@ -5,6 +5,7 @@
 #include "amk_test.h"
 #include <stdint.h>
 #include <time.h>
+#include "scale_progs.h"
 
 static unsigned char covered[AMK_CHECK_COUNT];
 
@@ -1764,19 +1765,12 @@ static amk_program *mk_wide_accum(int n) {
     int wg = weight(p, "W_gate", n, 8), wu = weight(p, "W_up", n, 8), wd = weight(p, "W_downT", n, 8);
     int y = vec(p, "x_next", AMK_KIND_ACTIVATION, 8), z = vec(p, "out", AMK_KIND_IO_OUTPUT, 8);
     int c_f = amk_program_add_counter(p, "start"), c_m = amk_program_add_counter(p, "mlp");
-    int in[6], o[1], k, t;
+    int in[6], o[1], t;
     o[0] = y;
     t = amk_program_add_task(p, AMK_OP_FILL, NULL, 0, o, 1, c_f, "fill");
     amk_task_set_real(p, t, "scale", 0.0);
     in[0] = x; in[1] = nw; in[2] = wg; in[3] = wu; in[4] = wd; in[5] = x;
-    for (k = 0; k < n; k++) {
-        t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, in, k == 0 ? 6 : 5, o, 1, c_m, NULL);
-        amk_task_set_int(p, t, "K", 8);
-        amk_task_set_int(p, t, "N_tile", 1);
-        amk_task_set_int(p, t, "n_off", k);
-        amk_task_set_real(p, t, "eps", 1e-5);
-        amk_task_add_wait(p, t, c_f, 1);
-    }
+    scale_mlp_tiles(p, in, o, c_m, c_f, n);
     t = copy1(p, y, z, amk_program_add_counter(p, "emit"), "emit");
     amk_task_add_wait(p, t, c_m, n);
     return p;
