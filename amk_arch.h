@@ -35,7 +35,7 @@ typedef struct amk_llama_build_opts {
     int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE);
                          0 (default) = ceil(max_seq / 512), at most 8 */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
-                         0 (default): AMK's opcodes 20..27, fewer dependent steps a layer */
+                         0 (default): AMK's opcodes 20..34, fewer dependent steps a layer */
     int mlp_accum;    /* with AMK's opcodes: 1 the MLP is one step (RMSNORM_MLP tiles adding their
                          share of down into an F32 residual that a FILL zeroes), 0 two (gate/up
                          tiles, then down tiles); -1 (default) AMK's choice (AMK_LLAMA_MLP_ACCUM) */
@@ -44,9 +44,9 @@ typedef struct amk_llama_build_opts {
                          O, adding into an F32 h that a FILL zeroes), 0 two (ATTENTION_DECODE, then
                          O tiles); -1 (default) AMK's choice (AMK_LLAMA_ATTN_O) */
     int qkv_fold;     /* with ATTENTION_O and the one-step MLP: 1 each layer's MLP tiles also add up
-                         the next layer's raw Q/K/V projections (RMSNORM_MLP's FOLD: a derived weight
+                         the next layer's raw Q/K/V projections (RMSNORM_MLP_FOLD: a derived weight
                          W_cat a layer, which amk_llm computes when it loads), so every layer after
-                         the first is two dependent steps: PRENORM ATTENTION_O tasks (norm scale,
+                         the first is two dependent steps: ATTENTION_O_PRENORM tasks (norm scale,
                          RoPE, the cache row themselves), then the MLP tiles; 0 no; -1 (default)
                          AMK's choice (AMK_LLAMA_QKV_FOLD), which also does not fold where the
                          device's lean forms, the only ones that take folded tasks, would not take
@@ -80,12 +80,12 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
    tasks, each its kv head's attention and a few rows of W_oT (o_proj as [q_rows, H], meta o_proj
    "transposed"), adding into h (F32), which a FILL beside the layer before's attention zeroes
    (layer 0's at the start). With o->qkv_fold as well (see there; meta qkv_fold "1") layers 1..L-1
-   have no Q/K/V tiles: layer i's MLP tiles (RMSNORM_MLP with AMK_MLP_FLAG_FOLD; not the last
+   have no Q/K/V tiles: layer i's MLP tiles (RMSNORM_MLP_FOLD; not the last
    layer's) also add the next layer's raw projections into qkv.i (F32 [1, F], F = q_rows +
    2*kv_rows; a FILL beside the attention zeroes it) through W_cat.i (a WEIGHT [I + H, F] of the
    weight dtype, source "amk.qkv_fold.<i>", which amk_llm derives from the layer's down_proj and
-   the next layer's q/k/v_proj and input_layernorm), and layer i+1's ATTENTION_O tasks are PRENORM
-   (AMK_ATTN_FLAG_PRENORM) on qkv.i and x.(i+1), waiting for all of layer i's MLP tiles, the first
+   the next layer's q/k/v_proj and input_layernorm), and layer i+1's attention tasks are
+   ATTENTION_O_PRENORM on qkv.i and x.(i+1), waiting for all of layer i's MLP tiles, the first
    of each kv head storing the cache row; the FILLs beside them wait for what they wait for. The
    head is RMSNORM_GEMV LM-head
    tiles, ARGMAX_PARTIAL tasks over slices of about 1024 logits (at most one an SM) and
@@ -310,8 +310,8 @@ AMK__FN int amk__lb_task(amk__lb *b, int op, const int *ins, int n_in, int out, 
     return t;
 }
 
-/* Task t gets buffer x as one more output (an RMSNORM_GEMV tile's argmax partials, an RMSNORM_MLP
-   tile's qkv, a PRENORM ATTENTION_O's caches); -1 when out of memory. */
+/* Task t gets buffer x as one more output (an LM-head tile's argmax partials, an RMSNORM_MLP_FOLD
+   tile's qkv, an ATTENTION_O_PRENORM's caches); -1 when out of memory. */
 AMK__FN int amk__lb_add_output(amk__lb *b, int t, int x) {
     amk_task *tk = &b->p->tasks[t];
     int *o = (int *)amk__realloc(tk->outputs, (size_t)(tk->n_outputs + 1) * sizeof(int));
@@ -367,11 +367,12 @@ AMK__FN int amk__lb_rope(amk__lb *b, int x, int pos, int out, int counter, int w
    matrices among them count n_mats times in est_bytes; RMSNORM_MLP's last, the residual, goes to
    the first tile only: it is added once), rows per tile; all signal counter after all wait_n[k]
    producers of each wait_c[k], k < n_wait, in that order. Tasks get K, N_tile, n_off (and eps for
-   the fused RMSNORM_* ops); flags != 0 is set on each too. Returns the tile count, or -1. The
-   tiles are the last tasks of the program. */
+   the fused RMSNORM_* ops and their variants; RoPE's params for the RoPE variants). Returns the
+   tile count, or -1. The tiles are the last tasks of the program. */
 AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_mats, int out, int counter,
                          int64_t N, int64_t K, int rows, const int *wait_c, const int *wait_n, int n_wait,
-                         int flags, const char *what, int layer) {
+                         const char *what, int layer) {
+    const int base = amk_op_device(op, NULL);
     int n_tiles = 0;
     int64_t off;
     int wbytes = amk_dtype_bits(b->o.weight_dtype) / 8;
@@ -380,16 +381,15 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
         int t;
         char label[64];
         snprintf(label, sizeof label, "L%d %s[%lld:%lld]", layer, what, (long long)off, (long long)(off + nt));
-        t = amk__lb_task(b, op, ins, op == AMK_OP_RMSNORM_MLP && off > 0 ? n_in - 1 : n_in, out, counter, wait_c, wait_n,
+        t = amk__lb_task(b, op, ins, base == AMK_OP_RMSNORM_MLP && off > 0 ? n_in - 1 : n_in, out, counter, wait_c, wait_n,
                          n_wait, n_mats * nt * K * wbytes, label);
         if (t < 0) return -1;
         amk_task_set_int(b->p, t, "K", K);
         amk_task_set_int(b->p, t, "N_tile", nt);
         amk_task_set_int(b->p, t, "n_off", off);
-        if (op == AMK_OP_RMSNORM_GEMV || op == AMK_OP_RMSNORM_SWIGLU || op == AMK_OP_RMSNORM_MLP)
+        if (base == AMK_OP_RMSNORM_GEMV || base == AMK_OP_RMSNORM_SWIGLU || base == AMK_OP_RMSNORM_MLP)
             amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
-        if (flags) amk_task_set_int(b->p, t, "flags", flags);
-        if (op == AMK_OP_RMSNORM_GEMV && (flags & AMK_GEMV_FLAG_ROPE)) amk__lb_rope_params(b, t);
+        if (op == AMK_OP_RMSNORM_GEMV_ROPE || op == AMK_OP_RMSNORM_GEMV_ROPE_KV) amk__lb_rope_params(b, t);
         n_tiles++;
     }
     return n_tiles;
@@ -400,7 +400,7 @@ AMK__FN int amk__lb_gemv(amk__lb *b, int x, int w, int out, int counter, int64_t
                         int rows, int wait_c, int wait_n, const char *what, int layer) {
     int ins[2];
     ins[0] = x; ins[1] = w;
-    return amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, out, counter, N, K, rows, &wait_c, &wait_n, 1, 0, what, layer);
+    return amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, out, counter, N, K, rows, &wait_c, &wait_n, 1, what, layer);
 }
 
 /* out = resid + a @ w.T ([N, K] tiles after the n_wait waits of wait_c/wait_n, as amk__lb_tiles):
@@ -415,13 +415,13 @@ AMK__FN int amk__lb_proj_residual(amk__lb *b, int a, int w, int resid, int out, 
     char label[64];
     if (!b->o.spec_ops) {
         ins[0] = a; ins[1] = w; ins[2] = resid;
-        n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 3, 1, out, c, N, K, rows, wait_c, wait_n, n_wait, 0, what, layer);
+        n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 3, 1, out, c, N, K, rows, wait_c, wait_n, n_wait, what, layer);
         *n_done = n;
         return n < 0 ? -1 : c;
     }
     tmp = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, 1, N, 0, 2, NULL, "%s.%d", what, layer);
     ins[0] = a; ins[1] = w;
-    n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, tmp, c, N, K, rows, wait_c, wait_n, n_wait, 0, what, layer);
+    n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, tmp, c, N, K, rows, wait_c, wait_n, n_wait, what, layer);
     if (n < 0) return -1;
     c_add = amk_program_add_counter(b->p, "residual");
     ins[0] = resid; ins[1] = tmp;
@@ -489,7 +489,7 @@ AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int 
    rows of W_oT (the last of a head shorter), each the head's attention and its rows' share of O,
    adding into h; the first also adds the residual x. All wait for the n_wait producers of wait_c
    and signal c_att. With prenorm (a folded layer) q is the raw projections qkv and the tasks are
-   PRENORM: they scale by x's rms and rotate themselves, and a head's first task stores its k and v
+   ATTENTION_O_PRENORM: they scale by x's rms and rotate themselves, and a head's first task stores its k and v
    into the caches' row pos. Returns the task count, or -1. */
 AMK__FN int amk__lb_attention_o(amk__lb *b, int layer, int q, int kc, int vc, int pos, int w_o, int x, int h,
                                int rows, int max_seq, int c_att, int wait_c, int n_wait, int prenorm) {
@@ -505,14 +505,14 @@ AMK__FN int amk__lb_attention_o(amk__lb *b, int layer, int q, int kc, int vc, in
             const int64_t nt = (g + 1) * per_head - off < rows ? (g + 1) * per_head - off : rows;
             snprintf(label, sizeof label, "L%d attention_o[%lld:%lld] kv%d", layer, (long long)off,
                      (long long)(off + nt), g);
-            t = amk__lb_task(b, AMK_OP_ATTENTION_O, ins, (n == 0 ? 6 : 5) + prenorm, h, c_att, &wait_c, &n_wait, 1,
+            t = amk__lb_task(b, prenorm ? AMK_OP_ATTENTION_O_PRENORM : AMK_OP_ATTENTION_O, ins, (n == 0 ? 6 : 5) + prenorm,
+                             h, c_att, &wait_c, &n_wait, 1,
                              kv_bytes + nt * c->hidden * (amk_dtype_bits(b->o.weight_dtype) / 8), label);
             if (t < 0) return -1;
             amk__lb_attn_params(b, t, 0, max_seq, g);
             amk_task_set_int(b->p, t, "m_off", off);
             amk_task_set_int(b->p, t, "M_tile", nt);
             if (prenorm) {
-                amk_task_set_int(b->p, t, "flags", AMK_ATTN_FLAG_PRENORM);
                 amk_task_set_real(b->p, t, "eps", c->rms_eps);
                 amk__lb_rope_params(b, t);
                 if (off == g * per_head && (amk__lb_add_output(b, t, kc) < 0 || amk__lb_add_output(b, t, vc) < 0))
@@ -740,18 +740,18 @@ AMK__FN int amk__lb_qkv_tiles(amk__lb *b, amk__lb_layer *ly, int *q, int *wc, in
        order, so an SM that also holds Q work does not block them behind it */
     ins[0] = b->x; ins[1] = ly->w_an; ins[3] = b->pos;
     ins[2] = ly->w_k;
-    n = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, ly->kc, c_qkv, pl->kv_rows, H, rows, &b->cx, &b->n_cx, 1,
-                      AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW, "k", i);
+    n = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV_ROPE_KV, ins, 4, 1, ly->kc, c_qkv, pl->kv_rows, H, rows, &b->cx, &b->n_cx,
+                      1, "k", i);
     if (n < 0) return -1;
     n_qkv += n;
     ins[2] = ly->w_v;
-    n = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, ly->vc, c_qkv, pl->kv_rows, H, rows, &b->cx, &b->n_cx, 1,
-                      AMK_GEMV_FLAG_KV_ROW, "v", i);
+    n = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV_KV, ins, 4, 1, ly->vc, c_qkv, pl->kv_rows, H, rows, &b->cx, &b->n_cx, 1,
+                      "v", i);
     if (n < 0) return -1;
     n_qkv += n;
     ins[2] = ly->w_q;
-    n = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV, ins, 4, 1, *q, c_qkv, pl->q_rows, H, rows, &b->cx, &b->n_cx, 1,
-                      AMK_GEMV_FLAG_ROPE, "q", i);
+    n = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV_ROPE, ins, 4, 1, *q, c_qkv, pl->q_rows, H, rows, &b->cx, &b->n_cx, 1,
+                      "q", i);
     if (n < 0) return -1;
     *wc = c_qkv;
     *wn = n_qkv + n;
@@ -881,13 +881,13 @@ AMK__FN int amk__lb_mlp_one_step(amk__lb *b, amk__lb_layer *ly, int *n_d) {
     ins[0] = ly->h; ins[1] = ly->w_fn; ins[2] = ly->w_g; ins[3] = ly->w_u; ins[4] = ly->w_dn;
     ins[5] = fi ? ly->w_cat : ly->h; ins[6] = ly->h;
     /* the FILL is ordered before through the O tiles (c_o) */
-    *n_d = amk__lb_tiles(b, AMK_OP_RMSNORM_MLP, ins, 6 + fi, 3, ly->xo, c_d, I, H, pl->mlp_rows, &ly->c_o, &ly->n_o, 1,
-                         fi ? (int)AMK_MLP_FLAG_FOLD : 0, "mlp", ly->i);
+    *n_d = amk__lb_tiles(b, fi ? AMK_OP_RMSNORM_MLP_FOLD : AMK_OP_RMSNORM_MLP, ins, 6 + fi, 3, ly->xo, c_d, I, H,
+                         pl->mlp_rows, &ly->c_o, &ly->n_o, 1, "mlp", ly->i);
     if (*n_d < 0) return -1;
     for (t = p->n_tasks - *n_d; fi && t < p->n_tasks; t++) { /* the tiles are the last tasks */
         const int64_t off = amk__param_i(&p->tasks[t], "n_off", 0), nt = amk__param_i(&p->tasks[t], "N_tile", 0);
         if (amk__lb_add_output(b, t, ly->qkv) < 0) return -1;
-        /* its rows of W_cat: its own and its share of the base rows (RMSNORM_MLP's FOLD) */
+        /* its rows of W_cat: its own and its share of the base rows (RMSNORM_MLP_FOLD's) */
         p->tasks[t].est_bytes +=
             (nt + (off + nt) * H / I - off * H / I) * pl->F * (amk_dtype_bits(b->o.weight_dtype) / 8);
     }
@@ -904,7 +904,7 @@ AMK__FN int amk__lb_mlp_two_steps(amk__lb *b, amk__lb_layer *ly, int *n_d) {
         c_a = amk_program_add_counter(b->p, "gate/up tiles");
         ins[0] = ly->h; ins[1] = ly->w_fn; ins[2] = ly->w_g; ins[3] = ly->w_u;
         n_a = amk__lb_tiles(b, AMK_OP_RMSNORM_SWIGLU, ins, 4, 2, a, c_a, I, H, amk__lb_tile_rows(I, b->o.num_sms),
-                            &ly->c_o, &ly->n_o, 1, 0, "gate/up", i);
+                            &ly->c_o, &ly->n_o, 1, "gate/up", i);
         if (n_a < 0) return -1;
     } else {
         int hn = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "hn.%d", i);
@@ -954,7 +954,7 @@ AMK__FN int amk__lb_argmax(amk__lb *b, int logits, int next, int c_s, int c_lm, 
         int k, t0 = p->n_tasks - n_lm;
         for (k = 0; k < n_lm; k++) {
             if (amk__lb_add_output(b, t0 + k, parts) < 0) return -1;
-            amk_task_set_int(p, t0 + k, "flags", AMK_GEMV_FLAG_ARGMAX);
+            p->tasks[t0 + k].op = AMK_OP_RMSNORM_GEMV_ARGMAX; /* the head's tile, with its pair */
             amk_task_set_int(p, t0 + k, "part", k);
         }
         amk__lb_task(b, AMK_OP_ARGMAX_COMBINE, &parts, 1, next, c_s, &c_lm, &n_lm, 1, 0, "argmax");
@@ -999,7 +999,7 @@ AMK__FN int amk__lb_head(amk__lb *b) {
     if (b->plan.fused) {
         int ins[3];
         ins[0] = b->x; ins[1] = w_norm; ins[2] = lm_w;
-        n_lm = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV, ins, 3, 1, logits, c_lm, V, H, rows, &b->cx, &b->n_cx, 1, 0,
+        n_lm = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV, ins, 3, 1, logits, c_lm, V, H, rows, &b->cx, &b->n_cx, 1,
                              "lm_head", L);
     } else {
         int xf = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, 1, H, 0, 2, NULL, "x.final");
@@ -1011,8 +1011,8 @@ AMK__FN int amk__lb_head(amk__lb *b) {
     return amk__lb_argmax(b, logits, next, c_s, c_lm, n_lm);
 }
 
-/* 1 when every task of p that only a specialised device form takes (RMSNORM_MLP FOLD, ATTENTION_O
-   PRENORM) takes it (amk_plan_form) in the launch the builder plans for: AMK_LLAMA_THREADS threads
+/* 1 when every task of p that only a specialised device form takes (RMSNORM_MLP_FOLD,
+   ATTENTION_O_PRENORM) takes it (amk_plan_form) in the launch the builder plans for: AMK_LLAMA_THREADS threads
    a block, AMK_LLAMA_SMEM bytes of shared memory. */
 AMK__FN int amk__lb_forms_ok(const amk_program *p) {
     amk_vm_ctx_t x;
@@ -1111,20 +1111,20 @@ AMK__FN amk_result amk__llama_pins(const amk_llama_step *s, int num_sms, int *n,
     for (k = 0; k < p->n_tasks; k++) { /* list order: each layer's Q/K/V tiles, attention, MLP tiles */
         const amk_task *t = &p->tasks[k];
         int sm = -1;
-        const int qkv = t->op == AMK_OP_RMSNORM_GEMV &&
-                        (amk__param_i(t, "flags", 0) & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0; /* not the head */
+        const int qkv = t->op == AMK_OP_RMSNORM_GEMV_ROPE || t->op == AMK_OP_RMSNORM_GEMV_KV ||
+                        t->op == AMK_OP_RMSNORM_GEMV_ROPE_KV, op = amk_op_device(t->op, NULL); /* not the head */
         /* a new layer: its first Q/K/V tile, or (folded) its first attention task after the MLP */
-        if ((qkv && last != 1) || (t->op == AMK_OP_ATTENTION_O && (last == 0 || last == 3))) {
+        if ((qkv && last != 1) || (op == AMK_OP_ATTENTION_O && (last == 0 || last == 3))) {
             jq = ja = jm = 0;
             layer++;
         }
         if (qkv) {
             sm = jq++ % ny + (alt && (folded || layer % 2 == 0) ? ny : 0); /* alt: on the set of the attention before */
             last = 1;
-        } else if (t->op == AMK_OP_ATTENTION_O) {
+        } else if (op == AMK_OP_ATTENTION_O) {
             sm = ja++ % ny + (alt && !folded && layer % 2 == 1 ? ny : 0);
             last = 2;
-        } else if (t->op == AMK_OP_RMSNORM_MLP) {
+        } else if (op == AMK_OP_RMSNORM_MLP) {
             sm = ny + jm++ % nz; /* alt: the SMs outside this layer's attention set */
             if (alt && !folded && layer % 2 == 1 && sm < 2 * ny) sm -= ny;
             last = 3;

@@ -494,20 +494,20 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
         need = amk_plan_least(&x, threads);
         K = x.ins.params.K;
         hd = x.ins.params.head_dim;
-        if ((t->op == AMK_OP_GEMV_TILE || t->op == AMK_OP_GEMM_TILE || t->op == AMK_OP_RMSNORM_GEMV ||
-             t->op == AMK_OP_RMSNORM_SWIGLU || t->op == AMK_OP_RMSNORM_MLP) && need > smem)
+        const int op = x.ins.op; /* the device's op (a variant's base) */
+        if ((op == AMK_OP_GEMV_TILE || op == AMK_OP_GEMM_TILE || op == AMK_OP_RMSNORM_GEMV ||
+             op == AMK_OP_RMSNORM_SWIGLU || op == AMK_OP_RMSNORM_MLP) && need > smem)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: K = %lld needs %lld bytes of shared memory, the VM has %lld",
                              ti, (long long)K, (long long)need, (long long)smem);
-        if ((t->op == AMK_OP_ATTENTION_TILE || t->op == AMK_OP_ATTENTION_DECODE || t->op == AMK_OP_ATTENTION_O) &&
+        if ((op == AMK_OP_ATTENTION_TILE || op == AMK_OP_ATTENTION_DECODE || op == AMK_OP_ATTENTION_O) &&
             (hd > AMK__VM_ATTN_MAX_HEAD_DIM || need > smem))
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: head_dim %lld is above the VM's %d or its q staging "
                              "exceeds %lld bytes of shared memory", ti, (long long)hd, AMK__VM_ATTN_MAX_HEAD_DIM, (long long)smem);
         /* only a specialised form takes them (without tensor maps here: amk__cuda_context drops a
            task's maps where their layout does not fit) */
         if (amk_plan_folded(&x) && amk_plan_form(&x, threads, smem, image_kind != AMK_IMAGE_GENERAL) == AMK_FORM_GENERAL)
-            return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: the VM takes %s %s only in its lean form (%s), which "
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: the VM takes %s only in its lean form (%s), which "
                              "does not take this task", ti, amk_op_name(t->op),
-                             t->op == AMK_OP_RMSNORM_MLP ? "FOLD" : "PRENORM",
                              image_kind == AMK_IMAGE_GENERAL ? "not in the general build" : "shapes, dtypes or shared memory");
     }
     if (d) d->task = saved_task;
@@ -601,8 +601,8 @@ AMK__FN void amk__cuda_task_prefetches(amk_cuda *c, int i) {
 /* AMK_VM_HINT_KV_EARLY (amk_ir.h) in ins[i] (p's task i) for the ATTENTION_O tasks it holds for:
    the position buffer is an IO_INPUT (nothing writes it: the validator's WRITE_READONLY), the
    caches are KV_CACHE buffers (never in a page) and every task that writes one writes only the row
-   at that same position buffer (amk__v_kv_row_writer_pos: an RMSNORM_GEMV with KV_ROW over one row
-   of x, or an ATTENTION_O PRENORM's outputs 2 and 3). Returns the number of instructions
+   at that same position buffer (amk__v_kv_row_writer_pos: an RMSNORM_GEMV_KV or _ROPE_KV over one
+   row of x, or an ATTENTION_O_PRENORM's outputs 2 and 3). Returns the number of instructions
    whose hints changed. why one pass over the writers first: the step has thousands of tasks. */
 AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
     /* per buffer: -1 no writer, else the position buffer of its writers (all alike), -2 another writer */
@@ -624,7 +624,7 @@ AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
     for (i = 0; i < p->n_tasks; i++) {
         const amk_task *t = &p->tasks[i];
         uint32_t h = 0;
-        if (t->op == AMK_OP_ATTENTION_O && t->n_inputs >= 4) {
+        if (amk_op_device(t->op, NULL) == AMK_OP_ATTENTION_O && t->n_inputs >= 4) {
             const int kc = t->inputs[1], vc = t->inputs[2], pb = t->inputs[3];
             if (kc != vc && p->buffers[pb].kind == AMK_KIND_IO_INPUT && wpos[pb] == -1 &&
                 p->buffers[kc].kind == AMK_KIND_KV_CACHE && p->buffers[vc].kind == AMK_KIND_KV_CACHE &&
@@ -664,7 +664,7 @@ AMK__FN int amk__cuda_kv_pairs(amk_cuda *c, const amk_program *p) {
         amk_vm_ctx_t x;
         int64_t nkv, n, w;
         c->kv_pair[i] = -1;
-        if (t->op != AMK_OP_ATTENTION_O || t->n_inputs < 5 || t->inputs[1] == t->inputs[2]) continue;
+        if (amk_op_device(t->op, NULL) != AMK_OP_ATTENTION_O || t->n_inputs < 5 || t->inputs[1] == t->inputs[2]) continue;
         amk_task_context(p, i, &x); /* would the lean form copy this task's rows with maps? */
         x.kv_maps = 1;
         x.kv_rows = x.ins.params.kv_len;
@@ -1300,7 +1300,7 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
                                     int n_list, amk_diag *d) {
     amk_result r;
     amk__CUresult cr;
-    int k, j, n, lo, hi, kv = 0;
+    int k, j, n, lo, hi;
     if (!c || !p || (!all && (n_list < 0 || (n_list > 0 && !list))))
         return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_update_params: bad argument");
     if (p->n_tasks != c->n_tasks || p->n_buffers != c->n_buffers || p->n_counters != c->n_counters)
@@ -1310,11 +1310,14 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
         const int i = all ? k : list[k];
         const amk_task *t;
         const amk_instruction_t *in;
-        int same;
+        uint32_t form;
+        int same, dop;
         if (i < 0 || i >= p->n_tasks) return amk__fail(d, AMK_ERR_INVALID_ARG, "task index %d out of range", i);
         t = &p->tasks[i];
         in = &c->ins[i];
-        same = t->op == in->op && t->sm == in->sm && t->out_counter == in->out_counter &&
+        dop = amk_op_device(t->op, &form); /* a variant's form is part of its op: never an update */
+        same = dop == in->op && ((uint32_t)in->params.flags & amk__op_form_bits(dop)) == form && t->sm == in->sm &&
+               t->out_counter == in->out_counter &&
                t->n_inputs == in->n_inputs && t->n_outputs == in->n_outputs && t->n_waits == in->n_waits;
         for (j = 0; same && j < t->n_inputs; j++) same = t->inputs[j] == in->inputs[j];
         for (j = 0; same && j < t->n_outputs; j++) same = t->outputs[j] == in->outputs[j];
@@ -1330,22 +1333,11 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
     hi = -1;
     for (k = 0; k < n; k++) { /* the params, the prefetches that follow from them, the contexts */
         const int i = all ? k : list[k], q = c->queue_pos[i];
-        const int32_t was = c->ins[i].params.flags;
         amk_task_marshal_params(&p->tasks[i], &c->ins[i].params);
         amk__cuda_task_prefetches(c, i);
         amk__cuda_context(c, q);
         if (q < lo) lo = q;
         if (q > hi) hi = q;
-        if (c->ins[i].op == AMK_OP_RMSNORM_GEMV && ((uint32_t)(was ^ c->ins[i].params.flags) & AMK_GEMV_FLAG_KV_ROW)) kv = 1;
-    }
-    if (kv) { /* why only then: the hints follow from the writers' KV_ROW flag, the rest is fixed */
-        const int changed = amk__cuda_kv_hints(p, c->ins);
-        if (changed < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
-        if (changed > 0) {
-            for (k = 0; k < c->n_tasks; k++) amk__cuda_context(c, k);
-            lo = 0;
-            hi = c->n_tasks - 1;
-        }
     }
     if (!c->n_tasks || n == 0) return AMK_OK;
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;

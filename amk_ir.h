@@ -79,15 +79,27 @@ typedef enum amk_buffer_kind {
                      (amk__region_*, amk_validate.h): disjoint tiles of one output may share it
      check           its shape, dtype and param-value check (amk__check_*, amk_validate.h)
      ref             its reference implementation (amk__ref_*, amk_refvm.h)
-     dev             its device function (amk_op_*, amk_ops.cuh), called as dev(ctx, smem)
+     dev             its device function (amk_op_*, amk_ops.cuh), called as dev(ctx, smem); or, in
+                     an AS row, AMK__AS(BASE, bits): the device runs the op as BASE's function with
+                     these bits in params.flags (below)
      dev_first       1 in the first row that names dev, 0 in the others: the dispatch calls each
                      device function at one place (why: the VM is one function at the register
-                     cap, and a second call site of an op's code made it spill)
+                     cap, and a second call site of an op's code made it spill); AS: the row of an
+                     op the device runs as another's form (it has no row in the device dispatch)
      go              1: the device function does its setup first and waits itself (amk_op_go);
-                     0: the VM waits before calling it
+                     0: the VM waits before calling it (0 in AS rows: BASE's row decides)
      note            one line for amk_op_spec_get and the tools
    Codes are the spec's (0..18) and AMK's own from 20 (19 is another implementation's FUSED and
-   stays a hole); append new ops with the next code, never renumber. */
+   stays a hole); append new ops with the next code, never renumber.
+
+   Every variant of an op whose inputs or outputs differ is an op of its own (RMSNORM_GEMV_ROPE, ...,
+   ATTENTION_O_PRENORM): its row says its arity and params, and its check and reference functions
+   see which it is. The device runs such a variant as a form of its base op: the host's
+   instruction (amk_task_instruction) carries the base op's code and the form's bits in
+   params.flags (AMK_GEMV_FLAG_*, AMK_MLP_FLAG_FOLD, AMK_ATTN_FLAG_PRENORM: the device ABI's form
+   bits, never an IR param: a task's flags holds only ATTENTION_TILE/DECODE's PARTIAL). Why: the
+   forms share one device function each, whose code the VM's register budget shapes; the device's
+   code is the same whichever way the host names the op. */
 #define AMK_OPS(X) \
     X(NOP, 0, 0, 0, 0, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_nop, amk__ref_nop, amk_op_nop, 1, 0, \
       "no-op") \
@@ -129,9 +141,8 @@ typedef enum amk_buffer_kind {
     X(ATTENTION_COMBINE, 18, 2, 8, 1, ("head_dim",), AMK_WRITE_PLAIN, amk__region_all, \
       amk__check_attention_combine, amk__ref_attention_combine, amk_op_attention_combine, 1, 0, \
       "merge flash partials (acc, m, l)") \
-    X(RMSNORM_GEMV, 20, 3, 4, -1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
-      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 1, 1, \
-      "tile of rmsnorm(x) @ W.T (+ RoPE, KV row; + its argmax pair: a 2nd output)") \
+    X(RMSNORM_GEMV, 20, 3, 3, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
+      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 1, 1, "tile of rmsnorm(x) @ W.T") \
     X(RMSNORM_SWIGLU, 21, 4, 4, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
       amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 0, 1, "tile of silu(xn @ Wg.T) * (xn @ Wu.T)") \
     X(ATTENTION_DECODE, 22, 4, 4, 1, \
@@ -142,21 +153,40 @@ typedef enum amk_buffer_kind {
       amk__check_argmax, amk__ref_argmax, amk_op_argmax_pair, 1, 0, "(max, first index) of a column range, per row") \
     X(ARGMAX_COMBINE, 24, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_argmax, amk__ref_argmax, \
       amk_op_argmax_pair, 0, 0, "index of the best (max, index) partial, per row") \
-    X(RMSNORM_MLP, 25, 5, 7, -1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_ACCUM, amk__region_all, \
+    X(RMSNORM_MLP, 25, 5, 6, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_ACCUM, amk__region_all, \
       amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 0, 1, \
-      "out += (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) @ W_downT[tile] (+ resid); accumulates " \
-      "(flag FOLD: W_cat its 6th input, and a 2nd output qkv += its share of the folded projections)") \
+      "out += (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) @ W_downT[tile] (+ resid); accumulates") \
     X(FILL, 26, 0, 0, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_fill, amk__ref_fill, amk_op_fill, 1, 0, \
       "out = scale everywhere") \
-    X(ATTENTION_O, 27, 5, 7, -1, \
+    X(ATTENTION_O, 27, 5, 6, 1, \
       ("head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile", "m_off", "M_tile",), \
-      AMK_WRITE_ACCUM_FIRST, amk__region_kv_heads, amk__check_attention, amk__ref_attention, \
+      AMK_WRITE_ACCUM_FIRST, amk__region_all, amk__check_attention, amk__ref_attention, \
       amk_op_attention_decode, 0, 1, \
       "out += attention(kv heads [n_off, n_off+N_tile))[m_off:+M_tile] @ W_oT[m_off:+M_tile] (+ resid); " \
-      "accumulates (flag PRENORM: q/k/v from raw projections and x's rms; with outputs 2 and 3, the caches, " \
-      "k/v into row pos)") \
+      "accumulates") \
     X(BIAS_ADD, 28, 2, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_bias_add, amk__ref_bias_add, \
-      amk_op_bias_add, 1, 0, "out[m, n] = x[m, n] + b[n]: a bias over x's rows")
+      amk_op_bias_add, 1, 0, "out[m, n] = x[m, n] + b[n]: a bias over x's rows") \
+    X(RMSNORM_GEMV_ROPE, 29, 4, 4, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
+      amk__check_norm_gemv, amk__ref_norm_gemv, AMK__AS(RMSNORM_GEMV, AMK_GEMV_FLAG_ROPE), AS, 0, \
+      "RMSNORM_GEMV's tile, RoPE on its pairs at pos[m] (input 3, a position a row of x)") \
+    X(RMSNORM_GEMV_KV, 30, 4, 4, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
+      amk__check_norm_gemv, amk__ref_norm_gemv, AMK__AS(RMSNORM_GEMV, AMK_GEMV_FLAG_KV_ROW), AS, 0, \
+      "RMSNORM_GEMV's tile into row pos[m] (input 3) of out, a cache of rows of W's N") \
+    X(RMSNORM_GEMV_ROPE_KV, 31, 4, 4, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
+      amk__check_norm_gemv, amk__ref_norm_gemv, AMK__AS(RMSNORM_GEMV, AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW), \
+      AS, 0, "RMSNORM_GEMV_ROPE's tile into row pos[m] of a cache (a layer's K)") \
+    X(RMSNORM_GEMV_ARGMAX, 32, 3, 3, 2, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
+      amk__check_norm_gemv, amk__ref_norm_gemv, AMK__AS(RMSNORM_GEMV, AMK_GEMV_FLAG_ARGMAX), AS, 0, \
+      "RMSNORM_GEMV's tile, and its (max, first index) per row as the pair `part` of output 1") \
+    X(RMSNORM_MLP_FOLD, 33, 6, 7, 2, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_ACCUM, amk__region_all, \
+      amk__check_norm_gemv, amk__ref_norm_gemv, AMK__AS(RMSNORM_MLP, AMK_MLP_FLAG_FOLD), AS, 0, \
+      "RMSNORM_MLP's tile, and output 1 qkv += its share of the next layer's folded projections (W_cat, input 5)") \
+    X(ATTENTION_O_PRENORM, 34, 6, 7, -1, \
+      ("head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile", "m_off", "M_tile", \
+       "eps",), AMK_WRITE_ACCUM_FIRST, amk__region_kv_heads, amk__check_attention, amk__ref_attention, \
+      AMK__AS(ATTENTION_O, AMK_ATTN_FLAG_PRENORM), AS, 0, \
+      "ATTENTION_O on raw projections qkv (input 0) and x's rms (input 5); with outputs 2 and 3, the caches, " \
+      "k/v into row pos")
 
 /* How an op writes its outputs (the op table's write column). The validator's race rules read it. */
 typedef enum amk_write_kind {
@@ -187,27 +217,31 @@ enum amk__op_row {
    array size is negative (a compile error) otherwise, since the enum's count then disagrees. */
 typedef char amk__op_table_dense[AMK__OP_ROWS == AMK_OP_COUNT - 1 ? 1 : -1];
 
-/* ATTENTION_TILE params.flags bits (IR_SPEC_NOTES conventions table). */
+/* ATTENTION_TILE / ATTENTION_DECODE params.flags bit (IR_SPEC_NOTES conventions table): the op's
+   output is the flash partials, not the attention. */
 #define AMK_ATTN_FLAG_PARTIAL (1u << 1) /* write [n_heads, head_dim+2] = [acc | m | l] */
-/* ATTENTION_O params.flags bit (alone): the folded Q/K/V (amk_llama_build's qkv_fold). Input 0 is
-   qkv [1, F] (F32, F = (n_heads + 2*n_kv_heads)*head_dim): the raw projections Wqkv diag(norm_w)
-   x, Q rows, then K, then V, Q and K in interleaved pair order; input 5 is x [1, H] itself, 6 the
-   optional resid. With inv = 1/sqrt(mean(x^2) + eps): q = RoPE(inv * q part) (F32), k =
-   RoPE(inv * k part), v = inv * v part, k and v rounded to the caches' dtypes; RoPE as
-   RMSNORM_GEMV's ROPE (theta, the llama3 params) at the position. Key row pos is k, v (never the
-   caches' row pos); the rows below it come from the caches. With 3 outputs [out, k cache, v cache]
-   (the buffers of inputs 1 and 2) the task also stores its kv heads' k and v into cache row pos
-   (a position outside the cache is a run-time error): one such writer a kv head. Params also eps
-   and RoPE's. */
+
+/* The device ABI's form bits (amk_instruction_t.params.flags; the op table's AS rows set them):
+   which variant of its base op the device runs. Not IR params: a task names its variant by its
+   opcode. */
+/* ATTENTION_O_PRENORM (ATTENTION_O's form; amk_llama_build's qkv_fold). Input 0 is qkv [1, F]
+   (F32, F = (n_heads + 2*n_kv_heads)*head_dim): the raw projections Wqkv diag(norm_w) x, Q rows,
+   then K, then V, Q and K in interleaved pair order; input 5 is x [1, H] itself, 6 the optional
+   resid. With inv = 1/sqrt(mean(x^2) + eps): q = RoPE(inv * q part) (F32), k = RoPE(inv * k
+   part), v = inv * v part, k and v rounded to the caches' dtypes; RoPE as RMSNORM_GEMV_ROPE's
+   (theta, the llama3 params) at the position. Key row pos is k, v (never the caches' row pos);
+   the rows below it come from the caches. With 3 outputs [out, k cache, v cache] (the buffers of
+   inputs 1 and 2) the task also stores its kv heads' k and v into cache row pos (a position
+   outside the cache is a run-time error): one such writer a kv head. Params also eps and RoPE's. */
 #define AMK_ATTN_FLAG_PRENORM (1u << 2)
-/* RMSNORM_MLP params.flags bit: the fold of the next layer's Q/K/V projections. Input 5 is W_cat
-   [N + K, F] (F32, BF16 or F16), the resid moves to input 6; output 1 qkv [M, F] (F32) accumulates
-   qkv[m, :] += sum over the tile's n of y[n] W_cat[n, :] + sum over k in [b0, b1) of x[m, k]
-   W_cat[N + k, :], y the tile's SwiGLU values, x the raw input 0, b0 = n_off*K/N and b1 =
+/* RMSNORM_MLP_FOLD (RMSNORM_MLP's form): the fold of the next layer's Q/K/V projections. Input 5
+   is W_cat [N + K, F] (F32, BF16 or F16), the resid moves to input 6; output 1 qkv [M, F] (F32)
+   accumulates qkv[m, :] += sum over the tile's n of y[n] W_cat[n, :] + sum over k in [b0, b1) of
+   x[m, k] W_cat[N + k, :], y the tile's SwiGLU values, x the raw input 0, b0 = n_off*K/N and b1 =
    (n_off+N_tile)*K/N (floored; tiles that partition [0, N) partition the K base rows). */
 #define AMK_MLP_FLAG_FOLD (1u << 0)
-/* RMSNORM_GEMV params.flags bits. ROPE and KV_ROW take the positions as a 4th input (one per row
-   of x); ARGMAX takes a second output. */
+/* RMSNORM_GEMV's forms. RMSNORM_GEMV_ROPE, _KV and _ROPE_KV take the positions as a 4th input (one
+   per row of x); RMSNORM_GEMV_ARGMAX takes a second output. */
 #define AMK_GEMV_FLAG_ROPE (1u << 0)   /* RoPE on the tile's output, pairs (2i, 2i+1) of each head */
 #define AMK_GEMV_FLAG_KV_ROW (1u << 1) /* out is a cache of rows of W's N: write row pos[m] */
 #define AMK_GEMV_FLAG_ARGMAX (1u << 2) /* output 1 [M, 2P] (F32) gets, per row, the max of the tile's
@@ -249,7 +283,7 @@ typedef uint32_t amk_counter_t;
 
 /* amk_instruction_t.hints. KV_EARLY (an ATTENTION_O task): its position input is written by no
    task, and every task that writes its K or V cache writes only the row at that position (an
-   RMSNORM_GEMV with KV_ROW of one row of x, or an ATTENTION_O PRENORM, with the same position
+   RMSNORM_GEMV_KV or _ROPE_KV of one row of x, or an ATTENTION_O_PRENORM, with the same position
    buffer), so the rows below the position are final before the task's wait. */
 #define AMK_VM_HINT_KV_EARLY (1u << 0)
 

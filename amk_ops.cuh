@@ -3155,17 +3155,25 @@ static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *sme
 #undef AMK__OP_SPLITS
     if ((!AMK_VM_EARLY_SETUP || !splits) && !amk_op_wait_go(c)) return;
     switch (op) { /* each op jumps to its device function's one call (the table's dev_first) */
-#define AMK__OP_DEV_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) case code: goto amk__dev_##dv;
+#define AMK__OP_DEV_CASE_1(code, dv) case code: goto amk__dev_##dv;
+#define AMK__OP_DEV_CASE_0(code, dv) case code: goto amk__dev_##dv;
+#define AMK__OP_DEV_CASE_AS(code, dv) /* the host sends it as its base op's form */
+#define AMK__OP_DEV_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) AMK__OP_DEV_CASE_##df(code, dv)
         AMK_OPS(AMK__OP_DEV_CASE)
 #undef AMK__OP_DEV_CASE
+#undef AMK__OP_DEV_CASE_AS
+#undef AMK__OP_DEV_CASE_0
+#undef AMK__OP_DEV_CASE_1
     default: if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, c->ins.op); return;
     }
 #define AMK__OP_DEV_CALL_0(dv)
+#define AMK__OP_DEV_CALL_AS(dv)
 #define AMK__OP_DEV_CALL_1(dv) amk__dev_##dv: dv(c, smem); return;
 #define AMK__OP_DEV_CALL(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) AMK__OP_DEV_CALL_##df(dv)
     AMK_OPS(AMK__OP_DEV_CALL)
 #undef AMK__OP_DEV_CALL
 #undef AMK__OP_DEV_CALL_1
+#undef AMK__OP_DEV_CALL_AS
 #undef AMK__OP_DEV_CALL_0
 }
 

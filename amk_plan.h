@@ -121,7 +121,7 @@ AMK_PLAN_FN int64_t amk_plan_rows_stage_bytes(int dt, int64_t H, int64_t nt) {
    launch's dynamic shared memory. */
 
 /* The device forms (amk_instruction_t.form). GENERAL: the op's general path, which takes every
-   valid task but RMSNORM_MLP FOLD and ATTENTION_O PRENORM. The others are the full image's
+   valid task but RMSNORM_MLP_FOLD's and ATTENTION_O_PRENORM's. The others are the full image's
    specialised forms (amk_ops.cuh): LEAN the lean decode tile (amk_norm_gemv_lean: RMSNORM_GEMV,
    RMSNORM_MLP), RING the ring of short rows (amk_norm_gemv_ring: RMSNORM_GEMV), ATTN_LEAN the lean
    ATTENTION_O (amk_attn_o_lean). */
@@ -130,7 +130,8 @@ AMK_PLAN_FN int64_t amk_plan_rows_stage_bytes(int dt, int64_t H, int64_t nt) {
 #define AMK_FORM_RING 2u
 #define AMK_FORM_ATTN_LEAN 3u
 
-/* 1 for a task only a specialised form takes (RMSNORM_MLP FOLD, ATTENTION_O PRENORM). */
+/* 1 for a task only a specialised form takes (RMSNORM_MLP_FOLD, ATTENTION_O_PRENORM: their form
+   bits in the instruction). */
 AMK_PLAN_FN int amk_plan_folded(const amk_vm_ctx_t *x) {
     const uint32_t f = (uint32_t)x->ins.params.flags;
     return (x->ins.op == AMK_OP_RMSNORM_MLP && (f & AMK_MLP_FLAG_FOLD)) ||

@@ -23,6 +23,14 @@ extern "C" {
 
 AMK_API const char *amk_op_name(int op);
 AMK_API int amk_op_from_name(const char *name);
+/* The opcode the device runs op as (the op table's AS rows: a variant of an op runs as its base
+   op's form), with the form's bits (amk_instruction_t.params.flags) into *bits when bits is not
+   NULL; op itself and 0 for every other op (an unknown one included). */
+AMK_API int amk_op_device(int op, uint32_t *bits);
+/* The variant of base whose form bits are exactly bits (amk_op_variant(AMK_OP_RMSNORM_GEMV,
+   AMK_GEMV_FLAG_ROPE) is AMK_OP_RMSNORM_GEMV_ROPE); base itself for bits 0; -1 when base has no
+   such variant. */
+AMK_API int amk_op_variant(int base, uint32_t bits);
 /* Param value types. Known keys have a fixed type (AMK_PARAM_FIELDS); unknown keys keep what the
    JSON had and only draw a warning. */
 typedef enum amk_param_type {
@@ -207,10 +215,12 @@ AMK_API int64_t amk_buffer_numel(const amk_buffer *b);
    numerator; a folded step keeps the Q/K/V weights its W_cat replaces, read by no task); -1 on
    overflow or out of memory. */
 AMK_API int64_t amk_program_weight_bytes(const amk_program *p);
-/* Marshals a task's params (with defaults filled) into the device POD. */
+/* Marshals a task's params (with defaults filled) into the device POD; flags also holds the
+   form bits of a variant's opcode (amk_op_device). */
 AMK_API void amk_task_marshal_params(const amk_task *t, amk_params_t *out);
-/* Task t's device instruction (amk_instruction_t): ids, waits and params marshalled; form
-   AMK_FORM_GENERAL and no prefetches (the runtime plans those). */
+/* Task t's device instruction (amk_instruction_t): ids, waits and params marshalled, a variant
+   as its base op's form (amk_op_device); form AMK_FORM_GENERAL and no prefetches (the runtime
+   plans those). */
 AMK_API void amk_task_instruction(const amk_task *t, amk_instruction_t *out);
 /* Buffer b's device descriptor (amk_buffer_t) at device address ptr: strides row-major, in
    elements. */
@@ -285,6 +295,44 @@ AMK_API int amk_op_from_name(const char *name) {
     AMK_OPS(AMK__OP_FROM_NAME)
 #undef AMK__OP_FROM_NAME
     return -1;
+}
+
+AMK_API int amk_op_device(int op, uint32_t *bits) {
+    int base = op;
+    uint32_t b = 0;
+    switch (op) {
+#define AMK__AS(base_, bits_) base = AMK_OP_##base_; b = (bits_);
+#define AMK__OP_AS_1(code, dv)
+#define AMK__OP_AS_0(code, dv)
+#define AMK__OP_AS_AS(code, dv) case code: dv break;
+#define AMK__OP_AS(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) AMK__OP_AS_##df(code, dv)
+        AMK_OPS(AMK__OP_AS)
+#undef AMK__OP_AS
+#undef AMK__OP_AS_AS
+#undef AMK__OP_AS_0
+#undef AMK__OP_AS_1
+#undef AMK__AS
+    default: break;
+    }
+    if (bits) *bits = b;
+    return base;
+}
+
+AMK_API int amk_op_variant(int base, uint32_t bits) {
+    uint32_t b;
+    int op;
+    if (!bits) return base;
+    for (op = 0; op < AMK_OP_COUNT; op++)
+        if (op != base && amk_op_device(op, &b) == base && b == bits) return op;
+    return -1;
+}
+/* The union of the form bits of base's variants (0: base has none). */
+AMK__FN uint32_t amk__op_form_bits(int base) {
+    uint32_t b, all = 0;
+    int op;
+    for (op = 0; op < AMK_OP_COUNT; op++)
+        if (op != base && amk_op_device(op, &b) == base) all |= b;
+    return all;
 }
 
 /* The marshalled type of a known param key ('i' or 'f'), or 0 for an unknown key. */
@@ -725,6 +773,11 @@ AMK_API void amk_task_marshal_params(const amk_task *t, amk_params_t *o) {
     AMK__MI(qdtype, -1);          /* -1: weights are not quantized */
     AMK__MI(group, o->K);         /* IR_SPEC_NOTES: group defaults to K */
     AMK__MI(pos, 0); AMK__MI(flags, 0);
+    { /* a variant's form bits (the op table's AS rows) */
+        uint32_t form;
+        amk_op_device(t->op, &form);
+        o->flags = (int32_t)((uint32_t)o->flags | form);
+    }
     AMK__MI(dim, -1);             /* SOFTMAX: the last axis */
     AMK__MI(rope_orig_ctx, 0); AMK__MI(part, 0);
     AMK__MF(eps, 0.0); AMK__MF(scale, 1.0); AMK__MF(theta, 10000.0);
@@ -737,7 +790,7 @@ AMK_API void amk_task_marshal_params(const amk_task *t, amk_params_t *o) {
 AMK_API void amk_task_instruction(const amk_task *t, amk_instruction_t *in) {
     int i;
     memset(in, 0, sizeof *in);
-    in->op = t->op;
+    in->op = amk_op_device(t->op, NULL); /* params.flags gets the form's bits */
     in->sm = t->sm;
     in->out_counter = t->out_counter;
     in->id = t->id;
@@ -1242,6 +1295,29 @@ AMK__FN amk_result amk__jl_params(amk__jl *L, const amk__jval *obj, amk_task *t)
     return AMK_OK;
 }
 
+/* A task of a program written when the variants of RMSNORM_GEMV, RMSNORM_MLP and ATTENTION_O
+   were their flags (IR 0.2.0 before opcode 29): flags holding exactly a variant's form bits
+   becomes that variant's opcode, and the bits leave flags (the param, when nothing is left).
+   Other bits stay, for validate to name. */
+AMK__FN void amk__task_variant_from_flags(amk_task *t) {
+    int i, v;
+    uint32_t fl, form;
+    for (i = 0; i < t->n_params; i++)
+        if (strcmp(t->params[i].key, "flags") == 0 && t->params[i].type == AMK_PARAM_INT) break;
+    if (i == t->n_params || t->params[i].i < 0 || t->params[i].i > INT32_MAX) return;
+    fl = (uint32_t)t->params[i].i;
+    form = fl & amk__op_form_bits(t->op);
+    if (!form || (v = amk_op_variant(t->op, form)) < 0) return;
+    t->op = v;
+    t->params[i].i = (int64_t)(fl & ~form);
+    t->params[i].f = (double)t->params[i].i;
+    if (t->params[i].i) return;
+    amk__free(t->params[i].key);
+    amk__free(t->params[i].s);
+    memmove(&t->params[i], &t->params[i + 1], (size_t)(t->n_params - i - 1) * sizeof(amk_param));
+    t->n_params--;
+}
+
 AMK__FN amk_result amk__jl_task(amk__jl *L, const amk__jval *e, amk_program *p, amk__word *seen, amk_task *t) {
     const amk__jval *v;
     amk_result r;
@@ -1292,6 +1368,7 @@ AMK__FN amk_result amk__jl_task(amk__jl *L, const amk__jval *e, amk_program *p, 
     }
     if ((v = amk__jl_member(L, e, "params", 0, &old, &r)) != NULL) {
         if ((r = amk__jl_params(L, v, t)) != AMK_OK) return r;
+        amk__task_variant_from_flags(t);
         amk__jl_pop(L, old);
     }
     if ((v = amk__jl_member(L, e, "sm", 0, &old, &r)) != NULL) {

@@ -179,9 +179,9 @@ typedef struct amk__refop {
     const amk_buffer *out;
     void *y;                       /* storage of the (first) output */
     int64_t n_out;
-    const amk_buffer *outs[AMK_MAX_OUTPUTS]; /* every output (outs[0] = out): RMSNORM_GEMV with ARGMAX's
-                                                partials, RMSNORM_MLP with FOLD's qkv, the caches of
-                                                a PRENORM ATTENTION_O that writes them */
+    const amk_buffer *outs[AMK_MAX_OUTPUTS]; /* every output (outs[0] = out): RMSNORM_GEMV_ARGMAX's
+                                                partials, RMSNORM_MLP_FOLD's qkv, the caches of an
+                                                ATTENTION_O_PRENORM that writes them */
     void *ys[AMK_MAX_OUTPUTS];
 } amk__refop;
 
@@ -210,7 +210,7 @@ AMK__FN amk_result amk__ref_embed(const amk__refop *o, amk_diag *d) {
 }
 
 /* 1/sqrt(mean(x^2) + eps) of elements [off, off+n) of input i, summed in fp32 in order: the
-   scale of every rms norm (RMSNORM, the RMSNORM_* tiles, PRENORM ATTENTION_O). */
+   scale of every rms norm (RMSNORM, the RMSNORM_* tiles, ATTENTION_O_PRENORM). */
 AMK__FN float amk__ref_rms_inv(const amk__refop *o, int i, int64_t off, int64_t n) {
     float ss = 0.0f;
     int64_t k;
@@ -316,7 +316,7 @@ AMK__FN float amk__rope_inv_freq(const amk_params_t *P, int64_t i) {
     return inv;
 }
 
-/* RMSNORM_GEMV's RoPE (and PRENORM ATTENTION_O's): y[0..nt) are values n0.. of rows of heads of
+/* RMSNORM_GEMV_ROPE's RoPE (and ATTENTION_O_PRENORM's): y[0..nt) are values n0.. of rows of heads of
    head_dim, in interleaved pair order; pair (n, n+1), n even, rotates by pos * inv_freq((n %
    head_dim) / 2). */
 AMK__FN void amk__ref_rope_pairs(const amk_params_t *P, int64_t pos, int64_t n0, float *y, int64_t nt) {
@@ -336,7 +336,7 @@ AMK__FN float amk__refvm_round(float v, int t) {
     return amk__load_f32(b, t, 0);
 }
 
-/* PRENORM ATTENTION_O's head_dim values at element off of qkv (input 0): dst = inv * qkv[off..],
+/* ATTENTION_O_PRENORM's head_dim values at element off of qkv (input 0): dst = inv * qkv[off..],
    rotated (RoPE at pos) when rope, rounded to dtype dt. */
 AMK__FN void amk__ref_prenorm(const amk__refop *o, float inv, int64_t pos, int64_t off, int rope, int dt, float *dst) {
     const int64_t hd = o->P.head_dim;
@@ -349,14 +349,15 @@ AMK__FN void amk__ref_prenorm(const amk__refop *o, float inv, int64_t pos, int64
 /* Head h uses kv head h / (n_heads/n_kv_heads); cache row j of kv head g starts at element
    (j*n_kv_heads + g)*head_dim. Partial layout per head: [acc(head_dim) | m | l]. ATTENTION_O: the
    heads' results a (F32, not cast) then out[h'] += sum_j a[j] * W_oT[j, h'] over its rows j
-   [m_off, m_off+M_tile) (+ resid[h']), added to what out holds. PRENORM: q and the key and value
-   of row pos of each of its kv heads from qkv and x's rms (amk__ref_prenorm), that row from them,
-   never from the caches; with the caches as outputs 2 and 3 the task then stores them there. */
+   [m_off, m_off+M_tile) (+ resid[h']), added to what out holds. ATTENTION_O_PRENORM: q and the
+   key and value of row pos of each of its kv heads from qkv and x's rms (amk__ref_prenorm), that
+   row from them, never from the caches; with the caches as outputs 2 and 3 the task then stores
+   them there. */
 AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
     int64_t hd = o->P.head_dim, nh = o->P.n_heads, nkv = o->P.n_kv_heads, rep = nh / nkv, g0 = o->P.n_off;
     int64_t start = o->P.kv_start, len = o->P.kv_len, h, h0 = 0, h1 = nh, j, e, pos = 0;
-    int partial = ((uint32_t)o->P.flags & AMK_ATTN_FLAG_PARTIAL) != 0, fo = o->t->op == AMK_OP_ATTENTION_O;
-    const int prenorm = fo && ((uint32_t)o->P.flags & AMK_ATTN_FLAG_PRENORM) != 0;
+    int partial = ((uint32_t)o->P.flags & AMK_ATTN_FLAG_PARTIAL) != 0;
+    const int prenorm = o->t->op == AMK_OP_ATTENTION_O_PRENORM, fo = o->t->op == AMK_OP_ATTENTION_O || prenorm;
     const int writer = prenorm && o->t->n_outputs == 3;
     float *q, *row, *acc, *s, *a = NULL, *kv = NULL; /* kv: PRENORM's [2, N_tile, head_dim] keys, values at pos */
     float inv = 0.0f;
@@ -485,7 +486,7 @@ AMK__FN int64_t amk__ref_best(const void *x, int t, int64_t base, int64_t j0, in
 
 /* The pair of columns [j0, j1) of row base of x (dtype t): at y[at], y[at + 1] (F32) the max and
    its first index as F32 (NaN, -1 when none is a candidate): ARGMAX_PARTIAL's pair, and
-   RMSNORM_GEMV's with ARGMAX. */
+   RMSNORM_GEMV_ARGMAX's. */
 AMK__FN void amk__ref_pair(const void *x, int t, int64_t base, int64_t j0, int64_t j1, void *y, int64_t at) {
     float bv;
     const int64_t best = amk__ref_best(x, t, base, j0, j1, &bv);
@@ -495,16 +496,18 @@ AMK__FN void amk__ref_pair(const void *x, int t, int64_t base, int64_t j0, int64
 
 /* RMSNORM_GEMV and RMSNORM_SWIGLU: each row m of x is normalised in fp32 (rmsnorm as RMSNORM, no
    cast in between), then the tile's rows n: y = xn . W[n] (SWIGLU: silu(xn . Wg[n]) * (xn . Wu[n])).
-   RMSNORM_GEMV flags: ROPE rotates pairs (n, n+1), n even, by pos[m] * inv_freq((n % head_dim)/2)
-   (the interleaved pair order, like GGUF's Q/K rows); KV_ROW stores y at pos[m] * N + n of a
-   cache of rows of N, instead of out[m, n]. Positions are checked before anything is written.
-   ARGMAX: then, per row m, the max of the tile's values as out holds them (rounded to its dtype)
-   and its first index, as ARGMAX_PARTIAL's pair `part` of the second output.
+   RMSNORM_GEMV's variants: _ROPE rotates pairs (n, n+1), n even, by pos[m] *
+   inv_freq((n % head_dim)/2) (the interleaved pair order, like GGUF's Q/K rows); _KV stores y at
+   pos[m] * N + n of a cache of rows of N, instead of out[m, n]; _ROPE_KV both. Positions are
+   checked before anything is written. _ARGMAX: then, per row m, the max of the tile's values as
+   out holds them (rounded to its dtype) and its first index, as ARGMAX_PARTIAL's pair `part` of
+   the second output.
    RMSNORM_MLP: the SWIGLU values y (not cast) times the tile's rows of W_downT, plus resid when
-   given, added to what out[m] holds; with FOLD also y times its rows of W_cat plus its share of the
-   raw x times W_cat's base rows (AMK_MLP_FLAG_FOLD), added to what qkv[m] holds. */
+   given, added to what out[m] holds; RMSNORM_MLP_FOLD also y times its rows of W_cat plus its
+   share of the raw x times W_cat's base rows (AMK_MLP_FLAG_FOLD), added to what qkv[m] holds. */
 AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
-    const int mlp = o->t->op == AMK_OP_RMSNORM_MLP, swiglu = o->t->op == AMK_OP_RMSNORM_SWIGLU || mlp;
+    const int op = amk_op_device(o->t->op, NULL); /* P.flags has the variant's form bits */
+    const int mlp = op == AMK_OP_RMSNORM_MLP, swiglu = op == AMK_OP_RMSNORM_SWIGLU || mlp;
     /* flags: the bits that take the positions; argmax: the pairs into the second output */
     const uint32_t flags = swiglu ? 0u : (uint32_t)o->P.flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW);
     const int argmax = !swiglu && ((uint32_t)o->P.flags & AMK_GEMV_FLAG_ARGMAX) != 0;

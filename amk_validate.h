@@ -122,8 +122,10 @@ AMK_API int amk_program_critical_path(const amk_program *p);
 
 /* Lowers p in place for target t under config c: assigns every task an SM, reorders the task list
    into a stable topological order (so every per-SM queue is a linear extension of the DAG),
-   allocates pages for activations, stores c and t in p, then validates. Returns AMK_ERR_REJECTED
-   (with the first error in d) if the result does not validate; p is then lowered but unusable. */
+   allocates pages for activations, stores c and t in p. It validates p once, before it lowers
+   (every check but a schedule's), and checks the schedule it made after (SMs, queues, on-chip
+   buffers, pages; lowering changes nothing else). Returns AMK_ERR_REJECTED (with the first error
+   in d) if either fails; after the second, p is lowered but unusable. */
 AMK_API amk_result amk_program_lower(amk_program *p, const amk_config *c, const amk_target *t,
                                      amk_diag *d);
 /* amk_program_lower with n_pins tasks pinned: task id pin_task[i] on SM pin_sm[i], the others
@@ -406,18 +408,27 @@ AMK__FN int amk__check_gemv(const amk__opshape *c) {
     return 1;
 }
 
-/* ATTENTION_TILE, ATTENTION_DECODE, ATTENTION_O */
+/* A task whose flags hold nothing but its opcode's form bits: the base ops of the variants take
+   no flags of their own (amk__op_check names a variant's bits set on its base op). */
+AMK__FN int amk__opshape_form_only(const amk__opshape *c) {
+    uint32_t form;
+    amk_op_device(c->t->op, &form);
+    if ((uint32_t)c->P.flags != form)
+        AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: %s takes none", (int)((uint32_t)c->P.flags & ~form), amk_op_name(c->t->op));
+    return 1;
+}
+
+/* ATTENTION_TILE, ATTENTION_DECODE, ATTENTION_O, ATTENTION_O_PRENORM */
 AMK__FN int amk__check_attention(const amk__opshape *c) {
-    const int fo = c->t->op == AMK_OP_ATTENTION_O, decode = c->t->op == AMK_OP_ATTENTION_DECODE || fo;
-    const int prenorm = fo && ((uint32_t)c->P.flags & AMK_ATTN_FLAG_PRENORM) != 0; /* input 0 is qkv */
+    const int op = amk_op_device(c->t->op, NULL);
+    const int fo = op == AMK_OP_ATTENTION_O, decode = op == AMK_OP_ATTENTION_DECODE || fo;
+    const int prenorm = c->t->op == AMK_OP_ATTENTION_O_PRENORM; /* input 0 is qkv */
     int64_t row, max_seq, want;
     double scale = amk__param_f(c->t, "scale", 1.0);
     if (c->ni == 4 && !decode) AMK__OPS_FAIL(OP_UNSUPPORTED, "4th ATTENTION_TILE input is not supported");
-    if (fo && c->P.flags && (uint32_t)c->P.flags != AMK_ATTN_FLAG_PRENORM)
-        AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: ATTENTION_O takes PRENORM (4) alone, or none", c->P.flags);
-    if (fo && (c->ni < 5 + prenorm || c->ni > 6 + prenorm || (c->t->n_outputs != 1 && !(prenorm && c->t->n_outputs == 3))))
-        AMK__OPS_FAIL(OP_ARITY, "takes %d or %d inputs and %s with flags %d, got %d and %d", 5 + prenorm,
-                      6 + prenorm, prenorm ? "1 or 3 outputs" : "1 output", c->P.flags, c->ni, c->t->n_outputs);
+    if (fo && !amk__opshape_form_only(c)) return 0;
+    if (prenorm && c->t->n_outputs != 1 && c->t->n_outputs != 3)
+        AMK__OPS_FAIL(OP_ARITY, "takes 1 or 3 outputs, got %d", c->t->n_outputs);
     if (c->P.head_dim < 1 || c->P.n_heads < 1 || c->P.n_kv_heads < 1 || c->P.n_heads % c->P.n_kv_heads)
         AMK__OPS_FAIL(PARAM_VALUE,
                       "head_dim = %d, n_heads = %d, n_kv_heads = %d: each must be >= 1 and "
@@ -431,7 +442,7 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
                           "(%d + 2*%d)*%d", amk__opshape_name(c->in[0]), (long long)c->n_in[0], c->P.n_heads,
                           c->P.n_kv_heads, c->P.head_dim);
         if (c->in[0]->dtype != AMK_DTYPE_F32)
-            AMK__OPS_FAIL(OP_DTYPE, "qkv '%s' (a sum RMSNORM_MLP's FOLD builds) must be F32, not %s",
+            AMK__OPS_FAIL(OP_DTYPE, "qkv '%s' (a sum RMSNORM_MLP_FOLD builds) must be F32, not %s",
                           amk__opshape_name(c->in[0]), amk_dtype_name(c->in[0]->dtype));
     } else if (c->n_in[0] != (int64_t)c->P.n_heads * c->P.head_dim) {
         AMK__OPS_FAIL(OP_SHAPE, "q '%s' has %lld elements, n_heads*head_dim = %lld",
@@ -469,8 +480,6 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
             if (c->n_in[5] != H || !amk_dtype_is_float(c->in[5]->dtype))
                 AMK__OPS_FAIL(OP_SHAPE, "x '%s' must be float with H = %lld elements", amk__opshape_name(c->in[5]),
                               (long long)H);
-            if (!amk_task_param(c->t, "eps"))
-                AMK__OPS_FAIL(PARAM_MISSING, "PRENORM needs eps (x's rms norm)");
             if (!amk__opshape_finite(eps) || eps < 0)
                 AMK__OPS_FAIL(PARAM_VALUE, "eps = %g must be finite and >= 0", eps);
             if (c->P.head_dim % 2)
@@ -667,12 +676,14 @@ AMK__FN int amk__check_fill(const amk__opshape *c) {
     return 1;
 }
 
-/* RMSNORM_GEMV, RMSNORM_SWIGLU, RMSNORM_MLP */
+/* RMSNORM_GEMV and its variants (_ROPE, _KV, _ROPE_KV, _ARGMAX), RMSNORM_SWIGLU, RMSNORM_MLP and
+   RMSNORM_MLP_FOLD. The arity is the op table's; the forms' bits come with the opcode (P.flags). */
 AMK__FN int amk__check_norm_gemv(const amk__opshape *c) {
     int i;
-    const int mlp = c->t->op == AMK_OP_RMSNORM_MLP, swiglu = c->t->op == AMK_OP_RMSNORM_SWIGLU || mlp;
-    const uint32_t flags = swiglu ? 0u : (uint32_t)c->P.flags; /* RMSNORM_GEMV's */
-    const int fold = mlp && ((uint32_t)c->P.flags & AMK_MLP_FLAG_FOLD) != 0; /* W_cat input 5, qkv output 1 */
+    const int op = amk_op_device(c->t->op, NULL);
+    const int mlp = op == AMK_OP_RMSNORM_MLP, swiglu = op == AMK_OP_RMSNORM_SWIGLU || mlp;
+    const uint32_t flags = swiglu ? 0u : (uint32_t)c->P.flags; /* RMSNORM_GEMV's forms */
+    const int fold = c->t->op == AMK_OP_RMSNORM_MLP_FOLD; /* W_cat input 5, qkv output 1 */
     const int64_t K = c->P.K;
     double eps = amk__param_f(c->t, "eps", 0.0);
     int64_t M, N, end;
@@ -700,20 +711,7 @@ AMK__FN int amk__check_norm_gemv(const amk__opshape *c) {
     end = (int64_t)c->P.n_off + c->P.N_tile;
     if (end > N)
         AMK__OPS_FAIL(PARAM_VALUE, "n_off+N_tile = %lld exceeds W rows %lld", (long long)end, (long long)N);
-    if (flags & ~(AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW | AMK_GEMV_FLAG_ARGMAX))
-        AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than ROPE (1), KV_ROW (2) and ARGMAX (4)", c->P.flags);
-    if ((flags & AMK_GEMV_FLAG_ARGMAX) && (flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)))
-        AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: ARGMAX (4) goes with neither ROPE (1) nor KV_ROW (2)", c->P.flags);
-    if (mlp && ((uint32_t)c->P.flags & ~AMK_MLP_FLAG_FOLD))
-        AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than FOLD (1)", c->P.flags);
-    if (c->t->n_outputs != 1 + ((flags & AMK_GEMV_FLAG_ARGMAX) != 0 || fold))
-        AMK__OPS_FAIL(OP_ARITY, "takes a second output (%s) exactly when flags has %s (flags %d, %d outputs)",
-                      mlp ? "qkv" : "the argmax partials", mlp ? "FOLD" : "ARGMAX", c->P.flags, c->t->n_outputs);
-    if (mlp && (c->ni < 5 + fold || c->ni > 6 + fold))
-        AMK__OPS_FAIL(OP_ARITY, "takes %d or %d inputs with flags %d, got %d", 5 + fold, 6 + fold, c->P.flags, c->ni);
-    if (!swiglu && (c->ni == 4) != ((flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0))
-        AMK__OPS_FAIL(OP_ARITY, "takes the positions as a 4th input exactly when flags has ROPE or "
-                      "KV_ROW (flags %d, %d inputs)", c->P.flags, c->ni);
+    if (!amk__opshape_form_only(c)) return 0;
     if (flags & AMK_GEMV_FLAG_ARGMAX) {
         if (N > (1LL << 24)) /* why: the index travels as an F32 beside its value */
             AMK__OPS_FAIL(OP_SHAPE, "W '%s' has %lld rows; ARGMAX takes at most 2^24", amk__opshape_name(c->in[2]),
@@ -773,6 +771,36 @@ AMK__FN int amk__check_bias_add(const amk__opshape *c) {
 }
 #undef AMK__OPS_FAIL
 
+/* A variant names its form by its opcode (the op table's AS rows), never by flags: flags holding
+   a variant's form bits on its base op (what IR 0.2.0 programs wrote before the variants; the JSON
+   reader rewrites those), or any flags on a variant, are refused. 1 when fine; else 0 and the
+   message in msg (msg_size bytes). Safe on a malformed param list. */
+AMK__FN int amk__op_flags_named(const amk_task *t, char *msg, size_t msg_size) {
+    uint32_t fl = 0, form;
+    int i, v;
+    for (i = 0; t->params && i < t->n_params; i++)
+        if (t->params[i].key && strcmp(t->params[i].key, "flags") == 0 && t->params[i].type == AMK_PARAM_INT)
+            fl = (uint32_t)t->params[i].i;
+    if (!fl) return 1;
+    form = fl & amk__op_form_bits(t->op);
+    v = form ? amk_op_variant(t->op, form) : -1;
+    if (amk_op_device(t->op, NULL) != t->op) {
+        if (msg && msg_size) snprintf(msg, msg_size, "flags = %u: %s takes no flags (its opcode is its form)", fl, amk_op_name(t->op));
+        return 0;
+    }
+    if (!form) return 1;
+    if (msg && msg_size && v >= 0)
+        snprintf(msg, msg_size, "flags = %u: that form of %s is the op %s (%d)", fl, amk_op_name(t->op), amk_op_name(v), v);
+    else if (msg && msg_size) { /* no variant has these bits: name those that exist */
+        size_t n = (size_t)snprintf(msg, msg_size, "flags = %u: %s takes no such flags; its forms are ops of their own:",
+                                    fl, amk_op_name(t->op));
+        for (v = 0; v < AMK_OP_COUNT && n < msg_size; v++)
+            if (v != t->op && amk_op_device(v, NULL) == t->op)
+                n += (size_t)snprintf(msg + n, msg_size - n, " %s", amk_op_name(v));
+    }
+    return 0;
+}
+
 /* Checks (the preconditions, then the op's check function in the op table) that task t's buffers (shapes, dtypes) and param values fit its opcode. Precondition:
    every buffer id of t exists, the opcode is defined, the arity and the param types are right;
    these are re-checked defensively (OP_UNKNOWN, OP_ARITY, ABI_CAP, REF_BUFFER, PARAM_TYPE,
@@ -797,6 +825,10 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
     /* ---- the preconditions (validate checks them first) */
     spec = amk_op_spec_get(t->op);
     if (!spec) AMK__OPS_FAIL(OP_UNKNOWN, "opcode %d is not defined", t->op);
+    { /* before the arity: a variant named by flags is the cause */
+        char named[160];
+        if (!amk__op_flags_named(t, named, sizeof named)) AMK__OPS_FAIL(PARAM_VALUE, "%s", named);
+    }
     c.quant = (t->op == AMK_OP_GEMV_TILE || t->op == AMK_OP_GEMM_TILE) && amk_task_param(t, "qdtype") != NULL;
     max_in = c.quant ? 4 : spec->max_inputs < 0 ? AMK_MAX_INPUTS : spec->max_inputs;
     c.ni = ni = t->n_inputs;
@@ -940,19 +972,18 @@ AMK__FN const amk_param *amk__v_param(const amk_task *t, const char *key) {
     return NULL;
 }
 
-/* The reads below the position (RACE_KV). A PRENORM ATTENTION_O reads its caches' rows below its
+/* The reads below the position (RACE_KV). An ATTENTION_O_PRENORM reads its caches' rows below its
    position and never their row at it (it has that row's k and v itself), so its read of a cache
    need not follow a writer that writes only the row at the same position: one that cannot, within
    a pass, have written a row the reader reads, provided the position is the same in both, i.e.
    the position buffer is written by no task. amk__v_kv_reader_pos is the position buffer of t's
    read of KV cache x when t is such a reader (x only as its k or v cache), else -1;
    amk__v_kv_row_writer_pos that of t's write of x when t writes only the row at a position of x (an
-   RMSNORM_GEMV with KV_ROW over one row of x, or a PRENORM ATTENTION_O writing its caches), else
+   RMSNORM_GEMV_KV or _ROPE_KV over one row of x, or an ATTENTION_O_PRENORM writing its caches), else
    -1. The caller checks that nothing writes the position buffer. */
 AMK__FN int amk__v_kv_reader_pos(const amk_program *p, const amk_task *t, int x) {
-    const amk_param *f = amk__v_param(t, "flags");
     int j, ni = amk__v_len(t->n_inputs, t->inputs, AMK_MAX_INPUTS);
-    if (t->op != AMK_OP_ATTENTION_O || !f || !((uint32_t)f->i & AMK_ATTN_FLAG_PRENORM) || ni < 4 ||
+    if (t->op != AMK_OP_ATTENTION_O_PRENORM || ni < 4 ||
         x < 0 || x >= p->n_buffers || p->buffers[x].kind != AMK_KIND_KV_CACHE || (t->inputs[1] != x && t->inputs[2] != x))
         return -1;
     for (j = 0; j < ni; j++)
@@ -960,14 +991,14 @@ AMK__FN int amk__v_kv_reader_pos(const amk_program *p, const amk_task *t, int x)
     return t->inputs[3];
 }
 AMK__FN int amk__v_kv_row_writer_pos(const amk_program *p, const amk_task *t, int x) {
-    const amk_param *f = amk__v_param(t, "flags"), *K = amk__v_param(t, "K");
+    const amk_param *K = amk__v_param(t, "K");
     const int ni = amk__v_len(t->n_inputs, t->inputs, AMK_MAX_INPUTS);
     const int no = amk__v_len(t->n_outputs, t->outputs, AMK_MAX_OUTPUTS);
-    if (!f || ni < 4 || t->inputs[0] < 0 || t->inputs[0] >= p->n_buffers) return -1;
-    if (t->op == AMK_OP_RMSNORM_GEMV && ((uint32_t)f->i & AMK_GEMV_FLAG_KV_ROW) && no == 1 && t->outputs[0] == x &&
+    if (ni < 4 || t->inputs[0] < 0 || t->inputs[0] >= p->n_buffers) return -1;
+    if ((t->op == AMK_OP_RMSNORM_GEMV_KV || t->op == AMK_OP_RMSNORM_GEMV_ROPE_KV) && no == 1 && t->outputs[0] == x &&
         K && amk_buffer_numel(&p->buffers[t->inputs[0]]) == K->i)
         return t->inputs[3];
-    if (t->op == AMK_OP_ATTENTION_O && ((uint32_t)f->i & AMK_ATTN_FLAG_PRENORM) && no == 3 && t->outputs[0] != x &&
+    if (t->op == AMK_OP_ATTENTION_O_PRENORM && no == 3 && t->outputs[0] != x &&
         (t->outputs[1] == x || t->outputs[2] == x))
         return t->inputs[3];
     return -1;
@@ -1177,6 +1208,9 @@ typedef struct amk__vctx {
     const amk_program *p;
     amk_report *rep;
     int keep;                 /* store issues (the caller passed a report) */
+    int schedule_only;        /* a lowered program already validated before lowering: no op
+                                 checks and no RACE_* questions (lowering changes neither), the
+                                 rest (SMs, queues, on-chip buffers, pages, PAGE_ALIAS, config) */
     int oom;
     int bad_output;           /* some task names a missing output buffer (maybe the unwritten one) */
     int bad_signal;           /* some task signals a missing counter (maybe a missing producer) */
@@ -1470,6 +1504,9 @@ AMK__FN void amk__v_tasks(amk__vctx *v) {
             else
                 amk__v_issue(v, AMK_CHECK_OP_UNKNOWN, ti, -1, -1, "%s has unknown opcode %d", tn, t->op);
             bad = 1;
+        } else if (!amk__op_flags_named(t, msg, sizeof msg)) {
+            amk__v_issue(v, AMK_CHECK_PARAM_VALUE, ti, -1, -1, "%s: %s", tn, msg);
+            bad = 1;
         } else {
             int lo = spec->min_inputs < 0 ? 0 : spec->min_inputs;
             int hi = spec->max_inputs < 0 ? AMK_MAX_INPUTS : spec->max_inputs;
@@ -1494,7 +1531,7 @@ AMK__FN void amk__v_tasks(amk__vctx *v) {
             amk__v_issue(v, AMK_CHECK_WRITE_READONLY, ti, x, -1, "%s writes %s, a read-only %s buffer", tn,
                          amk__v_bname(p, x, bn, sizeof bn), amk_kind_name(p->buffers[x].kind));
         }
-        if (!bad && refs_ok && spec) {
+        if (!bad && refs_ok && spec && !v->schedule_only) {
             amk_check which = AMK_CHECK_OP_SHAPE;
             msg[0] = 0;
             if (!amk__op_check(p, t, &which, msg, sizeof msg)) {
@@ -1851,8 +1888,8 @@ AMK__FN void amk__v_query(amk__vctx *v, int set_off, int set_len, int target, in
 /* The region a writer writes: columns [n0, n1) of rows [m0, m1) (IR_SPEC_NOTES 1), in the units
    of its kind: 0 the whole buffer; 1 columns of the output's last axis (GEMV/GEMM tiles and the
    fused tiles, whose KV-row form writes columns of every cache row it may pick; ARGMAX_PARTIAL's
-   pair; a PRENORM ATTENTION_O's kv heads in its caches, the KV-row tiles' columns); 2 flat elements
-   (ATTENTION_DECODE: the rows of its query heads). Of buffer x: an RMSNORM_GEMV with ARGMAX writes
+   pair; an ATTENTION_O_PRENORM's kv heads in its caches, the KV-row tiles' columns); 2 flat elements
+   (ATTENTION_DECODE: the rows of its query heads). Of buffer x: an RMSNORM_GEMV_ARGMAX writes
    its pair (kind 1) into its second output. Regions of different kinds never compare as disjoint
    (amk__v_waw). */
 typedef struct amk__v_region { int64_t n0, n1, m0, m1; int task, kind; } amk__v_region;
@@ -1866,11 +1903,11 @@ AMK__FN void amk__region_all(const amk_task *t, int x, amk__v_region *r) {
 }
 
 /* A tile's columns [n_off, n_off+N_tile) of every row (GEMM_TILE: of rows [m_off, m_off+M_tile));
-   an RMSNORM_GEMV with ARGMAX writes its (value, index) pair into its second output. */
+   an RMSNORM_GEMV_ARGMAX writes its (value, index) pair into its second output. */
 AMK__FN void amk__region_cols(const amk_task *t, int x, amk__v_region *r) {
     const amk_param *off = amk__v_param(t, "n_off"), *w = amk__v_param(t, "N_tile");
-    const amk_param *flags = amk__v_param(t, "flags"), *part = amk__v_param(t, "part");
-    if (t->op == AMK_OP_RMSNORM_GEMV && flags && (flags->i & AMK_GEMV_FLAG_ARGMAX) && t->n_outputs == 2 &&
+    const amk_param *part = amk__v_param(t, "part");
+    if (t->op == AMK_OP_RMSNORM_GEMV_ARGMAX && t->n_outputs == 2 &&
         t->outputs && x == t->outputs[1]) { /* its (value, index) pair */
         if (!part || t->outputs[0] == x) return;
         r->kind = 1;
@@ -1915,7 +1952,7 @@ AMK__FN void amk__region_heads(const amk_task *t, int x, amk__v_region *r) {
     r->n1 = (off->i + w->i) * rw;
 }
 
-/* ATTENTION_O: a PRENORM writer's cache, its kv heads' columns of the cache row (its first output,
+/* ATTENTION_O_PRENORM: a writer's cache, its kv heads' columns of the cache row (its first output,
    which it accumulates into, is whole). */
 AMK__FN void amk__region_kv_heads(const amk_task *t, int x, amk__v_region *r) {
     const amk_param *off = amk__v_param(t, "n_off"), *w = amk__v_param(t, "N_tile");
@@ -2062,7 +2099,7 @@ AMK__FN void amk__v_questions(amk__vctx *v) {
     grp = (amk__v_pair *)amk__calloc((size_t)maxw + 1, sizeof(amk__v_pair));
     next = (int *)amk__calloc((size_t)maxw + 1, sizeof(int));
     if (!tmp || !reg || !grp || !next) { v->oom = 1; goto done; }
-    for (x = 0; x < v->nb && !v->oom; x++) {
+    for (x = 0; x < v->nb && !v->oom && !v->schedule_only; x++) {
         int kind = p->buffers[x].kind, nw = v->gwr_off[x + 1] - v->gwr_off[x], off;
         if (v->buf_enum[x] || !amk__v_transient_kind(kind) || nw == 0) continue;
         if (v->grd_off[x + 1] > v->grd_off[x]) {
@@ -2508,7 +2545,8 @@ AMK__FN void amk__v_free(amk__vctx *v) {
     amk__free(v->pool); amk__free(v->qs);
 }
 
-AMK_API amk_result amk_program_validate(const amk_program *p, amk_report *report) {
+/* amk_program_validate's passes; schedule_only as amk__vctx's. */
+AMK__FN amk_result amk__validate(const amk_program *p, amk_report *report, int schedule_only) {
     amk__vctx v;
     amk_report local;
     amk_result r;
@@ -2520,6 +2558,7 @@ AMK_API amk_result amk_program_validate(const amk_program *p, amk_report *report
     v.p = p;
     v.rep = report ? report : &local;
     v.keep = report != NULL;
+    v.schedule_only = schedule_only;
     v.n = amk__v_len(p->n_tasks, p->tasks, INT_MAX);
     v.nb = amk__v_len(p->n_buffers, p->buffers, INT_MAX);
     v.nc = amk__v_len(p->n_counters, p->counters, INT_MAX);
@@ -2561,6 +2600,10 @@ AMK_API amk_result amk_program_validate(const amk_program *p, amk_report *report
     amk__v_free(&v);
     amk__free(local.items);
     return r;
+}
+
+AMK_API amk_result amk_program_validate(const amk_program *p, amk_report *report) {
+    return amk__validate(p, report, 0);
 }
 
 AMK_API void amk_report_free(amk_report *r) {
@@ -3033,15 +3076,17 @@ AMK__FN int amk__lower_is_schedule_check(amk_check c) {
            c == AMK_CHECK_PAGE_ALIAS || c == AMK_CHECK_CONFIG_VALUE;
 }
 
-/* Validates p. AMK_OK when accepted; else AMK_ERR_REJECTED with the first error in d (skipping
-   the checks of a schedule when before is set: lowering replaces the schedule), or the
-   validator's failure (out of memory). */
+/* Validates p. AMK_OK when accepted; else AMK_ERR_REJECTED with the first error in d, or the
+   validator's failure (out of memory). Before lowering (before set) everything but the checks of
+   a schedule, which lowering replaces; after it, the schedule's alone (amk__vctx.schedule_only):
+   lowering reorders the tasks and gives them SMs and pages, and changes nothing else, so the
+   program is validated once. */
 AMK__FN amk_result amk__lower_validate(const amk_program *p, int before, amk_diag *d) {
     amk_report rep;
     amk_result r;
     int i;
     memset(&rep, 0, sizeof rep);
-    r = amk_program_validate(p, &rep);
+    r = amk__validate(p, &rep, !before);
     if (r == AMK_ERR_REJECTED) {
         r = AMK_OK;
         for (i = 0; i < rep.n_items; i++) {
@@ -3274,9 +3319,10 @@ AMK__FN amk_result amk__lower_assign(const amk_program *p, const int *order, con
          an SM index >= n; loads beyond min(num_sms, n) need no memory */
         int nc = p->n_counters, lv, *depth, *cdepth, *by_level, *level_start, max_depth = 0;
         int64_t *lvl, big = 0;
-        uint32_t *ran; /* why: ran[s] bit op = SM s already runs a task of opcode op */
+        uint64_t *ran; /* why: ran[s] bit op = SM s already runs a task of device opcode op (its
+                          device function: a variant counts as its base op, amk_op_device) */
         load = (int64_t *)amk__calloc((size_t)(m ? m : 1), sizeof(int64_t));
-        ran = (uint32_t *)amk__calloc((size_t)(m ? m : 1), sizeof(uint32_t));
+        ran = (uint64_t *)amk__calloc((size_t)(m ? m : 1), sizeof(uint64_t));
         lvl = (int64_t *)amk__calloc((size_t)(m ? m : 1), sizeof(int64_t));
         depth = (int *)amk__calloc((size_t)(n > 0 ? n : 1), sizeof(int));
         cdepth = (int *)amk__calloc((size_t)(nc > 0 ? nc : 1), sizeof(int));
@@ -3312,7 +3358,7 @@ AMK__FN amk_result amk__lower_assign(const amk_program *p, const int *order, con
             for (j = level_start[lv]; j < level_start[lv + 1]; j++) {
                 int kk = by_level[j], g = amk__lower_find(parent, kk), s = group_sm[g], q;
                 int64_t cost = p->tasks[order[kk]].est_bytes;
-                const uint32_t bit = 1u << ((uint32_t)p->tasks[order[kk]].op & 31u);
+                const uint64_t bit = (uint64_t)1 << ((uint32_t)amk_op_device(p->tasks[order[kk]].op, NULL) & 63u);
                 if (cost < 1) cost = 1; /* why: zero-cost tasks still spread over the SMs */
                 if (s < 0) { /* why: linear scans; m <= n, and programs have ~100 SMs */
                     int a = -1;

@@ -1251,7 +1251,7 @@ static const cli_cmd cli_cmds[] = {
      "--ctx sets the KV cache rows (default min(model context, 4096)); --kv-splits the attention\n"
      "tiles along the KV length (1..8; default 0: one per 512 rows, at most 8); --dtype the weight\n"
      "dtype (default F32).\n"
-     "The step uses AMK's opcodes (20..27); --spec-ops builds it from the spec's opcodes\n"
+     "The step uses AMK's opcodes (20..34); --spec-ops builds it from the spec's opcodes\n"
      "0..18 only (a program any implementation of the spec runs; more dependent steps).\n"
      "--mlp-steps 1 builds each layer's MLP as one step (RMSNORM_MLP tiles adding into an F32\n"
      "residual), 2 as two (gate/up tiles, then down tiles); default: one where a tile's rows of\n"

@@ -351,8 +351,9 @@ RANDPROG_FN int randprog_fill_task(randprog_state *s, int out, int counter) {
 }
 
 /* RMSNORM_GEMV tiles: out = rmsnorm(x[1, H]) @ W[N, H].T in 1, 2 or 4 (at most max) tiles of
-   disjoint columns, all signalling counter. flags ROPE and KV_ROW read positions pos (ROPE with
-   the section's params and head_dim; out is then the cache of rows of N). Returns the tile count. */
+   disjoint columns, all signalling counter. flags (AMK_GEMV_FLAG_ROPE, _KV_ROW) pick the variant
+   (amk_op_variant), which reads positions pos (RoPE with the section's params and head_dim; with
+   KV_ROW out is the cache of rows of N). Returns the tile count. */
 RANDPROG_FN int randprog_norm_tiles(randprog_state *s, randprog_val x, int64_t N, int out, int flags, int pos,
                                     int counter, int max) {
     int nw = randprog_weight(s, s->H, 0), w = randprog_weight(s, N, s->H), ins[4], j;
@@ -360,14 +361,13 @@ RANDPROG_FN int randprog_norm_tiles(randprog_state *s, randprog_val x, int64_t N
     int64_t n_tile = N / n_tiles;
     ins[0] = x.buf; ins[1] = nw; ins[2] = w; ins[3] = pos;
     for (j = 0; j < n_tiles; j++) {
-        int t = randprog_task_n(s, AMK_OP_RMSNORM_GEMV, ins, flags ? 4 : 3, &x, 1, &out, 1, counter,
+        int t = randprog_task_n(s, amk_op_variant(AMK_OP_RMSNORM_GEMV, (uint32_t)flags), ins, flags ? 4 : 3, &x, 1, &out, 1, counter,
                                 randprog_nbytes(s, w, n_tile * s->H));
         if (t < 0) break;
         amk_task_set_real(s->p, t, "eps", 1e-5);
         amk_task_set_int(s->p, t, "K", s->H);
         amk_task_set_int(s->p, t, "N_tile", n_tile);
         amk_task_set_int(s->p, t, "n_off", j * n_tile);
-        if (flags) amk_task_set_int(s->p, t, "flags", flags);
         if (flags & AMK_GEMV_FLAG_ROPE) {
             amk_task_set_int(s->p, t, "head_dim", s->head_dim);
             randprog_rope_set(s, t);
@@ -426,14 +426,13 @@ RANDPROG_FN void randprog_mlp(randprog_state *s, int counter) {
         int first = j == 0 && resid, t;
         n_in = 5 + fold;
         if (first) ins[n_in++] = v[2].buf;
-        t = randprog_task_n(s, AMK_OP_RMSNORM_MLP, ins, n_in, v, first ? 3 : 2, outs, 1 + fold, counter,
+        t = randprog_task_n(s, fold ? AMK_OP_RMSNORM_MLP_FOLD : AMK_OP_RMSNORM_MLP, ins, n_in, v, first ? 3 : 2, outs, 1 + fold, counter,
                             randprog_nbytes(s, ins[2], 3 * n_tile * H) + (fold ? randprog_nbytes(s, ins[5], n_tile * F) : 0));
         if (t < 0) break;
         amk_task_set_real(s->p, t, "eps", 1e-5);
         amk_task_set_int(s->p, t, "K", H);
         amk_task_set_int(s->p, t, "N_tile", n_tile);
         amk_task_set_int(s->p, t, "n_off", j * n_tile);
-        if (fold) amk_task_set_int(s->p, t, "flags", AMK_MLP_FLAG_FOLD);
     }
     randprog_push(s, outs[0], counter, n_tiles, 0);
     if (fold) {
@@ -459,7 +458,7 @@ RANDPROG_FN void randprog_argmax(randprog_state *s, int counter) {
         outs[0] = randprog_activation(s, 0);
     }
     for (j = 0; j < n_parts; j++) {
-        int t = fused ? randprog_task_n(s, AMK_OP_RMSNORM_GEMV, ins, 3, &x, 1, outs, 2, counter,
+        int t = fused ? randprog_task_n(s, AMK_OP_RMSNORM_GEMV_ARGMAX, ins, 3, &x, 1, outs, 2, counter,
                                         randprog_nbytes(s, ins[2], (int64_t)n_tile * s->H))
                       : randprog_task_n(s, AMK_OP_ARGMAX_PARTIAL, ins, 1, &x, 1, outs, 1, counter, 0);
         if (t < 0) break;
@@ -469,7 +468,6 @@ RANDPROG_FN void randprog_argmax(randprog_state *s, int counter) {
         if (fused) {
             amk_task_set_real(s->p, t, "eps", 1e-5);
             amk_task_set_int(s->p, t, "K", s->H);
-            amk_task_set_int(s->p, t, "flags", AMK_GEMV_FLAG_ARGMAX);
         }
     }
     pv.buf = outs[1]; pv.counter = counter; pv.threshold = n_parts; pv.cls = -1;
@@ -618,7 +616,8 @@ RANDPROG_FN void randprog_attn(randprog_state *s) {
                 w[0] = v[0]; w[1] = v[1]; w[2] = v[2]; w[3] = v[3];
                 if (form == 2) { ins[n_in++] = v[5].buf; w[n_w++] = v[5]; }
                 if (n == 0 && resid) { ins[n_in++] = v[4].buf; w[n_w++] = v[4]; }
-                t = randprog_task_n(s, AMK_OP_ATTENTION_O, ins, n_in, w, n_w, outs, writers && m == 0 ? 3 : 1, c,
+                t = randprog_task_n(s, form == 2 ? AMK_OP_ATTENTION_O_PRENORM : AMK_OP_ATTENTION_O, ins, n_in, w, n_w, outs,
+                                    writers && m == 0 ? 3 : 1, c,
                                     randprog_nbytes(s, kc, 2 * (int64_t)(max_seq - kv_start) * g_tile * hd) +
                                         randprog_nbytes(s, wo, (int64_t)rows / n_slices * s->H));
                 n++;
@@ -634,7 +633,6 @@ RANDPROG_FN void randprog_attn(randprog_state *s) {
                 amk_task_set_int(s->p, t, "m_off", g * rows + m * (rows / n_slices));
                 amk_task_set_int(s->p, t, "M_tile", rows / n_slices);
                 if (form == 2) {
-                    amk_task_set_int(s->p, t, "flags", AMK_ATTN_FLAG_PRENORM);
                     amk_task_set_real(s->p, t, "eps", 1e-5);
                     randprog_rope_set(s, t);
                 }
@@ -732,15 +730,15 @@ RANDPROG_FN int64_t randprog_index_bound(const amk_program *p, int b) {
     int k, j;
     for (k = 0; k < p->n_tasks; k++) {
         const amk_task *t = &p->tasks[k];
-        const amk_param *flags = amk_task_param(t, "flags"), *nkv = amk_task_param(t, "n_kv_heads");
+        const amk_param *nkv = amk_task_param(t, "n_kv_heads");
         const amk_param *hd = amk_task_param(t, "head_dim");
         for (j = 0; j < t->n_inputs; j++) {
             int64_t rows = -1;
             if (t->inputs[j] != b) continue;
-            if (t->op == AMK_OP_RMSNORM_GEMV && j == 3 && flags && (flags->i & AMK_GEMV_FLAG_KV_ROW) &&
+            if ((t->op == AMK_OP_RMSNORM_GEMV_KV || t->op == AMK_OP_RMSNORM_GEMV_ROPE_KV) && j == 3 &&
                 t->n_outputs >= 1 && p->buffers[t->inputs[2]].shape[0] > 0)
                 rows = amk_buffer_numel(&p->buffers[t->outputs[0]]) / p->buffers[t->inputs[2]].shape[0];
-            else if ((t->op == AMK_OP_ATTENTION_DECODE || t->op == AMK_OP_ATTENTION_O) && j == 3 && nkv && hd &&
+            else if ((t->op == AMK_OP_ATTENTION_DECODE || amk_op_device(t->op, NULL) == AMK_OP_ATTENTION_O) && j == 3 && nkv && hd &&
                      nkv->i > 0 && hd->i > 0)
                 rows = amk_buffer_numel(&p->buffers[t->inputs[1]]) / (nkv->i * hd->i);
             else if (t->op == AMK_OP_EMBED && j == 0)
@@ -797,22 +795,16 @@ RANDPROG_FN int randprog_fill(amk_refvm *vm, const amk_program *p, uint64_t seed
 
 /* ---- coverage: which fused forms programs hold ------------------------------------------------ */
 
-/* What randprog_count_forms counts: every opcode under its code, then these flag forms. */
+/* What randprog_count_forms counts: every opcode under its code, then these forms of an opcode. */
 enum {
-    RANDPROG_FORM_GEMV_ROPE = AMK_OP_COUNT, /* RMSNORM_GEMV with ROPE (alone or with KV_ROW) */
-    RANDPROG_FORM_GEMV_KV_ROW,              /* RMSNORM_GEMV with KV_ROW */
-    RANDPROG_FORM_GEMV_ARGMAX,              /* RMSNORM_GEMV with ARGMAX */
-    RANDPROG_FORM_DECODE_PARTIAL,           /* ATTENTION_DECODE with PARTIAL */
-    RANDPROG_FORM_MLP_FOLD,                 /* RMSNORM_MLP with FOLD */
-    RANDPROG_FORM_O_PRENORM,                /* ATTENTION_O with PRENORM */
-    RANDPROG_FORM_O_KV_WRITER,              /* ATTENTION_O with PRENORM storing the cache rows */
+    RANDPROG_FORM_DECODE_PARTIAL = AMK_OP_COUNT, /* ATTENTION_DECODE with PARTIAL */
+    RANDPROG_FORM_O_KV_WRITER,                   /* ATTENTION_O_PRENORM storing the cache rows */
     RANDPROG_FORM_COUNT
 };
 
 RANDPROG_FN const char *randprog_form_name(int f) {
     static const char *const names[RANDPROG_FORM_COUNT - AMK_OP_COUNT] = {
-        "RMSNORM_GEMV ROPE", "RMSNORM_GEMV KV_ROW", "RMSNORM_GEMV ARGMAX", "ATTENTION_DECODE PARTIAL",
-        "RMSNORM_MLP FOLD", "ATTENTION_O PRENORM", "ATTENTION_O PRENORM writer"};
+        "ATTENTION_DECODE PARTIAL", "ATTENTION_O_PRENORM writer"};
     return f < AMK_OP_COUNT ? amk_op_name(f) : names[f - AMK_OP_COUNT];
 }
 
@@ -825,20 +817,13 @@ RANDPROG_FN void randprog_count_forms(const amk_program *p, int *counts) {
         const int64_t f = fp ? fp->i : 0;
         if (t->op < 0 || t->op >= AMK_OP_COUNT) continue;
         counts[t->op]++;
-        if (t->op == AMK_OP_RMSNORM_GEMV) {
-            counts[RANDPROG_FORM_GEMV_ROPE] += (f & AMK_GEMV_FLAG_ROPE) != 0;
-            counts[RANDPROG_FORM_GEMV_KV_ROW] += (f & AMK_GEMV_FLAG_KV_ROW) != 0;
-            counts[RANDPROG_FORM_GEMV_ARGMAX] += (f & AMK_GEMV_FLAG_ARGMAX) != 0;
-        }
         counts[RANDPROG_FORM_DECODE_PARTIAL] += t->op == AMK_OP_ATTENTION_DECODE && (f & AMK_ATTN_FLAG_PARTIAL);
-        counts[RANDPROG_FORM_MLP_FOLD] += t->op == AMK_OP_RMSNORM_MLP && (f & AMK_MLP_FLAG_FOLD);
-        counts[RANDPROG_FORM_O_PRENORM] += t->op == AMK_OP_ATTENTION_O && (f & AMK_ATTN_FLAG_PRENORM);
-        counts[RANDPROG_FORM_O_KV_WRITER] += t->op == AMK_OP_ATTENTION_O && (f & AMK_ATTN_FLAG_PRENORM) && t->n_outputs == 3;
+        counts[RANDPROG_FORM_O_KV_WRITER] += t->op == AMK_OP_ATTENTION_O_PRENORM && t->n_outputs == 3;
     }
 }
 
 /* Prints the fused counts of n_programs programs (what names them) and fails a check for each
-   of the opcodes 20-27 and flag forms that none of them holds. */
+   of AMK's opcodes from 20 and the forms above that none of them holds. */
 RANDPROG_FN void randprog_check_fused_coverage(const int *counts, int n_programs, const char *what) {
     int f;
     printf("%s: %d programs; tasks of each fused form:", what, n_programs);

@@ -55,7 +55,13 @@ static void test_opcodes(void) {
     CHECK_EQ_INT(AMK_OP_FILL, 26);
     CHECK_EQ_INT(AMK_OP_ATTENTION_O, 27);
     CHECK_EQ_INT(AMK_OP_BIAS_ADD, 28);
-    CHECK_EQ_INT(AMK_OP_COUNT, 29);
+    CHECK_EQ_INT(AMK_OP_RMSNORM_GEMV_ROPE, 29);
+    CHECK_EQ_INT(AMK_OP_RMSNORM_GEMV_KV, 30);
+    CHECK_EQ_INT(AMK_OP_RMSNORM_GEMV_ROPE_KV, 31);
+    CHECK_EQ_INT(AMK_OP_RMSNORM_GEMV_ARGMAX, 32);
+    CHECK_EQ_INT(AMK_OP_RMSNORM_MLP_FOLD, 33);
+    CHECK_EQ_INT(AMK_OP_ATTENTION_O_PRENORM, 34);
+    CHECK_EQ_INT(AMK_OP_COUNT, 35);
     CHECK_EQ_INT(amk_op_from_name("RMSNORM_GEMV"), 20);
     CHECK_EQ_INT(amk_op_from_name("RMSNORM_SWIGLU"), 21);
     CHECK_EQ_INT(amk_op_from_name("ATTENTION_DECODE"), 22);
@@ -69,7 +75,23 @@ static void test_opcodes(void) {
     CHECK_STR(amk_op_name(24), "ARGMAX_COMBINE");
     CHECK_STR(amk_op_name(27), "ATTENTION_O");
     CHECK_STR(amk_op_name(28), "BIAS_ADD");
-    CHECK(amk_op_spec_get(29) == NULL);
+    CHECK_STR(amk_op_name(34), "ATTENTION_O_PRENORM");
+    CHECK_EQ_INT(amk_op_from_name("RMSNORM_GEMV_ROPE_KV"), 31);
+    CHECK(amk_op_spec_get(35) == NULL);
+    { /* the device runs each variant as its base op with the form's bits (the device ABI) */
+        static const int want[6][2] = {{AMK_OP_RMSNORM_GEMV, 1}, {AMK_OP_RMSNORM_GEMV, 2}, {AMK_OP_RMSNORM_GEMV, 3},
+                                       {AMK_OP_RMSNORM_GEMV, 4}, {AMK_OP_RMSNORM_MLP, 1}, {AMK_OP_ATTENTION_O, 4}};
+        uint32_t bits = 99;
+        int k;
+        for (k = 0; k < 6; k++) {
+            CHECK_EQ_INT(amk_op_device(29 + k, &bits), want[k][0]);
+            CHECK_EQ_INT((int)bits, want[k][1]);
+            CHECK_EQ_INT(amk_op_variant(want[k][0], (uint32_t)want[k][1]), 29 + k);
+        }
+        CHECK_EQ_INT(amk_op_device(AMK_OP_ATTENTION_O, &bits), AMK_OP_ATTENTION_O);
+        CHECK_EQ_INT((int)bits, 0);
+        CHECK_EQ_INT(amk_op_device(-1, NULL), -1);
+    }
     /* the write column: RMSNORM_MLP adds into every output, ATTENTION_O into its first only */
     CHECK(amk_op_accumulates(AMK_OP_RMSNORM_MLP, 0) && amk_op_accumulates(AMK_OP_RMSNORM_MLP, 1));
     CHECK(amk_op_accumulates(AMK_OP_ATTENTION_O, 0) && !amk_op_accumulates(AMK_OP_ATTENTION_O, 1));

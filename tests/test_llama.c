@@ -159,6 +159,134 @@ static const char *io_name(const amk_program *p, const amk_task *t, int j) {
    a FILL more a folded layer (qkv.l); one dependent step fewer each folded layer. It validates,
    survives the adversarial walk, lowers and round-trips through JSON. qkv_fold 1 without
    ATTENTION_O, without the one-step MLP, or with one layer builds the step unfolded. */
+/* The tiny step's options with attention and O in one step, the one-step MLP, one KV split on 8
+   SMs, and qkv_fold. */
+static void fold_opts(amk_llama_build_opts *o, int qkv_fold) {
+    amk_llama_build_opts_default(o);
+    o->num_sms = 8;
+    o->kv_splits = 1;
+    o->mlp_accum = 1;
+    o->attn_o = 1;
+    o->qkv_fold = qkv_fold;
+}
+
+/* text with every variant's opcode written as its base op and its form bits as "flags" (a
+   program's JSON as IR 0.2.0 wrote it before the variants were ops of their own). Caller frees. */
+static char *old_form_json(const char *text) {
+    const size_t n = strlen(text);
+    char *out = (char *)malloc(2 * n + 1), *o = out;
+    const char *s = text;
+    if (!out) return NULL;
+    while (*s) {
+        const char *op = strstr(s, "\"op\": \""), *end, *params;
+        char name[64];
+        uint32_t bits;
+        int code, base;
+        if (!op) { strcpy(o, s); o += strlen(s); break; }
+        op += 7;
+        end = strchr(op, '"');
+        if (!end || (size_t)(end - op) >= sizeof name) break;
+        memcpy(name, op, (size_t)(end - op));
+        name[end - op] = 0;
+        code = amk_op_from_name(name);
+        base = amk_op_device(code, &bits);
+        memcpy(o, s, (size_t)(op - s));
+        o += op - s;
+        if (code < 0 || base == code || !(params = strstr(end, "\"params\": {"))) {
+            s = op;
+            continue;
+        }
+        o += sprintf(o, "%s", amk_op_name(base));
+        params += 11;
+        memcpy(o, end, (size_t)(params - end));
+        o += params - end;
+        o += sprintf(o, "\"flags\": %u, ", bits);
+        s = params;
+    }
+    *o = 0;
+    return out;
+}
+
+/* 1 when r holds an error of check c whose message has needle. */
+static int has_issue(const amk_report *r, amk_check c, const char *needle) {
+    int i;
+    for (i = 0; i < r->n_items; i++)
+        if (r->items[i].is_error && r->items[i].check == c && strstr(r->items[i].message, needle)) return 1;
+    return 0;
+}
+
+/* A program of the variants' old form (the base op and its flags) loads as the variants: the same
+   JSON when written again. The variants' flags are refused where a program names them itself. */
+static void test_variants_json(void) {
+    amk_llama_config c = tiny_config();
+    amk_llama_build_opts o;
+    amk_program *p = NULL, *q = NULL;
+    amk_diag d;
+    char *json = NULL, *old = NULL, *again = NULL;
+    size_t n = 0;
+    int i, seen[AMK_OP_COUNT] = {0}, k = -1;
+    amk_diag_clear(&d);
+    c.n_layers = 3;
+    fold_opts(&o, 1);
+    CHECK_EQ_INT(amk_llama_build(&c, &o, &p, &d), AMK_OK);
+    if (!p) return;
+    for (i = 0; i < p->n_tasks; i++) seen[p->tasks[i].op] = 1;
+    for (i = AMK_OP_RMSNORM_GEMV_ROPE; i <= AMK_OP_ATTENTION_O_PRENORM; i++)
+        CHECK_MSG(seen[i] || (i == AMK_OP_RMSNORM_GEMV_ARGMAX && !AMK_LLAMA_HEAD_ARGMAX), "no %s task", amk_op_name(i));
+    CHECK_EQ_INT(amk_program_write_json(p, &json, &n), AMK_OK);
+    old = json ? old_form_json(json) : NULL;
+    CHECK(old && strstr(old, "\"flags\": 3, ") && !strstr(old, "_ROPE_KV\""));
+    if (old) CHECK_EQ_INT(amk_program_load_json(old, strlen(old), &q, &d), AMK_OK);
+    if (q) {
+        CHECK_EQ_INT(amk_program_validate(q, NULL), AMK_OK);
+        CHECK_EQ_INT(amk_program_write_json(q, &again, &n), AMK_OK);
+        CHECK(again && strcmp(again, json) == 0);
+        for (i = 0; i < q->n_tasks && k < 0; i++)
+            if (q->tasks[i].op == AMK_OP_RMSNORM_GEMV_ROPE_KV) k = i;
+    }
+    CHECK(k >= 0);
+    for (i = 0; q && i < q->n_tasks; i++) /* its row's required params: PRENORM's eps */
+        if (q->tasks[i].op == AMK_OP_ATTENTION_O_PRENORM) {
+            amk_param *e = (amk_param *)amk_task_param(&q->tasks[i], "eps");
+            amk_report r;
+            memset(&r, 0, sizeof r);
+            CHECK(e != NULL);
+            if (!e) break;
+            e->key[2] = 'z';
+            CHECK_EQ_INT(amk_program_validate(q, &r), AMK_ERR_REJECTED);
+            CHECK(has_issue(&r, AMK_CHECK_PARAM_MISSING, "'eps'"));
+            amk_report_free(&r);
+            e->key[2] = 's';
+            break;
+        }
+    if (k >= 0) { /* named by flags in code: refused, naming the op */
+        amk_report r;
+        memset(&r, 0, sizeof r);
+        q->tasks[k].op = AMK_OP_RMSNORM_GEMV;
+        amk_task_set_int(q, k, "flags", AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW);
+        CHECK_EQ_INT(amk_program_validate(q, &r), AMK_ERR_REJECTED);
+        CHECK(r.n_errors == 1 && has_issue(&r, AMK_CHECK_PARAM_VALUE, "the op RMSNORM_GEMV_ROPE_KV"));
+        amk_report_free(&r);
+        q->tasks[k].op = AMK_OP_RMSNORM_GEMV_ROPE_KV; /* a variant takes no flags */
+        CHECK_EQ_INT(amk_program_validate(q, &r), AMK_ERR_REJECTED);
+        CHECK(r.n_errors == 1 && has_issue(&r, AMK_CHECK_PARAM_VALUE, "takes no flags"));
+        amk_report_free(&r);
+        q->tasks[k].op = AMK_OP_RMSNORM_GEMV; /* no variant has these bits: the base op's flags are refused */
+        amk_task_set_int(q, k, "flags", AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_ARGMAX);
+        CHECK_EQ_INT(amk_program_validate(q, &r), AMK_ERR_REJECTED);
+        CHECK(r.n_errors == 1 && has_issue(&r, AMK_CHECK_PARAM_VALUE, "ops of their own: RMSNORM_GEMV_ROPE RMSNORM_GEMV_KV"));
+        amk_report_free(&r);
+    }
+    CHECK_EQ_INT(amk_op_variant(AMK_OP_ATTENTION_O, AMK_ATTN_FLAG_PRENORM), AMK_OP_ATTENTION_O_PRENORM);
+    CHECK_EQ_INT(amk_op_variant(AMK_OP_RMSNORM_MLP, 0), AMK_OP_RMSNORM_MLP);
+    CHECK_EQ_INT(amk_op_variant(AMK_OP_RMSNORM_MLP, 2), -1);
+    amk_free(json);
+    amk_free(again);
+    free(old);
+    amk_program_free(q);
+    amk_program_free(p);
+}
+
 static void test_fold_build(void) {
     amk_llama_config c = tiny_config();
     amk_llama_build_opts o;
@@ -172,12 +300,7 @@ static void test_fold_build(void) {
     int i, l, bad = 0, n_fill = 0, n_writers = 0, n_prenorm = 0, n_fold = 0, n_qkv = 0, wc;
     amk_diag_clear(&d);
     c.n_layers = 3;
-    amk_llama_build_opts_default(&o);
-    o.num_sms = 8;
-    o.kv_splits = 1;
-    o.mlp_accum = 1;
-    o.attn_o = 1;
-    o.qkv_fold = 0;
+    fold_opts(&o, 0);
     CHECK_EQ_INT(amk_llama_build(&c, &o, &u, &d), AMK_OK);
     o.qkv_fold = 1;
     CHECK_EQ_INT(amk_llama_build(&c, &o, &p, &d), AMK_OK);
@@ -194,18 +317,21 @@ static void test_fold_build(void) {
     CHECK(amk_program_find_buffer(p, "amk.qkv_fold.2") < 0);
     for (i = 0; i < p->n_tasks; i++) {
         const amk_task *t = &p->tasks[i];
-        const int64_t flags = amk_task_param(t, "flags") ? amk_task_param(t, "flags")->i : 0;
         if (t->op == AMK_OP_FILL) { n_fill++; continue; }
         if (sscanf(t->label, "L%d", &l) != 1) continue;
-        if (t->op == AMK_OP_RMSNORM_GEMV && (flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW))) { n_qkv++; bad += l != 0; }
-        if (t->op == AMK_OP_ATTENTION_O) {
+        bad += amk_task_param(t, "flags") != NULL; /* the builder names every form by its opcode */
+        if (t->op == AMK_OP_RMSNORM_GEMV_ROPE || t->op == AMK_OP_RMSNORM_GEMV_KV || t->op == AMK_OP_RMSNORM_GEMV_ROPE_KV) {
+            n_qkv++;
+            bad += l != 0;
+        }
+        if (t->op == AMK_OP_ATTENTION_O || t->op == AMK_OP_ATTENTION_O_PRENORM) {
             const int64_t m0 = amk_task_param(t, "m_off")->i, g = amk_task_param(t, "n_off")->i;
             const int first = m0 == g * 24;
-            if (l == 0) { bad += flags != 0 || t->n_outputs != 1; continue; }
+            if (l == 0) { bad += t->op != AMK_OP_ATTENTION_O || t->n_outputs != 1; continue; }
             n_prenorm++;
             n_writers += t->n_outputs == 3;
             snprintf(want, sizeof want, "qkv.%d", l - 1);
-            bad += flags != AMK_ATTN_FLAG_PRENORM || t->n_inputs != (m0 == 0 ? 7 : 6) || t->n_outputs != (first ? 3 : 1) ||
+            bad += t->op != AMK_OP_ATTENTION_O_PRENORM || t->n_inputs != (m0 == 0 ? 7 : 6) || t->n_outputs != (first ? 3 : 1) ||
                    strcmp(io_name(p, t, 0), want) != 0 || amk_task_param(t, "eps") == NULL || amk_task_param(t, "theta") == NULL;
             snprintf(want, sizeof want, "x.%d", l);
             bad += strcmp(io_name(p, t, 5), want) != 0;
@@ -214,12 +340,12 @@ static void test_fold_build(void) {
                 bad += strcmp(io_name(p, t, -2), want) != 0 || t->outputs[1] != t->inputs[1] || t->outputs[2] != t->inputs[2];
             }
         }
-        if (t->op == AMK_OP_RMSNORM_MLP) {
+        if (t->op == AMK_OP_RMSNORM_MLP || t->op == AMK_OP_RMSNORM_MLP_FOLD) {
             const int64_t n_off = amk_task_param(t, "n_off")->i;
-            if (l == 2) { bad += flags != 0 || t->n_outputs != 1 || t->n_inputs != (n_off == 0 ? 6 : 5); continue; }
+            if (l == 2) { bad += t->op != AMK_OP_RMSNORM_MLP || t->n_outputs != 1 || t->n_inputs != (n_off == 0 ? 6 : 5); continue; }
             n_fold++;
             snprintf(want, sizeof want, "qkv.%d", l);
-            bad += flags != AMK_MLP_FLAG_FOLD || t->n_outputs != 2 || t->n_inputs != (n_off == 0 ? 7 : 6) ||
+            bad += t->op != AMK_OP_RMSNORM_MLP_FOLD || t->n_outputs != 2 || t->n_inputs != (n_off == 0 ? 7 : 6) ||
                    strcmp(io_name(p, t, -2), want) != 0 || amk_task_param(t, "theta") != NULL;
             snprintf(want, sizeof want, "amk.qkv_fold.%d", l);
             bad += strcmp(io_name(p, t, 5), want) != 0;
@@ -766,12 +892,12 @@ static void test_sm_sets(void) {
         memset(used, 0, sizeof used);
         for (i = 0; i < p->n_tasks; i++) {
             const amk_task *t = &p->tasks[i];
-            const int qkv = t->op == AMK_OP_RMSNORM_GEMV && amk_task_param(t, "flags") &&
-                            (amk_task_param(t, "flags")->i & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0;
-            const int step = qkv ? 0 : t->op == AMK_OP_ATTENTION_O ? 1 : 2;
+            const int qkv = t->op == AMK_OP_RMSNORM_GEMV_ROPE || t->op == AMK_OP_RMSNORM_GEMV_KV ||
+                            t->op == AMK_OP_RMSNORM_GEMV_ROPE_KV;
+            const int step = qkv ? 0 : amk_op_device(t->op, NULL) == AMK_OP_ATTENTION_O ? 1 : 2;
             int a0 = 0; /* the first SM of the layer's attention set */
             l = -1;
-            if (!qkv && t->op != AMK_OP_ATTENTION_O && t->op != AMK_OP_RMSNORM_MLP) {
+            if (!qkv && amk_op_device(t->op, NULL) != AMK_OP_ATTENTION_O && amk_op_device(t->op, NULL) != AMK_OP_RMSNORM_MLP) {
                 if (t->op == AMK_OP_FILL) bad_set += t->sm < (AMK_LLAMA_SETS_ALTERNATE ? 72 : 36);
                 continue;
             }
@@ -810,6 +936,7 @@ int main(void) {
     RUN(test_build_validates_and_lowers);
     RUN(test_sm_sets);
     RUN(test_fold_build);
+    RUN(test_variants_json);
     RUN(test_fold_planned);
     RUN(test_weight_plan);
     RUN(test_fused_matches_spec_ops);

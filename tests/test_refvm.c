@@ -401,27 +401,30 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=8", "ok"},
     {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[7] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_SHAPE"},
     {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=10", "PARAM_VALUE"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=1", "OP_ARITY"},
+    {AMK_OP_RMSNORM_GEMV_ROPE, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
     {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=8", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=8", "PARAM_VALUE"},
+    /* a variant is its opcode: its bits as flags are refused, on its base op and on itself */
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=1 head_dim=4", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV_ROPE, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=1 head_dim=4", "PARAM_VALUE"},
     /* ARGMAX: the pair `part` of the second output */
-    {AMK_OP_RMSNORM_GEMV, "F32[2,8] F32[8] BF16[12,8] | F32[2,12] F32[2,6]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=4 part=2", "ok"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "OP_ARITY"},
+    {AMK_OP_RMSNORM_GEMV_ARGMAX, "F32[2,8] F32[8] BF16[12,8] | F32[2,12] F32[2,6]", "eps=1e-5 K=8 N_tile=4 n_off=8 part=2", "ok"},
+    {AMK_OP_RMSNORM_GEMV_ARGMAX, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
     {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "OP_ARITY"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=5 head_dim=4 theta=1e4", "PARAM_VALUE"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] BF16[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "OP_DTYPE"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] F32[1,5]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "OP_SHAPE"},
-    {AMK_OP_RMSNORM_GEMV, "F32[2,8] F32[8] BF16[12,8] | F32[2,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "OP_SHAPE"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4 part=3", "PARAM_VALUE"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] =0", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=4", "OP_SHAPE"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=1 head_dim=4 theta=1e4", "ok"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=3 n_off=4 flags=1 head_dim=4 theta=1e4", "PARAM_VALUE"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=1 head_dim=8 theta=1e4", "PARAM_VALUE"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] F32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=2", "OP_SHAPE"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[2] | F32[5,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=2", "OP_SHAPE"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[5,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=2", "ok"},
-    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[5,11]", "eps=1e-5 K=8 N_tile=4 n_off=4 flags=2", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_GEMV_ARGMAX, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=5 head_dim=4 theta=1e4", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV_ARGMAX, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] BF16[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_DTYPE"},
+    {AMK_OP_RMSNORM_GEMV_ARGMAX, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] F32[1,5]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_GEMV_ARGMAX, "F32[2,8] F32[8] BF16[12,8] | F32[2,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_GEMV_ARGMAX, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=0 part=3", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV_ARGMAX, "F32[1,8] F32[8] BF16[12,8] | F32[1,12] =0", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_GEMV_ROPE, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 head_dim=4 theta=1e4", "ok"},
+    {AMK_OP_RMSNORM_GEMV_ROPE, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=3 n_off=4 head_dim=4 theta=1e4", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV_ROPE, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=4 head_dim=8 theta=1e4", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_GEMV_KV, "F32[1,8] F32[8] BF16[12,8] F32[1] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=4", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_GEMV_KV, "F32[1,8] F32[8] BF16[12,8] I32[2] | F32[5,12]", "eps=1e-5 K=8 N_tile=4 n_off=4", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_GEMV_KV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[5,12]", "eps=1e-5 K=8 N_tile=4 n_off=4", "ok"},
+    {AMK_OP_RMSNORM_GEMV_KV, "F32[1,8] F32[8] BF16[12,8] I32[1] | F32[5,11]", "eps=1e-5 K=8 N_tile=4 n_off=4", "OP_SHAPE"},
     {AMK_OP_RMSNORM_SWIGLU, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=8", "ok"},
     {AMK_OP_RMSNORM_SWIGLU, "F32[1,8] F32[8] BF16[12,8] BF16[10,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_SHAPE"},
     {AMK_OP_RMSNORM_SWIGLU, "F32[1,8] F32[8] BF16[12,8] | F32[1,12]", "eps=1e-5 K=8 N_tile=4 n_off=0", "OP_ARITY"},
@@ -445,37 +448,36 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "OP_ARITY"},
     {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=2", "PARAM_VALUE"},
     /* RMSNORM_MLP with FOLD (flags 1): W_cat [N + K, F] its 6th input, qkv [M, F] F32 its 2nd output */
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "ok"},
-    {AMK_OP_RMSNORM_MLP, "F32[2,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,6] F32[20,7] F32[2,6] | F32[2,6] F32[2,7]", "eps=1e-5 K=8 N_tile=4 n_off=0 flags=1", "ok"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_ARITY"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_ARITY"},
+    {AMK_OP_RMSNORM_MLP_FOLD, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8", "ok"},
+    {AMK_OP_RMSNORM_MLP_FOLD, "F32[2,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,6] F32[20,7] F32[2,6] | F32[2,6] F32[2,7]", "eps=1e-5 K=8 N_tile=4 n_off=0", "ok"},
+    {AMK_OP_RMSNORM_MLP_FOLD, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_ARITY"},
+    {AMK_OP_RMSNORM_MLP_FOLD, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_ARITY"},
     {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_ARITY"},
     {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] F32[1,8] F32[1,8] | F32[1,8]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_ARITY"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=3", "PARAM_VALUE"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[19,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_SHAPE"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[140] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_SHAPE"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] F8E4M3[20,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_DTYPE"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8] BF16[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_DTYPE"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_SHAPE"},
-    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] F32[1,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=1", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP_FOLD, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8 flags=2", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_MLP_FOLD, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[19,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP_FOLD, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[140] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP_FOLD, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] F8E4M3[20,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_DTYPE"},
+    {AMK_OP_RMSNORM_MLP_FOLD, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8] BF16[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_DTYPE"},
+    {AMK_OP_RMSNORM_MLP_FOLD, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] | F32[1,8] F32[1,6]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_SHAPE"},
+    {AMK_OP_RMSNORM_MLP_FOLD, "F32[1,8] F32[8] BF16[12,8] BF16[12,8] BF16[12,8] BF16[20,7] F32[1,7] | F32[1,8] F32[1,7]", "eps=1e-5 K=8 N_tile=4 n_off=8", "OP_SHAPE"},
     /* ATTENTION_O with PRENORM (flags 4): qkv [1, (6 + 2*2)*4 = 40] F32, x [1, H] its 6th input */
-    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5 theta=1e4", "ok"},
-    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] BF16[1,5] F32[1,5] | F32[1,5] =1 =2", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=2 m_off=0 M_tile=24 flags=4 eps=1e-5 theta=1e4 rope_factor=8.0 rope_orig_ctx=64", "ok"},
-    {AMK_OP_ATTENTION_O, "F32[1,24] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_SHAPE"},
-    {AMK_OP_ATTENTION_O, "BF16[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_DTYPE"},
-    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_ARITY"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 eps=1e-5 theta=1e4", "ok"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] BF16[1,5] F32[1,5] | F32[1,5] =1 =2", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=2 m_off=0 M_tile=24 eps=1e-5 theta=1e4 rope_factor=8.0 rope_orig_ctx=64", "ok"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,24] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O_PRENORM, "BF16[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 eps=1e-5", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 eps=1e-5", "OP_ARITY"},
     {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[5] F32[5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "OP_ARITY"},
-    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5] =1", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_ARITY"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5] =1", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 eps=1e-5", "OP_ARITY"},
     {AMK_OP_ATTENTION_O, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] | F32[1,5] =1 =2", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5", "OP_ARITY"},
-    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5] =2 =1", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_SHAPE"},
-    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5] F32[8,2,4] F32[8,2,4]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_SHAPE"},
-    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,6] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_SHAPE"},
-    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] F32[4] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5", "OP_SHAPE"},
-    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=6 eps=1e-5", "PARAM_VALUE"},
-    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4", "PARAM_MISSING"},
-    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=-1.0", "PARAM_VALUE"},
-    {AMK_OP_ATTENTION_O, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=4 eps=1e-5 theta=0.0", "PARAM_VALUE"},
-    {AMK_OP_ATTENTION_O, "F32[1,30] F32[8,2,3] F32[8,2,3] I32[1] BF16[18,5] F32[1,5] | F32[1,5]", "head_dim=3 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=9 M_tile=5 flags=4 eps=1e-5", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5] =2 =1", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5] F32[8,2,4] F32[8,2,4]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,6] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] F32[4] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 flags=2 eps=1e-5", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 eps=-1.0", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,40] F32[8,2,4] F32[8,2,4] I32[1] BF16[24,5] F32[1,5] | F32[1,5]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=12 M_tile=5 eps=1e-5 theta=0.0", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_O_PRENORM, "F32[1,30] F32[8,2,3] F32[8,2,3] I32[1] BF16[18,5] F32[1,5] | F32[1,5]", "head_dim=3 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=9 M_tile=5 eps=1e-5", "PARAM_VALUE"},
     {AMK_OP_FILL, " | BF16[3,5]", "scale=0", "ok"},
     {AMK_OP_FILL, " | I32[3]", "scale=0", "OP_DTYPE"},
     {AMK_OP_FILL, " | F32[3]", "scale=1e300", "PARAM_VALUE"},
@@ -1214,13 +1216,12 @@ static void fused_gemv_case(int op, int flags, int xdt, int wdt, int odt, int M,
     ins[0] = x; ins[1] = nw; ins[2] = W;
     if (Wu >= 0) { ins[3] = Wu; n_in = 4; }
     if (ps >= 0) { ins[3] = ps; n_in = 4; }
-    tc_task2(&c, op, ins, n_in, y, pp);
+    tc_task2(&c, amk_op_variant(op, (uint32_t)flags), ins, n_in, y, pp);
     if (argmax) tc_int(&c, "part", 1);
     tc_real(&c, "eps", eps);
     tc_int(&c, "K", K);
     tc_int(&c, "N_tile", n_tile);
     tc_int(&c, "n_off", n_off);
-    if (flags) tc_int(&c, "flags", flags);
     if (rope) { tc_int(&c, "head_dim", hd); tc_real(&c, "theta", theta); }
     tpoison(&c.b[y]);
     if (argmax) tpoison(&c.b[pp]);
@@ -1399,12 +1400,11 @@ static void mlp_fold_case(int xdt, int wdt, int M, int K, int N, int H, int F, c
     for (i = 0; i + 1 < n_cuts; i++) {
         const int n_off = cuts[i], n_tile = cuts[i + 1] - cuts[i];
         ins[0] = x; ins[1] = nw; ins[2] = Wg; ins[3] = Wu; ins[4] = Wd; ins[5] = Wc; ins[6] = r;
-        tc_taskn(&c, AMK_OP_RMSNORM_MLP, ins, r >= 0 && i == 0 ? 7 : 6, outs, 2);
+        tc_taskn(&c, AMK_OP_RMSNORM_MLP_FOLD, ins, r >= 0 && i == 0 ? 7 : 6, outs, 2);
         tc_real(&c, "eps", eps);
         tc_int(&c, "K", K);
         tc_int(&c, "N_tile", n_tile);
         tc_int(&c, "n_off", n_off);
-        tc_int(&c, "flags", AMK_MLP_FLAG_FOLD);
         ok = ok && tc_exec(&c, &d) == AMK_OK;
         for (m = 0; m < M; m++) {
             want_norm_tile(&c, x, nw, Wg, Wu, m, K, n_off, n_tile, eps, a, am);
@@ -1512,13 +1512,12 @@ static void prenorm_case(int kdt, int xdt, int nh, int nkv, int hd, int max_seq,
         for (e = 0; e < hd; e++) { tset(&c.b[k], ((int64_t)pos * nkv + g) * hd + e, 50); tset(&c.b[v], ((int64_t)pos * nkv + g) * hd + e, 50); }
     ins[0] = qk; ins[1] = k; ins[2] = v; ins[3] = ps; ins[4] = Wo; ins[5] = x; ins[6] = r;
     outs[0] = y; outs[1] = k; outs[2] = v;
-    tc_taskn(&c, AMK_OP_ATTENTION_O, ins, with_resid ? 7 : 6, outs, writer ? 3 : 1);
+    tc_taskn(&c, AMK_OP_ATTENTION_O_PRENORM, ins, with_resid ? 7 : 6, outs, writer ? 3 : 1);
     tc_attn_params(&c, hd, nh, nkv, start, len, scale, 0);
     tc_int(&c, "n_off", g0);
     tc_int(&c, "N_tile", ng);
     tc_int(&c, "m_off", m_off);
     tc_int(&c, "M_tile", mt);
-    tc_int(&c, "flags", AMK_ATTN_FLAG_PRENORM);
     tc_real(&c, "eps", eps);
     tc_real(&c, "theta", theta);
     for (e = 0; e < H; e++) ss += c.b[x].v[e] * c.b[x].v[e];

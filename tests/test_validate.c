@@ -954,12 +954,11 @@ static void test_race_waw_head_argmax(void) {
     o[0] = vec(p, "logits", AMK_KIND_IO_OUTPUT, 30);
     o[1] = vec(p, "partials", AMK_KIND_ACTIVATION, 6);
     for (k = 0; k < 3; k++) {
-        t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV, ins, 3, o, 2, c, "head");
+        t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV_ARGMAX, ins, 3, o, 2, c, "head");
         amk_task_set_real(p, t, "eps", 1e-5);
         amk_task_set_int(p, t, "K", 8);
         amk_task_set_int(p, t, "n_off", 10 * k);
         amk_task_set_int(p, t, "N_tile", 10);
-        amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_ARGMAX);
         amk_task_set_int(p, t, "part", k);
     }
     argmax_combine(p, o[1], c, 3);
@@ -1107,11 +1106,10 @@ static void test_accumulate_fold(void) {
     in[0] = x; in[1] = nw; in[2] = wg; in[3] = wu; in[4] = wd; in[5] = wc; in[6] = x;
     o[0] = y; o[1] = qkv;
     for (k = 0; k < 3; k++) {
-        t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, in, k == 0 ? 7 : 6, o, 2, c_m, "mlp");
+        t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP_FOLD, in, k == 0 ? 7 : 6, o, 2, c_m, "mlp");
         amk_task_set_int(p, t, "K", 8);
         amk_task_set_int(p, t, "N_tile", 2);
         amk_task_set_int(p, t, "n_off", 2 * k);
-        amk_task_set_int(p, t, "flags", AMK_MLP_FLAG_FOLD);
         amk_task_set_real(p, t, "eps", 1e-5);
         amk_task_add_wait(p, t, c_f, 2);
     }
@@ -1162,24 +1160,22 @@ static pnprog mk_prenorm(int gemv_writers) {
         int wk = weight(k.p, j ? "W_v" : "W_k", 4, 8), nw = vec(k.p, j ? "nw_v" : "nw_k", AMK_KIND_WEIGHT, 8);
         in[0] = k.x; in[1] = nw; in[2] = wk; in[3] = k.pos;
         o[0] = j ? k.vc : k.kc;
-        k.w[j] = amk_program_add_task(k.p, AMK_OP_RMSNORM_GEMV, in, 4, o, 1, k.c_a, "kv row");
+        k.w[j] = amk_program_add_task(k.p, AMK_OP_RMSNORM_GEMV_KV, in, 4, o, 1, k.c_a, "kv row");
         amk_task_set_real(k.p, k.w[j], "eps", 1e-5);
         amk_task_set_int(k.p, k.w[j], "K", 8);
         amk_task_set_int(k.p, k.w[j], "n_off", 0);
         amk_task_set_int(k.p, k.w[j], "N_tile", 4);
-        amk_task_set_int(k.p, k.w[j], "flags", AMK_GEMV_FLAG_KV_ROW);
         amk_task_add_wait(k.p, k.w[j], k.c_f, 1);
     }
     in[0] = qkv; in[1] = k.kc; in[2] = k.vc; in[3] = k.pos; in[4] = wo; in[5] = k.x; in[6] = k.x;
     o[0] = k.h; o[1] = k.kc; o[2] = k.vc;
     for (g = 0; g < 2; g++)
         for (j = 0; j < 2; j++) { /* kv head g's rows 4g.. of W_oT: [4g, 4g+2) the writer's, then the reader's */
-            t = amk_program_add_task(k.p, AMK_OP_ATTENTION_O, in, g == 0 && j == 0 ? 7 : 6, o, j == 0 && !gemv_writers ? 3 : 1,
+            t = amk_program_add_task(k.p, AMK_OP_ATTENTION_O_PRENORM, in, g == 0 && j == 0 ? 7 : 6, o, j == 0 && !gemv_writers ? 3 : 1,
                                      k.c_a, j == 0 ? "writer" : "reader");
             attn_params(k.p, t, 2, 4, 2, 4, g);
             amk_task_set_int(k.p, t, "m_off", 4 * g + 2 * j);
             amk_task_set_int(k.p, t, "M_tile", 2);
-            amk_task_set_int(k.p, t, "flags", AMK_ATTN_FLAG_PRENORM);
             amk_task_set_real(k.p, t, "eps", 1e-5);
             amk_task_add_wait(k.p, t, k.c_f, 1);
             k.at[2 * g + j] = t;

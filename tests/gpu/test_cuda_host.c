@@ -274,10 +274,9 @@ static void test_lean_bytes(void) {
 
     /* Q/K/V: 32 + 2304 + 8 * 576 * 2 = 11552, and x's 2304 */
     ins[0] = x; ins[1] = nw; ins[2] = W; ins[3] = pos;
-    t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV, ins, 4, &cache, 1, c, "k");
+    t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV_ROPE_KV, ins, 4, &cache, 1, c, "k");
     amk_task_set_int(p, t, "K", 576);
     amk_task_set_int(p, t, "N_tile", 8);
-    amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW);
     CHECK_EQ_INT(plan_lean(p, t, threads), 11552 + 2304);
     CHECK_EQ_INT(plan_want(p, t, threads), 11552 + 2304);
     /* the form: lean where the launch's shared memory holds it, else the general one (its K floats
@@ -289,16 +288,15 @@ static void test_lean_bytes(void) {
     CHECK_EQ_INT(plan_lean(p, t, threads), 0);
     CHECK_EQ_INT(plan_want(p, t, threads), 4 * (576 + 2 * 32));
     /* without RoPE the same 32 rows are two a warp: 128 + 2304 + 36864, and x */
-    amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_KV_ROW);
+    p->tasks[t].op = AMK_OP_RMSNORM_GEMV_KV;
     CHECK_EQ_INT(plan_lean(p, t, threads), 128 + 2304 + 36864 + 2304);
     /* a bf16 x, or K = 2048: the general form */
     p->tasks[t].inputs[0] = xb;
     CHECK_EQ_INT(plan_lean(p, t, threads), 0);
     ins[0] = xk; ins[1] = nwk; ins[2] = Wk;
-    t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV, ins, 4, &cachek, 1, c, "k 2048");
+    t = amk_program_add_task(p, AMK_OP_RMSNORM_GEMV_KV, ins, 4, &cachek, 1, c, "k 2048");
     amk_task_set_int(p, t, "K", 2048);
     amk_task_set_int(p, t, "N_tile", 8);
-    amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_KV_ROW);
     CHECK_EQ_INT(plan_lean(p, t, threads), 0);
     CHECK_EQ_INT(plan_want(p, t, threads), 4 * 2048);
     /* MLP: 48 + 2304 + 2 * 12 * 576 * 2 + 12 * 576 * 2 = 43824, and x's 2304 */
@@ -328,12 +326,12 @@ static void test_lean_bytes(void) {
     amk_task_set_int(p, t, "N_tile", 32);
     CHECK_EQ_INT(plan_ring(p, t, threads), 0);
     CHECK_EQ_INT(plan_want(p, t, threads), 16 * 8 + 2304 + 32 * 1152 + 2304);
-    /* a bf16 x, or flags: neither form */
+    /* a bf16 x, or a variant: neither form */
     amk_task_set_int(p, t, "N_tile", 100);
     p->tasks[t].inputs[0] = xb;
     CHECK_EQ_INT(plan_ring(p, t, threads), 0);
     p->tasks[t].inputs[0] = x;
-    amk_task_set_int(p, t, "flags", AMK_GEMV_FLAG_ROPE);
+    p->tasks[t].op = AMK_OP_RMSNORM_GEMV_ROPE;
     CHECK_EQ_INT(plan_ring(p, t, threads), 0);
     amk_program_free(p);
 }
@@ -534,9 +532,8 @@ static void test_folded_refused(void) {
     amk_diag d;
     if (!p) return;
     for (i = 0; i < p->n_tasks; i++) {
-        const int64_t f = amk__param_i(&p->tasks[i], "flags", 0);
-        if (mlp < 0 && p->tasks[i].op == AMK_OP_RMSNORM_MLP && (f & AMK_MLP_FLAG_FOLD)) mlp = i;
-        if (att < 0 && p->tasks[i].op == AMK_OP_ATTENTION_O && (f & AMK_ATTN_FLAG_PRENORM)) att = i;
+        if (mlp < 0 && p->tasks[i].op == AMK_OP_RMSNORM_MLP_FOLD) mlp = i;
+        if (att < 0 && p->tasks[i].op == AMK_OP_ATTENTION_O_PRENORM) att = i;
     }
     CHECK(mlp >= 0 && att >= 0);
     if (mlp < 0 || att < 0) { amk_program_free(p); return; }
@@ -569,7 +566,7 @@ static void test_kv_hints(void) {
     CHECK(ins != NULL);
     CHECK(amk__cuda_kv_hints(p, ins) > 0);
     for (i = 0; i < p->n_tasks; i++) {
-        if (p->tasks[i].op != AMK_OP_ATTENTION_O) {
+        if (amk_op_device(p->tasks[i].op, NULL) != AMK_OP_ATTENTION_O) {
             CHECK(ins[i].hints == 0);
             continue;
         }
@@ -580,12 +577,13 @@ static void test_kv_hints(void) {
     CHECK_MSG(n_attn > 0 && n_hint == n_attn, "%d of %d attention tasks hinted", n_hint, n_attn);
     CHECK(amk__cuda_kv_hints(p, ins) == 0); /* nothing changed */
     for (i = 0; i < p->n_tasks && writer < 0; i++)
-        if (p->tasks[i].op == AMK_OP_RMSNORM_GEMV && p->tasks[i].n_outputs > 0 && p->tasks[i].outputs[0] == cache) writer = i;
+        if (p->tasks[i].op == AMK_OP_RMSNORM_GEMV_ROPE_KV && p->tasks[i].n_outputs > 0 && p->tasks[i].outputs[0] == cache)
+            writer = i;
     CHECK(writer >= 0);
-    CHECK(amk_task_set_int(p, writer, "flags", amk__param_i(&p->tasks[writer], "flags", 0) & ~(int64_t)AMK_GEMV_FLAG_KV_ROW) == AMK_OK);
+    if (writer >= 0) p->tasks[writer].op = AMK_OP_RMSNORM_GEMV_ROPE; /* it writes its whole tile now */
     CHECK(amk__cuda_kv_hints(p, ins) > 0);
     for (i = 0; i < p->n_tasks; i++) {
-        if (p->tasks[i].op != AMK_OP_ATTENTION_O) continue;
+        if (amk_op_device(p->tasks[i].op, NULL) != AMK_OP_ATTENTION_O) continue;
         if (p->tasks[i].inputs[1] == cache) {
             n_cache++;
             n_cache_hint += ins[i].hints != 0;
@@ -646,7 +644,7 @@ static void test_kv_pairs(void) {
     CHECK_MSG(c.n_kv_pairs == 30, "%d pairs", c.n_kv_pairs);
     for (i = 0; i < p->n_tasks; i++) {
         const amk_task *t = &p->tasks[i];
-        if (t->op != AMK_OP_ATTENTION_O) {
+        if (amk_op_device(t->op, NULL) != AMK_OP_ATTENTION_O) {
             CHECK(c.kv_pair[i] == -1);
             continue;
         }

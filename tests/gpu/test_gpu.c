@@ -813,13 +813,12 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
         int outs[2];
         outs[0] = y;
         outs[1] = pp;
-        t = amk_program_add_task(p, op, in, ni, outs, pp >= 0 ? 2 : 1, c, amk_op_name(op));
+        t = amk_program_add_task(p, amk_op_variant(op, (uint32_t)flags), in, ni, outs, pp >= 0 ? 2 : 1, c, amk_op_name(op));
         if (t >= 0) p->tasks[t].sm = i;
         setf(p, t, "eps", 1e-5);
         seti(p, t, "K", K);
         seti(p, t, "n_off", i ? half : 0);
         seti(p, t, "N_tile", i ? N - half : half);
-        if (flags) seti(p, t, "flags", flags);
         if (pp >= 0) seti(p, t, "part", i);
         if (flags & AMK_GEMV_FLAG_ROPE) { seti(p, t, "head_dim", hd); setf(p, t, "theta", 500000.0); }
     }
@@ -946,13 +945,12 @@ static void mlp_fold_case(const char *tag, int64_t N, int64_t K, int64_t F, int6
         setf(p, t, "scale", 0.0);
     }
     for (k = 0; k < n_tiles; k++) {
-        t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, in, k == 0 ? 7 : 6, outs, 2, c_m, "mlp fold");
+        t = amk_program_add_task(p, AMK_OP_RMSNORM_MLP_FOLD, in, k == 0 ? 7 : 6, outs, 2, c_m, "mlp fold");
         if (t >= 0) p->tasks[t].sm = k;
         setf(p, t, "eps", 1e-5);
         seti(p, t, "K", K);
         seti(p, t, "n_off", k * tr);
         seti(p, t, "N_tile", N - k * tr < tr ? N - k * tr : tr);
-        seti(p, t, "flags", AMK_MLP_FLAG_FOLD);
         amk_task_add_wait(p, t, c_f, 2);
     }
     p->config.threads_per_block = 512; /* the lean form: a warp a row */
@@ -1104,11 +1102,10 @@ static void attn_pre_case(const char *tag, amk_dtype kvt, int nh, int nkv, int h
     setf(p, t, "scale", 0.0);
     for (g = 0; g < nkv; g++)
         for (off = (int64_t)g * per; off < (int64_t)(g + 1) * per; off += tr, n++) {
-            t = amk_program_add_task(p, AMK_OP_ATTENTION_O, in, n == 0 ? 7 : 6, outs, off == (int64_t)g * per ? 3 : 1, c_a,
+            t = amk_program_add_task(p, AMK_OP_ATTENTION_O_PRENORM, in, n == 0 ? 7 : 6, outs, off == (int64_t)g * per ? 3 : 1, c_a,
                                      "attention_o prenorm");
             if (t >= 0) p->tasks[t].sm = 1 + n % 15;
             attn_params(p, t, nh, nkv, hd, 0, max_seq, 0);
-            seti(p, t, "flags", AMK_ATTN_FLAG_PRENORM);
             setf(p, t, "eps", 1e-5);
             setf(p, t, "theta", 100000.0);
             seti(p, t, "n_off", g);
@@ -1483,12 +1480,11 @@ static void test_lean_errors(void) {
     in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
     y = buf(p, "cache", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 2, 9, 16, 0);
     for (i = 0; i < 2; i++) {
-        t = task(p, AMK_OP_RMSNORM_GEMV, in, 4, y, c, i);
+        t = task(p, AMK_OP_RMSNORM_GEMV_ROPE_KV, in, 4, y, c, i);
         setf(p, t, "eps", 1e-5);
         seti(p, t, "K", 64);
         seti(p, t, "n_off", 8 * i);
         seti(p, t, "N_tile", 8);
-        seti(p, t, "flags", AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW);
         seti(p, t, "head_dim", 16);
         setf(p, t, "theta", 10000.0);
     }
