@@ -194,7 +194,8 @@ AMK__FN amk_result amk__refvm_oom(const amk__refop *o, amk_diag *d) {
 }
 
 AMK__FN amk_result amk__ref_embed(const amk__refop *o, amk_diag *d) {
-    int64_t i, H = o->P.hidden, V = o->in[1]->shape[0];
+    /* a row: the table's numel / V elements (amk__check_embed) */
+    int64_t i, V = o->in[1]->shape[0], H = o->n_in[1] / V;
     for (i = 0; i < o->n_in[0]; i++) { /* why: check every id first, so an error writes nothing */
         int64_t id = amk__load_i64(o->x[0], o->in[0]->dtype, i);
         if (id < 0 || id >= V)
@@ -218,19 +219,21 @@ AMK__FN float amk__ref_rms_inv(const amk__refop *o, int i, int64_t off, int64_t 
     return 1.0f / sqrtf(ss / (float)n + o->P.eps);
 }
 
+/* Rows of hidden: x's row r takes the weight's row r % k, k = the weight's rows (amk__check_norm). */
 AMK__FN amk_result amk__ref_rmsnorm(const amk__refop *o, amk_diag *d) {
     AMK__UNUSED(d);
-    int64_t r, h, H = o->P.hidden;
+    int64_t r, h, H = o->P.hidden, k = o->n_in[1] / H;
     for (r = 0; r < o->n_in[0] / H; r++) {
         const float inv = amk__ref_rms_inv(o, 0, r * H, H);
-        for (h = 0; h < H; h++) AMK__OUT(o, r * H + h, AMK__IN(o, 0, r * H + h) * inv * AMK__IN(o, 1, h));
+        const int64_t w0 = r % k * H;
+        for (h = 0; h < H; h++) AMK__OUT(o, r * H + h, AMK__IN(o, 0, r * H + h) * inv * AMK__IN(o, 1, w0 + h));
     }
     return AMK_OK;
 }
 
 AMK__FN amk_result amk__ref_layernorm(const amk__refop *o, amk_diag *d) {
     AMK__UNUSED(d);
-    int64_t r, h, H = o->P.hidden;
+    int64_t r, h, H = o->P.hidden, kw = o->n_in[1] / H, kb = o->ni == 3 ? o->n_in[2] / H : 1;
     for (r = 0; r < o->n_in[0] / H; r++) {
         float sum = 0.0f, var = 0.0f, mean, den;
         for (h = 0; h < H; h++) sum += AMK__IN(o, 0, r * H + h);
@@ -238,8 +241,8 @@ AMK__FN amk_result amk__ref_layernorm(const amk__refop *o, amk_diag *d) {
         for (h = 0; h < H; h++) { float c = AMK__IN(o, 0, r * H + h) - mean; var += c * c; }
         den = sqrtf(var / (float)H + o->P.eps); /* population variance */
         for (h = 0; h < H; h++) {
-            float v = (AMK__IN(o, 0, r * H + h) - mean) / den * AMK__IN(o, 1, h);
-            if (o->ni == 3) v += AMK__IN(o, 2, h);
+            float v = (AMK__IN(o, 0, r * H + h) - mean) / den * AMK__IN(o, 1, r % kw * H + h);
+            if (o->ni == 3) v += AMK__IN(o, 2, r % kb * H + h);
             AMK__OUT(o, r * H + h, v);
         }
     }

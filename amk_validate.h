@@ -60,12 +60,14 @@ extern "C" {
     X(WRITE_READONLY,      'E', "a task writes a WEIGHT, CONST or IO_INPUT buffer") \
     X(ONCHIP_SM,           'E', "an SMEM/REGISTER buffer is used on more than one SM") \
     X(ONCHIP_UNASSIGNED,   'W', "an SMEM/REGISTER buffer is used by tasks not yet on an SM") \
-    X(PAGE_REF,            'E', "the page table names a missing page or buffer, or mis-sizes") \
+    X(PAGE_REF,            'E', "the page table names a missing page or buffer, or a buffer not an activation") \
     X(PAGE_ALIAS,          'E', "two buffers share a page with unordered live ranges") \
     X(OUTPUT_UNREACHED,    'E', "an IO_OUTPUT buffer is never written") \
     X(CONFIG_VALUE,        'E', "a ScheduleConfig value is out of range for the target") \
     X(NAME_DUP,            'W', "two buffers share a name (binding by name is ambiguous)") \
     X(GPU_LABEL,           'W', "meta.gpu differs from target.name") \
+    X(OP_LENIENT,          'W', "a form the spec's reference accepts that AMK runs with a caveat") \
+    X(PAGE_MISMATCH,       'W', "a buffer's space or size differs from its page's") \
     X(BUILD_ERROR,         'E', "a builder call failed, so the program is incomplete")
 
 typedef enum amk_check {
@@ -206,6 +208,11 @@ AMK__FN int64_t amk__opshape_last(const amk_buffer *b) { return b->rank ? b->sha
 AMK__FN int amk__opshape_is_index(int dt) {
     return dt == AMK_DTYPE_I32 || dt == AMK_DTYPE_I8 || dt == AMK_DTYPE_U8;
 }
+/* Token ids and positions of the spec's EMBED and ROPE: an index dtype, or a float one, which the
+   reference implementation truncates to an integer (amk__op_caveat warns). */
+AMK__FN int amk__opshape_is_index_or_float(int dt) {
+    return amk__opshape_is_index(dt) || amk_dtype_is_float(dt);
+}
 /* A real param that converts to a finite float. */
 AMK__FN int amk__opshape_finite(double v) { return v == v && fabs(v) <= (double)FLT_MAX; }
 
@@ -296,25 +303,29 @@ AMK__FN int amk__check_same(const amk__opshape *c) {
     return 1;
 }
 
-/* EMBED */
+/* EMBED: ids select rows of the table [V, ...] (a row: numel/V elements), written one after another
+   in out, whatever out's shape. The row length is the table's, not `hidden`: the reference
+   implementation gathers with index_select and views the result as out, and its lowering reshapes a
+   flat [1, n*d] activation into n rows of d that way (ids [0], hidden = d). `hidden` is not read. */
 AMK__FN int amk__check_embed(const amk__opshape *c) {
-    int64_t v;
-    int64_t H;
-    if (!amk__opshape_is_index(c->in[0]->dtype))
-        AMK__OPS_FAIL(OP_DTYPE, "ids '%s' must be I32, I8 or U8, not %s",
+    int64_t v, R;
+    const amk_buffer *tab = c->in[1];
+    if (!amk__opshape_is_index_or_float(c->in[0]->dtype))
+        AMK__OPS_FAIL(OP_DTYPE, "ids '%s' must be I32, I8, U8 or a float dtype, not %s",
                       amk__opshape_name(c->in[0]), amk_dtype_name(c->in[0]->dtype));
-    if (c->P.hidden < 1) AMK__OPS_FAIL(PARAM_VALUE, "hidden = %d must be >= 1", c->P.hidden);
-    if (c->in[1]->rank != 2 || c->in[1]->shape[1] != c->P.hidden)
-        AMK__OPS_FAIL(OP_SHAPE, "table '%s' must be [V, hidden = %d]", amk__opshape_name(c->in[1]),
-                      c->P.hidden);
-    H = c->P.hidden;
-    if (!amk__mul_i64(c->n_in[0], H, &v) || c->n_out != v)
-        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, ids*hidden = %lld*%lld",
-                      amk__opshape_name(c->out), (long long)c->n_out, (long long)c->n_in[0], (long long)H);
+    if (tab->rank < 1 || tab->shape[0] < 1)
+        AMK__OPS_FAIL(OP_SHAPE, "table '%s' must be [V, ...] with V >= 1", amk__opshape_name(tab));
+    R = c->n_in[1] / tab->shape[0];
+    if (!amk__mul_i64(c->n_in[0], R, &v) || c->n_out != v)
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, ids*row = %lld*%lld (table '%s' rows of %lld)",
+                      amk__opshape_name(c->out), (long long)c->n_out, (long long)c->n_in[0], (long long)R,
+                      amk__opshape_name(tab), (long long)R);
     return 1;
 }
 
-/* RMSNORM, LAYERNORM */
+/* RMSNORM, LAYERNORM: x is rows of hidden; w (and b) hold k rows of hidden, k dividing x's rows,
+   and row r of x takes their row r % k (k = 1: one weight for every row; the reference
+   implementation broadcasts a [k, hidden] weight over x [..., k, hidden] so). */
 AMK__FN int amk__check_norm(const amk__opshape *c) {
     int i;
     double eps = amk__param_f(c->t, "eps", 0.0);
@@ -323,9 +334,11 @@ AMK__FN int amk__check_norm(const amk__opshape *c) {
         AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a multiple of hidden = %d",
                       amk__opshape_name(c->in[0]), (long long)c->n_in[0], c->P.hidden);
     for (i = 1; i < c->ni; i++)
-        if (c->n_in[i] != c->P.hidden)
-            AMK__OPS_FAIL(OP_SHAPE, "%s '%s' has %lld elements, hidden = %d", i == 1 ? "w" : "b",
-                          amk__opshape_name(c->in[i]), (long long)c->n_in[i], c->P.hidden);
+        if (c->n_in[i] < c->P.hidden || c->n_in[i] % c->P.hidden ||
+            (c->n_in[0] / c->P.hidden) % (c->n_in[i] / c->P.hidden))
+            AMK__OPS_FAIL(OP_SHAPE, "%s '%s' has %lld elements; it needs k rows of hidden = %d, k dividing "
+                          "x's %lld rows", i == 1 ? "w" : "b", amk__opshape_name(c->in[i]),
+                          (long long)c->n_in[i], c->P.hidden, (long long)(c->n_in[0] / c->P.hidden));
     if (c->n_out != c->n_in[0])
         AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld",
                       amk__opshape_name(c->out), (long long)c->n_out, amk__opshape_name(c->in[0]),
@@ -502,8 +515,8 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
 AMK__FN int amk__check_rope(const amk__opshape *c) {
     int64_t v;
     int64_t S = c->n_in[1];
-    if (!amk__opshape_is_index(c->in[1]->dtype))
-        AMK__OPS_FAIL(OP_DTYPE, "positions '%s' must be I32, I8 or U8, not %s",
+    if (!amk__opshape_is_index_or_float(c->in[1]->dtype))
+        AMK__OPS_FAIL(OP_DTYPE, "positions '%s' must be I32, I8, U8 or a float dtype, not %s",
                       amk__opshape_name(c->in[1]), amk_dtype_name(c->in[1]->dtype));
     if (S < 1) AMK__OPS_FAIL(OP_SHAPE, "positions '%s' is empty", amk__opshape_name(c->in[1]));
     if (c->P.head_dim < 2 || c->P.head_dim % 2)
@@ -772,6 +785,34 @@ AMK__FN int amk__check_bias_add(const amk__opshape *c) {
     return 1;
 }
 #undef AMK__OPS_FAIL
+
+/* The caveat of a task amk__op_check accepted in a form the spec's reference implementation
+   (schedule/ir.py, instructions/reference.py) accepts and AMK advises against: float ids or
+   positions (truncated to integers, exact only while the float holds the integer), a norm over rows
+   of hidden where x's last dim differs (the reference normalises x's last dim). Returns 1 with the
+   message in msg, 0 when there is none. */
+AMK__FN int amk__op_caveat(const amk_program *p, const amk_task *t, char *msg, size_t msg_size) {
+    const amk_buffer *b;
+    int64_t hidden;
+    if ((t->op == AMK_OP_EMBED || t->op == AMK_OP_ROPE) && t->n_inputs == 2) {
+        b = &p->buffers[t->inputs[t->op == AMK_OP_ROPE]];
+        if (!amk_dtype_is_float(b->dtype)) return 0;
+        snprintf(msg, msg_size, "%s: %s '%s' are %s; they are truncated to integers (exact up to %s)",
+                 amk_op_name(t->op), t->op == AMK_OP_ROPE ? "positions" : "ids", amk__opshape_name(b),
+                 amk_dtype_name(b->dtype), b->dtype == AMK_DTYPE_F32 ? "2^24" : b->dtype == AMK_DTYPE_F16 ? "2^11" : "2^8");
+        return 1;
+    }
+    if ((t->op == AMK_OP_RMSNORM || t->op == AMK_OP_LAYERNORM) && t->n_inputs >= 1) {
+        b = &p->buffers[t->inputs[0]];
+        hidden = amk__param_i(t, "hidden", 0);
+        if (amk__opshape_last(b) == hidden) return 0;
+        snprintf(msg, msg_size, "%s: x '%s' has a last dim of %lld, not hidden = %lld: AMK normalises rows "
+                 "of hidden, the spec's reference x's last dim", amk_op_name(t->op), amk__opshape_name(b),
+                 (long long)amk__opshape_last(b), (long long)hidden);
+        return 1;
+    }
+    return 0;
+}
 
 /* Checks (the preconditions, then the op's check function in the op table) that task t's buffers (shapes, dtypes) and param values fit its opcode. Precondition:
    every buffer id of t exists, the opcode is defined, the arity and the param types are right;
@@ -1501,6 +1542,8 @@ AMK__FN void amk__v_tasks(amk__vctx *v) {
                 if ((int)which < 0 || which >= AMK_CHECK_COUNT) which = AMK_CHECK_OP_SHAPE;
                 amk__v_issue(v, which, ti, -1, -1, "%s: %s", tn, msg);
                 bad = 1;
+            } else if (amk__op_caveat(p, t, msg, sizeof msg)) {
+                amk__v_issue(v, AMK_CHECK_OP_LENIENT, ti, -1, -1, "%s: %s", tn, msg);
             }
         }
         v->task_bad[ti] = (unsigned char)bad;
@@ -1803,17 +1846,16 @@ AMK__FN void amk__v_page_refs(amk__vctx *v) {
                          bn, amk_kind_name(b->kind));
             ok = 0;
         }
+        /* why warnings: the page decides where the buffer lives and both runtimes size a page to its
+           largest buffer; the spec's reference validator checks neither */
         nbytes = v->buf_shape[x] ? -1 : amk__buffer_nbytes(b);
-        if (nbytes > p->pages[pg].nbytes) {
-            amk__v_issue(v, AMK_CHECK_PAGE_REF, -1, x, -1, "%s needs %lld bytes but page %d holds %lld", bn,
-                         (long long)nbytes, pg, (long long)p->pages[pg].nbytes);
-            ok = 0;
-        }
-        if (p->pages[pg].space != b->space) {
-            amk__v_issue(v, AMK_CHECK_PAGE_REF, -1, x, -1, "%s is in %s but page %d is in %s", bn,
-                         amk_space_name(b->space), pg, amk_space_name(p->pages[pg].space));
-            ok = 0;
-        }
+        if (nbytes > p->pages[pg].nbytes)
+            amk__v_issue(v, AMK_CHECK_PAGE_MISMATCH, -1, x, -1, "%s needs %lld bytes but page %d holds %lld; the "
+                         "page grows to %lld", bn, (long long)nbytes, pg, (long long)p->pages[pg].nbytes,
+                         (long long)nbytes);
+        if (p->pages[pg].space != b->space)
+            amk__v_issue(v, AMK_CHECK_PAGE_MISMATCH, -1, x, -1, "%s is in %s but page %d is in %s; it lives in the "
+                         "page's", bn, amk_space_name(b->space), pg, amk_space_name(p->pages[pg].space));
         v->page_ok[x] = (unsigned char)ok;
     }
 }

@@ -240,10 +240,12 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_GELU, "F32[4] | F32[3]", "", "OP_SHAPE"},
     {AMK_OP_EMBED, "I32[3] F32[10,4] | F32[3,4]", "hidden=4", "ok"},
     {AMK_OP_EMBED, "U8[3] BF16[10,4] | F32[3,4]", "hidden=4", "ok"},
-    {AMK_OP_EMBED, "F32[3] F32[10,4] | F32[3,4]", "hidden=4", "OP_DTYPE"},
+    {AMK_OP_EMBED, "BOOL[3] F32[10,4] | F32[3,4]", "hidden=4", "OP_DTYPE"},
     {AMK_OP_EMBED, "I4[4] F32[10,4] | F32[4,4]", "hidden=4", "OP_DTYPE"},
     {AMK_OP_EMBED, "I32[3] F32[40] | F32[3,4]", "hidden=4", "OP_SHAPE"},
-    {AMK_OP_EMBED, "I32[3] F32[10,4] | F32[3,4]", "hidden=0", "PARAM_VALUE"},
+    {AMK_OP_EMBED, "I32[1] F32[1,16] | F32[4,4]", "hidden=4", "ok"}, /* a row of the table is numel/V */
+    {AMK_OP_EMBED, "I32[2] F32[2,3,4] | F32[2,3,4]", "hidden=4", "ok"},
+    {AMK_OP_EMBED, "I32[3] F32[0,4] | F32[3,4]", "hidden=4", "OP_SHAPE"},
     {AMK_OP_EMBED, "I32[3] F32[10,4] | F32[3,5]", "hidden=5", "OP_SHAPE"},
     {AMK_OP_EMBED, "I32[3] F32[10,4] | F32[2,4]", "hidden=4", "OP_SHAPE"},
     {AMK_OP_RMSNORM, "F32[2,4] F32[4] | F32[2,4]", "hidden=4 eps=1e-5", "ok"},
@@ -256,6 +258,11 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_RMSNORM, "F32[2,4] F32[4] | F32[2,4]", "hidden=4 eps=1e300", "PARAM_VALUE"},
     {AMK_OP_LAYERNORM, "F32[2,4] F32[4] F32[4] | F32[2,4]", "hidden=4 eps=1e-5", "ok"},
     {AMK_OP_LAYERNORM, "F32[2,4] F32[4] F32[3] | F32[2,4]", "hidden=4 eps=1e-5", "OP_SHAPE"},
+    /* weights of k rows of hidden, k dividing x's rows: row r takes weight row r % k */
+    {AMK_OP_RMSNORM, "F32[2,3,4] F32[3,4] | F32[2,3,4]", "hidden=4 eps=1e-5", "ok"},
+    {AMK_OP_RMSNORM, "F32[2,3,4] F32[4,4] | F32[2,3,4]", "hidden=4 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_LAYERNORM, "F32[4,4] F32[2,4] F32[4,4] | F32[4,4]", "hidden=4 eps=1e-5", "ok"},
+    {AMK_OP_LAYERNORM, "F32[4,4] F32[8,4] F32[4] | F32[4,4]", "hidden=4 eps=1e-5", "OP_SHAPE"},
     /* GEMV / GEMM, float weights */
     {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[2,6]", "K=8 N_tile=3 n_off=3", "ok"},
     {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] F32[6] | F32[2,6]", "K=8 N_tile=3 n_off=3", "ok"},
@@ -307,7 +314,8 @@ static const check_case CHECK_CASES[] = {
     /* ROPE */
     {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=10000.0", "ok"},
     {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_factor=8.0 rope_orig_ctx=8192", "ok"},
-    {AMK_OP_ROPE, "F32[2,3,4] F32[2] | F32[2,3,4]", "head_dim=4 theta=10000.0", "OP_DTYPE"},
+    {AMK_OP_ROPE, "F32[2,3,4] BOOL[2] | F32[2,3,4]", "head_dim=4 theta=10000.0", "OP_DTYPE"},
+    {AMK_OP_ROPE, "F32[2,3,4] F32[2] | F32[2,3,4]", "head_dim=4 theta=10000.0", "ok"}, /* truncated */
     {AMK_OP_ROPE, "F32[2,3,4] I32[0] | F32[2,3,4]", "head_dim=4 theta=10000.0", "OP_SHAPE"},
     {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=3 theta=10000.0", "PARAM_VALUE"},
     {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=0 theta=10000.0", "PARAM_VALUE"},
@@ -618,11 +626,32 @@ static void test_embed(void) {
                 }
                 tc_free(&c);
             }
+    { /* the reshape idiom: row 1 of a [2, 12] table viewed as out [3, 4]; `hidden` is not read */
+        tc c;
+        amk_diag d;
+        int ids, table, y, ins[2];
+        int64_t i;
+        double want[12], mag[12];
+        tc_init(&c);
+        ids = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+        table = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 2, 12, 0);
+        y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 3, 4, 0);
+        tset(&c.b[ids], 0, 1.0);
+        tfill(&c.b[table], -2, 2);
+        ins[0] = ids; ins[1] = table;
+        tc_task(&c, AMK_OP_EMBED, ins, 2, y);
+        tc_int(&c, "hidden", 4);
+        tpoison(&c.b[y]);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+        for (i = 0; i < 12; i++) { want[i] = c.b[table].v[12 + i]; mag[i] = fabs(want[i]); }
+        CHECK(cmp_out("EMBED reshape", &c.b[y], want, mag, 0, 12) == 0);
+        tc_free(&c);
+    }
 }
 
 /* RMSNORM and LAYERNORM over hidden in {1, 8, 33}, 1 or 3 rows, every activation/weight/output
-   dtype pairing. */
-static void norm_case(int layer, int xdt, int wdt, int odt, int64_t H, int64_t rows, int bias) {
+   dtype pairing; weights (and bias) of wrows rows, row r of x taking row r % wrows. */
+static void norm_case(int layer, int xdt, int wdt, int odt, int64_t H, int64_t rows, int bias, int64_t wrows) {
     tc c;
     amk_diag d;
     int x, w, b = -1, y, ins[3];
@@ -631,8 +660,8 @@ static void norm_case(int layer, int xdt, int wdt, int odt, int64_t H, int64_t r
     char label[96];
     tc_init(&c);
     x = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, rows, H, 0);
-    w = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 1, H, 0, 0);
-    if (bias) b = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 1, H, 0, 0);
+    w = wrows > 1 ? tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, wrows, H, 0) : tc_buf(&c, AMK_KIND_WEIGHT, wdt, 1, H, 0, 0);
+    if (bias) b = wrows > 1 ? tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, wrows, H, 0) : tc_buf(&c, AMK_KIND_WEIGHT, wdt, 1, H, 0, 0);
     y = tc_buf(&c, AMK_KIND_ACTIVATION, odt, 2, rows, H, 0);
     tfill(&c.b[x], -3, 3);
     tfill(&c.b[w], -2, 2);
@@ -646,7 +675,7 @@ static void norm_case(int layer, int xdt, int wdt, int odt, int64_t H, int64_t r
     want = (double *)calloc((size_t)(rows * H), sizeof(double));
     mag = (double *)calloc((size_t)(rows * H), sizeof(double));
     for (r = 0; r < rows; r++) {
-        const double *xv = c.b[x].v + r * H, *wv = c.b[w].v;
+        const double *xv = c.b[x].v + r * H, *wv = c.b[w].v + r % wrows * H, *bv = bias ? c.b[b].v + r % wrows * H : NULL;
         double mean = 0, var = 0, ss = 0;
         for (h = 0; h < H; h++) { mean += xv[h]; ss += xv[h] * xv[h]; }
         mean /= (double)H;
@@ -655,16 +684,16 @@ static void norm_case(int layer, int xdt, int wdt, int odt, int64_t H, int64_t r
         for (h = 0; h < H; h++) {
             if (layer) {
                 double sd = sqrt(var + eps);
-                want[r * H + h] = (xv[h] - mean) / sd * wv[h] + (bias ? c.b[b].v[h] : 0);
-                mag[r * H + h] = (fabs(xv[h]) + fabs(mean)) / sd * fabs(wv[h]) + (bias ? fabs(c.b[b].v[h]) : 0);
+                want[r * H + h] = (xv[h] - mean) / sd * wv[h] + (bias ? bv[h] : 0);
+                mag[r * H + h] = (fabs(xv[h]) + fabs(mean)) / sd * fabs(wv[h]) + (bias ? fabs(bv[h]) : 0);
             } else {
                 want[r * H + h] = xv[h] / sqrt(ss / (double)H + eps) * wv[h];
                 mag[r * H + h] = fabs(want[r * H + h]);
             }
         }
     }
-    snprintf(label, sizeof label, "%s x=%s w=%s out=%s H=%d rows=%d", layer ? "LAYERNORM" : "RMSNORM",
-             amk_dtype_name(xdt), amk_dtype_name(wdt), amk_dtype_name(odt), (int)H, (int)rows);
+    snprintf(label, sizeof label, "%s x=%s w=%s out=%s H=%d rows=%d wrows=%d", layer ? "LAYERNORM" : "RMSNORM",
+             amk_dtype_name(xdt), amk_dtype_name(wdt), amk_dtype_name(odt), (int)H, (int)rows, (int)wrows);
     CHECK_MSG(cmp_out(label, &c.b[y], want, mag, 1e-5 * sqrt((double)H), rows * H) == 0, "%s", label);
     free(want);
     free(mag);
@@ -677,9 +706,11 @@ static void test_norms(void) {
     for (a = 0; a < 3; a++)
         for (b = 0; b < 2; b++)
             for (o = 0; o < 3; o++, k++) {
-                norm_case(0, ACT_DTS[a], ACT_DTS[b * 2], OUT_DTS[o], Hs[k % 3], 1 + 2 * (k % 2), 0);
-                norm_case(1, ACT_DTS[a], ACT_DTS[b * 2], OUT_DTS[o], Hs[(k + 1) % 3], 1 + 2 * (k % 2), k % 2);
+                norm_case(0, ACT_DTS[a], ACT_DTS[b * 2], OUT_DTS[o], Hs[k % 3], 1 + 2 * (k % 2), 0, 1);
+                norm_case(1, ACT_DTS[a], ACT_DTS[b * 2], OUT_DTS[o], Hs[(k + 1) % 3], 1 + 2 * (k % 2), k % 2, 1);
             }
+    norm_case(0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 8, 6, 0, 3);
+    norm_case(1, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F16, 8, 6, 1, 2);
 }
 
 /* GEMV/GEMM tile on float weights: out [M, N+2] is poisoned first; only the tile may change. */
@@ -2274,13 +2305,27 @@ static void test_vm_errors_at_run(void) {
     CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_ERR_RUNTIME);
     CHECK_EQ_INT(d.task, 0);
     CHECK(strstr(d.message, "5") != NULL);
-    ids[1] = 2;
-    amk_task_set_int(p, t, "hidden", 3); /* no longer fits the table */
-    CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_ERR_REJECTED);
-    CHECK_STR(d.check, "OP_SHAPE");
-    CHECK_EQ_INT(d.task, 0);
     amk_refvm_free(vm);
     amk_program_free(p);
+    { /* a KV_APPEND whose pos moves past the cache */
+        int64_t s4[1] = {4}, s8x4[2] = {8, 4};
+        p = amk_program_create();
+        amk_program_add_buffer(p, "k", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, s4, AMK_SPACE_HBM, NULL);
+        amk_program_add_buffer(p, "cache", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 2, s8x4, AMK_SPACE_HBM, NULL);
+        c = amk_program_add_counter(p, "");
+        ins[0] = 0; ins[1] = 1;
+        t = vm_task(p, AMK_OP_KV_APPEND, ins, 2, 1, c, NULL);
+        amk_task_set_int(p, t, "pos", 7);
+        CHECK_EQ_INT(amk_refvm_create(p, &vm, &d), AMK_OK);
+        if (!vm) { amk_program_free(p); return; }
+        CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_OK);
+        amk_task_set_int(p, t, "pos", 8); /* no longer inside the cache */
+        CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_ERR_REJECTED);
+        CHECK_STR(d.check, "PARAM_VALUE");
+        CHECK_EQ_INT(d.task, 0);
+        amk_refvm_free(vm);
+        amk_program_free(p);
+    }
 }
 
 /* Two tasks waiting on each other: rejected at create (CYCLE), or STUCK at run. */
