@@ -213,6 +213,11 @@ AMK__FN int amk__opshape_is_index(int dt) {
 AMK__FN int amk__opshape_is_index_or_float(int dt) {
     return amk__opshape_is_index(dt) || amk_dtype_is_float(dt);
 }
+/* The batch of a KV cache: shape[0] of a rank-4 cache [B, max_seq, n_kv_heads, head_dim] (at
+   least 1), else 1. */
+AMK__FN int64_t amk__opshape_batch(const amk_buffer *cache) {
+    return cache->rank == 4 && cache->shape[0] > 1 ? cache->shape[0] : 1;
+}
 /* A real param that converts to a finite float. */
 AMK__FN int amk__opshape_finite(double v) { return v == v && fabs(v) <= (double)FLT_MAX; }
 
@@ -423,6 +428,7 @@ AMK__FN int amk__check_gemv(const amk__opshape *c) {
 AMK__FN int amk__check_attention(const amk__opshape *c) {
     const int fo = c->t->op == AMK_OP_ATTENTION_O, decode = c->t->op == AMK_OP_ATTENTION_DECODE || fo;
     const int prenorm = fo && ((uint32_t)c->P.flags & AMK_ATTN_FLAG_PRENORM) != 0; /* input 0 is qkv */
+    const int64_t B = amk__opshape_batch(c->in[1]); /* caches [B, max_seq, n_kv_heads, head_dim]: B queries */
     int64_t row, max_seq, want;
     double scale = amk__param_f(c->t, "scale", 1.0);
     if (c->ni == 4 && !decode) AMK__OPS_FAIL(OP_UNSUPPORTED, "4th ATTENTION_TILE input is not supported");
@@ -446,17 +452,21 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
         if (c->in[0]->dtype != AMK_DTYPE_F32)
             AMK__OPS_FAIL(OP_DTYPE, "qkv '%s' (a sum RMSNORM_MLP's FOLD builds) must be F32, not %s",
                           amk__opshape_name(c->in[0]), amk_dtype_name(c->in[0]->dtype));
-    } else if (c->n_in[0] != (int64_t)c->P.n_heads * c->P.head_dim) {
-        AMK__OPS_FAIL(OP_SHAPE, "q '%s' has %lld elements, n_heads*head_dim = %lld",
-                      amk__opshape_name(c->in[0]), (long long)c->n_in[0],
-                      (long long)c->P.n_heads * c->P.head_dim);
+    } else if (c->n_in[0] != B * c->P.n_heads * c->P.head_dim) {
+        AMK__OPS_FAIL(OP_SHAPE, "q '%s' has %lld elements, B*n_heads*head_dim = %lld*%d*%d",
+                      amk__opshape_name(c->in[0]), (long long)c->n_in[0], (long long)B, c->P.n_heads,
+                      c->P.head_dim);
     }
+    if (B > 1 && (decode || ((uint32_t)c->P.flags & AMK_ATTN_FLAG_PARTIAL)))
+        AMK__OPS_FAIL(OP_UNSUPPORTED, "a batch of %lld caches (rank 4) takes the normalised ATTENTION_TILE only",
+                      (long long)B);
     row = (int64_t)c->P.n_kv_heads * c->P.head_dim;
-    if (c->n_in[1] % row || c->n_in[2] != c->n_in[1])
+    if (c->n_in[1] % (row * B) || c->n_in[2] != c->n_in[1] || c->in[2]->rank != c->in[1]->rank ||
+        (B > 1 && (c->in[1]->shape[2] * c->in[1]->shape[3] != row || c->in[2]->shape[0] != B)))
         AMK__OPS_FAIL(OP_SHAPE, "k '%s' (%lld) and v '%s' (%lld) must hold equal whole rows of "
                       "n_kv_heads*head_dim = %lld", amk__opshape_name(c->in[1]), (long long)c->n_in[1],
                       amk__opshape_name(c->in[2]), (long long)c->n_in[2], (long long)row);
-    max_seq = c->n_in[1] / row;
+    max_seq = c->n_in[1] / (row * B);
     if (c->P.kv_start < 0 || c->P.kv_len < 0 || (int64_t)c->P.kv_start + c->P.kv_len > max_seq)
         AMK__OPS_FAIL(PARAM_VALUE, "window kv_start = %d, kv_len = %d is outside the %lld cache rows",
                       c->P.kv_start, c->P.kv_len, (long long)max_seq);
@@ -498,11 +508,11 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
         }
         return 1;
     }
-    want = (int64_t)c->P.n_heads * c->P.head_dim;
-    if ((uint32_t)c->P.flags & AMK_ATTN_FLAG_PARTIAL) {
-        if (c->out->dtype != AMK_DTYPE_F32)
-            AMK__OPS_FAIL(OP_DTYPE, "partial out '%s' must be F32, not %s",
-                          amk__opshape_name(c->out), amk_dtype_name(c->out->dtype));
+    want = B * c->P.n_heads * c->P.head_dim;
+    if ((uint32_t)c->P.flags & AMK_ATTN_FLAG_PARTIAL) { /* ATTENTION_TILE: F32 advised (amk__op_caveat) */
+        if (decode ? c->out->dtype != AMK_DTYPE_F32 : !amk_dtype_is_float(c->out->dtype))
+            AMK__OPS_FAIL(OP_DTYPE, "partial out '%s' must be %s, not %s", amk__opshape_name(c->out),
+                          decode ? "F32" : "a float dtype", amk_dtype_name(c->out->dtype));
         want = (int64_t)c->P.n_heads * (c->P.head_dim + 2);
     }
     if (c->n_out != want)
@@ -601,16 +611,20 @@ AMK__FN int amk__check_softmax(const amk__opshape *c) {
     return 1;
 }
 
-/* KV_APPEND */
+/* KV_APPEND: new holds one row of the cache, written at row pos; a cache of rank 4 is a batch
+   [B, max_seq, ...] and new holds a row for each of the B (IR_SPEC_NOTES). */
 AMK__FN int amk__check_kv_append(const amk__opshape *c) {
-    int64_t R = c->n_in[0];
-    if (R < 1) AMK__OPS_FAIL(OP_SHAPE, "new '%s' is empty", amk__opshape_name(c->in[0]));
-    if (c->n_in[1] % R)
+    const int64_t B = amk__opshape_batch(c->in[1]);
+    int64_t R = c->n_in[0] / B;
+    if (R < 1 || c->n_in[0] % B)
+        AMK__OPS_FAIL(OP_SHAPE, "new '%s' has %lld elements, not a row for each of the %lld caches",
+                      amk__opshape_name(c->in[0]), (long long)c->n_in[0], (long long)B);
+    if (c->n_in[1] % (R * B) || (B > 1 && R != c->in[1]->shape[2] * c->in[1]->shape[3]))
         AMK__OPS_FAIL(OP_SHAPE, "cache '%s' has %lld elements, not whole rows of %lld",
                       amk__opshape_name(c->in[1]), (long long)c->n_in[1], (long long)R);
-    if (c->P.pos < 0 || c->P.pos >= c->n_in[1] / R)
+    if (c->P.pos < 0 || c->P.pos >= c->n_in[1] / (R * B))
         AMK__OPS_FAIL(PARAM_VALUE, "pos = %d is outside the %lld rows of cache '%s'", c->P.pos,
-                      (long long)(c->n_in[1] / R), amk__opshape_name(c->in[1]));
+                      (long long)(c->n_in[1] / (R * B)), amk__opshape_name(c->in[1]));
     if (c->t->outputs[0] != c->t->inputs[1])
         AMK__OPS_FAIL(OP_SHAPE, "the output (buffer %d) must be the cache input (buffer %d)",
                       c->t->outputs[0], c->t->inputs[1]);
@@ -654,8 +668,8 @@ AMK__FN int amk__check_attention_combine(const amk__opshape *c) {
     int64_t row = (int64_t)c->P.head_dim + 2;
     if (c->P.head_dim < 1) AMK__OPS_FAIL(PARAM_VALUE, "head_dim = %d must be >= 1", c->P.head_dim);
     for (i = 0; i < c->ni; i++) {
-        if (c->in[i]->dtype != AMK_DTYPE_F32)
-            AMK__OPS_FAIL(OP_DTYPE, "partial %d '%s' must be F32, not %s", i,
+        if (!amk_dtype_is_float(c->in[i]->dtype)) /* F32 advised (amk__op_caveat) */
+            AMK__OPS_FAIL(OP_DTYPE, "partial %d '%s' must be a float dtype, not %s", i,
                           amk__opshape_name(c->in[i]), amk_dtype_name(c->in[i]->dtype));
         if (c->n_in[i] != c->n_in[0] || c->n_in[i] % row)
             AMK__OPS_FAIL(OP_SHAPE, "partial %d '%s' has %lld elements; every partial needs "
@@ -801,6 +815,18 @@ AMK__FN int amk__op_caveat(const amk_program *p, const amk_task *t, char *msg, s
                  amk_op_name(t->op), t->op == AMK_OP_ROPE ? "positions" : "ids", amk__opshape_name(b),
                  amk_dtype_name(b->dtype), b->dtype == AMK_DTYPE_F32 ? "2^24" : b->dtype == AMK_DTYPE_F16 ? "2^11" : "2^8");
         return 1;
+    }
+    if ((t->op == AMK_OP_ATTENTION_TILE && ((uint32_t)amk__param_i(t, "flags", 0) & AMK_ATTN_FLAG_PARTIAL)) ||
+        t->op == AMK_OP_ATTENTION_COMBINE) {
+        int i, n = t->op == AMK_OP_ATTENTION_TILE ? 1 : t->n_inputs;
+        for (i = 0; i < n; i++) {
+            b = &p->buffers[t->op == AMK_OP_ATTENTION_TILE ? t->outputs[0] : t->inputs[i]];
+            if (b->dtype == AMK_DTYPE_F32) continue;
+            snprintf(msg, msg_size, "%s: partials '%s' are %s: the row max and sum lose precision, and the GPU "
+                     "runs F32 partials only", amk_op_name(t->op), amk__opshape_name(b), amk_dtype_name(b->dtype));
+            return 1;
+        }
+        return 0;
     }
     if ((t->op == AMK_OP_RMSNORM || t->op == AMK_OP_LAYERNORM) && t->n_inputs >= 1) {
         b = &p->buffers[t->inputs[0]];

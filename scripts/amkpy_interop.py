@@ -31,17 +31,20 @@ import sys
 TOL = {"F32": 1e-4, "F16": 3e-2, "BF16": 3e-2}   # relative to each tensor's largest value
 
 # The toy decoders: name -> (ToyConfig overrides, activation dtype, quantization, steps, gemv N_tile,
-# attention partitions, first position). Tiny shapes keep the data small.
+# attention partitions, first position, batch). Tiny shapes keep the data small.
 SMALL = dict(vocab=32, hidden=16, n_layers=1, n_heads=4, n_kv_heads=2, head_dim=4, intermediate=32,
              max_seq=8)
 CASES = [
-    ("f32_gqa", dict(SMALL, n_layers=2), "F32", None, 3, 8, 1, 0),
-    ("f16_mha", dict(SMALL, n_kv_heads=4), "F16", None, 2, None, 1, 0),
-    ("bf16_mqa", dict(SMALL, n_kv_heads=1), "BF16", None, 2, 8, 1, 0),
-    ("i8_gqa", SMALL, "F32", dict(bits=8, group=8), 2, 8, 1, 0),
-    ("i4_gqa", SMALL, "F32", dict(bits=4, group=8), 2, None, 1, 0),
-    ("i4z_gqa", SMALL, "F32", dict(bits=4, group=8, symmetric=False), 1, None, 1, 0),
-    ("f32_split", dict(SMALL, max_seq=24), "F32", None, 2, None, 2, 20),
+    ("f32_gqa", dict(SMALL, n_layers=2), "F32", None, 3, 8, 1, 0, 1),
+    ("f16_mha", dict(SMALL, n_kv_heads=4), "F16", None, 2, None, 1, 0, 1),
+    ("bf16_mqa", dict(SMALL, n_kv_heads=1), "BF16", None, 2, 8, 1, 0, 1),
+    ("i8_gqa", SMALL, "F32", dict(bits=8, group=8), 2, 8, 1, 0, 1),
+    ("i4_gqa", SMALL, "F32", dict(bits=4, group=8), 2, None, 1, 0, 1),
+    ("i4z_gqa", SMALL, "F32", dict(bits=4, group=8, symmetric=False), 1, None, 1, 0, 1),
+    ("f32_split", dict(SMALL, max_seq=24), "F32", None, 2, None, 2, 20, 1),
+    ("f16_split", dict(SMALL, max_seq=24), "F16", None, 1, None, 2, 18, 1),
+    ("f32_batch3", SMALL, "F32", None, 2, 8, 1, 0, 3),
+    ("bf16_batch2", dict(SMALL, n_kv_heads=1), "BF16", None, 2, None, 1, 0, 2),
 ]
 TOKENS = [3, 17, 5, 29]
 
@@ -80,7 +83,7 @@ def program_json(prog):
     return "\n".join(out + ["}"]) + "\n"
 
 
-def lower_case(m, name, cfg, dt, quant, steps, n_tile, parts, pos0, out, manifest, verdicts):
+def lower_case(m, name, cfg, dt, quant, steps, n_tile, parts, pos0, B, out, manifest, verdicts):
     torch = m["torch"]
     DType = m["DType"]
     tdt = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[dt]
@@ -105,8 +108,8 @@ def lower_case(m, name, cfg, dt, quant, steps, n_tile, parts, pos0, out, manifes
     kv, kv_file = {}, "-"
     for k in range(steps):
         pos = pos0 + k
-        prog = m["lower"](graph, config=config, pos=pos, dtype=DType[dt], quant=qmeta)
-        if k == 0 and pos0 > 0:   # a cache holding positions [0, pos0) already
+        prog = m["lower"](graph, config=config, pos=pos, dtype=DType[dt], quant=qmeta, B=B)
+        if k == 0 and pos0 > 0:   # a cache holding positions [0, pos0) already (one sequence)
             for b in prog.buffers:
                 if b.kind.name == "KV_CACHE":
                     c = torch.zeros(b.shape, dtype=tdt)
@@ -119,9 +122,9 @@ def lower_case(m, name, cfg, dt, quant, steps, n_tile, parts, pos0, out, manifes
         with open(os.path.join(out, rel), "w") as f:
             f.write(program_json(prog))
         verdicts[rel] = {"ok": res.ok, "errors": res.errors}
-        inputs = {"token_id": torch.tensor([TOKENS[k % len(TOKENS)]], dtype=torch.int32),
-                  "pos": torch.tensor([pos], dtype=torch.int32),
-                  "reshape_id0": torch.tensor([0], dtype=torch.int32)}
+        inputs = {"token_id": torch.tensor([TOKENS[(k + j) % len(TOKENS)] for j in range(B)], dtype=torch.int32),
+                  "pos": torch.tensor([pos] * B, dtype=torch.int32),
+                  "reshape_id0": torch.arange(B, dtype=torch.int32)}
         st_write(os.path.join(out, name, f"in{k}.safetensors"), inputs, torch)
         # its VM refuses what its validator rejects; the asymmetric int4 case runs unvalidated
         vm = m["ReferenceVM"](prog, weights, strict_validate=res.ok)
@@ -134,8 +137,55 @@ def lower_case(m, name, cfg, dt, quant, steps, n_tile, parts, pos0, out, manifes
     return prog
 
 
+def lenient_case(m, out, manifest, verdicts):
+    """A batch-3 f32 step its validator accepts in forms AMK once refused: float token ids and
+    positions, a final norm weight of one row per sequence ([3, hidden]), and every activation
+    (space HBM) on a GLOBAL_SCRATCH page, shared where its validator proves the live ranges apart.
+    Its reference VM gives each buffer its own storage; AMK's puts a page's buffers in one."""
+    torch, name, B = m["torch"], "f32_lenient", 3
+    model = m["make_toy"](seed=11, dtype=torch.float32, **SMALL)
+    graph = m["from_toy"](model)
+    weights = model.weights_dict()
+    prog = m["lower"](graph, config=m["ScheduleConfig"](tiling={"gemv": {"N_tile": 8}}), pos=0,
+                      dtype=m["DType"].F32, B=B)
+    for b in prog.buffers:
+        if b.name in ("token_id", "pos"):
+            b.dtype = m["DType"].F32
+    fn = next(b for b in prog.buffers if b.source == "final_norm")
+    fn.shape, fn.source = (B, fn.shape[0]), "final_norm.rows"
+    weights["final_norm.rows"] = 1 + torch.rand((B, fn.shape[1]), generator=torch.Generator().manual_seed(3))
+    pages = m["PageAllocation"]()
+    prog.pages = pages
+    for b in prog.buffers:
+        if b.kind.name != "ACTIVATION":
+            continue
+        for pg in pages.pages:          # the first page its validator lets b share
+            pages.buffer_to_page[b.id] = pg.id
+            if m["validate"](prog).ok:
+                pg.nbytes = max(pg.nbytes, b.nbytes)
+                break
+        else:
+            pg = m["Page"](len(pages.pages), m["MemSpace"].GLOBAL_SCRATCH, b.nbytes)
+            pages.pages.append(pg)
+            pages.buffer_to_page[b.id] = pg.id
+    res = m["validate"](prog)
+    assert res.ok, res.report()
+    os.makedirs(os.path.join(out, name), exist_ok=True)
+    rel = f"{name}/step0.json"
+    with open(os.path.join(out, rel), "w") as f:
+        f.write(program_json(prog))
+    verdicts[rel] = {"ok": True, "errors": []}
+    inputs = {"token_id": torch.tensor(TOKENS[:B], dtype=torch.float32),
+              "pos": torch.zeros(B, dtype=torch.float32), "reshape_id0": torch.arange(B, dtype=torch.int32)}
+    st_write(os.path.join(out, name, "weights.safetensors"), weights, torch)
+    st_write(os.path.join(out, name, "in0.safetensors"), inputs, torch)
+    st_write(os.path.join(out, name, "out0.safetensors"), m["ReferenceVM"](prog, weights).run(inputs), torch)
+    manifest.append(f"run {rel} {name}/weights.safetensors {name}/in0.safetensors - {name}/out0.safetensors "
+                    f"{TOL['F32']}  # {len(pages.pages)} pages for {len(pages.buffer_to_page)} activations")
+
+
 def mutations(prog, m):
-    """Hand-mutated copies of prog (a tiled f32 step), each a defect its validator rejects."""
+    """Hand-mutated copies of prog (a step with tiled GEMVs), each a defect its validator rejects."""
     Wait = m["Wait"]
     tasks = prog.tasks
     tiled = {}
@@ -185,21 +235,21 @@ def main():
     import torch
     from models.toy import make_toy
     from schedule.graph import from_toy
-    from schedule.ir import DType, ScheduleConfig, Wait, validate
+    from schedule.ir import DType, MemSpace, Page, PageAllocation, ScheduleConfig, Wait, validate
     from schedule.lower import lower
     from schedule.quantize import quantize_weights
     from vm.reference_vm import ReferenceVM
     torch.set_num_threads(1)
     m = dict(torch=torch, make_toy=make_toy, from_toy=from_toy, DType=DType, ScheduleConfig=ScheduleConfig,
              Wait=Wait, validate=validate, lower=lower, quantize_weights=quantize_weights,
-             ReferenceVM=ReferenceVM)
+             ReferenceVM=ReferenceVM, MemSpace=MemSpace, Page=Page, PageAllocation=PageAllocation)
     out = os.path.abspath(a.out)
     os.makedirs(os.path.join(out, "bad"), exist_ok=True)
-    manifest, verdicts, first = [], {}, None
+    manifest, verdicts, progs = [], {}, {}
     for case in CASES:
-        prog = lower_case(m, *case, out, manifest, verdicts)
-        first = first or prog
-    for name, p in mutations(first, m).items():
+        progs[case[0]] = lower_case(m, *case, out, manifest, verdicts)
+    lenient_case(m, out, manifest, verdicts)
+    for name, p in mutations(progs["bf16_mqa"], m).items():   # one layer, tiled: small files
         res = validate(p)
         assert not res.ok, f"its validator accepts the mutation {name}"
         rel = f"bad/{name}.json"

@@ -65,12 +65,10 @@ static void tc_free(tc *c) {
     for (i = 0; i < c->nb; i++) { free(c->b[i].data); free(c->b[i].v); }
     amk_program_free(c->p);
 }
-static int tc_buf(tc *c, int kind, int dt, int rank, int64_t d0, int64_t d1, int64_t d2) {
-    int64_t shape[3];
+static int tc_buf_shape(tc *c, int kind, int dt, int rank, const int64_t *shape) {
     char name[16];
     int id, i;
     tbuf *b;
-    shape[0] = d0; shape[1] = d1; shape[2] = d2;
     snprintf(name, sizeof name, "b%d", c->nb);
     id = amk_program_add_buffer(c->p, name, (amk_buffer_kind)kind, (amk_dtype)dt, rank, shape,
                                 AMK_SPACE_HBM, kind == AMK_KIND_WEIGHT ? name : NULL);
@@ -83,6 +81,17 @@ static int tc_buf(tc *c, int kind, int dt, int rank, int64_t d0, int64_t d1, int
     b->v = (double *)calloc((size_t)b->n + 1, sizeof(double));
     c->nb++;
     return id;
+}
+static int tc_buf(tc *c, int kind, int dt, int rank, int64_t d0, int64_t d1, int64_t d2) {
+    int64_t shape[3];
+    shape[0] = d0; shape[1] = d1; shape[2] = d2;
+    return tc_buf_shape(c, kind, dt, rank, shape);
+}
+/* An F32 buffer [d0, d1, d2, d3] (a batch of KV caches). */
+static int tc_buf4(tc *c, int kind, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+    int64_t shape[4];
+    shape[0] = d0; shape[1] = d1; shape[2] = d2; shape[3] = d3;
+    return tc_buf_shape(c, kind, AMK_DTYPE_F32, 4, shape);
 }
 /* Stores x (rounded to the dtype) as element i and returns the exact stored value. */
 static double tset(tbuf *b, int64_t i, double x) {
@@ -307,7 +316,14 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=3 kv_len=3 scale=0.7", "PARAM_VALUE"},
     {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=-1 scale=0.7", "PARAM_VALUE"},
     {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=nan", "PARAM_VALUE"},
-    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | BF16[4,4]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | I32[4,4]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | BF16[4,4]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "ok"},
+    /* a batch of 2 queries over caches [B, max_seq, n_kv_heads, head_dim] */
+    {AMK_OP_ATTENTION_TILE, "F32[2,4,2] F32[2,5,2,2] F32[2,5,2,2] | F32[2,8]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "ok"},
+    {AMK_OP_ATTENTION_TILE, "F32[2,4,2] F32[2,5,2,2] F32[2,5,2,2] | F32[2,4,4]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "OP_UNSUPPORTED"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[2,5,2,2] F32[2,5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[2,4,2] F32[2,10,1,2] F32[2,10,1,2] | F32[2,8]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[2,4,2] F32[2,5,2,2] F32[2,5,2,2] | F32[2,8]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=5 scale=0.7", "PARAM_VALUE"},
     {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "OP_SHAPE"},
     {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,3]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_SHAPE"},
     {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] I32[1] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_UNSUPPORTED"},
@@ -369,6 +385,12 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_KV_APPEND, "F32[0] F32[6,2,4] | =1", "pos=0", "OP_SHAPE"},
     {AMK_OP_KV_APPEND, "F32[2,4] F32[7,7] | =1", "pos=0", "OP_SHAPE"},
     {AMK_OP_KV_APPEND, "F32[2,4] F32[6,2,4] | F32[6,2,4]", "pos=0", "OP_SHAPE"},
+    /* a batch of 2 caches [B, max_seq, n_kv_heads, head_dim]: a row for each */
+    {AMK_OP_KV_APPEND, "F32[2,2,4] F32[2,6,2,4] | =1", "pos=5", "ok"},
+    {AMK_OP_KV_APPEND, "F32[2,8] F32[2,6,2,4] | =1", "pos=0", "ok"},
+    {AMK_OP_KV_APPEND, "F32[2,2,4] F32[2,6,2,4] | =1", "pos=6", "PARAM_VALUE"},
+    {AMK_OP_KV_APPEND, "F32[2,4] F32[2,6,2,4] | =1", "pos=0", "OP_SHAPE"},
+    {AMK_OP_KV_APPEND, "F32[3,8] F32[2,6,2,4] | =1", "pos=0", "OP_SHAPE"},
     /* SAMPLE_ARGMAX */
     {AMK_OP_SAMPLE_ARGMAX, "F32[2,5] | I32[2]", "", "ok"},
     {AMK_OP_SAMPLE_ARGMAX, "BF16[2,5] | U8[2]", "", "ok"},
@@ -401,7 +423,8 @@ static const check_case CHECK_CASES[] = {
     /* ATTENTION_COMBINE: partials [n_heads=2, head_dim+2 = 6] */
     {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[2,6] | F32[2,4]", "head_dim=4", "ok"},
     {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[2,6] | F32[2,4]", "head_dim=0", "PARAM_VALUE"},
-    {AMK_OP_ATTENTION_COMBINE, "F32[2,6] BF16[2,6] | F32[2,4]", "head_dim=4", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_COMBINE, "F32[2,6] I32[2,6] | F32[2,4]", "head_dim=4", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_COMBINE, "F32[2,6] BF16[2,6] | F32[2,4]", "head_dim=4", "ok"}, /* F32 advised */
     {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[3,6] | F32[2,4]", "head_dim=4", "OP_SHAPE"},
     {AMK_OP_ATTENTION_COMBINE, "F32[2,5] F32[2,5] | F32[2,4]", "head_dim=4", "OP_SHAPE"},
     {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[2,6] | F32[2,3]", "head_dim=4", "OP_SHAPE"},
@@ -1019,6 +1042,68 @@ static void test_attention(void) {
             }
     attn_case(AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 4, 16, 7, 0, 7, 0); /* MHA */
     attn_case(AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 1, 5, 6, 1, 5, 0);  /* MQA, odd head_dim */
+}
+
+/* ATTENTION_TILE and KV_APPEND over a batch of 2 caches [2, S, n_kv_heads, head_dim] (the spec's
+   batched decode): each sequence's result equals the single-sequence op on its own slices, bit for
+   bit, and KV_APPEND writes row pos of each cache and nothing else. */
+static void test_attention_batched(void) {
+    enum { B = 2, NH = 4, NKV = 2, HD = 4, S = 5, QN = NH * HD, CN = S * NKV * HD };
+    tc c, one;
+    amk_diag d;
+    int q, k, v, y, ins[3], b, i, bad = 0;
+    tc_init(&c);
+    q = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 3, B, NH, HD);
+    k = tc_buf4(&c, AMK_KIND_KV_CACHE, B, S, NKV, HD);
+    v = tc_buf4(&c, AMK_KIND_KV_CACHE, B, S, NKV, HD);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, B, QN, 0);
+    tfill(&c.b[q], -1.5, 1.5);
+    tfill(&c.b[k], -1.5, 1.5);
+    tfill(&c.b[v], -2, 2);
+    ins[0] = q; ins[1] = k; ins[2] = v;
+    tc_task(&c, AMK_OP_ATTENTION_TILE, ins, 3, y);
+    tc_attn_params(&c, HD, NH, NKV, 1, 3, 0.5, 0);
+    CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+    for (b = 0; b < B; b++) {
+        int q1, k1, v1, y1;
+        tc_init(&one);
+        q1 = tc_buf(&one, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, NH, HD, 0);
+        k1 = tc_buf(&one, AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, S, NKV, HD);
+        v1 = tc_buf(&one, AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, S, NKV, HD);
+        y1 = tc_buf(&one, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, NH, HD, 0);
+        memcpy(one.b[q1].data, (float *)c.b[q].data + b * QN, QN * sizeof(float));
+        memcpy(one.b[k1].data, (float *)c.b[k].data + b * CN, CN * sizeof(float));
+        memcpy(one.b[v1].data, (float *)c.b[v].data + b * CN, CN * sizeof(float));
+        ins[0] = q1; ins[1] = k1; ins[2] = v1;
+        tc_task(&one, AMK_OP_ATTENTION_TILE, ins, 3, y1);
+        tc_attn_params(&one, HD, NH, NKV, 1, 3, 0.5, 0);
+        CHECK_EQ_INT(tc_exec(&one, &d), AMK_OK);
+        bad += memcmp(one.b[y1].data, (float *)c.b[y].data + b * QN, QN * sizeof(float)) != 0;
+        tc_free(&one);
+    }
+    CHECK_MSG(bad == 0, "batched ATTENTION_TILE differs from the single one in %d of %d sequences", bad, B);
+    /* KV_APPEND of k_new [B, n_kv_heads*head_dim] at pos 3 into k */
+    {
+        int kn = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, B, NKV * HD, 0), t;
+        float before[B * CN];
+        void *in_ptrs[2], *out_ptrs[1];
+        tfill(&c.b[kn], -3, 3);
+        memcpy(before, c.b[k].data, sizeof before);
+        ins[0] = kn; ins[1] = k;
+        tc_task(&c, AMK_OP_KV_APPEND, ins, 2, k);
+        tc_int(&c, "pos", 3);
+        t = c.task;
+        in_ptrs[0] = c.b[kn].data;
+        in_ptrs[1] = out_ptrs[0] = c.b[k].data; /* in place */
+        CHECK_EQ_INT(amk_ref_exec(c.p, &c.p->tasks[t], in_ptrs, out_ptrs, &d), AMK_OK);
+        for (bad = 0, i = 0; i < B * CN; i++) {
+            const int bt = i / CN, row = i % CN / (NKV * HD), e = i % (NKV * HD);
+            const float want = row == 3 ? ((float *)c.b[kn].data)[bt * NKV * HD + e] : before[i];
+            bad += ((float *)c.b[k].data)[i] != want;
+        }
+        CHECK_MSG(bad == 0, "batched KV_APPEND: %d of %d cache elements wrong", bad, B * CN);
+    }
+    tc_free(&c);
 }
 
 /* Partials over 3 windows (one empty) combined equal full attention over their union. */
@@ -2485,6 +2570,7 @@ int main(void) {
     RUN(test_gemv_quant);
     RUN(test_attention);
     RUN(test_attention_combine);
+    RUN(test_attention_batched);
     RUN(test_rope);
     RUN(test_fused_gemv);
     RUN(test_mlp_fill);
