@@ -452,6 +452,32 @@ AMK__FN void amk__cuda_leave(amk_cuda *c) {
 
 /* ---- checking a program for the device ---------------------------------------------------------- */
 
+/* Forms of the spec's opcodes the reference VM runs and the device does not: KV_APPEND and
+   ATTENTION_TILE over a batch of caches (rank 4, B > 1), attention partials not in F32. 1 with
+   the reason in msg; 0 when the device runs t. */
+AMK__FN int amk__cuda_unsupported_form(const amk_program *p, const amk_task *t, char *msg, size_t size) {
+    int i;
+    if ((t->op == AMK_OP_KV_APPEND || t->op == AMK_OP_ATTENTION_TILE) && t->n_inputs >= 2 &&
+        amk__opshape_batch(&p->buffers[t->inputs[1]]) > 1) {
+        snprintf(msg, size, "%s over a batch of caches (rank 4, %lld sequences) runs on the reference VM only",
+                 amk_op_name(t->op), (long long)p->buffers[t->inputs[1]].shape[0]);
+        return 1;
+    }
+    for (i = 0; i < t->n_inputs + t->n_outputs; i++) {
+        const int id = i < t->n_inputs ? t->inputs[i] : t->outputs[i - t->n_inputs];
+        const int part = t->op == AMK_OP_ATTENTION_COMBINE ? i < t->n_inputs
+                       : t->op == AMK_OP_ATTENTION_TILE && i == t->n_inputs &&
+                         ((uint32_t)amk__param_i(t, "flags", 0) & AMK_ATTN_FLAG_PARTIAL);
+        if (part && p->buffers[id].dtype != AMK_DTYPE_F32) {
+            snprintf(msg, size, "%s: attention partials '%s' in %s run on the reference VM only (the device's are F32)",
+                     amk_op_name(t->op), p->buffers[id].name ? p->buffers[id].name : "?",
+                     amk_dtype_name(p->buffers[id].dtype));
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* What the device code relies on for memory safety, checked for every task whatever validate
    said: ids in range, ABI caps, SMs assigned, the op's shapes (amk__op_check). threads and smem
    (0 before the device is known) add the VM's own limits. */
@@ -487,6 +513,8 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
         if (d) snprintf(d->check, sizeof d->check, "%s", amk_check_id(which));
         return amk__fail(d, AMK_ERR_REJECTED, "task %d: %s", ti, msg);
     }
+    if (amk__cuda_unsupported_form(p, t, msg, sizeof msg))
+        return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: %s", ti, msg);
     if (smem > 0) {
         amk_vm_ctx_t x;
         int64_t need, K, hd;

@@ -693,7 +693,8 @@ AMK_OP_FN void amk_op_fill(amk_op_ctx *c, float *smem) {
 AMK_OP_FN void amk_op_embed(amk_op_ctx *c, float *smem) {
     (void)smem;
     const amk_buffer_t *ids = &c->in[0], *tab = &c->in[1], *o = &c->out[0];
-    const int64_t H = c->ins.params.hidden, V = tab->shape[0], n_ids = ids->numel;
+    /* a row: the table's numel / V elements, as the validator's amk__check_embed (V >= 1) */
+    const int64_t V = tab->shape[0], H = tab->numel / V, n_ids = ids->numel;
     const int w = amk_dtype_width(o->dtype); /* bits an element */
     const int pieces = tab->dtype == o->dtype && w >= 8 && H * (w / 8) % 16 == 0;
     const int nc = tab->kind == AMK_KIND_WEIGHT || tab->kind == AMK_KIND_CONST; /* read-only: no-allocate loads */
@@ -715,16 +716,18 @@ AMK_OP_FN void amk_op_embed(amk_op_ctx *c, float *smem) {
     }
 }
 
-/* RMSNORM per row of `hidden`: out = x * (1/sqrt(mean(x^2) + eps)) * w. */
+/* RMSNORM per row of `hidden`: out = x * (1/sqrt(mean(x^2) + eps)) * w, row r of x with w's row
+   r % (w's rows) (a w of one row: every row's). */
 AMK_OP_FN void amk_op_rmsnorm(amk_op_ctx *c, float *smem) {
     (void)smem;
     const amk_buffer_t *x = &c->in[0], *w = &c->in[1], *o = &c->out[0];
-    int64_t H = c->ins.params.hidden, rows = x->numel / H, r, k;
+    int64_t H = c->ins.params.hidden, rows = x->numel / H, w_rows = w->numel / H, r, k;
     float eps = c->ins.params.eps;
     for (r = 0; r < rows; r++) {
         float ss = 0.0f, inv, v[AMK_EW_ILP], wv[AMK_EW_ILP];
         int j;
         const void *xr = (const void *)x->ptr;
+        const int64_t w0 = (w_rows == 1 ? 0 : r % w_rows) * H; /* this row's weights */
         for (k = AMK_OPS_TID; k < H; k += AMK_EW_ILP * AMK_OPS_NT) {
             amk_load_ilp(xr, x->dtype, r * H + k, AMK_OPS_NT, r * H + H, v);
 #pragma unroll
@@ -734,7 +737,7 @@ AMK_OP_FN void amk_op_rmsnorm(amk_op_ctx *c, float *smem) {
         inv = 1.0f / sqrtf(ss / (float)H + eps);
         for (k = AMK_OPS_TID; k < H; k += AMK_EW_ILP * AMK_OPS_NT) {
             amk_load_ilp(xr, x->dtype, r * H + k, AMK_OPS_NT, r * H + H, v);
-            amk_load_ilp((const void *)w->ptr, w->dtype, k, AMK_OPS_NT, H, wv);
+            amk_load_ilp((const void *)w->ptr, w->dtype, w0 + k, AMK_OPS_NT, w0 + H, wv);
 #pragma unroll
             for (j = 0; j < AMK_EW_ILP; j++)
                 if (k + j * AMK_OPS_NT < H)
@@ -743,14 +746,16 @@ AMK_OP_FN void amk_op_rmsnorm(amk_op_ctx *c, float *smem) {
     }
 }
 
-/* LAYERNORM per row of `hidden`: (x - mean) / sqrt(var + eps) * w (+ b), population variance. */
+/* LAYERNORM per row of `hidden`: (x - mean) / sqrt(var + eps) * w (+ b), population variance; row
+   r of x with row r % (their rows) of w and b. */
 AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c, float *smem) {
     (void)smem;
     const amk_buffer_t *x = &c->in[0], *w = &c->in[1], *o = &c->out[0];
     const amk_buffer_t *b = c->ins.n_inputs > 2 ? &c->in[2] : 0;
-    int64_t H = c->ins.params.hidden, rows = x->numel / H, r, k;
+    int64_t H = c->ins.params.hidden, rows = x->numel / H, w_rows = w->numel / H, b_rows = b ? b->numel / H : 1, r, k;
     float eps = c->ins.params.eps;
     for (r = 0; r < rows; r++) {
+        const int64_t w0 = (w_rows == 1 ? 0 : r % w_rows) * H, b0 = (b_rows == 1 ? 0 : r % b_rows) * H;
         float s = 0.0f, mean, var, den;
         for (k = AMK_OPS_TID; k < H; k += AMK_OPS_NT) s += amk_load((const void *)x->ptr, x->dtype, r * H + k);
         mean = amk_block_sum(c, s) / (float)H;
@@ -763,8 +768,8 @@ AMK_OP_FN void amk_op_layernorm(amk_op_ctx *c, float *smem) {
         den = sqrtf(var + eps); /* why: divide, as the reference does (bit-for-bit elementwise) */
         for (k = AMK_OPS_TID; k < H; k += AMK_OPS_NT) {
             float v = (amk_load((const void *)x->ptr, x->dtype, r * H + k) - mean) / den *
-                      amk_load((const void *)w->ptr, w->dtype, k);
-            if (b) v += amk_load((const void *)b->ptr, b->dtype, k);
+                      amk_load((const void *)w->ptr, w->dtype, w0 + k);
+            if (b) v += amk_load((const void *)b->ptr, b->dtype, b0 + k);
             amk_store((void *)o->ptr, o->dtype, r * H + k, v);
         }
     }

@@ -194,7 +194,8 @@ AMK__FN amk_result amk__refvm_oom(const amk__refop *o, amk_diag *d) {
 }
 
 AMK__FN amk_result amk__ref_embed(const amk__refop *o, amk_diag *d) {
-    int64_t i, H = o->P.hidden, V = o->in[1]->shape[0];
+    /* a row: the table's numel / V elements (amk__check_embed) */
+    int64_t i, V = o->in[1]->shape[0], H = o->n_in[1] / V;
     for (i = 0; i < o->n_in[0]; i++) { /* why: check every id first, so an error writes nothing */
         int64_t id = amk__load_i64(o->x[0], o->in[0]->dtype, i);
         if (id < 0 || id >= V)
@@ -218,19 +219,21 @@ AMK__FN float amk__ref_rms_inv(const amk__refop *o, int i, int64_t off, int64_t 
     return 1.0f / sqrtf(ss / (float)n + o->P.eps);
 }
 
+/* Rows of hidden: x's row r takes the weight's row r % k, k = the weight's rows (amk__check_norm). */
 AMK__FN amk_result amk__ref_rmsnorm(const amk__refop *o, amk_diag *d) {
     AMK__UNUSED(d);
-    int64_t r, h, H = o->P.hidden;
+    int64_t r, h, H = o->P.hidden, k = o->n_in[1] / H;
     for (r = 0; r < o->n_in[0] / H; r++) {
         const float inv = amk__ref_rms_inv(o, 0, r * H, H);
-        for (h = 0; h < H; h++) AMK__OUT(o, r * H + h, AMK__IN(o, 0, r * H + h) * inv * AMK__IN(o, 1, h));
+        const int64_t w0 = r % k * H;
+        for (h = 0; h < H; h++) AMK__OUT(o, r * H + h, AMK__IN(o, 0, r * H + h) * inv * AMK__IN(o, 1, w0 + h));
     }
     return AMK_OK;
 }
 
 AMK__FN amk_result amk__ref_layernorm(const amk__refop *o, amk_diag *d) {
     AMK__UNUSED(d);
-    int64_t r, h, H = o->P.hidden;
+    int64_t r, h, H = o->P.hidden, kw = o->n_in[1] / H, kb = o->ni == 3 ? o->n_in[2] / H : 1;
     for (r = 0; r < o->n_in[0] / H; r++) {
         float sum = 0.0f, var = 0.0f, mean, den;
         for (h = 0; h < H; h++) sum += AMK__IN(o, 0, r * H + h);
@@ -238,8 +241,8 @@ AMK__FN amk_result amk__ref_layernorm(const amk__refop *o, amk_diag *d) {
         for (h = 0; h < H; h++) { float c = AMK__IN(o, 0, r * H + h) - mean; var += c * c; }
         den = sqrtf(var / (float)H + o->P.eps); /* population variance */
         for (h = 0; h < H; h++) {
-            float v = (AMK__IN(o, 0, r * H + h) - mean) / den * AMK__IN(o, 1, h);
-            if (o->ni == 3) v += AMK__IN(o, 2, h);
+            float v = (AMK__IN(o, 0, r * H + h) - mean) / den * AMK__IN(o, 1, r % kw * H + h);
+            if (o->ni == 3) v += AMK__IN(o, 2, r % kb * H + h);
             AMK__OUT(o, r * H + h, v);
         }
     }
@@ -347,7 +350,8 @@ AMK__FN void amk__ref_prenorm(const amk__refop *o, float inv, int64_t pos, int64
 }
 
 /* Head h uses kv head h / (n_heads/n_kv_heads); cache row j of kv head g starts at element
-   (j*n_kv_heads + g)*head_dim. Partial layout per head: [acc(head_dim) | m | l]. ATTENTION_O: the
+   (j*n_kv_heads + g)*head_dim. ATTENTION_TILE over rank-4 caches [B, S, ...]: query b [n_heads,
+   head_dim] of q [B, ...] over cache b, into row b of out (the spec's batched decode). Partial layout per head: [acc(head_dim) | m | l]. ATTENTION_O: the
    heads' results a (F32, not cast) then out[h'] += sum_j a[j] * W_oT[j, h'] over its rows j
    [m_off, m_off+M_tile) (+ resid[h']), added to what out holds. ATTENTION_O_PRENORM: q and the
    key and value of row pos of each of its kv heads from qkv and x's rms (amk__ref_prenorm), that
@@ -355,7 +359,9 @@ AMK__FN void amk__ref_prenorm(const amk__refop *o, float inv, int64_t pos, int64
    them there. */
 AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
     int64_t hd = o->P.head_dim, nh = o->P.n_heads, nkv = o->P.n_kv_heads, rep = nh / nkv, g0 = o->P.n_off;
-    int64_t start = o->P.kv_start, len = o->P.kv_len, h, h0 = 0, h1 = nh, j, e, pos = 0;
+    int64_t start = o->P.kv_start, len = o->P.kv_len, h0 = 0, h1 = nh, bh, j, e, pos = 0;
+    /* a batch of B queries over B caches [B, S, n_kv_heads, head_dim] (ATTENTION_TILE only) */
+    const int64_t B = amk__opshape_batch(o->in[1]), S = o->n_in[1] / (B * nkv * hd);
     int partial = ((uint32_t)o->P.flags & AMK_ATTN_FLAG_PARTIAL) != 0;
     const int prenorm = o->t->op == AMK_OP_ATTENTION_O_PRENORM, fo = o->t->op == AMK_OP_ATTENTION_O || prenorm;
     const int writer = prenorm && o->t->n_outputs == 3;
@@ -389,14 +395,14 @@ AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
             amk__ref_prenorm(o, inv, pos, (nh + nkv + g0 + e) * hd, 0, o->in[2]->dtype, kv + (o->P.N_tile + e) * hd);
         }
     }
-    for (h = h0; h < h1; h++) {
-        int64_t g = h / rep;
+    for (bh = 0; bh < B * (h1 - h0); bh++) { /* batch bt (a rank-4 cache), head h */
+        int64_t bt = bh / (h1 - h0), h = h0 + bh % (h1 - h0), g = h / rep, r0 = bt * S + start;
         float m = -INFINITY, l = 0.0f;
         if (prenorm) amk__ref_prenorm(o, inv, pos, h * hd, 1, AMK_DTYPE_F32, q);
-        else amk__refvm_load_row(o->x[0], o->in[0]->dtype, h * hd, hd, q);
+        else amk__refvm_load_row(o->x[0], o->in[0]->dtype, (bt * nh + h) * hd, hd, q);
         for (j = 0; j < len; j++) {
             if (prenorm && start + j == pos) memcpy(row, kv + (g - g0) * hd, (size_t)hd * sizeof(float));
-            else amk__refvm_load_row(o->x[1], o->in[1]->dtype, ((start + j) * nkv + g) * hd, hd, row);
+            else amk__refvm_load_row(o->x[1], o->in[1]->dtype, ((r0 + j) * nkv + g) * hd, hd, row);
             s[j] = o->P.scale * amk__refvm_dot(q, row, hd);
             if (s[j] > m) m = s[j];
         }
@@ -405,7 +411,7 @@ AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
             float pj = expf(s[j] - m);
             l += pj;
             if (prenorm && start + j == pos) memcpy(row, kv + (o->P.N_tile + g - g0) * hd, (size_t)hd * sizeof(float));
-            else amk__refvm_load_row(o->x[2], o->in[2]->dtype, ((start + j) * nkv + g) * hd, hd, row);
+            else amk__refvm_load_row(o->x[2], o->in[2]->dtype, ((r0 + j) * nkv + g) * hd, hd, row);
             for (e = 0; e < hd; e++) acc[e] += pj * row[e];
         }
         if (partial) { /* an empty window leaves acc 0, m -inf, l 0 */
@@ -415,7 +421,7 @@ AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
         } else if (fo) {
             for (e = 0; e < hd; e++) a[(h - h0) * hd + e] = len ? acc[e] / l : 0.0f;
         } else {
-            for (e = 0; e < hd; e++) AMK__OUT(o, h * hd + e, len ? acc[e] / l : 0.0f);
+            for (e = 0; e < hd; e++) AMK__OUT(o, (bt * nh + h) * hd + e, len ? acc[e] / l : 0.0f);
         }
     }
     if (fo) { /* out[h'] += a[m_off..] . W_oT[m_off.., h'] (+ resid[h']) */
@@ -732,9 +738,13 @@ AMK__FN amk_result amk__ref_allreduce_shard(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 /* The output is the cache itself; only row pos changes. */
+/* Row pos of the cache = new; a rank-4 cache [B, max_seq, ...]: row pos of each of the B. */
 AMK__FN amk_result amk__ref_kv_append(const amk__refop *o, amk_diag *d) {
+    const int64_t B = amk__opshape_batch(o->out), R = o->n_in[0] / B, S = o->n_out / (R * B);
+    int64_t b;
     AMK__UNUSED(d);
-    amk__refvm_cast(o->y, o->out->dtype, (int64_t)o->P.pos * o->n_in[0], o->x[0], o->in[0]->dtype, 0, o->n_in[0]);
+    for (b = 0; b < B; b++)
+        amk__refvm_cast(o->y, o->out->dtype, (b * S + o->P.pos) * R, o->x[0], o->in[0]->dtype, b * R, R);
     return AMK_OK;
 }
 

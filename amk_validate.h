@@ -50,7 +50,7 @@ extern "C" {
     X(WAIT_SELF,           'E', "a task waits on its own out_counter") \
     X(CYCLE,               'E', "the producer-consumer graph has a cycle") \
     X(SM_RANGE,            'E', "an assigned SM is outside [0, target.num_sms)") \
-    X(SM_MIXED,            'E', "some tasks have an SM and others do not") \
+    X(SM_MIXED,            'W', "some tasks have an SM and others do not (the GPU needs lowering first)") \
     X(SM_QUEUE_ORDER,      'E', "a task precedes its own producer in one SM's queue") \
     X(SM_QUEUE_DEADLOCK,   'E', "queue order plus dependencies form a cycle across SMs") \
     X(RACE_READ,           'E', "a read is not ordered after every writer of the buffer") \
@@ -60,12 +60,14 @@ extern "C" {
     X(WRITE_READONLY,      'E', "a task writes a WEIGHT, CONST or IO_INPUT buffer") \
     X(ONCHIP_SM,           'E', "an SMEM/REGISTER buffer is used on more than one SM") \
     X(ONCHIP_UNASSIGNED,   'W', "an SMEM/REGISTER buffer is used by tasks not yet on an SM") \
-    X(PAGE_REF,            'E', "the page table names a missing page or buffer, or mis-sizes") \
+    X(PAGE_REF,            'E', "the page table names a missing page or buffer, or a buffer not an activation") \
     X(PAGE_ALIAS,          'E', "two buffers share a page with unordered live ranges") \
     X(OUTPUT_UNREACHED,    'E', "an IO_OUTPUT buffer is never written") \
     X(CONFIG_VALUE,        'E', "a ScheduleConfig value is out of range for the target") \
     X(NAME_DUP,            'W', "two buffers share a name (binding by name is ambiguous)") \
     X(GPU_LABEL,           'W', "meta.gpu differs from target.name") \
+    X(OP_LENIENT,          'W', "a form the spec's reference accepts that AMK runs with a caveat") \
+    X(PAGE_MISMATCH,       'W', "a buffer's space or size differs from its page's") \
     X(BUILD_ERROR,         'E', "a builder call failed, so the program is incomplete")
 
 typedef enum amk_check {
@@ -208,6 +210,16 @@ AMK__FN int64_t amk__opshape_last(const amk_buffer *b) { return b->rank ? b->sha
 AMK__FN int amk__opshape_is_index(int dt) {
     return dt == AMK_DTYPE_I32 || dt == AMK_DTYPE_I8 || dt == AMK_DTYPE_U8;
 }
+/* Token ids and positions of the spec's EMBED and ROPE: an index dtype, or a float one, which the
+   reference implementation truncates to an integer (amk__op_caveat warns). */
+AMK__FN int amk__opshape_is_index_or_float(int dt) {
+    return amk__opshape_is_index(dt) || amk_dtype_is_float(dt);
+}
+/* The batch of a KV cache: shape[0] of a rank-4 cache [B, max_seq, n_kv_heads, head_dim] (at
+   least 1), else 1. */
+AMK__FN int64_t amk__opshape_batch(const amk_buffer *cache) {
+    return cache->rank == 4 && cache->shape[0] > 1 ? cache->shape[0] : 1;
+}
 /* A real param that converts to a finite float. */
 AMK__FN int amk__opshape_finite(double v) { return v == v && fabs(v) <= (double)FLT_MAX; }
 
@@ -232,7 +244,7 @@ AMK__FN int amk__opshape_accum_out(const amk__opshape *c, const amk_buffer *out,
     return 1;
 }
 
-/* RoPE's frequency params (ROPE, RMSNORM_GEMV with AMK_GEMV_FLAG_ROPE): 0 and the failure in c. */
+/* RoPE's frequency params (ROPE, RMSNORM_GEMV_ROPE and _ROPE_KV, ATTENTION_O_PRENORM): 0 and the failure in c. */
 AMK__FN int amk__opshape_rope(const amk__opshape *c, const amk_task *t, const amk_params_t *P) {
     double theta = amk__param_f(t, "theta", 10000.0), factor = amk__param_f(t, "rope_factor", 0.0);
     double lo = amk__param_f(t, "rope_low_freq_factor", 1.0);
@@ -263,7 +275,7 @@ AMK__FN int amk__opshape_tile_out(const amk__opshape *c, const amk_buffer *out, 
 }
 
 /* An argmax partials buffer out [rows, 2P] (n_out elements, F32) that holds the pair `part`
-   (ARGMAX_PARTIAL's output, RMSNORM_GEMV's with AMK_GEMV_FLAG_ARGMAX). */
+   (ARGMAX_PARTIAL's output, RMSNORM_GEMV_ARGMAX's second). */
 AMK__FN int amk__opshape_pairs_out(const amk__opshape *c, const amk_buffer *out, int64_t n_out, int64_t rows,
                                    int part) {
     const int64_t W = amk__opshape_last(out);
@@ -298,25 +310,29 @@ AMK__FN int amk__check_same(const amk__opshape *c) {
     return 1;
 }
 
-/* EMBED */
+/* EMBED: ids select rows of the table [V, ...] (a row: numel/V elements), written one after another
+   in out, whatever out's shape. The row length is the table's, not `hidden`: the reference
+   implementation gathers with index_select and views the result as out, and its lowering reshapes a
+   flat [1, n*d] activation into n rows of d that way (ids [0], hidden = d). `hidden` is not read. */
 AMK__FN int amk__check_embed(const amk__opshape *c) {
-    int64_t v;
-    int64_t H;
-    if (!amk__opshape_is_index(c->in[0]->dtype))
-        AMK__OPS_FAIL(OP_DTYPE, "ids '%s' must be I32, I8 or U8, not %s",
+    int64_t v, R;
+    const amk_buffer *tab = c->in[1];
+    if (!amk__opshape_is_index_or_float(c->in[0]->dtype))
+        AMK__OPS_FAIL(OP_DTYPE, "ids '%s' must be I32, I8, U8 or a float dtype, not %s",
                       amk__opshape_name(c->in[0]), amk_dtype_name(c->in[0]->dtype));
-    if (c->P.hidden < 1) AMK__OPS_FAIL(PARAM_VALUE, "hidden = %d must be >= 1", c->P.hidden);
-    if (c->in[1]->rank != 2 || c->in[1]->shape[1] != c->P.hidden)
-        AMK__OPS_FAIL(OP_SHAPE, "table '%s' must be [V, hidden = %d]", amk__opshape_name(c->in[1]),
-                      c->P.hidden);
-    H = c->P.hidden;
-    if (!amk__mul_i64(c->n_in[0], H, &v) || c->n_out != v)
-        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, ids*hidden = %lld*%lld",
-                      amk__opshape_name(c->out), (long long)c->n_out, (long long)c->n_in[0], (long long)H);
+    if (tab->rank < 1 || tab->shape[0] < 1)
+        AMK__OPS_FAIL(OP_SHAPE, "table '%s' must be [V, ...] with V >= 1", amk__opshape_name(tab));
+    R = c->n_in[1] / tab->shape[0];
+    if (!amk__mul_i64(c->n_in[0], R, &v) || c->n_out != v)
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, ids*row = %lld*%lld (table '%s' rows of %lld)",
+                      amk__opshape_name(c->out), (long long)c->n_out, (long long)c->n_in[0], (long long)R,
+                      amk__opshape_name(tab), (long long)R);
     return 1;
 }
 
-/* RMSNORM, LAYERNORM */
+/* RMSNORM, LAYERNORM: x is rows of hidden; w (and b) hold k rows of hidden, k dividing x's rows,
+   and row r of x takes their row r % k (k = 1: one weight for every row; the reference
+   implementation broadcasts a [k, hidden] weight over x [..., k, hidden] so). */
 AMK__FN int amk__check_norm(const amk__opshape *c) {
     int i;
     double eps = amk__param_f(c->t, "eps", 0.0);
@@ -325,9 +341,11 @@ AMK__FN int amk__check_norm(const amk__opshape *c) {
         AMK__OPS_FAIL(OP_SHAPE, "x '%s' has %lld elements, not a multiple of hidden = %d",
                       amk__opshape_name(c->in[0]), (long long)c->n_in[0], c->P.hidden);
     for (i = 1; i < c->ni; i++)
-        if (c->n_in[i] != c->P.hidden)
-            AMK__OPS_FAIL(OP_SHAPE, "%s '%s' has %lld elements, hidden = %d", i == 1 ? "w" : "b",
-                          amk__opshape_name(c->in[i]), (long long)c->n_in[i], c->P.hidden);
+        if (c->n_in[i] < c->P.hidden || c->n_in[i] % c->P.hidden ||
+            (c->n_in[0] / c->P.hidden) % (c->n_in[i] / c->P.hidden))
+            AMK__OPS_FAIL(OP_SHAPE, "%s '%s' has %lld elements; it needs k rows of hidden = %d, k dividing "
+                          "x's %lld rows", i == 1 ? "w" : "b", amk__opshape_name(c->in[i]),
+                          (long long)c->n_in[i], c->P.hidden, (long long)(c->n_in[0] / c->P.hidden));
     if (c->n_out != c->n_in[0])
         AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld",
                       amk__opshape_name(c->out), (long long)c->n_out, amk__opshape_name(c->in[0]),
@@ -423,6 +441,7 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
     const int op = amk_op_device(c->t->op, NULL);
     const int fo = op == AMK_OP_ATTENTION_O, decode = op == AMK_OP_ATTENTION_DECODE || fo;
     const int prenorm = c->t->op == AMK_OP_ATTENTION_O_PRENORM; /* input 0 is qkv */
+    const int64_t B = amk__opshape_batch(c->in[1]); /* caches [B, max_seq, n_kv_heads, head_dim]: B queries */
     int64_t row, max_seq, want;
     double scale = amk__param_f(c->t, "scale", 1.0);
     if (c->ni == 4 && !decode) AMK__OPS_FAIL(OP_UNSUPPORTED, "4th ATTENTION_TILE input is not supported");
@@ -444,17 +463,21 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
         if (c->in[0]->dtype != AMK_DTYPE_F32)
             AMK__OPS_FAIL(OP_DTYPE, "qkv '%s' (a sum RMSNORM_MLP_FOLD builds) must be F32, not %s",
                           amk__opshape_name(c->in[0]), amk_dtype_name(c->in[0]->dtype));
-    } else if (c->n_in[0] != (int64_t)c->P.n_heads * c->P.head_dim) {
-        AMK__OPS_FAIL(OP_SHAPE, "q '%s' has %lld elements, n_heads*head_dim = %lld",
-                      amk__opshape_name(c->in[0]), (long long)c->n_in[0],
-                      (long long)c->P.n_heads * c->P.head_dim);
+    } else if (c->n_in[0] != B * c->P.n_heads * c->P.head_dim) {
+        AMK__OPS_FAIL(OP_SHAPE, "q '%s' has %lld elements, B*n_heads*head_dim = %lld*%d*%d",
+                      amk__opshape_name(c->in[0]), (long long)c->n_in[0], (long long)B, c->P.n_heads,
+                      c->P.head_dim);
     }
+    if (B > 1 && (decode || ((uint32_t)c->P.flags & AMK_ATTN_FLAG_PARTIAL)))
+        AMK__OPS_FAIL(OP_UNSUPPORTED, "a batch of %lld caches (rank 4) takes the normalised ATTENTION_TILE only",
+                      (long long)B);
     row = (int64_t)c->P.n_kv_heads * c->P.head_dim;
-    if (c->n_in[1] % row || c->n_in[2] != c->n_in[1])
+    if (c->n_in[1] % (row * B) || c->n_in[2] != c->n_in[1] || c->in[2]->rank != c->in[1]->rank ||
+        (B > 1 && (c->in[1]->shape[2] * c->in[1]->shape[3] != row || c->in[2]->shape[0] != B)))
         AMK__OPS_FAIL(OP_SHAPE, "k '%s' (%lld) and v '%s' (%lld) must hold equal whole rows of "
                       "n_kv_heads*head_dim = %lld", amk__opshape_name(c->in[1]), (long long)c->n_in[1],
                       amk__opshape_name(c->in[2]), (long long)c->n_in[2], (long long)row);
-    max_seq = c->n_in[1] / row;
+    max_seq = c->n_in[1] / (row * B);
     if (c->P.kv_start < 0 || c->P.kv_len < 0 || (int64_t)c->P.kv_start + c->P.kv_len > max_seq)
         AMK__OPS_FAIL(PARAM_VALUE, "window kv_start = %d, kv_len = %d is outside the %lld cache rows",
                       c->P.kv_start, c->P.kv_len, (long long)max_seq);
@@ -494,11 +517,11 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
         }
         return 1;
     }
-    want = (int64_t)c->P.n_heads * c->P.head_dim;
-    if ((uint32_t)c->P.flags & AMK_ATTN_FLAG_PARTIAL) {
-        if (c->out->dtype != AMK_DTYPE_F32)
-            AMK__OPS_FAIL(OP_DTYPE, "partial out '%s' must be F32, not %s",
-                          amk__opshape_name(c->out), amk_dtype_name(c->out->dtype));
+    want = B * c->P.n_heads * c->P.head_dim;
+    if ((uint32_t)c->P.flags & AMK_ATTN_FLAG_PARTIAL) { /* ATTENTION_TILE: F32 advised (amk__op_caveat) */
+        if (decode ? c->out->dtype != AMK_DTYPE_F32 : !amk_dtype_is_float(c->out->dtype))
+            AMK__OPS_FAIL(OP_DTYPE, "partial out '%s' must be %s, not %s", amk__opshape_name(c->out),
+                          decode ? "F32" : "a float dtype", amk_dtype_name(c->out->dtype));
         want = (int64_t)c->P.n_heads * (c->P.head_dim + 2);
     }
     if (c->n_out != want)
@@ -511,8 +534,8 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
 AMK__FN int amk__check_rope(const amk__opshape *c) {
     int64_t v;
     int64_t S = c->n_in[1];
-    if (!amk__opshape_is_index(c->in[1]->dtype))
-        AMK__OPS_FAIL(OP_DTYPE, "positions '%s' must be I32, I8 or U8, not %s",
+    if (!amk__opshape_is_index_or_float(c->in[1]->dtype))
+        AMK__OPS_FAIL(OP_DTYPE, "positions '%s' must be I32, I8, U8 or a float dtype, not %s",
                       amk__opshape_name(c->in[1]), amk_dtype_name(c->in[1]->dtype));
     if (S < 1) AMK__OPS_FAIL(OP_SHAPE, "positions '%s' is empty", amk__opshape_name(c->in[1]));
     if (c->P.head_dim < 2 || c->P.head_dim % 2)
@@ -597,16 +620,20 @@ AMK__FN int amk__check_softmax(const amk__opshape *c) {
     return 1;
 }
 
-/* KV_APPEND */
+/* KV_APPEND: new holds one row of the cache, written at row pos; a cache of rank 4 is a batch
+   [B, max_seq, ...] and new holds a row for each of the B (IR_SPEC_NOTES). */
 AMK__FN int amk__check_kv_append(const amk__opshape *c) {
-    int64_t R = c->n_in[0];
-    if (R < 1) AMK__OPS_FAIL(OP_SHAPE, "new '%s' is empty", amk__opshape_name(c->in[0]));
-    if (c->n_in[1] % R)
+    const int64_t B = amk__opshape_batch(c->in[1]);
+    int64_t R = c->n_in[0] / B;
+    if (R < 1 || c->n_in[0] % B)
+        AMK__OPS_FAIL(OP_SHAPE, "new '%s' has %lld elements, not a row for each of the %lld caches",
+                      amk__opshape_name(c->in[0]), (long long)c->n_in[0], (long long)B);
+    if (c->n_in[1] % (R * B) || (B > 1 && R != c->in[1]->shape[2] * c->in[1]->shape[3]))
         AMK__OPS_FAIL(OP_SHAPE, "cache '%s' has %lld elements, not whole rows of %lld",
                       amk__opshape_name(c->in[1]), (long long)c->n_in[1], (long long)R);
-    if (c->P.pos < 0 || c->P.pos >= c->n_in[1] / R)
+    if (c->P.pos < 0 || c->P.pos >= c->n_in[1] / (R * B))
         AMK__OPS_FAIL(PARAM_VALUE, "pos = %d is outside the %lld rows of cache '%s'", c->P.pos,
-                      (long long)(c->n_in[1] / R), amk__opshape_name(c->in[1]));
+                      (long long)(c->n_in[1] / (R * B)), amk__opshape_name(c->in[1]));
     if (c->t->outputs[0] != c->t->inputs[1])
         AMK__OPS_FAIL(OP_SHAPE, "the output (buffer %d) must be the cache input (buffer %d)",
                       c->t->outputs[0], c->t->inputs[1]);
@@ -650,8 +677,8 @@ AMK__FN int amk__check_attention_combine(const amk__opshape *c) {
     int64_t row = (int64_t)c->P.head_dim + 2;
     if (c->P.head_dim < 1) AMK__OPS_FAIL(PARAM_VALUE, "head_dim = %d must be >= 1", c->P.head_dim);
     for (i = 0; i < c->ni; i++) {
-        if (c->in[i]->dtype != AMK_DTYPE_F32)
-            AMK__OPS_FAIL(OP_DTYPE, "partial %d '%s' must be F32, not %s", i,
+        if (!amk_dtype_is_float(c->in[i]->dtype)) /* F32 advised (amk__op_caveat) */
+            AMK__OPS_FAIL(OP_DTYPE, "partial %d '%s' must be a float dtype, not %s", i,
                           amk__opshape_name(c->in[i]), amk_dtype_name(c->in[i]->dtype));
         if (c->n_in[i] != c->n_in[0] || c->n_in[i] % row)
             AMK__OPS_FAIL(OP_SHAPE, "partial %d '%s' has %lld elements; every partial needs "
@@ -797,6 +824,46 @@ AMK__FN int amk__op_flags_named(const amk_task *t, char *msg, size_t msg_size) {
         for (v = 0; v < AMK_OP_COUNT && n < msg_size; v++)
             if (v != t->op && amk_op_device(v, NULL) == t->op)
                 n += (size_t)snprintf(msg + n, msg_size - n, " %s", amk_op_name(v));
+    }
+    return 0;
+}
+
+/* The caveat of a task amk__op_check accepted in a form the spec's reference implementation
+   (schedule/ir.py, instructions/reference.py) accepts and AMK advises against: float ids or
+   positions (truncated to integers, exact only while the float holds the integer), a norm over rows
+   of hidden where x's last dim differs (the reference normalises x's last dim). Returns 1 with the
+   message in msg, 0 when there is none. */
+AMK__FN int amk__op_caveat(const amk_program *p, const amk_task *t, char *msg, size_t msg_size) {
+    const amk_buffer *b;
+    int64_t hidden;
+    if ((t->op == AMK_OP_EMBED || t->op == AMK_OP_ROPE) && t->n_inputs == 2) {
+        b = &p->buffers[t->inputs[t->op == AMK_OP_ROPE]];
+        if (!amk_dtype_is_float(b->dtype)) return 0;
+        snprintf(msg, msg_size, "%s: %s '%s' are %s; they are truncated to integers (exact up to %s)",
+                 amk_op_name(t->op), t->op == AMK_OP_ROPE ? "positions" : "ids", amk__opshape_name(b),
+                 amk_dtype_name(b->dtype), b->dtype == AMK_DTYPE_F32 ? "2^24" : b->dtype == AMK_DTYPE_F16 ? "2^11" : "2^8");
+        return 1;
+    }
+    if ((t->op == AMK_OP_ATTENTION_TILE && ((uint32_t)amk__param_i(t, "flags", 0) & AMK_ATTN_FLAG_PARTIAL)) ||
+        t->op == AMK_OP_ATTENTION_COMBINE) {
+        int i, n = t->op == AMK_OP_ATTENTION_TILE ? 1 : t->n_inputs;
+        for (i = 0; i < n; i++) {
+            b = &p->buffers[t->op == AMK_OP_ATTENTION_TILE ? t->outputs[0] : t->inputs[i]];
+            if (b->dtype == AMK_DTYPE_F32) continue;
+            snprintf(msg, msg_size, "%s: partials '%s' are %s: the row max and sum lose precision, and the GPU "
+                     "runs F32 partials only", amk_op_name(t->op), amk__opshape_name(b), amk_dtype_name(b->dtype));
+            return 1;
+        }
+        return 0;
+    }
+    if ((t->op == AMK_OP_RMSNORM || t->op == AMK_OP_LAYERNORM) && t->n_inputs >= 1) {
+        b = &p->buffers[t->inputs[0]];
+        hidden = amk__param_i(t, "hidden", 0);
+        if (amk__opshape_last(b) == hidden) return 0;
+        snprintf(msg, msg_size, "%s: x '%s' has a last dim of %lld, not hidden = %lld: AMK normalises rows "
+                 "of hidden, the spec's reference x's last dim", amk_op_name(t->op), amk__opshape_name(b),
+                 (long long)amk__opshape_last(b), (long long)hidden);
+        return 1;
     }
     return 0;
 }
@@ -1538,6 +1605,8 @@ AMK__FN void amk__v_tasks(amk__vctx *v) {
                 if ((int)which < 0 || which >= AMK_CHECK_COUNT) which = AMK_CHECK_OP_SHAPE;
                 amk__v_issue(v, which, ti, -1, -1, "%s: %s", tn, msg);
                 bad = 1;
+            } else if (amk__op_caveat(p, t, msg, sizeof msg)) {
+                amk__v_issue(v, AMK_CHECK_OP_LENIENT, ti, -1, -1, "%s: %s", tn, msg);
             }
         }
         v->task_bad[ti] = (unsigned char)bad;
@@ -1688,6 +1757,9 @@ AMK__FN void amk__v_sms(amk__vctx *v) {
                          amk__v_tname(p, i, tn, sizeof tn), sm);
     }
     if (!assigned) return;
+    /* why a warning: the spec's reference lowering pins only its split-KV attention tiles, and its
+       validator checks the queues of the pinned tasks alone, as this pass does; the reference VM
+       needs no SMs, and the GPU runtime refuses a task without one until amk_program_lower */
     if (unassigned)
         amk__v_issue(v, AMK_CHECK_SM_MIXED, first_un, -1, -1,
                      "%d task%s have an SM and %d do not (the first without one is %s)", assigned,
@@ -1840,17 +1912,16 @@ AMK__FN void amk__v_page_refs(amk__vctx *v) {
                          bn, amk_kind_name(b->kind));
             ok = 0;
         }
+        /* why warnings: the page decides where the buffer lives and both runtimes size a page to its
+           largest buffer; the spec's reference validator checks neither */
         nbytes = v->buf_shape[x] ? -1 : amk__buffer_nbytes(b);
-        if (nbytes > p->pages[pg].nbytes) {
-            amk__v_issue(v, AMK_CHECK_PAGE_REF, -1, x, -1, "%s needs %lld bytes but page %d holds %lld", bn,
-                         (long long)nbytes, pg, (long long)p->pages[pg].nbytes);
-            ok = 0;
-        }
-        if (p->pages[pg].space != b->space) {
-            amk__v_issue(v, AMK_CHECK_PAGE_REF, -1, x, -1, "%s is in %s but page %d is in %s", bn,
-                         amk_space_name(b->space), pg, amk_space_name(p->pages[pg].space));
-            ok = 0;
-        }
+        if (nbytes > p->pages[pg].nbytes)
+            amk__v_issue(v, AMK_CHECK_PAGE_MISMATCH, -1, x, -1, "%s needs %lld bytes but page %d holds %lld; the "
+                         "page grows to %lld", bn, (long long)nbytes, pg, (long long)p->pages[pg].nbytes,
+                         (long long)nbytes);
+        if (p->pages[pg].space != b->space)
+            amk__v_issue(v, AMK_CHECK_PAGE_MISMATCH, -1, x, -1, "%s is in %s but page %d is in %s; it lives in the "
+                         "page's", bn, amk_space_name(b->space), pg, amk_space_name(p->pages[pg].space));
         v->page_ok[x] = (unsigned char)ok;
     }
 }

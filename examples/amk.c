@@ -308,9 +308,10 @@ static int cmd_info(const cli_cmd *cmd, int argc, char **argv) {
 /* ---- amk run --------------------------------------------------------------------------------- */
 
 typedef struct cli_run {
-    const char *program, *weights, *inputs, *kv, *out, *random, *order_seed;
+    const char *program, *weights, *inputs, *kv, *out, *random, *order_seed, *expect, *rtol;
     uint64_t random_seed, order;
-    amk_safetensors w, in, kvst; /* zeroed when not given */
+    double rtol_value;               /* --rtol, or -1: each dtype's default (cli_default_rtol) */
+    amk_safetensors w, in, kvst, ex; /* zeroed when not given */
 } cli_run;
 
 static const char *cli_kind_word(int kind) {
@@ -323,11 +324,16 @@ static const char *cli_kind_word(int kind) {
     }
 }
 
-/* 1 if t holds exactly buffer b's dtype and shape; else prints the mismatch and returns 0. */
+/* 1 if t holds exactly buffer b's dtype and shape, or b is I4 [..., L] (L even) and t the same
+   bytes as U8 [..., L/2] (two values a byte: safetensors has no 4-bit dtype); else prints the
+   mismatch and returns 0. */
 static int cli_tensor_fits(const amk_st_tensor *t, const amk_buffer *b, const char *key) {
     char have[192], want[192];
-    int i, same = t->dtype == b->dtype && t->rank == b->rank;
-    for (i = 0; same && i < b->rank; i++) same = t->shape[i] == b->shape[i];
+    const int packed = b->dtype == AMK_DTYPE_I4 && t->dtype == AMK_DTYPE_U8 && b->rank >= 1 &&
+                       b->shape[b->rank - 1] % 2 == 0;
+    int i, same = (t->dtype == b->dtype || packed) && t->rank == b->rank;
+    for (i = 0; same && i < b->rank; i++)
+        same = t->shape[i] == (packed && i == b->rank - 1 ? b->shape[i] / 2 : b->shape[i]);
     if (same) return 1;
     amk_shape_format(have, sizeof have, t->shape, t->rank);
     amk_shape_format(want, sizeof want, b->shape, b->rank);
@@ -482,6 +488,73 @@ static int cli_emit_outputs(const cli_run *a, const amk_program *p, amk_refvm *v
     return rc;
 }
 
+/* --expect's tolerance for a tensor of dtype dt: relative to its largest value, one rounding of a
+   16-bit float and more for the 8-bit ones; integers exact. */
+static double cli_default_rtol(int dt) {
+    switch (dt) {
+    case AMK_DTYPE_F32: return 1e-4;
+    case AMK_DTYPE_F16: case AMK_DTYPE_BF16: return 3e-2;
+    case AMK_DTYPE_F8E4M3: case AMK_DTYPE_F8E5M2: return 2.5e-1;
+    default: return 0.0;
+    }
+}
+
+/* Compares the run's buffer b (mem, nbytes) with the expected tensor t: max |got - want| <= rtol *
+   max |want| (NaN where the other has NaN counts as equal). Prints one line; 1 if it matches. */
+static int cli_expect_one(const amk_st_tensor *t, const amk_buffer *b, const void *mem, size_t nbytes,
+                          double rtol) {
+    int64_t n = amk_buffer_numel(b), i, worst = -1;
+    double diff = 0.0, scale = 0.0;
+    int nan_mismatch = 0, fits;
+    for (i = 0; i < n; i++) {
+        double got, want, e;
+        if (amk_dtype_is_float(b->dtype)) {
+            got = amk_dtype_load_f32(mem, nbytes, b->dtype, i);
+            want = amk_dtype_load_f32(t->data, (size_t)t->nbytes, b->dtype, i);
+        } else {
+            got = (double)amk_dtype_load_i64(mem, nbytes, b->dtype, i);
+            want = (double)amk_dtype_load_i64(t->data, (size_t)t->nbytes, b->dtype, i);
+        }
+        if (got != got || want != want) { nan_mismatch += (got != got) != (want != want); continue; }
+        if (fabs(want) > scale) scale = fabs(want);
+        e = fabs(got - want);
+        if (e > diff) { diff = e; worst = i; }
+    }
+    fits = !nan_mismatch && diff <= rtol * scale;
+    printf("expect %s: max |got - want| %.3g (element %lld) vs max |want| %.3g: %.3g relative, rtol %.3g%s: %s\n",
+           b->name, diff, (long long)worst, scale, scale > 0 ? diff / scale : diff, rtol,
+           nan_mismatch ? ", NaN where the other has none" : "", fits ? "ok" : "MISMATCH");
+    return fits;
+}
+
+/* --expect: every tensor of the file against the IO_OUTPUT or KV_CACHE buffer of its name. Returns
+   CLI_OK when all match. */
+static int cli_expect(const cli_run *a, const amk_program *p, amk_refvm *vm) {
+    int i, id, bad = 0;
+    for (i = 0; i < a->ex.n_tensors; i++) {
+        const amk_st_tensor *t = &a->ex.tensors[i];
+        const amk_buffer *b = NULL;
+        size_t nbytes = 0;
+        const void *mem;
+        for (id = 0; id < p->n_buffers && !b; id++)
+            if ((p->buffers[id].kind == AMK_KIND_IO_OUTPUT || p->buffers[id].kind == AMK_KIND_KV_CACHE) &&
+                p->buffers[id].name && strcmp(p->buffers[id].name, t->name) == 0)
+                b = &p->buffers[id];
+        if (!b) {
+            fprintf(stderr, "amk run: expected '%s' is no output or KV cache of the program\n", t->name);
+            bad++;
+            continue;
+        }
+        mem = amk_refvm_buffer(vm, (int)(b - p->buffers), &nbytes);
+        if (!cli_tensor_fits(t, b, t->name) || !mem ||
+            !cli_expect_one(t, b, mem, nbytes, a->rtol_value >= 0 ? a->rtol_value : cli_default_rtol(b->dtype)))
+            bad++;
+    }
+    if (bad) fprintf(stderr, "amk run: %d of %d expected tensor%s differ\n", bad, a->ex.n_tensors,
+                     cli_plural(a->ex.n_tensors));
+    return bad ? CLI_FAIL : CLI_OK;
+}
+
 static int cli_open_st(const char *path, amk_safetensors *st) {
     amk_diag d;
     amk_diag_clear(&d);
@@ -505,6 +578,7 @@ static int cmd_run(const cli_cmd *cmd, int argc, char **argv) {
         const char **slot = strcmp(o, "--weights") == 0 ? &a.weights : strcmp(o, "--inputs") == 0 ? &a.inputs
                           : strcmp(o, "--kv") == 0 ? &a.kv : strcmp(o, "-o") == 0 ? &a.out
                           : strcmp(o, "--random") == 0 ? &a.random : strcmp(o, "--order-seed") == 0 ? &a.order_seed
+                          : strcmp(o, "--expect") == 0 ? &a.expect : strcmp(o, "--rtol") == 0 ? &a.rtol
                           : NULL;
         if (slot) {
             if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
@@ -521,9 +595,18 @@ static int cmd_run(const cli_cmd *cmd, int argc, char **argv) {
         return cli_usage_error(cmd, "--random wants an unsigned integer seed, not '%s'", a.random);
     if (a.order_seed && !cli_parse_u64(a.order_seed, &a.order))
         return cli_usage_error(cmd, "--order-seed wants an unsigned integer, not '%s'", a.order_seed);
+    a.rtol_value = -1.0;
+    if (a.rtol) {
+        char *end = NULL;
+        a.rtol_value = strtod(a.rtol, &end);
+        if (!end || *end || !(a.rtol_value >= 0) || a.rtol_value > 1e30)
+            return cli_usage_error(cmd, "--rtol wants a number >= 0, not '%s'", a.rtol);
+        if (!a.expect) return cli_usage_error(cmd, "%s", "--rtol needs --expect");
+    }
 
     if (!(p = cli_load(a.program))) return CLI_BAD_INPUT;
-    if (!cli_open_st(a.weights, &a.w) || !cli_open_st(a.inputs, &a.in) || !cli_open_st(a.kv, &a.kvst))
+    if (!cli_open_st(a.weights, &a.w) || !cli_open_st(a.inputs, &a.in) || !cli_open_st(a.kv, &a.kvst) ||
+        !cli_open_st(a.expect, &a.ex))
         goto done;
     amk_diag_clear(&d);
     r = amk_refvm_create(p, &vm, &d);
@@ -549,11 +632,13 @@ static int cmd_run(const cli_cmd *cmd, int argc, char **argv) {
         goto done;
     }
     rc = cli_emit_outputs(&a, p, vm);
+    if (rc == CLI_OK && a.expect) rc = cli_expect(&a, p, vm);
 done:
     amk_refvm_free(vm); /* before the files: bound weights point into their maps */
     amk_safetensors_close(&a.w);
     amk_safetensors_close(&a.in);
     amk_safetensors_close(&a.kvst);
+    amk_safetensors_close(&a.ex);
     amk_program_free(p);
     return rc;
 }
@@ -1232,15 +1317,20 @@ static const cli_cmd cli_cmds[] = {
      cmd_info},
     {"run", "run a program once on the CPU reference VM",
      "amk run FILE.json [--weights W.safetensors] [--inputs I.safetensors] [--kv K.safetensors]\n"
-     "               [-o OUT.safetensors] [--random SEED] [--order-seed S]",
+     "               [-o OUT.safetensors] [--random SEED] [--order-seed S] [--expect E.safetensors [--rtol R]]",
      "WEIGHT and CONST buffers are read from --weights by their source name (else their name),\n"
      "IO_INPUT buffers from --inputs and KV_CACHE buffers from --kv by name; dtype and shape must\n"
-     "match the buffer exactly. A KV cache not given starts at zero. A missing weight or input is\n"
+     "match the buffer exactly (an I4 buffer [..., L] also takes U8 [..., L/2], two values a byte,\n"
+     "low nibble first). A KV cache not given starts at zero. A missing weight or input is\n"
      "an error unless --random SEED fills it (floats uniform in [-1, 1), integers in [0, 8) or\n"
      "fewer where they index an EMBED table). --order-seed S fires ready tasks in a seeded random\n"
      "order instead of list order. Every IO_OUTPUT and KV_CACHE buffer is written by name to\n"
      "OUT.safetensors (-o; feed it back with --kv for the next step), or summarised on stdout.\n"
-     "Exit: 0 ok, 1 rejected or failed at run time, 2 bad arguments or input files.\n",
+     "--expect E.safetensors compares every tensor of E with the output or KV cache of its name:\n"
+     "each must be within R (--rtol) of its largest value, max |got - want| <= R * max |want|;\n"
+     "default R: 1e-4 for F32, 3e-2 for F16 and BF16, 0.25 for F8, 0 (exact) for integers.\n"
+     "Exit: 0 ok, 1 rejected, failed at run time or differing from --expect, 2 bad arguments or\n"
+     "input files.\n",
      cmd_run},
     {"build", "build a model's decode step as a program (JSON)",
      "amk build (-m MODEL | --random-weights SHAPE) [-o STEP.json] [--ctx N] [--dtype F32|BF16|F16]\n"

@@ -174,6 +174,23 @@ expect_true '! cmp -s "$TMP/r1.st" "$TMP/r3.st"' "another seed: other values"
 amk run "$DATA/valid.json" --random 1 -o "$TMP/no-such-dir/r.st"
 expect_rc 1 "run -o into a missing directory"
 
+# ---- run --expect: the outputs against a file -----------------------------------------------------
+amk run "$DATA/valid.json" --random 1 --expect "$TMP/r1.st"
+expect_rc 0 "run --expect its own output"
+expect_out ": ok" "run --expect its own output"
+amk run "$DATA/valid.json" --random 2 --expect "$TMP/r1.st"
+expect_rc 1 "run --expect other values"
+expect_out "MISMATCH" "run --expect other values"
+expect_err "1 of 1 expected tensor differ" "run --expect other values"
+amk run "$DATA/valid.json" --random 2 --expect "$TMP/r1.st" --rtol 1e30
+expect_rc 0 "run --expect within a huge --rtol"
+amk run "$DATA/valid.json" --random 1 --rtol 1e-4
+expect_rc 2 "run --rtol without --expect"
+amk run "$DATA/valid.json" --random 1 --expect "$TMP/r1.st" --rtol -1
+expect_rc 2 "run --rtol negative"
+amk run "$DATA/valid.json" --random 1 --expect "$TMP/s_missing.st"
+expect_rc 2 "run --expect a missing file"
+
 # ---- run: the KV cache carries over from one step to the next -----------------------------------
 amk run "$DATA/kv_step0.json" --random 5 -o "$TMP/s0.st"
 expect_rc 0 "kv step 0 writes its state"

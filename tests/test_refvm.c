@@ -65,12 +65,10 @@ static void tc_free(tc *c) {
     for (i = 0; i < c->nb; i++) { free(c->b[i].data); free(c->b[i].v); }
     amk_program_free(c->p);
 }
-static int tc_buf(tc *c, int kind, int dt, int rank, int64_t d0, int64_t d1, int64_t d2) {
-    int64_t shape[3];
+static int tc_buf_shape(tc *c, int kind, int dt, int rank, const int64_t *shape) {
     char name[16];
     int id, i;
     tbuf *b;
-    shape[0] = d0; shape[1] = d1; shape[2] = d2;
     snprintf(name, sizeof name, "b%d", c->nb);
     id = amk_program_add_buffer(c->p, name, (amk_buffer_kind)kind, (amk_dtype)dt, rank, shape,
                                 AMK_SPACE_HBM, kind == AMK_KIND_WEIGHT ? name : NULL);
@@ -83,6 +81,17 @@ static int tc_buf(tc *c, int kind, int dt, int rank, int64_t d0, int64_t d1, int
     b->v = (double *)calloc((size_t)b->n + 1, sizeof(double));
     c->nb++;
     return id;
+}
+static int tc_buf(tc *c, int kind, int dt, int rank, int64_t d0, int64_t d1, int64_t d2) {
+    int64_t shape[3];
+    shape[0] = d0; shape[1] = d1; shape[2] = d2;
+    return tc_buf_shape(c, kind, dt, rank, shape);
+}
+/* An F32 buffer [d0, d1, d2, d3] (a batch of KV caches). */
+static int tc_buf4(tc *c, int kind, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+    int64_t shape[4];
+    shape[0] = d0; shape[1] = d1; shape[2] = d2; shape[3] = d3;
+    return tc_buf_shape(c, kind, AMK_DTYPE_F32, 4, shape);
 }
 /* Stores x (rounded to the dtype) as element i and returns the exact stored value. */
 static double tset(tbuf *b, int64_t i, double x) {
@@ -240,10 +249,12 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_GELU, "F32[4] | F32[3]", "", "OP_SHAPE"},
     {AMK_OP_EMBED, "I32[3] F32[10,4] | F32[3,4]", "hidden=4", "ok"},
     {AMK_OP_EMBED, "U8[3] BF16[10,4] | F32[3,4]", "hidden=4", "ok"},
-    {AMK_OP_EMBED, "F32[3] F32[10,4] | F32[3,4]", "hidden=4", "OP_DTYPE"},
+    {AMK_OP_EMBED, "BOOL[3] F32[10,4] | F32[3,4]", "hidden=4", "OP_DTYPE"},
     {AMK_OP_EMBED, "I4[4] F32[10,4] | F32[4,4]", "hidden=4", "OP_DTYPE"},
     {AMK_OP_EMBED, "I32[3] F32[40] | F32[3,4]", "hidden=4", "OP_SHAPE"},
-    {AMK_OP_EMBED, "I32[3] F32[10,4] | F32[3,4]", "hidden=0", "PARAM_VALUE"},
+    {AMK_OP_EMBED, "I32[1] F32[1,16] | F32[4,4]", "hidden=4", "ok"}, /* a row of the table is numel/V */
+    {AMK_OP_EMBED, "I32[2] F32[2,3,4] | F32[2,3,4]", "hidden=4", "ok"},
+    {AMK_OP_EMBED, "I32[3] F32[0,4] | F32[3,4]", "hidden=4", "OP_SHAPE"},
     {AMK_OP_EMBED, "I32[3] F32[10,4] | F32[3,5]", "hidden=5", "OP_SHAPE"},
     {AMK_OP_EMBED, "I32[3] F32[10,4] | F32[2,4]", "hidden=4", "OP_SHAPE"},
     {AMK_OP_RMSNORM, "F32[2,4] F32[4] | F32[2,4]", "hidden=4 eps=1e-5", "ok"},
@@ -256,6 +267,11 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_RMSNORM, "F32[2,4] F32[4] | F32[2,4]", "hidden=4 eps=1e300", "PARAM_VALUE"},
     {AMK_OP_LAYERNORM, "F32[2,4] F32[4] F32[4] | F32[2,4]", "hidden=4 eps=1e-5", "ok"},
     {AMK_OP_LAYERNORM, "F32[2,4] F32[4] F32[3] | F32[2,4]", "hidden=4 eps=1e-5", "OP_SHAPE"},
+    /* weights of k rows of hidden, k dividing x's rows: row r takes weight row r % k */
+    {AMK_OP_RMSNORM, "F32[2,3,4] F32[3,4] | F32[2,3,4]", "hidden=4 eps=1e-5", "ok"},
+    {AMK_OP_RMSNORM, "F32[2,3,4] F32[4,4] | F32[2,3,4]", "hidden=4 eps=1e-5", "OP_SHAPE"},
+    {AMK_OP_LAYERNORM, "F32[4,4] F32[2,4] F32[4,4] | F32[4,4]", "hidden=4 eps=1e-5", "ok"},
+    {AMK_OP_LAYERNORM, "F32[4,4] F32[8,4] F32[4] | F32[4,4]", "hidden=4 eps=1e-5", "OP_SHAPE"},
     /* GEMV / GEMM, float weights */
     {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[2,6]", "K=8 N_tile=3 n_off=3", "ok"},
     {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] F32[6] | F32[2,6]", "K=8 N_tile=3 n_off=3", "ok"},
@@ -300,14 +316,22 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=3 kv_len=3 scale=0.7", "PARAM_VALUE"},
     {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=-1 scale=0.7", "PARAM_VALUE"},
     {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=nan", "PARAM_VALUE"},
-    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | BF16[4,4]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | I32[4,4]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | BF16[4,4]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "ok"},
+    /* a batch of 2 queries over caches [B, max_seq, n_kv_heads, head_dim] */
+    {AMK_OP_ATTENTION_TILE, "F32[2,4,2] F32[2,5,2,2] F32[2,5,2,2] | F32[2,8]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "ok"},
+    {AMK_OP_ATTENTION_TILE, "F32[2,4,2] F32[2,5,2,2] F32[2,5,2,2] | F32[2,4,4]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "OP_UNSUPPORTED"},
+    {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[2,5,2,2] F32[2,5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[2,4,2] F32[2,10,1,2] F32[2,10,1,2] | F32[2,8]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_TILE, "F32[2,4,2] F32[2,5,2,2] F32[2,5,2,2] | F32[2,8]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=5 scale=0.7", "PARAM_VALUE"},
     {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7 flags=2", "OP_SHAPE"},
     {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] | F32[4,3]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_SHAPE"},
     {AMK_OP_ATTENTION_TILE, "F32[4,2] F32[5,2,2] F32[5,2,2] I32[1] | F32[4,2]", "head_dim=2 n_heads=4 n_kv_heads=2 kv_start=1 kv_len=3 scale=0.7", "OP_UNSUPPORTED"},
     /* ROPE */
     {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=10000.0", "ok"},
     {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_factor=8.0 rope_orig_ctx=8192", "ok"},
-    {AMK_OP_ROPE, "F32[2,3,4] F32[2] | F32[2,3,4]", "head_dim=4 theta=10000.0", "OP_DTYPE"},
+    {AMK_OP_ROPE, "F32[2,3,4] BOOL[2] | F32[2,3,4]", "head_dim=4 theta=10000.0", "OP_DTYPE"},
+    {AMK_OP_ROPE, "F32[2,3,4] F32[2] | F32[2,3,4]", "head_dim=4 theta=10000.0", "ok"}, /* truncated */
     {AMK_OP_ROPE, "F32[2,3,4] I32[0] | F32[2,3,4]", "head_dim=4 theta=10000.0", "OP_SHAPE"},
     {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=3 theta=10000.0", "PARAM_VALUE"},
     {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=0 theta=10000.0", "PARAM_VALUE"},
@@ -361,6 +385,12 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_KV_APPEND, "F32[0] F32[6,2,4] | =1", "pos=0", "OP_SHAPE"},
     {AMK_OP_KV_APPEND, "F32[2,4] F32[7,7] | =1", "pos=0", "OP_SHAPE"},
     {AMK_OP_KV_APPEND, "F32[2,4] F32[6,2,4] | F32[6,2,4]", "pos=0", "OP_SHAPE"},
+    /* a batch of 2 caches [B, max_seq, n_kv_heads, head_dim]: a row for each */
+    {AMK_OP_KV_APPEND, "F32[2,2,4] F32[2,6,2,4] | =1", "pos=5", "ok"},
+    {AMK_OP_KV_APPEND, "F32[2,8] F32[2,6,2,4] | =1", "pos=0", "ok"},
+    {AMK_OP_KV_APPEND, "F32[2,2,4] F32[2,6,2,4] | =1", "pos=6", "PARAM_VALUE"},
+    {AMK_OP_KV_APPEND, "F32[2,4] F32[2,6,2,4] | =1", "pos=0", "OP_SHAPE"},
+    {AMK_OP_KV_APPEND, "F32[3,8] F32[2,6,2,4] | =1", "pos=0", "OP_SHAPE"},
     /* SAMPLE_ARGMAX */
     {AMK_OP_SAMPLE_ARGMAX, "F32[2,5] | I32[2]", "", "ok"},
     {AMK_OP_SAMPLE_ARGMAX, "BF16[2,5] | U8[2]", "", "ok"},
@@ -393,7 +423,8 @@ static const check_case CHECK_CASES[] = {
     /* ATTENTION_COMBINE: partials [n_heads=2, head_dim+2 = 6] */
     {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[2,6] | F32[2,4]", "head_dim=4", "ok"},
     {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[2,6] | F32[2,4]", "head_dim=0", "PARAM_VALUE"},
-    {AMK_OP_ATTENTION_COMBINE, "F32[2,6] BF16[2,6] | F32[2,4]", "head_dim=4", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_COMBINE, "F32[2,6] I32[2,6] | F32[2,4]", "head_dim=4", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_COMBINE, "F32[2,6] BF16[2,6] | F32[2,4]", "head_dim=4", "ok"}, /* F32 advised */
     {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[3,6] | F32[2,4]", "head_dim=4", "OP_SHAPE"},
     {AMK_OP_ATTENTION_COMBINE, "F32[2,5] F32[2,5] | F32[2,4]", "head_dim=4", "OP_SHAPE"},
     {AMK_OP_ATTENTION_COMBINE, "F32[2,6] F32[2,6] | F32[2,3]", "head_dim=4", "OP_SHAPE"},
@@ -620,11 +651,32 @@ static void test_embed(void) {
                 }
                 tc_free(&c);
             }
+    { /* the reshape idiom: row 1 of a [2, 12] table viewed as out [3, 4]; `hidden` is not read */
+        tc c;
+        amk_diag d;
+        int ids, table, y, ins[2];
+        int64_t i;
+        double want[12], mag[12];
+        tc_init(&c);
+        ids = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+        table = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 2, 12, 0);
+        y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 3, 4, 0);
+        tset(&c.b[ids], 0, 1.0);
+        tfill(&c.b[table], -2, 2);
+        ins[0] = ids; ins[1] = table;
+        tc_task(&c, AMK_OP_EMBED, ins, 2, y);
+        tc_int(&c, "hidden", 4);
+        tpoison(&c.b[y]);
+        CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+        for (i = 0; i < 12; i++) { want[i] = c.b[table].v[12 + i]; mag[i] = fabs(want[i]); }
+        CHECK(cmp_out("EMBED reshape", &c.b[y], want, mag, 0, 12) == 0);
+        tc_free(&c);
+    }
 }
 
 /* RMSNORM and LAYERNORM over hidden in {1, 8, 33}, 1 or 3 rows, every activation/weight/output
-   dtype pairing. */
-static void norm_case(int layer, int xdt, int wdt, int odt, int64_t H, int64_t rows, int bias) {
+   dtype pairing; weights (and bias) of wrows rows, row r of x taking row r % wrows. */
+static void norm_case(int layer, int xdt, int wdt, int odt, int64_t H, int64_t rows, int bias, int64_t wrows) {
     tc c;
     amk_diag d;
     int x, w, b = -1, y, ins[3];
@@ -633,8 +685,8 @@ static void norm_case(int layer, int xdt, int wdt, int odt, int64_t H, int64_t r
     char label[96];
     tc_init(&c);
     x = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, rows, H, 0);
-    w = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 1, H, 0, 0);
-    if (bias) b = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 1, H, 0, 0);
+    w = wrows > 1 ? tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, wrows, H, 0) : tc_buf(&c, AMK_KIND_WEIGHT, wdt, 1, H, 0, 0);
+    if (bias) b = wrows > 1 ? tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, wrows, H, 0) : tc_buf(&c, AMK_KIND_WEIGHT, wdt, 1, H, 0, 0);
     y = tc_buf(&c, AMK_KIND_ACTIVATION, odt, 2, rows, H, 0);
     tfill(&c.b[x], -3, 3);
     tfill(&c.b[w], -2, 2);
@@ -648,7 +700,7 @@ static void norm_case(int layer, int xdt, int wdt, int odt, int64_t H, int64_t r
     want = (double *)calloc((size_t)(rows * H), sizeof(double));
     mag = (double *)calloc((size_t)(rows * H), sizeof(double));
     for (r = 0; r < rows; r++) {
-        const double *xv = c.b[x].v + r * H, *wv = c.b[w].v;
+        const double *xv = c.b[x].v + r * H, *wv = c.b[w].v + r % wrows * H, *bv = bias ? c.b[b].v + r % wrows * H : NULL;
         double mean = 0, var = 0, ss = 0;
         for (h = 0; h < H; h++) { mean += xv[h]; ss += xv[h] * xv[h]; }
         mean /= (double)H;
@@ -657,16 +709,16 @@ static void norm_case(int layer, int xdt, int wdt, int odt, int64_t H, int64_t r
         for (h = 0; h < H; h++) {
             if (layer) {
                 double sd = sqrt(var + eps);
-                want[r * H + h] = (xv[h] - mean) / sd * wv[h] + (bias ? c.b[b].v[h] : 0);
-                mag[r * H + h] = (fabs(xv[h]) + fabs(mean)) / sd * fabs(wv[h]) + (bias ? fabs(c.b[b].v[h]) : 0);
+                want[r * H + h] = (xv[h] - mean) / sd * wv[h] + (bias ? bv[h] : 0);
+                mag[r * H + h] = (fabs(xv[h]) + fabs(mean)) / sd * fabs(wv[h]) + (bias ? fabs(bv[h]) : 0);
             } else {
                 want[r * H + h] = xv[h] / sqrt(ss / (double)H + eps) * wv[h];
                 mag[r * H + h] = fabs(want[r * H + h]);
             }
         }
     }
-    snprintf(label, sizeof label, "%s x=%s w=%s out=%s H=%d rows=%d", layer ? "LAYERNORM" : "RMSNORM",
-             amk_dtype_name(xdt), amk_dtype_name(wdt), amk_dtype_name(odt), (int)H, (int)rows);
+    snprintf(label, sizeof label, "%s x=%s w=%s out=%s H=%d rows=%d wrows=%d", layer ? "LAYERNORM" : "RMSNORM",
+             amk_dtype_name(xdt), amk_dtype_name(wdt), amk_dtype_name(odt), (int)H, (int)rows, (int)wrows);
     CHECK_MSG(cmp_out(label, &c.b[y], want, mag, 1e-5 * sqrt((double)H), rows * H) == 0, "%s", label);
     free(want);
     free(mag);
@@ -679,9 +731,11 @@ static void test_norms(void) {
     for (a = 0; a < 3; a++)
         for (b = 0; b < 2; b++)
             for (o = 0; o < 3; o++, k++) {
-                norm_case(0, ACT_DTS[a], ACT_DTS[b * 2], OUT_DTS[o], Hs[k % 3], 1 + 2 * (k % 2), 0);
-                norm_case(1, ACT_DTS[a], ACT_DTS[b * 2], OUT_DTS[o], Hs[(k + 1) % 3], 1 + 2 * (k % 2), k % 2);
+                norm_case(0, ACT_DTS[a], ACT_DTS[b * 2], OUT_DTS[o], Hs[k % 3], 1 + 2 * (k % 2), 0, 1);
+                norm_case(1, ACT_DTS[a], ACT_DTS[b * 2], OUT_DTS[o], Hs[(k + 1) % 3], 1 + 2 * (k % 2), k % 2, 1);
             }
+    norm_case(0, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 8, 6, 0, 3);
+    norm_case(1, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F16, 8, 6, 1, 2);
 }
 
 /* GEMV/GEMM tile on float weights: out [M, N+2] is poisoned first; only the tile may change. */
@@ -990,6 +1044,68 @@ static void test_attention(void) {
             }
     attn_case(AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 4, 16, 7, 0, 7, 0); /* MHA */
     attn_case(AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 1, 5, 6, 1, 5, 0);  /* MQA, odd head_dim */
+}
+
+/* ATTENTION_TILE and KV_APPEND over a batch of 2 caches [2, S, n_kv_heads, head_dim] (the spec's
+   batched decode): each sequence's result equals the single-sequence op on its own slices, bit for
+   bit, and KV_APPEND writes row pos of each cache and nothing else. */
+static void test_attention_batched(void) {
+    enum { B = 2, NH = 4, NKV = 2, HD = 4, S = 5, QN = NH * HD, CN = S * NKV * HD };
+    tc c, one;
+    amk_diag d;
+    int q, k, v, y, ins[3], b, i, bad = 0;
+    tc_init(&c);
+    q = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 3, B, NH, HD);
+    k = tc_buf4(&c, AMK_KIND_KV_CACHE, B, S, NKV, HD);
+    v = tc_buf4(&c, AMK_KIND_KV_CACHE, B, S, NKV, HD);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, B, QN, 0);
+    tfill(&c.b[q], -1.5, 1.5);
+    tfill(&c.b[k], -1.5, 1.5);
+    tfill(&c.b[v], -2, 2);
+    ins[0] = q; ins[1] = k; ins[2] = v;
+    tc_task(&c, AMK_OP_ATTENTION_TILE, ins, 3, y);
+    tc_attn_params(&c, HD, NH, NKV, 1, 3, 0.5, 0);
+    CHECK_EQ_INT(tc_exec(&c, &d), AMK_OK);
+    for (b = 0; b < B; b++) {
+        int q1, k1, v1, y1;
+        tc_init(&one);
+        q1 = tc_buf(&one, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, NH, HD, 0);
+        k1 = tc_buf(&one, AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, S, NKV, HD);
+        v1 = tc_buf(&one, AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, S, NKV, HD);
+        y1 = tc_buf(&one, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, NH, HD, 0);
+        memcpy(one.b[q1].data, (float *)c.b[q].data + b * QN, QN * sizeof(float));
+        memcpy(one.b[k1].data, (float *)c.b[k].data + b * CN, CN * sizeof(float));
+        memcpy(one.b[v1].data, (float *)c.b[v].data + b * CN, CN * sizeof(float));
+        ins[0] = q1; ins[1] = k1; ins[2] = v1;
+        tc_task(&one, AMK_OP_ATTENTION_TILE, ins, 3, y1);
+        tc_attn_params(&one, HD, NH, NKV, 1, 3, 0.5, 0);
+        CHECK_EQ_INT(tc_exec(&one, &d), AMK_OK);
+        bad += memcmp(one.b[y1].data, (float *)c.b[y].data + b * QN, QN * sizeof(float)) != 0;
+        tc_free(&one);
+    }
+    CHECK_MSG(bad == 0, "batched ATTENTION_TILE differs from the single one in %d of %d sequences", bad, B);
+    /* KV_APPEND of k_new [B, n_kv_heads*head_dim] at pos 3 into k */
+    {
+        int kn = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, B, NKV * HD, 0), t;
+        float before[B * CN];
+        void *in_ptrs[2], *out_ptrs[1];
+        tfill(&c.b[kn], -3, 3);
+        memcpy(before, c.b[k].data, sizeof before);
+        ins[0] = kn; ins[1] = k;
+        tc_task(&c, AMK_OP_KV_APPEND, ins, 2, k);
+        tc_int(&c, "pos", 3);
+        t = c.task;
+        in_ptrs[0] = c.b[kn].data;
+        in_ptrs[1] = out_ptrs[0] = c.b[k].data; /* in place */
+        CHECK_EQ_INT(amk_ref_exec(c.p, &c.p->tasks[t], in_ptrs, out_ptrs, &d), AMK_OK);
+        for (bad = 0, i = 0; i < B * CN; i++) {
+            const int bt = i / CN, row = i % CN / (NKV * HD), e = i % (NKV * HD);
+            const float want = row == 3 ? ((float *)c.b[kn].data)[bt * NKV * HD + e] : before[i];
+            bad += ((float *)c.b[k].data)[i] != want;
+        }
+        CHECK_MSG(bad == 0, "batched KV_APPEND: %d of %d cache elements wrong", bad, B * CN);
+    }
+    tc_free(&c);
 }
 
 /* Partials over 3 windows (one empty) combined equal full attention over their union. */
@@ -2273,13 +2389,27 @@ static void test_vm_errors_at_run(void) {
     CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_ERR_RUNTIME);
     CHECK_EQ_INT(d.task, 0);
     CHECK(strstr(d.message, "5") != NULL);
-    ids[1] = 2;
-    amk_task_set_int(p, t, "hidden", 3); /* no longer fits the table */
-    CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_ERR_REJECTED);
-    CHECK_STR(d.check, "OP_SHAPE");
-    CHECK_EQ_INT(d.task, 0);
     amk_refvm_free(vm);
     amk_program_free(p);
+    { /* a KV_APPEND whose pos moves past the cache */
+        int64_t s4[1] = {4}, s8x4[2] = {8, 4};
+        p = amk_program_create();
+        amk_program_add_buffer(p, "k", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, s4, AMK_SPACE_HBM, NULL);
+        amk_program_add_buffer(p, "cache", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 2, s8x4, AMK_SPACE_HBM, NULL);
+        c = amk_program_add_counter(p, "");
+        ins[0] = 0; ins[1] = 1;
+        t = vm_task(p, AMK_OP_KV_APPEND, ins, 2, 1, c, NULL);
+        amk_task_set_int(p, t, "pos", 7);
+        CHECK_EQ_INT(amk_refvm_create(p, &vm, &d), AMK_OK);
+        if (!vm) { amk_program_free(p); return; }
+        CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_OK);
+        amk_task_set_int(p, t, "pos", 8); /* no longer inside the cache */
+        CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_ERR_REJECTED);
+        CHECK_STR(d.check, "PARAM_VALUE");
+        CHECK_EQ_INT(d.task, 0);
+        amk_refvm_free(vm);
+        amk_program_free(p);
+    }
 }
 
 /* Two tasks waiting on each other: rejected at create (CYCLE), or STUCK at run. */
@@ -2439,6 +2569,7 @@ int main(void) {
     RUN(test_gemv_quant);
     RUN(test_attention);
     RUN(test_attention_combine);
+    RUN(test_attention_batched);
     RUN(test_rope);
     RUN(test_fused_gemv);
     RUN(test_mlp_fill);

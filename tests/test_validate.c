@@ -457,9 +457,9 @@ static void test_op_check_ids(void) {
     expect_clean(c.p);
     amk_program_free(c.p);
 
-    p = amk_program_create(); /* OP_DTYPE: EMBED ids must be integers */
+    p = amk_program_create(); /* OP_DTYPE: EMBED ids must be integers or floats */
     sh[0] = 1; sh[1] = 2;
-    ids = amk_program_add_buffer(p, "ids", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    ids = amk_program_add_buffer(p, "ids", AMK_KIND_IO_INPUT, AMK_DTYPE_BOOL, 2, sh, AMK_SPACE_HBM, NULL);
     tab = weight(p, "table", 10, 16);
     sh[0] = 2; sh[1] = 16;
     out = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
@@ -493,6 +493,43 @@ static void test_op_check_ids(void) {
     amk_task_set_int(p, t, "n_kv_heads", 1);
     expect_only(p, AMK_CHECK_OP_UNSUPPORTED);
     p->tasks[t].n_inputs = 3;
+    expect_clean(p);
+    amk_program_free(p);
+}
+
+/* OP_LENIENT: forms the spec's reference accepts that AMK runs with a caveat. */
+static void test_op_lenient(void) {
+    amk_program *p = amk_program_create();
+    int x, w, pos, y, xn, t, ctr;
+    int64_t sh[2];
+    char msg[256];
+    sh[0] = 2; sh[1] = 4;
+    x = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    y = amk_program_add_buffer(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 1;
+    pos = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, sh, AMK_SPACE_HBM, NULL);
+    t = op2(p, AMK_OP_ROPE, x, pos, y, amk_program_add_counter(p, ""), "rope");
+    amk_task_set_int(p, t, "head_dim", 4);
+    amk_task_set_real(p, t, "theta", 10000.0);
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_OP_LENIENT), 1); /* F32 positions: truncated */
+    CHECK(strstr(first_message(p, AMK_CHECK_OP_LENIENT, msg, sizeof msg), "2^24") != NULL);
+    p->buffers[pos].dtype = AMK_DTYPE_I32;
+    expect_clean(p);
+    /* RMSNORM over rows of 4 of x [2, 8], weights [2, 4] (row r takes weight row r % 2) */
+    sh[0] = 2; sh[1] = 8;
+    xn = amk_program_add_buffer(p, "xn", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    w = weight(p, "w", 2, 4);
+    ctr = amk_program_add_counter(p, "");
+    p->buffers[x].shape[1] = 8;
+    p->buffers[y].shape[1] = 8;
+    t = op2(p, AMK_OP_RMSNORM, x, w, xn, ctr, "norm");
+    amk_task_set_int(p, t, "hidden", 4);
+    amk_task_set_real(p, t, "eps", 1e-6);
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_OP_LENIENT), 1); /* x's last dim 8 differs from hidden */
+    p->buffers[w].shape[0] = 3; /* 3 rows of weights do not divide x's 4 rows */
+    expect_only(p, AMK_CHECK_OP_SHAPE);
+    amk_task_set_int(p, t, "hidden", 8); /* rows of 8, weights of 2 rows */
+    p->buffers[w].shape[0] = 2; p->buffers[w].shape[1] = 8;
     expect_clean(p);
     amk_program_free(p);
 }
@@ -1330,11 +1367,11 @@ static void test_page_ref(void) {
     s.p->buffer_page[s.a] = 5; /* missing page */
     CHECK_EQ_INT(expect_only(s.p, AMK_CHECK_PAGE_REF), 1);
     s.p->buffer_page[s.a] = 0;
-    s.p->pages[0].nbytes = 63; /* a needs 64 */
-    CHECK_EQ_INT(expect_only(s.p, AMK_CHECK_PAGE_REF), 2);
+    s.p->pages[0].nbytes = 63; /* a and b need 64: the page grows, a warning each */
+    CHECK_EQ_INT(expect_only(s.p, AMK_CHECK_PAGE_MISMATCH), 2);
     s.p->pages[0].nbytes = 64;
-    s.p->pages[0].space = AMK_SPACE_SMEM;
-    expect_only(s.p, AMK_CHECK_PAGE_REF);
+    s.p->pages[0].space = AMK_SPACE_GLOBAL_SCRATCH; /* buffers in HBM: they live in the page's space */
+    CHECK_EQ_INT(expect_only(s.p, AMK_CHECK_PAGE_MISMATCH), 2);
     s.p->pages[0].space = AMK_SPACE_HBM;
     s.p->pages[1].id = 7;
     expect_only(s.p, AMK_CHECK_PAGE_REF);
@@ -1842,6 +1879,7 @@ int main(void) {
     RUN(test_param_unknown);
     RUN(test_write_readonly);
     RUN(test_op_check_ids);
+    RUN(test_op_lenient);
     RUN(test_wait_unsatisfiable);
     RUN(test_wait_partial_join);
     RUN(test_wait_self);

@@ -116,6 +116,55 @@ static void test_bad_references_refused(void) {
     amk_program_free(p);
 }
 
+/* Forms the reference VM runs and the device does not are refused before the driver: a batch of
+   KV caches (rank 4, B > 1), attention partials not in F32. */
+static void test_reference_only_forms_refused(void) {
+    amk_program *p = amk_program_create();
+    amk_target t;
+    amk_cuda *c = NULL;
+    amk_diag d;
+    int64_t s_new[2] = {2, 4}, s_cache[4] = {2, 8, 1, 4}, s_q[2] = {2, 4}, s_part[2] = {2, 6};
+    int kn, kc, q, part, ins[3], ctr, task;
+    amk_target_builtin("h100", &t);
+    amk_program_set_target(p, &t);
+    kn = amk_program_add_buffer(p, "k_new", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, s_new, AMK_SPACE_HBM, NULL);
+    kc = amk_program_add_buffer(p, "k_cache", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 4, s_cache, AMK_SPACE_HBM, NULL);
+    ctr = amk_program_add_counter(p, "");
+    ins[0] = kn; ins[1] = kc;
+    task = amk_program_add_task(p, AMK_OP_KV_APPEND, ins, 2, &kc, 1, ctr, "append");
+    amk_task_set_int(p, task, "pos", 3);
+    p->tasks[task].sm = 0;
+    amk_diag_clear(&d);
+    setenv("AMK_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    CHECK_EQ_INT(amk_program_validate(p, NULL), AMK_OK);
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(d.message, "batch") != NULL, "message: %s", d.message);
+    amk_program_free(p);
+
+    p = amk_program_create(); /* one cache, F16 partials */
+    amk_program_set_target(p, &t);
+    s_cache[0] = 8; s_cache[1] = 1; s_cache[2] = 4;
+    q = amk_program_add_buffer(p, "q", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, s_q, AMK_SPACE_HBM, NULL);
+    kc = amk_program_add_buffer(p, "k_cache", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, s_cache, AMK_SPACE_HBM, NULL);
+    part = amk_program_add_buffer(p, "part", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F16, 2, s_part, AMK_SPACE_HBM, NULL);
+    ins[0] = q; ins[1] = kc; ins[2] = kc;
+    task = amk_program_add_task(p, AMK_OP_ATTENTION_TILE, ins, 3, &part, 1, amk_program_add_counter(p, ""), "attn");
+    amk_task_set_int(p, task, "head_dim", 4);
+    amk_task_set_int(p, task, "n_heads", 2);
+    amk_task_set_int(p, task, "n_kv_heads", 1);
+    amk_task_set_int(p, task, "kv_start", 0);
+    amk_task_set_int(p, task, "kv_len", 8);
+    amk_task_set_real(p, task, "scale", 0.5);
+    amk_task_set_int(p, task, "flags", 2);
+    p->tasks[task].sm = 0;
+    CHECK_EQ_INT(amk_program_validate(p, NULL), AMK_OK); /* with an OP_LENIENT warning */
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(d.message, "F16") != NULL, "message: %s", d.message);
+    p->buffers[part].dtype = AMK_DTYPE_F32; /* the device's: on to the driver, which is absent */
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_NO_DRIVER);
+    amk_program_free(p);
+}
+
 static void test_null_arguments(void) {
     amk_program *p = small_program(0);
     amk_cuda *c = NULL;
@@ -801,6 +850,7 @@ int main(void) {
     RUN(test_bad_references_refused);
     RUN(test_null_arguments);
     RUN(test_service_null_arguments);
+    RUN(test_reference_only_forms_refused);
     RUN(test_vm_layouts);
     RUN(test_smem_want);
     RUN(test_lean_bytes);

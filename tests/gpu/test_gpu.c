@@ -353,7 +353,10 @@ static void test_copy(void) {
     copy_case(AMK_DTYPE_F32, AMK_DTYPE_U8, 100, 300.0f);
 }
 
-static void embed_case(amk_dtype ids_t, amk_dtype tab_t, amk_dtype out_t, int64_t V, int64_t H, int64_t n) {
+/* EMBED of n ids into table [V, H]; hidden: the param (a row is the table's H elements whatever it
+   says: the spec's reference implementation reads it so) */
+static void embed_case(amk_dtype ids_t, amk_dtype tab_t, amk_dtype out_t, int64_t V, int64_t H, int64_t n,
+                       int64_t hidden) {
     amk_program *p = prog_new(2);
     int ids = buf(p, "ids", AMK_KIND_IO_INPUT, ids_t, 1, n, 0, 0);
     int tab = buf(p, "table", AMK_KIND_WEIGHT, tab_t, 2, V, H, 0);
@@ -362,7 +365,7 @@ static void embed_case(amk_dtype ids_t, amk_dtype tab_t, amk_dtype out_t, int64_
     gcase g;
     in[0] = ids; in[1] = tab;
     t = task(p, AMK_OP_EMBED, in, 2, y, amk_program_add_counter(p, ""), 1);
-    seti(p, t, "hidden", H);
+    seti(p, t, "hidden", hidden);
     if (gcase_begin(&g, p, "EMBED", 1.0f)) {
         void *idv = amk_refvm_buffer(g.vm, ids, NULL);
         for (i = 0; i < n; i++) amk__store_i64(idv, ids_t, i, (int64_t)(amk_t_rng_next(&g.rng) % (uint64_t)V));
@@ -374,20 +377,24 @@ static void embed_case(amk_dtype ids_t, amk_dtype tab_t, amk_dtype out_t, int64_
 }
 
 static void test_embed(void) {
-    embed_case(AMK_DTYPE_I32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 37, 72, 5);
-    embed_case(AMK_DTYPE_U8, AMK_DTYPE_F32, AMK_DTYPE_BF16, 200, 576, 3);
+    embed_case(AMK_DTYPE_I32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 37, 72, 5, 72);
+    embed_case(AMK_DTYPE_U8, AMK_DTYPE_F32, AMK_DTYPE_BF16, 200, 576, 3, 576);
     /* why: one dtype, rows of whole 16-byte pieces (the decode step's copy), and of not whole */
-    embed_case(AMK_DTYPE_I32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1000, 2048, 2);
-    embed_case(AMK_DTYPE_I32, AMK_DTYPE_F32, AMK_DTYPE_F32, 50, 20, 3);
-    embed_case(AMK_DTYPE_I32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 50, 36, 3);
+    embed_case(AMK_DTYPE_I32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1000, 2048, 2, 2048);
+    embed_case(AMK_DTYPE_I32, AMK_DTYPE_F32, AMK_DTYPE_F32, 50, 20, 3, 20);
+    embed_case(AMK_DTYPE_I32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 50, 36, 3, 36);
+    /* the reshape idiom: rows of 72 with hidden 8 (F32 ids: the spec's reference takes them too) */
+    embed_case(AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 6, 72, 4, 8);
 }
 
-static void norm_case(amk_opcode op, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t rows, int64_t H, int bias) {
+/* A norm of rows x [rows, H]; the weights (and bias) wrows rows of H: row r uses row r % wrows */
+static void norm_case(amk_opcode op, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t rows, int64_t H, int bias,
+                      int64_t wrows) {
     amk_program *p = prog_new(1);
     int in[3], y, t;
     in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, rows, H, 0);
-    in[1] = buf(p, "w", AMK_KIND_WEIGHT, wt, 1, H, 0, 0);
-    in[2] = buf(p, "b", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, H, 0, 0);
+    in[1] = buf(p, "w", AMK_KIND_WEIGHT, wt, 2, wrows, H, 0);
+    in[2] = buf(p, "b", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, wrows, H, 0);
     y = buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, rows, H, 0);
     t = task(p, op, in, bias ? 3 : 2, y, amk_program_add_counter(p, ""), 0);
     seti(p, t, "hidden", H);
@@ -396,14 +403,16 @@ static void norm_case(amk_opcode op, amk_dtype xt, amk_dtype wt, amk_dtype ot, i
 }
 
 static void test_rmsnorm(void) {
-    norm_case(AMK_OP_RMSNORM, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_BF16, 3, 576, 0);
-    norm_case(AMK_OP_RMSNORM, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 4096, 0);
-    norm_case(AMK_OP_RMSNORM, AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F16, 2, 100, 0);
+    norm_case(AMK_OP_RMSNORM, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_BF16, 3, 576, 0, 1);
+    norm_case(AMK_OP_RMSNORM, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 1, 4096, 0, 1);
+    norm_case(AMK_OP_RMSNORM, AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F16, 2, 100, 0, 1);
+    norm_case(AMK_OP_RMSNORM, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 6, 64, 0, 3); /* a weight row a row mod 3 */
 }
 
 static void test_layernorm(void) {
-    norm_case(AMK_OP_LAYERNORM, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 2, 300, 1);
-    norm_case(AMK_OP_LAYERNORM, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_F16, 3, 768, 0);
+    norm_case(AMK_OP_LAYERNORM, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 2, 300, 1, 1);
+    norm_case(AMK_OP_LAYERNORM, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_F16, 3, 768, 0, 1);
+    norm_case(AMK_OP_LAYERNORM, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 96, 1, 2);
 }
 
 /* One GEMV/GEMM tile case: out [M, N] = x [M, K] @ W[n_off:n_off+N_tile].T (GEMM_TILE: rows
