@@ -914,8 +914,13 @@ int main(int argc, char **argv) {
            g_ref_only ? ", the reference VM alone" : g_self ? ", both sides on the reference VM" : "");
     if (!g_ref_only && !g_self) { /* why: holds the primary context, so each configuration does not rebuild it */
         amk_program *p = amk_program_create();
+        amk_target t;
         amk_diag d;
         amk_result r;
+        amk_target_builtin("h100", &t); /* as test_gpu's: one SM of the target */
+        t.num_sms = 1;
+        amk_program_set_target(p, &t);
+        p->has_config = 1;
         amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, amk_program_add_counter(p, ""), "keep");
         p->tasks[0].sm = 0;
         amk_diag_clear(&d);
