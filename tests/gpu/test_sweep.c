@@ -27,7 +27,8 @@
 
    Both sides run in worker threads: the reference VM's in most of the CPUs (it is single-threaded
    and slow), the GPU's in a few (its time is mostly the host's: the weights read, converted and
-   uploaded); each configuration prints one line, in order, when both of its sides are done:
+   uploaded; the steps on the device one configuration at a time); each configuration prints one
+   line, in order, when both of its sides are done:
    its result, the worst error as a fraction of the tolerance, the step's shape on the device
    (KV splits, folded, ATTENTION_O, tasks in the lean, ring and lean-attention forms, the image) and
    the time each side took.
@@ -521,6 +522,8 @@ static amk_result sw_steps(amk_llm *m, int k, sw_result *res, amk_diag *d) {
     return r;
 }
 
+static pthread_mutex_t g_dev_mu = PTHREAD_MUTEX_INITIALIZER; /* the device's steps (sw_run) */
+
 /* Configuration k on backend be, start to end, into res (zeroed first). */
 static void sw_run(int k, amk_backend be, sw_result *res) {
     const sw_config *c = &g_cfgs[k];
@@ -539,8 +542,16 @@ static void sw_run(int k, amk_backend be, sw_result *res) {
     sw_describe(m, res);
     t0 = now_ms();
     res->run_rc = sw_fill_kv(m, k, &d);
-    if (res->run_rc != AMK_OK) snprintf(res->msg, sizeof res->msg, "KV fill: %s", d.message);
-    else res->run_rc = sw_steps(m, k, res, &d);
+    if (res->run_rc != AMK_OK) {
+        snprintf(res->msg, sizeof res->msg, "KV fill: %s", d.message);
+    } else {
+        /* why one configuration's steps on the device at a time: two persistent kernels launched
+           at once could each hold part of the SMs, spinning on blocks of theirs that the other's
+           keep from starting (the opens, host work and copies, go on meanwhile) */
+        if (be == AMK_BACKEND_CUDA) pthread_mutex_lock(&g_dev_mu);
+        res->run_rc = sw_steps(m, k, res, &d);
+        if (be == AMK_BACKEND_CUDA) pthread_mutex_unlock(&g_dev_mu);
+    }
     res->run_ms = now_ms() - t0;
     amk_llm_close(m);
 }
@@ -837,8 +848,8 @@ static void sw_line(int k, const sw_result *ref, const sw_result *gpu, double wo
 }
 
 /* Runs the selected configurations: the reference VM's side in ref_threads threads, the GPU's in
-   dev_threads (each its own amk_cuda: the runtime allows one a thread; their launches meet only on
-   the device, each on its own stream), each line here once both are done; then the coverage. */
+   dev_threads (each its own amk_cuda, which the runtime allows a thread; their steps one
+   configuration at a time: sw_run), each line here once both are done; then the coverage. */
 static void sw_sweep(int ref_threads, int dev_threads) {
     pthread_t th[64];
     sw_cover cv;
