@@ -83,15 +83,16 @@ static double now_ms(void) {
      255-257      AMK_ATTN_SPEC_ROWS (amk_tune.h, 256): up to it the lean ATTENTION_O takes a task
                   (amk_plan_attn_lean_bytes: kv_len <= AMK_ATTN_SPEC_ROWS and <= threads / heads),
                   so the folded step is built (amk__lb_forms_ok: its PRENORM tasks run only in that
-                  form), and ATTENTION_DECODE loads its window's rows with q, before the position
+                  form), and the tensor-core ATTENTION_DECODE loads its window's rows with q,
+                  before the position (amk_attn_decode_mma)
      511-513      512 rows a KV split (amk__lb_decide: S = ceil(max_seq / 512)): up to 512 one
                   split, which ATTENTION_O and the fold need (pl->ao: S == 1); above it
                   ATTENTION_DECODE + ATTENTION_COMBINE + O tiles. 512 is also a chunk's most rows
                   (amk_attn_decode_mma, amk_attn_decode_cc, amk_plan_want)
      1024-3585    each k * 512, k * 512 + 1: S = k, k + 1 (k = 2..7)
      4096, 4097   S capped at 8 (amk__lb_decide): from 4097 a window holds more than 512 rows, so
-                  attention takes several chunks (the CUDA-core path fewer rows a chunk where shared
-                  memory holds fewer: head_dim 128 with F32 caches)
+                  attention takes several chunks (the CUDA-core path's chunk is what the launch's
+                  shared memory holds: with F32 caches fewer than 512 rows, so there earlier)
      6000         windows of 750 rows: a chunk and a part of one
      8191, 8192   the model's context (SmolLM2 and Llama-3-8B: 8192): windows of 1024 rows
    Positions within a context are sw_positions'. Shapes (per layer): the lean and ring tiles take K
@@ -204,7 +205,7 @@ static void sw_configs(void) {
     sw_add(0, 3, 1025, "spec-ops", 1, SW_EXPECT_RUNS);
     sw_add(0, 3, 128, "sms", 64, SW_EXPECT_RUNS);       /* fewer SMs than the device: other SM sets */
     sw_add(1, 3, 256, "mlp-steps", 1, SW_EXPECT_RUNS);  /* Llama-3.2-1B's MLP in one step: W_downT's rows too large to stage */
-    sw_add(1, 3, 256, "attn-steps", 1, SW_EXPECT_RUNS); /* ... and ATTENTION_O on top of it */
+    sw_add(1, 3, 256, "attn-steps", 1, SW_EXPECT_RUNS); /* ATTENTION_O forced: its rows of W_oT too large to stage */
     sw_add(2, 3, 128, "mlp-steps", 1, SW_EXPECT_RUNS);
     sw_add(0, 1, 8193, NULL, 0, SW_EXPECT_TOO_LONG);
     sw_add(0, 1, 300, "qkv-fold", 1, SW_EXPECT_GPU_REFUSES); /* past 256 rows no lean ATTENTION_O */
