@@ -11,13 +11,23 @@
 #   MODEL=path.gguf        the model (default models/SmolLM2-135M-Instruct.Q4_1.gguf; context 8192)
 #   LENGTHS="1 100 460 1000 3000"  the prompt lengths, in tokens of AMK's tokenizer
 #   DTYPES="F32 BF16 F16"  the GPU runs' --dtype       N=16  the tokens generated (-n)
-#   CPU_MAX=1000           the longest prompt also run on the reference VM (--cpu, BF16); longer
-#                          ones are listed as skipped. why: the reference VM runs a prompt a token
-#                          at a time on one core, ~4-6 tokens/s for SmolLM2 (a 3000-token prompt:
-#                          10-15 minutes); the --cpu runs go in parallel, started first
-#   CPU_TIMEOUT=330        seconds a --cpu run may take (then rc 124)   GPU_TIMEOUT=180  a GPU run's
+#   CPU_MAX=460            the longest prompt also run on the reference VM (--cpu, BF16); longer
+#                          ones are skipped (see below). why: the reference VM runs a prompt a
+#                          token at a time on one core, 2.4-3.4 tokens/s for SmolLM2 on the 2-core
+#                          dev machine (its 36 ATTENTION_O tasks a layer each recompute their kv
+#                          head's attention up to 512 rows: 460 tokens ~3 times the cost a token
+#                          at the end); so 460 tokens take ~2-4 minutes, 1000 ~4-7, 3000 ~15-25;
+#                          the --cpu runs go in parallel, started first
+#   CPU_TIMEOUT=340        seconds a --cpu run may take (then rc 124)   GPU_TIMEOUT=180  a GPU run's
 #   PROMPTS_ONLY=1         make and count the prompts, run nothing (needs no GPU; kept in $OUT and
 #                          reused by a later run when their counts still hold)
+#   RUN=0                  run nothing: the table and the comparison of what $OUT holds
+#
+# The longer reference texts need no GPU: run them on any x86-64 machine with the same amk and
+# model (the reference VM is deterministic C), e.g. `OUT=dir DTYPES= LENGTHS="1000 3000"
+# CPU_MAX=3000 CPU_TIMEOUT=3600 scripts/gpu_generate_sweep.sh build/amk`, put the GPU run's
+# gpu_BF16_* files of the same prompts beside them and compare with `RUN=0 OUT=dir ...`. A result
+# left in $OUT by an earlier invocation is marked "(earlier)" in the table.
 #
 # Prompt lengths: each prompt is a prefix of an English text (its sentences cycled, each cycle
 # numbered) padded with the one-token word " the" up to the length, counted by amk itself: `amk
@@ -30,8 +40,9 @@ MODEL=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 LENGTHS=${LENGTHS:-1 100 460 1000 3000}
 DTYPES=${DTYPES:-F32 BF16 F16}
 N=${N:-16}
-CPU_MAX=${CPU_MAX:-1000}
-CPU_TIMEOUT=${CPU_TIMEOUT:-330}
+CPU_MAX=${CPU_MAX:-460}
+CPU_TIMEOUT=${CPU_TIMEOUT:-340}
+RUN=${RUN:-1}
 GPU_TIMEOUT=${GPU_TIMEOUT:-180}
 LOG=${OUT:-/tmp/amk-generate-sweep}
 mkdir -p "$LOG"
@@ -108,23 +119,24 @@ make_prompt() {
   return 1
 }
 
-echo "== prompts (counted by $AMK)"
-BASE=$(base_text)
-BASE_WORDS=$(wc -w <<< "$BASE")
-BASE_TOKENS=$(count "$BASE")
-[ -n "$BASE_TOKENS" ] || { echo "gpu_generate_sweep: $AMK did not count the prompt's tokens"; exit 1; }
-echo "   the base text: $BASE_WORDS words, $BASE_TOKENS tokens"
-for len in $LENGTHS; do
-  if [ -s "$LOG/prompt_$len.txt" ] && [ "$(count "$(cat "$LOG/prompt_$len.txt")")" = "$len" ]; then
-    echo "   $len tokens: $LOG/prompt_$len.txt (kept)"
-  elif make_prompt "$len" "$LOG/prompt_$len.txt"; then
-    echo "   $len tokens: $LOG/prompt_$len.txt"
-  else
-    echo "   $len tokens: could not make the prompt"; fail=1; rm -f "$LOG/prompt_$len.txt"
-  fi
-done
-
-[ "${PROMPTS_ONLY:-0}" = 1 ] && exit $fail
+# make_prompts: every length's prompt into $LOG/prompt_LEN.txt (kept when it still counts right)
+make_prompts() {
+  echo "== prompts (counted by $AMK)"
+  BASE=$(base_text)
+  BASE_WORDS=$(wc -w <<< "$BASE")
+  BASE_TOKENS=$(count "$BASE")
+  [ -n "$BASE_TOKENS" ] || { echo "gpu_generate_sweep: $AMK did not count the prompt's tokens"; exit 1; }
+  echo "   the base text: $BASE_WORDS words, $BASE_TOKENS tokens"
+  for len in $LENGTHS; do
+    if [ -s "$LOG/prompt_$len.txt" ] && [ "$(count "$(cat "$LOG/prompt_$len.txt")")" = "$len" ]; then
+      echo "   $len tokens: $LOG/prompt_$len.txt (kept)"
+    elif make_prompt "$len" "$LOG/prompt_$len.txt"; then
+      echo "   $len tokens: $LOG/prompt_$len.txt"
+    else
+      echo "   $len tokens: could not make the prompt"; fail=1; rm -f "$LOG/prompt_$len.txt"
+    fi
+  done
+}
 
 # run NAME TIMEOUT ARGS...: amk generate ARGS into $LOG/NAME.{out,err}; its rc and wall time into
 # $LOG/NAME.rc and $LOG/NAME.time
@@ -137,26 +149,36 @@ run() {
   awk "BEGIN{printf \"%.1f\", $t1 - $t0}" > "$LOG/$name.time"
 }
 
-# The reference VM's runs first, in the background (each on one core), then the GPU's one by one.
-cpu_pids=()
-for len in $LENGTHS; do
-  [ -s "$LOG/prompt_$len.txt" ] || continue
-  rm -f "$LOG/cpu_BF16_$len".*
-  if [ "$len" -le "$CPU_MAX" ]; then
+# run_all: the reference VM's runs first, in the background (each on one core), then the GPU's one
+# by one; $made lists them
+run_all() {
+  cpu_pids=()
+  for len in $LENGTHS; do
+    if [ ! -s "$LOG/prompt_$len.txt" ] || [ "$len" -gt "$CPU_MAX" ]; then continue; fi
+    rm -f "$LOG/cpu_BF16_$len".*
+    made+="cpu_BF16_$len "
     run "cpu_BF16_$len" "$CPU_TIMEOUT" --dtype BF16 --cpu -p "$(cat "$LOG/prompt_$len.txt")" &
     cpu_pids+=($!)
-  fi
-done
-echo "== GPU runs"
-for len in $LENGTHS; do
-  [ -s "$LOG/prompt_$len.txt" ] || continue
-  for dt in $DTYPES; do
-    run "gpu_${dt}_$len" "$GPU_TIMEOUT" --dtype "$dt" -p "$(cat "$LOG/prompt_$len.txt")"
-    echo "   $len tokens $dt: rc $(cat "$LOG/gpu_${dt}_$len.rc"), $(cat "$LOG/gpu_${dt}_$len.time") s"
   done
-done
-echo "== waiting for the reference VM's runs"
-for p in "${cpu_pids[@]}"; do wait "$p"; done
+  echo "== GPU runs"
+  for len in $LENGTHS; do
+    [ -s "$LOG/prompt_$len.txt" ] || continue
+    for dt in $DTYPES; do
+      made+="gpu_${dt}_$len "
+      run "gpu_${dt}_$len" "$GPU_TIMEOUT" --dtype "$dt" -p "$(cat "$LOG/prompt_$len.txt")"
+      echo "   $len tokens $dt: rc $(cat "$LOG/gpu_${dt}_$len.rc"), $(cat "$LOG/gpu_${dt}_$len.time") s"
+    done
+  done
+  echo "== waiting for the reference VM's runs"
+  for p in "${cpu_pids[@]}"; do wait "$p"; done
+}
+
+made=" "
+if [ "$RUN" = 1 ]; then
+  make_prompts
+  [ "${PROMPTS_ONLY:-0}" = 1 ] && exit $fail
+  run_all
+fi
 
 # stat FILE.err: the summary line's numbers: "prompt N tokens, R tok/s | decode ..."
 stat_of() { grep -o 'prompt [0-9]* tokens, [0-9.]* tok/s | decode [0-9]* tokens, [0-9.]* tok/s' "$1" 2>/dev/null | tail -n 1; }
@@ -167,13 +189,16 @@ for len in $LENGTHS; do
   for name in $(for dt in $DTYPES; do echo "gpu_${dt}_$len"; done) "cpu_BF16_$len"; do
     side=${name%%_*}
     if [ ! -f "$LOG/$name.rc" ]; then
-      [ "$side" = cpu ] && rows+=("$(printf '%5s %-5s %-4s %-8s %s' "$len" BF16 cpu skipped "prompt over CPU_MAX=$CPU_MAX tokens (see the header)")")
-      [ "$side" = gpu ] && { rows+=("$(printf '%5s %-5s %-4s %-8s' "$len" "$(cut -d_ -f2 <<< "$name")" gpu "no prompt")"); fail=1; }
+      why="no run"
+      [ "$len" -gt "$CPU_MAX" ] && why="prompt over CPU_MAX=$CPU_MAX tokens (see the header)"
+      [ "$side" = cpu ] && rows+=("$(printf '%5s %-5s %-4s %-8s %s' "$len" BF16 cpu skipped "$why")")
+      [ "$side" = gpu ] && { rows+=("$(printf '%5s %-5s %-4s %-8s' "$len" "$(cut -d_ -f2 <<< "$name")" gpu "no run")"); fail=1; }
       continue
     fi
     rc=$(cat "$LOG/$name.rc"); st=$(stat_of "$LOG/$name.err"); be=$(backend_of "$LOG/$name.err")
     ntok=$(sed -n 's/^prompt \([0-9]*\) tokens.*/\1/p' <<< "$st")
     note="$st"
+    [[ "$made" == *" $name "* ]] || note="(earlier) $note"
     [ "$rc" = 0 ] || { fail=1; note="$(tail -n 1 "$LOG/$name.err" | cut -c1-90)"; }
     [ "$rc" = 0 ] && [ "$ntok" != "$len" ] && { fail=1; note="prompt of $ntok tokens, not $len: $note"; }
     [ "$rc" = 0 ] && [ "$side" = gpu ] && [ "$be" != cuda ] && { fail=1; note="ran on '$be', not the GPU: $note"; }
