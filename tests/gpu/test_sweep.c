@@ -203,7 +203,7 @@ static void sw_configs(void) {
     sw_add(0, 3, 64, "kv-splits", 8, SW_EXPECT_RUNS);   /* windows of 8 rows */
     sw_add(0, 1, 300, "spec-ops", 1, SW_EXPECT_RUNS);   /* the spec's opcodes 0-18 alone */
     sw_add(0, 3, 1025, "spec-ops", 1, SW_EXPECT_RUNS);
-    sw_add(0, 3, 128, "sms", 64, SW_EXPECT_RUNS);       /* fewer SMs than the device: other SM sets */
+    sw_add(0, 3, 128, "sms", 64, SW_EXPECT_RUNS);       /* fewer SMs than the device: larger tiles, no SM sets */
     sw_add(1, 3, 256, "mlp-steps", 1, SW_EXPECT_RUNS);  /* Llama-3.2-1B's MLP in one step: W_downT's rows too large to stage */
     sw_add(1, 3, 256, "attn-steps", 1, SW_EXPECT_RUNS); /* ATTENTION_O forced: its rows of W_oT too large to stage */
     sw_add(2, 3, 128, "mlp-steps", 1, SW_EXPECT_RUNS);
