@@ -51,9 +51,9 @@ cxx-check: $(DEVICE_CHECK) | $(BUILD)
 	$(CXX) -x c++ -std=c++11 $(WARN) -fsyntax-only tests/impl.c
 	$(CXX) -x c++ -std=c++11 $(WARN) -fsyntax-only $(AMK_IMAGE_FLAGS) examples/amk.c
 
-# why test_gpu too (where nvcc is): CI has no GPU to run it, but a suite that no longer compiles
-# must not wait for the next GPU session to be found
-test-build: $(TESTS) $(BUILD)/amk cxx-check $(DEVICE_CHECK) $(if $(DEVICE_CHECK),$(BUILD)/gpu/test_gpu) \
+# why test_gpu and test_sweep too (where nvcc is): CI has no GPU to run them, but a suite that no
+# longer compiles must not wait for the next GPU session to be found
+test-build: $(TESTS) $(BUILD)/amk cxx-check $(DEVICE_CHECK) $(if $(DEVICE_CHECK),$(BUILD)/gpu/test_gpu $(BUILD)/gpu/test_sweep) \
             $(BUILD)/sampler_time
 
 # The host sampler's time a draw on the default model's logits (bench/NOTES.md); built by make test

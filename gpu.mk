@@ -10,6 +10,8 @@
 #                  amk_vm.ptx, and $(BUILD)/amk_device_image.h (C arrays: amk_device_cubin holds
 #                  the set, amk_device_ptx the PTX of the full build)
 #   make test-gpu  builds and runs the GPU test suite (needs an NVIDIA H100/H200 and its driver)
+#   make test-gpu-sweep  builds and runs tests/gpu/test_sweep: the Llama builder's configurations on
+#                  the GPU against the reference VM (same needs)
 .DEFAULT_GOAL := all
 
 NVCC_GENCODE ?= -gencode arch=compute_90a,code=sm_90a
@@ -21,7 +23,7 @@ NVCC_FLAGS ?= -O3 -fmad=false -Xptxas -v,--warn-on-spills -Werror all-warnings
 DEVICE_SRC := amk_vm.cuh amk_ops.cuh amk_ir.h amk_tune.h amk_plan.h
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 
-.PHONY: device test-gpu device-report
+.PHONY: device test-gpu test-gpu-sweep device-report
 
 $(BUILD)/device $(BUILD)/gpu:
 	mkdir -p $@
@@ -95,6 +97,14 @@ $(BUILD)/gpu/test_gpu: tests/gpu/test_gpu.c $(wildcard tests/gpu/*.h) $(wildcard
 
 test-gpu: $(BUILD)/gpu/test_gpu
 	$(BUILD)/gpu/test_gpu
+
+# The builder sweep (issue 38): every configuration of tests/gpu/test_sweep.c on the GPU against the
+# reference VM. -O2 and threads: the reference VM's side is most of its time.
+$(BUILD)/gpu/test_sweep: tests/gpu/test_sweep.c $(HDRS) tests/amk_test.h $(BUILD)/amk_device_image.h | $(BUILD)/gpu
+	$(CC) $(CSTD) -g -O2 -pthread -I$(BUILD) -o $@ $< $(LDLIBS)
+
+test-gpu-sweep: $(BUILD)/gpu/test_sweep
+	$(BUILD)/gpu/test_sweep
 
 device-report: $(BUILD)/device/amk_vm.cubin
 	@cat $(BUILD)/device/ptxas.log
