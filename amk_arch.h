@@ -52,7 +52,8 @@ typedef struct amk_llama_build_opts {
                          device's lean forms, the only ones that take folded tasks, would not take
                          one (amk_plan_form, amk_plan.h). Where the step cannot fold it does not;
                          1 folds even where the GPU would refuse the step (the reference VM runs
-                         every fold) */
+                         every fold; amk_llm, for a backend that may be the GPU, builds such a
+                         step unfolded and says so in amk_llm_note) */
 } amk_llama_build_opts;
 
 /* What -1 (AMK's choice) means for mlp_accum, attn_o and qkv_fold, and the SM sets and task sizes

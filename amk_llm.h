@@ -70,6 +70,10 @@ AMK_API const amk_program *amk_llm_program(const amk_llm *m);
 AMK_API const amk_tokenizer *amk_llm_tokenizer(const amk_llm *m);
 AMK_API int amk_llm_max_seq(const amk_llm *m);
 AMK_API const char *amk_llm_backend_name(const amk_llm *m); /* "cpu" or "cuda" */
+/* What opening m changed of the options it was given, as one line for the user ("" when nothing):
+   build.qkv_fold 1 where the GPU's forms do not take the folded step (a context past the lean
+   attention's window, F32 weights), for a backend that may be the GPU, builds the step unfolded. */
+AMK_API const char *amk_llm_note(const amk_llm *m);
 /* Runs one decode step: token at position pos. *logits (logits may be NULL) points at vocab
    floats owned by m, valid until the next step; with logits NULL the GPU backend does not copy
    them back (a greedy loop asks for argmax alone). *argmax (may be NULL) gets the greedy token.
@@ -326,6 +330,7 @@ struct amk_llm {
     int n_weights;
     int *entry_of;            /* [n_buffers]: a buffer's entry in weights, or -1 */
     int kv_window;            /* the KV rows of each split (amk__llama_set_pos) */
+    char note[160];           /* amk_llm_note */
     amk_model *model;         /* NULL for random weights */
     amk_tokenizer *tok;       /* NULL for random weights */
     const amk__llm_backend *backend; /* NULL until amk__llm_backend_open */
@@ -608,6 +613,7 @@ AMK_API const amk_tokenizer *amk_llm_tokenizer(const amk_llm *m) { return m ? m-
 AMK_API int amk_llm_max_seq(const amk_llm *m) { return m ? m->max_seq : 0; }
 AMK_API amk_cuda *amk_llm_cuda(amk_llm *m) { return m ? m->backend->cuda(m) : NULL; }
 AMK_API const char *amk_llm_backend_name(const amk_llm *m) { return m ? m->backend->name : "cpu"; }
+AMK_API const char *amk_llm_note(const amk_llm *m) { return m ? m->note : ""; }
 
 AMK_API void amk_llm_close(amk_llm *m) {
     if (!m) return;
@@ -634,6 +640,16 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     {
         amk_llama_step st;
         r = amk_llama_build_step(&m->cfg, &m->opts.build, 1, &st, d);
+        if (r == AMK_OK && st.folded && m->opts.backend != AMK_BACKEND_CPU && !amk__lb_forms_ok(st.program)) {
+            /* why: the GPU runs folded tasks in its lean forms only, and it would refuse this step */
+            amk_llama_build_opts bo = m->opts.build;
+            amk_llama_step_free(&st);
+            bo.qkv_fold = 0;
+            r = amk_llama_build_step(&m->cfg, &bo, 1, &st, d);
+            snprintf(m->note, sizeof m->note, "qkv_fold 1: the GPU's lean forms do not take this folded step "
+                     "(context %d, %s weights); built unfolded", m->opts.build.max_seq,
+                     amk_dtype_name(m->opts.build.weight_dtype));
+        }
         if (r != AMK_OK) return r;
         m->prog = st.program;
         m->weights = st.weights;

@@ -1038,6 +1038,7 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
             return d.result == AMK_ERR_OUT_OF_MEMORY || d.result == AMK_ERR_REJECTED ? CLI_FAIL : CLI_BAD_INPUT;
         }
     }
+    if (amk_llm_note(m)[0]) fprintf(stderr, "note: %s\n", amk_llm_note(m));
     tok = amk_llm_tokenizer(m);
     if (tok) { /* the prompt, as text or in the chat template (unless encoded for the context) */
         if (!ids) n_prompt = cli_prompt_ids(tok, chat, sys_s, prompt, &ids, 1, amk_llm_config(m)->bos_id);
@@ -1226,6 +1227,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                 rc = CLI_FAIL;
                 continue;
             }
+            if (amk_llm_note(m)[0]) fprintf(stderr, "amk bench: %s ctx %d: note: %s\n", sh, ctx, amk_llm_note(m));
             if (read_gbs == 0.0 && amk_cuda_read_bandwidth(amk_llm_cuda(m), (size_t)1 << 31, 20, &read_gbs, &copy_gbs, &d) != AMK_OK) {
                 fprintf(stderr, "amk bench: read ceiling: %s\n", d.message);
                 rc = CLI_FAIL;
@@ -1376,7 +1378,9 @@ static const cli_cmd cli_cmds[] = {
      "image), else on the reference VM; --cpu forces the reference VM.\n"
      "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
      "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops,\n"
-     "--mlp-steps, --attn-steps and --qkv-fold as for build.\n"
+     "--mlp-steps, --attn-steps and --qkv-fold as for build; on the GPU, --qkv-fold 1 where its\n"
+     "forms do not take the folded step (past 256 cached rows, F32 weights) builds it unfolded,\n"
+     "with a note.\n"
      "--chain N: greedy decoding on the GPU runs N steps a launch, the device feeding each token\n"
      "to the next step (default 16; 1: a launch a token). The prompt runs a launch a token.\n"
      "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",
@@ -1393,7 +1397,8 @@ static const cli_cmd cli_cmds[] = {
      "--chain N adds a row for the same step run N steps a launch (amk generate's greedy decoding:\n"
      "the device feeds each token to the next step), positions pos - N + 1 .. pos: a launch's\n"
      "median time / N.\n"
-     "--qkv-fold as for build (its folded weight random too: for timing only).\n"
+     "--qkv-fold as for build (its folded weight random too: for timing only; unfolded, with a\n"
+     "note, where the GPU's forms do not take the folded step).\n"
      "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE.CTX.json; Perfetto).\n"
      "Needs a GPU and an amk built with the device image.\n",
      cmd_bench},

@@ -38,7 +38,7 @@ cd "$(dirname "$0")/.." || exit 2
 AMK=${1:-${AMK:-build-gpu/amk}}
 MODEL=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 LENGTHS=${LENGTHS:-1 100 460 1000 3000}
-DTYPES=${DTYPES:-F32 BF16 F16}
+DTYPES=${DTYPES-F32 BF16 F16} # set and empty: no GPU runs (the reference VM's alone)
 N=${N:-16}
 CPU_MAX=${CPU_MAX:-460}
 CPU_TIMEOUT=${CPU_TIMEOUT:-340}

@@ -71,4 +71,17 @@ static inline void *amk_t_read_file(const char *path, size_t *size) {
 #define TEST_SUMMARY() do { printf("%s: %d passed, %d failed\n", __FILE__, amk_t_passed, amk_t_failed); \
     return amk_t_failed ? 1 : 0; } while (0)
 
+#ifdef AMK_PROGRAM_H
+/* An attention task's shape params (ATTENTION_TILE, _DECODE, _O): head_dim, n_heads, n_kv_heads,
+   the window [kv_start, kv_start + kv_len) and scale. */
+static inline void amk_t_attn(amk_program *p, int t, int hd, int nh, int nkv, int kv_start, int kv_len, double scale) {
+    amk_task_set_int(p, t, "head_dim", hd);
+    amk_task_set_int(p, t, "n_heads", nh);
+    amk_task_set_int(p, t, "n_kv_heads", nkv);
+    amk_task_set_int(p, t, "kv_start", kv_start);
+    amk_task_set_int(p, t, "kv_len", kv_len);
+    amk_task_set_real(p, t, "scale", scale);
+}
+#endif
+
 #endif

@@ -207,6 +207,32 @@ static char *old_form_json(const char *text) {
     return out;
 }
 
+/* qkv_fold 1 on a step the GPU's lean forms do not take (the tiny F32 model): amk_llm builds it
+   folded for the reference VM alone, and unfolded, with a note, for a backend that may be the GPU
+   (AUTO; here without an image it then runs on the reference VM). */
+static void test_fold_note(void) {
+    amk_llama_config c = tiny_config();
+    amk_llm_opts o;
+    amk_llm *m = NULL;
+    amk_diag d;
+    char buf[8];
+    int k;
+    amk_diag_clear(&d);
+    c.n_layers = 3;
+    for (k = 0; k < 2; k++) {
+        amk_llm_opts_default(&o);
+        fold_opts(&o.build, 1);
+        o.backend = k ? AMK_BACKEND_AUTO : AMK_BACKEND_CPU;
+        CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m, &d), AMK_OK);
+        if (!m) continue;
+        CHECK_EQ_INT(amk_program_meta_string(amk_llm_program(m), "qkv_fold", buf, sizeof buf) != NULL, !k);
+        CHECK(k ? strstr(amk_llm_note(m), "built unfolded") != NULL : amk_llm_note(m)[0] == 0);
+        amk_llm_close(m);
+        m = NULL;
+    }
+    CHECK(amk_llm_note(NULL)[0] == 0);
+}
+
 /* 1 when r holds an error of check c whose message has needle. */
 static int has_issue(const amk_report *r, amk_check c, const char *needle) {
     int i;
@@ -937,6 +963,7 @@ int main(void) {
     RUN(test_sm_sets);
     RUN(test_fold_build);
     RUN(test_variants_json);
+    RUN(test_fold_note);
     RUN(test_fold_planned);
     RUN(test_weight_plan);
     RUN(test_fused_matches_spec_ops);

@@ -2365,22 +2365,30 @@ static void test_vm_bind_and_buffers(void) {
     amk_program_free(p);
 }
 
+/* A reference VM of p with one task of op on buffers 0 and 1, out its output, its param key = v
+   (its index in *t); NULL (a failed check) if it does not create. */
+static amk_refvm *vm_one_task(amk_program *p, int op, int out, const char *key, int64_t v, int *t) {
+    int ins[2] = {0, 1};
+    amk_refvm *vm = NULL;
+    amk_diag d;
+    *t = vm_task(p, op, ins, 2, out, amk_program_add_counter(p, ""), NULL);
+    amk_task_set_int(p, *t, key, v);
+    CHECK_EQ_INT(amk_refvm_create(p, &vm, &d), AMK_OK);
+    return vm;
+}
+
 /* Params can change between runs; the run re-checks them. A bad id at run time is RUNTIME. */
 static void test_vm_errors_at_run(void) {
     amk_program *p = amk_program_create();
     int64_t s3[1] = {3}, s5x4[2] = {5, 4}, s3x4[2] = {3, 4};
-    int ins[2], t, c;
+    int t;
     amk_refvm *vm = NULL;
     amk_diag d;
     int32_t *ids;
     amk_program_add_buffer(p, "ids", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, s3, AMK_SPACE_HBM, NULL);
     amk_program_add_buffer(p, "table", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, s5x4, AMK_SPACE_HBM, "table");
     amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, s3x4, AMK_SPACE_HBM, NULL);
-    c = amk_program_add_counter(p, "");
-    ins[0] = 0; ins[1] = 1;
-    t = vm_task(p, AMK_OP_EMBED, ins, 2, 2, c, NULL);
-    amk_task_set_int(p, t, "hidden", 4);
-    CHECK_EQ_INT(amk_refvm_create(p, &vm, &d), AMK_OK);
+    vm = vm_one_task(p, AMK_OP_EMBED, 2, "hidden", 4, &t);
     if (!vm) { amk_program_free(p); return; }
     ids = (int32_t *)amk_refvm_buffer(vm, 0, NULL);
     ids[0] = 1; ids[1] = 4; ids[2] = 0;
@@ -2396,11 +2404,7 @@ static void test_vm_errors_at_run(void) {
         p = amk_program_create();
         amk_program_add_buffer(p, "k", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 1, s4, AMK_SPACE_HBM, NULL);
         amk_program_add_buffer(p, "cache", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 2, s8x4, AMK_SPACE_HBM, NULL);
-        c = amk_program_add_counter(p, "");
-        ins[0] = 0; ins[1] = 1;
-        t = vm_task(p, AMK_OP_KV_APPEND, ins, 2, 1, c, NULL);
-        amk_task_set_int(p, t, "pos", 7);
-        CHECK_EQ_INT(amk_refvm_create(p, &vm, &d), AMK_OK);
+        vm = vm_one_task(p, AMK_OP_KV_APPEND, 1, "pos", 7, &t);
         if (!vm) { amk_program_free(p); return; }
         CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_OK);
         amk_task_set_int(p, t, "pos", 8); /* no longer inside the cache */

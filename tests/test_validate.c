@@ -48,12 +48,7 @@ static int add2(amk_program *p, int a, int b, int out, int ctr, const char *labe
 /* The params of decode attention task t (ATTENTION_DECODE, ATTENTION_O): kv head g of nkv, the
    window [0, kv_len), scale 0.5. */
 static void attn_params(amk_program *p, int t, int hd, int nh, int nkv, int kv_len, int g) {
-    amk_task_set_int(p, t, "head_dim", hd);
-    amk_task_set_int(p, t, "n_heads", nh);
-    amk_task_set_int(p, t, "n_kv_heads", nkv);
-    amk_task_set_int(p, t, "kv_start", 0);
-    amk_task_set_int(p, t, "kv_len", kv_len);
-    amk_task_set_real(p, t, "scale", 0.5);
+    amk_t_attn(p, t, hd, nh, nkv, 0, kv_len, 0.5);
     amk_task_set_int(p, t, "n_off", g);
     amk_task_set_int(p, t, "N_tile", 1);
 }
@@ -485,12 +480,7 @@ static void test_op_check_ids(void) {
     o[0] = out;
     t = amk_program_add_task(p, AMK_OP_ATTENTION_TILE, in, 4, o, 1, amk_program_add_counter(p, ""), "attn");
     amk_task_add_wait(p, t, 0, 1);
-    amk_task_set_int(p, t, "head_dim", 4);
-    amk_task_set_int(p, t, "kv_start", 0);
-    amk_task_set_int(p, t, "kv_len", 8);
-    amk_task_set_real(p, t, "scale", 0.5);
-    amk_task_set_int(p, t, "n_heads", 2);
-    amk_task_set_int(p, t, "n_kv_heads", 1);
+    amk_t_attn(p, t, 4, 2, 1, 0, 8, 0.5);
     expect_only(p, AMK_CHECK_OP_UNSUPPORTED);
     p->tasks[t].n_inputs = 3;
     expect_clean(p);

@@ -149,12 +149,7 @@ static void test_reference_only_forms_refused(void) {
     part = amk_program_add_buffer(p, "part", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F16, 2, s_part, AMK_SPACE_HBM, NULL);
     ins[0] = q; ins[1] = kc; ins[2] = kc;
     task = amk_program_add_task(p, AMK_OP_ATTENTION_TILE, ins, 3, &part, 1, amk_program_add_counter(p, ""), "attn");
-    amk_task_set_int(p, task, "head_dim", 4);
-    amk_task_set_int(p, task, "n_heads", 2);
-    amk_task_set_int(p, task, "n_kv_heads", 1);
-    amk_task_set_int(p, task, "kv_start", 0);
-    amk_task_set_int(p, task, "kv_len", 8);
-    amk_task_set_real(p, task, "scale", 0.5);
+    amk_t_attn(p, task, 4, 2, 1, 0, 8, 0.5);
     amk_task_set_int(p, task, "flags", 2);
     p->tasks[task].sm = 0;
     CHECK_EQ_INT(amk_program_validate(p, NULL), AMK_OK); /* with an OP_LENIENT warning */
