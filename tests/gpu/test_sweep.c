@@ -403,7 +403,7 @@ static int sw_positions(int M, int W, int S, int *pos) {
 
 /* Fills every KV cache of m with configuration k's random rows: keys uniform in +-5.2 (scores of
    standard deviation 3, a peaked softmax), values in +-sqrt(3), in the cache's dtype; the same
-   bytes on either backend. why through the backend's storage (amk_refvm_buffer of the LLM's VM,
+   bytes on either backend, a cache's by its name. why through the backend's storage (amk_refvm_buffer of the LLM's VM,
    an internal of amk_llm.h; amk_cuda_upload on the GPU): the generation API writes no cache rows. */
 static amk_result sw_fill_kv(amk_llm *m, int k, amk_diag *d) {
     const amk_program *p = amk_llm_program(m);
@@ -422,7 +422,9 @@ static amk_result sw_fill_kv(amk_llm *m, int k, amk_diag *d) {
         if (bb->kind != AMK_KIND_KV_CACHE) continue;
         mem = cu ? malloc(nb) : amk_refvm_buffer(amk__llm_vm(m), b, &have);
         if (!mem || (!cu && have != nb)) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "no storage for '%s'", bb->name);
-        r.s = g_seed * 977 + (uint64_t)k * 131 + (uint64_t)b;
+        r.s = g_seed * 977 + (uint64_t)k * 131;
+        for (i = 0; bb->name[i]; i++) r.s = r.s * 31 + (unsigned char)bb->name[i]; /* why by name: a folded
+            and an unfolded step (SW_EXPECT_GPU_UNFOLDS) number their buffers apart */
         for (i = 0; i < n; i++) sw_store(mem, nb, bb->dtype, i, amk_t_rng_sym(&r) * scale);
         if (cu) {
             rc = amk_cuda_upload(cu, b, mem, nb, d);
