@@ -618,8 +618,15 @@ static void sw_start(sw_pool *pool, int n, pthread_t *th, int *n_th) {
    along a path of rounded buffers (dtype_tol, path_tol there): F16 8e-3, BF16 6.4e-2; F32 5e-4,
    fifty times what is expected, still far below what a wrong row, head or split makes (order 1).
    Each line prints the worst error as a fraction of it, so the margin shows. */
-static double sw_tol(int adt) {
-    return adt == AMK_DTYPE_BF16 ? 6.4e-2 : adt == AMK_DTYPE_F16 ? 8e-3 : 5e-4;
+static double sw_dtype_tol(int dt) {
+    return dt == AMK_DTYPE_BF16 ? 6.4e-2 : dt == AMK_DTYPE_F16 ? 8e-3 : 5e-4;
+}
+/* Configuration c's tolerance: its activation dtype's; for a folded reference against an unfolded
+   GPU step (SW_EXPECT_GPU_UNFOLDS) its weight dtype's too, the larger: the fold's derived weight
+   W_cat is rounded to the weight dtype, so the two steps differ by a rounding of it. */
+static double sw_tol(const sw_config *c) {
+    const double a = sw_dtype_tol(c->adt), w = sw_dtype_tol(c->wdt);
+    return c->expect == SW_EXPECT_GPU_UNFOLDS && w > a ? w : a;
 }
 
 static int sw_host_argmax(const float *l, int n) {
@@ -637,7 +644,7 @@ static void sw_compare_step(const sw_config *c, const float *ref, const float *g
     int i, bad = 0, worst_i = 0, host_tok;
     for (i = 0; i < V; i++)
         if (isfinite(ref[i]) && fabs(ref[i]) > scale) scale = fabs(ref[i]);
-    tol = sw_tol(c->adt) * (scale > 0.0 ? scale : 1.0);
+    tol = sw_tol(c) * (scale > 0.0 ? scale : 1.0);
     for (i = 0; i < V; i++) {
         const double e = fabs((double)gpu[i] - (double)ref[i]);
         if (isfinite(ref[i]) && !isfinite(gpu[i])) bad++;
@@ -672,7 +679,7 @@ static int sw_compare_chain(const sw_config *c, const sw_result *ref, const sw_r
         for (j = 0; j < V; j++)
             if (isfinite(l[j]) && fabs(l[j]) > scale) scale = fabs(l[j]);
         gap = g >= 0 && g < V ? (double)l[r] - (double)l[g] : INFINITY;
-        CHECK_MSG(gap <= 2.0 * sw_tol(c->adt) * scale, "%s: chained greedy step %d (position %d): token %d, the "
+        CHECK_MSG(gap <= 2.0 * sw_tol(c) * scale, "%s: chained greedy step %d (position %d): token %d, the "
                   "reference's %d (its logits %.6g apart)", c->name, i, ref->chain_pos + i, g, r, gap);
         return i;
     }
@@ -835,7 +842,7 @@ static void sw_line(int k, const sw_result *ref, const sw_result *gpu, double wo
         printf(" refused as documented: %.90s", g->msg);
     } else if (g->open_rc == AMK_OK) {
         if (!g_ref_only)
-            printf(" err %.2f tol %.1e tok %d/%d chain %d/%d", worst, sw_tol(g_cfgs[k].adt), ref->n_steps - near,
+            printf(" err %.2f tol %.1e tok %d/%d chain %d/%d", worst, sw_tol(&g_cfgs[k]), ref->n_steps - near,
                    ref->n_steps, chain_same, ref->n_chain);
         printf(" | S%d w%d%s%s%s", g->splits, g->window, g->folded ? " fold" : "", g->attn_o ? " ao" : "",
                g->spec_ops ? " spec" : "");
