@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu_run.sh PHASE - the lead's GPU session in two calls (the 98 MB model travels in two
 # halves, since one call carries at most 64 MiB; the machine keeps /tmp between warm calls).
-#   phase a: stash the first half; build; GPU op tests; amk bench; HF transformers baseline
+#   phase a: stash the first half; build; GPU op tests; the builder sweep (tests/gpu/test_sweep.c);
+#            amk bench; HF transformers baseline
 #   phase b: join the model; golden greedy check on CUDA vs HF and the reference VM; generate;
 #            compute-sanitizer on a full SmolLM2 decode step, the GEMM tile and decode attention tests,
 #            and SmolLM2's bf16 steps (single and chained) under racecheck
@@ -32,8 +33,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 case "${1:-a}" in
 a)
   cp .model_parts/a/part00 /tmp/amk_model_part00
-  run build $MK $B/amk $B/gpu/test_gpu
+  run build $MK $B/amk $B/gpu/test_gpu $B/gpu/test_sweep
   run test_gpu $B/gpu/test_gpu
+  run test_sweep $B/gpu/test_sweep
   run bench $B/amk bench --iters 50 --trace "$OUTD/trace"
   [ "${SKIP_HF:-0}" = 1 ] || run hf_baseline python3 bench/hf_baseline.py "$OUTD/hf_baseline.json"
   tail -n 40 "$OUTD/bench.log"
