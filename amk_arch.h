@@ -1140,20 +1140,23 @@ AMK__FN amk_result amk__llama_pins(const amk_llama_step *s, int num_sms, int *n,
     return AMK_OK;
 }
 
-AMK_API amk_result amk_llama_build_step(const amk_llama_config *cfg, const amk_llama_build_opts *o, int lower,
-                                        amk_llama_step *out, amk_diag *d) {
+/* amk_llama_build_step; gpu set: the step is for a backend that may be the GPU, so an explicit
+   qkv_fold 1 the device's lean forms do not take is dropped too (*dropped set then). */
+AMK__FN amk_result amk__llama_build_step(const amk_llama_config *cfg, const amk_llama_build_opts *o, int lower, int gpu,
+                                         amk_llama_step *out, int *dropped, amk_diag *d) {
     amk_llama_build_opts bo;
     amk_config sc;
     amk_target tgt;
     amk_result r;
+    if (dropped) *dropped = 0;
     if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no output");
     if (o) bo = *o; else amk_llama_build_opts_default(&bo);
     r = amk__lb_build(cfg, &bo, out, d);
-    if (r == AMK_OK && bo.qkv_fold != 1 && !amk__lb_forms_ok(out->program)) {
-        /* AMK's choice, and a folded task the device's lean forms do not take (a window longer
-           than the lean attention's, say): the step without the fold, whose tasks the general
-           forms take */
+    if (r == AMK_OK && (bo.qkv_fold != 1 || gpu) && !amk__lb_forms_ok(out->program)) {
+        /* a folded task the device's lean forms do not take (a window longer than the lean
+           attention's, F32 weights): the step without the fold, whose tasks the general forms take */
         amk_llama_step_free(out);
+        if (dropped) *dropped = bo.qkv_fold == 1;
         bo.qkv_fold = 0;
         r = amk__lb_build(cfg, &bo, out, d);
     }
@@ -1171,6 +1174,11 @@ AMK_API amk_result amk_llama_build_step(const amk_llama_config *cfg, const amk_l
     }
     if (r != AMK_OK) amk_llama_step_free(out);
     return r;
+}
+
+AMK_API amk_result amk_llama_build_step(const amk_llama_config *cfg, const amk_llama_build_opts *o, int lower,
+                                        amk_llama_step *out, amk_diag *d) {
+    return amk__llama_build_step(cfg, o, lower, 0, out, NULL, d);
 }
 
 /* amk_llama_build and amk_llama_build_lowered: the step's program alone. */

@@ -639,18 +639,14 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
                          "(max_position_embeddings or context_length)", m->opts.build.max_seq, m->cfg.max_pos);
     {
         amk_llama_step st;
-        r = amk_llama_build_step(&m->cfg, &m->opts.build, 1, &st, d);
-        if (r == AMK_OK && st.folded && m->opts.backend != AMK_BACKEND_CPU && !amk__lb_forms_ok(st.program)) {
-            /* why: the GPU runs folded tasks in its lean forms only, and it would refuse this step */
-            amk_llama_build_opts bo = m->opts.build;
-            amk_llama_step_free(&st);
-            bo.qkv_fold = 0;
-            r = amk_llama_build_step(&m->cfg, &bo, 1, &st, d);
+        int dropped = 0;
+        /* why gpu for AUTO too: the GPU runs folded tasks in its lean forms only */
+        r = amk__llama_build_step(&m->cfg, &m->opts.build, 1, m->opts.backend != AMK_BACKEND_CPU, &st, &dropped, d);
+        if (r != AMK_OK) return r;
+        if (dropped)
             snprintf(m->note, sizeof m->note, "qkv_fold 1: the GPU's lean forms do not take this folded step "
                      "(context %d, %s weights); built unfolded", m->opts.build.max_seq,
                      amk_dtype_name(m->opts.build.weight_dtype));
-        }
-        if (r != AMK_OK) return r;
         m->prog = st.program;
         m->weights = st.weights;
         m->n_weights = st.n_weights;

@@ -426,16 +426,6 @@ AMK__FN int amk__check_gemv(const amk__opshape *c) {
     return 1;
 }
 
-/* A task whose flags hold nothing but its opcode's form bits: the base ops of the variants take
-   no flags of their own (amk__op_check names a variant's bits set on its base op). */
-AMK__FN int amk__opshape_form_only(const amk__opshape *c) {
-    uint32_t form;
-    amk_op_device(c->t->op, &form);
-    if ((uint32_t)c->P.flags != form)
-        AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: %s takes none", (int)((uint32_t)c->P.flags & ~form), amk_op_name(c->t->op));
-    return 1;
-}
-
 /* ATTENTION_TILE, ATTENTION_DECODE, ATTENTION_O, ATTENTION_O_PRENORM */
 AMK__FN int amk__check_attention(const amk__opshape *c) {
     const int op = amk_op_device(c->t->op, NULL);
@@ -445,7 +435,6 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
     int64_t row, max_seq, want;
     double scale = amk__param_f(c->t, "scale", 1.0);
     if (c->ni == 4 && !decode) AMK__OPS_FAIL(OP_UNSUPPORTED, "4th ATTENTION_TILE input is not supported");
-    if (fo && !amk__opshape_form_only(c)) return 0;
     if (prenorm && c->t->n_outputs != 1 && c->t->n_outputs != 3)
         AMK__OPS_FAIL(OP_ARITY, "takes 1 or 3 outputs, got %d", c->t->n_outputs);
     if (c->P.head_dim < 1 || c->P.n_heads < 1 || c->P.n_kv_heads < 1 || c->P.n_heads % c->P.n_kv_heads)
@@ -738,7 +727,8 @@ AMK__FN int amk__check_norm_gemv(const amk__opshape *c) {
     end = (int64_t)c->P.n_off + c->P.N_tile;
     if (end > N)
         AMK__OPS_FAIL(PARAM_VALUE, "n_off+N_tile = %lld exceeds W rows %lld", (long long)end, (long long)N);
-    if (!amk__opshape_form_only(c)) return 0;
+    if (c->t->op == AMK_OP_RMSNORM_SWIGLU && c->P.flags) /* the others' flags: amk__op_flags_named */
+        AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: RMSNORM_SWIGLU takes none", c->P.flags);
     if (flags & AMK_GEMV_FLAG_ARGMAX) {
         if (N > (1LL << 24)) /* why: the index travels as an F32 beside its value */
             AMK__OPS_FAIL(OP_SHAPE, "W '%s' has %lld rows; ARGMAX takes at most 2^24", amk__opshape_name(c->in[2]),
@@ -798,9 +788,9 @@ AMK__FN int amk__check_bias_add(const amk__opshape *c) {
 }
 #undef AMK__OPS_FAIL
 
-/* A variant names its form by its opcode (the op table's AS rows), never by flags: flags holding
-   a variant's form bits on its base op (what IR 0.2.0 programs wrote before the variants; the JSON
-   reader rewrites those), or any flags on a variant, are refused. 1 when fine; else 0 and the
+/* A variant names its form by its opcode (the op table's AS rows), never by flags: flags on a
+   variant or on its base op are refused, naming the variant where they hold its form bits (what IR
+   0.2.0 programs wrote before the variants; the JSON reader rewrites those). 1 when fine; else 0 and the
    message in msg (msg_size bytes). Safe on a malformed param list. */
 AMK__FN int amk__op_flags_named(const amk_task *t, char *msg, size_t msg_size) {
     uint32_t fl = 0, form;
@@ -815,11 +805,11 @@ AMK__FN int amk__op_flags_named(const amk_task *t, char *msg, size_t msg_size) {
         if (msg && msg_size) snprintf(msg, msg_size, "flags = %u: %s takes no flags (its opcode is its form)", fl, amk_op_name(t->op));
         return 0;
     }
-    if (!form) return 1;
+    if (!amk__op_form_bits(t->op)) return 1; /* an op without variants: its own check reads flags */
     if (msg && msg_size && v >= 0)
         snprintf(msg, msg_size, "flags = %u: that form of %s is the op %s (%d)", fl, amk_op_name(t->op), amk_op_name(v), v);
     else if (msg && msg_size) { /* no variant has these bits: name those that exist */
-        size_t n = (size_t)snprintf(msg, msg_size, "flags = %u: %s takes no such flags; its forms are ops of their own:",
+        size_t n = (size_t)snprintf(msg, msg_size, "flags = %u: %s takes no flags; its forms are ops of their own:",
                                     fl, amk_op_name(t->op));
         for (v = 0; v < AMK_OP_COUNT && n < msg_size; v++)
             if (v != t->op && amk_op_device(v, NULL) == t->op)
