@@ -75,7 +75,8 @@ AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_k
 AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size_t image_size,
                                    amk_cuda **out, amk_diag *d);
 /* Copies nbytes (exactly the buffer's size in its dtype, else AMK_ERR_MISMATCH) between host
-   memory and a buffer's device storage. Synchronous. Weights, KV caches and inputs go up with
+   memory and a buffer's device storage. Synchronous: done when it returns, after every launch of c
+   before it, and seen by every launch after it (so are the parameter updates below). Weights, KV caches and inputs go up with
    upload; anything can come back with download (a paged activation reads its page). */
 AMK_API amk_result amk_cuda_upload(amk_cuda *c, int buffer_id, const void *host, size_t nbytes,
                                    amk_diag *d);
@@ -384,6 +385,9 @@ AMK__FN amk_result amk__cuda_err(const amk_cuda *c, amk_diag *d, amk__CUresult r
 
 #define AMK__CU_TRY(c, d, call, what) do { amk__CUresult amk__r_ = (c)->api.call; \
     if (amk__r_ != AMK__CUDA_SUCCESS) return amk__cuda_err((c), (d), amk__r_, (what)); } while (0)
+/* The same for a result already computed (a helper's, such as amk__cuda_h2d's). */
+#define AMK__CU_CHECK(c, d, result, what) do { amk__CUresult amk__r_ = (result); \
+    if (amk__r_ != AMK__CUDA_SUCCESS) return amk__cuda_err((c), (d), amk__r_, (what)); } while (0)
 /* The same where cleanup is due (c, d and an amk_result r in scope): on failure r gets the error
    and control goes to label. */
 #define AMK__CU_GOTO(call, what, label) do { amk__CUresult amk__g_ = c->api.call; \
@@ -666,6 +670,22 @@ AMK__FN int amk__cuda_kv_hints(const amk_program *p, amk_instruction_t *ins) {
     return changed;
 }
 
+/* A copy between the host and the device, done when it returns and ordered after everything
+   enqueued on c->stream before it (c's context current). why on c->stream and not cuMemcpyHtoD:
+   the launch stream is non-blocking, so the legacy stream's copies are not ordered against its
+   launches, and from pageable memory cuMemcpyHtoD returns once the bytes are staged, before they
+   land: a launch right after it could read the old bytes. The builder sweep's spec-path step
+   (its positions are parameters, updated each step) read stale ones now and then while other
+   threads' amk_cuda copied on the same legacy stream (bench/RESULTS.md runs 320-324). */
+AMK__FN amk__CUresult amk__cuda_h2d(amk_cuda *c, amk__CUdeviceptr dst, const void *src, size_t n) {
+    const amk__CUresult cr = c->api.MemcpyHtoDAsync(dst, src, n, c->stream);
+    return cr == AMK__CUDA_SUCCESS ? c->api.StreamSynchronize(c->stream) : cr;
+}
+AMK__FN amk__CUresult amk__cuda_d2h(amk_cuda *c, void *dst, amk__CUdeviceptr src, size_t n) {
+    const amk__CUresult cr = c->api.MemcpyDtoHAsync(dst, src, n, c->stream);
+    return cr == AMK__CUDA_SUCCESS ? c->api.StreamSynchronize(c->stream) : cr;
+}
+
 /* The lean attention's cache rows by tensor copies (AMK_ATTN_KV_TMA, amk_ops.cuh). A pair is two
    2-D tensor maps, of a K and a V cache buffer each viewed as [rows, n_kv * head_dim] bf16 with a
    box of head_dim x kv_len elements, 128-byte swizzle; the ATTENTION_O tasks of one geometry share
@@ -750,10 +770,10 @@ AMK__FN amk_result amk__cuda_kv_maps(amk_cuda *c, const amk_program *p, amk_diag
                 if (c->kv_pair[i] == k) c->kv_pair[i] = -1;
     }
     {
-        const amk__CUresult cr = c->api.MemcpyHtoD(c->arena + c->off_kv_maps, maps,
-                                                   (size_t)c->n_kv_pairs * 2 * AMK__CUDA_TMAP_BYTES);
+        const amk__CUresult cr = amk__cuda_h2d(c, c->arena + c->off_kv_maps, maps,
+                                               (size_t)c->n_kv_pairs * 2 * AMK__CUDA_TMAP_BYTES);
         amk__free(raw);
-        if (cr != AMK__CUDA_SUCCESS) return amk__cuda_err(c, d, cr, "cuMemcpyHtoD (tensor maps)");
+        if (cr != AMK__CUDA_SUCCESS) return amk__cuda_err(c, d, cr, "cuMemcpyHtoDAsync (tensor maps)");
     }
     return AMK_OK;
 }
@@ -1093,7 +1113,11 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     if (c->arena_bytes > (uint64_t)SIZE_MAX) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "the device arena is too large");
     if ((r = amk__cuda_fits(c, p, d)) != AMK_OK) return r;
     AMK__CU_TRY(c, d, MemAlloc(&c->arena, (size_t)c->arena_bytes), "cuMemAlloc (the arena)");
-    AMK__CU_TRY(c, d, MemsetD8(c->arena, 0, (size_t)c->arena_bytes), "cuMemsetD8");
+    AMK__CU_TRY(c, d, StreamCreate(&c->stream, AMK__CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    AMK__CU_TRY(c, d, StreamCreate(&c->ctl, AMK__CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    /* why on the launch stream: see amk__cuda_h2d */
+    AMK__CU_TRY(c, d, MemsetD8Async(c->arena, 0, (size_t)c->arena_bytes, c->stream), "cuMemsetD8Async");
+    AMK__CU_TRY(c, d, StreamSynchronize(c->stream), "cuStreamSynchronize");
     c->prog.buffers += c->arena;
     c->prog.counters += c->arena;
     c->prog.sm_queue_offset += c->arena;
@@ -1124,16 +1148,16 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
         amk__cuda_context(c, i);
     }
     if (p->n_buffers)
-        AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.buffers, bt, (size_t)p->n_buffers * sizeof(amk_buffer_t)), "cuMemcpyHtoD (buffer table)");
+        AMK__CU_CHECK(c, d, amk__cuda_h2d(c, c->prog.buffers, bt, (size_t)p->n_buffers * sizeof(amk_buffer_t)),
+                      "cuMemcpyHtoDAsync (buffer table)");
     if (c->n_tasks) {
-        AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.contexts, c->ctxs, (size_t)c->n_tasks * sizeof(amk_vm_ctx_t)),
-                    "cuMemcpyHtoD (context table)");
+        AMK__CU_CHECK(c, d, amk__cuda_h2d(c, c->prog.contexts, c->ctxs, (size_t)c->n_tasks * sizeof(amk_vm_ctx_t)),
+                      "cuMemcpyHtoDAsync (context table)");
     }
-    AMK__CU_TRY(c, d, MemcpyHtoD(c->prog.sm_queue_offset, c->queue_off, (size_t)(c->num_sms + 1) * 4), "cuMemcpyHtoD");
+    AMK__CU_CHECK(c, d, amk__cuda_h2d(c, c->prog.sm_queue_offset, c->queue_off, (size_t)(c->num_sms + 1) * 4),
+                  "cuMemcpyHtoDAsync (queues)");
     AMK__CU_TRY(c, d, MemAllocHost((void **)&c->host_status, (size_t)(AMK_VM_STATUS_WORDS(c->num_sms) + 1) * 4), "cuMemAllocHost");
     c->host_abort = c->host_status + AMK_VM_STATUS_WORDS(c->num_sms);
-    AMK__CU_TRY(c, d, StreamCreate(&c->stream, AMK__CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    AMK__CU_TRY(c, d, StreamCreate(&c->ctl, AMK__CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     c->info.grid = c->num_sms;
     c->info.threads = c->threads;
     c->info.smem_bytes = c->smem_bytes;
@@ -1308,10 +1332,10 @@ AMK__FN amk_result amk__cuda_copy(amk_cuda *c, int id, void *host, size_t nbytes
     if ((r = amk__cuda_check_copy(c, id, host, nbytes, up, d)) != AMK_OK) return r;
     if (!nbytes) return AMK_OK;
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
-    cr = up ? c->api.MemcpyHtoD(c->arena + c->buf_off[id], host, nbytes)
-            : c->api.MemcpyDtoH(host, c->arena + c->buf_off[id], nbytes);
+    cr = up ? amk__cuda_h2d(c, c->arena + c->buf_off[id], host, nbytes)
+            : amk__cuda_d2h(c, host, c->arena + c->buf_off[id], nbytes);
     amk__cuda_leave(c);
-    return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, up ? "cuMemcpyHtoD" : "cuMemcpyDtoH");
+    return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, up ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync");
 }
 
 AMK_API amk_result amk_cuda_upload(amk_cuda *c, int buffer_id, const void *host, size_t nbytes,
@@ -1370,10 +1394,10 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
     if (!c->n_tasks || n == 0) return AMK_OK;
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
     /* why the span: a step's update (the spec path's positions) is a few tasks */
-    cr = c->api.MemcpyHtoD(c->prog.contexts + (uint64_t)lo * sizeof(amk_vm_ctx_t), c->ctxs + lo,
-                           (size_t)(hi - lo + 1) * sizeof(amk_vm_ctx_t));
+    cr = amk__cuda_h2d(c, c->prog.contexts + (uint64_t)lo * sizeof(amk_vm_ctx_t), c->ctxs + lo,
+                       (size_t)(hi - lo + 1) * sizeof(amk_vm_ctx_t));
     amk__cuda_leave(c);
-    return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, "cuMemcpyHtoD (context table)");
+    return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, "cuMemcpyHtoDAsync (context table)");
 }
 
 AMK_API amk_result amk_cuda_update_params(amk_cuda *c, const amk_program *p, amk_diag *d) {
@@ -1716,9 +1740,9 @@ AMK_API amk_result amk_cuda_timing(amk_cuda *c, amk_cuda_timing_record *records,
     if (!raw) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     marks = (const amk_vm_marks_t *)(raw + c->n_tasks);
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) { amk__free(raw); return r; }
-    cr = c->api.MemcpyDtoH(raw, c->arena + c->off_timing, (size_t)c->n_tasks * AMK__CUDA_TIMING_BYTES);
+    cr = amk__cuda_d2h(c, raw, c->arena + c->off_timing, (size_t)c->n_tasks * AMK__CUDA_TIMING_BYTES);
     amk__cuda_leave(c);
-    if (cr != AMK__CUDA_SUCCESS) { amk__free(raw); return amk__cuda_err(c, d, cr, "cuMemcpyDtoH (timing)"); }
+    if (cr != AMK__CUDA_SUCCESS) { amk__free(raw); return amk__cuda_err(c, d, cr, "cuMemcpyDtoHAsync (timing)"); }
     for (i = 0; i < c->n_tasks; i++)
         if (raw[i].done && raw[i].t_wait < t0) t0 = raw[i].t_wait;
     for (i = 0; i < n; i++) {

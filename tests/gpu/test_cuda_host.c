@@ -655,9 +655,14 @@ static amk__CUresult fake_encode(void *map, int dtype, uint32_t rank, void *addr
 }
 static size_t g_upload_bytes;
 static amk__CUdeviceptr g_upload_to;
-static amk__CUresult fake_upload(amk__CUdeviceptr to, const void *from, size_t n) {
+static amk__CUresult fake_upload(amk__CUdeviceptr to, const void *from, size_t n, amk__CUstream s) {
+    (void)s;
     g_upload_to = to;
     g_upload_bytes = from ? n : 0;
+    return AMK__CUDA_SUCCESS;
+}
+static amk__CUresult fake_sync(amk__CUstream s) {
+    (void)s;
     return AMK__CUDA_SUCCESS;
 }
 
@@ -705,7 +710,8 @@ static void test_kv_pairs(void) {
     bt = (amk_buffer_t *)calloc((size_t)p->n_buffers, sizeof *bt);
     c.bufs = bt;
     for (i = 0; bt && i < p->n_buffers; i++) amk_buffer_descriptor(&p->buffers[i], 0x100000u * (uint64_t)(i + 1), &bt[i]);
-    c.api.MemcpyHtoD = fake_upload;
+    c.api.MemcpyHtoDAsync = fake_upload; /* amk__cuda_h2d: on the launch stream, then its sync */
+    c.api.StreamSynchronize = fake_sync;
     c.arena = 0x7000000u;
     c.off_kv_maps = 0x1000u;
     g_maps = g_map_bad = 0;
