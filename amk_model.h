@@ -2,7 +2,8 @@
 
    WHAT IT DOES
      Reads the files people have: safetensors (single or sharded, with an index) and GGUF (v2, v3;
-     F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q6_K, dequantized on read), with config.json for
+     F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL, dequantized on read:
+     the tensors of the Q2_K ... Q8_0 files llama.cpp's quantizer writes), with config.json for
      safetensors. amk_model_open gives one object whatever the format: the model's config
      (amk_llama_config) and its weights by HF tensor name, with GGUF's names and Q/K row order
      mapped back to HF's. Files are mapped, not read; every size read from a file is
@@ -80,7 +81,8 @@ typedef enum amk_gguf_value_type {
 /* ggml tensor type codes that amk_gguf_dequant converts (others are sized and listed, not read). */
 typedef enum amk_ggml_type {
     AMK_GGML_F32 = 0, AMK_GGML_F16 = 1, AMK_GGML_Q4_0 = 2, AMK_GGML_Q4_1 = 3, AMK_GGML_Q5_0 = 6,
-    AMK_GGML_Q5_1 = 7, AMK_GGML_Q8_0 = 8, AMK_GGML_Q4_K = 12, AMK_GGML_Q6_K = 14, AMK_GGML_BF16 = 30
+    AMK_GGML_Q5_1 = 7, AMK_GGML_Q8_0 = 8, AMK_GGML_Q2_K = 10, AMK_GGML_Q3_K = 11, AMK_GGML_Q4_K = 12,
+    AMK_GGML_Q5_K = 13, AMK_GGML_Q6_K = 14, AMK_GGML_IQ4_NL = 20, AMK_GGML_BF16 = 30
 } amk_ggml_type;
 
 typedef struct amk_gguf_tensor {
@@ -125,7 +127,8 @@ AMK_API const char *amk_gguf_array_string(const amk_gguf *g, const char *key, in
 AMK_API int amk_gguf_array_int(const amk_gguf *g, const char *key, int64_t i, int64_t *out);
 AMK_API int amk_gguf_array_float(const amk_gguf *g, const char *key, int64_t i, double *out);
 /* Dequantizes n elements (n a multiple of the block size) of ggml type `type` from src into dst
-   as out_dtype (F32, F16 or BF16). Types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q6_K.
+   as out_dtype (F32, F16 or BF16). Types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K
+   Q6_K IQ4_NL.
    src_bytes must hold the n elements' blocks. AMK_ERR_UNSUPPORTED for another type. */
 AMK_API amk_result amk_gguf_dequant(uint32_t type, const void *src, uint64_t src_bytes, int64_t n,
                                     int out_dtype, void *dst, amk_diag *d);
@@ -1292,31 +1295,94 @@ AMK__FN void amk__gguf_deq_q5(const uint8_t *x, int64_t nb, float *y, int has_m)
 AMK__FN void amk__gguf_deq_q5_0(const uint8_t *x, int64_t nb, float *y) { amk__gguf_deq_q5(x, nb, y, 0); }
 AMK__FN void amk__gguf_deq_q5_1(const uint8_t *x, int64_t nb, float *y) { amk__gguf_deq_q5(x, nb, y, 1); }
 
+/* The 6-bit (scale, min) pair of sub-block s (0..7) of a Q4_K/Q5_K block's scales[12]. */
+AMK__FN void amk__gguf_k4_scale_min(const uint8_t *sc, int s, int *scale, int *min) {
+    if (s < 4) {
+        *scale = sc[s] & 63;
+        *min = sc[s + 4] & 63;
+    } else {
+        *scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
+        *min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+    }
+}
 /* Q4_K: [d f16][dmin f16][scales 12: 8 packed 6-bit (scale, min) pairs][qs 128]. Chunk c of 64
-   outputs: low nibbles of qs[32c..] with sub-block 2c, high nibbles with 2c+1; y = d*sc*q - dmin*m */
-AMK__FN void amk__gguf_deq_q4_k(const uint8_t *x, int64_t nb, float *y) {
+   outputs: low nibbles of qs[32c..] with sub-block 2c, high nibbles with 2c+1; y = d*sc*q - dmin*m.
+   Q5_K: [d][dmin][scales 12][qh 32][qs 128], the same with a fifth bit: output l of chunk c's low
+   half takes bit 2c of qh[l], of its high half bit 2c + 1. */
+AMK__FN void amk__gguf_deq_k45(const uint8_t *x, int64_t nb, float *y, int five) {
     int64_t b;
     int c, l;
-    for (b = 0; b < nb; b++, x += 144) {
-        float d = amk__gguf_f16(x), dmin = amk__gguf_f16(x + 2);
-        const uint8_t *sc = x + 4, *q = x + 16;
+    const int bsize = five ? 176 : 144;
+    for (b = 0; b < nb; b++, x += bsize) {
+        const float d = amk__gguf_f16(x), dmin = amk__gguf_f16(x + 2);
+        const uint8_t *sc = x + 4, *qh = x + 16, *q = x + (five ? 48 : 16);
         for (c = 0; c < 4; c++, q += 32) {
             int j;
             float dd[2], mm[2];
             for (j = 0; j < 2; j++) {
-                int s = 2 * c + j, scale, min;
-                if (s < 4) {
-                    scale = sc[s] & 63;
-                    min = sc[s + 4] & 63;
-                } else {
-                    scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
-                    min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-                }
+                int scale, min;
+                amk__gguf_k4_scale_min(sc, 2 * c + j, &scale, &min);
                 dd[j] = d * (float)scale;
                 mm[j] = dmin * (float)min;
             }
-            for (l = 0; l < 32; l++) *y++ = dd[0] * (float)(q[l] & 0xF) - mm[0];
-            for (l = 0; l < 32; l++) *y++ = dd[1] * (float)(q[l] >> 4) - mm[1];
+            for (l = 0; l < 32; l++) *y++ = dd[0] * (float)((q[l] & 0xF) | (five ? (qh[l] >> (2 * c) & 1) << 4 : 0)) - mm[0];
+            for (l = 0; l < 32; l++) *y++ = dd[1] * (float)((q[l] >> 4) | (five ? (qh[l] >> (2 * c + 1) & 1) << 4 : 0)) - mm[1];
+        }
+    }
+}
+AMK__FN void amk__gguf_deq_q4_k(const uint8_t *x, int64_t nb, float *y) { amk__gguf_deq_k45(x, nb, y, 0); }
+AMK__FN void amk__gguf_deq_q5_k(const uint8_t *x, int64_t nb, float *y) { amk__gguf_deq_k45(x, nb, y, 1); }
+/* Q2_K: [scales 16: a 4-bit scale (low) and min (high) a sub-block of 16][qs 64][d f16][dmin f16].
+   Two halves of 128 outputs, half n from qs[32n..32n+31]: outputs 32j + l (l < 16) are bits 2j of
+   qs[32n + l] with sub-block 8n + 2j, outputs 32j + 16 + l bits 2j of qs[32n + 16 + l] with 8n + 2j + 1;
+   y = d*scale*q - dmin*min. */
+AMK__FN void amk__gguf_deq_q2_k(const uint8_t *x, int64_t nb, float *y) {
+    int64_t b;
+    int n, j, h, l;
+    for (b = 0; b < nb; b++, x += 84) {
+        const float d = amk__gguf_f16(x + 80), dmin = amk__gguf_f16(x + 82);
+        for (n = 0; n < 2; n++)
+            for (j = 0; j < 4; j++)
+                for (h = 0; h < 2; h++) {
+                    const uint8_t s = x[8 * n + 2 * j + h], *q = x + 16 + 32 * n + 16 * h;
+                    const float dl = d * (float)(s & 0xF), ml = dmin * (float)(s >> 4);
+                    for (l = 0; l < 16; l++) *y++ = dl * (float)((q[l] >> (2 * j)) & 3) - ml;
+                }
+    }
+}
+/* Q3_K: [hmask 32][qs 64][scales 12: 16 packed 6-bit scales, offset 32][d f16]. The same output
+   order as Q2_K; the 2-bit value is q - 4 where the output's bit of hmask[l] (bit 4n + j, l the
+   byte's index 0..31 in the half) is clear; y = d*(scale - 32)*q. */
+AMK__FN int amk__gguf_q3k_scale(const uint8_t *sc, int s) {
+    const int lo = s < 8 ? sc[s] & 0xF : sc[s - 8] >> 4, hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+AMK__FN void amk__gguf_deq_q3_k(const uint8_t *x, int64_t nb, float *y) {
+    int64_t b;
+    int n, j, h, l;
+    for (b = 0; b < nb; b++, x += 110) {
+        const float d = amk__gguf_f16(x + 108);
+        const uint8_t *hm = x, *sc = x + 96;
+        for (n = 0; n < 2; n++)
+            for (j = 0; j < 4; j++)
+                for (h = 0; h < 2; h++) {
+                    const uint8_t *q = x + 32 + 32 * n + 16 * h, *m = hm + 16 * h;
+                    const float dl = d * (float)amk__gguf_q3k_scale(sc, 8 * n + 2 * j + h);
+                    for (l = 0; l < 16; l++)
+                        *y++ = dl * (float)((int)((q[l] >> (2 * j)) & 3) - ((m[l] >> (4 * n + j)) & 1 ? 0 : 4));
+                }
+    }
+}
+/* IQ4_NL: [d f16][qs u8 x16], Q4_0's nibble placement; y = d * a 16-entry table of nonlinear levels. */
+AMK__FN void amk__gguf_deq_iq4_nl(const uint8_t *x, int64_t nb, float *y) {
+    static const int8_t levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    int64_t b;
+    int j;
+    for (b = 0; b < nb; b++, x += 18, y += 32) {
+        const float d = amk__gguf_f16(x);
+        for (j = 0; j < 16; j++) {
+            y[j] = d * (float)levels[x[2 + j] & 0xF];
+            y[j + 16] = d * (float)levels[x[2 + j] >> 4];
         }
     }
 }
@@ -1354,8 +1420,12 @@ AMK__FN amk__gguf_deq_fn amk__gguf_deq_for(uint32_t type) {
     case AMK_GGML_Q4_1: return amk__gguf_deq_q4_1;
     case AMK_GGML_Q5_0: return amk__gguf_deq_q5_0;
     case AMK_GGML_Q5_1: return amk__gguf_deq_q5_1;
+    case AMK_GGML_Q2_K: return amk__gguf_deq_q2_k;
+    case AMK_GGML_Q3_K: return amk__gguf_deq_q3_k;
     case AMK_GGML_Q4_K: return amk__gguf_deq_q4_k;
+    case AMK_GGML_Q5_K: return amk__gguf_deq_q5_k;
     case AMK_GGML_Q6_K: return amk__gguf_deq_q6_k;
+    case AMK_GGML_IQ4_NL: return amk__gguf_deq_iq4_nl;
     default: return NULL;
     }
 }

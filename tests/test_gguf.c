@@ -94,10 +94,41 @@ static double ref_elem(uint32_t type, const unsigned char *blk, int e) {
         int q = (grp >= 2 ? lo >> 4 : lo & 15) | (((qh[32 * n + l] >> (2 * grp)) & 3) << 4);
         return get_f16(blk + 208) * sc[8 * n + l / 16 + 2 * grp] * (q - 32);
     }
+    case AMK_GGML_Q5_K: { /* Q4_K's scales and nibbles, qs at 48; bit (2c + high half) of qh[l] is the 5th */
+        const unsigned char *sc = blk + 4, *qh = blk + 16, *qs = blk + 48;
+        int c = e / 64, w = e % 64, hi = w >= 32, sub = 2 * c + hi, l = w % 32, s, m, q;
+        if (sub < 4) { s = sc[sub] & 63; m = sc[sub + 4] & 63; }
+        else { s = (sc[sub + 4] & 15) | ((sc[sub - 4] >> 6) << 4); m = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4); }
+        q = (hi ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15) + 16 * ((qh[l] >> sub) & 1);
+        return get_f16(blk) * s * q - get_f16(blk + 2) * m;
+    }
+    case AMK_GGML_Q2_K: { /* scales[16] (scale low nibble, min high), qs[64], d, dmin */
+        int n = e / 128, r = e % 128, j = r / 32, h = (r % 32) / 16, l = r % 16;
+        int sb = blk[8 * n + 2 * j + h], q = (blk[16 + 32 * n + 16 * h + l] >> (2 * j)) & 3;
+        return get_f16(blk + 80) * (sb & 15) * q - get_f16(blk + 82) * (sb >> 4);
+    }
+    case AMK_GGML_Q3_K: { /* hmask[32], qs[64], scales[12] (16 6-bit, -32), d */
+        const unsigned char *sc = blk + 96;
+        int n = e / 128, r = e % 128, j = r / 32, h = (r % 32) / 16, l = r % 16, i = 16 * h + l;
+        int s = 8 * n + 2 * j + h, lo, hi2, q;
+        if (s < 4) { lo = sc[s] & 15; hi2 = sc[s + 8] & 3; }
+        else if (s < 8) { lo = sc[s] & 15; hi2 = (sc[s + 4] >> 2) & 3; }
+        else if (s < 12) { lo = sc[s - 8] >> 4; hi2 = (sc[s] >> 4) & 3; }
+        else { lo = sc[s - 8] >> 4; hi2 = (sc[s - 4] >> 6) & 3; }
+        q = ((blk[32 + 32 * n + i] >> (2 * j)) & 3) - (((blk[i] >> (4 * n + j)) & 1) ? 0 : 4);
+        return get_f16(blk + 108) * ((lo | hi2 << 4) - 32) * q;
+    }
+    case AMK_GGML_IQ4_NL: {
+        static const int lv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        int q = e < 16 ? (blk[2 + e] & 15) : (blk[2 + e - 16] >> 4);
+        return get_f16(blk) * lv[q];
+    }
     default: return 0.0;
     }
 }
-static int blk_elems(uint32_t t) { return t == AMK_GGML_Q4_K || t == AMK_GGML_Q6_K ? 256 : 32; }
+static int blk_elems(uint32_t t) {
+    return t == AMK_GGML_Q2_K || t == AMK_GGML_Q3_K || t == AMK_GGML_Q4_K || t == AMK_GGML_Q5_K || t == AMK_GGML_Q6_K ? 256 : 32;
+}
 static int blk_bytes(uint32_t t) {
     switch (t) {
     case AMK_GGML_Q8_0: return 34;
@@ -105,8 +136,12 @@ static int blk_bytes(uint32_t t) {
     case AMK_GGML_Q4_1: return 20;
     case AMK_GGML_Q5_0: return 22;
     case AMK_GGML_Q5_1: return 24;
+    case AMK_GGML_Q2_K: return 84;
+    case AMK_GGML_Q3_K: return 110;
     case AMK_GGML_Q4_K: return 144;
+    case AMK_GGML_Q5_K: return 176;
     case AMK_GGML_Q6_K: return 210;
+    case AMK_GGML_IQ4_NL: return 18;
     default: return 0;
     }
 }
@@ -118,9 +153,11 @@ static unsigned char *random_blocks(uint32_t t, int nb) {
     for (b = 0; b < nb; b++) {
         unsigned char *x = p + b * bb;
         if (t == AMK_GGML_Q6_K) put_f16(x + 208, rnd_sym() * 0.05f);
+        else if (t == AMK_GGML_Q3_K) put_f16(x + 108, rnd_sym() * 0.05f);
+        else if (t == AMK_GGML_Q2_K) { put_f16(x + 80, rnd_sym() * 0.1f); put_f16(x + 82, rnd_sym()); }
         else {
             put_f16(x, rnd_sym() * 0.1f);
-            if (t == AMK_GGML_Q4_1 || t == AMK_GGML_Q5_1 || t == AMK_GGML_Q4_K) put_f16(x + 2, rnd_sym());
+            if (t == AMK_GGML_Q4_1 || t == AMK_GGML_Q5_1 || t == AMK_GGML_Q4_K || t == AMK_GGML_Q5_K) put_f16(x + 2, rnd_sym());
         }
     }
     return p;
@@ -272,14 +309,16 @@ static void test_metadata_types(void) {
 
 /* ---- tensors ------------------------------------------------------------------------------------ */
 
-static const uint32_t quant_types[7] = {AMK_GGML_Q8_0, AMK_GGML_Q4_0, AMK_GGML_Q4_1, AMK_GGML_Q5_0,
-                                        AMK_GGML_Q5_1, AMK_GGML_Q4_K, AMK_GGML_Q6_K};
+#define N_QUANT 11
+static const uint32_t quant_types[N_QUANT] = {AMK_GGML_Q8_0, AMK_GGML_Q4_0, AMK_GGML_Q4_1, AMK_GGML_Q5_0,
+                                              AMK_GGML_Q5_1, AMK_GGML_Q2_K, AMK_GGML_Q3_K, AMK_GGML_Q4_K,
+                                              AMK_GGML_Q5_K, AMK_GGML_Q6_K, AMK_GGML_IQ4_NL};
 
 /* A file with a tensor of every supported type (plain, then quantized with 2 rows each), version
    v and alignment al (written as general.alignment when not 32). */
 static void check_tensor_file(uint32_t v, uint64_t al) {
     tw_gguf w;
-    unsigned char *blocks[7], *f;
+    unsigned char *blocks[N_QUANT], *f;
     float f32s[24];
     uint16_t f16s[32], bf16s[4];
     size_t n, data_start;
@@ -301,7 +340,7 @@ static void check_tensor_file(uint32_t v, uint64_t al) {
     tw_tensor(&w, "t.f16", AMK_GGML_F16, 2, dims2, f16s, sizeof f16s);
     dims2[0] = 4;
     tw_tensor(&w, "t.bf16", AMK_GGML_BF16, 1, dims2, bf16s, sizeof bf16s);
-    for (q = 0; q < 7; q++) {
+    for (q = 0; q < N_QUANT; q++) {
         uint32_t t = quant_types[q];
         blocks[q] = random_blocks(t, 4);
         dims2[0] = 2 * blk_elems(t); dims2[1] = 2;
@@ -317,14 +356,14 @@ static void check_tensor_file(uint32_t v, uint64_t al) {
     if (!g) fprintf(stderr, "%s\n", d.message);
     if (g) {
     CHECK_EQ_INT(amk_gguf_version(g), v);
-    CHECK_EQ_INT(amk_gguf_n_tensors(g), 11);
+    CHECK_EQ_INT(amk_gguf_n_tensors(g), 4 + N_QUANT);
     for (i = 0; i < amk_gguf_n_tensors(g); i++) {
         const amk_gguf_tensor *t = amk_gguf_tensor_at(g, i);
         CHECK(t->offset % al == 0);
         CHECK((const unsigned char *)t->data == f + data_start + t->offset);
         CHECK(amk_gguf_find_tensor(g, t->name) == t);
     }
-    CHECK(amk_gguf_tensor_at(g, 11) == NULL && amk_gguf_find_tensor(g, "t.nope") == NULL);
+    CHECK(amk_gguf_tensor_at(g, 4 + N_QUANT) == NULL && amk_gguf_find_tensor(g, "t.nope") == NULL);
     {
         const amk_gguf_tensor *t = amk_gguf_find_tensor(g, "t.f32");
         float y[24];
@@ -353,7 +392,7 @@ static void check_tensor_file(uint32_t v, uint64_t al) {
             CHECK(memcmp(back, bf16s, sizeof back) == 0);
         }
     }
-    for (q = 0; q < 7; q++) {
+    for (q = 0; q < N_QUANT; q++) {
         uint32_t ty = quant_types[q];
         const amk_gguf_tensor *t;
         snprintf(name, sizeof name, "t.%s", amk_gguf_type_name(ty));
@@ -370,7 +409,7 @@ static void check_tensor_file(uint32_t v, uint64_t al) {
     }
     amk_gguf_close(g);
     }
-    for (q = 0; q < 7; q++) free(blocks[q]);
+    for (q = 0; q < N_QUANT; q++) free(blocks[q]);
     free(q4d);
     free(f);
     tw_free(&w);
@@ -383,7 +422,7 @@ static void test_tensors_align24(void) { check_tensor_file(3, 24); } /* multiple
 /* Many random blocks of each type against the double-precision reference. */
 static void test_dequant_random_blocks(void) {
     int q;
-    for (q = 0; q < 7; q++) {
+    for (q = 0; q < N_QUANT; q++) {
         unsigned char *b = random_blocks(quant_types[q], 64);
         check_dequant(quant_types[q], b, 64);
         free(b);
@@ -448,6 +487,59 @@ static void test_dequant_fixed_blocks(void) {
     put_f16(b, 0.25f); b[2] = (unsigned char)-128; b[33] = 127;
     CHECK_EQ_INT(amk_gguf_dequant(AMK_GGML_Q8_0, b, 34, 32, AMK_DTYPE_F32, y, &d), AMK_OK);
     CHECK(y[0] == -32.0f && y[31] == 31.75f && y[1] == 0.0f);
+    /* Q5_K: Q4_K's block with qh[32] before qs (at 48). d = 1, dmin = 0.5; sub-block 0: sc 1, m 2;
+       sub-block 5: sc 37, m 45; qh[0] bit 0 (y[0]'s 5th bit) and qh[0] bit 5 (y[160]'s: chunk 2,
+       high half) */
+    memset(b, 0, sizeof b);
+    put_f16(b, 1.0f); put_f16(b + 2, 0.5f);
+    b[4 + 0] = 1; b[4 + 4] = 2;
+    b[4 + 9] = (37 & 15) | ((45 & 15) << 4);
+    b[4 + 1] |= (37 >> 4) << 6;
+    b[4 + 5] |= (45 >> 4) << 6;
+    b[16 + 0] = 1 | 1 << 5;
+    b[48 + 0] = 0x03;             /* y[0]: low nibble 3 + 16 */
+    b[48 + 64] = 0x70;            /* y[160]: 7 + 16 */
+    CHECK_EQ_INT(amk_gguf_dequant(AMK_GGML_Q5_K, b, 176, 256, AMK_DTYPE_F32, y, &d), AMK_OK);
+    CHECK(y[0] == 18.0f);         /* 1*1*19 - 0.5*2 */
+    CHECK(y[1] == -1.0f);         /* q 0, no 5th bit */
+    CHECK(y[32] == 0.0f);         /* sub-block 1: sc = m = 0 */
+    CHECK(y[160] == 828.5f);      /* 1*37*23 - 0.5*45 */
+    CHECK(y[161] == -22.5f);
+    CHECK(y[192] == 0.0f);        /* chunk 3, low half: qh[0] bit 6 clear, sub-block 6 zero */
+    /* Q2_K: scales[16] first (scale low nibble, min high), qs[64], d = 0.5 at 80, dmin = 0.25 at 82.
+       Sub-block 0: scale 3, min 2; sub-block 3 (half 0, j 1, second 16): scale 5, min 1; sub-block
+       9 (half 1, j 0, second 16): scale 7, min 0 */
+    memset(b, 0, sizeof b);
+    put_f16(b + 80, 0.5f); put_f16(b + 82, 0.25f);
+    b[0] = 3 | 2 << 4; b[3] = 5 | 1 << 4; b[9] = 7;
+    b[16 + 0] = 2;                /* y[0]: bits 0-1 of qs[0] = 2 */
+    b[16 + 16 + 4] = 3 << 2;      /* y[32 + 16 + 4]: bits 2-3 of qs[20] = 3 */
+    b[16 + 32 + 16 + 1] = 1;      /* y[128 + 16 + 1]: bits 0-1 of qs[49] = 1 */
+    CHECK_EQ_INT(amk_gguf_dequant(AMK_GGML_Q2_K, b, 84, 256, AMK_DTYPE_F32, y, &d), AMK_OK);
+    CHECK(y[0] == 2.5f);          /* 0.5*3*2 - 0.25*2 */
+    CHECK(y[1] == -0.5f);         /* q 0 */
+    CHECK(y[52] == 7.25f);        /* 0.5*5*3 - 0.25*1 */
+    CHECK(y[145] == 3.5f);        /* 0.5*7*1 */
+    CHECK(y[16] == 0.0f);         /* sub-block 1 zero */
+    /* Q3_K: hmask[32], qs[64], scales[12], d = 0.5 at 108. Scale 0 is 33 (low nibble 1 in scales[0],
+       high bits 2 in scales[8] bits 0-1), so 1; scale 13 (half 1, j 2, second 16) is 20 (low nibble
+       4 in the high nibble of scales[5], high bits 1 in scales[9] bits 6-7), so -12. */
+    memset(b, 0, sizeof b);
+    put_f16(b + 108, 0.5f);
+    b[96 + 0] = 1; b[96 + 8] = 2;                 /* scale 0: 1 | 2 << 4 = 33, less 32: 1 */
+    b[96 + 5] = 4 << 4; b[96 + 9] = 1 << 6;       /* scale 13: 4 | 1 << 4 = 20, less 32: -12 */
+    b[32 + 0] = 3;                                /* y[0]: q 3, hmask[0] bit 0 set: 3 */
+    b[0] = 1;
+    b[32 + 32 + 16 + 2] = 2 << 4;                 /* y[128 + 64 + 16 + 2]: q 2, hmask[18] bit 6 clear: -2 */
+    CHECK_EQ_INT(amk_gguf_dequant(AMK_GGML_Q3_K, b, 110, 256, AMK_DTYPE_F32, y, &d), AMK_OK);
+    CHECK(y[0] == 1.5f);          /* 0.5*1*3 */
+    CHECK(y[1] == -2.0f);         /* q 0, hmask bit clear: -4 */
+    CHECK(y[210] == 12.0f);       /* 0.5*-12*-2 */
+    /* IQ4_NL: d = 0.5, qs[0] = 0xF0 (y[0] level 0 = -127, y[16] level 15 = 113) */
+    memset(b, 0, sizeof b);
+    put_f16(b, 0.5f); b[2] = 0xF0;
+    CHECK_EQ_INT(amk_gguf_dequant(AMK_GGML_IQ4_NL, b, 18, 32, AMK_DTYPE_F32, y, &d), AMK_OK);
+    CHECK(y[0] == -63.5f && y[16] == 56.5f && y[1] == -63.5f);
 }
 
 static void test_dequant_errors(void) {
@@ -461,8 +553,8 @@ static void test_dequant_errors(void) {
     CHECK_EQ_INT(amk_gguf_dequant(AMK_GGML_Q8_0, b, 33, 32, AMK_DTYPE_F32, y, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_gguf_dequant(AMK_GGML_Q8_0, b, 34, -32, AMK_DTYPE_F32, y, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_gguf_dequant(AMK_GGML_Q8_0, b, 34, 32, AMK_DTYPE_I32, y, &d), AMK_ERR_INVALID_ARG);
-    CHECK_EQ_INT(amk_gguf_dequant(10 /* Q2_K */, b, 144, 256, AMK_DTYPE_F32, y, &d), AMK_ERR_UNSUPPORTED);
-    CHECK(strstr(d.message, "Q2_K") != NULL);
+    CHECK_EQ_INT(amk_gguf_dequant(16 /* IQ2_XXS */, b, 144, 256, AMK_DTYPE_F32, y, &d), AMK_ERR_UNSUPPORTED);
+    CHECK(strstr(d.message, "IQ2_XXS") != NULL);
     CHECK_EQ_INT(amk_gguf_dequant(4, b, 144, 32, AMK_DTYPE_F32, y, &d), AMK_ERR_UNSUPPORTED);
     CHECK_EQ_INT(amk_gguf_dequant(AMK_GGML_Q4_K, b, 144, INT64_MAX - 255, AMK_DTYPE_F32, y, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_gguf_dequant(AMK_GGML_Q4_K, b, 144, 0, AMK_DTYPE_F32, y, &d), AMK_OK);
