@@ -47,7 +47,7 @@ fi
 OUTD=${OUT:-/tmp/amk-ab}
 ROUNDS=${ROUNDS:-3}
 mkdir -p "$OUTD"
-nvcc --version | tail -n 2 | head -n 1 # why: this host's ptxas has spilled what the dev machine's did not (run 323)
+nvcc --version | tail -n 2 | head -n 1 # why: this host's build has spilled what the dev machine's did not (runs 323, 326)
 copy_tree() { # copy_tree DIR: the working tree without builds or git
   rm -rf "$1"; mkdir -p "$1"
   tar cf - --exclude=./build --exclude='./build-*' --exclude=./.git --exclude="./$AB_DIR" --exclude=./.model_parts . | tar xf - -C "$1"

@@ -30,8 +30,8 @@ run() { # run NAME CMD...: log to $OUTD/NAME.log, keep rc and time
   echo "== $name rc=$rc"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-# why the compiler's version: the VM sits at the register cap, and this host's ptxas has spilled
-# code the dev machine's did not (bench/RESULTS.md run 323)
+# why the compiler's version: the VM sits at the register cap, and this host's build has spilled
+# code the dev machine's build did not (bench/RESULTS.md runs 323, 326: the same nvcc there)
 nvcc --version | tail -n 2 | head -n 1
 case "${1:-a}" in
 a)
