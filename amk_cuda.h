@@ -457,8 +457,9 @@ AMK__FN void amk__cuda_leave(amk_cuda *c) {
 /* ---- checking a program for the device ---------------------------------------------------------- */
 
 /* Forms of the spec's opcodes the reference VM runs and the device does not: KV_APPEND and
-   ATTENTION_TILE over a batch of caches (rank 4, B > 1), attention partials not in F32. 1 with
-   the reason in msg; 0 when the device runs t. */
+   ATTENTION_TILE over a batch of caches (rank 4, B > 1), attention partials not in F32, and
+   weights in a GGUF block format (AMK_DTYPE_Q8_0 ... IQ4_NL: the device's tiles do not read them
+   yet). 1 with the reason in msg; 0 when the device runs t. */
 AMK__FN int amk__cuda_unsupported_form(const amk_program *p, const amk_task *t, char *msg, size_t size) {
     int i;
     if ((t->op == AMK_OP_KV_APPEND || t->op == AMK_OP_ATTENTION_TILE) && t->n_inputs >= 2 &&
@@ -472,10 +473,15 @@ AMK__FN int amk__cuda_unsupported_form(const amk_program *p, const amk_task *t, 
         const int part = t->op == AMK_OP_ATTENTION_COMBINE ? i < t->n_inputs
                        : t->op == AMK_OP_ATTENTION_TILE && i == t->n_inputs &&
                          ((uint32_t)amk__param_i(t, "flags", 0) & AMK_ATTN_FLAG_PARTIAL);
+        const char *name = p->buffers[id].name ? p->buffers[id].name : "?";
+        if (amk_dtype_is_block(p->buffers[id].dtype)) {
+            snprintf(msg, size, "%s: weight '%s' in %s runs on the reference VM only (the device reads no GGUF "
+                     "block format yet)", amk_op_name(t->op), name, amk_dtype_name(p->buffers[id].dtype));
+            return 1;
+        }
         if (part && p->buffers[id].dtype != AMK_DTYPE_F32) {
             snprintf(msg, size, "%s: attention partials '%s' in %s run on the reference VM only (the device's are F32)",
-                     amk_op_name(t->op), p->buffers[id].name ? p->buffers[id].name : "?",
-                     amk_dtype_name(p->buffers[id].dtype));
+                     amk_op_name(t->op), name, amk_dtype_name(p->buffers[id].dtype));
             return 1;
         }
     }

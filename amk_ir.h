@@ -42,7 +42,23 @@ typedef enum amk_dtype {
     AMK_DTYPE_I4 = 7, /* packed 4-bit, two per byte, element 2b in the low nibble of byte b */
     AMK_DTYPE_U8 = 8,
     AMK_DTYPE_BOOL = 9,
-    AMK_DTYPE_COUNT = 10
+    /* AMK's own: GGUF's block formats (ggml's layouts, REFERENCE.md §1.4), weights only. A block of
+       32 or 256 consecutive elements of a row is its bytes as ggml stores them (Q8_0: 34 bytes a
+       32; Q2_K ... Q6_K: 84, 110, 144, 176, 210 a 256; IQ4_NL: 18 a 32); a row's length is a
+       multiple of the block. Read as float wherever a weight is read (the reference VM decodes the
+       block); nothing writes them. The device does not run them yet (amk_cuda_create refuses). */
+    AMK_DTYPE_Q8_0 = 10,
+    AMK_DTYPE_Q4_0 = 11,
+    AMK_DTYPE_Q4_1 = 12,
+    AMK_DTYPE_Q5_0 = 13,
+    AMK_DTYPE_Q5_1 = 14,
+    AMK_DTYPE_Q2_K = 15,
+    AMK_DTYPE_Q3_K = 16,
+    AMK_DTYPE_Q4_K = 17,
+    AMK_DTYPE_Q5_K = 18,
+    AMK_DTYPE_Q6_K = 19,
+    AMK_DTYPE_IQ4_NL = 20,
+    AMK_DTYPE_COUNT = 21
 } amk_dtype;
 
 typedef enum amk_memspace {

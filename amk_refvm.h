@@ -125,7 +125,9 @@ AMK__FN void amk__refvm_load_row(const void *base, int t, int64_t off, int64_t n
         for (i = 0; i < n; i++) { memcpy(&h, b + 2 * (off + i), 2); dst[i] = amk__refvm_f16(h); }
         break;
     default:
-        for (i = 0; i < n; i++) dst[i] = amk__load_f32(base, t, off + i);
+        if (amk_dtype_is_block(t)) amk__blk_load(base, t, off, n, dst); /* a GGUF weight's blocks */
+        else
+            for (i = 0; i < n; i++) dst[i] = amk__load_f32(base, t, off + i);
         break;
     }
 }
@@ -158,10 +160,21 @@ AMK__FN void amk__refvm_cast(void *dst, int dt, int64_t doff, const void *src, i
     int64_t i;
     int bits = amk_dtype_bits(dt);
     if (n <= 0) return;
-    if (dt == st && bits % 8 == 0) {
+    if (dt == st && bits % 8 == 0 && bits > 0) {
         size_t w = (size_t)(bits / 8);
         memmove((uint8_t *)dst + (size_t)doff * w, (const uint8_t *)src + (size_t)soff * w,
                 (size_t)n * w);
+        return;
+    }
+    if (amk_dtype_is_block(st)) { /* an embedding row of a GGUF table: its blocks, 256 elements at a time */
+        float tmp[256];
+        int64_t k;
+        for (i = 0; i < n; i += k) {
+            int64_t j;
+            k = n - i < 256 ? n - i : 256;
+            amk__blk_load(src, st, soff + i, k, tmp);
+            for (j = 0; j < k; j++) amk__store_f32(dst, dt, doff + i + j, tmp[j]);
+        }
         return;
     }
     for (i = 0; i < n; i++) amk__store_f32(dst, dt, doff + i, amk__load_f32(src, st, soff + i));

@@ -323,6 +323,10 @@ AMK__FN int amk__check_embed(const amk__opshape *c) {
     if (tab->rank < 1 || tab->shape[0] < 1)
         AMK__OPS_FAIL(OP_SHAPE, "table '%s' must be [V, ...] with V >= 1", amk__opshape_name(tab));
     R = c->n_in[1] / tab->shape[0];
+    if (amk_dtype_is_block(tab->dtype) && R % amk_dtype_block(tab->dtype, NULL))
+        AMK__OPS_FAIL(OP_SHAPE, "table '%s' is %s: its rows of %lld elements must be whole blocks of %d",
+                      amk__opshape_name(tab), amk_dtype_name(tab->dtype), (long long)R,
+                      amk_dtype_block(tab->dtype, NULL));
     if (!amk__mul_i64(c->n_in[0], R, &v) || c->n_out != v)
         AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, ids*row = %lld*%lld (table '%s' rows of %lld)",
                       amk__opshape_name(c->out), (long long)c->n_out, (long long)c->n_in[0], (long long)R,
@@ -714,8 +718,9 @@ AMK__FN int amk__check_norm_gemv(const amk__opshape *c) {
         AMK__OPS_FAIL(OP_SHAPE, "norm_w '%s' has %lld elements, K = %lld", amk__opshape_name(c->in[1]),
                       (long long)c->n_in[1], (long long)K);
     for (i = 2; i < (swiglu ? 4 : 3); i++) {
-        if (c->in[i]->rank != 2 || c->in[i]->shape[1] != K || !amk_dtype_is_float(c->in[i]->dtype))
-            AMK__OPS_FAIL(OP_SHAPE, "W '%s' must be a float [N, K = %lld]", amk__opshape_name(c->in[i]),
+        if (c->in[i]->rank != 2 || c->in[i]->shape[1] != K ||
+            !(amk_dtype_is_float(c->in[i]->dtype) || amk_dtype_is_block(c->in[i]->dtype)))
+            AMK__OPS_FAIL(OP_SHAPE, "W '%s' must be a float or GGUF block [N, K = %lld]", amk__opshape_name(c->in[i]),
                           (long long)K);
         if (c->in[i]->shape[0] != c->in[2]->shape[0])
             AMK__OPS_FAIL(OP_SHAPE, "W_up '%s' has %lld rows, W_gate %lld", amk__opshape_name(c->in[i]),
@@ -864,6 +869,21 @@ AMK__FN int amk__op_caveat(const amk_program *p, const amk_task *t, char *msg, s
    BUFFER_ENUM, BUFFER_SHAPE) so a direct amk_ref_exec call can never read out of bounds.
    Returns 1 if fine; else 0 with *which (OP_SHAPE, OP_DTYPE, PARAM_VALUE or OP_UNSUPPORTED) and a
    message naming the buffers and numbers. */
+/* 1 when input slot i of task t may hold a block format (AMK_DTYPE_Q8_0 ... IQ4_NL, amk_dtype_is_block):
+   the weight rows a tile reads and dequantizes as float. GEMV_TILE/GEMM_TILE's W (not their
+   spec-quantized form, whose qW is I8 or I4 with scales), the RMSNORM_* tiles' W (RMSNORM_MLP's
+   gate and up; not its W_downT or W_cat, which the loader derives in a float dtype) and EMBED's
+   table. */
+AMK__FN int amk__op_block_input(const amk_task *t, int i) {
+    switch (amk_op_device(t->op, NULL)) {
+    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: return i == 1 && amk__param_i(t, "qdtype", 0) == 0;
+    case AMK_OP_RMSNORM_GEMV: return i == 2;
+    case AMK_OP_RMSNORM_SWIGLU: case AMK_OP_RMSNORM_MLP: return i == 2 || i == 3;
+    case AMK_OP_EMBED: return i == 1;
+    default: return 0;
+    }
+}
+
 AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *which, char *msg,
                           size_t msg_size) {
     amk__opshape c;
@@ -916,6 +936,10 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         if (i < ni) { c.in[i] = b; c.n_in[i] = amk_buffer_numel(b); }
         else if (i == ni) { c.out = b; c.n_out = amk_buffer_numel(b); }
         else if (i == ni + 1) { c.out2 = b; c.n_out2 = amk_buffer_numel(b); }
+        if (amk_dtype_is_block(b->dtype) && (i >= ni || !amk__op_block_input(t, i)))
+            AMK__OPS_FAIL(OP_DTYPE, "%s %d '%s' is %s, a weight format: only a GEMV or GEMM tile's W, the "
+                          "RMSNORM_* tiles' W (gate, up) and EMBED's table take one", i < ni ? "input" : "output",
+                          i < ni ? i : i - ni, amk__opshape_name(b), amk_dtype_name(b->dtype));
     }
     for (i = 0; i < t->n_params; i++) {
         const amk_param *pr = &t->params[i];
@@ -1373,6 +1397,19 @@ AMK__FN void amk__v_buffers(amk__vctx *v) {
         } else if (!v->buf_enum[i] && amk__buffer_nbytes(b) < 0) {
             v->buf_shape[i] = 1;
             amk__v_issue(v, AMK_CHECK_BUFFER_SHAPE, -1, i, -1, "%s: its byte size overflows int64", bn);
+        } else if (!v->buf_enum[i] && amk_dtype_is_block(b->dtype)) { /* a GGUF block format */
+            const int E = amk_dtype_block(b->dtype, NULL);
+            if (b->kind != AMK_KIND_WEIGHT && b->kind != AMK_KIND_CONST) {
+                v->buf_shape[i] = 1;
+                amk__v_issue(v, AMK_CHECK_BUFFER_SHAPE, -1, i, -1,
+                             "%s is %s, a weight format: its kind must be WEIGHT or CONST, not %s", bn,
+                             amk_dtype_name(b->dtype), amk_kind_name(b->kind));
+            } else if (b->rank < 1 || b->shape[b->rank - 1] % E != 0) {
+                v->buf_shape[i] = 1;
+                amk__v_issue(v, AMK_CHECK_BUFFER_SHAPE, -1, i, -1,
+                             "%s is %s: its rows (last dimension %lld) must be whole blocks of %d", bn,
+                             amk_dtype_name(b->dtype), (long long)(b->rank < 1 ? 0 : b->shape[b->rank - 1]), E);
+            }
         }
     }
     names = (amk__v_named *)amk__calloc((size_t)v->nb + 1, sizeof(amk__v_named));

@@ -17,9 +17,24 @@ static void check_table(const named_code *t, int n, int (*from_name)(const char 
 
 static void test_dtype_codes(void) {
     static const named_code t[] = {{"F32", 0}, {"F16", 1}, {"BF16", 2}, {"F8E4M3", 3},
-        {"F8E5M2", 4}, {"I32", 5}, {"I8", 6}, {"I4", 7}, {"U8", 8}, {"BOOL", 9}};
-    check_table(t, 10, amk_dtype_from_name, amk_dtype_name);
-    CHECK_EQ_INT(AMK_DTYPE_COUNT, 10);
+        {"F8E5M2", 4}, {"I32", 5}, {"I8", 6}, {"I4", 7}, {"U8", 8}, {"BOOL", 9},
+        /* AMK's own: GGUF's block formats */
+        {"Q8_0", 10}, {"Q4_0", 11}, {"Q4_1", 12}, {"Q5_0", 13}, {"Q5_1", 14}, {"Q2_K", 15}, {"Q3_K", 16},
+        {"Q4_K", 17}, {"Q5_K", 18}, {"Q6_K", 19}, {"IQ4_NL", 20}};
+    /* elements and bytes a block, ggml's (GGML_QUANT_SIZES) */
+    static const int blocks[11][2] = {{32, 34}, {32, 18}, {32, 20}, {32, 22}, {32, 24}, {256, 84}, {256, 110},
+                                      {256, 144}, {256, 176}, {256, 210}, {32, 18}};
+    int i, bytes;
+    check_table(t, 21, amk_dtype_from_name, amk_dtype_name);
+    CHECK_EQ_INT(AMK_DTYPE_COUNT, 21);
+    for (i = 0; i < 11; i++) {
+        CHECK(amk_dtype_is_block(10 + i) && amk_dtype_bits(10 + i) == 0 && !amk_dtype_is_float(10 + i));
+        CHECK(amk_dtype_block(10 + i, &bytes) == blocks[i][0] && bytes == blocks[i][1]);
+        CHECK_EQ_INT(amk_dtype_nbytes(10 + i, 2 * blocks[i][0]), 2 * blocks[i][1]);
+        CHECK_EQ_INT(amk_dtype_nbytes(10 + i, blocks[i][0] + 1), 2 * blocks[i][1]); /* the blocks that hold them */
+    }
+    CHECK(!amk_dtype_is_block(AMK_DTYPE_BOOL) && !amk_dtype_is_block(21) && amk_dtype_block(AMK_DTYPE_F32, &bytes) == 0 && bytes == 0);
+    CHECK_EQ_INT(amk_dtype_nbytes(AMK_DTYPE_Q8_0, INT64_MAX), -1); /* 2^58 blocks of 34 bytes overflow */
     CHECK_EQ_INT(amk_dtype_bits(AMK_DTYPE_I4), 4);
     CHECK_EQ_INT(amk_dtype_nbytes(AMK_DTYPE_I4, 3), 2); /* ceil for packed sub-byte types */
     CHECK_EQ_INT(amk_dtype_nbytes(AMK_DTYPE_BF16, 3), 6);

@@ -429,6 +429,17 @@ static void test_dequant_random_blocks(void) {
     }
 }
 
+/* A zeroed Q4_K/Q5_K block's header: d = 1, dmin = 0.5; sub-block 0: sc 1, m 2; sub-block 5: sc
+   37, m 45 (the high bits kept in scales[1] and scales[5]). */
+static void k4_header(unsigned char *b, size_t n) {
+    memset(b, 0, n);
+    put_f16(b, 1.0f); put_f16(b + 2, 0.5f);
+    b[4 + 0] = 1; b[4 + 4] = 2;
+    b[4 + 9] = (37 & 15) | ((45 & 15) << 4);
+    b[4 + 1] |= (37 >> 4) << 6;
+    b[4 + 5] |= (45 >> 4) << 6;
+}
+
 /* Blocks computed by hand from the formulas. */
 static void test_dequant_fixed_blocks(void) {
     unsigned char b[210];
@@ -437,12 +448,7 @@ static void test_dequant_fixed_blocks(void) {
     /* Q4_K: d = 1, dmin = 0.5; sub-block 0: sc 1, m 2; sub-block 5: sc 37, m 45 (uses the high
        bits kept in scales[1] and scales[5], which must not leak into sub-blocks 1 and 5's low
        fields). */
-    memset(b, 0, sizeof b);
-    put_f16(b, 1.0f); put_f16(b + 2, 0.5f);
-    b[4 + 0] = 1; b[4 + 4] = 2;
-    b[4 + 9] = (37 & 15) | ((45 & 15) << 4);
-    b[4 + 1] |= (37 >> 4) << 6;
-    b[4 + 5] |= (45 >> 4) << 6;
+    k4_header(b, sizeof b);
     b[16 + 0] = 0x03;             /* y[0]: low nibble 3, sub-block 0 */
     b[16 + 64] = 0x70;            /* y[160]: chunk 2 high nibble 7, sub-block 5 */
     CHECK_EQ_INT(amk_gguf_dequant(AMK_GGML_Q4_K, b, 144, 256, AMK_DTYPE_F32, y, &d), AMK_OK);
@@ -490,12 +496,7 @@ static void test_dequant_fixed_blocks(void) {
     /* Q5_K: Q4_K's block with qh[32] before qs (at 48). d = 1, dmin = 0.5; sub-block 0: sc 1, m 2;
        sub-block 5: sc 37, m 45; qh[0] bit 0 (y[0]'s 5th bit) and qh[0] bit 5 (y[160]'s: chunk 2,
        high half) */
-    memset(b, 0, sizeof b);
-    put_f16(b, 1.0f); put_f16(b + 2, 0.5f);
-    b[4 + 0] = 1; b[4 + 4] = 2;
-    b[4 + 9] = (37 & 15) | ((45 & 15) << 4);
-    b[4 + 1] |= (37 >> 4) << 6;
-    b[4 + 5] |= (45 >> 4) << 6;
+    k4_header(b, sizeof b);
     b[16 + 0] = 1 | 1 << 5;
     b[48 + 0] = 0x03;             /* y[0]: low nibble 3 + 16 */
     b[48 + 64] = 0x70;            /* y[160]: 7 + 16 */

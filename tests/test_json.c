@@ -1041,6 +1041,23 @@ static void test_write_builder(void) {
     amk_program_free(p);
 }
 
+/* A weight in a GGUF block format goes out by its name and comes back as the same dtype. */
+static void test_block_dtype_roundtrip(void) {
+    amk_program *p = amk_program_create(), *q;
+    int64_t sh[2] = {4, 512};
+    amk_diag d;
+    char *w;
+    amk_program_add_buffer(p, "w", AMK_KIND_WEIGHT, AMK_DTYPE_Q6_K, 2, sh, AMK_SPACE_HBM, "w");
+    w = write_prog(p);
+    CHECK(w && strstr(w, "\"dtype\": \"Q6_K\"") != NULL);
+    q = w ? load_text(w, strlen(w), &d) : NULL;
+    CHECK(q && q->n_buffers == 1 && q->buffers[0].dtype == AMK_DTYPE_Q6_K);
+    CHECK_EQ_INT(amk_dtype_from_name("IQ4_NL"), AMK_DTYPE_IQ4_NL);
+    amk_free(w);
+    amk_program_free(q);
+    amk_program_free(p);
+}
+
 /* The writer refuses what would not load again, rather than write a broken file. */
 static void test_write_refuses(void) {
     int k;
@@ -1173,6 +1190,7 @@ int main(void) {
     RUN(test_load_args);
     RUN(test_big_meta);
     RUN(test_write_builder);
+    RUN(test_block_dtype_roundtrip);
     RUN(test_write_refuses);
     RUN(test_save_and_load_file);
     RUN(test_file_read_write);

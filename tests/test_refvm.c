@@ -274,6 +274,18 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_LAYERNORM, "F32[4,4] F32[8,4] F32[4] | F32[4,4]", "hidden=4 eps=1e-5", "OP_SHAPE"},
     /* GEMV / GEMM, float weights */
     {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[2,6]", "K=8 N_tile=3 n_off=3", "ok"},
+    /* GGUF block formats: a weight's rows where tiles read weights, nothing else */
+    {AMK_OP_GEMV_TILE, "F32[2,256] Q4_K[6,256] | F32[2,6]", "K=256 N_tile=3 n_off=3", "ok"},
+    {AMK_OP_GEMV_TILE, "F32[1,64] Q8_0[4,64] F32[4] | F32[1,4]", "K=64 N_tile=4 n_off=0", "ok"},
+    {AMK_OP_GEMV_TILE, "F32[1,64] Q4_0[4,64] F32[4] | F32[1,4]", "K=64 N_tile=4 n_off=0 qdtype=7 group=32", "OP_DTYPE"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,256] F32[256] Q6_K[4,256] | F32[1,4]", "eps=1e-5 K=256 N_tile=4 n_off=0", "ok"},
+    {AMK_OP_RMSNORM_SWIGLU, "F32[1,256] F32[256] Q5_K[4,256] Q3_K[4,256] | F32[1,4]", "eps=1e-5 K=256 N_tile=4 n_off=0", "ok"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,256] Q6_K[256] F32[4,256] | F32[1,4]", "eps=1e-5 K=256 N_tile=4 n_off=0", "OP_DTYPE"},
+    {AMK_OP_EMBED, "I32[1] IQ4_NL[10,64] | F32[1,64]", "hidden=64", "ok"},
+    {AMK_OP_EMBED, "I32[2] Q8_0[10,32] | F32[1,48]", "hidden=48", "OP_SHAPE"},
+    {AMK_OP_EMBED, "I32[1] Q8_0[320] | F32[1,1]", "hidden=1", "OP_SHAPE"}, /* rank 1: rows of one element */
+    {AMK_OP_ADD, "Q8_0[32] F32[32] | F32[32]", "", "OP_DTYPE"},
+    {AMK_OP_COPY, "F32[32] | Q8_0[32]", "", "OP_DTYPE"},
     {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] F32[6] | F32[2,6]", "K=8 N_tile=3 n_off=3", "ok"},
     {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[2,6]", "K=0 N_tile=3 n_off=3", "PARAM_VALUE"},
     {AMK_OP_GEMV_TILE, "F32[2,7] F32[6,8] | F32[2,6]", "K=8 N_tile=3 n_off=3", "OP_SHAPE"},
@@ -808,6 +820,77 @@ static void test_gemv_float(void) {
 
 /* Every F16 bit pattern as a weight, through a K=1 GEMV with x = 1: out = the weight exactly
    (the GEMV path decodes F16 rows with its own fast decoder). */
+/* A buffer of GGUF block format dt (amk_dtype_is_block): random quant bytes, finite small f16
+   scales where the format keeps them; v[] the values as amk_dtype_load_f32 decodes them (the
+   decoders themselves are checked in test_gguf.c against an independent one and gguf-py's). */
+static void tfill_blocks(tbuf *b) {
+    int bytes, E = amk_dtype_block(b->dt, &bytes), off[2] = {0, -1};
+    int64_t nb = b->n / E, k, i;
+    if (b->dt == AMK_DTYPE_Q2_K) { off[0] = 80; off[1] = 82; }
+    else if (b->dt == AMK_DTYPE_Q3_K) off[0] = 108;
+    else if (b->dt == AMK_DTYPE_Q6_K) off[0] = 208;
+    else if (b->dt == AMK_DTYPE_Q4_1 || b->dt == AMK_DTYPE_Q5_1 || b->dt == AMK_DTYPE_Q4_K || b->dt == AMK_DTYPE_Q5_K) off[1] = 2;
+    for (i = 0; i < (int64_t)b->nbytes; i++) b->data[i] = (unsigned char)rnd_u64();
+    for (k = 0; k < nb; k++)
+        for (i = 0; i < 2; i++)
+            if (off[i] >= 0) {
+                uint16_t h = amk_f32_to_f16((float)rnd_in(-0.05, 0.05));
+                memcpy(b->data + k * bytes + off[i], &h, 2);
+            }
+    for (i = 0; i < b->n; i++) b->v[i] = amk_dtype_load_f32(b->data, b->nbytes, b->dt, i);
+}
+
+/* Weights in GGUF's block formats on the reference VM: a GEMV tile (x F32 [2, K], W [5, K], out
+   poisoned past the tile) against double math on the decoded values, and EMBED's rows exactly the
+   decoded ones. */
+static void test_gemv_blocks(void) {
+    int dt;
+    for (dt = AMK_DTYPE_Q8_0; dt < AMK_DTYPE_COUNT; dt++) {
+        const int64_t K = 512, N = 5, M = 2, Nout = N + 2;
+        tc c;
+        amk_diag d;
+        int x, W, y, ids, tab, e, ins[2];
+        int64_t m, n, k, bad = 0;
+        tc_init(&c);
+        x = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, M, K, 0);
+        W = tc_buf(&c, AMK_KIND_WEIGHT, dt, 2, N, K, 0);
+        y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, M, Nout, 0);
+        tfill(&c.b[x], -1, 1);
+        tfill_blocks(&c.b[W]);
+        ins[0] = x; ins[1] = W;
+        tc_task(&c, AMK_OP_GEMV_TILE, ins, 2, y);
+        tc_int(&c, "K", K); tc_int(&c, "N_tile", 4); tc_int(&c, "n_off", 1);
+        tpoison(&c.b[y]);
+        CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "GEMV W=%s: %s", amk_dtype_name(dt), d.message);
+        for (m = 0; m < M; m++)
+            for (n = 0; n < Nout; n++) {
+                double want = 0, mag = 0;
+                if (n < 1 || n >= 5) { bad += !tpoisoned(&c.b[y], m * Nout + n); continue; }
+                for (k = 0; k < K; k++) {
+                    want += c.b[x].v[m * K + k] * c.b[W].v[n * K + k];
+                    mag += fabs(c.b[x].v[m * K + k] * c.b[W].v[n * K + k]);
+                }
+                bad += !near_out(AMK_DTYPE_F32, tget(&c.b[y], m * Nout + n), want, mag, 1e-5 * sqrt((double)K));
+            }
+        CHECK_MSG(bad == 0, "GEMV W=%s: %d bad elements", amk_dtype_name(dt), (int)bad);
+        /* EMBED of rows 3 and 0 of a [4, K] table */
+        ids = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 2, 0, 0);
+        tab = tc_buf(&c, AMK_KIND_WEIGHT, dt, 2, 4, K, 0);
+        e = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 2, K, 0);
+        tset(&c.b[ids], 0, 3);
+        tset(&c.b[ids], 1, 0);
+        tfill_blocks(&c.b[tab]);
+        ins[0] = ids; ins[1] = tab;
+        tc_task(&c, AMK_OP_EMBED, ins, 2, e);
+        tc_int(&c, "hidden", K);
+        CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "EMBED table=%s: %s", amk_dtype_name(dt), d.message);
+        for (k = 0, bad = 0; k < K; k++)
+            bad += tget(&c.b[e], k) != c.b[tab].v[3 * K + k] || tget(&c.b[e], K + k) != c.b[tab].v[k];
+        CHECK_MSG(bad == 0, "EMBED table=%s: %d elements differ from the decoded rows", amk_dtype_name(dt), (int)bad);
+        tc_free(&c);
+    }
+}
+
 static void test_gemv_f16_every_value(void) {
     tc c;
     amk_diag d;
@@ -2568,6 +2651,7 @@ int main(void) {
     RUN(test_embed);
     RUN(test_norms);
     RUN(test_gemv_float);
+    RUN(test_gemv_blocks);
     RUN(test_gemv_f16_every_value);
     RUN(test_gemm_tile);
     RUN(test_gemv_quant);

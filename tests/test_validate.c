@@ -222,6 +222,20 @@ static void test_buffer_shape(void) {
     c.p->buffers[u].shape[0] = 1;
     c.p->buffers[u].shape[1] = 4;
     expect_clean(c.p);
+    /* a GGUF block format: an ACTIVATION cannot be one */
+    c.p->buffers[u].dtype = AMK_DTYPE_Q4_K;
+    c.p->buffers[u].shape[1] = 512;
+    expect_only(c.p, AMK_CHECK_BUFFER_SHAPE);
+    c.p->buffers[u].dtype = AMK_DTYPE_F32;
+    c.p->buffers[u].shape[1] = 4;
+    /* a weight whose rows are whole blocks */
+    u = weight(c.p, "wq", 2, 512);
+    c.p->buffers[u].dtype = AMK_DTYPE_Q4_K;
+    expect_clean(c.p);
+    c.p->buffers[u].shape[1] = 320; /* 320 elements are no whole blocks of 256 */
+    expect_only(c.p, AMK_CHECK_BUFFER_SHAPE);
+    c.p->buffers[u].dtype = AMK_DTYPE_Q8_0; /* ... of 32 they are */
+    expect_clean(c.p);
     amk_program_free(c.p);
 }
 

@@ -158,6 +158,23 @@ static void test_reference_only_forms_refused(void) {
     p->buffers[part].dtype = AMK_DTYPE_F32; /* the device's: on to the driver, which is absent */
     CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_NO_DRIVER);
     amk_program_free(p);
+
+    p = amk_program_create(); /* a GEMV tile over a Q4_K weight: the reference VM's alone */
+    amk_program_set_target(p, &t);
+    s_q[0] = 1; s_q[1] = 256;
+    q = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, s_q, AMK_SPACE_HBM, NULL);
+    s_new[0] = 4; s_new[1] = 256;
+    kn = amk_program_add_buffer(p, "w", AMK_KIND_WEIGHT, AMK_DTYPE_Q4_K, 2, s_new, AMK_SPACE_HBM, "w");
+    s_part[0] = 1; s_part[1] = 4;
+    part = amk_program_add_buffer(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, s_part, AMK_SPACE_HBM, NULL);
+    ins[0] = q; ins[1] = kn;
+    task = amk_program_add_task(p, AMK_OP_GEMV_TILE, ins, 2, &part, 1, amk_program_add_counter(p, ""), "gemv");
+    amk_task_set_int(p, task, "K", 256); amk_task_set_int(p, task, "N_tile", 4); amk_task_set_int(p, task, "n_off", 0);
+    p->tasks[task].sm = 0;
+    CHECK_EQ_INT(amk_program_validate(p, NULL), AMK_OK);
+    CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(d.message, "Q4_K") != NULL && strstr(d.message, "reference VM") != NULL, "message: %s", d.message);
+    amk_program_free(p);
 }
 
 static void test_null_arguments(void) {
