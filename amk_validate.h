@@ -863,12 +863,6 @@ AMK__FN int amk__op_caveat(const amk_program *p, const amk_task *t, char *msg, s
     return 0;
 }
 
-/* Checks (the preconditions, then the op's check function in the op table) that task t's buffers (shapes, dtypes) and param values fit its opcode. Precondition:
-   every buffer id of t exists, the opcode is defined, the arity and the param types are right;
-   these are re-checked defensively (OP_UNKNOWN, OP_ARITY, ABI_CAP, REF_BUFFER, PARAM_TYPE,
-   BUFFER_ENUM, BUFFER_SHAPE) so a direct amk_ref_exec call can never read out of bounds.
-   Returns 1 if fine; else 0 with *which (OP_SHAPE, OP_DTYPE, PARAM_VALUE or OP_UNSUPPORTED) and a
-   message naming the buffers and numbers. */
 /* 1 when input slot i of task t may hold a block format (AMK_DTYPE_Q8_0 ... IQ4_NL, amk_dtype_is_block):
    the weight rows a tile reads and dequantizes as float. GEMV_TILE/GEMM_TILE's W (not their
    spec-quantized form, whose qW is I8 or I4 with scales), the RMSNORM_* tiles' W (RMSNORM_MLP's
@@ -884,6 +878,12 @@ AMK__FN int amk__op_block_input(const amk_task *t, int i) {
     }
 }
 
+/* Checks (the preconditions, then the op's check function in the op table) that task t's buffers (shapes, dtypes) and param values fit its opcode. Precondition:
+   every buffer id of t exists, the opcode is defined, the arity and the param types are right;
+   these are re-checked defensively (OP_UNKNOWN, OP_ARITY, ABI_CAP, REF_BUFFER, PARAM_TYPE,
+   BUFFER_ENUM, BUFFER_SHAPE) so a direct amk_ref_exec call can never read out of bounds.
+   Returns 1 if fine; else 0 with *which (OP_SHAPE, OP_DTYPE, PARAM_VALUE or OP_UNSUPPORTED) and a
+   message naming the buffers and numbers. */
 AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *which, char *msg,
                           size_t msg_size) {
     amk__opshape c;
