@@ -75,9 +75,10 @@ AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_k
 AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size_t image_size,
                                    amk_cuda **out, amk_diag *d);
 /* Copies nbytes (exactly the buffer's size in its dtype, else AMK_ERR_MISMATCH) between host
-   memory and a buffer's device storage. Synchronous: done when it returns, after every launch of c
-   before it, and seen by every launch after it (so are the parameter updates below). Weights, KV caches and inputs go up with
-   upload; anything can come back with download (a paged activation reads its page). */
+   memory and a buffer's device storage. Synchronous: done when it returns, after every launch of
+   c before it, and seen by every launch after it (so are the parameter updates below). Weights,
+   KV caches and inputs go up with upload; anything can come back with download (a paged
+   activation reads its page). */
 AMK_API amk_result amk_cuda_upload(amk_cuda *c, int buffer_id, const void *host, size_t nbytes,
                                    amk_diag *d);
 AMK_API amk_result amk_cuda_download(amk_cuda *c, int buffer_id, void *host, size_t nbytes,
