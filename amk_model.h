@@ -177,7 +177,12 @@ AMK_API const char *amk_model_dir(const amk_model *m);      /* directory of the 
    (§1.7 option (b), with n_heads for q and n_kv_heads for k) so the result equals the HF tensor;
    lm_head falls back to the embedding when tied/absent. AMK_ERR_NOT_FOUND names a missing one. */
 AMK_API amk_result amk_model_tensor_shape(amk_model *m, const char *hf_name, int *rank, int64_t shape[4], amk_diag *d);
-/* Converts/dequantizes into dst (dst_bytes must equal numel * dtype size) as dtype F32, F16 or BF16. */
+/* The dtype the weight is stored in: F32, F16 or BF16, or for a GGUF tensor in a block format
+   its AMK dtype (AMK_DTYPE_Q8_0 ... AMK_DTYPE_IQ4_NL); -1 for a type AMK does not read. */
+AMK_API amk_result amk_model_tensor_dtype(amk_model *m, const char *hf_name, int *dtype, amk_diag *d);
+/* Converts/dequantizes into dst (dst_bytes must equal amk_dtype_nbytes(dtype, numel)) as dtype F32,
+   F16 or BF16; or, for a tensor stored in a block format, as that format (its blocks copied, the
+   Q/K rows un-permuted a row at a time like the rest). */
 AMK_API amk_result amk_model_tensor_read(amk_model *m, const char *hf_name, int dtype, void *dst, size_t dst_bytes, amk_diag *d);
 
 
@@ -1435,18 +1440,35 @@ AMK_API amk_result amk_model_tensor_shape(amk_model *m, const char *hf_name, int
     return AMK_OK;
 }
 
+/* The AMK dtype of stored data of ggml type `type`: F32, F16, BF16 or a block format; -1 else. */
+AMK__FN int amk__model_stored_dtype(uint32_t type) {
+    return type == AMK_GGML_F32 ? AMK_DTYPE_F32 : type == AMK_GGML_F16 ? AMK_DTYPE_F16
+         : type == AMK_GGML_BF16 ? AMK_DTYPE_BF16 : amk_gguf_type_dtype(type);
+}
+
+AMK_API amk_result amk_model_tensor_dtype(amk_model *m, const char *hf_name, int *dtype, amk_diag *d) {
+    amk__model_src s;
+    amk_result r;
+    if (!m || !dtype) return amk__fail(d, AMK_ERR_INVALID_ARG, "model: NULL %s", m ? "dtype" : "model");
+    if ((r = amk__model_find(m, hf_name, &s, d)) != AMK_OK) return r;
+    *dtype = amk__model_stored_dtype(s.type);
+    return AMK_OK;
+}
+
 AMK_API amk_result amk_model_tensor_read(amk_model *m, const char *hf_name, int dtype, void *dst,
                                          size_t dst_bytes, amk_diag *d) {
     amk__model_src s;
     amk_result r;
     int64_t numel = 1, want;
-    int k;
+    int k, raw;
     if (!m) return amk__fail(d, AMK_ERR_INVALID_ARG, "model: NULL model");
     if (!dst) return amk__fail(d, AMK_ERR_INVALID_ARG, "model: NULL destination for tensor '%s'", hf_name ? hf_name : "(null)");
     if ((r = amk__model_find(m, hf_name, &s, d)) != AMK_OK) return r;
-    if (dtype != AMK_DTYPE_F32 && dtype != AMK_DTYPE_F16 && dtype != AMK_DTYPE_BF16)
-        return amk__fail(d, AMK_ERR_INVALID_ARG, "tensor '%s': cannot read as %s (F32, F16 or "
-                         "BF16)", hf_name, amk_dtype_name(dtype));
+    raw = amk_dtype_is_block(dtype) && dtype == amk__model_stored_dtype(s.type); /* its own blocks */
+    if (dtype != AMK_DTYPE_F32 && dtype != AMK_DTYPE_F16 && dtype != AMK_DTYPE_BF16 && !raw)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "tensor '%s': cannot read as %s (F32, F16, BF16, or the "
+                         "block format it is stored in, %s)", hf_name, amk_dtype_name(dtype),
+                         amk_gguf_type_name(s.type));
     for (k = 0; k < s.rank; k++)
         if (!amk__mul_i64(numel, s.shape[k], &numel))
             return amk__fail(d, AMK_ERR_PARSE, "tensor '%s': element count overflows", hf_name);
@@ -1455,7 +1477,13 @@ AMK_API amk_result amk_model_tensor_read(amk_model *m, const char *hf_name, int 
         return amk__fail(d, AMK_ERR_MISMATCH, "tensor '%s': %lld elements as %s need %lld bytes, "
                          "the destination has %llu", hf_name, (long long)numel,
                          amk_dtype_name(dtype), (long long)want, (unsigned long long)dst_bytes);
-    if (!s.perm_heads) return amk_gguf_dequant(s.type, s.data, s.nbytes, numel, dtype, dst, d);
+    if (raw && (uint64_t)want > s.nbytes)
+        return amk__fail(d, AMK_ERR_PARSE, "tensor '%s': %llu bytes stored, %lld needed", hf_name,
+                         (unsigned long long)s.nbytes, (long long)want);
+    if (!s.perm_heads) {
+        if (raw) memcpy(dst, s.data, (size_t)want);
+        return raw ? AMK_OK : amk_gguf_dequant(s.type, s.data, s.nbytes, numel, dtype, dst, d);
+    }
     {
         /* undo the converter's Q/K row permutation (REFERENCE §1.7 (b)): within each head of hd
            rows, HF row j < hd/2 is GGUF row 2j and HF row j + hd/2 is GGUF row 2j + 1 */
@@ -1467,9 +1495,17 @@ AMK_API amk_result amk_model_tensor_read(amk_model *m, const char *hf_name, int 
                              "heads of an even size", hf_name, (long long)rows, s.perm_heads);
         hd = rows / s.perm_heads;
         row_bytes = s.nbytes / (uint64_t)rows;
+        if (raw && (uint64_t)out_row != row_bytes)
+            return amk__fail(d, AMK_ERR_PARSE, "tensor '%s': rows of %llu stored bytes, not %llu", hf_name,
+                             (unsigned long long)row_bytes, (unsigned long long)out_row);
         for (row = 0; row < rows; row++) {
             int64_t h = row / hd, j = row % hd;
             int64_t src = h * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
+            if (raw) { /* the row's blocks as they are */
+                memcpy((uint8_t *)dst + (size_t)row * out_row, (const uint8_t *)s.data + (uint64_t)src * row_bytes,
+                       out_row);
+                continue;
+            }
             r = amk_gguf_dequant(s.type, (const uint8_t *)s.data + (uint64_t)src * row_bytes,
                                  row_bytes, row_len, dtype, (uint8_t *)dst + (size_t)row * out_row, d);
             if (r != AMK_OK) return r;

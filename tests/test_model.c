@@ -319,6 +319,25 @@ static void check_weights(amk_model *m, int tied) {
         CHECK_EQ_INT(amk_model_tensor_read(m, t->name, AMK_DTYPE_F16, h, (size_t)nel * 2, &d), AMK_OK);
         for (k = 0; k < nel && h[k] == amk_f32_to_f16(src->e[k]); k++) {}
         CHECK_MSG(k == nel, "%s as F16 differs at %lld", t->name, (long long)k);
+        { /* in its own bits: a block format's blocks (Q/K rows un-permuted), decoding to E */
+            int dt = -2;
+            CHECK_EQ_INT(amk_model_tensor_dtype(m, t->name, &dt, &d), AMK_OK);
+            if (amk_model_gguf(m)) /* as the file stores it (gtype); a safetensors file holds floats */
+                CHECK_EQ_INT(dt, amk_gguf_type_dtype(src->gtype) >= 0 ? amk_gguf_type_dtype(src->gtype)
+                                 : src->gtype == AMK_GGML_F16 ? AMK_DTYPE_F16 : AMK_DTYPE_F32);
+            else
+                CHECK(dt == AMK_DTYPE_F32 || dt == AMK_DTYPE_F16 || dt == AMK_DTYPE_BF16);
+            if (amk_dtype_is_block(dt)) {
+                const size_t nb = (size_t)amk_dtype_nbytes(dt, nel);
+                unsigned char *raw = (unsigned char *)malloc(nb);
+                CHECK_EQ_INT(amk_model_tensor_read(m, t->name, dt, raw, nb, &d), AMK_OK);
+                for (k = 0; k < nel && amk_dtype_load_f32(raw, nb, dt, k) == src->e[k]; k++) {}
+                CHECK_MSG(k == nel, "%s in its own %s differs at %lld", t->name, amk_dtype_name(dt), (long long)k);
+                CHECK_EQ_INT(amk_model_tensor_read(m, t->name, dt == AMK_DTYPE_Q8_0 ? AMK_DTYPE_Q4_0 : AMK_DTYPE_Q8_0,
+                                                   raw, nb, &d), AMK_ERR_INVALID_ARG);
+                free(raw);
+            }
+        }
         free(y);
         free(h);
     }
@@ -692,6 +711,21 @@ static void test_real_smollm2(void) {
     printf("test_real_smollm2: read %d weights, %lld values as F32 in %.2f s\n", n_read,
            (long long)total, (double)(clock() - t0) / CLOCKS_PER_SEC);
     CHECK_EQ_INT(n_read, 30 * 9 + 3);
+    { /* layer 0's q_proj in its own Q4_1 blocks (rows un-permuted): decoded, the F32 read's values */
+        const char *q = "model.layers.0.self_attn.q_proj.weight";
+        const int64_t nel = 576 * 576;
+        const size_t nb = (size_t)amk_dtype_nbytes(AMK_DTYPE_Q4_1, nel);
+        unsigned char *raw = (unsigned char *)malloc(nb);
+        int dt = -1;
+        int64_t k;
+        CHECK_EQ_INT(amk_model_tensor_dtype(m, q, &dt, &d), AMK_OK);
+        CHECK_EQ_INT(dt, AMK_DTYPE_Q4_1);
+        CHECK_EQ_INT(amk_model_tensor_read(m, q, AMK_DTYPE_F32, buf, (size_t)nel * 4, &d), AMK_OK);
+        CHECK_EQ_INT(amk_model_tensor_read(m, q, AMK_DTYPE_Q4_1, raw, nb, &d), AMK_OK);
+        for (k = 0; k < nel && amk_dtype_load_f32(raw, nb, AMK_DTYPE_Q4_1, k) == buf[k]; k++) {}
+        CHECK_MSG(k == nel, "%s in Q4_1 differs from its F32 read at %lld", q, (long long)k);
+        free(raw);
+    }
     free(buf);
     amk_model_close(m);
 }
