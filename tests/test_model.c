@@ -837,8 +837,11 @@ static void test_null_args(void) {
     CHECK(amk_model_config(NULL) == NULL && amk_model_gguf(NULL) == NULL && amk_model_dir(NULL) == NULL);
     EXPECT_NULL(amk_model_tensor_shape(NULL, "model.norm.weight", &rank, shape, &d), "NULL model");
     EXPECT_NULL(amk_model_tensor_read(NULL, "model.norm.weight", AMK_DTYPE_F32, f, 16, &d), "NULL model");
+    EXPECT_NULL(amk_model_tensor_dtype(NULL, "model.norm.weight", &rank, &d), "NULL model");
     CHECK_EQ_INT(amk_model_open(path_in("null.gguf"), &mdl, &d), AMK_OK);
     if (mdl) {
+        EXPECT_NULL(amk_model_tensor_dtype(mdl, "model.norm.weight", NULL, &d), "NULL dtype");
+        EXPECT_NULL(amk_model_tensor_dtype(mdl, NULL, &rank, &d), "tensor name is NULL");
         EXPECT_NULL(amk_model_tensor_shape(mdl, NULL, &rank, shape, &d), "tensor name is NULL");
         CHECK_EQ_INT(amk_model_tensor_shape(mdl, "model.norm.weight", NULL, NULL, &d), AMK_OK);
         EXPECT_NULL(amk_model_tensor_read(mdl, NULL, AMK_DTYPE_F32, f, 16, &d), "tensor name is NULL");
