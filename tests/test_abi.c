@@ -35,6 +35,15 @@ static void test_dtype_codes(void) {
     }
     CHECK(!amk_dtype_is_block(AMK_DTYPE_BOOL) && !amk_dtype_is_block(21) && amk_dtype_block(AMK_DTYPE_F32, &bytes) == 0 && bytes == 0);
     CHECK_EQ_INT(amk_dtype_nbytes(AMK_DTYPE_Q8_0, INT64_MAX), -1); /* 2^58 blocks of 34 bytes overflow */
+    { /* an element of a block format loads through its block (inside nbytes), and nothing stores */
+        unsigned char q8[34] = {0x00, 0x3C}; /* d = 1.0 (f16 0x3C00) */
+        q8[2 + 31] = (unsigned char)-5;
+        CHECK(amk_dtype_load_f32(q8, sizeof q8, AMK_DTYPE_Q8_0, 31) == -5.0f);
+        CHECK(amk_dtype_load_f32(q8, sizeof q8, AMK_DTYPE_Q8_0, 32) == 0.0f); /* its block is not there */
+        CHECK(amk_dtype_load_f32(q8, sizeof q8 - 1, AMK_DTYPE_Q8_0, 0) == 0.0f);
+        CHECK(amk_dtype_store_f32(q8, sizeof q8, AMK_DTYPE_Q8_0, 0, 1.0f) == 0 && q8[2] == 0);
+        CHECK(amk_dtype_store_i64(q8, sizeof q8, AMK_DTYPE_Q8_0, 0, 1) == 0 && q8[2] == 0);
+    }
     CHECK_EQ_INT(amk_dtype_bits(AMK_DTYPE_I4), 4);
     CHECK_EQ_INT(amk_dtype_nbytes(AMK_DTYPE_I4, 3), 2); /* ceil for packed sub-byte types */
     CHECK_EQ_INT(amk_dtype_nbytes(AMK_DTYPE_BF16, 3), 6);
