@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# scripts/gpu_llamacpp.sh PHASE - llama.cpp's CUDA build beside `amk bench` on the lent GPU, for
+# issue 38's decode bars: F16 decode (tg128) at depth 0 and 4096 against AMK's step at contexts 128
+# and 4096, Llama-3.2-1B and Llama-3-8B shapes, random weights, in one session.
+#   phase 1: build llama-bench and write the F16 GGUFs (../shared/bench/llamacpp_baseline.sh 1;
+#            about 4.5 minutes)
+#   phase 2: on the same warm machine: llama-bench -fa 1 -p 0 -n 128 -d 0,4096 on each F16 GGUF,
+#            then `amk bench --ctx 128,4096` on the same shapes, and a table of both
+# Prepare once on the dev machine (.lcp/ is in .git/info/exclude): the steps in the header of
+# ../shared/bench/llamacpp_baseline.sh (llama.tgz and the gguf wheel in .lcp/), then
+#   cp -r ../shared/bench .lcp/bench
+# Device calls: `scripts/gpu_llamacpp.sh 1` then `scripts/gpu_llamacpp.sh 2`, each carrying .lcp.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+[ -f .lcp/bench/llamacpp_baseline.sh ] || { echo "no .lcp/bench: prepare .lcp first (header)" >&2; exit 2; }
+SHAPES="llama3.2-1b llama3-8b"
+case "${1:-}" in
+1) SHAPES="$SHAPES" bash .lcp/bench/llamacpp_baseline.sh 1 ;;
+2)
+  B=/tmp/lcpw/llama.cpp/build/bin
+  [ -x "$B/llama-bench" ] || { echo "no llama-bench: run phase 1 on this machine first" >&2; exit 1; }
+  for s in $SHAPES; do
+    "$B/llama-bench" -m "/tmp/lcpw/$s.f16.gguf" -ngl 99 -fa 1 -p 0 -n 128 -d 0,4096 -r 3 -o md 2>/dev/null |
+      grep tg128 | sed "s/^/$s /" | tee -a /tmp/lcp_tg.txt
+  done
+  make -j16 BUILD=build-gpu WARN=-Wall build-gpu/amk > /tmp/lcp_amk_build.log 2>&1 || { tail -20 /tmp/lcp_amk_build.log; exit 1; }
+  build-gpu/amk bench --iters 50 --ctx 128,4096 --shapes llama3-8b,llama3.2-1b | tee /tmp/lcp_amk.txt | grep -E '^\||ceiling'
+  # the table: llama.cpp's tokens/s (the last number before "±" on a tg128 line) as ms/token
+  echo
+  echo "| shape | depth / ctx | llama.cpp F16 ms/token | AMK bf16 ms/token | llama.cpp / AMK |"
+  echo "|---|---|---|---|---|"
+  for s in $SHAPES; do
+    for dep in 0 4096; do
+      ctx=$([ "$dep" = 0 ] && echo 128 || echo 4096)
+      tps=$(grep "^$s " /tmp/lcp_tg.txt | grep -E "tg128 @ d$dep |tg128 +\|" | awk -v d="$dep" -F'|' '
+        { if ((d == 0 && $0 !~ /@ d/) || (d != 0 && $0 ~ ("@ d" d " "))) { split($(NF-1), a, "±"); print a[1] + 0 } }' | head -1)
+      amk=$(grep -E "^\| $s \| $ctx \|" /tmp/lcp_amk.txt | awk -F'|' '{print $4 + 0}')
+      awk -v s="$s" -v d="$dep" -v c="$ctx" -v t="$tps" -v a="$amk" 'BEGIN {
+        l = t > 0 ? 1000 / t : 0; printf "| %s | %d / %d | %.3f | %.3f | %.3f |\n", s, d, c, l, a, (a > 0 ? l / a : 0) }'
+    done
+  done
+  ;;
+*) echo "usage: scripts/gpu_llamacpp.sh 1|2" >&2; exit 2 ;;
+esac
