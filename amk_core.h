@@ -528,17 +528,233 @@ AMK__FN void amk__unmap_file(void *map, size_t size) {
 #endif
 }
 
+/* ---- block formats: GGUF's quantized blocks (AMK_DTYPE_Q8_0 ... IQ4_NL; REFERENCE.md §1.4 and
+   ggml-quants.c's dequantize_row_*) ------------------------------------------------------------ */
+
+/* Each decodes nb blocks at x into nb * (elements a block) floats at y. */
+typedef void (*amk__blk_fn)(const uint8_t *x, int64_t nb, float *y);
+
+AMK__FN float amk__blk_f16(const uint8_t *b) { return amk_f16_to_f32((uint16_t)(b[0] | b[1] << 8)); }
+
+/* Q8_0: [d f16][qs int8 x32]; y = qs*d */
+AMK__FN void amk__blk_deq_q8_0(const uint8_t *x, int64_t nb, float *y) {
+    int64_t b;
+    int j;
+    for (b = 0; b < nb; b++, x += 34, y += 32) {
+        float d = amk__blk_f16(x);
+        for (j = 0; j < 32; j++) y[j] = (float)(int8_t)x[2 + j] * d;
+    }
+}
+/* Q4_0: [d f16][qs u8 x16]; low nibbles are y[0..15], high nibbles y[16..31]; y = (q-8)*d */
+AMK__FN void amk__blk_deq_q4_0(const uint8_t *x, int64_t nb, float *y) {
+    int64_t b;
+    int j;
+    for (b = 0; b < nb; b++, x += 18, y += 32) {
+        float d = amk__blk_f16(x);
+        const uint8_t *qs = x + 2;
+        for (j = 0; j < 16; j++) {
+            y[j] = (float)((qs[j] & 0xF) - 8) * d;
+            y[j + 16] = (float)((qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+/* Q4_1: [d f16][m f16][qs u8 x16]; y = q*d + m */
+AMK__FN void amk__blk_deq_q4_1(const uint8_t *x, int64_t nb, float *y) {
+    int64_t b;
+    int j;
+    for (b = 0; b < nb; b++, x += 20, y += 32) {
+        float d = amk__blk_f16(x), m = amk__blk_f16(x + 2);
+        const uint8_t *qs = x + 4;
+        for (j = 0; j < 16; j++) {
+            y[j] = (float)(qs[j] & 0xF) * d + m;
+            y[j + 16] = (float)(qs[j] >> 4) * d + m;
+        }
+    }
+}
+/* Q5_0 / Q5_1: [d f16]([m f16])[qh u32: bit j = 5th bit of y[j]][qs u8 x16 as Q4_0] */
+AMK__FN void amk__blk_deq_q5(const uint8_t *x, int64_t nb, float *y, int has_m) {
+    int64_t b;
+    int j;
+    const int bsize = has_m ? 24 : 22, hoff = has_m ? 4 : 2;
+    for (b = 0; b < nb; b++, x += bsize, y += 32) {
+        float d = amk__blk_f16(x), m = has_m ? amk__blk_f16(x + 2) : 0.0f;
+        uint32_t qh = (uint32_t)x[hoff] | (uint32_t)x[hoff + 1] << 8 | (uint32_t)x[hoff + 2] << 16 |
+                      (uint32_t)x[hoff + 3] << 24;
+        const uint8_t *qs = x + hoff + 4;
+        const int off = has_m ? 0 : 16;
+        for (j = 0; j < 16; j++) {
+            int q0 = (int)((qs[j] & 0xF) | (((qh >> j) & 1u) << 4)) - off;
+            int q1 = (int)((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - off;
+            y[j] = (float)q0 * d + m;
+            y[j + 16] = (float)q1 * d + m;
+        }
+    }
+}
+AMK__FN void amk__blk_deq_q5_0(const uint8_t *x, int64_t nb, float *y) { amk__blk_deq_q5(x, nb, y, 0); }
+AMK__FN void amk__blk_deq_q5_1(const uint8_t *x, int64_t nb, float *y) { amk__blk_deq_q5(x, nb, y, 1); }
+
+/* The 6-bit (scale, min) pair of sub-block s (0..7) of a Q4_K/Q5_K block's scales[12]. */
+AMK__FN void amk__blk_k4_scale_min(const uint8_t *sc, int s, int *scale, int *min) {
+    if (s < 4) {
+        *scale = sc[s] & 63;
+        *min = sc[s + 4] & 63;
+    } else {
+        *scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
+        *min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+    }
+}
+/* Q4_K: [d f16][dmin f16][scales 12: 8 packed 6-bit (scale, min) pairs][qs 128]. Chunk c of 64
+   outputs: low nibbles of qs[32c..] with sub-block 2c, high nibbles with 2c+1; y = d*sc*q - dmin*m.
+   Q5_K: [d][dmin][scales 12][qh 32][qs 128], the same with a fifth bit: output l of chunk c's low
+   half takes bit 2c of qh[l], of its high half bit 2c + 1. */
+AMK__FN void amk__blk_deq_k45(const uint8_t *x, int64_t nb, float *y, int five) {
+    int64_t b;
+    int c, l;
+    const int bsize = five ? 176 : 144;
+    for (b = 0; b < nb; b++, x += bsize) {
+        const float d = amk__blk_f16(x), dmin = amk__blk_f16(x + 2);
+        const uint8_t *sc = x + 4, *qh = x + 16, *q = x + (five ? 48 : 16);
+        for (c = 0; c < 4; c++, q += 32) {
+            int j;
+            float dd[2], mm[2];
+            for (j = 0; j < 2; j++) {
+                int scale, min;
+                amk__blk_k4_scale_min(sc, 2 * c + j, &scale, &min);
+                dd[j] = d * (float)scale;
+                mm[j] = dmin * (float)min;
+            }
+            for (l = 0; l < 32; l++) /* the low nibbles (with bit 2c of qh[l] in Q5_K) */
+                *y++ = dd[0] * (float)((q[l] & 0xF) | (five ? (qh[l] >> (2 * c) & 1) << 4 : 0)) - mm[0];
+            for (l = 0; l < 32; l++) /* the high nibbles (bit 2c + 1) */
+                *y++ = dd[1] * (float)((q[l] >> 4) | (five ? (qh[l] >> (2 * c + 1) & 1) << 4 : 0)) - mm[1];
+        }
+    }
+}
+AMK__FN void amk__blk_deq_q4_k(const uint8_t *x, int64_t nb, float *y) { amk__blk_deq_k45(x, nb, y, 0); }
+AMK__FN void amk__blk_deq_q5_k(const uint8_t *x, int64_t nb, float *y) { amk__blk_deq_k45(x, nb, y, 1); }
+/* Q2_K: [scales 16: a 4-bit scale (low) and min (high) a sub-block of 16][qs 64][d f16][dmin f16].
+   Two halves of 128 outputs, half n from qs[32n..32n+31]: outputs 32j + l (l < 16) are bits 2j of
+   qs[32n + l] with sub-block 8n + 2j, outputs 32j + 16 + l bits 2j of qs[32n + 16 + l] with 8n + 2j + 1;
+   y = d*scale*q - dmin*min. */
+AMK__FN void amk__blk_deq_q2_k(const uint8_t *x, int64_t nb, float *y) {
+    int64_t b;
+    int n, j, h, l;
+    for (b = 0; b < nb; b++, x += 84) {
+        const float d = amk__blk_f16(x + 80), dmin = amk__blk_f16(x + 82);
+        for (n = 0; n < 2; n++)
+            for (j = 0; j < 4; j++)
+                for (h = 0; h < 2; h++) {
+                    const uint8_t s = x[8 * n + 2 * j + h], *q = x + 16 + 32 * n + 16 * h;
+                    const float dl = d * (float)(s & 0xF), ml = dmin * (float)(s >> 4);
+                    for (l = 0; l < 16; l++) *y++ = dl * (float)((q[l] >> (2 * j)) & 3) - ml;
+                }
+    }
+}
+/* Q3_K: [hmask 32][qs 64][scales 12: 16 packed 6-bit scales, offset 32][d f16]. The same output
+   order as Q2_K; the 2-bit value is q - 4 where the output's bit of hmask[l] (bit 4n + j, l the
+   byte's index 0..31 in the half) is clear; y = d*(scale - 32)*q. */
+AMK__FN int amk__blk_q3k_scale(const uint8_t *sc, int s) {
+    const int lo = s < 8 ? sc[s] & 0xF : sc[s - 8] >> 4, hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+AMK__FN void amk__blk_deq_q3_k(const uint8_t *x, int64_t nb, float *y) {
+    int64_t b;
+    int n, j, h, l;
+    for (b = 0; b < nb; b++, x += 110) {
+        const float d = amk__blk_f16(x + 108);
+        const uint8_t *hm = x, *sc = x + 96;
+        for (n = 0; n < 2; n++)
+            for (j = 0; j < 4; j++)
+                for (h = 0; h < 2; h++) {
+                    const uint8_t *q = x + 32 + 32 * n + 16 * h, *m = hm + 16 * h;
+                    const float dl = d * (float)amk__blk_q3k_scale(sc, 8 * n + 2 * j + h);
+                    for (l = 0; l < 16; l++)
+                        *y++ = dl * (float)((int)((q[l] >> (2 * j)) & 3) - ((m[l] >> (4 * n + j)) & 1 ? 0 : 4));
+                }
+    }
+}
+/* IQ4_NL: [d f16][qs u8 x16], Q4_0's nibble placement; y = d * a 16-entry table of nonlinear levels. */
+AMK__FN void amk__blk_deq_iq4_nl(const uint8_t *x, int64_t nb, float *y) {
+    static const int8_t levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    int64_t b;
+    int j;
+    for (b = 0; b < nb; b++, x += 18, y += 32) {
+        const float d = amk__blk_f16(x);
+        for (j = 0; j < 16; j++) {
+            y[j] = d * (float)levels[x[2 + j] & 0xF];
+            y[j + 16] = d * (float)levels[x[2 + j] >> 4];
+        }
+    }
+}
+/* Q6_K: [ql 128][qh 64][scales int8 x16][d f16]; two halves of 128 outputs, q in 0..63 minus 32 */
+AMK__FN void amk__blk_deq_q6_k(const uint8_t *x, int64_t nb, float *y) {
+    int64_t b;
+    int n, l;
+    for (b = 0; b < nb; b++, x += 210) {
+        float d = amk__blk_f16(x + 208);
+        const uint8_t *ql = x, *qh = x + 128;
+        const int8_t *sc = (const int8_t *)(x + 192);
+        for (n = 0; n < 2; n++, y += 128, ql += 64, qh += 32, sc += 8) {
+            for (l = 0; l < 32; l++) {
+                int is = l / 16;
+                int q1 = (int)((ql[l] & 0xF) | ((qh[l] >> 0 & 3) << 4)) - 32;
+                int q2 = (int)((ql[l + 32] & 0xF) | ((qh[l] >> 2 & 3) << 4)) - 32;
+                int q3 = (int)((ql[l] >> 4) | ((qh[l] >> 4 & 3) << 4)) - 32;
+                int q4 = (int)((ql[l + 32] >> 4) | ((qh[l] >> 6 & 3) << 4)) - 32;
+                y[l] = d * (float)sc[is] * (float)q1;
+                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+            }
+        }
+    }
+}
+
+/* Each block format, from AMK_DTYPE_Q8_0 on: elements and bytes a block (ggml's), its decoder. */
+static const struct amk__blk_format {
+    int elems, bytes;
+    amk__blk_fn decode;
+} amk__blk_formats[AMK_DTYPE_COUNT - AMK_DTYPE_Q8_0] = {
+    {32, 34, amk__blk_deq_q8_0},   {32, 18, amk__blk_deq_q4_0},   {32, 20, amk__blk_deq_q4_1},
+    {32, 22, amk__blk_deq_q5_0},   {32, 24, amk__blk_deq_q5_1},   {256, 84, amk__blk_deq_q2_k},
+    {256, 110, amk__blk_deq_q3_k}, {256, 144, amk__blk_deq_q4_k}, {256, 176, amk__blk_deq_q5_k},
+    {256, 210, amk__blk_deq_q6_k}, {32, 18, amk__blk_deq_iq4_nl}};
+
+/* The decoder of block format t; NULL for any other dtype. */
+AMK__FN amk__blk_fn amk__blk_decoder(int t) {
+    return amk_dtype_is_block(t) ? amk__blk_formats[t - AMK_DTYPE_Q8_0].decode : NULL;
+}
+
+/* Elements [off, off + n) of a buffer of block dtype t as floats into dst: the blocks that hold
+   them decoded (whole blocks straight into dst; the partial ones at the ends through a block). */
+AMK__FN void amk__blk_load(const void *base, int t, int64_t off, int64_t n, float *dst) {
+    const amk__blk_fn fn = amk__blk_decoder(t);
+    const int64_t E = amk__blk_formats[t - AMK_DTYPE_Q8_0].elems, B = amk__blk_formats[t - AMK_DTYPE_Q8_0].bytes;
+    const uint8_t *x = (const uint8_t *)base;
+    float tmp[256];
+    while (n > 0) {
+        const int64_t b = off / E, e0 = off - b * E;
+        if (e0 == 0 && n >= E) { /* whole blocks */
+            const int64_t nb = n / E;
+            fn(x + b * B, nb, dst);
+            off += nb * E; dst += nb * E; n -= nb * E;
+        } else { /* one block's part */
+            const int64_t k = E - e0 < n ? E - e0 : n;
+            fn(x + b * B, 1, tmp);
+            memcpy(dst, tmp + e0, (size_t)k * sizeof(float));
+            off += k; dst += k; n -= k;
+        }
+    }
+}
+
 /* ---- enum names (spec §1.1, canonical order) --------------------------------------------------- */
 
 static const char *const amk__dtype_names[AMK_DTYPE_COUNT] = {
     "F32", "F16", "BF16", "F8E4M3", "F8E5M2", "I32", "I8", "I4", "U8", "BOOL",
     "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL"};
 /* bits an element; 0 for the block formats (amk_dtype_block) */
-static const int amk__dtype_bits_tab[AMK_DTYPE_COUNT] = {32, 16, 16, 8, 8, 32, 8, 4, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-/* Elements and bytes a block of dtype t (the others: 1, and an element's bytes; I4 0) */
-static const int amk__blk_elems_tab[AMK_DTYPE_COUNT] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 32, 32, 32, 32, 32, 256, 256, 256, 256, 256, 32};
-static const int amk__blk_bytes_tab[AMK_DTYPE_COUNT] = {4, 2, 2, 1, 1, 4, 1, 0, 1, 1, 34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18};
-
+static const int amk__dtype_bits_tab[AMK_DTYPE_COUNT] = {32, 16, 16, 8, 8, 32, 8, 4, 8, 8,
+                                                        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 static const char *const amk__kind_names[AMK_KIND_COUNT] = {
     "WEIGHT", "ACTIVATION", "KV_CACHE", "IO_INPUT", "IO_OUTPUT", "CONST"};
 static const char *const amk__space_names[AMK_SPACE_COUNT] = {
@@ -558,14 +774,14 @@ AMK_API int amk_dtype_bits(int t) { return t >= 0 && t < AMK_DTYPE_COUNT ? amk__
 AMK_API int amk_dtype_is_block(int t) { return t >= AMK_DTYPE_Q8_0 && t < AMK_DTYPE_COUNT; }
 AMK_API int amk_dtype_block(int t, int *bytes) {
     const int ok = amk_dtype_is_block(t);
-    if (bytes) *bytes = ok ? amk__blk_bytes_tab[t] : 0;
-    return ok ? amk__blk_elems_tab[t] : 0;
+    if (bytes) *bytes = ok ? amk__blk_formats[t - AMK_DTYPE_Q8_0].bytes : 0;
+    return ok ? amk__blk_formats[t - AMK_DTYPE_Q8_0].elems : 0;
 }
 AMK_API int64_t amk_dtype_nbytes(int t, int64_t n) {
     int64_t bits;
     if (amk_dtype_is_block(t)) { /* the blocks that hold n elements */
-        const int64_t E = amk__blk_elems_tab[t];
-        if (n < 0 || !amk__mul_i64(n / E + (n % E != 0), amk__blk_bytes_tab[t], &bits)) return -1;
+        const int E = amk_dtype_block(t, NULL);
+        if (n < 0 || !amk__mul_i64(n / E + (n % E != 0), amk__blk_formats[t - AMK_DTYPE_Q8_0].bytes, &bits)) return -1;
         return bits;
     }
     if (n < 0 || !amk__mul_i64(n, amk_dtype_bits(t), &bits) || bits > INT64_MAX - 7) return -1;
@@ -679,225 +895,6 @@ AMK_API uint8_t amk_f32_to_f8e4m3(float f) {
 AMK_API uint8_t amk_f32_to_f8e5m2(float f) {
     if (f != f) return 0x7Fu;
     return (uint8_t)amk__f32_to_minifloat(f, 5, 2, 15, 0x7Bu, 0x7Cu); /* 57344 max, then inf */
-}
-
-/* ---- block formats: GGUF's quantized blocks (AMK_DTYPE_Q8_0 ... IQ4_NL; REFERENCE.md §1.4 and
-   ggml-quants.c's dequantize_row_*) ------------------------------------------------------------ */
-
-/* Each decodes nb blocks at x into nb * (elements a block) floats at y. */
-typedef void (*amk__blk_fn)(const uint8_t *x, int64_t nb, float *y);
-
-AMK__FN float amk__blk_f16(const uint8_t *b) { return amk_f16_to_f32((uint16_t)(b[0] | b[1] << 8)); }
-
-/* Q8_0: [d f16][qs int8 x32]; y = qs*d */
-AMK__FN void amk__blk_deq_q8_0(const uint8_t *x, int64_t nb, float *y) {
-    int64_t b;
-    int j;
-    for (b = 0; b < nb; b++, x += 34, y += 32) {
-        float d = amk__blk_f16(x);
-        for (j = 0; j < 32; j++) y[j] = (float)(int8_t)x[2 + j] * d;
-    }
-}
-/* Q4_0: [d f16][qs u8 x16]; low nibbles are y[0..15], high nibbles y[16..31]; y = (q-8)*d */
-AMK__FN void amk__blk_deq_q4_0(const uint8_t *x, int64_t nb, float *y) {
-    int64_t b;
-    int j;
-    for (b = 0; b < nb; b++, x += 18, y += 32) {
-        float d = amk__blk_f16(x);
-        const uint8_t *qs = x + 2;
-        for (j = 0; j < 16; j++) {
-            y[j] = (float)((qs[j] & 0xF) - 8) * d;
-            y[j + 16] = (float)((qs[j] >> 4) - 8) * d;
-        }
-    }
-}
-/* Q4_1: [d f16][m f16][qs u8 x16]; y = q*d + m */
-AMK__FN void amk__blk_deq_q4_1(const uint8_t *x, int64_t nb, float *y) {
-    int64_t b;
-    int j;
-    for (b = 0; b < nb; b++, x += 20, y += 32) {
-        float d = amk__blk_f16(x), m = amk__blk_f16(x + 2);
-        const uint8_t *qs = x + 4;
-        for (j = 0; j < 16; j++) {
-            y[j] = (float)(qs[j] & 0xF) * d + m;
-            y[j + 16] = (float)(qs[j] >> 4) * d + m;
-        }
-    }
-}
-/* Q5_0 / Q5_1: [d f16]([m f16])[qh u32: bit j = 5th bit of y[j]][qs u8 x16 as Q4_0] */
-AMK__FN void amk__blk_deq_q5(const uint8_t *x, int64_t nb, float *y, int has_m) {
-    int64_t b;
-    int j;
-    const int bsize = has_m ? 24 : 22, hoff = has_m ? 4 : 2;
-    for (b = 0; b < nb; b++, x += bsize, y += 32) {
-        float d = amk__blk_f16(x), m = has_m ? amk__blk_f16(x + 2) : 0.0f;
-        uint32_t qh = (uint32_t)x[hoff] | (uint32_t)x[hoff + 1] << 8 | (uint32_t)x[hoff + 2] << 16 |
-                      (uint32_t)x[hoff + 3] << 24;
-        const uint8_t *qs = x + hoff + 4;
-        const int off = has_m ? 0 : 16;
-        for (j = 0; j < 16; j++) {
-            int q0 = (int)((qs[j] & 0xF) | (((qh >> j) & 1u) << 4)) - off;
-            int q1 = (int)((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - off;
-            y[j] = (float)q0 * d + m;
-            y[j + 16] = (float)q1 * d + m;
-        }
-    }
-}
-AMK__FN void amk__blk_deq_q5_0(const uint8_t *x, int64_t nb, float *y) { amk__blk_deq_q5(x, nb, y, 0); }
-AMK__FN void amk__blk_deq_q5_1(const uint8_t *x, int64_t nb, float *y) { amk__blk_deq_q5(x, nb, y, 1); }
-
-/* The 6-bit (scale, min) pair of sub-block s (0..7) of a Q4_K/Q5_K block's scales[12]. */
-AMK__FN void amk__blk_k4_scale_min(const uint8_t *sc, int s, int *scale, int *min) {
-    if (s < 4) {
-        *scale = sc[s] & 63;
-        *min = sc[s + 4] & 63;
-    } else {
-        *scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
-        *min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-    }
-}
-/* Q4_K: [d f16][dmin f16][scales 12: 8 packed 6-bit (scale, min) pairs][qs 128]. Chunk c of 64
-   outputs: low nibbles of qs[32c..] with sub-block 2c, high nibbles with 2c+1; y = d*sc*q - dmin*m.
-   Q5_K: [d][dmin][scales 12][qh 32][qs 128], the same with a fifth bit: output l of chunk c's low
-   half takes bit 2c of qh[l], of its high half bit 2c + 1. */
-AMK__FN void amk__blk_deq_k45(const uint8_t *x, int64_t nb, float *y, int five) {
-    int64_t b;
-    int c, l;
-    const int bsize = five ? 176 : 144;
-    for (b = 0; b < nb; b++, x += bsize) {
-        const float d = amk__blk_f16(x), dmin = amk__blk_f16(x + 2);
-        const uint8_t *sc = x + 4, *qh = x + 16, *q = x + (five ? 48 : 16);
-        for (c = 0; c < 4; c++, q += 32) {
-            int j;
-            float dd[2], mm[2];
-            for (j = 0; j < 2; j++) {
-                int scale, min;
-                amk__blk_k4_scale_min(sc, 2 * c + j, &scale, &min);
-                dd[j] = d * (float)scale;
-                mm[j] = dmin * (float)min;
-            }
-            for (l = 0; l < 32; l++) *y++ = dd[0] * (float)((q[l] & 0xF) | (five ? (qh[l] >> (2 * c) & 1) << 4 : 0)) - mm[0];
-            for (l = 0; l < 32; l++) *y++ = dd[1] * (float)((q[l] >> 4) | (five ? (qh[l] >> (2 * c + 1) & 1) << 4 : 0)) - mm[1];
-        }
-    }
-}
-AMK__FN void amk__blk_deq_q4_k(const uint8_t *x, int64_t nb, float *y) { amk__blk_deq_k45(x, nb, y, 0); }
-AMK__FN void amk__blk_deq_q5_k(const uint8_t *x, int64_t nb, float *y) { amk__blk_deq_k45(x, nb, y, 1); }
-/* Q2_K: [scales 16: a 4-bit scale (low) and min (high) a sub-block of 16][qs 64][d f16][dmin f16].
-   Two halves of 128 outputs, half n from qs[32n..32n+31]: outputs 32j + l (l < 16) are bits 2j of
-   qs[32n + l] with sub-block 8n + 2j, outputs 32j + 16 + l bits 2j of qs[32n + 16 + l] with 8n + 2j + 1;
-   y = d*scale*q - dmin*min. */
-AMK__FN void amk__blk_deq_q2_k(const uint8_t *x, int64_t nb, float *y) {
-    int64_t b;
-    int n, j, h, l;
-    for (b = 0; b < nb; b++, x += 84) {
-        const float d = amk__blk_f16(x + 80), dmin = amk__blk_f16(x + 82);
-        for (n = 0; n < 2; n++)
-            for (j = 0; j < 4; j++)
-                for (h = 0; h < 2; h++) {
-                    const uint8_t s = x[8 * n + 2 * j + h], *q = x + 16 + 32 * n + 16 * h;
-                    const float dl = d * (float)(s & 0xF), ml = dmin * (float)(s >> 4);
-                    for (l = 0; l < 16; l++) *y++ = dl * (float)((q[l] >> (2 * j)) & 3) - ml;
-                }
-    }
-}
-/* Q3_K: [hmask 32][qs 64][scales 12: 16 packed 6-bit scales, offset 32][d f16]. The same output
-   order as Q2_K; the 2-bit value is q - 4 where the output's bit of hmask[l] (bit 4n + j, l the
-   byte's index 0..31 in the half) is clear; y = d*(scale - 32)*q. */
-AMK__FN int amk__blk_q3k_scale(const uint8_t *sc, int s) {
-    const int lo = s < 8 ? sc[s] & 0xF : sc[s - 8] >> 4, hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
-    return (lo | hi << 4) - 32;
-}
-AMK__FN void amk__blk_deq_q3_k(const uint8_t *x, int64_t nb, float *y) {
-    int64_t b;
-    int n, j, h, l;
-    for (b = 0; b < nb; b++, x += 110) {
-        const float d = amk__blk_f16(x + 108);
-        const uint8_t *hm = x, *sc = x + 96;
-        for (n = 0; n < 2; n++)
-            for (j = 0; j < 4; j++)
-                for (h = 0; h < 2; h++) {
-                    const uint8_t *q = x + 32 + 32 * n + 16 * h, *m = hm + 16 * h;
-                    const float dl = d * (float)amk__blk_q3k_scale(sc, 8 * n + 2 * j + h);
-                    for (l = 0; l < 16; l++)
-                        *y++ = dl * (float)((int)((q[l] >> (2 * j)) & 3) - ((m[l] >> (4 * n + j)) & 1 ? 0 : 4));
-                }
-    }
-}
-/* IQ4_NL: [d f16][qs u8 x16], Q4_0's nibble placement; y = d * a 16-entry table of nonlinear levels. */
-AMK__FN void amk__blk_deq_iq4_nl(const uint8_t *x, int64_t nb, float *y) {
-    static const int8_t levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-    int64_t b;
-    int j;
-    for (b = 0; b < nb; b++, x += 18, y += 32) {
-        const float d = amk__blk_f16(x);
-        for (j = 0; j < 16; j++) {
-            y[j] = d * (float)levels[x[2 + j] & 0xF];
-            y[j + 16] = d * (float)levels[x[2 + j] >> 4];
-        }
-    }
-}
-/* Q6_K: [ql 128][qh 64][scales int8 x16][d f16]; two halves of 128 outputs, q in 0..63 minus 32 */
-AMK__FN void amk__blk_deq_q6_k(const uint8_t *x, int64_t nb, float *y) {
-    int64_t b;
-    int n, l;
-    for (b = 0; b < nb; b++, x += 210) {
-        float d = amk__blk_f16(x + 208);
-        const uint8_t *ql = x, *qh = x + 128;
-        const int8_t *sc = (const int8_t *)(x + 192);
-        for (n = 0; n < 2; n++, y += 128, ql += 64, qh += 32, sc += 8) {
-            for (l = 0; l < 32; l++) {
-                int is = l / 16;
-                int q1 = (int)((ql[l] & 0xF) | ((qh[l] >> 0 & 3) << 4)) - 32;
-                int q2 = (int)((ql[l + 32] & 0xF) | ((qh[l] >> 2 & 3) << 4)) - 32;
-                int q3 = (int)((ql[l] >> 4) | ((qh[l] >> 4 & 3) << 4)) - 32;
-                int q4 = (int)((ql[l + 32] >> 4) | ((qh[l] >> 6 & 3) << 4)) - 32;
-                y[l] = d * (float)sc[is] * (float)q1;
-                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
-                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
-                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
-            }
-        }
-    }
-}
-
-AMK__FN amk__blk_fn amk__blk_decoder(int t) {
-    switch (t) {
-    case AMK_DTYPE_Q8_0: return amk__blk_deq_q8_0;
-    case AMK_DTYPE_Q4_0: return amk__blk_deq_q4_0;
-    case AMK_DTYPE_Q4_1: return amk__blk_deq_q4_1;
-    case AMK_DTYPE_Q5_0: return amk__blk_deq_q5_0;
-    case AMK_DTYPE_Q5_1: return amk__blk_deq_q5_1;
-    case AMK_DTYPE_Q2_K: return amk__blk_deq_q2_k;
-    case AMK_DTYPE_Q3_K: return amk__blk_deq_q3_k;
-    case AMK_DTYPE_Q4_K: return amk__blk_deq_q4_k;
-    case AMK_DTYPE_Q5_K: return amk__blk_deq_q5_k;
-    case AMK_DTYPE_Q6_K: return amk__blk_deq_q6_k;
-    case AMK_DTYPE_IQ4_NL: return amk__blk_deq_iq4_nl;
-    default: return NULL;
-    }
-}
-
-/* Elements [off, off + n) of a buffer of block dtype t as floats into dst: the blocks that hold
-   them decoded (whole blocks straight into dst; the partial ones at the ends through a block). */
-AMK__FN void amk__blk_load(const void *base, int t, int64_t off, int64_t n, float *dst) {
-    const amk__blk_fn fn = amk__blk_decoder(t);
-    const int64_t E = amk__blk_elems_tab[t], B = amk__blk_bytes_tab[t];
-    const uint8_t *x = (const uint8_t *)base;
-    float tmp[256];
-    while (n > 0) {
-        const int64_t b = off / E, e0 = off - b * E;
-        if (e0 == 0 && n >= E) { /* whole blocks */
-            const int64_t nb = n / E;
-            fn(x + b * B, nb, dst);
-            off += nb * E; dst += nb * E; n -= nb * E;
-        } else { /* one block's part */
-            const int64_t k = E - e0 < n ? E - e0 : n;
-            fn(x + b * B, 1, tmp);
-            memcpy(dst, tmp + e0, (size_t)k * sizeof(float));
-            off += k; dst += k; n -= k;
-        }
-    }
 }
 
 /* Reads element i of a buffer of dtype t as float (integers convert exactly up to 2^24). */

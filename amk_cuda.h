@@ -1447,8 +1447,8 @@ AMK__FN amk_result amk__cuda_report_stuck(amk_cuda *c, double timeout_ms, amk_di
     amk__sb sb;
     int s, n_stuck = 0, first = 1;
     memset(&sb, 0, sizeof sb);
-    if (ctr && c->n_counters)
-        c->api.MemcpyDtoH(ctr, c->prog.counters, (size_t)c->n_counters * 4);
+    if (ctr && c->n_counters) /* best effort: the aborted launch has ended (amk__cuda_run_io) */
+        amk__cuda_d2h(c, ctr, c->prog.counters, (size_t)c->n_counters * 4);
     for (s = 0; s < c->num_sms; s++) {
         const int len = c->queue_off[s + 1] - c->queue_off[s];
         const int done = (int)c->host_status[AMK_VM_STATUS_PROGRESS + s]; /* over the launch's steps */

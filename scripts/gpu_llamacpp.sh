@@ -19,6 +19,7 @@ case "${1:-}" in
 2)
   B=/tmp/lcpw/llama.cpp/build/bin
   [ -x "$B/llama-bench" ] || { echo "no llama-bench: run phase 1 on this machine first" >&2; exit 1; }
+  : > /tmp/lcp_tg.txt # why: the table reads the first line of each shape; a rerun must not find the last run's
   for s in $SHAPES; do
     "$B/llama-bench" -m "/tmp/lcpw/$s.f16.gguf" -ngl 99 -fa 1 -p 0 -n 128 -d 0,4096 -r 3 -o md 2>/dev/null |
       grep tg128 | sed "s/^/$s /" | tee -a /tmp/lcp_tg.txt

@@ -71,6 +71,16 @@ static inline void *amk_t_read_file(const char *path, size_t *size) {
 #define TEST_SUMMARY() do { printf("%s: %d passed, %d failed\n", __FILE__, amk_t_passed, amk_t_failed); \
     return amk_t_failed ? 1 : 0; } while (0)
 
+#ifdef AMK_IR_H
+/* Where a block of GGUF block format dt (AMK_DTYPE_Q8_0 ... IQ4_NL) keeps its f16 scales: off[0]
+   its d, off[1] its dmin or m (-1: none). Random blocks get finite scales there. */
+static inline void amk_t_block_scales(int dt, int off[2]) {
+    off[0] = dt == AMK_DTYPE_Q2_K ? 80 : dt == AMK_DTYPE_Q3_K ? 108 : dt == AMK_DTYPE_Q6_K ? 208 : 0;
+    off[1] = dt == AMK_DTYPE_Q2_K ? 82
+           : dt == AMK_DTYPE_Q4_1 || dt == AMK_DTYPE_Q5_1 || dt == AMK_DTYPE_Q4_K || dt == AMK_DTYPE_Q5_K ? 2 : -1;
+}
+#endif
+
 #ifdef AMK_PROGRAM_H
 /* An attention task's shape params (ATTENTION_TILE, _DECODE, _O): head_dim, n_heads, n_kv_heads,
    the window [kv_start, kv_start + kv_len) and scale. */

@@ -58,6 +58,12 @@ static void expect_fail(const tw_gguf *w, amk_result r, const char *want) {
 
 /* ---- independent dequantization, straight from REFERENCE.md §1.4, in double ------------------ */
 
+/* Q4_K's and Q5_K's 6-bit (scale, min) of sub-block sub from scales[12] */
+static void k4_pair(const unsigned char *sc, int sub, int *s, int *m) {
+    if (sub < 4) { *s = sc[sub] & 63; *m = sc[sub + 4] & 63; }
+    else { *s = (sc[sub + 4] & 15) | ((sc[sub - 4] >> 6) << 4); *m = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4); }
+}
+
 static double ref_elem(uint32_t type, const unsigned char *blk, int e) {
     switch (type) {
     case AMK_GGML_Q8_0: return get_f16(blk) * (double)(int8_t)blk[2 + e];
@@ -81,8 +87,7 @@ static double ref_elem(uint32_t type, const unsigned char *blk, int e) {
     case AMK_GGML_Q4_K: {
         const unsigned char *sc = blk + 4, *qs = blk + 16;
         int c = e / 64, w = e % 64, sub = 2 * c + (w >= 32), l = w % 32, s, m, q;
-        if (sub < 4) { s = sc[sub] & 63; m = sc[sub + 4] & 63; }
-        else { s = (sc[sub + 4] & 15) | ((sc[sub - 4] >> 6) << 4); m = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4); }
+        k4_pair(sc, sub, &s, &m);
         q = w < 32 ? (qs[32 * c + l] & 15) : (qs[32 * c + l] >> 4);
         return get_f16(blk) * s * q - get_f16(blk + 2) * m;
     }
@@ -97,8 +102,7 @@ static double ref_elem(uint32_t type, const unsigned char *blk, int e) {
     case AMK_GGML_Q5_K: { /* Q4_K's scales and nibbles, qs at 48; bit (2c + high half) of qh[l] is the 5th */
         const unsigned char *sc = blk + 4, *qh = blk + 16, *qs = blk + 48;
         int c = e / 64, w = e % 64, hi = w >= 32, sub = 2 * c + hi, l = w % 32, s, m, q;
-        if (sub < 4) { s = sc[sub] & 63; m = sc[sub + 4] & 63; }
-        else { s = (sc[sub + 4] & 15) | ((sc[sub - 4] >> 6) << 4); m = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4); }
+        k4_pair(sc, sub, &s, &m);
         q = (hi ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15) + 16 * ((qh[l] >> sub) & 1);
         return get_f16(blk) * s * q - get_f16(blk + 2) * m;
     }
@@ -147,18 +151,14 @@ static int blk_bytes(uint32_t t) {
 }
 /* Random blocks: random quant bytes, sane f16 scales (some negative). */
 static unsigned char *random_blocks(uint32_t t, int nb) {
-    int bb = blk_bytes(t), b, i;
+    int bb = blk_bytes(t), b, i, off[2];
     unsigned char *p = (unsigned char *)malloc((size_t)(bb * nb));
     for (i = 0; i < bb * nb; i++) p[i] = (unsigned char)rnd();
+    amk_t_block_scales(amk_gguf_type_dtype(t), off);
     for (b = 0; b < nb; b++) {
         unsigned char *x = p + b * bb;
-        if (t == AMK_GGML_Q6_K) put_f16(x + 208, rnd_sym() * 0.05f);
-        else if (t == AMK_GGML_Q3_K) put_f16(x + 108, rnd_sym() * 0.05f);
-        else if (t == AMK_GGML_Q2_K) { put_f16(x + 80, rnd_sym() * 0.1f); put_f16(x + 82, rnd_sym()); }
-        else {
-            put_f16(x, rnd_sym() * 0.1f);
-            if (t == AMK_GGML_Q4_1 || t == AMK_GGML_Q5_1 || t == AMK_GGML_Q4_K || t == AMK_GGML_Q5_K) put_f16(x + 2, rnd_sym());
-        }
+        put_f16(x + off[0], rnd_sym() * 0.1f);
+        if (off[1] >= 0) put_f16(x + off[1], rnd_sym());
     }
     return p;
 }

@@ -824,12 +824,9 @@ static void test_gemv_float(void) {
    scales where the format keeps them; v[] the values as amk_dtype_load_f32 decodes them (the
    decoders themselves are checked in test_gguf.c against an independent one and gguf-py's). */
 static void tfill_blocks(tbuf *b) {
-    int bytes, E = amk_dtype_block(b->dt, &bytes), off[2] = {0, -1};
+    int bytes, E = amk_dtype_block(b->dt, &bytes), off[2];
     int64_t nb = b->n / E, k, i;
-    if (b->dt == AMK_DTYPE_Q2_K) { off[0] = 80; off[1] = 82; }
-    else if (b->dt == AMK_DTYPE_Q3_K) off[0] = 108;
-    else if (b->dt == AMK_DTYPE_Q6_K) off[0] = 208;
-    else if (b->dt == AMK_DTYPE_Q4_1 || b->dt == AMK_DTYPE_Q5_1 || b->dt == AMK_DTYPE_Q4_K || b->dt == AMK_DTYPE_Q5_K) off[1] = 2;
+    amk_t_block_scales(b->dt, off);
     for (i = 0; i < (int64_t)b->nbytes; i++) b->data[i] = (unsigned char)rnd_u64();
     for (k = 0; k < nb; k++)
         for (i = 0; i < 2; i++)
