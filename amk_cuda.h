@@ -170,11 +170,14 @@ AMK_API amk_result amk_cuda_read_bandwidth(amk_cuda *c, size_t bytes, int iters,
    float u in [0, 1), v = (2u - 1) * scale, rounded toward zero into the dtype (so never +scale).
    Float dtypes need a finite scale >= 0; integer dtypes a scale >= 1, whose integer part is
    capped at the dtype's count of non-negative values (I8 128, U8 256, I4 8 (stored q + 8), BOOL
-   2, I32 2^31 - 1). Synchronous. Errors: INVALID_ARG (bad id or scale), UNSUPPORTED, CUDA. */
+   2, I32 2^31 - 1). A block format (AMK_DTYPE_Q8_0 ... IQ4_NL) gets random bytes with each
+   block's f16 scales set from scale so its values stay within a few times scale (timing weights;
+   finite scale >= 0). Synchronous. Errors: INVALID_ARG (bad id or scale), UNSUPPORTED, CUDA. */
 AMK_API amk_result amk_cuda_fill_random(amk_cuda *c, int buffer_id, uint64_t seed, float scale,
                                         amk_diag *d);
 /* Fills a buffer with one value (norm weights get 1.0), rounded and saturated into the dtype as
-   amk_cuda_upload of amk__store_f32's encoding would be. Synchronous. */
+   amk_cuda_upload of amk__store_f32's encoding would be. Synchronous. UNSUPPORTED for a block
+   format. */
 AMK_API amk_result amk_cuda_fill_value(amk_cuda *c, int buffer_id, float value, amk_diag *d);
 /* Median wall time of n launches of the loaded program (each: the next counter epoch, cooperative
    launch, completion), timed with CUDA events around each launch on the stream, after `warmup`
@@ -458,9 +461,8 @@ AMK__FN void amk__cuda_leave(amk_cuda *c) {
 /* ---- checking a program for the device ---------------------------------------------------------- */
 
 /* Forms of the spec's opcodes the reference VM runs and the device does not: KV_APPEND and
-   ATTENTION_TILE over a batch of caches (rank 4, B > 1), attention partials not in F32, and
-   weights in a GGUF block format (AMK_DTYPE_Q8_0 ... IQ4_NL: the device's tiles do not read them
-   yet). 1 with the reason in msg; 0 when the device runs t. */
+   ATTENTION_TILE over a batch of caches (rank 4, B > 1), and attention partials not in F32. 1 with
+   the reason in msg; 0 when the device runs t. */
 AMK__FN int amk__cuda_unsupported_form(const amk_program *p, const amk_task *t, char *msg, size_t size) {
     int i;
     if ((t->op == AMK_OP_KV_APPEND || t->op == AMK_OP_ATTENTION_TILE) && t->n_inputs >= 2 &&
@@ -475,11 +477,6 @@ AMK__FN int amk__cuda_unsupported_form(const amk_program *p, const amk_task *t, 
                        : t->op == AMK_OP_ATTENTION_TILE && i == t->n_inputs &&
                          ((uint32_t)amk__param_i(t, "flags", 0) & AMK_ATTN_FLAG_PARTIAL);
         const char *name = p->buffers[id].name ? p->buffers[id].name : "?";
-        if (amk_dtype_is_block(p->buffers[id].dtype)) {
-            snprintf(msg, size, "%s: weight '%s' in %s runs on the reference VM only (the device reads no GGUF "
-                     "block format yet)", amk_op_name(t->op), name, amk_dtype_name(p->buffers[id].dtype));
-            return 1;
-        }
         if (part && p->buffers[id].dtype != AMK_DTYPE_F32) {
             snprintf(msg, size, "%s: attention partials '%s' in %s run on the reference VM only (the device's are F32)",
                      amk_op_name(t->op), name, amk_dtype_name(p->buffers[id].dtype));
@@ -569,12 +566,15 @@ AMK__FN const amk_buffer_t *amk__cuda_rows_range(const amk_buffer_t *bt, int n_b
     const amk_buffer_t *W = amk__cuda_readonly_input(bt, n_buffers, in, wi);
     uint64_t bits, limit;
     if (!W) return NULL;
-    bits = (uint64_t)amk_dtype_bits(W->dtype);
-    if (bits == 8 && in->params.qdtype == AMK_DTYPE_I4) bits = 4; /* I4 packed in a byte buffer */
     if (in->params.n_off < 0 || in->params.N_tile < 1 || in->params.K < 1) return NULL;
-    *start = (uint64_t)in->params.n_off * (uint64_t)in->params.K * bits / 8 & ~(uint64_t)15;
-    *end = ((uint64_t)in->params.n_off + (uint64_t)in->params.N_tile) * (uint64_t)in->params.K * bits / 8;
-    limit = (uint64_t)W->numel * (W->dtype == AMK_DTYPE_U8 ? 8 : bits) / 8; /* never past the buffer */
+    /* bits a row: a block format's rows are whole blocks (the validator's rule) */
+    bits = amk_dtype_is_block(W->dtype) ? (uint64_t)amk_dtype_nbytes(W->dtype, in->params.K) * 8
+                                        : (uint64_t)amk_dtype_bits(W->dtype) * (uint64_t)in->params.K;
+    if (amk_dtype_bits(W->dtype) == 8 && in->params.qdtype == AMK_DTYPE_I4) bits /= 2; /* I4 packed in a byte buffer */
+    *start = (uint64_t)in->params.n_off * bits / 8 & ~(uint64_t)15;
+    *end = ((uint64_t)in->params.n_off + (uint64_t)in->params.N_tile) * bits / 8;
+    limit = amk_dtype_is_block(W->dtype) ? (uint64_t)amk_dtype_nbytes(W->dtype, W->numel) /* never past the buffer */
+          : (uint64_t)W->numel * (W->dtype == AMK_DTYPE_U8 ? 8 : amk_dtype_bits(W->dtype)) / 8;
     if (*end > limit) *end = limit;
     return *end > *start ? W : NULL;
 }
@@ -1911,11 +1911,16 @@ AMK__FN amk_result amk__cuda_fill(amk_cuda *c, int id, int random, uint64_t seed
     numel = c->bufs[id].numel;
     ptr = c->bufs[id].ptr;
     nbytes = (uint64_t)c->buf_bytes[id];
-    if (random && amk_dtype_is_float(dtype) && !(v >= 0.0f && v <= FLT_MAX)) {
+    if (!random && amk_dtype_is_block(dtype)) {
+        if (d) d->buffer = id;
+        return amk__fail(d, AMK_ERR_UNSUPPORTED, "%s: buffer %d is %s, a weight format with no encoding of one value",
+                         name, id, amk_dtype_name(dtype));
+    }
+    if (random && (amk_dtype_is_float(dtype) || amk_dtype_is_block(dtype)) && !(v >= 0.0f && v <= FLT_MAX)) {
         if (d) d->buffer = id;
         return amk__fail(d, AMK_ERR_INVALID_ARG, "%s: scale %g must be finite and >= 0 for buffer %d (%s)", name, (double)v, id, amk_dtype_name(dtype));
     }
-    if (random && !amk_dtype_is_float(dtype)) {
+    if (random && !amk_dtype_is_float(dtype) && !amk_dtype_is_block(dtype)) {
         /* why: the number of non-negative values each integer dtype holds */
         const double cap = dtype == AMK_DTYPE_I8 ? 128.0 : dtype == AMK_DTYPE_U8 ? 256.0 : dtype == AMK_DTYPE_I4 ? 8.0
                          : dtype == AMK_DTYPE_BOOL ? 2.0 : 2147483647.0;

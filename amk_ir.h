@@ -46,7 +46,7 @@ typedef enum amk_dtype {
        32 or 256 consecutive elements of a row is its bytes as ggml stores them (Q8_0: 34 bytes a
        32; Q2_K ... Q6_K: 84, 110, 144, 176, 210 a 256; IQ4_NL: 18 a 32); a row's length is a
        multiple of the block. Read as float wherever a weight is read (the reference VM decodes the
-       block); nothing writes them. The device does not run them yet (amk_cuda_create refuses). */
+       block, the device's tiles a quad of elements at a time); nothing writes them. */
     AMK_DTYPE_Q8_0 = 10,
     AMK_DTYPE_Q4_0 = 11,
     AMK_DTYPE_Q4_1 = 12,

@@ -612,6 +612,191 @@ static __device__ void amk_op_fail(amk_op_ctx *c, int code, int64_t value) {
 
 /* why inlined into the VM's switch: out of line, the call ABI's saved registers spill in every op
    at the 1024-thread cap (64 registers); the VM caps blocks at 512. */
+/* ---- block formats (AMK_DTYPE_Q8_0 ... IQ4_NL): GGUF's quantized blocks -----------------------
+   Four consecutive elements e .. e + 3 (e a multiple of 4) of a block at x, by the element rules of
+   amk_core.h's amk__blk_deq_* (ggml's dequantize_row_*): the products and sums round as the host's
+   do (__fmul_rn and __fadd_rn, never contracted into an fma), so a decoded weight equals the
+   reference VM's bit for bit. Every block size is even and buffers start 256-aligned, and a
+   quad's bytes sit at an even offset of its block: 16-bit loads, on the read-only path (only
+   WEIGHT and CONST buffers hold block formats: the validator's rule). */
+static __device__ __forceinline__ uint32_t amk_blk_u16(const uint8_t *p) { return __ldg((const unsigned short *)p); }
+static __device__ __forceinline__ uint32_t amk_blk_u32(const uint8_t *p) { return amk_blk_u16(p) | amk_blk_u16(p + 2) << 16; }
+static __device__ __forceinline__ uint32_t amk_blk_u8(const uint8_t *p) { return __ldg((const unsigned char *)p); }
+static __device__ __forceinline__ float amk_blk_f16(const uint8_t *p) {
+    return __half2float(__ushort_as_half((unsigned short)amk_blk_u16(p)));
+}
+
+/* Elements and bytes a block of block dtype t (amk_core.h's amk__blk_formats). */
+static __device__ __forceinline__ int amk_blk_elems(int t) { return t >= AMK_DTYPE_Q2_K && t <= AMK_DTYPE_Q6_K ? 256 : 32; }
+static __device__ __forceinline__ int amk_blk_bytes(int t) {
+    switch (t) {
+    case AMK_DTYPE_Q8_0: return 34;
+    case AMK_DTYPE_Q4_0: case AMK_DTYPE_IQ4_NL: return 18;
+    case AMK_DTYPE_Q4_1: return 20;
+    case AMK_DTYPE_Q5_0: return 22;
+    case AMK_DTYPE_Q5_1: return 24;
+    case AMK_DTYPE_Q2_K: return 84;
+    case AMK_DTYPE_Q3_K: return 110;
+    case AMK_DTYPE_Q4_K: return 144;
+    case AMK_DTYPE_Q5_K: return 176;
+    case AMK_DTYPE_Q6_K: return 210;
+    default: return 0;
+    }
+}
+
+/* IQ4_NL's level of nibble v: the 16 int8 levels packed in two words (no table in memory). */
+static __device__ __forceinline__ float amk_blk_iq4_level(uint32_t v) {
+    const unsigned long long lo = 0xF6EADDCFBFAD9881ull, hi = 0x7159453526190D01ull; /* -127 .. -10, 1 .. 113 */
+    return (float)(int8_t)(uint8_t)((v < 8 ? lo : hi) >> (8 * (v & 7)));
+}
+
+/* The 6-bit scale and min of sub-block s (0..7) of a Q4_K/Q5_K block's scales at sc. */
+static __device__ __forceinline__ void amk_blk_k4_scale_min(const uint8_t *sc, int s, float *scale, float *min) {
+    if (s < 4) {
+        *scale = (float)(amk_blk_u8(sc + s) & 63u);
+        *min = (float)(amk_blk_u8(sc + s + 4) & 63u);
+    } else {
+        const uint32_t a = amk_blk_u8(sc + s + 4);
+        *scale = (float)((a & 0xFu) | (amk_blk_u8(sc + s - 4) >> 6) << 4);
+        *min = (float)((a >> 4) | (amk_blk_u8(sc + s) >> 6) << 4);
+    }
+}
+
+static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int e, float *w) {
+    switch (t) {
+    case AMK_DTYPE_Q8_0: {
+        const float d = amk_blk_f16(x);
+        const uint32_t u = amk_blk_u32(x + 2 + e);
+#pragma unroll
+        for (int i = 0; i < 4; i++) w[i] = __fmul_rn((float)(int8_t)(uint8_t)(u >> (8 * i)), d);
+        break;
+    }
+    case AMK_DTYPE_Q4_0: case AMK_DTYPE_IQ4_NL: { /* low nibbles are elements 0..15, high 16..31 */
+        const float d = amk_blk_f16(x);
+        const uint32_t u = amk_blk_u32(x + 2 + (e & 15)) >> (4 * (e >> 4));
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t v = (u >> (8 * i)) & 0xFu;
+            w[i] = t == AMK_DTYPE_Q4_0 ? __fmul_rn((float)((int)v - 8), d) : __fmul_rn(d, amk_blk_iq4_level(v));
+        }
+        break;
+    }
+    case AMK_DTYPE_Q4_1: {
+        const float d = amk_blk_f16(x), m = amk_blk_f16(x + 2);
+        const uint32_t u = amk_blk_u32(x + 4 + (e & 15)) >> (4 * (e >> 4));
+#pragma unroll
+        for (int i = 0; i < 4; i++) w[i] = __fadd_rn(__fmul_rn((float)((u >> (8 * i)) & 0xFu), d), m);
+        break;
+    }
+    case AMK_DTYPE_Q5_0: case AMK_DTYPE_Q5_1: { /* bit e of qh is element e's fifth bit */
+        const int m1 = t == AMK_DTYPE_Q5_1, ho = m1 ? 4 : 2;
+        const float d = amk_blk_f16(x), m = m1 ? amk_blk_f16(x + 2) : 0.0f;
+        const uint32_t qh = amk_blk_u32(x + ho) >> e, u = amk_blk_u32(x + ho + 4 + (e & 15)) >> (4 * (e >> 4));
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int q = (int)(((u >> (8 * i)) & 0xFu) | ((qh >> i) & 1u) << 4);
+            w[i] = m1 ? __fadd_rn(__fmul_rn((float)q, d), m) : __fmul_rn((float)(q - 16), d);
+        }
+        break;
+    }
+    case AMK_DTYPE_Q4_K: case AMK_DTYPE_Q5_K: { /* chunk c of 64: low nibbles sub-block 2c, high 2c + 1 */
+        const int five = t == AMK_DTYPE_Q5_K, c = e >> 6, h = (e >> 5) & 1, l = e & 31, s = 2 * c + h;
+        float sc, mn;
+        amk_blk_k4_scale_min(x + 4, s, &sc, &mn);
+        const float dd = __fmul_rn(amk_blk_f16(x), sc), mm = __fmul_rn(amk_blk_f16(x + 2), mn);
+        const uint32_t u = amk_blk_u32(x + (five ? 48 : 16) + 32 * c + l) >> (4 * h);
+        const uint32_t qh = five ? amk_blk_u32(x + 16 + l) >> s : 0u;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t q = ((u >> (8 * i)) & 0xFu) | ((qh >> (8 * i)) & 1u) << 4;
+            w[i] = __fsub_rn(__fmul_rn(dd, (float)q), mm);
+        }
+        break;
+    }
+    case AMK_DTYPE_Q2_K: case AMK_DTYPE_Q3_K: { /* e = 128n + 32j + 16h + l: bits 2j of qs[32n + 16h + l] */
+        const int n = e >> 7, j = (e >> 5) & 3, h = (e >> 4) & 1, l = e & 15;
+        if (t == AMK_DTYPE_Q2_K) {
+            const float d = amk_blk_f16(x + 80), dmin = amk_blk_f16(x + 82);
+            const uint32_t s = amk_blk_u8(x + 8 * n + 2 * j + h);
+            const float dl = __fmul_rn(d, (float)(s & 0xFu)), ml = __fmul_rn(dmin, (float)(s >> 4));
+            const uint32_t u = amk_blk_u32(x + 16 + 32 * n + 16 * h + l) >> (2 * j);
+#pragma unroll
+            for (int i = 0; i < 4; i++) w[i] = __fsub_rn(__fmul_rn(dl, (float)((u >> (8 * i)) & 3u)), ml);
+        } else { /* the 2-bit value is q - 4 where the element's bit 4n + j of hmask[16h + l] is clear */
+            const int si = 8 * n + 2 * j + h;
+            const uint32_t lo = si < 8 ? amk_blk_u8(x + 96 + si) & 0xFu : amk_blk_u8(x + 96 + si - 8) >> 4;
+            const uint32_t hi = (amk_blk_u8(x + 96 + 8 + si % 4) >> (2 * (si / 4))) & 3u;
+            const float dl = __fmul_rn(amk_blk_f16(x + 108), (float)((int)(lo | hi << 4) - 32));
+            const uint32_t u = amk_blk_u32(x + 32 + 32 * n + 16 * h + l) >> (2 * j);
+            const uint32_t m = amk_blk_u32(x + 16 * h + l) >> (4 * n + j);
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                w[i] = __fmul_rn(dl, (float)((int)((u >> (8 * i)) & 3u) - ((m >> (8 * i)) & 1u ? 0 : 4)));
+        }
+        break;
+    }
+    case AMK_DTYPE_Q6_K: { /* e = 128n + 32k + l: nibble k / 2 of ql[64n + 32(k % 2) + l], bits 2k of qh[32n + l] */
+        const int n = e >> 7, k = (e >> 5) & 3, l = e & 31;
+        const float ds = __fmul_rn(amk_blk_f16(x + 208), (float)(int8_t)(uint8_t)amk_blk_u8(x + 192 + 8 * n + l / 16 + 2 * k));
+        const uint32_t u = amk_blk_u32(x + 64 * n + 32 * (k & 1) + l) >> (4 * (k >> 1));
+        const uint32_t qh = amk_blk_u32(x + 128 + 32 * n + l) >> (2 * k);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int q = (int)(((u >> (8 * i)) & 0xFu) | ((qh >> (8 * i)) & 3u) << 4) - 32;
+            w[i] = __fmul_rn(ds, (float)q);
+        }
+        break;
+    }
+    default:
+#pragma unroll
+        for (int i = 0; i < 4; i++) w[i] = 0.0f;
+        break;
+    }
+}
+
+/* The lane's share of row . xr for a row of K elements (a multiple of the block: the validator's
+   rule) of block format t: quads lane * 4 + 128 u, AMK_BLK_ILP of them decoded before any is
+   used (their loads in flight together). xr is 16-byte aligned (shared memory). */
+#define AMK_BLK_ILP 1
+static __device__ __forceinline__ float amk_blk_dot(const uint8_t *row, int t, const float *xr, int K, int lane) {
+    const int E = amk_blk_elems(t), B = amk_blk_bytes(t);
+    float a = 0.0f;
+    for (int e0 = lane * 4; e0 < K; e0 += 128 * AMK_BLK_ILP) {
+        float w[AMK_BLK_ILP][4];
+#pragma unroll
+        for (int u = 0; u < AMK_BLK_ILP; u++) {
+            const int e = e0 + 128 * u;
+            if (e < K) amk_blk_quad(row + (int64_t)(e / E) * B, t, e % E, w[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < AMK_BLK_ILP; u++) {
+            const int e = e0 + 128 * u;
+            if (e < K) {
+                const float4 xv = *(const float4 *)(xr + e);
+                a = fmaf(w[u][0], xv.x, fmaf(w[u][1], xv.y, fmaf(w[u][2], xv.z, fmaf(w[u][3], xv.w, a))));
+            }
+        }
+    }
+    return a;
+}
+
+/* Row r of a block-format matrix of K-element rows: its first byte. */
+static __device__ __forceinline__ const uint8_t *amk_blk_row(const amk_buffer_t *W, int64_t r, int K) {
+    return (const uint8_t *)W->ptr + r * (int64_t)(K / amk_blk_elems(W->dtype)) * amk_blk_bytes(W->dtype);
+}
+
+/* 1 for a block dtype (amk_dtype_is_block's twin). */
+static __device__ __forceinline__ int amk_dtype_blk(int t) { return t >= AMK_DTYPE_Q8_0 && t < AMK_DTYPE_COUNT; }
+
+/* The lane's share of row r of W . xr, W of a block format or any other dtype (one element a lane
+   at a time, amk_load's). */
+static __device__ __forceinline__ float amk_blk_any_dot(const amk_buffer_t *W, int64_t r, const float *xr, int K, int lane) {
+    if (amk_dtype_blk(W->dtype)) return amk_blk_dot(amk_blk_row(W, r, K), W->dtype, xr, K, lane);
+    float a = 0.0f;
+    for (int k = lane; k < K; k += 32) a = fmaf(amk_load((const void *)W->ptr, W->dtype, r * K + k), xr[k], a);
+    return a;
+}
+
 #define AMK_OP_FN static __device__
 
 #define AMK_OPS_TID ((int64_t)amk_tid())
@@ -685,6 +870,20 @@ AMK_OP_FN void amk_op_fill(amk_op_ctx *c, float *smem) {
     for (i = AMK_OPS_TID; i < o->numel; i += AMK_OPS_NT) amk_store((void *)o->ptr, o->dtype, i, c->ins.params.scale);
 }
 
+/* Row r of out = row id of a block-format table of H-element rows (whole blocks: the validator's
+   rule), a quad a thread. why out of line: as amk_gemm_rows_blk. */
+static __device__ __forceinline__ void amk_embed_blk_row(const amk_buffer_t *tab, int64_t id, const amk_buffer_t *o, int64_t r,
+                                                      int64_t H) {
+    const int t = tab->dtype, E = amk_blk_elems(t), B = amk_blk_bytes(t);
+    const uint8_t *src = amk_blk_row(tab, id, (int)H);
+    for (int64_t q = AMK_OPS_TID; q < H / 4; q += AMK_OPS_NT) {
+        float v[4];
+        amk_blk_quad(src + (4 * q / E) * B, t, (int)(4 * q % E), v);
+#pragma unroll
+        for (int i = 0; i < 4; i++) amk_store((void *)o->ptr, o->dtype, r * H + 4 * q + i, v[i]);
+    }
+}
+
 /* EMBED: out[r, :] = table[ids[r], :]; an id outside [0, V) is a run-time error. Each row's id
    is read once, then the row is copied in 16-byte pieces when table and out have one dtype and a
    row is a whole number of pieces (the decode step: a bf16 row of H = 2048 is one piece a thread
@@ -698,13 +897,16 @@ AMK_OP_FN void amk_op_embed(amk_op_ctx *c, float *smem) {
     const int w = amk_dtype_width(o->dtype); /* bits an element */
     const int pieces = tab->dtype == o->dtype && w >= 8 && H * (w / 8) % 16 == 0;
     const int nc = tab->kind == AMK_KIND_WEIGHT || tab->kind == AMK_KIND_CONST; /* read-only: no-allocate loads */
+    const int blk = amk_dtype_blk(tab->dtype);
     for (int64_t r = 0; r < n_ids; r++) {
         const int64_t id = amk_load_int((const void *)ids->ptr, ids->dtype, r); /* every thread: one value */
         if (id < 0 || id >= V) {
             if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_EMBED_ID, id);
             return;
         }
-        if (pieces) {
+        if (blk) {
+            amk_embed_blk_row(tab, id, o, r, H);
+        } else if (pieces) {
             const int64_t n16 = H * (w / 8) / 16;
             const uint4 *src = (const uint4 *)((const char *)tab->ptr + id * H * (w / 8));
             uint4 *dst = (uint4 *)((char *)o->ptr + r * H * (w / 8));
@@ -1165,10 +1367,12 @@ static __device__ __noinline__ int amk_gemm_mma(amk_op_ctx *c, float *smem, int6
     return 1;
 }
 
-static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
+/* The rows path's body; blk (a constant at each call): W in a block format. */
+static __device__ __forceinline__ void amk_gemm_rows_body(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end,
+                                                          const int blk) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *x = &c->in[0], *W = &c->in[1], *o = &c->out[0];
-    const int quant = amk_gemv_quant(c);
+    const int quant = !blk && amk_gemv_quant(c);
     const amk_buffer_t *bias = !quant && c->ins.n_inputs > 2 ? &c->in[2] : 0;
     const amk_buffer_t *sc = quant ? &c->in[2] : 0, *zr = quant && c->ins.n_inputs > 3 ? &c->in[3] : 0;
     const int K = P->K, lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
@@ -1176,7 +1380,7 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
     const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
     const int esz = W->dtype == AMK_DTYPE_F32 ? 4 : 2;
     /* why: 16-byte loads need every row start 16-byte aligned (base is 256-aligned) */
-    const int fast = !quant && (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 ||
+    const int fast = !blk && !quant && (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 ||
                                 W->dtype == AMK_DTYPE_BF16) && ((int64_t)K * esz) % 16 == 0;
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
     const int64_t mc = amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, K);
@@ -1201,6 +1405,10 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
                 if (W->dtype == AMK_DTYPE_BF16) AMK__GEMV_VEC_ROW(amk_unpack_bf16x8, 8, acc, wrow);
                 else if (W->dtype == AMK_DTYPE_F16) AMK__GEMV_VEC_ROW(amk_unpack_f16x8, 8, acc, wrow);
                 else AMK__GEMV_VEC_ROW(amk_unpack_f32x4, 4, acc, wrow);
+            } else if (blk) {
+#pragma unroll
+                for (int r = 0; r < AMK_GEMV_ROWS; r++)
+                    if (r < mr) acc[r] += amk_blk_dot(amk_blk_row(W, n, K), W->dtype, xs + (int64_t)r * K, K, lane);
             } else if (quant) {
                 /* I8: [N, K] int8; I4: element (n, k) is nibble n*K+k of the bytes (low first),
                    q = nibble - 8, whether the buffer is I4 [N, K] or U8 [N, K/2] */
@@ -1234,6 +1442,17 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
         }
         __syncthreads(); /* why: xs is overwritten by the next row block */
     }
+}
+
+/* why the block formats' rows path out of line, entered at the op's start: their decoding inlined
+   beside the float paths took the VM past its registers (it spilled), and a call made where few
+   values are live saves few registers. */
+static __device__ __forceinline__ void amk_gemm_rows_blk(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
+    amk_gemm_rows_body(c, smem, m_begin, m_end, 1);
+}
+static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
+    if (!amk_gemv_quant(c) && amk_dtype_blk(c->in[1].dtype)) amk_gemm_rows_blk(c, smem, m_begin, m_end);
+    else amk_gemm_rows_body(c, smem, m_begin, m_end, 0);
 }
 
 /* The tensor-core path for a tile of at least AMK_MMA_MIN_ROWS rows whose operands it takes
@@ -2731,7 +2950,9 @@ static __device__ __noinline__ void amk_tile_pairs(amk_op_ctx *c, int64_t M, int
     }
 }
 
-AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
+/* RMSNORM_GEMV, RMSNORM_SWIGLU and RMSNORM_MLP's body; blk (a constant at each call): W (or the gate
+   or up) in a block format, whose tiles take the general path. */
+static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *smem, const int blk) {
     const amk_params_t *P = &c->ins.params;
     const int mlp = c->ins.op == AMK_OP_RMSNORM_MLP, swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU || mlp;
     /* flags: the bits that take the positions; argmax: the pairs into the second output */
@@ -2744,7 +2965,7 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
     const int64_t last = kv_row ? N : amk_div_rows(o->numel, M);
     const int esz = W->dtype == AMK_DTYPE_F32 ? 4 : 2;
-    const int fast = (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16) &&
+    const int fast = !blk && (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16) &&
                      (!swiglu || Wu->dtype == W->dtype) && ((int64_t)K * esz) % 16 == 0;
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
     /* RMSNORM_MLP's rows of W_downT at the end of shared memory */
@@ -2762,14 +2983,14 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     int64_t m0, n, i;
 #if AMK_LEAN /* why after the setup above (the compiler sinks what the lean form does not use):
                  called first, or from the dispatcher, it is no faster (bench/RESULTS.md run 186) */
-    if (amk_norm_gemv_lean(c, smem)) return;
+    if (!blk && amk_norm_gemv_lean(c, smem)) return;
     if (mlp && ((uint32_t)P->flags & AMK_MLP_FLAG_FOLD)) { /* only the lean form folds (the host checks it) */
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, P->flags);
         return;
     }
 #endif
 #if AMK_RING
-    if (amk_norm_gemv_ring(c, smem)) return;
+    if (!blk && amk_norm_gemv_ring(c, smem)) return;
 #endif
     if (mc < 1) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
@@ -2831,6 +3052,13 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
                     if (swiglu) AMK__GEMV_VEC_PAIR(amk_unpack_f32x4, 4, acc, wrow, acu, urow);
                     else AMK__GEMV_VEC_ROW(amk_unpack_f32x4, 4, acc, wrow);
                 }
+            } else if (blk) { /* a gate and an up of two formats (a Q4_K_M file mixes them) take this path too */
+#pragma unroll
+                for (int r = 0; r < AMK_GEMV_ROWS; r++)
+                    if (r < mr) {
+                        acc[r] += amk_blk_any_dot(W, n, xs + (int64_t)r * K, K, lane);
+                        if (swiglu) acu[r] += amk_blk_any_dot(Wu, n, xs + (int64_t)r * K, K, lane);
+                    }
             } else {
                 for (int k = lane; k < K; k += 32) {
                     float w = amk_load((const void *)W->ptr, W->dtype, n * K + k);
@@ -2877,6 +3105,14 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     }
     if (argmax) amk_tile_pairs(c, M, last); /* every store above came before the loop's last barrier */
     if (staged) amk_rows_done(c); /* every thread waited: the barrier above */
+}
+
+/* why out of line, entered at the op's start: as amk_gemm_rows_blk. */
+static __device__ __forceinline__ void amk_norm_gemv_blk(amk_op_ctx *c, float *smem) { amk_norm_gemv_body(c, smem, 1); }
+AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
+    const int mats = c->ins.op == AMK_OP_RMSNORM_SWIGLU || c->ins.op == AMK_OP_RMSNORM_MLP ? 2 : 1;
+    if (amk_dtype_blk(c->in[2].dtype) || (mats == 2 && amk_dtype_blk(c->in[3].dtype))) amk_norm_gemv_blk(c, smem);
+    else amk_norm_gemv_body(c, smem, 0);
 }
 
 /* The binary elementwise ops, out[e] = f(a[e], b[e]); op is a compile-time constant at each call

@@ -345,6 +345,42 @@ static __device__ __forceinline__ uint32_t amk_fill_random_bits(int t, uint64_t 
     }
 }
 
+/* A block format's random fill (timing weights): random bytes, except each block's f16 scales (d,
+   and Q4_1/Q5_1's m or the K formats' dmin), set so the decoded values stay within a few times
+   scale: no NaN or Inf, whatever the random bytes. 16 bytes a thread per step, 8 random bytes a
+   hash. */
+static __device__ __forceinline__ void amk_fill_blocks(uint64_t ptr, uint64_t nbytes, int t, uint64_t seed, float scale) {
+    const uint64_t B = (uint64_t)amk_blk_bytes(t), chunks = (nbytes + 15) / 16, stride = (uint64_t)gridDim.x * blockDim.x;
+    int f0 = 0, f1 = -1; /* the scale fields' offsets in a block (f1 < 0: none) */
+    float d0, d1 = 0.0f;
+    switch (t) {
+    case AMK_DTYPE_Q8_0: d0 = scale / 127.0f; break;
+    case AMK_DTYPE_Q4_0: d0 = scale / 8.0f; break;
+    case AMK_DTYPE_IQ4_NL: d0 = scale / 127.0f; break;
+    case AMK_DTYPE_Q4_1: d0 = 2.0f * scale / 15.0f; f1 = 2; d1 = -scale; break;
+    case AMK_DTYPE_Q5_0: d0 = scale / 16.0f; break;
+    case AMK_DTYPE_Q5_1: d0 = 2.0f * scale / 31.0f; f1 = 2; d1 = -scale; break;
+    case AMK_DTYPE_Q2_K: f0 = 80; d0 = 2.0f * scale / 45.0f; f1 = 82; d1 = scale / 15.0f; break;
+    case AMK_DTYPE_Q3_K: f0 = 108; d0 = scale / 128.0f; break;
+    case AMK_DTYPE_Q4_K: d0 = 2.0f * scale / 945.0f; f1 = 2; d1 = scale / 63.0f; break;
+    case AMK_DTYPE_Q5_K: d0 = 2.0f * scale / 1953.0f; f1 = 2; d1 = scale / 63.0f; break;
+    case AMK_DTYPE_Q6_K: f0 = 208; d0 = scale / 4096.0f; break;
+    default: return;
+    }
+    const uint32_t h0 = __half_as_ushort(__float2half_rn(d0)), h1 = __half_as_ushort(__float2half_rn(d1));
+    for (uint64_t ch = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; ch < chunks; ch += stride) {
+        const uint64_t r[2] = {amk_fill_hash(seed, 2 * ch), amk_fill_hash(seed, 2 * ch + 1)};
+        for (int k = 0; k < 16 && ch * 16 + (uint64_t)k < nbytes; k++) {
+            const uint64_t b = ch * 16 + (uint64_t)k;
+            const int o = (int)(b % B);
+            uint32_t v = (uint32_t)(r[k >> 3] >> (8 * (k & 7))) & 0xFFu;
+            if (o >= f0 && o < f0 + 2) v = (h0 >> (8 * (o - f0))) & 0xFFu;
+            if (f1 >= 0 && o >= f1 && o < f1 + 2) v = (h1 >> (8 * (o - f1))) & 0xFFu;
+            ((uint8_t *)ptr)[b] = (uint8_t)v;
+        }
+    }
+}
+
 /* Writes bytes [0, nbytes) of a buffer of numel elements of dtype t, 16 bytes a thread per step:
    each element's bits come from the random stream or the constant value. Bits past numel in the
    last byte (an odd I4 count) are 0; nothing past nbytes is written. */
@@ -355,7 +391,11 @@ static __device__ __forceinline__ void amk_fill_body(uint64_t ptr, uint64_t nbyt
     const uint32_t konst = random ? 0u : amk_encode(t, v) & mask;
     const uint64_t chunks = (nbytes + 15) / 16, stride = (uint64_t)gridDim.x * blockDim.x;
     uint64_t ch;
-    if (!bits) return; /* the host refuses unknown dtypes */
+    if (random && amk_dtype_blk(t)) {
+        amk_fill_blocks(ptr, nbytes, t, seed, v);
+        return;
+    }
+    if (!bits) return; /* the host refuses unknown dtypes and a block format's value fill */
     for (ch = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; ch < chunks; ch += stride) {
         uint32_t w[4];
 #pragma unroll
