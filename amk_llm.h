@@ -55,6 +55,12 @@ typedef struct amk_llm_opts {
    tokenizer (NULL for random weights). */
 typedef struct amk_llm amk_llm;
 
+/* Sets o->weight_dtype_of (and its user) so that the matrices and the embedding of model stored in
+   a block format keep it (each tensor's amk_model_tensor_dtype): what amk_llm does for
+   weights_as_stored, for a caller who builds a model's step itself (amk_llama_build). model must
+   stay open while o builds. NULL o is ignored. */
+AMK_API void amk_llama_build_opts_stored(amk_llama_build_opts *o, amk_model *model);
+
 /* Defaults: AUTO backend, random_seed 1, weights_as_stored 1, amk_llama_build_opts_default's build.
    NULL is ignored. */
 AMK_API void amk_llm_opts_default(amk_llm_opts *o);
@@ -622,12 +628,18 @@ AMK_API void amk_llm_opts_default(amk_llm_opts *o) {
     o->weights_as_stored = 1;
 }
 
-/* build.weight_dtype_of of a model file read as stored: the tensor's stored dtype (user: the
-   amk_model); -1 for one the model lacks. */
+/* weight_dtype_of of a model file read as stored: the tensor's stored dtype (user: the amk_model);
+   -1 for one the model lacks. */
 AMK__FN int amk__llm_stored_dtype(void *user, const char *tensor, int64_t rows, int64_t cols) {
     int t = -1;
     (void)rows; (void)cols;
     return amk_model_tensor_dtype((amk_model *)user, tensor, &t, NULL) == AMK_OK ? t : -1;
+}
+
+AMK_API void amk_llama_build_opts_stored(amk_llama_build_opts *o, amk_model *model) {
+    if (!o) return;
+    o->weight_dtype_of = model ? amk__llm_stored_dtype : NULL;
+    o->weight_dtype_user = model;
 }
 
 AMK_API const amk_llama_config *amk_llm_config(const amk_llm *m) { return m ? &m->cfg : NULL; }
@@ -660,10 +672,8 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     if (m->opts.build.max_seq > 0 && m->cfg.max_pos > 0 && m->opts.build.max_seq > m->cfg.max_pos)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "a context of %d tokens is longer than the model's context of %d "
                          "(max_position_embeddings or context_length)", m->opts.build.max_seq, m->cfg.max_pos);
-    if (m->model && m->opts.weights_as_stored && !m->opts.build.weight_dtype_of) {
-        m->opts.build.weight_dtype_of = amk__llm_stored_dtype;
-        m->opts.build.weight_dtype_user = m->model;
-    }
+    if (m->model && m->opts.weights_as_stored && !m->opts.build.weight_dtype_of)
+        amk_llama_build_opts_stored(&m->opts.build, m->model);
     {
         amk_llama_step st;
         int dropped = 0;
