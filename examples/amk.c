@@ -1127,8 +1127,8 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     if (!quiet) {
         char sum[256];
         cli_weight_summary(amk_llm_program(m), sum, sizeof sum);
-        fprintf(stderr, "%s: %s, %d layers, backend %s, context %d, %s\n", a.model ? a.model : a.random,
-                amk_llm_config(m)->name, amk_llm_config(m)->n_layers, amk_llm_backend_name(m), amk_llm_max_seq(m), sum);
+        fprintf(stderr, "%s: %s, %d layers, %s, backend %s, context %d\n", a.model ? a.model : a.random,
+                amk_llm_config(m)->name, amk_llm_config(m)->n_layers, sum, amk_llm_backend_name(m), amk_llm_max_seq(m));
     }
     if (tok && !chat) fputs(prompt, stdout);
     t1 = t2 = cli_now();
