@@ -1382,7 +1382,9 @@ static const cli_cmd cli_cmds[] = {
     {"info", "describe a program: counts, weight bytes, critical path, SMs, pages",
      "amk info FILE.json",
      "Prints one \"key: value\" line each: tasks (per opcode), buffers (per kind), counters,\n"
-     "weight_bytes, critical_path, sms_used, pages and scratch_bytes when the program has a page\n"
+     "weight_bytes (the WEIGHT and CONST buffers tasks read), weight_bytes_read (what a run reads:\n"
+     "those, but of a buffer only EMBED reads a row a task; a tied embedding counts whole, once),\n"
+     "weight_dtypes (the WEIGHT buffers a dtype), critical_path, sms_used, pages and scratch_bytes when the program has a page\n"
      "table, and the validation summary.\n"
      "Exit: 0 described (even if rejected), 2 unreadable or malformed.\n",
      cmd_info},
@@ -1410,8 +1412,12 @@ static const cli_cmd cli_cmds[] = {
      "directory) or of SHAPE (llama3-8b, llama3.2-1b, smollm2-135m, or a config.json), lowers it\n"
      "onto --sms SMs (default 132, an H100), validates it and writes its JSON to STEP.json or stdout.\n"
      "--ctx sets the KV cache rows (default min(model context, 4096)); --kv-splits the attention\n"
-     "tiles along the KV length (1..8; default 0: one per 512 rows, at most 8); --dtype the weight\n"
-     "dtype (default F32).\n"
+     "tiles along the KV length (1..8; default 0: one per 512 rows, at most 8).\n"
+     "Weights: a MODEL's matrices stored in a GGUF block format (Q8_0, Q4_1, Q4_K, ...) stay in it,\n"
+     "read as stored, where the step reads them row-major (a block down_proj or o_proj makes the\n"
+     "default MLP or attention two steps); the other matrices are F32. --dtype F32|BF16|F16\n"
+     "converts every matrix to that dtype. The summary on stderr gives the weight bytes a token\n"
+     "reads and the weight buffers a dtype.\n"
      "The step uses AMK's opcodes (20..34); --spec-ops builds it from the spec's opcodes\n"
      "0..18 only (a program any implementation of the spec runs; more dependent steps).\n"
      "--mlp-steps 1 builds each layer's MLP as one step (RMSNORM_MLP tiles adding into an F32\n"
@@ -1444,7 +1450,9 @@ static const cli_cmd cli_cmds[] = {
      "to min(model context, 4096)), so a short generation runs the smaller step. A prompt plus N\n"
      "longer than the context is an error, and so is a KV cache larger than the machine's memory\n"
      "on the reference VM. Runs on the GPU when there is one (and this amk holds the device\n"
-     "image), else on the reference VM; --cpu forces the reference VM.\n"
+     "image), else on the reference VM; --cpu forces the reference VM. Quantized matrices run as\n"
+     "stored and --dtype D (F32, BF16, F16) converts every matrix, as for build; the first line on\n"
+     "stderr gives the weight bytes a token reads and the weight buffers a dtype.\n"
      "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
      "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops,\n"
      "--mlp-steps, --attn-steps and --qkv-fold as for build; on the GPU, --qkv-fold 1 where its\n"
