@@ -54,13 +54,28 @@ typedef struct amk_llama_build_opts {
                          1 folds even where the GPU would refuse the step (the reference VM runs
                          every fold; amk_llm, for a backend that may be the GPU, builds such a
                          step unfolded and says so in amk_llm_note) */
+    /* Per-tensor weight dtypes; NULL (default): every matrix and the embedding in weight_dtype.
+       Asked for each matrix and the embedding (the LM head too when untied) with its HF source
+       name ("model.layers.3.mlp.up_proj.weight") and HF shape [rows = out features, cols = in
+       features] (the embedding [vocab, hidden]). A block dtype (amk_dtype_is_block, a GGUF
+       format) whose block divides cols makes that buffer the format where the step reads the
+       buffer row-major as the tensor is stored (its weight plan entry AMK_WEIGHT_AS_STORED or
+       AMK_WEIGHT_QK_INTERLEAVED); any other answer, or a transposed or derived buffer (down_proj
+       of the one-step MLP, o_proj of ATTENTION_O, W_cat), gets weight_dtype. So with a block
+       down_proj mlp_accum -1 builds the two-step MLP, with a block o_proj attn_o -1 the two-step
+       attention, and with any block matrix qkv_fold -1 does not fold; an explicit 1 builds the
+       form and keeps the transposed matrix in weight_dtype. The callback may be asked more than
+       once for a tensor and must answer the same each time. amk_llm sets it for a model file
+       (amk_llm_opts.weights_as_stored). */
+    int (*weight_dtype_of)(void *user, const char *tensor, int64_t rows, int64_t cols);
+    void *weight_dtype_user;
 } amk_llama_build_opts;
 
 /* What -1 (AMK's choice) means for mlp_accum, attn_o and qkv_fold, and the SM sets and task sizes
    the builder picks, are amk_tune.h's AMK_LLAMA_* knobs (with their whys and runs). */
 
 /* Defaults: max_seq 0 (auto), F32 weights and activations, 132 SMs (H100), KV splits 0 (auto),
-   fused, mlp_accum -1, attn_o -1 and qkv_fold -1 (auto). */
+   fused, mlp_accum -1, attn_o -1 and qkv_fold -1 (auto), no weight_dtype_of (every matrix F32). */
 AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o);
 
 /* A named shape with its real hyper-parameters: "llama3-8b", "llama3.2-1b", "smollm2-135m". */
@@ -97,7 +112,8 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
    tiles, ADD; final RMSNORM, LM-head tiles, SAMPLE_ARGMAX
    (HF row order; amk_llama_set_pos updates the per-step params). Buffers: IO_INPUT "token" and
    "pos" (I32 [1]); WEIGHT buffers whose source is the HF tensor name (the LM head reads the
-   embedding when tied); KV_CACHE "k_cache.L"/"v_cache.L" [max_seq, n_kv_heads, head_dim];
+   embedding when tied), matrices in weight_dtype or, by o->weight_dtype_of, in their block
+   formats (then meta["weights"] = "as stored"); KV_CACHE "k_cache.L"/"v_cache.L" [max_seq, n_kv_heads, head_dim];
    IO_OUTPUT "logits" (F32 [1, vocab]) and "next_token" (I32 [1], the argmax). The program is not
    lowered yet (no SMs, no pages): amk_program_lower does that. meta["kv_window"] holds the rows
    per KV split. */
@@ -252,6 +268,8 @@ typedef struct amk__lb_plan {
     int set_y, set_z;        /* the SM sets (meta "sm_sets", AMK_LLAMA_SM_SETS); 0 0 without */
     int64_t q_rows, kv_rows; /* NH * HD, NKV * HD */
     int64_t F;               /* a row of qkv: q_rows + 2 * kv_rows */
+    int blk_any, blk_down, blk_o; /* weight_dtype_of gives a block format to some matrix, to a
+                                     down_proj, to an o_proj (amk__lb_blocks) */
 } amk__lb_plan;
 
 typedef struct amk__lb {
@@ -364,8 +382,22 @@ AMK__FN int amk__lb_rope(amk__lb *b, int x, int pos, int out, int counter, int w
     return t;
 }
 
-/* Tiles of opcode op over N weight rows of K columns: ins[0..n_in) are the task inputs (the
-   matrices among them count n_mats times in est_bytes; RMSNORM_MLP's last, the residual, goes to
+/* The bytes of a row of K columns of each of the first n_mats matrices (rank-2 WEIGHT buffers)
+   among ins[0..n_in), summed: what a tile reads a row, in each matrix's own dtype. */
+AMK__FN int64_t amk__lb_row_bytes(const amk__lb *b, const int *ins, int n_in, int n_mats, int64_t K) {
+    int64_t sum = 0;
+    int j;
+    for (j = 0; j < n_in && n_mats > 0; j++) {
+        const amk_buffer *w = ins[j] >= 0 && ins[j] < b->p->n_buffers ? &b->p->buffers[ins[j]] : NULL;
+        if (!w || w->kind != AMK_KIND_WEIGHT || w->rank != 2) continue;
+        sum += amk_dtype_nbytes(w->dtype, K);
+        n_mats--;
+    }
+    return sum;
+}
+
+/* Tiles of opcode op over N weight rows of K columns: ins[0..n_in) are the task inputs (the first
+   n_mats matrices among them count in est_bytes, by their bytes a row; RMSNORM_MLP's last, the residual, goes to
    the first tile only: it is added once), rows per tile; all signal counter after all wait_n[k]
    producers of each wait_c[k], k < n_wait, in that order. Tasks get K, N_tile, n_off (and eps for
    the fused RMSNORM_* ops and their variants; RoPE's params for the RoPE variants). Returns the
@@ -376,14 +408,14 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
     const int base = amk_op_device(op, NULL);
     int n_tiles = 0;
     int64_t off;
-    int wbytes = amk_dtype_bits(b->o.weight_dtype) / 8;
+    const int64_t row_bytes = amk__lb_row_bytes(b, ins, n_in, n_mats, K); /* why by bytes: tiles of block formats balance too */
     for (off = 0; off < N; off += rows) {
         int64_t nt = N - off < rows ? N - off : rows;
         int t;
         char label[64];
         snprintf(label, sizeof label, "L%d %s[%lld:%lld]", layer, what, (long long)off, (long long)(off + nt));
         t = amk__lb_task(b, op, ins, base == AMK_OP_RMSNORM_MLP && off > 0 ? n_in - 1 : n_in, out, counter, wait_c, wait_n,
-                         n_wait, n_mats * nt * K * wbytes, label);
+                         n_wait, nt * row_bytes, label);
         if (t < 0) return -1;
         amk_task_set_int(b->p, t, "K", K);
         amk_task_set_int(b->p, t, "N_tile", nt);
@@ -508,7 +540,7 @@ AMK__FN int amk__lb_attention_o(amk__lb *b, int layer, int q, int kc, int vc, in
                      (long long)(off + nt), g);
             t = amk__lb_task(b, prenorm ? AMK_OP_ATTENTION_O_PRENORM : AMK_OP_ATTENTION_O, ins, (n == 0 ? 6 : 5) + prenorm,
                              h, c_att, &wait_c, &n_wait, 1,
-                             kv_bytes + nt * c->hidden * (amk_dtype_bits(b->o.weight_dtype) / 8), label);
+                             kv_bytes + nt * amk_dtype_nbytes(b->p->buffers[w_o].dtype, c->hidden), label);
             if (t < 0) return -1;
             amk__lb_attn_params(b, t, 0, max_seq, g);
             amk_task_set_int(b->p, t, "m_off", off);
@@ -525,6 +557,47 @@ AMK__FN int amk__lb_attention_o(amk__lb *b, int layer, int q, int kc, int vc, in
 }
 
 /* ---- the decode step, part by part ------------------------------------------------------------ */
+
+/* The dtype of the buffer that holds tensor (HF shape [rows, cols]) row-major as stored:
+   weight_dtype_of's answer where it is a block format whose block divides cols, else
+   weight_dtype (amk_llama_build_opts). */
+AMK__FN int amk__lb_matrix_dtype(const amk__lb *b, const char *tensor, int64_t rows, int64_t cols) {
+    int t, E;
+    if (!b->o.weight_dtype_of) return b->o.weight_dtype;
+    t = b->o.weight_dtype_of(b->o.weight_dtype_user, tensor, rows, cols);
+    E = amk_dtype_block(t, NULL); /* 0 for a dtype that is not a block format */
+    return E > 0 && cols % E == 0 ? t : b->o.weight_dtype;
+}
+
+/* b->plan.blk_*: which matrices weight_dtype_of would store in a block format, asked before the
+   forms are chosen (amk__lb_decide turns off the forms that would need them transposed). */
+AMK__FN void amk__lb_blocks(amk__lb *b) {
+    /* a layer's matrices with their HF [rows, cols]: 'q' q_rows, 'k' kv_rows, 'h' hidden, 'i' ffn */
+    static const struct { const char *name; char rows, cols; } mats[7] = {
+        {"self_attn.q_proj", 'q', 'h'}, {"self_attn.k_proj", 'k', 'h'}, {"self_attn.v_proj", 'k', 'h'},
+        {"self_attn.o_proj", 'h', 'q'}, {"mlp.gate_proj", 'i', 'h'},    {"mlp.up_proj", 'i', 'h'},
+        {"mlp.down_proj", 'h', 'i'}};
+    const amk_llama_config *c = b->c;
+    amk__lb_plan *pl = &b->plan;
+    const int64_t q = (int64_t)c->n_heads * c->head_dim, k = (int64_t)c->n_kv_heads * c->head_dim;
+    char src[128];
+    int i, j;
+    pl->blk_any = pl->blk_down = pl->blk_o = 0;
+    if (!b->o.weight_dtype_of) return;
+    pl->blk_any = amk_dtype_is_block(amk__lb_matrix_dtype(b, "model.embed_tokens.weight", c->vocab, c->hidden)) ||
+                  (!c->tie_embeddings && amk_dtype_is_block(amk__lb_matrix_dtype(b, "lm_head.weight", c->vocab, c->hidden)));
+    for (i = 0; i < c->n_layers; i++)
+        for (j = 0; j < 7; j++) {
+            const int64_t r = mats[j].rows == 'q' ? q : mats[j].rows == 'k' ? k : mats[j].rows == 'h' ? c->hidden : c->intermediate;
+            const int64_t cl = mats[j].cols == 'q' ? q : mats[j].cols == 'h' ? c->hidden : c->intermediate;
+            int blk;
+            snprintf(src, sizeof src, "model.layers.%d.%s.weight", i, mats[j].name);
+            if (!(blk = amk_dtype_is_block(amk__lb_matrix_dtype(b, src, r, cl)))) continue;
+            pl->blk_any = 1;
+            pl->blk_down |= j == 6;
+            pl->blk_o |= j == 3;
+        }
+}
 
 /* With ATTENTION_O: the SM sets (AMK_LLAMA_SM_SETS) where the SMs allow them, their sizes and the
    rows they give an ATTENTION_O task, a Q/K/V tile and an MLP tile; else nothing. Set Y: one SM
@@ -566,7 +639,9 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     else /* do one tile's rows of W_downT stage on the device? */
         pl->accum = AMK_LLAMA_MLP_ACCUM == 2 ||
                     (AMK_LLAMA_MLP_ACCUM == 1 && amk_plan_rows_stage_bytes(wd, H, pl->mlp_rows) > 0);
-    pl->accum = pl->accum && !o->spec_ops;
+    /* why not with a block down_proj unless asked: the one-step MLP reads it transposed, which a
+       block format cannot be (it would be kept in weight_dtype, twice the bytes of Q8_0) */
+    pl->accum = pl->accum && !o->spec_ops && !(o->mlp_accum < 0 && pl->blk_down);
     pl->rd = pl->accum ? AMK_DTYPE_F32 : o->act_dtype; /* why: atomic adds need F32; the residual is 2-16 KB */
     if (L < 1 || H < 1 || I < 1 || NH < 1 || NKV < 1 || HD < 2 || HD % 2 || V < 1 || NH % NKV)
         return amk__fail(d, AMK_ERR_INVALID_ARG,
@@ -591,7 +666,7 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     else /* do a task's rows of W_oT stage on the device? */
         pl->ao = AMK_LLAMA_ATTN_O == 2 ||
                  (AMK_LLAMA_ATTN_O == 1 && pl->accum && amk_plan_rows_stage_bytes(wd, H, pl->ao_rows) > 0);
-    pl->ao = pl->ao && pl->fused && pl->S == 1;
+    pl->ao = pl->ao && pl->fused && pl->S == 1 && !(o->attn_o < 0 && pl->blk_o); /* block o_proj: as accum */
     pl->q_rows = (int64_t)NH * HD;
     pl->kv_rows = (int64_t)NKV * HD;
     pl->set_y = pl->set_z = 0;
@@ -608,7 +683,9 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
        take them, so it needs both one-step forms, and a next layer */
     if (o->qkv_fold >= 0) pl->fold = o->qkv_fold != 0;
     else pl->fold = AMK_LLAMA_QKV_FOLD == 2 || (AMK_LLAMA_QKV_FOLD == 1 && wd == AMK_DTYPE_BF16 && pl->set_y);
-    pl->fold = pl->fold && pl->ao && pl->accum && L > 1;
+    /* why not with block matrices unless asked: W_cat is derived in weight_dtype from the matrices it
+       folds, so the step would read floats where it could read the stored blocks */
+    pl->fold = pl->fold && pl->ao && pl->accum && L > 1 && !(o->qkv_fold < 0 && pl->blk_any);
     pl->F = pl->q_rows + 2 * pl->kv_rows;
     return AMK_OK;
 }
@@ -632,10 +709,10 @@ AMK__FN void amk__lb_meta(amk__lb *b) {
     }
 }
 
-/* The embedding: x.0 [1, H] rd = embed [V, H] wd at row token (IO_INPUT I32 [1]); also makes the
-   input pos. */
+/* The embedding: x.0 [1, H] rd = embed [V, H] (wd, or its block format: amk__lb_matrix_dtype) at
+   row token (IO_INPUT I32 [1]); also makes the input pos. */
 AMK__FN void amk__lb_embed(amk__lb *b) {
-    const int H = b->c->hidden, wd = b->o.weight_dtype;
+    const int H = b->c->hidden, wd = amk__lb_matrix_dtype(b, "model.embed_tokens.weight", b->c->vocab, H);
     int ins[2], t;
     ins[0] = amk__lb_buf(b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "token");
     b->pos = amk__lb_buf(b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "pos");
@@ -646,8 +723,7 @@ AMK__FN void amk__lb_embed(amk__lb *b) {
     b->cx = amk_program_add_counter(b->p, "embed done");
     b->n_cx = 1;
     ins[1] = b->embed;
-    t = amk__lb_task(b, AMK_OP_EMBED, ins, 2, b->x, b->cx, NULL, NULL, 0, (int64_t)H * (amk_dtype_bits(wd) / 8),
-                     "embed");
+    t = amk__lb_task(b, AMK_OP_EMBED, ins, 2, b->x, b->cx, NULL, NULL, 0, amk_dtype_nbytes(wd, H), "embed");
     amk_task_set_int(b->p, t, "hidden", H);
 }
 
@@ -672,15 +748,16 @@ typedef struct amk__lb_layer {
     int c_o, n_o;      /* h complete: its counter, that counter's producers */
 } amk__lb_layer;
 
-/* Layer i's WEIGHT buffer whose name and source are fmt with i: [r0, r1] wd, or rank 1 [r0] F32 (a
-   norm's scale). */
+/* Layer i's WEIGHT buffer whose name and source are fmt with i: [r0, r1] wd (a matrix read row-major
+   as stored, transform AS_STORED or QK_INTERLEAVED: the dtype amk__lb_matrix_dtype gives), or rank 1
+   [r0] F32 (a norm's scale). */
 AMK__FN int amk__lb_weight(amk__lb *b, int64_t r0, int64_t r1, int rank, amk_weight_transform t, int heads,
                            const char *fmt, int i) {
     char src[128];
-    int id;
+    int id, dt = rank == 1 ? AMK_DTYPE_F32 : b->o.weight_dtype;
     snprintf(src, sizeof src, fmt, i);
-    id = amk__lb_buf(b, AMK_KIND_WEIGHT, rank == 1 ? AMK_DTYPE_F32 : b->o.weight_dtype, r0, r1, 0, rank, src, "%s",
-                     src);
+    if (rank == 2 && (t == AMK_WEIGHT_AS_STORED || t == AMK_WEIGHT_QK_INTERLEAVED)) dt = amk__lb_matrix_dtype(b, src, r0, r1);
+    id = amk__lb_buf(b, AMK_KIND_WEIGHT, dt, r0, r1, 0, rank, src, "%s", src);
     amk__lb_plan_weight(b, id, t, heads, t == AMK_WEIGHT_QKV_FOLD ? i : -1);
     return id;
 }
@@ -994,7 +1071,8 @@ AMK__FN int amk__lb_head(amk__lb *b) {
     int c_lm = amk_program_add_counter(b->p, "lm head tiles");
     int c_s = amk_program_add_counter(b->p, "argmax"), n_lm, rows = amk__lb_tile_rows(V, b->o.num_sms);
     int lm_w = b->c->tie_embeddings ? b->embed
-             : amk__lb_buf(b, AMK_KIND_WEIGHT, b->o.weight_dtype, V, H, 0, 2, "lm_head.weight", "lm_head.weight");
+             : amk__lb_buf(b, AMK_KIND_WEIGHT, amk__lb_matrix_dtype(b, "lm_head.weight", V, H), V, H, 0, 2,
+                           "lm_head.weight", "lm_head.weight");
     amk__lb_plan_weight(b, w_norm, AMK_WEIGHT_AS_STORED, 0, -1);
     if (!b->c->tie_embeddings) amk__lb_plan_weight(b, lm_w, AMK_WEIGHT_AS_STORED, 0, -1);
     if (b->plan.fused) {
@@ -1036,6 +1114,7 @@ AMK__FN amk_result amk__lb_build(const amk_llama_config *c, const amk_llama_buil
     if (opts) b.o = *opts; else amk_llama_build_opts_default(&b.o);
     if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no config");
     b.c = c;
+    amk__lb_blocks(&b);
     r = amk__lb_decide(&b, d);
     if (r != AMK_OK) return r;
     b.p = amk_program_create();
@@ -1050,6 +1129,11 @@ AMK__FN amk_result amk__lb_build(const amk_llama_config *c, const amk_llama_buil
         if (amk__lb_mlp_half(&b, &ly) < 0) goto fail;       /* x.(i+1) = h.i + MLP(h.i) */
     }
     if (amk__lb_head(&b) < 0) goto fail; /* next_token = argmax(lm_head(norm(x.L))) */
+    for (i = 0; i < b.p->n_buffers; i++)
+        if (b.p->buffers[i].kind == AMK_KIND_WEIGHT && amk_dtype_is_block(b.p->buffers[i].dtype)) {
+            amk_program_set_meta_string(b.p, "weights", "as stored"); /* some matrices in their block formats */
+            break;
+        }
     if (b.p->build_error != AMK_OK) {
         r = b.p->build_error;
         amk_program_free(b.p);

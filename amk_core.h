@@ -710,15 +710,19 @@ AMK__FN void amk__blk_deq_q6_k(const uint8_t *x, int64_t nb, float *y) {
     }
 }
 
-/* Each block format, from AMK_DTYPE_Q8_0 on: elements and bytes a block (ggml's), its decoder. */
+/* Each block format, from AMK_DTYPE_Q8_0 on: elements and bytes a block (ggml's), its decoder, the
+   byte offsets in a block of its f16 scale d and of its f16 min (m, dmin; -1: none). */
 static const struct amk__blk_format {
     int elems, bytes;
     amk__blk_fn decode;
+    int d_off, m_off;
 } amk__blk_formats[AMK_DTYPE_COUNT - AMK_DTYPE_Q8_0] = {
-    {32, 34, amk__blk_deq_q8_0},   {32, 18, amk__blk_deq_q4_0},   {32, 20, amk__blk_deq_q4_1},
-    {32, 22, amk__blk_deq_q5_0},   {32, 24, amk__blk_deq_q5_1},   {256, 84, amk__blk_deq_q2_k},
-    {256, 110, amk__blk_deq_q3_k}, {256, 144, amk__blk_deq_q4_k}, {256, 176, amk__blk_deq_q5_k},
-    {256, 210, amk__blk_deq_q6_k}, {32, 18, amk__blk_deq_iq4_nl}};
+    {32, 34, amk__blk_deq_q8_0, 0, -1},     {32, 18, amk__blk_deq_q4_0, 0, -1},
+    {32, 20, amk__blk_deq_q4_1, 0, 2},      {32, 22, amk__blk_deq_q5_0, 0, -1},
+    {32, 24, amk__blk_deq_q5_1, 0, 2},      {256, 84, amk__blk_deq_q2_k, 80, 82},
+    {256, 110, amk__blk_deq_q3_k, 108, -1}, {256, 144, amk__blk_deq_q4_k, 0, 2},
+    {256, 176, amk__blk_deq_q5_k, 0, 2},    {256, 210, amk__blk_deq_q6_k, 208, -1},
+    {32, 18, amk__blk_deq_iq4_nl, 0, -1}};
 
 /* The decoder of block format t; NULL for any other dtype. */
 AMK__FN amk__blk_fn amk__blk_decoder(int t) {

@@ -5,6 +5,10 @@
      onto a backend, the GPU when there is one (the CUDA runtime) else the reference VM, chosen
      once behind a small backend interface; one decode step or a chain of greedy steps at a time;
      the KV cache reset; sampling (temperature, top-k, top-p) on the host.
+     Weights: a model file's quantized matrices (GGUF block formats) stay in their format by
+     default (amk_llm_opts.weights_as_stored), the rest in build.weight_dtype; with
+     weights_as_stored 0 every matrix is converted to build.weight_dtype. Random weights are in
+     build.weight_dtype, or in the block formats build.weight_dtype_of names (random blocks).
    WHAT IT DOES NOT DO
      Batch > 1, prefill in one launch.
    CONTENTS
@@ -30,6 +34,12 @@ typedef struct amk_llm_opts {
     amk_llama_build_opts build;
     amk_backend backend;
     uint64_t random_seed; /* amk_llm_open_random: the weights' seed */
+    /* A model file's matrices and embedding stored in a block format (a quantized GGUF): 1
+       (default) they keep it, read as stored: where build.weight_dtype_of is NULL it becomes the
+       file's stored dtype of each tensor (amk_model_tensor_dtype; amk_llama_build_opts says which
+       buffers can take a block format, the rest being build.weight_dtype); 0 every matrix is
+       converted to build.weight_dtype as it loads. Random weights ignore it. */
+    int weights_as_stored;
     /* The device VM image (amk_vm.cuh built by `make device`: a cubin, fatbin or PTX). Without one
        AUTO runs on the reference VM and CUDA fails. */
     const void *device_image;
@@ -45,7 +55,14 @@ typedef struct amk_llm_opts {
    tokenizer (NULL for random weights). */
 typedef struct amk_llm amk_llm;
 
-/* Defaults: AUTO backend, random_seed 1, amk_llama_build_opts_default's build. NULL is ignored. */
+/* Sets o->weight_dtype_of (and its user) so that the matrices and the embedding of model stored in
+   a block format keep it (each tensor's amk_model_tensor_dtype): what amk_llm does for
+   weights_as_stored, for a caller who builds a model's step itself (amk_llama_build). model must
+   stay open while o builds. NULL o is ignored. */
+AMK_API void amk_llama_build_opts_stored(amk_llama_build_opts *o, amk_model *model);
+
+/* Defaults: AUTO backend, random_seed 1, weights_as_stored 1, amk_llama_build_opts_default's build.
+   NULL is ignored. */
 AMK_API void amk_llm_opts_default(amk_llm_opts *o);
 /* Opens a model file (see amk_model_open), builds, lowers and loads its decode step. Refuses a
    tokenizer with more tokens than the embedding has rows (AMK_ERR_MISMATCH; fewer is legal: HF
@@ -61,7 +78,10 @@ AMK_API amk_result amk_llm_open(const char *model_path, const amk_llm_opts *o, a
    neither. */
 AMK_API amk_result amk_llm_open_model(amk_model *model, amk_tokenizer *tok, const amk_llm_opts *o,
                                       amk_llm **out, amk_diag *d);
-/* The same program with random weights (uniform, scaled by 1/sqrt(fan-in); norms 1). */
+/* The same program with random weights (uniform, scaled by 1/sqrt(fan-in); norms 1). A buffer in
+   a block format (o->build.weight_dtype_of) gets random quants, its scales set a block so that its
+   values have mean 0 (where the format has a min) and variance 1/fan-in; such buffers are made on
+   the host, also for the GPU backend. */
 AMK_API amk_result amk_llm_open_random(const amk_llama_config *cfg, const amk_llm_opts *o,
                                        amk_llm **out, amk_diag *d);
 AMK_API void amk_llm_close(amk_llm *m);
@@ -605,6 +625,21 @@ AMK_API void amk_llm_opts_default(amk_llm_opts *o) {
     amk_llama_build_opts_default(&o->build);
     o->backend = AMK_BACKEND_AUTO;
     o->random_seed = 1;
+    o->weights_as_stored = 1;
+}
+
+/* weight_dtype_of of a model file read as stored: the tensor's stored dtype (user: the amk_model);
+   -1 for one the model lacks. */
+AMK__FN int amk__llm_stored_dtype(void *user, const char *tensor, int64_t rows, int64_t cols) {
+    int t = -1;
+    (void)rows; (void)cols;
+    return amk_model_tensor_dtype((amk_model *)user, tensor, &t, NULL) == AMK_OK ? t : -1;
+}
+
+AMK_API void amk_llama_build_opts_stored(amk_llama_build_opts *o, amk_model *model) {
+    if (!o) return;
+    o->weight_dtype_of = model ? amk__llm_stored_dtype : NULL;
+    o->weight_dtype_user = model;
 }
 
 AMK_API const amk_llama_config *amk_llm_config(const amk_llm *m) { return m ? &m->cfg : NULL; }
@@ -637,6 +672,8 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     if (m->opts.build.max_seq > 0 && m->cfg.max_pos > 0 && m->opts.build.max_seq > m->cfg.max_pos)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "a context of %d tokens is longer than the model's context of %d "
                          "(max_position_embeddings or context_length)", m->opts.build.max_seq, m->cfg.max_pos);
+    if (m->model && m->opts.weights_as_stored && !m->opts.build.weight_dtype_of)
+        amk_llama_build_opts_stored(&m->opts.build, m->model);
     {
         amk_llama_step st;
         int dropped = 0;
@@ -839,6 +876,51 @@ AMK__FN amk_result amk__llm_fold(amk_llm *m, int id, int layer, uint64_t *done, 
     return r;
 }
 
+/* v as the f16 a block holds at p (little-endian, as amk__blk_f16 reads it). */
+AMK__FN void amk__store_f16le(uint8_t *p, float v) {
+    const uint16_t h = amk_f32_to_f16(v);
+    p[0] = (uint8_t)(h & 0xFF);
+    p[1] = (uint8_t)(h >> 8);
+}
+
+/* Random blocks of block format t holding n elements (whole blocks) into dst: random quant bytes,
+   then in each block the f16 scale d, and the min where the format has one, set from the block's
+   own values so that they have mean 0 (with a min) and mean square var. why from the decoded
+   block: a block's values are d * a + min * c, a and c fixed by its quant bytes, so decoding it
+   with (d, min) = (1, 0) and (0, 1) gives a and c for every format alike; then min = r * d with r
+   centering a + r * c, and d scaling its mean square to var. */
+AMK__FN void amk__llm_random_blocks(uint8_t *dst, int t, int64_t n, float var, amk__rng *rng) {
+    const struct amk__blk_format *f = &amk__blk_formats[t - AMK_DTYPE_Q8_0];
+    float a[256], c[256]; /* why 256: the largest block (the K-quants') */
+    int64_t k;
+    int j;
+    for (k = 0; k < n / f->elems; k++) {
+        uint8_t *x = dst + k * f->bytes;
+        double sa = 0.0, sc = 0.0, ms = 0.0, r = 0.0, dd;
+        for (j = 0; j < f->bytes; j++) x[j] = (uint8_t)amk__rng_u64(rng);
+        amk__store_f16le(x + f->d_off, 1.0f);
+        if (f->m_off >= 0) amk__store_f16le(x + f->m_off, 0.0f);
+        f->decode(x, 1, a);
+        for (j = 0; j < f->elems; j++) sa += a[j];
+        if (f->m_off >= 0) {
+            amk__store_f16le(x + f->d_off, 0.0f);
+            amk__store_f16le(x + f->m_off, 1.0f);
+            f->decode(x, 1, c);
+            for (j = 0; j < f->elems; j++) sc += c[j];
+            r = sc != 0.0 ? -sa / sc : 0.0;
+        }
+        for (j = 0; j < f->elems; j++) {
+            const double v = a[j] + (f->m_off >= 0 ? r * c[j] : 0.0);
+            ms += v * v;
+        }
+        ms /= f->elems;
+        dd = ms > 0.0 ? sqrt((double)var / ms) : 0.0;
+        if (!(fabs(r * dd) < 60000.0)) r = 0.0; /* why: a min past f16's range (c nearly all 0) is left out */
+        amk__store_f16le(x + f->d_off, (float)dd);
+        if (f->m_off >= 0) amk__store_f16le(x + f->m_off, (float)(r * dd));
+    }
+}
+
 /* Fills every WEIGHT buffer by the step's weight plan: from the model file, or random (seeded)
    when m->model is NULL. */
 AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
@@ -866,7 +948,8 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
            (K: HF's in-features, shape[0] of a transposed weight) */
         const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[e->transform == AMK_WEIGHT_TRANSPOSED ? 0 : 1]) : 0.0f;
         if (derive && e->transform == AMK_WEIGHT_QKV_FOLD) continue;
-        if (!m->model && m->backend->random_weight) { /* random weights made by the backend */
+        /* random weights made by the backend; block formats on the host (amk__llm_random_blocks) */
+        if (!m->model && m->backend->random_weight && !amk_dtype_is_block(b->dtype)) {
             r = m->backend->random_weight(m, i, scale, d);
         } else if ((w = m->backend->write_begin(m, i, &dst, &nb)) == AMK_ERR_OUT_OF_MEMORY) {
             return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
@@ -878,7 +961,9 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
                 if (r == AMK_OK) r = amk__llm_weight_layout(b, e, dst, nb, d);
             } else {
                 int64_t n = amk_buffer_numel(b), j;
-                for (j = 0; j < n; j++) amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(&rng) * scale : 1.0f);
+                if (amk_dtype_is_block(b->dtype)) amk__llm_random_blocks((uint8_t *)dst, b->dtype, n, scale * scale / 3.0f, &rng);
+                else
+                    for (j = 0; j < n; j++) amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(&rng) * scale : 1.0f);
                 r = amk__llm_weight_layout(b, e, dst, nb, d); /* why: the same model as the spec_ops step for one seed */
             }
             w = m->backend->write_end(m, i, dst, nb, r == AMK_OK, d);

@@ -100,6 +100,56 @@ static void cli_human_bytes(int64_t n, char *buf, size_t size) {
     snprintf(buf, size, "%.2f %s", v, units[u]);
 }
 
+/* The weight bytes a run of p reads (a decode step: a token's): every WEIGHT and CONST buffer a task
+   reads, whole, except one only EMBED tasks read, of which a row a task (its last dimension). So a
+   tied embedding, which the LM head reads whole, counts whole once. -1 on overflow or no memory. */
+static int64_t cli_weight_bytes_read(const amk_program *p) {
+    int64_t total = 0, nb;
+    int i, j, *embeds, *others; /* [n_buffers]: EMBED tasks, other tasks reading it */
+    if (p->n_buffers <= 0) return 0;
+    embeds = (int *)calloc((size_t)p->n_buffers, sizeof(int));
+    others = (int *)calloc((size_t)p->n_buffers, sizeof(int));
+    if (!embeds || !others) { free(embeds); free(others); return -1; }
+    for (i = 0; i < p->n_tasks; i++)
+        for (j = 0; j < p->tasks[i].n_inputs; j++) {
+            const int b = p->tasks[i].inputs[j];
+            if (b >= 0 && b < p->n_buffers) (p->tasks[i].op == AMK_OP_EMBED ? embeds : others)[b]++;
+        }
+    for (i = 0; i < p->n_buffers && total >= 0; i++) {
+        const amk_buffer *b = &p->buffers[i];
+        if ((b->kind != AMK_KIND_WEIGHT && b->kind != AMK_KIND_CONST) || (!embeds[i] && !others[i])) continue;
+        if (others[i] || b->rank < 1) nb = amk_buffer_numel(b) < 0 ? -1 : amk_dtype_nbytes(b->dtype, amk_buffer_numel(b));
+        else if (!amk_mul_i64(amk_dtype_nbytes(b->dtype, b->shape[b->rank - 1]), embeds[i], &nb)) nb = -1;
+        if (nb < 0 || !amk_add_i64(total, nb, &total)) total = -1;
+    }
+    free(embeds);
+    free(others);
+    return total;
+}
+
+/* The WEIGHT buffers of p a dtype, block formats first, into buf: "Q4_1 210, Q8_0 1, F32 61". */
+static void cli_weight_dtypes(const amk_program *p, char *buf, size_t size) {
+    int t, i;
+    size_t len;
+    buf[0] = '\0';
+    for (t = AMK_DTYPE_COUNT - 1; t >= 0; t--) {
+        int n = 0;
+        for (i = 0; i < p->n_buffers; i++) n += p->buffers[i].kind == AMK_KIND_WEIGHT && p->buffers[i].dtype == t;
+        if (!n) continue;
+        len = strlen(buf);
+        snprintf(buf + len, size - len, "%s%s %d", len ? ", " : "", amk_dtype_name(t), n);
+    }
+}
+
+/* "96.6 MB of weights a token (Q4_1 210, Q8_0 1, F32 61)" (cli_weight_bytes_read, cli_weight_dtypes)
+   into buf. */
+static void cli_weight_summary(const amk_program *p, char *buf, size_t size) {
+    char dts[192];
+    const int64_t wb = cli_weight_bytes_read(p);
+    cli_weight_dtypes(p, dts, sizeof dts);
+    snprintf(buf, size, "%.1f MB of weights a token (%s)", wb < 0 ? -1.0 : (double)wb / 1e6, dts);
+}
+
 /* Reads and loads a program; on failure prints "FILE:LINE:COL: PATH: message" (or the I/O error)
    to stderr and returns NULL. */
 static amk_program *cli_load(const char *path) {
@@ -278,6 +328,14 @@ static int cmd_info(const cli_cmd *cmd, int argc, char **argv) {
     wb = amk_program_weight_bytes(p);
     if (wb < 0) printf("weight_bytes: overflow\n");
     else { cli_human_bytes(wb, buf, sizeof buf); printf("weight_bytes: %lld (%s)\n", (long long)wb, buf); }
+    wb = cli_weight_bytes_read(p);
+    if (wb < 0) printf("weight_bytes_read: overflow\n");
+    else { cli_human_bytes(wb, buf, sizeof buf); printf("weight_bytes_read: %lld (%s)\n", (long long)wb, buf); }
+    {
+        char dts[192];
+        cli_weight_dtypes(p, dts, sizeof dts);
+        if (dts[0]) printf("weight_dtypes: %s\n", dts);
+    }
     printf("critical_path: %d\n", amk_program_critical_path(p));
     sms = cli_sms_used(p);
     if (sms == 0) printf("sms_used: unassigned\n");
@@ -750,6 +808,7 @@ static int cli_llm_opts(const cli_cmd *cmd, const cli_llm_args *a, amk_llm_opts 
         if (t != AMK_DTYPE_F32 && t != AMK_DTYPE_BF16 && t != AMK_DTYPE_F16)
             return cli_usage_error(cmd, "bad --dtype '%s' (F32, BF16 or F16)", a->dtype);
         o->build.weight_dtype = t;
+        o->weights_as_stored = 0; /* every matrix converted to t */
     }
     if (!a->model == !a->random) return cli_usage_error(cmd, "%s", "give exactly one of -m MODEL and --random-weights SHAPE");
     return CLI_OK;
@@ -789,6 +848,7 @@ static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
     amk_model *model = NULL;
     amk_program *p = NULL;
     amk_diag d;
+    amk_result r;
     int i, rc;
     memset(&a, 0, sizeof a);
     amk_diag_clear(&d);
@@ -805,10 +865,12 @@ static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
     } else {
         if (amk_model_open(a.model, &model, &d) != AMK_OK) { fprintf(stderr, "amk: %s\n", d.message); return CLI_BAD_INPUT; }
         cfg = *amk_model_config(model);
-        amk_model_close(model);
+        if (o.weights_as_stored) amk_llama_build_opts_stored(&o.build, model); /* its quantized tensors as stored */
     }
-    if ((rc = cli_ctx_fits(&cfg, &o)) != CLI_OK) return rc;
-    if (amk_llama_build_lowered(&cfg, &o.build, &p, &d) != AMK_OK) {
+    if ((rc = cli_ctx_fits(&cfg, &o)) != CLI_OK) { amk_model_close(model); return rc; }
+    r = amk_llama_build_lowered(&cfg, &o.build, &p, &d);
+    amk_model_close(model);
+    if (r != AMK_OK) {
         fprintf(stderr, "amk: %s\n", d.message);
         return CLI_FAIL;
     }
@@ -821,9 +883,12 @@ static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
         fwrite(text, 1, n, stdout);
         amk_free(text);
     }
-    fprintf(stderr, "built %s: %d layers, %d tasks, %d buffers, %d counters, %.1f MB of weights, lowered onto %d SMs\n",
-            cfg.name, cfg.n_layers, p->n_tasks, p->n_buffers, p->n_counters,
-            (double)amk_program_weight_bytes(p) / 1e6, o.build.num_sms);
+    {
+        char sum[256];
+        cli_weight_summary(p, sum, sizeof sum);
+        fprintf(stderr, "built %s: %d layers, %d tasks, %d buffers, %d counters, %s, lowered onto %d SMs\n",
+                cfg.name, cfg.n_layers, p->n_tasks, p->n_buffers, p->n_counters, sum, o.build.num_sms);
+    }
     amk_program_free(p);
     return CLI_OK;
 }
@@ -1059,8 +1124,12 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     }
     amk_sampler_init(&smp, (float)temp, top_k, (float)top_p, seed);
     chained = temp == 0.0 && chain > 1 && amk_llm_cuda(m) != NULL; /* greedy on the GPU: the decode in chunks */
-    if (!quiet) fprintf(stderr, "%s: %s, %d layers, backend %s, context %d\n", a.model ? a.model : a.random,
-                        amk_llm_config(m)->name, amk_llm_config(m)->n_layers, amk_llm_backend_name(m), amk_llm_max_seq(m));
+    if (!quiet) {
+        char sum[256];
+        cli_weight_summary(amk_llm_program(m), sum, sizeof sum);
+        fprintf(stderr, "%s: %s, %d layers, %s, backend %s, context %d\n", a.model ? a.model : a.random,
+                amk_llm_config(m)->name, amk_llm_config(m)->n_layers, sum, amk_llm_backend_name(m), amk_llm_max_seq(m));
+    }
     if (tok && !chat) fputs(prompt, stdout);
     t1 = t2 = cli_now();
     rc = CLI_OK;
@@ -1313,7 +1382,9 @@ static const cli_cmd cli_cmds[] = {
     {"info", "describe a program: counts, weight bytes, critical path, SMs, pages",
      "amk info FILE.json",
      "Prints one \"key: value\" line each: tasks (per opcode), buffers (per kind), counters,\n"
-     "weight_bytes, critical_path, sms_used, pages and scratch_bytes when the program has a page\n"
+     "weight_bytes (the WEIGHT and CONST buffers tasks read), weight_bytes_read (what a run reads:\n"
+     "those, but of a buffer only EMBED reads a row a task; a tied embedding counts whole, once),\n"
+     "weight_dtypes (the WEIGHT buffers a dtype), critical_path, sms_used, pages and scratch_bytes when the program has a page\n"
      "table, and the validation summary.\n"
      "Exit: 0 described (even if rejected), 2 unreadable or malformed.\n",
      cmd_info},
@@ -1341,8 +1412,12 @@ static const cli_cmd cli_cmds[] = {
      "directory) or of SHAPE (llama3-8b, llama3.2-1b, smollm2-135m, or a config.json), lowers it\n"
      "onto --sms SMs (default 132, an H100), validates it and writes its JSON to STEP.json or stdout.\n"
      "--ctx sets the KV cache rows (default min(model context, 4096)); --kv-splits the attention\n"
-     "tiles along the KV length (1..8; default 0: one per 512 rows, at most 8); --dtype the weight\n"
-     "dtype (default F32).\n"
+     "tiles along the KV length (1..8; default 0: one per 512 rows, at most 8).\n"
+     "Weights: a MODEL's matrices stored in a GGUF block format (Q8_0, Q4_1, Q4_K, ...) stay in it,\n"
+     "read as stored, where the step reads them row-major (a block down_proj or o_proj makes the\n"
+     "default MLP or attention two steps); the other matrices are F32. --dtype F32|BF16|F16\n"
+     "converts every matrix to that dtype. The summary on stderr gives the weight bytes a token\n"
+     "reads and the weight buffers a dtype.\n"
      "The step uses AMK's opcodes (20..34); --spec-ops builds it from the spec's opcodes\n"
      "0..18 only (a program any implementation of the spec runs; more dependent steps).\n"
      "--mlp-steps 1 builds each layer's MLP as one step (RMSNORM_MLP tiles adding into an F32\n"
@@ -1375,7 +1450,9 @@ static const cli_cmd cli_cmds[] = {
      "to min(model context, 4096)), so a short generation runs the smaller step. A prompt plus N\n"
      "longer than the context is an error, and so is a KV cache larger than the machine's memory\n"
      "on the reference VM. Runs on the GPU when there is one (and this amk holds the device\n"
-     "image), else on the reference VM; --cpu forces the reference VM.\n"
+     "image), else on the reference VM; --cpu forces the reference VM. Quantized matrices run as\n"
+     "stored and --dtype D (F32, BF16, F16) converts every matrix, as for build; the first line on\n"
+     "stderr gives the weight bytes a token reads and the weight buffers a dtype.\n"
      "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
      "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops,\n"
      "--mlp-steps, --attn-steps and --qkv-fold as for build; on the GPU, --qkv-fold 1 where its\n"

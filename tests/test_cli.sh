@@ -316,6 +316,18 @@ if [ -f "$SMOL" ]; then
   expect_true '[ -n "$p_tok" ] && [ "$ctx" = "$((p_tok + 3))" ]' "default context = prompt + n ($ctx, $p_tok + 3)"
   amk generate --cpu -m "$SMOL" -n 3 --ctx 64 -p "The capital of France is"
   expect_err "context 64" "--ctx still sets the context"
+  expect_err "(Q4_1 210, Q8_0 1, F32 61)" "generate runs the quantized tensors as stored (the weight buffers a dtype)"
+  # the quantized tensors as stored by default; --dtype F32 converts every matrix
+  amk build -m "$SMOL" --ctx 64 -o "$TMP/smol.json"
+  expect_rc 0 "build the default model as stored"
+  expect_err "96.6 MB of weights a token (Q4_1 210, Q8_0 1, F32 61)" "build's summary: the bytes a token and the dtypes"
+  expect_true 'grep -q "\"Q4_1\"" "$TMP/smol.json" && grep -q "\"as stored\"" "$TMP/smol.json"' "the step has Q4_1 buffers and meta weights"
+  amk info "$TMP/smol.json"
+  expect_out "weight_dtypes: Q4_1 210, Q8_0 1, F32 61" "info: the weight buffers a dtype"
+  expect_out "weight_bytes_read: 96576768" "info: the weight bytes a token reads"
+  amk build -m "$SMOL" --ctx 64 --dtype F32 -o "$TMP/smol_f32.json"
+  expect_rc 0 "build the default model converted to F32"
+  expect_true '! grep -q "\"Q4_1\"" "$TMP/smol_f32.json" && ! grep -q "\"Q8_0\"" "$TMP/smol_f32.json"' "--dtype F32: no block buffers"
 else
   fail "$SMOL missing (make model)"
 fi
