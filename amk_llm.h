@@ -80,8 +80,9 @@ AMK_API amk_result amk_llm_open_model(amk_model *model, amk_tokenizer *tok, cons
                                       amk_llm **out, amk_diag *d);
 /* The same program with random weights (uniform, scaled by 1/sqrt(fan-in); norms 1). A buffer in
    a block format (o->build.weight_dtype_of) gets random quants, its scales set a block so that its
-   values have mean 0 (where the format has a min) and variance 1/fan-in; such buffers are made on
-   the host, also for the GPU backend. */
+   values have mean 0 (where the format has a min) and variance 1/fan-in, on the reference VM; the
+   GPU backend makes every random weight on the device (amk_cuda_fill_random: a block format's
+   scales set from the fan-in only; timing weights). */
 AMK_API amk_result amk_llm_open_random(const amk_llama_config *cfg, const amk_llm_opts *o,
                                        amk_llm **out, amk_diag *d);
 AMK_API void amk_llm_close(amk_llm *m);
@@ -948,8 +949,9 @@ AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
            (K: HF's in-features, shape[0] of a transposed weight) */
         const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[e->transform == AMK_WEIGHT_TRANSPOSED ? 0 : 1]) : 0.0f;
         if (derive && e->transform == AMK_WEIGHT_QKV_FOLD) continue;
-        /* random weights made by the backend; block formats on the host (amk__llm_random_blocks) */
-        if (!m->model && m->backend->random_weight && !amk_dtype_is_block(b->dtype)) {
+        /* random weights made by the backend (the GPU's fill makes block formats too: random
+           bytes, scales set from scale; amk_cuda_fill_random) */
+        if (!m->model && m->backend->random_weight) {
             r = m->backend->random_weight(m, i, scale, d);
         } else if ((w = m->backend->write_begin(m, i, &dst, &nb)) == AMK_ERR_OUT_OF_MEMORY) {
             return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);

@@ -1230,6 +1230,40 @@ static void cli_print_op_times(amk_cuda *c, const amk_program *p, double step_us
     free(rec);
 }
 
+/* A quantization of the random weights (amk bench --quant): llama.cpp's choice of each tensor's
+   type for a Llama model (llama-quant.cpp's rules, as far as the shapes here need): the recipe's
+   type for every matrix; Q6_K for the output (and a tied embedding: it is the output), Q8_0 when
+   its rows are not whole 256-blocks or the recipe is Q8_0; Q4_K_M and Q5_K_M give attn_v and
+   ffn_down Q6_K in the layers use_more_bits picks (the first and last eighth, every third
+   between); a K format whose block does not divide a row falls back as llama.cpp does (Q4_K to
+   Q5_0, Q5_K to Q5_1, Q6_K to Q8_0). */
+typedef struct cli_quant {
+    const char *name;
+    int base, more; /* the matrices' type; attn_v and ffn_down's in use_more_bits layers */
+    int n_layers, tied;
+} cli_quant;
+
+static const cli_quant cli_quants[] = {
+    {"Q8_0", AMK_DTYPE_Q8_0, AMK_DTYPE_Q8_0, 0, 0},   {"Q4_0", AMK_DTYPE_Q4_0, AMK_DTYPE_Q4_0, 0, 0},
+    {"Q4_1", AMK_DTYPE_Q4_1, AMK_DTYPE_Q4_1, 0, 0},   {"Q5_0", AMK_DTYPE_Q5_0, AMK_DTYPE_Q5_0, 0, 0},
+    {"Q4_K_M", AMK_DTYPE_Q4_K, AMK_DTYPE_Q6_K, 0, 0}, {"Q5_K_M", AMK_DTYPE_Q5_K, AMK_DTYPE_Q6_K, 0, 0},
+    {"Q6_K", AMK_DTYPE_Q6_K, AMK_DTYPE_Q6_K, 0, 0}};
+
+static int cli_quant_dtype(void *user, const char *tensor, int64_t rows, int64_t cols) {
+    const cli_quant *q = (const cli_quant *)user;
+    const int output = strcmp(tensor, "lm_head.weight") == 0 || (q->tied && strcmp(tensor, "model.embed_tokens.weight") == 0);
+    int layer = -1, t = q->base;
+    (void)rows;
+    if (output) return cols % 256 || q->base == AMK_DTYPE_Q8_0 ? AMK_DTYPE_Q8_0 : AMK_DTYPE_Q6_K;
+    if (sscanf(tensor, "model.layers.%d.", &layer) == 1 && (strstr(tensor, ".v_proj.") || strstr(tensor, ".down_proj."))) {
+        const int n = q->n_layers;
+        if (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2) t = q->more; /* use_more_bits */
+    }
+    if (cols % 256) t = t == AMK_DTYPE_Q4_K ? AMK_DTYPE_Q5_0 : t == AMK_DTYPE_Q5_K ? AMK_DTYPE_Q5_1
+                      : t == AMK_DTYPE_Q6_K ? AMK_DTYPE_Q8_0 : t;
+    return t;
+}
+
 /* One row of amk bench's table: a step of us microseconds reading wgb GB of weights. */
 static void cli_bench_row(const char *shape, const char *ctxcell, const char *how, double us, double wgb, double read_gbs,
                           int n_tasks) {
@@ -1239,8 +1273,8 @@ static void cli_bench_row(const char *shape, const char *ctxcell, const char *ho
 
 static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
     const char *shapes_s = NULL, *ctx_s = NULL, *iters_s = NULL, *trace = NULL, *splits_s = NULL, *pos_s = NULL;
-    const char *chain_s = NULL, *fold_s = NULL;
-    char shapes[256], ctxs[128], *save = NULL, *sh;
+    const char *chain_s = NULL, *fold_s = NULL, *quant_s = NULL;
+    char shapes[256], ctxs[128], quants[128], *save = NULL, *sh;
     uint64_t v;
     int iters = 50, i, rc = CLI_OK, splits = 0, pos_opt = -1, chain = 1, fold = -1;
     size_t image_size = 0;
@@ -1251,7 +1285,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                           : strcmp(argv[i], "--iters") == 0 ? &iters_s : strcmp(argv[i], "--trace") == 0 ? &trace
                           : strcmp(argv[i], "--kv-splits") == 0 ? &splits_s : strcmp(argv[i], "--pos") == 0 ? &pos_s
                           : strcmp(argv[i], "--chain") == 0 ? &chain_s : strcmp(argv[i], "--qkv-fold") == 0 ? &fold_s
-                          : NULL;
+                          : strcmp(argv[i], "--quant") == 0 ? &quant_s : NULL;
         if (!slot) return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
         if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
     }
@@ -1262,12 +1296,36 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
     if (fold_s && (rc = cli_parse_fold(cmd, fold_s, &fold)) != CLI_OK) return rc;
     snprintf(shapes, sizeof shapes, "%s", shapes_s ? shapes_s : "llama3-8b,llama3.2-1b,smollm2-135m");
     snprintf(ctxs, sizeof ctxs, "%s", ctx_s ? ctx_s : "128,4096");
+    snprintf(quants, sizeof quants, "%s", quant_s ? quant_s : "BF16");
+    { /* every recipe known before anything runs */
+        char qb[128], *qsave = NULL, *qn;
+        snprintf(qb, sizeof qb, "%s", quants);
+        for (qn = strtok_r(qb, ",", &qsave); qn; qn = strtok_r(NULL, ",", &qsave)) {
+            size_t k;
+            int known = strcmp(qn, "BF16") == 0;
+            for (k = 0; k < sizeof cli_quants / sizeof cli_quants[0]; k++) known |= strcmp(qn, cli_quants[k].name) == 0;
+            if (!known)
+                return cli_usage_error(cmd, "bad --quant '%s' (BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K_M, Q5_K_M or Q6_K)", qn);
+        }
+    }
     if (!image) { fprintf(stderr, "amk bench: this amk was built without the device image (needs nvcc)\n"); return CLI_FAIL; }
     printf("| shape | ctx | ms/token | weight GB | GB/s | %% of read ceiling | tasks |\n|---|---|---|---|---|---|---|\n");
     for (sh = strtok_r(shapes, ",", &save); sh; sh = strtok_r(NULL, ",", &save)) {
-        char ctxbuf[128], *save2 = NULL, *cs;
+      char qbuf[128], *qsave = NULL, *qn;
+      snprintf(qbuf, sizeof qbuf, "%s", quants);
+      for (qn = strtok_r(qbuf, ",", &qsave); qn; qn = strtok_r(NULL, ",", &qsave)) {
+        char ctxbuf[128], *save2 = NULL, *cs, label[96];
         amk_llama_config cfg;
-        if (cli_random_config(sh, &cfg) != CLI_OK) { rc = CLI_BAD_INPUT; continue; }
+        cli_quant quant;
+        size_t k;
+        if (cli_random_config(sh, &cfg) != CLI_OK) { rc = CLI_BAD_INPUT; break; }
+        memset(&quant, 0, sizeof quant);
+        for (k = 0; k < sizeof cli_quants / sizeof cli_quants[0]; k++)
+            if (strcmp(qn, cli_quants[k].name) == 0) quant = cli_quants[k];
+        quant.n_layers = cfg.n_layers;
+        quant.tied = cfg.tie_embeddings;
+        if (quant_s) snprintf(label, sizeof label, "%s %s", sh, qn);
+        else snprintf(label, sizeof label, "%s", sh);
         snprintf(ctxbuf, sizeof ctxbuf, "%s", ctxs);
         for (cs = strtok_r(ctxbuf, ",", &save2); cs; cs = strtok_r(NULL, ",", &save2)) {
             amk_llm_opts o;
@@ -1291,12 +1349,16 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
             o.build.max_seq = ctx + 1; /* ctx tokens cached, the step decodes the next one */
             o.build.kv_splits = splits;
             o.build.qkv_fold = fold;
+            if (quant.name) { /* the recipe's block formats; BF16 where none applies */
+                o.build.weight_dtype_of = cli_quant_dtype;
+                o.build.weight_dtype_user = &quant;
+            }
             if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) {
-                fprintf(stderr, "amk bench: %s ctx %d: %s\n", sh, ctx, d.message);
+                fprintf(stderr, "amk bench: %s ctx %d: %s\n", label, ctx, d.message);
                 rc = CLI_FAIL;
                 continue;
             }
-            if (amk_llm_note(m)[0]) fprintf(stderr, "amk bench: %s ctx %d: note: %s\n", sh, ctx, amk_llm_note(m));
+            if (amk_llm_note(m)[0]) fprintf(stderr, "amk bench: %s ctx %d: note: %s\n", label, ctx, amk_llm_note(m));
             if (read_gbs == 0.0 && amk_cuda_read_bandwidth(amk_llm_cuda(m), (size_t)1 << 31, 20, &read_gbs, &copy_gbs, &d) != AMK_OK) {
                 fprintf(stderr, "amk bench: read ceiling: %s\n", d.message);
                 rc = CLI_FAIL;
@@ -1305,7 +1367,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                then time launches of that step */
             if (amk_llm_seek(m, pos, &d) != AMK_OK || amk_llm_step(m, 1, pos, NULL, NULL, &d) != AMK_OK ||
                 amk_cuda_time_runs(amk_llm_cuda(m), 5, iters, &med, NULL, &d) != AMK_OK) {
-                fprintf(stderr, "amk bench: %s ctx %d: %s\n", sh, ctx, d.message);
+                fprintf(stderr, "amk bench: %s ctx %d: %s\n", label, ctx, d.message);
                 rc = CLI_FAIL;
                 amk_llm_close(m);
                 continue;
@@ -1313,7 +1375,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
             wgb = (double)amk_program_weight_bytes(amk_llm_program(m)) / 1e9;
             if (pos == ctx) snprintf(ctxcell, sizeof ctxcell, "%d", ctx);
             else snprintf(ctxcell, sizeof ctxcell, "%d, pos %d", ctx, pos);
-            cli_bench_row(sh, ctxcell, "", med, wgb, read_gbs, amk_llm_program(m)->n_tasks);
+            cli_bench_row(label, ctxcell, "", med, wgb, read_gbs, amk_llm_program(m)->n_tasks);
             if (chain > 1) { /* the same step chained: positions pos - chain + 1 .. pos, a launch's time / chain */
                 amk_cuda *cu = amk_llm_cuda(m);
                 amk_cuda_chain ch;
@@ -1328,12 +1390,12 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                     printf("    (%d chained: not available for this step: %s)\n", chain, d.message);
                 } else if (cr != AMK_OK || amk_cuda_run_chain(cu, 1, pos - chain + 1, toks, 0.0, &d) != AMK_OK ||
                     amk_cuda_time_runs(cu, 5, iters, &cmed, NULL, &d) != AMK_OK) {
-                    fprintf(stderr, "amk bench: %s ctx %d, chain %d: %s\n", sh, ctx, chain, toks ? d.message : "out of memory");
+                    fprintf(stderr, "amk bench: %s ctx %d, chain %d: %s\n", label, ctx, chain, toks ? d.message : "out of memory");
                     rc = CLI_FAIL;
                 } else {
                     char how[32];
                     snprintf(how, sizeof how, ", %d chained", chain);
-                    cli_bench_row(sh, ctxcell, how, cmed / chain, wgb, read_gbs, amk_llm_program(m)->n_tasks);
+                    cli_bench_row(label, ctxcell, how, cmed / chain, wgb, read_gbs, amk_llm_program(m)->n_tasks);
                 }
                 amk_cuda_set_chain(cu, NULL, NULL);
                 free(toks);
@@ -1349,7 +1411,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                     cli_print_op_times(amk_llm_cuda(m), amk_llm_program(m), med, info.grid);
                     if (trace) {
                         char path[512];
-                        snprintf(path, sizeof path, "%s.%s.%d.json", trace, sh, ctx);
+                        snprintf(path, sizeof path, "%s.%s%s%s.%d.json", trace, sh, quant_s ? "." : "", quant_s ? qn : "", ctx);
                         if (cli_write_trace(amk_llm_cuda(m), amk_llm_program(m), path) == CLI_OK) printf("    trace: %s\n", path);
                     }
                 }
@@ -1358,6 +1420,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
             fflush(stdout);
             amk_llm_close(m);
         }
+      }
     }
     printf("read ceiling (same run): %.0f GB/s streaming read; device copy %.0f GB/s (read + write)\n", read_gbs, copy_gbs);
     return rc;
@@ -1464,7 +1527,7 @@ static const cli_cmd cli_cmds[] = {
      cmd_generate},
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",
      "amk bench [--shapes A,B,...] [--ctx N,M,...] [--pos N] [--iters N] [--kv-splits N] [--chain N]\n"
-     "          [--qkv-fold 0|1] [--trace PREFIX]",
+     "          [--qkv-fold 0|1] [--quant Q,...] [--trace PREFIX]",
      "For each shape (default llama3-8b,llama3.2-1b,smollm2-135m; random bf16 weights made on the\n"
      "GPU) and context (default 128,4096): builds, lowers and loads the decode step, runs one step\n"
      "at position ctx (--pos N: at N, the cache still ctx + 1 rows; N <= ctx), then times --iters\n"
@@ -1476,7 +1539,11 @@ static const cli_cmd cli_cmds[] = {
      "median time / N.\n"
      "--qkv-fold as for build (its folded weight random too: for timing only; unfolded, with a\n"
      "note, where the GPU's forms do not take the folded step).\n"
-     "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE.CTX.json; Perfetto).\n"
+     "--quant Q,... runs each shape with its random weights in each quantization as llama.cpp\n"
+     "quantizes a Llama model (the matrices' type, Q6_K or Q8_0 for the output and attn_v/ffn_down\n"
+     "in some layers, its fallbacks where a block does not divide a row): BF16 (the default), Q8_0,\n"
+     "Q4_0, Q4_1, Q5_0, Q4_K_M, Q5_K_M, Q6_K; random bytes a block with scales set (timing weights).\n"
+     "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE[.Q].CTX.json; Perfetto).\n"
      "Needs a GPU and an amk built with the device image.\n",
      cmd_bench},
 };

@@ -40,8 +40,11 @@ a)
   run test_gpu $B/gpu/test_gpu
   run test_sweep $B/gpu/test_sweep
   run bench $B/amk bench --iters 50 --trace "$OUTD/trace"
+  # quantized weights (issue 39): the three shapes in llama.cpp's recipes, context 128
+  run bench_quant $B/amk bench --iters 30 --ctx 128 --quant Q8_0,Q4_K_M,Q4_0,Q4_1
   [ "${SKIP_HF:-0}" = 1 ] || run hf_baseline python3 bench/hf_baseline.py "$OUTD/hf_baseline.json"
   tail -n 40 "$OUTD/bench.log"
+  grep -E '^\||^read ceiling' "$OUTD/bench_quant.log"
   [ -f "$OUTD/hf_baseline.log" ] && tail -n 15 "$OUTD/hf_baseline.log"
   ls "$OUTD"/trace.* 2>/dev/null | head -3 | while read f; do gzip -f "$f"; done
   rm -f "$OUTD"/trace.*.json
@@ -55,6 +58,10 @@ b)
   run generate $B/amk generate -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 48 -p "The history of the printing press" --trace "$OUTD/smollm2_trace.json"
   run generate_chat $B/amk generate -m models/SmolLM2-135M-Instruct.Q4_1.gguf --chat -n 48 -p "What is the capital of France? Answer in one sentence."
   run generate_cpu $B/amk generate --cpu -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 48 -p "The history of the printing press"
+  # the file's own types (Q4_1 matrices, a Q8_0 embedding) on the GPU and the reference VM: the same text
+  cpu_text=$(grep -v '^load\|backend' "$OUTD/generate_cpu.log")
+  [ -n "$cpu_text" ] && [ "$(grep -v '^load\|backend' "$OUTD/generate.log")" = "$cpu_text" ] &&
+    rows+=("generate (as stored) = generate_cpu: same text") || rows+=("generate (as stored) DIFFERS from generate_cpu (or no text)")
   run memcheck timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/amk generate -q -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 2 -p "Hello"
   # bf16 caches (the lean attention's tensor-copy form; the golden check and the runs above are
   # F32): the same text on CUDA, chained and a launch a token, as on the reference VM

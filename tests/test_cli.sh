@@ -66,6 +66,9 @@ expect_err "unknown command 'frobnicate'" "unknown command"
 amk bench --pos x
 expect_rc 2 "bench bad --pos"
 expect_err "bad --pos 'x'" "bench bad --pos"
+amk bench --quant Q4_K_M,Q9
+expect_rc 2 "bench bad --quant"
+expect_err "bad --quant 'Q9'" "bench bad --quant"
 
 # ---- validate ------------------------------------------------------------------------------
 amk validate "$DATA/valid.json"

@@ -91,6 +91,20 @@ static void setf(amk_program *p, int t, const char *k, double v) { amk_task_set_
    (I8/I32 signed in [-scale, scale]), I4 any nibble. */
 static void fill_random(void *data, const amk_buffer *b, amk_t_rng *r, float scale) {
     int64_t n = amk_buffer_numel(b), i;
+    if (amk_dtype_is_block(b->dtype)) { /* random bytes, each block's f16 d (and min) in range */
+        const struct amk__blk_format *f = &amk__blk_formats[b->dtype - AMK_DTYPE_Q8_0];
+        uint8_t *x = (uint8_t *)data;
+        for (i = 0; i < amk_dtype_nbytes(b->dtype, n); i++) x[i] = (uint8_t)amk_t_rng_next(r);
+        for (i = 0; i < n / f->elems; i++) {
+            uint16_t h = amk_f32_to_f16(scale / 32.0f * (1.0f + amk_t_rng_sym(r)));
+            memcpy(x + i * f->bytes + f->d_off, &h, 2); /* why memcpy: f16 fields are little-endian, as this host */
+            if (f->m_off >= 0) {
+                h = amk_f32_to_f16(-scale / 4.0f * amk_t_rng_sym(r));
+                memcpy(x + i * f->bytes + f->m_off, &h, 2);
+            }
+        }
+        return;
+    }
     for (i = 0; i < n; i++) {
         float u = amk_t_rng_sym(r);
         switch (b->dtype) {
@@ -385,6 +399,9 @@ static void test_embed(void) {
     embed_case(AMK_DTYPE_I32, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 50, 36, 3, 36);
     /* the reshape idiom: rows of 72 with hidden 8 (F32 ids: the spec's reference takes them too) */
     embed_case(AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 6, 72, 4, 8);
+    /* every GGUF block format: rows of whole blocks decoded bit for bit as the reference's */
+    for (int t = AMK_DTYPE_Q8_0; t < AMK_DTYPE_COUNT; t++)
+        embed_case(AMK_DTYPE_I32, (amk_dtype)t, t % 2 ? AMK_DTYPE_F32 : AMK_DTYPE_BF16, 40, 512, 3, 512);
 }
 
 /* A norm of rows x [rows, H]; the weights (and bias) wrows rows of H: row r uses row r % wrows */
@@ -480,6 +497,18 @@ static void test_gemv_tile(void) {
     gemv_case("GEMV bf16 128 rows bias", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32,
               .wt = AMK_DTYPE_BF16, .ot = AMK_DTYPE_F32, .M = 1, .N = 160, .K = 2048, .n_off = 16,
               .N_tile = 128, .bias = 1});
+    /* every GGUF block format (the rows path): rows of 2 and 3 superblocks, a tile past row 0,
+       the bias on some; a bf16 x */
+    for (int t = AMK_DTYPE_Q8_0; t < AMK_DTYPE_COUNT; t++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "GEMV %s", amk_dtype_name(t));
+        gemv_case(tag, (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = t % 3 ? AMK_DTYPE_F32 : AMK_DTYPE_BF16,
+                  .wt = (amk_dtype)t, .ot = AMK_DTYPE_F32, .M = 1, .N = 70, .K = t % 2 ? 512 : 768, .n_off = 5,
+                  .N_tile = 61, .bias = t % 2});
+    }
+    /* a 32-element format with K not a multiple of 128 (a lane's quads past the row's end) */
+    gemv_case("GEMV Q4_0 K=96", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_Q4_0,
+              .ot = AMK_DTYPE_BF16, .M = 2, .N = 33, .K = 96, .n_off = 0, .N_tile = 33});
     if (!g_quick)
         gemv_case("GEMV bf16 large", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32,
                   .wt = AMK_DTYPE_BF16, .ot = AMK_DTYPE_F32, .M = 1, .N = 2048, .K = 2048, .n_off = 512,
@@ -513,6 +542,10 @@ static void test_gemm_tile(void) {
               .ot = AMK_DTYPE_F32, .M = 12, .N = 256, .K = 4096, .n_off = 64, .N_tile = 128});
     gemv_case("GEMM f32 W rows", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_F32,
               .ot = AMK_DTYPE_F32, .M = 8, .N = 40, .K = 64, .n_off = 0, .N_tile = 40, .M_tile = 8});
+    /* block-format W with rows enough for the tensor cores: the rows path takes it */
+    gemv_case("GEMM Q4_K rows", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_Q4_K,
+              .ot = AMK_DTYPE_F32, .M = 70, .N = 40, .K = 256, .n_off = 2, .N_tile = 30, .bias = 1, .m_off = 3,
+              .M_tile = 66});
 }
 
 /* An attention case's buffers: in[0..2] = q [nh, hd], k and v caches [max_seq, nkv, hd]; returns
@@ -811,6 +844,7 @@ static void check_argmax_pairs(gcase *g, int y, int pp, int64_t M, int64_t N, in
    splitting N, against the reference VM; positions set by hand (random ones could leave the cache).
    Blocks of g_fused_threads threads (0: the runtime's default). */
 static int g_fused_threads;
+static amk_dtype g_fused_up; /* RMSNORM_SWIGLU's up dtype when not F32 (0): else wt */
 static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t M,
                        int64_t N, int64_t K, int64_t hd, const int32_t *pos, int64_t cache_rows, double rtol) {
     amk_program *p = prog_new(2);
@@ -821,7 +855,7 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
     in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, M, K, 0);
     in[1] = buf(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
     in[2] = buf(p, "W", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
-    if (op == AMK_OP_RMSNORM_SWIGLU) in[ni++] = buf(p, "W_up", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
+    if (op == AMK_OP_RMSNORM_SWIGLU) in[ni++] = buf(p, "W_up", AMK_KIND_WEIGHT, g_fused_up ? g_fused_up : wt, 2, N, K, 0);
     if (pflags) in[ni++] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
     y = (flags & AMK_GEMV_FLAG_KV_ROW) ? buf(p, "cache", AMK_KIND_KV_CACHE, ot, 2, cache_rows, N, 0)
                                        : buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, M, N, 0);
@@ -888,6 +922,16 @@ static void test_fused_gemv(void) {
     fused_case("NORM_GEMV argmax f32 M=3", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 70, 100, 0, NULL, 0, -1);
     fused_case("NORM_SWIGLU bf16", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 300, 576, 0, NULL, 0, -1);
     fused_case("NORM_SWIGLU f32 M=2", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 2, 50, 64, 0, NULL, 0, -1);
+    /* block-format weights (the general path): RoPE into the cache, the head's ARGMAX, a gate and
+       an up of two formats (a Q4_K_M file's mix) */
+    fused_case("NORM_GEMV Q4_0 rope kv", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_F32, AMK_DTYPE_Q4_0, AMK_DTYPE_BF16, 1, 192, 576, 64, pk, 9, -1);
+    fused_case("NORM_GEMV Q6_K rope M=3", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_F32, AMK_DTYPE_Q6_K, AMK_DTYPE_F32, 3, 128, 512, 128, p3, 0, 1e-3);
+    fused_case("NORM_GEMV Q8_0 argmax", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_F32, AMK_DTYPE_Q8_0, AMK_DTYPE_F32, 1, 700, 576, 0, NULL, 0, -1);
+    g_fused_up = AMK_DTYPE_Q6_K;
+    fused_case("NORM_SWIGLU Q4_K/Q6_K", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_Q4_K, AMK_DTYPE_BF16, 1, 90, 512, 0, NULL, 0, -1);
+    g_fused_up = AMK_DTYPE_BF16;
+    fused_case("NORM_SWIGLU Q5_1/bf16", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_F32, AMK_DTYPE_Q5_1, AMK_DTYPE_F32, 1, 64, 576, 0, NULL, 0, -1);
+    g_fused_up = (amk_dtype)0;
     if (!g_quick)
         fused_case("NORM_SWIGLU 8B tile", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 218, 4096, 0, NULL, 0, -1);
 }
@@ -895,6 +939,7 @@ static void test_fused_gemv(void) {
 /* RMSNORM_MLP: a FILL starts the sum, then tiles of tr rows of gate/up and W_downT (the first with
    the residual) add into one F32 output from different SMs at once (red.global.add), against the reference VM.
    The GPU's order of additions differs, so the bound is relative to the output's largest value. */
+static amk_dtype g_mlp_gate_up; /* the gate and up dtype when not F32 (0): else wt */
 static void mlp_case(const char *tag, amk_dtype xt, amk_dtype wt, int64_t M, int64_t N, int64_t K, int64_t H,
                      int64_t tr, int threads) {
     const int64_t n_tiles = (N + tr - 1) / tr;
@@ -903,8 +948,8 @@ static void mlp_case(const char *tag, amk_dtype xt, amk_dtype wt, int64_t M, int
     gcase g;
     in[0] = buf(p, "h", AMK_KIND_IO_INPUT, xt, 2, M, K, 0);
     in[1] = buf(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
-    in[2] = buf(p, "W_gate", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
-    in[3] = buf(p, "W_up", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
+    in[2] = buf(p, "W_gate", AMK_KIND_WEIGHT, g_mlp_gate_up ? g_mlp_gate_up : wt, 2, N, K, 0);
+    in[3] = buf(p, "W_up", AMK_KIND_WEIGHT, g_mlp_gate_up ? g_mlp_gate_up : wt, 2, N, K, 0);
     in[4] = buf(p, "W_downT", AMK_KIND_WEIGHT, wt, 2, N, H, 0);
     in[5] = buf(p, "resid", AMK_KIND_IO_INPUT, xt, 2, M, H, 0);
     y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, M, H, 0);
@@ -935,6 +980,10 @@ static void test_fused_mlp(void) {
     mlp_case("NORM_MLP bf16 one warp", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 48, 576, 576, 12, 32);
     mlp_case("NORM_MLP f16 odd H", AMK_DTYPE_BF16, AMK_DTYPE_F16, 1, 70, 128, 102, 7, 0);
     mlp_case("NORM_MLP f32 M=2", AMK_DTYPE_F32, AMK_DTYPE_F32, 2, 64, 64, 96, 16, 0);
+    /* a gate and up in a block format, W_downT bf16 (the general path) */
+    g_mlp_gate_up = AMK_DTYPE_Q5_K;
+    mlp_case("NORM_MLP Q5_K gate/up", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 96, 512, 576, 12, 0);
+    g_mlp_gate_up = (amk_dtype)0;
     if (!g_quick) /* Llama-3.2-1B's tile: 64 rows of 8192, H 2048 */
         mlp_case("NORM_MLP bf16 1B tile", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 256, 2048, 2048, 64, 0);
 }
