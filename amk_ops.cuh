@@ -754,32 +754,6 @@ static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int
     }
 }
 
-/* The lane's share of row . xr for a row of K elements (a multiple of the block: the validator's
-   rule) of block format t: quads lane * 4 + 128 u, AMK_BLK_ILP of them decoded before any is
-   used (their loads in flight together). xr is 16-byte aligned (shared memory). */
-#define AMK_BLK_ILP 1
-static __device__ __forceinline__ float amk_blk_dot(const uint8_t *row, int t, const float *xr, int K, int lane) {
-    const int E = amk_blk_elems(t), B = amk_blk_bytes(t);
-    float a = 0.0f;
-    for (int e0 = lane * 4; e0 < K; e0 += 128 * AMK_BLK_ILP) {
-        float w[AMK_BLK_ILP][4];
-#pragma unroll
-        for (int u = 0; u < AMK_BLK_ILP; u++) {
-            const int e = e0 + 128 * u;
-            if (e < K) amk_blk_quad(row + (int64_t)(e / E) * B, t, e % E, w[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < AMK_BLK_ILP; u++) {
-            const int e = e0 + 128 * u;
-            if (e < K) {
-                const float4 xv = *(const float4 *)(xr + e);
-                a = fmaf(w[u][0], xv.x, fmaf(w[u][1], xv.y, fmaf(w[u][2], xv.z, fmaf(w[u][3], xv.w, a))));
-            }
-        }
-    }
-    return a;
-}
-
 /* Row r of a block-format matrix of K-element rows: its first byte. */
 static __device__ __forceinline__ const uint8_t *amk_blk_row(const amk_buffer_t *W, int64_t r, int K) {
     return (const uint8_t *)W->ptr + r * (int64_t)(K / amk_blk_elems(W->dtype)) * amk_blk_bytes(W->dtype);
@@ -788,13 +762,198 @@ static __device__ __forceinline__ const uint8_t *amk_blk_row(const amk_buffer_t 
 /* 1 for a block dtype (amk_dtype_is_block's twin). */
 static __device__ __forceinline__ int amk_dtype_blk(int t) { return t >= AMK_DTYPE_Q8_0 && t < AMK_DTYPE_COUNT; }
 
-/* The lane's share of row r of W . xr, W of a block format or any other dtype (one element a lane
-   at a time, amk_load's). */
-static __device__ __forceinline__ float amk_blk_any_dot(const amk_buffer_t *W, int64_t r, const float *xr, int K, int lane) {
-    if (amk_dtype_blk(W->dtype)) return amk_blk_dot(amk_blk_row(W, r, K), W->dtype, xr, K, lane);
+/* ---- block-format tiles: x staged by units, a unit of 32 elements a lane ----------------------
+   A tile whose W is in a block format stages its row of x (times the norm weight for the RMSNORM_*
+   ops) by units of 32 elements: xq[(g * UP + u) * 4 + i] = x[32u + 4g + i] for the K / 32 units u
+   (UP: their count rounded up to odd) and g = 0..7, then each unit's sum, sx[u] = xq[32 UP + u].
+   Each warp takes a row of W, each lane its units lane, lane + 32, ...: the lane decodes a unit
+   (its scales once) and takes its eight float4 pieces of x, the warp's reading 512 contiguous
+   bytes (no bank conflict; staging's stores neither, UP being odd). The dot of a unit with a
+   scale d and a min m (w = d q + m) is d * sum(q x) + m * sx[u]: the same sum as the reference's
+   in another order of its roundings. The eight formats GGUF files mostly hold decode a unit with
+   the widest loads their alignment allows; Q2_K, Q3_K and IQ4_NL through amk_blk_quad. */
+
+/* x[base .. base + K) (times w[0 .. K), an F32 norm weight, when w) into xq as above; returns the
+   thread's sum of x^2. K a multiple of 32 (a block's), the block's threads a multiple of 32; the
+   caller syncs before reading xq. */
+#define AMK_BLK_STAGE_ILP 4
+static __device__ __forceinline__ float amk_blk_stage_x(float *xq, const amk_buffer_t *x, int64_t base, int K,
+                                                        const amk_buffer_t *w) {
+    const int tid = amk_tid(), nt = amk_ntid(), UP = AMK_BLK_UP(K);
+    float ss = 0.0f;
+    for (int k0 = tid; k0 < K; k0 += AMK_BLK_STAGE_ILP * nt) {
+        float v[AMK_BLK_STAGE_ILP], f[AMK_BLK_STAGE_ILP];
+#pragma unroll
+        for (int i = 0; i < AMK_BLK_STAGE_ILP; i++) {
+            const int k = k0 + i * nt;
+            v[i] = k < K ? amk_load((const void *)x->ptr, x->dtype, base + k) : 0.0f;
+            f[i] = w && k < K ? amk_load((const void *)w->ptr, w->dtype, k) : 1.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < AMK_BLK_STAGE_ILP; i++) {
+            const int k = k0 + i * nt; /* why uniform in a warp: K and nt are multiples of 32 */
+            if (k < K) {
+                const float y = v[i] * f[i], s = amk_warp_sum(y); /* a warp's 32 elements are one unit */
+                ss = fmaf(v[i], v[i], ss);
+                xq[(((k & 31) >> 2) * UP + (k >> 5)) * 4 + (k & 3)] = y;
+                if ((k & 31) == 0) xq[32 * UP + (k >> 5)] = s;
+            }
+        }
+    }
+    return ss;
+}
+
+/* The units' loads: 16 bits at an even offset, 32 at a multiple of 4, 16 bytes at a multiple of
+   16 (a K-quant's header and quants: its 144- and 176-byte blocks keep rows 16-byte aligned). */
+static __device__ __forceinline__ uint32_t amk_blk_w32(const uint8_t *p) { return __ldg((const unsigned int *)p); }
+
+/* Sum of the four values of word w's bytes (each (b >> sh) & mask, minus off) times x. */
+static __device__ __forceinline__ float amk_blk_dot4(uint32_t w, int sh, uint32_t mask, float off, float4 x) {
+    return fmaf((float)((w >> sh) & mask) - off, x.x, fmaf((float)((w >> (sh + 8)) & mask) - off, x.y,
+           fmaf((float)((w >> (sh + 16)) & mask) - off, x.z, ((float)((w >> (sh + 24)) & mask) - off) * x.w)));
+}
+
+/* The lane's dot of unit u of a row of block format t with x; fam, a constant at each call, the
+   code that decodes t: Q8_0; Q4_0 for Q4_0, Q4_1, Q5_0 and Q5_1; Q4_K for Q4_K and Q5_K; Q6_K;
+   Q2_K (amk_blk_quad) for Q2_K, Q3_K and IQ4_NL. why families: a case a format took the RMSNORM_*
+   ops past their registers. */
+static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const int fam, const int t, int u, const float *xq,
+                                                     int UP) {
+#define AMK__BLK_X(g) (*(const float4 *)(xq + ((g) * UP + u) * 4))
+    const float sx = xq[32 * UP + u];
     float a = 0.0f;
-    for (int k = lane; k < K; k += 32) a = fmaf(amk_load((const void *)W->ptr, W->dtype, r * K + k), xr[k], a);
-    return a;
+    switch (fam) {
+    case AMK_DTYPE_Q8_0: {
+        const uint8_t *b = row + (int64_t)u * 34;
+        const float d = amk_blk_f16(b);
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const uint32_t w = amk_blk_u32(b + 2 + 4 * g);
+            const float4 x = AMK__BLK_X(g);
+            a = fmaf((float)(int8_t)(uint8_t)w, x.x, fmaf((float)(int8_t)(uint8_t)(w >> 8), x.y,
+                fmaf((float)(int8_t)(uint8_t)(w >> 16), x.z, fmaf((float)(int8_t)(uint8_t)(w >> 24), x.w, a))));
+        }
+        return d * a;
+    }
+    case AMK_DTYPE_Q4_0: {
+        /* [d]([m])([qh u32])[qs 16]: elements j < 16 the low nibbles of qs[j], the rest the high */
+        const int m1 = t == AMK_DTYPE_Q4_1 || t == AMK_DTYPE_Q5_1, five = t == AMK_DTYPE_Q5_0 || t == AMK_DTYPE_Q5_1;
+        const int B = t == AMK_DTYPE_Q4_0 ? 18 : t == AMK_DTYPE_Q4_1 ? 20 : t == AMK_DTYPE_Q5_0 ? 22 : 24;
+        const uint8_t *b = row + (int64_t)u * B, *qs = b + (m1 ? 4 : 2) + (five ? 4 : 0);
+        const float d = amk_blk_f16(b), m = m1 ? amk_blk_f16(b + 2) : 0.0f;
+        const uint32_t qh = five ? (m1 ? amk_blk_w32(b + 4) : amk_blk_u32(b + 2)) : 0u;
+        uint32_t q[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) q[i] = m1 ? amk_blk_w32(qs + 4 * i) : amk_blk_u32(qs + 4 * i);
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            uint32_t w = (q[g & 3] >> (g < 4 ? 0 : 4)) & 0x0F0F0F0Fu;
+            if (five) { /* bit j of qh is element j's fifth: spread the four bits of this piece into the bytes */
+                const uint32_t h = qh >> (4 * g);
+                w |= ((h & 1u) << 4) | ((h & 2u) << 11) | ((h & 4u) << 18) | ((h & 8u) << 25);
+            }
+            a += amk_blk_dot4(w, 0, 0xFFu, 0.0f, AMK__BLK_X(g));
+        }
+        return m1 ? fmaf(d, a, m * sx) : d * (a - (five ? 16.0f : 8.0f) * sx);
+    }
+    case AMK_DTYPE_Q4_K: { /* sub-block s of block u / 8: nibble h of q[32c ..], c = s / 2 */
+        const int five = t == AMK_DTYPE_Q5_K, s = u & 7, c = s >> 1, h = s & 1;
+        const uint8_t *b = row + (int64_t)(u >> 3) * (five ? 176 : 144);
+        const uint4 hd = amk_ptx_ld_nc_na_v4(b); /* d, dmin; the scales' 12 bytes */
+        const uint4 q0 = amk_ptx_ld_nc_na_v4(b + (five ? 48 : 16) + 32 * c), q1 = amk_ptx_ld_nc_na_v4(b + (five ? 64 : 32) + 32 * c);
+        uint4 h0 = make_uint4(0u, 0u, 0u, 0u), h1 = h0;
+        if (five) { h0 = amk_ptx_ld_nc_na_v4(b + 16); h1 = amk_ptx_ld_nc_na_v4(b + 32); }
+#define AMK__BLK_SC(k) ((((k) < 4 ? hd.y : (k) < 8 ? hd.z : hd.w) >> (8 * ((k) & 3))) & 0xFFu)
+        uint32_t sc, mn;
+        if (s < 4) {
+            sc = AMK__BLK_SC(s) & 63u;
+            mn = AMK__BLK_SC(s + 4) & 63u;
+        } else {
+            sc = (AMK__BLK_SC(s + 4) & 0xFu) | (AMK__BLK_SC(s - 4) >> 6) << 4;
+            mn = (AMK__BLK_SC(s + 4) >> 4) | (AMK__BLK_SC(s) >> 6) << 4;
+        }
+#undef AMK__BLK_SC
+        const float d = __half2float(__ushort_as_half((unsigned short)(hd.x & 0xFFFFu)));
+        const float dmin = __half2float(__ushort_as_half((unsigned short)(hd.x >> 16)));
+        const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+        uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+        for (int g = 0; g < 8; g++) /* the unit's values first (Q5_K: its bits merged, qh's words dead) */
+            qw[g] = ((qw[g] >> (4 * h)) & 0x0F0F0F0Fu) | (five ? ((hw[g] >> s) & 0x01010101u) << 4 : 0u);
+#pragma unroll
+        for (int g = 0; g < 8; g++) a += amk_blk_dot4(qw[g], 0, 0xFFu, 0.0f, AMK__BLK_X(g));
+        return fmaf(d * (float)sc, a, -(dmin * (float)mn) * sx);
+    }
+    case AMK_DTYPE_Q6_K: { /* elements 128n + 32k + l: nibble k / 2 of ql[64n + 32(k % 2) + l], bits 2k of qh[32n + l] */
+        const int s = u & 7, n = s >> 2, k = s & 3;
+        const uint8_t *b = row + (int64_t)(u >> 3) * 210, *ql = b + 64 * n + 32 * (k & 1), *qh = b + 128 + 32 * n;
+        const uint32_t scs = amk_blk_u16(b + 192 + 8 * n + 2 * k); /* the scales of elements l < 16 and l >= 16 */
+        float a1 = 0.0f;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const uint32_t w = ((amk_blk_u32(ql + 4 * g) >> (4 * (k >> 1))) & 0x0F0F0F0Fu) |
+                               (((amk_blk_u32(qh + 4 * g) >> (2 * k)) & 0x03030303u) << 4);
+            const float p = amk_blk_dot4(w, 0, 0xFFu, 32.0f, AMK__BLK_X(g));
+            if (g < 4) a += p;
+            else a1 += p;
+        }
+        return amk_blk_f16(b + 208) * fmaf((float)(int8_t)(uint8_t)scs, a, (float)(int8_t)(uint8_t)(scs >> 8) * a1);
+    }
+    default: { /* a quad at a time (why not unrolled: eight quads' loads took the op past its registers) */
+        const int E = amk_blk_elems(t), B = amk_blk_bytes(t);
+#pragma unroll 1
+        for (int g = 0; g < 8; g++) {
+            const int e = 32 * u + 4 * g;
+            float w[4];
+            amk_blk_quad(row + (int64_t)(e / E) * B, t, e % E, w);
+            const float4 x = AMK__BLK_X(g);
+            a = fmaf(w[0], x.x, fmaf(w[1], x.y, fmaf(w[2], x.z, fmaf(w[3], x.w, a))));
+        }
+        return a;
+    }
+    }
+#undef AMK__BLK_X
+}
+
+/* yb[r] = row n0 + r of W . x for the nt rows of a tile, x staged in xq (amk_blk_stage_x); a warp a
+   row; fam: W's family (amk_blk_unit). The block syncs before reading yb. */
+static __device__ __forceinline__ void amk_blk_rows_t(const amk_buffer_t *W, const int fam, int K, int64_t n0, int64_t nt,
+                                                      const float *xq, float *yb) {
+    const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5, U = K / 32, UP = AMK_BLK_UP(K);
+    const int t = W->dtype;
+    const int64_t rb = (int64_t)(K / amk_blk_elems(t)) * amk_blk_bytes(t);
+    for (int64_t r = warp; r < nt; r += nw) {
+        const uint8_t *row = (const uint8_t *)W->ptr + (n0 + r) * rb;
+        float a = 0.0f;
+#pragma unroll 1
+        for (int u = lane; u < U; u += 32) a += amk_blk_unit(row, fam, t, u, xq, UP);
+        a = amk_warp_sum(a);
+        if (lane == 0) yb[r] = a;
+    }
+}
+static __device__ __forceinline__ void amk_blk_rows(const amk_buffer_t *W, int K, int64_t n0, int64_t nt, const float *xq,
+                                                    float *yb) {
+    switch (W->dtype) {
+    case AMK_DTYPE_Q8_0: amk_blk_rows_t(W, AMK_DTYPE_Q8_0, K, n0, nt, xq, yb); break;
+    case AMK_DTYPE_Q4_0: case AMK_DTYPE_Q4_1: case AMK_DTYPE_Q5_0: case AMK_DTYPE_Q5_1:
+        amk_blk_rows_t(W, AMK_DTYPE_Q4_0, K, n0, nt, xq, yb);
+        break;
+    case AMK_DTYPE_Q4_K: case AMK_DTYPE_Q5_K: amk_blk_rows_t(W, AMK_DTYPE_Q4_K, K, n0, nt, xq, yb); break;
+    case AMK_DTYPE_Q6_K: amk_blk_rows_t(W, AMK_DTYPE_Q6_K, K, n0, nt, xq, yb); break;
+    case AMK_DTYPE_Q2_K: case AMK_DTYPE_Q3_K: case AMK_DTYPE_IQ4_NL: amk_blk_rows_t(W, AMK_DTYPE_Q2_K, K, n0, nt, xq, yb); break;
+    default: { /* a float W beside a block-format one (RMSNORM_SWIGLU's gate and up): element loads */
+        const int lane = amk_tid() & 31, UP = AMK_BLK_UP(K);
+        for (int64_t r = amk_tid() >> 5; r < nt; r += amk_ntid() >> 5) {
+            float a = 0.0f;
+            for (int k = lane; k < K; k += 32)
+                a = fmaf(amk_load((const void *)W->ptr, W->dtype, (n0 + r) * K + k),
+                         xq[(((k & 31) >> 2) * UP + (k >> 5)) * 4 + (k & 3)], a);
+            a = amk_warp_sum(a);
+            if (lane == 0) yb[r] = a;
+        }
+        break;
+    }
+    }
 }
 
 #define AMK_OP_FN static __device__
@@ -1367,12 +1526,10 @@ static __device__ __noinline__ int amk_gemm_mma(amk_op_ctx *c, float *smem, int6
     return 1;
 }
 
-/* The rows path's body; blk (a constant at each call): W in a block format. */
-static __device__ __forceinline__ void amk_gemm_rows_body(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end,
-                                                          const int blk) {
+static __device__ __forceinline__ void amk_gemm_rows_body(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *x = &c->in[0], *W = &c->in[1], *o = &c->out[0];
-    const int quant = !blk && amk_gemv_quant(c);
+    const int quant = amk_gemv_quant(c);
     const amk_buffer_t *bias = !quant && c->ins.n_inputs > 2 ? &c->in[2] : 0;
     const amk_buffer_t *sc = quant ? &c->in[2] : 0, *zr = quant && c->ins.n_inputs > 3 ? &c->in[3] : 0;
     const int K = P->K, lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
@@ -1380,7 +1537,7 @@ static __device__ __forceinline__ void amk_gemm_rows_body(amk_op_ctx *c, float *
     const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
     const int esz = W->dtype == AMK_DTYPE_F32 ? 4 : 2;
     /* why: 16-byte loads need every row start 16-byte aligned (base is 256-aligned) */
-    const int fast = !blk && !quant && (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 ||
+    const int fast = !quant && (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 ||
                                 W->dtype == AMK_DTYPE_BF16) && ((int64_t)K * esz) % 16 == 0;
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
     const int64_t mc = amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, K);
@@ -1405,10 +1562,6 @@ static __device__ __forceinline__ void amk_gemm_rows_body(amk_op_ctx *c, float *
                 if (W->dtype == AMK_DTYPE_BF16) AMK__GEMV_VEC_ROW(amk_unpack_bf16x8, 8, acc, wrow);
                 else if (W->dtype == AMK_DTYPE_F16) AMK__GEMV_VEC_ROW(amk_unpack_f16x8, 8, acc, wrow);
                 else AMK__GEMV_VEC_ROW(amk_unpack_f32x4, 4, acc, wrow);
-            } else if (blk) {
-#pragma unroll
-                for (int r = 0; r < AMK_GEMV_ROWS; r++)
-                    if (r < mr) acc[r] += amk_blk_dot(amk_blk_row(W, n, K), W->dtype, xs + (int64_t)r * K, K, lane);
             } else if (quant) {
                 /* I8: [N, K] int8; I4: element (n, k) is nibble n*K+k of the bytes (low first),
                    q = nibble - 8, whether the buffer is I4 [N, K] or U8 [N, K/2] */
@@ -1444,15 +1597,34 @@ static __device__ __forceinline__ void amk_gemm_rows_body(amk_op_ctx *c, float *
     }
 }
 
-/* why the block formats' rows path out of line, entered at the op's start: their decoding inlined
-   beside the float paths took the VM past its registers (it spilled), and a call made where few
-   values are live saves few registers. */
+/* The rows path of a W in a block format: each row of x staged by units (amk_blk_stage_x), the
+   tile's dots into yb (a warp a row), then its outputs with the bias. */
 static __device__ __forceinline__ void amk_gemm_rows_blk(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
-    amk_gemm_rows_body(c, smem, m_begin, m_end, 1);
+    const amk_buffer_t *x = &c->in[0], *W = &c->in[1], *o = &c->out[0];
+    const amk_buffer_t *bias = c->ins.n_inputs > 2 ? &c->in[2] : 0;
+    const int K = c->ins.params.K;
+    const int64_t nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
+    const int64_t M = amk_div_rows(x->numel, K), N_out = amk_div_rows(o->numel, M);
+    float *xq = smem, *yb = smem + AMK_BLK_X_FLOATS(K);
+    if ((int64_t)amk_ptx_dynamic_smem_size() < 4 * (AMK_BLK_X_FLOATS(K) + nt)) { /* the host sizes it (amk_plan_least) */
+        if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
+        return;
+    }
+    if (!amk_op_go(c)) return;
+    for (int64_t m = m_begin; m < m_end; m++) {
+        amk_blk_stage_x(xq, x, m * K, K, 0);
+        __syncthreads();
+        amk_blk_rows(W, K, n0, nt, xq, yb);
+        __syncthreads();
+        for (int64_t r = AMK_OPS_TID; r < nt; r += AMK_OPS_NT)
+            amk_store((void *)o->ptr, o->dtype, m * N_out + n0 + r,
+                      yb[r] + (bias ? amk_load((const void *)bias->ptr, bias->dtype, n0 + r) : 0.0f));
+        __syncthreads(); /* why: xq and yb are the next row's */
+    }
 }
 static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
     if (!amk_gemv_quant(c) && amk_dtype_blk(c->in[1].dtype)) amk_gemm_rows_blk(c, smem, m_begin, m_end);
-    else amk_gemm_rows_body(c, smem, m_begin, m_end, 0);
+    else amk_gemm_rows_body(c, smem, m_begin, m_end);
 }
 
 /* The tensor-core path for a tile of at least AMK_MMA_MIN_ROWS rows whose operands it takes
@@ -2969,16 +3141,20 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
                      (!swiglu || Wu->dtype == W->dtype) && ((int64_t)K * esz) % 16 == 0;
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
     /* RMSNORM_MLP's rows of W_downT at the end of shared memory */
-    const int64_t per_row = K + (rope ? 2 * nt : mlp ? nt : 0); /* floats a staged row of x takes */
+    /* floats a staged row of x takes: with a block-format W, x by units and the tile's dots (yb) */
+    const int64_t xfl = blk ? AMK_BLK_X_FLOATS(K) + (swiglu ? 2 : 1) * nt : K;
+    const int64_t per_row = xfl + (rope ? 2 * nt : mlp ? nt : 0);
     const int64_t wsb = mlp ? amk_rows_stage_bytes(c, nt) : 0;
     const int64_t wso = ((int64_t)amk_ptx_dynamic_smem_size() - wsb) & ~(int64_t)15; /* why: the bulk copy's
                         destination is 16-byte aligned; the launch's size need not be a multiple of 16 */
     const int64_t mc0 = amk_rows_fit(wso / 4, per_row);
     const int staged = wsb > 0 && mc0 >= 1;
-    const int64_t mc = staged ? mc0 : amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, per_row);
+    const int64_t mc1 = staged ? mc0 : amk_rows_fit(amk_ptx_dynamic_smem_size() / 4, per_row);
+    const int64_t mc = blk && mc1 > 1 ? 1 : mc1; /* the block tiles stage one row of x at a time */
     char *ws = staged ? (char *)smem + wso : NULL;
-    float *xs = smem;          /* [mc, K] normalised rows of x */
-    float *ys = smem + mc * K; /* [mc, N_tile] the tile's values before RoPE */
+    float *xs = smem;            /* [mc, K] normalised rows of x (a block-format W: x by units, then yb) */
+    float *yb = smem + AMK_BLK_X_FLOATS(K); /* a block-format W's dots: [N_tile] (and the up's [N_tile]) */
+    float *ys = smem + mc * xfl; /* [mc, N_tile] the tile's values before RoPE */
     float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
     int64_t m0, n, i;
 #if AMK_LEAN /* why after the setup above (the compiler sinks what the lean form does not use):
@@ -3009,8 +3185,14 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
         float inv[AMK_GEMV_ROWS]; /* why: xs holds x * norm_w; the row's 1/rms scales the sums */
 #pragma unroll
         for (int r = 0; r < AMK_GEMV_ROWS; r++) {
-            const float ss = r < mr ? amk_stage_x(xs + (int64_t)r * K, x, (m0 + r) * K, K, nwt) : 0.0f;
+            const float ss = r >= mr ? 0.0f : blk ? amk_blk_stage_x(xs, x, (m0 + r) * K, K, nwt)
+                                                  : amk_stage_x(xs + (int64_t)r * K, x, (m0 + r) * K, K, nwt);
             inv[r] = r < mr ? 1.0f / sqrtf(amk_block_sum(c, ss) / (float)K + P->eps) : 0.0f; /* syncs */
+        }
+        if (blk) { /* the tile's dots (the sums above synced: x is staged) */
+            amk_blk_rows(W, K, n_begin, nt, xs, yb);
+            if (swiglu) amk_blk_rows(Wu, K, n_begin, nt, xs, yb + nt);
+            __syncthreads();
         }
         if (flags && m0 == 0) /* why: every thread reads the same positions, so all return together */
             for (int64_t m = 0; m < M; m++) {
@@ -3052,13 +3234,11 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
                     if (swiglu) AMK__GEMV_VEC_PAIR(amk_unpack_f32x4, 4, acc, wrow, acu, urow);
                     else AMK__GEMV_VEC_ROW(amk_unpack_f32x4, 4, acc, wrow);
                 }
-            } else if (blk) { /* a gate and an up of two formats (a Q4_K_M file mixes them) take this path too */
-#pragma unroll
-                for (int r = 0; r < AMK_GEMV_ROWS; r++)
-                    if (r < mr) {
-                        acc[r] += amk_blk_any_dot(W, n, xs + (int64_t)r * K, K, lane);
-                        if (swiglu) acu[r] += amk_blk_any_dot(Wu, n, xs + (int64_t)r * K, K, lane);
-                    }
+            } else if (blk) { /* the dots of the pass above: lane 0's, which the sums below keep */
+                if (lane == 0) {
+                    acc[0] = yb[n - n_begin];
+                    if (swiglu) acu[0] = yb[nt + n - n_begin];
+                }
             } else {
                 for (int k = lane; k < K; k += 32) {
                     float w = amk_load((const void *)W->ptr, W->dtype, n * K + k);

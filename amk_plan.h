@@ -298,17 +298,43 @@ AMK_PLAN_FN int64_t amk_plan_attn_o_ys_bytes(const amk_params_t *P) {
     return AMK_ATTN_O_YS_BYTES(P->head_dim, (int64_t)P->N_tile * (P->n_kv_heads > 0 ? P->n_heads / P->n_kv_heads : 0));
 }
 
+/* A tile whose W (or gate or up) is in a GGUF block format stages its row of x by units of 32
+   elements (amk_ops.cuh's amk_blk_stage_x): 32 columns of AMK_BLK_UP(K) units (their count
+   rounded up to odd), then a sum a unit; and its dots, a float a row of each block matrix. */
+#define AMK_BLK_UP(K) (((K) / 32) | 1)
+#define AMK_BLK_X_FLOATS(K) (33 * (int64_t)AMK_BLK_UP(K))
+
+/* The matrices of x's tile that its block-format staging holds dots for (GEMV/GEMM tiles without
+   I8/I4 scales 1, RMSNORM_GEMV 1, RMSNORM_SWIGLU and RMSNORM_MLP 2); 0 when no W of the tile is in
+   a block format. */
+AMK_PLAN_FN int amk_plan_blk_mats(const amk_vm_ctx_t *x) {
+    const int q = x->ins.params.qdtype;
+    switch (x->ins.op) {
+    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE:
+        return x->ins.n_inputs >= 2 && !((q == AMK_DTYPE_I8 || q == AMK_DTYPE_I4) && x->ins.n_inputs >= 3) &&
+               x->in[1].dtype >= AMK_DTYPE_Q8_0 && x->in[1].dtype < AMK_DTYPE_COUNT;
+    case AMK_OP_RMSNORM_GEMV: return x->ins.n_inputs >= 3 && x->in[2].dtype >= AMK_DTYPE_Q8_0 && x->in[2].dtype < AMK_DTYPE_COUNT;
+    case AMK_OP_RMSNORM_SWIGLU: case AMK_OP_RMSNORM_MLP:
+        return x->ins.n_inputs >= 4 && ((x->in[2].dtype >= AMK_DTYPE_Q8_0 && x->in[2].dtype < AMK_DTYPE_COUNT) ||
+                                        (x->in[3].dtype >= AMK_DTYPE_Q8_0 && x->in[3].dtype < AMK_DTYPE_COUNT)) ? 2 : 0;
+    default: return 0;
+    }
+}
+
 /* The least dynamic shared memory x runs with in its general form (0: it stages nothing): a
-   GEMV-family tile one staged row of x, + the tile and its RoPE cos/sin (amk_op_norm_gemv); decode
+   GEMV-family tile one staged row of x, + the tile and its RoPE cos/sin (amk_op_norm_gemv), or
+   with a block-format W the block staging and the dots; decode
    attention one chunk of 32 rows at 4 bytes an element (ATTENTION_O: + its results); ATTENTION_TILE
    a head of q a warp. */
 AMK_PLAN_FN int64_t amk_plan_least(const amk_vm_ctx_t *x, int threads) {
     const amk_params_t *P = &x->ins.params;
-    const int64_t K = P->K, hd = P->head_dim;
+    const int64_t K = P->K, hd = P->head_dim, blk = amk_plan_blk_mats(x);
+    /* the float path's row of x, or the block staging and dots */
+    const int64_t xf = blk ? AMK_BLK_X_FLOATS(K) + blk * (int64_t)P->N_tile : K;
     switch (x->ins.op) {
-    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_SWIGLU: return 4 * K;
-    case AMK_OP_RMSNORM_MLP: return 4 * (K + P->N_tile); /* + the tile's values */
-    case AMK_OP_RMSNORM_GEMV: return 4 * (K + ((uint32_t)P->flags & AMK_GEMV_FLAG_ROPE ? 2 * (int64_t)P->N_tile : 0));
+    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_SWIGLU: return 4 * xf;
+    case AMK_OP_RMSNORM_MLP: return 4 * (xf + P->N_tile); /* + the tile's values */
+    case AMK_OP_RMSNORM_GEMV: return 4 * (xf + ((uint32_t)P->flags & AMK_GEMV_FLAG_ROPE ? 2 * (int64_t)P->N_tile : 0));
     case AMK_OP_ATTENTION_DECODE: return AMK_ATTN_DECODE_LEAST(hd, threads);
     case AMK_OP_ATTENTION_O: return AMK_ATTN_DECODE_LEAST(hd, threads) + amk_plan_attn_o_ys_bytes(P) + 16;
     case AMK_OP_ATTENTION_TILE: return (int64_t)(threads / 32) * hd * 4;
