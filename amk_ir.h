@@ -61,6 +61,14 @@ typedef enum amk_dtype {
     AMK_DTYPE_COUNT = 21
 } amk_dtype;
 
+/* Elements and bytes a block of block dtype t (ggml's sizes; 0 for any other dtype): the device's
+   and the form planner's table (amk_core.h's amk_dtype_block gives the same, test_abi checks). */
+#define AMK_BLOCK_ELEMS(t) ((t) >= AMK_DTYPE_Q2_K && (t) <= AMK_DTYPE_Q6_K ? 256 : (t) >= AMK_DTYPE_Q8_0 && (t) < AMK_DTYPE_COUNT ? 32 : 0)
+#define AMK_BLOCK_BYTES(t) \
+    ((t) == AMK_DTYPE_Q8_0 ? 34 : (t) == AMK_DTYPE_Q4_0 || (t) == AMK_DTYPE_IQ4_NL ? 18 : (t) == AMK_DTYPE_Q4_1 ? 20 \
+     : (t) == AMK_DTYPE_Q5_0 ? 22 : (t) == AMK_DTYPE_Q5_1 ? 24 : (t) == AMK_DTYPE_Q2_K ? 84 : (t) == AMK_DTYPE_Q3_K ? 110 \
+     : (t) == AMK_DTYPE_Q4_K ? 144 : (t) == AMK_DTYPE_Q5_K ? 176 : (t) == AMK_DTYPE_Q6_K ? 210 : 0)
+
 typedef enum amk_memspace {
     AMK_SPACE_HBM = 0,            /* weights, KV cache, IO */
     AMK_SPACE_GLOBAL_SCRATCH = 1, /* large activations */

@@ -30,10 +30,12 @@ static void test_dtype_codes(void) {
     for (i = 0; i < 11; i++) {
         CHECK(amk_dtype_is_block(10 + i) && amk_dtype_bits(10 + i) == 0 && !amk_dtype_is_float(10 + i));
         CHECK(amk_dtype_block(10 + i, &bytes) == blocks[i][0] && bytes == blocks[i][1]);
+        CHECK(AMK_BLOCK_ELEMS(10 + i) == blocks[i][0] && AMK_BLOCK_BYTES(10 + i) == blocks[i][1]); /* the device's table */
         CHECK_EQ_INT(amk_dtype_nbytes(10 + i, 2 * blocks[i][0]), 2 * blocks[i][1]);
         CHECK_EQ_INT(amk_dtype_nbytes(10 + i, blocks[i][0] + 1), 2 * blocks[i][1]); /* the blocks that hold them */
     }
     CHECK(!amk_dtype_is_block(AMK_DTYPE_BOOL) && !amk_dtype_is_block(21) && amk_dtype_block(AMK_DTYPE_F32, &bytes) == 0 && bytes == 0);
+    CHECK(AMK_BLOCK_ELEMS(AMK_DTYPE_BOOL) == 0 && AMK_BLOCK_BYTES(AMK_DTYPE_F32) == 0 && AMK_BLOCK_ELEMS(21) == 0);
     CHECK_EQ_INT(amk_dtype_nbytes(AMK_DTYPE_Q8_0, INT64_MAX), -1); /* 2^58 blocks of 34 bytes overflow */
     { /* an element of a block format loads through its block (inside nbytes), and nothing stores */
         unsigned char q8[34] = {0x00, 0x3C}; /* d = 1.0 (f16 0x3C00) */
