@@ -805,10 +805,16 @@ static __device__ __forceinline__ uint4 amk_blk_v4(const uint8_t *p, int sm) {
     return sm ? *(const uint4 *)p : amk_ptx_ld_nc_na_v4(p);
 }
 
-/* Sum of the four values of word w's bytes (each (b >> sh) & mask, minus off) times x. */
-static __device__ __forceinline__ float amk_blk_dot4(uint32_t w, int sh, uint32_t mask, float off, float4 x) {
-    return fmaf((float)((w >> sh) & mask) - off, x.x, fmaf((float)((w >> (sh + 8)) & mask) - off, x.y,
-           fmaf((float)((w >> (sh + 16)) & mask) - off, x.z, ((float)((w >> (sh + 24)) & mask) - off) * x.w)));
+/* Byte i of w (0..255) minus off, as a float: the byte in the mantissa of 2^23 (0x4B000000), less
+   2^23 + off, exact. why not (float): an integer conversion issues at a quarter of the FMA rate, and
+   a unit's 32 of them were the block tiles' bound. */
+static __device__ __forceinline__ float amk_blk_byte(uint32_t w, int i, float off) {
+    return __uint_as_float(((w >> (8 * i)) & 0xFFu) | 0x4B000000u) - (8388608.0f + off);
+}
+/* Sum of the four values of word w's bytes (each minus off) times x. */
+static __device__ __forceinline__ float amk_blk_dot4(uint32_t w, float off, float4 x) {
+    return fmaf(amk_blk_byte(w, 0, off), x.x, fmaf(amk_blk_byte(w, 1, off), x.y,
+           fmaf(amk_blk_byte(w, 2, off), x.z, amk_blk_byte(w, 3, off) * x.w)));
 }
 
 /* The lane's dot of unit u of a row of block format t with x; fam, a constant at each call, the
@@ -828,8 +834,7 @@ static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const i
         for (int g = 0; g < 8; g++) {
             const uint32_t w = amk_blk_u32(b + 2 + 4 * g, sm);
             const float4 x = AMK__BLK_X(g);
-            a = fmaf((float)(int8_t)(uint8_t)w, x.x, fmaf((float)(int8_t)(uint8_t)(w >> 8), x.y,
-                fmaf((float)(int8_t)(uint8_t)(w >> 16), x.z, fmaf((float)(int8_t)(uint8_t)(w >> 24), x.w, a))));
+            a += amk_blk_dot4(w ^ 0x80808080u, 128.0f, x); /* int8 q as the byte q + 128, less 128 */
         }
         return d * a;
     }
@@ -850,7 +855,7 @@ static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const i
                 const uint32_t h = qh >> (4 * g);
                 w |= ((h & 1u) << 4) | ((h & 2u) << 11) | ((h & 4u) << 18) | ((h & 8u) << 25);
             }
-            a += amk_blk_dot4(w, 0, 0xFFu, 0.0f, AMK__BLK_X(g));
+            a += amk_blk_dot4(w, 0.0f, AMK__BLK_X(g));
         }
         return m1 ? fmaf(d, a, m * sx) : d * (a - (five ? 16.0f : 8.0f) * sx);
     }
@@ -873,7 +878,7 @@ static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const i
         const uint4 q0 = amk_blk_v4(b + 16 + 32 * c, sm), q1 = amk_blk_v4(b + 32 + 32 * c, sm);
         const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll
-        for (int g = 0; g < 8; g++) a += amk_blk_dot4((qw[g] >> (4 * h)) & 0x0F0F0F0Fu, 0, 0xFFu, 0.0f, AMK__BLK_X(g));
+        for (int g = 0; g < 8; g++) a += amk_blk_dot4((qw[g] >> (4 * h)) & 0x0F0F0F0Fu, 0.0f, AMK__BLK_X(g));
         return fmaf(d * (float)sc, a, -(dmin * (float)mn) * sx);
     }
     case AMK_DTYPE_Q6_K: { /* elements 128n + 32k + l: nibble k / 2 of ql[64n + 32(k % 2) + l], bits 2k of qh[32n + l] */
@@ -885,7 +890,7 @@ static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const i
         for (int g = 0; g < 8; g++) {
             const uint32_t w = ((amk_blk_u32(ql + 4 * g, sm) >> (4 * (k >> 1))) & 0x0F0F0F0Fu) |
                                (((amk_blk_u32(qh + 4 * g, sm) >> (2 * k)) & 0x03030303u) << 4);
-            const float p = amk_blk_dot4(w, 0, 0xFFu, 32.0f, AMK__BLK_X(g));
+            const float p = amk_blk_dot4(w, 32.0f, AMK__BLK_X(g));
             if (g < 4) a += p;
             else a1 += p;
         }
@@ -1016,9 +1021,10 @@ static __device__ __forceinline__ int amk_blk_ring_go(amk_op_ctx *c, amk_blk_rin
 static __device__ __forceinline__ void amk_blk_ring_items(const int fam, int t, const char *rows, int64_t nr, int K,
                                                           const float *xq, float *y) {
     const int U = K / 32, UP = AMK_BLK_UP(K), NT = amk_ntid();
-    const int64_t rb = amk_blk_row_bytes(t, K), n = nr * U;
-    for (int64_t it = amk_tid(); it < n; it += NT) {
-        const int r = (int)(it / U), u = (int)(it - (int64_t)r * U);
+    const int64_t rb = amk_blk_row_bytes(t, K);
+    const int n = (int)nr * U; /* why 32-bit: a slot's items are a few thousand, and a 64-bit division is ~20 instructions */
+    for (int it = amk_tid(); it < n; it += NT) {
+        const int r = it / U, u = it - r * U;
         float a = 0.0f;
         if (fam == AMK_DTYPE_F32) {
 #pragma unroll 1
