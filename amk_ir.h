@@ -62,7 +62,7 @@ typedef enum amk_dtype {
 } amk_dtype;
 
 /* Elements and bytes a block of block dtype t (ggml's sizes; 0 for any other dtype): the device's
-   and the form planner's table (amk_core.h's amk_dtype_block gives the same, test_abi checks). */
+   table (amk_core.h's amk_dtype_block gives the same, test_abi checks). */
 #define AMK_BLOCK_ELEMS(t) ((t) >= AMK_DTYPE_Q2_K && (t) <= AMK_DTYPE_Q6_K ? 256 : (t) >= AMK_DTYPE_Q8_0 && (t) < AMK_DTYPE_COUNT ? 32 : 0)
 #define AMK_BLOCK_BYTES(t) \
     ((t) == AMK_DTYPE_Q8_0 ? 34 : (t) == AMK_DTYPE_Q4_0 || (t) == AMK_DTYPE_IQ4_NL ? 18 : (t) == AMK_DTYPE_Q4_1 ? 20 \

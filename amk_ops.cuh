@@ -618,19 +618,12 @@ static __device__ void amk_op_fail(amk_op_ctx *c, int code, int64_t value) {
    do (__fmul_rn and __fadd_rn, never contracted into an fma), so a decoded weight equals the
    reference VM's bit for bit. Every block size is even and buffers start 256-aligned, and a
    quad's bytes sit at an even offset of its block: 16-bit loads, on the read-only path (only
-   WEIGHT and CONST buffers hold block formats: the validator's rule), or from shared memory (sm,
-   a constant at each call: a ring slot, amk_blk_ring, keeps the bytes' 16-byte alignment). */
-static __device__ __forceinline__ uint32_t amk_blk_u16(const uint8_t *p, int sm) {
-    return sm ? *(const unsigned short *)p : __ldg((const unsigned short *)p);
-}
-static __device__ __forceinline__ uint32_t amk_blk_u32(const uint8_t *p, int sm) {
-    return amk_blk_u16(p, sm) | amk_blk_u16(p + 2, sm) << 16;
-}
-static __device__ __forceinline__ uint32_t amk_blk_u8(const uint8_t *p, int sm) {
-    return sm ? *(const unsigned char *)p : __ldg((const unsigned char *)p);
-}
-static __device__ __forceinline__ float amk_blk_f16(const uint8_t *p, int sm) {
-    return __half2float(__ushort_as_half((unsigned short)amk_blk_u16(p, sm)));
+   WEIGHT and CONST buffers hold block formats: the validator's rule). */
+static __device__ __forceinline__ uint32_t amk_blk_u16(const uint8_t *p) { return __ldg((const unsigned short *)p); }
+static __device__ __forceinline__ uint32_t amk_blk_u32(const uint8_t *p) { return amk_blk_u16(p) | amk_blk_u16(p + 2) << 16; }
+static __device__ __forceinline__ uint32_t amk_blk_u8(const uint8_t *p) { return __ldg((const unsigned char *)p); }
+static __device__ __forceinline__ float amk_blk_f16(const uint8_t *p) {
+    return __half2float(__ushort_as_half((unsigned short)amk_blk_u16(p)));
 }
 
 /* Elements and bytes a block of block dtype t. */
@@ -644,29 +637,29 @@ static __device__ __forceinline__ float amk_blk_iq4_level(uint32_t v) {
 }
 
 /* The 6-bit scale and min of sub-block s (0..7) of a Q4_K/Q5_K block's scales at sc. */
-static __device__ __forceinline__ void amk_blk_k4_scale_min(const uint8_t *sc, int s, float *scale, float *min, int sm) {
+static __device__ __forceinline__ void amk_blk_k4_scale_min(const uint8_t *sc, int s, float *scale, float *min) {
     if (s < 4) {
-        *scale = (float)(amk_blk_u8(sc + s, sm) & 63u);
-        *min = (float)(amk_blk_u8(sc + s + 4, sm) & 63u);
+        *scale = (float)(amk_blk_u8(sc + s) & 63u);
+        *min = (float)(amk_blk_u8(sc + s + 4) & 63u);
     } else {
-        const uint32_t a = amk_blk_u8(sc + s + 4, sm);
-        *scale = (float)((a & 0xFu) | (amk_blk_u8(sc + s - 4, sm) >> 6) << 4);
-        *min = (float)((a >> 4) | (amk_blk_u8(sc + s, sm) >> 6) << 4);
+        const uint32_t a = amk_blk_u8(sc + s + 4);
+        *scale = (float)((a & 0xFu) | (amk_blk_u8(sc + s - 4) >> 6) << 4);
+        *min = (float)((a >> 4) | (amk_blk_u8(sc + s) >> 6) << 4);
     }
 }
 
-static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int e, float *w, int sm) {
+static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int e, float *w) {
     switch (t) {
     case AMK_DTYPE_Q8_0: {
-        const float d = amk_blk_f16(x, sm);
-        const uint32_t u = amk_blk_u32(x + 2 + e, sm);
+        const float d = amk_blk_f16(x);
+        const uint32_t u = amk_blk_u32(x + 2 + e);
 #pragma unroll
         for (int i = 0; i < 4; i++) w[i] = __fmul_rn((float)(int8_t)(uint8_t)(u >> (8 * i)), d);
         break;
     }
     case AMK_DTYPE_Q4_0: case AMK_DTYPE_IQ4_NL: { /* low nibbles are elements 0..15, high 16..31 */
-        const float d = amk_blk_f16(x, sm);
-        const uint32_t u = amk_blk_u32(x + 2 + (e & 15), sm) >> (4 * (e >> 4));
+        const float d = amk_blk_f16(x);
+        const uint32_t u = amk_blk_u32(x + 2 + (e & 15)) >> (4 * (e >> 4));
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const uint32_t v = (u >> (8 * i)) & 0xFu;
@@ -675,16 +668,16 @@ static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int
         break;
     }
     case AMK_DTYPE_Q4_1: {
-        const float d = amk_blk_f16(x, sm), m = amk_blk_f16(x + 2, sm);
-        const uint32_t u = amk_blk_u32(x + 4 + (e & 15), sm) >> (4 * (e >> 4));
+        const float d = amk_blk_f16(x), m = amk_blk_f16(x + 2);
+        const uint32_t u = amk_blk_u32(x + 4 + (e & 15)) >> (4 * (e >> 4));
 #pragma unroll
         for (int i = 0; i < 4; i++) w[i] = __fadd_rn(__fmul_rn((float)((u >> (8 * i)) & 0xFu), d), m);
         break;
     }
     case AMK_DTYPE_Q5_0: case AMK_DTYPE_Q5_1: { /* bit e of qh is element e's fifth bit */
         const int m1 = t == AMK_DTYPE_Q5_1, ho = m1 ? 4 : 2;
-        const float d = amk_blk_f16(x, sm), m = m1 ? amk_blk_f16(x + 2, sm) : 0.0f;
-        const uint32_t qh = amk_blk_u32(x + ho, sm) >> e, u = amk_blk_u32(x + ho + 4 + (e & 15), sm) >> (4 * (e >> 4));
+        const float d = amk_blk_f16(x), m = m1 ? amk_blk_f16(x + 2) : 0.0f;
+        const uint32_t qh = amk_blk_u32(x + ho) >> e, u = amk_blk_u32(x + ho + 4 + (e & 15)) >> (4 * (e >> 4));
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int q = (int)(((u >> (8 * i)) & 0xFu) | ((qh >> i) & 1u) << 4);
@@ -695,10 +688,10 @@ static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int
     case AMK_DTYPE_Q4_K: case AMK_DTYPE_Q5_K: { /* chunk c of 64: low nibbles sub-block 2c, high 2c + 1 */
         const int five = t == AMK_DTYPE_Q5_K, c = e >> 6, h = (e >> 5) & 1, l = e & 31, s = 2 * c + h;
         float sc, mn;
-        amk_blk_k4_scale_min(x + 4, s, &sc, &mn, sm);
-        const float dd = __fmul_rn(amk_blk_f16(x, sm), sc), mm = __fmul_rn(amk_blk_f16(x + 2, sm), mn);
-        const uint32_t u = amk_blk_u32(x + (five ? 48 : 16) + 32 * c + l, sm) >> (4 * h);
-        const uint32_t qh = five ? amk_blk_u32(x + 16 + l, sm) >> s : 0u;
+        amk_blk_k4_scale_min(x + 4, s, &sc, &mn);
+        const float dd = __fmul_rn(amk_blk_f16(x), sc), mm = __fmul_rn(amk_blk_f16(x + 2), mn);
+        const uint32_t u = amk_blk_u32(x + (five ? 48 : 16) + 32 * c + l) >> (4 * h);
+        const uint32_t qh = five ? amk_blk_u32(x + 16 + l) >> s : 0u;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const uint32_t q = ((u >> (8 * i)) & 0xFu) | ((qh >> (8 * i)) & 1u) << 4;
@@ -709,19 +702,19 @@ static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int
     case AMK_DTYPE_Q2_K: case AMK_DTYPE_Q3_K: { /* e = 128n + 32j + 16h + l: bits 2j of qs[32n + 16h + l] */
         const int n = e >> 7, j = (e >> 5) & 3, h = (e >> 4) & 1, l = e & 15;
         if (t == AMK_DTYPE_Q2_K) {
-            const float d = amk_blk_f16(x + 80, sm), dmin = amk_blk_f16(x + 82, sm);
-            const uint32_t s = amk_blk_u8(x + 8 * n + 2 * j + h, sm);
+            const float d = amk_blk_f16(x + 80), dmin = amk_blk_f16(x + 82);
+            const uint32_t s = amk_blk_u8(x + 8 * n + 2 * j + h);
             const float dl = __fmul_rn(d, (float)(s & 0xFu)), ml = __fmul_rn(dmin, (float)(s >> 4));
-            const uint32_t u = amk_blk_u32(x + 16 + 32 * n + 16 * h + l, sm) >> (2 * j);
+            const uint32_t u = amk_blk_u32(x + 16 + 32 * n + 16 * h + l) >> (2 * j);
 #pragma unroll
             for (int i = 0; i < 4; i++) w[i] = __fsub_rn(__fmul_rn(dl, (float)((u >> (8 * i)) & 3u)), ml);
         } else { /* the 2-bit value is q - 4 where the element's bit 4n + j of hmask[16h + l] is clear */
             const int si = 8 * n + 2 * j + h;
-            const uint32_t lo = si < 8 ? amk_blk_u8(x + 96 + si, sm) & 0xFu : amk_blk_u8(x + 96 + si - 8, sm) >> 4;
-            const uint32_t hi = (amk_blk_u8(x + 96 + 8 + si % 4, sm) >> (2 * (si / 4))) & 3u;
-            const float dl = __fmul_rn(amk_blk_f16(x + 108, sm), (float)((int)(lo | hi << 4) - 32));
-            const uint32_t u = amk_blk_u32(x + 32 + 32 * n + 16 * h + l, sm) >> (2 * j);
-            const uint32_t m = amk_blk_u32(x + 16 * h + l, sm) >> (4 * n + j);
+            const uint32_t lo = si < 8 ? amk_blk_u8(x + 96 + si) & 0xFu : amk_blk_u8(x + 96 + si - 8) >> 4;
+            const uint32_t hi = (amk_blk_u8(x + 96 + 8 + si % 4) >> (2 * (si / 4))) & 3u;
+            const float dl = __fmul_rn(amk_blk_f16(x + 108), (float)((int)(lo | hi << 4) - 32));
+            const uint32_t u = amk_blk_u32(x + 32 + 32 * n + 16 * h + l) >> (2 * j);
+            const uint32_t m = amk_blk_u32(x + 16 * h + l) >> (4 * n + j);
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 w[i] = __fmul_rn(dl, (float)((int)((u >> (8 * i)) & 3u) - ((m >> (8 * i)) & 1u ? 0 : 4)));
@@ -730,9 +723,9 @@ static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int
     }
     case AMK_DTYPE_Q6_K: { /* e = 128n + 32k + l: nibble k / 2 of ql[64n + 32(k % 2) + l], bits 2k of qh[32n + l] */
         const int n = e >> 7, k = (e >> 5) & 3, l = e & 31;
-        const float ds = __fmul_rn(amk_blk_f16(x + 208, sm), (float)(int8_t)(uint8_t)amk_blk_u8(x + 192 + 8 * n + l / 16 + 2 * k, sm));
-        const uint32_t u = amk_blk_u32(x + 64 * n + 32 * (k & 1) + l, sm) >> (4 * (k >> 1));
-        const uint32_t qh = amk_blk_u32(x + 128 + 32 * n + l, sm) >> (2 * k);
+        const float ds = __fmul_rn(amk_blk_f16(x + 208), (float)(int8_t)(uint8_t)amk_blk_u8(x + 192 + 8 * n + l / 16 + 2 * k));
+        const uint32_t u = amk_blk_u32(x + 64 * n + 32 * (k & 1) + l) >> (4 * (k >> 1));
+        const uint32_t qh = amk_blk_u32(x + 128 + 32 * n + l) >> (2 * k);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int q = (int)(((u >> (8 * i)) & 0xFu) | ((qh >> (8 * i)) & 3u) << 4) - 32;
@@ -798,23 +791,12 @@ static __device__ __forceinline__ float amk_blk_stage_x(float *xq, const amk_buf
 
 /* The units' loads: 16 bits at an even offset, 32 at a multiple of 4, 16 bytes at a multiple of
    16 (a K-quant's header and quants: its 144- and 176-byte blocks keep rows 16-byte aligned). */
-static __device__ __forceinline__ uint32_t amk_blk_w32(const uint8_t *p, int sm) {
-    return sm ? *(const unsigned int *)p : __ldg((const unsigned int *)p);
-}
-static __device__ __forceinline__ uint4 amk_blk_v4(const uint8_t *p, int sm) {
-    return sm ? *(const uint4 *)p : amk_ptx_ld_nc_na_v4(p);
-}
+static __device__ __forceinline__ uint32_t amk_blk_w32(const uint8_t *p) { return __ldg((const unsigned int *)p); }
 
-/* Byte i of w (0..255) minus off, as a float: the byte in the mantissa of 2^23 (0x4B000000), less
-   2^23 + off, exact. why not (float): an integer conversion issues at a quarter of the FMA rate, and
-   a unit's 32 of them were the block tiles' bound. */
-static __device__ __forceinline__ float amk_blk_byte(uint32_t w, int i, float off) {
-    return __uint_as_float(((w >> (8 * i)) & 0xFFu) | 0x4B000000u) - (8388608.0f + off);
-}
-/* Sum of the four values of word w's bytes (each minus off) times x. */
-static __device__ __forceinline__ float amk_blk_dot4(uint32_t w, float off, float4 x) {
-    return fmaf(amk_blk_byte(w, 0, off), x.x, fmaf(amk_blk_byte(w, 1, off), x.y,
-           fmaf(amk_blk_byte(w, 2, off), x.z, amk_blk_byte(w, 3, off) * x.w)));
+/* Sum of the four values of word w's bytes (each (b >> sh) & mask, minus off) times x. */
+static __device__ __forceinline__ float amk_blk_dot4(uint32_t w, int sh, uint32_t mask, float off, float4 x) {
+    return fmaf((float)((w >> sh) & mask) - off, x.x, fmaf((float)((w >> (sh + 8)) & mask) - off, x.y,
+           fmaf((float)((w >> (sh + 16)) & mask) - off, x.z, ((float)((w >> (sh + 24)) & mask) - off) * x.w)));
 }
 
 /* The lane's dot of unit u of a row of block format t with x; fam, a constant at each call, the
@@ -822,19 +804,20 @@ static __device__ __forceinline__ float amk_blk_dot4(uint32_t w, float off, floa
    Q2_K (amk_blk_quad) for Q2_K, Q3_K and IQ4_NL. why families: a case a format took the RMSNORM_*
    ops past their registers. */
 static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const int fam, const int t, int u, const float *xq,
-                                                     int UP, const int sm) {
+                                                     int UP) {
 #define AMK__BLK_X(g) (*(const float4 *)(xq + ((g) * UP + u) * 4))
     const float sx = xq[32 * UP + u];
     float a = 0.0f;
     switch (fam) {
     case AMK_DTYPE_Q8_0: {
         const uint8_t *b = row + (int64_t)u * 34;
-        const float d = amk_blk_f16(b, sm);
+        const float d = amk_blk_f16(b);
 #pragma unroll
         for (int g = 0; g < 8; g++) {
-            const uint32_t w = amk_blk_u32(b + 2 + 4 * g, sm);
+            const uint32_t w = amk_blk_u32(b + 2 + 4 * g);
             const float4 x = AMK__BLK_X(g);
-            a += amk_blk_dot4(w ^ 0x80808080u, 128.0f, x); /* int8 q as the byte q + 128, less 128 */
+            a = fmaf((float)(int8_t)(uint8_t)w, x.x, fmaf((float)(int8_t)(uint8_t)(w >> 8), x.y,
+                fmaf((float)(int8_t)(uint8_t)(w >> 16), x.z, fmaf((float)(int8_t)(uint8_t)(w >> 24), x.w, a))));
         }
         return d * a;
     }
@@ -843,11 +826,11 @@ static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const i
         const int m1 = t == AMK_DTYPE_Q4_1 || t == AMK_DTYPE_Q5_1, five = t == AMK_DTYPE_Q5_0 || t == AMK_DTYPE_Q5_1;
         const int B = t == AMK_DTYPE_Q4_0 ? 18 : t == AMK_DTYPE_Q4_1 ? 20 : t == AMK_DTYPE_Q5_0 ? 22 : 24;
         const uint8_t *b = row + (int64_t)u * B, *qs = b + (m1 ? 4 : 2) + (five ? 4 : 0);
-        const float d = amk_blk_f16(b, sm), m = m1 ? amk_blk_f16(b + 2, sm) : 0.0f;
-        const uint32_t qh = five ? (m1 ? amk_blk_w32(b + 4, sm) : amk_blk_u32(b + 2, sm)) : 0u;
+        const float d = amk_blk_f16(b), m = m1 ? amk_blk_f16(b + 2) : 0.0f;
+        const uint32_t qh = five ? (m1 ? amk_blk_w32(b + 4) : amk_blk_u32(b + 2)) : 0u;
         uint32_t q[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) q[i] = m1 ? amk_blk_w32(qs + 4 * i, sm) : amk_blk_u32(qs + 4 * i, sm);
+        for (int i = 0; i < 4; i++) q[i] = m1 ? amk_blk_w32(qs + 4 * i) : amk_blk_u32(qs + 4 * i);
 #pragma unroll
         for (int g = 0; g < 8; g++) {
             uint32_t w = (q[g & 3] >> (g < 4 ? 0 : 4)) & 0x0F0F0F0Fu;
@@ -855,16 +838,17 @@ static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const i
                 const uint32_t h = qh >> (4 * g);
                 w |= ((h & 1u) << 4) | ((h & 2u) << 11) | ((h & 4u) << 18) | ((h & 8u) << 25);
             }
-            a += amk_blk_dot4(w, 0.0f, AMK__BLK_X(g));
+            a += amk_blk_dot4(w, 0, 0xFFu, 0.0f, AMK__BLK_X(g));
         }
         return m1 ? fmaf(d, a, m * sx) : d * (a - (five ? 16.0f : 8.0f) * sx);
     }
     case AMK_DTYPE_Q4_K: { /* sub-block s of block u / 8: nibble h of q[32c ..], c = s / 2 */
-        const int s = u & 7, c = s >> 1, h = s & 1;
-        const uint8_t *b = row + (int64_t)(u >> 3) * 144;
-        const uint4 hd = amk_blk_v4(b, sm); /* d, dmin; the scales' 12 bytes */
-        const float d = __half2float(__ushort_as_half((unsigned short)(hd.x & 0xFFFFu)));
-        const float dmin = __half2float(__ushort_as_half((unsigned short)(hd.x >> 16)));
+        const int five = t == AMK_DTYPE_Q5_K, s = u & 7, c = s >> 1, h = s & 1;
+        const uint8_t *b = row + (int64_t)(u >> 3) * (five ? 176 : 144);
+        const uint4 hd = amk_ptx_ld_nc_na_v4(b); /* d, dmin; the scales' 12 bytes */
+        const uint4 q0 = amk_ptx_ld_nc_na_v4(b + (five ? 48 : 16) + 32 * c), q1 = amk_ptx_ld_nc_na_v4(b + (five ? 64 : 32) + 32 * c);
+        uint4 h0 = make_uint4(0u, 0u, 0u, 0u), h1 = h0;
+        if (five) { h0 = amk_ptx_ld_nc_na_v4(b + 16); h1 = amk_ptx_ld_nc_na_v4(b + 32); }
 #define AMK__BLK_SC(k) ((((k) < 4 ? hd.y : (k) < 8 ? hd.z : hd.w) >> (8 * ((k) & 3))) & 0xFFu)
         uint32_t sc, mn;
         if (s < 4) {
@@ -875,26 +859,31 @@ static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const i
             mn = (AMK__BLK_SC(s + 4) >> 4) | (AMK__BLK_SC(s) >> 6) << 4;
         }
 #undef AMK__BLK_SC
-        const uint4 q0 = amk_blk_v4(b + 16 + 32 * c, sm), q1 = amk_blk_v4(b + 32 + 32 * c, sm);
-        const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+        const float d = __half2float(__ushort_as_half((unsigned short)(hd.x & 0xFFFFu)));
+        const float dmin = __half2float(__ushort_as_half((unsigned short)(hd.x >> 16)));
+        const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+        uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll
-        for (int g = 0; g < 8; g++) a += amk_blk_dot4((qw[g] >> (4 * h)) & 0x0F0F0F0Fu, 0.0f, AMK__BLK_X(g));
+        for (int g = 0; g < 8; g++) /* the unit's values first (Q5_K: its bits merged, qh's words dead) */
+            qw[g] = ((qw[g] >> (4 * h)) & 0x0F0F0F0Fu) | (five ? ((hw[g] >> s) & 0x01010101u) << 4 : 0u);
+#pragma unroll
+        for (int g = 0; g < 8; g++) a += amk_blk_dot4(qw[g], 0, 0xFFu, 0.0f, AMK__BLK_X(g));
         return fmaf(d * (float)sc, a, -(dmin * (float)mn) * sx);
     }
     case AMK_DTYPE_Q6_K: { /* elements 128n + 32k + l: nibble k / 2 of ql[64n + 32(k % 2) + l], bits 2k of qh[32n + l] */
         const int s = u & 7, n = s >> 2, k = s & 3;
         const uint8_t *b = row + (int64_t)(u >> 3) * 210, *ql = b + 64 * n + 32 * (k & 1), *qh = b + 128 + 32 * n;
-        const uint32_t scs = amk_blk_u16(b + 192 + 8 * n + 2 * k, sm); /* the scales of elements l < 16 and l >= 16 */
+        const uint32_t scs = amk_blk_u16(b + 192 + 8 * n + 2 * k); /* the scales of elements l < 16 and l >= 16 */
         float a1 = 0.0f;
 #pragma unroll
         for (int g = 0; g < 8; g++) {
-            const uint32_t w = ((amk_blk_u32(ql + 4 * g, sm) >> (4 * (k >> 1))) & 0x0F0F0F0Fu) |
-                               (((amk_blk_u32(qh + 4 * g, sm) >> (2 * k)) & 0x03030303u) << 4);
-            const float p = amk_blk_dot4(w, 32.0f, AMK__BLK_X(g));
+            const uint32_t w = ((amk_blk_u32(ql + 4 * g) >> (4 * (k >> 1))) & 0x0F0F0F0Fu) |
+                               (((amk_blk_u32(qh + 4 * g) >> (2 * k)) & 0x03030303u) << 4);
+            const float p = amk_blk_dot4(w, 0, 0xFFu, 32.0f, AMK__BLK_X(g));
             if (g < 4) a += p;
             else a1 += p;
         }
-        return amk_blk_f16(b + 208, sm) * fmaf((float)(int8_t)(uint8_t)scs, a, (float)(int8_t)(uint8_t)(scs >> 8) * a1);
+        return amk_blk_f16(b + 208) * fmaf((float)(int8_t)(uint8_t)scs, a, (float)(int8_t)(uint8_t)(scs >> 8) * a1);
     }
     default: { /* a quad at a time (why not unrolled: eight quads' loads took the op past its registers) */
         const int E = amk_blk_elems(t), B = amk_blk_bytes(t);
@@ -902,7 +891,7 @@ static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const i
         for (int g = 0; g < 8; g++) {
             const int e = 32 * u + 4 * g;
             float w[4];
-            amk_blk_quad(row + (int64_t)(e / E) * B, t, e % E, w, sm);
+            amk_blk_quad(row + (int64_t)(e / E) * B, t, e % E, w);
             const float4 x = AMK__BLK_X(g);
             a = fmaf(w[0], x.x, fmaf(w[1], x.y, fmaf(w[2], x.z, fmaf(w[3], x.w, a))));
         }
@@ -912,178 +901,44 @@ static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const i
 #undef AMK__BLK_X
 }
 
-/* ---- the block tiles' ring: a tile's rows streamed through shared memory by bulk copies --------
-   A block-format tile streams its rows through up to AMK_RING_SLOTS slots of shared memory: whole
-   rows a slot, each slot one bulk copy (16-byte aligned: the rows' range widened to 16-byte
-   bounds, within the buffer's own 16-byte-rounded storage) on its mbarrier c->mbar[1 + s]. The
-   first slots go out before the op's wait (the weights are read-only), so they land while the
-   tile waits for x. For each row m of x, after its staging, the rounds of the tile's rows are
-   decoded from shared memory, a (row, unit) item a thread (consecutive threads consecutive
-   units: x's reads stay conflict-free), each item's dot added into its row's sum (a warp's when
-   a row's units are a multiple of 32, else shared-memory atomics); each slot then refills with
-   the round AMK_RING_SLOTS ahead (the next row of x's rounds after the last). RMSNORM_SWIGLU/MLP's
-   gate and up are one sequence of rounds, the gate's rows first; a float one beside a block one
-   streams too (element loads). The ring's plan sits in shared memory (a header before the
-   slots): held in registers across the op, the RMSNORM_* ops spilled. why a ring: a lane's own
-   loads kept ~9 KB in flight a SM, latency-bound at ~8 GB/s a SM (bench/RESULTS.md run 328); the
-   copies keep the slots' bytes in flight without registers. */
-typedef struct amk_blk_ring {
-    const uint8_t *src0, *src1; /* the matrices (gate, up) */
-    int64_t rb0, rb1;           /* bytes a row */
-    int64_t n0, nt;             /* the tile's rows */
-    uint32_t slot_bytes, par;   /* a slot's bytes; the slots' parities when the op began */
-    int t0, t1;                 /* dtypes */
-    int S, rps, rounds, mats;   /* slots, rows a slot, rounds a matrix, matrices */
-} amk_blk_ring;
-
-/* Bytes a row of K elements of dtype t (a block format, or a float one beside it). */
-static __device__ __forceinline__ int64_t amk_blk_row_bytes(int t, int K) {
-    return amk_dtype_blk(t) ? (int64_t)(K / amk_blk_elems(t)) * amk_blk_bytes(t) : (int64_t)K * (amk_dtype_width(t) / 8);
-}
-
-/* Plans the ring in bytes [0, avail) at region (16-byte aligned: the header, then the slots) for W
-   (and Wu when mats is 2): 0 when two slots of a row do not fit. Every thread plans; thread 0
-   writes the plan into the header (read after the op's go barrier). */
-static __device__ __forceinline__ int amk_blk_ring_plan(amk_blk_ring *R, const amk_buffer_t *W, const amk_buffer_t *Wu,
-                                                        int mats, int K, int64_t n0, int64_t nt, char *region, int64_t avail) {
-    R->src0 = (const uint8_t *)W->ptr;
-    R->src1 = (const uint8_t *)Wu->ptr;
-    R->t0 = W->dtype;
-    R->t1 = Wu->dtype;
-    R->rb0 = amk_blk_row_bytes(W->dtype, K);
-    R->rb1 = mats > 1 ? amk_blk_row_bytes(Wu->dtype, K) : 0;
-    const int64_t rbmax = R->rb0 > R->rb1 ? R->rb0 : R->rb1;
-    R->mats = mats;
-    R->n0 = n0;
-    R->nt = nt;
-    R->S = AMK_RING_SLOTS;
-    avail -= AMK_BLK_RING_HEADER;
-    int64_t rps = 0;
-    while (R->S >= 2 && (rps = (avail / R->S - 32) / rbmax) < 1) R->S--;
-    if (R->S < 2 || rps < 1 || nt < 1 || rbmax < 1) return 0;
-    if (rps > nt) rps = nt;
-    R->rps = (int)rps;
-    R->slot_bytes = (uint32_t)((rps * rbmax + 32 + 15) & ~(int64_t)15);
-    R->rounds = (int)((nt + rps - 1) / rps);
-    if (amk_tid() == 0) *(amk_blk_ring *)region = *R;
-    return 1;
-}
-
-/* Round k's matrix (0 gate, 1 up), first row (of the tile), rows, and the global byte range of
-   its rows widened to 16-byte bounds: [returned, + *bytes). Rounds go row of x by row of x. */
-static __device__ __forceinline__ uint64_t amk_blk_ring_round(const amk_blk_ring *R, int k, int *mat, int64_t *r0,
-                                                            int64_t *nr, uint32_t *bytes) {
-    const int kk = k % (R->rounds * R->mats), i = kk >= R->rounds;
-    const int64_t rb = i ? R->rb1 : R->rb0;
-    *r0 = (int64_t)(kk - (i ? R->rounds : 0)) * R->rps;
-    *nr = R->nt - *r0 < R->rps ? R->nt - *r0 : R->rps;
-    const uint64_t a = (uint64_t)(R->n0 + *r0) * (uint64_t)rb, b = a + (uint64_t)*nr * (uint64_t)rb;
-    *mat = i;
-    *bytes = (uint32_t)(((b + 15) & ~(uint64_t)15) - (a & ~(uint64_t)15));
-    return a & ~(uint64_t)15;
-}
-
-/* The helper thread: round k's copy into slot k % S. */
-static __device__ __forceinline__ void amk_blk_ring_issue(const amk_op_ctx *c, const amk_blk_ring *R, char *slots, int k) {
-    int i;
-    int64_t r0, nr;
-    uint32_t bytes;
-    const uint64_t lo = amk_blk_ring_round(R, k, &i, &r0, &nr, &bytes);
-    const int s = k % R->S;
-    amk_ptx_mbar_arrive_expect(c->mbar + 1 + s, bytes);
-    amk_ptx_bulk_copy_weights(slots + (uint32_t)s * R->slot_bytes, (i ? R->src1 : R->src0) + lo, bytes, c->mbar + 1 + s);
-}
-
-/* Before the op's wait (every thread): the parities into the header, the helper's first rounds;
-   then the go barrier (amk_op_go) and after it the count of those copies, or, with no go, every
-   thread waits for them (no copy may land after the op). Returns amk_op_go's result. */
-static __device__ __forceinline__ int amk_blk_ring_go(amk_op_ctx *c, amk_blk_ring *R, char *region, int xrows) {
-    const int total = R->rounds * R->mats * xrows, S0 = total < R->S ? total : R->S;
-    uint32_t par = 0;
-    for (int s = 0; s < R->S; s++) par |= (c->mbar_uses[1 + s] & 1u) << s; /* read before the go barrier */
-    if (amk_tid() == 0) ((amk_blk_ring *)region)->par = par;
-    if (amk_tid() == AMK_AUX_TID) {
-        amk_ptx_fence_proxy_async_smem(); /* the earlier ops' accesses to this shared memory come first */
-        for (int k = 0; k < S0; k++) amk_blk_ring_issue(c, R, region + AMK_BLK_RING_HEADER, k);
-    }
-    const int go = amk_op_go(c);
-    if (amk_tid() == AMK_AUX_TID)
-        for (int s = 0; s < S0; s++) c->mbar_uses[1 + s]++;
-    if (!go) {
-        for (int s = 0; s < S0; s++) amk_ptx_mbar_wait(c->mbar + 1 + s, (par >> s) & 1u);
-        __syncthreads();
-    }
-    return go;
-}
-
-/* The items of a round's nr rows at rows (shared memory), into y; fam a constant (amk_blk_unit;
-   AMK_DTYPE_F32: a float dtype, element loads). */
-static __device__ __forceinline__ void amk_blk_ring_items(const int fam, int t, const char *rows, int64_t nr, int K,
-                                                          const float *xq, float *y) {
-    const int U = K / 32, UP = AMK_BLK_UP(K), NT = amk_ntid();
-    const int64_t rb = amk_blk_row_bytes(t, K);
-    const int n = (int)nr * U; /* why 32-bit: a slot's items are a few thousand, and a 64-bit division is ~20 instructions */
-    for (int it = amk_tid(); it < n; it += NT) {
-        const int r = it / U, u = it - r * U;
+/* yb[r] = row n0 + r of W . x for the nt rows of a tile, x staged in xq (amk_blk_stage_x); a warp a
+   row; fam: W's family (amk_blk_unit). The block syncs before reading yb. */
+static __device__ __forceinline__ void amk_blk_rows_t(const amk_buffer_t *W, const int fam, int K, int64_t n0, int64_t nt,
+                                                      const float *xq, float *yb) {
+    const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5, U = K / 32, UP = AMK_BLK_UP(K);
+    const int t = W->dtype;
+    const int64_t rb = (int64_t)(K / amk_blk_elems(t)) * amk_blk_bytes(t);
+    for (int64_t r = warp; r < nt; r += nw) {
+        const uint8_t *row = (const uint8_t *)W->ptr + (n0 + r) * rb;
         float a = 0.0f;
-        if (fam == AMK_DTYPE_F32) {
 #pragma unroll 1
-            for (int g = 0; g < 8; g++) {
-                const float4 x = *(const float4 *)(xq + (g * UP + u) * 4);
-                const void *row = rows + r * rb;
-                const int e = 32 * u + 4 * g;
-                a = fmaf(amk_load(row, t, e), x.x, fmaf(amk_load(row, t, e + 1), x.y,
-                    fmaf(amk_load(row, t, e + 2), x.z, fmaf(amk_load(row, t, e + 3), x.w, a))));
-            }
-        } else {
-            a = amk_blk_unit((const uint8_t *)rows + r * rb, fam, t, u, xq, UP, 1);
-        }
-        if (U % 32 == 0) { /* a warp's items are one row's (n and NT are multiples of 32) */
-            const float w = amk_warp_sum(a);
-            if ((amk_tid() & 31) == 0) atomicAdd(y + r, w);
-        } else {
-            atomicAdd(y + r, a);
-        }
+        for (int u = lane; u < U; u += 32) a += amk_blk_unit(row, fam, t, u, xq, UP);
+        a = amk_warp_sum(a);
+        if (lane == 0) yb[r] = a;
     }
 }
-
-/* Row m of x's rounds (x staged in xq; every thread): the tile's dots into yb (mats * nt, zeroed
-   here), the refills. The caller syncs before reading yb. */
-static __device__ __forceinline__ void amk_blk_ring_run(amk_op_ctx *c, const char *region, int K, int m, int xrows,
-                                                        const float *xq, float *yb) {
-    const amk_blk_ring *R = (const amk_blk_ring *)region; /* why not a copy: its fields in registers across the rounds spilled the RMSNORM_* ops */
-    char *slots = (char *)region + AMK_BLK_RING_HEADER;
-    const int per = R->rounds * R->mats, total = per * xrows;
-    for (int64_t r = amk_tid(); r < (int64_t)R->mats * R->nt; r += amk_ntid()) yb[r] = 0.0f;
-    __syncthreads();
-    for (int k = m * per; k < (m + 1) * per; k++) {
-        const int s = k % R->S;
-        int i;
-        int64_t r0, nr;
-        uint32_t bytes;
-        const uint64_t lo = amk_blk_ring_round(R, k, &i, &r0, &nr, &bytes);
-        const int t = i ? R->t1 : R->t0;
-        const char *rows = slots + (uint32_t)s * R->slot_bytes + ((uint64_t)(R->n0 + r0) * (uint64_t)(i ? R->rb1 : R->rb0) - lo);
-        float *y = yb + (int64_t)i * R->nt + r0;
-        amk_ptx_mbar_wait(c->mbar + 1 + s, ((R->par >> s) ^ (uint32_t)(k / R->S)) & 1u);
-        switch (t) {
-        case AMK_DTYPE_Q8_0: amk_blk_ring_items(AMK_DTYPE_Q8_0, t, rows, nr, K, xq, y); break;
-        case AMK_DTYPE_Q4_0: case AMK_DTYPE_Q4_1: case AMK_DTYPE_Q5_0: case AMK_DTYPE_Q5_1:
-            amk_blk_ring_items(AMK_DTYPE_Q4_0, t, rows, nr, K, xq, y);
-            break;
-        case AMK_DTYPE_Q4_K: amk_blk_ring_items(AMK_DTYPE_Q4_K, t, rows, nr, K, xq, y); break;
-        case AMK_DTYPE_Q6_K: amk_blk_ring_items(AMK_DTYPE_Q6_K, t, rows, nr, K, xq, y); break;
-        case AMK_DTYPE_Q2_K: case AMK_DTYPE_Q3_K: case AMK_DTYPE_Q5_K: case AMK_DTYPE_IQ4_NL:
-            amk_blk_ring_items(AMK_DTYPE_Q2_K, t, rows, nr, K, xq, y);
-            break;
-        default: amk_blk_ring_items(AMK_DTYPE_F32, t, rows, nr, K, xq, y); break;
+static __device__ __forceinline__ void amk_blk_rows(const amk_buffer_t *W, int K, int64_t n0, int64_t nt, const float *xq,
+                                                    float *yb) {
+    switch (W->dtype) {
+    case AMK_DTYPE_Q8_0: amk_blk_rows_t(W, AMK_DTYPE_Q8_0, K, n0, nt, xq, yb); break;
+    case AMK_DTYPE_Q4_0: case AMK_DTYPE_Q4_1: case AMK_DTYPE_Q5_0: case AMK_DTYPE_Q5_1:
+        amk_blk_rows_t(W, AMK_DTYPE_Q4_0, K, n0, nt, xq, yb);
+        break;
+    case AMK_DTYPE_Q4_K: case AMK_DTYPE_Q5_K: amk_blk_rows_t(W, AMK_DTYPE_Q4_K, K, n0, nt, xq, yb); break;
+    case AMK_DTYPE_Q6_K: amk_blk_rows_t(W, AMK_DTYPE_Q6_K, K, n0, nt, xq, yb); break;
+    case AMK_DTYPE_Q2_K: case AMK_DTYPE_Q3_K: case AMK_DTYPE_IQ4_NL: amk_blk_rows_t(W, AMK_DTYPE_Q2_K, K, n0, nt, xq, yb); break;
+    default: { /* a float W beside a block-format one (RMSNORM_SWIGLU's gate and up): element loads */
+        const int lane = amk_tid() & 31, UP = AMK_BLK_UP(K);
+        for (int64_t r = amk_tid() >> 5; r < nt; r += amk_ntid() >> 5) {
+            float a = 0.0f;
+            for (int k = lane; k < K; k += 32)
+                a = fmaf(amk_load((const void *)W->ptr, W->dtype, (n0 + r) * K + k),
+                         xq[(((k & 31) >> 2) * UP + (k >> 5)) * 4 + (k & 3)], a);
+            a = amk_warp_sum(a);
+            if (lane == 0) yb[r] = a;
         }
-        __syncthreads(); /* every thread is done with slot s */
-        if (amk_tid() == AMK_AUX_TID && k + R->S < total) {
-            amk_ptx_fence_proxy_async_smem();
-            amk_blk_ring_issue(c, R, slots, k + R->S);
-            c->mbar_uses[1 + s]++;
-        }
+        break;
+    }
     }
 }
 
@@ -1168,7 +1023,7 @@ static __device__ __forceinline__ void amk_embed_blk_row(const amk_buffer_t *tab
     const uint8_t *src = amk_blk_row(tab, id, (int)H);
     for (int64_t q = AMK_OPS_TID; q < H / 4; q += AMK_OPS_NT) {
         float v[4];
-        amk_blk_quad(src + (4 * q / E) * B, t, (int)(4 * q % E), v, 0);
+        amk_blk_quad(src + (4 * q / E) * B, t, (int)(4 * q % E), v);
 #pragma unroll
         for (int i = 0; i < 4; i++) amk_store((void *)o->ptr, o->dtype, r * H + 4 * q + i, v[i]);
     }
@@ -1729,26 +1584,23 @@ static __device__ __forceinline__ void amk_gemm_rows_body(amk_op_ctx *c, float *
 }
 
 /* The rows path of a W in a block format: each row of x staged by units (amk_blk_stage_x), the
-   tile's dots into yb through the ring (amk_blk_ring), then its outputs with the bias. */
+   tile's dots into yb (a warp a row), then its outputs with the bias. */
 static __device__ __forceinline__ void amk_gemm_rows_blk(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
     const amk_buffer_t *x = &c->in[0], *W = &c->in[1], *o = &c->out[0];
     const amk_buffer_t *bias = c->ins.n_inputs > 2 ? &c->in[2] : 0;
     const int K = c->ins.params.K;
     const int64_t nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
     const int64_t M = amk_div_rows(x->numel, K), N_out = amk_div_rows(o->numel, M);
-    const int64_t dyn = amk_ptx_dynamic_smem_size(), used = (4 * (AMK_BLK_X_FLOATS(K) + nt) + 15) & ~(int64_t)15;
     float *xq = smem, *yb = smem + AMK_BLK_X_FLOATS(K);
-    char *region = (char *)smem + used; /* the ring's */
-    amk_blk_ring R;
-    if (dyn <= used || !amk_blk_ring_plan(&R, W, W, 1, K, n0, nt, region, dyn - used)) { /* the host sizes it (amk_plan_least) */
+    if ((int64_t)amk_ptx_dynamic_smem_size() < 4 * (AMK_BLK_X_FLOATS(K) + nt)) { /* the host sizes it (amk_plan_least) */
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
-    if (!amk_blk_ring_go(c, &R, region, (int)(m_end - m_begin))) return;
+    if (!amk_op_go(c)) return;
     for (int64_t m = m_begin; m < m_end; m++) {
         amk_blk_stage_x(xq, x, m * K, K, 0);
         __syncthreads();
-        amk_blk_ring_run(c, region, K, (int)(m - m_begin), (int)(m_end - m_begin), xq, yb);
+        amk_blk_rows(W, K, n0, nt, xq, yb);
         __syncthreads();
         for (int64_t r = AMK_OPS_TID; r < nt; r += AMK_OPS_NT)
             amk_store((void *)o->ptr, o->dtype, m * N_out + n0 + r,
@@ -3257,11 +3109,8 @@ static __device__ __noinline__ void amk_tile_pairs(amk_op_ctx *c, int64_t M, int
 }
 
 /* RMSNORM_GEMV, RMSNORM_SWIGLU and RMSNORM_MLP's body; blk (a constant at each call): W (or the gate
-   or up) in a block format, whose tiles amk_norm_gemv_blk runs: it has met the wait, staged row
-   m_blk of x and its dots (yb), and the body finishes that row (inv_blk its 1/rms; wpar_blk the
-   parity of W_downT's staging). */
-static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *smem, const int blk, int64_t m_blk,
-                                                          float inv_blk, uint32_t wpar_blk) {
+   or up) in a block format, whose tiles take the general path. */
+static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *smem, const int blk) {
     const amk_params_t *P = &c->ins.params;
     const int mlp = c->ins.op == AMK_OP_RMSNORM_MLP, swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU || mlp;
     /* flags: the bits that take the positions; argmax: the pairs into the second output */
@@ -3309,21 +3158,27 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
-    const uint32_t wpar = blk ? wpar_blk : staged ? amk_rows_stage(c, ws, n_begin, wsb) : 0u; /* weights, before the wait */
-    if (!blk && !amk_op_go(c)) {
+    const uint32_t wpar = staged ? amk_rows_stage(c, ws, n_begin, wsb) : 0u; /* weights, before the wait */
+    if (!amk_op_go(c)) {
         if (staged) amk_rows_release(c, wpar);
         return;
     }
     /* why: the first position is loaded before staging and checked after it, so its load
        latency hides behind the staging loads instead of preceding them */
     const int64_t pos_first = flags ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
-    for (m0 = blk ? m_blk : 0; m0 < (blk ? m_blk + 1 : M); m0 += mc) {
+    for (m0 = 0; m0 < M; m0 += mc) {
         const int mr = (int)(M - m0 < mc ? M - m0 : mc);
         float inv[AMK_GEMV_ROWS]; /* why: xs holds x * norm_w; the row's 1/rms scales the sums */
 #pragma unroll
         for (int r = 0; r < AMK_GEMV_ROWS; r++) {
-            const float ss = r < mr && !blk ? amk_stage_x(xs + (int64_t)r * K, x, (m0 + r) * K, K, nwt) : 0.0f;
-            inv[r] = blk ? inv_blk : r < mr ? 1.0f / sqrtf(amk_block_sum(c, ss) / (float)K + P->eps) : 0.0f; /* syncs */
+            const float ss = r >= mr ? 0.0f : blk ? amk_blk_stage_x(xs, x, (m0 + r) * K, K, nwt)
+                                                  : amk_stage_x(xs + (int64_t)r * K, x, (m0 + r) * K, K, nwt);
+            inv[r] = r < mr ? 1.0f / sqrtf(amk_block_sum(c, ss) / (float)K + P->eps) : 0.0f; /* syncs */
+        }
+        if (blk) { /* the tile's dots (the sums above synced: x is staged) */
+            amk_blk_rows(W, K, n_begin, nt, xs, yb);
+            if (swiglu) amk_blk_rows(Wu, K, n_begin, nt, xs, yb + nt);
+            __syncthreads();
         }
         if (flags && m0 == 0) /* why: every thread reads the same positions, so all return together */
             for (int64_t m = 0; m < M; m++) {
@@ -3414,49 +3269,16 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
             __syncthreads();
         }
     }
-    if (blk && m_blk + 1 < M) return; /* the rest after the tile's last row */
     if (argmax) amk_tile_pairs(c, M, last); /* every store above came before the loop's last barrier */
     if (staged) amk_rows_done(c); /* every thread waited: the barrier above */
 }
 
-/* The RMSNORM_* ops with a block-format W (or gate or up): the ring (amk_blk_ring) in the shared
-   memory past x's row and the body's, up to W_downT's staged rows (RMSNORM_MLP); for each row of x
-   its staging by units, its 1/rms and its dots, then the body's epilogue for that row. why the
-   dots here, not in the body: with the body's values live across the ring's rounds the VM spilled. */
-static __device__ __forceinline__ void amk_norm_gemv_blk(amk_op_ctx *c, float *smem) {
-    const amk_params_t *P = &c->ins.params;
-    const int mlp = c->ins.op == AMK_OP_RMSNORM_MLP, swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU || mlp;
-    const int rope = !swiglu && ((uint32_t)P->flags & AMK_GEMV_FLAG_ROPE) != 0;
-    const int K = P->K;
-    const int64_t M = amk_div_rows(c->in[0].numel, K), nt = P->N_tile, dyn = amk_ptx_dynamic_smem_size();
-    /* the body's layout (amk_norm_gemv_body with blk): x by units, the dots, its values */
-    const int64_t per_row = AMK_BLK_X_FLOATS(K) + (swiglu ? 2 : 1) * nt + (rope ? 2 * nt : mlp ? nt : 0);
-    const int64_t wsb = mlp ? amk_rows_stage_bytes(c, nt) : 0, wso = (dyn - wsb) & ~(int64_t)15;
-    const int staged = wsb > 0 && wso / 4 >= per_row;
-    const int64_t rused = (4 * per_row + 15) & ~(int64_t)15, rend = staged ? wso : dyn;
-    char *region = (char *)smem + rused;
-    amk_blk_ring R;
-    if (rend <= rused || !amk_blk_ring_plan(&R, &c->in[2], &c->in[3], swiglu ? 2 : 1, K, P->n_off, nt, region, rend - rused)) {
-        if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K); /* the host sizes it (amk_plan_least) */
-        return;
-    }
-    const uint32_t wpar = staged ? amk_rows_stage(c, (char *)smem + wso, P->n_off, wsb) : 0u; /* before the wait */
-    if (!amk_blk_ring_go(c, &R, region, (int)M)) {
-        if (staged) amk_rows_release(c, wpar);
-        return;
-    }
-    for (int64_t m = 0; m < M; m++) {
-        const float ss = amk_blk_stage_x(smem, &c->in[0], m * K, K, &c->in[1]);
-        const float inv = 1.0f / sqrtf(amk_block_sum(c, ss) / (float)K + P->eps); /* syncs: x is staged */
-        amk_blk_ring_run(c, region, K, (int)m, (int)M, smem, smem + AMK_BLK_X_FLOATS(K));
-        __syncthreads();
-        amk_norm_gemv_body(c, smem, 1, m, inv, wpar);
-    }
-}
+/* why out of line, entered at the op's start: as amk_gemm_rows_blk. */
+static __device__ __forceinline__ void amk_norm_gemv_blk(amk_op_ctx *c, float *smem) { amk_norm_gemv_body(c, smem, 1); }
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int mats = c->ins.op == AMK_OP_RMSNORM_SWIGLU || c->ins.op == AMK_OP_RMSNORM_MLP ? 2 : 1;
     if (amk_dtype_blk(c->in[2].dtype) || (mats == 2 && amk_dtype_blk(c->in[3].dtype))) amk_norm_gemv_blk(c, smem);
-    else amk_norm_gemv_body(c, smem, 0, 0, 0.0f, 0u);
+    else amk_norm_gemv_body(c, smem, 0);
 }
 
 /* The binary elementwise ops, out[e] = f(a[e], b[e]); op is a compile-time constant at each call

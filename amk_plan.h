@@ -303,25 +303,6 @@ AMK_PLAN_FN int64_t amk_plan_attn_o_ys_bytes(const amk_params_t *P) {
    rounded up to odd), then a sum a unit; and its dots, a float a row of each block matrix. */
 #define AMK_BLK_UP(K) (((K) / 32) | 1)
 #define AMK_BLK_X_FLOATS(K) (33 * (int64_t)AMK_BLK_UP(K))
-/* A block-format tile's ring (amk_ops.cuh's amk_blk_ring): the bytes a slot would like, and its
-   plan's header before the slots. */
-#define AMK_BLK_SLOT_BYTES 32768
-#define AMK_BLK_RING_HEADER 128
-
-/* The largest row (bytes) of x's block-format tile: its block-format W (or gate, up), or a float
-   one beside a block-format one; 0 for a tile without. */
-AMK_PLAN_FN int64_t amk_plan_blk_row_bytes(const amk_vm_ctx_t *x, int mats) {
-    const int64_t K = x->ins.params.K;
-    int64_t m = 0;
-    for (int i = 0; i < mats; i++) {
-        const int t = x->in[(x->ins.op == AMK_OP_GEMV_TILE || x->ins.op == AMK_OP_GEMM_TILE ? 1 : 2) + i].dtype;
-        const int64_t E = AMK_BLOCK_ELEMS(t);
-        const int64_t rb = E > 0 ? K / E * AMK_BLOCK_BYTES(t)
-                         : K * (t == AMK_DTYPE_F16 || t == AMK_DTYPE_BF16 ? 2 : t == AMK_DTYPE_F8E4M3 || t == AMK_DTYPE_F8E5M2 ? 1 : 4);
-        if (rb > m) m = rb;
-    }
-    return m;
-}
 
 /* The matrices of x's tile that its block-format staging holds dots for (GEMV/GEMM tiles without
    I8/I4 scales 1, RMSNORM_GEMV 1, RMSNORM_SWIGLU and RMSNORM_MLP 2); 0 when no W of the tile is in
@@ -348,14 +329,12 @@ AMK_PLAN_FN int amk_plan_blk_mats(const amk_vm_ctx_t *x) {
 AMK_PLAN_FN int64_t amk_plan_least(const amk_vm_ctx_t *x, int threads) {
     const amk_params_t *P = &x->ins.params;
     const int64_t K = P->K, hd = P->head_dim, blk = amk_plan_blk_mats(x);
-    /* the float path's row of x, or the block staging and dots; then a block tile's ring of two slots
-       of a row (amk_blk_ring_plan's rule) */
+    /* the float path's row of x, or the block staging and dots */
     const int64_t xf = blk ? AMK_BLK_X_FLOATS(K) + blk * (int64_t)P->N_tile : K;
-    const int64_t ring = blk ? 16 + AMK_BLK_RING_HEADER + 2 * (amk_plan_blk_row_bytes(x, (int)blk) + 32) : 0;
     switch (x->ins.op) {
-    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_SWIGLU: return 4 * xf + ring;
-    case AMK_OP_RMSNORM_MLP: return 4 * (xf + P->N_tile) + ring; /* + the tile's values */
-    case AMK_OP_RMSNORM_GEMV: return 4 * (xf + ((uint32_t)P->flags & AMK_GEMV_FLAG_ROPE ? 2 * (int64_t)P->N_tile : 0)) + ring;
+    case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_SWIGLU: return 4 * xf;
+    case AMK_OP_RMSNORM_MLP: return 4 * (xf + P->N_tile); /* + the tile's values */
+    case AMK_OP_RMSNORM_GEMV: return 4 * (xf + ((uint32_t)P->flags & AMK_GEMV_FLAG_ROPE ? 2 * (int64_t)P->N_tile : 0));
     case AMK_OP_ATTENTION_DECODE: return AMK_ATTN_DECODE_LEAST(hd, threads);
     case AMK_OP_ATTENTION_O: return AMK_ATTN_DECODE_LEAST(hd, threads) + amk_plan_attn_o_ys_bytes(P) + 16;
     case AMK_OP_ATTENTION_TILE: return (int64_t)(threads / 32) * hd * 4;
@@ -389,7 +368,7 @@ AMK_PLAN_FN uint32_t amk_plan_form(const amk_vm_ctx_t *x, int threads, int64_t s
    runs 81-82). */
 AMK_PLAN_FN int64_t amk_plan_want(const amk_vm_ctx_t *x, int threads) {
     const amk_params_t *P = &x->ins.params;
-    const int64_t K = P->K, hd = P->head_dim, least = amk_plan_least(x, threads), blk = amk_plan_blk_mats(x);
+    const int64_t K = P->K, hd = P->head_dim, least = amk_plan_least(x, threads);
     int64_t w = least;
     switch (x->ins.op) {
     case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: {
@@ -444,11 +423,6 @@ AMK_PLAN_FN int64_t amk_plan_want(const amk_vm_ctx_t *x, int threads) {
         w = hd > 0 ? x->in[0].numel / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
         break;
     default: break;
-    }
-    if (blk) { /* + a block-format tile's ring past its least two slots: its rows, up to AMK_RING_SLOTS of AMK_BLK_SLOT_BYTES */
-        const int64_t tile = blk * (int64_t)P->N_tile * amk_plan_blk_row_bytes(x, (int)blk) + AMK_RING_SLOTS * 48;
-        const int64_t cap = (int64_t)AMK_RING_SLOTS * AMK_BLK_SLOT_BYTES;
-        w += tile < cap ? tile : cap;
     }
     return w > least ? w : least;
 }
