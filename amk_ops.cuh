@@ -757,7 +757,10 @@ static __device__ __forceinline__ int amk_dtype_blk(int t) { return t >= AMK_DTY
    bytes (no bank conflict; staging's stores neither, UP being odd). The dot of a unit with a
    scale d and a min m (w = d q + m) is d * sum(q x) + m * sx[u]: the same sum as the reference's
    in another order of its roundings. The eight formats GGUF files mostly hold decode a unit with
-   the widest loads their alignment allows; Q2_K, Q3_K and IQ4_NL through amk_blk_quad. */
+   the widest loads their alignment allows; Q2_K, Q3_K and IQ4_NL through amk_blk_quad. A lane has
+   one unit's loads in flight (~9 KB a SM: latency-bound at ~1 TB/s on the H200, bench/RESULTS.md
+   run 328); the tile's rows through a ring of bulk copies into shared memory were slower (runs
+   329-330, bench/NOTES.md session "blocks on the device"). */
 
 /* x[base .. base + K) (times w[0 .. K), an F32 norm weight, when w) into xq as above; returns the
    thread's sum of x^2. K a multiple of 32 (a block's), the block's threads a multiple of 32; the
@@ -1016,7 +1019,7 @@ AMK_OP_FN void amk_op_fill(amk_op_ctx *c, float *smem) {
 }
 
 /* Row r of out = row id of a block-format table of H-element rows (whole blocks: the validator's
-   rule), a quad a thread. why out of line: as amk_gemm_rows_blk. */
+   rule), a quad a thread. */
 static __device__ __forceinline__ void amk_embed_blk_row(const amk_buffer_t *tab, int64_t id, const amk_buffer_t *o, int64_t r,
                                                       int64_t H) {
     const int t = tab->dtype, E = amk_blk_elems(t), B = amk_blk_bytes(t);
@@ -3273,7 +3276,7 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
     if (staged) amk_rows_done(c); /* every thread waited: the barrier above */
 }
 
-/* why out of line, entered at the op's start: as amk_gemm_rows_blk. */
+/* The RMSNORM_* ops with a block-format W (or gate or up): the body's block instance. */
 static __device__ __forceinline__ void amk_norm_gemv_blk(amk_op_ctx *c, float *smem) { amk_norm_gemv_body(c, smem, 1); }
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int mats = c->ins.op == AMK_OP_RMSNORM_SWIGLU || c->ins.op == AMK_OP_RMSNORM_MLP ? 2 : 1;
