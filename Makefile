@@ -61,7 +61,11 @@ test-build: $(TESTS) $(BUILD)/amk cxx-check $(DEVICE_CHECK) $(if $(DEVICE_CHECK)
 $(BUILD)/sampler_time: bench/sampler_time.c $(HDRS) | $(BUILD)
 	$(CC) $(CSTD) $(OPT) -o $@ bench/sampler_time.c $(LDLIBS)
 
-test: test-build $(MODEL) $(BUILD)/locale
+# why the builds in a sub-make of one job a CPU: the device images (four nvcc runs of ~2 minutes)
+# and the tests' compiles are independent, and `make test` (CI's command) runs one job unless told
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+test:
+	@$(MAKE) --no-print-directory -j$(JOBS) test-build $(MODEL) $(BUILD)/locale
 	@LOCPATH=$(CURDIR)/$(BUILD)/locale AMK=$(BUILD)/amk bash tests/run.sh $(TESTS) $(TEST_SCRIPTS)
 
 # A comma-decimal locale for the JSON parser's locale-independence test (test_json.c); best effort:
