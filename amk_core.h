@@ -710,19 +710,22 @@ AMK__FN void amk__blk_deq_q6_k(const uint8_t *x, int64_t nb, float *y) {
     }
 }
 
-/* Each block format, from AMK_DTYPE_Q8_0 on: elements and bytes a block (ggml's), its decoder, the
-   byte offsets in a block of its f16 scale d and of its f16 min (m, dmin; -1: none). */
+/* Each block format, from AMK_DTYPE_Q8_0 on: elements and bytes a block, its decoder, the byte
+   offsets in a block of its f16 scale d and of its f16 min (-1: none): amk_ir.h's AMK_BLOCK_*. */
 static const struct amk__blk_format {
     int elems, bytes;
     amk__blk_fn decode;
     int d_off, m_off;
 } amk__blk_formats[AMK_DTYPE_COUNT - AMK_DTYPE_Q8_0] = {
-    {32, 34, amk__blk_deq_q8_0, 0, -1},     {32, 18, amk__blk_deq_q4_0, 0, -1},
-    {32, 20, amk__blk_deq_q4_1, 0, 2},      {32, 22, amk__blk_deq_q5_0, 0, -1},
-    {32, 24, amk__blk_deq_q5_1, 0, 2},      {256, 84, amk__blk_deq_q2_k, 80, 82},
-    {256, 110, amk__blk_deq_q3_k, 108, -1}, {256, 144, amk__blk_deq_q4_k, 0, 2},
-    {256, 176, amk__blk_deq_q5_k, 0, 2},    {256, 210, amk__blk_deq_q6_k, 208, -1},
-    {32, 18, amk__blk_deq_iq4_nl, 0, -1}};
+#define AMK__BLK_FORMAT(t, fn) {AMK_BLOCK_ELEMS(t), AMK_BLOCK_BYTES(t), fn, AMK_BLOCK_D_OFF(t), AMK_BLOCK_M_OFF(t)}
+    AMK__BLK_FORMAT(AMK_DTYPE_Q8_0, amk__blk_deq_q8_0), AMK__BLK_FORMAT(AMK_DTYPE_Q4_0, amk__blk_deq_q4_0),
+    AMK__BLK_FORMAT(AMK_DTYPE_Q4_1, amk__blk_deq_q4_1), AMK__BLK_FORMAT(AMK_DTYPE_Q5_0, amk__blk_deq_q5_0),
+    AMK__BLK_FORMAT(AMK_DTYPE_Q5_1, amk__blk_deq_q5_1), AMK__BLK_FORMAT(AMK_DTYPE_Q2_K, amk__blk_deq_q2_k),
+    AMK__BLK_FORMAT(AMK_DTYPE_Q3_K, amk__blk_deq_q3_k), AMK__BLK_FORMAT(AMK_DTYPE_Q4_K, amk__blk_deq_q4_k),
+    AMK__BLK_FORMAT(AMK_DTYPE_Q5_K, amk__blk_deq_q5_k), AMK__BLK_FORMAT(AMK_DTYPE_Q6_K, amk__blk_deq_q6_k),
+    AMK__BLK_FORMAT(AMK_DTYPE_IQ4_NL, amk__blk_deq_iq4_nl)
+#undef AMK__BLK_FORMAT
+};
 
 /* The decoder of block format t; NULL for any other dtype. */
 AMK__FN amk__blk_fn amk__blk_decoder(int t) {

@@ -61,13 +61,18 @@ typedef enum amk_dtype {
     AMK_DTYPE_COUNT = 21
 } amk_dtype;
 
-/* Elements and bytes a block of block dtype t (ggml's sizes; 0 for any other dtype): the device's
-   table (amk_core.h's amk_dtype_block gives the same, test_abi checks). */
+/* Elements and bytes a block of block dtype t (ggml's sizes; 0 for any other dtype), and the byte
+   offsets in a block of its f16 scale d and of its f16 min (m, dmin; -1: none): one table for the
+   host (amk_core.h's amk__blk_formats, amk_dtype_block) and the device. */
 #define AMK_BLOCK_ELEMS(t) ((t) >= AMK_DTYPE_Q2_K && (t) <= AMK_DTYPE_Q6_K ? 256 : (t) >= AMK_DTYPE_Q8_0 && (t) < AMK_DTYPE_COUNT ? 32 : 0)
 #define AMK_BLOCK_BYTES(t) \
     ((t) == AMK_DTYPE_Q8_0 ? 34 : (t) == AMK_DTYPE_Q4_0 || (t) == AMK_DTYPE_IQ4_NL ? 18 : (t) == AMK_DTYPE_Q4_1 ? 20 \
      : (t) == AMK_DTYPE_Q5_0 ? 22 : (t) == AMK_DTYPE_Q5_1 ? 24 : (t) == AMK_DTYPE_Q2_K ? 84 : (t) == AMK_DTYPE_Q3_K ? 110 \
      : (t) == AMK_DTYPE_Q4_K ? 144 : (t) == AMK_DTYPE_Q5_K ? 176 : (t) == AMK_DTYPE_Q6_K ? 210 : 0)
+#define AMK_BLOCK_D_OFF(t) ((t) == AMK_DTYPE_Q2_K ? 80 : (t) == AMK_DTYPE_Q3_K ? 108 : (t) == AMK_DTYPE_Q6_K ? 208 : 0)
+#define AMK_BLOCK_M_OFF(t) \
+    ((t) == AMK_DTYPE_Q4_1 || (t) == AMK_DTYPE_Q5_1 || (t) == AMK_DTYPE_Q4_K || (t) == AMK_DTYPE_Q5_K ? 2 \
+     : (t) == AMK_DTYPE_Q2_K ? 82 : -1)
 
 typedef enum amk_memspace {
     AMK_SPACE_HBM = 0,            /* weights, KV cache, IO */

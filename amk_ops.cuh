@@ -3276,11 +3276,10 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
     if (staged) amk_rows_done(c); /* every thread waited: the barrier above */
 }
 
-/* The RMSNORM_* ops with a block-format W (or gate or up): the body's block instance. */
-static __device__ __forceinline__ void amk_norm_gemv_blk(amk_op_ctx *c, float *smem) { amk_norm_gemv_body(c, smem, 1); }
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int mats = c->ins.op == AMK_OP_RMSNORM_SWIGLU || c->ins.op == AMK_OP_RMSNORM_MLP ? 2 : 1;
-    if (amk_dtype_blk(c->in[2].dtype) || (mats == 2 && amk_dtype_blk(c->in[3].dtype))) amk_norm_gemv_blk(c, smem);
+    /* a block-format W (or gate or up): the body's block instance */
+    if (amk_dtype_blk(c->in[2].dtype) || (mats == 2 && amk_dtype_blk(c->in[3].dtype))) amk_norm_gemv_body(c, smem, 1);
     else amk_norm_gemv_body(c, smem, 0);
 }
 

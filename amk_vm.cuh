@@ -351,20 +351,20 @@ static __device__ __forceinline__ uint32_t amk_fill_random_bits(int t, uint64_t 
    hash. */
 static __device__ __forceinline__ void amk_fill_blocks(uint64_t ptr, uint64_t nbytes, int t, uint64_t seed, float scale) {
     const uint64_t B = (uint64_t)amk_blk_bytes(t), chunks = (nbytes + 15) / 16, stride = (uint64_t)gridDim.x * blockDim.x;
-    int f0 = 0, f1 = -1; /* the scale fields' offsets in a block (f1 < 0: none) */
+    const int f0 = AMK_BLOCK_D_OFF(t), f1 = AMK_BLOCK_M_OFF(t); /* the scale fields' offsets (f1 < 0: none) */
     float d0, d1 = 0.0f;
     switch (t) {
     case AMK_DTYPE_Q8_0: d0 = scale / 127.0f; break;
     case AMK_DTYPE_Q4_0: d0 = scale / 8.0f; break;
     case AMK_DTYPE_IQ4_NL: d0 = scale / 127.0f; break;
-    case AMK_DTYPE_Q4_1: d0 = 2.0f * scale / 15.0f; f1 = 2; d1 = -scale; break;
+    case AMK_DTYPE_Q4_1: d0 = 2.0f * scale / 15.0f; d1 = -scale; break;
     case AMK_DTYPE_Q5_0: d0 = scale / 16.0f; break;
-    case AMK_DTYPE_Q5_1: d0 = 2.0f * scale / 31.0f; f1 = 2; d1 = -scale; break;
-    case AMK_DTYPE_Q2_K: f0 = 80; d0 = 2.0f * scale / 45.0f; f1 = 82; d1 = scale / 15.0f; break;
-    case AMK_DTYPE_Q3_K: f0 = 108; d0 = scale / 128.0f; break;
-    case AMK_DTYPE_Q4_K: d0 = 2.0f * scale / 945.0f; f1 = 2; d1 = scale / 63.0f; break;
-    case AMK_DTYPE_Q5_K: d0 = 2.0f * scale / 1953.0f; f1 = 2; d1 = scale / 63.0f; break;
-    case AMK_DTYPE_Q6_K: f0 = 208; d0 = scale / 4096.0f; break;
+    case AMK_DTYPE_Q5_1: d0 = 2.0f * scale / 31.0f; d1 = -scale; break;
+    case AMK_DTYPE_Q2_K: d0 = 2.0f * scale / 45.0f; d1 = scale / 15.0f; break;
+    case AMK_DTYPE_Q3_K: d0 = scale / 128.0f; break;
+    case AMK_DTYPE_Q4_K: d0 = 2.0f * scale / 945.0f; d1 = scale / 63.0f; break;
+    case AMK_DTYPE_Q5_K: d0 = 2.0f * scale / 1953.0f; d1 = scale / 63.0f; break;
+    case AMK_DTYPE_Q6_K: d0 = scale / 4096.0f; break;
     default: return;
     }
     const uint32_t h0 = __half_as_ushort(__float2half_rn(d0)), h1 = __half_as_ushort(__float2half_rn(d1));

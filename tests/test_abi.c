@@ -36,6 +36,10 @@ static void test_dtype_codes(void) {
     }
     CHECK(!amk_dtype_is_block(AMK_DTYPE_BOOL) && !amk_dtype_is_block(21) && amk_dtype_block(AMK_DTYPE_F32, &bytes) == 0 && bytes == 0);
     CHECK(AMK_BLOCK_ELEMS(AMK_DTYPE_BOOL) == 0 && AMK_BLOCK_BYTES(AMK_DTYPE_F32) == 0 && AMK_BLOCK_ELEMS(21) == 0);
+    { /* the f16 scale and min offsets, ggml's block_* layouts */
+        static const int d_off[11] = {0, 0, 0, 0, 0, 80, 108, 0, 0, 208, 0}, m_off[11] = {-1, -1, 2, -1, 2, 82, -1, 2, 2, -1, -1};
+        for (i = 0; i < 11; i++) CHECK(AMK_BLOCK_D_OFF(10 + i) == d_off[i] && AMK_BLOCK_M_OFF(10 + i) == m_off[i]);
+    }
     CHECK_EQ_INT(amk_dtype_nbytes(AMK_DTYPE_Q8_0, INT64_MAX), -1); /* 2^58 blocks of 34 bytes overflow */
     { /* an element of a block format loads through its block (inside nbytes), and nothing stores */
         unsigned char q8[34] = {0x00, 0x3C}; /* d = 1.0 (f16 0x3C00) */
