@@ -757,10 +757,12 @@ static __device__ __forceinline__ int amk_dtype_blk(int t) { return t >= AMK_DTY
    bytes (no bank conflict; staging's stores neither, UP being odd). The dot of a unit with a
    scale d and a min m (w = d q + m) is d * sum(q x) + m * sx[u]: the same sum as the reference's
    in another order of its roundings. The eight formats GGUF files mostly hold decode a unit with
-   the widest loads their alignment allows; Q2_K, Q3_K and IQ4_NL through amk_blk_quad. A lane has
-   one unit's loads in flight (~9 KB a SM: latency-bound at ~1 TB/s on the H200, bench/RESULTS.md
-   run 328); the tile's rows through a ring of bulk copies into shared memory were slower (runs
-   329-330, bench/NOTES.md session "blocks on the device"). */
+   aligned 32-bit or 16-byte loads (funnel-shifted where a block sits at an even offset) and their
+   bytes as floats by a permute and an exact subtraction; Q2_K, Q3_K and IQ4_NL through
+   amk_blk_quad. A lane has one unit's loads in flight (~9 KB a SM: latency-bound at ~1 TB/s on
+   the H200, bench/RESULTS.md run 328). A warp's rows through shared memory, by a block-wide ring
+   of bulk copies (runs 329-330) or a ring a warp (runs 333-337), were no faster: the decode's
+   instructions and dependent latencies bound them (bench/NOTES.md session "block decode"). */
 
 /* x[base .. base + K) (times w[0 .. K), an F32 norm weight, when w) into xq as above; returns the
    thread's sum of x^2. K a multiple of 32 (a block's), the block's threads a multiple of 32; the
@@ -792,14 +794,35 @@ static __device__ __forceinline__ float amk_blk_stage_x(float *xq, const amk_buf
     return ss;
 }
 
-/* The units' loads: 16 bits at an even offset, 32 at a multiple of 4, 16 bytes at a multiple of
-   16 (a K-quant's header and quants: its 144- and 176-byte blocks keep rows 16-byte aligned). */
+/* The units' loads, on the read-only path: 16 bits at an even offset (amk_blk_u16), 32 at a
+   multiple of 4, 16 bytes at a multiple of 16 (a K-quant's header and quants: its 144- and
+   176-byte blocks keep rows 16-byte aligned). */
 static __device__ __forceinline__ uint32_t amk_blk_w32(const uint8_t *p) { return __ldg((const unsigned int *)p); }
 
-/* Sum of the four values of word w's bytes (each (b >> sh) & mask, minus off) times x. */
-static __device__ __forceinline__ float amk_blk_dot4(uint32_t w, int sh, uint32_t mask, float off, float4 x) {
-    return fmaf((float)((w >> sh) & mask) - off, x.x, fmaf((float)((w >> (sh + 8)) & mask) - off, x.y,
-           fmaf((float)((w >> (sh + 16)) & mask) - off, x.z, ((float)((w >> (sh + 24)) & mask) - off) * x.w)));
+/* w[0 .. n) = the n 32-bit words at the even address p (n a constant): aligned loads of the words
+   that hold them, funnel-shifted; the last only when p is not aligned, so no byte past the n words'
+   aligned cover is read. why: half the loads of 16-bit pairs (Q8_0, Q4_0, Q5_0 and Q6_K blocks
+   sit at even offsets), and half their registers in flight. */
+static __device__ __forceinline__ void amk_blk_w32n(const uint8_t *p, uint32_t *w, const int n) {
+    const uint8_t *a = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)3);
+    const uint32_t s = 8u * (uint32_t)((uintptr_t)p & 3u);
+    uint32_t lo = amk_blk_w32(a);
+#pragma unroll
+    for (int i = 0; i < n; i++) {
+        const uint32_t hi = i + 1 < n || s ? amk_blk_w32(a + 4 * (i + 1)) : 0u;
+        w[i] = __funnelshift_r(lo, hi, s);
+        lo = hi;
+    }
+}
+
+/* Sum of word w's four bytes, each minus off, times x. A byte becomes a float as the low mantissa
+   of 2^23 (a byte permute) less 2^23 + off, exact. why not an integer conversion an element: it
+   issues at 16 a clock a SM, an eighth of the float rate. */
+static __device__ __forceinline__ float amk_blk_dot4(uint32_t w, float off, float4 x) {
+    const float b = 8388608.0f + off;
+#define AMK__BLK_B(i) (__int_as_float((int)__byte_perm(w, 0x4B000000u, 0x7440u + (i))) - b)
+    return fmaf(AMK__BLK_B(0), x.x, fmaf(AMK__BLK_B(1), x.y, fmaf(AMK__BLK_B(2), x.z, AMK__BLK_B(3) * x.w)));
+#undef AMK__BLK_B
 }
 
 /* The lane's dot of unit u of a row of block format t with x; fam, a constant at each call, the
@@ -812,36 +835,39 @@ static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const i
     const float sx = xq[32 * UP + u];
     float a = 0.0f;
     switch (fam) {
-    case AMK_DTYPE_Q8_0: {
+    case AMK_DTYPE_Q8_0: { /* int8 quants: each byte + 128 (its top bit flipped), less 128 */
         const uint8_t *b = row + (int64_t)u * 34;
-        const float d = amk_blk_f16(b);
+        uint32_t q[8];
+        amk_blk_w32n(b + 2, q, 8);
 #pragma unroll
-        for (int g = 0; g < 8; g++) {
-            const uint32_t w = amk_blk_u32(b + 2 + 4 * g);
-            const float4 x = AMK__BLK_X(g);
-            a = fmaf((float)(int8_t)(uint8_t)w, x.x, fmaf((float)(int8_t)(uint8_t)(w >> 8), x.y,
-                fmaf((float)(int8_t)(uint8_t)(w >> 16), x.z, fmaf((float)(int8_t)(uint8_t)(w >> 24), x.w, a))));
-        }
-        return d * a;
+        for (int g = 0; g < 8; g++) a += amk_blk_dot4(q[g] ^ 0x80808080u, 128.0f, AMK__BLK_X(g));
+        return amk_blk_f16(b) * a;
     }
     case AMK_DTYPE_Q4_0: {
         /* [d]([m])([qh u32])[qs 16]: elements j < 16 the low nibbles of qs[j], the rest the high */
         const int m1 = t == AMK_DTYPE_Q4_1 || t == AMK_DTYPE_Q5_1, five = t == AMK_DTYPE_Q5_0 || t == AMK_DTYPE_Q5_1;
         const int B = t == AMK_DTYPE_Q4_0 ? 18 : t == AMK_DTYPE_Q4_1 ? 20 : t == AMK_DTYPE_Q5_0 ? 22 : 24;
-        const uint8_t *b = row + (int64_t)u * B, *qs = b + (m1 ? 4 : 2) + (five ? 4 : 0);
+        const uint8_t *b = row + (int64_t)u * B, *qw = b + (m1 ? 4 : 2) - (five ? 0 : 4); /* qh's word, or where it would be */
         const float d = amk_blk_f16(b), m = m1 ? amk_blk_f16(b + 2) : 0.0f;
-        const uint32_t qh = five ? (m1 ? amk_blk_w32(b + 4) : amk_blk_u32(b + 2)) : 0u;
-        uint32_t q[4];
+        uint32_t q[5]; /* qh (0 without), then the quants' four words: Q4_1/Q5_1 4-byte aligned, Q4_0/Q5_0 even */
+        q[0] = 0u;
+        if (m1) {
 #pragma unroll
-        for (int i = 0; i < 4; i++) q[i] = m1 ? amk_blk_w32(qs + 4 * i) : amk_blk_u32(qs + 4 * i);
+            for (int i = 0; i < 5; i++)
+                if (i > 0 || five) q[i] = amk_blk_w32(qw + 4 * i);
+        } else {
+            if (five) amk_blk_w32n(qw, q, 5);
+            else amk_blk_w32n(qw + 4, q + 1, 4);
+        }
+        const uint32_t qh = q[0];
 #pragma unroll
         for (int g = 0; g < 8; g++) {
-            uint32_t w = (q[g & 3] >> (g < 4 ? 0 : 4)) & 0x0F0F0F0Fu;
+            uint32_t w = (q[1 + (g & 3)] >> (g < 4 ? 0 : 4)) & 0x0F0F0F0Fu;
             if (five) { /* bit j of qh is element j's fifth: spread the four bits of this piece into the bytes */
                 const uint32_t h = qh >> (4 * g);
                 w |= ((h & 1u) << 4) | ((h & 2u) << 11) | ((h & 4u) << 18) | ((h & 8u) << 25);
             }
-            a += amk_blk_dot4(w, 0, 0xFFu, 0.0f, AMK__BLK_X(g));
+            a += amk_blk_dot4(w, 0.0f, AMK__BLK_X(g));
         }
         return m1 ? fmaf(d, a, m * sx) : d * (a - (five ? 16.0f : 8.0f) * sx);
     }
@@ -870,7 +896,7 @@ static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const i
         for (int g = 0; g < 8; g++) /* the unit's values first (Q5_K: its bits merged, qh's words dead) */
             qw[g] = ((qw[g] >> (4 * h)) & 0x0F0F0F0Fu) | (five ? ((hw[g] >> s) & 0x01010101u) << 4 : 0u);
 #pragma unroll
-        for (int g = 0; g < 8; g++) a += amk_blk_dot4(qw[g], 0, 0xFFu, 0.0f, AMK__BLK_X(g));
+        for (int g = 0; g < 8; g++) a += amk_blk_dot4(qw[g], 0.0f, AMK__BLK_X(g));
         return fmaf(d * (float)sc, a, -(dmin * (float)mn) * sx);
     }
     case AMK_DTYPE_Q6_K: { /* elements 128n + 32k + l: nibble k / 2 of ql[64n + 32(k % 2) + l], bits 2k of qh[32n + l] */
@@ -878,11 +904,13 @@ static __device__ __forceinline__ float amk_blk_unit(const uint8_t *row, const i
         const uint8_t *b = row + (int64_t)(u >> 3) * 210, *ql = b + 64 * n + 32 * (k & 1), *qh = b + 128 + 32 * n;
         const uint32_t scs = amk_blk_u16(b + 192 + 8 * n + 2 * k); /* the scales of elements l < 16 and l >= 16 */
         float a1 = 0.0f;
+        uint32_t wl[8], wh[8];
+        amk_blk_w32n(ql, wl, 8);
+        amk_blk_w32n(qh, wh, 8);
 #pragma unroll
         for (int g = 0; g < 8; g++) {
-            const uint32_t w = ((amk_blk_u32(ql + 4 * g) >> (4 * (k >> 1))) & 0x0F0F0F0Fu) |
-                               (((amk_blk_u32(qh + 4 * g) >> (2 * k)) & 0x03030303u) << 4);
-            const float p = amk_blk_dot4(w, 0, 0xFFu, 32.0f, AMK__BLK_X(g));
+            const uint32_t w = ((wl[g] >> (4 * (k >> 1))) & 0x0F0F0F0Fu) | (((wh[g] >> (2 * k)) & 0x03030303u) << 4);
+            const float p = amk_blk_dot4(w, 32.0f, AMK__BLK_X(g));
             if (g < 4) a += p;
             else a1 += p;
         }

@@ -1125,10 +1125,15 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     amk_sampler_init(&smp, (float)temp, top_k, (float)top_p, seed);
     chained = temp == 0.0 && chain > 1 && amk_llm_cuda(m) != NULL; /* greedy on the GPU: the decode in chunks */
     if (!quiet) {
-        char sum[256];
+        char sum[256], dev[64] = "";
+        if (amk_llm_cuda(m)) { /* the one device allocation: weights, caches, activations, tables */
+            amk_cuda_info info;
+            amk_cuda_get_info(amk_llm_cuda(m), &info);
+            snprintf(dev, sizeof dev, ", device memory %.1f MB", (double)info.arena_bytes / 1e6);
+        }
         cli_weight_summary(amk_llm_program(m), sum, sizeof sum);
-        fprintf(stderr, "%s: %s, %d layers, %s, backend %s, context %d\n", a.model ? a.model : a.random,
-                amk_llm_config(m)->name, amk_llm_config(m)->n_layers, sum, amk_llm_backend_name(m), amk_llm_max_seq(m));
+        fprintf(stderr, "%s: %s, %d layers, %s, backend %s%s, context %d\n", a.model ? a.model : a.random,
+                amk_llm_config(m)->name, amk_llm_config(m)->n_layers, sum, amk_llm_backend_name(m), dev, amk_llm_max_seq(m));
     }
     if (tok && !chat) fputs(prompt, stdout);
     t1 = t2 = cli_now();
@@ -1404,8 +1409,9 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                 amk_cuda_info info;
                 amk_cuda_get_info(amk_llm_cuda(m), &info);
                 printf("    launch: %d blocks x %d threads, %d registers a thread, %lld bytes of dynamic shared memory a block, "
-                       "the %s build\n", info.grid, info.threads, info.regs_per_thread, (long long)info.smem_bytes,
-                       info.image_kind == AMK_IMAGE_GENERAL ? "general" : "full");
+                       "the %s build; device memory %.2f GB (weights %.2f GB)\n", info.grid, info.threads,
+                       info.regs_per_thread, (long long)info.smem_bytes, info.image_kind == AMK_IMAGE_GENERAL ? "general" : "full",
+                       (double)info.arena_bytes / 1e9, wgb);
                 amk_cuda_set_timing(amk_llm_cuda(m), 1);
                 if (amk_llm_step(m, 1, pos, NULL, NULL, &d) == AMK_OK) {
                     cli_print_op_times(amk_llm_cuda(m), amk_llm_program(m), med, info.grid);

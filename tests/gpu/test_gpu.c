@@ -2068,6 +2068,52 @@ static void test_fill_random(void) {
     amk_program_free(p);
 }
 
+/* fill_random of the block formats (amk bench --quant's random weights): every block decodes (on
+   the host, amk__blk_load) to finite values within twice the scale (the formats' ranges: Q8_0
+   +-scale, the K-formats' scales and mins up to [-scale, 2 scale]), spread over the range, and the
+   same seed gives the same bytes. */
+static void test_fill_blocks(void) {
+    const int64_t rows = 4, cols = 1024, n = rows * cols;
+    const float scale = 0.5f;
+    amk_program *p = prog_new(1);
+    amk_cuda *cu = NULL;
+    amk_diag d;
+    int t, k;
+    amk_diag_clear(&d);
+    for (t = AMK_DTYPE_Q8_0; t < AMK_DTYPE_COUNT; t++) buf(p, amk_dtype_name((amk_dtype)t), AMK_KIND_WEIGHT, (amk_dtype)t, 2, rows, cols, 0);
+    k = amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, amk_program_add_counter(p, ""), "nop");
+    p->tasks[k].sm = 0;
+    CHECK_MSG(amk_cuda_create(p, g_image, g_image_size, &cu, &d) == AMK_OK, "block fill program: %s", d.message);
+    for (t = AMK_DTYPE_Q8_0; cu && t < AMK_DTYPE_COUNT; t++) {
+        const int id = t - AMK_DTYPE_Q8_0;
+        const size_t nb = (size_t)amk_dtype_nbytes((amk_dtype)t, n);
+        unsigned char *a = (unsigned char *)malloc(nb), *b = (unsigned char *)malloc(nb);
+        float *v = (float *)malloc((size_t)n * sizeof(float));
+        int64_t i, bad = 0;
+        double lo = 1e30, hi = -1e30;
+        if (!a || !b || !v) { free(a); free(b); free(v); CHECK_MSG(0, "out of memory"); break; }
+        CHECK_EQ_INT(amk_cuda_fill_random(cu, id, 7, scale, &d), AMK_OK);
+        CHECK_EQ_INT(amk_cuda_download(cu, id, a, nb, &d), AMK_OK);
+        amk__blk_load(a, t, 0, n, v);
+        for (i = 0; i < n; i++) {
+            if (!(fabsf(v[i]) <= 2.05f * scale)) bad++; /* also NaN */
+            if (v[i] < lo) lo = v[i];
+            if (v[i] > hi) hi = v[i];
+        }
+        CHECK_MSG(bad == 0, "fill_random %s: %lld of %lld decoded values not finite or past 2 x scale", amk_dtype_name((amk_dtype)t),
+                  (long long)bad, (long long)n);
+        CHECK_MSG(lo < -0.4 * scale && hi > 0.4 * scale, "fill_random %s: decoded range [%g, %g]", amk_dtype_name((amk_dtype)t), lo, hi);
+        CHECK_EQ_INT(amk_cuda_fill_random(cu, id, 7, scale, &d), AMK_OK);
+        CHECK_EQ_INT(amk_cuda_download(cu, id, b, nb, &d), AMK_OK);
+        CHECK_MSG(memcmp(a, b, nb) == 0, "fill_random %s: the same seed gave other bytes", amk_dtype_name((amk_dtype)t));
+        free(a);
+        free(b);
+        free(v);
+    }
+    amk_cuda_free(cu);
+    amk_program_free(p);
+}
+
 /* fill_value gives the bytes the host's encoding (amk__store_f32) gives, in every dtype. */
 static void test_fill_value(void) {
     static const float values[4] = {1.0f, -2.5f, 0.3f, 1000.0f};
@@ -2571,6 +2617,7 @@ int main(int argc, char **argv) {
     TRY(test_llm_chain);
     TRY(test_images);
     TRY(test_fill_random);
+    TRY(test_fill_blocks);
     TRY(test_fill_value);
     TRY(test_read_bandwidth);
     TRY_IMAGES(test_time_runs);
