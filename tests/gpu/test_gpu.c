@@ -1948,18 +1948,23 @@ static void test_info(void) {
 
 /* ---- service kernels: fills, bandwidth, timed runs ---------------------------------------------- */
 
-static const amk_dtype all_dtypes[AMK_DTYPE_COUNT] = {
+/* The element dtypes (codes 0 .. AMK_DTYPE_Q8_0 - 1); the block formats: test_fill_blocks. */
+static const amk_dtype all_dtypes[AMK_DTYPE_Q8_0] = {
     AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_BF16, AMK_DTYPE_F8E4M3, AMK_DTYPE_F8E5M2,
     AMK_DTYPE_I32, AMK_DTYPE_I8, AMK_DTYPE_I4, AMK_DTYPE_U8, AMK_DTYPE_BOOL};
 
-/* A program of one NOP and, per dtype, a weight of n elements (buffer id = dtype code), then a
-   second BF16 weight "twin" (id AMK_DTYPE_COUNT) and a U8 "guard" [64] (id AMK_DTYPE_COUNT + 1). */
+/* A program of one NOP and, per element dtype, a weight of n elements (buffer id = dtype code; a
+   U8 placeholder at each block format's code), then a second BF16 weight "twin" (id
+   AMK_DTYPE_COUNT) and a U8 "guard" [64] (id AMK_DTYPE_COUNT + 1). */
 static amk_cuda *fill_setup(amk_program **pp, int64_t n) {
     amk_program *p = prog_new(1);
     amk_cuda *cu = NULL;
     amk_diag d;
     int k;
-    for (k = 0; k < AMK_DTYPE_COUNT; k++) buf(p, amk_dtype_name(all_dtypes[k]), AMK_KIND_WEIGHT, all_dtypes[k], 1, n, 0, 0);
+    for (k = 0; k < AMK_DTYPE_COUNT; k++) {
+        const amk_dtype t = k < AMK_DTYPE_Q8_0 ? all_dtypes[k] : AMK_DTYPE_U8;
+        buf(p, k < AMK_DTYPE_Q8_0 ? amk_dtype_name(t) : "placeholder", AMK_KIND_WEIGHT, t, 1, n, 0, 0);
+    }
     buf(p, "twin", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 1, n, 0, 0);
     buf(p, "guard", AMK_KIND_WEIGHT, AMK_DTYPE_U8, 1, 64, 0, 0);
     k = amk_program_add_task(p, AMK_OP_NOP, NULL, 0, NULL, 0, amk_program_add_counter(p, ""), "nop");
@@ -1988,7 +1993,7 @@ static void test_fill_random(void) {
     if (!cu) { amk_program_free(p); return; }
     memset(guard, 0xA5, sizeof guard);
     CHECK_EQ_INT(amk_cuda_upload(cu, AMK_DTYPE_COUNT + 1, guard, sizeof guard, &d), AMK_OK);
-    for (k = 0; k < AMK_DTYPE_COUNT; k++) {
+    for (k = 0; k < AMK_DTYPE_Q8_0; k++) {
         const amk_dtype dt = all_dtypes[k];
         const int is_float = amk_dtype_is_float(dt);
         const float scale = is_float ? 0.5f : dt == AMK_DTYPE_I32 ? 1000.0f : dt == AMK_DTYPE_I8 ? 100.5f
@@ -2124,7 +2129,7 @@ static void test_fill_value(void) {
     int k, v;
     amk_diag_clear(&d);
     if (!cu) { amk_program_free(p); return; }
-    for (k = 0; k < AMK_DTYPE_COUNT; k++) {
+    for (k = 0; k < AMK_DTYPE_Q8_0; k++) {
         const amk_dtype dt = all_dtypes[k];
         const size_t nb = (size_t)amk_dtype_nbytes(dt, n);
         unsigned char *got = (unsigned char *)malloc(nb), *want = (unsigned char *)malloc(nb);
