@@ -471,6 +471,13 @@ AMK__FN int amk__cuda_unsupported_form(const amk_program *p, const amk_task *t, 
                  amk_op_name(t->op), (long long)p->buffers[t->inputs[1]].shape[0]);
         return 1;
     }
+    if (amk_op_device(t->op, NULL) == AMK_OP_RMSNORM_MLP && t->n_inputs >= 5 &&
+        amk_dtype_is_block(p->buffers[t->inputs[4]].dtype)) {
+        snprintf(msg, size, "%s: a W_down in a block format ('%s', %s) runs on the reference VM only", amk_op_name(t->op),
+                 p->buffers[t->inputs[4]].name ? p->buffers[t->inputs[4]].name : "?",
+                 amk_dtype_name(p->buffers[t->inputs[4]].dtype));
+        return 1;
+    }
     for (i = 0; i < t->n_inputs + t->n_outputs; i++) {
         const int id = i < t->n_inputs ? t->inputs[i] : t->outputs[i - t->n_inputs];
         const int part = t->op == AMK_OP_ATTENTION_COMBINE ? i < t->n_inputs

@@ -184,7 +184,7 @@ typedef enum amk_buffer_kind {
       amk_op_argmax_pair, 0, 0, "index of the best (max, index) partial, per row") \
     X(RMSNORM_MLP, 25, 5, 6, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_ACCUM, amk__region_all, \
       amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 0, 1, \
-      "out += (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) @ W_downT[tile] (+ resid); accumulates") \
+      "out += (silu(xn @ Wg[tile].T) * (xn @ Wu[tile].T)) @ W_downT[tile] (a block W_down [H, N]: W_down[:, tile].T) (+ resid); accumulates") \
     X(FILL, 26, 0, 0, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_fill, amk__ref_fill, amk_op_fill, 1, 0, \
       "out = scale everywhere") \
     X(ATTENTION_O, 27, 5, 6, 1, \

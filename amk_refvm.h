@@ -521,8 +521,9 @@ AMK__FN void amk__ref_pair(const void *x, int t, int64_t base, int64_t j0, int64
    checked before anything is written. _ARGMAX: then, per row m, the max of the tile's values as
    out holds them (rounded to its dtype) and its first index, as ARGMAX_PARTIAL's pair `part` of
    the second output.
-   RMSNORM_MLP: the SWIGLU values y (not cast) times the tile's rows of W_downT, plus resid when
-   given, added to what out[m] holds; RMSNORM_MLP_FOLD also y times its rows of W_cat plus its
+   RMSNORM_MLP: the SWIGLU values y (not cast) times the tile's rows of W_downT (of a block-format
+   W_down [H, N], each row's K-slice: the same products), plus resid when given, added to what
+   out[m] holds; RMSNORM_MLP_FOLD also y times its rows of W_cat plus its
    share of the raw x times W_cat's base rows (AMK_MLP_FLAG_FOLD), added to what qkv[m] holds. */
 AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
     const int op = amk_op_device(o->t->op, NULL); /* P.flags has the variant's form bits */
@@ -536,7 +537,9 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
     const int64_t F = fold ? o->in[5]->shape[1] : 0;
     const int64_t b0 = n0 * K / N, b1 = (n0 + nt) * K / N; /* FOLD: the tile's base rows of W_cat, N + [b0, b1) */
     int64_t m, n, k;
-    float *xs = amk__refvm_floats(K), *w = amk__refvm_floats(K > F ? K : F), *y = amk__refvm_floats(nt);
+    const int down_blk = mlp && amk_dtype_is_block(o->in[4]->dtype); /* W_down [H, N] by K-slices */
+    float *xs = amk__refvm_floats(K), *w = amk__refvm_floats(K > F ? (K > nt ? K : nt) : (F > nt ? F : nt));
+    float *y = amk__refvm_floats(nt);
     float *qs = fold ? amk__refvm_floats(F) : NULL; /* [F] FOLD: the tile's share of a row of qkv */
     amk_result r = AMK_OK;
     if (!xs || !w || !y || (fold && !qs)) { r = amk__refvm_oom(o, d); goto done; }
@@ -562,12 +565,17 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
             }
         }
         if (flags & AMK_GEMV_FLAG_ROPE) amk__ref_rope_pairs(&o->P, pos, n0, y, nt);
-        if (mlp) { /* out[m, h] += sum_n y[n] * W_downT[n0 + n, h] (+ resid[m, h]) */
-            const int64_t H = o->in[4]->shape[1];
+        if (mlp) { /* out[m, h] += sum_n y[n] * W_downT[n0 + n, h] (or W_down[h, n0 + n]) (+ resid[m, h]) */
+            const int64_t H = o->in[4]->shape[down_blk ? 0 : 1];
             int64_t h, f;
             for (h = 0; h < H; h++) {
                 float acc = 0.0f;
-                for (n = 0; n < nt; n++) acc += AMK__IN(o, 4, (n0 + n) * H + h) * y[n];
+                if (down_blk) {
+                    amk__refvm_load_row(o->x[4], o->in[4]->dtype, h * N + n0, nt, w);
+                    for (n = 0; n < nt; n++) acc += w[n] * y[n];
+                } else {
+                    for (n = 0; n < nt; n++) acc += AMK__IN(o, 4, (n0 + n) * H + h) * y[n];
+                }
                 if (o->ni == 6 + fold) acc += AMK__IN(o, 5 + fold, m * H + h);
                 AMK__OUT(o, m * H + h, amk__load_f32(o->y, AMK_DTYPE_F32, m * H + h) + acc);
             }

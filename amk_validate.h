@@ -752,13 +752,24 @@ AMK__FN int amk__check_norm_gemv(const amk__opshape *c) {
                           "an even n_off (%d) and N_tile (%d)", c->P.head_dim, (long long)N, c->P.n_off, c->P.N_tile);
         if (!amk__opshape_rope(c, c->t, &c->P)) return 0;
     }
-    if (mlp) { /* W_downT [N, H] maps the tile's N_tile values onto out [M, H] (+ resid [M, H]) */
+    if (mlp) { /* W_downT [N, H] (or, in a block format, W_down [H, N]) maps the tile's N_tile values
+                  onto out [M, H] (+ resid [M, H]) */
         const amk_buffer *Wd = c->in[4], *Wc = c->in[5];
         const int r = 5 + fold; /* the resid's input, when given */
-        if (Wd->rank != 2 || Wd->shape[0] != N || !amk_dtype_is_float(Wd->dtype))
-            AMK__OPS_FAIL(OP_SHAPE, "W_downT '%s' must be a float [N = %lld, H]", amk__opshape_name(Wd),
-                          (long long)N);
-        if (!amk__opshape_accum_out(c, c->out, c->n_out, M, Wd->shape[1], c->ni > r ? c->in[r] : NULL, c->ni > r ? c->n_in[r] : 0))
+        const int64_t E = amk_dtype_is_block(Wd->dtype) ? amk_dtype_block(Wd->dtype, NULL) : 0;
+        if (E) { /* the tile reads each row's K-slice [n_off, n_off + N_tile): whole blocks */
+            if (Wd->rank != 2 || Wd->shape[1] != N)
+                AMK__OPS_FAIL(OP_SHAPE, "W_down '%s' (%s) must be [H, N = %lld]", amk__opshape_name(Wd),
+                              amk_dtype_name(Wd->dtype), (long long)N);
+            if (c->P.n_off % E || c->P.N_tile % E)
+                AMK__OPS_FAIL(PARAM_VALUE, "n_off = %d and N_tile = %d must be multiples of %s's block of %lld",
+                              c->P.n_off, c->P.N_tile, amk_dtype_name(Wd->dtype), (long long)E);
+        } else if (Wd->rank != 2 || Wd->shape[0] != N || !amk_dtype_is_float(Wd->dtype)) {
+            AMK__OPS_FAIL(OP_SHAPE, "W_downT '%s' must be a float [N = %lld, H] (or a GGUF block W_down [H, N])",
+                          amk__opshape_name(Wd), (long long)N);
+        }
+        if (!amk__opshape_accum_out(c, c->out, c->n_out, M, Wd->shape[E ? 0 : 1], c->ni > r ? c->in[r] : NULL,
+                                    c->ni > r ? c->n_in[r] : 0))
             return 0;
         if (fold) { /* W_cat [N + K, F] maps the tile's values and its share of x onto qkv [M, F] */
             if (Wc->rank != 2 || Wc->shape[0] != N + K || Wc->shape[1] < 1)
@@ -866,13 +877,14 @@ AMK__FN int amk__op_caveat(const amk_program *p, const amk_task *t, char *msg, s
 /* 1 when input slot i of task t may hold a block format (AMK_DTYPE_Q8_0 ... IQ4_NL, amk_dtype_is_block):
    the weight rows a tile reads and dequantizes as float. GEMV_TILE/GEMM_TILE's W (not their
    spec-quantized form, whose qW is I8 or I4 with scales), the RMSNORM_* tiles' W (RMSNORM_MLP's
-   gate and up; not its W_downT or W_cat, which the loader derives in a float dtype) and EMBED's
-   table. */
+   gate and up, and its down as W_down [H, N] read by K-slices of whole blocks; not W_cat, which
+   the loader derives in a float dtype) and EMBED's table. */
 AMK__FN int amk__op_block_input(const amk_task *t, int i) {
     switch (amk_op_device(t->op, NULL)) {
     case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: return i == 1 && amk__param_i(t, "qdtype", 0) == 0;
     case AMK_OP_RMSNORM_GEMV: return i == 2;
-    case AMK_OP_RMSNORM_SWIGLU: case AMK_OP_RMSNORM_MLP: return i == 2 || i == 3;
+    case AMK_OP_RMSNORM_SWIGLU: return i == 2 || i == 3;
+    case AMK_OP_RMSNORM_MLP: return i >= 2 && i <= 4;
     case AMK_OP_EMBED: return i == 1;
     default: return 0;
     }

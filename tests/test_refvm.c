@@ -281,6 +281,11 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_RMSNORM_GEMV, "F32[1,256] F32[256] Q6_K[4,256] | F32[1,4]", "eps=1e-5 K=256 N_tile=4 n_off=0", "ok"},
     {AMK_OP_RMSNORM_SWIGLU, "F32[1,256] F32[256] Q5_K[4,256] Q3_K[4,256] | F32[1,4]", "eps=1e-5 K=256 N_tile=4 n_off=0", "ok"},
     {AMK_OP_RMSNORM_GEMV, "F32[1,256] Q6_K[256] F32[4,256] | F32[1,4]", "eps=1e-5 K=256 N_tile=4 n_off=0", "OP_DTYPE"},
+    /* RMSNORM_MLP's down in a block format: W_down [H, N], the tile's K-slice whole blocks */
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] F32[64,8] F32[64,8] Q8_0[8,64] | F32[1,8]", "eps=1e-5 K=8 N_tile=32 n_off=32", "ok"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] F32[64,8] F32[64,8] Q8_0[8,64] | F32[1,8]", "eps=1e-5 K=8 N_tile=16 n_off=32", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] F32[256,8] F32[256,8] Q4_K[8,256] | F32[1,8]", "eps=1e-5 K=8 N_tile=128 n_off=0", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] F32[64,8] F32[64,8] Q8_0[64,32] | F32[1,32]", "eps=1e-5 K=8 N_tile=32 n_off=0", "OP_SHAPE"},
     {AMK_OP_EMBED, "I32[1] IQ4_NL[10,64] | F32[1,64]", "hidden=64", "ok"},
     {AMK_OP_EMBED, "I32[2] Q8_0[10,32] | F32[1,48]", "hidden=48", "OP_SHAPE"},
     {AMK_OP_EMBED, "I32[1] Q8_0[320] | F32[1,1]", "hidden=1", "OP_SHAPE"}, /* rank 1: rows of one element */
@@ -884,6 +889,49 @@ static void test_gemv_blocks(void) {
         for (k = 0, bad = 0; k < K; k++)
             bad += tget(&c.b[e], k) != c.b[tab].v[3 * K + k] || tget(&c.b[e], K + k) != c.b[tab].v[k];
         CHECK_MSG(bad == 0, "EMBED table=%s: %d elements differ from the decoded rows", amk_dtype_name(dt), (int)bad);
+        tc_free(&c);
+    }
+}
+
+/* RMSNORM_MLP with a block-format W_down [H, N] (its tile's K-slices) gives out exactly what the
+   same tile gives with W_downT = the decoded W_down transposed, F32 [N, H]: the same products in
+   the same order. Every block format; a tile in the middle of N. */
+static void test_mlp_block_down(void) {
+    int dt;
+    for (dt = AMK_DTYPE_Q8_0; dt < AMK_DTYPE_COUNT; dt++) {
+        const int64_t K = 16, N = 768, H = 6, M = 2, n0 = 256, nt = 256;
+        tc c;
+        amk_diag d;
+        int x, nw, Wg, Wu, Wd, WdT, y0, y1, ins[5];
+        int64_t i, h, n, bad = 0;
+        tc_init(&c);
+        x = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, M, K, 0);
+        nw = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
+        Wg = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, N, K, 0);
+        Wu = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, N, K, 0);
+        Wd = tc_buf(&c, AMK_KIND_WEIGHT, dt, 2, H, N, 0);
+        WdT = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, N, H, 0);
+        y0 = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, M, H, 0);
+        y1 = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, M, H, 0);
+        tfill(&c.b[x], -1, 1);
+        tfill(&c.b[nw], 0.5, 1.5);
+        tfill(&c.b[Wg], -0.5, 0.5);
+        tfill(&c.b[Wu], -0.5, 0.5);
+        tfill_blocks(&c.b[Wd]);
+        for (h = 0; h < H; h++)
+            for (n = 0; n < N; n++) tset(&c.b[WdT], n * H + h, c.b[Wd].v[h * N + n]);
+        for (i = 0; i < M * H; i++) { tset(&c.b[y0], i, 0.25 * (double)i); tset(&c.b[y1], i, 0.25 * (double)i); }
+        ins[0] = x; ins[1] = nw; ins[2] = Wg; ins[3] = Wu; ins[4] = Wd;
+        tc_task(&c, AMK_OP_RMSNORM_MLP, ins, 5, y0);
+        tc_real(&c, "eps", 1e-5); tc_int(&c, "K", K); tc_int(&c, "N_tile", nt); tc_int(&c, "n_off", n0);
+        CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "MLP W_down=%s: %s", amk_dtype_name(dt), d.message);
+        ins[4] = WdT;
+        tc_task(&c, AMK_OP_RMSNORM_MLP, ins, 5, y1);
+        tc_real(&c, "eps", 1e-5); tc_int(&c, "K", K); tc_int(&c, "N_tile", nt); tc_int(&c, "n_off", n0);
+        CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "MLP W_downT=%s: %s", amk_dtype_name(dt), d.message);
+        for (i = 0; i < M * H; i++) bad += tget(&c.b[y0], i) != tget(&c.b[y1], i) || tget(&c.b[y1], i) == 0.25 * (double)i;
+        CHECK_MSG(bad == 0, "MLP W_down=%s: %d of %d outputs differ from W_downT's (or were not added to)", amk_dtype_name(dt),
+                  (int)bad, (int)(M * H));
         tc_free(&c);
     }
 }
@@ -2649,6 +2697,7 @@ int main(void) {
     RUN(test_norms);
     RUN(test_gemv_float);
     RUN(test_gemv_blocks);
+    RUN(test_mlp_block_down);
     RUN(test_gemv_f16_every_value);
     RUN(test_gemm_tile);
     RUN(test_gemv_quant);
