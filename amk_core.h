@@ -778,7 +778,7 @@ AMK__FN int amk__name_lookup(const char *const *names, int n, const char *name) 
 AMK_API const char *amk_dtype_name(int t) { return t >= 0 && t < AMK_DTYPE_COUNT ? amk__dtype_names[t] : "?"; }
 AMK_API int amk_dtype_from_name(const char *n) { return amk__name_lookup(amk__dtype_names, AMK_DTYPE_COUNT, n); }
 AMK_API int amk_dtype_bits(int t) { return t >= 0 && t < AMK_DTYPE_COUNT ? amk__dtype_bits_tab[t] : 0; }
-AMK_API int amk_dtype_is_block(int t) { return t >= AMK_DTYPE_Q8_0 && t < AMK_DTYPE_COUNT; }
+AMK_API int amk_dtype_is_block(int t) { return AMK_DTYPE_IS_BLOCK(t); }
 AMK_API int amk_dtype_block(int t, int *bytes) {
     const int ok = amk_dtype_is_block(t);
     if (bytes) *bytes = ok ? amk__blk_formats[t - AMK_DTYPE_Q8_0].bytes : 0;

@@ -63,8 +63,10 @@ typedef enum amk_dtype {
 
 /* Elements and bytes a block of block dtype t (ggml's sizes; 0 for any other dtype), and the byte
    offsets in a block of its f16 scale d and of its f16 min (m, dmin; -1: none): one table for the
-   host (amk_core.h's amk__blk_formats, amk_dtype_block) and the device. */
-#define AMK_BLOCK_ELEMS(t) ((t) >= AMK_DTYPE_Q2_K && (t) <= AMK_DTYPE_Q6_K ? 256 : (t) >= AMK_DTYPE_Q8_0 && (t) < AMK_DTYPE_COUNT ? 32 : 0)
+   host (amk_core.h's amk__blk_formats, amk_dtype_block) and the device. AMK_DTYPE_IS_BLOCK: 1 for
+   a block dtype (amk_dtype_is_block). */
+#define AMK_DTYPE_IS_BLOCK(t) ((t) >= AMK_DTYPE_Q8_0 && (t) < AMK_DTYPE_COUNT)
+#define AMK_BLOCK_ELEMS(t) ((t) >= AMK_DTYPE_Q2_K && (t) <= AMK_DTYPE_Q6_K ? 256 : AMK_DTYPE_IS_BLOCK(t) ? 32 : 0)
 #define AMK_BLOCK_BYTES(t) \
     ((t) == AMK_DTYPE_Q8_0 ? 34 : (t) == AMK_DTYPE_Q4_0 || (t) == AMK_DTYPE_IQ4_NL ? 18 : (t) == AMK_DTYPE_Q4_1 ? 20 \
      : (t) == AMK_DTYPE_Q5_0 ? 22 : (t) == AMK_DTYPE_Q5_1 ? 24 : (t) == AMK_DTYPE_Q2_K ? 84 : (t) == AMK_DTYPE_Q3_K ? 110 \

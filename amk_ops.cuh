@@ -745,8 +745,8 @@ static __device__ __forceinline__ const uint8_t *amk_blk_row(const amk_buffer_t 
     return (const uint8_t *)W->ptr + r * (int64_t)(K / amk_blk_elems(W->dtype)) * amk_blk_bytes(W->dtype);
 }
 
-/* 1 for a block dtype (amk_dtype_is_block's twin). */
-static __device__ __forceinline__ int amk_dtype_blk(int t) { return t >= AMK_DTYPE_Q8_0 && t < AMK_DTYPE_COUNT; }
+/* 1 for a block dtype. */
+static __device__ __forceinline__ int amk_dtype_blk(int t) { return AMK_DTYPE_IS_BLOCK(t); }
 
 /* ---- block-format tiles: x staged by units, a unit of 32 elements a lane ----------------------
    A tile whose W is in a block format stages its row of x (times the norm weight for the RMSNORM_*
@@ -938,9 +938,8 @@ static __device__ __forceinline__ void amk_blk_rows_t(const amk_buffer_t *W, con
                                                       const float *xq, float *yb) {
     const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5, U = K / 32, UP = AMK_BLK_UP(K);
     const int t = W->dtype;
-    const int64_t rb = (int64_t)(K / amk_blk_elems(t)) * amk_blk_bytes(t);
     for (int64_t r = warp; r < nt; r += nw) {
-        const uint8_t *row = (const uint8_t *)W->ptr + (n0 + r) * rb;
+        const uint8_t *row = amk_blk_row(W, n0 + r, K);
         float a = 0.0f;
 #pragma unroll 1
         for (int u = lane; u < U; u += 32) a += amk_blk_unit(row, fam, t, u, xq, UP);

@@ -312,11 +312,10 @@ AMK_PLAN_FN int amk_plan_blk_mats(const amk_vm_ctx_t *x) {
     switch (x->ins.op) {
     case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE:
         return x->ins.n_inputs >= 2 && !((q == AMK_DTYPE_I8 || q == AMK_DTYPE_I4) && x->ins.n_inputs >= 3) &&
-               x->in[1].dtype >= AMK_DTYPE_Q8_0 && x->in[1].dtype < AMK_DTYPE_COUNT;
-    case AMK_OP_RMSNORM_GEMV: return x->ins.n_inputs >= 3 && x->in[2].dtype >= AMK_DTYPE_Q8_0 && x->in[2].dtype < AMK_DTYPE_COUNT;
+               AMK_DTYPE_IS_BLOCK(x->in[1].dtype);
+    case AMK_OP_RMSNORM_GEMV: return x->ins.n_inputs >= 3 && AMK_DTYPE_IS_BLOCK(x->in[2].dtype);
     case AMK_OP_RMSNORM_SWIGLU: case AMK_OP_RMSNORM_MLP:
-        return x->ins.n_inputs >= 4 && ((x->in[2].dtype >= AMK_DTYPE_Q8_0 && x->in[2].dtype < AMK_DTYPE_COUNT) ||
-                                        (x->in[3].dtype >= AMK_DTYPE_Q8_0 && x->in[3].dtype < AMK_DTYPE_COUNT)) ? 2 : 0;
+        return x->ins.n_inputs >= 4 && (AMK_DTYPE_IS_BLOCK(x->in[2].dtype) || AMK_DTYPE_IS_BLOCK(x->in[3].dtype)) ? 2 : 0;
     default: return 0;
     }
 }
