@@ -759,10 +759,12 @@ static __device__ __forceinline__ int amk_dtype_blk(int t) { return AMK_DTYPE_IS
    in another order of its roundings. The eight formats GGUF files mostly hold decode a unit with
    aligned 32-bit or 16-byte loads (funnel-shifted where a block sits at an even offset) and their
    bytes as floats by a permute and an exact subtraction; Q2_K, Q3_K and IQ4_NL through
-   amk_blk_quad. A lane has one unit's loads in flight (~9 KB a SM: latency-bound at ~1 TB/s on
-   the H200, bench/RESULTS.md run 328). A warp's rows through shared memory, by a block-wide ring
-   of bulk copies (runs 329-330) or a ring a warp (runs 333-337), were no faster: the decode's
-   instructions and dependent latencies bound them (bench/NOTES.md session "block decode"). */
+   amk_blk_quad. A lane has one unit's loads in flight (two for Q8_0). The tiles stream ~1 TB/s
+   on the H200 whatever their format's bytes a unit, and none of these moved that by more than
+   8%: a warp's rows through shared memory (a block-wide ring of bulk copies, runs 329-330; a ring
+   a warp, runs 333-337), rows prefetched into L2 ahead of the warp (run 340), two units a lane in
+   flight (run 342: Q8_0 -8%, Q4_0 +3%, the K-quants spill), dp4a on int8 x (runs 339, 342), loads
+   coalesced as a repacked layout would allow (run 343). bench/NOTES.md session "bound". */
 
 /* x[base .. base + K) (times w[0 .. K), an F32 norm weight, when w) into xq as above; returns the
    thread's sum of x^2. K a multiple of 32 (a block's), the block's threads a multiple of 32; the
@@ -941,8 +943,13 @@ static __device__ __forceinline__ void amk_blk_rows_t(const amk_buffer_t *W, con
     for (int64_t r = warp; r < nt; r += nw) {
         const uint8_t *row = amk_blk_row(W, n0 + r, K);
         float a = 0.0f;
+        if (fam == AMK_DTYPE_Q8_0) { /* two units' loads in flight: 8B Q8_0 -8% (bench/RESULTS.md run 344) */
+#pragma unroll 2
+            for (int u = lane; u < U; u += 32) a += amk_blk_unit(row, fam, t, u, xq, UP);
+        } else { /* why not the other families: Q4_0's was 3% slower, the K-quants' spilled */
 #pragma unroll 1
-        for (int u = lane; u < U; u += 32) a += amk_blk_unit(row, fam, t, u, xq, UP);
+            for (int u = lane; u < U; u += 32) a += amk_blk_unit(row, fam, t, u, xq, UP);
+        }
         a = amk_warp_sum(a);
         if (lane == 0) yb[r] = a;
     }
