@@ -60,11 +60,14 @@ typedef struct amk_llama_build_opts {
        features] (the embedding [vocab, hidden]). A block dtype (amk_dtype_is_block, a GGUF
        format) whose block divides cols makes that buffer the format where the step reads the
        buffer row-major as the tensor is stored (its weight plan entry AMK_WEIGHT_AS_STORED or
-       AMK_WEIGHT_QK_INTERLEAVED); any other answer, or a transposed or derived buffer (down_proj
-       of the one-step MLP, o_proj of ATTENTION_O, W_cat), gets weight_dtype. So with a block
-       down_proj mlp_accum -1 builds the two-step MLP, with a block o_proj attn_o -1 the two-step
-       attention, and with any block matrix qkv_fold -1 does not fold; an explicit 1 builds the
-       form and keeps the transposed matrix in weight_dtype. The callback may be asked more than
+       AMK_WEIGHT_QK_INTERLEAVED); any other answer, or a transposed or derived buffer (o_proj of
+       ATTENTION_O, W_cat, a float down_proj of the one-step MLP), gets weight_dtype. So with a
+       block down_proj mlp_accum -1 builds the two-step MLP, with a block o_proj attn_o -1 the
+       two-step attention, and with any block matrix qkv_fold -1 does not fold. An explicit 1
+       builds the form: the one-step MLP keeps a block down_proj as stored ([H, I], its tiles'
+       rows a multiple of the block) where hidden is a multiple of 32 and at least the block, and
+       otherwise (or folded) the transposed matrix in weight_dtype, as ATTENTION_O its o_proj and
+       the fold W_cat. The callback may be asked more than
        once for a tensor and must answer the same each time. amk_llm sets it for a model file
        (amk_llm_opts.weights_as_stored). */
     int (*weight_dtype_of)(void *user, const char *tensor, int64_t rows, int64_t cols);
@@ -268,8 +271,11 @@ typedef struct amk__lb_plan {
     int set_y, set_z;        /* the SM sets (meta "sm_sets", AMK_LLAMA_SM_SETS); 0 0 without */
     int64_t q_rows, kv_rows; /* NH * HD, NKV * HD */
     int64_t F;               /* a row of qkv: q_rows + 2 * kv_rows */
-    int blk_any, blk_down, blk_o; /* weight_dtype_of gives a block format to some matrix, to a
-                                     down_proj, to an o_proj (amk__lb_blocks) */
+    int blk_any, blk_o;      /* weight_dtype_of gives a block format to some matrix, to an o_proj */
+    int blk_down;            /* the largest block (elements) of a down_proj in a block format, 0 for none
+                                (amk__lb_blocks) */
+    int down_stored;         /* with accum: the block down_projs stay as stored ([H, I], RMSNORM_MLP's
+                                block W_down), the tiles' rows a multiple of blk_down */
 } amk__lb_plan;
 
 typedef struct amk__lb {
@@ -590,11 +596,11 @@ AMK__FN void amk__lb_blocks(amk__lb *b) {
         for (j = 0; j < 7; j++) {
             const int64_t r = mats[j].rows == 'q' ? q : mats[j].rows == 'k' ? k : mats[j].rows == 'h' ? c->hidden : c->intermediate;
             const int64_t cl = mats[j].cols == 'q' ? q : mats[j].cols == 'h' ? c->hidden : c->intermediate;
-            int blk;
+            int dt, E;
             snprintf(src, sizeof src, "model.layers.%d.%s.weight", i, mats[j].name);
-            if (!(blk = amk_dtype_is_block(amk__lb_matrix_dtype(b, src, r, cl)))) continue;
+            if (!amk_dtype_is_block(dt = amk__lb_matrix_dtype(b, src, r, cl))) continue;
             pl->blk_any = 1;
-            pl->blk_down |= j == 6;
+            if (j == 6 && (E = amk_dtype_block(dt, NULL)) > pl->blk_down) pl->blk_down = E;
             pl->blk_o |= j == 3;
         }
 }
@@ -639,8 +645,13 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     else /* do one tile's rows of W_downT stage on the device? */
         pl->accum = AMK_LLAMA_MLP_ACCUM == 2 ||
                     (AMK_LLAMA_MLP_ACCUM == 1 && amk_plan_rows_stage_bytes(wd, H, pl->mlp_rows) > 0);
-    /* why not with a block down_proj unless asked: the one-step MLP reads it transposed, which a
-       block format cannot be (it would be kept in weight_dtype, twice the bytes of Q8_0) */
+    /* asked for, the one-step MLP reads a block down_proj as stored, each output row's K-slice of
+       whole blocks (RMSNORM_MLP's block W_down): tiles of a multiple of the largest block, at most H
+       rows (the device restages a tile's values where x was) and x by 32-element units (H a
+       multiple of 32); elsewhere it keeps it transposed in weight_dtype. why not by default with a
+       block down_proj: slower than the two-step MLP (SmolLM2 Q4_1 1.13 against 0.98 ms/token, Q4_K_M
+       3.9 against 1.0 in 6 tiles of 256 rows; bench/RESULTS.md run 345) */
+    pl->down_stored = pl->blk_down > 0 && H % 32 == 0 && pl->blk_down <= H;
     pl->accum = pl->accum && !o->spec_ops && !(o->mlp_accum < 0 && pl->blk_down);
     pl->rd = pl->accum ? AMK_DTYPE_F32 : o->act_dtype; /* why: atomic adds need F32; the residual is 2-16 KB */
     if (L < 1 || H < 1 || I < 1 || NH < 1 || NKV < 1 || HD < 2 || HD % 2 || V < 1 || NH % NKV)
@@ -687,6 +698,12 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
        folds, so the step would read floats where it could read the stored blocks */
     pl->fold = pl->fold && pl->ao && pl->accum && L > 1 && !(o->qkv_fold < 0 && pl->blk_any);
     pl->F = pl->q_rows + 2 * pl->kv_rows;
+    /* why not folded: W_cat derives from down_proj in the step's layout as [I, H] (amk__llm_fold) */
+    pl->down_stored = pl->down_stored && pl->accum && !pl->fold;
+    if (pl->down_stored) { /* the tiles' rows (the SM sets' too): whole blocks, at most H */
+        const int E = pl->blk_down, r = (pl->mlp_rows + E - 1) / E * E, cap = H / E * E;
+        pl->mlp_rows = r < cap ? r : cap;
+    }
     return AMK_OK;
 }
 
@@ -700,7 +717,8 @@ AMK__FN void amk__lb_meta(amk__lb *b) {
     snprintf(meta, sizeof meta, "%d", pl->window);
     amk_program_set_meta_string(b->p, "kv_window", meta);
     if (pl->fused) amk_program_set_meta_string(b->p, "qk_rows", "interleaved");
-    if (pl->accum) amk_program_set_meta_string(b->p, "down_proj", "transposed");
+    if (pl->accum) /* (where a down_proj is in a block format it stays as stored) */
+        amk_program_set_meta_string(b->p, "down_proj", pl->down_stored ? "transposed, blocks as stored" : "transposed");
     if (pl->ao) amk_program_set_meta_string(b->p, "o_proj", "transposed");
     if (pl->fold) amk_program_set_meta_string(b->p, "qkv_fold", "1");
     if (pl->set_y) {
@@ -736,7 +754,8 @@ typedef struct amk__lb_layer {
     int w_k, w_v;      /* [kv_rows, H] wd */
     int w_o;           /* [H, q_rows] wd; with ATTENTION_O [q_rows, H] (meta o_proj "transposed") */
     int w_g, w_u;      /* gate_proj, up_proj [I, H] wd */
-    int w_dn;          /* [H, I] wd; with the one-step MLP [I, H] (meta down_proj "transposed") */
+    int w_dn;          /* [H, I] wd; with the one-step MLP [I, H] (meta down_proj "transposed") unless
+                          in a block format (plan.down_stored) */
     int w_cat;         /* folded, not the last layer: W_cat.i [I + H, F] wd (amk_llm derives it); else -1 */
     int qkv;           /* with w_cat: qkv.i [1, F] F32, the next layer's raw Q/K/V projections; else -1 */
     int kc, vc;        /* k_cache.i, v_cache.i [max_seq, NKV, HD] ad */
@@ -762,6 +781,13 @@ AMK__FN int amk__lb_weight(amk__lb *b, int64_t r0, int64_t r1, int rank, amk_wei
     return id;
 }
 
+/* 1 when layer i's down_proj stays as stored in the one-step MLP: a block format (plan.down_stored). */
+AMK__FN int amk__lb_down_stored(const amk__lb *b, int i) {
+    char src[64];
+    snprintf(src, sizeof src, "model.layers.%d.mlp.down_proj.weight", i);
+    return b->plan.down_stored && amk_dtype_is_block(amk__lb_matrix_dtype(b, src, b->c->hidden, b->c->intermediate));
+}
+
 /* Layer i's weights, caches and activations (shapes in amk__lb_layer). */
 AMK__FN void amk__lb_layer_buffers(amk__lb *b, amk__lb_layer *ly, int i) {
     const amk__lb_plan *pl = &b->plan;
@@ -782,8 +808,9 @@ AMK__FN void amk__lb_layer_buffers(amk__lb *b, amk__lb_layer *ly, int i) {
     ly->w_fn = amk__lb_weight(b, H, 0, 1, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.post_attention_layernorm.weight", i);
     ly->w_g = amk__lb_weight(b, I, H, 2, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.mlp.gate_proj.weight", i);
     ly->w_u = amk__lb_weight(b, I, H, 2, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.mlp.up_proj.weight", i);
-    ly->w_dn = pl->accum ? amk__lb_weight(b, I, H, 2, AMK_WEIGHT_TRANSPOSED, 0, "model.layers.%d.mlp.down_proj.weight", i)
-                         : amk__lb_weight(b, H, I, 2, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.mlp.down_proj.weight", i);
+    ly->w_dn = pl->accum && !amk__lb_down_stored(b, i)
+                   ? amk__lb_weight(b, I, H, 2, AMK_WEIGHT_TRANSPOSED, 0, "model.layers.%d.mlp.down_proj.weight", i)
+                   : amk__lb_weight(b, H, I, 2, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.mlp.down_proj.weight", i);
     if (pl->fold && i + 1 < b->c->n_layers) { /* W_cat.i = [W_fold ; W_base] */
         ly->w_cat = amk__lb_weight(b, I + H, pl->F, 2, AMK_WEIGHT_QKV_FOLD, 0, "amk.qkv_fold.%d", i);
         ly->qkv = amk__lb_buf(b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 1, pl->F, 0, 2, NULL, "qkv.%d", i);

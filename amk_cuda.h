@@ -461,7 +461,8 @@ AMK__FN void amk__cuda_leave(amk_cuda *c) {
 /* ---- checking a program for the device ---------------------------------------------------------- */
 
 /* Forms of the spec's opcodes the reference VM runs and the device does not: KV_APPEND and
-   ATTENTION_TILE over a batch of caches (rank 4, B > 1), and attention partials not in F32. 1 with
+   ATTENTION_TILE over a batch of caches (rank 4, B > 1), attention partials not in F32, and
+   RMSNORM_MLP with a block-format W_down but K not a multiple of 32 or more rows a tile than K. 1 with
    the reason in msg; 0 when the device runs t. */
 AMK__FN int amk__cuda_unsupported_form(const amk_program *p, const amk_task *t, char *msg, size_t size) {
     int i;
@@ -471,11 +472,15 @@ AMK__FN int amk__cuda_unsupported_form(const amk_program *p, const amk_task *t, 
                  amk_op_name(t->op), (long long)p->buffers[t->inputs[1]].shape[0]);
         return 1;
     }
+    /* why: the device restages the tile's values where x was (amk_blk_down) */
     if (amk_op_device(t->op, NULL) == AMK_OP_RMSNORM_MLP && t->n_inputs >= 5 &&
-        amk_dtype_is_block(p->buffers[t->inputs[4]].dtype)) {
-        snprintf(msg, size, "%s: a W_down in a block format ('%s', %s) runs on the reference VM only", amk_op_name(t->op),
+        amk_dtype_is_block(p->buffers[t->inputs[4]].dtype) &&
+        (amk__param_i(t, "K", 0) % 32 != 0 || AMK_BLK_UP(amk__param_i(t, "N_tile", 0)) > AMK_BLK_UP(amk__param_i(t, "K", 0)))) {
+        snprintf(msg, size, "%s: a W_down in a block format ('%s', %s) runs on the reference VM only unless K is a "
+                 "multiple of 32 and N_tile (%lld) at most K (%lld)", amk_op_name(t->op),
                  p->buffers[t->inputs[4]].name ? p->buffers[t->inputs[4]].name : "?",
-                 amk_dtype_name(p->buffers[t->inputs[4]].dtype));
+                 amk_dtype_name(p->buffers[t->inputs[4]].dtype), (long long)amk__param_i(t, "N_tile", 0),
+                 (long long)amk__param_i(t, "K", 0));
         return 1;
     }
     for (i = 0; i < t->n_inputs + t->n_outputs; i++) {

@@ -766,6 +766,15 @@ static __device__ __forceinline__ int amk_dtype_blk(int t) { return AMK_DTYPE_IS
    flight (run 342: Q8_0 -8%, Q4_0 +3%, the K-quants spill), dp4a on int8 x (runs 339, 342), loads
    coalesced as a repacked layout would allow (run 343). bench/NOTES.md session "bound". */
 
+/* Element k of the vector staged into xq (UP: AMK_BLK_UP of its length): its place, and by the
+   unit's first lane the unit's sum. A warp's 32 lanes hold one unit's 32 elements (k's lanes a
+   unit, in order), so every lane of the warp calls it. */
+static __device__ __forceinline__ void amk_blk_put(float *xq, int UP, int k, float y) {
+    const float s = amk_warp_sum(y);
+    xq[(((k & 31) >> 2) * UP + (k >> 5)) * 4 + (k & 3)] = y;
+    if ((k & 31) == 0) xq[32 * UP + (k >> 5)] = s;
+}
+
 /* x[base .. base + K) (times w[0 .. K), an F32 norm weight, when w) into xq as above; returns the
    thread's sum of x^2. K a multiple of 32 (a block's), the block's threads a multiple of 32; the
    caller syncs before reading xq. */
@@ -786,10 +795,8 @@ static __device__ __forceinline__ float amk_blk_stage_x(float *xq, const amk_buf
         for (int i = 0; i < AMK_BLK_STAGE_ILP; i++) {
             const int k = k0 + i * nt; /* why uniform in a warp: K and nt are multiples of 32 */
             if (k < K) {
-                const float y = v[i] * f[i], s = amk_warp_sum(y); /* a warp's 32 elements are one unit */
                 ss = fmaf(v[i], v[i], ss);
-                xq[(((k & 31) >> 2) * UP + (k >> 5)) * 4 + (k & 3)] = y;
-                if ((k & 31) == 0) xq[32 * UP + (k >> 5)] = s;
+                amk_blk_put(xq, UP, k, v[i] * f[i]);
             }
         }
     }
@@ -977,6 +984,40 @@ static __device__ __forceinline__ void amk_blk_rows(const amk_buffer_t *W, int K
         break;
     }
     }
+}
+
+/* RMSNORM_MLP's second half where its fifth input is W_down [H, N] in a block format, as stored
+   (amk_blk_down): out[m, h] += sum_j ys[j] W_down[h, n0 + j] (+ resid[m, h], input ri when the
+   op has ri + 1 inputs), its nt values ys (nt and n0 multiples of the block) staged into xq by
+   units like x (amk_blk_put). A thread takes an output h: the dot of row h's K-slice [n0, n0 + nt)
+   of whole blocks with them, unit by unit (amk_blk_unit, the row read from the slice's first
+   block), added at L2; the same products as W_downT's rows (the reference VM's). why the quad
+   decoder (amk_blk_unit's family Q2_K, which takes every format): a family's own decode here,
+   beside the gate's and up's, took the VM past its registers (4-24 bytes of spills) */
+static __device__ __forceinline__ void amk_blk_down_t(const amk_op_ctx *c, const float *xq, int64_t m, int64_t n0,
+                                                      int64_t nt, int ri) {
+    const amk_buffer_t *Wd = &c->in[4];
+    const int64_t H = Wd->shape[0];
+    const int t = Wd->dtype, N = (int)Wd->shape[1], U = (int)(nt / 32), UP = AMK_BLK_UP(nt), resid = c->ins.n_inputs == ri + 1;
+    const int64_t off = n0 / amk_blk_elems(t) * amk_blk_bytes(t);
+    float *out = (float *)c->out[0].ptr;
+    for (int64_t h = (int64_t)amk_tid(); h < H; h += (int64_t)amk_ntid()) {
+        const uint8_t *row = amk_blk_row(Wd, h, N) + off;
+        float a = 0.0f;
+#pragma unroll 1
+        for (int u = 0; u < U; u++) a += amk_blk_unit(row, AMK_DTYPE_Q2_K, t, u, xq, UP);
+        if (resid) a += amk_load((const void *)c->in[ri].ptr, c->in[ri].dtype, m * H + h);
+        atomicAdd(out + m * H + h, a);
+    }
+}
+/* ys's nt values into xq (every thread; the caller syncs before, when ys is complete, and after),
+   then the adds above for row m of out. */
+static __device__ __forceinline__ void amk_blk_down(const amk_op_ctx *c, float *xq, const float *ys, int64_t m, int64_t n0,
+                                                    int64_t nt, int ri) {
+    for (int64_t k = (int64_t)amk_tid(); k < nt; k += (int64_t)amk_ntid()) amk_blk_put(xq, AMK_BLK_UP(nt), (int)k, ys[k]); /* why
+        warp-uniform: nt and the block's threads are multiples of 32 */
+    __syncthreads();
+    amk_blk_down_t(c, xq, m, n0, nt, ri);
 }
 
 #define AMK_OP_FN static __device__
@@ -3191,7 +3232,9 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
 #if AMK_RING
     if (!blk && amk_norm_gemv_ring(c, smem)) return;
 #endif
-    if (mc < 1) {
+    /* a block W_down's values restage where x was (amk_blk_down): as many units as x's at most, and x
+       by units (the host refuses the rest) */
+    if (mc < 1 || (blk && mlp && amk_dtype_blk(c->in[4].dtype) && (K % 32 != 0 || AMK_BLK_UP(nt) > AMK_BLK_UP(K)))) {
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
@@ -3292,7 +3335,8 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
         __syncthreads(); /* why: ys is complete; xs and ys are overwritten by the next row block */
         if (mlp) {
             if (staged && m0 == 0) amk_ptx_mbar_wait(c->mbar, wpar); /* the rows landed (every thread waits) */
-            amk_rows_add(c, ys, ws, ws != NULL, m0, mr, n_begin, nt, 5);
+            if (blk && amk_dtype_blk(c->in[4].dtype)) amk_blk_down(c, xs, ys, m0, n_begin, nt, 5); /* one row: mr 1 */
+            else amk_rows_add(c, ys, ws, ws != NULL, m0, mr, n_begin, nt, 5);
             __syncthreads();
         }
         if (rope) {
@@ -3312,8 +3356,10 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
 
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
     const int mats = c->ins.op == AMK_OP_RMSNORM_SWIGLU || c->ins.op == AMK_OP_RMSNORM_MLP ? 2 : 1;
-    /* a block-format W (or gate or up): the body's block instance */
-    if (amk_dtype_blk(c->in[2].dtype) || (mats == 2 && amk_dtype_blk(c->in[3].dtype))) amk_norm_gemv_body(c, smem, 1);
+    /* a block-format W (or gate, up or W_down): the body's block instance */
+    if (amk_dtype_blk(c->in[2].dtype) || (mats == 2 && amk_dtype_blk(c->in[3].dtype)) ||
+        (c->ins.op == AMK_OP_RMSNORM_MLP && c->ins.n_inputs >= 5 && amk_dtype_blk(c->in[4].dtype)))
+        amk_norm_gemv_body(c, smem, 1);
     else amk_norm_gemv_body(c, smem, 0);
 }
 

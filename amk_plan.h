@@ -306,7 +306,7 @@ AMK_PLAN_FN int64_t amk_plan_attn_o_ys_bytes(const amk_params_t *P) {
 
 /* The matrices of x's tile that its block-format staging holds dots for (GEMV/GEMM tiles without
    I8/I4 scales 1, RMSNORM_GEMV 1, RMSNORM_SWIGLU and RMSNORM_MLP 2); 0 when no W of the tile is in
-   a block format. */
+   a block format (RMSNORM_MLP: W_down included). */
 AMK_PLAN_FN int amk_plan_blk_mats(const amk_vm_ctx_t *x) {
     const int q = x->ins.params.qdtype;
     switch (x->ins.op) {
@@ -314,8 +314,11 @@ AMK_PLAN_FN int amk_plan_blk_mats(const amk_vm_ctx_t *x) {
         return x->ins.n_inputs >= 2 && !((q == AMK_DTYPE_I8 || q == AMK_DTYPE_I4) && x->ins.n_inputs >= 3) &&
                AMK_DTYPE_IS_BLOCK(x->in[1].dtype);
     case AMK_OP_RMSNORM_GEMV: return x->ins.n_inputs >= 3 && AMK_DTYPE_IS_BLOCK(x->in[2].dtype);
-    case AMK_OP_RMSNORM_SWIGLU: case AMK_OP_RMSNORM_MLP:
-        return x->ins.n_inputs >= 4 && (AMK_DTYPE_IS_BLOCK(x->in[2].dtype) || AMK_DTYPE_IS_BLOCK(x->in[3].dtype)) ? 2 : 0;
+    case AMK_OP_RMSNORM_SWIGLU: case AMK_OP_RMSNORM_MLP: /* (RMSNORM_MLP's W_down too: the same staging) */
+        return x->ins.n_inputs >= 4 && (AMK_DTYPE_IS_BLOCK(x->in[2].dtype) || AMK_DTYPE_IS_BLOCK(x->in[3].dtype) ||
+                                        (x->ins.op == AMK_OP_RMSNORM_MLP && x->ins.n_inputs >= 5 &&
+                                         AMK_DTYPE_IS_BLOCK(x->in[4].dtype)))
+                   ? 2 : 0;
     default: return 0;
     }
 }

@@ -175,29 +175,34 @@ static void test_reference_only_forms_refused(void) {
     CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_NO_DRIVER);
     amk_program_free(p);
 
-    { /* an MLP tile whose W_down [H, N] is in a block format: the reference VM's only, for now */
+    { /* an MLP tile whose W_down [H, N] is in a block format: the device's when K is a multiple of
+         32 and N_tile at most K, else the reference VM's (K 8, then N_tile 64 against K 32) */
         int64_t sx[2] = {1, 8}, sn[1] = {8}, sg[2] = {64, 8}, sd[2] = {8, 64}, so[2] = {1, 8};
-        int b[6];
-        p = amk_program_create();
-        amk_program_set_target(p, &t);
-        b[0] = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sx, AMK_SPACE_HBM, NULL);
-        b[1] = amk_program_add_buffer(p, "norm", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, sn, AMK_SPACE_HBM, "norm");
-        b[2] = amk_program_add_buffer(p, "gate", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, sg, AMK_SPACE_HBM, "gate");
-        b[3] = amk_program_add_buffer(p, "up", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, sg, AMK_SPACE_HBM, "up");
-        b[4] = amk_program_add_buffer(p, "down", AMK_KIND_WEIGHT, AMK_DTYPE_Q8_0, 2, sd, AMK_SPACE_HBM, "down");
-        b[5] = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, so, AMK_SPACE_HBM, NULL);
-        ctr = amk_program_add_counter(p, "");
-        task = amk_program_add_task(p, AMK_OP_FILL, NULL, 0, &b[5], 1, ctr, "fill"); /* the sum's start */
-        p->tasks[task].sm = 0;
-        task = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, b, 5, &b[5], 1, amk_program_add_counter(p, ""), "mlp");
-        amk_task_set_real(p, task, "eps", 1e-5); amk_task_set_int(p, task, "K", 8);
-        amk_task_set_int(p, task, "N_tile", 32); amk_task_set_int(p, task, "n_off", 32);
-        amk_task_add_wait(p, task, ctr, 1);
-        p->tasks[task].sm = 0;
-        CHECK_EQ_INT(amk_program_validate(p, NULL), AMK_OK);
-        CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), AMK_ERR_UNSUPPORTED);
-        CHECK_MSG(strstr(d.message, "W_down") != NULL && strstr(d.message, "Q8_0") != NULL, "message: %s", d.message);
-        amk_program_free(p);
+        int b[6], k;
+        for (k = 0; k < 3; k++) {
+            const int K = k == 0 ? 8 : 32, nt = k == 1 ? 64 : 32;
+            sx[1] = sn[0] = sg[1] = sd[0] = so[1] = K;
+            p = amk_program_create();
+            amk_program_set_target(p, &t);
+            b[0] = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sx, AMK_SPACE_HBM, NULL);
+            b[1] = amk_program_add_buffer(p, "norm", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, sn, AMK_SPACE_HBM, "norm");
+            b[2] = amk_program_add_buffer(p, "gate", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, sg, AMK_SPACE_HBM, "gate");
+            b[3] = amk_program_add_buffer(p, "up", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 2, sg, AMK_SPACE_HBM, "up");
+            b[4] = amk_program_add_buffer(p, "down", AMK_KIND_WEIGHT, AMK_DTYPE_Q8_0, 2, sd, AMK_SPACE_HBM, "down");
+            b[5] = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, so, AMK_SPACE_HBM, NULL);
+            ctr = amk_program_add_counter(p, "");
+            task = amk_program_add_task(p, AMK_OP_FILL, NULL, 0, &b[5], 1, ctr, "fill"); /* the sum's start */
+            p->tasks[task].sm = 0;
+            task = amk_program_add_task(p, AMK_OP_RMSNORM_MLP, b, 5, &b[5], 1, amk_program_add_counter(p, ""), "mlp");
+            amk_task_set_real(p, task, "eps", 1e-5); amk_task_set_int(p, task, "K", K);
+            amk_task_set_int(p, task, "N_tile", nt); amk_task_set_int(p, task, "n_off", 0);
+            amk_task_add_wait(p, task, ctr, 1);
+            p->tasks[task].sm = 0;
+            CHECK_EQ_INT(amk_program_validate(p, NULL), AMK_OK);
+            CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, &c, &d), k < 2 ? AMK_ERR_UNSUPPORTED : AMK_ERR_NO_DRIVER);
+            if (k < 2) CHECK_MSG(strstr(d.message, "W_down") != NULL && strstr(d.message, "Q8_0") != NULL, "message: %s", d.message);
+            amk_program_free(p);
+        }
     }
 }
 

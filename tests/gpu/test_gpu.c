@@ -940,6 +940,7 @@ static void test_fused_gemv(void) {
    the residual) add into one F32 output from different SMs at once (red.global.add), against the reference VM.
    The GPU's order of additions differs, so the bound is relative to the output's largest value. */
 static amk_dtype g_mlp_gate_up; /* the gate and up dtype when not F32 (0): else wt */
+static amk_dtype g_mlp_down;    /* a block format: W_down [H, N] in it, as stored (0: W_downT [N, H] in wt) */
 static void mlp_case(const char *tag, amk_dtype xt, amk_dtype wt, int64_t M, int64_t N, int64_t K, int64_t H,
                      int64_t tr, int threads) {
     const int64_t n_tiles = (N + tr - 1) / tr;
@@ -950,7 +951,7 @@ static void mlp_case(const char *tag, amk_dtype xt, amk_dtype wt, int64_t M, int
     in[1] = buf(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
     in[2] = buf(p, "W_gate", AMK_KIND_WEIGHT, g_mlp_gate_up ? g_mlp_gate_up : wt, 2, N, K, 0);
     in[3] = buf(p, "W_up", AMK_KIND_WEIGHT, g_mlp_gate_up ? g_mlp_gate_up : wt, 2, N, K, 0);
-    in[4] = buf(p, "W_downT", AMK_KIND_WEIGHT, wt, 2, N, H, 0);
+    in[4] = g_mlp_down ? buf(p, "W_down", AMK_KIND_WEIGHT, g_mlp_down, 2, H, N, 0) : buf(p, "W_downT", AMK_KIND_WEIGHT, wt, 2, N, H, 0);
     in[5] = buf(p, "resid", AMK_KIND_IO_INPUT, xt, 2, M, H, 0);
     y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, M, H, 0);
     t = task(p, AMK_OP_FILL, NULL, 0, y, c_f, 0);
@@ -984,6 +985,23 @@ static void test_fused_mlp(void) {
     g_mlp_gate_up = AMK_DTYPE_Q5_K;
     mlp_case("NORM_MLP Q5_K gate/up", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 96, 512, 576, 12, 0);
     g_mlp_gate_up = (amk_dtype)0;
+    /* W_down [H, N] in a block format, as stored (amk_blk_down): SmolLM2's Q4_1 (tiles of one
+       32-unit, H 576), the K-quants' 256 (Q4_K, and Q6_K with an odd H: one output a thread), a
+       Q8_0 W_down beside bf16 gate and up, and Q4_0 with tiles of two units and x in bf16 */
+    g_mlp_down = AMK_DTYPE_Q4_1;
+    mlp_case("NORM_MLP Q4_1 down smollm2", AMK_DTYPE_F32, AMK_DTYPE_Q4_1, 1, 192, 576, 576, 32, 0);
+    g_mlp_down = AMK_DTYPE_Q4_K;
+    mlp_case("NORM_MLP Q4_K down", AMK_DTYPE_F32, AMK_DTYPE_Q4_K, 1, 512, 512, 256, 256, 0);
+    g_mlp_gate_up = AMK_DTYPE_Q4_K;
+    g_mlp_down = AMK_DTYPE_Q6_K;
+    mlp_case("NORM_MLP Q6_K down odd H", AMK_DTYPE_F32, AMK_DTYPE_Q6_K, 1, 512, 256, 101, 256, 0);
+    g_mlp_gate_up = AMK_DTYPE_BF16;
+    g_mlp_down = AMK_DTYPE_Q8_0;
+    mlp_case("NORM_MLP bf16 gate/up Q8_0 down", AMK_DTYPE_F32, AMK_DTYPE_Q8_0, 1, 128, 576, 100, 64, 0);
+    g_mlp_gate_up = (amk_dtype)0;
+    g_mlp_down = AMK_DTYPE_Q4_0;
+    mlp_case("NORM_MLP Q4_0 down bf16 x", AMK_DTYPE_BF16, AMK_DTYPE_Q4_0, 1, 256, 256, 576, 64, 0);
+    g_mlp_down = (amk_dtype)0;
     if (!g_quick) /* Llama-3.2-1B's tile: 64 rows of 8192, H 2048 */
         mlp_case("NORM_MLP bf16 1B tile", AMK_DTYPE_F32, AMK_DTYPE_BF16, 1, 256, 2048, 2048, 64, 0);
 }
