@@ -28,14 +28,17 @@ extern "C" {
 #define AMK_LLAMA_DEFAULT_MAX_SEQ 4096
 
 typedef struct amk_llama_build_opts {
-    int max_seq;      /* KV cache rows (the longest context); 0 = min(config max_pos, AMK_LLAMA_DEFAULT_MAX_SEQ) */
+    int max_seq;      /* KV cache rows (the longest context); 0 = min(config max_pos, AMK_LLAMA_DEFAULT_MAX_SEQ,
+                         the sliding window); more than a sliding window fails (AMK_ERR_UNSUPPORTED) */
     int weight_dtype; /* dtype of the matrices and the embedding: F32 (default), BF16 or F16 */
     int act_dtype;    /* activations and KV cache: F32 (default), BF16 or F16 */
     int num_sms;      /* tiles are sized so each of this many SMs moves the same weight bytes */
     int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE);
                          0 (default) = ceil(max_seq / 512), at most 8 */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
-                         0 (default): AMK's opcodes 20..34, fewer dependent steps a layer */
+                         0 (default): AMK's opcodes 20..34, fewer dependent steps a layer. A config
+                         with q/k/v biases (qkv_bias: Qwen2) builds the spec's step whatever this says:
+                         its Q/K/V GEMV tiles add the biases, the fused tiles take none yet */
     int mlp_accum;    /* with AMK's opcodes: 1 the MLP is one step (RMSNORM_MLP tiles adding their
                          share of down into an F32 residual that a FILL zeroes), 0 two (gate/up
                          tiles, then down tiles); -1 (default) AMK's choice (AMK_LLAMA_MLP_ACCUM) */
@@ -434,12 +437,14 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
     return n_tiles;
 }
 
-/* GEMV tiles of W [N, K] over x into out; all signal counter; returns the tile count. */
-AMK__FN int amk__lb_gemv(amk__lb *b, int x, int w, int out, int counter, int64_t N, int64_t K,
+/* GEMV tiles of W [N, K] over x into out (+ bias [N], a buffer id, or -1 for none); all signal
+   counter; returns the tile count. */
+AMK__FN int amk__lb_gemv(amk__lb *b, int x, int w, int bias, int out, int counter, int64_t N, int64_t K,
                         int rows, int wait_c, int wait_n, const char *what, int layer) {
-    int ins[2];
-    ins[0] = x; ins[1] = w;
-    return amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, out, counter, N, K, rows, &wait_c, &wait_n, 1, what, layer);
+    int ins[3];
+    ins[0] = x; ins[1] = w; ins[2] = bias;
+    return amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, bias >= 0 ? 3 : 2, 1, out, counter, N, K, rows, &wait_c, &wait_n, 1,
+                         what, layer);
 }
 
 /* out = resid + a @ w.T ([N, K] tiles after the n_wait waits of wait_c/wait_n, as amk__lb_tiles):
@@ -660,6 +665,15 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
                          L, H, I, NH, NKV, HD, V);
     pl->max_seq = o->max_seq > 0 ? o->max_seq
                 : (c->max_pos > 0 && c->max_pos < AMK_LLAMA_DEFAULT_MAX_SEQ ? c->max_pos : AMK_LLAMA_DEFAULT_MAX_SEQ);
+    /* a sliding window (Mistral): within it a query sees every key, so a context no longer than
+       the window is the Llama step exactly; windowed attention is not built yet */
+    if (c->sliding_window > 0 && pl->max_seq > c->sliding_window) {
+        if (o->max_seq > 0)
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "llama build: a context of %d tokens is longer than the model's "
+                             "sliding window of %d (windowed attention is not supported yet)", o->max_seq,
+                             c->sliding_window);
+        pl->max_seq = c->sliding_window;
+    }
     /* why: the device's ATTENTION_DECODE loads a chunk of up to 512 rows in one round trip, so
        a split of 512 rows costs about what a split of 16 does, while a split needs a COMBINE
        step (a whole dependent step a layer). So one split per 512 rows; COMBINE takes <= 8. */
@@ -752,6 +766,7 @@ typedef struct amk__lb_layer {
     int w_an, w_fn;    /* input_layernorm, post_attention_layernorm [H] F32 */
     int w_q;           /* [q_rows, H] wd */
     int w_k, w_v;      /* [kv_rows, H] wd */
+    int b_q, b_k, b_v; /* with the config's qkv_bias their biases [q_rows], [kv_rows] F32; else -1 */
     int w_o;           /* [H, q_rows] wd; with ATTENTION_O [q_rows, H] (meta o_proj "transposed") */
     int w_g, w_u;      /* gate_proj, up_proj [I, H] wd */
     int w_dn;          /* [H, I] wd; with the one-step MLP [I, H] (meta down_proj "transposed") unless
@@ -803,6 +818,12 @@ AMK__FN void amk__lb_layer_buffers(amk__lb *b, amk__lb_layer *ly, int i) {
     ly->w_q = amk__lb_weight(b, pl->q_rows, H, 2, qk, pl->fused ? b->c->n_heads : 0, "model.layers.%d.self_attn.q_proj.weight", i);
     ly->w_k = amk__lb_weight(b, pl->kv_rows, H, 2, qk, pl->fused ? NKV : 0, "model.layers.%d.self_attn.k_proj.weight", i);
     ly->w_v = amk__lb_weight(b, pl->kv_rows, H, 2, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.self_attn.v_proj.weight", i);
+    ly->b_q = ly->b_k = ly->b_v = -1;
+    if (b->c->qkv_bias) { /* (the spec's step: q_proj and k_proj as stored, so their biases too) */
+        ly->b_q = amk__lb_weight(b, pl->q_rows, 0, 1, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.self_attn.q_proj.bias", i);
+        ly->b_k = amk__lb_weight(b, pl->kv_rows, 0, 1, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.self_attn.k_proj.bias", i);
+        ly->b_v = amk__lb_weight(b, pl->kv_rows, 0, 1, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.self_attn.v_proj.bias", i);
+    }
     ly->w_o = pl->ao ? amk__lb_weight(b, pl->q_rows, H, 2, AMK_WEIGHT_TRANSPOSED, 0, "model.layers.%d.self_attn.o_proj.weight", i)
                      : amk__lb_weight(b, H, pl->q_rows, 2, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.self_attn.o_proj.weight", i);
     ly->w_fn = amk__lb_weight(b, H, 0, 1, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.post_attention_layernorm.weight", i);
@@ -884,9 +905,9 @@ AMK__FN int amk__lb_qkv_spec(amk__lb *b, amk__lb_layer *ly, int *q, int *wc, int
     kr = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, pl->kv_rows, 0, 2, NULL, "k_rot.%d", i);
     snprintf(label, sizeof label, "L%d attn_norm", i);
     amk__lb_rmsnorm(b, b->x, ly->w_an, xn, c_n1, b->cx, b->n_cx, label);
-    n_q = amk__lb_gemv(b, xn, ly->w_q, qp, c_q, pl->q_rows, H, rows, c_n1, 1, "q", i);
-    n_k = amk__lb_gemv(b, xn, ly->w_k, k, c_k, pl->kv_rows, H, rows, c_n1, 1, "k", i);
-    n_v = amk__lb_gemv(b, xn, ly->w_v, v, c_v, pl->kv_rows, H, rows, c_n1, 1, "v", i);
+    n_q = amk__lb_gemv(b, xn, ly->w_q, ly->b_q, qp, c_q, pl->q_rows, H, rows, c_n1, 1, "q", i);
+    n_k = amk__lb_gemv(b, xn, ly->w_k, ly->b_k, k, c_k, pl->kv_rows, H, rows, c_n1, 1, "k", i);
+    n_v = amk__lb_gemv(b, xn, ly->w_v, ly->b_v, v, c_v, pl->kv_rows, H, rows, c_n1, 1, "v", i);
     if (n_q < 0 || n_k < 0 || n_v < 0) return -1;
     snprintf(label, sizeof label, "L%d rope k", i);
     amk__lb_rope(b, k, b->pos, kr, c_kr, c_k, n_k, label);
@@ -1022,8 +1043,8 @@ AMK__FN int amk__lb_mlp_two_steps(amk__lb *b, amk__lb_layer *ly, int *n_d) {
         snprintf(label, sizeof label, "L%d ffn_norm", i);
         amk__lb_rmsnorm(b, ly->h, ly->w_fn, hn, c_n2, ly->c_o, ly->n_o, label);
         rows = amk__lb_tile_rows(2LL * I, b->o.num_sms);
-        n_g = amk__lb_gemv(b, hn, ly->w_g, g, c_g, I, H, rows, c_n2, 1, "gate", i);
-        n_u = amk__lb_gemv(b, hn, ly->w_u, u, c_u, I, H, rows, c_n2, 1, "up", i);
+        n_g = amk__lb_gemv(b, hn, ly->w_g, -1, g, c_g, I, H, rows, c_n2, 1, "gate", i);
+        n_u = amk__lb_gemv(b, hn, ly->w_u, -1, u, c_u, I, H, rows, c_n2, 1, "up", i);
         if (n_g < 0 || n_u < 0) return -1;
         wc[0] = c_g; wc[1] = c_u; wn[0] = n_g; wn[1] = n_u;
         ins[0] = g; ins[1] = u;
@@ -1111,7 +1132,7 @@ AMK__FN int amk__lb_head(amk__lb *b) {
         int xf = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, 1, H, 0, 2, NULL, "x.final");
         int c_fn = amk_program_add_counter(b->p, "final norm");
         amk__lb_rmsnorm(b, b->x, w_norm, xf, c_fn, b->cx, b->n_cx, "final norm");
-        n_lm = amk__lb_gemv(b, xf, lm_w, logits, c_lm, V, H, rows, c_fn, 1, "lm_head", L);
+        n_lm = amk__lb_gemv(b, xf, lm_w, -1, logits, c_lm, V, H, rows, c_fn, 1, "lm_head", L);
     }
     if (n_lm < 0) return -1;
     return amk__lb_argmax(b, logits, next, c_s, c_lm, n_lm);
@@ -1141,6 +1162,9 @@ AMK__FN amk_result amk__lb_build(const amk_llama_config *c, const amk_llama_buil
     if (opts) b.o = *opts; else amk_llama_build_opts_default(&b.o);
     if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no config");
     b.c = c;
+    /* q/k/v biases (Qwen2): the spec's step, whose Q/K/V GEMV tiles add them before RoPE; the
+       fused Q/K/V tiles (RMSNORM_GEMV with RoPE) take no bias yet */
+    if (c->qkv_bias) b.o.spec_ops = 1;
     amk__lb_blocks(&b);
     r = amk__lb_decide(&b, d);
     if (r != AMK_OK) return r;

@@ -141,7 +141,7 @@ AMK_API const char *amk_gguf_type_name(uint32_t type);
 /* ==== >>model ======================================================================================= */
 /* The hyper-parameters of a Llama-architecture model (REFERENCE.md §1.5, §2.3, §3). */
 typedef struct amk_llama_config {
-    char arch[32];             /* "llama" */
+    char arch[32];             /* "llama", "mistral" or "qwen2" (config.json's model_type; a GGUF's is "llama") */
     char name[128];
     int n_layers, hidden, intermediate, n_heads, n_kv_heads, head_dim, vocab, max_pos;
     float rms_eps, rope_theta;
@@ -151,6 +151,11 @@ typedef struct amk_llama_config {
     int tie_embeddings;        /* 1: the LM head is the embedding table */
     int bos_id, eos_ids[4], n_eos; /* bos_id -1 when unknown */
     int attention_bias, mlp_bias; /* unsupported when 1: open fails with AMK_ERR_UNSUPPORTED */
+    int qkv_bias;              /* q_proj, k_proj and v_proj have biases (Qwen2; amk_llama_build then
+                                  builds the step of the spec's opcodes, whose GEMV tiles add them) */
+    int sliding_window;        /* Mistral's: a query sees the last sliding_window keys; 0 for all. The
+                                  step's context stays within it (amk_llama_build: windowed attention
+                                  is not built yet, and within the window every key is seen) */
 } amk_llama_config;
 
 /* An open model: its config and its weights, read by HF name whatever the file format. */
@@ -160,8 +165,11 @@ typedef struct amk_model amk_model;
    a directory with config.json and model.safetensors or model.safetensors.index.json (sharded);
    or an index file. Any other path fails naming it and what it is (an empty file, a .gguf without
    the magic, a JSON file without weight_map, a directory without config.json, neither format).
-   Checks the config (AMK_ERR_UNSUPPORTED for another architecture, biases, RoPE scaling other
-   than llama3, or a hidden_act other than silu; AMK_ERR_PARSE for rms_norm_eps, rope_theta or
+   The architectures: Llama; Mistral (a Llama with a sliding window); Qwen2 from config.json (a
+   Llama with q/k/v biases; a GGUF's architecture must be "llama").
+   Checks the config (AMK_ERR_UNSUPPORTED for another architecture, Llama's attention or MLP
+   biases, Qwen2's sliding window, RoPE scaling other than llama3, or a hidden_act other than
+   silu; AMK_ERR_PARSE for rms_norm_eps, rope_theta or
    llama3 factors not finite and positive, or a BOS/EOS id outside the vocabulary) and that every
    weight of the config exists with its shape (AMK_ERR_NOT_FOUND / AMK_ERR_MISMATCH, naming the
    tensor). Files stay mapped until amk_model_close. */
@@ -1572,11 +1580,13 @@ AMK__FN amk_result amk__model_config_gguf(const amk_gguf *g, amk_llama_config *c
         (r = amk__model_gguf_float(g, "llama.attention.layer_norm_rms_epsilon", 1, 0, &c->rms_eps, d)) ||
         (r = amk__model_gguf_float(g, "llama.rope.freq_base", 0, 10000.0f, &c->rope_theta, d)))
         return r;
-    /* head_dim: rope.dimension_count, else attention.key_length, else hidden / heads */
+    /* head_dim: rope.dimension_count, else attention.key_length, else hidden / heads; a Mistral
+       converted as "llama" may carry its sliding window */
     if ((r = amk__model_gguf_int(g, "llama.attention.key_length", 0, c->hidden / c->n_heads, 1,
                                  INT_MAX, &c->head_dim, d)) ||
         (r = amk__model_gguf_int(g, "llama.rope.dimension_count", 0, c->head_dim, 1, INT_MAX,
-                                 &c->head_dim, d)))
+                                 &c->head_dim, d)) ||
+        (r = amk__model_gguf_int(g, "llama.attention.sliding_window", 0, 0, 1, INT_MAX, &c->sliding_window, d)))
         return r;
     /* vocab: llama.vocab_size, else the token list, else the embedding's rows */
     ntok = amk_gguf_array_len(g, "tokenizer.ggml.tokens", NULL);
@@ -1680,19 +1690,34 @@ AMK__FN amk_result amk__model_config_json(const amk__jval *o, amk_llama_config *
     int i;
     if (!o || o->type != AMK__J_OBJECT)
         return amk__fail(d, AMK_ERR_PARSE, "config.json is not a JSON object");
-    if (mt && strcmp(mt, "llama") != 0)
+    if (mt && strcmp(mt, "llama") != 0 && strcmp(mt, "mistral") != 0 && strcmp(mt, "qwen2") != 0)
         return amk__fail(d, AMK_ERR_UNSUPPORTED, "model_type '%.100s' is not supported (only "
-                         "llama)", mt);
+                         "llama, mistral and qwen2)", mt);
     if (!mt) {
         const amk__jval *a = amk__json_get(o, "architectures");
-        int ok = 0;
-        for (i = 0; a && a->type == AMK__J_ARRAY && i < a->n; i++)
-            ok |= a->items[i].type == AMK__J_STRING && strcmp(a->items[i].s, "LlamaForCausalLM") == 0;
-        if (!ok)
-            return amk__fail(d, AMK_ERR_UNSUPPORTED, "config.json names neither model_type 'llama' "
-                             "nor the architecture LlamaForCausalLM");
+        for (i = 0; a && a->type == AMK__J_ARRAY && i < a->n && !mt; i++)
+            if (a->items[i].type == AMK__J_STRING)
+                mt = strcmp(a->items[i].s, "LlamaForCausalLM") == 0     ? "llama"
+                   : strcmp(a->items[i].s, "MistralForCausalLM") == 0 ? "mistral"
+                   : strcmp(a->items[i].s, "Qwen2ForCausalLM") == 0   ? "qwen2" : NULL;
+        if (!mt)
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "config.json names neither model_type 'llama', "
+                             "'mistral' or 'qwen2' nor the architecture LlamaForCausalLM, MistralForCausalLM "
+                             "or Qwen2ForCausalLM");
     }
-    snprintf(c->arch, sizeof c->arch, "llama");
+    snprintf(c->arch, sizeof c->arch, "%s", mt);
+    /* a Mistral's window (null or absent: none); a Llama has none */
+    if (strcmp(mt, "mistral") == 0 &&
+        (r = amk__model_json_int(o, "sliding_window", 0, 0, 1, INT_MAX, &c->sliding_window, d)))
+        return r;
+    if (strcmp(mt, "qwen2") == 0) { /* q/k/v biases always; its sliding window only when switched on */
+        int sw = 0;
+        c->qkv_bias = 1;
+        if ((r = amk__model_json_bool(o, "use_sliding_window", &sw, d))) return r;
+        if (sw)
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "Qwen2's sliding window (use_sliding_window true) is not "
+                             "supported yet");
+    }
     if ((s = amk__model_json_str(o, "_name_or_path")) != NULL) snprintf(c->name, sizeof c->name, "%s", s);
     s = amk__model_json_str(o, "hidden_act");
     if (s && strcmp(s, "silu") != 0)
@@ -1843,15 +1868,21 @@ AMK__FN amk_result amk__model_check_weights(const amk_model *m, amk_diag *d) {
     char name[96];
     int layer, i;
     amk_result r;
+    static const char *const proj[3] = {"q_proj", "k_proj", "v_proj"};
     if ((r = amk__model_expect(m, "model.embed_tokens.weight", c->vocab, c->hidden, d)) ||
         (r = amk__model_expect(m, "model.norm.weight", c->hidden, 0, d)) ||
         (r = amk__model_expect(m, "lm_head.weight", c->vocab, c->hidden, d)))
         return r;
-    for (layer = 0; layer < c->n_layers; layer++)
+    for (layer = 0; layer < c->n_layers; layer++) {
         for (i = 0; i < AMK__MODEL_N_LAYER_NAMES; i++) {
             snprintf(name, sizeof name, "model.layers.%d.%s", layer, amk__model_layer_names[i].hf);
             if ((r = amk__model_expect(m, name, shapes[i][0], shapes[i][1], d))) return r;
         }
+        for (i = 0; i < 3 && c->qkv_bias; i++) { /* Qwen2's biases: [rows] */
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", layer, proj[i]);
+            if ((r = amk__model_expect(m, name, i ? kv : q, 0, d))) return r;
+        }
+    }
     return AMK_OK;
 }
 

@@ -11,7 +11,9 @@
 //
 // Prints one line a variant: GB/s of weight bytes (median of 20 runs), and the checksum of y
 // against variant 0's (the layouts differ: the coalesced variants read other bytes as their
-// units, so only the plain variants' sums agree).
+// units, so only the plain variants' sums agree). bench/RESULTS.md run 345 has the first numbers;
+// the gemv_lane_ahead variants (loads issued ahead explicitly, 56 and 100 registers) came after
+// it and have not run yet.
 #include <cstdio>
 #include <cstdint>
 #include <cmath>
@@ -41,21 +43,27 @@ __device__ __forceinline__ float dot4(uint32_t w, float4 x) {
 }
 __device__ __forceinline__ uint32_t ld32(const uint8_t *p) { return __ldg((const unsigned int *)p); }
 
-// A unit of a stored row: [f16 d][16 bytes], at an even offset: five aligned words, funnel-shifted.
-__device__ __forceinline__ float unit_stored(const uint8_t *b, const float *xq, int u, int UP, float sx) {
+// A unit of a stored row: [f16 d][16 bytes], at an even offset: five aligned words (funnel-shifted
+// by s when decoded) and d, as loaded.
+struct raw { uint32_t w[5], s; unsigned short d; };
+__device__ __forceinline__ raw unit_load(const uint8_t *b) {
+    raw r;
     const uint8_t *a = (const uint8_t *)((uintptr_t)(b + 2) & ~(uintptr_t)3);
-    const uint32_t s = 8u * (uint32_t)((uintptr_t)(b + 2) & 3u);
-    uint32_t w[5], q[4];
+    r.s = 8u * (uint32_t)((uintptr_t)(b + 2) & 3u);
 #pragma unroll
-    for (int i = 0; i < 5; i++) w[i] = ld32(a + 4 * i);
+    for (int i = 0; i < 5; i++) r.w[i] = ld32(a + 4 * i);
+    r.d = __ldg((const unsigned short *)b);
+    return r;
+}
+__device__ __forceinline__ float unit_dot(const raw &r, const float *xq, int u, int UP) {
+    uint32_t q[4];
 #pragma unroll
-    for (int i = 0; i < 4; i++) q[i] = __funnelshift_r(w[i], w[i + 1], s);
-    const float d = __half2float(__ushort_as_half(__ldg((const unsigned short *)b)));
+    for (int i = 0; i < 4; i++) q[i] = __funnelshift_r(r.w[i], r.w[i + 1], r.s);
     float acc = 0.0f;
 #pragma unroll
     for (int g = 0; g < 8; g++)
         acc += dot4((q[g & 3] >> (g < 4 ? 0 : 4)) & 0x0F0F0F0Fu, *(const float4 *)(xq + (g * UP + u) * 4));
-    return d * (acc - 8.0f * sx);
+    return __half2float(__ushort_as_half(r.d)) * (acc - 8.0f * xq[32 * UP + u]);
 }
 
 // x into shared memory by units, transposed (AMK's amk_blk_stage_x layout), each unit's sum after.
@@ -83,9 +91,40 @@ __global__ void gemv_lane(const uint8_t *W, const float *x, float *y, int rows_p
         const uint8_t *row = W + (size_t)r * ROWB;
         float a = 0.0f;
 #pragma unroll NU
-        for (int u = lane; u < U; u += 32) a += unit_stored(row + (size_t)u * 18, xq, u, UP, xq[32 * UP + u]);
+        for (int u = lane; u < U; u += 32) a += unit_dot(unit_load(row + (size_t)u * 18), xq, u, UP);
         for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
         if (lane == 0) y[r] = a;
+    }
+}
+
+// The lane design with its loads issued ahead explicitly: a row's U / 32 units a lane loaded before
+// any is decoded (AHEAD 0), or also the warp's next row's while this one decodes (AHEAD 1: two
+// rows' raw words in registers).
+template <int AHEAD>
+__global__ void gemv_lane_ahead(const uint8_t *W, const float *x, float *y, int rows_per_block) {
+    extern __shared__ float xq[];
+    const int UP = U | 1, UL = U / 32;
+    stage_x(x, xq);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int r0 = blockIdx.x * rows_per_block, r1 = min(r0 + rows_per_block, N * COPIES);
+    raw cur[UL], nxt[UL];
+    int r = r0 + warp;
+    if (r < r1)
+#pragma unroll
+        for (int k = 0; k < UL; k++) cur[k] = unit_load(W + (size_t)r * ROWB + (size_t)(lane + 32 * k) * 18);
+    for (; r < r1; r += nw) {
+        if (AHEAD && r + nw < r1)
+#pragma unroll
+            for (int k = 0; k < UL; k++) nxt[k] = unit_load(W + (size_t)(r + nw) * ROWB + (size_t)(lane + 32 * k) * 18);
+        float a = 0.0f;
+#pragma unroll
+        for (int k = 0; k < UL; k++) a += unit_dot(cur[k], xq, lane + 32 * k, UP);
+        for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+        if (lane == 0) y[r] = a;
+        if (r + nw < r1)
+#pragma unroll
+            for (int k = 0; k < UL; k++)
+                cur[k] = AHEAD ? nxt[k] : unit_load(W + (size_t)(r + nw) * ROWB + (size_t)(lane + 32 * k) * 18);
     }
 }
 
@@ -139,6 +178,9 @@ int main() {
         {"lane 1 unit, 256 x 4 blocks/SM", gemv_lane<1>, 256, 4},
         {"lane 1 unit, 512 x 2 blocks/SM", gemv_lane<1>, 512, 2},
         {"lane 4 units, 256 x 4 blocks/SM", gemv_lane<4>, 256, 4},
+        {"lane, a row's 4 units loaded first, 512 x 1", gemv_lane_ahead<0>, 512, 1},
+        {"lane, the next row's units loaded ahead, 512 x 1", gemv_lane_ahead<1>, 512, 1},
+        {"lane, the next row's units loaded ahead, 256 x 4", gemv_lane_ahead<1>, 256, 4},
         {"cell 1 unit, 512 x 1", gemv_cell<1>, 512, 1},
         {"cell 2 units, 512 x 1", gemv_cell<2>, 512, 1},
         {"cell 4 units, 512 x 1", gemv_cell<4>, 512, 1},

@@ -118,6 +118,7 @@ typedef struct gguf_opts {
     int rope_freqs;          /* add rope_freqs.weight */
     int scaling_keys;        /* add the llama3 scaling keys */
     float eps;               /* layer_norm_rms_epsilon; 0: 1e-5 */
+    int window;              /* llama.attention.sliding_window (a Mistral's); 0: none; -1: the key 0 */
 } gguf_opts;
 
 static void write_tiny_gguf(const char *path, const gguf_opts *o) {
@@ -139,6 +140,7 @@ static void write_tiny_gguf(const char *path, const gguf_opts *o) {
     tw_kv_f32(&w, "llama.rope.freq_base", 100000.0f);
     tw_kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", o->eps != 0.0f ? o->eps : 1e-5f);
     tw_kv_u32(&w, "llama.rope.dimension_count", HEAD_DIM);
+    if (o->window) tw_kv_u32(&w, "llama.attention.sliding_window", o->window > 0 ? (uint32_t)o->window : 0u);
     if (o->scaling_keys) {
         tw_kv_str(&w, "llama.rope.scaling.type", "llama3");
         tw_kv_f32(&w, "llama.rope.scaling.factor", 32.0f);
@@ -559,8 +561,22 @@ static void test_errors(void) {
     write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"attention_bias\": true, "
                "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32}");
     open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "attention biases are not supported");
-    write_text(path_in("bad/config.json"), "{\"model_type\": \"mistral\"}");
-    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "model_type 'mistral'");
+    write_text(path_in("bad/config.json"), "{\"model_type\": \"qwen3\"}");
+    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "model_type 'qwen3' is not supported (only llama, mistral and qwen2)");
+    write_text(path_in("bad/config.json"), "{\"model_type\": \"mistral\", \"sliding_window\": 0}"); /* (null: none) */
+    open_fails(path_in("bad"), AMK_ERR_PARSE, "'sliding_window' is out of range");
+    write_text(path_in("bad/config.json"), "{\"architectures\": [\"Qwen3ForCausalLM\"]}");
+    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "nor the architecture LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM");
+    write_text(path_in("bad/config.json"), "{\"model_type\": \"qwen2\", \"use_sliding_window\": true}");
+    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "Qwen2's sliding window (use_sliding_window true) is not supported yet");
+    { /* a Qwen2 config over the tiny Llama's weights: its q/k/v biases are missing */
+        char text[512];
+        snprintf(text, sizeof text, "{\"model_type\": \"qwen2\", \"hidden_size\": %d, \"intermediate_size\": %d, "
+                 "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
+                 "\"vocab_size\": %d, \"tie_word_embeddings\": false}", HIDDEN, INTER, N_LAYERS, N_HEADS, N_KV, VOCAB);
+        write_text(path_in("bad/config.json"), text);
+        open_fails(path_in("bad"), AMK_ERR_NOT_FOUND, "model.layers.0.self_attn.q_proj.bias");
+    }
     write_config(path_in("bad"), 0, ROPE_OLD, ", \"head_dim\": 8");
     open_fails(path_in("bad"), AMK_ERR_MISMATCH, "tensor 'model.layers.0.self_attn.q_proj.weight' has shape [64, 64]; the config implies [32, 64]");
     write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": \"64\"}");
@@ -591,6 +607,16 @@ static void test_errors(void) {
     o.eps = (float)NAN;
     write_tiny_gguf(path_in("eps.gguf"), &o);
     open_fails(path_in("eps.gguf"), AMK_ERR_PARSE, "must be positive and finite");
+    memset(&o, 0, sizeof o); /* a Mistral converted as "llama": its window read, a zero one refused */
+    o.window = 6;
+    write_tiny_gguf(path_in("window.gguf"), &o);
+    if ((m = open_ok(path_in("window.gguf")))) {
+        CHECK_EQ_INT(amk_model_config(m)->sliding_window, 6);
+        amk_model_close(m);
+    }
+    o.window = -1;
+    write_tiny_gguf(path_in("window.gguf"), &o);
+    open_fails(path_in("window.gguf"), AMK_ERR_PARSE, "GGUF key 'llama.attention.sliding_window' is 0");
 }
 
 /* What amk_model_open makes of a path that is no model (issue 38): the message names the file and
