@@ -37,8 +37,9 @@ typedef struct amk_llama_build_opts {
                          0 (default) = ceil(max_seq / 512), at most 8 */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
                          0 (default): AMK's opcodes 20..34, fewer dependent steps a layer. A config
-                         with q/k/v biases (qkv_bias: Qwen2) builds the spec's step whatever this says:
-                         its Q/K/V GEMV tiles add the biases, the fused tiles take none yet */
+                         with q/k/v biases (qkv_bias: Qwen2) or q/k norms (qk_norm: Qwen3) builds the
+                         spec's step whatever this says: its Q/K/V GEMV tiles add the biases, RMSNORMs
+                         of q's and k's heads precede RoPE; the fused tiles take neither yet */
     int mlp_accum;    /* with AMK's opcodes: 1 the MLP is one step (RMSNORM_MLP tiles adding their
                          share of down into an F32 residual that a FILL zeroes), 0 two (gate/up
                          tiles, then down tiles); -1 (default) AMK's choice (AMK_LLAMA_MLP_ACCUM) */
@@ -356,15 +357,21 @@ AMK__FN int amk__lb_tile_rows(int64_t total_rows, int num_sms) {
     return r < 1 ? 1 : (int)r;
 }
 
+/* RMSNORM of x's rows of `hidden` by w [hidden] into out, after all producers (n_wait) of wait_c. */
+AMK__FN int amk__lb_rmsnorm_rows(amk__lb *b, int x, int w, int out, int hidden, int counter, int wait_c, int n_wait,
+                                const char *label) {
+    int ins[2], t;
+    ins[0] = x; ins[1] = w;
+    t = amk__lb_task(b, AMK_OP_RMSNORM, ins, 2, out, counter, &wait_c, &n_wait, 1, (int64_t)hidden * 4, label);
+    amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
+    amk_task_set_int(b->p, t, "hidden", hidden);
+    return t;
+}
+
 /* RMSNORM of x [1, H] by w into out, after all producers (n_wait) of wait_c. */
 AMK__FN int amk__lb_rmsnorm(amk__lb *b, int x, int w, int out, int counter, int wait_c, int n_wait,
                            const char *label) {
-    int ins[2], t;
-    ins[0] = x; ins[1] = w;
-    t = amk__lb_task(b, AMK_OP_RMSNORM, ins, 2, out, counter, &wait_c, &n_wait, 1, (int64_t)b->c->hidden * 4, label);
-    amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
-    amk_task_set_int(b->p, t, "hidden", b->c->hidden);
-    return t;
+    return amk__lb_rmsnorm_rows(b, x, w, out, b->c->hidden, counter, wait_c, n_wait, label);
 }
 
 /* Task t's RoPE params: head_dim, the config's theta and llama3 scaling. */
@@ -767,6 +774,7 @@ typedef struct amk__lb_layer {
     int w_q;           /* [q_rows, H] wd */
     int w_k, w_v;      /* [kv_rows, H] wd */
     int b_q, b_k, b_v; /* with the config's qkv_bias their biases [q_rows], [kv_rows] F32; else -1 */
+    int w_qn, w_kn;    /* with the config's qk_norm q_norm, k_norm [head_dim] F32; else -1 */
     int w_o;           /* [H, q_rows] wd; with ATTENTION_O [q_rows, H] (meta o_proj "transposed") */
     int w_g, w_u;      /* gate_proj, up_proj [I, H] wd */
     int w_dn;          /* [H, I] wd; with the one-step MLP [I, H] (meta down_proj "transposed") unless
@@ -818,7 +826,11 @@ AMK__FN void amk__lb_layer_buffers(amk__lb *b, amk__lb_layer *ly, int i) {
     ly->w_q = amk__lb_weight(b, pl->q_rows, H, 2, qk, pl->fused ? b->c->n_heads : 0, "model.layers.%d.self_attn.q_proj.weight", i);
     ly->w_k = amk__lb_weight(b, pl->kv_rows, H, 2, qk, pl->fused ? NKV : 0, "model.layers.%d.self_attn.k_proj.weight", i);
     ly->w_v = amk__lb_weight(b, pl->kv_rows, H, 2, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.self_attn.v_proj.weight", i);
-    ly->b_q = ly->b_k = ly->b_v = -1;
+    ly->b_q = ly->b_k = ly->b_v = ly->w_qn = ly->w_kn = -1;
+    if (b->c->qk_norm) {
+        ly->w_qn = amk__lb_weight(b, HD, 0, 1, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.self_attn.q_norm.weight", i);
+        ly->w_kn = amk__lb_weight(b, HD, 0, 1, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.self_attn.k_norm.weight", i);
+    }
     if (b->c->qkv_bias) { /* (the spec's step: q_proj and k_proj as stored, so their biases too) */
         ly->b_q = amk__lb_weight(b, pl->q_rows, 0, 1, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.self_attn.q_proj.bias", i);
         ly->b_k = amk__lb_weight(b, pl->kv_rows, 0, 1, AMK_WEIGHT_AS_STORED, 0, "model.layers.%d.self_attn.k_proj.bias", i);
@@ -885,7 +897,8 @@ AMK__FN int amk__lb_qkv_tiles(amk__lb *b, amk__lb_layer *ly, int *q, int *wc, in
 }
 
 /* The spec's Q/K/V: xn.i [1, H] = RMSNORM(x); q.i [1, q_rows], k.i and v.i [1, kv_rows] GEMV
-   tiles; q_rot.i (*q) and k_rot.i ROPE; KV_APPEND of k_rot and v into the caches (pos set per step
+   tiles (+ the config's q/k/v biases); with its q/k norms qn.i and kn.i, RMSNORMs of q's and k's
+   heads; q_rot.i (*q) and k_rot.i ROPE; KV_APPEND of k_rot and v into the caches (pos set per step
    by amk_llama_set_pos); all ad. wc/wn[0..3): the ROPE of q and the two appends. Returns 0, or -1. */
 AMK__FN int amk__lb_qkv_spec(amk__lb *b, amk__lb_layer *ly, int *q, int *wc, int *wn) {
     const amk__lb_plan *pl = &b->plan;
@@ -909,6 +922,16 @@ AMK__FN int amk__lb_qkv_spec(amk__lb *b, amk__lb_layer *ly, int *q, int *wc, int
     n_k = amk__lb_gemv(b, xn, ly->w_k, ly->b_k, k, c_k, pl->kv_rows, H, rows, c_n1, 1, "k", i);
     n_v = amk__lb_gemv(b, xn, ly->w_v, ly->b_v, v, c_v, pl->kv_rows, H, rows, c_n1, 1, "v", i);
     if (n_q < 0 || n_k < 0 || n_v < 0) return -1;
+    if (b->c->qk_norm) { /* each head's RMSNORM over head_dim, before RoPE: RoPE then waits on it */
+        const int qn = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, pl->q_rows, 0, 2, NULL, "qn.%d", i);
+        const int kn = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, pl->kv_rows, 0, 2, NULL, "kn.%d", i);
+        const int c_qn = amk_program_add_counter(b->p, "q norm"), c_kn = amk_program_add_counter(b->p, "k norm");
+        snprintf(label, sizeof label, "L%d q norm", i);
+        amk__lb_rmsnorm_rows(b, qp, ly->w_qn, qn, b->c->head_dim, c_qn, c_q, n_q, label);
+        snprintf(label, sizeof label, "L%d k norm", i);
+        amk__lb_rmsnorm_rows(b, k, ly->w_kn, kn, b->c->head_dim, c_kn, c_k, n_k, label);
+        qp = qn; k = kn; c_q = c_qn; c_k = c_kn; n_q = n_k = 1;
+    }
     snprintf(label, sizeof label, "L%d rope k", i);
     amk__lb_rope(b, k, b->pos, kr, c_kr, c_k, n_k, label);
     ins[0] = kr; ins[1] = ly->kc;
@@ -1162,9 +1185,10 @@ AMK__FN amk_result amk__lb_build(const amk_llama_config *c, const amk_llama_buil
     if (opts) b.o = *opts; else amk_llama_build_opts_default(&b.o);
     if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no config");
     b.c = c;
-    /* q/k/v biases (Qwen2): the spec's step, whose Q/K/V GEMV tiles add them before RoPE; the
-       fused Q/K/V tiles (RMSNORM_GEMV with RoPE) take no bias yet */
-    if (c->qkv_bias) b.o.spec_ops = 1;
+    /* q/k/v biases (Qwen2), q/k norms (Qwen3): the spec's step, whose Q/K/V GEMV tiles add the
+       biases and whose RoPE follows RMSNORMs of q's and k's heads; the fused Q/K/V tiles
+       (RMSNORM_GEMV with RoPE) take neither yet */
+    if (c->qkv_bias || c->qk_norm) b.o.spec_ops = 1;
     amk__lb_blocks(&b);
     r = amk__lb_decide(&b, d);
     if (r != AMK_OK) return r;

@@ -141,7 +141,8 @@ AMK_API const char *amk_gguf_type_name(uint32_t type);
 /* ==== >>model ======================================================================================= */
 /* The hyper-parameters of a Llama-architecture model (REFERENCE.md §1.5, §2.3, §3). */
 typedef struct amk_llama_config {
-    char arch[32];             /* "llama", "mistral" or "qwen2" (config.json's model_type; a GGUF's is "llama") */
+    char arch[32];             /* "llama", "mistral", "qwen2" or "qwen3" (config.json's model_type; a GGUF's
+                                  is "llama") */
     char name[128];
     int n_layers, hidden, intermediate, n_heads, n_kv_heads, head_dim, vocab, max_pos;
     float rms_eps, rope_theta;
@@ -153,6 +154,8 @@ typedef struct amk_llama_config {
     int attention_bias, mlp_bias; /* unsupported when 1: open fails with AMK_ERR_UNSUPPORTED */
     int qkv_bias;              /* q_proj, k_proj and v_proj have biases (Qwen2; amk_llama_build then
                                   builds the step of the spec's opcodes, whose GEMV tiles add them) */
+    int qk_norm;               /* q and k RMSNorm per head over head_dim, q_norm/k_norm [head_dim],
+                                  before RoPE (Qwen3; the spec's step too) */
     int sliding_window;        /* Mistral's: a query sees the last sliding_window keys; 0 for all. The
                                   step's context stays within it (amk_llama_build: windowed attention
                                   is not built yet, and within the window every key is seen) */
@@ -165,8 +168,9 @@ typedef struct amk_model amk_model;
    a directory with config.json and model.safetensors or model.safetensors.index.json (sharded);
    or an index file. Any other path fails naming it and what it is (an empty file, a .gguf without
    the magic, a JSON file without weight_map, a directory without config.json, neither format).
-   The architectures: Llama; Mistral (a Llama with a sliding window); Qwen2 from config.json (a
-   Llama with q/k/v biases; a GGUF's architecture must be "llama").
+   The architectures: Llama; Mistral (a Llama with a sliding window); from config.json Qwen2 (a
+   Llama with q/k/v biases) and Qwen3 (q/k RMSNorm per head); a GGUF's architecture must be
+   "llama".
    Checks the config (AMK_ERR_UNSUPPORTED for another architecture, Llama's attention or MLP
    biases, Qwen2's sliding window, RoPE scaling other than llama3, or a hidden_act other than
    silu; AMK_ERR_PARSE for rms_norm_eps, rope_theta or
@@ -1690,33 +1694,39 @@ AMK__FN amk_result amk__model_config_json(const amk__jval *o, amk_llama_config *
     int i;
     if (!o || o->type != AMK__J_OBJECT)
         return amk__fail(d, AMK_ERR_PARSE, "config.json is not a JSON object");
-    if (mt && strcmp(mt, "llama") != 0 && strcmp(mt, "mistral") != 0 && strcmp(mt, "qwen2") != 0)
+    if (mt && strcmp(mt, "llama") != 0 && strcmp(mt, "mistral") != 0 && strcmp(mt, "qwen2") != 0 &&
+        strcmp(mt, "qwen3") != 0)
         return amk__fail(d, AMK_ERR_UNSUPPORTED, "model_type '%.100s' is not supported (only "
-                         "llama, mistral and qwen2)", mt);
+                         "llama, mistral, qwen2 and qwen3)", mt);
     if (!mt) {
         const amk__jval *a = amk__json_get(o, "architectures");
         for (i = 0; a && a->type == AMK__J_ARRAY && i < a->n && !mt; i++)
             if (a->items[i].type == AMK__J_STRING)
                 mt = strcmp(a->items[i].s, "LlamaForCausalLM") == 0     ? "llama"
                    : strcmp(a->items[i].s, "MistralForCausalLM") == 0 ? "mistral"
-                   : strcmp(a->items[i].s, "Qwen2ForCausalLM") == 0   ? "qwen2" : NULL;
+                   : strcmp(a->items[i].s, "Qwen2ForCausalLM") == 0   ? "qwen2"
+                   : strcmp(a->items[i].s, "Qwen3ForCausalLM") == 0   ? "qwen3" : NULL;
         if (!mt)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "config.json names neither model_type 'llama', "
-                             "'mistral' or 'qwen2' nor the architecture LlamaForCausalLM, MistralForCausalLM "
-                             "or Qwen2ForCausalLM");
+                             "'mistral', 'qwen2' or 'qwen3' nor the architecture LlamaForCausalLM, "
+                             "MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM");
     }
     snprintf(c->arch, sizeof c->arch, "%s", mt);
     /* a Mistral's window (null or absent: none); a Llama has none */
     if (strcmp(mt, "mistral") == 0 &&
         (r = amk__model_json_int(o, "sliding_window", 0, 0, 1, INT_MAX, &c->sliding_window, d)))
         return r;
-    if (strcmp(mt, "qwen2") == 0) { /* q/k/v biases always; its sliding window only when switched on */
+    if (strcmp(mt, "qwen2") == 0 || strcmp(mt, "qwen3") == 0) { /* Qwen2: q/k/v biases always; Qwen3:
+                                                                  q/k norms (its biases, attention_bias,
+                                                                  Llama's four, refused below); both a
+                                                                  sliding window only when switched on */
         int sw = 0;
-        c->qkv_bias = 1;
+        c->qkv_bias = strcmp(mt, "qwen2") == 0;
+        c->qk_norm = strcmp(mt, "qwen3") == 0;
         if ((r = amk__model_json_bool(o, "use_sliding_window", &sw, d))) return r;
         if (sw)
-            return amk__fail(d, AMK_ERR_UNSUPPORTED, "Qwen2's sliding window (use_sliding_window true) is not "
-                             "supported yet");
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "%s's sliding window (use_sliding_window true) is not "
+                             "supported yet", c->qk_norm ? "Qwen3" : "Qwen2");
     }
     if ((s = amk__model_json_str(o, "_name_or_path")) != NULL) snprintf(c->name, sizeof c->name, "%s", s);
     s = amk__model_json_str(o, "hidden_act");
@@ -1881,6 +1891,10 @@ AMK__FN amk_result amk__model_check_weights(const amk_model *m, amk_diag *d) {
         for (i = 0; i < 3 && c->qkv_bias; i++) { /* Qwen2's biases: [rows] */
             snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", layer, proj[i]);
             if ((r = amk__model_expect(m, name, i ? kv : q, 0, d))) return r;
+        }
+        for (i = 0; i < 2 && c->qk_norm; i++) { /* Qwen3's q_norm and k_norm: [head_dim] */
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s_norm.weight", layer, i ? "k" : "q");
+            if ((r = amk__model_expect(m, name, c->head_dim, 0, d))) return r;
         }
     }
     return AMK_OK;

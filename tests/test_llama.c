@@ -1288,6 +1288,21 @@ static void test_family_qwen2(void) {
     amk_llm_close(m);
 }
 
+/* Qwen3: q/k RMSNorm per head (the spec's step: RMSNORMs of q's and k's heads before RoPE),
+   head_dim 32 where hidden / heads is 16, an untied head. */
+static void test_family_qwen3(void) {
+    amk_llm *m = NULL;
+    amk_diag d;
+    family_logits("tests/data/families/qwen3", 64);
+    CHECK_EQ_INT(family_open("tests/data/families/qwen3", 8, &m, &d), AMK_OK);
+    if (m) {
+        const amk_llama_config *c = amk_llm_config(m);
+        CHECK(strcmp(c->arch, "qwen3") == 0 && c->qk_norm == 1 && c->qkv_bias == 0 && c->head_dim == 32);
+        CHECK_EQ_INT(count_op(amk_llm_program(m), AMK_OP_RMSNORM), c->n_layers * 4 + 1); /* 2 + q, k a layer */
+    }
+    amk_llm_close(m);
+}
+
 /* Mistral: its sliding window of 8 keys is shorter than the prompt. AMK keeps the context within
    the window (where a query sees every key, the Llama step exactly): 8 positions equal to HF's;
    a longer context asked for fails, naming the window. */
@@ -1406,6 +1421,7 @@ int main(void) {
     RUN(test_family_llama);
     RUN(test_family_mistral);
     RUN(test_family_qwen2);
+    RUN(test_family_qwen3);
     RUN(test_golden_smollm2);
 #ifdef AMK_EMBED_DEVICE_IMAGE
     RUN(test_golden_smollm2_cuda);

@@ -561,12 +561,12 @@ static void test_errors(void) {
     write_text(path_in("bad/config.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"attention_bias\": true, "
                "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32}");
     open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "attention biases are not supported");
-    write_text(path_in("bad/config.json"), "{\"model_type\": \"qwen3\"}");
-    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "model_type 'qwen3' is not supported (only llama, mistral and qwen2)");
+    write_text(path_in("bad/config.json"), "{\"model_type\": \"gemma\"}");
+    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "model_type 'gemma' is not supported (only llama, mistral, qwen2 and qwen3)");
     write_text(path_in("bad/config.json"), "{\"model_type\": \"mistral\", \"sliding_window\": 0}"); /* (null: none) */
     open_fails(path_in("bad"), AMK_ERR_PARSE, "'sliding_window' is out of range");
-    write_text(path_in("bad/config.json"), "{\"architectures\": [\"Qwen3ForCausalLM\"]}");
-    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "nor the architecture LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM");
+    write_text(path_in("bad/config.json"), "{\"architectures\": [\"GemmaForCausalLM\"]}");
+    open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM");
     write_text(path_in("bad/config.json"), "{\"model_type\": \"qwen2\", \"use_sliding_window\": true}");
     open_fails(path_in("bad"), AMK_ERR_UNSUPPORTED, "Qwen2's sliding window (use_sliding_window true) is not supported yet");
     { /* a Qwen2 config over the tiny Llama's weights: its q/k/v biases are missing */
@@ -576,6 +576,9 @@ static void test_errors(void) {
                  "\"vocab_size\": %d, \"tie_word_embeddings\": false}", HIDDEN, INTER, N_LAYERS, N_HEADS, N_KV, VOCAB);
         write_text(path_in("bad/config.json"), text);
         open_fails(path_in("bad"), AMK_ERR_NOT_FOUND, "model.layers.0.self_attn.q_proj.bias");
+        text[20] = '3'; /* "qwen2" -> "qwen3": its q/k norms are missing */
+        write_text(path_in("bad/config.json"), text);
+        open_fails(path_in("bad"), AMK_ERR_NOT_FOUND, "model.layers.0.self_attn.q_norm.weight");
     }
     write_config(path_in("bad"), 0, ROPE_OLD, ", \"head_dim\": 8");
     open_fails(path_in("bad"), AMK_ERR_MISMATCH, "tensor 'model.layers.0.self_attn.q_proj.weight' has shape [64, 64]; the config implies [32, 64]");
