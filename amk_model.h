@@ -1362,6 +1362,16 @@ static const struct amk__model_layer_name { const char *hf, *gguf; int perm; } a
     {"mlp.down_proj.weight", "ffn_down.weight", 0},
 };
 #define AMK__MODEL_N_LAYER_NAMES ((int)(sizeof amk__model_layer_names / sizeof amk__model_layer_names[0]))
+/* The families' further layer tensors (Qwen2's biases, Qwen3's q/k norms): a Qwen GGUF's Q/K rows
+   are as HF stores them (no permutation) */
+static const struct amk__model_layer_name amk__model_layer_extra[] = {
+    {"self_attn.q_proj.bias", "attn_q.bias", 0},
+    {"self_attn.k_proj.bias", "attn_k.bias", 0},
+    {"self_attn.v_proj.bias", "attn_v.bias", 0},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", 0},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", 0},
+};
+#define AMK__MODEL_N_LAYER_EXTRA ((int)(sizeof amk__model_layer_extra / sizeof amk__model_layer_extra[0]))
 
 /* The GGUF name of an HF name into out (0 if it has none); *perm as in the table. */
 AMK__FN int amk__model_gguf_name(const char *hf, char *out, size_t size, int *perm) {
@@ -1378,12 +1388,15 @@ AMK__FN int amk__model_gguf_name(const char *hf, char *out, size_t size, int *pe
     while (p[nd] >= '0' && p[nd] <= '9') nd++;
     /* why: 9 digits keep the layer index inside int; a leading 0 would alias another layer */
     if (nd == 0 || nd > 9 || p[nd] != '.' || (p[0] == '0' && nd > 1)) return 0;
-    for (i = 0; i < AMK__MODEL_N_LAYER_NAMES; i++)
-        if (strcmp(p + nd + 1, amk__model_layer_names[i].hf) == 0) {
-            snprintf(out, size, "blk.%.*s.%s", nd, p, amk__model_layer_names[i].gguf);
-            *perm = amk__model_layer_names[i].perm;
+    for (i = 0; i < AMK__MODEL_N_LAYER_NAMES + AMK__MODEL_N_LAYER_EXTRA; i++) {
+        const struct amk__model_layer_name *e =
+            i < AMK__MODEL_N_LAYER_NAMES ? &amk__model_layer_names[i] : &amk__model_layer_extra[i - AMK__MODEL_N_LAYER_NAMES];
+        if (strcmp(p + nd + 1, e->hf) == 0) {
+            snprintf(out, size, "blk.%.*s.%s", nd, p, e->gguf);
+            *perm = e->perm;
             return 1;
         }
+    }
     return 0;
 }
 
@@ -1412,7 +1425,8 @@ AMK__FN amk_result amk__model_find(const amk_model *m, const char *hf_name, amk_
         for (k = 0; k < t->n_dims; k++) s->shape[k] = t->dims[t->n_dims - 1 - k];
         s->data = t->data;
         s->nbytes = t->nbytes;
-        s->perm_heads = perm == 1 ? m->cfg.n_heads : perm == 2 ? m->cfg.n_kv_heads : 0;
+        /* why only "llama": llama.cpp's converter permutes Llama's (and Mistral's) Q/K rows, not Qwen's */
+        s->perm_heads = strcmp(m->cfg.arch, "llama") != 0 ? 0 : perm == 1 ? m->cfg.n_heads : perm == 2 ? m->cfg.n_kv_heads : 0;
         return AMK_OK;
     }
     {
@@ -1568,57 +1582,59 @@ AMK__FN amk_result amk__model_config_gguf(const amk_gguf *g, amk_llama_config *c
     static const char *const eos_keys[3] = {"tokenizer.ggml.eos_token_id",
                                            "tokenizer.ggml.eot_token_id",
                                            "tokenizer.ggml.eom_token_id"};
+    char key[96]; /* AMK__GK's: "<arch>.<suffix>", the architecture's own hyper-parameters */
     if (!arch) return amk__fail(d, AMK_ERR_PARSE, "GGUF lacks the string 'general.architecture'");
-    if (strcmp(arch, "llama") != 0)
+    if (strcmp(arch, "llama") != 0 && strcmp(arch, "qwen2") != 0 && strcmp(arch, "qwen3") != 0)
         return amk__fail(d, AMK_ERR_UNSUPPORTED, "architecture '%.100s' is not supported (only "
-                         "llama)", arch);
-    snprintf(c->arch, sizeof c->arch, "llama");
+                         "llama, qwen2 and qwen3)", arch);
+    snprintf(c->arch, sizeof c->arch, "%s", arch);
+#define AMK__GK(sfx) (snprintf(key, sizeof key, "%s.%s", c->arch, sfx), key)
     if ((s = amk_gguf_get_string(g, "general.name", NULL)) != NULL)
         snprintf(c->name, sizeof c->name, "%s", s);
-    if ((r = amk__model_gguf_int(g, "llama.block_count", 1, 0, 1, INT_MAX, &c->n_layers, d)) ||
-        (r = amk__model_gguf_int(g, "llama.embedding_length", 1, 0, 1, INT_MAX, &c->hidden, d)) ||
-        (r = amk__model_gguf_int(g, "llama.feed_forward_length", 1, 0, 1, INT_MAX, &c->intermediate, d)) ||
-        (r = amk__model_gguf_int(g, "llama.attention.head_count", 1, 0, 1, INT_MAX, &c->n_heads, d)) ||
-        (r = amk__model_gguf_int(g, "llama.attention.head_count_kv", 0, c->n_heads, 1, INT_MAX, &c->n_kv_heads, d)) ||
-        (r = amk__model_gguf_int(g, "llama.context_length", 1, 0, 1, INT_MAX, &c->max_pos, d)) ||
-        (r = amk__model_gguf_float(g, "llama.attention.layer_norm_rms_epsilon", 1, 0, &c->rms_eps, d)) ||
-        (r = amk__model_gguf_float(g, "llama.rope.freq_base", 0, 10000.0f, &c->rope_theta, d)))
+    if ((r = amk__model_gguf_int(g, AMK__GK("block_count"), 1, 0, 1, INT_MAX, &c->n_layers, d)) ||
+        (r = amk__model_gguf_int(g, AMK__GK("embedding_length"), 1, 0, 1, INT_MAX, &c->hidden, d)) ||
+        (r = amk__model_gguf_int(g, AMK__GK("feed_forward_length"), 1, 0, 1, INT_MAX, &c->intermediate, d)) ||
+        (r = amk__model_gguf_int(g, AMK__GK("attention.head_count"), 1, 0, 1, INT_MAX, &c->n_heads, d)) ||
+        (r = amk__model_gguf_int(g, AMK__GK("attention.head_count_kv"), 0, c->n_heads, 1, INT_MAX, &c->n_kv_heads, d)) ||
+        (r = amk__model_gguf_int(g, AMK__GK("context_length"), 1, 0, 1, INT_MAX, &c->max_pos, d)) ||
+        (r = amk__model_gguf_float(g, AMK__GK("attention.layer_norm_rms_epsilon"), 1, 0, &c->rms_eps, d)) ||
+        (r = amk__model_gguf_float(g, AMK__GK("rope.freq_base"), 0, 10000.0f, &c->rope_theta, d)))
         return r;
     /* head_dim: rope.dimension_count, else attention.key_length, else hidden / heads; a Mistral
        converted as "llama" may carry its sliding window */
-    if ((r = amk__model_gguf_int(g, "llama.attention.key_length", 0, c->hidden / c->n_heads, 1,
+    if ((r = amk__model_gguf_int(g, AMK__GK("attention.key_length"), 0, c->hidden / c->n_heads, 1,
                                  INT_MAX, &c->head_dim, d)) ||
-        (r = amk__model_gguf_int(g, "llama.rope.dimension_count", 0, c->head_dim, 1, INT_MAX,
+        (r = amk__model_gguf_int(g, AMK__GK("rope.dimension_count"), 0, c->head_dim, 1, INT_MAX,
                                  &c->head_dim, d)) ||
-        (r = amk__model_gguf_int(g, "llama.attention.sliding_window", 0, 0, 1, INT_MAX, &c->sliding_window, d)))
+        (strcmp(c->arch, "llama") == 0 &&
+         (r = amk__model_gguf_int(g, AMK__GK("attention.sliding_window"), 0, 0, 1, INT_MAX, &c->sliding_window, d))))
         return r;
     /* vocab: llama.vocab_size, else the token list, else the embedding's rows */
     ntok = amk_gguf_array_len(g, "tokenizer.ggml.tokens", NULL);
     if (ntok < 0 && emb) ntok = emb->n_dims == 2 ? emb->dims[1] : -1;
     if (ntok > INT_MAX) ntok = -1;
-    if ((r = amk__model_gguf_int(g, "llama.vocab_size", ntok < 1, (int)ntok, 1, INT_MAX, &c->vocab, d)))
+    if ((r = amk__model_gguf_int(g, AMK__GK("vocab_size"), ntok < 1, (int)ntok, 1, INT_MAX, &c->vocab, d)))
         return r;
     /* RoPE scaling: only llama3 (rope_freqs.weight or scaling.type "llama3") */
-    s = amk_gguf_get_string(g, "llama.rope.scaling.type", NULL);
+    s = amk_gguf_get_string(g, AMK__GK("rope.scaling.type"), NULL);
     if (s && strcmp(s, "none") != 0 && strcmp(s, "llama3") != 0)
         return amk__fail(d, AMK_ERR_UNSUPPORTED, "RoPE scaling '%.100s' is not supported (only "
                          "llama3)", s);
     if (has_freqs || (s && strcmp(s, "llama3") == 0)) {
-        static const char *const keys[3] = {"llama.rope.scaling.factor",
-                                            "llama.rope.scaling.low_freq_factor",
-                                            "llama.rope.scaling.high_freq_factor"};
+        static const char *const keys[3] = {"rope.scaling.factor", "rope.scaling.low_freq_factor",
+                                            "rope.scaling.high_freq_factor"};
         for (i = 0; i < 3; i++)
-            if (amk_gguf_find_key(g, keys[i]) < 0)
+            if (amk_gguf_find_key(g, AMK__GK(keys[i])) < 0)
                 return amk__fail(d, AMK_ERR_UNSUPPORTED, "llama3 RoPE scaling (rope_freqs.weight) "
-                                 "without the key '%s' is not supported yet", keys[i]);
-        if (amk_gguf_find_key(g, "llama.rope.scaling.original_context_length") < 0)
+                                 "without the key '%s' is not supported yet", key);
+        if (amk_gguf_find_key(g, AMK__GK("rope.scaling.original_context_length")) < 0)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "llama3 RoPE scaling without the key "
-                             "'llama.rope.scaling.original_context_length' is not supported yet");
+                             "'%s' is not supported yet", key);
         c->rope_llama3 = 1;
-        if ((r = amk__model_gguf_float(g, keys[0], 1, 0, &c->rope_factor, d)) ||
-            (r = amk__model_gguf_float(g, keys[1], 1, 0, &c->rope_low_freq_factor, d)) ||
-            (r = amk__model_gguf_float(g, keys[2], 1, 0, &c->rope_high_freq_factor, d)) ||
-            (r = amk__model_gguf_int(g, "llama.rope.scaling.original_context_length", 1, 0, 1,
+        if ((r = amk__model_gguf_float(g, AMK__GK(keys[0]), 1, 0, &c->rope_factor, d)) ||
+            (r = amk__model_gguf_float(g, AMK__GK(keys[1]), 1, 0, &c->rope_low_freq_factor, d)) ||
+            (r = amk__model_gguf_float(g, AMK__GK(keys[2]), 1, 0, &c->rope_high_freq_factor, d)) ||
+            (r = amk__model_gguf_int(g, AMK__GK("rope.scaling.original_context_length"), 1, 0, 1,
                                      INT_MAX, &c->rope_orig_ctx, d)))
             return r;
     }
@@ -1631,9 +1647,13 @@ AMK__FN amk_result amk__model_config_gguf(const amk_gguf *g, amk_llama_config *c
         if (id >= 0 && !seen) c->eos_ids[c->n_eos++] = id;
     }
     c->tie_embeddings = amk_gguf_find_tensor(g, "output.weight") == NULL;
-    c->attention_bias = amk_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    /* Qwen2: q/k/v biases; Qwen3: q/k norms. A Llama's biases are refused (amk__model_check_config) */
+    c->qkv_bias = strcmp(c->arch, "qwen2") == 0;
+    c->qk_norm = strcmp(c->arch, "qwen3") == 0;
+    c->attention_bias = !c->qkv_bias && amk_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
     c->mlp_bias = amk_gguf_find_tensor(g, "blk.0.ffn_up.bias") != NULL;
     return AMK_OK;
+#undef AMK__GK
 }
 
 /* ---- config from config.json (REFERENCE §2.3) ------------------------------------------------- */

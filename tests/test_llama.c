@@ -1220,9 +1220,9 @@ static amk_result family_open(const char *dir, int max_seq, amk_llm **m, amk_dia
     o.build.max_seq = max_seq;
     return amk_llm_open(dir, &o, m, d);
 }
-static void family_logits(const char *dir, int max_seq) {
+static void family_logits(const char *dir, const char *file, int max_seq) { /* file: the GGUF in dir, or NULL */
     static float ref[256];
-    char path[256], tag[16];
+    char path[256], model[256], tag[16];
     FILE *f;
     amk_llm *m = NULL;
     amk_diag d;
@@ -1230,15 +1230,16 @@ static void family_logits(const char *dir, int max_seq) {
     int T = 0, V = 0, N = 0, ids[64], greedy[16], t, v, tok = 0, n_pos;
     double worst = 0.0;
     snprintf(path, sizeof path, "%s/logits.txt", dir);
+    snprintf(model, sizeof model, "%s%s%s", dir, file ? "/" : "", file ? file : "");
     f = fopen(path, "r");
     CHECK_MSG(f != NULL, "cannot open %s", path);
     if (!f) return;
     CHECK(fscanf(f, "%15s %d", tag, &T) == 2 && strcmp(tag, "ids") == 0 && T > 0 && T <= 64);
     for (t = 0; t < T && t < 64; t++) CHECK(fscanf(f, "%d", &ids[t]) == 1);
     CHECK(fscanf(f, "%15s %d %d", tag, &t, &V) == 3 && strcmp(tag, "logits") == 0 && t == T && V == 256);
-    CHECK_EQ_INT(family_open(dir, max_seq, &m, &d), AMK_OK);
+    CHECK_EQ_INT(family_open(model, max_seq, &m, &d), AMK_OK);
     if (!m || T > 64 || V != 256) {
-        fprintf(stderr, "%s: %s\n", dir, d.message);
+        fprintf(stderr, "%s: %s\n", model, d.message);
         fclose(f);
         amk_llm_close(m);
         return;
@@ -1260,21 +1261,25 @@ static void family_logits(const char *dir, int max_seq) {
     for (t = 0; t < N && t < 16; t++) CHECK(fscanf(f, "%d", &greedy[t]) == 1);
     fclose(f);
     for (t = 0; t < N && t < 16 && logits && T + N <= amk_llm_max_seq(m); t++) { /* tok: the argmax after the prompt */
-        CHECK_MSG(tok == greedy[t], "%s: greedy token %d is %d, HF's %d", dir, t, tok, greedy[t]);
+        CHECK_MSG(tok == greedy[t], "%s: greedy token %d is %d, HF's %d", model, t, tok, greedy[t]);
         if (t + 1 < N) CHECK_EQ_INT(amk_llm_step(m, tok, T + t, &logits, &tok, &d), AMK_OK);
     }
-    printf("%s: worst logit difference %.2e of the row's largest over %d positions\n", dir, worst, n_pos);
+    printf("%s: worst logit difference %.2e of the row's largest over %d positions\n", model, worst, n_pos);
     CHECK(worst <= FAMILY_REL_TOL);
     amk_llm_close(m);
 }
-static void test_family_llama(void) { family_logits("tests/data/families/llama", 64); }
+static void test_family_llama(void) {
+    family_logits("tests/data/families/llama", NULL, 64);
+    family_logits("tests/data/families/llama", "model.gguf", 64); /* Q/K rows permuted as llama.cpp's */
+}
 
 /* Qwen2: q/k/v biases (the step of the spec's opcodes, the Q/K/V GEMV tiles adding them), tied
    embeddings. */
 static void test_family_qwen2(void) {
     amk_llm *m = NULL;
     amk_diag d;
-    family_logits("tests/data/families/qwen2", 64);
+    family_logits("tests/data/families/qwen2", NULL, 64);
+    family_logits("tests/data/families/qwen2", "model.gguf", 64); /* arch "qwen2": its keys, its rows unpermuted */
     CHECK_EQ_INT(family_open("tests/data/families/qwen2", 8, &m, &d), AMK_OK);
     if (m) {
         const amk_program *p = amk_llm_program(m);
@@ -1293,7 +1298,8 @@ static void test_family_qwen2(void) {
 static void test_family_qwen3(void) {
     amk_llm *m = NULL;
     amk_diag d;
-    family_logits("tests/data/families/qwen3", 64);
+    family_logits("tests/data/families/qwen3", NULL, 64);
+    family_logits("tests/data/families/qwen3", "model.gguf", 64);
     CHECK_EQ_INT(family_open("tests/data/families/qwen3", 8, &m, &d), AMK_OK);
     if (m) {
         const amk_llama_config *c = amk_llm_config(m);
@@ -1309,7 +1315,8 @@ static void test_family_qwen3(void) {
 static void test_family_mistral(void) {
     amk_llm *m = NULL;
     amk_diag d;
-    family_logits("tests/data/families/mistral", 0);
+    family_logits("tests/data/families/mistral", NULL, 0);
+    family_logits("tests/data/families/mistral", "model.gguf", 0); /* arch "llama" with its window key */
     CHECK_EQ_INT(family_open("tests/data/families/mistral", 24, &m, &d), AMK_ERR_UNSUPPORTED);
     CHECK(m == NULL);
     CHECK_MSG(strstr(d.message, "sliding window of 8") != NULL, "message: %s", d.message);

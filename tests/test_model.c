@@ -534,9 +534,12 @@ static void test_errors(void) {
     open_fails(path_in("missing.gguf"), AMK_ERR_NOT_FOUND,
                "model has no tensor 'model.layers.1.mlp.up_proj.weight' (GGUF 'blk.1.ffn_up.weight')");
     memset(&o, 0, sizeof o);
-    o.arch = "qwen2";
+    o.arch = "gemma";
+    write_tiny_gguf(path_in("gemma.gguf"), &o);
+    open_fails(path_in("gemma.gguf"), AMK_ERR_UNSUPPORTED, "architecture 'gemma' is not supported (only llama, qwen2 and qwen3)");
+    o.arch = "qwen2"; /* its hyper-parameters under "qwen2.", which the tiny file writes under "llama." */
     write_tiny_gguf(path_in("qwen.gguf"), &o);
-    open_fails(path_in("qwen.gguf"), AMK_ERR_UNSUPPORTED, "architecture 'qwen2' is not supported");
+    open_fails(path_in("qwen.gguf"), AMK_ERR_PARSE, "GGUF lacks the key 'qwen2.block_count'");
     /* reads: unknown names, wrong sizes, wrong dtypes */
     memset(&o, 0, sizeof o);
     write_tiny_gguf(path_in("untied.gguf"), &o);
