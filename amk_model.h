@@ -141,8 +141,8 @@ AMK_API const char *amk_gguf_type_name(uint32_t type);
 /* ==== >>model ======================================================================================= */
 /* The hyper-parameters of a Llama-architecture model (REFERENCE.md §1.5, §2.3, §3). */
 typedef struct amk_llama_config {
-    char arch[32];             /* "llama", "mistral", "qwen2" or "qwen3" (config.json's model_type; a GGUF's
-                                  is "llama") */
+    char arch[32];             /* "llama", "mistral", "qwen2" or "qwen3" (config.json's model_type, a
+                                  GGUF's general.architecture: a Mistral GGUF is "llama") */
     char name[128];
     int n_layers, hidden, intermediate, n_heads, n_kv_heads, head_dim, vocab, max_pos;
     float rms_eps, rope_theta;
@@ -168,9 +168,9 @@ typedef struct amk_model amk_model;
    a directory with config.json and model.safetensors or model.safetensors.index.json (sharded);
    or an index file. Any other path fails naming it and what it is (an empty file, a .gguf without
    the magic, a JSON file without weight_map, a directory without config.json, neither format).
-   The architectures: Llama; Mistral (a Llama with a sliding window); from config.json Qwen2 (a
-   Llama with q/k/v biases) and Qwen3 (q/k RMSNorm per head); a GGUF's architecture must be
-   "llama".
+   The architectures: Llama; Mistral (a Llama with a sliding window; a GGUF's "llama" with the key
+   llama.attention.sliding_window); Qwen2 (a Llama with q/k/v biases) and Qwen3 (q/k RMSNorm per
+   head), also as GGUF architectures "qwen2" and "qwen3".
    Checks the config (AMK_ERR_UNSUPPORTED for another architecture, Llama's attention or MLP
    biases, Qwen2's sliding window, RoPE scaling other than llama3, or a hidden_act other than
    silu; AMK_ERR_PARSE for rms_norm_eps, rope_theta or
