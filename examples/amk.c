@@ -1132,8 +1132,9 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
             snprintf(dev, sizeof dev, ", device memory %.1f MB", (double)info.arena_bytes / 1e6);
         }
         cli_weight_summary(amk_llm_program(m), sum, sizeof sum);
-        fprintf(stderr, "%s: %s, %d layers, %s, backend %s%s, context %d\n", a.model ? a.model : a.random,
-                amk_llm_config(m)->name, amk_llm_config(m)->n_layers, sum, amk_llm_backend_name(m), dev, amk_llm_max_seq(m));
+        fprintf(stderr, "%s: %s, %s, %d layers, %s, backend %s%s, context %d\n", a.model ? a.model : a.random,
+                amk_llm_config(m)->name[0] ? amk_llm_config(m)->name : "(unnamed)", amk_llm_config(m)->arch,
+                amk_llm_config(m)->n_layers, sum, amk_llm_backend_name(m), dev, amk_llm_max_seq(m));
     }
     if (tok && !chat) fputs(prompt, stdout);
     t1 = t2 = cli_now();
