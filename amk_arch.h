@@ -657,13 +657,9 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     else /* do one tile's rows of W_downT stage on the device? */
         pl->accum = AMK_LLAMA_MLP_ACCUM == 2 ||
                     (AMK_LLAMA_MLP_ACCUM == 1 && amk_plan_rows_stage_bytes(wd, H, pl->mlp_rows) > 0);
-    /* asked for, the one-step MLP reads a block down_proj as stored, each output row's K-slice of
-       whole blocks (RMSNORM_MLP's block W_down): tiles of a multiple of the largest block, at most H
-       rows (the device restages a tile's values where x was) and x by 32-element units (H a
-       multiple of 32); elsewhere it keeps it transposed in weight_dtype. why not by default with a
-       block down_proj: slower than the two-step MLP (SmolLM2 Q4_1 1.13 against 0.98 ms/token, Q4_K_M
-       3.9 against 1.0 in 6 tiles of 256 rows; bench/RESULTS.md run 345) */
-    pl->down_stored = pl->blk_down > 0 && H % 32 == 0 && pl->blk_down <= H;
+    /* why not by default with a block down_proj: slower than the two-step MLP (SmolLM2 Q4_1 1.13
+       against 0.98 ms/token, Q4_K_M 3.9 against 1.0 in 6 tiles of 256 rows; bench/RESULTS.md run
+       345); asked for, it reads the block down_proj as stored (plan.down_stored, below) */
     pl->accum = pl->accum && !o->spec_ops && !(o->mlp_accum < 0 && pl->blk_down);
     pl->rd = pl->accum ? AMK_DTYPE_F32 : o->act_dtype; /* why: atomic adds need F32; the residual is 2-16 KB */
     if (L < 1 || H < 1 || I < 1 || NH < 1 || NKV < 1 || HD < 2 || HD % 2 || V < 1 || NH % NKV)
@@ -719,8 +715,12 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
        folds, so the step would read floats where it could read the stored blocks */
     pl->fold = pl->fold && pl->ao && pl->accum && L > 1 && !(o->qkv_fold < 0 && pl->blk_any);
     pl->F = pl->q_rows + 2 * pl->kv_rows;
-    /* why not folded: W_cat derives from down_proj in the step's layout as [I, H] (amk__llm_fold) */
-    pl->down_stored = pl->down_stored && pl->accum && !pl->fold;
+    /* the one-step MLP reads a block down_proj as stored, each output row's K-slice of whole blocks
+       (RMSNORM_MLP's block W_down): tiles of a multiple of the largest block, at most H rows (the
+       device restages a tile's values where x was) and x by 32-element units (H a multiple of 32);
+       elsewhere it keeps it transposed in weight_dtype. why not folded: W_cat derives from
+       down_proj in the step's layout as [I, H] (amk__llm_fold) */
+    pl->down_stored = pl->blk_down > 0 && H % 32 == 0 && pl->blk_down <= H && pl->accum && !pl->fold;
     if (pl->down_stored) { /* the tiles' rows (the SM sets' too): whole blocks, at most H */
         const int E = pl->blk_down, r = (pl->mlp_rows + E - 1) / E * E, cap = H / E * E;
         pl->mlp_rows = r < cap ? r : cap;
