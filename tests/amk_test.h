@@ -64,8 +64,11 @@ static inline void *amk_t_read_file(const char *path, size_t *size) {
 }
 
 #define RUN(fn) RUN_AS(fn, #fn)
-/* RUN under another name (CHECK messages show it): a string that outlives the test. */
-#define RUN_AS(fn, name) do { amk_t_cur = (name); amk_t_cur_failed = 0; fn(); \
+/* RUN under another name (CHECK messages show it): a string that outlives the test. With
+   AMK_TEST_ONLY set, only the tests whose name holds it run (the others count neither way). */
+#define RUN_AS(fn, name) do { const char *amk_t_only = getenv("AMK_TEST_ONLY"); \
+    if (amk_t_only && *amk_t_only && !strstr((name), amk_t_only)) break; \
+    amk_t_cur = (name); amk_t_cur_failed = 0; fn(); \
     if (amk_t_cur_failed) amk_t_failed++; else amk_t_passed++; } while (0)
 
 #define TEST_SUMMARY() do { printf("%s: %d passed, %d failed\n", __FILE__, amk_t_passed, amk_t_failed); \
