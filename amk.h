@@ -37,7 +37,8 @@
                      lowering (spec §5)
      amk_refvm.h     the reference VM, the conformance oracle
      amk_model.h     GGUF, safetensors, config.json
-     amk_tok.h       the byte-level BPE tokenizer
+     amk_nfc.h       Unicode NFC (the tokenizer's normalizer)
+     amk_tok.h       the tokenizers: byte-level BPE, SentencePiece BPE; chat formats
      amk_arch.h      the model builders: a Llama decode step
      amk_cuda.h      the CUDA runtime (driver API)
      amk_llm.h       the generation API over a backend (reference VM or CUDA), sampling

@@ -1,40 +1,55 @@
 /* amk_tok.h - AMK's tokenizer layer. Part of AMK (amk.h has the library's manual).
 
    WHAT IT DOES
-     Byte-level BPE (SmolLM2, Llama-3, GPT-2 pre-tokenizers) built from a GGUF file or an HF
-     tokenizer.json: encode with special tokens matched verbatim, decode, the ChatML prompt of one turn. Letters,
-     digits and spaces are classified by Unicode 16 (the >>unicode_tables block, written by
-     scripts/gen_unicode_tables.py). A tokenizer is immutable once built: one may be used from
-     many threads at once.
+     Byte-level BPE (SmolLM2, Llama-3, Qwen2, GPT-2 pre-tokenizers; Qwen2's NFC normalizer) and
+     SentencePiece BPE with byte fallback (Llama 2, Mistral, TinyLlama), built from a GGUF file or
+     an HF tokenizer.json: encode with special tokens matched verbatim, decode, the chat prompt of
+     one turn in the model family's format. Letters, digits and spaces are classified by Unicode 16
+     (the >>unicode_tables block, written by scripts/gen_unicode_tables.py). A tokenizer is
+     immutable once built: one may be used from many threads at once.
    WHAT IT DOES NOT DO
-     SentencePiece vocabularies, or pre-tokenizers other than the three above.
+     Unigram SentencePiece models (T5, ...), WordPiece, normalizers other than NFC and
+     SentencePiece's space handling, or pre-tokenizers other than the ones above.
    CONTENTS
      declarations >>tokenizer | implementation >>impl_tokenizer */
 #ifndef AMK_TOK_H
 #define AMK_TOK_H
 
 #include "amk_model.h"
+#include "amk_nfc.h" /* Qwen2's tokenizer.json normalizer */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* ==== >>tokenizer =================================================================================== */
-/* A byte-level BPE tokenizer (REFERENCE.md §3.2): text -> special tokens matched verbatim ->
-   pre-tokenizer pieces -> bytes in GPT-2's byte alphabet -> BPE merges -> ids. Built from a GGUF
-   file, an HF tokenizer.json, or a format-neutral spec. Immutable once built: one tokenizer may be
-   used from many threads at once. Encoding keeps no cache. Letters, digits and spaces are
-   classified by Unicode 16 (the >>unicode_tables block), as HF tokenizers' regex engine does; the output
-   matches HF tokenizers id for id on SmolLM2 (tests/test_tokenizer.c).
-   What it does NOT do: SentencePiece ("llama" GGUF vocabularies), normalizers, BPE dropout,
-   other pre-tokenizer regexes than the three below. */
+/* A BPE tokenizer of one of two kinds.
+   Byte-level (REFERENCE.md §3.2): text -> special tokens matched verbatim -> (NFC, where the
+   tokenizer.json asks for it) -> pre-tokenizer pieces -> bytes in GPT-2's byte alphabet -> BPE
+   merges -> ids.
+   SentencePiece BPE (a GGUF "llama" vocabulary with scores, or a tokenizer.json whose BPE model
+   has byte_fallback): each stretch of text between special tokens -> spaces as U+2581 ("▁"), and
+   "▁" in front where the tokenizer adds a space prefix -> its characters as symbols (one the
+   vocabulary lacks: its bytes' <0xXX> tokens, else unk) -> BPE merges -> ids. The merges are the
+   file's (tokenizer.json) or, from a GGUF, every split of a token into two tokens, ranked by the
+   token's score (llama.cpp's rule: the highest score first, ties leftmost).
+   Built from a GGUF file, an HF tokenizer.json, or a format-neutral spec (byte-level only).
+   Immutable once built: one tokenizer may be used from many threads at once. Encoding keeps no
+   cache. Letters, digits and spaces are classified by Unicode 16 (the >>unicode_tables block), as
+   HF tokenizers' regex engine does; the output matches HF tokenizers id for id on SmolLM2 and on
+   the committed Qwen2-style and SentencePiece cases (tests/test_tokenizer.c).
+   What it does NOT do: Unigram models, normalizers other than NFC and SentencePiece's, BPE
+   dropout, other pre-tokenizer regexes than the ones below. */
 typedef struct amk_tokenizer amk_tokenizer;
 
 /* The pre-tokenizer: how text is cut into pieces before BPE. */
 typedef enum amk_pretok {
-    AMK_PRETOK_SMOLLM = 0, /* every \p{N} alone, then the GPT-2 regex (HF Digits + ByteLevel) */
-    AMK_PRETOK_LLAMA3 = 1, /* the Llama-3 regex (case-insensitive contractions, \p{N}{1,3}) */
-    AMK_PRETOK_GPT2 = 2    /* the GPT-2 regex alone (HF ByteLevel with use_regex) */
+    AMK_PRETOK_SMOLLM = 0,    /* every \p{N} alone, then the GPT-2 regex (HF Digits + ByteLevel) */
+    AMK_PRETOK_LLAMA3 = 1,    /* the Llama-3 regex (case-insensitive contractions, \p{N}{1,3}) */
+    AMK_PRETOK_GPT2 = 2,      /* the GPT-2 regex alone (HF ByteLevel with use_regex) */
+    AMK_PRETOK_QWEN2 = 3,     /* the Llama-3 regex with \p{N} alone (Qwen2, Qwen2.5, Qwen3) */
+    AMK_PRETOK_SPM = 4,       /* SentencePiece: a stretch of text between specials is one piece */
+    AMK_PRETOK_METASPACE = 5  /* SentencePiece split at each "▁" (HF Metaspace with split) */
 } amk_pretok;
 
 /* Everything a byte-level BPE needs, format-neutral. Strings are copied by amk_tokenizer_create. */
@@ -48,7 +63,7 @@ typedef struct amk_tokenizer_spec {
     const char *const *merges;   /* [n_merges] "A B" in rank order (split at the first space after
                                     the first byte, as llama.cpp does) */
     const size_t *merge_lens;    /* [n_merges] or NULL: NUL-terminated */
-    amk_pretok pretok;
+    amk_pretok pretok;           /* a byte-level one: SMOLLM, LLAMA3, GPT2 or QWEN2 */
     int bos_id, eos_id;          /* -1 when none */
     int add_bos;                 /* encode adds bos_id when asked for the default (add_bos < 0) */
     int ignore_merges;           /* a whole piece that is a vocab token is used directly (Llama-3) */
@@ -60,15 +75,25 @@ typedef struct amk_tokenizer_spec {
    when there is no unk token. */
 AMK_API amk_result amk_tokenizer_create(const amk_tokenizer_spec *s, amk_tokenizer **out,
                                         amk_diag *d);
-/* From a GGUF's tokenizer.ggml.* keys: model must be "gpt2" (else AMK_ERR_UNSUPPORTED); pre
-   "smollm" -> SMOLLM, "llama-bpe"/"llama3"/"llama-v3" -> LLAMA3 with ignore_merges, "gpt2" or
-   "default" (or absent) -> GPT2, anything else AMK_ERR_UNSUPPORTED naming it. g may be closed
-   after this returns. */
+/* From a GGUF's tokenizer.ggml.* keys. Model "gpt2" (byte-level): pre "smollm" -> SMOLLM,
+   "llama-bpe"/"llama3"/"llama-v3" -> LLAMA3 with ignore_merges, "qwen2" -> QWEN2, "gpt2" or
+   "default" (or absent) -> GPT2, anything else AMK_ERR_UNSUPPORTED naming it. Model "llama"
+   (SentencePiece): tokens, scores and token_type (2 unknown, 3 control, 4 user-defined, 6 byte),
+   add_space_prefix (default 1: every stretch of text between specials gets "▁" in front, as
+   llama.cpp does), add_bos_token (default 1), unknown_token_id. Other models:
+   AMK_ERR_UNSUPPORTED. No NFC (llama.cpp applies none). g may be closed after this returns. */
 AMK_API amk_result amk_tokenizer_from_gguf(const amk_gguf *g, amk_tokenizer **out, amk_diag *d);
-/* From an HF tokenizer.json (model BPE; pre_tokenizer ByteLevel, Digits+ByteLevel or the Llama-3
-   Split+ByteLevel; no normalizer). bos/eos/add_bos come from tokenizer_config.json in the same
-   folder when it exists (bos_token, eos_token, add_bos_token), else from a TemplateProcessing
-   post-processor that starts with a special token (then add_bos = 1), else none. */
+/* From an HF tokenizer.json, model BPE, one of:
+   - byte-level: pre_tokenizer ByteLevel, Digits+ByteLevel, or Split (the Llama-3 or the Qwen2
+     regex)+ByteLevel; normalizer none or NFC;
+   - SentencePiece: byte_fallback true, with the normalizer Prepend("▁")+Replace(" ", "▁") (Llama
+     2's "legacy" conversion: every stretch between specials gets the prefix) and no
+     pre_tokenizer, or no normalizer and a Metaspace pre_tokenizer ("▁", prepend_scheme first:
+     only text at the start of the input gets the prefix, always, or never; split or not);
+     fuse_unk as given, unk_token from the model.
+   bos/eos/add_bos come from tokenizer_config.json in the same folder when it exists (bos_token,
+   eos_token, add_bos_token), else from a TemplateProcessing post-processor that starts with a
+   special token (then add_bos = 1), else none. Anything else: AMK_ERR_UNSUPPORTED naming it. */
 AMK_API amk_result amk_tokenizer_from_json(const char *path, amk_tokenizer **out, amk_diag *d);
 /* The same from memory: json is tokenizer.json's text, config tokenizer_config.json's or NULL. */
 AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_len,
@@ -105,14 +130,32 @@ AMK_API int amk_tokenizer_is_special(const amk_tokenizer *t, int id);
 AMK_API int amk_tokenizer_token_id(const amk_tokenizer *t, const char *text);
 /* The id of the one-byte token for byte value b (0..255), or -1 if the vocab has none. */
 AMK_API int amk_tokenizer_byte_token(const amk_tokenizer *t, int b);
-/* Runs a pre-tokenizer alone (no special tokens): writes the end offset of each piece into ends
+/* Runs a pre-tokenizer alone (no special tokens, no normalizer; SPM: one piece; METASPACE: a
+   piece before each "▁" but the first character): writes the end offset of each piece into ends
    (up to cap) and returns the number of pieces, or -1 on a bad argument or more than INT_MAX. */
 AMK_API int amk_tokenizer_pretokenize(amk_pretok p, const char *text, size_t len, size_t *ends,
                                       int cap);
-/* The ChatML prompt of SmolLM2 (REFERENCE §3.1) for one user turn, ending with
-   "<|im_start|>assistant\n". system NULL gives the default system prompt; "" an empty one. Writes
-   a NUL-terminated prefix into buf (cap bytes) and returns the length of the whole prompt (like
-   snprintf), or -1 if t is given and has no <|im_start|> token, or user is NULL. t may be NULL. */
+/* The chat formats of the families (one user turn, the text up to where the assistant's answer
+   starts; BOS is not in the text: encode adds it where the tokenizer does). */
+typedef enum amk_chat_format {
+    AMK_CHAT_NONE = 0,   /* the tokenizer has no chat format AMK knows */
+    AMK_CHAT_CHATML = 1, /* <|im_start|>role\n...<|im_end|>\n (SmolLM2, Qwen2, Qwen2.5, Qwen3) */
+    AMK_CHAT_LLAMA3 = 2, /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    AMK_CHAT_MISTRAL = 3, /* [INST] system\n\nuser [/INST] */
+    AMK_CHAT_LLAMA2 = 4  /* [INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] */
+} amk_chat_format;
+/* The tokenizer's chat format: from the model's chat template where the file has one (GGUF
+   tokenizer.chat_template, tokenizer_config.json chat_template: which markers it uses), else from
+   the vocabulary (<|im_start|>, <|start_header_id|>, SentencePiece with an [INST] token: MISTRAL,
+   other SentencePiece: LLAMA2). t NULL: CHATML. */
+AMK_API amk_chat_format amk_tokenizer_chat_format(const amk_tokenizer *t);
+/* The chat prompt of one user turn in the tokenizer's format (amk_tokenizer_chat_format).
+   system NULL gives the format's default system prompt where the model's template has one
+   (SmolLM2's and Qwen2.5's, REFERENCE §3.1; a tokenizer without a template: SmolLM2's for the
+   smollm pre-tokenizer), else no system turn; "" an empty one. Writes a NUL-terminated prefix
+   into buf (cap bytes) and returns the length of the whole prompt (like snprintf), or -1 if user
+   is NULL or the tokenizer has no chat format (or its format's marker tokens). t may be NULL:
+   SmolLM2's ChatML. */
 AMK_API int amk_tokenizer_chat_prompt(const amk_tokenizer *t, const char *system, const char *user,
                                       char *buf, size_t cap);
 
@@ -320,9 +363,17 @@ static const amk__uni_range amk__uni_ranges[831] = {
 /* >>unicode_tables end */
 /* why: 2^24 ids is 64x the largest real vocab (256k) and keeps every id and count in an int */
 #define AMK__TOK_MAX_TOKENS (1 << 24)
-#define AMK__TOK_DEFAULT_SYSTEM "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+/* The default system prompts of the chat templates AMK knows, longest first (a template is
+   searched for them in this order). */
+static const char *const amk__tok_systems[] = {
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face", /* SmolLM2 */
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."  /* Qwen2.5 */
+};
 #define AMK__TOK_LLAMA3_REGEX \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define AMK__TOK_QWEN2_REGEX \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 /* A merge rule keyed by the ids of its two parts. rank < 0 marks an empty slot. */
@@ -338,9 +389,16 @@ struct amk_tokenizer {
     amk__tok_merge *merge_slots; size_t merge_mask; /* open addressing: (a, b) -> rank, result */
     int *specials; int n_specials; /* special ids grouped by first byte, longest first */
     int special_start[257];      /* specials[special_start[b] .. special_start[b+1]) start with b */
-    int byte_id[256];            /* the one-byte token of each byte value, -1 if none */
+    int byte_id[256];            /* the one-byte token of each byte value (SentencePiece: <0xXX>), -1 if none */
     amk_pretok pretok;
     int bos, eos, add_bos, ignore_merges;
+    int spm;                     /* SentencePiece BPE (pretok SPM or METASPACE) */
+    int space_prefix;            /* SentencePiece: 0 none, 1 "▁" before text at the input's start, 2 before every stretch */
+    int prefix_once;             /* SentencePiece: no prefix where the stretch begins with a space (HF Metaspace) */
+    int unk, fuse_unk;           /* SentencePiece: the unknown token (-1: none) and whether runs of it fuse */
+    int nfc;                     /* byte-level: NFC before the pre-tokenizer (Qwen2's tokenizer.json) */
+    amk_chat_format chat;        /* the chat format (amk__tok_chat_detect) */
+    int chat_system;             /* its default system prompt: an index of amk__tok_systems, -1 none */
 };
 
 /* ---- the byte alphabet (GPT-2 encoder.py bytes_to_unicode) ----------------------------------- */
@@ -466,8 +524,9 @@ AMK__FN uint32_t amk__tok_fold(uint32_t cp) {
     return cp;
 }
 
-/* One match of the Llama-3 regex (REFERENCE §3.3) at pos (not at the end); returns its end. */
-AMK__FN size_t amk__tok_match_llama3(const amk__tok_text *x, size_t pos) {
+/* One match of the Llama-3 regex (REFERENCE §3.3) at pos (not at the end); returns its end.
+   max_digits 3 (\p{N}{1,3}), or 1: Qwen2's regex, the same with \p{N} alone. */
+AMK__FN size_t amk__tok_match_llama3(const amk__tok_text *x, size_t pos, int max_digits) {
     uint32_t cp, cp1, cp2;
     size_t n, n1, n2, p, q, nl_end = 0;
     int c = amk__tok_peek(x, pos, &cp, &n), c1, k;
@@ -486,9 +545,9 @@ AMK__FN size_t amk__tok_match_llama3(const amk__tok_text *x, size_t pos) {
     if (c != AMK__TC_N && cp != '\r' && cp != '\n' &&
         amk__tok_peek(x, pos + n, &cp1, &n1) == AMK__TC_L)
         return amk__tok_run(x, pos + n, AMK__TC_L);
-    /* \p{N}{1,3} */
+    /* \p{N}{1,3} (Qwen2: \p{N}) */
     if (c == AMK__TC_N) {
-        for (p = pos, k = 0; k < 3 && amk__tok_peek(x, p, &cp1, &n1) == AMK__TC_N; k++) p += n1;
+        for (p = pos, k = 0; k < max_digits && amk__tok_peek(x, p, &cp1, &n1) == AMK__TC_N; k++) p += n1;
         return p;
     }
     /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
@@ -506,6 +565,9 @@ AMK__FN size_t amk__tok_match_llama3(const amk__tok_text *x, size_t pos) {
     return amk__tok_space_run(x, pos);
 }
 
+/* "▁" (U+2581), SentencePiece's space, in UTF-8. */
+#define AMK__TOK_SPACE "\xE2\x96\x81"
+
 /* The end of the pre-tokenizer piece that starts at pos < len. */
 AMK__FN size_t amk__tok_next_piece(amk_pretok p, const unsigned char *s, size_t len, size_t pos) {
     amk__tok_text x;
@@ -514,7 +576,13 @@ AMK__FN size_t amk__tok_next_piece(amk_pretok p, const unsigned char *s, size_t 
     x.s = s;
     x.len = len;
     x.n_is_end = 0;
-    if (p == AMK_PRETOK_LLAMA3) return amk__tok_match_llama3(&x, pos);
+    if (p == AMK_PRETOK_LLAMA3 || p == AMK_PRETOK_QWEN2) return amk__tok_match_llama3(&x, pos, p == AMK_PRETOK_LLAMA3 ? 3 : 1);
+    if (p == AMK_PRETOK_SPM) return len;
+    if (p == AMK_PRETOK_METASPACE) { /* up to the next "▁" after the first character */
+        pos += amk__tok_utf8(s + pos, len - pos, &cp);
+        while (pos < len && !(len - pos >= 3 && memcmp(s + pos, AMK__TOK_SPACE, 3) == 0)) pos++;
+        return pos;
+    }
     if (p == AMK_PRETOK_SMOLLM) {
         /* pass 1 (HF Digits, individual): every \p{N} alone; pass 2 sees the text between them */
         if (amk__tok_peek(&x, pos, &cp, &n) == AMK__TC_N) return pos + n;
@@ -528,7 +596,7 @@ AMK_API int amk_tokenizer_pretokenize(amk_pretok p, const char *text, size_t len
     size_t pos = 0;
     int count = 0;
     if ((!text && len) || cap < 0 || (!ends && cap > 0)) return -1;
-    if (p != AMK_PRETOK_SMOLLM && p != AMK_PRETOK_LLAMA3 && p != AMK_PRETOK_GPT2) return -1;
+    if ((int)p < (int)AMK_PRETOK_SMOLLM || (int)p > (int)AMK_PRETOK_METASPACE) return -1;
     while (pos < len) {
         pos = amk__tok_next_piece(p, (const unsigned char *)text, len, pos);
         if (count == INT_MAX) return -1;
@@ -592,8 +660,12 @@ typedef struct amk__tok_src {
     const char *const *tokens; const size_t *token_lens; /* lens may be NULL: NUL-terminated */
     const unsigned char *special;                        /* [n_tokens] or NULL */
     int n_merges; const amk__tok_pair *merges;
+    const float *scores;         /* SentencePiece without merges: [n_tokens], merges derived from them */
+    const unsigned char *is_byte; /* SentencePiece: [n_tokens] 1 for a <0xXX> token, or NULL: by its string */
     amk_pretok pretok;
     int bos, eos, add_bos, ignore_merges;
+    int space_prefix, prefix_once, unk, fuse_unk, nfc; /* as amk_tokenizer's */
+    const char *chat_template; size_t chat_template_len; /* the model's, or NULL */
 } amk__tok_src;
 
 AMK_API void amk_tokenizer_free(amk_tokenizer *t) {
@@ -627,6 +699,135 @@ AMK__FN size_t amk__tok_decode_string(const char *s, size_t n, char *out) {
         i += m;
     }
     return k;
+}
+
+/* The byte b of a SentencePiece byte token "<0xHH>" (upper-case hex, as SentencePiece writes
+   them), or -1. */
+AMK__FN int amk__tok_spm_byte(const char *s, size_t n) {
+    int i, v = 0;
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    for (i = 3; i < 5; i++) {
+        const char c = s[i];
+        if (c >= '0' && c <= '9') v = 16 * v + (c - '0');
+        else if (c >= 'A' && c <= 'F') v = 16 * v + (c - 'A' + 10);
+        else return -1;
+    }
+    return v;
+}
+
+/* A SentencePiece token's bytes: its byte (a byte token), else its text with each "▁" a space.
+   Returns the length (<= n). */
+AMK__FN size_t amk__tok_spm_decode(const char *s, size_t n, int byte, char *out) {
+    size_t i = 0, k = 0;
+    if (byte >= 0) { out[0] = (char)byte; return 1; }
+    while (i < n) {
+        if (n - i >= 3 && memcmp(s + i, AMK__TOK_SPACE, 3) == 0) { out[k++] = ' '; i += 3; }
+        else out[k++] = s[i++];
+    }
+    return k;
+}
+
+/* Puts merge (a, b) -> r at rank into the table (room assured); a pair already there keeps its
+   rank (the first, the lowest). */
+AMK__FN void amk__tok_merge_put(amk_tokenizer *t, int a, int b, int r, int rank) {
+    const uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+    size_t h;
+    if (amk__tok_merge_get(t, a, b)) return;
+    h = amk__tok_hash_pair(key) & t->merge_mask;
+    while (t->merge_slots[h].rank >= 0) h = (h + 1) & t->merge_mask;
+    t->merge_slots[h].key = key;
+    t->merge_slots[h].rank = rank;
+    t->merge_slots[h].id = r;
+}
+
+/* A token and its score, for ranking. */
+typedef struct amk__tok_scored { float score; int id; } amk__tok_scored;
+AMK__FN int amk__tok_by_score(const void *pa, const void *pb) {
+    const amk__tok_scored *a = (const amk__tok_scored *)pa, *b = (const amk__tok_scored *)pb;
+    if (a->score != b->score) return a->score > b->score ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* SentencePiece merges from scores (llama.cpp's tokenizer merges two symbols when their text is a
+   token, the highest score first, ties leftmost): every split of a token's text into two tokens
+   (at a character boundary) is a merge into it, ranked by the token's score, equal scores one
+   rank (the heap then takes the leftmost). Specials, byte and empty tokens take no part, nor
+   tokens longer than AMK__TOK_SPM_MAX_MERGE bytes (why: the splits of a token cost its length
+   squared; SentencePiece's pieces are at most 16 characters by default, and a hostile file must
+   not make this quadratic in its size). scores NaN rank last. */
+#define AMK__TOK_SPM_MAX_MERGE 256
+AMK__FN amk_result amk__tok_spm_merges(amk_tokenizer *t, const float *scores, const unsigned char *is_byte) {
+    amk__tok_scored *order = (amk__tok_scored *)amk__malloc((size_t)t->n_tokens * sizeof *order);
+    int *rank = (int *)amk__malloc((size_t)t->n_tokens * sizeof(int));
+    size_t n_pairs = 0, m, p;
+    int i, pass, r = 0;
+    if (!order || !rank) { amk__free(order); amk__free(rank); return AMK_ERR_OUT_OF_MEMORY; }
+    for (i = 0; i < t->n_tokens; i++) {
+        order[i].score = scores[i] == scores[i] ? scores[i] : -HUGE_VALF;
+        order[i].id = i;
+    }
+    qsort(order, (size_t)t->n_tokens, sizeof *order, amk__tok_by_score);
+    for (i = 0; i < t->n_tokens; i++) {
+        if (i > 0 && order[i].score != order[i - 1].score) r++;
+        rank[order[i].id] = r;
+    }
+    amk__free(order);
+    for (pass = 0; pass < 2; pass++) { /* count the pairs, then put them */
+        for (i = 0; i < t->n_tokens; i++) {
+            const char *s = t->arena + t->str_off[i];
+            const size_t n = t->str_len[i];
+            if (t->special[i] || n < 2 || n > AMK__TOK_SPM_MAX_MERGE || (is_byte && is_byte[i])) continue;
+            for (p = 1; p < n; p++) {
+                int a, b;
+                if (((unsigned char)s[p] & 0xC0) == 0x80) continue; /* inside a character */
+                a = amk__tok_lookup(t, s, p);
+                b = amk__tok_lookup(t, s + p, n - p);
+                if (a < 0 || b < 0 || t->special[a] || t->special[b]) continue;
+                if (pass == 0) n_pairs++;
+                else amk__tok_merge_put(t, a, b, i, rank[i]);
+            }
+        }
+        if (pass == 0) {
+            m = amk__tok_table_size(n_pairs);
+            t->merge_slots = m ? (amk__tok_merge *)amk__malloc(m * sizeof(amk__tok_merge)) : NULL;
+            if (!t->merge_slots) { amk__free(rank); return AMK_ERR_OUT_OF_MEMORY; }
+            t->merge_mask = m - 1;
+            for (p = 0; p < m; p++) {
+                t->merge_slots[p].key = 0;
+                t->merge_slots[p].rank = -1;
+                t->merge_slots[p].id = -1;
+            }
+        }
+    }
+    amk__free(rank);
+    return AMK_OK;
+}
+
+/* The chat format and default system prompt of t: from the chat template's text (tmpl, may be
+   NULL) where it has one of the formats' markers, else from the vocabulary (amk_tokenizer_chat_format). */
+AMK__FN void amk__tok_chat_detect(amk_tokenizer *t, const char *tmpl, size_t n) {
+    char *z = NULL;
+    size_t i;
+    t->chat = AMK_CHAT_NONE;
+    t->chat_system = -1;
+    if (tmpl && n && (z = (char *)amk__malloc(n + 1)) != NULL) { /* why a copy: strstr needs the NUL */
+        memcpy(z, tmpl, n);
+        z[n] = 0;
+        t->chat = strstr(z, "<|im_start|>") ? AMK_CHAT_CHATML : strstr(z, "<|start_header_id|>") ? AMK_CHAT_LLAMA3
+                : strstr(z, "<<SYS>>") ? AMK_CHAT_LLAMA2 : strstr(z, "[INST]") ? AMK_CHAT_MISTRAL : AMK_CHAT_NONE;
+        for (i = 0; i < sizeof amk__tok_systems / sizeof amk__tok_systems[0] && t->chat == AMK_CHAT_CHATML; i++)
+            if (strstr(z, amk__tok_systems[i])) { t->chat_system = (int)i; break; }
+        amk__free(z);
+        if (t->chat != AMK_CHAT_NONE) return;
+    }
+    if (amk__tok_lookup(t, "<|im_start|>", 12) >= 0) {
+        t->chat = AMK_CHAT_CHATML;
+        if (t->pretok == AMK_PRETOK_SMOLLM) t->chat_system = 0;
+    } else if (amk__tok_lookup(t, "<|start_header_id|>", 19) >= 0) {
+        t->chat = AMK_CHAT_LLAMA3;
+    } else if (t->spm) {
+        t->chat = amk__tok_lookup(t, "[INST]", 6) >= 0 ? AMK_CHAT_MISTRAL : AMK_CHAT_LLAMA2;
+    }
 }
 
 /* Groups the special ids by first byte, longest first in each group, so encode tries the longest
@@ -683,6 +884,12 @@ AMK__FN amk_result amk__tok_build(const amk__tok_src *src, amk_tokenizer **out, 
     t->eos = src->eos;
     t->add_bos = src->add_bos ? 1 : 0;
     t->ignore_merges = src->ignore_merges ? 1 : 0;
+    t->spm = src->pretok == AMK_PRETOK_SPM || src->pretok == AMK_PRETOK_METASPACE;
+    t->space_prefix = src->space_prefix;
+    t->prefix_once = src->prefix_once ? 1 : 0;
+    t->unk = src->unk;
+    t->fuse_unk = src->fuse_unk ? 1 : 0;
+    t->nfc = src->nfc ? 1 : 0;
     t->str_off = (size_t *)amk__calloc((size_t)t->n_tokens, sizeof(size_t));
     t->str_len = (size_t *)amk__calloc((size_t)t->n_tokens, sizeof(size_t));
     t->bytes_off = (size_t *)amk__calloc((size_t)t->n_tokens, sizeof(size_t));
@@ -719,6 +926,10 @@ AMK__FN amk_result amk__tok_build(const amk__tok_src *src, amk_tokenizer **out, 
         if (t->special[i]) {
             if (t->str_len[i]) memcpy(t->arena + pos, s, t->str_len[i]);
             t->bytes_len[i] = t->str_len[i];
+        } else if (t->spm) {
+            const int byte = src->is_byte ? (src->is_byte[i] ? amk__tok_spm_byte(s, t->str_len[i]) : -1)
+                                          : amk__tok_spm_byte(s, t->str_len[i]);
+            t->bytes_len[i] = amk__tok_spm_decode(s, t->str_len[i], byte, t->arena + pos);
         } else {
             t->bytes_len[i] = amk__tok_decode_string(s, t->str_len[i], t->arena + pos);
         }
@@ -741,9 +952,17 @@ AMK__FN amk_result amk__tok_build(const amk__tok_src *src, amk_tokenizer **out, 
         t->tok_slots[h] = i;
     }
     for (b = 0; b < 256; b++) {
-        unsigned char u[4];
-        size_t n = amk__utf8_put(u, amk__tok_byte_cp(b));
+        unsigned char u[8];
+        size_t n = t->spm ? (size_t)snprintf((char *)u, sizeof u, "<0x%02X>", b) : amk__utf8_put(u, amk__tok_byte_cp(b));
         t->byte_id[b] = amk__tok_lookup(t, (const char *)u, n);
+    }
+    if (src->unk < -1 || src->unk >= t->n_tokens) {
+        amk_tokenizer_free(t);
+        return amk__fail(d, AMK_ERR_PARSE, "tokenizer: unk %d is not a token id", src->unk);
+    }
+    if (src->scores && src->n_merges == 0) { /* SentencePiece from a GGUF: merges from the scores */
+        if (amk__tok_spm_merges(t, src->scores, src->is_byte) != AMK_OK) goto oom;
+        goto specials;
     }
 
     /* (a, b) -> rank and result; a repeated pair keeps its first (lowest) rank */
@@ -760,8 +979,7 @@ AMK__FN amk_result amk__tok_build(const amk__tok_src *src, amk_tokenizer **out, 
     for (i = 0; i < src->n_merges; i++) {
         const amk__tok_pair *pr = &src->merges[i];
         int ia = amk__tok_lookup(t, pr->a, pr->alen), ib = amk__tok_lookup(t, pr->b, pr->blen), ir;
-        uint64_t key;
-        size_t h, need = pr->alen + pr->blen; /* both bounded by the input, no overflow */
+        size_t need = pr->alen + pr->blen; /* both bounded by the input, no overflow */
         if (need > cat_cap) {
             char *nc = (char *)amk__realloc(cat, need);
             if (!nc) goto oom;
@@ -778,17 +996,13 @@ AMK__FN amk_result amk__tok_build(const amk__tok_src *src, amk_tokenizer **out, 
                              "not in the vocabulary", i, (int)(pr->alen > 64 ? 64 : pr->alen), pr->a,
                              (int)(pr->blen > 64 ? 64 : pr->blen), pr->b);
         }
-        key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
-        if (amk__tok_merge_get(t, ia, ib)) continue;
-        h = amk__tok_hash_pair(key) & t->merge_mask;
-        while (t->merge_slots[h].rank >= 0) h = (h + 1) & t->merge_mask;
-        t->merge_slots[h].key = key;
-        t->merge_slots[h].rank = i;
-        t->merge_slots[h].id = ir;
+        amk__tok_merge_put(t, ia, ib, ir, i);
     }
     amk__free(cat);
     cat = NULL;
+specials:
     if (amk__tok_build_specials(t) != AMK_OK) goto oom;
+    amk__tok_chat_detect(t, src->chat_template, src->chat_template_len);
     *out = t;
     return AMK_OK;
 oom:
@@ -826,8 +1040,9 @@ AMK_API amk_result amk_tokenizer_create(const amk_tokenizer_spec *s, amk_tokeniz
         s->n_merges < 0 || (s->n_merges > 0 && !s->merges))
         return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: bad spec (NULL tokens or merges, or "
                          "a count out of range)");
-    if (s->pretok != AMK_PRETOK_SMOLLM && s->pretok != AMK_PRETOK_LLAMA3 && s->pretok != AMK_PRETOK_GPT2)
-        return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: unknown pre-tokenizer %d", (int)s->pretok);
+    if (s->pretok != AMK_PRETOK_SMOLLM && s->pretok != AMK_PRETOK_LLAMA3 && s->pretok != AMK_PRETOK_GPT2 &&
+        s->pretok != AMK_PRETOK_QWEN2)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: pre-tokenizer %d is not a byte-level one", (int)s->pretok);
     pairs = (amk__tok_pair *)amk__malloc((size_t)(s->n_merges ? s->n_merges : 1) * sizeof *pairs);
     special = (unsigned char *)amk__calloc((size_t)s->n_tokens, 1);
     if (!pairs || !special) {
@@ -847,6 +1062,8 @@ AMK_API amk_result amk_tokenizer_create(const amk_tokenizer_spec *s, amk_tokeniz
     if (s->token_types)
         for (i = 0; i < s->n_tokens; i++) /* why: 3 control, 4 user-defined */
             special[i] = (unsigned char)(s->token_types[i] == 3 || s->token_types[i] == 4);
+    memset(&src, 0, sizeof src);
+    src.unk = -1;
     src.n_tokens = s->n_tokens;
     src.tokens = s->tokens;
     src.token_lens = s->token_lens;
@@ -868,27 +1085,32 @@ AMK_API amk_result amk_tokenizer_create(const amk_tokenizer_spec *s, amk_tokeniz
 
 AMK_API amk_result amk_tokenizer_from_gguf(const amk_gguf *g, amk_tokenizer **out, amk_diag *d) {
     static const char *const k_tokens = "tokenizer.ggml.tokens", *const k_merges = "tokenizer.ggml.merges",
-                             *const k_types = "tokenizer.ggml.token_type";
+                             *const k_types = "tokenizer.ggml.token_type", *const k_scores = "tokenizer.ggml.scores";
     amk__tok_src src;
     const char *model, *pre, **tokens = NULL;
     size_t len, *lens = NULL;
-    unsigned char *special = NULL;
+    unsigned char *special = NULL, *is_byte = NULL;
+    float *scores = NULL;
     amk__tok_pair *pairs = NULL;
     int64_t n_tok, n_merges, n_types, v;
     uint32_t et = 0;
-    int i, flag;
+    int i, flag, spm;
     amk_result r;
     if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: out is NULL");
     *out = NULL;
     if (!g) return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: gguf is NULL");
     memset(&src, 0, sizeof src);
+    src.unk = -1;
     model = amk_gguf_get_string(g, "tokenizer.ggml.model", &len);
     if (!model) return amk__fail(d, AMK_ERR_NOT_FOUND, "gguf: no tokenizer.ggml.model");
-    if (len != 4 || memcmp(model, "gpt2", 4) != 0)
+    spm = len == 5 && memcmp(model, "llama", 5) == 0;
+    if (!spm && (len != 4 || memcmp(model, "gpt2", 4) != 0))
         return amk__fail(d, AMK_ERR_UNSUPPORTED, "gguf: tokenizer model '%.*s' is not supported "
-                         "(only byte-level BPE, \"gpt2\")", (int)(len > 64 ? 64 : len), model);
+                         "(byte-level BPE \"gpt2\" or SentencePiece BPE \"llama\")", (int)(len > 64 ? 64 : len), model);
     pre = amk_gguf_get_string(g, "tokenizer.ggml.pre", &len);
-    if (!pre || (len == 4 && memcmp(pre, "gpt2", 4) == 0) || (len == 7 && memcmp(pre, "default", 7) == 0)) {
+    if (spm) {
+        src.pretok = AMK_PRETOK_SPM; /* why pre ignored: llama.cpp's SentencePiece takes none */
+    } else if (!pre || (len == 4 && memcmp(pre, "gpt2", 4) == 0) || (len == 7 && memcmp(pre, "default", 7) == 0)) {
         src.pretok = AMK_PRETOK_GPT2;
     } else if (len == 6 && memcmp(pre, "smollm", 6) == 0) {
         src.pretok = AMK_PRETOK_SMOLLM;
@@ -896,14 +1118,16 @@ AMK_API amk_result amk_tokenizer_from_gguf(const amk_gguf *g, amk_tokenizer **ou
                (len == 8 && memcmp(pre, "llama-v3", 8) == 0)) {
         src.pretok = AMK_PRETOK_LLAMA3;
         src.ignore_merges = 1;
+    } else if (len == 5 && memcmp(pre, "qwen2", 5) == 0) {
+        src.pretok = AMK_PRETOK_QWEN2;
     } else {
         return amk__fail(d, AMK_ERR_UNSUPPORTED, "gguf: pre-tokenizer '%.*s' is not supported "
-                         "(smollm, llama-bpe, gpt2)", (int)(len > 64 ? 64 : len), pre);
+                         "(smollm, llama-bpe, qwen2, gpt2)", (int)(len > 64 ? 64 : len), pre);
     }
     n_tok = amk_gguf_array_len(g, k_tokens, &et);
     if (n_tok < 1 || n_tok > AMK__TOK_MAX_TOKENS || et != AMK_GGUF_STRING)
         return amk__fail(d, AMK_ERR_PARSE, "gguf: %s is missing, empty, too long or not strings", k_tokens);
-    n_merges = amk_gguf_array_len(g, k_merges, &et);
+    n_merges = spm ? -1 : amk_gguf_array_len(g, k_merges, &et);
     if (n_merges < 0) n_merges = 0;
     else if (n_merges > INT_MAX || (n_merges > 0 && et != AMK_GGUF_STRING))
         return amk__fail(d, AMK_ERR_PARSE, "gguf: %s is too long or not strings", k_merges);
@@ -911,11 +1135,16 @@ AMK_API amk_result amk_tokenizer_from_gguf(const amk_gguf *g, amk_tokenizer **ou
     if (n_types >= 0 && n_types != n_tok)
         return amk__fail(d, AMK_ERR_PARSE, "gguf: %s has %lld entries for %lld tokens", k_types,
                          (long long)n_types, (long long)n_tok);
+    if (spm && (amk_gguf_array_len(g, k_scores, &et) != n_tok || et != AMK_GGUF_FLOAT32))
+        return amk__fail(d, AMK_ERR_PARSE, "gguf: a SentencePiece vocabulary needs %s, %lld float32 scores",
+                         k_scores, (long long)n_tok);
     tokens = (const char **)amk__malloc((size_t)n_tok * sizeof *tokens);
     lens = (size_t *)amk__malloc((size_t)n_tok * sizeof *lens);
     special = (unsigned char *)amk__calloc((size_t)n_tok, 1);
+    is_byte = (unsigned char *)amk__calloc((size_t)n_tok, 1);
+    scores = spm ? (float *)amk__malloc((size_t)n_tok * sizeof *scores) : NULL;
     pairs = (amk__tok_pair *)amk__malloc((size_t)(n_merges ? n_merges : 1) * sizeof *pairs);
-    if (!tokens || !lens || !special || !pairs) {
+    if (!tokens || !lens || !special || !is_byte || (spm && !scores) || !pairs) {
         r = amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
         goto done;
     }
@@ -925,12 +1154,23 @@ AMK_API amk_result amk_tokenizer_from_gguf(const amk_gguf *g, amk_tokenizer **ou
             r = amk__fail(d, AMK_ERR_PARSE, "gguf: %s[%d] is unreadable", k_tokens, i);
             goto done;
         }
+        if (spm) {
+            double sc;
+            if (!amk_gguf_array_float(g, k_scores, i, &sc)) {
+                r = amk__fail(d, AMK_ERR_PARSE, "gguf: %s[%d] is not a number", k_scores, i);
+                goto done;
+            }
+            scores[i] = (float)sc;
+        }
         if (n_types < 0) continue;
         if (!amk_gguf_array_int(g, k_types, i, &v)) {
             r = amk__fail(d, AMK_ERR_PARSE, "gguf: %s[%d] is not an integer", k_types, i);
             goto done;
         }
-        special[i] = (unsigned char)(v == 3 || v == 4); /* why: 3 control, 4 user-defined */
+        /* why: 3 control, 4 user-defined (and SentencePiece's 2 unknown) are matched verbatim; 6 byte */
+        special[i] = (unsigned char)(v == 3 || v == 4 || (spm && v == 2));
+        is_byte[i] = (unsigned char)(spm && v == 6);
+        if (spm && v == 2 && src.unk < 0) src.unk = i;
     }
     for (i = 0; i < (int)n_merges; i++) {
         const char *m = amk_gguf_array_string(g, k_merges, i, &len);
@@ -945,21 +1185,32 @@ AMK_API amk_result amk_tokenizer_from_gguf(const amk_gguf *g, amk_tokenizer **ou
     src.special = special;
     src.n_merges = (int)n_merges;
     src.merges = pairs;
+    src.scores = scores;
+    src.is_byte = spm && n_types >= 0 ? is_byte : NULL;
     src.bos = src.eos = -1;
     if (amk_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &v)) src.bos = v >= 0 && v < n_tok ? (int)v : -2;
     if (amk_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &v)) src.eos = v >= 0 && v < n_tok ? (int)v : -2;
-    if (src.bos == -2 || src.eos == -2) {
-        r = amk__fail(d, AMK_ERR_PARSE, "gguf: tokenizer.ggml.bos/eos_token_id is not a token id");
+    if (amk_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", &v)) src.unk = v >= 0 && v < n_tok ? (int)v : -3;
+    if (src.bos == -2 || src.eos == -2 || src.unk == -3) {
+        r = amk__fail(d, AMK_ERR_PARSE, "gguf: tokenizer.ggml.bos/eos/unknown_token_id is not a token id");
         goto done;
     }
-    /* why: llama.cpp adds BOS for llama-bpe when the file does not say; others default to no */
-    src.add_bos = src.pretok == AMK_PRETOK_LLAMA3;
+    /* why: llama.cpp adds BOS for llama-bpe and SentencePiece when the file does not say; others
+       default to no */
+    src.add_bos = src.pretok == AMK_PRETOK_LLAMA3 || spm;
     if (amk_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &flag)) src.add_bos = flag;
+    if (spm) {
+        src.space_prefix = 2;
+        if (amk_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &flag) && !flag) src.space_prefix = 0;
+    }
+    src.chat_template = amk_gguf_get_string(g, "tokenizer.chat_template", &src.chat_template_len);
     r = amk__tok_build(&src, out, d);
 done:
     amk__free(tokens);
     amk__free(lens);
     amk__free(special);
+    amk__free(is_byte);
+    amk__free(scores);
     amk__free(pairs);
     return r;
 }
@@ -1014,16 +1265,62 @@ AMK__FN amk_result amk__tok_json_pretok(const amk__jval *pt, amk_pretok *out, am
             return AMK_OK;
         }
         if (amk__tok_jstr_is(amk__json_get(a, "type"), "Split") &&
-            amk__tok_jstr_is(amk__json_get(amk__json_get(a, "pattern"), "Regex"), AMK__TOK_LLAMA3_REGEX) &&
             amk__tok_jstr_is(amk__json_get(a, "behavior"), "Isolated") &&
             amk__tok_jbool(a, "invert", 0) == 0 && amk__tok_is_bytelevel(b, 0)) {
-            *out = AMK_PRETOK_LLAMA3;
-            return AMK_OK;
+            const amk__jval *re = amk__json_get(amk__json_get(a, "pattern"), "Regex");
+            if (amk__tok_jstr_is(re, AMK__TOK_LLAMA3_REGEX)) { *out = AMK_PRETOK_LLAMA3; return AMK_OK; }
+            if (amk__tok_jstr_is(re, AMK__TOK_QWEN2_REGEX)) { *out = AMK_PRETOK_QWEN2; return AMK_OK; }
         }
     }
     return amk__tok_jfail(d, pt, "/pre_tokenizer", AMK_ERR_UNSUPPORTED, "tokenizer.json: pre_tokenizer "
-                          "'%.40s' is not supported (ByteLevel, Digits+ByteLevel, Llama-3 Split+ByteLevel)",
-                          type && type->type == AMK__J_STRING ? type->s : "?");
+                          "'%.40s' is not supported (ByteLevel, Digits+ByteLevel, Split of the Llama-3 or Qwen2 "
+                          "regex+ByteLevel)", type && type->type == AMK__J_STRING ? type->s : "?");
+}
+
+/* A SentencePiece tokenizer.json (BPE with byte_fallback): its space handling, from the normalizer
+   Prepend("▁") + Replace(" ", "▁") with no pre_tokenizer (every stretch between specials gets the
+   prefix), or no normalizer and a Metaspace pre_tokenizer (prepend_scheme first, always or never,
+   or the older add_prefix_space; not where the stretch already begins with "▁"; split: a piece a
+   word). */
+AMK__FN amk_result amk__tok_json_spm(const amk__jval *root, amk__tok_src *src, amk_diag *d) {
+    const amk__jval *nz = amk__json_get(root, "normalizer"), *pt = amk__json_get(root, "pre_tokenizer");
+    const int no_nz = !nz || nz->type == AMK__J_NULL, no_pt = !pt || pt->type == AMK__J_NULL;
+    src->pretok = AMK_PRETOK_SPM;
+    if (!no_nz && no_pt && amk__tok_jstr_is(amk__json_get(nz, "type"), "Sequence")) {
+        const amk__jval *list = amk__json_get(nz, "normalizers");
+        if (list && list->type == AMK__J_ARRAY && list->n == 2 &&
+            amk__tok_jstr_is(amk__json_get(&list->items[0], "type"), "Prepend") &&
+            amk__tok_jstr_is(amk__json_get(&list->items[0], "prepend"), AMK__TOK_SPACE) &&
+            amk__tok_jstr_is(amk__json_get(&list->items[1], "type"), "Replace") &&
+            amk__tok_jstr_is(amk__json_get(amk__json_get(&list->items[1], "pattern"), "String"), " ") &&
+            amk__tok_jstr_is(amk__json_get(&list->items[1], "content"), AMK__TOK_SPACE)) {
+            src->space_prefix = 2;
+            return AMK_OK;
+        }
+    }
+    if (no_nz && !no_pt && amk__tok_jstr_is(amk__json_get(pt, "type"), "Metaspace") &&
+        amk__tok_jstr_is(amk__json_get(pt, "replacement"), AMK__TOK_SPACE)) {
+        const amk__jval *scheme = amk__json_get(pt, "prepend_scheme");
+        const int split = amk__tok_jbool(pt, "split", 1);
+        src->prefix_once = 1;
+        if (scheme && scheme->type != AMK__J_NULL) {
+            if (amk__tok_jstr_is(scheme, "first")) src->space_prefix = 1;
+            else if (amk__tok_jstr_is(scheme, "always")) src->space_prefix = 2;
+            else if (amk__tok_jstr_is(scheme, "never")) src->space_prefix = 0;
+            else scheme = NULL;
+        } else {
+            src->space_prefix = amk__tok_jbool(pt, "add_prefix_space", 1) == 1 ? 2 : 0;
+            scheme = pt;
+        }
+        if (scheme && split >= 0) {
+            src->pretok = split ? AMK_PRETOK_METASPACE : AMK_PRETOK_SPM;
+            return AMK_OK;
+        }
+    }
+    return amk__tok_jfail(d, no_nz ? pt : nz, no_nz ? "/pre_tokenizer" : "/normalizer", AMK_ERR_UNSUPPORTED,
+                          "tokenizer.json: a byte_fallback BPE needs the normalizer Prepend(\"\xE2\x96\x81\")+"
+                          "Replace(\" \", \"\xE2\x96\x81\") and no pre_tokenizer, or a Metaspace pre_tokenizer "
+                          "and no normalizer");
 }
 
 /* The id of a special-token value of tokenizer_config.json: "text" or {"content": "text"}. */
@@ -1063,7 +1360,7 @@ AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_le
     size_t *lens = NULL;
     unsigned char *special = NULL;
     amk__tok_pair *pairs = NULL;
-    int i, n_entries, max_id = -1, im;
+    int i, n_entries, max_id = -1, im, spm;
     amk_result r;
     if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "tokenizer: out is NULL");
     *out = NULL;
@@ -1078,28 +1375,36 @@ AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_le
         r = amk__tok_jfail(d, root, "/model", AMK_ERR_PARSE, "tokenizer.json: no \"model\" object");
         goto done;
     }
+    src.unk = -1;
     v = amk__json_get(model, "type");
-    if ((v && !amk__tok_jstr_is(v, "BPE")) || amk__tok_jbool(model, "byte_fallback", 0) != 0 ||
-        !amk__tok_jempty(model, "continuing_subword_prefix") ||
-        !amk__tok_jempty(model, "end_of_word_suffix") ||
-        !amk__tok_jempty(model, "dropout")) {
-        r = amk__tok_jfail(d, model, "/model", AMK_ERR_UNSUPPORTED, "tokenizer.json: only a plain BPE model "
-                           "is supported (no byte_fallback, subword prefix/suffix or dropout)");
+    spm = amk__tok_jbool(model, "byte_fallback", 0);
+    if ((v && !amk__tok_jstr_is(v, "BPE")) || spm < 0 || !amk__tok_jempty(model, "continuing_subword_prefix") ||
+        !amk__tok_jempty(model, "end_of_word_suffix") || !amk__tok_jempty(model, "dropout")) {
+        r = amk__tok_jfail(d, model, "/model", AMK_ERR_UNSUPPORTED, "tokenizer.json: only a BPE model is "
+                           "supported (no subword prefix/suffix or dropout)");
         goto done;
     }
-    v = amk__json_get(root, "normalizer");
-    if (v && v->type != AMK__J_NULL) {
-        r = amk__tok_jfail(d, v, "/normalizer", AMK_ERR_UNSUPPORTED,
-                           "tokenizer.json: normalizers are not supported");
-        goto done;
+    if (spm) {
+        if ((r = amk__tok_json_spm(root, &src, d)) != AMK_OK) goto done;
+        src.fuse_unk = amk__tok_jbool(model, "fuse_unk", 0) == 1;
+    } else {
+        v = amk__json_get(root, "normalizer");
+        if (v && v->type != AMK__J_NULL) {
+            if (!amk__tok_jstr_is(amk__json_get(v, "type"), "NFC")) {
+                r = amk__tok_jfail(d, v, "/normalizer", AMK_ERR_UNSUPPORTED,
+                                   "tokenizer.json: of the normalizers only NFC is supported with a byte-level BPE");
+                goto done;
+            }
+            src.nfc = 1;
+        }
+        pt = amk__json_get(root, "pre_tokenizer");
+        if (!pt || pt->type != AMK__J_OBJECT) {
+            r = amk__tok_jfail(d, root, "/pre_tokenizer", AMK_ERR_UNSUPPORTED, "tokenizer.json: no pre_tokenizer "
+                               "(a byte-level BPE needs one)");
+            goto done;
+        }
+        if ((r = amk__tok_json_pretok(pt, &src.pretok, d)) != AMK_OK) goto done;
     }
-    pt = amk__json_get(root, "pre_tokenizer");
-    if (!pt || pt->type != AMK__J_OBJECT) {
-        r = amk__tok_jfail(d, root, "/pre_tokenizer", AMK_ERR_UNSUPPORTED, "tokenizer.json: no pre_tokenizer "
-                           "(a byte-level BPE needs one)");
-        goto done;
-    }
-    if ((r = amk__tok_json_pretok(pt, &src.pretok, d)) != AMK_OK) goto done;
     im = amk__tok_jbool(model, "ignore_merges", 0);
     if (im < 0) {
         r = amk__tok_jfail(d, model, "/model/ignore_merges", AMK_ERR_PARSE,
@@ -1197,6 +1502,14 @@ AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_le
     src.merges = pairs;
     src.bos = src.eos = -1;
     if ((r = amk__tok_build(&src, out, d)) != AMK_OK) goto done;
+    v = amk__json_get(model, "unk_token");
+    if (spm && v && v->type == AMK__J_STRING) {
+        (*out)->unk = amk__tok_lookup(*out, v->s, v->slen);
+        if ((*out)->unk < 0) {
+            r = amk__tok_jfail(d, v, "/model/unk_token", AMK_ERR_PARSE, "tokenizer.json: unk_token is not a token");
+            goto fail_built;
+        }
+    }
 
     v = amk__tok_template_bos(amk__json_get(root, "post_processor"));
     if (v && v->type == AMK__J_STRING) {
@@ -1223,6 +1536,11 @@ AMK_API amk_result amk_tokenizer_from_json_text(const char *json, size_t json_le
             (*out)->bos = amk__tok_config_token(*out, v);
         if ((v = amk__json_get(c, "eos_token")) && v->type != AMK__J_NULL)
             (*out)->eos = amk__tok_config_token(*out, v);
+        if ((v = amk__json_get(c, "chat_template")) && v->type == AMK__J_ARRAY) { /* [{name, template}]: the default */
+            for (i = 0; i < v->n && !amk__tok_jstr_is(amk__json_get(&v->items[i], "name"), "default"); i++) {}
+            v = i < v->n ? amk__json_get(&v->items[i], "template") : NULL;
+        }
+        if (v && v->type == AMK__J_STRING) amk__tok_chat_detect(*out, v->s, v->slen);
         im = amk__tok_jbool(c, "add_bos_token", (*out)->add_bos);
         if (im < 0) {
             r = amk__tok_jfail(d, amk__json_get(c, "add_bos_token"), "tokenizer_config.json/add_bos_token",
@@ -1346,8 +1664,11 @@ AMK__FN uint64_t amk__tok_pop(amk__tok_work *w) {
     return top;
 }
 
-/* BPE of one piece: bytes -> one-byte symbols -> repeatedly merge the lowest-ranked adjacent pair
-   (ties leftmost) -> ids. O(n log n) with a heap of candidate pairs, stale ones skipped. */
+AMK__FN int amk__tok_merge_all(const amk_tokenizer *t, amk__tok_work *w, int k);
+AMK__FN int amk__tok_syms(amk__tok_work *w, size_t n);
+AMK__FN void amk__tok_sym(amk__tok_work *w, int k, int id);
+
+/* BPE of one piece: bytes -> one-byte symbols -> merges (amk__tok_merge_all) -> ids. */
 AMK__FN int amk__tok_bpe(const amk_tokenizer *t, amk__tok_work *w, const unsigned char *s, size_t n) {
     int i, k = 0;
     if (n > (size_t)INT_MAX / 4) return 0; /* why: keeps 2-byte-per-byte string sizes in an int */
@@ -1359,6 +1680,17 @@ AMK__FN int amk__tok_bpe(const amk_tokenizer *t, amk__tok_work *w, const unsigne
         id = amk__tok_lookup(t, w->str, m);
         if (id >= 0 && !t->special[id]) { amk__tok_emit(w, id); return 1; }
     }
+    if (!amk__tok_syms(w, n)) return 0;
+    for (i = 0; i < (int)n; i++) { /* bytes with no token are dropped, as HF does with no unk */
+        int id = t->byte_id[s[i]];
+        if (id < 0) continue;
+        amk__tok_sym(w, k++, id);
+    }
+    return amk__tok_merge_all(t, w, k);
+}
+
+/* Room for n symbols in w. 0 on out of memory. */
+AMK__FN int amk__tok_syms(amk__tok_work *w, size_t n) {
     if ((int)n > w->sym_cap) { /* sym_id, prev and next in one block of 3n ints */
         amk__free(w->sym_id);
         w->sym_id = (int *)amk__malloc(3 * n * sizeof(int));
@@ -1367,14 +1699,20 @@ AMK__FN int amk__tok_bpe(const amk_tokenizer *t, amk__tok_work *w, const unsigne
     }
     w->prev = w->sym_id + w->sym_cap;
     w->next = w->prev + w->sym_cap;
-    for (i = 0; i < (int)n; i++) { /* bytes with no token are dropped, as HF does with no unk */
-        int id = t->byte_id[s[i]];
-        if (id < 0) continue;
-        w->sym_id[k] = id;
-        w->prev[k] = k - 1;
-        w->next[k] = k + 1;
-        k++;
-    }
+    return 1;
+}
+
+/* Appends symbol id as the k-th. */
+AMK__FN void amk__tok_sym(amk__tok_work *w, int k, int id) {
+    w->sym_id[k] = id;
+    w->prev[k] = k - 1;
+    w->next[k] = k + 1;
+}
+
+/* The BPE merges of the k symbols in w: repeatedly the lowest-ranked adjacent pair (ties
+   leftmost); then their ids out. O(k log k) with a heap of candidate pairs, stale ones skipped. */
+AMK__FN int amk__tok_merge_all(const amk_tokenizer *t, amk__tok_work *w, int k) {
+    int i;
     if (k == 0) return 1;
     w->next[k - 1] = -1;
     w->n_heap = 0;
@@ -1399,16 +1737,74 @@ AMK__FN int amk__tok_bpe(const amk_tokenizer *t, amk__tok_work *w, const unsigne
     return 1;
 }
 
-/* Pre-tokenizes and encodes a stretch of text that holds no special token. */
-AMK__FN int amk__tok_encode_plain(const amk_tokenizer *t, amk__tok_work *w, const unsigned char *s,
-                                  size_t len) {
-    size_t pos = 0;
-    while (pos < len) {
-        size_t end = amk__tok_next_piece(t->pretok, s, len, pos);
-        if (!amk__tok_bpe(t, w, s + pos, end - pos)) return 0;
+/* SentencePiece BPE of one piece (already with "▁" for spaces): its characters as symbols (one
+   the vocabulary lacks: its bytes' <0xXX> tokens, or unk, a run of unks one with fuse_unk, or
+   nothing), merged. */
+AMK__FN int amk__tok_spm_piece(const amk_tokenizer *t, amk__tok_work *w, const unsigned char *s, size_t n) {
+    size_t i, j, m;
+    int k = 0;
+    if (!amk__tok_syms(w, n)) return 0;
+    for (i = 0; i < n; i += m) {
+        uint32_t cp;
+        int id, bytes = 1;
+        m = amk__tok_utf8(s + i, n - i, &cp);
+        id = amk__tok_lookup(t, (const char *)s + i, m);
+        if (id >= 0) { amk__tok_sym(w, k++, id); continue; }
+        for (j = 0; j < m; j++) bytes &= t->byte_id[s[i + j]] >= 0;
+        if (bytes) {
+            for (j = 0; j < m; j++) amk__tok_sym(w, k++, t->byte_id[s[i + j]]);
+        } else if (t->unk >= 0 && !(t->fuse_unk && k > 0 && w->sym_id[k - 1] == t->unk)) {
+            amk__tok_sym(w, k++, t->unk);
+        }
+    }
+    return amk__tok_merge_all(t, w, k);
+}
+
+/* SentencePiece of a stretch of text between specials: spaces as "▁", the prefix where the
+   tokenizer puts one (at_start: the stretch begins the input), then its pieces. */
+AMK__FN int amk__tok_spm(const amk_tokenizer *t, amk__tok_work *w, const unsigned char *s, size_t n, int at_start) {
+    size_t i, m = 3, pos = 0, end;
+    int pre = t->space_prefix == 2 || (t->space_prefix == 1 && at_start);
+    unsigned char *u;
+    if (n > (size_t)INT_MAX / 4 - 1) return 0; /* why: 3 bytes a space and the prefix in an int */
+    if (!amk__grow((void **)&w->str, &w->str_cap, (int)(3 * n + 3), 1)) return 0;
+    u = (unsigned char *)w->str;
+    for (i = 0; i < n; i++) {
+        if (s[i] == ' ') { memcpy(u + m, AMK__TOK_SPACE, 3); m += 3; }
+        else u[m++] = s[i];
+    }
+    if (pre && t->prefix_once && m >= 6 && memcmp(u + 3, AMK__TOK_SPACE, 3) == 0) pre = 0;
+    if (pre) memcpy(u, AMK__TOK_SPACE, 3);
+    else pos = 3;
+    while (pos < m) {
+        end = amk__tok_next_piece(t->pretok, u, m, pos);
+        if (!amk__tok_spm_piece(t, w, u + pos, end - pos)) return 0;
         pos = end;
     }
     return 1;
+}
+
+/* Pre-tokenizes and encodes a stretch of text that holds no special token; at_start: it begins
+   the input. */
+AMK__FN int amk__tok_encode_plain(const amk_tokenizer *t, amk__tok_work *w, const unsigned char *s,
+                                  size_t len, int at_start) {
+    unsigned char *norm = NULL;
+    size_t pos = 0;
+    int ok = 1;
+    if (len == 0) return 1;
+    if (t->spm) return amk__tok_spm(t, w, s, len, at_start);
+    if (t->nfc) { /* why per stretch: HF normalizes each stretch between added tokens */
+        size_t n;
+        if (!amk__nfc(s, len, &norm, &n)) return 0;
+        if (norm) { s = norm; len = n; }
+    }
+    while (ok && pos < len) {
+        size_t end = amk__tok_next_piece(t->pretok, s, len, pos);
+        ok = amk__tok_bpe(t, w, s + pos, end - pos);
+        pos = end;
+    }
+    amk__free(norm);
+    return ok;
 }
 
 /* The longest special token at s[0..avail), or -1. */
@@ -1436,12 +1832,12 @@ AMK_API int amk_tokenizer_encode(const amk_tokenizer *t, const char *text, size_
     while (ok && pos < len) {
         int id = t->n_specials ? amk__tok_special_at(t, s + pos, len - pos) : -1;
         if (id < 0) { pos++; continue; }
-        ok = amk__tok_encode_plain(t, &w, s + start, pos - start);
+        ok = amk__tok_encode_plain(t, &w, s + start, pos - start, start == 0);
         amk__tok_emit(&w, id);
         pos += t->bytes_len[id];
         start = pos;
     }
-    if (ok) ok = amk__tok_encode_plain(t, &w, s + start, len - start);
+    if (ok) ok = amk__tok_encode_plain(t, &w, s + start, len - start, start == 0);
     amk__free(w.sym_id);
     amk__free(w.heap);
     amk__free(w.str);
@@ -1481,17 +1877,53 @@ AMK_API int amk_tokenizer_byte_token(const amk_tokenizer *t, int b) {
     return t && b >= 0 && b < 256 ? t->byte_id[b] : -1;
 }
 
+AMK_API amk_chat_format amk_tokenizer_chat_format(const amk_tokenizer *t) { return t ? t->chat : AMK_CHAT_CHATML; }
+
 AMK_API int amk_tokenizer_chat_prompt(const amk_tokenizer *t, const char *system, const char *user,
                                       char *buf, size_t cap) {
+    static const char *const marker[5] = {NULL, "<|im_start|>", "<|start_header_id|>", NULL, NULL};
+    const amk_chat_format f = amk_tokenizer_chat_format(t);
+    const int sys_i = t ? t->chat_system : 0;
     amk__sb sb;
     int n;
-    if (!user || (t && amk_tokenizer_token_id(t, "<|im_start|>") < 0)) return -1;
+    if (!user || f == AMK_CHAT_NONE || (t && marker[f] && amk_tokenizer_token_id(t, marker[f]) < 0)) return -1;
+    if (!system && sys_i >= 0) system = amk__tok_systems[sys_i];
     memset(&sb, 0, sizeof sb);
-    amk__sb_puts(&sb, "<|im_start|>system\n");
-    amk__sb_puts(&sb, system ? system : AMK__TOK_DEFAULT_SYSTEM);
-    amk__sb_puts(&sb, "<|im_end|>\n<|im_start|>user\n");
-    amk__sb_puts(&sb, user);
-    amk__sb_puts(&sb, "<|im_end|>\n<|im_start|>assistant\n");
+    switch (f) {
+    case AMK_CHAT_CHATML:
+        if (system) {
+            amk__sb_puts(&sb, "<|im_start|>system\n");
+            amk__sb_puts(&sb, system);
+            amk__sb_puts(&sb, "<|im_end|>\n");
+        }
+        amk__sb_puts(&sb, "<|im_start|>user\n");
+        amk__sb_puts(&sb, user);
+        amk__sb_puts(&sb, "<|im_end|>\n<|im_start|>assistant\n");
+        break;
+    case AMK_CHAT_LLAMA3:
+        if (system) {
+            amk__sb_puts(&sb, "<|start_header_id|>system<|end_header_id|>\n\n");
+            amk__sb_puts(&sb, system);
+            amk__sb_puts(&sb, "<|eot_id|>");
+        }
+        amk__sb_puts(&sb, "<|start_header_id|>user<|end_header_id|>\n\n");
+        amk__sb_puts(&sb, user);
+        amk__sb_puts(&sb, "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+        break;
+    default: /* MISTRAL, LLAMA2 */
+        amk__sb_puts(&sb, "[INST] ");
+        if (system && f == AMK_CHAT_LLAMA2) {
+            amk__sb_puts(&sb, "<<SYS>>\n");
+            amk__sb_puts(&sb, system);
+            amk__sb_puts(&sb, "\n<</SYS>>\n\n");
+        } else if (system) {
+            amk__sb_puts(&sb, system);
+            amk__sb_puts(&sb, "\n\n");
+        }
+        amk__sb_puts(&sb, user);
+        amk__sb_puts(&sb, " [/INST]");
+        break;
+    }
     if (sb.oom || sb.len > INT_MAX) { amk__sb_free(&sb); return -1; }
     n = (int)sb.len;
     if (buf && cap) {

@@ -1,8 +1,10 @@
 /* libFuzzer harness for the tokenizer. Run from the repo root: LLVMFuzzerInitialize loads SmolLM2's
-   tokenizer from tests/data/tokenizer/smollm2_tokenizer.json. The first input byte picks a mode:
+   tokenizer from tests/data/tokenizer/smollm2_tokenizer.json, and the Qwen2-style (NFC) and
+   SentencePiece ones of tests/data/tokenizer/families. The first input byte picks a mode:
      0, 1  the rest is text: encode it (twice: counting, then writing), decode every id, and abort
-           unless the bytes come back (less the byte values SmolLM2 has no token for); also run
-           the three pre-tokenizers alone and check their pieces tile the text;
+           unless the bytes come back (less the byte values SmolLM2 has no token for); encode and
+           decode it with the other two (ids in range, nothing more: NFC and the space prefix
+           change the bytes); also run every pre-tokenizer alone and check its pieces tile the text;
      2     the rest is a tokenizer.json document: build a tokenizer from it, and if that works,
            encode the document itself with it and decode every id;
      3     the same with a tokenizer_config.json after the first NUL byte;
@@ -14,13 +16,15 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static amk_tokenizer *smol;
+static amk_tokenizer *smol, *others[2];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     amk_diag d;
     (void)argc;
     (void)argv;
-    if (amk_tokenizer_from_json("tests/data/tokenizer/smollm2_tokenizer.json", &smol, &d) != AMK_OK) {
+    if (amk_tokenizer_from_json("tests/data/tokenizer/families/qwen2/tokenizer.json", &others[0], &d) != AMK_OK ||
+        amk_tokenizer_from_json("tests/data/tokenizer/families/spm/tokenizer.json", &others[1], &d) != AMK_OK ||
+        amk_tokenizer_from_json("tests/data/tokenizer/smollm2_tokenizer.json", &smol, &d) != AMK_OK) {
         fprintf(stderr, "fuzz_tokenizer: run from the repo root (%s)\n", d.message);
         abort();
     }
@@ -54,7 +58,7 @@ static long encode_decode(const amk_tokenizer *t, const char *text, size_t len, 
 static void check_pieces(const char *text, size_t len) {
     size_t *ends = (size_t *)malloc((len ? len : 1) * sizeof(size_t));
     int p, n, i;
-    for (p = 0; ends && p < 3; p++) {
+    for (p = 0; ends && p <= (int)AMK_PRETOK_METASPACE; p++) {
         n = amk_tokenizer_pretokenize((amk_pretok)p, text, len, ends, (int)len);
         if (n < 0 || (size_t)n > len || (len && ends[n - 1] != len) || (!len && n)) abort();
         for (i = 0; i < n; i++)
@@ -73,6 +77,11 @@ static void check_text(const char *text, size_t len) {
     n = encode_decode(smol, text, len, &back);
     if (n >= 0 && ((size_t)n != k || memcmp(back, kept, k) != 0)) abort(); /* no round trip */
     free(back);
+    for (i = 0; i < 2; i++) {
+        back = NULL;
+        encode_decode(others[i], text, len, &back);
+        free(back);
+    }
     free(kept);
     check_pieces(text, len);
 }

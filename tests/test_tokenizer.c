@@ -419,13 +419,15 @@ static void test_reference_vectors(void) {
     CHECK_EQ_INT(ids[0], 1);
 }
 
-/* Every case of smollm2_ref.json (HF tokenizers' ids) encodes identically, and decodes back to
-   the text less the bytes SmolLM2 has no token for. If `other` is given, it must agree too. */
-static int check_reference(const amk_tokenizer *t, const char *what) {
+/* Every case of the reference file `path` ({"text": ..., key: [ids], ...} a line) encodes to the
+   ids under `key`, and, with roundtrip, decodes back to the text less the bytes the vocabulary has
+   no token for. Returns the cases, or -1 if any differs. */
+static int check_cases(const amk_tokenizer *t, const char *what, const char *path, const char *key, int roundtrip_too) {
     size_t size;
-    char *json = amk_t_read_file(DATA "smollm2_ref.json", &size), *line, *text, *back;
+    char *json = amk_t_read_file(path, &size), *line, *text, *back, pat[32];
     int n_cases = 0, bad = 0, *ids;
-    if (!json) { fprintf(stderr, "  no %ssmollm2_ref.json\n", DATA); return -1; }
+    if (!json) { fprintf(stderr, "  no %s\n", path); return -1; }
+    snprintf(pat, sizeof pat, "\"%s\": [", key);
     text = (char *)malloc(size + 1);
     back = (char *)malloc(size + 1);
     ids = (int *)malloc(size * sizeof(int) + sizeof(int));
@@ -434,9 +436,9 @@ static int check_reference(const amk_tokenizer *t, const char *what) {
         size_t tl = unescape(p, text, &q), kl;
         int want[2048], n_want = 0, n, i;
         long bl;
-        q = strstr(q, "\"ids\": [");
+        q = strstr(q, pat);
         if (!q) break;
-        q += 8;
+        q += strlen(pat);
         while (*q && *q != ']' && n_want < 2048) {
             char *e;
             want[n_want++] = (int)strtol(q, &e, 10);
@@ -453,8 +455,8 @@ static int check_reference(const amk_tokenizer *t, const char *what) {
                 fprintf(stderr, "]\n");
             }
         }
-        bl = roundtrip(t, text, tl, back, size);
-        kl = kept_bytes(t, text, tl, text);
+        bl = roundtrip_too ? roundtrip(t, text, tl, back, size) : 0;
+        kl = roundtrip_too ? kept_bytes(t, text, tl, text) : 0;
         if (bl != (long)kl || memcmp(back, text, kl) != 0) {
             if (bad++ < 5) fprintf(stderr, "  %s case %d does not round-trip\n", what, n_cases);
         }
@@ -467,6 +469,115 @@ static int check_reference(const amk_tokenizer *t, const char *what) {
     free(ids);
     if (bad) return -1;
     return n_cases;
+}
+/* smollm2_ref.json: HF tokenizers' ids for SmolLM2's tokenizer, round trips too. */
+static int check_reference(const amk_tokenizer *t, const char *what) {
+    return check_cases(t, what, DATA "smollm2_ref.json", "ids", 1);
+}
+
+/* Issue 41's tokenizers (tests/data/tokenizer/families, scripts/tokenizer_families.py: made
+   without downloads, ids from HF tokenizers and SentencePiece). Qwen2's layout: a byte-level BPE
+   with the NFC normalizer and Qwen2's Split regex; its tokenizer.json against HF, its GGUF (pre
+   "qwen2", no normalizer, as llama.cpp) against HF without the normalizer. */
+#define FAM DATA "families/"
+static void test_family_qwen2(void) {
+    amk_tokenizer *t = NULL;
+    amk_gguf *g = NULL;
+    amk_diag d;
+    int n;
+    amk_diag_clear(&d);
+    CHECK_EQ_INT(amk_tokenizer_from_json(FAM "qwen2/tokenizer.json", &t, &d), AMK_OK);
+    if (t) {
+        CHECK_EQ_INT(amk_tokenizer_pretok(t), AMK_PRETOK_QWEN2);
+        n = check_cases(t, "qwen2 json", FAM "qwen2/cases.json", "ids", 0);
+        CHECK_MSG(n >= 300, "qwen2 tokenizer.json: %d cases matched", n);
+        printf("test_tokenizer: %d Qwen2-style cases match HF tokenizers (tokenizer.json, NFC)\n", n);
+        amk_tokenizer_free(t);
+    } else {
+        fprintf(stderr, "  %s\n", d.message);
+    }
+    CHECK_EQ_INT(amk_gguf_open(FAM "qwen2/model.gguf", &g, &d), AMK_OK);
+    if (!g) return;
+    CHECK_EQ_INT(amk_tokenizer_from_gguf(g, &t, &d), AMK_OK);
+    amk_gguf_close(g);
+    if (!t) return;
+    CHECK_EQ_INT(amk_tokenizer_pretok(t), AMK_PRETOK_QWEN2);
+    CHECK_EQ_INT(amk_tokenizer_add_bos(t), 0);
+    n = check_cases(t, "qwen2 gguf", FAM "qwen2/cases.json", "gguf", 1);
+    CHECK_MSG(n >= 300, "qwen2 GGUF: %d cases matched", n);
+    {   /* ChatML from the vocabulary; no template, so no default system turn */
+        char buf[128];
+        CHECK_EQ_INT(amk_tokenizer_chat_format(t), AMK_CHAT_CHATML);
+        CHECK(amk_tokenizer_chat_prompt(t, NULL, "Hi", buf, sizeof buf) > 0);
+        CHECK_STR(buf, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+        CHECK(amk_tokenizer_chat_prompt(t, "Be brief.", "Hi", buf, sizeof buf) > 0);
+        CHECK_STR(buf, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    }
+    amk_tokenizer_free(t);
+}
+
+/* SentencePiece BPE with byte fallback (Llama 2's settings): the legacy tokenizer.json
+   (Prepend + Replace normalizer) and the Metaspace one against HF tokenizers, the GGUF (scores,
+   types) against SentencePiece's own encoding of each stretch between specials. */
+static void test_family_spm(void) {
+    static const char *const files[2] = {FAM "spm/tokenizer.json", FAM "spm/tokenizer_metaspace.json"};
+    static const char *const keys[2] = {"ids", "metaspace"};
+    amk_tokenizer *t = NULL;
+    amk_gguf *g = NULL;
+    amk_diag d;
+    int n, i, ids[8];
+    char buf[16];
+    for (i = 0; i < 2; i++) {
+        amk_diag_clear(&d);
+        CHECK_EQ_INT(amk_tokenizer_from_json(files[i], &t, &d), AMK_OK);
+        if (!t) { fprintf(stderr, "  %s: %s\n", files[i], d.message); continue; }
+        CHECK_EQ_INT(amk_tokenizer_pretok(t), AMK_PRETOK_SPM);
+        n = check_cases(t, files[i], FAM "spm/cases.json", keys[i], 0);
+        CHECK_MSG(n >= 300, "%s: %d cases matched", files[i], n);
+        printf("test_tokenizer: %d SentencePiece cases match HF tokenizers (%s)\n", n, keys[i]);
+        amk_tokenizer_free(t);
+    }
+    CHECK_EQ_INT(amk_gguf_open(FAM "spm/model.gguf", &g, &d), AMK_OK);
+    if (!g) return;
+    CHECK_EQ_INT(amk_tokenizer_from_gguf(g, &t, &d), AMK_OK);
+    amk_gguf_close(g);
+    if (!t) { fprintf(stderr, "  %s\n", d.message); return; }
+    CHECK_EQ_INT(amk_tokenizer_pretok(t), AMK_PRETOK_SPM);
+    CHECK_EQ_INT(amk_tokenizer_add_bos(t), 1);
+    CHECK_EQ_INT(amk_tokenizer_bos(t), 1);
+    n = check_cases(t, "spm gguf", FAM "spm/cases.json", "gguf", 0);
+    CHECK_MSG(n >= 300, "spm GGUF: %d cases matched", n);
+    printf("test_tokenizer: %d SentencePiece cases match SentencePiece (GGUF)\n", n);
+    /* decoding: "▁" is a space, a byte token its byte; BOS from add_bos */
+    CHECK_EQ_INT(amk_tokenizer_encode(t, "\n", 1, -1, ids, 8) >= 2, 1);
+    CHECK_EQ_INT(ids[0], 1);
+    CHECK_EQ_INT(amk_tokenizer_decode(t, amk_tokenizer_byte_token(t, 0x0A), buf, sizeof buf), 1);
+    CHECK_EQ_INT(buf[0], '\n');
+    {   /* SentencePiece without a template or an [INST] token: Llama 2's format */
+        char p[128];
+        CHECK_EQ_INT(amk_tokenizer_chat_format(t), AMK_CHAT_LLAMA2);
+        CHECK(amk_tokenizer_chat_prompt(t, "Be brief.", "Hi", p, sizeof p) > 0);
+        CHECK_STR(p, "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]");
+        CHECK(amk_tokenizer_chat_prompt(t, NULL, "Hi", p, sizeof p) > 0);
+        CHECK_STR(p, "[INST] Hi [/INST]");
+    }
+    amk_tokenizer_free(t);
+    {   /* the format from tokenizer_config.json's chat_template: Mistral's, Llama 3's */
+        static const char *const cfg[2] = {
+            "{\"chat_template\": \"{{ bos_token }}{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}\"}",
+            "{\"chat_template\": [{\"name\": \"default\", \"template\": \"<|start_header_id|>{{ role }}\"}]}"};
+        static const amk_chat_format want[2] = {AMK_CHAT_MISTRAL, AMK_CHAT_LLAMA3};
+        size_t size;
+        char *json = amk_t_read_file(FAM "spm/tokenizer.json", &size);
+        CHECK(json != NULL);
+        for (i = 0; json && i < 2; i++) {
+            CHECK_EQ_INT(amk_tokenizer_from_json_text(json, size, cfg[i], strlen(cfg[i]), &t, &d), AMK_OK);
+            if (t) CHECK_EQ_INT(amk_tokenizer_chat_format(t), want[i]);
+            amk_tokenizer_free(t);
+            t = NULL;
+        }
+        free(json);
+    }
 }
 
 static void test_reference_corpus(void) {
@@ -700,7 +811,7 @@ static void test_json_variants(void) {
     CHECK_EQ_INT(from_json_parts(bl, "[]", "", "", "[", &t, &d), AMK_ERR_PARSE);
     CHECK_STR(d.path, "tokenizer_config.json");
     CHECK(t == NULL && strstr(d.message, "tokenizer_config.json:1:") != NULL);
-    CHECK_EQ_INT(from_json_parts(bl, "[]", "", ", \"normalizer\": {\"type\": \"NFC\"}", NULL, &t, &d), AMK_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(from_json_parts(bl, "[]", "", ", \"normalizer\": {\"type\": \"NFKC\"}", NULL, &t, &d), AMK_ERR_UNSUPPORTED);
     CHECK_STR(d.path, "/normalizer");
     {   /* ids out of range, shared ids, truncated JSON */
         static const char *bad[] = {
@@ -844,10 +955,14 @@ static void test_gguf_small(void) {
     }
     CHECK_EQ_INT(gguf_tokenizer("gpt2", NULL, &t, &d), AMK_OK);
     if (t) { CHECK_EQ_INT(amk_tokenizer_pretok(t), AMK_PRETOK_GPT2); amk_tokenizer_free(t); }
-    CHECK_EQ_INT(gguf_tokenizer("gpt2", "qwen2", &t, &d), AMK_ERR_UNSUPPORTED);
-    CHECK(t == NULL && strstr(d.message, "qwen2") != NULL);
-    CHECK_EQ_INT(gguf_tokenizer("llama", "default", &t, &d), AMK_ERR_UNSUPPORTED);
-    CHECK(strstr(d.message, "llama") != NULL);
+    CHECK_EQ_INT(gguf_tokenizer("gpt2", "qwen2", &t, &d), AMK_OK);
+    if (t) { CHECK_EQ_INT(amk_tokenizer_pretok(t), AMK_PRETOK_QWEN2); amk_tokenizer_free(t); }
+    CHECK_EQ_INT(gguf_tokenizer("gpt2", "deepseek-llm", &t, &d), AMK_ERR_UNSUPPORTED);
+    CHECK(t == NULL && strstr(d.message, "deepseek-llm") != NULL);
+    CHECK_EQ_INT(gguf_tokenizer("llama", "default", &t, &d), AMK_ERR_PARSE); /* SentencePiece needs scores */
+    CHECK(t == NULL && strstr(d.message, "scores") != NULL);
+    CHECK_EQ_INT(gguf_tokenizer("bert", NULL, &t, &d), AMK_ERR_UNSUPPORTED);
+    CHECK(t == NULL && strstr(d.message, "bert") != NULL);
     CHECK_EQ_INT(amk_tokenizer_from_gguf(NULL, &t, &d), AMK_ERR_INVALID_ARG);
 }
 
@@ -861,6 +976,8 @@ int main(void) {
     RUN(test_specials);
     RUN(test_create_errors);
     RUN(test_smollm_load);
+    RUN(test_family_qwen2);
+    RUN(test_family_spm);
     RUN(test_reference_vectors);
     RUN(test_reference_corpus);
     RUN(test_gguf_matches_json);
