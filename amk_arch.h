@@ -483,7 +483,8 @@ AMK__FN int amk__lb_proj_residual(amk__lb *b, int a, int w, int resid, int out, 
 }
 
 /* Decode attention task t's params: the config's heads, the window [start, start + len), scale
-   1/sqrt(head_dim); with g >= 0 (ATTENTION_DECODE, ATTENTION_O) kv head g alone. */
+   1/sqrt(head_dim); with g >= 0 (ATTENTION_DECODE, ATTENTION_O) kv head g alone, and the model's
+   sliding window (Mistral) when it has one. */
 AMK__FN void amk__lb_attn_params(amk__lb *b, int t, int64_t start, int64_t len, int g) {
     const amk_llama_config *c = b->c;
     amk_task_set_int(b->p, t, "head_dim", c->head_dim);
@@ -493,6 +494,7 @@ AMK__FN void amk__lb_attn_params(amk__lb *b, int t, int64_t start, int64_t len, 
     amk_task_set_int(b->p, t, "n_heads", c->n_heads);
     amk_task_set_int(b->p, t, "n_kv_heads", c->n_kv_heads);
     if (g >= 0) { amk_task_set_int(b->p, t, "n_off", g); amk_task_set_int(b->p, t, "N_tile", 1); }
+    if (g >= 0 && c->sliding_window > 0) amk_task_set_int(b->p, t, "sliding_window", c->sliding_window);
 }
 
 /* A FILL of out with 0 (the start of a sum) after the n_wait waits of wait_c/wait_n, signalling
@@ -668,13 +670,14 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
                          L, H, I, NH, NKV, HD, V);
     pl->max_seq = o->max_seq > 0 ? o->max_seq
                 : (c->max_pos > 0 && c->max_pos < AMK_LLAMA_DEFAULT_MAX_SEQ ? c->max_pos : AMK_LLAMA_DEFAULT_MAX_SEQ);
-    /* a sliding window (Mistral): within it a query sees every key, so a context no longer than
-       the window is the Llama step exactly; windowed attention is not built yet */
-    if (c->sliding_window > 0 && pl->max_seq > c->sliding_window) {
+    /* a sliding window (Mistral): the fused step's attention tasks take it (sliding_window); the
+       spec opcodes' ATTENTION_TILE does not, and within the window a query sees every key, so
+       there the context is kept to the window */
+    if (c->sliding_window > 0 && pl->max_seq > c->sliding_window && o->spec_ops) {
         if (o->max_seq > 0)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "llama build: a context of %d tokens is longer than the model's "
-                             "sliding window of %d (windowed attention is not supported yet)", o->max_seq,
-                             c->sliding_window);
+                             "sliding window of %d, which the step of the spec's opcodes does not take (the "
+                             "fused step does)", o->max_seq, c->sliding_window);
         pl->max_seq = c->sliding_window;
     }
     /* why: the device's ATTENTION_DECODE loads a chunk of up to 512 rows in one round trip, so

@@ -291,7 +291,8 @@ typedef struct amk_params_t {
     int32_t head_dim, kv_start, kv_len, n_heads, n_kv_heads;
     int32_t qdtype, group, pos, flags, dim, rope_orig_ctx, part;
     float eps, scale, theta, rope_factor, rope_low_freq_factor, rope_high_freq_factor;
-    float reserved1, reserved2;
+    int32_t sliding_window; /* ATTENTION_DECODE/_O: a query at pos sees rows (pos - it, pos]; 0 all */
+    float reserved2;
 } amk_params_t;
 
 /* One tensor as the device sees it. ptr is a device address (or a host address in the reference

@@ -156,9 +156,9 @@ typedef struct amk_llama_config {
                                   builds the step of the spec's opcodes, whose GEMV tiles add them) */
     int qk_norm;               /* q and k RMSNorm per head over head_dim, q_norm/k_norm [head_dim],
                                   before RoPE (Qwen3; the spec's step too) */
-    int sliding_window;        /* Mistral's: a query sees the last sliding_window keys; 0 for all. The
-                                  step's context stays within it (amk_llama_build: windowed attention
-                                  is not built yet, and within the window every key is seen) */
+    int sliding_window;        /* Mistral's: a query sees the last sliding_window keys; 0 for all
+                                  (amk_llama_build: the fused step's attention tasks take it; the
+                                  spec opcodes' step keeps its context within it) */
 } amk_llama_config;
 
 /* An open model: its config and its weights, read by HF name whatever the file format. */

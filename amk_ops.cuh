@@ -1970,6 +1970,14 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
             return 1;
         }
         if (pos + 1 < r1) r1 = pos + 1;
+        if (P->sliding_window > 0 && pos + 1 - P->sliding_window > r0) { /* rows (pos - window, pos] */
+            if (loaded >= 0) { /* why: no copy of the rows loaded ahead may land over the window's */
+                amk_ptx_cp_async_wait_all();
+                __syncthreads();
+                loaded = -1;
+            }
+            r0 = pos + 1 - P->sliding_window;
+        }
         for (int g = P->n_off; g < P->n_off + P->N_tile; g++) {
             for (int hp = 0; hp < grp; hp += R) {
                 const int gh = grp - hp < R ? grp - hp : R;
@@ -2145,6 +2153,7 @@ static __device__ __forceinline__ void amk_attn_decode_cc(amk_op_ctx *c, float *
         return;
     }
     if (pos + 1 < r1) r1 = pos + 1;
+    if (P->sliding_window > 0 && pos + 1 - P->sliding_window > r0) r0 = pos + 1 - P->sliding_window; /* rows (pos - window, pos] */
     for (int g = P->n_off; g < P->n_off + P->N_tile; g++) {
         for (int hp = 0; hp < grp; hp += GH) {
             const int gh = grp - hp < GH ? grp - hp : GH;
@@ -2662,6 +2671,8 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
             return 1;
         }
         ne = pos + 1 - r0 < n ? pos + 1 - r0 : n; /* the keys at or below the position */
+        const int64_t jlo = P->sliding_window > 0 && pos + 1 - P->sliding_window > r0 ? pos + 1 - P->sliding_window - r0 : 0; /* and
+            within its sliding window: keys below jlo score -inf, p 0 */
         if (j < ne) { /* key j's score against head h0 + hh. why not amk_dot_row: its one sum is one
                          dependent chain of head_dim FMAs; two halve it */
             const float *qh = qs + hh * hd;
@@ -2681,7 +2692,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
                     s0 = fmaf(q4.x, k4.x, s0); s1 = fmaf(q4.y, k4.y, s1); s0 = fmaf(q4.z, k4.z, s0); s1 = fmaf(q4.w, k4.w, s1);
                 }
             }
-            sc = (s0 + s1) * (pre ? P->scale * inv_s[0] : P->scale);
+            sc = j < jlo ? -INFINITY : (s0 + s1) * (pre ? P->scale * inv_s[0] : P->scale);
         }
         mx = amk_warp_max(sc);
         if (lane == 0) rm[warp] = mx;

@@ -363,7 +363,8 @@ AMK__FN void amk__ref_prenorm(const amk__refop *o, float inv, int64_t pos, int64
 }
 
 /* Head h uses kv head h / (n_heads/n_kv_heads); cache row j of kv head g starts at element
-   (j*n_kv_heads + g)*head_dim. ATTENTION_TILE over rank-4 caches [B, S, ...]: query b [n_heads,
+   (j*n_kv_heads + g)*head_dim. ATTENTION_DECODE/_O with sliding_window W > 0: only rows above
+   pos - W (Mistral's window). ATTENTION_TILE over rank-4 caches [B, S, ...]: query b [n_heads,
    head_dim] of q [B, ...] over cache b, into row b of out (the spec's batched decode). Partial layout per head: [acc(head_dim) | m | l]. ATTENTION_O: the
    heads' results a (F32, not cast) then out[h'] += sum_j a[j] * W_oT[j, h'] over its rows j
    [m_off, m_off+M_tile) (+ resid[h']), added to what out holds. ATTENTION_O_PRENORM: q and the
@@ -390,6 +391,11 @@ AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
                                    "%s: position %lld is outside the cache (%lld rows)", amk_op_name(o->t->op),
                                    (long long)pos, (long long)(o->n_in[1] / (nkv * hd)));
         if (pos + 1 - start < len) len = pos + 1 - start < 0 ? 0 : pos + 1 - start;
+        if (o->P.sliding_window > 0 && pos + 1 - o->P.sliding_window > start) { /* rows (pos - window, pos] */
+            const int64_t skip = pos + 1 - o->P.sliding_window - start;
+            start += skip;
+            len = len > skip ? len - skip : 0;
+        }
         h0 = g0 * rep;
         h1 = (g0 + o->P.N_tile) * rep;
     }

@@ -363,8 +363,8 @@ static const amk__uni_range amk__uni_ranges[831] = {
 /* >>unicode_tables end */
 /* why: 2^24 ids is 64x the largest real vocab (256k) and keeps every id and count in an int */
 #define AMK__TOK_MAX_TOKENS (1 << 24)
-/* The default system prompts of the chat templates AMK knows, longest first (a template is
-   searched for them in this order). */
+/* The default system prompts of the chat templates AMK knows (a template holding one of them
+   gets it when no system prompt is given). */
 static const char *const amk__tok_systems[] = {
     "You are a helpful AI assistant named SmolLM, trained by Hugging Face", /* SmolLM2 */
     "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."  /* Qwen2.5 */

@@ -476,6 +476,9 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
                       c->P.kv_start, c->P.kv_len, (long long)max_seq);
     if (decode && (!amk__opshape_is_index(c->in[3]->dtype) || c->n_in[3] != 1))
         AMK__OPS_FAIL(OP_SHAPE, "pos '%s' must be one I32, I8 or U8", amk__opshape_name(c->in[3]));
+    if (c->P.sliding_window < 0 || (c->P.sliding_window > 0 && !decode))
+        AMK__OPS_FAIL(PARAM_VALUE, "sliding_window = %d must be >= 0, and 0 without the position input "
+                      "(ATTENTION_TILE: its kv window is the host's to set)", c->P.sliding_window);
     if (!amk__opshape_finite(scale)) AMK__OPS_FAIL(PARAM_VALUE, "scale = %g must be finite", scale);
     if (!fo && decode && ((uint32_t)c->P.flags & ~AMK_ATTN_FLAG_PARTIAL))
         AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than PARTIAL (2)", c->P.flags);

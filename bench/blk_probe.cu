@@ -101,36 +101,6 @@ __global__ void gemv_lane(const uint8_t *W, const float *x, float *y, int rows_p
     }
 }
 
-// The lane design with its loads issued ahead explicitly: a row's U / 32 units a lane loaded before
-// any is decoded (AHEAD 0), or also the warp's next row's while this one decodes (AHEAD 1: two
-// rows' raw words in registers).
-template <int AHEAD>
-__global__ void __launch_bounds__(512, 1) gemv_lane_ahead(const uint8_t *W, const float *x, float *y, int rows_per_block) {
-    extern __shared__ float xq[];
-    const int UP = U | 1, UL = U / 32;
-    stage_x(x, xq);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int r0 = blockIdx.x * rows_per_block, r1 = min(r0 + rows_per_block, N * COPIES);
-    raw cur[UL], nxt[UL];
-    int r = r0 + warp;
-    if (r < r1)
-#pragma unroll
-        for (int k = 0; k < UL; k++) cur[k] = unit_load(W + (size_t)r * ROWB + (size_t)(lane + 32 * k) * 18);
-    for (; r < r1; r += nw) {
-        if (AHEAD && r + nw < r1)
-#pragma unroll
-            for (int k = 0; k < UL; k++) nxt[k] = unit_load(W + (size_t)(r + nw) * ROWB + (size_t)(lane + 32 * k) * 18);
-        float a = 0.0f;
-#pragma unroll
-        for (int k = 0; k < UL; k++) a += unit_dot(cur[k], xq, lane + 32 * k, UP);
-        for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
-        if (lane == 0) y[r] = a;
-        if (r + nw < r1)
-#pragma unroll
-            for (int k = 0; k < UL; k++)
-                cur[k] = AHEAD ? nxt[k] : unit_load(W + (size_t)(r + nw) * ROWB + (size_t)(lane + 32 * k) * 18);
-    }
-}
 
 // Groups of 8 rows, a unit's cell [8 x 16 bytes][8 x f16]: a lane (row lane % 8, units lane / 8,
 // + 4, ...) loads 16 bytes, a warp 512 contiguous bytes; x broadcast. A warp a group.
@@ -352,8 +322,7 @@ __global__ void __launch_bounds__(512, 1) gemv_split8(const uint8_t *W, const fl
     }
 }
 
-// The stored layout with int8 x and dp4a: a row's units loaded first (AHEAD 0) or the next row's
-// too (AHEAD 1).
+// A stored unit's dot by dp4a on x as int8 (gemv_lane_ahead with DP4A).
 __device__ __forceinline__ float unit_dot8(const raw &r, const uint32_t *x8, int u, int UP) {
     uint4 q;
     q.x = __funnelshift_r(r.w[0], r.w[1], r.s);
@@ -362,12 +331,16 @@ __device__ __forceinline__ float unit_dot8(const raw &r, const uint32_t *x8, int
     q.w = __funnelshift_r(r.w[3], r.w[4], r.s);
     return split_dot8(q, r.d, 0, x8, u, UP);
 }
-template <int AHEAD>
-__global__ void __launch_bounds__(512, 1) gemv_lane8_ahead(const uint8_t *W, const float *x, float *y, int rows_per_block) {
+
+// The lane design with its loads issued ahead explicitly: a row's U / 32 units a lane loaded before
+// any is decoded (AHEAD 0), or also the warp's next row's while this one decodes (AHEAD 1: two
+// rows' raw words in registers); DP4A: x as int8 and dp4a dots (unit_dot8).
+template <int AHEAD, int DP4A>
+__global__ void __launch_bounds__(512, 1) gemv_lane_ahead(const uint8_t *W, const float *x, float *y, int rows_per_block) {
     extern __shared__ float xq[];
-    uint32_t *x8 = (uint32_t *)xq;
-    const int UP = U | 1;
-    stage_x8(x, x8);
+    const int UP = U | 1, UL = U / 32;
+    if (DP4A) stage_x8(x, (uint32_t *)xq);
+    else stage_x(x, xq);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int r0 = blockIdx.x * rows_per_block, r1 = min(r0 + rows_per_block, N * COPIES);
     raw cur[UL], nxt[UL];
@@ -381,7 +354,8 @@ __global__ void __launch_bounds__(512, 1) gemv_lane8_ahead(const uint8_t *W, con
             for (int k = 0; k < UL; k++) nxt[k] = unit_load(W + (size_t)(r + nw) * ROWB + (size_t)(lane + 32 * k) * 18);
         float a = 0.0f;
 #pragma unroll
-        for (int k = 0; k < UL; k++) a += unit_dot8(cur[k], x8, lane + 32 * k, UP);
+        for (int k = 0; k < UL; k++)
+            a += DP4A ? unit_dot8(cur[k], (const uint32_t *)xq, lane + 32 * k, UP) : unit_dot(cur[k], xq, lane + 32 * k, UP);
         for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
         if (lane == 0) y[r] = a;
         if (r + nw < r1)
@@ -519,9 +493,9 @@ int main(int argc, char **argv) {
         {"lane 1 unit, 256 x 4 blocks/SM", gemv_lane<1>, 256, 4, 0, smem},
         {"lane 1 unit, 512 x 2 blocks/SM", gemv_lane<1>, 512, 2, 0, smem},
         {"lane 4 units, 256 x 4 blocks/SM", gemv_lane<4>, 256, 4, 0, smem},
-        {"lane, a row's 4 units loaded first, 512 x 1", gemv_lane_ahead<0>, 512, 1, 0, smem},
-        {"lane, the next row's units loaded ahead, 512 x 1", gemv_lane_ahead<1>, 512, 1, 0, smem},
-        {"lane, the next row's units loaded ahead, 256 x 4", gemv_lane_ahead<1>, 256, 4, 0, smem},
+        {"lane, a row's 4 units loaded first, 512 x 1", gemv_lane_ahead<0, 0>, 512, 1, 0, smem},
+        {"lane, the next row's units loaded ahead, 512 x 1", gemv_lane_ahead<1, 0>, 512, 1, 0, smem},
+        {"lane, the next row's units loaded ahead, 256 x 4", gemv_lane_ahead<1, 0>, 256, 4, 0, smem},
         {"cell 1 unit, 512 x 1", gemv_cell<1>, 512, 1, 0, smem},
         {"cell 2 units, 512 x 1", gemv_cell<2>, 512, 1, 0, smem},
         {"cell 4 units, 512 x 1", gemv_cell<4>, 512, 1, 0, smem},
@@ -530,8 +504,8 @@ int main(int argc, char **argv) {
         {"split, 2 rows a pass (8 loads a lane), 512 x 1", gemv_split<2>, 512, 1, 1, smem},
         {"split, 4 rows a pass (16 loads a lane), 512 x 1", gemv_split<4>, 512, 1, 1, smem},
         {"split, the next row's loads ahead (8 a lane), 512 x 1", gemv_split_ahead, 512, 1, 1, smem},
-        {"lane8 (stored, int8 x, dp4a), a row's units first, 512 x 1", gemv_lane8_ahead<0>, 512, 1, 0, smem},
-        {"lane8 (stored, int8 x, dp4a), next row ahead, 512 x 1", gemv_lane8_ahead<1>, 512, 1, 0, smem},
+        {"lane8 (stored, int8 x, dp4a), a row's units first, 512 x 1", gemv_lane_ahead<0, 1>, 512, 1, 0, smem},
+        {"lane8 (stored, int8 x, dp4a), next row ahead, 512 x 1", gemv_lane_ahead<1, 1>, 512, 1, 0, smem},
         {"split8 (int8 x, dp4a), next row ahead, 512 x 1", gemv_split8_ahead, 512, 1, 1, smem},
         {"split8, 2 rows a pass, 512 x 1", gemv_split8<2>, 512, 1, 1, smem},
         {"split8, 4 rows a pass, 512 x 1", gemv_split8<4>, 512, 1, 1, smem},

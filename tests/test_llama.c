@@ -1328,21 +1328,44 @@ static void test_family_qwen3(void) {
     amk_llm_close(m);
 }
 
-/* Mistral: its sliding window of 8 keys is shorter than the prompt. AMK keeps the context within
-   the window (where a query sees every key, the Llama step exactly): 8 positions equal to HF's;
-   a longer context asked for fails, naming the window. */
+/* Mistral: its sliding window of 8 keys is shorter than the prompt of 24. The fused step's
+   attention tasks take the window (sliding_window): all 24 positions equal HF's, and the greedy
+   continuation. The spec opcodes' step does not take it: a context past the window is refused
+   there, naming it. */
 static void test_family_mistral(void) {
     amk_llm *m = NULL;
+    amk_llm_opts o;
     amk_diag d;
-    family_logits("tests/data/families/mistral", NULL, 0);
-    family_logits("tests/data/families/mistral", "model.gguf", 0); /* arch "llama" with its window key */
-    CHECK_EQ_INT(family_open("tests/data/families/mistral", 24, &m, &d), AMK_ERR_UNSUPPORTED);
+    family_logits("tests/data/families/mistral", NULL, 64);
+    family_logits("tests/data/families/mistral", "model.gguf", 64); /* arch "llama" with its window key */
+    CHECK_EQ_INT(family_open("tests/data/families/mistral", 64, &m, &d), AMK_OK);
+    if (m) {
+        const amk_program *p = amk_llm_program(m);
+        int t, n_win = 0, n_attn = 0;
+        CHECK(amk_llm_max_seq(m) == 64 && strcmp(amk_llm_config(m)->arch, "mistral") == 0 &&
+              amk_llm_config(m)->sliding_window == 8);
+        for (t = 0; t < p->n_tasks; t++) {
+            const int op = amk_op_device(p->tasks[t].op, NULL);
+            if (op != AMK_OP_ATTENTION_DECODE && op != AMK_OP_ATTENTION_O) continue;
+            n_attn++;
+            {
+                amk_params_t P;
+                amk_task_marshal_params(&p->tasks[t], &P);
+                n_win += P.sliding_window == 8;
+            }
+        }
+        CHECK(n_attn > 0 && n_win == n_attn);
+    }
+    amk_llm_close(m);
+    m = NULL;
+    amk_diag_clear(&d);
+    amk_llm_opts_default(&o);
+    o.backend = AMK_BACKEND_CPU;
+    o.build.max_seq = 24;
+    o.build.spec_ops = 1;
+    CHECK_EQ_INT(amk_llm_open("tests/data/families/mistral", &o, &m, &d), AMK_ERR_UNSUPPORTED);
     CHECK(m == NULL);
     CHECK_MSG(strstr(d.message, "sliding window of 8") != NULL, "message: %s", d.message);
-    CHECK_EQ_INT(family_open("tests/data/families/mistral", 8, &m, &d), AMK_OK);
-    CHECK(m && amk_llm_max_seq(m) == 8 && strcmp(amk_llm_config(m)->arch, "mistral") == 0 &&
-          amk_llm_config(m)->sliding_window == 8);
-    amk_llm_close(m);
 }
 
 static void test_golden_smollm2(void) { golden_run(AMK_BACKEND_CPU); }
@@ -1361,7 +1384,7 @@ static void family_cuda(const char *dir, int max_seq) {
 }
 static void test_family_cuda(void) {
     family_cuda("tests/data/families/llama", 64);
-    family_cuda("tests/data/families/mistral", 0);
+    family_cuda("tests/data/families/mistral", 64); /* the window of 8 inside the 24 positions */
     family_cuda("tests/data/families/qwen2", 64);
     family_cuda("tests/data/families/qwen3", 64);
 }

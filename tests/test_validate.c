@@ -944,9 +944,16 @@ static void test_race_waw_attention_decode(void) {
     amk_task_set_int(p, 1, "n_off", 0); /* both on kv head 0 */
     CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
     amk_task_set_int(p, 1, "n_off", 1);
+    amk_task_set_int(p, 0, "sliding_window", 4); /* Mistral's: rows (pos - 4, pos] */
+    expect_clean(p);
+    amk_task_set_int(p, 0, "sliding_window", -1);
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_PARAM_VALUE), 1);
+    amk_task_set_int(p, 0, "sliding_window", 0);
     p->tasks[1].op = AMK_OP_ATTENTION_TILE; /* a whole-output writer of another kind */
     p->tasks[1].n_inputs = 3;
     CHECK(expect_only(p, AMK_CHECK_RACE_WAW) >= 1);
+    amk_task_set_int(p, 1, "sliding_window", 4); /* ATTENTION_TILE takes none: no position input */
+    CHECK(expect_only(p, AMK_CHECK_PARAM_VALUE) >= 1);
     amk_program_free(p);
 }
 
