@@ -374,12 +374,13 @@ AMK__FN int amk__lb_rmsnorm(amk__lb *b, int x, int w, int out, int counter, int 
     return amk__lb_rmsnorm_rows(b, x, w, out, b->c->hidden, counter, wait_c, n_wait, label);
 }
 
-/* Task t's RoPE params: head_dim, the config's theta and llama3 scaling. */
+/* Task t's RoPE params: head_dim, the config's theta and its scaling (llama3, linear, yarn). */
 AMK__FN void amk__lb_rope_params(amk__lb *b, int t) {
     const amk_llama_config *c = b->c;
     amk_task_set_int(b->p, t, "head_dim", c->head_dim);
     amk_task_set_real(b->p, t, "theta", c->rope_theta);
-    if (c->rope_llama3) {
+    if (c->rope_type != AMK_ROPE_DEFAULT) amk_task_set_int(b->p, t, "rope_type", c->rope_type);
+    if (c->rope_llama3 || c->rope_type != AMK_ROPE_DEFAULT) {
         amk_task_set_real(b->p, t, "rope_factor", c->rope_factor);
         amk_task_set_real(b->p, t, "rope_low_freq_factor", c->rope_low_freq_factor);
         amk_task_set_real(b->p, t, "rope_high_freq_factor", c->rope_high_freq_factor);
@@ -490,7 +491,10 @@ AMK__FN void amk__lb_attn_params(amk__lb *b, int t, int64_t start, int64_t len, 
     amk_task_set_int(b->p, t, "head_dim", c->head_dim);
     amk_task_set_int(b->p, t, "kv_start", start);
     amk_task_set_int(b->p, t, "kv_len", len);
-    amk_task_set_real(b->p, t, "scale", 1.0 / sqrt((double)c->head_dim));
+    /* YaRN's attention factor m on q's and k's cos and sin (HF) is m^2 on q . k: folded in here, so
+       RoPE's epilogues on the step's path do not scale */
+    const double m = c->rope_type == AMK_ROPE_YARN && c->rope_factor > 1.0f ? 0.1 * log((double)c->rope_factor) + 1.0 : 1.0;
+    amk_task_set_real(b->p, t, "scale", m * m / sqrt((double)c->head_dim));
     amk_task_set_int(b->p, t, "n_heads", c->n_heads);
     amk_task_set_int(b->p, t, "n_kv_heads", c->n_kv_heads);
     if (g >= 0) { amk_task_set_int(b->p, t, "n_off", g); amk_task_set_int(b->p, t, "N_tile", 1); }

@@ -292,8 +292,18 @@ typedef struct amk_params_t {
     int32_t qdtype, group, pos, flags, dim, rope_orig_ctx, part;
     float eps, scale, theta, rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int32_t sliding_window; /* ATTENTION_DECODE/_O: a query at pos sees rows (pos - it, pos]; 0 all */
-    float reserved2;
+    int32_t rope_type;      /* AMK_ROPE_*: how rope_factor scales RoPE's frequencies */
 } amk_params_t;
+
+/* RoPE's frequency scaling (param rope_type; RoPE's ops and forms). DEFAULT: llama3's when
+   rope_factor > 0 (with rope_low_freq_factor, rope_high_freq_factor, rope_orig_ctx), else none.
+   LINEAR: every inverse frequency divided by rope_factor. YARN (HF transformers'): the inverse
+   frequencies ramp from extrapolated (the plain ones) to interpolated (divided by rope_factor)
+   between the dimensions where a wave turns rope_high_freq_factor (beta_fast) and
+   rope_low_freq_factor (beta_slow) times within rope_orig_ctx positions (floored and ceiled).
+   YaRN's attention factor (HF scales cos and sin by 0.1 ln(factor) + 1) is not RoPE's here: the
+   builder folds its square into the attention's scale (q . k carries it twice). */
+enum { AMK_ROPE_DEFAULT = 0, AMK_ROPE_LINEAR = 1, AMK_ROPE_YARN = 2 };
 
 /* One tensor as the device sees it. ptr is a device address (or a host address in the reference
    VM), already offset for paged activations. Strides are in elements, row-major. */

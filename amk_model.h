@@ -149,6 +149,9 @@ typedef struct amk_llama_config {
     int rope_llama3;           /* 1: llama3 scaling with the four fields below */
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_orig_ctx;
+    int rope_type;             /* AMK_ROPE_LINEAR (rope_factor) or AMK_ROPE_YARN (rope_factor, rope_orig_ctx,
+                                  beta_slow and beta_fast in rope_low/high_freq_factor), else
+                                  AMK_ROPE_DEFAULT: llama3's with rope_llama3, or none */
     int tie_embeddings;        /* 1: the LM head is the embedding table */
     int bos_id, eos_ids[4], n_eos; /* bos_id -1 when unknown */
     int attention_bias, mlp_bias; /* unsupported when 1: open fails with AMK_ERR_UNSUPPORTED */
@@ -172,7 +175,8 @@ typedef struct amk_model amk_model;
    llama.attention.sliding_window); Qwen2 (a Llama with q/k/v biases) and Qwen3 (q/k RMSNorm per
    head), also as GGUF architectures "qwen2" and "qwen3".
    Checks the config (AMK_ERR_UNSUPPORTED for another architecture, Llama's attention or MLP
-   biases, Qwen2's sliding window, RoPE scaling other than llama3, or a hidden_act other than
+   biases, Qwen2's sliding window, RoPE scaling other than llama3, linear and YaRN (its defaults:
+   no attention_factor, mscale or truncate false), or a hidden_act other than
    silu; AMK_ERR_PARSE for rms_norm_eps, rope_theta or
    llama3 factors not finite and positive, or a BOS/EOS id outside the vocabulary) and that every
    weight of the config exists with its shape (AMK_ERR_NOT_FOUND / AMK_ERR_MISMATCH, naming the
@@ -1615,11 +1619,26 @@ AMK__FN amk_result amk__model_config_gguf(const amk_gguf *g, amk_llama_config *c
     if (ntok > INT_MAX) ntok = -1;
     if ((r = amk__model_gguf_int(g, AMK__GK("vocab_size"), ntok < 1, (int)ntok, 1, INT_MAX, &c->vocab, d)))
         return r;
-    /* RoPE scaling: only llama3 (rope_freqs.weight or scaling.type "llama3") */
+    /* RoPE scaling: llama3 (rope_freqs.weight or scaling.type "llama3"), linear, yarn */
     s = amk_gguf_get_string(g, AMK__GK("rope.scaling.type"), NULL);
-    if (s && strcmp(s, "none") != 0 && strcmp(s, "llama3") != 0)
-        return amk__fail(d, AMK_ERR_UNSUPPORTED, "RoPE scaling '%.100s' is not supported (only "
-                         "llama3)", s);
+    if (s && strcmp(s, "none") != 0 && strcmp(s, "llama3") != 0 && strcmp(s, "linear") != 0 && strcmp(s, "yarn") != 0)
+        return amk__fail(d, AMK_ERR_UNSUPPORTED, "RoPE scaling '%.100s' is not supported (llama3, linear, "
+                         "yarn)", s);
+    if (s && (strcmp(s, "linear") == 0 || strcmp(s, "yarn") == 0)) {
+        const int yarn = s[0] == 'y';
+        float af;
+        c->rope_type = yarn ? AMK_ROPE_YARN : AMK_ROPE_LINEAR;
+        if ((r = amk__model_gguf_float(g, AMK__GK("rope.scaling.factor"), 1, 0, &c->rope_factor, d)) ||
+            (r = amk__model_gguf_float(g, AMK__GK("rope.scaling.yarn_beta_slow"), 0, 1.0f, &c->rope_low_freq_factor, d)) ||
+            (r = amk__model_gguf_float(g, AMK__GK("rope.scaling.yarn_beta_fast"), 0, 32.0f, &c->rope_high_freq_factor, d)) ||
+            (r = amk__model_gguf_int(g, AMK__GK("rope.scaling.original_context_length"), 0, c->max_pos, 1, INT_MAX,
+                                     &c->rope_orig_ctx, d)) ||
+            (r = amk__model_gguf_float(g, AMK__GK("rope.scaling.attn_factor"), 0, 0.0f, &af, d)))
+            return r;
+        if (yarn && af != 0.0f && af != 1.0f)
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "YaRN with rope.scaling.attn_factor %g is not supported "
+                             "(only the default 0.1 ln(factor) + 1)", (double)af);
+    }
     if (has_freqs || (s && strcmp(s, "llama3") == 0)) {
         static const char *const keys[3] = {"rope.scaling.factor", "rope.scaling.low_freq_factor",
                                             "rope.scaling.high_freq_factor"};
@@ -1819,9 +1838,31 @@ AMK__FN amk_result amk__model_config_json(const amk__jval *o, amk_llama_config *
                 (r = amk__model_json_int(rope, "original_max_position_embeddings", 1, 0, 1, INT_MAX,
                                          &c->rope_orig_ctx, d)))
                 return r;
+        } else if (rt && (strcmp(rt, "linear") == 0 || strcmp(rt, "yarn") == 0)) {
+            const int yarn = rt[0] == 'y';
+            float af = 0.0f, prf = 1.0f;
+            int trunc = 1;
+            c->rope_type = yarn ? AMK_ROPE_YARN : AMK_ROPE_LINEAR;
+            if ((r = amk__model_json_float(rope, "factor", 0, &c->rope_factor, d)) ||
+                (r = amk__model_json_float(rope, "beta_slow", 1.0f, &c->rope_low_freq_factor, d)) ||
+                (r = amk__model_json_float(rope, "beta_fast", 32.0f, &c->rope_high_freq_factor, d)) ||
+                (r = amk__model_json_int(rope, "original_max_position_embeddings", 0, c->max_pos, 1, INT_MAX,
+                                         &c->rope_orig_ctx, d)) ||
+                (r = amk__model_json_float(rope, "attention_factor", 0.0f, &af, d)) ||
+                (r = amk__model_json_float(o, "partial_rotary_factor", 1.0f, &prf, d)))
+                return r;
+            if (amk__json_get(rope, "truncate") && (r = amk__model_json_bool(rope, "truncate", &trunc, d))) return r;
+            if (yarn && c->rope_factor == 0.0f && c->rope_orig_ctx > 0) /* HF: the ratio of the contexts */
+                c->rope_factor = (float)c->max_pos / (float)c->rope_orig_ctx;
+            if (yarn && (af != 0.0f || amk__json_get(rope, "mscale") || amk__json_get(rope, "mscale_all_dim") ||
+                         !trunc))
+                return amk__fail(d, AMK_ERR_UNSUPPORTED, "YaRN with attention_factor, mscale, mscale_all_dim or "
+                                 "truncate false is not supported (only its defaults)");
+            if (prf != 1.0f)
+                return amk__fail(d, AMK_ERR_UNSUPPORTED, "partial_rotary_factor %g is not supported", (double)prf);
         } else if (rt && strcmp(rt, "default") != 0) {
-            return amk__fail(d, AMK_ERR_UNSUPPORTED, "RoPE scaling '%.100s' is not supported (only "
-                             "llama3)", rt);
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "RoPE scaling '%.100s' is not supported (llama3, linear, "
+                             "yarn)", rt);
         }
     }
     return AMK_OK;
@@ -1844,6 +1885,16 @@ AMK__FN amk_result amk__model_check_config(const amk_llama_config *c, amk_diag *
         return amk__fail(d, AMK_ERR_PARSE, "rms_norm_eps %g must be positive and finite", (double)c->rms_eps);
     if (!(c->rope_theta > 0.0f && c->rope_theta <= FLT_MAX))
         return amk__fail(d, AMK_ERR_PARSE, "rope_theta %g must be positive and finite", (double)c->rope_theta);
+    if (c->rope_type != AMK_ROPE_DEFAULT &&
+        !(c->rope_factor > 0.0f && c->rope_factor <= FLT_MAX &&
+          (c->rope_type == AMK_ROPE_LINEAR || (c->rope_low_freq_factor > 0.0f && c->rope_high_freq_factor > c->rope_low_freq_factor &&
+                                                c->rope_high_freq_factor <= FLT_MAX && c->rope_orig_ctx >= 1))))
+        return amk__fail(d, AMK_ERR_PARSE, "%s RoPE scaling needs a finite factor > 0%s (factor %g, beta_slow %g, "
+                         "beta_fast %g, original_max_position_embeddings %d)",
+                         c->rope_type == AMK_ROPE_YARN ? "yarn" : "linear",
+                         c->rope_type == AMK_ROPE_YARN ? ", finite beta_fast > beta_slow > 0 and an original context >= 1" : "",
+                         (double)c->rope_factor, (double)c->rope_low_freq_factor, (double)c->rope_high_freq_factor,
+                         c->rope_orig_ctx);
     if (c->rope_llama3 && !(c->rope_factor > 0.0f && c->rope_factor <= FLT_MAX && c->rope_low_freq_factor > 0.0f &&
                             c->rope_high_freq_factor > c->rope_low_freq_factor &&
                             c->rope_high_freq_factor <= FLT_MAX && c->rope_orig_ctx >= 1))

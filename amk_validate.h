@@ -253,11 +253,17 @@ AMK__FN int amk__opshape_rope(const amk__opshape *c, const amk_task *t, const am
         return amk__opshape_fail(c, AMK_CHECK_PARAM_VALUE, "theta = %g must be finite and > 0", theta);
     if (!amk__opshape_finite(factor))
         return amk__opshape_fail(c, AMK_CHECK_PARAM_VALUE, "rope_factor = %g must be finite", factor);
-    if (factor > 0 && (P->rope_orig_ctx < 1 || !amk__opshape_finite(lo) || !amk__opshape_finite(hi) ||
-                       !(lo > 0) || !(lo < hi)))
-        return amk__opshape_fail(c, AMK_CHECK_PARAM_VALUE, "llama3 scaling needs rope_orig_ctx = %d >= 1 "
+    if (P->rope_type < AMK_ROPE_DEFAULT || P->rope_type > AMK_ROPE_YARN)
+        return amk__opshape_fail(c, AMK_CHECK_PARAM_VALUE, "rope_type = %d is none of 0 (default, llama3), "
+                                 "1 (linear), 2 (yarn)", P->rope_type);
+    if (P->rope_type != AMK_ROPE_DEFAULT && !(factor > 0))
+        return amk__opshape_fail(c, AMK_CHECK_PARAM_VALUE, "rope_type %d needs rope_factor = %g > 0",
+                                 P->rope_type, factor);
+    if (P->rope_type != AMK_ROPE_LINEAR && factor > 0 &&
+        (P->rope_orig_ctx < 1 || !amk__opshape_finite(lo) || !amk__opshape_finite(hi) || !(lo > 0) || !(lo < hi)))
+        return amk__opshape_fail(c, AMK_CHECK_PARAM_VALUE, "%s scaling needs rope_orig_ctx = %d >= 1 "
                                  "and 0 < low_freq_factor = %g < high_freq_factor = %g",
-                                 P->rope_orig_ctx, lo, hi);
+                                 P->rope_type == AMK_ROPE_YARN ? "yarn" : "llama3", P->rope_orig_ctx, lo, hi);
     return 1;
 }
 

@@ -163,66 +163,7 @@ __device__ __forceinline__ const float *xdep(const float *xq, float a) {
     asm volatile("{ .reg .pred p; setp.nan.f32 p, %1, %1; selp.u32 %0, 4, 0, p; }" : "=r"(z) : "f"(a));
     return xq + z;
 }
-// A warp ROWS rows a pass, every load of the pass (ROWS x UL x 16 bytes a lane) issued before any decode:
-// the BF16 tiles' design (8 16-byte loads a lane in flight).
-template <int ROWS>
-__global__ void __launch_bounds__(512, 1) gemv_split(const uint8_t *W, const float *x, float *y, int rows_per_block) {
-    extern __shared__ float xq[];
-    const int UP = U | 1;
-    stage_x(x, xq);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int r0 = blockIdx.x * rows_per_block, r1 = min(r0 + rows_per_block, N * COPIES);
-    for (int r = r0 + warp * ROWS; r < r1; r += nw * ROWS) {
-        uint4 q[ROWS][UL];
-        uint2 d[ROWS];
-#pragma unroll
-        for (int i = 0; i < ROWS; i++) {
-            const uint8_t *row = W + (size_t)min(r + i, r1 - 1) * ROWB;
-#pragma unroll
-            for (int k = 0; k < UL; k++) q[i][k] = ldg_nc(row + (lane + 32 * k) * 16);
-            d[i] = __ldg((const uint2 *)(row + U * 16 + lane * UL * 2));
-        }
-#pragma unroll
-        for (int i = 0; i < ROWS; i++) {
-            float a = 0.0f;
-#pragma unroll
-            for (int k = 0; k < UL; k++) a += split_dot(q[i][k], k < 2 ? d[i].x : d[i].y, k, xdep(xq, a), lane + 32 * k, UP);
-            for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
-            if (lane == 0 && r + i < r1) y[r + i] = a;
-        }
-    }
-}
 
-// A row a pass, the next pass's loads issued before this one's decode (two rows' 4 + 4 loads a lane).
-__global__ void __launch_bounds__(512, 1) gemv_split_ahead(const uint8_t *W, const float *x, float *y, int rows_per_block) {
-    extern __shared__ float xq[];
-    const int UP = U | 1;
-    stage_x(x, xq);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int r0 = blockIdx.x * rows_per_block, r1 = min(r0 + rows_per_block, N * COPIES);
-    uint4 q[UL], qn[UL];
-    uint2 d = make_uint2(0u, 0u), dn = d;
-    int r = r0 + warp;
-    if (r < r1) {
-#pragma unroll
-        for (int k = 0; k < UL; k++) q[k] = ldg_nc(W + (size_t)r * ROWB + (lane + 32 * k) * 16);
-        d = __ldg((const uint2 *)(W + (size_t)r * ROWB + U * 16 + lane * UL * 2));
-    }
-    for (; r < r1; r += nw) {
-        const uint8_t *nrow = W + (size_t)min(r + nw, r1 - 1) * ROWB;
-#pragma unroll
-        for (int k = 0; k < UL; k++) qn[k] = ldg_nc(nrow + (lane + 32 * k) * 16);
-        dn = __ldg((const uint2 *)(nrow + U * 16 + lane * UL * 2));
-        float a = 0.0f;
-#pragma unroll
-        for (int k = 0; k < UL; k++) a += split_dot(q[k], k < 2 ? d.x : d.y, k, xdep(xq, a), lane + 32 * k, UP);
-        for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
-        if (lane == 0) y[r] = a;
-#pragma unroll
-        for (int k = 0; k < UL; k++) q[k] = qn[k];
-        d = dn;
-    }
-}
 
 // x quantized a unit (llama.cpp's q8_1): 32 int8 q = round(x / dx), dx = max|x| / 127, in two 16-byte
 // pieces, piece h of unit u at (h * UP + u) (a warp's loads of its lanes' units conflict-free), then
@@ -261,12 +202,47 @@ __device__ __forceinline__ float split_dot8(uint4 q, uint32_t dw, int k, const u
     const float d = __half2float(__ushort_as_half((unsigned short)(k & 1 ? dw >> 16 : dw & 0xFFFFu)));
     return d * dxs[u] * (float)(s - 8 * sq[u]);
 }
-// split_ahead with x as int8 and dp4a.
-__global__ void __launch_bounds__(512, 1) gemv_split8_ahead(const uint8_t *W, const float *x, float *y, int rows_per_block) {
+
+// DP4A: x as int8 and dp4a dots (split_dot8). A warp ROWS rows a pass, every load of the pass (ROWS x UL x 16 bytes a lane) issued before any decode:
+// the BF16 tiles' design (8 16-byte loads a lane in flight).
+template <int ROWS, int DP4A>
+__global__ void __launch_bounds__(512, 1) gemv_split(const uint8_t *W, const float *x, float *y, int rows_per_block) {
     extern __shared__ float xq[];
-    uint32_t *x8 = (uint32_t *)xq;
     const int UP = U | 1;
-    stage_x8(x, x8);
+    if (DP4A) stage_x8(x, (uint32_t *)xq);
+    else stage_x(x, xq);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int r0 = blockIdx.x * rows_per_block, r1 = min(r0 + rows_per_block, N * COPIES);
+    for (int r = r0 + warp * ROWS; r < r1; r += nw * ROWS) {
+        uint4 q[ROWS][UL];
+        uint2 d[ROWS];
+#pragma unroll
+        for (int i = 0; i < ROWS; i++) {
+            const uint8_t *row = W + (size_t)min(r + i, r1 - 1) * ROWB;
+#pragma unroll
+            for (int k = 0; k < UL; k++) q[i][k] = ldg_nc(row + (lane + 32 * k) * 16);
+            d[i] = __ldg((const uint2 *)(row + U * 16 + lane * UL * 2));
+        }
+#pragma unroll
+        for (int i = 0; i < ROWS; i++) {
+            float a = 0.0f;
+#pragma unroll
+            for (int k = 0; k < UL; k++)
+                a += DP4A ? split_dot8(q[i][k], k < 2 ? d[i].x : d[i].y, k, (const uint32_t *)xq, lane + 32 * k, UP)
+                          : split_dot(q[i][k], k < 2 ? d[i].x : d[i].y, k, xdep(xq, a), lane + 32 * k, UP);
+            for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+            if (lane == 0 && r + i < r1) y[r + i] = a;
+        }
+    }
+}
+
+// A row a pass, the next pass's loads issued before this one's decode (two rows' 4 + 4 loads a lane); DP4A as gemv_split's.
+template <int DP4A>
+__global__ void __launch_bounds__(512, 1) gemv_split_ahead(const uint8_t *W, const float *x, float *y, int rows_per_block) {
+    extern __shared__ float xq[];
+    const int UP = U | 1;
+    if (DP4A) stage_x8(x, (uint32_t *)xq);
+    else stage_x(x, xq);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int r0 = blockIdx.x * rows_per_block, r1 = min(r0 + rows_per_block, N * COPIES);
     uint4 q[UL], qn[UL];
@@ -284,41 +260,14 @@ __global__ void __launch_bounds__(512, 1) gemv_split8_ahead(const uint8_t *W, co
         dn = __ldg((const uint2 *)(nrow + U * 16 + lane * UL * 2));
         float a = 0.0f;
 #pragma unroll
-        for (int k = 0; k < UL; k++) a += split_dot8(q[k], k < 2 ? d.x : d.y, k, x8, lane + 32 * k, UP);
+        for (int k = 0; k < UL; k++)
+            a += DP4A ? split_dot8(q[k], k < 2 ? d.x : d.y, k, (const uint32_t *)xq, lane + 32 * k, UP)
+                      : split_dot(q[k], k < 2 ? d.x : d.y, k, xdep(xq, a), lane + 32 * k, UP);
         for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
         if (lane == 0) y[r] = a;
 #pragma unroll
         for (int k = 0; k < UL; k++) q[k] = qn[k];
         d = dn;
-    }
-}
-// The same, ROWS rows a pass (all their loads before any decode).
-template <int ROWS>
-__global__ void __launch_bounds__(512, 1) gemv_split8(const uint8_t *W, const float *x, float *y, int rows_per_block) {
-    extern __shared__ float xq[];
-    uint32_t *x8 = (uint32_t *)xq;
-    const int UP = U | 1;
-    stage_x8(x, x8);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int r0 = blockIdx.x * rows_per_block, r1 = min(r0 + rows_per_block, N * COPIES);
-    for (int r = r0 + warp * ROWS; r < r1; r += nw * ROWS) {
-        uint4 q[ROWS][UL];
-        uint2 d[ROWS];
-#pragma unroll
-        for (int i = 0; i < ROWS; i++) {
-            const uint8_t *row = W + (size_t)min(r + i, r1 - 1) * ROWB;
-#pragma unroll
-            for (int k = 0; k < UL; k++) q[i][k] = ldg_nc(row + (lane + 32 * k) * 16);
-            d[i] = __ldg((const uint2 *)(row + U * 16 + lane * UL * 2));
-        }
-#pragma unroll
-        for (int i = 0; i < ROWS; i++) {
-            float a = 0.0f;
-#pragma unroll
-            for (int k = 0; k < UL; k++) a += split_dot8(q[i][k], k < 2 ? d[i].x : d[i].y, k, x8, lane + 32 * k, UP);
-            for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
-            if (lane == 0 && r + i < r1) y[r + i] = a;
-        }
     }
 }
 
@@ -500,16 +449,16 @@ int main(int argc, char **argv) {
         {"cell 2 units, 512 x 1", gemv_cell<2>, 512, 1, 0, smem},
         {"cell 4 units, 512 x 1", gemv_cell<4>, 512, 1, 0, smem},
         {"cell 1 unit, 256 x 4 blocks/SM", gemv_cell<1>, 256, 4, 0, smem},
-        {"split, a row a pass (4 loads a lane), 512 x 1", gemv_split<1>, 512, 1, 1, smem},
-        {"split, 2 rows a pass (8 loads a lane), 512 x 1", gemv_split<2>, 512, 1, 1, smem},
-        {"split, 4 rows a pass (16 loads a lane), 512 x 1", gemv_split<4>, 512, 1, 1, smem},
-        {"split, the next row's loads ahead (8 a lane), 512 x 1", gemv_split_ahead, 512, 1, 1, smem},
+        {"split, a row a pass (4 loads a lane), 512 x 1", gemv_split<1, 0>, 512, 1, 1, smem},
+        {"split, 2 rows a pass (8 loads a lane), 512 x 1", gemv_split<2, 0>, 512, 1, 1, smem},
+        {"split, 4 rows a pass (16 loads a lane), 512 x 1", gemv_split<4, 0>, 512, 1, 1, smem},
+        {"split, the next row's loads ahead (8 a lane), 512 x 1", gemv_split_ahead<0>, 512, 1, 1, smem},
         {"lane8 (stored, int8 x, dp4a), a row's units first, 512 x 1", gemv_lane_ahead<0, 1>, 512, 1, 0, smem},
         {"lane8 (stored, int8 x, dp4a), next row ahead, 512 x 1", gemv_lane_ahead<1, 1>, 512, 1, 0, smem},
-        {"split8 (int8 x, dp4a), next row ahead, 512 x 1", gemv_split8_ahead, 512, 1, 1, smem},
-        {"split8, 2 rows a pass, 512 x 1", gemv_split8<2>, 512, 1, 1, smem},
-        {"split8, 4 rows a pass, 512 x 1", gemv_split8<4>, 512, 1, 1, smem},
-        {"split8, 2 rows a pass, 256 x 2", gemv_split8<2>, 256, 2, 1, smem},
+        {"split8 (int8 x, dp4a), next row ahead, 512 x 1", gemv_split_ahead<1>, 512, 1, 1, smem},
+        {"split8, 2 rows a pass, 512 x 1", gemv_split<2, 1>, 512, 1, 1, smem},
+        {"split8, 4 rows a pass, 512 x 1", gemv_split<4, 1>, 512, 1, 1, smem},
+        {"split8, 2 rows a pass, 256 x 2", gemv_split<2, 1>, 256, 2, 1, smem},
         {"ring a warp, split, 4 slots, 512 x 1", gemv_ring<1, 1, 4>, 512, 1, 1, rsm(16 * 4)},
         {"ring a warp, split, 5 slots, 512 x 1", gemv_ring<1, 1, 5>, 512, 1, 1, rsm(16 * 5)},
         {"ring a warp, stored, 4 slots, 512 x 1", gemv_ring<1, 0, 4>, 512, 1, 0, rsm(16 * 4)},

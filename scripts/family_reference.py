@@ -4,8 +4,10 @@
 For llama, qwen2, qwen3 and mistral, builds a model from a config alone (no download) with the
 family's features switched on: grouped-query attention, Qwen2's q/k/v biases, Qwen3's per-head q/k
 norms and a head_dim other than hidden / heads, Mistral's sliding window (shorter than the prompt),
-tied embeddings in qwen2 and untied in the others. Every weight is random and non-trivial: the
-matrices N(0, 1/cols), the norms 1 + N(0, 0.1^2), the biases N(0, 0.1^2). For each it writes to
+tied embeddings in qwen2 and untied in the others; and two Llamas with RoPE scaling, linear
+(llama_linear) and YaRN (llama_yarn: its ramp inside head_dim, its attention factor). Every
+weight is random and non-trivial: the matrices N(0, 1/cols), the norms 1 + N(0, 0.1^2), the
+biases N(0, 0.1^2). For each it writes to
 OUT/FAMILY/:
   config.json, model.safetensors      save_pretrained (HF names, float32)
   tokenizer.json                      a byte-level BPE of the 256 bytes (GPT-2's byte alphabet, no
@@ -18,11 +20,14 @@ OUT/FAMILY/:
                                         logits T V             then T lines of V values (%.9g)
                                         greedy N id...         N tokens by greedy full re-runs
 Runs on the GPU machine (it has torch and transformers; the gguf wheel travels in .lcp/):
-    PYTHONPATH=/tmp/site python3 scripts/family_reference.py OUT
+    PYTHONPATH=/tmp/site python3 scripts/family_reference.py OUT [FAMILY,...]
 """
 import json, os, sys, platform
 
-FAMILIES = ["llama", "qwen2", "qwen3", "mistral"]
+FAMILIES = ["llama", "qwen2", "qwen3", "mistral", "llama_linear", "llama_yarn"]
+# RoPE scaling variants (Llama's architecture): linear, and YaRN with a ramp inside head_dim
+ROPE = {"llama_linear": {"rope_type": "linear", "factor": 2.0},
+        "llama_yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}}
 T, N_GREEDY, SEED = 24, 8, 41
 
 
@@ -32,6 +37,10 @@ def config_for(fam, transformers):
                   rms_norm_eps=1e-6, rope_theta=10000.0, bos_token_id=1, eos_token_id=2)
     if fam == "llama":
         return transformers.LlamaConfig(tie_word_embeddings=False, **common)
+    if fam in ROPE:
+        common["max_position_embeddings"] = 16384
+        return transformers.LlamaConfig(tie_word_embeddings=False, rope_parameters=dict(ROPE[fam], rope_theta=10000.0),
+                                        **{k: v for k, v in common.items() if k != "rope_theta"})
     if fam == "qwen2":
         return transformers.Qwen2Config(tie_word_embeddings=True, use_sliding_window=False, **common)
     if fam == "qwen3":
@@ -86,7 +95,7 @@ def permute(w, n_head):
 
 def write_gguf(fam, cfg, model, path):
     import gguf, numpy as np
-    arch = "llama" if fam in ("llama", "mistral") else fam
+    arch = "llama" if fam in ("llama", "mistral") or fam in ROPE else fam
     sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     w = gguf.GGUFWriter(path, arch)
@@ -104,6 +113,12 @@ def write_gguf(fam, cfg, model, path):
     w.add_value_length(hd)
     if fam == "mistral":
         w.add_sliding_window(cfg.sliding_window)
+    if fam in ROPE:
+        rp = ROPE[fam]
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR if rp["rope_type"] == "linear" else gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rp["factor"])
+        if "original_max_position_embeddings" in rp:
+            w.add_rope_scaling_orig_ctx_len(rp["original_max_position_embeddings"])
     w.add_vocab_size(cfg.vocab_size)
     w.add_file_type(0)
     w.add_tokenizer_model("gpt2")
@@ -151,7 +166,7 @@ def main():
     ids = (3 + torch.randint(0, 253, (T,), generator=g)).tolist()
     meta = {"transformers": transformers.__version__, "torch": torch.__version__,
             "python": platform.python_version(), "dtype": "float32", "attn": "eager", "seed": SEED}
-    for fam in FAMILIES:
+    for fam in (sys.argv[2].split(",") if len(sys.argv) > 2 else FAMILIES):
         d = os.path.join(out, fam)
         os.makedirs(d, exist_ok=True)
         try:

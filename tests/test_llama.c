@@ -1292,6 +1292,25 @@ static void test_family_llama(void) {
     family_logits("tests/data/families/llama", "model.gguf", 64); /* Q/K rows permuted as llama.cpp's */
 }
 
+/* RoPE scaling (llama_linear: linear, factor 2; llama_yarn: YaRN, factor 4 over an original
+   context of 4096, its ramp inside head_dim 16, its attention factor 0.1 ln 4 + 1 squared in the
+   attention's scale), from config.json's rope_parameters and from the GGUF's rope.scaling keys. */
+static void test_family_rope_scaling(void) {
+    amk_llm *m = NULL;
+    amk_diag d;
+    family_logits("tests/data/families/llama_linear", NULL, 64);
+    family_logits("tests/data/families/llama_linear", "model.gguf", 64);
+    family_logits("tests/data/families/llama_yarn", NULL, 64);
+    family_logits("tests/data/families/llama_yarn", "model.gguf", 64);
+    CHECK_EQ_INT(family_open("tests/data/families/llama_yarn", 64, &m, &d), AMK_OK);
+    if (m) {
+        const amk_llama_config *c = amk_llm_config(m);
+        CHECK(c->rope_type == AMK_ROPE_YARN && c->rope_factor == 4.0f && c->rope_orig_ctx == 4096 &&
+              c->rope_low_freq_factor == 1.0f && c->rope_high_freq_factor == 32.0f);
+    }
+    amk_llm_close(m);
+}
+
 /* Qwen2: q/k/v biases (the step of the spec's opcodes, the Q/K/V GEMV tiles adding them), tied
    embeddings. */
 static void test_family_qwen2(void) {
@@ -1387,6 +1406,8 @@ static void test_family_cuda(void) {
     family_cuda("tests/data/families/mistral", 64); /* the window of 8 inside the 24 positions */
     family_cuda("tests/data/families/qwen2", 64);
     family_cuda("tests/data/families/qwen3", 64);
+    family_cuda("tests/data/families/llama_linear", 64);
+    family_cuda("tests/data/families/llama_yarn", 64);
 }
 #endif
 
@@ -1485,6 +1506,7 @@ int main(void) {
     RUN(test_tokenizer_from_model);
     RUN(test_llm_open_model);
     RUN(test_family_llama);
+    RUN(test_family_rope_scaling);
     RUN(test_family_mistral);
     RUN(test_family_qwen2);
     RUN(test_family_qwen3);

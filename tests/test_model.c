@@ -503,8 +503,28 @@ static void test_llama3_rope(void) {
         CHECK(c->rope_theta == 500000.0f && c->rope_llama3 == 1 && c->rope_factor == 8.0f);
         amk_model_close(m);
     }
+    /* linear and YaRN (the original context defaults to max_position_embeddings; betas 1 and 32);
+       dynamic NTK and YaRN's mscale are refused */
     write_config(path_in("r3"), 0, "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}", "");
-    open_fails(path_in("r3"), AMK_ERR_UNSUPPORTED, "RoPE scaling 'yarn'");
+    if ((m = open_ok(path_in("r3")))) {
+        c = amk_model_config(m);
+        CHECK(c->rope_type == AMK_ROPE_YARN && c->rope_factor == 4.0f && c->rope_orig_ctx == c->max_pos &&
+              c->rope_low_freq_factor == 1.0f && c->rope_high_freq_factor == 32.0f && !c->rope_llama3);
+        amk_model_close(m);
+    }
+    write_config(path_in("r3"), 0, "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.5}", "");
+    if ((m = open_ok(path_in("r3")))) {
+        c = amk_model_config(m);
+        CHECK(c->rope_type == AMK_ROPE_LINEAR && c->rope_factor == 2.5f);
+        amk_model_close(m);
+    }
+    write_config(path_in("r3"), 0, "\"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4}", "");
+    open_fails(path_in("r3"), AMK_ERR_UNSUPPORTED, "RoPE scaling 'dynamic'");
+    write_config(path_in("r3"), 0, "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, \"mscale\": 1, "
+                 "\"mscale_all_dim\": 1}", "");
+    open_fails(path_in("r3"), AMK_ERR_UNSUPPORTED, "mscale");
+    write_config(path_in("r3"), 0, "\"rope_scaling\": {\"rope_type\": \"linear\"}", "");
+    open_fails(path_in("r3"), AMK_ERR_PARSE, "linear RoPE scaling needs a finite factor");
     write_config(path_in("r3"), 0, "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 4}", "");
     open_fails(path_in("r3"), AMK_ERR_PARSE, "lacks 'low_freq_factor'");
     /* GGUF: rope_freqs.weight alone is not enough yet; with the scaling keys it is */

@@ -358,6 +358,11 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_factor=8.0 rope_orig_ctx=0", "PARAM_VALUE"},
     {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_factor=8.0 rope_orig_ctx=8192 rope_low_freq_factor=4.0 rope_high_freq_factor=1.0", "PARAM_VALUE"},
     {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_factor=8.0 rope_orig_ctx=8192 rope_low_freq_factor=0.0", "PARAM_VALUE"},
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_type=1 rope_factor=2.0", "ok"}, /* linear */
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_type=1", "PARAM_VALUE"},
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_type=2 rope_factor=4.0 rope_orig_ctx=4096 rope_low_freq_factor=1.0 rope_high_freq_factor=32.0", "ok"}, /* yarn */
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_type=2 rope_factor=4.0 rope_orig_ctx=0", "PARAM_VALUE"},
+    {AMK_OP_ROPE, "F32[2,3,4] I32[2] | F32[2,3,4]", "head_dim=4 theta=1e4 rope_type=3 rope_factor=4.0", "PARAM_VALUE"},
     /* elementwise */
     {AMK_OP_SILU_MUL, "F32[4] BF16[2,2] | F16[4]", "", "ok"},
     {AMK_OP_SILU_MUL, "F32[4] F32[5] | F32[4]", "", "OP_SHAPE"},

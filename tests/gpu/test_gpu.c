@@ -590,8 +590,9 @@ static void test_attention_tile(void) {
     if (!g_quick) attn_case("ATTN long", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 32, 8, 128, 4096, 0, 4000, 1);
 }
 
+/* factor > 0: llama3's scaling (rope_type 0), or rope_type's (1 linear, 2 yarn over 4096 positions). */
 static void rope_case(const char *tag, amk_dtype xt, amk_dtype ot, int64_t S, int64_t heads, int64_t hd,
-                      const int32_t *pos, double theta, double factor, double rtol) {
+                      const int32_t *pos, double theta, double factor, int rope_type, double rtol) {
     amk_program *p = prog_new(1);
     int in[2], y, t;
     gcase g;
@@ -604,8 +605,9 @@ static void rope_case(const char *tag, amk_dtype xt, amk_dtype ot, int64_t S, in
     if (factor > 0) {
         setf(p, t, "rope_factor", factor);
         setf(p, t, "rope_low_freq_factor", 1.0);
-        setf(p, t, "rope_high_freq_factor", 4.0);
-        seti(p, t, "rope_orig_ctx", 8192);
+        setf(p, t, "rope_high_freq_factor", rope_type == 2 ? 32.0 : 4.0);
+        seti(p, t, "rope_orig_ctx", rope_type == 2 ? 4096 : 8192);
+        if (rope_type) seti(p, t, "rope_type", rope_type);
     }
     if (gcase_begin(&g, p, tag, 2.0f)) {
         gcase_set_i32(&g, in[1], pos, (int)S);
@@ -617,10 +619,12 @@ static void rope_case(const char *tag, amk_dtype xt, amk_dtype ot, int64_t S, in
 
 static void test_rope(void) {
     static const int32_t p1[1] = {37}, p3[3] = {0, 1000, 8191}, p9[1] = {5000};
-    rope_case("ROPE f32", AMK_DTYPE_F32, AMK_DTYPE_F32, 1, 4, 64, p1, 10000.0, 0, 2e-5);
-    rope_case("ROPE bf16 seq", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 3, 2, 128, p3, 500000.0, 0, 1.6e-2);
-    rope_case("ROPE f32 far", AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 2, 128, p3, 500000.0, 0, 1e-3);
-    rope_case("ROPE llama3", AMK_DTYPE_F32, AMK_DTYPE_F32, 1, 2, 64, p9, 500000.0, 32.0, 1e-3);
+    rope_case("ROPE f32", AMK_DTYPE_F32, AMK_DTYPE_F32, 1, 4, 64, p1, 10000.0, 0, 0, 2e-5);
+    rope_case("ROPE bf16 seq", AMK_DTYPE_BF16, AMK_DTYPE_BF16, 3, 2, 128, p3, 500000.0, 0, 0, 1.6e-2);
+    rope_case("ROPE f32 far", AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 2, 128, p3, 500000.0, 0, 0, 1e-3);
+    rope_case("ROPE llama3", AMK_DTYPE_F32, AMK_DTYPE_F32, 1, 2, 64, p9, 500000.0, 32.0, 0, 1e-3);
+    rope_case("ROPE linear", AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 2, 64, p3, 10000.0, 2.0, 1, 1e-3);
+    rope_case("ROPE yarn", AMK_DTYPE_F32, AMK_DTYPE_F32, 3, 2, 128, p3, 1000000.0, 4.0, 2, 1e-3);
 }
 
 static void eltwise_case(const char *tag, amk_opcode op, int ni, amk_dtype at, amk_dtype bt, amk_dtype ot,
