@@ -1,15 +1,19 @@
 /* amk_arch.h - AMK's model builders. Part of AMK (amk.h has the library's manual).
 
    WHAT IT DOES
-     Builds a model's decode step as a program: amk_llama_build (Llama: the fused step of AMK's
-     opcodes, or --spec-ops's step of the spec's opcodes 0-18 only), amk_llama_build_lowered
+     Builds a model's decode step as a program: amk_llama_build (Llama and the families that are
+     Llamas with a difference: Mistral's sliding window in the fused step, Qwen2's q/k/v biases
+     and Qwen3's q/k norms in the spec opcodes' step; RoPE scaling llama3, linear, YaRN; the fused
+     step of AMK's opcodes, or --spec-ops's step of the spec's opcodes 0-18 only), amk_llama_build_lowered
      (built, lowered and placed on the SMs the way AMK runs it), amk_llama_build_step (either,
      with its typed weight plan: how the loader makes each weight buffer from the model's
      tensors), the named shapes of the benchmarks (amk_llama_config_preset) and a config from
      config.json alone. Where a step would take a form only the device's specialised forms run
      (the folded Q/K/V), it asks the form planner (amk_plan.h) first.
    WHAT IT DOES NOT DO
-     Families other than Llama (yet), prefill programs (the prompt runs through the decode step).
+     Other architectures (MoE, other attention or MLP shapes), the fused step for Qwen2/Qwen3 (their
+     biases and norms take the spec opcodes' step), prefill programs (the prompt runs through the
+     decode step).
    CONTENTS
      declarations >>llama | implementation >>impl_llama */
 #ifndef AMK_ARCH_H

@@ -2,15 +2,15 @@
 
    WHAT IT DOES
      Reads the files people have: safetensors (single or sharded, with an index) and GGUF (v2, v3;
-     F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL, dequantized on read:
-     the tensors of the Q2_K ... Q8_0 files llama.cpp's quantizer writes), with config.json for
-     safetensors. amk_model_open gives one object whatever the format: the model's config
+     F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL: the tensors of the
+     Q2_K ... Q8_0 files llama.cpp's quantizer writes, read as stored or dequantized), with
+     config.json for safetensors. amk_model_open gives one object whatever the format: the model's config
      (amk_llama_config) and its weights by HF tensor name, with GGUF's names and Q/K row order
      mapped back to HF's. Files are mapped, not read; every size read from a file is
      overflow-checked and the parsers are fuzzed (fuzz/).
    WHAT IT DOES NOT DO
-     Architectures other than Llama (open says AMK_ERR_UNSUPPORTED), quantized weights on the
-     device (they are dequantized to F32, F16 or BF16 when read).
+     Architectures other than Llama and its kin Mistral, Qwen2 and Qwen3 (open says
+     AMK_ERR_UNSUPPORTED, naming what it lacks).
    CONTENTS
      declarations >>safetensors >>gguf >>model | implementation >>impl_safetensors >>impl_gguf
      >>impl_model */
