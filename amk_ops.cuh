@@ -2280,7 +2280,9 @@ static __device__ float amk_rope_inv_freq(const amk_params_t *P, int i) {
        tiles' epilogue waits for (bench/NOTES.md) */
     float inv = 1.0f / (float)exp2((double)e * log2((double)P->theta));
     if (P->rope_type == AMK_ROPE_LINEAR) return inv / P->rope_factor;
-    if (P->rope_type == AMK_ROPE_YARN) { /* the ramp's range in double, the ramp in fp32 (amk__rope_inv_freq) */
+    if (P->rope_type == AMK_ROPE_YARN) { /* the ramp's range in double, the ramp in fp32 (amk__rope_inv_freq).
+        why the range a call: the params have no room left to carry it; a YaRN model's RoPE pays two
+        double logs a pair, the others a compare */
         const double dim = (double)P->head_dim, lb = 2.0 * log((double)P->theta);
         double lo = floor(dim * log((double)P->rope_orig_ctx / ((double)P->rope_high_freq_factor * 6.283185307179586)) / lb);
         double hi = ceil(dim * log((double)P->rope_orig_ctx / ((double)P->rope_low_freq_factor * 6.283185307179586)) / lb);
