@@ -1881,49 +1881,32 @@ AMK_API amk_chat_format amk_tokenizer_chat_format(const amk_tokenizer *t) { retu
 
 AMK_API int amk_tokenizer_chat_prompt(const amk_tokenizer *t, const char *system, const char *user,
                                       char *buf, size_t cap) {
-    static const char *const marker[5] = {NULL, "<|im_start|>", "<|start_header_id|>", NULL, NULL};
+    /* a format's text: head [sys_open system sys_close] user_open user tail, and the marker token
+       its tokenizer must have (NULL: none) */
+    static const struct { const char *marker, *head, *sys_open, *sys_close, *user_open, *tail; } fmt[5] = {
+        {NULL, NULL, NULL, NULL, NULL, NULL}, /* AMK_CHAT_NONE */
+        {"<|im_start|>", "", "<|im_start|>system\n", "<|im_end|>\n", "<|im_start|>user\n",
+         "<|im_end|>\n<|im_start|>assistant\n"},
+        {"<|start_header_id|>", "", "<|start_header_id|>system<|end_header_id|>\n\n", "<|eot_id|>",
+         "<|start_header_id|>user<|end_header_id|>\n\n", "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+        {NULL, "[INST] ", "", "\n\n", "", " [/INST]"},                      /* AMK_CHAT_MISTRAL */
+        {NULL, "[INST] ", "<<SYS>>\n", "\n<</SYS>>\n\n", "", " [/INST]"}}; /* AMK_CHAT_LLAMA2 */
     const amk_chat_format f = amk_tokenizer_chat_format(t);
     const int sys_i = t ? t->chat_system : 0;
     amk__sb sb;
     int n;
-    if (!user || f == AMK_CHAT_NONE || (t && marker[f] && amk_tokenizer_token_id(t, marker[f]) < 0)) return -1;
+    if (!user || f == AMK_CHAT_NONE || (t && fmt[f].marker && amk_tokenizer_token_id(t, fmt[f].marker) < 0)) return -1;
     if (!system && sys_i >= 0) system = amk__tok_systems[sys_i];
     memset(&sb, 0, sizeof sb);
-    switch (f) {
-    case AMK_CHAT_CHATML:
-        if (system) {
-            amk__sb_puts(&sb, "<|im_start|>system\n");
-            amk__sb_puts(&sb, system);
-            amk__sb_puts(&sb, "<|im_end|>\n");
-        }
-        amk__sb_puts(&sb, "<|im_start|>user\n");
-        amk__sb_puts(&sb, user);
-        amk__sb_puts(&sb, "<|im_end|>\n<|im_start|>assistant\n");
-        break;
-    case AMK_CHAT_LLAMA3:
-        if (system) {
-            amk__sb_puts(&sb, "<|start_header_id|>system<|end_header_id|>\n\n");
-            amk__sb_puts(&sb, system);
-            amk__sb_puts(&sb, "<|eot_id|>");
-        }
-        amk__sb_puts(&sb, "<|start_header_id|>user<|end_header_id|>\n\n");
-        amk__sb_puts(&sb, user);
-        amk__sb_puts(&sb, "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-        break;
-    default: /* MISTRAL, LLAMA2 */
-        amk__sb_puts(&sb, "[INST] ");
-        if (system && f == AMK_CHAT_LLAMA2) {
-            amk__sb_puts(&sb, "<<SYS>>\n");
-            amk__sb_puts(&sb, system);
-            amk__sb_puts(&sb, "\n<</SYS>>\n\n");
-        } else if (system) {
-            amk__sb_puts(&sb, system);
-            amk__sb_puts(&sb, "\n\n");
-        }
-        amk__sb_puts(&sb, user);
-        amk__sb_puts(&sb, " [/INST]");
-        break;
+    amk__sb_puts(&sb, fmt[f].head);
+    if (system) {
+        amk__sb_puts(&sb, fmt[f].sys_open);
+        amk__sb_puts(&sb, system);
+        amk__sb_puts(&sb, fmt[f].sys_close);
     }
+    amk__sb_puts(&sb, fmt[f].user_open);
+    amk__sb_puts(&sb, user);
+    amk__sb_puts(&sb, fmt[f].tail);
     if (sb.oom || sb.len > INT_MAX) { amk__sb_free(&sb); return -1; }
     n = (int)sb.len;
     if (buf && cap) {

@@ -341,12 +341,8 @@ def main():
     decs, ccc, primary, qc = load()
     check(decs, ccc, primary, qc)
     lines, counts = tables(decs, ccc, primary, qc)
-    text = open(out).read()
-    b = text.index("/* >>nfc_tables begin")
-    b = text.index("\n", b) + 1
-    e = text.index("/* >>nfc_tables end */")
-    with open(out, "w") as f:
-        f.write(text[:b] + "\n".join(lines) + "\n" + text[e:])
+    from gen_unicode_tables import replace_block  # scripts/, beside this one
+    replace_block(out, "nfc_tables", lines)
     n_cases = write_cases(cases_path, decs, ccc, primary, qc)
     print("wrote %s: %d prop ranges, %d decompositions, %d composites (%s); %s: %d cases"
           % (out, counts[0], counts[1], counts[2], SOURCE, cases_path, n_cases))

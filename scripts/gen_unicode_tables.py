@@ -85,13 +85,18 @@ def main():
         row += item
     lines.append(row.rstrip(","))
     lines.append("};")
-    text = open(out).read()
-    b = text.index("/* >>unicode_tables begin")
-    b = text.index("\n", b) + 1
-    e = text.index("/* >>unicode_tables end */")
-    with open(out, "w") as f:
-        f.write(text[:b] + "\n".join(lines) + "\n" + text[e:])
+    replace_block(out, "unicode_tables", lines)
     print("wrote %s: %d ranges (%s)" % (out, len(ranges), SOURCE))
+
+
+def replace_block(path, tag, lines):
+    """Rewrites the lines of file path between its "/* >>TAG begin" line and "/* >>TAG end */"."""
+    text = open(path).read()
+    b = text.index("/* >>%s begin" % tag)
+    b = text.index("\n", b) + 1
+    e = text.index("/* >>%s end */" % tag)
+    with open(path, "w") as f:
+        f.write(text[:b] + "\n".join(lines) + "\n" + text[e:])
 
 
 if __name__ == "__main__":

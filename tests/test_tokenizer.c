@@ -572,7 +572,13 @@ static void test_family_spm(void) {
         CHECK(json != NULL);
         for (i = 0; json && i < 2; i++) {
             CHECK_EQ_INT(amk_tokenizer_from_json_text(json, size, cfg[i], strlen(cfg[i]), &t, &d), AMK_OK);
-            if (t) CHECK_EQ_INT(amk_tokenizer_chat_format(t), want[i]);
+            if (t) {
+                char pr[128];
+                const int n = amk_tokenizer_chat_prompt(t, "Be brief.", "Hi", pr, sizeof pr);
+                CHECK_EQ_INT(amk_tokenizer_chat_format(t), want[i]);
+                if (i == 0) CHECK(n > 0 && strcmp(pr, "[INST] Be brief.\n\nHi [/INST]") == 0);
+                else CHECK_EQ_INT(n, -1); /* Llama 3's format, but no <|start_header_id|> token */
+            }
             amk_tokenizer_free(t);
             t = NULL;
         }
@@ -703,6 +709,22 @@ static void test_chat_prompt(void) {
     CHECK_EQ_INT(amk_tokenizer_chat_prompt(NULL, "S", "Q", small, sizeof small), 82);
     CHECK_STR(small, "<|im_st");
     CHECK_EQ_INT(amk_tokenizer_chat_prompt(NULL, NULL, NULL, buf, sizeof buf), -1);
+    {   /* Llama 3's headers, from a vocabulary that has them; no default system prompt */
+        static const char *const hdr[3] = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
+        static const int types[3] = {3, 3, 3};
+        amk_tokenizer *l3 = toy(hdr, 3, NULL, 0, types, AMK_PRETOK_LLAMA3, 1);
+        CHECK(l3 != NULL);
+        if (l3) {
+            CHECK_EQ_INT(amk_tokenizer_chat_format(l3), AMK_CHAT_LLAMA3);
+            CHECK(amk_tokenizer_chat_prompt(l3, NULL, "Hi", buf, sizeof buf) > 0);
+            CHECK_STR(buf, "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                           "<|start_header_id|>assistant<|end_header_id|>\n\n");
+            CHECK(amk_tokenizer_chat_prompt(l3, "S", "Hi", buf, sizeof buf) > 0);
+            CHECK_STR(buf, "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user"
+                           "<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+            amk_tokenizer_free(l3);
+        }
+    }
     if (!smol) return;
     /* specials come out whole: <|im_start|> system \n ... */
     m = amk_tokenizer_encode(smol, want, sizeof want - 1, 0, ids, 64);
