@@ -302,7 +302,11 @@ typedef struct amk_params_t {
    between the dimensions where a wave turns rope_high_freq_factor (beta_fast) and
    rope_low_freq_factor (beta_slow) times within rope_orig_ctx positions (floored and ceiled).
    YaRN's attention factor (HF scales cos and sin by 0.1 ln(factor) + 1) is not RoPE's here: the
-   builder folds its square into the attention's scale (q . k carries it twice). */
+   builder folds its square into the attention's scale (q . k carries it twice).
+   In amk_params_t (not in the task's params), LINEAR and YARN hold the ramp instead: pair i's
+   frequency blends from plain to divided by rope_factor as i goes from rope_low_freq_factor to
+   rope_high_freq_factor, which amk_task_marshal_params derives (YaRN's range as HF computes it;
+   for LINEAR a ramp below pair 0, so every pair is divided). */
 enum { AMK_ROPE_DEFAULT = 0, AMK_ROPE_LINEAR = 1, AMK_ROPE_YARN = 2 };
 
 /* One tensor as the device sees it. ptr is a device address (or a host address in the reference

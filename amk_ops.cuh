@@ -2279,17 +2279,8 @@ static __device__ float amk_rope_inv_freq(const amk_params_t *P, int i) {
        near 1e-15, far below fp32's rounding step) and a fraction of pow's latency, which the RoPE
        tiles' epilogue waits for (bench/NOTES.md) */
     float inv = 1.0f / (float)exp2((double)e * log2((double)P->theta));
-    if (P->rope_type == AMK_ROPE_LINEAR) return inv / P->rope_factor;
-    if (P->rope_type == AMK_ROPE_YARN) { /* the ramp's range in double, the ramp in fp32 (amk__rope_inv_freq).
-        why the range a call: the params have no room left to carry it; a YaRN model's RoPE pays two
-        double logs a pair, the others a compare */
-        const double dim = (double)P->head_dim, lb = 2.0 * log((double)P->theta);
-        double lo = floor(dim * log((double)P->rope_orig_ctx / ((double)P->rope_high_freq_factor * 6.283185307179586)) / lb);
-        double hi = ceil(dim * log((double)P->rope_orig_ctx / ((double)P->rope_low_freq_factor * 6.283185307179586)) / lb);
-        lo = lo > 0.0 ? lo : 0.0;
-        hi = hi < dim - 1.0 ? hi : dim - 1.0;
-        if (lo == hi) hi += 0.001;
-        const float ramp = ((float)i - (float)lo) / ((float)hi - (float)lo);
+    if (P->rope_type != AMK_ROPE_DEFAULT) { /* linear, YaRN: the ramp amk_task_marshal_params set, in fp32 */
+        const float ramp = ((float)i - P->rope_low_freq_factor) / (P->rope_high_freq_factor - P->rope_low_freq_factor);
         const float extra = 1.0f - (ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp);
         return inv / P->rope_factor * (1.0f - extra) + inv * extra;
     }

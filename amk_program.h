@@ -787,6 +787,21 @@ AMK_API void amk_task_marshal_params(const amk_task *t, amk_params_t *o) {
     AMK__MI(rope_type, AMK_ROPE_DEFAULT);
 #undef AMK__MI
 #undef AMK__MF
+    /* why the ramp here, once: RoPE's device tiles would otherwise pay YaRN's double logs a
+       pair, and even unrun that code slowed the unscaled models' steps (bench/RESULTS.md run 354) */
+    if (o->rope_type == AMK_ROPE_LINEAR) { /* a ramp every pair is past: each divided by rope_factor */
+        o->rope_low_freq_factor = -2.0f;
+        o->rope_high_freq_factor = -1.0f;
+    } else if (o->rope_type == AMK_ROPE_YARN) { /* HF's range, in double, floored and ceiled */
+        const double dim = (double)o->head_dim, lb = 2.0 * log((double)o->theta), two_pi = 6.283185307179586;
+        double lo = floor(dim * log((double)o->rope_orig_ctx / ((double)o->rope_high_freq_factor * two_pi)) / lb);
+        double hi = ceil(dim * log((double)o->rope_orig_ctx / ((double)o->rope_low_freq_factor * two_pi)) / lb);
+        lo = lo > 0.0 ? lo : 0.0;
+        hi = hi < dim - 1.0 ? hi : dim - 1.0;
+        if (lo == hi) hi += 0.001;
+        o->rope_low_freq_factor = (float)lo;
+        o->rope_high_freq_factor = (float)hi;
+    }
 }
 
 AMK_API void amk_task_instruction(const amk_task *t, amk_instruction_t *in) {

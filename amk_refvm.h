@@ -318,17 +318,9 @@ AMK__FN amk_result amk__ref_gemv(const amk__refop *o, amk_diag *d) {
    computes it, with the optional llama3 frequency scaling of REFERENCE.md §3.4. */
 AMK__FN float amk__rope_inv_freq(const amk_params_t *P, int64_t i) {
     float inv = 1.0f / powf(P->theta, (float)(2 * i) / (float)P->head_dim);
-    if (P->rope_type == AMK_ROPE_LINEAR) return inv / P->rope_factor;
-    if (P->rope_type == AMK_ROPE_YARN) { /* AMK_ROPE_YARN: the ramp's range in double, the ramp in fp32 */
-        const double dim = (double)P->head_dim, lb = 2.0 * log((double)P->theta);
-        double lo = floor(dim * log((double)P->rope_orig_ctx / ((double)P->rope_high_freq_factor * AMK__TWO_PI)) / lb);
-        double hi = ceil(dim * log((double)P->rope_orig_ctx / ((double)P->rope_low_freq_factor * AMK__TWO_PI)) / lb);
-        float ramp, extra;
-        lo = lo > 0.0 ? lo : 0.0;
-        hi = hi < dim - 1.0 ? hi : dim - 1.0;
-        if (lo == hi) hi += 0.001;
-        ramp = ((float)i - (float)lo) / ((float)hi - (float)lo);
-        extra = 1.0f - (ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp);
+    if (P->rope_type != AMK_ROPE_DEFAULT) { /* linear, YaRN: the ramp amk_task_marshal_params set, in fp32 */
+        float ramp = ((float)i - P->rope_low_freq_factor) / (P->rope_high_freq_factor - P->rope_low_freq_factor);
+        float extra = 1.0f - (ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp);
         return inv / P->rope_factor * (1.0f - extra) + inv * extra;
     }
     if (P->rope_factor > 0.0f) {
