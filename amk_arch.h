@@ -7,13 +7,14 @@
      step of AMK's opcodes, or --spec-ops's step of the spec's opcodes 0-18 only), amk_llama_build_lowered
      (built, lowered and placed on the SMs the way AMK runs it), amk_llama_build_step (either,
      with its typed weight plan: how the loader makes each weight buffer from the model's
-     tensors), the named shapes of the benchmarks (amk_llama_config_preset) and a config from
-     config.json alone. Where a step would take a form only the device's specialised forms run
+     tensors), the prefill program of a chunk of prompt tokens (prefill_rows: the fused step's
+     tiles over the chunk's rows, ATTENTION_PREFILL, the head on one row), the named shapes of
+     the benchmarks (amk_llama_config_preset) and a config from config.json alone. Where a step would take a form only the device's specialised forms run
      (the folded Q/K/V), it asks the form planner (amk_plan.h) first.
    WHAT IT DOES NOT DO
      Other architectures (MoE, other attention or MLP shapes), the fused step for Qwen2/Qwen3 (their
-     biases and norms take the spec opcodes' step), prefill programs (the prompt runs through the
-     decode step).
+     biases and norms take the spec opcodes' step) and so their prefill programs, a prefill
+     program on the tensor cores (its Q/K/V, gate/up tiles run the M rows on the CUDA cores).
    CONTENTS
      declarations >>llama | implementation >>impl_llama */
 #ifndef AMK_ARCH_H
@@ -39,6 +40,13 @@ typedef struct amk_llama_build_opts {
     int num_sms;      /* tiles are sized so each of this many SMs moves the same weight bytes */
     int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE);
                          0 (default) = ceil(max_seq / 512), at most 8 */
+    int prefill_rows; /* 0 (default): the decode step (one token). M >= 1: a prefill program for a
+                         chunk of M prompt tokens (inputs token [M], pos [M] their positions, pos[0]
+                         + m, and last [1] = the row whose logits to make, M - 1 for a prompt's
+                         last chunk): each layer's Q/K/V tiles over the M rows, K and V into the
+                         caches' rows pos[m], ATTENTION_PREFILL tiles, O and down as GEMV tiles and
+                         an ADD, the head on row `last` only. AMK's opcodes; not with Qwen2's
+                         biases or Qwen3's norms yet (AMK_ERR_UNSUPPORTED) */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
                          0 (default): AMK's opcodes 20..34, fewer dependent steps a layer. A config
                          with q/k/v biases (qkv_bias: Qwen2) or q/k norms (qk_norm: Qwen3) builds the
@@ -293,7 +301,8 @@ typedef struct amk__lb {
     amk__lb_plan plan;
     char name[160];
     /* what one part hands the next */
-    int pos;      /* IO_INPUT "pos" I32 [1] */
+    int64_t R;    /* the rows of x: 1 (decode), or prefill_rows */
+    int pos;      /* IO_INPUT "pos" I32 [R] */
     int embed;    /* WEIGHT the embedding [V, H] wd (the LM head when tied) */
     int x;        /* the residual into the next layer (x.i) [1, H] rd */
     int cx, n_cx; /* x complete: its counter, that counter's producers */
@@ -466,16 +475,16 @@ AMK__FN int amk__lb_proj_residual(amk__lb *b, int a, int w, int resid, int out, 
                                   const int *wait_c, const int *wait_n, int n_wait, const char *what, int layer,
                                   int *n_done) {
     const int rows = amk__lb_tile_rows(N, b->o.num_sms);
-    int c = amk_program_add_counter(b->p, b->o.spec_ops ? "projection tiles" : "projection + residual tiles");
+    int c = amk_program_add_counter(b->p, b->o.spec_ops || b->R > 1 ? "projection tiles" : "projection + residual tiles");
     int ins[3], n, tmp, c_add;
     char label[64];
-    if (!b->o.spec_ops) {
+    if (!b->o.spec_ops && b->R == 1) { /* (a bias is one row: over R rows the residual is an ADD) */
         ins[0] = a; ins[1] = w; ins[2] = resid;
         n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 3, 1, out, c, N, K, rows, wait_c, wait_n, n_wait, what, layer);
         *n_done = n;
         return n < 0 ? -1 : c;
     }
-    tmp = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, 1, N, 0, 2, NULL, "%s.%d", what, layer);
+    tmp = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, b->R, N, 0, 2, NULL, "%s.%d", what, layer);
     ins[0] = a; ins[1] = w;
     n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, tmp, c, N, K, rows, wait_c, wait_n, n_wait, what, layer);
     if (n < 0) return -1;
@@ -544,6 +553,35 @@ AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int 
         }
     }
     return fused ? S * c->n_kv_heads : S;
+}
+
+/* A prefill program's attention of one layer: ATTENTION_PREFILL tiles of q's R rows (their
+   positions pos[0] + m) over the caches, a kv head and a slice of rows each, so that about num_sms
+   tiles share the work; all wait for the n_wait producers of each wc/wn. Returns the tile count,
+   or -1. */
+AMK__FN int amk__lb_attention_prefill(amk__lb *b, int layer, int q, int kc, int vc, int attn, int c_att, const int *wc,
+                                     const int *wn, int nwait) {
+    const amk_llama_config *c = b->c;
+    const int64_t per = ((int64_t)b->o.num_sms + c->n_kv_heads - 1) / c->n_kv_heads;
+    const int64_t rows = (b->R + per - 1) / per;
+    int g, t, n = 0, ins[4];
+    int64_t m;
+    char label[64];
+    ins[0] = q; ins[1] = kc; ins[2] = vc; ins[3] = b->pos;
+    for (m = 0; m < b->R; m += rows)
+        for (g = 0; g < c->n_kv_heads; g++) {
+            const int64_t mt = b->R - m < rows ? b->R - m : rows;
+            snprintf(label, sizeof label, "L%d attention kv%d rows[%lld:%lld]", layer, g, (long long)m, (long long)(m + mt));
+            /* its bytes: the caches' rows up to its last query, a kv head's columns */
+            t = amk__lb_task(b, AMK_OP_ATTENTION_PREFILL, ins, 4, attn, c_att, wc, wn, nwait,
+                             2LL * (m + mt) * c->head_dim * (amk_dtype_bits(b->o.act_dtype) / 8), label);
+            if (t < 0) return -1;
+            amk__lb_attn_params(b, t, 0, 0, g);
+            amk_task_set_int(b->p, t, "m_off", (int)m);
+            amk_task_set_int(b->p, t, "M_tile", (int)mt);
+            n++;
+        }
+    return n;
 }
 
 /* The ATTENTION_O tasks of one layer (one KV split: the whole cache): per kv head, tasks of `rows`
@@ -697,6 +735,18 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     pl->window = (pl->max_seq + S - 1) / S;
     pl->S = (pl->max_seq + pl->window - 1) / pl->window; /* why: no split may start past the cache */
     pl->fused = !o->spec_ops;
+    if (o->prefill_rows > 0) { /* the prefill program: one split, the two-step attention and MLP, no fold */
+        if (!pl->fused)
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "llama build: a prefill program takes AMK's opcodes, and not yet "
+                             "a model with q/k/v biases or q/k norms (Qwen2, Qwen3)");
+        if (o->prefill_rows > pl->max_seq)
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: a prefill chunk of %d rows is longer than the cache "
+                             "(%d rows)", o->prefill_rows, pl->max_seq);
+        pl->window = pl->max_seq;
+        pl->S = 1;
+        pl->accum = 0;
+        pl->rd = o->act_dtype;
+    }
     if (!amk_dtype_is_float(o->act_dtype) || !amk_dtype_is_float(wd) || o->num_sms < 1)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: dtypes must be float, num_sms >= 1");
     pl->ao_rows = amk__lb_tile_rows((int64_t)NH * HD, o->num_sms); /* an ATTENTION_O task's rows of W_oT */
@@ -705,7 +755,7 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     else /* do a task's rows of W_oT stage on the device? */
         pl->ao = AMK_LLAMA_ATTN_O == 2 ||
                  (AMK_LLAMA_ATTN_O == 1 && pl->accum && amk_plan_rows_stage_bytes(wd, H, pl->ao_rows) > 0);
-    pl->ao = pl->ao && pl->fused && pl->S == 1 && !(o->attn_o < 0 && pl->blk_o); /* block o_proj: as accum */
+    pl->ao = pl->ao && pl->fused && pl->S == 1 && !(o->attn_o < 0 && pl->blk_o) && o->prefill_rows <= 0; /* block o_proj: as accum */
     pl->q_rows = (int64_t)NH * HD;
     pl->kv_rows = (int64_t)NKV * HD;
     pl->set_y = pl->set_z = 0;
@@ -724,7 +774,7 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     else pl->fold = AMK_LLAMA_QKV_FOLD == 2 || (AMK_LLAMA_QKV_FOLD == 1 && wd == AMK_DTYPE_BF16 && pl->set_y);
     /* why not with block matrices unless asked: W_cat is derived in weight_dtype from the matrices it
        folds, so the step would read floats where it could read the stored blocks */
-    pl->fold = pl->fold && pl->ao && pl->accum && L > 1 && !(o->qkv_fold < 0 && pl->blk_any);
+    pl->fold = pl->fold && pl->ao && pl->accum && L > 1 && !(o->qkv_fold < 0 && pl->blk_any) && o->prefill_rows <= 0;
     pl->F = pl->q_rows + 2 * pl->kv_rows;
     /* the one-step MLP reads a block down_proj as stored, each output row's K-slice of whole blocks
        (RMSNORM_MLP's block W_down): tiles of a multiple of the largest block, at most H rows (the
@@ -744,7 +794,7 @@ AMK__FN void amk__lb_meta(amk__lb *b) {
     const amk__lb_plan *pl = &b->plan;
     char meta[32];
     amk_program_set_meta_string(b->p, "model", b->c->name[0] ? b->c->name : "llama");
-    amk_program_set_meta_string(b->p, "regime", "decode");
+    amk_program_set_meta_string(b->p, "regime", b->R > 1 || b->o.prefill_rows > 0 ? "prefill" : "decode");
     amk_program_set_meta_string(b->p, "dtype", amk_dtype_name(b->o.weight_dtype));
     snprintf(meta, sizeof meta, "%d", pl->window);
     amk_program_set_meta_string(b->p, "kv_window", meta);
@@ -764,16 +814,16 @@ AMK__FN void amk__lb_meta(amk__lb *b) {
 AMK__FN void amk__lb_embed(amk__lb *b) {
     const int H = b->c->hidden, wd = amk__lb_matrix_dtype(b, "model.embed_tokens.weight", b->c->vocab, H);
     int ins[2], t;
-    ins[0] = amk__lb_buf(b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "token");
-    b->pos = amk__lb_buf(b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "pos");
+    ins[0] = amk__lb_buf(b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, b->R, 0, 0, 1, NULL, "token");
+    b->pos = amk__lb_buf(b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, b->R, 0, 0, 1, NULL, "pos");
     b->embed = amk__lb_buf(b, AMK_KIND_WEIGHT, wd, b->c->vocab, H, 0, 2, "model.embed_tokens.weight",
                            "model.embed_tokens.weight");
     amk__lb_plan_weight(b, b->embed, AMK_WEIGHT_AS_STORED, 0, -1);
-    b->x = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->plan.rd, 1, H, 0, 2, NULL, "x.0");
+    b->x = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->plan.rd, b->R, H, 0, 2, NULL, "x.0");
     b->cx = amk_program_add_counter(b->p, "embed done");
     b->n_cx = 1;
     ins[1] = b->embed;
-    t = amk__lb_task(b, AMK_OP_EMBED, ins, 2, b->x, b->cx, NULL, NULL, 0, amk_dtype_nbytes(wd, H), "embed");
+    t = amk__lb_task(b, AMK_OP_EMBED, ins, 2, b->x, b->cx, NULL, NULL, 0, b->R * amk_dtype_nbytes(wd, H), "embed");
     amk_task_set_int(b->p, t, "hidden", H);
 }
 
@@ -861,10 +911,10 @@ AMK__FN void amk__lb_layer_buffers(amk__lb *b, amk__lb_layer *ly, int i) {
     }
     ly->kc = amk__lb_buf(b, AMK_KIND_KV_CACHE, ad, pl->max_seq, NKV, HD, 3, NULL, "k_cache.%d", i);
     ly->vc = amk__lb_buf(b, AMK_KIND_KV_CACHE, ad, pl->max_seq, NKV, HD, 3, NULL, "v_cache.%d", i);
-    ly->attn = pl->ao ? -1 : amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, pl->q_rows, 0, 2, NULL, "attn.%d", i);
+    ly->attn = pl->ao ? -1 : amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, b->R, pl->q_rows, 0, 2, NULL, "attn.%d", i);
     ly->h = b->h_next >= 0 ? b->h_next
-          : amk__lb_buf(b, AMK_KIND_ACTIVATION, pl->ao ? AMK_DTYPE_F32 : pl->rd, 1, H, 0, 2, NULL, "h.%d", i);
-    ly->xo = amk__lb_buf(b, AMK_KIND_ACTIVATION, pl->rd, 1, H, 0, 2, NULL, "x.%d", i + 1);
+          : amk__lb_buf(b, AMK_KIND_ACTIVATION, pl->ao ? AMK_DTYPE_F32 : pl->rd, b->R, H, 0, 2, NULL, "h.%d", i);
+    ly->xo = amk__lb_buf(b, AMK_KIND_ACTIVATION, pl->rd, b->R, H, 0, 2, NULL, "x.%d", i + 1);
 }
 
 /* The fused Q/K/V: RMSNORM_GEMV tiles over x (norm, interleaved RoPE) into q_rot.i [1, q_rows] ad
@@ -880,7 +930,7 @@ AMK__FN int amk__lb_qkv_tiles(amk__lb *b, amk__lb_layer *ly, int *q, int *wc, in
     *wn = b->n_cx;
     if (ly->prenorm) return 0;
     c_qkv = amk_program_add_counter(b->p, "qkv tiles");
-    *q = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, 1, pl->q_rows, 0, 2, NULL, "q_rot.%d", i);
+    *q = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, b->R, pl->q_rows, 0, 2, NULL, "q_rot.%d", i);
     if (pl->ao && i == 0) { /* h.0 starts at 0, before the step's first attention (it waits like a tile) */
         if (amk__lb_zero(b, ly->h, c_qkv, NULL, NULL, 0, "L0 attention start") < 0) return -1;
         n_qkv++;
@@ -1002,10 +1052,11 @@ AMK__FN int amk__lb_attention_half(amk__lb *b, amk__lb_layer *ly) {
     char label[64];
     if ((pl->fused ? amk__lb_qkv_tiles(b, ly, &q, wc, wn) : amk__lb_qkv_spec(b, ly, &q, wc, wn)) < 0) return -1;
     c_att = amk_program_add_counter(b->p, pl->ao ? "attention + o tasks" : "attention tiles");
-    n_att = pl->ao ? amk__lb_attention_o(b, i, q, ly->kc, ly->vc, b->pos, ly->w_o, b->x, ly->h, pl->ao_rows,
-                                         pl->max_seq, c_att, wc[0], wn[0], ly->prenorm)
-                   : amk__lb_attention(b, i, q, ly->kc, ly->vc, b->pos, ly->attn, S, pl->window, pl->max_seq,
-                                       c_att, wc, wn, n_wait, parts);
+    n_att = pl->ao      ? amk__lb_attention_o(b, i, q, ly->kc, ly->vc, b->pos, ly->w_o, b->x, ly->h, pl->ao_rows,
+                                              pl->max_seq, c_att, wc[0], wn[0], ly->prenorm)
+          : b->o.prefill_rows > 0 ? amk__lb_attention_prefill(b, i, q, ly->kc, ly->vc, ly->attn, c_att, wc, wn, n_wait)
+                        : amk__lb_attention(b, i, q, ly->kc, ly->vc, b->pos, ly->attn, S, pl->window, pl->max_seq,
+                                            c_att, wc, wn, n_wait, parts);
     if (n_att < 0 || (pl->fused && amk__lb_fills(b, ly, c_att, wc[0], wn[0]) < 0)) return -1;
     c_comb = c_att;
     if (S > 1) {
@@ -1059,7 +1110,7 @@ AMK__FN int amk__lb_mlp_one_step(amk__lb *b, amk__lb_layer *ly, int *n_d) {
    h + down tiles. Returns the counter that marks x.(i+1) complete (its producers in *n_d), or -1. */
 AMK__FN int amk__lb_mlp_two_steps(amk__lb *b, amk__lb_layer *ly, int *n_d) {
     const int H = b->c->hidden, I = b->c->intermediate, i = ly->i, ad = b->o.act_dtype;
-    int a = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "act.%d", i), c_a, n_a, ins[4];
+    int a = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, b->R, I, 0, 2, NULL, "act.%d", i), c_a, n_a, ins[4];
     if (b->plan.fused) {
         c_a = amk_program_add_counter(b->p, "gate/up tiles");
         ins[0] = ly->h; ins[1] = ly->w_fn; ins[2] = ly->w_g; ins[3] = ly->w_u;
@@ -1157,6 +1208,18 @@ AMK__FN int amk__lb_head(amk__lb *b) {
                            "lm_head.weight", "lm_head.weight");
     amk__lb_plan_weight(b, w_norm, AMK_WEIGHT_AS_STORED, 0, -1);
     if (!b->c->tie_embeddings) amk__lb_plan_weight(b, lm_w, AMK_WEIGHT_AS_STORED, 0, -1);
+    if (b->o.prefill_rows > 0) { /* the head reads row `last` of x.L alone: an EMBED of that row */
+        int ins[2], c_last = amk_program_add_counter(b->p, "last row"), t;
+        ins[0] = amk__lb_buf(b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 0, 0, 1, NULL, "last");
+        ins[1] = b->x;
+        b->x = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->plan.rd, 1, H, 0, 2, NULL, "x.last");
+        t = amk__lb_task(b, AMK_OP_EMBED, ins, 2, b->x, c_last, &b->cx, &b->n_cx, 1, amk_dtype_nbytes(b->plan.rd, H),
+                         "last row");
+        if (t < 0) return -1;
+        amk_task_set_int(b->p, t, "hidden", H);
+        b->cx = c_last;
+        b->n_cx = 1;
+    }
     if (b->plan.fused) {
         int ins[3];
         ins[0] = b->x; ins[1] = w_norm; ins[2] = lm_w;
@@ -1196,6 +1259,7 @@ AMK__FN amk_result amk__lb_build(const amk_llama_config *c, const amk_llama_buil
     if (opts) b.o = *opts; else amk_llama_build_opts_default(&b.o);
     if (!c) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no config");
     b.c = c;
+    b.R = b.o.prefill_rows > 0 ? b.o.prefill_rows : 1;
     /* q/k/v biases (Qwen2), q/k norms (Qwen3): the spec's step, whose Q/K/V GEMV tiles add the
        biases and whose RoPE follows RMSNORMs of q's and k's heads; the fused Q/K/V tiles
        (RMSNORM_GEMV with RoPE) take neither yet */

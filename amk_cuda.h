@@ -547,8 +547,8 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
              op == AMK_OP_RMSNORM_SWIGLU || op == AMK_OP_RMSNORM_MLP) && need > smem)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: K = %lld needs %lld bytes of shared memory, the VM has %lld",
                              ti, (long long)K, (long long)need, (long long)smem);
-        if ((op == AMK_OP_ATTENTION_TILE || op == AMK_OP_ATTENTION_DECODE || op == AMK_OP_ATTENTION_O) &&
-            (hd > AMK__VM_ATTN_MAX_HEAD_DIM || need > smem))
+        if ((op == AMK_OP_ATTENTION_TILE || op == AMK_OP_ATTENTION_DECODE || op == AMK_OP_ATTENTION_O ||
+             op == AMK_OP_ATTENTION_PREFILL) && (hd > AMK__VM_ATTN_MAX_HEAD_DIM || need > smem))
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: head_dim %lld is above the VM's %d or its q staging "
                              "exceeds %lld bytes of shared memory", ti, (long long)hd, AMK__VM_ATTN_MAX_HEAD_DIM, (long long)smem);
         /* only a specialised form takes them (without tensor maps here: amk__cuda_context drops a

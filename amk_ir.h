@@ -217,7 +217,11 @@ typedef enum amk_buffer_kind {
        "eps",), AMK_WRITE_ACCUM_FIRST, amk__region_kv_heads, amk__check_attention, amk__ref_attention, \
       AMK__AS(ATTENTION_O, AMK_ATTN_FLAG_PRENORM), AS, 0, \
       "ATTENTION_O on raw projections qkv (input 0) and x's rms (input 5); with outputs 2 and 3, the caches, " \
-      "k/v into row pos")
+      "k/v into row pos") \
+    X(ATTENTION_PREFILL, 35, 4, 4, 1, \
+      ("head_dim", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile", "m_off", "M_tile",), AMK_WRITE_PLAIN, \
+      amk__region_query_rows, amk__check_attention_prefill, amk__ref_attention_prefill, amk_op_attention_prefill, 1, 0, \
+      "causal attention of query rows [m_off, m_off+M_tile) at positions pos + m over the cache rows up to each")
 
 /* How an op writes its outputs (the op table's write column). The validator's race rules read it. */
 typedef enum amk_write_kind {

@@ -673,6 +673,9 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     if (m->opts.build.max_seq > 0 && m->cfg.max_pos > 0 && m->opts.build.max_seq > m->cfg.max_pos)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "a context of %d tokens is longer than the model's context of %d "
                          "(max_position_embeddings or context_length)", m->opts.build.max_seq, m->cfg.max_pos);
+    if (m->opts.build.prefill_rows != 0) /* why: amk_llm runs its step a token at a time */
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "build.prefill_rows = %d: amk_llm runs the decode step (a prefill "
+                         "program comes from amk_llama_build; amk_llm does not run one yet)", m->opts.build.prefill_rows);
     if (m->model && m->opts.weights_as_stored && !m->opts.build.weight_dtype_of)
         amk_llama_build_opts_stored(&m->opts.build, m->model);
     {

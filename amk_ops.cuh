@@ -1842,6 +1842,40 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
     }
 }
 
+/* ATTENTION_PREFILL: query rows [m_off, m_off + M_tile) of q at positions pos + m, the query heads
+   of kv heads [n_off, n_off + N_tile): a warp a (row, head), ATTENTION_TILE's flash loop over the
+   cache rows [max(0, pos + m + 1 - sliding_window), pos + m]. Positions outside the cache: a
+   run-time error (pos is data). CUDA cores, as ATTENTION_TILE: the tensor-core form is not built. */
+AMK_OP_FN void amk_op_attention_prefill(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
+    const int hd = P->head_dim, nh = P->n_heads, nkv = P->n_kv_heads, grp = nh / nkv;
+    const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
+    const int64_t rows = kc->numel / ((int64_t)nkv * hd), nq = (int64_t)P->M_tile * P->N_tile * grp;
+    const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
+    float *qs = smem + (int64_t)warp * hd; /* [head_dim] fp32, this warp's query row and head */
+    if ((uint32_t)(nw * hd) * 4u > amk_ptx_dynamic_smem_size() || hd > 32 * AMK_ATTN_DPL) {
+        if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, hd); /* host checks: never for a checked program */
+        return;
+    }
+    if (pos < 0 || pos + P->m_off + P->M_tile > rows) { /* every thread read the same pos */
+        if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_KV_POS, pos);
+        return;
+    }
+    for (int64_t i = warp; i < nq; i += nw) {
+        const int64_t m = P->m_off + i / ((int64_t)P->N_tile * grp), h = (int64_t)P->n_off * grp + i % ((int64_t)P->N_tile * grp);
+        const int64_t p = pos + m, lo = P->sliding_window > 0 && p + 1 - P->sliding_window > 0 ? p + 1 - P->sliding_window : 0;
+        float m_run = -INFINITY, l_run = 0.0f, acc[AMK_ATTN_DPL];
+#pragma unroll
+        for (int t = 0; t < AMK_ATTN_DPL; t++) acc[t] = 0.0f;
+        for (int d = lane; d < hd; d += 32) qs[d] = amk_load((const void *)q->ptr, q->dtype, (m * nh + h) * hd + d);
+        __syncwarp();
+        amk_attn_scan(qs, kc, vc, (int)(h / grp), nkv, hd, lo, p + 1, P->scale, lane, &m_run, &l_run, acc);
+        amk_attn_store(o, 0, m * nh + h, hd, acc, m_run, l_run, lane);
+        __syncwarp(); /* why: qs is overwritten for the warp's next row and head */
+    }
+}
+
 /* ATTENTION_DECODE: the query heads of kv heads [n_off, n_off + N_tile) over rows [kv_start,
    min(kv_start + kv_len, pos + 1)), chunk by chunk of C rows. Each chunk costs one load round
    trip: every thread issues its 16-byte pieces of the chunk's K and V rows at once (cp.async into

@@ -339,7 +339,7 @@ AMK_PLAN_FN int64_t amk_plan_least(const amk_vm_ctx_t *x, int threads) {
     case AMK_OP_RMSNORM_GEMV: return 4 * (xf + ((uint32_t)P->flags & AMK_GEMV_FLAG_ROPE ? 2 * (int64_t)P->N_tile : 0));
     case AMK_OP_ATTENTION_DECODE: return AMK_ATTN_DECODE_LEAST(hd, threads);
     case AMK_OP_ATTENTION_O: return AMK_ATTN_DECODE_LEAST(hd, threads) + amk_plan_attn_o_ys_bytes(P) + 16;
-    case AMK_OP_ATTENTION_TILE: return (int64_t)(threads / 32) * hd * 4;
+    case AMK_OP_ATTENTION_TILE: case AMK_OP_ATTENTION_PREFILL: return (int64_t)(threads / 32) * hd * 4;
     default: return 0;
     }
 }

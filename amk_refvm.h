@@ -467,6 +467,50 @@ AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 
+/* ATTENTION_PREFILL: query row m of [m_off, m_off+M_tile), at position p = pos + m, attends the
+   cache rows [max(0, p + 1 - sliding_window), p] (every row up to p without a window) for the query
+   heads of kv heads [n_off, n_off+N_tile): ATTENTION_DECODE's arithmetic at position p. */
+AMK__FN amk_result amk__ref_attention_prefill(const amk__refop *o, amk_diag *d) {
+    const int64_t hd = o->P.head_dim, nh = o->P.n_heads, nkv = o->P.n_kv_heads, rep = nh / nkv;
+    const int64_t rows = o->n_in[1] / (nkv * hd), pos = amk__load_i64(o->x[3], o->in[3]->dtype, 0);
+    const int64_t m1 = (int64_t)o->P.m_off + o->P.M_tile, W = o->P.sliding_window;
+    int64_t m, h, j, e;
+    float *q, *row, *acc, *s;
+    if (pos < 0 || pos + m1 > rows)
+        return amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1, "%s: positions %lld .. %lld are outside "
+                               "the cache (%lld rows)", amk_op_name(o->t->op), (long long)pos, (long long)(pos + m1 - 1),
+                               (long long)rows);
+    q = amk__refvm_floats(hd); row = amk__refvm_floats(hd); acc = amk__refvm_floats(hd);
+    s = amk__refvm_floats(pos + m1);
+    if (!q || !row || !acc || !s) {
+        amk__free(q); amk__free(row); amk__free(acc); amk__free(s);
+        return amk__refvm_oom(o, d);
+    }
+    for (m = o->P.m_off; m < m1; m++) {
+        const int64_t p = pos + m, lo = W > 0 && p + 1 - W > 0 ? p + 1 - W : 0, len = p + 1 - lo;
+        for (h = (int64_t)o->P.n_off * rep; h < ((int64_t)o->P.n_off + o->P.N_tile) * rep; h++) {
+            const int64_t g = h / rep;
+            float mx = -INFINITY, l = 0.0f;
+            amk__refvm_load_row(o->x[0], o->in[0]->dtype, (m * nh + h) * hd, hd, q);
+            for (j = 0; j < len; j++) {
+                amk__refvm_load_row(o->x[1], o->in[1]->dtype, ((lo + j) * nkv + g) * hd, hd, row);
+                s[j] = o->P.scale * amk__refvm_dot(q, row, hd);
+                if (s[j] > mx) mx = s[j];
+            }
+            for (e = 0; e < hd; e++) acc[e] = 0.0f;
+            for (j = 0; j < len; j++) {
+                float pj = expf(s[j] - mx);
+                l += pj;
+                amk__refvm_load_row(o->x[2], o->in[2]->dtype, ((lo + j) * nkv + g) * hd, hd, row);
+                for (e = 0; e < hd; e++) acc[e] += pj * row[e];
+            }
+            for (e = 0; e < hd; e++) AMK__OUT(o, (m * nh + h) * hd + e, acc[e] / l);
+        }
+    }
+    amk__free(q); amk__free(row); amk__free(acc); amk__free(s);
+    return AMK_OK;
+}
+
 /* Rotate-half RoPE as HF transformers computes it in fp32, with the optional llama3 frequency
    scaling of REFERENCE.md §3.4. x is [S, n_heads, head_dim]: row r has position r / n_heads. */
 AMK__FN amk_result amk__ref_rope(const amk__refop *o, amk_diag *d) {

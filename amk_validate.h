@@ -694,6 +694,46 @@ AMK__FN int amk__check_attention_combine(const amk__opshape *c) {
     return 1;
 }
 
+/* ATTENTION_PREFILL: q and out [M, n_heads*head_dim] (float), the caches whole rows of
+   n_kv_heads*head_dim, pos an index buffer whose first element is row 0's position (a prefill
+   program's positions [M], or one); its kv heads and query rows inside them. Whether pos + M rows
+   fit the cache is the run's to check (pos is data). */
+AMK__FN int amk__check_attention_prefill(const amk__opshape *c) {
+    const amk_buffer *q = c->in[0], *o = c->out;
+    int64_t qw, row;
+    double scale = amk__param_f(c->t, "scale", 1.0);
+    if (c->P.head_dim < 1 || c->P.n_heads < 1 || c->P.n_kv_heads < 1 || c->P.n_heads % c->P.n_kv_heads)
+        AMK__OPS_FAIL(PARAM_VALUE,
+                      "head_dim = %d, n_heads = %d, n_kv_heads = %d: each must be >= 1 and "
+                      "n_kv_heads must divide n_heads", c->P.head_dim, c->P.n_heads, c->P.n_kv_heads);
+    qw = (int64_t)c->P.n_heads * c->P.head_dim;
+    row = (int64_t)c->P.n_kv_heads * c->P.head_dim;
+    if (q->rank != 2 || q->shape[1] != qw || o->rank != 2 || o->shape[0] != q->shape[0] || o->shape[1] != qw)
+        AMK__OPS_FAIL(OP_SHAPE, "q '%s' and out '%s' must both be [M, n_heads*head_dim = %lld]", amk__opshape_name(q),
+                      amk__opshape_name(o), (long long)qw);
+    if (!amk_dtype_is_float(q->dtype) || !amk_dtype_is_float(o->dtype) || !amk_dtype_is_float(c->in[1]->dtype) ||
+        !amk_dtype_is_float(c->in[2]->dtype))
+        AMK__OPS_FAIL(OP_DTYPE, "q, the caches and out must be float dtypes (%s, %s, %s, %s)", amk_dtype_name(q->dtype),
+                      amk_dtype_name(c->in[1]->dtype), amk_dtype_name(c->in[2]->dtype), amk_dtype_name(o->dtype));
+    if (amk__opshape_batch(c->in[1]) != 1 || c->n_in[1] % row || c->n_in[1] < row || c->n_in[2] != c->n_in[1])
+        AMK__OPS_FAIL(OP_SHAPE, "k '%s' (%lld) and v '%s' (%lld) must hold equal whole rows of "
+                      "n_kv_heads*head_dim = %lld", amk__opshape_name(c->in[1]), (long long)c->n_in[1],
+                      amk__opshape_name(c->in[2]), (long long)c->n_in[2], (long long)row);
+    if (!amk__opshape_is_index(c->in[3]->dtype) || c->n_in[3] < 1)
+        AMK__OPS_FAIL(OP_SHAPE, "pos '%s' must be I32, I8 or U8 with at least one element", amk__opshape_name(c->in[3]));
+    if (c->P.n_off < 0 || c->P.N_tile < 1 || (int64_t)c->P.n_off + c->P.N_tile > c->P.n_kv_heads)
+        AMK__OPS_FAIL(PARAM_VALUE, "kv heads n_off = %d, N_tile = %d are outside [0, n_kv_heads = %d)",
+                      c->P.n_off, c->P.N_tile, c->P.n_kv_heads);
+    if (c->P.m_off < 0 || c->P.M_tile < 1 || (int64_t)c->P.m_off + c->P.M_tile > q->shape[0])
+        AMK__OPS_FAIL(PARAM_VALUE, "query rows m_off = %d, M_tile = %d are outside q's %lld rows", c->P.m_off,
+                      c->P.M_tile, (long long)q->shape[0]);
+    if (c->P.sliding_window < 0)
+        AMK__OPS_FAIL(PARAM_VALUE, "sliding_window = %d must be >= 0", c->P.sliding_window);
+    if (!amk__opshape_finite(scale)) AMK__OPS_FAIL(PARAM_VALUE, "scale = %g must be finite", scale);
+    if (c->P.flags) AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: ATTENTION_PREFILL takes none", c->P.flags);
+    return 1;
+}
+
 /* FILL */
 AMK__FN int amk__check_fill(const amk__opshape *c) {
     double value = amk__param_f(c->t, "scale", 1.0);
@@ -2080,6 +2120,24 @@ AMK__FN void amk__region_kv_heads(const amk_task *t, int x, amk__v_region *r) {
     r->kind = 1;
     r->n0 = off->i * hd->i;
     r->n1 = (off->i + w->i) * hd->i;
+}
+
+/* ATTENTION_PREFILL: its query rows [m_off, m_off+M_tile), the columns of its kv heads' query heads. */
+AMK__FN void amk__region_query_rows(const amk_task *t, int x, amk__v_region *r) {
+    const amk_param *off = amk__v_param(t, "n_off"), *w = amk__v_param(t, "N_tile");
+    const amk_param *moff = amk__v_param(t, "m_off"), *mw = amk__v_param(t, "M_tile");
+    amk_params_t P;
+    int64_t rw;
+    AMK__UNUSED(x);
+    if (!off || !w || !moff || !mw) return;
+    amk_task_marshal_params(t, &P);
+    if (P.n_kv_heads < 1 || P.n_heads % P.n_kv_heads || P.head_dim < 1) return; /* pass 2 reports it */
+    rw = (int64_t)(P.n_heads / P.n_kv_heads) * P.head_dim;
+    r->kind = 1;
+    r->n0 = off->i * rw;
+    r->n1 = (off->i + w->i) * rw;
+    r->m0 = moff->i;
+    r->m1 = moff->i + mw->i;
 }
 
 AMK__FN void amk__v_region_of(const amk_task *t, int ti, int x, amk__v_region *r) {

@@ -849,6 +849,7 @@ static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
     amk_program *p = NULL;
     amk_diag d;
     amk_result r;
+    const char *prefill = NULL;
     int i, rc;
     memset(&a, 0, sizeof a);
     amk_diag_clear(&d);
@@ -857,9 +858,15 @@ static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
         if (took < 0) return CLI_BAD_INPUT;
         if (took) continue;
         if (strcmp(argv[i], "-o") == 0) { if (!cli_take_value(cmd, argc, argv, &i, &out)) return CLI_BAD_INPUT; continue; }
+        if (strcmp(argv[i], "--prefill") == 0) { if (!cli_take_value(cmd, argc, argv, &i, &prefill)) return CLI_BAD_INPUT; continue; }
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
     }
     if ((rc = cli_llm_opts(cmd, &a, &o)) != CLI_OK) return rc;
+    if (prefill) {
+        uint64_t v;
+        if (!cli_parse_u64(prefill, &v) || v < 1 || v > (1u << 20)) return cli_usage_error(cmd, "bad --prefill '%s'", prefill);
+        o.build.prefill_rows = (int)v;
+    }
     if (a.random) {
         if ((rc = cli_random_config(a.random, &cfg)) != CLI_OK) return rc;
     } else {
@@ -886,8 +893,9 @@ static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
     {
         char sum[256];
         cli_weight_summary(p, sum, sizeof sum);
-        fprintf(stderr, "built %s: %d layers, %d tasks, %d buffers, %d counters, %s, lowered onto %d SMs\n",
-                cfg.name, cfg.n_layers, p->n_tasks, p->n_buffers, p->n_counters, sum, o.build.num_sms);
+        fprintf(stderr, "built %s%s: %d layers, %d tasks, %d buffers, %d counters, %s%s, lowered onto %d SMs\n",
+                cfg.name, prefill ? " (prefill)" : "", cfg.n_layers, p->n_tasks, p->n_buffers, p->n_counters, sum,
+                prefill ? " (a chunk reads them once)" : "", o.build.num_sms);
     }
     amk_program_free(p);
     return CLI_OK;
@@ -1477,7 +1485,8 @@ static const cli_cmd cli_cmds[] = {
      cmd_run},
     {"build", "build a model's decode step as a program (JSON)",
      "amk build (-m MODEL | --random-weights SHAPE) [-o STEP.json] [--ctx N] [--dtype F32|BF16|F16]\n"
-     "          [--sms N] [--kv-splits N] [--spec-ops] [--mlp-steps 1|2] [--attn-steps 1|2] [--qkv-fold 0|1]",
+     "          [--sms N] [--kv-splits N] [--spec-ops] [--mlp-steps 1|2] [--attn-steps 1|2] [--qkv-fold 0|1]\n"
+     "          [--prefill M]",
      "Builds the Llama decode step of MODEL (a .gguf, a .safetensors with config.json, or a model\n"
      "directory) or of SHAPE (llama3-8b, llama3.2-1b, smollm2-135m, or a config.json), lowers it\n"
      "onto --sms SMs (default 132, an H100), validates it and writes its JSON to STEP.json or stdout.\n"
@@ -1502,6 +1511,10 @@ static const cli_cmd cli_cmds[] = {
      "loader derives a weight a layer, [ffn + hidden, q + 2 kv rows]), 0 does not; default: AMK's\n"
      "choice (AMK_LLAMA_QKV_FOLD 1: BF16 weights with the one-step attention and the SM sets).\n"
      "Where the step cannot fold, 1 builds it unfolded.\n"
+     "--prefill M builds the prefill program of a chunk of M prompt tokens instead (inputs token\n"
+     "[M], pos [M] and last [1]: K and V of every row into the caches, ATTENTION_PREFILL, the\n"
+     "logits of row last); AMK's opcodes only. Nothing runs it yet (amk generate feeds the prompt\n"
+     "through the decode step).\n"
      "Exit: 0 ok, 1 build or lowering failed, 2 bad arguments or model file.\n",
      cmd_build},
     {"generate", "generate text with a model",

@@ -24,7 +24,8 @@
    - with the KV section (sometimes beside the old one): an I32 position input pos, caches of
      4-8 rows, then one of: RMSNORM_GEMV tiles for q (ROPE), k (ROPE | KV_ROW) and v (KV_ROW)
      storing cache row pos, then ATTENTION_DECODE tiles over kv heads (normalised, or PARTIAL over
-     two windows and an ATTENTION_COMBINE); the same q/k/v tiles, then ATTENTION_O tasks over kv
+     two windows and an ATTENTION_COMBINE) or ATTENTION_PREFILL tiles over kv heads of q's one row
+     into an IO_OUTPUT; the same q/k/v tiles, then ATTENTION_O tasks over kv
      heads and row slices accumulating onto a FILLed F32 value; or ATTENTION_O PRENORM tasks over a
      qkv (the last FOLD's, or RMSNORM_GEMV tiles'), the first task of each kv-head tile (mostly)
      storing its heads' cache rows, the others reading the rows below pos beside it.
@@ -556,6 +557,25 @@ RANDPROG_FN void randprog_attn(randprog_state *s) {
         v[2] = randprog_input(vc, -1);
     }
     ins[0] = v[0].buf; ins[1] = kc; ins[2] = vc; ins[3] = pos;
+    if (form == 0 && randprog_below(&s->rng, 3) == 0) { /* ATTENTION_PREFILL tiles of q's one row at pos, into an output */
+        out = randprog_buffer(s, "rows", AMK_KIND_IO_OUTPUT, randprog_float_dtype(&s->rng), 2, 1, (int64_t)nh * hd, 0,
+                              AMK_SPACE_HBM);
+        c = amk_program_add_counter(s->p, "prefill");
+        for (g = 0; g < g_tiles; g++) {
+            int t = randprog_task_n(s, AMK_OP_ATTENTION_PREFILL, ins, 4, v, 3, &out, 1, c,
+                                    randprog_nbytes(s, kc, 2 * (int64_t)max_seq * g_tile * hd));
+            if (t < 0) break;
+            amk_task_set_int(s->p, t, "head_dim", hd);
+            amk_task_set_int(s->p, t, "n_heads", nh);
+            amk_task_set_int(s->p, t, "n_kv_heads", nkv);
+            amk_task_set_real(s->p, t, "scale", scale);
+            amk_task_set_int(s->p, t, "n_off", g * g_tile);
+            amk_task_set_int(s->p, t, "N_tile", g_tile);
+            amk_task_set_int(s->p, t, "m_off", 0);
+            amk_task_set_int(s->p, t, "M_tile", 1);
+        }
+        return;
+    }
     if (form == 0) { /* ATTENTION_DECODE tiles, normalised or PARTIAL over two windows + COMBINE */
         const int partial = randprog_below(&s->rng, 2), split = 1 + randprog_below(&s->rng, max_seq - 1);
         int parts[2];
@@ -741,6 +761,8 @@ RANDPROG_FN int64_t randprog_index_bound(const amk_program *p, int b) {
             else if ((t->op == AMK_OP_ATTENTION_DECODE || amk_op_device(t->op, NULL) == AMK_OP_ATTENTION_O) && j == 3 && nkv && hd &&
                      nkv->i > 0 && hd->i > 0)
                 rows = amk_buffer_numel(&p->buffers[t->inputs[1]]) / (nkv->i * hd->i);
+            else if (t->op == AMK_OP_ATTENTION_PREFILL && j == 3 && nkv && hd && nkv->i > 0 && hd->i > 0) /* pos + q's rows */
+                rows = amk_buffer_numel(&p->buffers[t->inputs[1]]) / (nkv->i * hd->i) - p->buffers[t->inputs[0]].shape[0] + 1;
             else if (t->op == AMK_OP_EMBED && j == 0)
                 rows = p->buffers[t->inputs[1]].shape[0];
             if (rows >= 1 && rows < bound) bound = rows;

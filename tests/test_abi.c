@@ -91,7 +91,8 @@ static void test_opcodes(void) {
     CHECK_EQ_INT(AMK_OP_RMSNORM_GEMV_ARGMAX, 32);
     CHECK_EQ_INT(AMK_OP_RMSNORM_MLP_FOLD, 33);
     CHECK_EQ_INT(AMK_OP_ATTENTION_O_PRENORM, 34);
-    CHECK_EQ_INT(AMK_OP_COUNT, 35);
+    CHECK_EQ_INT(AMK_OP_ATTENTION_PREFILL, 35);
+    CHECK_EQ_INT(AMK_OP_COUNT, 36);
     CHECK_EQ_INT(amk_op_from_name("RMSNORM_GEMV"), 20);
     CHECK_EQ_INT(amk_op_from_name("RMSNORM_SWIGLU"), 21);
     CHECK_EQ_INT(amk_op_from_name("ATTENTION_DECODE"), 22);
@@ -107,7 +108,8 @@ static void test_opcodes(void) {
     CHECK_STR(amk_op_name(28), "BIAS_ADD");
     CHECK_STR(amk_op_name(34), "ATTENTION_O_PRENORM");
     CHECK_EQ_INT(amk_op_from_name("RMSNORM_GEMV_ROPE_KV"), 31);
-    CHECK(amk_op_spec_get(35) == NULL);
+    CHECK_STR(amk_op_name(35), "ATTENTION_PREFILL");
+    CHECK(amk_op_spec_get(36) == NULL);
     { /* the device runs each variant as its base op with the form's bits (the device ABI) */
         static const int want[6][2] = {{AMK_OP_RMSNORM_GEMV, 1}, {AMK_OP_RMSNORM_GEMV, 2}, {AMK_OP_RMSNORM_GEMV, 3},
                                        {AMK_OP_RMSNORM_GEMV, 4}, {AMK_OP_RMSNORM_MLP, 1}, {AMK_OP_ATTENTION_O, 4}};

@@ -260,6 +260,18 @@ amk info "$TMP/step_mlp2.json"
 expect_out "RMSNORM_SWIGLU" "info of the two-step MLP step"
 amk build --random-weights "$DATA/tiny_config.json" --mlp-steps 3
 expect_rc 2 "--mlp-steps other than 1 or 2 is a usage error"
+amk build --random-weights "$DATA/tiny_config.json" --sms 4 --ctx 32 --prefill 8 -o "$TMP/prefill.json"
+expect_rc 0 "build the prefill program of 8 rows"
+expect_err "(prefill)" "the prefill build's summary"
+amk validate "$TMP/prefill.json"
+expect_rc 0 "the prefill program validates"
+amk info "$TMP/prefill.json"
+expect_out "ATTENTION_PREFILL" "info of the prefill program"
+amk build --random-weights "$DATA/tiny_config.json" --ctx 32 --prefill 33
+expect_rc 1 "a prefill chunk longer than the cache"
+expect_err "longer than the cache" "the long chunk's message"
+amk build --random-weights "$DATA/tiny_config.json" --prefill 0
+expect_rc 2 "--prefill 0 is a usage error"
 amk build --random-weights "$DATA/tiny_config.json" --sms 4 --ctx 32 --attn-steps 2 -o "$TMP/step_attn2.json"
 expect_rc 0 "build with attention and O in two steps"
 amk info "$TMP/step_attn2.json"

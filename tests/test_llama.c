@@ -589,6 +589,160 @@ static void test_fused_matches_spec_ops(void) {
     for (k = 0; k < 5; k++) amk_llm_close(m[k]);
 }
 
+/* ---- the prefill program against the decode step (reference VM) ---- */
+
+static int buf_named(const amk_program *p, const char *name) {
+    int i;
+    for (i = 0; i < p->n_buffers; i++)
+        if (p->buffers[i].name && strcmp(p->buffers[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* Every F32 WEIGHT of p in vm from its name and element alone (so two programs that name a weight
+   get the same values): norms in [0.9, 1.1), the rest in [-0.5, 0.5) / sqrt(row length). */
+static int fill_named_weights(amk_refvm *vm, const amk_program *p) {
+    int b;
+    for (b = 0; b < p->n_buffers; b++) {
+        const amk_buffer *w = &p->buffers[b];
+        size_t n = 0;
+        float *v;
+        uint64_t h = 1469598103934665603ull;
+        const char *c;
+        int64_t i, cols;
+        if (w->kind != AMK_KIND_WEIGHT) continue;
+        if (w->dtype != AMK_DTYPE_F32 || !(v = (float *)amk_refvm_buffer(vm, b, &n))) return 0;
+        for (c = w->name; c && *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+        cols = w->rank >= 2 ? w->shape[w->rank - 1] : 1;
+        for (i = 0; i < (int64_t)(n / 4); i++) {
+            uint64_t x = (h + (uint64_t)i) * 0x9E3779B97F4A7C15ull;
+            const double u = (double)((x ^ (x >> 31)) >> 11) / 9007199254740992.0; /* [0, 1) */
+            v[i] = w->rank == 1 ? (float)(0.9 + 0.2 * u) : (float)((u - 0.5) / sqrt((double)cols));
+        }
+    }
+    return 1;
+}
+
+static void set_i32(amk_refvm *vm, const amk_program *p, const char *name, const int32_t *v, int n) {
+    size_t bytes = 0;
+    int b = buf_named(p, name);
+    int32_t *dst = b >= 0 ? (int32_t *)amk_refvm_buffer(vm, b, &bytes) : NULL;
+    CHECK_MSG(dst && bytes == (size_t)n * 4, "input '%s' of %d values", name, n);
+    if (dst && bytes == (size_t)n * 4) memcpy(dst, v, bytes);
+}
+
+/* A prompt through the prefill program in chunks of R rows (caches carried over in one VM) equals
+   the same prompt through the decode step token by token: every layer's K and V cache rows and
+   the last token's logits, in F32, within fp32 rounding of the different orders of the sums.
+   With a window shorter than the prompt (Mistral's) too. */
+static void prefill_case(int R, int n_tok, int window) {
+    amk_llama_config c = tiny_config();
+    amk_llama_build_opts o;
+    amk_program *dp = NULL, *pp = NULL;
+    amk_refvm *dv = NULL, *pv = NULL;
+    amk_diag d;
+    int32_t tok[16], pos[16], last;
+    int k, i, l;
+    double worst = 0.0, lmax = 0.0;
+    c.sliding_window = window;
+    amk_diag_clear(&d);
+    amk_llama_build_opts_default(&o);
+    o.num_sms = 4;
+    o.max_seq = 16;
+    o.mlp_accum = o.attn_o = o.qkv_fold = 0; /* why: every matrix as the prefill program lays it out (no transposes) */
+    CHECK_EQ_INT(amk_llama_build(&c, &o, &dp, &d), AMK_OK);
+    o.prefill_rows = R;
+    CHECK_EQ_INT(amk_llama_build(&c, &o, &pp, &d), AMK_OK);
+    if (!dp || !pp) { fprintf(stderr, "%s\n", d.message); amk_program_free(dp); amk_program_free(pp); return; }
+    CHECK_EQ_INT(amk_refvm_create(dp, &dv, &d), AMK_OK);
+    CHECK_EQ_INT(amk_refvm_create(pp, &pv, &d), AMK_OK);
+    if (!dv || !pv) goto done;
+    CHECK(fill_named_weights(dv, dp) && fill_named_weights(pv, pp));
+    for (k = 0; k < n_tok; k++) tok[k] = (int32_t)((k * 7 + 3) % c.vocab);
+    for (k = 0; k < n_tok; k++) { /* the decode step, a token at a time */
+        pos[0] = k;
+        set_i32(dv, dp, "token", &tok[k], 1);
+        set_i32(dv, dp, "pos", pos, 1);
+        CHECK_EQ_INT(amk_llama_set_pos(dp, k, &d), AMK_OK);
+        CHECK_MSG(amk_refvm_run(dv, NULL, &d) == AMK_OK, "decode at %d: %s", k, d.message);
+    }
+    for (k = 0; k < n_tok; k += R) { /* the prefill program, a chunk at a time (the last may be shorter: padded) */
+        const int n = n_tok - k < R ? n_tok - k : R;
+        int32_t t[16], ps[16];
+        for (i = 0; i < R; i++) { t[i] = tok[k + (i < n ? i : n - 1)]; ps[i] = k + i; }
+        last = n - 1;
+        if (k + R > o.max_seq) break; /* a padded chunk must fit the cache */
+        set_i32(pv, pp, "token", t, R);
+        set_i32(pv, pp, "pos", ps, R);
+        set_i32(pv, pp, "last", &last, 1);
+        CHECK_MSG(amk_refvm_run(pv, NULL, &d) == AMK_OK, "prefill of rows %d..: %s", k, d.message);
+    }
+    for (l = 0; l < c.n_layers; l++) /* the caches' prompt rows */
+        for (k = 0; k < 2; k++) {
+            char name[32];
+            size_t na = 0, nb = 0;
+            const float *a, *b;
+            snprintf(name, sizeof name, "%s_cache.%d", k ? "v" : "k", l);
+            a = (const float *)amk_refvm_buffer(dv, buf_named(dp, name), &na);
+            b = (const float *)amk_refvm_buffer(pv, buf_named(pp, name), &nb);
+            CHECK(a && b && na == nb);
+            if (!a || !b || na != nb) continue;
+            for (i = 0; i < n_tok * c.n_kv_heads * c.head_dim; i++) {
+                const double e = fabs((double)a[i] - (double)b[i]) / (1.0 + fabs((double)a[i]));
+                if (e > worst) worst = e;
+            }
+        }
+    {
+        size_t na = 0, nb = 0;
+        const float *a = (const float *)amk_refvm_buffer(dv, buf_named(dp, "logits"), &na);
+        const float *b = (const float *)amk_refvm_buffer(pv, buf_named(pp, "logits"), &nb);
+        CHECK(a && b && na == nb && na == (size_t)c.vocab * 4);
+        for (i = 0; a && b && i < c.vocab; i++) if (fabs((double)a[i]) > lmax) lmax = fabs((double)a[i]);
+        for (i = 0; a && b && i < c.vocab; i++) {
+            const double e = fabs((double)a[i] - (double)b[i]) / (lmax > 0 ? lmax : 1.0);
+            if (e > worst) worst = e;
+        }
+    }
+    CHECK_MSG(worst < 2e-5, "prefill R=%d of %d tokens (window %d): worst difference %.3g", R, n_tok, window, worst);
+    printf("  prefill R=%d of %d tokens (window %d): worst difference from the decode step %.2g\n", R, n_tok, window, worst);
+done:
+    amk_refvm_free(dv);
+    amk_refvm_free(pv);
+    amk_program_free(dp);
+    amk_program_free(pp);
+}
+
+static void test_prefill_matches_decode(void) {
+    prefill_case(6, 6, 0);  /* the prompt in one chunk */
+    prefill_case(4, 11, 0); /* three chunks, the last of 3 rows padded to 4 */
+    prefill_case(5, 10, 3); /* a window of 3 keys shorter than each chunk */
+    { /* refused: longer than the cache; with Qwen2's biases (not yet) */
+        amk_llama_config c = tiny_config();
+        amk_llama_build_opts o;
+        amk_program *p = NULL;
+        amk_diag d;
+        amk_llama_build_opts_default(&o);
+        o.max_seq = 16;
+        o.prefill_rows = 17;
+        CHECK_EQ_INT(amk_llama_build(&c, &o, &p, &d), AMK_ERR_INVALID_ARG);
+        CHECK(strstr(d.message, "longer than the cache") != NULL);
+        o.prefill_rows = 4;
+        c.qkv_bias = 1;
+        CHECK_EQ_INT(amk_llama_build(&c, &o, &p, &d), AMK_ERR_UNSUPPORTED);
+        CHECK(p == NULL);
+        { /* amk_llm runs the decode step: a prefill program asked of it is refused, by name */
+            amk_llm_opts lo;
+            amk_llm *m = NULL;
+            c.qkv_bias = 0;
+            amk_llm_opts_default(&lo);
+            lo.backend = AMK_BACKEND_CPU;
+            lo.build.max_seq = 16;
+            lo.build.prefill_rows = 4;
+            CHECK_EQ_INT(amk_llm_open_random(&c, &lo, &m, &d), AMK_ERR_INVALID_ARG);
+            CHECK(m == NULL && strstr(d.message, "prefill_rows") != NULL);
+        }
+    }
+}
+
 static void test_random_weights_decode(void) {
     amk_llama_config c = tiny_config();
     amk_llm_opts o;
@@ -1500,6 +1654,7 @@ int main(void) {
     RUN(test_random_block_weights);
     RUN(test_as_stored_matches_f32);
     RUN(test_fused_matches_spec_ops);
+    RUN(test_prefill_matches_decode);
     RUN(test_fold_matches_unfolded);
     RUN(test_random_weights_decode);
     RUN(test_sampler);

@@ -535,6 +535,17 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_FILL, " | I32[3]", "scale=0", "OP_DTYPE"},
     {AMK_OP_FILL, " | F32[3]", "scale=1e300", "PARAM_VALUE"},
     {AMK_OP_ATTENTION_DECODE, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] | F32[6,4]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1", "ok"},
+    /* ATTENTION_PREFILL: q and out [M, n_heads*head_dim], its query rows and kv heads inside them */
+    {AMK_OP_ATTENTION_PREFILL, "F32[3,24] F32[8,2,4] BF16[8,2,4] I32[1] | F32[3,24]", "head_dim=4 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=1 M_tile=2", "ok"},
+    {AMK_OP_ATTENTION_PREFILL, "F32[3,24] F32[8,2,4] F32[8,2,4] I32[1] | F32[3,24]", "head_dim=4 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=1 m_off=2 M_tile=2", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_PREFILL, "F32[3,24] F32[8,2,4] F32[8,2,4] I32[1] | F32[3,24]", "head_dim=4 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=2 m_off=0 M_tile=1", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_PREFILL, "F32[3,6,4] F32[8,2,4] F32[8,2,4] I32[1] | F32[3,24]", "head_dim=4 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1 m_off=0 M_tile=1", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_PREFILL, "F32[3,24] F32[8,2,4] F32[8,2,4] I32[1] | F32[2,24]", "head_dim=4 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1 m_off=0 M_tile=1", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_PREFILL, "F32[3,24] F32[8,2,4] F32[7,2,4] I32[1] | F32[3,24]", "head_dim=4 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1 m_off=0 M_tile=1", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_PREFILL, "F32[3,24] F32[8,2,4] F32[8,2,4] F32[1] | F32[3,24]", "head_dim=4 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1 m_off=0 M_tile=1", "OP_SHAPE"},
+    {AMK_OP_ATTENTION_PREFILL, "F32[3,24] F32[8,2,4] F32[8,2,4] I32[1] | I32[3,24]", "head_dim=4 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1 m_off=0 M_tile=1", "OP_DTYPE"},
+    {AMK_OP_ATTENTION_PREFILL, "F32[3,24] F32[8,2,4] F32[8,2,4] I32[1] | F32[3,24]", "head_dim=4 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1 m_off=0 M_tile=1 sliding_window=-1", "PARAM_VALUE"},
+    {AMK_OP_ATTENTION_PREFILL, "F32[3,24] F32[8,2,4] F32[8,2,4] I32[1] | F32[3,24]", "head_dim=4 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1 m_off=0 M_tile=1 flags=2", "PARAM_VALUE"},
     {AMK_OP_ATTENTION_DECODE, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] | F32[6,4]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=1 N_tile=2", "PARAM_VALUE"},
     {AMK_OP_ATTENTION_DECODE, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[2] | F32[6,4]", "head_dim=4 kv_start=0 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1", "OP_SHAPE"},
     {AMK_OP_ATTENTION_DECODE, "F32[6,4] F32[8,2,4] F32[8,2,4] I32[1] | F32[6,4]", "head_dim=4 kv_start=4 kv_len=8 scale=0.5 n_heads=6 n_kv_heads=2 n_off=0 N_tile=1", "PARAM_VALUE"},
@@ -1888,6 +1899,77 @@ static void test_attention_decode(void) {
     attn_decode_case(AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 4, 16, 7, 0, 7, 6, 1, 2, 0); /* MHA */
 }
 
+/* ATTENTION_PREFILL: q [M, nh*hd] at positions pos.., its query rows [m0, +mt) and kv heads [g0, +ng)
+   against the double reference row by row (rows [max(0, p + 1 - window), p] of the cache at p =
+   pos + m); the other rows and heads stay poisoned; positions past the cache are a run-time error. */
+static void attn_prefill_case(int qdt, int kdt, int odt, int nh, int nkv, int hd, int max_seq, int M, int pos, int m0,
+                              int mt, int g0, int ng, int window) {
+    tc c;
+    amk_diag d;
+    int q, k, v, ps, y, ins[4], m, h, e, bad = 0, rep = nh / nkv;
+    double scale = 1.0 / sqrt((double)hd), part[16 * 18], acc_mag[16 * 16], s_mag[16];
+    double rel = 1e-5 * sqrt((double)(hd + max_seq + 1));
+    char label[200];
+    tc_init(&c);
+    q = tc_buf(&c, AMK_KIND_IO_INPUT, qdt, 2, M, nh * hd, 0);
+    k = tc_buf(&c, AMK_KIND_KV_CACHE, kdt, 3, max_seq, nkv, hd);
+    v = tc_buf(&c, AMK_KIND_KV_CACHE, kdt, 3, max_seq, nkv, hd);
+    ps = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, odt, 2, M, nh * hd, 0);
+    tfill(&c.b[q], -1.5, 1.5);
+    tfill(&c.b[k], -1.5, 1.5);
+    tfill(&c.b[v], -2, 2);
+    tset(&c.b[ps], 0, pos);
+    ins[0] = q; ins[1] = k; ins[2] = v; ins[3] = ps;
+    tc_task(&c, AMK_OP_ATTENTION_PREFILL, ins, 4, y);
+    tc_int(&c, "head_dim", hd);
+    tc_int(&c, "n_heads", nh);
+    tc_int(&c, "n_kv_heads", nkv);
+    tc_real(&c, "scale", scale);
+    tc_int(&c, "n_off", g0);
+    tc_int(&c, "N_tile", ng);
+    tc_int(&c, "m_off", m0);
+    tc_int(&c, "M_tile", mt);
+    if (window) tc_int(&c, "sliding_window", window);
+    tpoison(&c.b[y]);
+    snprintf(label, sizeof label, "ATTENTION_PREFILL q=%s kv=%s out=%s heads=%d/%d hd=%d M=%d pos=%d rows [%d,+%d) kv heads [%d,+%d) window=%d",
+             amk_dtype_name(qdt), amk_dtype_name(kdt), amk_dtype_name(odt), nh, nkv, hd, M, pos, m0, mt, g0, ng, window);
+    CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
+    for (m = 0; m < M; m++) {
+        const int p = pos + m, lo = window > 0 && p + 1 - window > 0 ? p + 1 - window : 0;
+        attn_ref(c.b[q].v + (int64_t)m * nh * hd, c.b[k].v, c.b[v].v, nh, nkv, hd, lo, p + 1 - lo, scale, part, acc_mag, s_mag);
+        for (h = 0; h < nh; h++)
+            for (e = 0; e < hd; e++) {
+                const int64_t i = ((int64_t)m * nh + h) * hd + e;
+                const int mine = m >= m0 && m < m0 + mt && h / rep >= g0 && h / rep < g0 + ng;
+                const double l = part[h * (hd + 2) + hd + 1], got = tget(&c.b[y], i);
+                if (!mine) { bad += !tpoisoned(&c.b[y], i); continue; }
+                if (!near_out(odt, got, part[h * (hd + 2) + e] / l, acc_mag[h * hd + e] / l + 1e-30, rel * (1 + s_mag[h]))) {
+                    if (!bad) fprintf(stderr, "  %s: row %d head %d elem %d got %.9g want %.9g\n", label, m, h, e, got,
+                                      part[h * (hd + 2) + e] / l);
+                    bad++;
+                }
+            }
+    }
+    CHECK_MSG(bad == 0, "%s: %d elements wrong", label, bad);
+    tset(&c.b[ps], 0, max_seq - m0 - mt + 1); /* the tile's last row past the cache */
+    CHECK_MSG(tc_exec(&c, &d) == AMK_ERR_RUNTIME, "%s: a position past the cache accepted", label);
+    tset(&c.b[ps], 0, -1);
+    CHECK_MSG(tc_exec(&c, &d) == AMK_ERR_RUNTIME, "%s: a negative position accepted", label);
+    tc_free(&c);
+}
+
+static void test_attention_prefill(void) {
+    int a, o;
+    for (a = 0; a < 3; a++)
+        for (o = 0; o < 3; o++) {
+            attn_prefill_case(ACT_DTS[a], ACT_DTS[(a + o) % 3], OUT_DTS[o % 2], 6, 2, 8, 12, 5, 3, 0, 5, 0, 2, 0); /* every row and head */
+            attn_prefill_case(ACT_DTS[a], ACT_DTS[a], OUT_DTS[o % 2], 6, 3, 4, 16, 7, 0, 2, 4, 1, 1, 0);          /* a tile from pos 0 */
+        }
+    attn_prefill_case(AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 4, 1, 16, 20, 9, 6, 0, 9, 0, 1, 4); /* MQA, a window of 4 */
+    attn_prefill_case(AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 4, 4, 8, 10, 3, 7, 1, 2, 2, 2, 0); /* MHA, the cache's end */
+}
+
 /* ATTENTION_O adds a[m_off:+M_tile] @ W_oT[m_off:+M_tile] (+ resid) to what out held, a the
    attention of kv heads [g0, g0+ng) (F32, not cast). */
 static void attn_o_case(int qdt, int wdt, int nh, int nkv, int hd, int max_seq, int pos, int g0, int ng, int m_off,
@@ -2714,6 +2796,7 @@ int main(void) {
     RUN(test_mlp_fill);
     RUN(test_attention_decode);
     RUN(test_attention_o);
+    RUN(test_attention_prefill);
     RUN(test_mlp_fold);
     RUN(test_attention_prenorm);
     RUN(test_elementwise);

@@ -957,6 +957,43 @@ static void test_race_waw_attention_decode(void) {
     amk_program_free(p);
 }
 
+/* ATTENTION_PREFILL writes its query rows' columns of its kv heads: tiles of other rows or other
+   kv heads are disjoint; the same rows and heads race. */
+static void test_race_waw_attention_prefill(void) {
+    amk_program *p = amk_program_create();
+    int64_t sh[3];
+    int q, kc, vc, pos, out, c = amk_program_add_counter(p, ""), k, t, in[4], o[1];
+    sh[0] = 5; sh[1] = 24;
+    q = amk_program_add_buffer(p, "q", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    out = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 8; sh[1] = 2; sh[2] = 4;
+    kc = amk_program_add_buffer(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
+    vc = amk_program_add_buffer(p, "v", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 1;
+    pos = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
+    in[0] = q; in[1] = kc; in[2] = vc; in[3] = pos;
+    o[0] = out;
+    for (k = 0; k < 4; k++) { /* rows [0, 3) and [3, 5), kv heads 0 and 1 */
+        t = amk_program_add_task(p, AMK_OP_ATTENTION_PREFILL, in, 4, o, 1, c, "prefill");
+        amk_task_set_int(p, t, "head_dim", 4);
+        amk_task_set_int(p, t, "n_heads", 6);
+        amk_task_set_int(p, t, "n_kv_heads", 2);
+        amk_task_set_real(p, t, "scale", 0.5);
+        amk_task_set_int(p, t, "n_off", k % 2);
+        amk_task_set_int(p, t, "N_tile", 1);
+        amk_task_set_int(p, t, "m_off", k < 2 ? 0 : 3);
+        amk_task_set_int(p, t, "M_tile", k < 2 ? 3 : 2);
+    }
+    expect_clean(p);
+    amk_task_set_int(p, 3, "m_off", 2); /* rows [2, 4) of kv head 1 meet task 1's [0, 3) */
+    amk_task_set_int(p, 3, "M_tile", 2);
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+    amk_task_set_int(p, 3, "m_off", 3);
+    amk_task_set_int(p, 2, "N_tile", 2); /* task 2 also on kv head 1 of rows [3, 5) */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+    amk_program_free(p);
+}
+
 /* An ARGMAX_COMBINE of the partials [rows, 2P] pr into a new I32 [rows] output, after the n
    producers of counter c. */
 static void argmax_combine(amk_program *p, int pr, int c, int n) {
@@ -1911,6 +1948,7 @@ int main(void) {
     RUN(test_race_waw_200_tiles);
     RUN(test_race_waw_gemm_grid);
     RUN(test_race_waw_attention_decode);
+    RUN(test_race_waw_attention_prefill);
     RUN(test_race_waw_argmax_parts);
     RUN(test_race_waw_head_argmax);
     RUN(test_accumulate);

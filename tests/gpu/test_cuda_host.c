@@ -654,6 +654,43 @@ static void test_folded_refused(void) {
     amk_program_free(p);
 }
 
+/* ATTENTION_PREFILL on the device: a warp stages a query row of head_dim floats and keeps
+   head_dim / 32 accumulators a lane, so a head_dim past the VM's (or q staging past the shared
+   memory) is refused at load, by name, not failed at run time. */
+static void test_prefill_refused(void) {
+    int hd;
+    for (hd = 64; hd <= 512; hd *= 8) {
+        amk_program *p = amk_program_create();
+        int64_t sh[3];
+        int in[4], o, t;
+        amk_diag d;
+        sh[0] = 4; sh[1] = 2 * hd;
+        in[0] = amk_program_add_buffer(p, "q", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+        o = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+        sh[0] = 16; sh[1] = 1; sh[2] = hd;
+        in[1] = amk_program_add_buffer(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
+        in[2] = amk_program_add_buffer(p, "v", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
+        sh[0] = 1;
+        in[3] = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
+        t = amk_program_add_task(p, AMK_OP_ATTENTION_PREFILL, in, 4, &o, 1, amk_program_add_counter(p, ""), "prefill");
+        amk_task_set_int(p, t, "head_dim", hd);
+        amk_task_set_int(p, t, "n_heads", 2);
+        amk_task_set_int(p, t, "n_kv_heads", 1);
+        amk_task_set_real(p, t, "scale", 0.125);
+        amk_task_set_int(p, t, "n_off", 0);
+        amk_task_set_int(p, t, "N_tile", 1);
+        amk_task_set_int(p, t, "m_off", 0);
+        amk_task_set_int(p, t, "M_tile", 4);
+        p->tasks[t].sm = 0;
+        amk_diag_clear(&d);
+        const amk_result want = hd == 64 ? AMK_OK : AMK_ERR_UNSUPPORTED;
+        CHECK_EQ_INT(amk__cuda_check_task(p, t, 132, 512, 200 * 1024, AMK_IMAGE_FULL, &d), want);
+        if (hd != 64) CHECK(strstr(d.message, "head_dim 512") != NULL);
+        CHECK_EQ_INT(amk__cuda_check_task(p, t, 132, 512, 16 * 64 * 4 - 1, AMK_IMAGE_FULL, &d), AMK_ERR_UNSUPPORTED);
+        amk_program_free(p);
+    }
+}
+
 static void test_kv_hints(void) {
     amk_program *p = lowered_step("smollm2-135m", 0);
     amk_instruction_t *ins;
@@ -910,5 +947,6 @@ int main(void) {
     RUN(test_lean_bytes);
     RUN(test_prefetches);
     RUN(test_context_entry);
+    RUN(test_prefill_refused);
     TEST_SUMMARY();
 }

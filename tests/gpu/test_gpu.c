@@ -1080,6 +1080,45 @@ static void decode_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype 
     gcase_end(&gc);
 }
 
+/* ATTENTION_PREFILL: tasks of query rows and kv heads (on different SMs) into one output, against
+   the reference VM; rows at positions pos.. */
+static void prefill_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype ot, int nh, int nkv, int hd, int max_seq,
+                         int M, int32_t pos, int rows_a_task, int window) {
+    amk_program *p = prog_new(4);
+    int in[4], y, t, g, m, c = amk_program_add_counter(p, ""), k = 0;
+    gcase gc;
+    in[0] = buf(p, "q", AMK_KIND_IO_INPUT, qt, 2, M, nh * hd, 0);
+    in[1] = buf(p, "k", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
+    in[2] = buf(p, "v", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
+    in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, M, nh * hd, 0);
+    for (m = 0; m < M; m += rows_a_task)
+        for (g = 0; g < nkv; g++) {
+            t = task(p, AMK_OP_ATTENTION_PREFILL, in, 4, y, c, k++ % 4);
+            seti(p, t, "head_dim", hd);
+            seti(p, t, "n_heads", nh);
+            seti(p, t, "n_kv_heads", nkv);
+            setf(p, t, "scale", 1.0 / sqrt((double)hd));
+            seti(p, t, "n_off", g);
+            seti(p, t, "N_tile", 1);
+            seti(p, t, "m_off", m);
+            seti(p, t, "M_tile", M - m < rows_a_task ? M - m : rows_a_task);
+            if (window) seti(p, t, "sliding_window", window);
+        }
+    if (gcase_begin(&gc, p, tag, 1.0f)) {
+        gcase_set_i32(&gc, in[3], &pos, 1);
+        if (gcase_run(&gc, tag)) gcase_compare(&gc, y, -1, 1e-5, tag);
+    }
+    gcase_end(&gc);
+}
+
+static void test_attention_prefill(void) {
+    prefill_case("PREFILL gqa bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 32, 8, 128, 300, 40, 100, 16, 0);
+    prefill_case("PREFILL from 0 f32", AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 9, 3, 64, 64, 37, 0, 10, 0);
+    prefill_case("PREFILL window f16", AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_F32, 12, 4, 80, 90, 30, 50, 7, 16);
+    prefill_case("PREFILL mqa cache end", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 8, 1, 64, 50, 20, 30, 20, 0);
+}
+
 static void test_attention_decode(void) {
     decode_case("DECODE gqa bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 32, 8, 128, 200, 0, 200, 128, 0, 1);
     decode_case("DECODE partial", AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 9, 3, 64, 100, 17, 17, 20, 1, 1);
@@ -1862,6 +1901,52 @@ static void test_chain(void) {
    AMK_TEST_LLM_CHAIN=single:N or chain:N runs only N single steps or one chain of N steps, and
    compares nothing. why: under compute-sanitizer a step takes ~10 s (AMK_TEST_SLOW lengthens the
    timeout), and a report must name the kernel it comes from (scripts/gpu_run.sh phase b). */
+/* The prefill program (amk_llama_build's prefill_rows) of a small Llama on the GPU against the
+   reference VM, random weights and caches (rows below the chunk: earlier chunks): a chunk of 12
+   prompt rows at positions 5..16, every cache and the last row's logits; F32 and BF16. */
+static void prefill_program_case(const char *tag, int dt) {
+    amk_llama_config c;
+    amk_llama_build_opts o;
+    amk_program *p = NULL;
+    amk_diag d;
+    gcase g;
+    int32_t tok[12], pos[12], last = 11;
+    int i, b;
+    memset(&c, 0, sizeof c);
+    snprintf(c.arch, sizeof c.arch, "llama");
+    c.n_layers = 2; c.hidden = 256; c.intermediate = 512; c.n_heads = 4; c.n_kv_heads = 2;
+    c.head_dim = 64; c.vocab = 300; c.max_pos = 64; c.rms_eps = 1e-5f; c.rope_theta = 10000.0f;
+    c.tie_embeddings = 1;
+    amk_llama_build_opts_default(&o);
+    o.weight_dtype = o.act_dtype = dt;
+    o.max_seq = 32;
+    o.prefill_rows = 12;
+    amk_diag_clear(&d);
+    CHECK_MSG(amk_llama_build_lowered(&c, &o, &p, &d) == AMK_OK, "%s: %s", tag, d.message);
+    if (!p) return;
+    for (i = 0; i < 12; i++) { tok[i] = (i * 37 + 11) % c.vocab; pos[i] = 5 + i; }
+    if (gcase_begin(&g, p, tag, 0.5f)) {
+        for (b = 0; b < p->n_buffers; b++) {
+            const char *n = p->buffers[b].name ? p->buffers[b].name : "";
+            if (strcmp(n, "token") == 0) gcase_set_i32(&g, b, tok, 12);
+            if (strcmp(n, "pos") == 0) gcase_set_i32(&g, b, pos, 12);
+            if (strcmp(n, "last") == 0) gcase_set_i32(&g, b, &last, 1);
+        }
+        if (gcase_run(&g, tag))
+            for (b = 0; b < p->n_buffers; b++) {
+                const char *n = p->buffers[b].name ? p->buffers[b].name : "";
+                if (strcmp(n, "logits") == 0 || strncmp(n, "k_cache.", 8) == 0 || strncmp(n, "v_cache.", 8) == 0)
+                    gcase_compare(&g, b, dt == AMK_DTYPE_F32 ? 1e-4 : -1, dt == AMK_DTYPE_F32 ? 1e-4 : 2e-2, tag);
+            }
+    }
+    gcase_end(&g);
+}
+
+static void test_prefill_program(void) {
+    prefill_program_case("PREFILL program f32", AMK_DTYPE_F32);
+    prefill_program_case("PREFILL program bf16", AMK_DTYPE_BF16);
+}
+
 static void test_llm_chain(void) {
     amk_llama_config cfg;
     amk_llm_opts o;
@@ -2625,6 +2710,7 @@ int main(int argc, char **argv) {
     TRY_IMAGES(test_fused_mlp);
     TRY_IMAGES(test_fused_mlp_fold);
     TRY_IMAGES(test_attention_decode);
+    TRY_IMAGES(test_attention_prefill);
     TRY_IMAGES(test_attention_o);
     TRY_IMAGES(test_attention_o_prenorm);
     TRY_IMAGES(test_dag_tiles_join);
@@ -2641,6 +2727,7 @@ int main(int argc, char **argv) {
     TRY(test_upload_checks);
     TRY_IMAGES(test_run_io);
     TRY_IMAGES(test_chain);
+    TRY_IMAGES(test_prefill_program);
     TRY(test_llm_chain);
     TRY(test_images);
     TRY(test_fill_random);
