@@ -9,8 +9,9 @@
      with its typed weight plan: how the loader makes each weight buffer from the model's
      tensors), the prefill program of a chunk of prompt tokens (prefill_rows: the fused step's
      tiles over the chunk's rows, ATTENTION_PREFILL, the head on one row), the named shapes of
-     the benchmarks (amk_llama_config_preset) and a config from config.json alone. Where a step would take a form only the device's specialised forms run
-     (the folded Q/K/V), it asks the form planner (amk_plan.h) first.
+     the benchmarks (amk_llama_config_preset) and a config from config.json alone. Where a step
+     would take a form only the device's specialised forms run (the folded Q/K/V), it asks the
+     form planner (amk_plan.h) first.
    WHAT IT DOES NOT DO
      Other architectures (MoE, other attention or MLP shapes), the fused step for Qwen2/Qwen3 (their
      biases and norms take the spec opcodes' step) and so their prefill programs, a prefill
@@ -304,7 +305,7 @@ typedef struct amk__lb {
     int64_t R;    /* the rows of x: 1 (decode), or prefill_rows */
     int pos;      /* IO_INPUT "pos" I32 [R] */
     int embed;    /* WEIGHT the embedding [V, H] wd (the LM head when tied) */
-    int x;        /* the residual into the next layer (x.i) [1, H] rd */
+    int x;        /* the residual into the next layer (x.i) [R, H] rd */
     int cx, n_cx; /* x complete: its counter, that counter's producers */
     int h_next;   /* with ATTENTION_O, h.(i+1) [1, H] F32, which layer i makes and zeroes; else -1 */
     int qkv_prev; /* folded, qkv.(i-1) [1, F] F32: layer i-1's MLP tiles built it; else -1 */
@@ -735,6 +736,8 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     pl->window = (pl->max_seq + S - 1) / S;
     pl->S = (pl->max_seq + pl->window - 1) / pl->window; /* why: no split may start past the cache */
     pl->fused = !o->spec_ops;
+    if (o->prefill_rows < 0)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: prefill_rows = %d (0: the decode step)", o->prefill_rows);
     if (o->prefill_rows > 0) { /* the prefill program: one split, the two-step attention and MLP, no fold */
         if (!pl->fused)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "llama build: a prefill program takes AMK's opcodes, and not yet "
@@ -794,7 +797,7 @@ AMK__FN void amk__lb_meta(amk__lb *b) {
     const amk__lb_plan *pl = &b->plan;
     char meta[32];
     amk_program_set_meta_string(b->p, "model", b->c->name[0] ? b->c->name : "llama");
-    amk_program_set_meta_string(b->p, "regime", b->R > 1 || b->o.prefill_rows > 0 ? "prefill" : "decode");
+    amk_program_set_meta_string(b->p, "regime", b->o.prefill_rows > 0 ? "prefill" : "decode");
     amk_program_set_meta_string(b->p, "dtype", amk_dtype_name(b->o.weight_dtype));
     snprintf(meta, sizeof meta, "%d", pl->window);
     amk_program_set_meta_string(b->p, "kv_window", meta);

@@ -516,6 +516,16 @@ RANDPROG_FN void randprog_fused(randprog_state *s) {
     }
 }
 
+/* Attention task t's heads (the section's), scale, and its kv heads [g0, g0 + ng). */
+RANDPROG_FN void randprog_attn_heads(randprog_state *s, int t, double scale, int g0, int ng) {
+    amk_task_set_int(s->p, t, "head_dim", s->head_dim);
+    amk_task_set_int(s->p, t, "n_heads", s->nh);
+    amk_task_set_int(s->p, t, "n_kv_heads", s->nkv);
+    amk_task_set_real(s->p, t, "scale", scale);
+    amk_task_set_int(s->p, t, "n_off", g0);
+    amk_task_set_int(s->p, t, "N_tile", ng);
+}
+
 /* The fused attention section over caches kc, vc [max_seq, nkv, head_dim] and an I32 position
    pos (one of three forms, the top of this file). Attention outputs are a class-1 value
    (ATTENTION_DECODE) or a class-0 F32 sum (ATTENTION_O). Rows the kv-head tiles cover: kv heads
@@ -565,12 +575,7 @@ RANDPROG_FN void randprog_attn(randprog_state *s) {
             int t = randprog_task_n(s, AMK_OP_ATTENTION_PREFILL, ins, 4, v, 3, &out, 1, c,
                                     randprog_nbytes(s, kc, 2 * (int64_t)max_seq * g_tile * hd));
             if (t < 0) break;
-            amk_task_set_int(s->p, t, "head_dim", hd);
-            amk_task_set_int(s->p, t, "n_heads", nh);
-            amk_task_set_int(s->p, t, "n_kv_heads", nkv);
-            amk_task_set_real(s->p, t, "scale", scale);
-            amk_task_set_int(s->p, t, "n_off", g * g_tile);
-            amk_task_set_int(s->p, t, "N_tile", g_tile);
+            randprog_attn_heads(s, t, scale, g * g_tile, g_tile);
             amk_task_set_int(s->p, t, "m_off", 0);
             amk_task_set_int(s->p, t, "M_tile", 1);
         }
@@ -593,14 +598,9 @@ RANDPROG_FN void randprog_attn(randprog_state *s) {
                 int t = randprog_task_n(s, AMK_OP_ATTENTION_DECODE, ins, 4, v, 3, &parts[k], 1, c,
                                         randprog_nbytes(s, kc, 2 * (int64_t)len * g_tile * hd));
                 if (t < 0) break;
-                amk_task_set_int(s->p, t, "head_dim", hd);
-                amk_task_set_int(s->p, t, "n_heads", nh);
-                amk_task_set_int(s->p, t, "n_kv_heads", nkv);
+                randprog_attn_heads(s, t, scale, g * g_tile, g_tile);
                 amk_task_set_int(s->p, t, "kv_start", start);
                 amk_task_set_int(s->p, t, "kv_len", len);
-                amk_task_set_real(s->p, t, "scale", scale);
-                amk_task_set_int(s->p, t, "n_off", g * g_tile);
-                amk_task_set_int(s->p, t, "N_tile", g_tile);
                 if (partial) amk_task_set_int(s->p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
             }
         if (partial) {
@@ -642,14 +642,9 @@ RANDPROG_FN void randprog_attn(randprog_state *s) {
                                         randprog_nbytes(s, wo, (int64_t)rows / n_slices * s->H));
                 n++;
                 if (t < 0) break;
-                amk_task_set_int(s->p, t, "head_dim", hd);
-                amk_task_set_int(s->p, t, "n_heads", nh);
-                amk_task_set_int(s->p, t, "n_kv_heads", nkv);
+                randprog_attn_heads(s, t, scale, g * g_tile, g_tile);
                 amk_task_set_int(s->p, t, "kv_start", kv_start);
                 amk_task_set_int(s->p, t, "kv_len", max_seq - kv_start);
-                amk_task_set_real(s->p, t, "scale", scale);
-                amk_task_set_int(s->p, t, "n_off", g * g_tile);
-                amk_task_set_int(s->p, t, "N_tile", g_tile);
                 amk_task_set_int(s->p, t, "m_off", g * rows + m * (rows / n_slices));
                 amk_task_set_int(s->p, t, "M_tile", rows / n_slices);
                 if (form == 2) {

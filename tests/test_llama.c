@@ -722,6 +722,8 @@ static void test_prefill_matches_decode(void) {
         amk_diag d;
         amk_llama_build_opts_default(&o);
         o.max_seq = 16;
+        o.prefill_rows = -1;
+        CHECK_EQ_INT(amk_llama_build(&c, &o, &p, &d), AMK_ERR_INVALID_ARG);
         o.prefill_rows = 17;
         CHECK_EQ_INT(amk_llama_build(&c, &o, &p, &d), AMK_ERR_INVALID_ARG);
         CHECK(strstr(d.message, "longer than the cache") != NULL);

@@ -922,20 +922,24 @@ static void test_race_waw_gemm_grid(void) {
 /* AMK's ATTENTION_DECODE writes the rows of its kv heads' query heads: tasks on disjoint kv
    heads are disjoint; overlapping heads, or a whole-output writer of another kind on the same
    counter, race. */
+/* An attention task's buffers: q and out F32 [rows, cols], caches [8, 2, 4] F32 and pos I32 [1]
+   into in[0..4) and o[0]. */
+static void attn_task_bufs(amk_program *p, int64_t rows, int64_t cols, int *in, int *o) {
+    int64_t sh[3];
+    sh[0] = rows; sh[1] = cols;
+    in[0] = amk_program_add_buffer(p, "q", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    o[0] = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 8; sh[1] = 2; sh[2] = 4;
+    in[1] = amk_program_add_buffer(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
+    in[2] = amk_program_add_buffer(p, "v", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 1;
+    in[3] = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
+}
+
 static void test_race_waw_attention_decode(void) {
     amk_program *p = amk_program_create();
-    int64_t sh[3];
-    int q, kc, vc, pos, out, c = amk_program_add_counter(p, ""), g, t, in[4], o[1];
-    sh[0] = 6; sh[1] = 4;
-    q = amk_program_add_buffer(p, "q", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
-    out = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
-    sh[0] = 8; sh[1] = 2; sh[2] = 4;
-    kc = amk_program_add_buffer(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
-    vc = amk_program_add_buffer(p, "v", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
-    sh[0] = 1;
-    pos = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
-    in[0] = q; in[1] = kc; in[2] = vc; in[3] = pos;
-    o[0] = out;
+    int c = amk_program_add_counter(p, ""), g, t, in[4], o[1];
+    attn_task_bufs(p, 6, 4, in, o);
     for (g = 0; g < 2; g++) {
         t = amk_program_add_task(p, AMK_OP_ATTENTION_DECODE, in, 4, o, 1, c, "attn");
         attn_params(p, t, 4, 6, 2, 8, g);
@@ -961,18 +965,8 @@ static void test_race_waw_attention_decode(void) {
    kv heads are disjoint; the same rows and heads race. */
 static void test_race_waw_attention_prefill(void) {
     amk_program *p = amk_program_create();
-    int64_t sh[3];
-    int q, kc, vc, pos, out, c = amk_program_add_counter(p, ""), k, t, in[4], o[1];
-    sh[0] = 5; sh[1] = 24;
-    q = amk_program_add_buffer(p, "q", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
-    out = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
-    sh[0] = 8; sh[1] = 2; sh[2] = 4;
-    kc = amk_program_add_buffer(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
-    vc = amk_program_add_buffer(p, "v", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, sh, AMK_SPACE_HBM, NULL);
-    sh[0] = 1;
-    pos = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
-    in[0] = q; in[1] = kc; in[2] = vc; in[3] = pos;
-    o[0] = out;
+    int c = amk_program_add_counter(p, ""), k, t, in[4], o[1];
+    attn_task_bufs(p, 5, 24, in, o);
     for (k = 0; k < 4; k++) { /* rows [0, 3) and [3, 5), kv heads 0 and 1 */
         t = amk_program_add_task(p, AMK_OP_ATTENTION_PREFILL, in, 4, o, 1, c, "prefill");
         amk_task_set_int(p, t, "head_dim", 4);
