@@ -49,7 +49,7 @@ typedef struct amk_llama_build_opts {
                          an ADD, the head on row `last` only. AMK's opcodes; not with Qwen2's
                          biases or Qwen3's norms yet (AMK_ERR_UNSUPPORTED) */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
-                         0 (default): AMK's opcodes 20..34, fewer dependent steps a layer. A config
+                         0 (default): AMK's opcodes 20..35, fewer dependent steps a layer. A config
                          with q/k/v biases (qkv_bias: Qwen2) or q/k norms (qk_norm: Qwen3) builds the
                          spec's step whatever this says: its Q/K/V GEMV tiles add the biases, RMSNORMs
                          of q's and k's heads precede RoPE; the fused tiles take neither yet */

@@ -1497,7 +1497,7 @@ static const cli_cmd cli_cmds[] = {
      "default MLP or attention two steps); the other matrices are F32. --dtype F32|BF16|F16\n"
      "converts every matrix to that dtype. The summary on stderr gives the weight bytes a token\n"
      "reads and the weight buffers a dtype.\n"
-     "The step uses AMK's opcodes (20..34); --spec-ops builds it from the spec's opcodes\n"
+     "The step uses AMK's opcodes (20..35); --spec-ops builds it from the spec's opcodes\n"
      "0..18 only (a program any implementation of the spec runs; more dependent steps).\n"
      "--mlp-steps 1 builds each layer's MLP as one step (RMSNORM_MLP tiles adding into an F32\n"
      "residual), 2 as two (gate/up tiles, then down tiles); default: one where a tile's rows of\n"
