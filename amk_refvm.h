@@ -367,6 +367,33 @@ AMK__FN void amk__ref_prenorm(const amk__refop *o, float inv, int64_t pos, int64
     for (e = 0; e < hd; e++) dst[e] = amk__refvm_round(dst[e], dt);
 }
 
+/* softmax(q . k * scale) . v of q against kv head g over cache rows [r0, r0 + len) in fp32: the
+   sum into acc [head_dim], the scores' max into *mx and their mass into *l (no rows: acc 0, -inf,
+   0). s [len] and row [head_dim] are scratch. Row own (-1: none) takes own_k and own_v, not the
+   caches' (ATTENTION_O_PRENORM's row at pos). */
+AMK__FN void amk__ref_attn_head(const amk__refop *o, const float *q, int64_t g, int64_t r0, int64_t len, int64_t own,
+                                const float *own_k, const float *own_v, float *s, float *row, float *acc, float *mx,
+                                float *l) {
+    const int64_t hd = o->P.head_dim, nkv = o->P.n_kv_heads;
+    int64_t j, e;
+    *mx = -INFINITY;
+    *l = 0.0f;
+    for (j = 0; j < len; j++) {
+        if (r0 + j == own) memcpy(row, own_k, (size_t)hd * sizeof(float));
+        else amk__refvm_load_row(o->x[1], o->in[1]->dtype, ((r0 + j) * nkv + g) * hd, hd, row);
+        s[j] = o->P.scale * amk__refvm_dot(q, row, hd);
+        if (s[j] > *mx) *mx = s[j];
+    }
+    for (e = 0; e < hd; e++) acc[e] = 0.0f;
+    for (j = 0; j < len; j++) {
+        float pj = expf(s[j] - *mx);
+        *l += pj;
+        if (r0 + j == own) memcpy(row, own_v, (size_t)hd * sizeof(float));
+        else amk__refvm_load_row(o->x[2], o->in[2]->dtype, ((r0 + j) * nkv + g) * hd, hd, row);
+        for (e = 0; e < hd; e++) acc[e] += pj * row[e];
+    }
+}
+
 /* Head h uses kv head h / (n_heads/n_kv_heads); cache row j of kv head g starts at element
    (j*n_kv_heads + g)*head_dim. ATTENTION_DECODE/_O with sliding_window W > 0: only rows above
    pos - W (Mistral's window). ATTENTION_TILE over rank-4 caches [B, S, ...]: query b [n_heads,
@@ -421,23 +448,12 @@ AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
     }
     for (bh = 0; bh < B * (h1 - h0); bh++) { /* batch bt (a rank-4 cache), head h */
         int64_t bt = bh / (h1 - h0), h = h0 + bh % (h1 - h0), g = h / rep, r0 = bt * S + start;
-        float m = -INFINITY, l = 0.0f;
+        float m, l;
         if (prenorm) amk__ref_prenorm(o, inv, pos, h * hd, 1, AMK_DTYPE_F32, q);
         else amk__refvm_load_row(o->x[0], o->in[0]->dtype, (bt * nh + h) * hd, hd, q);
-        for (j = 0; j < len; j++) {
-            if (prenorm && start + j == pos) memcpy(row, kv + (g - g0) * hd, (size_t)hd * sizeof(float));
-            else amk__refvm_load_row(o->x[1], o->in[1]->dtype, ((r0 + j) * nkv + g) * hd, hd, row);
-            s[j] = o->P.scale * amk__refvm_dot(q, row, hd);
-            if (s[j] > m) m = s[j];
-        }
-        for (e = 0; e < hd; e++) acc[e] = 0.0f;
-        for (j = 0; j < len; j++) {
-            float pj = expf(s[j] - m);
-            l += pj;
-            if (prenorm && start + j == pos) memcpy(row, kv + (o->P.N_tile + g - g0) * hd, (size_t)hd * sizeof(float));
-            else amk__refvm_load_row(o->x[2], o->in[2]->dtype, ((r0 + j) * nkv + g) * hd, hd, row);
-            for (e = 0; e < hd; e++) acc[e] += pj * row[e];
-        }
+        /* (PRENORM: one batch, r0 = start; its row pos from kv) */
+        amk__ref_attn_head(o, q, g, r0, len, prenorm ? pos : -1, prenorm ? kv + (g - g0) * hd : NULL,
+                           prenorm ? kv + (o->P.N_tile + g - g0) * hd : NULL, s, row, acc, &m, &l);
         if (partial) { /* an empty window leaves acc 0, m -inf, l 0 */
             for (e = 0; e < hd; e++) AMK__OUT(o, h * (hd + 2) + e, acc[e]);
             AMK__OUT(o, h * (hd + 2) + hd, m);
@@ -474,7 +490,7 @@ AMK__FN amk_result amk__ref_attention_prefill(const amk__refop *o, amk_diag *d) 
     const int64_t hd = o->P.head_dim, nh = o->P.n_heads, nkv = o->P.n_kv_heads, rep = nh / nkv;
     const int64_t rows = o->n_in[1] / (nkv * hd), pos = amk__load_i64(o->x[3], o->in[3]->dtype, 0);
     const int64_t m1 = (int64_t)o->P.m_off + o->P.M_tile, W = o->P.sliding_window;
-    int64_t m, h, j, e;
+    int64_t m, h, e;
     float *q, *row, *acc, *s;
     if (pos < 0 || pos + m1 > rows)
         return amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1, "%s: positions %lld .. %lld are outside "
@@ -489,21 +505,9 @@ AMK__FN amk_result amk__ref_attention_prefill(const amk__refop *o, amk_diag *d) 
     for (m = o->P.m_off; m < m1; m++) {
         const int64_t p = pos + m, lo = W > 0 && p + 1 - W > 0 ? p + 1 - W : 0, len = p + 1 - lo;
         for (h = (int64_t)o->P.n_off * rep; h < ((int64_t)o->P.n_off + o->P.N_tile) * rep; h++) {
-            const int64_t g = h / rep;
-            float mx = -INFINITY, l = 0.0f;
+            float mx, l;
             amk__refvm_load_row(o->x[0], o->in[0]->dtype, (m * nh + h) * hd, hd, q);
-            for (j = 0; j < len; j++) {
-                amk__refvm_load_row(o->x[1], o->in[1]->dtype, ((lo + j) * nkv + g) * hd, hd, row);
-                s[j] = o->P.scale * amk__refvm_dot(q, row, hd);
-                if (s[j] > mx) mx = s[j];
-            }
-            for (e = 0; e < hd; e++) acc[e] = 0.0f;
-            for (j = 0; j < len; j++) {
-                float pj = expf(s[j] - mx);
-                l += pj;
-                amk__refvm_load_row(o->x[2], o->in[2]->dtype, ((lo + j) * nkv + g) * hd, hd, row);
-                for (e = 0; e < hd; e++) acc[e] += pj * row[e];
-            }
+            amk__ref_attn_head(o, q, h / rep, lo, len, -1, NULL, NULL, s, row, acc, &mx, &l);
             for (e = 0; e < hd; e++) AMK__OUT(o, (m * nh + h) * hd + e, acc[e] / l);
         }
     }
