@@ -1108,22 +1108,24 @@ AMK__FN int amk__lb_mlp_one_step(amk__lb *b, amk__lb_layer *ly, int *n_d) {
     return c_d;
 }
 
-/* The two-step MLP into act.i [1, I] ad: fused, RMSNORM_SWIGLU tiles (norm, gate/up, SiLU * up);
-   spec, hn.i [1, H] = RMSNORM(h), gate.i and up.i [1, I] GEMV tiles, SILU_MUL. Then x.(i+1) =
-   h + down tiles. Returns the counter that marks x.(i+1) complete (its producers in *n_d), or -1. */
+/* The two-step MLP into act.i [R, I] ad: fused decode, RMSNORM_SWIGLU tiles (norm, gate/up, SiLU *
+   up); spec and prefill, hn.i [R, H] = RMSNORM(h), gate.i and up.i [R, I] GEMV tiles, SILU_MUL
+   (why for a prefill chunk: GEMV tiles of several rows run on the tensor cores, the fused tiles a
+   row a pass over W on the CUDA cores). Then x.(i+1) = h + down tiles. Returns the counter that
+   marks x.(i+1) complete (its producers in *n_d), or -1. */
 AMK__FN int amk__lb_mlp_two_steps(amk__lb *b, amk__lb_layer *ly, int *n_d) {
     const int H = b->c->hidden, I = b->c->intermediate, i = ly->i, ad = b->o.act_dtype;
     int a = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, b->R, I, 0, 2, NULL, "act.%d", i), c_a, n_a, ins[4];
-    if (b->plan.fused) {
+    if (b->plan.fused && b->R == 1) {
         c_a = amk_program_add_counter(b->p, "gate/up tiles");
         ins[0] = ly->h; ins[1] = ly->w_fn; ins[2] = ly->w_g; ins[3] = ly->w_u;
         n_a = amk__lb_tiles(b, AMK_OP_RMSNORM_SWIGLU, ins, 4, 2, a, c_a, I, H, amk__lb_tile_rows(I, b->o.num_sms),
                             &ly->c_o, &ly->n_o, 1, "gate/up", i);
         if (n_a < 0) return -1;
     } else {
-        int hn = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, H, 0, 2, NULL, "hn.%d", i);
-        int g = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "gate.%d", i);
-        int u = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, 1, I, 0, 2, NULL, "up.%d", i);
+        int hn = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, b->R, H, 0, 2, NULL, "hn.%d", i);
+        int g = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, b->R, I, 0, 2, NULL, "gate.%d", i);
+        int u = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, b->R, I, 0, 2, NULL, "up.%d", i);
         int c_n2 = amk_program_add_counter(b->p, "ffn norm"), c_g, c_u, n_g, n_u, wc[2], wn[2], rows;
         char label[64];
         c_g = amk_program_add_counter(b->p, "gate tiles"); c_u = amk_program_add_counter(b->p, "up tiles");

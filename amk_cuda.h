@@ -74,6 +74,16 @@ AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_k
    on this device, e.g. head_dim > 256), REJECTED, INVALID_ARG, OUT_OF_MEMORY. */
 AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size_t image_size,
                                    amk_cuda **out, amk_diag *d);
+/* amk_cuda_create for a program that reads and writes some of another runtime's buffers in place
+   (a prefill program beside the decode step, over one set of weights and KV caches): share (NULL:
+   nothing shared) holds an entry a buffer of p, base's buffer that p's buffer is, or -1 for one of
+   its own. A shared buffer must have the dtype and byte size of base's and sit on no page of p;
+   the new runtime's arena leaves it out and never zeroes it. base must outlive the new runtime, and
+   the two must not run at once (each amk_cuda_run waits for its launch, so calls from one thread
+   never overlap). Errors: those of amk_cuda_create; INVALID_ARG for a share that does not match. */
+AMK_API amk_result amk_cuda_create_shared(const amk_program *p, const void *image, size_t image_size,
+                                          const amk_cuda *base, const int *share, amk_cuda **out,
+                                          amk_diag *d);
 /* Copies nbytes (exactly the buffer's size in its dtype, else AMK_ERR_MISMATCH) between host
    memory and a buffer's device storage. Synchronous: done when it returns, after every launch of
    c before it, and seen by every launch after it (so are the parameter updates below). Weights,
@@ -354,6 +364,10 @@ struct amk_cuda {
     uint32_t launch_epoch;
     int64_t smem_bytes;
     uint64_t *buf_off;          /* [n_buffers] offset of each buffer's storage in the arena */
+    /* amk_cuda_create_shared: the runtime whose buffers this one's use in place, and per buffer
+       that runtime's buffer or -1 (NULL: none shared) */
+    const amk_cuda *base;
+    int32_t *shared;
     int64_t *buf_bytes;         /* [n_buffers] its size in its dtype */
     amk_buffer_t *bufs;         /* [n_buffers] host copy of the device buffer table */
     amk_instruction_t *ins;     /* [n_tasks] host copy of the instruction table */
@@ -870,7 +884,7 @@ AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d
         for (b = 0; b < p->n_buffers; b++) {
             if (p->buffers[b].kind != kind_order[k] && !(k == 5 && (p->buffers[b].kind < 0 || p->buffers[b].kind >= AMK_KIND_COUNT)))
                 continue;
-            if (n_pages > 0 && p->buffer_page[b] >= 0) continue;
+            if ((n_pages > 0 && p->buffer_page[b] >= 0) || (c->shared && c->shared[b] >= 0)) continue;
             if (!amk__cuda_reserve(&top, (uint64_t)c->buf_bytes[b], &c->buf_off[b])) goto overflow;
         }
     for (pg = 0; pg < n_pages; pg++)
@@ -1059,7 +1073,8 @@ AMK__FN amk_result amk__cuda_fits(amk_cuda *c, const amk_program *p, amk_diag *d
     int b;
     if (c->api.MemGetInfo(&free_b, &total_b) != AMK__CUDA_SUCCESS) return AMK_OK; /* why: cuMemAlloc still says */
     for (b = 0; b < p->n_buffers; b++)
-        if (p->buffers[b].kind == AMK_KIND_KV_CACHE && c->buf_bytes[b] > 0) kv += (uint64_t)c->buf_bytes[b];
+        if (p->buffers[b].kind == AMK_KIND_KV_CACHE && c->buf_bytes[b] > 0 && !(c->shared && c->shared[b] >= 0))
+            kv += (uint64_t)c->buf_bytes[b];
     if (kv > (uint64_t)total_b)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "the KV caches need %.1f GB, more than device %s's %.1f GB; use a "
                          "smaller context (--ctx)", (double)kv / 1e9, c->info.device_name, (double)total_b / 1e9);
@@ -1146,7 +1161,9 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
        host, resolved into the contexts the device reads */
     bt = c->bufs = (amk_buffer_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(amk_buffer_t));
     if (!bt) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
-    for (i = 0; i < p->n_buffers; i++) amk_buffer_descriptor(&p->buffers[i], c->arena + c->buf_off[i], &bt[i]);
+    for (i = 0; i < p->n_buffers; i++)
+        amk_buffer_descriptor(&p->buffers[i], c->shared && c->shared[i] >= 0 ? c->base->bufs[c->shared[i]].ptr
+                                                                             : c->arena + c->buf_off[i], &bt[i]);
     c->no_prefetch = p->has_config && p->config.pipelining_depth == 0;
     for (i = 0; i < p->n_tasks; i++) {
         amk_task_instruction(&p->tasks[i], &c->ins[i]);
@@ -1184,10 +1201,35 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     return AMK_OK;
 }
 
-/* amk_cuda_create without amk_program_validate (the memory-safety checks still run): the test
-   suite uses it to launch programs validate would refuse (a wait that can never be met). */
-AMK__FN amk_result amk__cuda_create_unchecked(const amk_program *p, const void *image,
-                                             size_t image_size, amk_cuda **out, amk_diag *d) {
+/* amk_cuda_create_shared's check of share (one entry a buffer of p, or NULL) against base. */
+AMK__FN amk_result amk__cuda_check_share(const amk_program *p, const amk_cuda *base, const int *share, amk_diag *d) {
+    int b;
+    if (!share) return AMK_OK;
+    if (!base || !base->bufs) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_create_shared: no runtime to share with");
+    for (b = 0; b < p->n_buffers; b++) {
+        const int j = share[b];
+        if (j < 0) continue;
+        if (j >= base->n_buffers)
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_create_shared: buffer %d ('%s') is shared with buffer "
+                             "%d, which the other runtime lacks (it has %d)", b, p->buffers[b].name, j, base->n_buffers);
+        if (base->bufs[j].dtype != p->buffers[b].dtype || base->buf_bytes[j] != amk__buffer_nbytes(&p->buffers[b]))
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_create_shared: buffer %d ('%s', %s, %lld bytes) is "
+                             "shared with buffer %d of %s and %lld bytes", b, p->buffers[b].name,
+                             amk_dtype_name(p->buffers[b].dtype), (long long)amk__buffer_nbytes(&p->buffers[b]), j,
+                             amk_dtype_name(base->bufs[j].dtype), (long long)base->buf_bytes[j]);
+        if (p->has_pages && p->buffer_page && p->buffer_page[b] >= 0)
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_create_shared: buffer %d ('%s') sits on page %d: a "
+                             "shared buffer cannot", b, p->buffers[b].name, p->buffer_page[b]);
+    }
+    return AMK_OK;
+}
+
+/* amk_cuda_create without amk_program_validate (the memory-safety checks still run), with p's
+   buffers that share names (NULL: none) in base (amk_cuda_create_shared): amk_llm uses it for
+   programs it lowered itself, the test suite to launch programs validate would refuse (a wait
+   that can never be met). */
+AMK__FN amk_result amk__cuda_create_from(const amk_program *p, const void *image, size_t image_size,
+                                         const amk_cuda *base, const int *share, amk_cuda **out, amk_diag *d) {
     amk_cuda *c;
     amk_result r;
     int i, num_sms = 0, n_dev = 0;
@@ -1195,6 +1237,7 @@ AMK__FN amk_result amk__cuda_create_unchecked(const amk_program *p, const void *
     if (!p || !image || !image_size || !out) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_create: NULL or empty argument");
     if (p->n_tasks < 0 || p->n_buffers < 0 || p->n_counters < 0)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_create: negative counts");
+    if ((r = amk__cuda_check_share(p, base, share, d)) != AMK_OK) return r;
     for (i = 0; i < p->n_tasks; i++)
         if (p->tasks[i].sm + 1 > num_sms) num_sms = p->tasks[i].sm + 1;
     if (p->has_target) {
@@ -1219,7 +1262,13 @@ AMK__FN amk_result amk__cuda_create_unchecked(const amk_program *p, const void *
     c->queue_off = (int32_t *)amk__calloc((size_t)num_sms + 1, sizeof(int32_t));
     c->queue_pos = (int32_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(int32_t));
     c->ctxs = (amk_vm_ctx_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(amk_vm_ctx_t));
-    if (!c->buf_off || !c->buf_bytes || !c->ins || !c->queue || !c->queue_off || !c->queue_pos || !c->ctxs) {
+    if (share) {
+        c->base = base;
+        c->shared = (int32_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(int32_t));
+        if (c->shared)
+            for (i = 0; i < p->n_buffers; i++) c->shared[i] = share[i] < 0 ? -1 : share[i];
+    }
+    if ((share && !c->shared) || !c->buf_off || !c->buf_bytes || !c->ins || !c->queue || !c->queue_off || !c->queue_pos || !c->ctxs) {
         amk_cuda_free(c);
         return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     }
@@ -1262,10 +1311,15 @@ fail:
     return r;
 }
 
+AMK__FN amk_result amk__cuda_create_unchecked(const amk_program *p, const void *image, size_t image_size,
+                                             amk_cuda **out, amk_diag *d) {
+    return amk__cuda_create_from(p, image, image_size, NULL, NULL, out, d);
+}
+
 /* ---- public functions --------------------------------------------------------------------------- */
 
-AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size_t image_size,
-                                   amk_cuda **out, amk_diag *d) {
+AMK_API amk_result amk_cuda_create_shared(const amk_program *p, const void *image, size_t image_size,
+                                          const amk_cuda *base, const int *share, amk_cuda **out, amk_diag *d) {
     amk_report rep;
     amk_result r;
     if (out) *out = NULL;
@@ -1291,7 +1345,12 @@ AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size
     }
     amk_report_free(&rep);
     if (r == AMK_ERR_OUT_OF_MEMORY) return amk__fail(d, r, "out of memory validating the program");
-    return amk__cuda_create_unchecked(p, image, image_size, out, d);
+    return amk__cuda_create_from(p, image, image_size, base, share, out, d);
+}
+
+AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size_t image_size,
+                                   amk_cuda **out, amk_diag *d) {
+    return amk_cuda_create_shared(p, image, image_size, NULL, NULL, out, d);
 }
 
 AMK_API void amk_cuda_free(amk_cuda *c) {
@@ -1315,6 +1374,7 @@ AMK_API void amk_cuda_free(amk_cuda *c) {
     if (c->lib) dlclose(c->lib);
 #endif
     amk__free(c->buf_off);
+    amk__free(c->shared);
     amk__free(c->buf_bytes);
     amk__free(c->bufs);
     amk__free(c->ins);
@@ -1351,8 +1411,8 @@ AMK__FN amk_result amk__cuda_copy(amk_cuda *c, int id, void *host, size_t nbytes
     if ((r = amk__cuda_check_copy(c, id, host, nbytes, up, d)) != AMK_OK) return r;
     if (!nbytes) return AMK_OK;
     if ((r = amk__cuda_enter(c, d)) != AMK_OK) return r;
-    cr = up ? amk__cuda_h2d(c, c->arena + c->buf_off[id], host, nbytes)
-            : amk__cuda_d2h(c, host, c->arena + c->buf_off[id], nbytes);
+    cr = up ? amk__cuda_h2d(c, c->bufs[id].ptr, host, nbytes)
+            : amk__cuda_d2h(c, host, c->bufs[id].ptr, nbytes);
     amk__cuda_leave(c);
     return cr == AMK__CUDA_SUCCESS ? AMK_OK : amk__cuda_err(c, d, cr, up ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync");
 }
@@ -1525,9 +1585,9 @@ AMK__FN amk_result amk__cuda_launch(amk_cuda *c, amk_program_t *prog, int steps,
         chain.blocks = c->chain_blocks;
         chain.feeder = c->chain_feeder;
         chain.base = c->chain_base;
-        chain.next = c->arena + c->buf_off[c->chain.next_buf];
-        chain.token = c->arena + c->buf_off[c->chain.token_buf];
-        chain.pos = c->arena + c->buf_off[c->chain.pos_buf];
+        chain.next = c->bufs[c->chain.next_buf].ptr;
+        chain.token = c->bufs[c->chain.token_buf].ptr;
+        chain.pos = c->bufs[c->chain.pos_buf].ptr;
         chain.tokens = c->chain_dev;
         c->chain_base += (uint32_t)steps - 1u; /* the joins once the launch completes (else all is zeroed) */
     }
@@ -1631,14 +1691,14 @@ AMK__FN amk_result amk__cuda_run_io(amk_cuda *c, const amk_cuda_in *in, int n_in
     for (i = 0, off = 0; i < n_in; off += amk__pad16(in[i].nbytes), i++) {
         if (!in[i].nbytes) continue;
         memcpy(c->host_io + off, in[i].host, in[i].nbytes);
-        AMK__CU_GOTO(MemcpyHtoDAsync(c->arena + c->buf_off[in[i].buffer_id], c->host_io + off, in[i].nbytes, c->stream),
+        AMK__CU_GOTO(MemcpyHtoDAsync(c->bufs[in[i].buffer_id].ptr, c->host_io + off, in[i].nbytes, c->stream),
                      "cuMemcpyHtoDAsync (run_io)", done);
     }
     out_base = off; /* the outputs' staging follows the inputs', the chain's tokens last */
     if ((r = amk__cuda_launch(c, &prog, steps, d)) != AMK_OK) goto done;
     for (i = 0; i < n_out; off += amk__pad16(out[i].nbytes), i++)
         if (out[i].nbytes)
-            AMK__CU_GOTO(MemcpyDtoHAsync(c->host_io + off, c->arena + c->buf_off[out[i].buffer_id], out[i].nbytes, c->stream),
+            AMK__CU_GOTO(MemcpyDtoHAsync(c->host_io + off, c->bufs[out[i].buffer_id].ptr, out[i].nbytes, c->stream),
                          "cuMemcpyDtoHAsync (run_io)", done);
     if (tok_bytes)
         AMK__CU_GOTO(MemcpyDtoHAsync(c->host_io + off, c->chain_dev, tok_bytes, c->stream), "cuMemcpyDtoHAsync (chain)", done);
@@ -1989,9 +2049,9 @@ AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *me
     for (i = 0; i < warmup + n; i++) {
         float ms = 0.0f;
         if (steps > 1) { /* the chain's start again: the last launch advanced the token and position */
-            AMK__CU_GOTO(MemcpyHtoDAsync(c->arena + c->buf_off[c->chain.token_buf], &c->chain_token0, 4, c->stream),
+            AMK__CU_GOTO(MemcpyHtoDAsync(c->bufs[c->chain.token_buf].ptr, &c->chain_token0, 4, c->stream),
                          "cuMemcpyHtoDAsync (chain start)", done);
-            AMK__CU_GOTO(MemcpyHtoDAsync(c->arena + c->buf_off[c->chain.pos_buf], &c->chain_pos0, 4, c->stream),
+            AMK__CU_GOTO(MemcpyHtoDAsync(c->bufs[c->chain.pos_buf].ptr, &c->chain_pos0, 4, c->stream),
                          "cuMemcpyHtoDAsync (chain start)", done);
         }
         AMK__CU_GOTO(EventRecord(e0, c->stream), "cuEventRecord", done);

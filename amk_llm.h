@@ -44,10 +44,16 @@ typedef struct amk_llm_opts {
        AUTO runs on the reference VM and CUDA fails. */
     const void *device_image;
     size_t device_image_size;
-    double timeout_ms;    /* per GPU step; <= 0: 10 s */
+    double timeout_ms;    /* per GPU launch (a step, a prefill chunk); <= 0: 10 s */
+    /* The prompt (amk_llm_prefill) on the GPU backend: chunks of this many tokens through a
+       prefill program beside the decode step (amk_llama_build_opts.prefill_rows), sharing its
+       weights and KV caches; 0 (default) AMK_LLM_PREFILL_ROWS, at most the context; -1 none (the
+       prompt goes through the decode step a token at a time, as on the reference VM). */
+    int prefill_rows;
     /* Called while weights load (what: "weights", done/total in bytes; then for a folded step,
        what: "fold", done/total in rows of W_fold computed: amk_llama_build's qkv_fold). May be NULL. */
     void (*progress)(void *user, const char *what, uint64_t done, uint64_t total);
+    /* (amk_llm_prefill also calls it, what: "prompt", done/total in tokens) */
     void *progress_user;
 } amk_llm_opts;
 
@@ -105,6 +111,24 @@ AMK_API const char *amk_llm_note(const amk_llm *m);
    outside the vocabulary: AMK_ERR_RUNTIME. */
 AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **logits, int *argmax,
                                 amk_diag *d);
+/* Runs the prompt tokens[0..n) at positions pos..pos + n - 1, as n amk_llm_step calls would: the
+   KV cache gets their rows, *logits (logits may be NULL) and *argmax (may be NULL) those of the
+   last token. On the GPU backend with a prefill program (amk_llm_opts.prefill_rows) the tokens go
+   in chunks of its rows, a launch a chunk (a last chunk shorter than the rows padded, where the
+   padded rows fit the cache and the tokens fill AMK_LLM_PREFILL_PAD_PCT % of it, else a step a
+   token); otherwise a step a token. The padded rows write cache rows past the prompt, which
+   no later step reads before writing. Progress: amk_llm_opts.progress ("prompt", tokens done).
+   Arguments as amk_llm_step's (n >= 1; pos + n must fit the KV cache); the next position becomes
+   pos + n. */
+AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos, const float **logits,
+                                   int *argmax, amk_diag *d);
+/* The rows of a prefill chunk amk_llm_prefill runs; 0 when it runs the prompt a token at a time
+   (the reference VM, a config the prefill program does not take yet, prefill_rows -1). */
+AMK_API int amk_llm_prefill_rows(const amk_llm *m);
+/* The prefill program and its GPU runtime (NULL when amk_llm_prefill_rows is 0): for timing a
+   chunk and its timeline (amk bench --prefill). */
+AMK_API const amk_program *amk_llm_prefill_program(const amk_llm *m);
+AMK_API amk_cuda *amk_llm_prefill_cuda(amk_llm *m);
 /* Greedy decode of n tokens in order from token at position pos: tokens[i] gets the greedy token
    of the step at position pos + i, whose input is token (i = 0) or tokens[i - 1] (so tokens[n -
    1] has not been fed). On the GPU backend the n steps run in one launch (amk_cuda_run_chain: no
@@ -322,6 +346,7 @@ typedef struct amk__llm_backend {
     amk_result (*open)(amk_llm *m, amk_diag *d); /* m->state for m->prog; left NULL on failure */
     void (*close)(amk_llm *m);             /* frees m->state (NULL too) */
     amk_cuda *(*cuda)(const amk_llm *m);   /* amk_llm_cuda: the CUDA runtime or NULL */
+    amk_cuda *(*cuda_prefill)(const amk_llm *m); /* amk_llm_prefill_cuda's; NULL: the backend runs no prefill program */
     /* Writes buffer id whole: write_begin points *host at *nbytes bytes to fill (in: the buffer's
        size; out: the size the backend holds), write_end puts them into the buffer when keep and lets
        go of *host. write_begin fills no diag, the caller naming the buffer: AMK_ERR_INVALID_ARG when
@@ -341,6 +366,11 @@ typedef struct amk__llm_backend {
     /* n >= 2 greedy steps at once (amk_llm_generate, arguments checked, a program without per-step
        params). NULL, or AMK_ERR_UNSUPPORTED before anything ran: amk_llm_generate steps them one by one. */
     amk_result (*generate)(amk_llm *m, int token, int pos, int n, int *tokens, amk_diag *d);
+    /* One chunk of the prefill program m->pre (amk_llm_prefill, arguments checked): tokens and pos
+       its m->pre_rows inputs, last the row whose logits (at least when want_logits) and greedy
+       token it makes. NULL: the backend runs no prefill program (amk__llm_backend_open drops it). */
+    amk_result (*prefill)(amk_llm *m, const int32_t *tokens, const int32_t *pos, int32_t last, int want_logits,
+                          int *argmax, amk_diag *d);
 } amk__llm_backend;
 
 struct amk_llm {
@@ -351,7 +381,17 @@ struct amk_llm {
     int n_weights;
     int *entry_of;            /* [n_buffers]: a buffer's entry in weights, or -1 */
     int kv_window;            /* the KV rows of each split (amk__llama_set_pos) */
-    char note[160];           /* amk_llm_note */
+    /* The prefill program (amk__llm_build_prefill; NULL: the prompt goes a token at a time) and its
+       weight plan; pre_share[b]: the step's buffer that its buffer b is (weights of the same layout,
+       the KV caches), or -1 for one of its own (loaded by its plan: ids past the step's buffers,
+       amk__llm_buffer). Its inputs and outputs, and its rows. */
+    amk_program *pre;
+    amk_weight_entry *pre_weights;
+    int pre_n_weights;
+    int *pre_share;
+    int32_t *pre_io;          /* [2 * pre_rows] a chunk's tokens and positions */
+    int pre_rows, pre_token, pre_pos, pre_last, pre_logits, pre_next;
+    char note[320];           /* amk_llm_note */
     amk_model *model;         /* NULL for random weights */
     amk_tokenizer *tok;       /* NULL for random weights */
     const amk__llm_backend *backend; /* NULL until amk__llm_backend_open */
@@ -362,6 +402,25 @@ struct amk_llm {
     int next_pos;             /* the KV cache holds rows [0, next_pos): a step may be at next_pos or before */
     float *logits;            /* [vocab] host copy handed to the caller */
 };
+
+/* Buffer id of m's one id space: the step's buffer id, or past the step's buffers the prefill
+   program's buffer id - prog->n_buffers (its own weights, which the loader fills by its plan). */
+AMK__FN const amk_buffer *amk__llm_buffer(const amk_llm *m, int id) {
+    return id < m->prog->n_buffers ? &m->prog->buffers[id] : &m->pre->buffers[id - m->prog->n_buffers];
+}
+
+/* Frees the prefill program: the prompt then runs a token at a time. */
+AMK__FN void amk__llm_drop_prefill(amk_llm *m) {
+    amk_program_free(m->pre);
+    amk__free(m->pre_weights);
+    amk__free(m->pre_share);
+    amk__free(m->pre_io);
+    m->pre_io = NULL;
+    m->pre = NULL;
+    m->pre_weights = NULL;
+    m->pre_share = NULL;
+    m->pre_n_weights = m->pre_rows = 0;
+}
 
 /* ---- backend: reference VM -------------------------------------------------------------------- */
 /* m->state: the amk_refvm. Buffers live in host memory: weights are written in place. */
@@ -476,9 +535,9 @@ AMK__FN amk_result amk__llm_refvm_step(amk_llm *m, int token, int pos, int want_
 }
 
 static const amk__llm_backend amk__llm_refvm_backend = {
-    "cpu", amk__llm_refvm_open, amk__llm_refvm_close, amk__llm_refvm_cuda, amk__llm_refvm_write_begin,
+    "cpu", amk__llm_refvm_open, amk__llm_refvm_close, amk__llm_refvm_cuda, NULL /* cuda_prefill */, amk__llm_refvm_write_begin,
     amk__llm_refvm_write_end, amk__llm_refvm_read_f32, amk__llm_refvm_zero, NULL /* random_weight */,
-    amk__llm_refvm_step, NULL /* generate */
+    amk__llm_refvm_step, NULL /* generate */, NULL /* prefill */
 };
 
 /* ---- backend: CUDA ---------------------------------------------------------------------------- */
@@ -486,11 +545,36 @@ static const amk__llm_backend amk__llm_refvm_backend = {
 
 typedef struct amk__llm_cuda {
     amk_cuda *cuda;
+    amk_cuda *pre;            /* the prefill program's runtime (m->pre), sharing cuda's buffers, or NULL */
     int32_t *chain_tok;       /* [chain_cap] a chained launch's tokens */
     int chain_cap;
 } amk__llm_cuda;
 
 AMK__FN amk_cuda *amk__llm_cuda_of(const amk_llm *m) { return ((amk__llm_cuda *)m->state)->cuda; }
+AMK__FN amk_cuda *amk__llm_cuda_pre_of(const amk_llm *m) { return ((amk__llm_cuda *)m->state)->pre; }
+
+/* The runtime that holds buffer *id of m's one id space (amk__llm_buffer), *id made its own. */
+AMK__FN amk_cuda *amk__llm_cuda_holder(const amk_llm *m, int *id) {
+    amk__llm_cuda *s = (amk__llm_cuda *)m->state;
+    if (*id < m->prog->n_buffers) return s->cuda;
+    *id -= m->prog->n_buffers;
+    return s->pre;
+}
+
+/* The prefill program's runtime beside the step's, sharing its buffers (m->pre_share). why a
+   failure drops the prefill program instead of failing the open: the decode step alone runs
+   every prompt, a token at a time; the note says why. */
+AMK__FN void amk__llm_cuda_open_prefill(amk_llm *m, amk__llm_cuda *s) {
+    amk_diag dp;
+    amk_result r;
+    amk_diag_clear(&dp);
+    r = amk__cuda_create_from(m->pre, m->opts.device_image, m->opts.device_image_size, s->cuda, m->pre_share,
+                              &s->pre, &dp);
+    if (r == AMK_OK) return;
+    snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sthe prompt runs a token at a time (the "
+             "prefill program of %d rows does not load: %s)", m->note[0] ? "; " : "", m->pre_rows, dp.message);
+    amk__llm_drop_prefill(m);
+}
 
 AMK__FN amk_result amk__llm_cuda_open(amk_llm *m, amk_diag *d) {
     amk_cuda *c = NULL;
@@ -506,12 +590,14 @@ AMK__FN amk_result amk__llm_cuda_open(amk_llm *m, amk_diag *d) {
     }
     s->cuda = c;
     m->state = s;
+    if (m->pre) amk__llm_cuda_open_prefill(m, s);
     return AMK_OK;
 }
 
 AMK__FN void amk__llm_cuda_close(amk_llm *m) {
     amk__llm_cuda *s = (amk__llm_cuda *)m->state;
     if (!s) return;
+    amk_cuda_free(s->pre); /* why first: it uses the step's buffers */
     amk_cuda_free(s->cuda);
     amk__free(s->chain_tok);
     amk__free(s);
@@ -525,7 +611,8 @@ AMK__FN amk_result amk__llm_cuda_write_begin(amk_llm *m, int id, void **host, si
 }
 
 AMK__FN amk_result amk__llm_cuda_write_end(amk_llm *m, int id, void *host, size_t nbytes, int keep, amk_diag *d) {
-    const amk_result r = keep ? amk_cuda_upload(amk__llm_cuda_of(m), id, host, nbytes, d) : AMK_OK;
+    amk_cuda *c = amk__llm_cuda_holder(m, &id);
+    const amk_result r = keep ? amk_cuda_upload(c, id, host, nbytes, d) : AMK_OK;
     amk__free(host);
     return r;
 }
@@ -534,11 +621,14 @@ AMK__FN amk_result amk__llm_cuda_zero(amk_llm *m, int id, amk_diag *d) {
     return amk_cuda_fill_value(amk__llm_cuda_of(m), id, 0.0f, d);
 }
 
-/* why made on the device: no host copy of 16 GB for an 8B model's random weights */
+/* why made on the device: no host copy of 16 GB for an 8B model's random weights. A prefill
+   program's own weight (a layout the step lacks) gets values of its own: random weights are for
+   timing, and their numbers mean nothing. */
 AMK__FN amk_result amk__llm_cuda_random_weight(amk_llm *m, int id, float scale, amk_diag *d) {
-    amk_cuda *c = amk__llm_cuda_of(m);
     const uint64_t seed = m->opts.random_seed * 1000003u + (uint64_t)id;
-    return m->prog->buffers[id].rank == 2 ? amk_cuda_fill_random(c, id, seed, scale, d) : amk_cuda_fill_value(c, id, 1.0f, d);
+    const int rank = amk__llm_buffer(m, id)->rank;
+    amk_cuda *c = amk__llm_cuda_holder(m, &id);
+    return rank == 2 ? amk_cuda_fill_random(c, id, seed, scale, d) : amk_cuda_fill_value(c, id, 1.0f, d);
 }
 
 AMK__FN amk_result amk__llm_cuda_step(amk_llm *m, int token, int pos, int want_logits, int *argmax, amk_diag *d) {
@@ -590,10 +680,30 @@ AMK__FN amk_result amk__llm_cuda_generate(amk_llm *m, int token, int pos, int n,
     return r;
 }
 
+/* A chunk of the prefill program: its inputs up and its next token (and logits) down in one
+   wait (amk_cuda_run_io). */
+AMK__FN amk_result amk__llm_cuda_prefill(amk_llm *m, const int32_t *tokens, const int32_t *pos, int32_t last,
+                                         int want_logits, int *argmax, amk_diag *d) {
+    amk__llm_cuda *s = (amk__llm_cuda *)m->state;
+    const size_t rows = (size_t)m->pre_rows;
+    int32_t next = -1;
+    amk_cuda_in in[3];
+    amk_cuda_out out[2];
+    amk_result r;
+    in[0].buffer_id = m->pre_token; in[0].host = tokens; in[0].nbytes = rows * 4;
+    in[1].buffer_id = m->pre_pos; in[1].host = pos; in[1].nbytes = rows * 4;
+    in[2].buffer_id = m->pre_last; in[2].host = &last; in[2].nbytes = 4;
+    out[0].buffer_id = m->pre_next; out[0].host = &next; out[0].nbytes = 4;
+    out[1].buffer_id = m->pre_logits; out[1].host = m->logits; out[1].nbytes = (size_t)m->cfg.vocab * 4;
+    r = amk_cuda_run_io(s->pre, in, 3, out, want_logits ? 2 : 1, m->opts.timeout_ms, d);
+    if (r == AMK_OK && argmax) *argmax = next;
+    return r;
+}
+
 static const amk__llm_backend amk__llm_cuda_backend = {
-    "cuda", amk__llm_cuda_open, amk__llm_cuda_close, amk__llm_cuda_of, amk__llm_cuda_write_begin,
+    "cuda", amk__llm_cuda_open, amk__llm_cuda_close, amk__llm_cuda_of, amk__llm_cuda_pre_of, amk__llm_cuda_write_begin,
     amk__llm_cuda_write_end, NULL /* read_f32 */, amk__llm_cuda_zero, amk__llm_cuda_random_weight,
-    amk__llm_cuda_step, amk__llm_cuda_generate
+    amk__llm_cuda_step, amk__llm_cuda_generate, amk__llm_cuda_prefill
 };
 
 /* ---- choosing the backend --------------------------------------------------------------------- */
@@ -617,6 +727,7 @@ AMK__FN amk_result amk__llm_backend_open(amk_llm *m, amk_diag *d) {
         }
     }
     m->backend = &amk__llm_refvm_backend;
+    amk__llm_drop_prefill(m); /* why: the reference VM runs the prompt a token at a time */
     return m->backend->open(m, d);
 }
 
@@ -650,10 +761,16 @@ AMK_API int amk_llm_max_seq(const amk_llm *m) { return m ? m->max_seq : 0; }
 AMK_API amk_cuda *amk_llm_cuda(amk_llm *m) { return m ? m->backend->cuda(m) : NULL; }
 AMK_API const char *amk_llm_backend_name(const amk_llm *m) { return m ? m->backend->name : "cpu"; }
 AMK_API const char *amk_llm_note(const amk_llm *m) { return m ? m->note : ""; }
+AMK_API int amk_llm_prefill_rows(const amk_llm *m) { return m && m->pre ? m->pre_rows : 0; }
+AMK_API const amk_program *amk_llm_prefill_program(const amk_llm *m) { return m ? m->pre : NULL; }
+AMK_API amk_cuda *amk_llm_prefill_cuda(amk_llm *m) {
+    return m && m->pre && m->backend->cuda_prefill ? m->backend->cuda_prefill(m) : NULL;
+}
 
 AMK_API void amk_llm_close(amk_llm *m) {
     if (!m) return;
     if (m->backend) m->backend->close(m);
+    amk__llm_drop_prefill(m);
     amk__free(m->step_tasks);
     amk__free(m->weights);
     amk__free(m->entry_of);
@@ -662,6 +779,74 @@ AMK_API void amk_llm_close(amk_llm *m) {
     amk_model_close(m->model);
     amk__free(m->logits);
     amk__free(m);
+}
+
+/* Step buffer b2 of the step's plan is prefill buffer b of plan entry e: the same name, dtype, size
+   and layout (a weight the step transposes or folds is not). */
+AMK__FN int amk__llm_same_buffer(const amk_llm *m, int b, const amk_weight_entry *e, int b2) {
+    const amk_buffer *x = &m->pre->buffers[b], *y = &m->prog->buffers[b2];
+    const amk_weight_entry *f = b2 >= 0 && m->entry_of[b2] >= 0 ? &m->weights[m->entry_of[b2]] : NULL;
+    if (x->kind != y->kind || x->dtype != y->dtype || amk__buffer_nbytes(x) != amk__buffer_nbytes(y)) return 0;
+    if (x->kind != AMK_KIND_WEIGHT) return 1;
+    return e && f && e->transform == f->transform && e->heads == f->heads && x->source && y->source &&
+           strcmp(x->source, y->source) == 0;
+}
+
+/* The prefill program of m's model beside its step (m->pre): a chunk of opts.prefill_rows tokens
+   (0: AMK_LLM_PREFILL_ROWS), at most the step's context; its weights and KV caches the step's
+   where they are the same buffers (pre_share), the rest its own. A config the prefill program does
+   not take (AMK_ERR_UNSUPPORTED: Qwen2's biases, Qwen3's norms, the spec's opcodes) leaves it out,
+   with a note: the prompt then runs a token at a time. */
+AMK__FN amk_result amk__llm_build_prefill(amk_llm *m, amk_diag *d) {
+    amk_llama_build_opts bo = m->opts.build;
+    amk_llama_step st;
+    amk_diag dp;
+    amk_result r;
+    int b, rows = m->opts.prefill_rows > 0 ? m->opts.prefill_rows : AMK_LLM_PREFILL_ROWS;
+    if (rows > m->max_seq) rows = m->max_seq;
+    bo.prefill_rows = rows;
+    bo.max_seq = m->max_seq;
+    amk_diag_clear(&dp);
+    r = amk__llama_build_step(&m->cfg, &bo, 1, 1, &st, NULL, &dp);
+    if (r == AMK_ERR_UNSUPPORTED) {
+        snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sthe prompt runs a token at a time (%s)",
+                 m->note[0] ? "; " : "", dp.message);
+        return AMK_OK;
+    }
+    if (r != AMK_OK) {
+        if (d) *d = dp;
+        return r;
+    }
+    m->pre = st.program;
+    m->pre_weights = st.weights;
+    m->pre_n_weights = st.n_weights;
+    m->pre_rows = rows;
+    m->pre_share = (int *)amk__malloc((size_t)(m->pre->n_buffers > 0 ? m->pre->n_buffers : 1) * sizeof(int));
+    m->pre_io = (int32_t *)amk__malloc((size_t)rows * 2 * sizeof(int32_t));
+    if (!m->pre_share || !m->pre_io) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    for (b = 0; b < m->pre->n_buffers; b++) {
+        const amk_buffer *x = &m->pre->buffers[b];
+        const amk_weight_entry *e = NULL;
+        int k, b2;
+        m->pre_share[b] = -1;
+        if (x->kind != AMK_KIND_WEIGHT && x->kind != AMK_KIND_KV_CACHE) continue;
+        for (k = 0; k < m->pre_n_weights; k++)
+            if (m->pre_weights[k].buffer == b) e = &m->pre_weights[k];
+        b2 = amk_program_find_buffer(m->prog, x->name);
+        if (b2 >= 0 && amk__llm_same_buffer(m, b, e, b2)) m->pre_share[b] = b2;
+        else if (x->kind == AMK_KIND_KV_CACHE) /* why never met: both programs come from one builder */
+            return amk__fail(d, AMK_ERR_MISMATCH, "the prefill program's '%s' is not the step's", x->name);
+        else if (!e)
+            return amk__fail(d, AMK_ERR_MISMATCH, "the prefill program's weight plan has no entry for '%s'", x->name);
+    }
+    m->pre_token = amk_program_find_buffer(m->pre, "token");
+    m->pre_pos = amk_program_find_buffer(m->pre, "pos");
+    m->pre_last = amk_program_find_buffer(m->pre, "last");
+    m->pre_logits = amk_program_find_buffer(m->pre, "logits");
+    m->pre_next = amk_program_find_buffer(m->pre, "next_token");
+    if (m->pre_token < 0 || m->pre_pos < 0 || m->pre_last < 0 || m->pre_logits < 0 || m->pre_next < 0)
+        return amk__fail(d, AMK_ERR_MISMATCH, "the prefill program lacks an input or output");
+    return AMK_OK;
 }
 
 /* Builds and lowers the step of m->cfg and opens its backend. */
@@ -673,9 +858,12 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     if (m->opts.build.max_seq > 0 && m->cfg.max_pos > 0 && m->opts.build.max_seq > m->cfg.max_pos)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "a context of %d tokens is longer than the model's context of %d "
                          "(max_position_embeddings or context_length)", m->opts.build.max_seq, m->cfg.max_pos);
-    if (m->opts.build.prefill_rows != 0) /* why: amk_llm runs its step a token at a time */
-        return amk__fail(d, AMK_ERR_INVALID_ARG, "build.prefill_rows = %d: amk_llm runs the decode step (a prefill "
-                         "program comes from amk_llama_build; amk_llm does not run one yet)", m->opts.build.prefill_rows);
+    if (m->opts.build.prefill_rows != 0) /* why: build is the decode step's; the prompt's program has its own option */
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "build.prefill_rows = %d: amk_llm builds the decode step from build "
+                         "(its prefill program's rows are amk_llm_opts.prefill_rows)", m->opts.build.prefill_rows);
+    if (m->opts.prefill_rows < -1)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "prefill_rows = %d (-1: none, 0: AMK's choice, or the rows of a "
+                         "chunk)", m->opts.prefill_rows);
     if (m->model && m->opts.weights_as_stored && !m->opts.build.weight_dtype_of)
         amk_llama_build_opts_stored(&m->opts.build, m->model);
     {
@@ -711,6 +899,9 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     for (i = 0; i < m->prog->n_tasks; i++) /* the tasks amk_llama_set_pos changes */
         if (m->prog->tasks[i].op == AMK_OP_KV_APPEND || m->prog->tasks[i].op == AMK_OP_ATTENTION_TILE)
             m->step_tasks[m->n_step_tasks++] = i;
+    if (m->opts.backend != AMK_BACKEND_CPU && m->opts.prefill_rows >= 0 && m->opts.device_image &&
+        (r = amk__llm_build_prefill(m, d)) != AMK_OK)
+        return r;
     return amk__llm_backend_open(m, d);
 }
 
@@ -925,57 +1116,64 @@ AMK__FN void amk__llm_random_blocks(uint8_t *dst, int t, int64_t n, float var, a
     }
 }
 
-/* Fills every WEIGHT buffer by the step's weight plan: from the model file, or random (seeded)
-   when m->model is NULL. */
+/* Makes weight id (m's one id space, amk__llm_buffer) by its plan entry e: from the model file,
+   random by the backend where it makes them, else random (rng) on the host. */
+AMK__FN amk_result amk__llm_load_weight(amk_llm *m, int id, const amk_weight_entry *e, amk__rng *rng, amk_diag *d) {
+    const amk_buffer *b = amk__llm_buffer(m, id);
+    size_t nb = (size_t)amk__buffer_nbytes(b);
+    void *dst;
+    amk_result r = AMK_OK, w;
+    /* why: uniform in +-sqrt(3)/sqrt(K) has variance 1/K, so each output has unit variance
+       (K: HF's in-features, shape[0] of a transposed weight) */
+    const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[e->transform == AMK_WEIGHT_TRANSPOSED ? 0 : 1]) : 0.0f;
+    /* random weights made by the backend (the GPU's fill makes block formats too: random bytes,
+       scales set from scale; amk_cuda_fill_random) */
+    if (!m->model && m->backend->random_weight) return m->backend->random_weight(m, id, scale, d);
+    if ((w = m->backend->write_begin(m, id, &dst, &nb)) == AMK_ERR_OUT_OF_MEMORY)
+        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
+    if (w != AMK_OK) return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
+    if (m->model) {
+        r = amk_model_tensor_read(m->model, b->source, b->dtype, dst, nb, d);
+        if (r == AMK_OK) r = amk__llm_weight_layout(b, e, dst, nb, d);
+    } else {
+        int64_t n = amk_buffer_numel(b), j;
+        if (amk_dtype_is_block(b->dtype)) amk__llm_random_blocks((uint8_t *)dst, b->dtype, n, scale * scale / 3.0f, rng);
+        else
+            for (j = 0; j < n; j++) amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(rng) * scale : 1.0f);
+        r = amk__llm_weight_layout(b, e, dst, nb, d); /* why: the same model as the spec_ops step for one seed */
+    }
+    w = m->backend->write_end(m, id, dst, nb, r == AMK_OK, d);
+    return r == AMK_OK ? w : r;
+}
+
+/* Fills every WEIGHT buffer by the step's weight plan, then the prefill program's own weights (the
+   layouts the step lacks) by its plan: from the model file, or random (seeded) when m->model is
+   NULL. */
 AMK__FN amk_result amk__llm_load_weights(amk_llm *m, amk_diag *d) {
     /* W_cat.i of a folded step is derived from the other weights, so it comes after them (not
        with random weights the backend makes, the GPU's: those are made like any other matrix, the
        step's numbers then meaning nothing, as every random weight's; for timing only) */
     const int derive = m->model || !m->backend->random_weight;
+    const int n_all = m->n_weights + m->pre_n_weights;
     uint64_t total = 0, done = 0, fold_total = 0, fold_done = 0;
     int k;
     amk__rng rng;
-    for (k = 0; k < m->n_weights; k++) {
-        const amk_buffer *b = &m->prog->buffers[m->weights[k].buffer];
-        if (derive && m->weights[k].transform == AMK_WEIGHT_QKV_FOLD) fold_total += (uint64_t)m->cfg.intermediate; /* rows of W_fold */
-        else total += (uint64_t)amk__buffer_nbytes(b);
+    for (k = 0; k < n_all; k++) { /* entry k: the step's, then the prefill program's own */
+        const int pre = k >= m->n_weights;
+        const amk_weight_entry *e = pre ? &m->pre_weights[k - m->n_weights] : &m->weights[k];
+        if (pre && m->pre_share[e->buffer] >= 0) continue;
+        if (derive && e->transform == AMK_WEIGHT_QKV_FOLD) fold_total += (uint64_t)m->cfg.intermediate; /* rows of W_fold */
+        else total += (uint64_t)amk__buffer_nbytes(amk__llm_buffer(m, e->buffer + (pre ? m->prog->n_buffers : 0)));
     }
     amk__rng_seed(&rng, m->opts.random_seed);
-    for (k = 0; k < m->n_weights; k++) {
-        const amk_weight_entry *e = &m->weights[k];
-        const int i = e->buffer;
-        const amk_buffer *b = &m->prog->buffers[i];
-        size_t nb = (size_t)amk__buffer_nbytes(b);
-        void *dst;
-        amk_result r = AMK_OK, w;
-        /* why: uniform in +-sqrt(3)/sqrt(K) has variance 1/K, so each output has unit variance
-           (K: HF's in-features, shape[0] of a transposed weight) */
-        const float scale = b->rank == 2 ? 1.7320508f / sqrtf((float)b->shape[e->transform == AMK_WEIGHT_TRANSPOSED ? 0 : 1]) : 0.0f;
-        if (derive && e->transform == AMK_WEIGHT_QKV_FOLD) continue;
-        /* random weights made by the backend (the GPU's fill makes block formats too: random
-           bytes, scales set from scale; amk_cuda_fill_random) */
-        if (!m->model && m->backend->random_weight) {
-            r = m->backend->random_weight(m, i, scale, d);
-        } else if ((w = m->backend->write_begin(m, i, &dst, &nb)) == AMK_ERR_OUT_OF_MEMORY) {
-            return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory staging '%s'", b->name);
-        } else if (w != AMK_OK) {
-            return amk__fail(d, AMK_ERR_INVALID_ARG, "no storage for weight '%s'", b->name);
-        } else {
-            if (m->model) {
-                r = amk_model_tensor_read(m->model, b->source, b->dtype, dst, nb, d);
-                if (r == AMK_OK) r = amk__llm_weight_layout(b, e, dst, nb, d);
-            } else {
-                int64_t n = amk_buffer_numel(b), j;
-                if (amk_dtype_is_block(b->dtype)) amk__llm_random_blocks((uint8_t *)dst, b->dtype, n, scale * scale / 3.0f, &rng);
-                else
-                    for (j = 0; j < n; j++) amk__store_f32(dst, b->dtype, j, b->rank == 2 ? amk__rng_sym(&rng) * scale : 1.0f);
-                r = amk__llm_weight_layout(b, e, dst, nb, d); /* why: the same model as the spec_ops step for one seed */
-            }
-            w = m->backend->write_end(m, i, dst, nb, r == AMK_OK, d);
-            if (r == AMK_OK) r = w;
-        }
-        if (r != AMK_OK) return r;
-        done += nb;
+    for (k = 0; k < n_all; k++) {
+        const int pre = k >= m->n_weights;
+        const amk_weight_entry *e = pre ? &m->pre_weights[k - m->n_weights] : &m->weights[k];
+        const int id = e->buffer + (pre ? m->prog->n_buffers : 0);
+        amk_result r;
+        if ((pre && m->pre_share[e->buffer] >= 0) || (derive && e->transform == AMK_WEIGHT_QKV_FOLD)) continue;
+        if ((r = amk__llm_load_weight(m, id, e, &rng, d)) != AMK_OK) return r;
+        done += (uint64_t)amk__buffer_nbytes(amk__llm_buffer(m, id));
         if (m->opts.progress) m->opts.progress(m->opts.progress_user, "weights", done, total);
     }
     for (k = 0; k < m->n_weights && derive; k++) {
@@ -1097,6 +1295,47 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
     if (r != AMK_OK) return r;
     m->next_pos = pos + 1; /* why also going back: the rows after pos held another prefix's keys */
     if (logits) *logits = m->logits;
+    return AMK_OK;
+}
+
+AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos, const float **logits,
+                                   int *argmax, amk_diag *d) {
+    int k = 0, i, R, top = -1;
+    amk_result r = AMK_OK;
+    if (!m || !tokens) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_prefill: NULL argument");
+    if (n < 1) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_prefill: n %d (a prompt has a token at least)", n);
+    if (pos < 0 || pos > m->max_seq - n)
+        return amk__fail(d, AMK_ERR_RUNTIME, "context of %lld tokens is longer than the KV cache (%d); use a larger --ctx",
+                         (long long)pos + n, m->max_seq);
+    for (i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab)
+            return amk__fail(d, AMK_ERR_RUNTIME, "prompt token %d: id %d is outside the vocabulary (%d)", i, tokens[i],
+                             m->cfg.vocab);
+    if (pos > m->next_pos) return amk__llm_skips(m, "amk_llm_prefill", pos, d);
+    R = m->pre ? m->pre_rows : 0;
+    while (k < n && r == AMK_OK) {
+        const int left = n - k, p0 = pos + k;
+        /* a chunk: whole, or the last one padded (where its rows fit the cache and it has tokens
+           enough to beat a step a token) */
+        if (R > 0 && (left >= R || ((int64_t)left * 100 >= (int64_t)R * AMK_LLM_PREFILL_PAD_PCT && p0 + R <= m->max_seq))) {
+            const int rows = left < R ? left : R;
+            int32_t *tp = m->pre_io;
+            for (i = 0; i < R; i++) { /* why the padding repeats the last token: any id in the vocabulary does */
+                tp[i] = tokens[k + (i < rows ? i : rows - 1)];
+                tp[R + i] = p0 + i;
+            }
+            r = m->backend->prefill(m, tp, tp + R, rows - 1, k + rows == n && logits != NULL, &top, d);
+            k += rows;
+        } else {
+            r = amk_llm_step(m, tokens[k], p0, k + 1 == n ? logits : NULL, &top, d);
+            k++;
+        }
+        if (r == AMK_OK) m->next_pos = pos + k; /* why also going back: as amk_llm_step */
+        if (r == AMK_OK && m->opts.progress) m->opts.progress(m->opts.progress_user, "prompt", (uint64_t)k, (uint64_t)n);
+    }
+    if (r != AMK_OK) return r;
+    if (logits) *logits = m->logits;
+    if (argmax) *argmax = top;
     return AMK_OK;
 }
 

@@ -111,6 +111,13 @@
    |                           |         | argmax pairs, one ARGMAX_COMBINE | SmolLM2; 0 is 0.1-0.9% slower      |              |
    |                           |         | after them; 0: an ARGMAX_PARTIAL |                                    |              |
    |                           |         | phase between                    |                                    |              |
+   | amk_llm (amk_llm.h)                                                                                                        |
+   | AMK_LLM_PREFILL_ROWS      | 128     | amk_llm's prefill chunk rows     | 8B at 512 tokens: chunks of 128,   | 363          |
+   |                           |         | (prefill_rows 0)                 | 256 and 512 within 2% (845, 854,   |              |
+   |                           |         |                                  | 865 ms); the smallest cache fits   |              |
+   | AMK_LLM_PREFILL_PAD_PCT   | 50      | the least share (%) of a chunk's | a chunk of 128 rows takes the time | 362          |
+   |                           |         | rows a padded last chunk fills   | of 44 steps on 8B (204 ms, 4.6 a   |              |
+   |                           |         | (less: a step a token)           | step), 48 on 1B, 72 on SmolLM2     |              |
 
    Not here: AMK_VM_CHAIN (amk_vm.cuh) selects which kernel an image holds (amk_vm_main or
    amk_vm_chain; gpu.mk builds both, the host finds them by name): it names an image, it tunes
@@ -222,6 +229,12 @@
 #endif
 #ifndef AMK_LLAMA_ATTN_O_MIN_ROWS
 #define AMK_LLAMA_ATTN_O_MIN_ROWS 8 /* without the sets: the fewest rows of W_oT a task (run 204) */
+#endif
+#ifndef AMK_LLM_PREFILL_ROWS
+#define AMK_LLM_PREFILL_ROWS 128 /* amk_llm's prefill chunk (prefill_rows 0) */
+#endif
+#ifndef AMK_LLM_PREFILL_PAD_PCT
+#define AMK_LLM_PREFILL_PAD_PCT 50 /* a padded last chunk fills this share of its rows at least; less goes a step a token */
 #endif
 #ifndef AMK_LLAMA_HEAD_ARGMAX
 #define AMK_LLAMA_HEAD_ARGMAX 1 /* the LM-head tiles write their argmax pairs (runs 235-236, 244) */

@@ -908,9 +908,16 @@ static double cli_now(void) {
 }
 
 /* A progress bar on stderr while weights load (only when stderr is a terminal). */
+static void cli_prompt_progress(int done, int total, double t_start);
+static double cli_prompt_t0; /* when the prompt started (cli_progress's "prompt") */
+
 static void cli_progress(void *user, const char *what, uint64_t done, uint64_t total) {
     int width = 30, fill = total ? (int)(done * (uint64_t)width / total) : width, k;
     (void)user;
+    if (strcmp(what, "prompt") == 0) {
+        cli_prompt_progress((int)done, (int)total, cli_prompt_t0);
+        return;
+    }
     if (!isatty(2)) return;
     fprintf(stderr, "\rloading %s [", what);
     for (k = 0; k < width; k++) fputc(k < fill ? '#' : ' ', stderr);
@@ -926,7 +933,7 @@ static void cli_prompt_progress(int done, int total, double t_start) {
     static int shown = 0;
     const double now = cli_now();
     if (!isatty(2)) return;
-    if (done + 1 >= total) { /* the prompt's last step: clear the line */
+    if (done >= total) { /* the prompt is done: clear the line */
         if (shown) fprintf(stderr, "\r%60s\r", "");
         shown = 0;
         return;
@@ -1042,10 +1049,19 @@ static void cli_print_token(const amk_tokenizer *tok, int id) {
    280). */
 #define CLI_CHAIN_DEFAULT 16
 
+/* --prefill-rows M|off into amk_llm_opts.prefill_rows (off: -1, a token at a time). */
+static int cli_parse_prefill_rows(const cli_cmd *cmd, const char *s, int *rows) {
+    uint64_t v;
+    if (strcmp(s, "off") == 0) { *rows = -1; return CLI_OK; }
+    if (!cli_parse_u64(s, &v) || v < 1 || v > (1u << 20)) return cli_usage_error(cmd, "bad --prefill-rows '%s' (M >= 1, or off)", s);
+    *rows = (int)v;
+    return CLI_OK;
+}
+
 static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     cli_llm_args a;
     const char *prompt = NULL, *n_s = NULL, *temp_s = NULL, *topk_s = NULL, *topp_s = NULL, *seed_s = NULL, *sys_s = NULL;
-    const char *trace = NULL, *chain_s = NULL;
+    const char *trace = NULL, *chain_s = NULL, *rows_s = NULL;
     int chat = 0, quiet = 0, i, rc, n_new = 64, n_prompt = -1, *ids = NULL, pos, next = -1, eos, generated = 0;
     int chain = CLI_CHAIN_DEFAULT, chained, *chunk = NULL;
     uint64_t v, seed = 0;
@@ -1071,12 +1087,14 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
                               : strcmp(x, "-n") == 0 ? &n_s : strcmp(x, "--temp") == 0 ? &temp_s
                               : strcmp(x, "--top-k") == 0 ? &topk_s : strcmp(x, "--top-p") == 0 ? &topp_s
                               : strcmp(x, "--seed") == 0 ? &seed_s : strcmp(x, "--system") == 0 ? &sys_s
-                              : strcmp(x, "--trace") == 0 ? &trace : strcmp(x, "--chain") == 0 ? &chain_s : NULL;
+                              : strcmp(x, "--trace") == 0 ? &trace : strcmp(x, "--chain") == 0 ? &chain_s
+                              : strcmp(x, "--prefill-rows") == 0 ? &rows_s : NULL;
             if (!slot) return cli_usage_error(cmd, "unexpected argument '%s'", x);
             if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
         }
     }
     if ((rc = cli_llm_opts(cmd, &a, &o)) != CLI_OK) return rc;
+    if (rows_s && (rc = cli_parse_prefill_rows(cmd, rows_s, &o.prefill_rows)) != CLI_OK) return rc;
     if (n_s) { if (!cli_parse_u64(n_s, &v) || v > (1u << 24)) return cli_usage_error(cmd, "bad -n '%s'", n_s); n_new = (int)v; }
     if (topk_s) { if (!cli_parse_u64(topk_s, &v) || v > (1u << 30)) return cli_usage_error(cmd, "bad --top-k '%s'", topk_s); top_k = (int)v; }
     if (chain_s && !cli_parse_chain(cmd, chain_s, &chain)) return CLI_BAD_INPUT;
@@ -1140,26 +1158,32 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
             snprintf(dev, sizeof dev, ", device memory %.1f MB", (double)info.arena_bytes / 1e6);
         }
         cli_weight_summary(amk_llm_program(m), sum, sizeof sum);
+        if (amk_llm_prefill_rows(m) > 0) /* the prefill program's device memory of its own */
+            snprintf(dev + strlen(dev), sizeof dev - strlen(dev), ", prompt chunks of %d", amk_llm_prefill_rows(m));
         fprintf(stderr, "%s: %s, %s, %d layers, %s, backend %s%s, context %d\n", a.model ? a.model : a.random,
                 amk_llm_config(m)->name[0] ? amk_llm_config(m)->name : "(unnamed)", amk_llm_config(m)->arch,
                 amk_llm_config(m)->n_layers, sum, amk_llm_backend_name(m), dev, amk_llm_max_seq(m));
     }
     if (tok && !chat) fputs(prompt, stdout);
-    t1 = t2 = cli_now();
+    t1 = t2 = cli_prompt_t0 = cli_now();
     rc = CLI_OK;
-    /* the last new token is not fed back; with -n 0 the prompt alone runs */
-    for (pos = 0; pos < (n_new > 0 ? n_prompt + n_new - 1 : n_prompt); pos++) {
+    /* the prompt in one call (chunks of the prefill program on the GPU), then a step a new token;
+       the last new token is not fed back; with -n 0 the prompt alone runs */
+    for (pos = n_prompt - 1; pos < (n_new > 0 ? n_prompt + n_new - 1 : n_prompt); pos++) {
         const float *logits = NULL;
-        int argmax = -1, token = pos < n_prompt ? ids[pos] : next;
+        int argmax = -1;
         /* why logits only when sampling: greedy needs the token alone (no copy of vocab floats) */
-        if (amk_llm_step(m, token, pos, temp > 0.0 ? &logits : NULL, &argmax, &d) != AMK_OK) {
-            fprintf(stderr, "\namk: step %d: %s\n", pos, d.message);
+        const amk_result r = pos == n_prompt - 1
+            ? amk_llm_prefill(m, ids, n_prompt, 0, temp > 0.0 ? &logits : NULL, &argmax, &d)
+            : amk_llm_step(m, next, pos, temp > 0.0 ? &logits : NULL, &argmax, &d);
+        if (r != AMK_OK) {
+            if (pos == n_prompt - 1) fprintf(stderr, "\namk: the prompt: %s\n", d.message);
+            else fprintf(stderr, "\namk: step %d: %s\n", pos, d.message);
             rc = CLI_FAIL;
             break;
         }
         if (pos == n_prompt - 1) t2 = cli_now();
-        if (!quiet && pos < n_prompt - 1) cli_prompt_progress(pos + 1, n_prompt, t1);
-        if (pos < n_prompt - 1 || n_new == 0) continue;
+        if (n_new == 0) continue;
         next = temp > 0.0 ? amk_sampler_sample(&smp, logits, amk_llm_config(m)->vocab) : argmax;
         generated++;
         if (next == eos) break;
@@ -1285,9 +1309,146 @@ static void cli_bench_row(const char *shape, const char *ctxcell, const char *ho
            100.0 * wgb / (us * 1e-6) / read_gbs, n_tasks);
 }
 
+/* amk bench's options for a shape on the GPU: BF16 weights and activations, max_seq cache rows,
+   and quant's block formats where it names a recipe (*quant: the recipe named qn for cfg, zeroed
+   for BF16; o keeps a pointer to it). */
+static void cli_bench_opts(amk_llm_opts *o, const void *image, size_t image_size, int max_seq, const char *qn,
+                           const amk_llama_config *cfg, cli_quant *quant) {
+    size_t k;
+    memset(quant, 0, sizeof *quant);
+    for (k = 0; k < sizeof cli_quants / sizeof cli_quants[0]; k++)
+        if (strcmp(qn, cli_quants[k].name) == 0) *quant = cli_quants[k];
+    quant->n_layers = cfg->n_layers;
+    quant->tied = cfg->tie_embeddings;
+    amk_llm_opts_default(o);
+    o->backend = AMK_BACKEND_CUDA;
+    o->device_image = image;
+    o->device_image_size = image_size;
+    o->build.weight_dtype = AMK_DTYPE_BF16;
+    o->build.act_dtype = AMK_DTYPE_BF16;
+    o->build.max_seq = max_seq;
+    if (quant->name) { /* the recipe's block formats; BF16 where none applies */
+        o->build.weight_dtype_of = cli_quant_dtype;
+        o->build.weight_dtype_user = quant;
+    }
+}
+
+static int cli_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The multiply-adds x 2 of a prompt of n tokens through cfg: every layer's matrices on every row,
+   causal attention (QK^T and P.V over the keys each row sees), the LM head on the last row. */
+static double cli_prompt_flops(const amk_llama_config *c, int n) {
+    const double H = c->hidden, I = c->intermediate, q = (double)c->n_heads * c->head_dim;
+    const double kv = (double)c->n_kv_heads * c->head_dim, rows = n;
+    const double layer = 2.0 * rows * (H * (q + 2.0 * kv) + q * H + 3.0 * H * I) +
+                         4.0 * (double)c->head_dim * c->n_heads * rows * (rows + 1.0) / 2.0;
+    return layer * c->n_layers + 2.0 * H * c->vocab;
+}
+
+/* amk bench --prefill: a prompt of each length through amk_llm_prefill on random weights (the
+   median of iters runs after one warm-up, the KV cache reset before each), beside a step a token
+   (prefill_rows -1) on the first length. */
+static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const char *lens_s, int rows, int iters,
+                             const void *image, size_t image_size) {
+    char shapes[256], *save = NULL, *sh;
+    int rc = CLI_OK;
+    printf("| shape | prompt tokens | chunk rows | ms | tok/s | TFLOP/s | a token at a time: ms |\n|---|---|---|---|---|---|---|\n");
+    snprintf(shapes, sizeof shapes, "%s", shapes_s);
+    for (sh = strtok_r(shapes, ",", &save); sh; sh = strtok_r(NULL, ",", &save)) {
+      char qbuf[128], *qsave = NULL, *qn;
+      snprintf(qbuf, sizeof qbuf, "%s", quants_s);
+      for (qn = strtok_r(qbuf, ",", &qsave); qn; qn = strtok_r(NULL, ",", &qsave)) {
+        char lbuf[128], *lsave = NULL, *ls, label[96];
+        int longest = 0, first = 1, *tok = NULL, j;
+        amk_llama_config cfg;
+        cli_quant quant;
+        amk_llm_opts o;
+        amk_llm *m = NULL, *m1 = NULL;
+        amk_diag d;
+        uint64_t v;
+        amk_diag_clear(&d);
+        if (cli_random_config(sh, &cfg) != CLI_OK) return CLI_BAD_INPUT;
+        snprintf(label, sizeof label, "%s %s", sh, qn);
+        snprintf(lbuf, sizeof lbuf, "%s", lens_s);
+        for (ls = strtok_r(lbuf, ",", &lsave); ls; ls = strtok_r(NULL, ",", &lsave)) {
+            if (!cli_parse_u64(ls, &v) || v < 1 || v > (1u << 20)) { fprintf(stderr, "amk bench: bad --prefill length '%s'\n", ls); return CLI_BAD_INPUT; }
+            if ((int)v > longest) longest = (int)v;
+        }
+        cli_bench_opts(&o, image, image_size, longest, qn, &cfg, &quant);
+        o.prefill_rows = rows;
+        tok = (int *)malloc((size_t)longest * sizeof(int));
+        if (!tok) return CLI_FAIL;
+        for (j = 0; j < longest; j++) tok[j] = (int)(((uint64_t)j * 7919u + 13u) % (uint64_t)cfg.vocab);
+        if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) {
+            fprintf(stderr, "amk bench: %s prefill: %s\n", label, d.message);
+            free(tok);
+            rc = CLI_FAIL;
+            continue;
+        }
+        if (amk_llm_note(m)[0]) fprintf(stderr, "amk bench: %s prefill: note: %s\n", label, amk_llm_note(m));
+        o.prefill_rows = -1; /* the same model a token at a time */
+        if (amk_llm_open_random(&cfg, &o, &m1, &d) != AMK_OK) m1 = NULL;
+        snprintf(lbuf, sizeof lbuf, "%s", lens_s);
+        for (ls = strtok_r(lbuf, ",", &lsave); ls; ls = strtok_r(NULL, ",", &lsave)) {
+            const int n = atoi(ls);
+            double t[64], one = 0.0, med;
+            int it, runs = iters < 64 ? iters : 64;
+            for (it = -1; it < runs; it++) {
+                double t0;
+                if (amk_llm_reset(m, &d) != AMK_OK) break;
+                t0 = cli_now();
+                if (amk_llm_prefill(m, tok, n, 0, NULL, NULL, &d) != AMK_OK) break;
+                if (it >= 0) t[it] = cli_now() - t0;
+            }
+            if (it < runs) {
+                fprintf(stderr, "amk bench: %s prefill %d: %s\n", label, n, d.message);
+                rc = CLI_FAIL;
+                continue;
+            }
+            qsort(t, (size_t)runs, sizeof t[0], cli_cmp_double);
+            med = t[runs / 2];
+            if (first && m1) { /* a step a token: one run */
+                double t0 = cli_now();
+                if (amk_llm_prefill(m1, tok, n, 0, NULL, NULL, &d) == AMK_OK) one = cli_now() - t0;
+            }
+            if (one > 0.0)
+                printf("| %s | %d | %d | %.2f | %.0f | %.1f | %.1f |\n", label, n, amk_llm_prefill_rows(m), med * 1e3, n / med,
+                       cli_prompt_flops(&cfg, n) / med / 1e12, one * 1e3);
+            else
+                printf("| %s | %d | %d | %.2f | %.0f | %.1f | |\n", label, n, amk_llm_prefill_rows(m), med * 1e3, n / med,
+                       cli_prompt_flops(&cfg, n) / med / 1e12);
+            fflush(stdout);
+            first = 0;
+        }
+        if (amk_llm_prefill_cuda(m)) { /* the last chunk's launch again, timed, then its timeline */
+            amk_cuda *pc = amk_llm_prefill_cuda(m);
+            amk_cuda_info info;
+            double cmed = 0.0;
+            amk_cuda_get_info(pc, &info);
+            if (amk_cuda_time_runs(pc, 1, 5, &cmed, NULL, &d) == AMK_OK) {
+                printf("    %s: a chunk of %d rows %.2f ms, %d tasks, %d registers, %lld bytes of shared memory a block, "
+                       "device memory of its own %.2f GB\n", label, amk_llm_prefill_rows(m), cmed / 1e3,
+                       amk_llm_prefill_program(m)->n_tasks, info.regs_per_thread, (long long)info.smem_bytes,
+                       (double)info.arena_bytes / 1e9);
+                amk_cuda_set_timing(pc, 1);
+                if (amk_cuda_run(pc, 0.0, &d) == AMK_OK) cli_print_op_times(pc, amk_llm_prefill_program(m), cmed, info.grid);
+                amk_cuda_set_timing(pc, 0);
+            }
+        }
+        amk_llm_close(m1);
+        amk_llm_close(m);
+        free(tok);
+      }
+    }
+    return rc;
+}
+
 static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
     const char *shapes_s = NULL, *ctx_s = NULL, *iters_s = NULL, *trace = NULL, *splits_s = NULL, *pos_s = NULL;
-    const char *chain_s = NULL, *fold_s = NULL, *quant_s = NULL;
+    const char *chain_s = NULL, *fold_s = NULL, *quant_s = NULL, *prefill_s = NULL, *rows_s = NULL;
     char shapes[256], ctxs[128], quants[128], *save = NULL, *sh;
     uint64_t v;
     int iters = 50, i, rc = CLI_OK, splits = 0, pos_opt = -1, chain = 1, fold = -1;
@@ -1299,7 +1460,8 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                           : strcmp(argv[i], "--iters") == 0 ? &iters_s : strcmp(argv[i], "--trace") == 0 ? &trace
                           : strcmp(argv[i], "--kv-splits") == 0 ? &splits_s : strcmp(argv[i], "--pos") == 0 ? &pos_s
                           : strcmp(argv[i], "--chain") == 0 ? &chain_s : strcmp(argv[i], "--qkv-fold") == 0 ? &fold_s
-                          : strcmp(argv[i], "--quant") == 0 ? &quant_s : NULL;
+                          : strcmp(argv[i], "--quant") == 0 ? &quant_s : strcmp(argv[i], "--prefill") == 0 ? &prefill_s
+                          : strcmp(argv[i], "--prefill-rows") == 0 ? &rows_s : NULL;
         if (!slot) return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
         if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
     }
@@ -1323,6 +1485,11 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
         }
     }
     if (!image) { fprintf(stderr, "amk bench: this amk was built without the device image (needs nvcc)\n"); return CLI_FAIL; }
+    if (prefill_s) {
+        int rows = 0;
+        if (rows_s && (rc = cli_parse_prefill_rows(cmd, rows_s, &rows)) != CLI_OK) return rc;
+        return cli_bench_prefill(shapes, quants, prefill_s, rows, iters_s ? iters : 5, image, image_size);
+    }
     printf("| shape | ctx | ms/token | weight GB | GB/s | %% of read ceiling | tasks |\n|---|---|---|---|---|---|---|\n");
     for (sh = strtok_r(shapes, ",", &save); sh; sh = strtok_r(NULL, ",", &save)) {
       char qbuf[128], *qsave = NULL, *qn;
@@ -1331,13 +1498,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
         char ctxbuf[128], *save2 = NULL, *cs, label[96];
         amk_llama_config cfg;
         cli_quant quant;
-        size_t k;
         if (cli_random_config(sh, &cfg) != CLI_OK) { rc = CLI_BAD_INPUT; break; }
-        memset(&quant, 0, sizeof quant);
-        for (k = 0; k < sizeof cli_quants / sizeof cli_quants[0]; k++)
-            if (strcmp(qn, cli_quants[k].name) == 0) quant = cli_quants[k];
-        quant.n_layers = cfg.n_layers;
-        quant.tied = cfg.tie_embeddings;
         if (quant_s) snprintf(label, sizeof label, "%s %s", sh, qn);
         else snprintf(label, sizeof label, "%s", sh);
         snprintf(ctxbuf, sizeof ctxbuf, "%s", ctxs);
@@ -1354,19 +1515,10 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
             pos = pos_opt >= 0 ? pos_opt : ctx;
             if (pos > ctx) { fprintf(stderr, "amk bench: --pos %d is past context %d\n", pos, ctx); rc = CLI_BAD_INPUT; continue; }
             if (pos < chain - 1) { fprintf(stderr, "amk bench: --chain %d needs a position of at least %d\n", chain, chain - 1); rc = CLI_BAD_INPUT; continue; }
-            amk_llm_opts_default(&o);
-            o.backend = AMK_BACKEND_CUDA;
-            o.device_image = image;
-            o.device_image_size = image_size;
-            o.build.weight_dtype = AMK_DTYPE_BF16;
-            o.build.act_dtype = AMK_DTYPE_BF16;
-            o.build.max_seq = ctx + 1; /* ctx tokens cached, the step decodes the next one */
+            /* ctx tokens cached, the step decodes the next one */
+            cli_bench_opts(&o, image, image_size, ctx + 1, qn, &cfg, &quant);
             o.build.kv_splits = splits;
             o.build.qkv_fold = fold;
-            if (quant.name) { /* the recipe's block formats; BF16 where none applies */
-                o.build.weight_dtype_of = cli_quant_dtype;
-                o.build.weight_dtype_user = &quant;
-            }
             if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) {
                 fprintf(stderr, "amk bench: %s ctx %d: %s\n", label, ctx, d.message);
                 rc = CLI_FAIL;
@@ -1513,16 +1665,17 @@ static const cli_cmd cli_cmds[] = {
      "Where the step cannot fold, 1 builds it unfolded.\n"
      "--prefill M builds the prefill program of a chunk of M prompt tokens instead (inputs token\n"
      "[M], pos [M] and last [1]: K and V of every row into the caches, ATTENTION_PREFILL, the\n"
-     "logits of row last); AMK's opcodes only. Nothing runs it yet (amk generate feeds the prompt\n"
-     "through the decode step).\n"
+     "logits of row last); AMK's opcodes only. amk generate runs one beside the decode step on the\n"
+     "GPU (--prefill-rows).\n"
      "Exit: 0 ok, 1 build or lowering failed, 2 bad arguments or model file.\n",
      cmd_build},
     {"generate", "generate text with a model",
      "amk generate (-m MODEL -p PROMPT | --random-weights SHAPE) [-n N] [--chat] [--system S]\n"
      "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--dtype D] [--cpu] [-q]\n"
      "             [--trace FILE.json] [--timeout MS] [--chain N] [--spec-ops] [--mlp-steps 1|2]\n"
-     "             [--attn-steps 1|2] [--qkv-fold 0|1]",
-     "Loads MODEL, builds its decode step and feeds the prompt through it token by token, then\n"
+     "             [--attn-steps 1|2] [--qkv-fold 0|1] [--prefill-rows M|off]",
+     "Loads MODEL, builds its decode step and runs the prompt (on the GPU in chunks of a prefill\n"
+     "program, else through the decode step token by token), then\n"
      "generates up to N tokens (default 64; -n 0: the prompt alone), streaming the text, stopping\n"
      "at the end-of-sequence token. An empty prompt starts from the BOS token. Greedy by default;\n"
      "--temp T > 0 samples (with --top-k, --top-p, --seed). --chat wraps the prompt in the model's\n"
@@ -1543,7 +1696,12 @@ static const cli_cmd cli_cmds[] = {
      "forms do not take the folded step (past 256 cached rows, F32 weights) builds it unfolded,\n"
      "with a note.\n"
      "--chain N: greedy decoding on the GPU runs N steps a launch, the device feeding each token\n"
-     "to the next step (default 16; 1: a launch a token). The prompt runs a launch a token.\n"
+     "to the next step (default 16; 1: a launch a token).\n"
+     "--prefill-rows M: on the GPU the prompt runs in chunks of M tokens, a launch a chunk, through\n"
+     "a prefill program that shares the decode step's weights and KV caches (default 128, at most\n"
+     "the context; a last chunk that fills less than half its rows goes a step a token); off: a\n"
+     "token at a time.\n"
+     "Qwen2 and Qwen3 run the prompt a token at a time (with a note).\n"
      "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",
      cmd_generate},
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",

@@ -23,13 +23,14 @@ int main(int argc, char **argv) {
     n = amk_tokenizer_encode(amk_llm_tokenizer(m), prompt, strlen(prompt), 0, ids, 1024);
     if (n < 1 || n > 1024) { fprintf(stderr, "error: prompt of %d tokens\n", n); return 1; }
     printf("%s", prompt);
-    for (pos = 0; pos < n + n_new; pos++) {
-        int token = pos < n ? ids[pos] : next; /* the prompt first, then what we generated */
-        if (amk_llm_step(m, token, pos, NULL, &next, &d) != AMK_OK) {
+    for (pos = n - 1; pos < n + n_new; pos++) {
+        /* the prompt in one call (on the GPU in chunks of a prefill program), then a step a token */
+        amk_result r = pos == n - 1 ? amk_llm_prefill(m, ids, n, 0, NULL, &next, &d)
+                                    : amk_llm_step(m, next, pos, NULL, &next, &d);
+        if (r != AMK_OK) {
             fprintf(stderr, "\nerror: %s\n", d.message);
             break;
         }
-        if (pos < n - 1) continue;
         if (next == amk_tokenizer_eos(amk_llm_tokenizer(m))) break;
         {
             int k = amk_tokenizer_decode(amk_llm_tokenizer(m), next, piece, sizeof piece);

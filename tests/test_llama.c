@@ -731,7 +731,7 @@ static void test_prefill_matches_decode(void) {
         c.qkv_bias = 1;
         CHECK_EQ_INT(amk_llama_build(&c, &o, &p, &d), AMK_ERR_UNSUPPORTED);
         CHECK(p == NULL);
-        { /* amk_llm runs the decode step: a prefill program asked of it is refused, by name */
+        { /* amk_llm builds the decode step from build: its prefill_rows is refused, by name */
             amk_llm_opts lo;
             amk_llm *m = NULL;
             c.qkv_bias = 0;
@@ -1368,11 +1368,13 @@ done:
    context holds them the greedy continuation of 8 tokens is HF's. */
 #define FAMILY_REL_TOL 1e-4
 /* Opens dir on the reference VM with a context of max_seq (0: AMK's choice). */
+static int g_family_prefill_rows; /* family_open_on's amk_llm_opts.prefill_rows */
 static amk_result family_open_on(const char *dir, int max_seq, amk_backend backend, int dt, amk_llm **m, amk_diag *d) {
     amk_llm_opts o;
     amk_diag_clear(d);
     amk_llm_opts_default(&o);
     o.backend = backend;
+    o.prefill_rows = g_family_prefill_rows;
     o.build.max_seq = max_seq;
     o.build.weight_dtype = dt;
     o.build.act_dtype = dt;
@@ -1385,25 +1387,36 @@ static amk_result family_open_on(const char *dir, int max_seq, amk_backend backe
 static amk_result family_open(const char *dir, int max_seq, amk_llm **m, amk_diag *d) {
     return family_open_on(dir, max_seq, AMK_BACKEND_CPU, AMK_DTYPE_F32, m, d);
 }
+/* Opens dir's logits.txt (HF's: "ids T" and T prompt ids, "logits T 256", then T rows of 256
+   logits) and reads up to the rows: *T and ids[0..T), *V; the file stays open at the first row
+   (NULL when it cannot be opened; a malformed header fails the test). */
+static FILE *family_ref_open(const char *dir, int *ids, int *T, int *V) {
+    char path[256], tag[16];
+    FILE *f;
+    int t;
+    *T = *V = 0;
+    snprintf(path, sizeof path, "%s/logits.txt", dir);
+    f = fopen(path, "r");
+    CHECK_MSG(f != NULL, "cannot open %s", path);
+    if (!f) return NULL;
+    CHECK(fscanf(f, "%15s %d", tag, T) == 2 && strcmp(tag, "ids") == 0 && *T > 0 && *T <= 64);
+    for (t = 0; t < *T && t < 64; t++) CHECK(fscanf(f, "%d", &ids[t]) == 1);
+    CHECK(fscanf(f, "%15s %d %d", tag, &t, V) == 3 && strcmp(tag, "logits") == 0 && t == *T && *V == 256);
+    return f;
+}
 /* file: the GGUF in dir, or NULL; weights and activations in dt on backend, the logits within tol
    of the row's largest. */
 static void family_logits_on(const char *dir, const char *file, int max_seq, amk_backend backend, int dt, double tol) {
     static float ref[256];
-    char path[256], model[256], tag[16];
+    char model[256], tag[16];
     FILE *f;
     amk_llm *m = NULL;
     amk_diag d;
     const float *logits = NULL;
     int T = 0, V = 0, N = 0, ids[64], greedy[16], t, v, tok = 0, n_pos;
     double worst = 0.0;
-    snprintf(path, sizeof path, "%s/logits.txt", dir);
     snprintf(model, sizeof model, "%s%s%s", dir, file ? "/" : "", file ? file : "");
-    f = fopen(path, "r");
-    CHECK_MSG(f != NULL, "cannot open %s", path);
-    if (!f) return;
-    CHECK(fscanf(f, "%15s %d", tag, &T) == 2 && strcmp(tag, "ids") == 0 && T > 0 && T <= 64);
-    for (t = 0; t < T && t < 64; t++) CHECK(fscanf(f, "%d", &ids[t]) == 1);
-    CHECK(fscanf(f, "%15s %d %d", tag, &t, &V) == 3 && strcmp(tag, "logits") == 0 && t == T && V == 256);
+    if (!(f = family_ref_open(dir, ids, &T, &V))) return;
     CHECK_EQ_INT(family_open_on(model, max_seq, backend, dt, &m, &d), AMK_OK);
     if (!m || T > 64 || V != 256) {
         fprintf(stderr, "%s: %s\n", model, d.message);
@@ -1440,8 +1453,95 @@ static void family_logits_on(const char *dir, const char *file, int max_seq, amk
     CHECK(worst <= tol);
     amk_llm_close(m);
 }
+/* The prompt through amk_llm_prefill in chunks of rows (0: a step a token) against HF: for each
+   prompt length n in {1, 3, T/2 + 1, T} (a fresh cache each, amk_llm_reset) the logits of its last
+   token within tol of HF's row n - 1, and for the whole prompt the greedy tokens after it (its
+   cache rows feeding the steps) equal to HF's (F32; 16-bit up to a near tie, as
+   family_logits_on). want_rows: the chunk rows amk_llm_prefill_rows must report. */
+static void family_prefill_on(const char *dir, const char *file, int max_seq, amk_backend backend, int dt, int rows,
+                              int want_rows, double tol) {
+    static float ref[64 * 256];
+    char model[256], tag[16];
+    FILE *f;
+    amk_llm *m = NULL;
+    amk_diag d;
+    const float *logits = NULL;
+    int T = 0, V = 0, N = 0, ids[64], greedy[16], t, v, tok = -1, k;
+    double worst = 0.0;
+    snprintf(model, sizeof model, "%s%s%s", dir, file ? "/" : "", file ? file : "");
+    if (!(f = family_ref_open(dir, ids, &T, &V))) return;
+    for (t = 0; t < T && t < 64 && V == 256; t++)
+        for (v = 0; v < V; v++) CHECK(fscanf(f, "%f", &ref[t * 256 + v]) == 1);
+    CHECK(fscanf(f, "%15s %d", tag, &N) == 2 && strcmp(tag, "greedy") == 0 && N > 0 && N <= 16);
+    for (t = 0; t < N && t < 16; t++) CHECK(fscanf(f, "%d", &greedy[t]) == 1);
+    fclose(f);
+    g_family_prefill_rows = rows;
+    CHECK_EQ_INT(family_open_on(model, max_seq, backend, dt, &m, &d), AMK_OK);
+    g_family_prefill_rows = 0;
+    if (!m || T > 64 || V != 256 || T + N > amk_llm_max_seq(m)) {
+        fprintf(stderr, "%s: %s\n", model, m ? "the prompt and its tokens do not fit" : d.message);
+        amk_llm_close(m);
+        return;
+    }
+    CHECK_MSG(amk_llm_prefill_rows(m) == want_rows, "%s: prefill rows %d, want %d (%s)", model, amk_llm_prefill_rows(m),
+              want_rows, amk_llm_note(m));
+    for (k = 0; k < 4; k++) {
+        const int n = k == 0 ? 1 : k == 1 ? 3 : k == 2 ? T / 2 + 1 : T;
+        double big = 0.0, diff = 0.0;
+        CHECK_EQ_INT(amk_llm_reset(m, &d), AMK_OK);
+        CHECK_EQ_INT(amk_llm_prefill(m, ids, n, 0, &logits, &tok, &d), AMK_OK);
+        if (!logits) break;
+        for (v = 0; v < V; v++) {
+            if (fabs(ref[(n - 1) * 256 + v]) > big) big = fabs(ref[(n - 1) * 256 + v]);
+            if (fabs((double)logits[v] - ref[(n - 1) * 256 + v]) > diff) diff = fabs((double)logits[v] - ref[(n - 1) * 256 + v]);
+        }
+        if (diff / big > worst) worst = diff / big;
+    }
+    for (t = 0; t < N && logits; t++) { /* tok: the argmax after the whole prompt */
+        if (dt != AMK_DTYPE_F32 && tok != greedy[t]) {
+            printf("%s (%s): greedy tokens after the prefilled prompt equal HF's up to %d of %d\n", model,
+                   amk_dtype_name(dt), t, N);
+            break;
+        }
+        CHECK_MSG(tok == greedy[t], "%s: greedy token %d after the prefilled prompt is %d, HF's %d", model, t, tok, greedy[t]);
+        if (t + 1 < N) CHECK_EQ_INT(amk_llm_step(m, tok, T + t, &logits, &tok, &d), AMK_OK);
+    }
+    printf("%s (%s, %s, prompt in chunks of %d): worst last-token logit difference %.2e of the row's largest\n",
+           model, backend == AMK_BACKEND_CUDA ? "CUDA" : "reference VM", amk_dtype_name(dt), amk_llm_prefill_rows(m), worst);
+    CHECK(worst <= tol);
+    amk_llm_close(m);
+}
 static void family_logits(const char *dir, const char *file, int max_seq) {
     family_logits_on(dir, file, max_seq, AMK_BACKEND_CPU, AMK_DTYPE_F32, FAMILY_REL_TOL);
+}
+/* amk_llm_prefill on the reference VM (a step a token: it builds no prefill program) against HF,
+   and its refusals: no tokens, an id outside the vocabulary, a prompt past the cache, a position
+   that skips ahead, a prefill_rows below -1, the build's prefill_rows. */
+static void test_llm_prefill(void) {
+    amk_llm *m = NULL;
+    amk_llm_opts o;
+    amk_diag d;
+    int ids[4] = {1, 2, 3, 4}, bad[2] = {1, 256}, top = -1;
+    family_prefill_on("tests/data/families/llama", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, 16, 0, FAMILY_REL_TOL);
+    CHECK_EQ_INT(family_open("tests/data/families/llama", 8, &m, &d), AMK_OK);
+    if (!m) return;
+    CHECK_EQ_INT(amk_llm_prefill(m, NULL, 2, 0, NULL, NULL, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_llm_prefill(m, ids, 0, 0, NULL, NULL, &d), AMK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(amk_llm_prefill(m, bad, 2, 0, NULL, NULL, &d), AMK_ERR_RUNTIME);
+    CHECK(strstr(d.message, "vocabulary") != NULL);
+    CHECK_EQ_INT(amk_llm_prefill(m, ids, 4, 5, NULL, NULL, &d), AMK_ERR_RUNTIME); /* rows 5..8 of 8 */
+    CHECK_EQ_INT(amk_llm_prefill(m, ids, 2, 1, NULL, NULL, &d), AMK_ERR_INVALID_ARG); /* skips position 0 */
+    CHECK_EQ_INT(amk_llm_prefill(m, ids, 4, 0, NULL, &top, &d), AMK_OK);
+    CHECK(top >= 0 && top < 256);
+    CHECK_EQ_INT(amk_llm_prefill(m, ids, 4, 4, NULL, NULL, &d), AMK_OK); /* the cache's last rows */
+    CHECK_EQ_INT(amk_llm_prefill_rows(m), 0);
+    amk_llm_close(m);
+    amk_llm_opts_default(&o);
+    o.backend = AMK_BACKEND_CPU;
+    o.prefill_rows = -2;
+    m = NULL;
+    CHECK_EQ_INT(amk_llm_open("tests/data/families/llama", &o, &m, &d), AMK_ERR_INVALID_ARG);
+    CHECK(m == NULL && strstr(d.message, "prefill_rows") != NULL);
 }
 static void test_family_llama(void) {
     family_logits("tests/data/families/llama", NULL, 64);
@@ -1557,6 +1657,24 @@ static void family_cuda(const char *dir, int max_seq) {
     family_logits_on(dir, NULL, max_seq, AMK_BACKEND_CUDA, AMK_DTYPE_BF16, FAMILY_BF16_TOL);
     family_logits_on(dir, "model.gguf", max_seq, AMK_BACKEND_CUDA, AMK_DTYPE_BF16, FAMILY_BF16_TOL);
 }
+/* The prompt in chunks of the prefill program on the GPU (family_prefill_on's prompts of 1, 3, 13
+   and 24 tokens): chunks of 4 (whole chunks and a padded last one; 1 token a step), of 16 (a step a
+   token below 8 tokens, a padded chunk from 8), AMK's choice in a context of 40 (chunks of 40: one,
+   padded, from 20 tokens);
+   with a window of 8 (Mistral) across chunks; Qwen2's biases, which the prefill program does not
+   take yet, a step a token. Safetensors and GGUF, F32 and BF16. */
+static void test_prefill_cuda(void) {
+    static const char *const dirs[] = {"tests/data/families/llama", "tests/data/families/mistral",
+                                       "tests/data/families/llama_yarn"};
+    int i;
+    for (i = 0; i < 3; i++) {
+        family_prefill_on(dirs[i], NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 4, 4, FAMILY_REL_TOL);
+        family_prefill_on(dirs[i], NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 16, 16, FAMILY_REL_TOL);
+        family_prefill_on(dirs[i], "model.gguf", 40, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 0, 40, FAMILY_REL_TOL);
+        family_prefill_on(dirs[i], NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_BF16, 16, 16, FAMILY_BF16_TOL);
+    }
+    family_prefill_on("tests/data/families/qwen2", NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 16, 0, FAMILY_REL_TOL);
+}
 static void test_family_cuda(void) {
     family_cuda("tests/data/families/llama", 64);
     family_cuda("tests/data/families/mistral", 64); /* the window of 8 inside the 24 positions */
@@ -1663,6 +1781,7 @@ int main(void) {
     RUN(test_tokenizer_from_model);
     RUN(test_llm_open_model);
     RUN(test_family_llama);
+    RUN(test_llm_prefill);
     RUN(test_family_rope_scaling);
     RUN(test_family_mistral);
     RUN(test_family_qwen2);
@@ -1671,6 +1790,7 @@ int main(void) {
 #ifdef AMK_EMBED_DEVICE_IMAGE
     RUN(test_golden_smollm2_cuda);
     RUN(test_family_cuda);
+    RUN(test_prefill_cuda);
 #endif
     TEST_SUMMARY();
 }
