@@ -382,6 +382,36 @@ AMK__FN int amk__lb_rmsnorm_rows(amk__lb *b, int x, int w, int out, int hidden, 
     return t;
 }
 
+/* ADD, SILU_MUL or RMSNORM (ins[0..n_in)) into out after the waits: one task over the whole of
+   out in the decode step; over a prefill chunk's R rows, a task per slice of rows spread over the
+   SMs (params m_off, M_tile; why: one task on one SM was half a chunk's time while the other SMs
+   waited, bench/NOTES.md session "chunks"). RMSNORM tasks get eps and hidden (H). Each signals
+   counter. Returns the task count, or -1. */
+AMK__FN int amk__lb_rowwise(amk__lb *b, int op, const int *ins, int n_in, int out, int counter, const int *wait_c,
+                           const int *wait_n, int n_wait, int64_t H, const char *label) {
+    const int64_t R = b->R, per = R > 1 ? amk__lb_tile_rows(R, b->o.num_sms) : R;
+    int64_t m;
+    int n = 0;
+    for (m = 0; m < R; m += per) {
+        const int64_t mt = R - m < per ? R - m : per;
+        /* its bytes (load_balance spreads a level's tasks by them; a decode step's ADD or SILU_MUL,
+           the level's only task, counts none as before) */
+        const int64_t bytes = op == AMK_OP_RMSNORM ? mt * H * 4 : R > 1 ? mt * H * 3 * amk_dtype_nbytes(b->o.act_dtype, 1) : 0;
+        int t = amk__lb_task(b, op, ins, n_in, out, counter, wait_c, wait_n, n_wait, bytes, label);
+        if (t < 0) return -1;
+        if (op == AMK_OP_RMSNORM) {
+            amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
+            amk_task_set_int(b->p, t, "hidden", H);
+        }
+        if (R > 1) {
+            amk_task_set_int(b->p, t, "m_off", (int)m);
+            amk_task_set_int(b->p, t, "M_tile", (int)mt);
+        }
+        n++;
+    }
+    return n;
+}
+
 /* RMSNORM of x [1, H] by w into out, after all producers (n_wait) of wait_c. */
 AMK__FN int amk__lb_rmsnorm(amk__lb *b, int x, int w, int out, int counter, int wait_c, int n_wait,
                            const char *label) {
@@ -492,9 +522,8 @@ AMK__FN int amk__lb_proj_residual(amk__lb *b, int a, int w, int resid, int out, 
     c_add = amk_program_add_counter(b->p, "residual");
     ins[0] = resid; ins[1] = tmp;
     snprintf(label, sizeof label, "L%d residual %s", layer, what);
-    amk__lb_task(b, AMK_OP_ADD, ins, 2, out, c_add, &c, &n, 1, 0, label);
-    *n_done = 1;
-    return c_add;
+    *n_done = amk__lb_rowwise(b, AMK_OP_ADD, ins, 2, out, c_add, &c, &n, 1, N, label);
+    return *n_done < 0 ? -1 : c_add;
 }
 
 /* Decode attention task t's params: the config's heads, the window [start, start + len), scale
@@ -1126,21 +1155,22 @@ AMK__FN int amk__lb_mlp_two_steps(amk__lb *b, amk__lb_layer *ly, int *n_d) {
         int hn = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, b->R, H, 0, 2, NULL, "hn.%d", i);
         int g = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, b->R, I, 0, 2, NULL, "gate.%d", i);
         int u = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, b->R, I, 0, 2, NULL, "up.%d", i);
-        int c_n2 = amk_program_add_counter(b->p, "ffn norm"), c_g, c_u, n_g, n_u, wc[2], wn[2], rows;
+        int c_n2 = amk_program_add_counter(b->p, "ffn norm"), c_g, c_u, n_g, n_u, n_n, wc[2], wn[2], rows;
         char label[64];
         c_g = amk_program_add_counter(b->p, "gate tiles"); c_u = amk_program_add_counter(b->p, "up tiles");
         c_a = amk_program_add_counter(b->p, "silu mul");
         snprintf(label, sizeof label, "L%d ffn_norm", i);
-        amk__lb_rmsnorm(b, ly->h, ly->w_fn, hn, c_n2, ly->c_o, ly->n_o, label);
+        ins[0] = ly->h; ins[1] = ly->w_fn;
+        n_n = amk__lb_rowwise(b, AMK_OP_RMSNORM, ins, 2, hn, c_n2, &ly->c_o, &ly->n_o, 1, H, label);
         rows = amk__lb_tile_rows(2LL * I, b->o.num_sms);
-        n_g = amk__lb_gemv(b, hn, ly->w_g, -1, g, c_g, I, H, rows, c_n2, 1, "gate", i);
-        n_u = amk__lb_gemv(b, hn, ly->w_u, -1, u, c_u, I, H, rows, c_n2, 1, "up", i);
-        if (n_g < 0 || n_u < 0) return -1;
+        n_g = amk__lb_gemv(b, hn, ly->w_g, -1, g, c_g, I, H, rows, c_n2, n_n, "gate", i);
+        n_u = amk__lb_gemv(b, hn, ly->w_u, -1, u, c_u, I, H, rows, c_n2, n_n, "up", i);
+        if (n_n < 0 || n_g < 0 || n_u < 0) return -1;
         wc[0] = c_g; wc[1] = c_u; wn[0] = n_g; wn[1] = n_u;
         ins[0] = g; ins[1] = u;
         snprintf(label, sizeof label, "L%d silu_mul", i);
-        amk__lb_task(b, AMK_OP_SILU_MUL, ins, 2, a, c_a, wc, wn, 2, 0, label);
-        n_a = 1;
+        n_a = amk__lb_rowwise(b, AMK_OP_SILU_MUL, ins, 2, a, c_a, wc, wn, 2, I, label);
+        if (n_a < 0) return -1;
     }
     return amk__lb_proj_residual(b, a, ly->w_dn, ly->h, ly->xo, H, I, &c_a, &n_a, 1, "down", i, n_d);
 }

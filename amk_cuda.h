@@ -1224,10 +1224,9 @@ AMK__FN amk_result amk__cuda_check_share(const amk_program *p, const amk_cuda *b
     return AMK_OK;
 }
 
-/* amk_cuda_create without amk_program_validate (the memory-safety checks still run), with p's
-   buffers that share names (NULL: none) in base (amk_cuda_create_shared): amk_llm uses it for
-   programs it lowered itself, the test suite to launch programs validate would refuse (a wait
-   that can never be met). */
+/* amk_cuda_create_shared without amk_program_validate (the memory-safety checks still run; share
+   NULL: nothing shared): amk_llm uses it for the programs it lowered itself, the test suite to
+   launch programs validate would refuse (a wait that can never be met). */
 AMK__FN amk_result amk__cuda_create_from(const amk_program *p, const void *image, size_t image_size,
                                          const amk_cuda *base, const int *share, amk_cuda **out, amk_diag *d) {
     amk_cuda *c;

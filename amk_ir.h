@@ -138,8 +138,8 @@ typedef enum amk_buffer_kind {
       "out = x (cast)") \
     X(EMBED, 2, 2, 2, 1, ("hidden",), AMK_WRITE_PLAIN, amk__region_all, amk__check_embed, amk__ref_embed, \
       amk_op_embed, 1, 0, "[ids, table[V,...]] -> gathered rows, viewed as out") \
-    X(RMSNORM, 3, 2, 2, 1, ("eps", "hidden",), AMK_WRITE_PLAIN, amk__region_all, amk__check_norm, \
-      amk__ref_rmsnorm, amk_op_rmsnorm, 1, 0, "x*rsqrt(mean(x^2)+eps)*w") \
+    X(RMSNORM, 3, 2, 2, 1, ("eps", "hidden",), AMK_WRITE_PLAIN, amk__region_rows, amk__check_norm, \
+      amk__ref_rmsnorm, amk_op_rmsnorm, 1, 0, "x*rsqrt(mean(x^2)+eps)*w (M_tile >= 1: rows [m_off, +M_tile))") \
     X(LAYERNORM, 4, 2, 3, 1, ("eps", "hidden",), AMK_WRITE_PLAIN, amk__region_all, amk__check_norm, \
       amk__ref_layernorm, amk_op_layernorm, 1, 0, "LayerNorm(x, w[, b])") \
     X(GEMV_TILE, 5, 2, 3, 1, ("K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, amk__check_gemv, \
@@ -151,12 +151,12 @@ typedef enum amk_buffer_kind {
       "GQA attention over a KV window") \
     X(ROPE, 8, 2, 2, 1, ("head_dim", "theta",), AMK_WRITE_PLAIN, amk__region_all, amk__check_rope, \
       amk__ref_rope, amk_op_rope, 1, 0, "rotate-half rotary embedding") \
-    X(SILU_MUL, 9, 2, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_elementwise, amk__ref_silu_mul, \
-      amk_op_silu_mul, 1, 0, "silu(gate)*up") \
+    X(SILU_MUL, 9, 2, 2, 1, (), AMK_WRITE_PLAIN, amk__region_rows, amk__check_elementwise, amk__ref_silu_mul, \
+      amk_op_silu_mul, 1, 0, "silu(gate)*up (M_tile >= 1: rows [m_off, +M_tile))") \
     X(GELU, 10, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_same, amk__ref_gelu, amk_op_gelu, 1, 0, \
       "exact GELU") \
-    X(ADD, 11, 2, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_elementwise, amk__ref_add, \
-      amk_op_add, 1, 0, "a + b") \
+    X(ADD, 11, 2, 2, 1, (), AMK_WRITE_PLAIN, amk__region_rows, amk__check_elementwise, amk__ref_add, \
+      amk_op_add, 1, 0, "a + b (M_tile >= 1: rows [m_off, +M_tile))") \
     X(MUL, 12, 1, 2, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_mul, amk__ref_mul, amk_op_mul, 1, 0, \
       "a * b, or a * scale") \
     X(DEQUANT, 13, 2, 3, 1, ("qdtype", "group",), AMK_WRITE_PLAIN, amk__region_all, amk__check_dequant, \

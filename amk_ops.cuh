@@ -1146,9 +1146,12 @@ AMK_OP_FN void amk_op_embed(amk_op_ctx *c, float *smem) {
 AMK_OP_FN void amk_op_rmsnorm(amk_op_ctx *c, float *smem) {
     (void)smem;
     const amk_buffer_t *x = &c->in[0], *w = &c->in[1], *o = &c->out[0];
-    int64_t H = c->ins.params.hidden, rows = x->numel / H, w_rows = w->numel / H, r, k;
+    int64_t H = c->ins.params.hidden, w_rows = w->numel / H, r, k;
+    /* rows [m_off, m_off + M_tile) with M_tile, else all (a row of the output is one of hidden) */
+    const int64_t r0 = c->ins.params.M_tile > 0 ? c->ins.params.m_off : 0;
+    const int64_t r1 = c->ins.params.M_tile > 0 ? r0 + c->ins.params.M_tile : x->numel / H;
     float eps = c->ins.params.eps;
-    for (r = 0; r < rows; r++) {
+    for (r = r0; r < r1; r++) {
         float ss = 0.0f, inv, v[AMK_EW_ILP], wv[AMK_EW_ILP];
         int j;
         const void *xr = (const void *)x->ptr;
@@ -3414,12 +3417,15 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
 }
 
 /* The binary elementwise ops, out[e] = f(a[e], b[e]); op is a compile-time constant at each call
-   so the choice folds away. */
+   so the choice folds away. With M_tile, the rows [m_off, m_off + M_tile) of the output's first
+   axis only. */
 static __device__ __forceinline__ void amk_op_binary(amk_op_ctx *c, int op) {
     const amk_buffer_t *a = &c->in[0], *b = &c->in[1], *o = &c->out[0];
-    const int64_t n = o->numel;
+    const int64_t row = c->ins.params.M_tile > 0 ? o->numel / o->shape[0] : 0;
+    const int64_t e0 = row ? c->ins.params.m_off * row : 0;
+    const int64_t n = row ? (c->ins.params.m_off + (int64_t)c->ins.params.M_tile) * row : o->numel;
     int64_t i;
-    for (i = AMK_OPS_TID; i < n; i += AMK_EW_ILP * AMK_OPS_NT) {
+    for (i = e0 + AMK_OPS_TID; i < n; i += AMK_EW_ILP * AMK_OPS_NT) {
         float av[AMK_EW_ILP], bv[AMK_EW_ILP];
         int k;
         amk_load_ilp((const void *)a->ptr, a->dtype, i, AMK_OPS_NT, n, av);

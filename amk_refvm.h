@@ -232,11 +232,21 @@ AMK__FN float amk__ref_rms_inv(const amk__refop *o, int i, int64_t off, int64_t 
     return 1.0f / sqrtf(ss / (float)n + o->P.eps);
 }
 
-/* Rows of hidden: x's row r takes the weight's row r % k, k = the weight's rows (amk__check_norm). */
+/* [e0, e1): the elements ADD, SILU_MUL and RMSNORM write: with M_tile, rows [m_off, m_off+M_tile)
+   of the output's first axis (amk__check_rows), else every element. */
+AMK__FN void amk__ref_rows(const amk__refop *o, int64_t *e0, int64_t *e1) {
+    const int64_t row = o->P.M_tile > 0 ? o->n_out / o->out->shape[0] : 0;
+    *e0 = row ? (int64_t)o->P.m_off * row : 0;
+    *e1 = row ? ((int64_t)o->P.m_off + o->P.M_tile) * row : o->n_out;
+}
+
+/* Rows of hidden: x's row r takes the weight's row r % k, k = the weight's rows (amk__check_norm);
+   with M_tile the rows [m_off, m_off+M_tile) only. */
 AMK__FN amk_result amk__ref_rmsnorm(const amk__refop *o, amk_diag *d) {
     AMK__UNUSED(d);
-    int64_t r, h, H = o->P.hidden, k = o->n_in[1] / H;
-    for (r = 0; r < o->n_in[0] / H; r++) {
+    int64_t r, h, H = o->P.hidden, k = o->n_in[1] / H, e0, e1;
+    amk__ref_rows(o, &e0, &e1);
+    for (r = e0 / H; r < e1 / H; r++) {
         const float inv = amk__ref_rms_inv(o, 0, r * H, H);
         const int64_t w0 = r % k * H;
         for (h = 0; h < H; h++) AMK__OUT(o, r * H + h, AMK__IN(o, 0, r * H + h) * inv * AMK__IN(o, 1, w0 + h));
@@ -774,9 +784,10 @@ AMK__FN amk_result amk__ref_fill(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 AMK__FN amk_result amk__ref_silu_mul(const amk__refop *o, amk_diag *d) {
-    int64_t i;
+    int64_t i, e0, e1;
     AMK__UNUSED(d);
-    for (i = 0; i < o->n_out; i++) {
+    amk__ref_rows(o, &e0, &e1);
+    for (i = e0; i < e1; i++) {
         float g = AMK__IN(o, 0, i);
         AMK__OUT(o, i, g / (1.0f + expf(-g)) * AMK__IN(o, 1, i));
     }
@@ -792,9 +803,10 @@ AMK__FN amk_result amk__ref_gelu(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 AMK__FN amk_result amk__ref_add(const amk__refop *o, amk_diag *d) {
-    int64_t i;
+    int64_t i, e0, e1;
     AMK__UNUSED(d);
-    for (i = 0; i < o->n_out; i++) AMK__OUT(o, i, AMK__IN(o, 0, i) + AMK__IN(o, 1, i));
+    amk__ref_rows(o, &e0, &e1);
+    for (i = e0; i < e1; i++) AMK__OUT(o, i, AMK__IN(o, 0, i) + AMK__IN(o, 1, i));
     return AMK_OK;
 }
 AMK__FN amk_result amk__ref_mul(const amk__refop *o, amk_diag *d) {

@@ -115,9 +115,9 @@
    | AMK_LLM_PREFILL_ROWS      | 128     | amk_llm's prefill chunk rows     | 8B at 512 tokens: chunks of 128,   | 363          |
    |                           |         | (prefill_rows 0)                 | 256 and 512 within 2% (845, 854,   |              |
    |                           |         |                                  | 865 ms); the smallest cache fits   |              |
-   | AMK_LLM_PREFILL_PAD_PCT   | 50      | the least share (%) of a chunk's | a chunk of 128 rows takes the time | 362          |
-   |                           |         | rows a padded last chunk fills   | of 44 steps on 8B (204 ms, 4.6 a   |              |
-   |                           |         | (less: a step a token)           | step), 48 on 1B, 72 on SmolLM2     |              |
+   | AMK_LLM_PREFILL_PAD_PCT   | 50      | the least share (%) of a chunk's | a chunk of 128 rows takes the time | 365, 366     |
+   |                           |         | rows a padded last chunk fills   | of 20 steps on 8B BF16, 38 on      |              |
+   |                           |         | (less: a step a token)           | SmolLM2, 61 on SmolLM2 Q4_1        |              |
 
    Not here: AMK_VM_CHAIN (amk_vm.cuh) selects which kernel an image holds (amk_vm_main or
    amk_vm_chain; gpu.mk builds both, the host finds them by name): it names an image, it tunes

@@ -340,9 +340,34 @@ AMK__FN int amk__check_embed(const amk__opshape *c) {
     return 1;
 }
 
+/* ADD, SILU_MUL and RMSNORM with the params M_tile (and m_off, default 0): rows [m_off,
+   m_off+M_tile) of the output's first axis, a row being numel / shape[0] elements (RMSNORM: one
+   row of hidden). Other ops take no rows (m_off, M_tile are other ops' params). 1 when c's task is
+   well formed so (or has neither param). */
+AMK__FN int amk__check_rows(const amk__opshape *c, int64_t row) {
+    const amk_param *moff = amk_task_param(c->t, "m_off"), *mw = amk_task_param(c->t, "M_tile");
+    const int op = c->t->op;
+    int64_t rows;
+    if (!mw && !moff) return 1;
+    if (op != AMK_OP_ADD && op != AMK_OP_SILU_MUL && op != AMK_OP_RMSNORM)
+        AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off and M_tile (rows) are ADD's, SILU_MUL's and RMSNORM's, not this op's");
+    if (!mw) AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off without M_tile");
+    if (c->out->rank < 1 || c->out->shape[0] < 1 || c->n_out % c->out->shape[0])
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has no rows to take", amk__opshape_name(c->out));
+    rows = c->out->shape[0];
+    if (row > 0 && c->n_out / rows != row)
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s': a row of its first axis is %lld elements, not hidden = %lld",
+                      amk__opshape_name(c->out), (long long)(c->n_out / rows), (long long)row);
+    if (c->P.M_tile < 1 || c->P.m_off < 0 || (int64_t)c->P.m_off + c->P.M_tile > rows)
+        AMK__OPS_FAIL(PARAM_VALUE, "rows m_off = %d, M_tile = %d are outside out '%s''s %lld rows", c->P.m_off,
+                      c->P.M_tile, amk__opshape_name(c->out), (long long)rows);
+    return 1;
+}
+
 /* RMSNORM, LAYERNORM: x is rows of hidden; w (and b) hold k rows of hidden, k dividing x's rows,
    and row r of x takes their row r % k (k = 1: one weight for every row; the reference
-   implementation broadcasts a [k, hidden] weight over x [..., k, hidden] so). */
+   implementation broadcasts a [k, hidden] weight over x [..., k, hidden] so). RMSNORM with M_tile:
+   rows [m_off, m_off+M_tile) only (amk__check_rows). */
 AMK__FN int amk__check_norm(const amk__opshape *c) {
     int i;
     double eps = amk__param_f(c->t, "eps", 0.0);
@@ -362,7 +387,7 @@ AMK__FN int amk__check_norm(const amk__opshape *c) {
                       (long long)c->n_in[0]);
     if (!amk__opshape_finite(eps) || eps < 0)
         AMK__OPS_FAIL(PARAM_VALUE, "eps = %g must be finite and >= 0", eps);
-    return 1;
+    return amk__check_rows(c, c->P.hidden);
 }
 
 /* GEMV_TILE, GEMM_TILE */
@@ -554,7 +579,8 @@ AMK__FN int amk__check_rope(const amk__opshape *c) {
     return 1;
 }
 
-/* SILU_MUL, ADD, ALLREDUCE_SHARD */
+/* SILU_MUL, ADD, ALLREDUCE_SHARD; SILU_MUL and ADD with M_tile: rows of the output only
+   (amk__check_rows). */
 AMK__FN int amk__check_elementwise(const amk__opshape *c) {
     int i;
     for (i = 0; i < c->ni; i++)
@@ -562,7 +588,7 @@ AMK__FN int amk__check_elementwise(const amk__opshape *c) {
             AMK__OPS_FAIL(OP_SHAPE, "input %d '%s' has %lld elements, out '%s' has %lld", i,
                           amk__opshape_name(c->in[i]), (long long)c->n_in[i], amk__opshape_name(c->out),
                           (long long)c->n_out);
-    return 1;
+    return amk__check_rows(c, 0);
 }
 
 /* MUL */
@@ -2048,9 +2074,10 @@ AMK__FN void amk__v_query(amk__vctx *v, int set_off, int set_len, int target, in
    of its kind: 0 the whole buffer; 1 columns of the output's last axis (GEMV/GEMM tiles and the
    fused tiles, whose KV-row form writes columns of every cache row it may pick; ARGMAX_PARTIAL's
    pair; an ATTENTION_O_PRENORM's kv heads in its caches, the KV-row tiles' columns); 2 flat elements
-   (ATTENTION_DECODE: the rows of its query heads). Of buffer x: an RMSNORM_GEMV_ARGMAX writes
-   its pair (kind 1) into its second output. Regions of different kinds never compare as disjoint
-   (amk__v_waw). */
+   (ATTENTION_DECODE: the rows of its query heads); 3 whole rows [n0, n1) of the output's first
+   axis (ADD, SILU_MUL and RMSNORM with M_tile: rows [m_off, m_off+M_tile)). Of buffer x: an
+   RMSNORM_GEMV_ARGMAX writes its pair (kind 1) into its second output. Regions of different kinds
+   never compare as disjoint (amk__v_waw). */
 typedef struct amk__v_region { int64_t n0, n1, m0, m1; int task, kind; } amk__v_region;
 
 /* The region functions (the op table's region column): what task t writes of its output x, into r,
@@ -2084,6 +2111,17 @@ AMK__FN void amk__region_cols(const amk_task *t, int x, amk__v_region *r) {
         r->m0 = moff ? moff->i : 0;
         r->m1 = r->m0 + mw->i;
     }
+}
+
+/* ADD, SILU_MUL, RMSNORM: with M_tile, rows [m_off, m_off+M_tile) of the output's first axis
+   (kind 3: the rows as n0..n1, so the sort by n0 finds the neighbours); else the whole output. */
+AMK__FN void amk__region_rows(const amk_task *t, int x, amk__v_region *r) {
+    const amk_param *moff = amk__v_param(t, "m_off"), *mw = amk__v_param(t, "M_tile");
+    AMK__UNUSED(x);
+    if (!mw) return;
+    r->kind = 3;
+    r->n0 = moff ? moff->i : 0; /* why: pass 2 proved these are int32, so the sum cannot overflow */
+    r->n1 = r->n0 + mw->i;
 }
 
 /* ARGMAX_PARTIAL's (value, index) pair: columns 2*part, 2*part+1 of every row. */

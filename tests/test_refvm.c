@@ -2063,6 +2063,46 @@ static void test_elementwise(void) {
             }
 }
 
+/* ADD, SILU_MUL and RMSNORM over rows [m_off, m_off+M_tile) of out [5, 8]: those rows as the
+   whole op computes them (RMSNORM: a norm a row, weight [8]), the others left poisoned. */
+static void test_elementwise_rows(void) {
+    static const int ops[3] = {AMK_OP_ADD, AMK_OP_SILU_MUL, AMK_OP_RMSNORM};
+    int k;
+    for (k = 0; k < 3; k++) {
+        tc c;
+        amk_diag d;
+        int x0, x1, y, ins[2], bad = 0;
+        int64_t r, h;
+        tc_init(&c);
+        x0 = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 5, 8, 0);
+        x1 = ops[k] == AMK_OP_RMSNORM ? tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, 8, 0, 0)
+                                      : tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 5, 8, 0);
+        y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 5, 8, 0);
+        tfill(&c.b[x0], -2, 2);
+        tfill(&c.b[x1], -2, 2);
+        ins[0] = x0; ins[1] = x1;
+        tc_task(&c, ops[k], ins, 2, y);
+        if (ops[k] == AMK_OP_RMSNORM) { tc_real(&c, "eps", 1e-5); tc_int(&c, "hidden", 8); }
+        tc_int(&c, "m_off", 1);
+        tc_int(&c, "M_tile", 3);
+        tpoison(&c.b[y]);
+        CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s rows: %s", amk_op_name(ops[k]), d.message);
+        for (r = 0; r < 5; r++) {
+            double ss = 0;
+            for (h = 0; h < 8; h++) ss += c.b[x0].v[r * 8 + h] * c.b[x0].v[r * 8 + h];
+            for (h = 0; h < 8; h++) {
+                const double a = c.b[x0].v[r * 8 + h], b = ops[k] == AMK_OP_RMSNORM ? c.b[x1].v[h] : c.b[x1].v[r * 8 + h];
+                const double want = ops[k] == AMK_OP_ADD ? a + b : ops[k] == AMK_OP_SILU_MUL ? a / (1 + exp(-a)) * b
+                                  : a / sqrt(ss / 8 + 1e-5) * b;
+                if (r < 1 || r > 3) bad += !tpoisoned(&c.b[y], r * 8 + h);
+                else bad += !near_out(AMK_DTYPE_F32, tget(&c.b[y], r * 8 + h), want, fabs(want) + 1, 1e-6);
+            }
+        }
+        CHECK_MSG(bad == 0, "%s rows [1, 4): %d bad elements", amk_op_name(ops[k]), bad);
+        tc_free(&c);
+    }
+}
+
 /* BIAS_ADD: out[m, n] = x[m, n] + b[n], every pair of activation dtypes, rows of 1 to 64. */
 static void test_bias_add(void) {
     static const int64_t shapes[3][2] = {{1, 1}, {5, 13}, {3, 64}}; /* [M, N] */
@@ -2800,6 +2840,7 @@ int main(void) {
     RUN(test_mlp_fold);
     RUN(test_attention_prenorm);
     RUN(test_elementwise);
+    RUN(test_elementwise_rows);
     RUN(test_bias_add);
     RUN(test_dequant);
     RUN(test_softmax);

@@ -988,6 +988,59 @@ static void test_race_waw_attention_prefill(void) {
     amk_program_free(p);
 }
 
+/* ADD, SILU_MUL and RMSNORM over rows (m_off, M_tile: a prefill chunk's tasks over the SMs): tasks
+   of one counter on disjoint rows of one output need no order, overlapping rows race, rows past
+   the output's, a row of RMSNORM other than its hidden, and rows on LAYERNORM are refused. */
+static void test_race_waw_rows(void) {
+    static const int ops[3] = {AMK_OP_ADD, AMK_OP_SILU_MUL, AMK_OP_RMSNORM};
+    int k, j;
+    for (k = 0; k < 3; k++) {
+        amk_program *p = amk_program_create();
+        const int64_t sh[2] = {5, 8}, wsh[1] = {8};
+        int in[2], o, c = amk_program_add_counter(p, ""), t;
+        in[0] = amk_program_add_buffer(p, "a", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+        in[1] = ops[k] == AMK_OP_RMSNORM ? amk_program_add_buffer(p, "w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, wsh, AMK_SPACE_HBM, NULL)
+                                         : amk_program_add_buffer(p, "b", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+        o = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+        for (j = 0; j < 3; j++) { /* rows [0, 2), [2, 4), [4, 5) */
+            t = amk_program_add_task(p, ops[k], in, 2, &o, 1, c, "rows");
+            if (ops[k] == AMK_OP_RMSNORM) {
+                amk_task_set_real(p, t, "eps", 1e-5);
+                amk_task_set_int(p, t, "hidden", 8);
+            }
+            amk_task_set_int(p, t, "m_off", 2 * j);
+            amk_task_set_int(p, t, "M_tile", j < 2 ? 2 : 1);
+        }
+        expect_clean(p);
+        amk_task_set_int(p, 2, "m_off", 3); /* rows [3, 4) meet task 1's [2, 4) */
+        CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+        amk_task_set_int(p, 2, "m_off", 4);
+        amk_task_set_int(p, 2, "M_tile", 2); /* rows [4, 6) of 5 */
+        CHECK_EQ_INT(expect_only(p, AMK_CHECK_PARAM_VALUE), 1);
+        amk_task_set_int(p, 2, "M_tile", 1);
+        expect_clean(p);
+        if (ops[k] == AMK_OP_RMSNORM) { /* a row of 8 is two of hidden 4 */
+            for (j = 0; j < 3; j++) amk_task_set_int(p, j, "hidden", 4);
+            CHECK(expect_only(p, AMK_CHECK_OP_SHAPE) >= 1);
+        }
+        amk_program_free(p);
+    }
+    { /* rows on LAYERNORM, which shares RMSNORM's check and takes none */
+        amk_program *p = amk_program_create();
+        const int64_t sh[2] = {5, 8}, wsh[1] = {8};
+        int x[2], o, t;
+        x[0] = amk_program_add_buffer(p, "a", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+        x[1] = amk_program_add_buffer(p, "w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, wsh, AMK_SPACE_HBM, NULL);
+        o = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+        t = amk_program_add_task(p, AMK_OP_LAYERNORM, x, 2, &o, 1, amk_program_add_counter(p, ""), "layernorm");
+        amk_task_set_real(p, t, "eps", 1e-5);
+        amk_task_set_int(p, t, "hidden", 8);
+        amk_task_set_int(p, t, "M_tile", 2);
+        CHECK_EQ_INT(expect_only(p, AMK_CHECK_PARAM_VALUE), 1);
+        amk_program_free(p);
+    }
+}
+
 /* An ARGMAX_COMBINE of the partials [rows, 2P] pr into a new I32 [rows] output, after the n
    producers of counter c. */
 static void argmax_combine(amk_program *p, int pr, int c, int n) {
@@ -1943,6 +1996,7 @@ int main(void) {
     RUN(test_race_waw_gemm_grid);
     RUN(test_race_waw_attention_decode);
     RUN(test_race_waw_attention_prefill);
+    RUN(test_race_waw_rows);
     RUN(test_race_waw_argmax_parts);
     RUN(test_race_waw_head_argmax);
     RUN(test_accumulate);

@@ -640,7 +640,29 @@ static void eltwise_case(const char *tag, amk_opcode op, int ni, amk_dtype at, a
     check_program(p, tag, scale, rtol, atol_rel);
 }
 
+/* ADD, SILU_MUL and RMSNORM over rows (a prefill chunk's form): three tasks on three SMs write
+   rows [0, 2), [2, 5) and [5, 7) of out [7, 96]. */
+static void rows_case(const char *tag, amk_opcode op, amk_dtype dt) {
+    amk_program *p = prog_new(3);
+    int in[2], y, t, k, c;
+    in[0] = buf(p, "a", AMK_KIND_IO_INPUT, dt, 2, 7, 96, 0);
+    in[1] = op == AMK_OP_RMSNORM ? buf(p, "w", AMK_KIND_WEIGHT, dt, 1, 96, 0, 0) : buf(p, "b", AMK_KIND_IO_INPUT, dt, 2, 7, 96, 0);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, dt, 2, 7, 96, 0);
+    c = amk_program_add_counter(p, "");
+    for (k = 0; k < 3; k++) {
+        t = task(p, op, in, 2, y, c, k);
+        if (op == AMK_OP_RMSNORM) { setf(p, t, "eps", 1e-5); seti(p, t, "hidden", 96); }
+        seti(p, t, "m_off", k == 0 ? 0 : k == 1 ? 2 : 5);
+        seti(p, t, "M_tile", k == 1 ? 3 : 2);
+    }
+    check_program(p, tag, 3.0f, dt == AMK_DTYPE_F32 ? 2e-5 : -1, dt == AMK_DTYPE_F32 ? 1e-6 : -1);
+}
+
 static void test_elementwise(void) {
+    rows_case("ADD rows bf16", AMK_OP_ADD, AMK_DTYPE_BF16);
+    rows_case("SILU_MUL rows f32", AMK_OP_SILU_MUL, AMK_DTYPE_F32);
+    rows_case("RMSNORM rows bf16", AMK_OP_RMSNORM, AMK_DTYPE_BF16);
+    rows_case("RMSNORM rows f32", AMK_OP_RMSNORM, AMK_DTYPE_F32);
     eltwise_case("SILU_MUL bf16", AMK_OP_SILU_MUL, 2, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1536, 1536, 6.0f, -1, -1);
     eltwise_case("SILU_MUL f32", AMK_OP_SILU_MUL, 2, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 1000, 1000, 10.0f, 2e-5, 1e-6);
     eltwise_case("GELU f32", AMK_OP_GELU, 1, AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 1000, 1, 5.0f, 2e-5, 1e-6);
@@ -1901,10 +1923,17 @@ static void test_chain(void) {
    AMK_TEST_LLM_CHAIN=single:N or chain:N runs only N single steps or one chain of N steps, and
    compares nothing. why: under compute-sanitizer a step takes ~10 s (AMK_TEST_SLOW lengthens the
    timeout), and a report must name the kernel it comes from (scripts/gpu_run.sh phase b). */
+static int prefill_blk_of(void *user, const char *tensor, int64_t rows, int64_t cols) {
+    (void)tensor; (void)rows; (void)cols;
+    return *(const int *)user;
+}
+
 /* The prefill program (amk_llama_build's prefill_rows) of a small Llama on the GPU against the
    reference VM, random weights and caches (rows below the chunk: earlier chunks): a chunk of 12
-   prompt rows at positions 5..16, every cache and the last row's logits; F32 and BF16. */
-static void prefill_program_case(const char *tag, int dt) {
+   prompt rows at positions 5..16, every cache and the last row's logits; dt its weights and
+   activations, blk (-1: none) a block format for every matrix and the embedding (the fused Q/K/V
+   tiles and the GEMV tiles over the rows read it). */
+static void prefill_program_case(const char *tag, int dt, int blk) {
     amk_llama_config c;
     amk_llama_build_opts o;
     amk_program *p = NULL;
@@ -1921,6 +1950,10 @@ static void prefill_program_case(const char *tag, int dt) {
     o.weight_dtype = o.act_dtype = dt;
     o.max_seq = 32;
     o.prefill_rows = 12;
+    if (blk >= 0) {
+        o.weight_dtype_of = prefill_blk_of;
+        o.weight_dtype_user = &blk;
+    }
     amk_diag_clear(&d);
     CHECK_MSG(amk_llama_build_lowered(&c, &o, &p, &d) == AMK_OK, "%s: %s", tag, d.message);
     if (!p) return;
@@ -1943,8 +1976,10 @@ static void prefill_program_case(const char *tag, int dt) {
 }
 
 static void test_prefill_program(void) {
-    prefill_program_case("PREFILL program f32", AMK_DTYPE_F32);
-    prefill_program_case("PREFILL program bf16", AMK_DTYPE_BF16);
+    prefill_program_case("PREFILL program f32", AMK_DTYPE_F32, -1);
+    prefill_program_case("PREFILL program bf16", AMK_DTYPE_BF16, -1);
+    prefill_program_case("PREFILL program q4_k", AMK_DTYPE_BF16, AMK_DTYPE_Q4_K);
+    prefill_program_case("PREFILL program q8_0", AMK_DTYPE_F32, AMK_DTYPE_Q8_0);
 }
 
 static void test_llm_chain(void) {
