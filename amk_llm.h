@@ -45,10 +45,12 @@ typedef struct amk_llm_opts {
     const void *device_image;
     size_t device_image_size;
     double timeout_ms;    /* per GPU launch (a step, a prefill chunk); <= 0: 10 s */
-    /* The prompt (amk_llm_prefill) on the GPU backend: chunks of this many tokens through a
-       prefill program beside the decode step (amk_llama_build_opts.prefill_rows), sharing its
-       weights and KV caches; 0 (default) AMK_LLM_PREFILL_ROWS, at most the context; -1 none (the
-       prompt goes through the decode step a token at a time, as on the reference VM). */
+    /* The prompt (amk_llm_prefill): chunks of this many tokens through a prefill program beside
+       the decode step (amk_llama_build_opts.prefill_rows), sharing its weights and KV caches; 0
+       (default) the backend's (AMK_LLM_PREFILL_ROWS on the GPU, AMK_LLM_PREFILL_ROWS_CPU on the
+       reference VM), at most the context; -1 none: the prompt goes through the decode step a
+       token at a time, as it does for a config the prefill program does not take and on the
+       reference VM with random weights. */
     int prefill_rows;
     /* Called while weights load (what: "weights", done/total in bytes; then for a folded step,
        what: "fold", done/total in rows of W_fold computed: amk_llama_build's qkv_fold). May be NULL. */
@@ -113,8 +115,8 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
                                 amk_diag *d);
 /* Runs the prompt tokens[0..n) at positions pos..pos + n - 1, as n amk_llm_step calls would: the
    KV cache gets their rows, *logits (logits may be NULL) and *argmax (may be NULL) those of the
-   last token. On the GPU backend with a prefill program (amk_llm_opts.prefill_rows) the tokens go
-   in chunks of its rows, a launch a chunk (a last chunk shorter than the rows padded, where the
+   last token. With a prefill program (amk_llm_opts.prefill_rows) the tokens go in chunks of its
+   rows, a run (on the GPU a launch) a chunk (a last chunk shorter than the rows padded, where the
    padded rows fit the cache and the tokens fill AMK_LLM_PREFILL_PAD_PCT % of it, else a step a
    token); otherwise a step a token. The padded rows write cache rows past the prompt, which
    no later step reads before writing. Progress: amk_llm_opts.progress ("prompt", tokens done).
@@ -123,7 +125,8 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
 AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos, const float **logits,
                                    int *argmax, amk_diag *d);
 /* The rows of a prefill chunk amk_llm_prefill runs; 0 when it runs the prompt a token at a time
-   (the reference VM, a config the prefill program does not take yet, prefill_rows -1). */
+   (a config the prefill program does not take yet, random weights on the reference VM,
+   prefill_rows -1). */
 AMK_API int amk_llm_prefill_rows(const amk_llm *m);
 /* The prefill program and its GPU runtime (NULL when amk_llm_prefill_rows is 0): for timing a
    chunk and its timeline (amk bench --prefill). */
@@ -368,9 +371,13 @@ typedef struct amk__llm_backend {
     amk_result (*generate)(amk_llm *m, int token, int pos, int n, int *tokens, amk_diag *d);
     /* One chunk of the prefill program m->pre (amk_llm_prefill, arguments checked): tokens and pos
        its m->pre_rows inputs, last the row whose logits (at least when want_logits) and greedy
-       token it makes. NULL: the backend runs no prefill program (amk__llm_backend_open drops it). */
+       token it makes. */
     amk_result (*prefill)(amk_llm *m, const int32_t *tokens, const int32_t *pos, int32_t last, int want_logits,
                           int *argmax, amk_diag *d);
+    /* After open: the prefill program m->pre's state beside the step's (its shared buffers the
+       step's); on failure it drops m->pre with a note (amk__llm_prefill_failed). */
+    void (*open_prefill)(amk_llm *m);
+    int prefill_rows; /* the chunk rows of amk_llm_opts.prefill_rows 0 on this backend */
 } amk__llm_backend;
 
 struct amk_llm {
@@ -422,10 +429,31 @@ AMK__FN void amk__llm_drop_prefill(amk_llm *m) {
     m->pre_n_weights = m->pre_rows = 0;
 }
 
-/* ---- backend: reference VM -------------------------------------------------------------------- */
-/* m->state: the amk_refvm. Buffers live in host memory: weights are written in place. */
+/* A backend could not load the prefill program (why): the note says so, and the prompt runs a token
+   at a time. */
+AMK__FN void amk__llm_prefill_failed(amk_llm *m, const char *why) {
+    snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sthe prompt runs a token at a time (the "
+             "prefill program of %d rows does not load: %s)", m->note[0] ? "; " : "", m->pre_rows, why);
+    amk__llm_drop_prefill(m);
+}
 
-AMK__FN amk_refvm *amk__llm_vm(const amk_llm *m) { return (amk_refvm *)m->state; }
+/* ---- backend: reference VM -------------------------------------------------------------------- */
+/* m->state: an amk__llm_refvm. Buffers live in host memory: weights are written in place. */
+
+typedef struct amk__llm_refvm {
+    amk_refvm *vm;  /* the step's */
+    amk_refvm *pre; /* the prefill program's (m->pre), its shared buffers bound to vm's storage, or NULL */
+} amk__llm_refvm;
+
+AMK__FN amk_refvm *amk__llm_vm(const amk_llm *m) { return ((amk__llm_refvm *)m->state)->vm; }
+
+/* The VM that holds buffer *id of m's one id space (amk__llm_buffer), *id made its own. */
+AMK__FN amk_refvm *amk__llm_vm_holder(const amk_llm *m, int *id) {
+    amk__llm_refvm *s = (amk__llm_refvm *)m->state;
+    if (*id < m->prog->n_buffers) return s->vm;
+    *id -= m->prog->n_buffers;
+    return s->pre;
+}
 
 /* The machine's physical memory in bytes; 0 where it cannot be asked (then nothing is checked). */
 AMK__FN uint64_t amk__llm_host_memory(void) {
@@ -444,13 +472,15 @@ AMK__FN uint64_t amk__llm_host_memory(void) {
    large (a smaller context is the cure), else OUT_OF_MEMORY. */
 AMK__FN amk_result amk__llm_refvm_fits(const amk_llm *m, amk_diag *d) {
     const uint64_t host = amk__llm_host_memory();
+    const int n_all = m->prog->n_buffers + (m->pre ? m->pre->n_buffers : 0);
     uint64_t total = 0, kv = 0;
     int i;
     if (!host) return AMK_OK;
-    for (i = 0; i < m->prog->n_buffers; i++) {
-        const amk_buffer *b = &m->prog->buffers[i];
+    for (i = 0; i < n_all; i++) { /* the step's buffers, then the prefill program's own */
+        const amk_buffer *b = amk__llm_buffer(m, i);
         const int64_t nb = amk__buffer_nbytes(b);
         const uint64_t u = nb < 0 ? UINT64_MAX : (uint64_t)nb;
+        if (i >= m->prog->n_buffers && m->pre_share[i - m->prog->n_buffers] >= 0) continue;
         if (!amk__add_u64(total, u, &total)) total = UINT64_MAX;
         if (b->kind == AMK_KIND_KV_CACHE && !amk__add_u64(kv, u, &kv)) kv = UINT64_MAX;
     }
@@ -464,18 +494,58 @@ AMK__FN amk_result amk__llm_refvm_fits(const amk_llm *m, amk_diag *d) {
                      (double)total / 1e9, (double)kv / 1e9, m->max_seq, (double)host / 1e9);
 }
 
+/* The prefill program's VM beside the step's, its shared buffers bound to the step's storage
+   (weights read-only, the KV caches read and written). why a failure drops the prefill program
+   instead of failing the open: the step alone runs every prompt, a token at a time; the note says
+   why. why its shared buffers cost nothing: the VM's calloc'd blocks of them, freed by the bind,
+   were never touched. */
+AMK__FN void amk__llm_refvm_open_prefill(amk_llm *m) {
+    amk__llm_refvm *s = (amk__llm_refvm *)m->state;
+    amk_diag dp;
+    amk_result r;
+    int b;
+    /* why not with random weights: the host draws them in each program's layouts, so a prefill
+       weight of a layout the step lacks would be another draw, and the two programs other models */
+    if (!m->model) {
+        amk__llm_drop_prefill(m);
+        return;
+    }
+    amk_diag_clear(&dp);
+    r = amk__llm_refvm_fits(m, &dp); /* the step's buffers and now the prefill program's own */
+    if (r == AMK_OK) r = amk__refvm_create_validated(m->pre, &s->pre, &dp);
+    for (b = 0; b < m->pre->n_buffers && r == AMK_OK; b++) {
+        size_t nb = 0;
+        void *data;
+        if (m->pre_share[b] < 0) continue;
+        data = amk_refvm_buffer(s->vm, m->pre_share[b], &nb);
+        r = m->pre->buffers[b].kind == AMK_KIND_KV_CACHE ? amk_refvm_bind_storage(s->pre, b, data, nb)
+                                                         : amk_refvm_bind(s->pre, b, data, nb);
+        if (r != AMK_OK) amk__fail(&dp, r, "cannot share '%s' with the step", m->pre->buffers[b].name);
+    }
+    if (r == AMK_OK) return;
+    amk_refvm_free(s->pre);
+    s->pre = NULL;
+    amk__llm_prefill_failed(m, dp.message);
+}
+
 AMK__FN amk_result amk__llm_refvm_open(amk_llm *m, amk_diag *d) {
-    amk_refvm *vm = NULL;
-    amk_result r = amk__llm_refvm_fits(m, d);
+    amk__llm_refvm *s;
+    amk_result r;
+    if ((r = amk__llm_refvm_fits(m, d)) != AMK_OK) return r;
+    s = (amk__llm_refvm *)amk__calloc(1, sizeof *s);
+    if (!s) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    m->state = s;
     /* why not amk_refvm_create: the step was validated when it was lowered (amk_program_lower),
        and nothing changed it since */
-    if (r == AMK_OK) r = amk__refvm_create_validated(m->prog, &vm, d);
-    m->state = vm;
-    return r;
+    return amk__refvm_create_validated(m->prog, &s->vm, d);
 }
 
 AMK__FN void amk__llm_refvm_close(amk_llm *m) {
-    amk_refvm_free(amk__llm_vm(m));
+    amk__llm_refvm *s = (amk__llm_refvm *)m->state;
+    if (!s) return;
+    amk_refvm_free(s->pre); /* why first: it uses the step's storage */
+    amk_refvm_free(s->vm);
+    amk__free(s);
     m->state = NULL;
 }
 
@@ -485,7 +555,8 @@ AMK__FN amk_cuda *amk__llm_refvm_cuda(const amk_llm *m) {
 }
 
 AMK__FN amk_result amk__llm_refvm_write_begin(amk_llm *m, int id, void **host, size_t *nbytes) {
-    *host = amk_refvm_buffer(amk__llm_vm(m), id, nbytes);
+    amk_refvm *vm = amk__llm_vm_holder(m, &id);
+    *host = amk_refvm_buffer(vm, id, nbytes);
     return *host ? AMK_OK : AMK_ERR_INVALID_ARG;
 }
 
@@ -534,10 +605,31 @@ AMK__FN amk_result amk__llm_refvm_step(amk_llm *m, int token, int pos, int want_
     return AMK_OK;
 }
 
+/* A chunk of the prefill program: its inputs into the VM's buffers, a run, the logits and the
+   greedy token out. */
+AMK__FN amk_result amk__llm_refvm_prefill(amk_llm *m, const int32_t *tokens, const int32_t *pos, int32_t last,
+                                          int want_logits, int *argmax, amk_diag *d) {
+    amk_refvm *vm = ((amk__llm_refvm *)m->state)->pre;
+    const size_t rows = (size_t)m->pre_rows;
+    size_t nb;
+    amk_result r;
+    (void)want_logits; /* the copy of host memory costs little: always made */
+    memcpy(amk_refvm_buffer(vm, m->pre_token, &nb), tokens, rows * 4);
+    memcpy(amk_refvm_buffer(vm, m->pre_pos, &nb), pos, rows * 4);
+    memcpy(amk_refvm_buffer(vm, m->pre_last, &nb), &last, 4);
+    r = amk_refvm_run(vm, NULL, d);
+    if (r != AMK_OK) return r;
+    memcpy(m->logits, amk_refvm_buffer(vm, m->pre_logits, &nb), (size_t)m->cfg.vocab * sizeof(float));
+    if (argmax) *argmax = (int)amk__load_i64(amk_refvm_buffer(vm, m->pre_next, &nb), AMK_DTYPE_I32, 0);
+    return AMK_OK;
+}
+
 static const amk__llm_backend amk__llm_refvm_backend = {
-    "cpu", amk__llm_refvm_open, amk__llm_refvm_close, amk__llm_refvm_cuda, NULL /* cuda_prefill */, amk__llm_refvm_write_begin,
-    amk__llm_refvm_write_end, amk__llm_refvm_read_f32, amk__llm_refvm_zero, NULL /* random_weight */,
-    amk__llm_refvm_step, NULL /* generate */, NULL /* prefill */
+    "cpu", amk__llm_refvm_open, amk__llm_refvm_close, amk__llm_refvm_cuda, NULL /* cuda_prefill */,
+    amk__llm_refvm_write_begin, amk__llm_refvm_write_end, amk__llm_refvm_read_f32, amk__llm_refvm_zero,
+    NULL /* random_weight */,
+    amk__llm_refvm_step, NULL /* generate */, amk__llm_refvm_prefill, amk__llm_refvm_open_prefill,
+    AMK_LLM_PREFILL_ROWS_CPU
 };
 
 /* ---- backend: CUDA ---------------------------------------------------------------------------- */
@@ -564,16 +656,15 @@ AMK__FN amk_cuda *amk__llm_cuda_holder(const amk_llm *m, int *id) {
 /* The prefill program's runtime beside the step's, sharing its buffers (m->pre_share). why a
    failure drops the prefill program instead of failing the open: the decode step alone runs
    every prompt, a token at a time; the note says why. */
-AMK__FN void amk__llm_cuda_open_prefill(amk_llm *m, amk__llm_cuda *s) {
+AMK__FN void amk__llm_cuda_open_prefill(amk_llm *m) {
+    amk__llm_cuda *s = (amk__llm_cuda *)m->state;
     amk_diag dp;
     amk_result r;
     amk_diag_clear(&dp);
     r = amk__cuda_create_from(m->pre, m->opts.device_image, m->opts.device_image_size, s->cuda, m->pre_share,
                               &s->pre, &dp);
     if (r == AMK_OK) return;
-    snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sthe prompt runs a token at a time (the "
-             "prefill program of %d rows does not load: %s)", m->note[0] ? "; " : "", m->pre_rows, dp.message);
-    amk__llm_drop_prefill(m);
+    amk__llm_prefill_failed(m, dp.message);
 }
 
 AMK__FN amk_result amk__llm_cuda_open(amk_llm *m, amk_diag *d) {
@@ -590,7 +681,6 @@ AMK__FN amk_result amk__llm_cuda_open(amk_llm *m, amk_diag *d) {
     }
     s->cuda = c;
     m->state = s;
-    if (m->pre) amk__llm_cuda_open_prefill(m, s);
     return AMK_OK;
 }
 
@@ -701,9 +791,11 @@ AMK__FN amk_result amk__llm_cuda_prefill(amk_llm *m, const int32_t *tokens, cons
 }
 
 static const amk__llm_backend amk__llm_cuda_backend = {
-    "cuda", amk__llm_cuda_open, amk__llm_cuda_close, amk__llm_cuda_of, amk__llm_cuda_pre_of, amk__llm_cuda_write_begin,
-    amk__llm_cuda_write_end, NULL /* read_f32 */, amk__llm_cuda_zero, amk__llm_cuda_random_weight,
-    amk__llm_cuda_step, amk__llm_cuda_generate, amk__llm_cuda_prefill
+    "cuda", amk__llm_cuda_open, amk__llm_cuda_close, amk__llm_cuda_of, amk__llm_cuda_pre_of,
+    amk__llm_cuda_write_begin, amk__llm_cuda_write_end, NULL /* read_f32 */, amk__llm_cuda_zero,
+    amk__llm_cuda_random_weight,
+    amk__llm_cuda_step, amk__llm_cuda_generate, amk__llm_cuda_prefill, amk__llm_cuda_open_prefill,
+    AMK_LLM_PREFILL_ROWS
 };
 
 /* ---- choosing the backend --------------------------------------------------------------------- */
@@ -727,7 +819,6 @@ AMK__FN amk_result amk__llm_backend_open(amk_llm *m, amk_diag *d) {
         }
     }
     m->backend = &amk__llm_refvm_backend;
-    amk__llm_drop_prefill(m); /* why: the reference VM runs the prompt a token at a time */
     return m->backend->open(m, d);
 }
 
@@ -793,7 +884,7 @@ AMK__FN int amk__llm_same_buffer(const amk_llm *m, int b, const amk_weight_entry
 }
 
 /* The prefill program of m's model beside its step (m->pre): a chunk of opts.prefill_rows tokens
-   (0: AMK_LLM_PREFILL_ROWS), at most the step's context; its weights and KV caches the step's
+   (0: the backend's, AMK_LLM_PREFILL_ROWS on the GPU), at most the step's context; its weights and KV caches the step's
    where they are the same buffers (pre_share), the rest its own. A config the prefill program does
    not take (AMK_ERR_UNSUPPORTED: Qwen2's biases, Qwen3's norms, the spec's opcodes) leaves it out,
    with a note: the prompt then runs a token at a time. */
@@ -802,15 +893,15 @@ AMK__FN amk_result amk__llm_build_prefill(amk_llm *m, amk_diag *d) {
     amk_llama_step st;
     amk_diag dp;
     amk_result r;
-    int b, rows = m->opts.prefill_rows > 0 ? m->opts.prefill_rows : AMK_LLM_PREFILL_ROWS;
+    int b, rows = m->opts.prefill_rows > 0 ? m->opts.prefill_rows : m->backend->prefill_rows;
     if (rows > m->max_seq) rows = m->max_seq;
     bo.prefill_rows = rows;
     bo.max_seq = m->max_seq;
     amk_diag_clear(&dp);
     r = amk__llama_build_step(&m->cfg, &bo, 1, 1, &st, NULL, &dp);
     if (r == AMK_ERR_UNSUPPORTED) {
-        snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sthe prompt runs a token at a time (%s)",
-                 m->note[0] ? "; " : "", dp.message);
+        snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note),
+                 "%sthe prompt runs a token at a time (%s)", m->note[0] ? "; " : "", dp.message);
         return AMK_OK;
     }
     if (r != AMK_OK) {
@@ -899,10 +990,11 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     for (i = 0; i < m->prog->n_tasks; i++) /* the tasks amk_llama_set_pos changes */
         if (m->prog->tasks[i].op == AMK_OP_KV_APPEND || m->prog->tasks[i].op == AMK_OP_ATTENTION_TILE)
             m->step_tasks[m->n_step_tasks++] = i;
-    if (m->opts.backend != AMK_BACKEND_CPU && m->opts.prefill_rows >= 0 && m->opts.device_image &&
-        (r = amk__llm_build_prefill(m, d)) != AMK_OK)
-        return r;
-    return amk__llm_backend_open(m, d);
+    if ((r = amk__llm_backend_open(m, d)) != AMK_OK) return r;
+    /* the prefill program for the backend that runs (its chunk rows are the backend's) */
+    if (m->opts.prefill_rows >= 0 && (r = amk__llm_build_prefill(m, d)) != AMK_OK) return r;
+    if (m->pre) m->backend->open_prefill(m);
+    return AMK_OK;
 }
 
 /* Buffer id's weight plan entry (amk_llama_build_step), or NULL for a buffer that has none. */

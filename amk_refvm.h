@@ -34,6 +34,11 @@ AMK_API void *amk_refvm_buffer(amk_refvm *vm, int buffer_id, size_t *nbytes);
 /* Makes a read-only buffer (WEIGHT, CONST, IO_INPUT) read from caller memory instead of a copy.
    data must hold the buffer's nbytes and outlive the VM (or a later bind). */
 AMK_API amk_result amk_refvm_bind(amk_refvm *vm, int buffer_id, const void *data, size_t nbytes);
+/* The same for a buffer of any kind the VM may write (a KV cache two programs share: amk_llm's
+   prefill program and its decode step): the VM reads and writes data, which must hold the
+   buffer's nbytes and outlive the VM (or a later bind). A buffer on a page cannot be bound
+   (AMK_ERR_INVALID_ARG). */
+AMK_API amk_result amk_refvm_bind_storage(amk_refvm *vm, int buffer_id, void *data, size_t nbytes);
 
 typedef struct amk_refvm_opts {
     uint64_t seed;        /* 0: fire ready tasks in list order; else a seeded random order */
@@ -1045,19 +1050,30 @@ AMK_API void *amk_refvm_buffer(amk_refvm *vm, int buffer_id, size_t *nbytes) {
     return vm->data[buffer_id];
 }
 
-AMK_API amk_result amk_refvm_bind(amk_refvm *vm, int buffer_id, const void *data, size_t nbytes) {
+/* amk_refvm_bind (writable 0: a read-only kind) and amk_refvm_bind_storage (1: any kind). */
+AMK__FN amk_result amk__refvm_bind(amk_refvm *vm, int buffer_id, void *data, size_t nbytes, int writable) {
     int kind;
     if (!vm || buffer_id < 0 || buffer_id >= vm->n_buffers || (!data && nbytes)) return AMK_ERR_INVALID_ARG;
     kind = vm->p->buffers[buffer_id].kind;
-    if (kind != AMK_KIND_WEIGHT && kind != AMK_KIND_CONST && kind != AMK_KIND_IO_INPUT)
+    if (!writable && kind != AMK_KIND_WEIGHT && kind != AMK_KIND_CONST && kind != AMK_KIND_IO_INPUT)
         return AMK_ERR_INVALID_ARG;
+    if (vm->p->has_pages && vm->p->buffer_page && vm->p->buffer_page[buffer_id] >= 0)
+        return AMK_ERR_INVALID_ARG; /* its storage is its page's */
     if (nbytes != vm->nbytes[buffer_id]) return AMK_ERR_MISMATCH;
     if (!data) return AMK_OK; /* an empty buffer keeps its own (empty) block */
-    amk__free(vm->own[buffer_id]); /* why: a bound weight needs no copy; calloc'd pages were never touched */
+    amk__free(vm->own[buffer_id]); /* why: a bound buffer needs no copy; calloc'd pages were never touched */
     vm->own[buffer_id] = NULL;
-    /* why: the VM never writes read-only kinds (amk_refvm_run refuses a task that would) */
-    vm->data[buffer_id] = (void *)(uintptr_t)data;
+    vm->data[buffer_id] = data;
     return AMK_OK;
+}
+
+AMK_API amk_result amk_refvm_bind(amk_refvm *vm, int buffer_id, const void *data, size_t nbytes) {
+    /* why the cast: the VM never writes read-only kinds (amk_refvm_run refuses a task that would) */
+    return amk__refvm_bind(vm, buffer_id, (void *)(uintptr_t)data, nbytes, 0);
+}
+
+AMK_API amk_result amk_refvm_bind_storage(amk_refvm *vm, int buffer_id, void *data, size_t nbytes) {
+    return amk__refvm_bind(vm, buffer_id, data, nbytes, 1);
 }
 
 /* A wait of one task, in the per-counter lists the walk releases as counters rise. */

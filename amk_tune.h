@@ -115,6 +115,9 @@
    | AMK_LLM_PREFILL_ROWS      | 128     | amk_llm's prefill chunk rows     | 8B at 512 tokens: chunks of 128,   | 363          |
    |                           |         | (prefill_rows 0)                 | 256 and 512 within 2% (845, 854,   |              |
    |                           |         |                                  | 865 ms); the smallest cache fits   |              |
+   | AMK_LLM_PREFILL_ROWS_CPU  | 32      | the reference VM's chunk rows    | SmolLM2 F32 on 2 cores: chunks of  | NOTES        |
+   |                           |         | (prefill_rows 0)                 | 8-64 rows 32-51 tok/s, a token at  | "chunks"     |
+   |                           |         |                                  | a time 10-14; progress a chunk     |              |
    | AMK_LLM_PREFILL_PAD_PCT   | 50      | the least share (%) of a chunk's | a chunk of 128 rows takes the time | 365, 366     |
    |                           |         | rows a padded last chunk fills   | of 20 steps on 8B BF16, 38 on      |              |
    |                           |         | (less: a step a token)           | SmolLM2, 61 on SmolLM2 Q4_1        |              |
@@ -232,6 +235,9 @@
 #endif
 #ifndef AMK_LLM_PREFILL_ROWS
 #define AMK_LLM_PREFILL_ROWS 128 /* amk_llm's prefill chunk (prefill_rows 0) */
+#endif
+#ifndef AMK_LLM_PREFILL_ROWS_CPU
+#define AMK_LLM_PREFILL_ROWS_CPU 32 /* the reference VM's: as fast a token as 64, and progress twice as often */
 #endif
 #ifndef AMK_LLM_PREFILL_PAD_PCT
 #define AMK_LLM_PREFILL_PAD_PCT 50 /* a padded last chunk fills this share of its rows at least; less goes a step a token */

@@ -1674,8 +1674,8 @@ static const cli_cmd cli_cmds[] = {
      "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--dtype D] [--cpu] [-q]\n"
      "             [--trace FILE.json] [--timeout MS] [--chain N] [--spec-ops] [--mlp-steps 1|2]\n"
      "             [--attn-steps 1|2] [--qkv-fold 0|1] [--prefill-rows M|off]",
-     "Loads MODEL, builds its decode step and runs the prompt (on the GPU in chunks of a prefill\n"
-     "program, else through the decode step token by token), then\n"
+     "Loads MODEL, builds its decode step and a prefill program, runs the prompt in chunks through\n"
+     "the prefill program, then\n"
      "generates up to N tokens (default 64; -n 0: the prompt alone), streaming the text, stopping\n"
      "at the end-of-sequence token. An empty prompt starts from the BOS token. Greedy by default;\n"
      "--temp T > 0 samples (with --top-k, --top-p, --seed). --chat wraps the prompt in the model's\n"
@@ -1697,11 +1697,12 @@ static const cli_cmd cli_cmds[] = {
      "with a note.\n"
      "--chain N: greedy decoding on the GPU runs N steps a launch, the device feeding each token\n"
      "to the next step (default 16; 1: a launch a token).\n"
-     "--prefill-rows M: on the GPU the prompt runs in chunks of M tokens, a launch a chunk, through\n"
-     "a prefill program that shares the decode step's weights and KV caches (default 128, at most\n"
-     "the context; a last chunk that fills less than half its rows goes a step a token); off: a\n"
+     "--prefill-rows M: the prompt runs in chunks of M tokens (a launch a chunk on the GPU, a run on\n"
+     "the reference VM) through a prefill program that shares the decode step's weights and KV\n"
+     "caches (default 128 on the GPU, 32 on the reference VM, at most the context; a last chunk\n"
+     "that fills less than half its rows goes a step a token); off: a token at a time through the\n"
+     "decode step. Qwen2, Qwen3, --spec-ops and random weights on the reference VM run the prompt a\n"
      "token at a time.\n"
-     "Qwen2 and Qwen3 run the prompt a token at a time (with a note).\n"
      "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",
      cmd_generate},
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",

@@ -919,18 +919,22 @@ static void golden_run(amk_backend backend) {
     amk_llm_opts_default(&o);
     o.backend = backend;
     o.build.max_seq = 96;
+    o.prefill_rows = 8;
 #ifdef AMK_EMBED_DEVICE_IMAGE
     o.device_image = amk_device_cubin.bytes;
     o.device_image_size = amk_device_cubin_size;
 #endif
     CHECK_EQ_INT(amk_llm_open(MODEL_PATH, &o, &m, &d), AMK_OK);
     if (!m) { fprintf(stderr, "open: %s\n", d.message); fclose(f); return; }
+    CHECK_MSG(amk_llm_prefill_rows(m) == 8, "prefill rows %d (%s)", amk_llm_prefill_rows(m), amk_llm_note(m));
     while (read_case(f, &rc)) {
         int pos = 0, i, s, argmax = -1, n_steps = full ? rc.n_steps : 8;
         const float *logits = NULL;
         CHECK_EQ_INT(amk_llm_reset(m, &d), AMK_OK);
-        for (i = 0; i < rc.n_prompt; i++)
-            CHECK_EQ_INT(amk_llm_step(m, rc.prompt[i], pos++, &logits, &argmax, &d), AMK_OK);
+        /* the prompt through the prefill program, in chunks of 8 rows (o.prefill_rows): on
+           these short prompts whole chunks and a padded last one */
+        CHECK_EQ_INT(amk_llm_prefill(m, rc.prompt, rc.n_prompt, 0, &logits, &argmax, &d), AMK_OK);
+        pos = rc.n_prompt;
         for (s = 0; s < n_steps; s++) {
             const ref_step *st = &rc.steps[s];
             for (i = 0; i < st->k; i++) {
@@ -1514,15 +1518,31 @@ static void family_prefill_on(const char *dir, const char *file, int max_seq, am
 static void family_logits(const char *dir, const char *file, int max_seq) {
     family_logits_on(dir, file, max_seq, AMK_BACKEND_CPU, AMK_DTYPE_F32, FAMILY_REL_TOL);
 }
-/* amk_llm_prefill on the reference VM (a step a token: it builds no prefill program) against HF,
-   and its refusals: no tokens, an id outside the vocabulary, a prompt past the cache, a position
-   that skips ahead, a prefill_rows below -1, the build's prefill_rows. */
+/* amk_llm_prefill on the reference VM against HF (chunks of 4 and 16 as test_prefill_cuda's, the
+   GGUF's in the reference VM's chunk (AMK_LLM_PREFILL_ROWS_CPU), the Mistral window across
+   chunks, a step a token); none with random weights (the host draws each program's layouts anew); its refusals:
+   no tokens, an id outside the vocabulary, a prompt past the cache, a position that skips ahead,
+   a prefill_rows below -1, the build's prefill_rows. */
 static void test_llm_prefill(void) {
     amk_llm *m = NULL;
     amk_llm_opts o;
     amk_diag d;
     int ids[4] = {1, 2, 3, 4}, bad[2] = {1, 256}, top = -1;
-    family_prefill_on("tests/data/families/llama", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, 16, 0, FAMILY_REL_TOL);
+    family_prefill_on("tests/data/families/llama", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, 4, 4, FAMILY_REL_TOL);
+    family_prefill_on("tests/data/families/llama", "model.gguf", 40, AMK_BACKEND_CPU, AMK_DTYPE_F32, 0,
+                      AMK_LLM_PREFILL_ROWS_CPU < 40 ? AMK_LLM_PREFILL_ROWS_CPU : 40, FAMILY_REL_TOL);
+    family_prefill_on("tests/data/families/mistral", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, 16, 16, FAMILY_REL_TOL);
+    family_prefill_on("tests/data/families/llama", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, -1, 0, FAMILY_REL_TOL);
+    {
+        amk_llama_config c = tiny_config();
+        amk_llm_opts_default(&o);
+        o.backend = AMK_BACKEND_CPU;
+        o.build.max_seq = 16;
+        CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m, &d), AMK_OK);
+        CHECK_EQ_INT(amk_llm_prefill_rows(m), 0);
+        amk_llm_close(m);
+        m = NULL;
+    }
     CHECK_EQ_INT(family_open("tests/data/families/llama", 8, &m, &d), AMK_OK);
     if (!m) return;
     CHECK_EQ_INT(amk_llm_prefill(m, NULL, 2, 0, NULL, NULL, &d), AMK_ERR_INVALID_ARG);
@@ -1533,8 +1553,8 @@ static void test_llm_prefill(void) {
     CHECK_EQ_INT(amk_llm_prefill(m, ids, 2, 1, NULL, NULL, &d), AMK_ERR_INVALID_ARG); /* skips position 0 */
     CHECK_EQ_INT(amk_llm_prefill(m, ids, 4, 0, NULL, &top, &d), AMK_OK);
     CHECK(top >= 0 && top < 256);
-    CHECK_EQ_INT(amk_llm_prefill(m, ids, 4, 4, NULL, NULL, &d), AMK_OK); /* the cache's last rows */
-    CHECK_EQ_INT(amk_llm_prefill_rows(m), 0);
+    CHECK_EQ_INT(amk_llm_prefill(m, ids, 4, 4, NULL, NULL, &d), AMK_OK); /* the cache's last rows: steps */
+    CHECK_EQ_INT(amk_llm_prefill_rows(m), 8); /* the reference VM's 32, capped at the context */
     amk_llm_close(m);
     amk_llm_opts_default(&o);
     o.backend = AMK_BACKEND_CPU;

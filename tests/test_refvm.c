@@ -2590,7 +2590,7 @@ static void test_vm_bind_and_buffers(void) {
     amk_program *p = vm_program();
     amk_refvm *vm = NULL;
     amk_diag d;
-    float wn[16], small[4];
+    float wn[16], small[4], ys[24];
     size_t n = 123;
     CHECK_EQ_INT(amk_refvm_create(p, &vm, &d), AMK_OK);
     if (!vm) { amk_program_free(p); return; }
@@ -2603,10 +2603,18 @@ static void test_vm_bind_and_buffers(void) {
     CHECK_EQ_INT(amk_refvm_bind(NULL, VWN, wn, sizeof wn), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_refvm_bind(vm, VWN, NULL, sizeof wn), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_refvm_bind(vm, VX, wn, 128), AMK_OK); /* IO_INPUT binds too */
+    {   /* bind_storage takes a buffer the VM writes: its storage becomes the caller's (ys) */
+        CHECK_EQ_INT(amk_refvm_bind_storage(vm, VY, ys, sizeof ys), AMK_OK);
+        CHECK(amk_refvm_buffer(vm, VY, NULL) == (void *)ys);
+        CHECK_EQ_INT(amk_refvm_bind_storage(vm, VY, ys, 8), AMK_ERR_MISMATCH);
+        CHECK_EQ_INT(amk_refvm_bind_storage(vm, 99, ys, sizeof ys), AMK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(amk_refvm_bind_storage(vm, VY, NULL, sizeof ys), AMK_ERR_INVALID_ARG);
+        memset(ys, 0, sizeof ys);
+    }
     CHECK(amk_refvm_buffer(vm, 99, &n) == NULL && n == 0);
     CHECK(amk_refvm_buffer(vm, VY, &n) != NULL && n == 2 * 12 * 4);
     {   /* fresh storage is zeroed */
-        const unsigned char *y = (const unsigned char *)amk_refvm_buffer(vm, VY, NULL);
+        const unsigned char *y = (const unsigned char *)amk_refvm_buffer(vm, VS, NULL);
         size_t i, nz = 0;
         for (i = 0; i < 96; i++) nz += y[i] != 0;
         CHECK_EQ_INT(nz, 0);
