@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
 # scripts/gpu_generate_sweep.sh - `amk generate` with the real SmolLM2 on prompts of 1, 100, 460,
-# 1000 and 3000 tokens in each weight dtype (F32, BF16, F16) on the GPU, and in BF16 on the
+# 1000, 2000 and 3000 tokens in each weight dtype (F32, BF16, F16) on the GPU, and in BF16 on the
 # reference VM (--cpu) too; whether each run succeeds, its time, and whether the BF16 GPU text is
-# the BF16 reference VM's (issue 38, item 1's acceptance). Prints a short table last; logs, the
-# prompts and each run's text go to $OUT (or /tmp/amk-generate-sweep). Exit status: nonzero if a
-# run failed, a GPU run did not run on the GPU, a prompt's length is off, or a BF16 text differs.
+# the BF16 reference VM's (issue 38, item 1's acceptance). The F32 GPU runs from 100 tokens run a
+# second time with the prompt a token at a time (--prefill-rows off): their text must equal the
+# prefilled run's (issue 40's correctness point). Prints a short table last; logs, the prompts and
+# each run's text go to $OUT (or /tmp/amk-generate-sweep). Exit status: nonzero if a run failed, a
+# GPU run did not run on the GPU, a prompt's length is off, or a compared text differs.
 #
 #   scripts/gpu_generate_sweep.sh [AMK]      AMK: the amk binary (default $AMK, else build-gpu/amk),
 #                                            built with the device image (`make BUILD=build-gpu build-gpu/amk`)
 #   MODEL=path.gguf        the model (default models/SmolLM2-135M-Instruct.Q4_1.gguf; context 8192)
-#   LENGTHS="1 100 460 1000 3000"  the prompt lengths, in tokens of AMK's tokenizer
+#   LENGTHS="1 100 460 1000 2000 3000"  the prompt lengths, in tokens of AMK's tokenizer
 #   DTYPES="F32 BF16 F16"  the GPU runs' --dtype       N=16  the tokens generated (-n)
 #   CPU_MAX=460            the longest prompt also run on the reference VM (--cpu, BF16); longer
-#                          ones are skipped (see below). why: the reference VM runs a prompt a
+#                          ones are skipped (see below). why: the reference VM ran a prompt a
 #                          token at a time on one core, 2.4-3.4 tokens/s for SmolLM2 on the 2-core
 #                          dev machine (its 36 ATTENTION_O tasks a layer each recompute their kv
 #                          head's attention up to 512 rows: 460 tokens ~3 times the cost a token
 #                          at the end); so 460 tokens take ~2-4 minutes, 1000 ~4-7, 3000 ~15-25;
-#                          the --cpu runs go in parallel, started first
+#                          the --cpu runs go in parallel, started first (its chunks of the prefill
+#                          program now run the prompt ~3x faster: bench/NOTES.md session "chunks")
 #   CPU_TIMEOUT=340        seconds a --cpu run may take (then rc 124)   GPU_TIMEOUT=180  a GPU run's
 #   PROMPTS_ONLY=1         make and count the prompts, run nothing (needs no GPU; kept in $OUT and
 #                          reused by a later run when their counts still hold)
@@ -37,7 +40,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 AMK=${1:-${AMK:-build-gpu/amk}}
 MODEL=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
-LENGTHS=${LENGTHS:-1 100 460 1000 3000}
+LENGTHS=${LENGTHS:-1 100 460 1000 2000 3000}
 DTYPES=${DTYPES-F32 BF16 F16} # set and empty: no GPU runs (the reference VM's alone)
 N=${N:-16}
 CPU_MAX=${CPU_MAX:-460}
@@ -167,6 +170,11 @@ run_all() {
       made+="gpu_${dt}_$len "
       run "gpu_${dt}_$len" "$GPU_TIMEOUT" --dtype "$dt" -p "$(cat "$LOG/prompt_$len.txt")"
       echo "   $len tokens $dt: rc $(cat "$LOG/gpu_${dt}_$len.rc"), $(cat "$LOG/gpu_${dt}_$len.time") s"
+      if [ "$dt" = F32 ] && [ "$len" -ge 100 ]; then # the same prompt a token at a time
+        made+="steps_F32_$len "
+        run "steps_F32_$len" "$GPU_TIMEOUT" --dtype F32 --prefill-rows off -p "$(cat "$LOG/prompt_$len.txt")"
+        echo "   $len tokens F32 a token at a time: rc $(cat "$LOG/steps_F32_$len.rc"), $(cat "$LOG/steps_F32_$len.time") s"
+      fi
     done
   done
   echo "== waiting for the reference VM's runs"
@@ -182,6 +190,7 @@ fi
 
 # stat FILE.err: the summary line's numbers: "prompt N tokens, R tok/s | decode ..."
 stat_of() { grep -o 'prompt [0-9]* tokens, [0-9.]* tok/s | decode [0-9]* tokens, [0-9.]* tok/s' "$1" 2>/dev/null | tail -n 1; }
+ptoks() { stat_of "$1" | sed -n 's/^prompt [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p'; }
 backend_of() { sed -n 's/.*tok\/s (\([a-z]*\))$/\1/p' "$1" 2>/dev/null | tail -n 1; }
 
 rows=()
@@ -232,6 +241,20 @@ echo
 echo "== amk generate: $MODEL, -n $N, logs in $LOG ($(awk "BEGIN{printf \"%.0f\", $(date +%s.%N) - $T_START}") s in all)"
 echo "  len dtype side rc      time  prompt and decode"
 printf '%s\n' "${rows[@]}"
+pre=()
+for len in $LENGTHS; do # the prefilled F32 text against the same prompt a token at a time
+  g="$LOG/gpu_F32_$len.out" c="$LOG/steps_F32_$len.out"
+  [ -f "$LOG/steps_F32_$len.rc" ] && [ -f "$LOG/gpu_F32_$len.rc" ] || continue
+  if [ "$(cat "$LOG/steps_F32_$len.rc")" != 0 ] || [ "$(cat "$LOG/gpu_F32_$len.rc")" != 0 ]; then
+    fail=1; pre+=("$len: a run failed")
+  elif cmp -s "$g" "$c"; then
+    pre+=("$len: same (prompt $(ptoks "$LOG/gpu_F32_$len.err") tok/s in chunks, $(ptoks "$LOG/steps_F32_$len.err") a token at a time)")
+  else
+    fail=1; pre+=("$len: DIFFERENT from byte $(cmp "$g" "$c" 2>/dev/null | sed -n 's/.*byte \([0-9]*\).*/\1/p')")
+  fi
+done
 echo "== BF16 text, GPU vs reference VM"
 printf '  %s\n' "${same[@]}"
+echo "== F32 text on the GPU, the prompt in chunks vs a token at a time"
+printf '  %s\n' "${pre[@]}"
 exit $fail

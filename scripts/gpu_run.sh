@@ -4,7 +4,7 @@
 #   phase a: stash the first half; build; GPU op tests; the builder sweep (tests/gpu/test_sweep.c);
 #            amk bench; HF transformers baseline
 #   phase b: join the model; golden greedy check on CUDA vs HF and the reference VM; generate;
-#            compute-sanitizer on a full SmolLM2 decode step, the GEMM tile and decode attention tests,
+#            compute-sanitizer on a full SmolLM2 decode step and a prefill chunk, the GEMM tile and decode attention tests,
 #            and SmolLM2's bf16 steps (single and chained) under racecheck
 # The halves (after scripts/fetch_model.sh; .model_parts/ listed in .git/info/exclude so that only
 # the carried half travels):
@@ -63,6 +63,8 @@ b)
   [ -n "$cpu_text" ] && [ "$(grep -v '^load\|backend' "$OUTD/generate.log")" = "$cpu_text" ] &&
     rows+=("generate (as stored) = generate_cpu: same text") || rows+=("generate (as stored) DIFFERS from generate_cpu (or no text)")
   run memcheck timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/amk generate -q -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 2 -p "Hello"
+  # a prefill launch under memcheck (issue 40): the prompt's 6 tokens as a padded chunk of 8 rows
+  run memcheck_prefill timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/amk generate -q -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 2 --prefill-rows 8 -p "The history of the printing press"
   # bf16 caches (the lean attention's tensor-copy form; the golden check and the runs above are
   # F32): the same text on CUDA, chained and a launch a token, as on the reference VM
   G="generate --dtype BF16 --ctx 256 -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 64"
