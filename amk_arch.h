@@ -46,7 +46,9 @@ typedef struct amk_llama_build_opts {
                          + m, and last [1] = the row whose logits to make, M - 1 for a prompt's
                          last chunk): each layer's Q/K/V tiles over the M rows, K and V into the
                          caches' rows pos[m], ATTENTION_PREFILL tiles, O and down as GEMV tiles and
-                         an ADD, the head on row `last` only. AMK's opcodes; not with Qwen2's
+                         an ADD, the MLP as RMSNORM, gate/up GEMV tiles and SILU_MUL (ADD,
+                         SILU_MUL and RMSNORM in tasks of a few rows each: m_off, M_tile), the
+                         head on row `last` only. AMK's opcodes; not with Qwen2's
                          biases or Qwen3's norms yet (AMK_ERR_UNSUPPORTED) */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
                          0 (default): AMK's opcodes 20..35, fewer dependent steps a layer. A config

@@ -1665,8 +1665,8 @@ static const cli_cmd cli_cmds[] = {
      "Where the step cannot fold, 1 builds it unfolded.\n"
      "--prefill M builds the prefill program of a chunk of M prompt tokens instead (inputs token\n"
      "[M], pos [M] and last [1]: K and V of every row into the caches, ATTENTION_PREFILL, the\n"
-     "logits of row last); AMK's opcodes only. amk generate runs one beside the decode step on the\n"
-     "GPU (--prefill-rows).\n"
+     "logits of row last); AMK's opcodes only. amk generate runs one beside the decode step\n"
+     "(--prefill-rows).\n"
      "Exit: 0 ok, 1 build or lowering failed, 2 bad arguments or model file.\n",
      cmd_build},
     {"generate", "generate text with a model",

@@ -218,6 +218,13 @@ static void test_null_arguments(void) {
     CHECK_EQ_INT(amk_cuda_create(p, NULL, 0, &c, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_create(p, fake_image, 0, &c, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_create(p, fake_image, sizeof fake_image, NULL, &d), AMK_ERR_INVALID_ARG);
+    { /* a share map without a runtime to share with: refused before the driver */
+        int share[16], b;
+        for (b = 0; b < p->n_buffers && b < 16; b++) share[b] = b ? -1 : 0;
+        CHECK_EQ_INT(amk_cuda_create_shared(p, fake_image, sizeof fake_image, NULL, share, &c, &d), AMK_ERR_INVALID_ARG);
+        CHECK_MSG(strstr(d.message, "no runtime to share with") != NULL, "message: %s", d.message);
+        CHECK(c == NULL);
+    }
     CHECK_EQ_INT(amk_cuda_run(NULL, 100.0, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_run_io(NULL, NULL, 0, NULL, 0, 100.0, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_upload(NULL, 0, &n, 4, &d), AMK_ERR_INVALID_ARG);
