@@ -99,6 +99,10 @@ AMK_API const amk_program *amk_llm_program(const amk_llm *m);
 AMK_API const amk_tokenizer *amk_llm_tokenizer(const amk_llm *m);
 AMK_API int amk_llm_max_seq(const amk_llm *m);
 AMK_API const char *amk_llm_backend_name(const amk_llm *m); /* "cpu" or "cuda" */
+/* Why m runs where it does, one phrase for the user: on the GPU its device and the image build it
+   loaded ("NVIDIA H200, the full image"); on the reference VM why (asked for; no device image in
+   the program; or, AUTO, the GPU's error: "no usable GPU: no CUDA driver: ..."). */
+AMK_API const char *amk_llm_backend_reason(const amk_llm *m);
 /* What opening m changed of the options it was given, as one line for the user ("" when nothing):
    build.qkv_fold 1 where the GPU's forms do not take the folded step (a context past the lean
    attention's window, F32 weights), for a backend that may be the GPU, builds the step unfolded. */
@@ -399,6 +403,7 @@ struct amk_llm {
     int32_t *pre_io;          /* [2 * pre_rows] a chunk's tokens and positions */
     int pre_rows, pre_token, pre_pos, pre_last, pre_logits, pre_next;
     char note[320];           /* amk_llm_note */
+    char backend_reason[560]; /* amk_llm_backend_reason (room for a diag's message) */
     amk_model *model;         /* NULL for random weights */
     amk_tokenizer *tok;       /* NULL for random weights */
     const amk__llm_backend *backend; /* NULL until amk__llm_backend_open */
@@ -804,19 +809,29 @@ static const amk__llm_backend amk__llm_cuda_backend = {
    (fails without a device image or a driver); AUTO the runtime where there is a device image and a
    driver, else the reference VM. */
 AMK__FN amk_result amk__llm_backend_open(amk_llm *m, amk_diag *d) {
-    if (m->opts.backend != AMK_BACKEND_CPU) {
-        if (!m->opts.device_image) {
-            if (m->opts.backend == AMK_BACKEND_CUDA)
-                return amk__fail(d, AMK_ERR_INVALID_ARG, "no device image (build it with `make device`)");
-        } else {
-            const amk_result r = amk__llm_cuda_backend.open(m, d);
-            if (r == AMK_OK) {
-                m->backend = &amk__llm_cuda_backend;
-                return AMK_OK;
-            }
-            if (r != AMK_ERR_NO_DRIVER || m->opts.backend != AMK_BACKEND_AUTO) return r;
-            amk_diag_clear(d);
+    if (m->opts.backend == AMK_BACKEND_CPU) {
+        snprintf(m->backend_reason, sizeof m->backend_reason, "%s", "the reference VM asked for");
+    } else if (!m->opts.device_image) {
+        if (m->opts.backend == AMK_BACKEND_CUDA)
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "no device image (build it with `make device`)");
+        snprintf(m->backend_reason, sizeof m->backend_reason, "%s", "no device image in this program");
+    } else {
+        amk_diag dc; /* why its own: the reason keeps the message even when the caller passes no diag */
+        amk_result r;
+        amk_diag_clear(&dc);
+        r = amk__llm_cuda_backend.open(m, &dc);
+        if (r != AMK_OK && d) *d = dc;
+        if (r == AMK_OK) {
+            amk_cuda_info info;
+            amk_cuda_get_info(amk__llm_cuda_of(m), &info);
+            snprintf(m->backend_reason, sizeof m->backend_reason, "%s, the %s image", info.device_name,
+                     info.image_kind == AMK_IMAGE_GENERAL ? "general" : "full");
+            m->backend = &amk__llm_cuda_backend;
+            return AMK_OK;
         }
+        if (r != AMK_ERR_NO_DRIVER || m->opts.backend != AMK_BACKEND_AUTO) return r;
+        snprintf(m->backend_reason, sizeof m->backend_reason, "no usable GPU: %s", dc.message);
+        amk_diag_clear(d);
     }
     m->backend = &amk__llm_refvm_backend;
     return m->backend->open(m, d);
@@ -852,6 +867,7 @@ AMK_API int amk_llm_max_seq(const amk_llm *m) { return m ? m->max_seq : 0; }
 AMK_API amk_cuda *amk_llm_cuda(amk_llm *m) { return m ? m->backend->cuda(m) : NULL; }
 AMK_API const char *amk_llm_backend_name(const amk_llm *m) { return m ? m->backend->name : "cpu"; }
 AMK_API const char *amk_llm_note(const amk_llm *m) { return m ? m->note : ""; }
+AMK_API const char *amk_llm_backend_reason(const amk_llm *m) { return m ? m->backend_reason : ""; }
 AMK_API int amk_llm_prefill_rows(const amk_llm *m) { return m && m->pre ? m->pre_rows : 0; }
 AMK_API const amk_program *amk_llm_prefill_program(const amk_llm *m) { return m ? m->pre : NULL; }
 AMK_API amk_cuda *amk_llm_prefill_cuda(amk_llm *m) {

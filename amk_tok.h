@@ -1582,7 +1582,7 @@ AMK__FN void amk__tok_name_file(amk_diag *d, const char *path, const char *cpath
     if (d->line > 0) snprintf(buf, sizeof buf, "%.200s:%d:%d: %.280s", file, d->line, d->col, msg);
     else snprintf(buf, sizeof buf, "%.200s: %.300s", file, msg);
     memcpy(d->message, buf, sizeof buf);
-    if (!d->path[0]) snprintf(d->path, sizeof d->path, "%s", file);
+    if (!d->path[0]) snprintf(d->path, sizeof d->path, "%.191s", file); /* why the precision: path holds 192 */
 }
 
 AMK_API amk_result amk_tokenizer_from_json(const char *path, amk_tokenizer **out, amk_diag *d) {

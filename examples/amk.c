@@ -1160,9 +1160,10 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
         cli_weight_summary(amk_llm_program(m), sum, sizeof sum);
         if (amk_llm_prefill_rows(m) > 0) /* the prefill program's device memory of its own */
             snprintf(dev + strlen(dev), sizeof dev - strlen(dev), ", prompt chunks of %d", amk_llm_prefill_rows(m));
-        fprintf(stderr, "%s: %s, %s, %d layers, %s, backend %s%s, context %d\n", a.model ? a.model : a.random,
+        fprintf(stderr, "%s: %s, %s, %d layers, %s, backend %s (%s)%s, context %d\n", a.model ? a.model : a.random,
                 amk_llm_config(m)->name[0] ? amk_llm_config(m)->name : "(unnamed)", amk_llm_config(m)->arch,
-                amk_llm_config(m)->n_layers, sum, amk_llm_backend_name(m), dev, amk_llm_max_seq(m));
+                amk_llm_config(m)->n_layers, sum, amk_llm_backend_name(m), amk_llm_backend_reason(m), dev,
+                amk_llm_max_seq(m));
     }
     if (tok && !chat) fputs(prompt, stdout);
     t1 = t2 = cli_prompt_t0 = cli_now();

@@ -20,6 +20,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", d.message);
         return 1;
     }
+    fprintf(stderr, "backend %s (%s)\n", amk_llm_backend_name(m), amk_llm_backend_reason(m));
     n = amk_tokenizer_encode(amk_llm_tokenizer(m), prompt, strlen(prompt), 0, ids, 1024);
     if (n < 1 || n > 1024) { fprintf(stderr, "error: prompt of %d tokens\n", n); return 1; }
     printf("%s", prompt);

@@ -71,6 +71,35 @@ static void test_no_driver(void) {
     amk_program_free(p);
 }
 
+/* amk_llm says why it runs where it does: AUTO with a device image but no driver falls back to the
+   reference VM and names the driver's error; without an image it says so; --cpu is asked for. */
+static void test_llm_backend_reason(void) {
+    static const amk_backend backends[3] = {AMK_BACKEND_AUTO, AMK_BACKEND_AUTO, AMK_BACKEND_CPU};
+    static const char *const want[3] = {"no usable GPU: no CUDA driver", "no device image in this program",
+                                        "the reference VM asked for"};
+    int k;
+    setenv("AMK_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    for (k = 0; k < 3; k++) {
+        amk_llm_opts o;
+        amk_llm *m = NULL;
+        amk_diag d;
+        amk_diag_clear(&d);
+        amk_llm_opts_default(&o);
+        o.backend = backends[k];
+        o.build.max_seq = 8;
+        if (k == 0) {
+            o.device_image = fake_image;
+            o.device_image_size = sizeof fake_image;
+        }
+        CHECK_EQ_INT(amk_llm_open("tests/data/families/llama", &o, &m, &d), AMK_OK);
+        if (!m) continue;
+        CHECK(strcmp(amk_llm_backend_name(m), "cpu") == 0);
+        CHECK_MSG(strstr(amk_llm_backend_reason(m), want[k]) != NULL, "reason: %s", amk_llm_backend_reason(m));
+        amk_llm_close(m);
+    }
+    CHECK(strcmp(amk_llm_backend_reason(NULL), "") == 0);
+}
+
 static void test_library_without_cuda_symbols(void) {
     amk_program *p = small_program(0);
     amk_cuda *c = NULL;
@@ -943,6 +972,7 @@ int main(void) {
     RUN(test_image_set);
     RUN(test_wants_full);
     RUN(test_no_driver);
+    RUN(test_llm_backend_reason);
     RUN(test_library_without_cuda_symbols);
     RUN(test_unlowered_program_refused_first);
     RUN(test_bad_references_refused);
