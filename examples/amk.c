@@ -1350,8 +1350,8 @@ static double cli_prompt_flops(const amk_llama_config *c, int n) {
 }
 
 /* amk bench --prefill: a prompt of each length through amk_llm_prefill on random weights (the
-   median of iters runs after one warm-up, the KV cache reset before each), beside a step a token
-   (prefill_rows -1) on the first length. */
+   median of iters runs after one warm-up, the KV cache reset before each), beside the same model's
+   decode step a token at a time (amk_llm_step, one run) on the first length. */
 static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const char *lens_s, int rows, int iters,
                              const void *image, size_t image_size) {
     char shapes[256], *save = NULL, *sh;
@@ -1367,7 +1367,7 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
         amk_llama_config cfg;
         cli_quant quant;
         amk_llm_opts o;
-        amk_llm *m = NULL, *m1 = NULL;
+        amk_llm *m = NULL;
         amk_diag d;
         uint64_t v;
         amk_diag_clear(&d);
@@ -1390,13 +1390,12 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
             continue;
         }
         if (amk_llm_note(m)[0]) fprintf(stderr, "amk bench: %s prefill: note: %s\n", label, amk_llm_note(m));
-        o.prefill_rows = -1; /* the same model a token at a time */
-        if (amk_llm_open_random(&cfg, &o, &m1, &d) != AMK_OK) m1 = NULL;
         snprintf(lbuf, sizeof lbuf, "%s", lens_s);
         for (ls = strtok_r(lbuf, ",", &lsave); ls; ls = strtok_r(NULL, ",", &lsave)) {
             const int n = atoi(ls);
-            double t[64], one = 0.0, med;
-            int it, runs = iters < 64 ? iters : 64;
+            double t[64], med;
+            int it, k, runs = iters < 64 ? iters : 64;
+            char one[32] = "";
             for (it = -1; it < runs; it++) {
                 double t0;
                 if (amk_llm_reset(m, &d) != AMK_OK) break;
@@ -1411,16 +1410,13 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
             }
             qsort(t, (size_t)runs, sizeof t[0], cli_cmp_double);
             med = t[runs / 2];
-            if (first && m1) { /* a step a token: one run */
-                double t0 = cli_now();
-                if (amk_llm_prefill(m1, tok, n, 0, NULL, NULL, &d) == AMK_OK) one = cli_now() - t0;
+            if (first && amk_llm_reset(m, &d) == AMK_OK) { /* the decode step a token at a time: one run */
+                const double t0 = cli_now();
+                for (k = 0; k < n && amk_llm_step(m, tok[k], k, NULL, NULL, &d) == AMK_OK; k++) {}
+                if (k == n) snprintf(one, sizeof one, "%.1f", (cli_now() - t0) * 1e3);
             }
-            if (one > 0.0)
-                printf("| %s | %d | %d | %.2f | %.0f | %.1f | %.1f |\n", label, n, amk_llm_prefill_rows(m), med * 1e3, n / med,
-                       cli_prompt_flops(&cfg, n) / med / 1e12, one * 1e3);
-            else
-                printf("| %s | %d | %d | %.2f | %.0f | %.1f | |\n", label, n, amk_llm_prefill_rows(m), med * 1e3, n / med,
-                       cli_prompt_flops(&cfg, n) / med / 1e12);
+            printf("| %s | %d | %d | %.2f | %.0f | %.1f | %s |\n", label, n, amk_llm_prefill_rows(m), med * 1e3, n / med,
+                   cli_prompt_flops(&cfg, n) / med / 1e12, one);
             fflush(stdout);
             first = 0;
         }
@@ -1439,7 +1435,6 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
                 amk_cuda_set_timing(pc, 0);
             }
         }
-        amk_llm_close(m1);
         amk_llm_close(m);
         free(tok);
       }
