@@ -472,6 +472,35 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
     int n_tiles = 0;
     int64_t off;
     const int64_t row_bytes = amk__lb_row_bytes(b, ins, n_in, n_mats, K); /* why by bytes: tiles of block formats balance too */
+    const int xt = b->p->buffers[ins[0]].dtype, wt = b->p->buffers[ins[1]].dtype;
+    if (base == AMK_OP_RMSNORM_GEMV && op != AMK_OP_RMSNORM_GEMV_ARGMAX && AMK_GEMM_TMA && b->R >= AMK_MMA_MIN_ROWS &&
+        AMK_LLAMA_THREADS == 512 && xt == AMK_DTYPE_BF16 && wt == AMK_DTYPE_F32 && b->p->buffers[ins[2]].dtype == AMK_DTYPE_BF16 &&
+        K % 8 == 0)
+        rows = AMK_TMA_BN; /* a chunk's q, k or v in the tensor-copy GEMM's blocks of columns (amk_gemm_tma) */
+    if (op == AMK_OP_GEMV_TILE && AMK_GEMM_TMA && b->R >= AMK_MMA_MIN_ROWS && AMK_LLAMA_THREADS == 512 && xt == wt &&
+        (wt == AMK_DTYPE_BF16 || wt == AMK_DTYPE_F16) && K % 8 == 0) {
+        /* a chunk's matrix in the tensor-copy GEMM's blocks (amk_gemm_tma, the prefill image): a
+           GEMM_TILE a block of AMK_TMA_BM rows x AMK_TMA_BN columns, so that the blocks spread over
+           the SMs (a tile of N / num_sms columns would compute a whole block for a few) */
+        int64_t m0;
+        for (m0 = 0; m0 < b->R; m0 += AMK_TMA_BM)
+            for (off = 0; off < N; off += AMK_TMA_BN) {
+                const int64_t nt = N - off < AMK_TMA_BN ? N - off : AMK_TMA_BN, mt = b->R - m0 < AMK_TMA_BM ? b->R - m0 : AMK_TMA_BM;
+                int t;
+                char label[64];
+                snprintf(label, sizeof label, "L%d %s[%lld:%lld, %lld:%lld]", layer, what, (long long)m0, (long long)(m0 + mt),
+                         (long long)off, (long long)(off + nt));
+                t = amk__lb_task(b, AMK_OP_GEMM_TILE, ins, n_in, out, counter, wait_c, wait_n, n_wait, nt * row_bytes, label);
+                if (t < 0) return -1;
+                amk_task_set_int(b->p, t, "K", K);
+                amk_task_set_int(b->p, t, "N_tile", nt);
+                amk_task_set_int(b->p, t, "n_off", off);
+                amk_task_set_int(b->p, t, "M_tile", mt);
+                amk_task_set_int(b->p, t, "m_off", m0);
+                n_tiles++;
+            }
+        return n_tiles;
+    }
     for (off = 0; off < N; off += rows) {
         int64_t nt = N - off < rows ? N - off : rows;
         int t;

@@ -49,8 +49,16 @@ typedef enum amk_image_kind {
     AMK_IMAGE_FULL = 0,          /* every path */
     AMK_IMAGE_GENERAL = 1,       /* no small-model forms */
     AMK_IMAGE_FULL_CHAIN = 2,    /* the full build's chained-steps kernel (amk_vm_chain; amk_cuda_set_chain) */
-    AMK_IMAGE_GENERAL_CHAIN = 3  /* the general build's */
+    AMK_IMAGE_GENERAL_CHAIN = 3, /* the general build's */
+    AMK_IMAGE_PREFILL = 4        /* the general build's chain kernel with the tensor-copy GEMM (amk_gemm_tma),
+                                    for a program whose GEMV/GEMM tiles take it: launched a step at a time */
 } amk_image_kind;
+/* The kind's name: "full", "general", "full chain", "general chain", "prefill" ("?" otherwise). */
+#define AMK_IMAGE_KIND_NAME(kind)                                                                          \
+    ((kind) == AMK_IMAGE_FULL ? "full" : (kind) == AMK_IMAGE_GENERAL ? "general" : (kind) == AMK_IMAGE_FULL_CHAIN \
+     ? "full chain" : (kind) == AMK_IMAGE_GENERAL_CHAIN ? "general chain" : (kind) == AMK_IMAGE_PREFILL ? "prefill" : "?")
+/* 1 for the kinds with the small-model forms (the planner's lean images). */
+#define AMK_IMAGE_LEAN(kind) ((kind) == AMK_IMAGE_FULL || (kind) == AMK_IMAGE_FULL_CHAIN)
 /* 1 if blob (size bytes) starts with the image set's magic, else 0. */
 AMK_API int amk_image_set_is(const void *blob, size_t size);
 /* Finds the image of kind in the set blob: *image and *image_size point into blob. Errors:
@@ -68,8 +76,10 @@ AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_k
    starts zeroed, as in the reference VM) and uploads the tables. threads_per_block comes from
    the program's config (default 256), capped at the VM's 512. p may be freed afterwards.
    image may be an image set (above): the general build when the set has one and no task of p
-   could take a small-model form (amk_cuda_wants_full), else the full build; the environment
-   variable AMK_CUDA_IMAGE=full or =general forces one (amk_cuda_info.image_kind says which).
+   could take a small-model form (amk_cuda_wants_full), else the full build; the prefill build
+   instead of the general one when the set has it and a GEMV/GEMM tile of p takes its tensor-copy
+   GEMM (amk_cuda_wants_prefill: a prefill chunk's matrices). The environment variable
+   AMK_CUDA_IMAGE=full, =general or =prefill forces one (amk_cuda_info.image_kind says which).
    Errors: NO_DRIVER, CUDA (d->cuda_error has the name), UNSUPPORTED (a shape the VM cannot run
    on this device, e.g. head_dim > 256), REJECTED, INVALID_ARG, OUT_OF_MEMORY. */
 AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size_t image_size,
@@ -218,6 +228,9 @@ typedef struct amk_cuda_info {
 /* 1 when a task of p could take one of the VM's specialised forms (amk_plan_form: a lean or ring
    decode tile, the lean ATTENTION_O), so the full build serves it best. */
 AMK_API int amk_cuda_wants_full(const amk_program *p);
+/* 1 if a GEMV/GEMM tile of p takes the prefill build's tensor-copy GEMM (16-bit x and W, several
+   rows, 512 threads: amk_plan_gemm_tma_ops), so that amk_cuda_create loads that build. */
+AMK_API int amk_cuda_wants_prefill(const amk_program *p);
 AMK_API void amk_cuda_get_info(const amk_cuda *c, amk_cuda_info *info);
 
 /* Releases everything (NULL is fine). */
@@ -377,13 +390,14 @@ struct amk_cuda {
     amk_vm_ctx_t *ctxs;         /* [n_tasks] host copy of the context table (queue order) */
     int no_prefetch;            /* the program's config has pipelining_depth 0: no L2 prefetches */
     uint64_t off_counters, off_status, off_timing, off_contexts;
-    /* the lean attention's tensor maps (amk__cuda_kv_maps): cuTensorMapEncodeTiled (NULL: the
-       driver lacks it), per task its pair of maps or -1, per pair its rows and first task */
+    /* the tasks' tensor maps (amk__cuda_kv_maps): cuTensorMapEncodeTiled (NULL: the driver lacks
+       it), per task its pair of maps or -1, per pair its first task and its rows (-1: a GEMM
+       tile's pair, x's and W's maps) */
     amk__CUresult (*TensorMapEncodeTiled)(void *, int, uint32_t, void *, const uint64_t *, const uint64_t *,
                                           const uint32_t *, const uint32_t *, int, int, int, int);
     int32_t *kv_pair;
     int32_t *kv_pair_task;      /* the first task of each pair (its geometry) */
-    int32_t *kv_pair_rows;      /* the rows of each pair's box */
+    int32_t *kv_pair_rows;      /* the rows of each pair's box; -1 a GEMM tile's pair */
     int n_kv_pairs;
     uint64_t off_kv_maps;
     amk_cuda_info info;
@@ -567,10 +581,10 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
                              "exceeds %lld bytes of shared memory", ti, (long long)hd, AMK__VM_ATTN_MAX_HEAD_DIM, (long long)smem);
         /* only a specialised form takes them (without tensor maps here: amk__cuda_context drops a
            task's maps where their layout does not fit) */
-        if (amk_plan_folded(&x) && amk_plan_form(&x, threads, smem, image_kind != AMK_IMAGE_GENERAL) == AMK_FORM_GENERAL)
+        if (amk_plan_folded(&x) && amk_plan_form(&x, threads, smem, AMK_IMAGE_LEAN(image_kind)) == AMK_FORM_GENERAL)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: the VM takes %s only in its lean form (%s), which "
                              "does not take this task", ti, amk_op_name(t->op),
-                             image_kind == AMK_IMAGE_GENERAL ? "not in the general build" : "shapes, dtypes or shared memory");
+                             !AMK_IMAGE_LEAN(image_kind) ? "not in the general or prefill build" : "shapes, dtypes or shared memory");
     }
     if (d) d->task = saved_task;
     return AMK_OK;
@@ -719,49 +733,70 @@ AMK__FN amk__CUresult amk__cuda_d2h(amk_cuda *c, void *dst, amk__CUdeviceptr src
     return cr == AMK__CUDA_SUCCESS ? c->api.StreamSynchronize(c->stream) : cr;
 }
 
-/* The lean attention's cache rows by tensor copies (AMK_ATTN_KV_TMA, amk_ops.cuh). A pair is two
-   2-D tensor maps, of a K and a V cache buffer each viewed as [rows, n_kv * head_dim] bf16 with a
-   box of head_dim x kv_len elements, 128-byte swizzle; the ATTENTION_O tasks of one geometry share
-   it. amk__cuda_kv_pairs assigns the pairs (c->kv_pair[task], -1 for a task the planner's lean
-   form would not copy so, amk_plan_attn_tma, or the same buffer twice; none with the general
-   build loaded) before the arena is planned; amk__cuda_kv_maps encodes and uploads them once it
-   exists. A task uses its pair only while it carries AMK_VM_HINT_KV_EARLY (amk__cuda_context).
-   Returns 0, or -1 out of memory. */
+/* Tasks' operands by tensor copies: pairs of 2-D tensor maps (cuTensorMapEncodeTiled), a pair a
+   task at most, shared by the tasks of one geometry.
+   - The lean attention's cache rows (AMK_ATTN_KV_TMA, amk_ops.cuh): a K and a V cache buffer each
+     viewed as [rows, n_kv * head_dim] bf16 with a box of head_dim x kv_len elements. For a task the
+     planner's lean form would copy so (amk_plan_attn_tma), not the same buffer twice, and only with
+     the full build loaded (the others have no lean attention). A task uses its pair only while it
+     carries AMK_VM_HINT_KV_EARLY (amk__cuda_context).
+   - A GEMV/GEMM or RMSNORM_GEMV tile's x and W (AMK_GEMM_TMA, amk_gemm_tma): each viewed as
+     [numel / K, K] with a box of AMK_TMA_BK x AMK_TMA_BM (x) or AMK_TMA_BN (W) elements, for a task
+     whose operands suit (amk_plan_gemm_tma_ops), with the prefill build loaded.
+   Both 16-bit elements (UINT16: the bytes, no float fill) and 128-byte swizzle.
+   amk__cuda_kv_pairs assigns the pairs (c->kv_pair[task], -1 for none) before the arena is
+   planned; amk__cuda_kv_maps encodes and uploads them once it exists. Returns 0, or -1 out of
+   memory. */
 #define AMK__CUDA_TMAP_BYTES 128 /* CUtensorMap: 128 bytes, 64-byte aligned */
 /* a task's timing record and its marks (amk_ir.h: the marks array follows the records') */
 #define AMK__CUDA_TIMING_BYTES (sizeof(amk_vm_timing_t) + sizeof(amk_vm_marks_t))
 AMK__FN int amk__cuda_kv_pairs(amk_cuda *c, const amk_program *p) {
     int i, k;
     c->n_kv_pairs = 0;
-    /* why not for the general build: it has no lean attention, nothing would read the maps */
-    if (!c->TensorMapEncodeTiled || p->n_tasks < 1 || c->info.image_kind == AMK_IMAGE_GENERAL) return 0;
+    if (!c->TensorMapEncodeTiled || p->n_tasks < 1) return 0;
     c->kv_pair = (int32_t *)amk__calloc((size_t)p->n_tasks, sizeof(int32_t));
     c->kv_pair_task = (int32_t *)amk__calloc((size_t)p->n_tasks, sizeof(int32_t));
     c->kv_pair_rows = (int32_t *)amk__calloc((size_t)p->n_tasks, sizeof(int32_t));
     if (!c->kv_pair || !c->kv_pair_task || !c->kv_pair_rows) return -1;
     for (i = 0; i < p->n_tasks; i++) {
         const amk_task *t = &p->tasks[i];
-        const amk_buffer *kb, *vb;
+        const int op = amk_op_device(t->op, NULL);
         amk_vm_ctx_t x;
-        int64_t nkv, n, w;
+        int64_t nkv = 0, n = -1, w;
         c->kv_pair[i] = -1;
-        if (amk_op_device(t->op, NULL) != AMK_OP_ATTENTION_O || t->n_inputs < 5 || t->inputs[1] == t->inputs[2]) continue;
-        amk_task_context(p, i, &x); /* would the lean form copy this task's rows with maps? */
-        x.kv_maps = 1;
-        x.kv_rows = x.ins.params.kv_len;
-        if (!amk_plan_attn_tma(&x) || amk_plan_attn_lean_bytes(&x, c->threads, 1) == 0) continue;
-        kb = &p->buffers[t->inputs[1]];
-        vb = &p->buffers[t->inputs[2]];
-        nkv = x.ins.params.n_kv_heads;
-        n = x.ins.params.kv_len;
-        w = (int64_t)x.ins.params.head_dim * nkv;
-        if (nkv > 1024 || kb->kind != AMK_KIND_KV_CACHE || vb->kind != AMK_KIND_KV_CACHE || amk_buffer_numel(kb) % w != 0 ||
-            amk_buffer_numel(vb) != amk_buffer_numel(kb) || amk_buffer_numel(kb) / w > INT32_MAX)
-            continue; /* what the maps' encoding needs */
-        for (k = 0; k < c->n_kv_pairs; k++) {
+        if (amk_plan_gemm_w(op)) {
+            if (c->info.image_kind != AMK_IMAGE_PREFILL) continue; /* the only build with amk_gemm_tma */
+            amk_task_context(p, i, &x);
+            if (!amk_plan_gemm_tma_ops(&x, c->threads)) continue;
+            w = x.ins.params.K;
+            if (amk_buffer_numel(&p->buffers[t->inputs[0]]) / w > INT32_MAX ||
+                amk_buffer_numel(&p->buffers[t->inputs[amk_plan_gemm_w(op)]]) / w > INT32_MAX)
+                continue; /* a box's row coordinate is an int32 */
+        } else {
+            const amk_buffer *kb, *vb;
+            /* why only for the full build: the others have no lean attention, nothing would read the maps */
+            if (op != AMK_OP_ATTENTION_O || !AMK_IMAGE_LEAN(c->info.image_kind) || t->n_inputs < 5 ||
+                t->inputs[1] == t->inputs[2])
+                continue;
+            amk_task_context(p, i, &x); /* would the lean form copy this task's rows with maps? */
+            x.maps = 1;
+            x.kv_rows = x.ins.params.kv_len;
+            if (!amk_plan_attn_tma(&x) || amk_plan_attn_lean_bytes(&x, c->threads, 1) == 0) continue;
+            kb = &p->buffers[t->inputs[1]];
+            vb = &p->buffers[t->inputs[2]];
+            nkv = x.ins.params.n_kv_heads;
+            n = x.ins.params.kv_len;
+            w = (int64_t)x.ins.params.head_dim * nkv;
+            if (nkv > 1024 || kb->kind != AMK_KIND_KV_CACHE || vb->kind != AMK_KIND_KV_CACHE || amk_buffer_numel(kb) % w != 0 ||
+                amk_buffer_numel(vb) != amk_buffer_numel(kb) || amk_buffer_numel(kb) / w > INT32_MAX)
+                continue; /* what the maps' encoding needs */
+        }
+        for (k = 0; k < c->n_kv_pairs; k++) { /* the same two buffers (x and W, or K and V) and geometry */
             const amk_task *u = &p->tasks[c->kv_pair_task[k]];
-            if (u->inputs[1] == t->inputs[1] && u->inputs[2] == t->inputs[2] && c->kv_pair_rows[k] == n &&
-                amk__param_i(u, "n_kv_heads", 0) == nkv)
+            const int a = n < 0 ? 0 : 1, b = n < 0 ? amk_plan_gemm_w(op) : 2;
+            const int ua = n < 0 ? 0 : 1, ub = n < 0 ? amk_plan_gemm_w(amk_op_device(u->op, NULL)) : 2;
+            if (c->kv_pair_rows[k] == n && u->inputs[ua] == t->inputs[a] && u->inputs[ub] == t->inputs[b] &&
+                (n < 0 ? amk__param_i(u, "K", 0) == w : amk__param_i(u, "n_kv_heads", 0) == nkv))
                 break;
         }
         if (k == c->n_kv_pairs) {
@@ -775,7 +810,7 @@ AMK__FN int amk__cuda_kv_pairs(amk_cuda *c, const amk_program *p) {
 }
 
 /* The pairs' maps into the arena (after amk__cuda_plan placed them at off_kv_maps). A map the
-   driver refuses leaves its tasks without one (they stage their rows by cp.async). */
+   driver refuses leaves its tasks without one (they stage their operands otherwise). */
 AMK__FN amk_result amk__cuda_kv_maps(amk_cuda *c, const amk_program *p, amk_diag *d) {
     unsigned char *raw, *maps;
     int i, k;
@@ -785,13 +820,16 @@ AMK__FN amk_result amk__cuda_kv_maps(amk_cuda *c, const amk_program *p, amk_diag
     maps = raw + (64 - (uintptr_t)raw % 64) % 64; /* why: the driver wants the map 64-byte aligned */
     for (k = 0; k < c->n_kv_pairs; k++) {
         const amk_task *t = &p->tasks[c->kv_pair_task[k]];
-        const int64_t w = amk__param_i(t, "head_dim", 0) * amk__param_i(t, "n_kv_heads", 0);
+        const int gemm = c->kv_pair_rows[k] < 0;
+        const int64_t w = gemm ? amk__param_i(t, "K", 0) : amk__param_i(t, "head_dim", 0) * amk__param_i(t, "n_kv_heads", 0);
         int e, ok = 1;
-        for (e = 0; e < 2; e++) {
-            const int b = t->inputs[1 + e];
+        for (e = 0; e < 2; e++) { /* x and W (input amk_plan_gemm_w), or K and V (inputs 1 and 2) */
+            const int b = t->inputs[gemm ? (e ? amk_plan_gemm_w(amk_op_device(t->op, NULL)) : 0) : 1 + e];
             const uint64_t dim[2] = {(uint64_t)w, (uint64_t)(amk_buffer_numel(&p->buffers[b]) / w)};
             const uint64_t stride[1] = {(uint64_t)w * 2};
-            const uint32_t box[2] = {64u, (uint32_t)c->kv_pair_rows[k]}, one[2] = {1u, 1u};
+            const uint32_t box[2] = {gemm ? (uint32_t)AMK_TMA_BK : 64u,
+                                     gemm ? (uint32_t)(e ? AMK_TMA_BN : AMK_TMA_BM) : (uint32_t)c->kv_pair_rows[k]};
+            const uint32_t one[2] = {1u, 1u};
             /* UINT16 (the bytes, no float fill), no interleave, 128-byte swizzle, no L2 promotion */
             if (c->TensorMapEncodeTiled(maps + (size_t)(2 * k + e) * AMK__CUDA_TMAP_BYTES, 1, 2u,
                                         (void *)(uintptr_t)c->bufs[b].ptr, dim, stride, box, one, 0, 3, 0, 0) !=
@@ -823,19 +861,19 @@ AMK__FN void amk__cuda_context(amk_cuda *c, int q) {
     x->index = i;
     for (j = 0; j < x->ins.n_inputs && j < AMK_MAX_INPUTS; j++) x->in[j] = c->bufs[x->ins.inputs[j]];
     for (j = 0; j < x->ins.n_outputs && j < AMK_MAX_OUTPUTS; j++) x->out[j] = c->bufs[x->ins.outputs[j]];
-    if (c->kv_pair && c->kv_pair[i] >= 0 && (x->ins.hints & AMK_VM_HINT_KV_EARLY)) {
+    if (c->kv_pair && c->kv_pair[i] >= 0 && (c->kv_pair_rows[c->kv_pair[i]] < 0 || (x->ins.hints & AMK_VM_HINT_KV_EARLY))) {
         /* why the pair's rows, not the task's kv_len: an update may change kv_len; the planner then
            sees the mismatch (amk_plan_attn_tma) and the task stages its rows itself */
-        x->kv_rows = c->kv_pair_rows[c->kv_pair[i]];
-        x->kv_maps = c->arena + c->off_kv_maps + (uint64_t)c->kv_pair[i] * 2 * AMK__CUDA_TMAP_BYTES;
+        x->kv_rows = c->kv_pair_rows[c->kv_pair[i]] < 0 ? 0 : c->kv_pair_rows[c->kv_pair[i]];
+        x->maps = c->arena + c->off_kv_maps + (uint64_t)c->kv_pair[i] * 2 * AMK__CUDA_TMAP_BYTES;
     }
-    x->ins.form = amk_plan_form(x, c->threads, c->smem_bytes, c->info.image_kind != AMK_IMAGE_GENERAL);
-    if (x->kv_maps && x->ins.form == AMK_FORM_GENERAL) {
+    x->ins.form = amk_plan_form(x, c->threads, c->smem_bytes, AMK_IMAGE_LEAN(c->info.image_kind));
+    if (x->maps && x->ins.form == AMK_FORM_GENERAL) {
         /* the maps' layout did not fit (a launch sized by the config): the task stages its rows by
            cp.async (for PRENORM the layout amk__cuda_check_task proved fits) */
-        x->kv_maps = 0;
+        x->maps = 0;
         x->kv_rows = 0;
-        x->ins.form = amk_plan_form(x, c->threads, c->smem_bytes, c->info.image_kind != AMK_IMAGE_GENERAL);
+        x->ins.form = amk_plan_form(x, c->threads, c->smem_bytes, AMK_IMAGE_LEAN(c->info.image_kind));
     }
     c->ins[i].form = x->ins.form;
 }
@@ -973,6 +1011,17 @@ AMK__FN int amk__cuda_threads(const amk_program *p) {
     return (t > AMK_VM_MAX_THREADS ? AMK_VM_MAX_THREADS : t) & ~31;
 }
 
+AMK_API int amk_cuda_wants_prefill(const amk_program *p) {
+    int i;
+    amk_vm_ctx_t x;
+    if (!p) return 0;
+    for (i = 0; i < p->n_tasks; i++) {
+        amk_task_context(p, i, &x);
+        if (amk_plan_gemm_tma_ops(&x, amk__cuda_threads(p))) return 1;
+    }
+    return 0;
+}
+
 AMK_API int amk_cuda_wants_full(const amk_program *p) {
     int i;
     amk_vm_ctx_t x;
@@ -987,8 +1036,9 @@ AMK_API int amk_cuda_wants_full(const amk_program *p) {
 }
 
 /* The image amk__cuda_load_image loads from what the caller passed: itself, or from a set the
-   build AMK_CUDA_IMAGE names, else the general build when p takes no small-model form and the
-   set has one, else the full build. *kind gets the kind loaded. */
+   build AMK_CUDA_IMAGE names, else when p takes no small-model form the prefill build (when a
+   tile of p takes its GEMM) or the general build, if the set has it, else the full build. *kind
+   gets the kind loaded. */
 AMK__FN amk_result amk__cuda_pick_image(const amk_program *p, const void **image, size_t *size, int *kind, amk_diag *d) {
     const char *force = getenv("AMK_CUDA_IMAGE");
     const void *blob = *image;
@@ -996,12 +1046,18 @@ AMK__FN amk_result amk__cuda_pick_image(const amk_program *p, const void **image
     *kind = AMK_IMAGE_FULL;
     if (!amk_image_set_is(blob, n)) return AMK_OK;
     if (force && *force) {
-        if (strcmp(force, "full") != 0 && strcmp(force, "general") != 0)
-            return amk__fail(d, AMK_ERR_INVALID_ARG, "AMK_CUDA_IMAGE is '%s': full or general", force);
-        *kind = strcmp(force, "full") == 0 ? AMK_IMAGE_FULL : AMK_IMAGE_GENERAL;
-    } else if (!amk_cuda_wants_full(p) && amk_image_set_find(blob, n, AMK_IMAGE_GENERAL, image, size, NULL) == AMK_OK) {
-        *kind = AMK_IMAGE_GENERAL;
-        return AMK_OK;
+        if (strcmp(force, "full") != 0 && strcmp(force, "general") != 0 && strcmp(force, "prefill") != 0)
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "AMK_CUDA_IMAGE is '%s': full, general or prefill", force);
+        *kind = strcmp(force, "full") == 0 ? AMK_IMAGE_FULL : strcmp(force, "general") == 0 ? AMK_IMAGE_GENERAL : AMK_IMAGE_PREFILL;
+    } else if (!amk_cuda_wants_full(p)) {
+        if (amk_cuda_wants_prefill(p) && amk_image_set_find(blob, n, AMK_IMAGE_PREFILL, image, size, NULL) == AMK_OK) {
+            *kind = AMK_IMAGE_PREFILL;
+            return AMK_OK;
+        }
+        if (amk_image_set_find(blob, n, AMK_IMAGE_GENERAL, image, size, NULL) == AMK_OK) {
+            *kind = AMK_IMAGE_GENERAL;
+            return AMK_OK;
+        }
     }
     return amk_image_set_find(blob, n, (amk_image_kind)*kind, image, size, d);
 }
@@ -1041,7 +1097,12 @@ AMK__FN amk_result amk__cuda_load_module(amk_cuda *c, const void *image, size_t 
 AMK__FN amk_result amk__cuda_load_image(amk_cuda *c, const void *image, size_t size, amk_diag *d) {
     amk_result r = amk__cuda_load_module(c, image, size, &c->mod, d);
     if (r != AMK_OK) return r;
-    AMK__CU_TRY(c, d, ModuleGetFunction(&c->fn, c->mod, "amk_vm_main"), "cuModuleGetFunction(amk_vm_main)");
+    /* why amk_vm_chain for the prefill build: it is built as a chain kernel (gpu.mk), which runs
+       one step when its chain argument says none */
+    if (c->info.image_kind == AMK_IMAGE_PREFILL)
+        AMK__CU_TRY(c, d, ModuleGetFunction(&c->fn, c->mod, "amk_vm_chain"), "cuModuleGetFunction(amk_vm_chain)");
+    else
+        AMK__CU_TRY(c, d, ModuleGetFunction(&c->fn, c->mod, "amk_vm_main"), "cuModuleGetFunction(amk_vm_main)");
     /* the service kernels are optional: an image without them still runs programs */
     if (c->api.ModuleGetFunction(&c->fn_bw_read, c->mod, "amk_bw_read") != AMK__CUDA_SUCCESS) c->fn_bw_read = NULL;
     if (c->api.ModuleGetFunction(&c->fn_bw_copy, c->mod, "amk_bw_copy") != AMK__CUDA_SUCCESS) c->fn_bw_copy = NULL;
@@ -1056,7 +1117,7 @@ AMK__FN amk_result amk__cuda_load_chain(amk_cuda *c, const void *image, size_t s
     const void *one;
     size_t one_size;
     amk_result r;
-    if (!amk_image_set_is(image, size) ||
+    if (!amk_image_set_is(image, size) || c->info.image_kind > AMK_IMAGE_GENERAL ||
         amk_image_set_find(image, size, (amk_image_kind)(c->info.image_kind + AMK_IMAGE_FULL_CHAIN), &one, &one_size, NULL) != AMK_OK)
         return AMK_OK;
     if ((r = amk__cuda_load_module(c, one, one_size, &c->mod_chain, d)) != AMK_OK) return r;
@@ -1100,6 +1161,7 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     if (c->threads > fn_max_threads) c->threads = fn_max_threads;
     c->threads &= ~31;
     if (c->threads < 32) return amk__fail(d, AMK_ERR_UNSUPPORTED, "the VM kernel allows %d threads a block", fn_max_threads);
+    if (amk__cuda_kv_pairs(c, p) < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     if (p->has_config && p->config.smem_bytes_per_block > 0) {
         c->smem_bytes = p->config.smem_bytes_per_block;
     } else { /* what the tasks would like, at most what the device allows; the driver then sizes L1 */
@@ -1108,6 +1170,7 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
             amk_vm_ctx_t x;
             int64_t w;
             amk_task_context(p, i, &x);
+            if (c->kv_pair && c->kv_pair[i] >= 0 && c->kv_pair_rows[c->kv_pair[i]] < 0) x.maps = 1; /* a GEMM tile's, to come */
             w = amk_plan_want(&x, c->threads);
             if (w > c->smem_bytes) c->smem_bytes = w;
         }
@@ -1142,7 +1205,6 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
             c->fn_chain = NULL;
     }
     c->info.can_chain = c->fn_chain != NULL;
-    if (amk__cuda_kv_pairs(c, p) < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     if ((r = amk__cuda_plan(c, p, d)) != AMK_OK) return r;
     if (c->arena_bytes > (uint64_t)SIZE_MAX) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "the device arena is too large");
     if ((r = amk__cuda_fits(c, p, d)) != AMK_OK) return r;

@@ -408,12 +408,14 @@ typedef struct amk_vm_ctx_t {
     amk_buffer_t in[AMK_MAX_INPUTS];
     amk_buffer_t out[AMK_MAX_OUTPUTS];
     int32_t index;
-    /* The lean attention's cache rows by tensor copies (amk_ops.cuh, AMK_ATTN_KV_TMA): kv_maps the
-       device address of two tensor maps (K's, then V's 128 bytes later; amk__cuda_kv_maps), each
-       a box of head_dim x kv_rows elements of the cache; 0 = none (the task stages its rows by
-       cp.async). The runtime sets them for ATTENTION_O tasks with AMK_VM_HINT_KV_EARLY only. */
+    /* A task's pair of tensor maps (two CUtensorMaps, the second 128 bytes after the first), or 0:
+       - the lean ATTENTION_O's cache rows (AMK_ATTN_KV_TMA): K's and V's maps, each a box of
+         head_dim x kv_rows elements of the cache (set with AMK_VM_HINT_KV_EARLY only; without
+         them the task stages its rows by cp.async);
+       - a GEMV/GEMM tile's operands (amk_gemm_tma, AMK_GEMM_TMA): x's and W's maps.
+       The runtime encodes them (amk__cuda_kv_pairs, amk__cuda_kv_maps); kv_rows is ATTENTION_O's. */
     int32_t kv_rows;
-    uint64_t kv_maps;
+    uint64_t maps;
 } amk_vm_ctx_t;
 
 /* VM status words at amk_program_t.abort_flag: uint32_t[4 + num_sms + 2], zeroed with the

@@ -825,7 +825,7 @@ AMK__FN amk_result amk__llm_backend_open(amk_llm *m, amk_diag *d) {
             amk_cuda_info info;
             amk_cuda_get_info(amk__llm_cuda_of(m), &info);
             snprintf(m->backend_reason, sizeof m->backend_reason, "%s, the %s image", info.device_name,
-                     info.image_kind == AMK_IMAGE_GENERAL ? "general" : "full");
+                     AMK_IMAGE_KIND_NAME(info.image_kind));
             m->backend = &amk__llm_cuda_backend;
             return AMK_OK;
         }

@@ -229,28 +229,41 @@ static __device__ __forceinline__ void amk_ptx_wgmma_commit(void) {
 static __device__ __forceinline__ void amk_ptx_wgmma_wait_all(void) {
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
+/* All but the most recent committed group done. */
+static __device__ __forceinline__ void amk_ptx_wgmma_wait_1(void) {
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+}
 
-/* d[64 x 64 tile, 32 f32 a thread] (+)= A[64 x 16] . B[64 x 16]^T, both K-major in shared memory
+/* d[64 x N tile, N/2 f32 a thread] (+)= A[64 x 16] . B[N x 16]^T, both K-major in shared memory
    (descriptors da, db); accumulate != 0 adds to d. One warpgroup (4 aligned warps) issues it
-   together. F16 != 0: f16 operands, else bf16. sm_90a (PTX 8.0). */
+   together. F16 != 0: f16 operands, else bf16. sm_90a (PTX 8.0). N = 64 (amk_ptx_wgmma_m64n64k16)
+   or 128 (amk_ptx_wgmma_m64n128k16: columns 8j.. in d[4j..4j+3], the same fragment layout). */
 #define AMK__WGMMA_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
     "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define AMK__WGMMA_D64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+    "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, " \
+    "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, " \
+    "%58, %59, %60, %61, %62, %63}"
 #define AMK__WGMMA_OUT(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
     "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),   \
     "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), \
     "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), \
     "+f"(d[31])
-static __device__ __forceinline__ void amk_ptx_wgmma_m64n64k16(float *d, uint64_t da, uint64_t db, int accumulate,
-                                                               int f16) {
-    if (f16)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " AMK__WGMMA_D ", %32, %33, p, 1, 1, 0, 0;\n}"
-                     : AMK__WGMMA_OUT(d) : "l"(da), "l"(db), "r"(accumulate) : "memory");
-    else
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " AMK__WGMMA_D ", %32, %33, p, 1, 1, 0, 0;\n}"
-                     : AMK__WGMMA_OUT(d) : "l"(da), "l"(db), "r"(accumulate) : "memory");
-}
+#define AMK__WGMMA_OUT64(d) AMK__WGMMA_OUT(d), AMK__WGMMA_OUT((d + 32))
+/* one wrapper: NAME, the shape's PTX, its d list and outputs, and the operands' first index */
+#define AMK__WGMMA_FN(name, shape, dlist, outs, a, b, p)                                                       \
+    static __device__ __forceinline__ void name(float *d, uint64_t da, uint64_t db, int accumulate, int f16) {     \
+        if (f16)                                                                                                \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" p ", 0;\n"                                        \
+                         "wgmma.mma_async.sync.aligned." shape ".f32.f16.f16 " dlist ", %" a ", %" b ", p, 1, 1, 0, 0;\n}" \
+                         : outs(d) : "l"(da), "l"(db), "r"(accumulate) : "memory");                            \
+        else                                                                                                    \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" p ", 0;\n"                                        \
+                         "wgmma.mma_async.sync.aligned." shape ".f32.bf16.bf16 " dlist ", %" a ", %" b ", p, 1, 1, 0, 0;\n}" \
+                         : outs(d) : "l"(da), "l"(db), "r"(accumulate) : "memory");                            \
+    }
+AMK__WGMMA_FN(amk_ptx_wgmma_m64n64k16, "m64n64k16", AMK__WGMMA_D, AMK__WGMMA_OUT, "32", "33", "34")
+AMK__WGMMA_FN(amk_ptx_wgmma_m64n128k16, "m64n128k16", AMK__WGMMA_D64, AMK__WGMMA_OUT64, "64", "65", "66")
 
 /* why: the VM runs every op inside one persistent loop; values derived from threadIdx.x (the
    lane, lane + 32t, divisions by blockDim.x) are hoisted out of that loop by the compiler and
@@ -479,8 +492,8 @@ typedef struct __align__(16) amk_op_ctx {
     amk_buffer_t in[AMK_MAX_INPUTS];
     amk_buffer_t out[AMK_MAX_OUTPUTS];
     int32_t index;      /* instruction index */
-    int32_t kv_rows;    /* amk_vm_ctx_t's: the lean attention's tensor maps */
-    uint64_t kv_maps;
+    int32_t kv_rows;    /* amk_vm_ctx_t's: the task's tensor maps */
+    uint64_t maps;
     uint32_t *status;   /* the VM status words (amk_vm.cuh): an op reports a run-time error here */
     const uint32_t *counters;  /* the program's counters */
     uint64_t t_start;   /* when the waits were met (globaltimer; 0 unless the VM times tasks) */
@@ -1506,6 +1519,233 @@ static __device__ __forceinline__ void amk_mma_epilogue(amk_op_ctx *c, const flo
     }
 }
 
+/* ---- the tensor-copy GEMM (AMK_FORM_GEMM_TMA) ---------------------------------------------------
+   out[m, n] = x[m, :] . W[n, :] (+ bias[n]) over blocks of AMK_TMA_BM x AMK_TMA_BN (amk_plan.h), x
+   and W 16-bit (bf16 or f16, the same), K in chunks of AMK_TMA_BK. Thread 0 fills a ring of S
+   stages by tensor copies (the task's maps: x's box of 128 rows, W's of 256, 128-byte swizzle);
+   stage s's copies complete on full[s]. Warpgroup g computes rows 64 (g & 1).., columns
+   128 (g >> 1).. of the block with wgmma m64n128k16 straight from the stage, keeping one chunk's
+   MMAs in flight; once its MMAs of a chunk are done it arrives on empty[s], and thread 0 refills
+   the stage when all four have. Rows and columns past the tensors read as zero (the maps' bounds);
+   rows past the tile's are computed and not stored. The epilogue stages each warpgroup's 64 x 128
+   f32 sums in the ring and stores them row by row (coalesced), + bias, in the output's dtype.
+   Numerics: exact products of the 16-bit operands, f32 sums (as amk_gemm_mma's direct path).
+   Only the prefill image (AMK_VM_PREFILL, gpu.mk) holds it. */
+#ifndef AMK_VM_PREFILL
+#define AMK_VM_PREFILL 0
+#endif
+#if AMK_GEMM_TMA && AMK_VM_PREFILL
+/* RMSNORM_GEMV's RoPE and position rules (defined with the fused tiles, below) */
+static __device__ float amk_rope_inv_freq(const amk_params_t *P, int i);
+static __device__ __forceinline__ int amk_fused_pos_bad(const amk_buffer_t *o, int kv_row, int64_t pos, int64_t N);
+
+/* Descriptor of a K-major 16-bit operand tile in shared memory with 128-byte swizzle (rows of 64
+   elements = 128 bytes, 8-row atoms of 1024 bytes, 1024-byte aligned): start address >> 4, leading
+   byte offset 1 (unused with swizzle), stride byte offset 1024 between 8-row atoms, layout type 1
+   (128-byte swizzle) in bits 62-63 (REFERENCE.md section 5.4). +16 K elements: start + 32 bytes. */
+static __device__ __forceinline__ uint64_t amk_tma_desc(uint32_t saddr) {
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+/* Thread 0: chunk ck's copies (x rows m0.., W rows n0.., K from ck * BK) into the stage at
+   shared address st, completing on the mbarrier at bar. */
+static __device__ __forceinline__ void amk_tma_issue(const amk_op_ctx *c, uint32_t st, uint32_t bar, int ck, int m0, int n0) {
+    const uint64_t map = c->maps;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"((uint32_t)AMK_TMA_STAGE) : "memory");
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 :: "r"(st), "l"(map), "r"(ck * AMK_TMA_BK), "r"(m0), "r"(bar) : "memory");
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 :: "r"(st + AMK_TMA_BM * AMK_TMA_BK * 2), "l"(map + 128u), "r"(ck * AMK_TMA_BK), "r"(n0), "r"(bar) : "memory");
+}
+/* amk_tma_wait: waits until the phase of parity par of the mbarrier at shared address bar has
+   completed; amk_tma_arrive: one arrival on it. */
+static __device__ __forceinline__ void amk_tma_wait(uint32_t bar, uint32_t par) {
+    uint32_t done;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"(bar), "r"(par) : "memory");
+    } while (!done);
+}
+static __device__ __forceinline__ void amk_tma_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+
+/* An RMSNORM_GEMV tile's x chunk ck in its stage (shared address st: 128 rows of 64 16-bit
+   elements, 128-byte swizzle): each element times its column's norm weight (F32, input 1), in
+   place, and each thread's squares of the raw values into ss[0..1]. Thread i takes the 16-byte
+   units i and i + 512, so always rows i / 8 and 64 + i / 8; the unit's columns are 8 (u ^ row % 8)
+   on (the swizzle). Columns past K hold zeros (the map's bounds) and stay zero. */
+static __device__ __forceinline__ void amk_tma_norm_chunk(const amk_op_ctx *c, uint32_t st, int ck, const int f16, float *ss) {
+    const int tid = amk_tid();
+    const int64_t K = c->ins.params.K;
+    const float *g = (const float *)c->in[1].ptr;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int ui = tid + 512 * h, row = ui >> 3;
+        const uint32_t a = st + (uint32_t)ui * 16;
+        const int64_t k = (int64_t)ck * AMK_TMA_BK + 8 * ((ui & 7) ^ (row & 7));
+        uint32_t q[4];
+        float v[8], w[8];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(q[0]), "=r"(q[1]), "=r"(q[2]), "=r"(q[3]) : "r"(a));
+        if (f16) amk_unpack_f16x8(make_uint4(q[0], q[1], q[2], q[3]), v);
+        else amk_unpack_bf16x8(make_uint4(q[0], q[1], q[2], q[3]), v);
+        if (k < K) {
+            const float4 g0 = *(const float4 *)(g + k), g1 = *(const float4 *)(g + k + 4);
+            w[0] = g0.x; w[1] = g0.y; w[2] = g0.z; w[3] = g0.w; w[4] = g1.x; w[5] = g1.y; w[6] = g1.z; w[7] = g1.w;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) w[e] = 0.0f;
+        }
+#pragma unroll
+        for (int e = 0; e < 8; e++) ss[h] = fmaf(v[e], v[e], ss[h]);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float lo = v[2 * e] * w[2 * e], hi = v[2 * e + 1] * w[2 * e + 1];
+            q[e] = f16 ? (uint32_t)__half_as_ushort(__float2half_rn(lo)) | ((uint32_t)__half_as_ushort(__float2half_rn(hi)) << 16)
+                       : amk_pack_bf16x2(lo, hi);
+        }
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(a), "r"(q[0]), "r"(q[1]), "r"(q[2]), "r"(q[3]) : "memory");
+    }
+}
+
+/* One block's K loop: d = the calling warpgroup's 64 x 128 sums. Shared addresses: ring (stage s
+   at ring + s * AMK_TMA_STAGE), bars (full[s] at bars + 8 s, empty[s] at bars + 8 (S + s)). it: the
+   ring's chunks before this block in the task (a chunk's stage is it % S, its phase (it / S) & 1).
+   F16: a constant in each inlined copy (one loop each, no branch around the MMAs). NORM (an
+   RMSNORM_GEMV tile, a constant too): x's chunks are scaled by the norm weight first, the squares
+   summed into ss (amk_tma_norm_chunk), and a block barrier before the MMAs. why so few
+   values: everything live across this loop shares the 128 registers with the 64 sums. */
+static __device__ __forceinline__ void amk_tma_block(const amk_op_ctx *c, float *d, uint32_t ring, uint32_t bars,
+                                                     uint32_t it, int nk, int S, int m0, int n0, const int f16,
+                                                     const int norm, float *ss) {
+    const int tid = amk_tid(), wg = __shfl_sync(0xFFFFFFFFu, tid >> 7, 0);
+    const uint32_t a_off = (uint32_t)(wg & 1) * 64 * 128, b_off = AMK_TMA_BM * 128 + (uint32_t)(wg >> 1) * 128 * 128;
+    if (tid == 0)
+        for (int t = 0; t < S && t < nk; t++) {
+            const uint32_t s = (it + t) % S;
+            amk_tma_issue(c, ring + s * (uint32_t)AMK_TMA_STAGE, bars + 8 * s, t, m0, n0);
+        }
+    for (int t = 0; t < nk; t++) {
+        const uint32_t g = it + t, s = g % S, st = ring + s * (uint32_t)AMK_TMA_STAGE;
+        const uint64_t da = amk_tma_desc(st + a_off), db = amk_tma_desc(st + b_off);
+        amk_tma_wait(bars + 8 * s, (g / S) & 1u);
+        if (norm) { /* x's chunk times the norm weight, in place; its squares into ss */
+            amk_tma_norm_chunk(c, ring + s * (uint32_t)AMK_TMA_STAGE, t, f16, ss);
+            amk_ptx_fence_proxy_async_smem(); /* the MMAs read what the threads wrote */
+            __syncthreads();
+        }
+        amk_ptx_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < AMK_TMA_BK / 16; kk++) amk_ptx_wgmma_m64n128k16(d, da + 2 * kk, db + 2 * kk, t > 0 || kk > 0, f16);
+        amk_ptx_wgmma_commit();
+        amk_ptx_wgmma_wait_1(); /* chunk t - 1's MMAs are done: its stage is free of this warpgroup */
+        if (t > 0) {
+            const uint32_t p = (g - 1) % S;
+            if ((tid & 127) == 0) amk_tma_arrive(bars + 8 * (S + p));
+            if (tid == 0 && t - 1 + S < nk) { /* every warpgroup's arrival, then the stage's next chunk */
+                amk_tma_wait(bars + 8 * (S + p), ((g - 1) / S) & 1u);
+                amk_tma_issue(c, ring + p * (uint32_t)AMK_TMA_STAGE, bars + 8 * p, t - 1 + S, m0, n0);
+            }
+        }
+    }
+    amk_ptx_wgmma_wait_all();
+    if ((tid & 127) == 0) amk_tma_arrive(bars + 8 * (S + (it + nk - 1) % S));
+}
+
+/* A block's epilogue: the warpgroup's sums d through its staging (64 rows of AMK_TMA_EPI_LD floats
+   at st), then its rows [m0 + 64 (g & 1), +64) below m_end, columns n0 + 128 (g >> 1) + 0..127,
+   one column a thread, + bias, into the output. rs: an RMSNORM_GEMV tile's row scales (the block's
+   128 rows; NULL for GEMV/GEMM), then its RoPE and cache rows as amk_norm_gemv_body's epilogue. */
+static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, const float *d, float *ring, int m0, int n0,
+                                                        int64_t m_end, const float *rs) {
+    /* why volatile: read here, not hoisted out of the blocks' loop, where they would stay live across
+       the K loop beside the 64 sums */
+    const volatile amk_op_ctx *v = c;
+    const int tid = amk_tid(), wg = tid >> 7, tw = tid & 127, w4 = tw >> 5, lane = tw & 31;
+    const int64_t K = v->ins.params.K, N_out = amk_div_rows(v->out[0].numel, amk_div_rows(v->in[0].numel, K));
+    const int64_t n_end = (int64_t)v->ins.params.n_off + v->ins.params.N_tile, mb = m0 + 64 * (wg & 1);
+    const int64_t n = n0 + 128 * (wg >> 1) + tw;
+    float *st = ring + wg * 64 * AMK_TMA_EPI_LD, *sp = st + (16 * w4 + (lane >> 2)) * AMK_TMA_EPI_LD + 2 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < 64; i += 2) /* d[i], d[i + 1]: row + 8 ((i >> 1) & 1), columns 8 (i >> 2) + 0..1 */
+        *(float2 *)(sp + 8 * ((i >> 1) & 1) * AMK_TMA_EPI_LD + 8 * (i >> 2)) = make_float2(d[i], d[i + 1]);
+    amk_ptx_bar_warpgroup();
+    if (n < n_end && !rs) {
+        void *out = (void *)v->out[0].ptr;
+        const int odt = v->out[0].dtype;
+        const float bv = v->ins.n_inputs > 2 ? amk_load((const void *)v->in[2].ptr, v->in[2].dtype, n) : 0.0f;
+        for (int r = 0; r < 64 && mb + r < m_end; r++) amk_store(out, odt, (mb + r) * N_out + n, st[r * AMK_TMA_EPI_LD + tw] + bv);
+    } else if (n < n_end) { /* RMSNORM_GEMV: the rows' norms, RoPE on pairs (n, n ^ 1), the cache row pos[m] */
+        void *out = (void *)v->out[0].ptr;
+        const int odt = v->out[0].dtype;
+        const uint32_t fl = (uint32_t)v->ins.params.flags;
+        const int rope = (fl & AMK_GEMV_FLAG_ROPE) != 0, kv_row = (fl & AMK_GEMV_FLAG_KV_ROW) != 0;
+        const int64_t N = v->in[2].shape[0], last = kv_row ? N : amk_div_rows(v->out[0].numel, amk_div_rows(v->in[0].numel, K));
+        const float inv = rope ? amk_rope_inv_freq(&c->ins.params, (int)((n % v->ins.params.head_dim) / 2)) : 0.0f;
+        for (int r = 0; r < 64 && mb + r < m_end; r++) {
+            const int64_t m = mb + r, pos = rope || kv_row ? amk_load_int((const void *)v->in[3].ptr, v->in[3].dtype, m) : 0;
+            float y = st[r * AMK_TMA_EPI_LD + tw] * rs[64 * (wg & 1) + r];
+            if (rope) {
+                const float p = st[r * AMK_TMA_EPI_LD + (tw ^ 1)] * rs[64 * (wg & 1) + r];
+                double sd, cd;
+                sincos((double)((float)pos * inv), &sd, &cd);
+                y = (n & 1) ? y * (float)cd + p * (float)sd : y * (float)cd - p * (float)sd;
+            }
+            if (amk_fused_pos_bad(&c->out[0], kv_row, pos, N)) amk_op_fail((amk_op_ctx *)c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
+            else amk_store(out, odt, kv_row ? pos * N + n : m * last + n, y);
+        }
+    }
+}
+
+/* GEMV/GEMM tile rows [m_begin, m_end) in the tensor-copy form (the host planned it: operands,
+   maps and shared memory; amk_plan_gemm_tma). Blocks go in order of rows, then columns. */
+static __device__ __noinline__ void amk_gemm_tma(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
+    const int tid = amk_tid();
+    const int nk = (int)((c->ins.params.K + AMK_TMA_BK - 1) / AMK_TMA_BK);
+    const int64_t avail = (int64_t)amk_ptx_dynamic_smem_size() - 2048;
+    const int S = avail / AMK_TMA_STAGE >= AMK_GEMM_TMA_STAGES ? AMK_GEMM_TMA_STAGES : (int)(avail / AMK_TMA_STAGE);
+    const int norm = c->ins.op == AMK_OP_RMSNORM_GEMV; /* x's rows normalised: W is input 2 */
+    /* shared memory: the mbarriers, an RMSNORM_GEMV tile's row scales, the ring (1024-aligned) */
+    const uint32_t bars = (uint32_t)__cvta_generic_to_shared(smem);
+    const uint32_t ring = (bars + 2 * AMK_GEMM_TMA_STAGES * 8 + AMK_TMA_BM * 4 + 1023) / 1024 * 1024;
+    float *rs = (float *)((char *)smem + 2 * AMK_GEMM_TMA_STAGES * 8);
+    if (tid == 0) {
+        for (int s = 0; s < 2 * S; s++)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bars + 8 * s), "r"(s < S ? 1 : 4) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    /* why: the ring's memory was last written by other ops through the generic proxy, and the
+       tensor copies write it through the async proxy */
+    amk_ptx_fence_proxy_async_smem();
+    if (amk_op_go(c)) { /* its barrier also publishes the mbarriers' init */
+        const int nn = (int)((c->ins.params.N_tile + AMK_TMA_BN - 1) / AMK_TMA_BN);
+        const int nb = (int)((m_end - m_begin + AMK_TMA_BM - 1) / AMK_TMA_BM) * nn;
+        if (tid == 0) amk_ptx_fence_proxy_async_global(); /* x was written by other SMs' generic stores */
+        for (int b = 0; b < nb; b++) {
+            const int m0 = (int)m_begin + b / nn * AMK_TMA_BM, n0 = c->ins.params.n_off + b % nn * AMK_TMA_BN;
+            float d[64], ss[2] = {0.0f, 0.0f};
+            if (norm) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 1, ss); /* bf16 only (the planner) */
+            else if (c->in[1].dtype == AMK_DTYPE_F16) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 0, ss);
+            else amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 0, ss);
+            if (norm) { /* a row's squares are its 8 threads' (amk_tma_norm_chunk): 1 / rms, as amk__ref_rms_inv */
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    ss[h] += __shfl_xor_sync(0xFFFFFFFFu, ss[h], 1);
+                    ss[h] += __shfl_xor_sync(0xFFFFFFFFu, ss[h], 2);
+                    ss[h] += __shfl_xor_sync(0xFFFFFFFFu, ss[h], 4);
+                    if ((tid & 7) == 0) rs[64 * h + (tid >> 3)] = 1.0f / sqrtf(ss[h] / (float)c->ins.params.K + c->ins.params.eps);
+                }
+            }
+            __syncthreads(); /* why: every warpgroup's MMAs have read the ring, which the epilogue reuses */
+            amk_tma_epilogue(c, d, (float *)((char *)smem + (ring - bars)), m0, n0, m_end, norm ? rs : NULL);
+            __syncthreads(); /* why: the ring takes the next block's copies */
+        }
+    }
+    if (tid == 0)
+        for (int s = 0; s < 2 * S; s++) asm volatile("mbarrier.inval.shared::cta.b64 [%0];" :: "r"(bars + 8 * s) : "memory");
+}
+#endif /* AMK_GEMM_TMA && AMK_VM_PREFILL */
+
 /* Rows [m_begin, m_end) of a GEMV/GEMM tile on the tensor cores; returns 0, having done nothing,
    when the operands or the shared memory do not suit (the rows path then runs). why __noinline__:
    one copy out of the VM's op loop, so it does not move the decode GEMVs' code (bench/RESULTS.md
@@ -1696,8 +1936,14 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
 
 /* The tensor-core path for a tile of at least AMK_MMA_MIN_ROWS rows whose operands it takes
    (the rows test inline, the rest out of line); 0 when the tile is left to the rows path. */
+#if AMK_GEMM_TMA && AMK_VM_PREFILL /* the prefill image's (gpu.mk) */
+#define AMK_GEMM_TRY_MMA(c, smem, m_begin, m_end)                                                        \
+    ((c)->ins.form == AMK_FORM_GEMM_TMA ? (amk_gemm_tma(c, smem, m_begin, m_end), 1)                        \
+                                        : (m_end) - (m_begin) >= AMK_MMA_MIN_ROWS && amk_gemm_mma(c, smem, m_begin, m_end))
+#else
 #define AMK_GEMM_TRY_MMA(c, smem, m_begin, m_end) \
     ((m_end) - (m_begin) >= AMK_MMA_MIN_ROWS && amk_gemm_mma(c, smem, m_begin, m_end))
+#endif
 
 /* GEMV_TILE: every row of x. */
 AMK_OP_FN void amk_op_gemv_tile(amk_op_ctx *c, float *smem) {
@@ -2595,7 +2841,7 @@ static __device__ __forceinline__ void amk_attn_prenorm(amk_op_ctx *c, unsigned 
    amk_plan_attn_tma, amk_plan.h). AMK_ATTN_LEAN 0 (amk_tune.h) turns the form off. Returns 0
    (nothing done, before the wait) for other tasks.
    With AMK_ATTN_KV_TMA, a lean task whose context carries tensor maps of its caches (amk_vm_ctx_t
-   kv_maps: the runtime sets them only with AMK_VM_HINT_KV_EARLY, the host's proof that no task of
+   maps: the runtime sets them only with AMK_VM_HINT_KV_EARLY, the host's proof that no task of
    the step writes the cache rows below the position) copies its kv head's rows [kv_start,
    kv_start + kv_len) before its wait, two tensor copies from the helper thread on the op's
    mbarrier beside W_oT's rows, swizzled by 128 bytes (bf16, head_dim 64: a row is 128 bytes);
@@ -2613,7 +2859,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
        V after n rows rounded up to 8 (a 1024-byte boundary again); chunk u of row r at u ^ (r & 7).
        Else rows of AMK_ATTN_ROW_BYTES, K at 0, V after n rows, unswizzled (sw 0) */
 #if AMK_ATTN_KV_TMA
-    const int tma = (c->kv_maps != 0) & (c->kv_rows == P->kv_len) & (dt == AMK_DTYPE_BF16) & (hd == 64);
+    const int tma = (c->maps != 0) & (c->kv_rows == P->kv_len) & (dt == AMK_DTYPE_BF16) & (hd == 64);
 #else
     const int tma = 0;
 #endif
@@ -2644,8 +2890,8 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
         if (tid == AMK_AUX_TID) {
             amk_ptx_fence_proxy_async_global(); /* the rows earlier steps of a chained launch wrote */
             amk_ptx_bulk_copy_weights(ws, amk_rows_src(c, P->m_off), (uint32_t)want, c->mbar);
-            amk_ptx_tensor_copy_2d(ks, c->kv_maps, P->n_off * hd, P->kv_start, c->mbar);
-            amk_ptx_tensor_copy_2d(vs, c->kv_maps + 128u, P->n_off * hd, P->kv_start, c->mbar);
+            amk_ptx_tensor_copy_2d(ks, c->maps, P->n_off * hd, P->kv_start, c->mbar);
+            amk_ptx_tensor_copy_2d(vs, c->maps + 128u, P->n_off * hd, P->kv_start, c->mbar);
         }
     } else
         wpar = amk_rows_stage(c, ws, P->m_off, want); /* W_oT's rows, before the wait */
@@ -3408,6 +3654,12 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
 }
 
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
+#if AMK_GEMM_TMA && AMK_VM_PREFILL
+    if (c->ins.form == AMK_FORM_GEMM_TMA) { /* a prefill chunk's q, k or v (the prefill image) */
+        amk_gemm_tma(c, smem, 0, amk_div_rows(c->in[0].numel, c->ins.params.K));
+        return;
+    }
+#endif
     const int mats = c->ins.op == AMK_OP_RMSNORM_SWIGLU || c->ins.op == AMK_OP_RMSNORM_MLP ? 2 : 1;
     /* a block-format W (or gate, up or W_down): the body's block instance */
     if (amk_dtype_blk(c->in[2].dtype) || (mats == 2 && amk_dtype_blk(c->in[3].dtype)) ||

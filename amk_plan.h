@@ -115,6 +115,20 @@ AMK_PLAN_FN int64_t amk_plan_rows_stage_bytes(int dt, int64_t H, int64_t nt) {
 #define AMK_MMA_X_BYTES(xsz) ((int64_t)64 * AMK_MMA_KC * (xsz))
 #define AMK_MMA_STAGE_BYTES(xsz, nwg) (AMK_MMA_X_BYTES(xsz) + (int64_t)(nwg) * AMK_MMA_TILE)
 
+/* ---- the tensor-copy GEMM (amk_gemm_tma) ----------------------------------------------------------
+   Blocks of AMK_TMA_BM x AMK_TMA_BN outputs, K in chunks of AMK_TMA_BK: a stage is x's 128 rows and
+   W's 256 rows of a chunk, 16-bit, as two tensor copies with 128-byte swizzle; the four warpgroups
+   each own 64 x 128 of the block. Shared memory: the stages' mbarriers, then (1024-byte aligned)
+   the ring of 3..AMK_TMA_STAGES stages; the epilogue's staging (4 x 64 x AMK_TMA_EPI_LD floats)
+   reuses the ring. */
+#define AMK_TMA_BM 128
+#define AMK_TMA_BN 256
+#define AMK_TMA_BK 64
+#define AMK_TMA_STAGE ((int64_t)(AMK_TMA_BM + AMK_TMA_BN) * AMK_TMA_BK * 2) /* 48 KB */
+#define AMK_TMA_EPI_LD 136 /* a staged row's floats: 128 + 8, so that a warp's pairs spread over the banks */
+/* bytes for s stages: 2048 hold the 2 x AMK_TMA_STAGES mbarriers and the alignment pad */
+#define AMK_TMA_SMEM(s) (2048 + (int64_t)(s) * AMK_TMA_STAGE)
+
 /* ==== the form planner ===========================================================================
    Over an instruction's context x (amk_vm_ctx_t: the device's view; a host builds one from a task
    with amk_task_context, buffer addresses 0 before the arena exists), threads a block and the
@@ -124,11 +138,13 @@ AMK_PLAN_FN int64_t amk_plan_rows_stage_bytes(int dt, int64_t H, int64_t nt) {
    valid task but RMSNORM_MLP_FOLD's and ATTENTION_O_PRENORM's. The others are the full image's
    specialised forms (amk_ops.cuh): LEAN the lean decode tile (amk_norm_gemv_lean: RMSNORM_GEMV,
    RMSNORM_MLP), RING the ring of short rows (amk_norm_gemv_ring: RMSNORM_GEMV), ATTN_LEAN the lean
-   ATTENTION_O (amk_attn_o_lean). */
+   ATTENTION_O (amk_attn_o_lean). GEMM_TMA: the prefill image's tensor-copy GEMM of a GEMV/GEMM
+   tile (amk_gemm_tma). */
 #define AMK_FORM_GENERAL 0u
 #define AMK_FORM_LEAN 1u
 #define AMK_FORM_RING 2u
 #define AMK_FORM_ATTN_LEAN 3u
+#define AMK_FORM_GEMM_TMA 4u
 
 /* 1 for a task only a specialised form takes (RMSNORM_MLP_FOLD, ATTENTION_O_PRENORM: their form
    bits in the instruction). */
@@ -238,7 +254,7 @@ AMK_PLAN_FN int64_t amk_plan_ring_least(const amk_vm_ctx_t *x, int threads) {
    head_dim 64. */
 AMK_PLAN_FN int amk_plan_attn_tma(const amk_vm_ctx_t *x) {
 #if AMK_ATTN_KV_TMA
-    return (x->kv_maps != 0) & (x->kv_rows == x->ins.params.kv_len) & (x->in[1].dtype == AMK_DTYPE_BF16) &
+    return (x->maps != 0) & (x->kv_rows == x->ins.params.kv_len) & (x->in[1].dtype == AMK_DTYPE_BF16) &
            (x->ins.params.head_dim == 64);
 #else
     (void)x;
@@ -328,6 +344,44 @@ AMK_PLAN_FN int amk_plan_blk_mats(const amk_vm_ctx_t *x) {
    with a block-format W the block staging and the dots; decode
    attention one chunk of 32 rows at 4 bytes an element (ATTENTION_O: + its results); ATTENTION_TILE
    a head of q a warp. */
+/* The rows of x a GEMV/GEMM tile multiplies. */
+AMK_PLAN_FN int64_t amk_plan_gemm_rows(const amk_vm_ctx_t *x) {
+    const int64_t K = x->ins.params.K;
+    return x->ins.op == AMK_OP_GEMM_TILE ? x->ins.params.M_tile : K > 0 ? x->in[0].numel / K : 0;
+}
+/* W's input of a tile amk_gemm_tma may take: 1 (GEMV_TILE, GEMM_TILE), 2 (RMSNORM_GEMV: x, its
+   norm weight, W, the positions), else 0. */
+AMK_PLAN_FN int amk_plan_gemm_w(int op) {
+    return op == AMK_OP_GEMV_TILE || op == AMK_OP_GEMM_TILE ? 1 : op == AMK_OP_RMSNORM_GEMV ? 2 : 0;
+}
+/* 1 when a tile's operands suit the tensor-copy GEMM (amk_gemm_tma), its maps aside: at least
+   AMK_MMA_MIN_ROWS rows, x and W of one 16-bit float dtype (not the I8/I4 form), K a multiple of 8
+   (a map's rows are 16-byte multiples), and 512 threads (four warpgroups). An RMSNORM_GEMV tile
+   (the prefill chunk's q, k and v: its ROPE and KV_ROW forms, not ARGMAX) also needs bf16 x and
+   W, an F32 norm weight and, with ROPE, its pairs inside the tile (n_off and N_tile even). */
+AMK_PLAN_FN int amk_plan_gemm_tma_ops(const amk_vm_ctx_t *x, int threads) {
+    const amk_params_t *P = &x->ins.params;
+    const int wi = amk_plan_gemm_w(x->ins.op), wt = x->in[wi].dtype;
+    const uint32_t fl = (uint32_t)P->flags;
+#if AMK_GEMM_TMA
+    if (wi == 2 && ((fl & ~(uint32_t)(AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0 || x->in[1].dtype != AMK_DTYPE_F32 ||
+                    wt != AMK_DTYPE_BF16 ||
+                    ((fl & AMK_GEMV_FLAG_ROPE) && (P->n_off % 2 != 0 || P->N_tile % 2 != 0))))
+        return 0;
+    return wi > 0 && threads == 512 && amk_plan_gemm_rows(x) >= AMK_MMA_MIN_ROWS && (wt == AMK_DTYPE_BF16 || wt == AMK_DTYPE_F16) &&
+           x->in[0].dtype == wt && !(wi == 1 && (P->qdtype == AMK_DTYPE_I8 || P->qdtype == AMK_DTYPE_I4)) && P->K > 0 &&
+           P->K % 8 == 0 && P->N_tile > 0;
+#else
+    (void)P; (void)wt; (void)fl; (void)threads;
+    return 0;
+#endif
+}
+/* 1 when the tile runs amk_gemm_tma: its operands suit, the runtime gave it its maps (x's, then
+   W's; amk__cuda_kv_pairs, only with the prefill build loaded) and three stages fit. */
+AMK_PLAN_FN int amk_plan_gemm_tma(const amk_vm_ctx_t *x, int threads, int64_t smem) {
+    return x->maps != 0 && amk_plan_gemm_tma_ops(x, threads) && smem >= AMK_TMA_SMEM(3);
+}
+
 AMK_PLAN_FN int64_t amk_plan_least(const amk_vm_ctx_t *x, int threads) {
     const amk_params_t *P = &x->ins.params;
     const int64_t K = P->K, hd = P->head_dim, blk = amk_plan_blk_mats(x);
@@ -349,6 +403,7 @@ AMK_PLAN_FN int64_t amk_plan_least(const amk_vm_ctx_t *x, int threads) {
    its op's forms that takes it, else AMK_FORM_GENERAL. */
 AMK_PLAN_FN uint32_t amk_plan_form(const amk_vm_ctx_t *x, int threads, int64_t smem, int lean) {
     int64_t b;
+    if (amk_plan_gemm_tma(x, threads, smem)) return AMK_FORM_GEMM_TMA;
     if (!lean) return AMK_FORM_GENERAL;
     switch (x->ins.op) {
     case AMK_OP_RMSNORM_GEMV: case AMK_OP_RMSNORM_MLP:
@@ -376,8 +431,10 @@ AMK_PLAN_FN int64_t amk_plan_want(const amk_vm_ctx_t *x, int threads) {
     case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: {
         /* the tensor-core path (tiles of AMK_MMA_MIN_ROWS rows and more) wants its full ring, + an
            x split in two when x and W differ (amk_mma_stages) */
-        const int64_t M = x->ins.op == AMK_OP_GEMM_TILE ? P->M_tile : K > 0 ? x->in[0].numel / K : 0;
-        if (M >= AMK_MMA_MIN_ROWS)
+        const int64_t M = amk_plan_gemm_rows(x);
+        if (x->maps != 0 && amk_plan_gemm_tma_ops(x, threads)) /* the tensor-copy GEMM's full ring */
+            w = AMK_TMA_SMEM(AMK_GEMM_TMA_STAGES);
+        else if (M >= AMK_MMA_MIN_ROWS)
             w = (x->in[0].dtype == x->in[1].dtype ? 0 : 2 * AMK_MMA_TILE) +
                 AMK_MMA_STAGES * AMK_MMA_STAGE_BYTES(x->in[0].dtype == AMK_DTYPE_F32 ? 4 : 2, threads / 128);
         break;
@@ -418,6 +475,7 @@ AMK_PLAN_FN int64_t amk_plan_want(const amk_vm_ctx_t *x, int threads) {
     case AMK_OP_RMSNORM_GEMV: { /* its lean form's, else its ring form's */
         int64_t form = amk_plan_lean_bytes(x, threads);
         if (!form && amk_plan_ring_least(x, threads)) form = AMK_RING_BYTES(threads / 32, K);
+        if (x->maps != 0 && amk_plan_gemm_tma_ops(x, threads)) form = AMK_TMA_SMEM(AMK_GEMM_TMA_STAGES);
         if (form > w) w = form;
         break;
     }

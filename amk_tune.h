@@ -44,6 +44,12 @@
    |                           |         |                                  | staging overruns                   |              |
    | AMK_MMA_STAGES            | 4       | the tensor-core ring's stages,   | 8 measured no faster               | 38           |
    |                           |         | 2..8 (H+D)                       |                                    |              |
+   | AMK_GEMM_TMA              | 1       | the prefill image's GEMV/GEMM    | the prefill chunk's matrices at    | 370, 371     |
+   |                           |         | tiles of 16-bit x and W by       | the tensor cores' rate             |              |
+   |                           |         | tensor copies and wgmma          |                                    |              |
+   |                           |         | (amk_gemm_tma; H+D)              |                                    |              |
+   | AMK_GEMM_TMA_STAGES       | 4       | its ring's stages of 48 KB, 3..4 | the most that fit                  | 370          |
+   |                           |         | (H+D)                            |                                    |              |
    | AMK_ATTN_SPEC_ROWS        | 256     | windows of up to this many rows  | 1B -0.4% at context 128; 512-row   | 108          |
    |                           |         | request their rows before the    | windows read rows past the         |              |
    |                           |         | position (H+D)                   | position for nothing               |              |
@@ -165,6 +171,12 @@
 #endif
 #ifndef AMK_MMA_STAGES
 #define AMK_MMA_STAGES 4 /* chunks in flight + 1, 2..8 (amk_ptx_cp_async_wait_pending); why: 8 no faster (run 38) */
+#endif
+#ifndef AMK_GEMM_TMA
+#define AMK_GEMM_TMA 1 /* the prefill image's GEMV/GEMM tiles of 16-bit x and W by tensor copies and wgmma */
+#endif
+#ifndef AMK_GEMM_TMA_STAGES
+#define AMK_GEMM_TMA_STAGES 4 /* the tensor-copy GEMM's ring, 3..4 stages of 48 KB */
 #endif
 #ifndef AMK_ATTN_SPEC_ROWS
 #define AMK_ATTN_SPEC_ROWS 256 /* why: longer windows read rows past the position for nothing (run 108) */

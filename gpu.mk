@@ -5,8 +5,9 @@
 #                  and compiles the GPU suite tests/gpu/test_gpu (where nvcc is; not run).
 #   make device    the images: $(BUILD)/device/amk_vm.cubin (sm_90a, every path), amk_vm_general.cubin
 #                  (without the small-model forms), amk_vm_chain.cubin and amk_vm_general_chain.cubin
-#                  (the same with the chained-steps kernel, AMK_VM_CHAIN), amk_vm.set (the four as an
-#                  image set, amk.h),
+#                  (the same with the chained-steps kernel, AMK_VM_CHAIN), amk_vm_prefill.cubin (the
+#                  general chain kernel with the tensor-copy GEMM, AMK_VM_PREFILL), amk_vm.set (the
+#                  five as an image set, amk.h),
 #                  amk_vm.ptx, and $(BUILD)/amk_device_image.h (C arrays: amk_device_cubin holds
 #                  the set, amk_device_ptx the PTX of the full build)
 #   make test-gpu  builds and runs the GPU test suite (needs an NVIDIA H100/H200 and its driver)
@@ -50,12 +51,24 @@ $(BUILD)/device/amk_vm_chain.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 $(BUILD)/device/amk_vm_general_chain.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 	$(call device_cubin,$(DEVICE_GENERAL) -DAMK_VM_CHAIN=1,ptxas_general_chain.log,amk_vm_chain)
 
+# The prefill build (AMK_VM_PREFILL): the general build's chain kernel with the tensor-copy GEMM
+# (amk_gemm_tma), which the runtime loads for a program whose GEMV/GEMM tiles take it (a prefill
+# chunk) and launches a step at a time. why a build of its own: with that GEMM's 64 sums a thread
+# in the module, ptxas spills the VM around it by ~2 KB (bench/NOTES.md session "tma"), which the
+# decode builds must not; so this build alone is let spill (NVCC_FLAGS_PREFILL: spills reported,
+# not errors) and the decode builds keep the check
+NVCC_FLAGS_PREFILL ?= $(subst -Werror all-warnings,,$(NVCC_FLAGS))
+$(BUILD)/device/amk_vm_prefill.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
+	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS_PREFILL) $(DEVICE_GENERAL) -DAMK_VM_CHAIN=1 -DAMK_VM_PREFILL=1 \
+	  -o $@ amk_vm.cuh 2> $(BUILD)/device/ptxas_prefill.log || { cat $(BUILD)/device/ptxas_prefill.log; rm -f $@; exit 1; }
+	@grep -A3 "entry function 'amk_vm_chain'" $(BUILD)/device/ptxas_prefill.log | tail -n 2
+
 # CHAIN_IMAGES=0 (make): the set without the two chain builds (amk_cuda_info.can_chain is then 0 and
 # chained generation runs a step a launch). why: scripts/gpu_ab.sh times single steps of several
 # trees, and the chain builds were half of each tree's ptxas time
 CHAIN_IMAGES ?= 1
-DEVICE_CUBINS := $(BUILD)/device/amk_vm.cubin $(BUILD)/device/amk_vm_general.cubin
-DEVICE_SET_ARGS := 0 $(BUILD)/device/amk_vm.cubin 1 $(BUILD)/device/amk_vm_general.cubin
+DEVICE_CUBINS := $(BUILD)/device/amk_vm.cubin $(BUILD)/device/amk_vm_general.cubin $(BUILD)/device/amk_vm_prefill.cubin
+DEVICE_SET_ARGS := 0 $(BUILD)/device/amk_vm.cubin 1 $(BUILD)/device/amk_vm_general.cubin 4 $(BUILD)/device/amk_vm_prefill.cubin
 ifneq ($(CHAIN_IMAGES),0)
 DEVICE_CUBINS += $(BUILD)/device/amk_vm_chain.cubin $(BUILD)/device/amk_vm_general_chain.cubin
 DEVICE_SET_ARGS += 2 $(BUILD)/device/amk_vm_chain.cubin 3 $(BUILD)/device/amk_vm_general_chain.cubin

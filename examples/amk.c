@@ -1567,7 +1567,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                 amk_cuda_get_info(amk_llm_cuda(m), &info);
                 printf("    launch: %d blocks x %d threads, %d registers a thread, %lld bytes of dynamic shared memory a block, "
                        "the %s build; device memory %.2f GB (weights %.2f GB)\n", info.grid, info.threads,
-                       info.regs_per_thread, (long long)info.smem_bytes, info.image_kind == AMK_IMAGE_GENERAL ? "general" : "full",
+                       info.regs_per_thread, (long long)info.smem_bytes, AMK_IMAGE_KIND_NAME(info.image_kind),
                        (double)info.arena_bytes / 1e9, wgb);
                 amk_cuda_set_timing(amk_llm_cuda(m), 1);
                 if (amk_llm_step(m, 1, pos, NULL, NULL, &d) == AMK_OK) {

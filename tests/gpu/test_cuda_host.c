@@ -553,7 +553,7 @@ static void test_context_entry(void) {
     CHECK(memcmp(&ctxs[0].ins, &ins[1], sizeof ins[1]) == 0 && ctxs[0].index == 1);
     CHECK(ctxs[0].in[0].ptr == 0x1000u && ctxs[0].in[1].ptr == 0x2000u && ctxs[0].out[0].ptr == 0x3000u);
     CHECK(ctxs[0].in[1].numel == 8 && ctxs[0].in[2].ptr == 0 && ctxs[0].out[1].ptr == 0 && ctxs[0].kv_rows == 0 &&
-          ctxs[0].kv_maps == 0);
+          ctxs[0].maps == 0);
     CHECK(memcmp(&ctxs[1].ins, &ins[0], sizeof ins[0]) == 0 && ctxs[1].index == 0);
     CHECK(ctxs[1].in[0].ptr == 0x3000u && ctxs[1].out[0].ptr == 0x1000u && ctxs[1].in[1].ptr == 0);
 }
@@ -674,9 +674,9 @@ static void test_folded_refused(void) {
     CHECK_EQ_INT(amk__cuda_check_task(p, mlp, 132, 512, smem, AMK_IMAGE_FULL, &d), AMK_OK);
     CHECK_EQ_INT(amk__cuda_check_task(p, att, 132, 512, smem, AMK_IMAGE_FULL, &d), AMK_OK);
     CHECK_EQ_INT(amk__cuda_check_task(p, mlp, 132, 512, smem, AMK_IMAGE_GENERAL, &d), AMK_ERR_UNSUPPORTED);
-    CHECK(strstr(d.message, "FOLD") && strstr(d.message, "general build"));
+    CHECK(strstr(d.message, "FOLD") && strstr(d.message, "general or prefill build"));
     CHECK_EQ_INT(amk__cuda_check_task(p, att, 132, 512, smem, AMK_IMAGE_GENERAL, &d), AMK_ERR_UNSUPPORTED);
-    CHECK(strstr(d.message, "PRENORM") && strstr(d.message, "general build"));
+    CHECK(strstr(d.message, "PRENORM") && strstr(d.message, "general or prefill build"));
     CHECK_EQ_INT(amk__cuda_check_task(p, mlp, 132, 256, smem, AMK_IMAGE_FULL, &d), AMK_ERR_UNSUPPORTED);
     CHECK(strstr(d.message, "FOLD") != NULL);
     {
@@ -793,7 +793,7 @@ static amk__CUresult fake_sync(amk__CUstream s) {
 }
 
 /* The lean attention's tensor maps (amk__cuda_kv_pairs, amk__cuda_kv_maps' geometry, the
-   context's kv_maps): SmolLM2's bf16 step at context 129 has one pair a layer (its ATTENTION_O
+   context's maps): SmolLM2's bf16 step at context 129 has one pair a layer (its ATTENTION_O
    tasks share their caches), every task gets its layer's; a task's context carries the pair's
    address and rows only with AMK_VM_HINT_KV_EARLY; F32 caches, a driver without the call or the
    general build loaded: no pairs. */
@@ -810,7 +810,9 @@ static void test_kv_pairs(void) {
     CHECK(amk__cuda_kv_pairs(&c, p) == 0 && c.n_kv_pairs == 0 && c.kv_pair == NULL); /* no driver call */
     c.TensorMapEncodeTiled = fake_encode;
     c.info.image_kind = AMK_IMAGE_GENERAL; /* the general build has no lean attention */
-    CHECK(amk__cuda_kv_pairs(&c, p) == 0 && c.n_kv_pairs == 0 && c.kv_pair == NULL);
+    CHECK(amk__cuda_kv_pairs(&c, p) == 0 && c.n_kv_pairs == 0);
+    amk__free(c.kv_pair); amk__free(c.kv_pair_task); amk__free(c.kv_pair_rows);
+    c.kv_pair = c.kv_pair_task = c.kv_pair_rows = NULL;
     c.info.image_kind = AMK_IMAGE_FULL;
     CHECK(amk__cuda_kv_pairs(&c, pf) == 0 && c.n_kv_pairs == 0); /* F32 caches */
     amk__free(c.kv_pair); amk__free(c.kv_pair_task); amk__free(c.kv_pair_rows);
@@ -845,7 +847,7 @@ static void test_kv_pairs(void) {
     if (bt) CHECK(amk__cuda_kv_maps(&c, p, NULL) == AMK_OK);
     CHECK_MSG(g_maps == 60 && g_map_bad == 0, "%d maps, %d unlike SmolLM2's caches", g_maps, g_map_bad);
     CHECK(g_upload_bytes == (size_t)60 * AMK__CUDA_TMAP_BYTES && g_upload_to == 0x7001000u);
-    /* the context of the first attention task: kv_maps with the hint, none without */
+    /* the context of the first attention task: maps with the hint, none without */
     c.ins = (amk_instruction_t *)calloc((size_t)p->n_tasks, sizeof(amk_instruction_t));
     CHECK(c.ins != NULL);
     if (c.ins && bt && first >= 0) {
@@ -853,10 +855,10 @@ static void test_kv_pairs(void) {
         queue[0] = first;
         amk_task_instruction(&p->tasks[first], &c.ins[first]);
         amk__cuda_context(&c, 0);
-        CHECK(ctx.kv_maps == 0 && ctx.kv_rows == 0 && ctx.ins.form == AMK_FORM_ATTN_LEAN);
+        CHECK(ctx.maps == 0 && ctx.kv_rows == 0 && ctx.ins.form == AMK_FORM_ATTN_LEAN);
         CHECK(amk__cuda_kv_hints(p, c.ins) > 0 && c.ins[first].hints == AMK_VM_HINT_KV_EARLY);
         amk__cuda_context(&c, 0);
-        CHECK(ctx.kv_maps == 0x7001000u + (uint64_t)c.kv_pair[first] * 2 * AMK__CUDA_TMAP_BYTES);
+        CHECK(ctx.maps == 0x7001000u + (uint64_t)c.kv_pair[first] * 2 * AMK__CUDA_TMAP_BYTES);
         CHECK(ctx.kv_rows == 129 && ctx.in[1].ptr == bt[p->tasks[first].inputs[1]].ptr);
         CHECK(ctx.ins.form == AMK_FORM_ATTN_LEAN && c.ins[first].form == AMK_FORM_ATTN_LEAN && amk_plan_attn_tma(&ctx));
         /* the general build: the general form, whatever the maps */
@@ -871,16 +873,16 @@ static void test_kv_pairs(void) {
             amk_vm_ctx_t x;
             int64_t tma_b;
             amk_task_context(p, first, &x);
-            x.kv_maps = 1;
+            x.maps = 1;
             x.kv_rows = 129;
             tma_b = amk_plan_attn_lean_bytes(&x, 512, 1);
             CHECK(tma_b > 0 && tma_b < amk_plan_attn_lean_bytes(&x, 512, 0));
             c.smem_bytes = tma_b;
             amk__cuda_context(&c, 0);
-            CHECK(ctx.ins.form == AMK_FORM_ATTN_LEAN && ctx.kv_maps != 0);
+            CHECK(ctx.ins.form == AMK_FORM_ATTN_LEAN && ctx.maps != 0);
             c.smem_bytes = tma_b - 1;
             amk__cuda_context(&c, 0);
-            CHECK(ctx.ins.form == AMK_FORM_GENERAL && ctx.kv_maps == 0);
+            CHECK(ctx.ins.form == AMK_FORM_GENERAL && ctx.maps == 0);
             c.smem_bytes = 200 * 1024;
         }
     }
@@ -889,6 +891,45 @@ static void test_kv_pairs(void) {
     amk__free(c.kv_pair); amk__free(c.kv_pair_task); amk__free(c.kv_pair_rows);
     amk_program_free(p);
     amk_program_free(pf);
+}
+
+/* A GEMM tile's pair of maps (x's, W's) for amk_gemm_tma: only with the prefill build loaded, only
+   for 16-bit x and W of one dtype at 512 threads and several rows, one pair for the tiles of one
+   x, W and K (rows -1 marks a GEMM pair), none for an F32 x. */
+static void test_gemm_pairs(void) {
+    amk_program *p = amk_program_create();
+    amk_cuda c;
+    int x, xf, W, y, yf, t, ins[2], k;
+    const int64_t sx[2] = {256, 512}, sw[2] = {1024, 512}, sy[2] = {256, 1024};
+    x = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, sx, AMK_SPACE_HBM, NULL);
+    xf = amk_program_add_buffer(p, "xf", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sx, AMK_SPACE_HBM, NULL);
+    W = amk_program_add_buffer(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, sw, AMK_SPACE_HBM, NULL);
+    y = amk_program_add_buffer(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sy, AMK_SPACE_HBM, NULL);
+    yf = amk_program_add_buffer(p, "yf", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sy, AMK_SPACE_HBM, NULL);
+    for (k = 0; k < 3; k++) {
+        ins[0] = k < 2 ? x : xf;
+        ins[1] = W;
+        t = amk_program_add_task(p, AMK_OP_GEMM_TILE, ins, 2, k < 2 ? &y : &yf, 1, amk_program_add_counter(p, ""), "gemm");
+        amk_task_set_int(p, t, "K", 512);
+        amk_task_set_int(p, t, "m_off", 128 * (k % 2));
+        amk_task_set_int(p, t, "M_tile", 128);
+        amk_task_set_int(p, t, "n_off", 0);
+        amk_task_set_int(p, t, "N_tile", 1024);
+    }
+    memset(&c, 0, sizeof c);
+    c.threads = 512;
+    c.TensorMapEncodeTiled = fake_encode;
+    c.info.image_kind = AMK_IMAGE_FULL; /* no amk_gemm_tma in the full build */
+    CHECK(amk__cuda_kv_pairs(&c, p) == 0 && c.n_kv_pairs == 0 && c.kv_pair && c.kv_pair[0] == -1);
+    amk__free(c.kv_pair); amk__free(c.kv_pair_task); amk__free(c.kv_pair_rows);
+    c.info.image_kind = AMK_IMAGE_PREFILL;
+    CHECK(amk__cuda_kv_pairs(&c, p) == 0 && c.n_kv_pairs == 1);
+    CHECK(c.kv_pair[0] == 0 && c.kv_pair[1] == 0 && c.kv_pair[2] == -1 && c.kv_pair_rows[0] == -1 && c.kv_pair_task[0] == 0);
+    amk__free(c.kv_pair); amk__free(c.kv_pair_task); amk__free(c.kv_pair_rows);
+    c.threads = 256; /* four warpgroups or none */
+    CHECK(amk__cuda_kv_pairs(&c, p) == 0 && c.n_kv_pairs == 0);
+    amk__free(c.kv_pair); amk__free(c.kv_pair_task); amk__free(c.kv_pair_rows);
+    amk_program_free(p);
 }
 
 /* The arena against the device's memory before it is allocated (amk__cuda_fits, a stand-in
@@ -968,6 +1009,7 @@ int main(void) {
     RUN(test_kv_hints);
     RUN(test_folded_refused);
     RUN(test_kv_pairs);
+    RUN(test_gemm_pairs);
     RUN(test_device_memory_check);
     RUN(test_image_set);
     RUN(test_wants_full);

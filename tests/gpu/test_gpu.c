@@ -39,7 +39,7 @@
 
 static uint64_t g_seed;
 static double g_slow = 1.0;
-static int g_quick, g_bench;
+static int g_quick, g_bench, g_bench_gemm; /* --quick, --bench, --bench-gemm (the tensor-copy GEMM beside cuBLAS) */
 static char **g_only; /* name filters (argv), g_n_only of them */
 static int g_n_only;
 static amk_cuda *g_keep; /* why: holds the primary context so each test does not rebuild it */
@@ -126,15 +126,15 @@ static int is_input_kind(int kind) {
 /* The images the comparisons run on (amk_image_kind, g_n_images of them: the set's full and
    general builds, or the one AMK_CUDA_IMAGE names; -1 alone: the runtime's pick, for an image that
    is no set), and g_img, the one the running test forces (-1: the runtime picks). */
-static int g_images[2] = {-1, -1}, g_n_images = 1, g_img = -1;
+static int g_images[2] = {-1, -1}, g_n_images = 1, g_img = -1, g_has_prefill = 0;
 /* Per image loaded ([0] full, [1] general): programs loaded beside the reference VM (gcase_begin),
    buffers compared (gcase_compare), those that differed, programs skipped by design. */
-static int g_programs[2], g_buffers[2], g_differ[2], g_skipped[2];
+static int g_programs[3], g_buffers[3], g_differ[3], g_skipped[3];
 
 static const char *image_name(int kind) {
-    return kind == AMK_IMAGE_FULL ? "full" : kind == AMK_IMAGE_GENERAL ? "general" : "picked";
+    return kind == AMK_IMAGE_FULL ? "full" : kind == AMK_IMAGE_GENERAL ? "general" : kind == AMK_IMAGE_PREFILL ? "prefill" : "picked";
 }
-static int image_index(int kind) { return kind == AMK_IMAGE_GENERAL; }
+static int image_index(int kind) { return kind == AMK_IMAGE_GENERAL ? 1 : kind == AMK_IMAGE_PREFILL ? 2 : 0; }
 
 /* amk_cuda_create of p (unchecked: the entry without validate) on the image g_img forces: the
    runtime's switch AMK_CUDA_IMAGE set around the call and its previous value restored, and the
@@ -157,6 +157,16 @@ static amk_result create_on_image(const amk_program *p, int unchecked, amk_cuda 
         amk_cuda_info info;
         amk_cuda_get_info(*out, &info);
         CHECK_MSG(info.image_kind == g_img, "the %s image forced, the %s one loaded", image_name(g_img), image_name(info.image_kind));
+        if (g_img == AMK_IMAGE_PREFILL) { /* every tile whose operands suit runs the tensor-copy GEMM */
+            int i;
+            for (i = 0; i < p->n_tasks; i++) {
+                amk_vm_ctx_t x;
+                amk_task_context(p, i, &x);
+                if (amk_plan_gemm_tma_ops(&x, info.threads))
+                    CHECK_MSG((*out)->ins[i].form == AMK_FORM_GEMM_TMA, "task %d: form %u on the prefill image, not GEMM_TMA", i,
+                              (unsigned)(*out)->ins[i].form);
+            }
+        }
     }
     return r;
 }
@@ -166,7 +176,7 @@ static amk_result create_on_image(const amk_program *p, int unchecked, amk_cuda 
    runtime said (r, message). */
 static int general_refuses(const amk_program *p, amk_result r, const char *message) {
     int i;
-    if (r != AMK_ERR_UNSUPPORTED || !strstr(message, "not in the general build")) return 0;
+    if (r != AMK_ERR_UNSUPPORTED || !strstr(message, "not in the general or prefill build")) return 0;
     for (i = 0; i < p->n_tasks; i++) {
         amk_vm_ctx_t x;
         amk_task_context(p, i, &x);
@@ -202,8 +212,8 @@ static int gcase_begin(gcase *g, amk_program *p, const char *tag, float scale) {
     CHECK_MSG(r == AMK_OK, "%s [%s]: refvm_create: %s", tag, image_name(g->image), g->d.message);
     if (r != AMK_OK) return 0;
     r = create_on_image(p, 0, &g->cu, &g->d);
-    if (g_img == AMK_IMAGE_GENERAL && general_refuses(p, r, g->d.message)) {
-        g_skipped[image_index(AMK_IMAGE_GENERAL)]++;
+    if ((g_img == AMK_IMAGE_GENERAL || g_img == AMK_IMAGE_PREFILL) && general_refuses(p, r, g->d.message)) {
+        g_skipped[image_index(g_img)]++;
         printf("    %s [general]: skipped by design: %s\n", tag, g->d.message);
         return 0;
     }
@@ -542,6 +552,20 @@ static void test_gemm_tile(void) {
               .ot = AMK_DTYPE_F32, .M = 12, .N = 256, .K = 4096, .n_off = 64, .N_tile = 128});
     gemv_case("GEMM f32 W rows", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_F32,
               .ot = AMK_DTYPE_F32, .M = 8, .N = 40, .K = 64, .n_off = 0, .N_tile = 40, .M_tile = 8});
+    /* 16-bit x and W, 512 threads: the prefill image's tensor-copy GEMM (amk_gemm_tma; the others
+       run amk_gemm_mma): K tails past a 64 chunk, blocks past M_tile and N_tile, several blocks a
+       tile, the bias, every output dtype, f16, the smallest tile */
+    gemv_case("GEMM tma bf16 bias", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_BF16,
+              .ot = AMK_DTYPE_F32, .M = 300, .N = 600, .K = 1000, .n_off = 7, .N_tile = 580, .bias = 1, .m_off = 5,
+              .M_tile = 290, .threads = 512});
+    gemv_case("GEMM tma f16 K=4096", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F16, .wt = AMK_DTYPE_F16,
+              .ot = AMK_DTYPE_BF16, .M = 64, .N = 256, .K = 4096, .n_off = 0, .N_tile = 256, .m_off = 0, .M_tile = 64,
+              .threads = 512});
+    gemv_case("GEMV tma f16 out", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_BF16,
+              .ot = AMK_DTYPE_F16, .M = 130, .N = 520, .K = 576, .n_off = 0, .N_tile = 520, .threads = 512});
+    gemv_case("GEMM tma tiny", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_BF16,
+              .ot = AMK_DTYPE_F32, .M = 4, .N = 8, .K = 8, .n_off = 0, .N_tile = 8, .m_off = 0, .M_tile = 4,
+              .threads = 512});
     /* block-format W with rows enough for the tensor cores: the rows path takes it */
     gemv_case("GEMM Q4_K rows", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_Q4_K,
               .ot = AMK_DTYPE_F32, .M = 70, .N = 40, .K = 256, .n_off = 2, .N_tile = 30, .bias = 1, .m_off = 3,
@@ -2011,7 +2035,7 @@ static void test_llm_chain(void) {
         amk_cuda_info info;
         amk_cuda_get_info(amk_llm_cuda(m), &info);
         CHECK_MSG(info.can_chain, "the image set has no chained-steps kernel for the %s build",
-                  info.image_kind == AMK_IMAGE_GENERAL ? "general" : "full");
+                  AMK_IMAGE_KIND_NAME(info.image_kind));
     }
     CHECK_EQ_INT(amk_llm_seek(m, 3, &d), AMK_OK); /* why: from position 3 on, rows 0..2 zero */
     if (part) {
@@ -2437,6 +2461,15 @@ static void test_gemm_mma_runs(void) {
     CHECK_MSG(t1 > 0 && t64 > 0 && t64 < 16.0 * t1, "M=64 took %.1f us, M=1 %.1f: not the tensor-core path", t64, t1);
 }
 
+/* A program's median wall time a launch and median op span over runs launches (tasks: its task
+   count, for the timing records), in us. */
+static void bench_times(amk_cuda *cu, int tasks, int runs, double *wall, double *span) {
+    amk_cuda_timing_record *rec = (amk_cuda_timing_record *)calloc((size_t)tasks, sizeof *rec);
+    *wall = median_wall_us(cu, runs);
+    *span = rec ? median_span_us(cu, rec, tasks, runs) : 0.0;
+    free(rec);
+}
+
 /* One GEMV (M = 1) or GEMM (M rows of x of dtype xt: the tensor-core path from 4) over tiles on
    every SM: weight bytes over kernel span and over wall time per run, and the MMA rate. */
 static void bench_gemm(int64_t M, amk_dtype xt, int64_t N, int64_t K, int tiles, int threads) {
@@ -2448,7 +2481,6 @@ static void bench_gemm(int64_t M, amk_dtype xt, int64_t N, int64_t K, int tiles,
     amk_diag d;
     double wall, span, bytes = (double)N * (double)K * 2.0;
     uint16_t *w;
-    amk_cuda_timing_record *rec;
     amk_t_rng r = trng_for("bench");
     p->config.threads_per_block = threads;
     in[0] = x; in[1] = W;
@@ -2467,17 +2499,63 @@ static void bench_gemm(int64_t M, amk_dtype xt, int64_t N, int64_t K, int tiles,
     fill_bf16_pattern(w, N * K, 0.05f, &r);
     amk_cuda_upload(cu, W, w, (size_t)(N * K) * 2, &d);
     free(w);
-    rec = (amk_cuda_timing_record *)calloc((size_t)tiles, sizeof *rec);
-    wall = median_wall_us(cu, 30);
-    span = median_span_us(cu, rec, tiles, 30);
+    bench_times(cu, tiles, 30, &wall, &span);
     printf("  bench %s M=%lld x %s, W bf16 %lldx%lld (%.1f MB) %d tiles x %d threads: op span median %.1f us "
            "(%.0f GB/s of W, %.1f TFLOP/s), run() wall median %.1f us (%.0f GB/s)\n", M == 1 ? "gemv" : "gemm",
            (long long)M, amk_dtype_name(xt), (long long)N, (long long)K, bytes / 1e6, tiles, threads, span,
            bytes / span * 1e-3, 2.0 * (double)M * (double)N * (double)K / span * 1e-6, wall, bytes / wall * 1e-3);
-    free(rec);
     amk_cuda_free(cu);
     amk_program_free(p);
 }
+
+/* The tensor-copy GEMM (amk_gemm_tma) over M x N x K in bf16: a GEMM_TILE task a block of
+   AMK_TMA_BM x AMK_TMA_BN outputs, spread over the SMs in turn; TFLOP/s over the median wall time
+   of a launch and over its op span. The rate cuBLAS reaches on the same shapes comes from
+   bench/gemm_cublas.py (run beside it: scripts/gpu_gemm.sh). */
+static void bench_gemm_tma(int64_t M, int64_t N, int64_t K) {
+    const int64_t nm = (M + AMK_TMA_BM - 1) / AMK_TMA_BM, nn = (N + AMK_TMA_BN - 1) / AMK_TMA_BN;
+    amk_program *p = prog_new(132);
+    int x = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, M, K, 0), W = buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
+    int y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_BF16, 2, M, N, 0), c = amk_program_add_counter(p, "");
+    int in[2], tma = 0, n_tasks = (int)(nm * nn);
+    int64_t i;
+    amk_cuda *cu = NULL;
+    amk_cuda_info info;
+    amk_diag d;
+    double wall, span, flop = 2.0 * (double)M * (double)N * (double)K;
+    uint16_t *w;
+    amk_t_rng r = trng_for("bench tma");
+    p->config.threads_per_block = 512;
+    in[0] = x; in[1] = W;
+    for (i = 0; i < nm * nn; i++) {
+        const int64_t m0 = i / nn * AMK_TMA_BM, n0 = i % nn * AMK_TMA_BN;
+        int t = task(p, AMK_OP_GEMM_TILE, in, 2, y, c, (int)(i % 132));
+        seti(p, t, "K", K); seti(p, t, "m_off", m0); seti(p, t, "M_tile", M - m0 < AMK_TMA_BM ? M - m0 : AMK_TMA_BM);
+        seti(p, t, "n_off", n0); seti(p, t, "N_tile", N - n0 < AMK_TMA_BN ? N - n0 : AMK_TMA_BN);
+    }
+    amk_diag_clear(&d);
+    if (amk_cuda_create(p, g_image, g_image_size, &cu, &d) != AMK_OK) {
+        printf("  bench gemm tma: create failed: %s\n", d.message);
+        amk_program_free(p);
+        return;
+    }
+    amk_cuda_get_info(cu, &info);
+    for (i = 0; i < n_tasks; i++) tma += cu->ins[i].form == AMK_FORM_GEMM_TMA;
+    w = (uint16_t *)malloc((size_t)((N > M ? N : M) * K) * 2);
+    fill_bf16_pattern(w, N * K, 0.05f, &r);
+    amk_cuda_upload(cu, W, w, (size_t)(N * K) * 2, &d);
+    fill_bf16_pattern(w, M * K, 1.0f, &r);
+    amk_cuda_upload(cu, x, w, (size_t)(M * K) * 2, &d);
+    free(w);
+    bench_times(cu, n_tasks, 20, &wall, &span);
+    printf("  bench gemm tma M=%lld N=%lld K=%lld bf16: %d blocks (%d in the tensor-copy form, the %s image), "
+           "wall median %.1f us (%.1f TFLOP/s), op span median %.1f us (%.1f TFLOP/s)\n", (long long)M, (long long)N,
+           (long long)K, n_tasks, tma, AMK_IMAGE_KIND_NAME(info.image_kind), wall, flop / wall * 1e-6, span, flop / span * 1e-6);
+    amk_cuda_free(cu);
+    amk_program_free(p);
+}
+/* Llama-3-8B's projections (N, K) at M = 512 and 2048: q and o, k and v, gate and up, down. */
+static const int64_t BENCH_TMA_NK[][2] = {{4096, 4096}, {1024, 4096}, {14336, 4096}, {4096, 14336}};
 
 /* The GEMV/GEMM lines of --bench, in order. */
 typedef struct bench_gemm_row { int64_t M; amk_dtype xt; int64_t N, K; int tiles, threads; } bench_gemm_row;
@@ -2653,7 +2731,7 @@ static int wanted(const char *name) {
    the line, the filters and every CHECK's message). */
 static void try_test(void (*fn)(void), const char *name, int kind) {
     static char label[96]; /* why static: amk_t_cur keeps pointing at it */
-    const int skipped = g_skipped[0] + g_skipped[1];
+    const int skipped = g_skipped[0] + g_skipped[1] + g_skipped[2];
     double t0;
     if (kind >= 0) snprintf(label, sizeof label, "%s [%s]", name, image_name(kind));
     else snprintf(label, sizeof label, "%s", name);
@@ -2663,13 +2741,16 @@ static void try_test(void (*fn)(void), const char *name, int kind) {
     RUN_AS(fn, label);
     g_img = -1;
     printf("  %-36s %s %7.0f ms", label, amk_t_cur_failed ? "FAIL" : "ok  ", now_ms() - t0);
-    if (g_skipped[0] + g_skipped[1] > skipped) printf("  (%d skipped by design)", g_skipped[0] + g_skipped[1] - skipped);
+    if (g_skipped[0] + g_skipped[1] + g_skipped[2] > skipped) printf("  (%d skipped by design)", g_skipped[0] + g_skipped[1] + g_skipped[2] - skipped);
     printf("\n");
     fflush(stdout);
 }
 /* TRY: once, on the image the runtime picks. TRY_IMAGES: a comparison, once on each of g_images. */
 #define TRY(fn) try_test(fn, #fn, -1)
 #define TRY_IMAGES(fn) do { int i_; for (i_ = 0; i_ < g_n_images; i_++) try_test(fn, #fn, g_images[i_]); } while (0)
+/* TRY_PREFILL: a comparison once more on the prefill image, when the set has it (its GEMV/GEMM
+   tiles of 16-bit operands run amk_gemm_tma there). */
+#define TRY_PREFILL(fn) do { if (g_has_prefill) try_test(fn, #fn, AMK_IMAGE_PREFILL); } while (0)
 
 int main(int argc, char **argv) {
     int i;
@@ -2680,6 +2761,7 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         else if (strcmp(argv[i], "--bench") == 0) g_bench = 1;
+        else if (strcmp(argv[i], "--bench-gemm") == 0) g_bench_gemm = 1;
         else argv[1 + g_n_only++] = argv[i]; /* why: filters gather at argv[1..]; i >= 1 + g_n_only */
     }
     g_only = argv + 1;
@@ -2706,6 +2788,8 @@ int main(int argc, char **argv) {
                 amk_image_set_find(g_image, g_image_size, (amk_image_kind)k, &one, &one_size, NULL) == AMK_OK)
                 g_images[g_n_images++] = k;
         if (g_n_images == 0) g_images[g_n_images++] = -1;
+        g_has_prefill = amk_image_set_is(g_image, g_image_size) && (!force || !*force || strcmp(force, "prefill") == 0) &&
+                        amk_image_set_find(g_image, g_image_size, AMK_IMAGE_PREFILL, &one, &one_size, NULL) == AMK_OK;
         if (g_n_images == 2) printf("test_gpu: each comparison on the full image, then on the general one\n");
         else if (g_images[0] >= 0) printf("test_gpu: the comparisons on the %s image only\n", image_name(g_images[0]));
         else printf("test_gpu: the comparisons on the one image loaded (no image set, or AMK_CUDA_IMAGE invalid)\n");
@@ -2732,6 +2816,8 @@ int main(int argc, char **argv) {
     TRY_IMAGES(test_layernorm);
     TRY_IMAGES(test_gemv_tile);
     TRY_IMAGES(test_gemm_tile);
+    TRY_PREFILL(test_gemv_tile);
+    TRY_PREFILL(test_gemm_tile);
     TRY_IMAGES(test_attention_tile);
     TRY_IMAGES(test_rope);
     TRY_IMAGES(test_elementwise);
@@ -2763,6 +2849,7 @@ int main(int argc, char **argv) {
     TRY_IMAGES(test_run_io);
     TRY_IMAGES(test_chain);
     TRY_IMAGES(test_prefill_program);
+    TRY_PREFILL(test_prefill_program);
     TRY(test_llm_chain);
     TRY(test_images);
     TRY(test_fill_random);
@@ -2771,6 +2858,12 @@ int main(int argc, char **argv) {
     TRY(test_read_bandwidth);
     TRY_IMAGES(test_time_runs);
     TRY(test_gemm_mma_runs);
+    if (g_bench_gemm) {
+        int m;
+        for (m = 512; m <= 2048; m *= 4)
+            for (i = 0; i < (int)(sizeof BENCH_TMA_NK / sizeof BENCH_TMA_NK[0]); i++)
+                bench_gemm_tma(m, BENCH_TMA_NK[i][0], BENCH_TMA_NK[i][1]);
+    }
     if (g_bench) {
         for (i = 0; i < (int)(sizeof BENCH_GEMMS / sizeof BENCH_GEMMS[0]); i++) {
             const bench_gemm_row *b = &BENCH_GEMMS[i];
@@ -2782,8 +2875,9 @@ int main(int argc, char **argv) {
         bench_service();
     }
     amk_cuda_free(g_keep);
-    for (i = AMK_IMAGE_FULL; i <= AMK_IMAGE_GENERAL; i++)
-        printf("  images: %-7s %4d programs loaded, %4d buffers compared with the reference VM (%d differ), %d skipped by design\n",
+    for (i = AMK_IMAGE_FULL; i <= AMK_IMAGE_PREFILL; i++)
+        if (i <= AMK_IMAGE_GENERAL || i == AMK_IMAGE_PREFILL)
+            printf("  images: %-7s %4d programs loaded, %4d buffers compared with the reference VM (%d differ), %d skipped by design\n",
                image_name(i), g_programs[image_index(i)], g_buffers[image_index(i)], g_differ[image_index(i)],
                g_skipped[image_index(i)]);
     TEST_SUMMARY();

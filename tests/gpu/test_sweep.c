@@ -457,7 +457,7 @@ static void sw_describe(amk_llm *m, sw_result *res) {
             amk_vm_ctx_t x;
             uint32_t f;
             amk_task_context(p, i, &x);
-            f = amk_plan_form(&x, info.threads, info.smem_bytes, info.image_kind != AMK_IMAGE_GENERAL);
+            f = amk_plan_form(&x, info.threads, info.smem_bytes, AMK_IMAGE_LEAN(info.image_kind));
             res->n_lean += f == AMK_FORM_LEAN;
             res->n_ring += f == AMK_FORM_RING;
             res->n_attn_lean += f == AMK_FORM_ATTN_LEAN;
@@ -738,7 +738,7 @@ static void sw_cover_add(sw_cover *cv, const sw_result *g) {
     cv->attn_o += g->attn_o;
     cv->spec_ops += g->spec_ops;
     cv->general += g->image_kind == AMK_IMAGE_GENERAL;
-    cv->full += g->image_kind != AMK_IMAGE_GENERAL;
+    cv->full += AMK_IMAGE_LEAN(g->image_kind);
     cv->chain += g->can_chain && g->n_chain > 1;
     if (g->splits >= 1 && g->splits <= 8) cv->splits[g->splits]++;
 }
