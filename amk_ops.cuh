@@ -2094,8 +2094,15 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
 /* ATTENTION_PREFILL: query rows [m_off, m_off + M_tile) of q at positions pos + m, the query heads
    of kv heads [n_off, n_off + N_tile): a warp a (row, head), ATTENTION_TILE's flash loop over the
    cache rows [max(0, pos + m + 1 - sliding_window), pos + m]. Positions outside the cache: a
-   run-time error (pos is data). CUDA cores, as ATTENTION_TILE: the tensor-core form is not built. */
+   run-time error (pos is data). CUDA cores, as ATTENTION_TILE; the prefill image built with
+   AMK_ATTN_PREFILL_MMA has a tensor-core form (amk_attn_prefill_mma), not yet run on a GPU. */
+#if AMK_ATTN_PREFILL_MMA && AMK_VM_PREFILL
+static __device__ __noinline__ int amk_attn_prefill_mma(amk_op_ctx *c, float *smem); /* below */
+#endif
 AMK_OP_FN void amk_op_attention_prefill(amk_op_ctx *c, float *smem) {
+#if AMK_ATTN_PREFILL_MMA && AMK_VM_PREFILL
+    if (amk_attn_prefill_mma(c, smem)) return;
+#endif
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
     const int hd = P->head_dim, nh = P->n_heads, nkv = P->n_kv_heads, grp = nh / nkv;
@@ -2394,6 +2401,168 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
     }
     return 1;
 }
+
+#if AMK_ATTN_PREFILL_MMA && AMK_VM_PREFILL
+/* ATTENTION_PREFILL on the tensor cores, amk_attn_decode_mma's method over "vectors": a vector is
+   a (query row m, query head h) pair of the tile, 16 of them a pass (the rows of the mma's M), in
+   order of rows, then heads of one kv head g. Vector (m, h) sees the cache rows [lo(m), pos + m]
+   (lo: the sliding window's first row, else 0), so a pass's keys are [lo(first row), pos + last
+   row + 1), chunk by chunk of C rows, each key masked per vector; a 16-key group with no key of a
+   vector leaves it m = -inf, l = 0 (the merge weighs such a group 0). q, K and V BF16, head_dim a
+   multiple of 16 up to 256; returns 0 (nothing done) for any other task or when fewer than 16 key
+   rows fit, and the CUDA-core path runs it. The VM has waited for the task's inputs (the op's go
+   column is 0). Shared memory: AMK_ATTN_MMA_SMEM(head_dim, 16, C). Not yet run on a GPU
+   (AMK_ATTN_PREFILL_MMA 0 by default, bench/NOTES.md session "tma"). */
+static __device__ __noinline__ int amk_attn_prefill_mma(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
+    const int hd = P->head_dim, nh = P->n_heads, nkv = P->n_kv_heads, grp = nh / nkv, R = AMK_ATTN_MMA_ROWS;
+    const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, 2), dyn = amk_ptx_dynamic_smem_size();
+    const int64_t rows = kc->numel / ((int64_t)nkv * hd);
+    const int nv = P->M_tile * grp; /* the tile's vectors a kv head */
+    int64_t C = 512;
+    if (q->dtype != AMK_DTYPE_BF16 || kc->dtype != AMK_DTYPE_BF16 || vc->dtype != AMK_DTYPE_BF16 || hd % 16 != 0 || hd > 256)
+        return 0;
+    if (AMK_ATTN_MMA_SMEM(hd, R, C) > dyn)
+        C = dyn > AMK_ATTN_MMA_FIXED(hd) ? (int64_t)((uint32_t)(dyn - AMK_ATTN_MMA_FIXED(hd)) / (uint32_t)AMK_ATTN_MMA_PER16(hd, R)) * 16 : 0;
+    if (C < 16) return 0;
+    {
+        const int tid = amk_tid(), NT = amk_ntid(), lane = tid & 31;
+        unsigned char *qs = (unsigned char *)smem, *ks = qs + 16 * rowb, *vs = ks + C * rowb;
+        float *racc = (float *)(vs + C * rowb), *rml = racc + R * hd, *pacc = rml + 4 * R, *pml = pacc + (C / 16) * R * hd;
+        const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0), sw = P->sliding_window;
+        if (pos < 0 || pos + P->m_off + P->M_tile > rows) { /* every thread read the same pos */
+            if (tid == 0) amk_op_fail(c, AMK_VM_ERR_KV_POS, pos);
+            return 1;
+        }
+        for (int g = P->n_off; g < P->n_off + P->N_tile; g++) {
+            for (int v0 = 0; v0 < nv; v0 += R) {
+                const int gv = nv - v0 < R ? nv - v0 : R;
+                const int64_t m_first = P->m_off + v0 / grp, m_last = P->m_off + (v0 + gv - 1) / grp;
+                const int64_t r1 = pos + m_last + 1, r0 = sw > 0 && pos + m_first + 1 - sw > 0 ? pos + m_first + 1 - sw : 0;
+                int par = 0;
+                for (int i = tid; i < R * hd; i += NT) { /* the pass's q rows (rows gv.. zero) */
+                    const int vr = i / hd, e = i - vr * hd;
+                    const int64_t m = P->m_off + (v0 + vr) / grp, h = (int64_t)g * grp + (v0 + vr) % grp;
+                    ((uint16_t *)(qs + vr * rowb))[e] = vr < gv ? ((const uint16_t *)q->ptr)[(m * nh + h) * hd + e] : (uint16_t)0;
+                }
+                for (int64_t c0 = r0; c0 < r1; c0 += C, par ^= 1) {
+                    const int n = (int)(r1 - c0 < C ? r1 - c0 : C), G = (n + 15) / 16, last = c0 + C >= r1;
+                    amk_attn_load_rows(ks, vs, kc, vc, c0, n, G * 16, g, nkv, hd, 2, rowb, tid, NT);
+                    amk_ptx_cp_async_wait_all();
+                    __syncthreads(); /* K, V and q staged */
+                    for (int gi = tid >> 5; gi < G; gi += NT >> 5) {
+                        const int k0 = gi * 16, gr = lane >> 2, t4 = lane & 3, mj = lane >> 3, mr = lane & 7;
+                        /* the keys the thread's two vectors (rows gr and gr + 8) see: [kmin, kmax] */
+                        const int64_t ml = P->m_off + (v0 + gr) / grp, mh = P->m_off + (v0 + gr + 8) / grp;
+                        const int64_t kmax_l = pos + ml, kmax_h = pos + mh;
+                        const int64_t kmin_l = sw > 0 ? kmax_l + 1 - sw : 0, kmin_h = sw > 0 ? kmax_h + 1 - sw : 0;
+                        float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+                        float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+                        uint32_t pa[3][4];
+                        for (int kk = 0; kk < hd; kk += 16) { /* scores: 16 vectors x 16 keys */
+                            uint32_t a[4], b[4];
+                            amk_ptx_ldmatrix_x4(a, qs + (mr + 8 * (mj & 1)) * rowb + (kk + 8 * (mj >> 1)) * 2);
+                            amk_ptx_ldmatrix_x4(b, ks + (k0 + 8 * (mj >> 1) + mr) * rowb + (kk + 8 * (mj & 1)) * 2);
+                            amk_ptx_mma_bf16_16816(s[0], a, b[0], b[1]);
+                            amk_ptx_mma_bf16_16816(s[1], a, b[2], b[3]);
+                        }
+#pragma unroll
+                        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                            for (int i = 0; i < 4; i++) { /* keys past the chunk or outside the vector's range: -inf */
+                                const int64_t key = c0 + k0 + 8 * nt + 2 * t4 + (i & 1);
+                                const int ok = key - c0 < n && (i < 2 ? key >= kmin_l && key <= kmax_l : key >= kmin_h && key <= kmax_h);
+                                s[nt][i] = ok ? s[nt][i] * P->scale : -INFINITY;
+                                if (i < 2) m_lo = fmaxf(m_lo, s[nt][i]);
+                                else m_hi = fmaxf(m_hi, s[nt][i]);
+                            }
+                        m_lo = fmaxf(m_lo, __shfl_xor_sync(0xFFFFFFFFu, m_lo, 1));
+                        m_lo = fmaxf(m_lo, __shfl_xor_sync(0xFFFFFFFFu, m_lo, 2));
+                        m_hi = fmaxf(m_hi, __shfl_xor_sync(0xFFFFFFFFu, m_hi, 1));
+                        m_hi = fmaxf(m_hi, __shfl_xor_sync(0xFFFFFFFFu, m_hi, 2));
+#pragma unroll
+                        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                            for (int i = 0; i < 4; i++) { /* why the test: a vector with no key here has m = -inf */
+                                const float mm = i < 2 ? m_lo : m_hi;
+                                s[nt][i] = mm == -INFINITY ? 0.0f : expf(s[nt][i] - mm);
+                                if (i < 2) l_lo += s[nt][i];
+                                else l_hi += s[nt][i];
+                            }
+                        l_lo += __shfl_xor_sync(0xFFFFFFFFu, l_lo, 1);
+                        l_lo += __shfl_xor_sync(0xFFFFFFFFu, l_lo, 2);
+                        l_hi += __shfl_xor_sync(0xFFFFFFFFu, l_hi, 1);
+                        l_hi += __shfl_xor_sync(0xFFFFFFFFu, l_hi, 2);
+                        if (t4 == 0 && gr < gv) { pml[(gi * R + gr) * 2] = m_lo; pml[(gi * R + gr) * 2 + 1] = l_lo; }
+                        if (t4 == 0 && gr + 8 < gv) { pml[(gi * R + gr + 8) * 2] = m_hi; pml[(gi * R + gr + 8) * 2 + 1] = l_hi; }
+#pragma unroll
+                        for (int r = 0; r < 4; r++) { /* p as three bf16 terms (amk_attn_decode_mma) */
+                            float x0 = s[r >> 1][2 * (r & 1)], x1 = s[r >> 1][2 * (r & 1) + 1];
+#pragma unroll
+                            for (int sp = 0; sp < 3; sp++) {
+                                const uint32_t u = amk_pack_bf16x2(x0, x1);
+                                pa[sp][r] = u;
+                                x0 -= __uint_as_float(u << 16);
+                                x1 -= __uint_as_float(u & 0xFFFF0000u);
+                            }
+                        }
+#pragma unroll 1
+                        for (int d0 = 0; d0 < hd; d0 += 16) { /* p . V: 16 vectors x 16 dims */
+                            uint32_t b[4];
+                            float o0[4], o1[4];
+                            amk_ptx_ldmatrix_x4_trans(b, vs + (k0 + 8 * (mj & 1) + mr) * rowb + (d0 + 8 * (mj >> 1)) * 2);
+#pragma unroll
+                            for (int i = 0; i < 4; i++) o0[i] = o1[i] = 0.0f;
+#pragma unroll
+                            for (int sp = 0; sp < 3; sp++) {
+                                amk_ptx_mma_bf16_16816(o0, pa[sp], b[0], b[1]);
+                                amk_ptx_mma_bf16_16816(o1, pa[sp], b[2], b[3]);
+                            }
+                            if (gr < gv) {
+                                float *w = pacc + (int64_t)(gi * R + gr) * hd + d0 + 2 * t4;
+                                *(float2 *)w = make_float2(o0[0], o0[1]);
+                                *(float2 *)(w + 8) = make_float2(o1[0], o1[1]);
+                            }
+                            if (gr + 8 < gv) {
+                                float *w = pacc + (int64_t)(gi * R + gr + 8) * hd + d0 + 2 * t4;
+                                *(float2 *)w = make_float2(o0[2], o0[3]);
+                                *(float2 *)(w + 8) = make_float2(o1[2], o1[3]);
+                            }
+                        }
+                    }
+                    __syncthreads(); /* the groups' sums and m, l */
+                    for (int i = tid; i < gv * hd; i += NT) { /* output (vector vr, dim e) */
+                        const int vr = i / hd, e = i - vr * hd, first = c0 == r0;
+                        const float mo = first ? -INFINITY : rml[(par * R + vr) * 2];
+                        float M = mo, L = 0.0f, A = 0.0f;
+                        for (int k = 0; k < G; k++) M = fmaxf(M, pml[(k * R + vr) * 2]);
+                        if (M != -INFINITY) { /* else no key of the vector yet: nothing to weigh */
+                            const float a = mo == -INFINITY ? 0.0f : expf(mo - M);
+                            L = mo == -INFINITY ? 0.0f : rml[(par * R + vr) * 2 + 1] * a;
+                            A = mo == -INFINITY ? 0.0f : racc[i] * a;
+                            for (int k = 0; k < G; k++) {
+                                const float mk = pml[(k * R + vr) * 2], w = mk == -INFINITY ? 0.0f : expf(mk - M);
+                                L += w * pml[(k * R + vr) * 2 + 1];
+                                A += w * pacc[(int64_t)(k * R + vr) * hd + e];
+                            }
+                        }
+                        if (!last) {
+                            racc[i] = A;
+                            if (e == 0) { rml[((par ^ 1) * R + vr) * 2] = M; rml[((par ^ 1) * R + vr) * 2 + 1] = L; }
+                        } else {
+                            const int64_t m = P->m_off + (v0 + vr) / grp, h = (int64_t)g * grp + (v0 + vr) % grp;
+                            amk_attn_out(o->ptr, o->dtype, 0, m * nh + h, hd, e, A, M, L);
+                        }
+                    }
+                    __syncthreads(); /* why: the next chunk or pass overwrites K, V, q and the sums */
+                }
+            }
+        }
+    }
+    return 1;
+}
+#endif /* AMK_ATTN_PREFILL_MMA && AMK_VM_PREFILL */
 
 /* ATTENTION_DECODE on the CUDA cores: any dtypes, results to optr (dtype odt), dyn bytes of
    shared memory from smem. */

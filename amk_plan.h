@@ -479,6 +479,11 @@ AMK_PLAN_FN int64_t amk_plan_want(const amk_vm_ctx_t *x, int threads) {
         if (form > w) w = form;
         break;
     }
+    case AMK_OP_ATTENTION_PREFILL: /* the tensor-core form's K and V chunks of 128 rows (AMK_ATTN_PREFILL_MMA) */
+        if (AMK_ATTN_PREFILL_MMA && x->in[0].dtype == AMK_DTYPE_BF16 && x->in[1].dtype == AMK_DTYPE_BF16 &&
+            x->in[2].dtype == AMK_DTYPE_BF16 && hd % 16 == 0 && hd <= 256)
+            w = AMK_ATTN_MMA_SMEM(hd, AMK_ATTN_MMA_ROWS, 128);
+        break;
     case AMK_OP_ATTENTION_COMBINE: /* the heads' weights staged (else it recomputes them) */
         w = hd > 0 ? x->in[0].numel / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
         break;

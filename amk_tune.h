@@ -50,6 +50,9 @@
    |                           |         | (amk_gemm_tma; H+D)              |                                    |              |
    | AMK_GEMM_TMA_STAGES       | 4       | its ring's stages of 48 KB, 3..4 | the most that fit                  | 370          |
    |                           |         | (H+D)                            |                                    |              |
+   | AMK_ATTN_PREFILL_MMA      | 0       | the prefill image's              | not yet run on a GPU (NOTES "tma") | -            |
+   |                           |         | ATTENTION_PREFILL on the tensor  |                                    |              |
+   |                           |         | cores (amk_attn_prefill_mma; H+D)|                                    |              |
    | AMK_ATTN_SPEC_ROWS        | 256     | windows of up to this many rows  | 1B -0.4% at context 128; 512-row   | 108          |
    |                           |         | request their rows before the    | windows read rows past the         |              |
    |                           |         | position (H+D)                   | position for nothing               |              |
@@ -177,6 +180,9 @@
 #endif
 #ifndef AMK_GEMM_TMA_STAGES
 #define AMK_GEMM_TMA_STAGES 4 /* the tensor-copy GEMM's ring, 3..4 stages of 48 KB */
+#endif
+#ifndef AMK_ATTN_PREFILL_MMA
+#define AMK_ATTN_PREFILL_MMA 0 /* the prefill image's ATTENTION_PREFILL on the tensor cores: written, not yet run on a GPU */
 #endif
 #ifndef AMK_ATTN_SPEC_ROWS
 #define AMK_ATTN_SPEC_ROWS 256 /* why: longer windows read rows past the position for nothing (run 108) */
