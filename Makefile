@@ -53,7 +53,7 @@ cxx-check: $(DEVICE_CHECK) | $(BUILD)
 
 # why test_gpu and test_sweep too (where nvcc is): CI has no GPU to run them, but a suite that no
 # longer compiles must not wait for the next GPU session to be found
-test-build: $(TESTS) $(BUILD)/amk cxx-check $(DEVICE_CHECK) $(DEVICE_NEXT) $(if $(DEVICE_CHECK),$(BUILD)/gpu/test_gpu $(BUILD)/gpu/test_sweep) \
+test-build: $(TESTS) $(BUILD)/amk cxx-check $(DEVICE_CHECK) $(if $(DEVICE_CHECK),$(BUILD)/gpu/test_gpu $(BUILD)/gpu/test_sweep) \
             $(BUILD)/sampler_time
 
 # The host sampler's time a draw on the default model's logits (bench/NOTES.md); built by make test

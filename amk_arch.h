@@ -1309,7 +1309,7 @@ AMK__FN int amk__lb_forms_ok(const amk_program *p) {
     int i;
     for (i = 0; i < p->n_tasks; i++) {
         amk_task_context(p, i, &x);
-        if (amk_plan_folded(&x) && amk_plan_form(&x, AMK_LLAMA_THREADS, AMK_LLAMA_SMEM, 1) == AMK_FORM_GENERAL) return 0;
+        if (amk_plan_folded(&x) && amk_plan_form(&x, AMK_LLAMA_THREADS, AMK_LLAMA_SMEM, AMK_PLAN_FORMS_LEAN) == AMK_FORM_GENERAL) return 0;
     }
     return 1;
 }

@@ -59,6 +59,8 @@ typedef enum amk_image_kind {
      ? "full chain" : (kind) == AMK_IMAGE_GENERAL_CHAIN ? "general chain" : (kind) == AMK_IMAGE_PREFILL ? "prefill" : "?")
 /* 1 for the kinds with the small-model forms (the planner's lean images). */
 #define AMK_IMAGE_LEAN(kind) ((kind) == AMK_IMAGE_FULL || (kind) == AMK_IMAGE_FULL_CHAIN)
+/* the specialised forms an image kind has (amk_plan_form's forms) */
+#define AMK_IMAGE_FORMS(kind) (AMK_IMAGE_LEAN(kind) ? AMK_PLAN_FORMS_LEAN : (kind) == AMK_IMAGE_PREFILL ? AMK_PLAN_FORMS_PREFILL : 0)
 /* 1 if blob (size bytes) starts with the image set's magic, else 0. */
 AMK_API int amk_image_set_is(const void *blob, size_t size);
 /* Finds the image of kind in the set blob: *image and *image_size point into blob. Errors:
@@ -78,7 +80,8 @@ AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_k
    image may be an image set (above): the general build when the set has one and no task of p
    could take a small-model form (amk_cuda_wants_full), else the full build; the prefill build
    instead of the general one when the set has it and a GEMV/GEMM tile of p takes its tensor-copy
-   GEMM (amk_cuda_wants_prefill: a prefill chunk's matrices). The environment variable
+   GEMM or an ATTENTION_PREFILL task its tensor-core form (amk_cuda_wants_prefill: a prefill
+   chunk's matrices and attention). The environment variable
    AMK_CUDA_IMAGE=full, =general or =prefill forces one (amk_cuda_info.image_kind says which).
    Errors: NO_DRIVER, CUDA (d->cuda_error has the name), UNSUPPORTED (a shape the VM cannot run
    on this device, e.g. head_dim > 256), REJECTED, INVALID_ARG, OUT_OF_MEMORY. */
@@ -229,7 +232,8 @@ typedef struct amk_cuda_info {
    decode tile, the lean ATTENTION_O), so the full build serves it best. */
 AMK_API int amk_cuda_wants_full(const amk_program *p);
 /* 1 if a GEMV/GEMM tile of p takes the prefill build's tensor-copy GEMM (16-bit x and W, several
-   rows, 512 threads: amk_plan_gemm_tma_ops), so that amk_cuda_create loads that build. */
+   rows, 512 threads: amk_plan_gemm_tma_ops) or an ATTENTION_PREFILL task its tensor-core form
+   (amk_plan_attn_prefill_mma), so that amk_cuda_create loads that build. */
 AMK_API int amk_cuda_wants_prefill(const amk_program *p);
 AMK_API void amk_cuda_get_info(const amk_cuda *c, amk_cuda_info *info);
 
@@ -581,7 +585,7 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
                              "exceeds %lld bytes of shared memory", ti, (long long)hd, AMK__VM_ATTN_MAX_HEAD_DIM, (long long)smem);
         /* only a specialised form takes them (without tensor maps here: amk__cuda_context drops a
            task's maps where their layout does not fit) */
-        if (amk_plan_folded(&x) && amk_plan_form(&x, threads, smem, AMK_IMAGE_LEAN(image_kind)) == AMK_FORM_GENERAL)
+        if (amk_plan_folded(&x) && amk_plan_form(&x, threads, smem, AMK_IMAGE_FORMS(image_kind)) == AMK_FORM_GENERAL)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: the VM takes %s only in its lean form (%s), which "
                              "does not take this task", ti, amk_op_name(t->op),
                              !AMK_IMAGE_LEAN(image_kind) ? "not in the general or prefill build" : "shapes, dtypes or shared memory");
@@ -867,13 +871,13 @@ AMK__FN void amk__cuda_context(amk_cuda *c, int q) {
         x->kv_rows = c->kv_pair_rows[c->kv_pair[i]] < 0 ? 0 : c->kv_pair_rows[c->kv_pair[i]];
         x->maps = c->arena + c->off_kv_maps + (uint64_t)c->kv_pair[i] * 2 * AMK__CUDA_TMAP_BYTES;
     }
-    x->ins.form = amk_plan_form(x, c->threads, c->smem_bytes, AMK_IMAGE_LEAN(c->info.image_kind));
+    x->ins.form = amk_plan_form(x, c->threads, c->smem_bytes, AMK_IMAGE_FORMS(c->info.image_kind));
     if (x->maps && x->ins.form == AMK_FORM_GENERAL) {
         /* the maps' layout did not fit (a launch sized by the config): the task stages its rows by
            cp.async (for PRENORM the layout amk__cuda_check_task proved fits) */
         x->maps = 0;
         x->kv_rows = 0;
-        x->ins.form = amk_plan_form(x, c->threads, c->smem_bytes, AMK_IMAGE_LEAN(c->info.image_kind));
+        x->ins.form = amk_plan_form(x, c->threads, c->smem_bytes, AMK_IMAGE_FORMS(c->info.image_kind));
     }
     c->ins[i].form = x->ins.form;
 }
@@ -1017,7 +1021,8 @@ AMK_API int amk_cuda_wants_prefill(const amk_program *p) {
     if (!p) return 0;
     for (i = 0; i < p->n_tasks; i++) {
         amk_task_context(p, i, &x);
-        if (amk_plan_gemm_tma_ops(&x, amk__cuda_threads(p))) return 1;
+        if (amk_plan_gemm_tma_ops(&x, amk__cuda_threads(p)) || amk_plan_attn_prefill_mma(&x, amk__cuda_threads(p), INT64_MAX))
+            return 1;
     }
     return 0;
 }
@@ -1030,7 +1035,7 @@ AMK_API int amk_cuda_wants_full(const amk_program *p) {
         /* why any shared memory: the device's is not known yet; a false yes costs speed, never a
            result */
         amk_task_context(p, i, &x);
-        if (amk_plan_form(&x, amk__cuda_threads(p), INT64_MAX, 1) != AMK_FORM_GENERAL) return 1;
+        if (amk_plan_form(&x, amk__cuda_threads(p), INT64_MAX, AMK_PLAN_FORMS_LEAN) != AMK_FORM_GENERAL) return 1;
     }
     return 0;
 }

@@ -294,6 +294,16 @@ static __device__ __forceinline__ void amk_ptx_ldmatrix_x4_trans(uint32_t *r, co
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((uint32_t)__cvta_generic_to_shared(row)) : "memory");
 }
 
+/* The same from a shared-memory address (a loop that holds 32-bit addresses, not pointers). */
+static __device__ __forceinline__ void amk_ptx_ldmatrix_x4_at(uint32_t *r, uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+static __device__ __forceinline__ void amk_ptx_ldmatrix_x4_trans_at(uint32_t *r, uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+
 /* d[16 x 8] += A[16 x 16] . B[16 x 8], bf16 operands, f32 accumulators (PTX ISA "matrix fragments
    for mma.m16n8k16"): with g = lane / 4, t = lane % 4, a[0] holds A(g, 2t..2t+1), a[1] A(g+8, ..),
    a[2] A(g, 2t+8..), a[3] A(g+8, 2t+8..); b0 B(2t..2t+1, g), b1 B(2t+8.., g); d[0..1] D(g,
@@ -2094,14 +2104,17 @@ AMK_OP_FN void amk_op_attention_tile(amk_op_ctx *c, float *smem) {
 /* ATTENTION_PREFILL: query rows [m_off, m_off + M_tile) of q at positions pos + m, the query heads
    of kv heads [n_off, n_off + N_tile): a warp a (row, head), ATTENTION_TILE's flash loop over the
    cache rows [max(0, pos + m + 1 - sliding_window), pos + m]. Positions outside the cache: a
-   run-time error (pos is data). CUDA cores, as ATTENTION_TILE; the prefill image built with
-   AMK_ATTN_PREFILL_MMA has a tensor-core form (amk_attn_prefill_mma), not yet run on a GPU. */
+   run-time error (pos is data). CUDA cores, as ATTENTION_TILE; in the prefill image, BF16 tiles run
+   on the tensor cores (AMK_FORM_ATTN_MMA, amk_attn_prefill_mma). */
 #if AMK_ATTN_PREFILL_MMA && AMK_VM_PREFILL
-static __device__ __noinline__ int amk_attn_prefill_mma(amk_op_ctx *c, float *smem); /* below */
+static __device__ __noinline__ void amk_attn_prefill_mma(amk_op_ctx *c, float *smem); /* below */
 #endif
 AMK_OP_FN void amk_op_attention_prefill(amk_op_ctx *c, float *smem) {
 #if AMK_ATTN_PREFILL_MMA && AMK_VM_PREFILL
-    if (amk_attn_prefill_mma(c, smem)) return;
+    if (c->ins.form == AMK_FORM_ATTN_MMA) {
+        amk_attn_prefill_mma(c, smem);
+        return;
+    }
 #endif
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
@@ -2403,164 +2416,304 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
 }
 
 #if AMK_ATTN_PREFILL_MMA && AMK_VM_PREFILL
-/* ATTENTION_PREFILL on the tensor cores, amk_attn_decode_mma's method over "vectors": a vector is
-   a (query row m, query head h) pair of the tile, 16 of them a pass (the rows of the mma's M), in
-   order of rows, then heads of one kv head g. Vector (m, h) sees the cache rows [lo(m), pos + m]
-   (lo: the sliding window's first row, else 0), so a pass's keys are [lo(first row), pos + last
-   row + 1), chunk by chunk of C rows, each key masked per vector; a 16-key group with no key of a
-   vector leaves it m = -inf, l = 0 (the merge weighs such a group 0). q, K and V BF16, head_dim a
-   multiple of 16 up to 256; returns 0 (nothing done) for any other task or when fewer than 16 key
-   rows fit, and the CUDA-core path runs it. The VM has waited for the task's inputs (the op's go
-   column is 0). Shared memory: AMK_ATTN_MMA_SMEM(head_dim, 16, C). Not yet run on a GPU
-   (AMK_ATTN_PREFILL_MMA 0 by default, bench/NOTES.md session "tma"). */
-static __device__ __noinline__ int amk_attn_prefill_mma(amk_op_ctx *c, float *smem) {
+/* 2^x in one MUFU.EX2 (2 ulp; -inf gives +0, so masked scores need no test). sm_20+. */
+static __device__ __forceinline__ float amk_ptx_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* why: a warp pair's own barrier (64 threads), named barriers 5..12 (0 is __syncthreads, 1..4 the
+   warpgroups'); constant ids, as amk_ptx_bar_warpgroup. At most 8 pairs (512 threads). */
+static __device__ __forceinline__ void amk_ptx_bar_pair(int pair) {
+    switch (pair) {
+    case 0: asm volatile("bar.sync 5, 64;" ::: "memory"); break;
+    case 1: asm volatile("bar.sync 6, 64;" ::: "memory"); break;
+    case 2: asm volatile("bar.sync 7, 64;" ::: "memory"); break;
+    case 3: asm volatile("bar.sync 8, 64;" ::: "memory"); break;
+    case 4: asm volatile("bar.sync 9, 64;" ::: "memory"); break;
+    case 5: asm volatile("bar.sync 10, 64;" ::: "memory"); break;
+    case 6: asm volatile("bar.sync 11, 64;" ::: "memory"); break;
+    default: asm volatile("bar.sync 12, 64;" ::: "memory"); break;
+    }
+}
+
+/* ATTENTION_PREFILL on the tensor cores (AMK_FORM_ATTN_MMA: amk_plan_attn_prefill_mma took the
+   task), the flash method. A vector is a (query row m, query head h) pair of the tile, in order of
+   rows, then the heads of kv head g; vector (m, h) sees the cache rows [lo(m), pos + m] (lo: the
+   sliding window's first row, else 0). A pair of warps owns a group of 16 vectors (the mma's M),
+   each warp half of head_dim (its 16-dim slabs: the first half of them, or the rest): per step of
+   AMK_ATTN_PF_KS keys each scores its half of q . k by ldmatrix and mma, the two add their partial
+   scores through shared memory (a slot a warp, two a step's parity, the pair's own barrier), and
+   both then run the same online softmax (masked per vector, in log2 units) and rescale and add p .
+   V into their half of the sums, p rounded to bf16 (AMK_ATTN_PF_PTERMS terms). why pairs: a
+   warp's whole head_dim of sums (64 registers at 128) and the step's scores spilled in the VM's
+   register budget. A pass takes up to a group a pair; when the groups are fewer than the pairs,
+   the spare pairs split the keys (split s takes the steps t with t % S == s) and merge into split
+   0's registers at the pass's end, through shared memory. The block stages the pass's q rows once
+   and its keys [lo(first row), pos + last row] in chunks of C rows, the next chunk's copies in
+   flight while the warps work on this one. Shared memory: AMK_ATTN_PF_SMEM (C as it fits, 32..128).
+   HD: head_dim (0: P->head_dim, loops bounded by AMK_ATTN_PF_MAX_HD); WIN 0: no sliding window. */
+#define AMK_PF_MNONE (-1e30f) /* a running max before any key (finite, far below any score) */
+static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, float *smem, const int HD, const int WIN) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
-    const int hd = P->head_dim, nh = P->n_heads, nkv = P->n_kv_heads, grp = nh / nkv, R = AMK_ATTN_MMA_ROWS;
-    const int64_t rowb = AMK_ATTN_ROW_BYTES(hd, 2), dyn = amk_ptx_dynamic_smem_size();
+    const int hd = HD ? HD : P->head_dim, nh = P->n_heads, nkv = P->n_kv_heads, grp = nh / nkv, sw = WIN ? P->sliding_window : 0;
+    const int tid = amk_tid(), NT = amk_ntid(), npair = NT >> 6, lane = tid & 31, warp = tid >> 5;
+    const int pair = warp >> 1, half = warp & 1, gr = lane >> 2, t4 = lane & 3, mj = lane >> 3, mr = lane & 7;
+    /* the warp's 16-dim slabs of head_dim: [s0, s0 + ns) */
+    const int hs = (hd / 16 + 1) / 2, s0 = half ? hs : 0, ns = half ? hd / 16 - hs : hs;
+    const int KS = AMK_ATTN_PF_KS, NTL = AMK_ATTN_PF_KS / 8, SL = (AMK_ATTN_PF_MAX_HD / 16 + 1) / 2;
+    const int rowb = (int)AMK_ATTN_ROW_BYTES(hd, 2);
     const int64_t rows = kc->numel / ((int64_t)nkv * hd);
-    const int nv = P->M_tile * grp; /* the tile's vectors a kv head */
-    int64_t C = 512;
-    if (q->dtype != AMK_DTYPE_BF16 || kc->dtype != AMK_DTYPE_BF16 || vc->dtype != AMK_DTYPE_BF16 || hd % 16 != 0 || hd > 256)
-        return 0;
-    if (AMK_ATTN_MMA_SMEM(hd, R, C) > dyn)
-        C = dyn > AMK_ATTN_MMA_FIXED(hd) ? (int64_t)((uint32_t)(dyn - AMK_ATTN_MMA_FIXED(hd)) / (uint32_t)AMK_ATTN_MMA_PER16(hd, R)) * 16 : 0;
-    if (C < 16) return 0;
-    {
-        const int tid = amk_tid(), NT = amk_ntid(), lane = tid & 31;
-        unsigned char *qs = (unsigned char *)smem, *ks = qs + 16 * rowb, *vs = ks + C * rowb;
-        float *racc = (float *)(vs + C * rowb), *rml = racc + R * hd, *pacc = rml + 4 * R, *pml = pacc + (C / 16) * R * hd;
-        const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0), sw = P->sliding_window;
-        if (pos < 0 || pos + P->m_off + P->M_tile > rows) { /* every thread read the same pos */
-            if (tid == 0) amk_op_fail(c, AMK_VM_ERR_KV_POS, pos);
-            return 1;
-        }
-        for (int g = P->n_off; g < P->n_off + P->N_tile; g++) {
-            for (int v0 = 0; v0 < nv; v0 += R) {
-                const int gv = nv - v0 < R ? nv - v0 : R;
-                const int64_t m_first = P->m_off + v0 / grp, m_last = P->m_off + (v0 + gv - 1) / grp;
-                const int64_t r1 = pos + m_last + 1, r0 = sw > 0 && pos + m_first + 1 - sw > 0 ? pos + m_first + 1 - sw : 0;
-                int par = 0;
-                for (int i = tid; i < R * hd; i += NT) { /* the pass's q rows (rows gv.. zero) */
-                    const int vr = i / hd, e = i - vr * hd;
-                    const int64_t m = P->m_off + (v0 + vr) / grp, h = (int64_t)g * grp + (v0 + vr) % grp;
-                    ((uint16_t *)(qs + vr * rowb))[e] = vr < gv ? ((const uint16_t *)q->ptr)[(m * nh + h) * hd + e] : (uint16_t)0;
-                }
-                for (int64_t c0 = r0; c0 < r1; c0 += C, par ^= 1) {
-                    const int n = (int)(r1 - c0 < C ? r1 - c0 : C), G = (n + 15) / 16, last = c0 + C >= r1;
-                    amk_attn_load_rows(ks, vs, kc, vc, c0, n, G * 16, g, nkv, hd, 2, rowb, tid, NT);
-                    amk_ptx_cp_async_wait_all();
-                    __syncthreads(); /* K, V and q staged */
-                    for (int gi = tid >> 5; gi < G; gi += NT >> 5) {
-                        const int k0 = gi * 16, gr = lane >> 2, t4 = lane & 3, mj = lane >> 3, mr = lane & 7;
-                        /* the keys the thread's two vectors (rows gr and gr + 8) see: [kmin, kmax] */
-                        const int64_t ml = P->m_off + (v0 + gr) / grp, mh = P->m_off + (v0 + gr + 8) / grp;
-                        const int64_t kmax_l = pos + ml, kmax_h = pos + mh;
-                        const int64_t kmin_l = sw > 0 ? kmax_l + 1 - sw : 0, kmin_h = sw > 0 ? kmax_h + 1 - sw : 0;
-                        float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-                        float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
-                        uint32_t pa[3][4];
-                        for (int kk = 0; kk < hd; kk += 16) { /* scores: 16 vectors x 16 keys */
-                            uint32_t a[4], b[4];
-                            amk_ptx_ldmatrix_x4(a, qs + (mr + 8 * (mj & 1)) * rowb + (kk + 8 * (mj >> 1)) * 2);
-                            amk_ptx_ldmatrix_x4(b, ks + (k0 + 8 * (mj >> 1) + mr) * rowb + (kk + 8 * (mj & 1)) * 2);
-                            amk_ptx_mma_bf16_16816(s[0], a, b[0], b[1]);
-                            amk_ptx_mma_bf16_16816(s[1], a, b[2], b[3]);
-                        }
+    const int nv = P->M_tile * grp, ng = (nv + 15) / 16, gp = ng < npair ? ng : npair; /* vectors, groups, groups a pass */
+    const float sl2 = P->scale * 1.44269504088896341f; /* scores in log2 units: p = 2^(s - m) */
+    const int xb = (NT >> 5) * 2 * KS * 64; /* the partial scores' slots: a warp's KS x 16 floats, two parities */
+    int C = (((int)amk_ptx_dynamic_smem_size() - xb) / rowb - 16 * gp) / 4 / 32 * 32;
+    const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
+    /* [q: 16 rows a group][partial scores][K, V: two chunks of [K: C rows][V: C rows]] */
+    unsigned char *qs = (unsigned char *)smem, *xs = qs + 16 * gp * rowb, *kv = xs + xb;
+    if (C > 128) C = 128;
+    if (C < 32 || npair < 1) { /* the planner sized the launch for 32 */
+        if (tid == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, hd);
+        return;
+    }
+    if (pos < 0 || pos + P->m_off + P->M_tile > rows) { /* every thread read the same pos */
+        if (tid == 0) amk_op_fail(c, AMK_VM_ERR_KV_POS, pos);
+        return;
+    }
+    for (int g = P->n_off; g < P->n_off + P->N_tile; g++) {
+        for (int p0 = 0; p0 < ng; p0 += gp) {
+            const int np = ng - p0 < gp ? ng - p0 : gp, S = npair / np; /* groups this pass, splits a group */
+            /* the pair's group and split (pairs past np * S, and an odd last warp, only stage) */
+            const int wg = pair % np, split = pair < npair ? pair / np : S, vb = (p0 + wg) * 16;
+            const int vend = (p0 + np) * 16 < nv ? (p0 + np) * 16 : nv;
+            /* the pass's keys [r0, r1); the pair's [wmin, wmax]; the thread's two vectors' (rows gr and gr + 8) */
+            const int r1 = (int)(pos + P->m_off + (vend - 1) / grp + 1);
+            const int r0 = sw > 0 && pos + P->m_off + p0 * 16 / grp + 1 - sw > 0 ? (int)(pos + P->m_off + p0 * 16 / grp + 1 - sw) : 0;
+            const int wmax = (int)(pos + P->m_off + ((vb + 15 < nv ? vb + 15 : nv - 1) / grp));
+            const int wmin = sw > 0 ? (int)(pos + P->m_off + vb / grp + 1 - sw) : 0;
+            const int kmax_lo = (int)(pos + P->m_off + (vb + gr) / grp), kmax_hi = (int)(pos + P->m_off + (vb + gr + 8) / grp);
+            const int kmin_lo = sw > 0 ? kmax_lo + 1 - sw : 0, kmin_hi = sw > 0 ? kmax_hi + 1 - sw : 0;
+            /* the keys every vector of the group sees: [wall0, wall1] (a step inside needs no mask) */
+            const int wall1 = (int)(pos + P->m_off + vb / grp), wall0 = sw > 0 ? wmax + 1 - sw : 0;
+            const int nch = (r1 - r0 + C - 1) / C;
+            /* m starts at AMK_PF_MNONE, not -inf: with no key yet p = 2^(-inf - m) = 0 and the
+               rescale 2^(m - m') needs no test */
+            float acc[2 * SL][4], m_lo = AMK_PF_MNONE, m_hi = AMK_PF_MNONE, l_lo = 0.0f, l_hi = 0.0f;
+            int par = 0;
 #pragma unroll
-                        for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                            for (int i = 0; i < 4; i++) { /* keys past the chunk or outside the vector's range: -inf */
-                                const int64_t key = c0 + k0 + 8 * nt + 2 * t4 + (i & 1);
-                                const int ok = key - c0 < n && (i < 2 ? key >= kmin_l && key <= kmax_l : key >= kmin_h && key <= kmax_h);
-                                s[nt][i] = ok ? s[nt][i] * P->scale : -INFINITY;
-                                if (i < 2) m_lo = fmaxf(m_lo, s[nt][i]);
-                                else m_hi = fmaxf(m_hi, s[nt][i]);
-                            }
-                        m_lo = fmaxf(m_lo, __shfl_xor_sync(0xFFFFFFFFu, m_lo, 1));
-                        m_lo = fmaxf(m_lo, __shfl_xor_sync(0xFFFFFFFFu, m_lo, 2));
-                        m_hi = fmaxf(m_hi, __shfl_xor_sync(0xFFFFFFFFu, m_hi, 1));
-                        m_hi = fmaxf(m_hi, __shfl_xor_sync(0xFFFFFFFFu, m_hi, 2));
-#pragma unroll
-                        for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                            for (int i = 0; i < 4; i++) { /* why the test: a vector with no key here has m = -inf */
-                                const float mm = i < 2 ? m_lo : m_hi;
-                                s[nt][i] = mm == -INFINITY ? 0.0f : expf(s[nt][i] - mm);
-                                if (i < 2) l_lo += s[nt][i];
-                                else l_hi += s[nt][i];
-                            }
-                        l_lo += __shfl_xor_sync(0xFFFFFFFFu, l_lo, 1);
-                        l_lo += __shfl_xor_sync(0xFFFFFFFFu, l_lo, 2);
-                        l_hi += __shfl_xor_sync(0xFFFFFFFFu, l_hi, 1);
-                        l_hi += __shfl_xor_sync(0xFFFFFFFFu, l_hi, 2);
-                        if (t4 == 0 && gr < gv) { pml[(gi * R + gr) * 2] = m_lo; pml[(gi * R + gr) * 2 + 1] = l_lo; }
-                        if (t4 == 0 && gr + 8 < gv) { pml[(gi * R + gr + 8) * 2] = m_hi; pml[(gi * R + gr + 8) * 2 + 1] = l_hi; }
-#pragma unroll
-                        for (int r = 0; r < 4; r++) { /* p as three bf16 terms (amk_attn_decode_mma) */
-                            float x0 = s[r >> 1][2 * (r & 1)], x1 = s[r >> 1][2 * (r & 1) + 1];
-#pragma unroll
-                            for (int sp = 0; sp < 3; sp++) {
-                                const uint32_t u = amk_pack_bf16x2(x0, x1);
-                                pa[sp][r] = u;
-                                x0 -= __uint_as_float(u << 16);
-                                x1 -= __uint_as_float(u & 0xFFFF0000u);
-                            }
-                        }
-#pragma unroll 1
-                        for (int d0 = 0; d0 < hd; d0 += 16) { /* p . V: 16 vectors x 16 dims */
-                            uint32_t b[4];
-                            float o0[4], o1[4];
-                            amk_ptx_ldmatrix_x4_trans(b, vs + (k0 + 8 * (mj & 1) + mr) * rowb + (d0 + 8 * (mj >> 1)) * 2);
-#pragma unroll
-                            for (int i = 0; i < 4; i++) o0[i] = o1[i] = 0.0f;
-#pragma unroll
-                            for (int sp = 0; sp < 3; sp++) {
-                                amk_ptx_mma_bf16_16816(o0, pa[sp], b[0], b[1]);
-                                amk_ptx_mma_bf16_16816(o1, pa[sp], b[2], b[3]);
-                            }
-                            if (gr < gv) {
-                                float *w = pacc + (int64_t)(gi * R + gr) * hd + d0 + 2 * t4;
-                                *(float2 *)w = make_float2(o0[0], o0[1]);
-                                *(float2 *)(w + 8) = make_float2(o1[0], o1[1]);
-                            }
-                            if (gr + 8 < gv) {
-                                float *w = pacc + (int64_t)(gi * R + gr + 8) * hd + d0 + 2 * t4;
-                                *(float2 *)w = make_float2(o0[2], o0[3]);
-                                *(float2 *)(w + 8) = make_float2(o1[2], o1[3]);
-                            }
-                        }
+            for (int d = 0; d < 2 * SL; d++) acc[d][0] = acc[d][1] = acc[d][2] = acc[d][3] = 0.0f;
+            for (int i = tid; i < np * 16 * (hd / 8); i += NT) { /* q's 16-byte pieces (vectors past nv: zero) */
+                const int vr = i / (hd / 8), e = (i - vr * (hd / 8)) * 8, v = p0 * 16 + vr;
+                uint4 u = make_uint4(0u, 0u, 0u, 0u);
+                if (v < nv) {
+                    const uint16_t *src = (const uint16_t *)q->ptr + ((P->m_off + v / grp) * (int64_t)nh + (int64_t)g * grp + v % grp) * hd + e;
+                    if (((uintptr_t)src & 15) == 0) {
+                        u = *(const uint4 *)src;
+                    } else {
+                        uint16_t t[8];
+                        for (int k = 0; k < 8; k++) t[k] = src[k];
+                        u = make_uint4(t[0] | (uint32_t)t[1] << 16, t[2] | (uint32_t)t[3] << 16, t[4] | (uint32_t)t[5] << 16,
+                                       t[6] | (uint32_t)t[7] << 16);
                     }
-                    __syncthreads(); /* the groups' sums and m, l */
-                    for (int i = tid; i < gv * hd; i += NT) { /* output (vector vr, dim e) */
-                        const int vr = i / hd, e = i - vr * hd, first = c0 == r0;
-                        const float mo = first ? -INFINITY : rml[(par * R + vr) * 2];
-                        float M = mo, L = 0.0f, A = 0.0f;
-                        for (int k = 0; k < G; k++) M = fmaxf(M, pml[(k * R + vr) * 2]);
-                        if (M != -INFINITY) { /* else no key of the vector yet: nothing to weigh */
-                            const float a = mo == -INFINITY ? 0.0f : expf(mo - M);
-                            L = mo == -INFINITY ? 0.0f : rml[(par * R + vr) * 2 + 1] * a;
-                            A = mo == -INFINITY ? 0.0f : racc[i] * a;
-                            for (int k = 0; k < G; k++) {
-                                const float mk = pml[(k * R + vr) * 2], w = mk == -INFINITY ? 0.0f : expf(mk - M);
-                                L += w * pml[(k * R + vr) * 2 + 1];
-                                A += w * pacc[(int64_t)(k * R + vr) * hd + e];
-                            }
-                        }
-                        if (!last) {
-                            racc[i] = A;
-                            if (e == 0) { rml[((par ^ 1) * R + vr) * 2] = M; rml[((par ^ 1) * R + vr) * 2 + 1] = L; }
-                        } else {
-                            const int64_t m = P->m_off + (v0 + vr) / grp, h = (int64_t)g * grp + (v0 + vr) % grp;
-                            amk_attn_out(o->ptr, o->dtype, 0, m * nh + h, hd, e, A, M, L);
-                        }
-                    }
-                    __syncthreads(); /* why: the next chunk or pass overwrites K, V, q and the sums */
                 }
+                *(uint4 *)(qs + vr * rowb + e * 2) = u;
             }
+            amk_attn_load_rows(kv, kv + C * rowb, kc, vc, r0, r1 - r0 < C ? r1 - r0 : C, C, g, nkv, hd, 2, rowb, tid, NT);
+            amk_ptx_cp_async_commit();
+            for (int j = 0; j < nch; j++) {
+                const int c0 = r0 + j * C, n = r1 - c0 < C ? r1 - c0 : C;
+                /* the warp's ldmatrix rows: q's (its group, its first slab), K's and V's (this chunk's buffer) */
+                const uint32_t qa = (uint32_t)__cvta_generic_to_shared(qs) + (wg * 16 + mr + 8 * (mj & 1)) * rowb + 16 * (mj >> 1) + 32 * s0;
+                const uint32_t ka = (uint32_t)__cvta_generic_to_shared(kv + (j & 1) * 2 * C * rowb) + (8 * (mj >> 1) + mr) * rowb + 16 * (mj & 1) + 32 * s0;
+                const uint32_t va = (uint32_t)__cvta_generic_to_shared(kv + (j & 1) * 2 * C * rowb + C * rowb) + (8 * (mj & 1) + mr) * rowb + 16 * (mj >> 1) + 32 * s0;
+                if (j + 1 < nch) { /* the next chunk into the other buffer (free since the last barrier) */
+                    const int c1 = c0 + C;
+                    unsigned char *k1 = kv + ((j + 1) & 1) * 2 * C * rowb;
+                    amk_attn_load_rows(k1, k1 + C * rowb, kc, vc, c1, r1 - c1 < C ? r1 - c1 : C, C, g, nkv, hd, 2, rowb, tid, NT);
+                    amk_ptx_cp_async_commit();
+                    amk_ptx_cp_async_wait_pending(1);
+                } else {
+                    amk_ptx_cp_async_wait_pending(0);
+                }
+                __syncthreads(); /* the chunk (and q) staged */
+                /* the split's steps: t = (j * C + k0) / KS with t % S == split (the pair's two warps alike) */
+                for (int k0 = (split - j * (C / KS) % S + S) % S * KS; split < S && k0 < n; k0 += S * KS) {
+                    const int kb = c0 + k0; /* the step's first key */
+                    if (kb > wmax || kb + KS - 1 < wmin) continue;
+                    float s[AMK_ATTN_PF_KS / 8][4];
+                    float *mine = (float *)(xs + (warp * 2 + par) * KS * 64), *other = (float *)(xs + ((warp ^ 1) * 2 + par) * KS * 64);
+#pragma unroll
+                    for (int nt = 0; nt < NTL; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+                    for (int sl = 0; sl < SL; sl++) { /* the warp's half of the scores: 16 vectors x KS keys */
+                        if (sl < ns) {
+                            uint32_t a[4], b[4];
+                            amk_ptx_ldmatrix_x4_at(a, qa + 32 * sl);
+#pragma unroll
+                            for (int h2 = 0; h2 < KS / 16; h2++) {
+                                amk_ptx_ldmatrix_x4_at(b, ka + (k0 + 16 * h2) * rowb + 32 * sl);
+                                amk_ptx_mma_bf16_16816(s[2 * h2], a, b[0], b[1]);
+                                amk_ptx_mma_bf16_16816(s[2 * h2 + 1], a, b[2], b[3]);
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int nt = 0; nt < NTL; nt++) *(float4 *)(mine + (nt * 32 + lane) * 4) = make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
+                    amk_ptx_bar_pair(pair);
+                    float x_lo = -INFINITY, x_hi = -INFINITY;
+#pragma unroll
+                    for (int nt = 0; nt < NTL; nt++) {
+                        const float4 u = *(const float4 *)(other + (nt * 32 + lane) * 4);
+                        s[nt][0] = (s[nt][0] + u.x) * sl2; s[nt][1] = (s[nt][1] + u.y) * sl2;
+                        s[nt][2] = (s[nt][2] + u.z) * sl2; s[nt][3] = (s[nt][3] + u.w) * sl2;
+                    }
+                    if (kb < wall0 || kb + KS - 1 > wall1) { /* a step on the diagonal or the window's edge */
+#pragma unroll
+                        for (int nt = 0; nt < NTL; nt++)
+#pragma unroll
+                            for (int i = 0; i < 4; i++) { /* keys outside the vector's range: -inf (past r1 they are) */
+                                const int key = kb + 8 * nt + 2 * t4 + (i & 1);
+                                const int ok = i < 2 ? key >= kmin_lo && key <= kmax_lo : key >= kmin_hi && key <= kmax_hi;
+                                if (!ok) s[nt][i] = -INFINITY;
+                            }
+                    }
+#pragma unroll
+                    for (int nt = 0; nt < NTL; nt++) {
+                        x_lo = fmaxf(x_lo, fmaxf(s[nt][0], s[nt][1]));
+                        x_hi = fmaxf(x_hi, fmaxf(s[nt][2], s[nt][3]));
+                    }
+                    par ^= 1;
+                    x_lo = fmaxf(x_lo, __shfl_xor_sync(0xFFFFFFFFu, x_lo, 1));
+                    x_lo = fmaxf(x_lo, __shfl_xor_sync(0xFFFFFFFFu, x_lo, 2));
+                    x_hi = fmaxf(x_hi, __shfl_xor_sync(0xFFFFFFFFu, x_hi, 1));
+                    x_hi = fmaxf(x_hi, __shfl_xor_sync(0xFFFFFFFFu, x_hi, 2));
+                    {
+                        const float n_lo = fmaxf(m_lo, x_lo), n_hi = fmaxf(m_hi, x_hi);
+                        const float a_lo = amk_ptx_ex2(m_lo - n_lo), a_hi = amk_ptx_ex2(m_hi - n_hi);
+                        l_lo *= a_lo;
+                        l_hi *= a_hi;
+#pragma unroll
+                        for (int nt = 0; nt < NTL; nt++) {
+                            s[nt][0] = amk_ptx_ex2(s[nt][0] - n_lo); s[nt][1] = amk_ptx_ex2(s[nt][1] - n_lo);
+                            s[nt][2] = amk_ptx_ex2(s[nt][2] - n_hi); s[nt][3] = amk_ptx_ex2(s[nt][3] - n_hi);
+                            l_lo += s[nt][0] + s[nt][1];
+                            l_hi += s[nt][2] + s[nt][3];
+                        }
+#pragma unroll
+                        for (int d = 0; d < 2 * SL; d++) {
+                            acc[d][0] *= a_lo; acc[d][1] *= a_lo;
+                            acc[d][2] *= a_hi; acc[d][3] *= a_hi;
+                        }
+                        m_lo = n_lo;
+                        m_hi = n_hi;
+                    }
+#pragma unroll
+                    for (int h2 = 0; h2 < KS / 16; h2++) { /* p . V over the warp's slabs, 16 keys at a time */
+                        float x[4][2];
+#pragma unroll
+                        for (int r = 0; r < 4; r++) { x[r][0] = s[2 * h2 + (r >> 1)][2 * (r & 1)]; x[r][1] = s[2 * h2 + (r >> 1)][2 * (r & 1) + 1]; }
+#pragma unroll
+                        for (int sp = 0; sp < AMK_ATTN_PF_PTERMS; sp++) {
+                            uint32_t pa[4];
+#pragma unroll
+                            for (int r = 0; r < 4; r++) { /* the A fragment: rows gr / gr + 8, keys 2t4.. / 8 + 2t4.. */
+                                pa[r] = amk_pack_bf16x2(x[r][0], x[r][1]);
+                                x[r][0] -= __uint_as_float(pa[r] << 16);
+                                x[r][1] -= __uint_as_float(pa[r] & 0xFFFF0000u);
+                            }
+#pragma unroll
+                            for (int sl = 0; sl < SL; sl++) {
+                                if (sl < ns) {
+                                    uint32_t b[4];
+                                    amk_ptx_ldmatrix_x4_trans_at(b, va + (k0 + 16 * h2) * rowb + 32 * sl);
+                                    amk_ptx_mma_bf16_16816(acc[2 * sl], pa, b[0], b[1]);
+                                    amk_ptx_mma_bf16_16816(acc[2 * sl + 1], pa, b[2], b[3]);
+                                }
+                            }
+                        }
+                    }
+                }
+                __syncthreads(); /* why: the next chunk's copies go into this buffer */
+            }
+            l_lo += __shfl_xor_sync(0xFFFFFFFFu, l_lo, 1);
+            l_lo += __shfl_xor_sync(0xFFFFFFFFu, l_lo, 2);
+            l_hi += __shfl_xor_sync(0xFFFFFFFFu, l_hi, 1);
+            l_hi += __shfl_xor_sync(0xFFFFFFFFu, l_hi, 2);
+            for (int k = 1; k < S; k++) { /* split k's sums into split 0's (the staging is free: all chunks are done) */
+                float *slot = smem + (int64_t)wg * 16 * (hd + 2), *ml = slot + 16 * hd;
+                if (split == k) {
+#pragma unroll
+                    for (int sl = 0; sl < SL; sl++)
+                        if (sl < ns)
+#pragma unroll
+                            for (int e = 0; e < 2; e++) {
+                                const int dim = 16 * (s0 + sl) + 8 * e + 2 * t4;
+                                *(float2 *)(slot + gr * hd + dim) = make_float2(acc[2 * sl + e][0], acc[2 * sl + e][1]);
+                                *(float2 *)(slot + (gr + 8) * hd + dim) = make_float2(acc[2 * sl + e][2], acc[2 * sl + e][3]);
+                            }
+                    if (t4 == 0 && half == 0) {
+                        ml[2 * gr] = m_lo; ml[2 * gr + 1] = l_lo;
+                        ml[2 * (gr + 8)] = m_hi; ml[2 * (gr + 8) + 1] = l_hi;
+                    }
+                }
+                __syncthreads();
+                if (split == 0) {
+                    const float ok_lo = ml[2 * gr], ok_hi = ml[2 * (gr + 8)];
+                    const float n_lo = fmaxf(m_lo, ok_lo), n_hi = fmaxf(m_hi, ok_hi);
+                    const float a_lo = amk_ptx_ex2(m_lo - n_lo), b_lo = amk_ptx_ex2(ok_lo - n_lo);
+                    const float a_hi = amk_ptx_ex2(m_hi - n_hi), b_hi = amk_ptx_ex2(ok_hi - n_hi);
+                    l_lo = l_lo * a_lo + ml[2 * gr + 1] * b_lo;
+                    l_hi = l_hi * a_hi + ml[2 * (gr + 8) + 1] * b_hi;
+#pragma unroll
+                    for (int sl = 0; sl < SL; sl++)
+                        if (sl < ns)
+#pragma unroll
+                            for (int e = 0; e < 2; e++) {
+                                const int dim = 16 * (s0 + sl) + 8 * e + 2 * t4;
+                                const float2 u = *(const float2 *)(slot + gr * hd + dim), w = *(const float2 *)(slot + (gr + 8) * hd + dim);
+                                float *a = acc[2 * sl + e];
+                                a[0] = a[0] * a_lo + u.x * b_lo; a[1] = a[1] * a_lo + u.y * b_lo;
+                                a[2] = a[2] * a_hi + w.x * b_hi; a[3] = a[3] * a_hi + w.y * b_hi;
+                            }
+                    m_lo = n_lo;
+                    m_hi = n_hi;
+                }
+                __syncthreads(); /* why: split k + 1 writes the slot next */
+            }
+            if (split == 0) { /* the results acc / l into slot wg (every vector sees its own row, so l > 0) */
+                float *slot = smem + (int64_t)wg * 16 * hd;
+                const float i_lo = 1.0f / l_lo, i_hi = 1.0f / l_hi;
+#pragma unroll
+                for (int sl = 0; sl < SL; sl++)
+                    if (sl < ns)
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            const int dim = 16 * (s0 + sl) + 8 * e + 2 * t4;
+                            *(float2 *)(slot + gr * hd + dim) = make_float2(acc[2 * sl + e][0] * i_lo, acc[2 * sl + e][1] * i_lo);
+                            *(float2 *)(slot + (gr + 8) * hd + dim) = make_float2(acc[2 * sl + e][2] * i_hi, acc[2 * sl + e][3] * i_hi);
+                        }
+            }
+            __syncthreads();
+            for (int i = tid; i < (vend - p0 * 16) * hd; i += NT) { /* the block stores the pass's results */
+                const int vr = i / hd, e = i - vr * hd, v = p0 * 16 + vr;
+                const int64_t at = ((P->m_off + v / grp) * (int64_t)nh + (int64_t)g * grp + v % grp) * hd + e;
+                if (o->dtype == AMK_DTYPE_BF16) ((__nv_bfloat16 *)o->ptr)[at] = __float2bfloat16_rn(smem[i]);
+                else if (o->dtype == AMK_DTYPE_F16) ((__half *)o->ptr)[at] = __float2half_rn(smem[i]);
+                else ((float *)o->ptr)[at] = smem[i];
+            }
+            __syncthreads(); /* why: the next pass stages q here */
         }
     }
-    return 1;
+}
+#undef AMK_PF_MNONE
+/* why three bodies: with head_dim a constant and no window the loops carry no guards */
+static __device__ __noinline__ void amk_attn_prefill_mma(amk_op_ctx *c, float *smem) {
+    const int hd = c->ins.params.head_dim, win = c->ins.params.sliding_window > 0;
+    if (hd == 128 && !win) amk_attn_prefill_body(c, smem, 128, 0);
+    else if (hd == 64 && !win) amk_attn_prefill_body(c, smem, 64, 0);
+    else amk_attn_prefill_body(c, smem, 0, 1);
 }
 #endif /* AMK_ATTN_PREFILL_MMA && AMK_VM_PREFILL */
 

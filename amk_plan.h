@@ -106,6 +106,20 @@ AMK_PLAN_FN int64_t amk_plan_rows_stage_bytes(int dt, int64_t H, int64_t nt) {
 #define AMK_ATTN_MMA_PER16(hd, R) (32 * AMK_ATTN_ROW_BYTES(hd, 2) + 4 * (int64_t)(R) * ((hd) + 2))
 #define AMK_ATTN_MMA_SMEM(hd, R, C) (AMK_ATTN_MMA_FIXED(hd) + (int64_t)((C) / 16) * AMK_ATTN_MMA_PER16(hd, R))
 
+/* ---- ATTENTION_PREFILL on the tensor cores (amk_attn_prefill_mma) ------------------------------
+   q, K and V BF16, head_dim a multiple of 16 up to AMK_ATTN_PF_MAX_HD. A vector is a (query row,
+   query head) pair of the task, 16 a group, a group a pair of warps (each half of head_dim): a
+   pass takes AMK_ATTN_PF_GROUPS of them. Shared memory: [q: 16 rows a group][the warps' partial
+   scores: 2 x AMK_ATTN_PF_KS x 16 floats a warp][K, V: two chunks of C rows each], rows of
+   AMK_ATTN_ROW_BYTES(hd, 2), C 32..128 as it fits; the pairs' sums merge (when a group has more than
+   one pair) and the results go out through the same memory, AMK_ATTN_PF_MERGE bytes. */
+#define AMK_ATTN_PF_MAX_HD 128
+#define AMK_ATTN_PF_GROUPS(nv, threads) \
+    (((int64_t)(nv) + 15) / 16 < (threads) / 64 ? ((int64_t)(nv) + 15) / 16 : (int64_t)(threads) / 64)
+#define AMK_ATTN_PF_SMEM(hd, groups, C, threads) \
+    ((16 * (int64_t)(groups) + 4 * (int64_t)(C)) * AMK_ATTN_ROW_BYTES(hd, 2) + (int64_t)((threads) / 32) * 2 * AMK_ATTN_PF_KS * 64)
+#define AMK_ATTN_PF_MERGE(hd, groups) ((int64_t)(groups) * 16 * ((hd) + 2) * 4)
+
 /* ---- the tensor-core GEMM path (amk_gemm_mma) ---------------------------------------------------
    Tiles of AMK_MMA_MIN_ROWS rows and more, K in chunks of AMK_MMA_KC, a ring of AMK_MMA_STAGES;
    the host sizes the launch's shared memory from these (amk_plan_want). */
@@ -138,13 +152,18 @@ AMK_PLAN_FN int64_t amk_plan_rows_stage_bytes(int dt, int64_t H, int64_t nt) {
    valid task but RMSNORM_MLP_FOLD's and ATTENTION_O_PRENORM's. The others are the full image's
    specialised forms (amk_ops.cuh): LEAN the lean decode tile (amk_norm_gemv_lean: RMSNORM_GEMV,
    RMSNORM_MLP), RING the ring of short rows (amk_norm_gemv_ring: RMSNORM_GEMV), ATTN_LEAN the lean
-   ATTENTION_O (amk_attn_o_lean). GEMM_TMA: the prefill image's tensor-copy GEMM of a GEMV/GEMM
-   tile (amk_gemm_tma). */
+   ATTENTION_O (amk_attn_o_lean). The prefill image's: GEMM_TMA the tensor-copy GEMM of a GEMV/GEMM
+   tile (amk_gemm_tma), ATTN_MMA ATTENTION_PREFILL on the tensor cores (amk_attn_prefill_mma). */
 #define AMK_FORM_GENERAL 0u
 #define AMK_FORM_LEAN 1u
 #define AMK_FORM_RING 2u
 #define AMK_FORM_ATTN_LEAN 3u
 #define AMK_FORM_GEMM_TMA 4u
+#define AMK_FORM_ATTN_MMA 5u
+/* The forms an image has (amk_plan_form's forms): the full image's lean forms, the prefill image's
+   ATTN_MMA (GEMM_TMA needs the tensor maps, which only the prefill image's runtime assigns). */
+#define AMK_PLAN_FORMS_LEAN 1
+#define AMK_PLAN_FORMS_PREFILL 2
 
 /* 1 for a task only a specialised form takes (RMSNORM_MLP_FOLD, ATTENTION_O_PRENORM: their form
    bits in the instruction). */
@@ -382,6 +401,28 @@ AMK_PLAN_FN int amk_plan_gemm_tma(const amk_vm_ctx_t *x, int threads, int64_t sm
     return x->maps != 0 && amk_plan_gemm_tma_ops(x, threads) && smem >= AMK_TMA_SMEM(3);
 }
 
+/* 1 when an ATTENTION_PREFILL task runs amk_attn_prefill_mma (prefill image): BF16 q, K and V,
+   a BF16, F16 or F32 output, head_dim a multiple of 16 up to AMK_ATTN_PF_MAX_HD, and chunks of 32 rows (and the merge) fit. */
+AMK_PLAN_FN int amk_plan_attn_prefill_mma(const amk_vm_ctx_t *x, int threads, int64_t smem) {
+#if AMK_ATTN_PREFILL_MMA
+    const amk_params_t *P = &x->ins.params;
+    const int64_t hd = P->head_dim;
+    int64_t groups, need;
+    if (x->ins.op != AMK_OP_ATTENTION_PREFILL || x->in[0].dtype != AMK_DTYPE_BF16 || x->in[1].dtype != AMK_DTYPE_BF16 ||
+        x->in[2].dtype != AMK_DTYPE_BF16 || (x->out[0].dtype != AMK_DTYPE_BF16 && x->out[0].dtype != AMK_DTYPE_F16 &&
+        x->out[0].dtype != AMK_DTYPE_F32) || hd <= 0 || hd % 16 != 0 || hd > AMK_ATTN_PF_MAX_HD || P->n_kv_heads <= 0 ||
+        P->M_tile <= 0 || threads < 64)
+        return 0;
+    groups = AMK_ATTN_PF_GROUPS((int64_t)P->M_tile * (P->n_heads / P->n_kv_heads), threads);
+    need = AMK_ATTN_PF_SMEM(hd, groups, 32, threads);
+    if (AMK_ATTN_PF_MERGE(hd, groups) > need) need = AMK_ATTN_PF_MERGE(hd, groups);
+    return smem >= need;
+#else
+    (void)x; (void)threads; (void)smem;
+    return 0;
+#endif
+}
+
 AMK_PLAN_FN int64_t amk_plan_least(const amk_vm_ctx_t *x, int threads) {
     const amk_params_t *P = &x->ins.params;
     const int64_t K = P->K, hd = P->head_dim, blk = amk_plan_blk_mats(x);
@@ -398,13 +439,14 @@ AMK_PLAN_FN int64_t amk_plan_least(const amk_vm_ctx_t *x, int threads) {
     }
 }
 
-/* The form x runs in, in an image with the specialised forms (lean 1; the general image has
-   none) and a launch of threads a block and smem bytes of dynamic shared memory: the first of
-   its op's forms that takes it, else AMK_FORM_GENERAL. */
-AMK_PLAN_FN uint32_t amk_plan_form(const amk_vm_ctx_t *x, int threads, int64_t smem, int lean) {
+/* The form x runs in, in an image with the specialised forms `forms` (AMK_PLAN_FORMS_*: the
+   general image has none) and a launch of threads a block and smem bytes of dynamic shared memory:
+   the first of its op's forms that takes it, else AMK_FORM_GENERAL. */
+AMK_PLAN_FN uint32_t amk_plan_form(const amk_vm_ctx_t *x, int threads, int64_t smem, int forms) {
     int64_t b;
     if (amk_plan_gemm_tma(x, threads, smem)) return AMK_FORM_GEMM_TMA;
-    if (!lean) return AMK_FORM_GENERAL;
+    if ((forms & AMK_PLAN_FORMS_PREFILL) && amk_plan_attn_prefill_mma(x, threads, smem)) return AMK_FORM_ATTN_MMA;
+    if (!(forms & AMK_PLAN_FORMS_LEAN)) return AMK_FORM_GENERAL;
     switch (x->ins.op) {
     case AMK_OP_RMSNORM_GEMV: case AMK_OP_RMSNORM_MLP:
         if (AMK_LEAN && (b = amk_plan_lean_bytes(x, threads)) > 0 && b <= smem) return AMK_FORM_LEAN;
@@ -479,10 +521,12 @@ AMK_PLAN_FN int64_t amk_plan_want(const amk_vm_ctx_t *x, int threads) {
         if (form > w) w = form;
         break;
     }
-    case AMK_OP_ATTENTION_PREFILL: /* the tensor-core form's K and V chunks of 128 rows (AMK_ATTN_PREFILL_MMA) */
-        if (AMK_ATTN_PREFILL_MMA && x->in[0].dtype == AMK_DTYPE_BF16 && x->in[1].dtype == AMK_DTYPE_BF16 &&
-            x->in[2].dtype == AMK_DTYPE_BF16 && hd % 16 == 0 && hd <= 256)
-            w = AMK_ATTN_MMA_SMEM(hd, AMK_ATTN_MMA_ROWS, 128);
+    case AMK_OP_ATTENTION_PREFILL: /* the tensor-core form's chunks of 64 rows (and its merge) */
+        if (amk_plan_attn_prefill_mma(x, threads, INT64_MAX)) {
+            const int64_t groups = AMK_ATTN_PF_GROUPS((int64_t)P->M_tile * (P->n_heads / P->n_kv_heads), threads);
+            w = AMK_ATTN_PF_SMEM(hd, groups, 64, threads);
+            if (AMK_ATTN_PF_MERGE(hd, groups) > w) w = AMK_ATTN_PF_MERGE(hd, groups);
+        }
         break;
     case AMK_OP_ATTENTION_COMBINE: /* the heads' weights staged (else it recomputes them) */
         w = hd > 0 ? x->in[0].numel / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;

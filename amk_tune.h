@@ -50,9 +50,14 @@
    |                           |         | (amk_gemm_tma; H+D)              |                                    |              |
    | AMK_GEMM_TMA_STAGES       | 4       | its ring's stages of 48 KB, 3..4 | the most that fit                  | 370          |
    |                           |         | (H+D)                            |                                    |              |
-   | AMK_ATTN_PREFILL_MMA      | 0       | the prefill image's              | not yet run on a GPU (NOTES "tma") | -            |
-   |                           |         | ATTENTION_PREFILL on the tensor  |                                    |              |
+   | AMK_ATTN_PREFILL_MMA      | 1       | the prefill image's              | 8B's 2048-token prompt 1,844 ->    | 373, 378     |
+   |                           |         | ATTENTION_PREFILL on the tensor  | 5,652 tok/s (chunks of 128 rows)   |              |
    |                           |         | cores (amk_attn_prefill_mma; H+D)|                                    |              |
+   | AMK_ATTN_PF_PTERMS        | 1       | its p in this many bf16 terms    | one, as flash attention and SDPA:  | -            |
+   |                           |         | (1..3) times V                   | each term costs p . V's mma again  |              |
+   | AMK_ATTN_PF_KS            | 32      | its keys a step, 16 or 32 (H+D)  | half the steps' fixed work (the    | 376          |
+   |                           |         |                                  | exchange, max, rescale); 16 not    |              |
+   |                           |         |                                  | timed                              |              |
    | AMK_ATTN_SPEC_ROWS        | 256     | windows of up to this many rows  | 1B -0.4% at context 128; 512-row   | 108          |
    |                           |         | request their rows before the    | windows read rows past the         |              |
    |                           |         | position (H+D)                   | position for nothing               |              |
@@ -182,7 +187,13 @@
 #define AMK_GEMM_TMA_STAGES 4 /* the tensor-copy GEMM's ring, 3..4 stages of 48 KB */
 #endif
 #ifndef AMK_ATTN_PREFILL_MMA
-#define AMK_ATTN_PREFILL_MMA 0 /* the prefill image's ATTENTION_PREFILL on the tensor cores: written, not yet run on a GPU */
+#define AMK_ATTN_PREFILL_MMA 1 /* the prefill image's ATTENTION_PREFILL on the tensor cores (amk_attn_prefill_mma) */
+#endif
+#ifndef AMK_ATTN_PF_PTERMS
+#define AMK_ATTN_PF_PTERMS 1 /* its p as this many bf16 terms, 1..3; why 1: as flash attention and SDPA */
+#endif
+#ifndef AMK_ATTN_PF_KS
+#define AMK_ATTN_PF_KS 32 /* its keys a step, 16 or 32 (a warp's scores: KS / 2 registers a thread) */
 #endif
 #ifndef AMK_ATTN_SPEC_ROWS
 #define AMK_ATTN_SPEC_ROWS 256 /* why: longer windows read rows past the position for nothing (run 108) */

@@ -52,7 +52,7 @@ $(BUILD)/device/amk_vm_general_chain.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/devi
 	$(call device_cubin,$(DEVICE_GENERAL) -DAMK_VM_CHAIN=1,ptxas_general_chain.log,amk_vm_chain)
 
 # The prefill build (AMK_VM_PREFILL): the general build's chain kernel with the tensor-copy GEMM
-# (amk_gemm_tma), which the runtime loads for a program whose GEMV/GEMM tiles take it (a prefill
+# (amk_gemm_tma) and the tensor-core prompt attention (amk_attn_prefill_mma), which the runtime loads for a program whose GEMV/GEMM tiles take it (a prefill
 # chunk) and launches a step at a time. why a build of its own: with that GEMM's 64 sums a thread
 # in the module, ptxas spills the VM around it by ~2 KB (bench/NOTES.md session "tma"), which the
 # decode builds must not; so this build alone is let spill (NVCC_FLAGS_PREFILL: spills reported,
@@ -62,13 +62,6 @@ $(BUILD)/device/amk_vm_prefill.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS_PREFILL) $(DEVICE_GENERAL) -DAMK_VM_CHAIN=1 -DAMK_VM_PREFILL=1 \
 	  -o $@ amk_vm.cuh 2> $(BUILD)/device/ptxas_prefill.log || { cat $(BUILD)/device/ptxas_prefill.log; rm -f $@; exit 1; }
 	@grep -A3 "entry function 'amk_vm_chain'" $(BUILD)/device/ptxas_prefill.log | tail -n 2
-
-# The prefill build with the forms not yet run on a GPU switched on (AMK_ATTN_PREFILL_MMA): built
-# by make test so that ptxas keeps checking them, never embedded
-$(BUILD)/device/amk_vm_prefill_next.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
-	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS_PREFILL) $(DEVICE_GENERAL) -DAMK_VM_CHAIN=1 -DAMK_VM_PREFILL=1 \
-	  -DAMK_ATTN_PREFILL_MMA=1 -o $@ amk_vm.cuh 2> $(BUILD)/device/ptxas_prefill_next.log \
-	  || { cat $(BUILD)/device/ptxas_prefill_next.log; rm -f $@; exit 1; }
 
 # CHAIN_IMAGES=0 (make): the set without the two chain builds (amk_cuda_info.can_chain is then 0 and
 # chained generation runs a step a launch). why: scripts/gpu_ab.sh times single steps of several
@@ -96,7 +89,6 @@ device: $(BUILD)/amk_device_image.h
 
 ifneq ($(HAVE_NVCC),)
 DEVICE_CHECK := $(BUILD)/amk_device_image.h
-DEVICE_NEXT := $(BUILD)/device/amk_vm_prefill_next.cubin
 else
 DEVICE_CHECK :=
 $(info gpu.mk: $(NVCC) not found; the device code is not compiled)

@@ -486,7 +486,7 @@ static void test_fold_planned(void) {
             amk_task_context(p, i, &x);
             if (!amk_plan_folded(&x)) continue;
             n_folded++;
-            n_general += amk_plan_form(&x, AMK_LLAMA_THREADS, AMK_LLAMA_SMEM, 1) == AMK_FORM_GENERAL;
+            n_general += amk_plan_form(&x, AMK_LLAMA_THREADS, AMK_LLAMA_SMEM, AMK_PLAN_FORMS_LEAN) == AMK_FORM_GENERAL;
         }
         CHECK_EQ_INT(n_folded > 0, k != 1);
         CHECK_EQ_INT(n_general > 0, k == 2); /* the PRENORM tasks */

@@ -37,7 +37,7 @@ static int64_t plan_ring(const amk_program *p, int ti, int threads) {
 static unsigned plan_form(const amk_program *p, int ti, int threads, int64_t smem) {
     amk_vm_ctx_t x;
     amk_task_context(p, ti, &x);
-    return amk_plan_form(&x, threads, smem, 1);
+    return amk_plan_form(&x, threads, smem, AMK_PLAN_FORMS_LEAN);
 }
 
 /* x[16] F32 -> COPY -> y[16] F32 on SM sm of a 2-SM target. */

@@ -19,10 +19,15 @@
    chained decode, the PTX loader, fills, bandwidth, the tensor-core timing) run once, on the
    image the runtime picks.
 
-   Usage: test_gpu [--quick] [--bench] [NAME-SUBSTRING ...] (a test runs if any substring matches
-          its line's name: "[general]" runs only the comparisons on the general image)
-     --quick   smaller cases and no large ones (for compute-sanitizer)
-     --bench   also print bandwidth/latency measurements (not tests; bench/NOTES.md)
+   Usage: test_gpu [--quick] [--bench] [--bench-gemm] [--bench-attn] [NAME-SUBSTRING ...] (a test
+          runs if any substring matches its line's name: "[general]" runs only the comparisons on
+          the general image)
+     --quick       smaller cases and no large ones (for compute-sanitizer)
+     --bench       also print bandwidth/latency measurements (not tests; bench/NOTES.md)
+     --bench-gemm  the prefill image's tensor-copy GEMM on the 8B projections (beside
+                   bench/gemm_cublas.py's cuBLAS)
+     --bench-attn  the prefill image's ATTENTION_PREFILL on the 8B's heads, by task size
+                   (AMK_BENCH_ATTN="heads kv_heads head_dim max_seq rows pos rows_a_task": one shape)
    Env: AMK_TEST_SEED (default: from the clock, printed), AMK_TEST_SLOW (timeout multiplier),
         AMK_CUDA_IMAGE=full|general (the comparisons on that image only; the runtime's own
         switch, so the other tests load it too), AMK_TEST_IMAGE (one image or a set to test
@@ -39,7 +44,7 @@
 
 static uint64_t g_seed;
 static double g_slow = 1.0;
-static int g_quick, g_bench, g_bench_gemm; /* --quick, --bench, --bench-gemm (the tensor-copy GEMM beside cuBLAS) */
+static int g_quick, g_bench, g_bench_gemm, g_bench_attn; /* --quick, --bench, --bench-gemm (the tensor-copy GEMM beside cuBLAS), --bench-attn */
 static char **g_only; /* name filters (argv), g_n_only of them */
 static int g_n_only;
 static amk_cuda *g_keep; /* why: holds the primary context so each test does not rebuild it */
@@ -1126,21 +1131,21 @@ static void decode_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype 
     gcase_end(&gc);
 }
 
-/* ATTENTION_PREFILL: tasks of query rows and kv heads (on different SMs) into one output, against
-   the reference VM; rows at positions pos.. */
-static void prefill_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype ot, int nh, int nkv, int hd, int max_seq,
-                         int M, int32_t pos, int rows_a_task, int window) {
-    amk_program *p = prog_new(4);
-    int in[4], y, t, g, m, c = amk_program_add_counter(p, ""), k = 0;
-    gcase gc;
+/* An ATTENTION_PREFILL program: q (qt) of M rows over caches (kvt) of max_seq rows into y (ot),
+   tasks of rows_a_task query rows and a kv head each, round robin over n_sms SMs; in[4] gets q, k,
+   v and pos, *y the output. */
+static amk_program *attn_prefill_program(amk_dtype qt, amk_dtype kvt, amk_dtype ot, int nh, int nkv, int hd, int max_seq,
+                                         int M, int rows_a_task, int window, int n_sms, int *in, int *y) {
+    amk_program *p = prog_new(n_sms);
+    int t, g, m, c = amk_program_add_counter(p, ""), k = 0;
     in[0] = buf(p, "q", AMK_KIND_IO_INPUT, qt, 2, M, nh * hd, 0);
     in[1] = buf(p, "k", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
     in[2] = buf(p, "v", AMK_KIND_KV_CACHE, kvt, 3, max_seq, nkv, hd);
     in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
-    y = buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, M, nh * hd, 0);
+    *y = buf(p, "y", AMK_KIND_IO_OUTPUT, ot, 2, M, nh * hd, 0);
     for (m = 0; m < M; m += rows_a_task)
         for (g = 0; g < nkv; g++) {
-            t = task(p, AMK_OP_ATTENTION_PREFILL, in, 4, y, c, k++ % 4);
+            t = task(p, AMK_OP_ATTENTION_PREFILL, in, 4, *y, c, k++ % n_sms);
             seti(p, t, "head_dim", hd);
             seti(p, t, "n_heads", nh);
             seti(p, t, "n_kv_heads", nkv);
@@ -1151,9 +1156,29 @@ static void prefill_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype
             seti(p, t, "M_tile", M - m < rows_a_task ? M - m : rows_a_task);
             if (window) seti(p, t, "sliding_window", window);
         }
+    return p;
+}
+
+/* ATTENTION_PREFILL: tasks of query rows and kv heads (on different SMs) into one output, against
+   the reference VM; rows at positions pos.. */
+static void prefill_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype ot, int nh, int nkv, int hd, int max_seq,
+                         int M, int32_t pos, int rows_a_task, int window) {
+    int in[4], y, t;
+    amk_program *p = attn_prefill_program(qt, kvt, ot, nh, nkv, hd, max_seq, M, rows_a_task, window, 4, in, &y);
+    gcase gc;
     if (gcase_begin(&gc, p, tag, 1.0f)) {
+        /* the tensor-core form (prefill image, BF16 q/K/V) rounds p to bf16 before p . V, as flash
+           attention does: each output within a few bf16 roundings of p of the largest output's
+           magnitude; every other form matches the reference to f32 rounding */
+        const int mma = gc.image == AMK_IMAGE_PREFILL && qt == AMK_DTYPE_BF16 && kvt == AMK_DTYPE_BF16 && hd % 16 == 0 &&
+                        hd <= AMK_ATTN_PF_MAX_HD;
         gcase_set_i32(&gc, in[3], &pos, 1);
-        if (gcase_run(&gc, tag)) gcase_compare(&gc, y, -1, 1e-5, tag);
+        if (mma) {
+            for (t = 0; t < p->n_tasks; t++)
+                CHECK_MSG(gc.cu->ins[t].form == AMK_FORM_ATTN_MMA, "%s: task %d in form %u, not ATTN_MMA", tag, t,
+                          (unsigned)gc.cu->ins[t].form);
+        }
+        if (gcase_run(&gc, tag)) gcase_compare(&gc, y, mma ? 1.6e-2 : -1, mma ? 8e-3 : 1e-5, tag);
     }
     gcase_end(&gc);
 }
@@ -1163,6 +1188,12 @@ static void test_attention_prefill(void) {
     prefill_case("PREFILL from 0 f32", AMK_DTYPE_F32, AMK_DTYPE_F32, AMK_DTYPE_F32, 9, 3, 64, 64, 37, 0, 10, 0);
     prefill_case("PREFILL window f16", AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_F32, 12, 4, 80, 90, 30, 50, 7, 16);
     prefill_case("PREFILL mqa cache end", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 8, 1, 64, 50, 20, 30, 20, 0);
+    /* the tensor-core form's shapes (prefill image): a group a warp and several chunks of keys (the
+       8B's heads, 64 rows a task); groups straddling rows (3 heads a kv head) from position 0 with a
+       window; head_dim 32 */
+    prefill_case("PREFILL long bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 32, 8, 128, 700, 130, 500, 64, 0);
+    prefill_case("PREFILL window bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 12, 4, 64, 90, 50, 0, 13, 40);
+    prefill_case("PREFILL hd32 bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 6, 2, 32, 400, 70, 300, 35, 0);
 }
 
 static void test_attention_decode(void) {
@@ -2554,6 +2585,44 @@ static void bench_gemm_tma(int64_t M, int64_t N, int64_t K) {
     amk_cuda_free(cu);
     amk_program_free(p);
 }
+/* ATTENTION_PREFILL alone: M query rows at positions pos.. over a cache of max_seq rows, tasks of
+   rows_a_task rows and a kv head spread over the SMs (the builder's tiles), BF16; the causal
+   attention's FLOPs (4 hd per query head and key) over the op span. */
+static void bench_attn_prefill(int nh, int nkv, int hd, int max_seq, int M, int32_t pos, int rows_a_task) {
+    int in[4], y, t, m, mma = 0;
+    amk_program *p = attn_prefill_program(AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, nh, nkv, hd, max_seq, M,
+                                          rows_a_task, 0, 132, in, &y);
+    amk_cuda *cu = NULL;
+    amk_cuda_info info;
+    amk_diag d;
+    double wall, span, flop = 0.0;
+    uint16_t *w;
+    amk_t_rng r = trng_for("bench attn");
+    p->config.threads_per_block = 512;
+    for (m = 0; m < M; m++) flop += 4.0 * hd * nh * (double)(pos + m + 1);
+    amk_diag_clear(&d);
+    if (amk_cuda_create(p, g_image, g_image_size, &cu, &d) != AMK_OK) {
+        printf("  bench attention prefill: create failed: %s\n", d.message);
+        amk_program_free(p);
+        return;
+    }
+    amk_cuda_get_info(cu, &info);
+    for (t = 0; t < p->n_tasks; t++) mma += cu->ins[t].form == AMK_FORM_ATTN_MMA;
+    w = (uint16_t *)malloc((size_t)max_seq * nh * hd * 2 + (size_t)M * nh * hd * 2);
+    fill_bf16_pattern(w, (int64_t)max_seq * nkv * hd, 1.0f, &r);
+    amk_cuda_upload(cu, in[1], w, (size_t)max_seq * nkv * hd * 2, &d);
+    amk_cuda_upload(cu, in[2], w, (size_t)max_seq * nkv * hd * 2, &d);
+    fill_bf16_pattern(w, (int64_t)M * nh * hd, 1.0f, &r);
+    amk_cuda_upload(cu, in[0], w, (size_t)M * nh * hd * 2, &d);
+    amk_cuda_upload(cu, in[3], &pos, 4, &d);
+    free(w);
+    bench_times(cu, p->n_tasks, 20, &wall, &span);
+    printf("  bench attention prefill heads %d/%d hd %d, %d rows at %d, %d rows a task: %d tasks (%d tensor-core, the %s "
+           "image), wall median %.1f us, op span median %.1f us (%.1f TFLOP/s)\n", nh, nkv, hd, M, (int)pos, rows_a_task,
+           p->n_tasks, mma, AMK_IMAGE_KIND_NAME(info.image_kind), wall, span, flop / span * 1e-6);
+    amk_cuda_free(cu);
+    amk_program_free(p);
+}
 /* Llama-3-8B's projections (N, K) at M = 512 and 2048: q and o, k and v, gate and up, down. */
 static const int64_t BENCH_TMA_NK[][2] = {{4096, 4096}, {1024, 4096}, {14336, 4096}, {4096, 14336}};
 
@@ -2762,6 +2831,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         else if (strcmp(argv[i], "--bench") == 0) g_bench = 1;
         else if (strcmp(argv[i], "--bench-gemm") == 0) g_bench_gemm = 1;
+        else if (strcmp(argv[i], "--bench-attn") == 0) g_bench_attn = 1;
         else argv[1 + g_n_only++] = argv[i]; /* why: filters gather at argv[1..]; i >= 1 + g_n_only */
     }
     g_only = argv + 1;
@@ -2832,6 +2902,7 @@ int main(int argc, char **argv) {
     TRY_IMAGES(test_fused_mlp_fold);
     TRY_IMAGES(test_attention_decode);
     TRY_IMAGES(test_attention_prefill);
+    TRY_PREFILL(test_attention_prefill);
     TRY_IMAGES(test_attention_o);
     TRY_IMAGES(test_attention_o_prenorm);
     TRY_IMAGES(test_dag_tiles_join);
@@ -2863,6 +2934,19 @@ int main(int argc, char **argv) {
         for (m = 512; m <= 2048; m *= 4)
             for (i = 0; i < (int)(sizeof BENCH_TMA_NK / sizeof BENCH_TMA_NK[0]); i++)
                 bench_gemm_tma(m, BENCH_TMA_NK[i][0], BENCH_TMA_NK[i][1]);
+    }
+    if (g_bench_attn) { /* the 8B's heads: a chunk of 128 rows late in a 2048-token prompt, by task size; 512 rows
+                           (AMK_BENCH_ATTN="heads kv_heads head_dim max_seq rows pos rows_a_task": that one) */
+        static const int rows_a_task[] = {8, 16, 32, 64};
+        const char *one = getenv("AMK_BENCH_ATTN");
+        int a[7];
+        if (one && sscanf(one, "%d %d %d %d %d %d %d", &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6]) == 7) {
+            bench_attn_prefill(a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
+        } else {
+            for (i = 0; i < 4; i++) bench_attn_prefill(32, 8, 128, 2048, 128, 1920, rows_a_task[i]);
+            for (i = 0; i < 4; i++) bench_attn_prefill(32, 8, 128, 2048, 512, 1536, rows_a_task[i]);
+            bench_attn_prefill(32, 8, 64, 2048, 512, 1536, 32);
+        }
     }
     if (g_bench) {
         for (i = 0; i < (int)(sizeof BENCH_GEMMS / sizeof BENCH_GEMMS[0]); i++) {

@@ -457,7 +457,7 @@ static void sw_describe(amk_llm *m, sw_result *res) {
             amk_vm_ctx_t x;
             uint32_t f;
             amk_task_context(p, i, &x);
-            f = amk_plan_form(&x, info.threads, info.smem_bytes, AMK_IMAGE_LEAN(info.image_kind));
+            f = amk_plan_form(&x, info.threads, info.smem_bytes, AMK_IMAGE_FORMS(info.image_kind));
             res->n_lean += f == AMK_FORM_LEAN;
             res->n_ring += f == AMK_FORM_RING;
             res->n_attn_lean += f == AMK_FORM_ATTN_LEAN;
