@@ -50,7 +50,9 @@ typedef struct amk_llm_opts {
        (default) the backend's (AMK_LLM_PREFILL_ROWS on the GPU, AMK_LLM_PREFILL_ROWS_CPU on the
        reference VM), at most the context; -1 none: the prompt goes through the decode step a
        token at a time, as it does for a config the prefill program does not take and on the
-       reference VM with random weights. */
+       reference VM with random weights. Beside it a short prefill program of a quarter of the
+       rows (AMK_LLM_PREFILL_SHORT_DIV, when that is AMK_LLM_PREFILL_SHORT_MIN rows or more)
+       takes short prompts and the ends of long ones. */
     int prefill_rows;
     /* Called while weights load (what: "weights", done/total in bytes; then for a folded step,
        what: "fold", done/total in rows of W_fold computed: amk_llama_build's qkv_fold). May be NULL. */
@@ -120,9 +122,11 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
 /* Runs the prompt tokens[0..n) at positions pos..pos + n - 1, as n amk_llm_step calls would: the
    KV cache gets their rows, *logits (logits may be NULL) and *argmax (may be NULL) those of the
    last token. With a prefill program (amk_llm_opts.prefill_rows) the tokens go in chunks of its
-   rows, a run (on the GPU a launch) a chunk (a last chunk shorter than the rows padded, where the
-   padded rows fit the cache and the tokens fill AMK_LLM_PREFILL_PAD_PCT % of it, else a step a
-   token); otherwise a step a token. The padded rows write cache rows past the prompt, which
+   rows, a run (on the GPU a launch) a chunk; what is left after the whole chunks goes in one
+   chunk padded where the padded rows fit the cache and the tokens fill AMK_LLM_PREFILL_PAD_PCT %
+   of it (AMK_LLM_PREFILL_LONG_PCT % with a short program), else in chunks of the short program's
+   rows (amk_llm_prefill_rows_short), its last one padded the same way, else a step a token;
+   otherwise a step a token. The padded rows write cache rows past the prompt, which
    no later step reads before writing. Progress: amk_llm_opts.progress ("prompt", tokens done).
    Arguments as amk_llm_step's (n >= 1; pos + n must fit the KV cache); the next position becomes
    pos + n. */
@@ -132,6 +136,9 @@ AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos
    (a config the prefill program does not take yet, random weights on the reference VM,
    prefill_rows -1). */
 AMK_API int amk_llm_prefill_rows(const amk_llm *m);
+/* The rows of the short prefill program (a quarter of amk_llm_prefill_rows, for short prompts and
+   a prompt's end); 0 when there is none. */
+AMK_API int amk_llm_prefill_rows_short(const amk_llm *m);
 /* The prefill program and its GPU runtime (NULL when amk_llm_prefill_rows is 0): for timing a
    chunk and its timeline (amk bench --prefill). */
 AMK_API const amk_program *amk_llm_prefill_program(const amk_llm *m);
@@ -373,13 +380,14 @@ typedef struct amk__llm_backend {
     /* n >= 2 greedy steps at once (amk_llm_generate, arguments checked, a program without per-step
        params). NULL, or AMK_ERR_UNSUPPORTED before anything ran: amk_llm_generate steps them one by one. */
     amk_result (*generate)(amk_llm *m, int token, int pos, int n, int *tokens, amk_diag *d);
-    /* One chunk of the prefill program m->pre (amk_llm_prefill, arguments checked): tokens and pos
-       its m->pre_rows inputs, last the row whose logits (at least when want_logits) and greedy
-       token it makes. */
-    amk_result (*prefill)(amk_llm *m, const int32_t *tokens, const int32_t *pos, int32_t last, int want_logits,
-                          int *argmax, amk_diag *d);
+    /* One chunk of the prefill program m->pre (short 0) or of the short one m->pre2 (short 1)
+       (amk_llm_prefill, arguments checked): tokens and pos its rows' inputs, last the row whose
+       logits (at least when want_logits) and greedy token it makes. */
+    amk_result (*prefill)(amk_llm *m, int short_one, const int32_t *tokens, const int32_t *pos, int32_t last,
+                          int want_logits, int *argmax, amk_diag *d);
     /* After open: the prefill program m->pre's state beside the step's (its shared buffers the
-       step's); on failure it drops m->pre with a note (amk__llm_prefill_failed). */
+       step's), then the short one's beside it (its shared buffers m->pre's); on failure it drops
+       the program (m->pre drops both) with a note (amk__llm_prefill_failed). */
     void (*open_prefill)(amk_llm *m);
     int prefill_rows; /* the chunk rows of amk_llm_opts.prefill_rows 0 on this backend */
 } amk__llm_backend;
@@ -402,6 +410,12 @@ struct amk_llm {
     int *pre_share;
     int32_t *pre_io;          /* [2 * pre_rows] a chunk's tokens and positions */
     int pre_rows, pre_token, pre_pos, pre_last, pre_logits, pre_next;
+    /* The short prefill program (NULL: none) of pre2_rows rows: pre2_share[b] m->pre's buffer
+       that its buffer b is (every weight and KV cache), or -1 for one of its own (activations). */
+    amk_program *pre2;
+    int *pre2_share;
+    int32_t *pre2_io;         /* [2 * pre2_rows] */
+    int pre2_rows, pre2_token, pre2_pos, pre2_last, pre2_logits, pre2_next;
     char note[320];           /* amk_llm_note */
     char backend_reason[560]; /* amk_llm_backend_reason (room for a diag's message) */
     amk_model *model;         /* NULL for random weights */
@@ -421,8 +435,20 @@ AMK__FN const amk_buffer *amk__llm_buffer(const amk_llm *m, int id) {
     return id < m->prog->n_buffers ? &m->prog->buffers[id] : &m->pre->buffers[id - m->prog->n_buffers];
 }
 
-/* Frees the prefill program: the prompt then runs a token at a time. */
+/* Frees the short prefill program: prompts then go in chunks of m->pre's rows and steps. */
+AMK__FN void amk__llm_drop_short(amk_llm *m) {
+    amk_program_free(m->pre2);
+    amk__free(m->pre2_share);
+    amk__free(m->pre2_io);
+    m->pre2 = NULL;
+    m->pre2_share = NULL;
+    m->pre2_io = NULL;
+    m->pre2_rows = 0;
+}
+
+/* Frees the prefill programs: the prompt then runs a token at a time. */
 AMK__FN void amk__llm_drop_prefill(amk_llm *m) {
+    amk__llm_drop_short(m);
     amk_program_free(m->pre);
     amk__free(m->pre_weights);
     amk__free(m->pre_share);
@@ -442,12 +468,21 @@ AMK__FN void amk__llm_prefill_failed(amk_llm *m, const char *why) {
     amk__llm_drop_prefill(m);
 }
 
+/* A backend could not load the short prefill program (why): the note says so; prompts go in
+   chunks of m->pre's rows and steps. */
+AMK__FN void amk__llm_short_failed(amk_llm *m, const char *why) {
+    snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sno short prefill program (%d rows: %s)",
+             m->note[0] ? "; " : "", m->pre2_rows, why);
+    amk__llm_drop_short(m);
+}
+
 /* ---- backend: reference VM -------------------------------------------------------------------- */
 /* m->state: an amk__llm_refvm. Buffers live in host memory: weights are written in place. */
 
 typedef struct amk__llm_refvm {
     amk_refvm *vm;  /* the step's */
     amk_refvm *pre; /* the prefill program's (m->pre), its shared buffers bound to vm's storage, or NULL */
+    amk_refvm *pre2; /* the short one's (m->pre2), its shared buffers bound to pre's storage, or NULL */
 } amk__llm_refvm;
 
 AMK__FN amk_refvm *amk__llm_vm(const amk_llm *m) { return ((amk__llm_refvm *)m->state)->vm; }
@@ -489,6 +524,10 @@ AMK__FN amk_result amk__llm_refvm_fits(const amk_llm *m, amk_diag *d) {
         if (!amk__add_u64(total, u, &total)) total = UINT64_MAX;
         if (b->kind == AMK_KIND_KV_CACHE && !amk__add_u64(kv, u, &kv)) kv = UINT64_MAX;
     }
+    for (i = 0; m->pre2 && i < m->pre2->n_buffers; i++) { /* the short program's own (its activations) */
+        const int64_t nb = amk__buffer_nbytes(&m->pre2->buffers[i]);
+        if (m->pre2_share[i] < 0 && !amk__add_u64(total, nb < 0 ? UINT64_MAX : (uint64_t)nb, &total)) total = UINT64_MAX;
+    }
     if (total <= host) return AMK_OK;
     if (kv > host)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "the KV cache of a %d-token context needs %.1f GB, more than this "
@@ -527,10 +566,27 @@ AMK__FN void amk__llm_refvm_open_prefill(amk_llm *m) {
                                                          : amk_refvm_bind(s->pre, b, data, nb);
         if (r != AMK_OK) amk__fail(&dp, r, "cannot share '%s' with the step", m->pre->buffers[b].name);
     }
+    if (r != AMK_OK) {
+        amk_refvm_free(s->pre);
+        s->pre = NULL;
+        amk__llm_prefill_failed(m, dp.message);
+        return;
+    }
+    if (!m->pre2) return;
+    r = amk__refvm_create_validated(m->pre2, &s->pre2, &dp);
+    for (b = 0; b < m->pre2->n_buffers && r == AMK_OK; b++) { /* its shared buffers: m->pre's storage */
+        size_t nb = 0;
+        void *data;
+        if (m->pre2_share[b] < 0) continue;
+        data = amk_refvm_buffer(s->pre, m->pre2_share[b], &nb);
+        r = m->pre2->buffers[b].kind == AMK_KIND_KV_CACHE ? amk_refvm_bind_storage(s->pre2, b, data, nb)
+                                                          : amk_refvm_bind(s->pre2, b, data, nb);
+        if (r != AMK_OK) amk__fail(&dp, r, "cannot share '%s' with the prefill program", m->pre2->buffers[b].name);
+    }
     if (r == AMK_OK) return;
-    amk_refvm_free(s->pre);
-    s->pre = NULL;
-    amk__llm_prefill_failed(m, dp.message);
+    amk_refvm_free(s->pre2);
+    s->pre2 = NULL;
+    amk__llm_short_failed(m, dp.message);
 }
 
 AMK__FN amk_result amk__llm_refvm_open(amk_llm *m, amk_diag *d) {
@@ -548,7 +604,8 @@ AMK__FN amk_result amk__llm_refvm_open(amk_llm *m, amk_diag *d) {
 AMK__FN void amk__llm_refvm_close(amk_llm *m) {
     amk__llm_refvm *s = (amk__llm_refvm *)m->state;
     if (!s) return;
-    amk_refvm_free(s->pre); /* why first: it uses the step's storage */
+    amk_refvm_free(s->pre2); /* why first: it uses the prefill program's storage, which uses the step's */
+    amk_refvm_free(s->pre);
     amk_refvm_free(s->vm);
     amk__free(s);
     m->state = NULL;
@@ -612,20 +669,23 @@ AMK__FN amk_result amk__llm_refvm_step(amk_llm *m, int token, int pos, int want_
 
 /* A chunk of the prefill program: its inputs into the VM's buffers, a run, the logits and the
    greedy token out. */
-AMK__FN amk_result amk__llm_refvm_prefill(amk_llm *m, const int32_t *tokens, const int32_t *pos, int32_t last,
-                                          int want_logits, int *argmax, amk_diag *d) {
-    amk_refvm *vm = ((amk__llm_refvm *)m->state)->pre;
-    const size_t rows = (size_t)m->pre_rows;
+AMK__FN amk_result amk__llm_refvm_prefill(amk_llm *m, int short_one, const int32_t *tokens, const int32_t *pos,
+                                          int32_t last, int want_logits, int *argmax, amk_diag *d) {
+    amk__llm_refvm *s = (amk__llm_refvm *)m->state;
+    amk_refvm *vm = short_one ? s->pre2 : s->pre;
+    const size_t rows = (size_t)(short_one ? m->pre2_rows : m->pre_rows);
     size_t nb;
     amk_result r;
     (void)want_logits; /* the copy of host memory costs little: always made */
-    memcpy(amk_refvm_buffer(vm, m->pre_token, &nb), tokens, rows * 4);
-    memcpy(amk_refvm_buffer(vm, m->pre_pos, &nb), pos, rows * 4);
-    memcpy(amk_refvm_buffer(vm, m->pre_last, &nb), &last, 4);
+    memcpy(amk_refvm_buffer(vm, short_one ? m->pre2_token : m->pre_token, &nb), tokens, rows * 4);
+    memcpy(amk_refvm_buffer(vm, short_one ? m->pre2_pos : m->pre_pos, &nb), pos, rows * 4);
+    memcpy(amk_refvm_buffer(vm, short_one ? m->pre2_last : m->pre_last, &nb), &last, 4);
     r = amk_refvm_run(vm, NULL, d);
     if (r != AMK_OK) return r;
-    memcpy(m->logits, amk_refvm_buffer(vm, m->pre_logits, &nb), (size_t)m->cfg.vocab * sizeof(float));
-    if (argmax) *argmax = (int)amk__load_i64(amk_refvm_buffer(vm, m->pre_next, &nb), AMK_DTYPE_I32, 0);
+    memcpy(m->logits, amk_refvm_buffer(vm, short_one ? m->pre2_logits : m->pre_logits, &nb),
+           (size_t)m->cfg.vocab * sizeof(float));
+    if (argmax)
+        *argmax = (int)amk__load_i64(amk_refvm_buffer(vm, short_one ? m->pre2_next : m->pre_next, &nb), AMK_DTYPE_I32, 0);
     return AMK_OK;
 }
 
@@ -643,6 +703,7 @@ static const amk__llm_backend amk__llm_refvm_backend = {
 typedef struct amk__llm_cuda {
     amk_cuda *cuda;
     amk_cuda *pre;            /* the prefill program's runtime (m->pre), sharing cuda's buffers, or NULL */
+    amk_cuda *pre2;           /* the short one's (m->pre2), sharing pre's buffers, or NULL */
     int32_t *chain_tok;       /* [chain_cap] a chained launch's tokens */
     int chain_cap;
 } amk__llm_cuda;
@@ -668,8 +729,16 @@ AMK__FN void amk__llm_cuda_open_prefill(amk_llm *m) {
     amk_diag_clear(&dp);
     r = amk__cuda_create_from(m->pre, m->opts.device_image, m->opts.device_image_size, s->cuda, m->pre_share,
                               &s->pre, &dp);
-    if (r == AMK_OK) return;
-    amk__llm_prefill_failed(m, dp.message);
+    if (r != AMK_OK) {
+        amk__llm_prefill_failed(m, dp.message);
+        return;
+    }
+    if (!m->pre2) return;
+    /* why pre as the base: every buffer the short program shares is one of pre's (which may itself
+       be the step's: its address is pre's) */
+    r = amk__cuda_create_from(m->pre2, m->opts.device_image, m->opts.device_image_size, s->pre, m->pre2_share,
+                              &s->pre2, &dp);
+    if (r != AMK_OK) amk__llm_short_failed(m, dp.message);
 }
 
 AMK__FN amk_result amk__llm_cuda_open(amk_llm *m, amk_diag *d) {
@@ -692,7 +761,8 @@ AMK__FN amk_result amk__llm_cuda_open(amk_llm *m, amk_diag *d) {
 AMK__FN void amk__llm_cuda_close(amk_llm *m) {
     amk__llm_cuda *s = (amk__llm_cuda *)m->state;
     if (!s) return;
-    amk_cuda_free(s->pre); /* why first: it uses the step's buffers */
+    amk_cuda_free(s->pre2); /* why first: it uses pre's buffers, which use the step's */
+    amk_cuda_free(s->pre);
     amk_cuda_free(s->cuda);
     amk__free(s->chain_tok);
     amk__free(s);
@@ -777,20 +847,21 @@ AMK__FN amk_result amk__llm_cuda_generate(amk_llm *m, int token, int pos, int n,
 
 /* A chunk of the prefill program: its inputs up and its next token (and logits) down in one
    wait (amk_cuda_run_io). */
-AMK__FN amk_result amk__llm_cuda_prefill(amk_llm *m, const int32_t *tokens, const int32_t *pos, int32_t last,
-                                         int want_logits, int *argmax, amk_diag *d) {
+AMK__FN amk_result amk__llm_cuda_prefill(amk_llm *m, int short_one, const int32_t *tokens, const int32_t *pos,
+                                         int32_t last, int want_logits, int *argmax, amk_diag *d) {
     amk__llm_cuda *s = (amk__llm_cuda *)m->state;
-    const size_t rows = (size_t)m->pre_rows;
+    const size_t rows = (size_t)(short_one ? m->pre2_rows : m->pre_rows);
     int32_t next = -1;
     amk_cuda_in in[3];
     amk_cuda_out out[2];
     amk_result r;
-    in[0].buffer_id = m->pre_token; in[0].host = tokens; in[0].nbytes = rows * 4;
-    in[1].buffer_id = m->pre_pos; in[1].host = pos; in[1].nbytes = rows * 4;
-    in[2].buffer_id = m->pre_last; in[2].host = &last; in[2].nbytes = 4;
-    out[0].buffer_id = m->pre_next; out[0].host = &next; out[0].nbytes = 4;
-    out[1].buffer_id = m->pre_logits; out[1].host = m->logits; out[1].nbytes = (size_t)m->cfg.vocab * 4;
-    r = amk_cuda_run_io(s->pre, in, 3, out, want_logits ? 2 : 1, m->opts.timeout_ms, d);
+    in[0].buffer_id = short_one ? m->pre2_token : m->pre_token; in[0].host = tokens; in[0].nbytes = rows * 4;
+    in[1].buffer_id = short_one ? m->pre2_pos : m->pre_pos; in[1].host = pos; in[1].nbytes = rows * 4;
+    in[2].buffer_id = short_one ? m->pre2_last : m->pre_last; in[2].host = &last; in[2].nbytes = 4;
+    out[0].buffer_id = short_one ? m->pre2_next : m->pre_next; out[0].host = &next; out[0].nbytes = 4;
+    out[1].buffer_id = short_one ? m->pre2_logits : m->pre_logits; out[1].host = m->logits;
+    out[1].nbytes = (size_t)m->cfg.vocab * 4;
+    r = amk_cuda_run_io(short_one ? s->pre2 : s->pre, in, 3, out, want_logits ? 2 : 1, m->opts.timeout_ms, d);
     if (r == AMK_OK && argmax) *argmax = next;
     return r;
 }
@@ -869,6 +940,7 @@ AMK_API const char *amk_llm_backend_name(const amk_llm *m) { return m ? m->backe
 AMK_API const char *amk_llm_note(const amk_llm *m) { return m ? m->note : ""; }
 AMK_API const char *amk_llm_backend_reason(const amk_llm *m) { return m ? m->backend_reason : ""; }
 AMK_API int amk_llm_prefill_rows(const amk_llm *m) { return m && m->pre ? m->pre_rows : 0; }
+AMK_API int amk_llm_prefill_rows_short(const amk_llm *m) { return m && m->pre2 ? m->pre2_rows : 0; }
 AMK_API const amk_program *amk_llm_prefill_program(const amk_llm *m) { return m ? m->pre : NULL; }
 AMK_API amk_cuda *amk_llm_prefill_cuda(amk_llm *m) {
     return m && m->pre && m->backend->cuda_prefill ? m->backend->cuda_prefill(m) : NULL;
@@ -888,15 +960,82 @@ AMK_API void amk_llm_close(amk_llm *m) {
     amk__free(m);
 }
 
-/* Step buffer b2 of the step's plan is prefill buffer b of plan entry e: the same name, dtype, size
-   and layout (a weight the step transposes or folds is not). */
-AMK__FN int amk__llm_same_buffer(const amk_llm *m, int b, const amk_weight_entry *e, int b2) {
-    const amk_buffer *x = &m->pre->buffers[b], *y = &m->prog->buffers[b2];
-    const amk_weight_entry *f = b2 >= 0 && m->entry_of[b2] >= 0 ? &m->weights[m->entry_of[b2]] : NULL;
+/* Buffer x (plan entry e) is buffer y (plan entry f) of another program of the same builder: the
+   same kind, dtype and size, and for a weight the same layout (a weight one transposes or folds is
+   not the other's). */
+AMK__FN int amk__llm_same_layout(const amk_buffer *x, const amk_weight_entry *e, const amk_buffer *y,
+                                 const amk_weight_entry *f) {
     if (x->kind != y->kind || x->dtype != y->dtype || amk__buffer_nbytes(x) != amk__buffer_nbytes(y)) return 0;
     if (x->kind != AMK_KIND_WEIGHT) return 1;
     return e && f && e->transform == f->transform && e->heads == f->heads && x->source && y->source &&
            strcmp(x->source, y->source) == 0;
+}
+
+/* The plan entry of buffer b among the n entries w, or NULL. */
+AMK__FN const amk_weight_entry *amk__llm_plan_entry(const amk_weight_entry *w, int n, int b) {
+    int k;
+    for (k = 0; k < n; k++)
+        if (w[k].buffer == b) return &w[k];
+    return NULL;
+}
+
+/* The rows, inputs and outputs a prefill program's chunk uses: 0, or -1 when it lacks one. */
+AMK__FN int amk__llm_chunk_io(const amk_program *p, int rows, int32_t **io, int *token, int *pos, int *last,
+                              int *logits, int *next) {
+    *io = (int32_t *)amk__malloc((size_t)rows * 2 * sizeof(int32_t));
+    *token = amk_program_find_buffer(p, "token");
+    *pos = amk_program_find_buffer(p, "pos");
+    *last = amk_program_find_buffer(p, "last");
+    *logits = amk_program_find_buffer(p, "logits");
+    *next = amk_program_find_buffer(p, "next_token");
+    return *token < 0 || *pos < 0 || *last < 0 || *logits < 0 || *next < 0 ? -1 : 0;
+}
+
+/* The short prefill program beside m->pre (amk_llm_opts.prefill_rows): rows of m->pre's rows /
+   AMK_LLM_PREFILL_SHORT_DIV, every weight and KV cache m->pre's (pre2_share), its activations its
+   own. A program that would need a buffer of its own beyond those is left out, with a note. */
+AMK__FN amk_result amk__llm_build_short(amk_llm *m, const amk_llama_build_opts *base, amk_diag *d) {
+    amk_llama_build_opts bo = *base;
+    amk_llama_step st;
+    amk_diag dp;
+    const int rows = m->pre_rows / AMK_LLM_PREFILL_SHORT_DIV;
+    int b;
+    if (rows < AMK_LLM_PREFILL_SHORT_MIN) return AMK_OK;
+    bo.prefill_rows = rows;
+    amk_diag_clear(&dp);
+    if (amk__llama_build_step(&m->cfg, &bo, 1, 1, &st, NULL, &dp) != AMK_OK) { /* m->pre's config: not expected */
+        snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sno short prefill program (%s)",
+                 m->note[0] ? "; " : "", dp.message);
+        return AMK_OK;
+    }
+    m->pre2 = st.program;
+    m->pre2_rows = rows;
+    m->pre2_share = (int *)amk__malloc((size_t)(m->pre2->n_buffers > 0 ? m->pre2->n_buffers : 1) * sizeof(int));
+    if (!m->pre2_share) {
+        amk__free(st.weights);
+        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    for (b = 0; b < m->pre2->n_buffers; b++) {
+        const amk_buffer *x = &m->pre2->buffers[b];
+        const int b2 = amk_program_find_buffer(m->pre, x->name);
+        m->pre2_share[b] = -1;
+        if (x->kind != AMK_KIND_WEIGHT && x->kind != AMK_KIND_KV_CACHE) continue;
+        if (b2 < 0 || !amk__llm_same_layout(x, amk__llm_plan_entry(st.weights, st.n_weights, b), &m->pre->buffers[b2],
+                                            amk__llm_plan_entry(m->pre_weights, m->pre_n_weights, b2)))
+            break;
+        m->pre2_share[b] = b2;
+    }
+    amk__free(st.weights);
+    if (b < m->pre2->n_buffers) { /* why never met: both programs come from one builder, one config */
+        snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sno short prefill program (its '%s' "
+                 "is not the prefill program's)", m->note[0] ? "; " : "", m->pre2->buffers[b].name);
+        amk__llm_drop_short(m);
+        return AMK_OK;
+    }
+    if (amk__llm_chunk_io(m->pre2, rows, &m->pre2_io, &m->pre2_token, &m->pre2_pos, &m->pre2_last, &m->pre2_logits,
+                          &m->pre2_next) < 0)
+        return amk__fail(d, AMK_ERR_MISMATCH, "the short prefill program lacks an input or output");
+    return m->pre2_io ? AMK_OK : amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
 }
 
 /* The prefill program of m's model beside its step (m->pre): a chunk of opts.prefill_rows tokens
@@ -929,31 +1068,25 @@ AMK__FN amk_result amk__llm_build_prefill(amk_llm *m, amk_diag *d) {
     m->pre_n_weights = st.n_weights;
     m->pre_rows = rows;
     m->pre_share = (int *)amk__malloc((size_t)(m->pre->n_buffers > 0 ? m->pre->n_buffers : 1) * sizeof(int));
-    m->pre_io = (int32_t *)amk__malloc((size_t)rows * 2 * sizeof(int32_t));
-    if (!m->pre_share || !m->pre_io) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!m->pre_share) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     for (b = 0; b < m->pre->n_buffers; b++) {
         const amk_buffer *x = &m->pre->buffers[b];
-        const amk_weight_entry *e = NULL;
-        int k, b2;
+        const amk_weight_entry *e = amk__llm_plan_entry(m->pre_weights, m->pre_n_weights, b);
+        const int b2 = amk_program_find_buffer(m->prog, x->name);
         m->pre_share[b] = -1;
         if (x->kind != AMK_KIND_WEIGHT && x->kind != AMK_KIND_KV_CACHE) continue;
-        for (k = 0; k < m->pre_n_weights; k++)
-            if (m->pre_weights[k].buffer == b) e = &m->pre_weights[k];
-        b2 = amk_program_find_buffer(m->prog, x->name);
-        if (b2 >= 0 && amk__llm_same_buffer(m, b, e, b2)) m->pre_share[b] = b2;
+        if (b2 >= 0 && amk__llm_same_layout(x, e, &m->prog->buffers[b2], m->entry_of[b2] >= 0 ? &m->weights[m->entry_of[b2]] : NULL))
+            m->pre_share[b] = b2;
         else if (x->kind == AMK_KIND_KV_CACHE) /* why never met: both programs come from one builder */
             return amk__fail(d, AMK_ERR_MISMATCH, "the prefill program's '%s' is not the step's", x->name);
         else if (!e)
             return amk__fail(d, AMK_ERR_MISMATCH, "the prefill program's weight plan has no entry for '%s'", x->name);
     }
-    m->pre_token = amk_program_find_buffer(m->pre, "token");
-    m->pre_pos = amk_program_find_buffer(m->pre, "pos");
-    m->pre_last = amk_program_find_buffer(m->pre, "last");
-    m->pre_logits = amk_program_find_buffer(m->pre, "logits");
-    m->pre_next = amk_program_find_buffer(m->pre, "next_token");
-    if (m->pre_token < 0 || m->pre_pos < 0 || m->pre_last < 0 || m->pre_logits < 0 || m->pre_next < 0)
+    if (amk__llm_chunk_io(m->pre, rows, &m->pre_io, &m->pre_token, &m->pre_pos, &m->pre_last, &m->pre_logits,
+                          &m->pre_next) < 0)
         return amk__fail(d, AMK_ERR_MISMATCH, "the prefill program lacks an input or output");
-    return AMK_OK;
+    if (!m->pre_io) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    return amk__llm_build_short(m, &bo, d);
 }
 
 /* Builds and lowers the step of m->cfg and opens its backend. */
@@ -1406,6 +1539,12 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
     return AMK_OK;
 }
 
+/* 1 when a chunk of R rows (0: no program) takes the next left tokens at position p0: all its rows,
+   or its tokens fill pct % of it and its padded rows fit the cache. */
+AMK__FN int amk__llm_chunk_takes(int R, int left, int p0, int max_seq, int pct) {
+    return R > 0 && (left >= R || ((int64_t)left * 100 >= (int64_t)R * pct && p0 + R <= max_seq));
+}
+
 AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos, const float **logits,
                                    int *argmax, amk_diag *d) {
     int k = 0, i, R, top = -1;
@@ -1420,19 +1559,22 @@ AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos
             return amk__fail(d, AMK_ERR_RUNTIME, "prompt token %d: id %d is outside the vocabulary (%d)", i, tokens[i],
                              m->cfg.vocab);
     if (pos > m->next_pos) return amk__llm_skips(m, "amk_llm_prefill", pos, d);
-    R = m->pre ? m->pre_rows : 0;
     while (k < n && r == AMK_OK) {
         const int left = n - k, p0 = pos + k;
-        /* a chunk: whole, or the last one padded (where its rows fit the cache and it has tokens
-           enough to beat a step a token) */
-        if (R > 0 && (left >= R || ((int64_t)left * 100 >= (int64_t)R * AMK_LLM_PREFILL_PAD_PCT && p0 + R <= m->max_seq))) {
+        /* a chunk of the prefill program, else of the short one: whole, or the last one padded
+           (where its rows fit the cache and it has tokens enough to beat a step a token) */
+        const int pct = m->pre2 ? AMK_LLM_PREFILL_LONG_PCT : AMK_LLM_PREFILL_PAD_PCT;
+        const int sh = !amk__llm_chunk_takes(m->pre ? m->pre_rows : 0, left, p0, m->max_seq, pct) &&
+                       amk__llm_chunk_takes(m->pre2 ? m->pre2_rows : 0, left, p0, m->max_seq, AMK_LLM_PREFILL_PAD_PCT);
+        R = sh ? m->pre2_rows : m->pre ? m->pre_rows : 0;
+        if (sh || amk__llm_chunk_takes(R, left, p0, m->max_seq, pct)) {
             const int rows = left < R ? left : R;
-            int32_t *tp = m->pre_io;
+            int32_t *tp = sh ? m->pre2_io : m->pre_io;
             for (i = 0; i < R; i++) { /* why the padding repeats the last token: any id in the vocabulary does */
                 tp[i] = tokens[k + (i < rows ? i : rows - 1)];
                 tp[R + i] = p0 + i;
             }
-            r = m->backend->prefill(m, tp, tp + R, rows - 1, k + rows == n && logits != NULL, &top, d);
+            r = m->backend->prefill(m, sh, tp, tp + R, rows - 1, k + rows == n && logits != NULL, &top, d);
             k += rows;
         } else {
             r = amk_llm_step(m, tokens[k], p0, k + 1 == n ? logits : NULL, &top, d);

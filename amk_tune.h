@@ -126,15 +126,26 @@
    |                           |         | after them; 0: an ARGMAX_PARTIAL |                                    |              |
    |                           |         | phase between                    |                                    |              |
    | amk_llm (amk_llm.h)                                                                                                        |
-   | AMK_LLM_PREFILL_ROWS      | 128     | amk_llm's prefill chunk rows     | 8B at 512 tokens: chunks of 128,   | 363          |
-   |                           |         | (prefill_rows 0)                 | 256 and 512 within 2% (845, 854,   |              |
-   |                           |         |                                  | 865 ms); the smallest cache fits   |              |
+   | AMK_LLM_PREFILL_ROWS      | 512     | amk_llm's prefill chunk rows     | 8B at 512 tokens 10,626 tok/s in   | 376          |
+   |                           |         | (prefill_rows 0)                 | chunks of 512, 6,120 in 128; at    |              |
+   |                           |         |                                  | 2048 9,452 and 5,652 (1B alike)    |              |
+   | AMK_LLM_PREFILL_SHORT_DIV | 4       | the short prefill program's rows | a 128-token 8B prompt: 20.6 ms in  | 376          |
+   |                           |         | (short prompts, a prompt's end): | a chunk of 128, a 512-row chunk    |              |
+   |                           |         | the prefill program's / this     | ~48                                |              |
+   | AMK_LLM_PREFILL_SHORT_MIN | 8       | no short program below this      | a chunk of fewer rows gains little | -            |
+   |                           |         |                                  | over steps                         |              |
    | AMK_LLM_PREFILL_ROWS_CPU  | 32      | the reference VM's chunk rows    | SmolLM2 F32 on 2 cores: chunks of  | NOTES        |
    |                           |         | (prefill_rows 0)                 | 8-64 rows 32-51 tok/s, a token at  | "chunks"     |
    |                           |         |                                  | a time 10-14; progress a chunk     |              |
-   | AMK_LLM_PREFILL_PAD_PCT   | 50      | the least share (%) of a chunk's | a chunk of 128 rows takes the time | 365, 366     |
-   |                           |         | rows a padded last chunk fills   | of 20 steps on 8B BF16, 38 on      |              |
-   |                           |         | (less: a step a token)           | SmolLM2, 61 on SmolLM2 Q4_1        |              |
+   | AMK_LLM_PREFILL_LONG_PCT  | 50      | with a short program: the least  | a chunk of 512 rows takes the time | 380          |
+   |                           |         | share (%) a padded chunk of the  | of 2.1-2.3 of 128 (8B, 1B): under  |              |
+   |                           |         | prefill program fills (less:     | half, two short chunks are faster  |              |
+   |                           |         | short chunks)                    |                                    |              |
+   | AMK_LLM_PREFILL_PAD_PCT   | 25      | the least share (%) of a chunk's | a chunk of 128 rows takes the time | 365, 366,    |
+   |                           |         | rows a padded last chunk fills   | of 4.7 steps on 8B BF16, 6.5 on 1B | 376          |
+   |                           |         | (less: the short program, else a | (run 376); 61 on SmolLM2 Q4_1 (run |              |
+   |                           |         | step a token)                    | 366, its chunk's GEMMs not on the  |              |
+   |                           |         |                                  | tensor-copy path)                  |              |
 
    Not here: AMK_VM_CHAIN (amk_vm.cuh) selects which kernel an image holds (amk_vm_main or
    amk_vm_chain; gpu.mk builds both, the host finds them by name): it names an image, it tunes
@@ -263,13 +274,22 @@
 #define AMK_LLAMA_ATTN_O_MIN_ROWS 8 /* without the sets: the fewest rows of W_oT a task (run 204) */
 #endif
 #ifndef AMK_LLM_PREFILL_ROWS
-#define AMK_LLM_PREFILL_ROWS 128 /* amk_llm's prefill chunk (prefill_rows 0) */
+#define AMK_LLM_PREFILL_ROWS 512 /* amk_llm's prefill chunk (prefill_rows 0) */
 #endif
 #ifndef AMK_LLM_PREFILL_ROWS_CPU
 #define AMK_LLM_PREFILL_ROWS_CPU 32 /* the reference VM's: as fast a token as 64, and progress twice as often */
 #endif
+#ifndef AMK_LLM_PREFILL_SHORT_DIV
+#define AMK_LLM_PREFILL_SHORT_DIV 4 /* the short prefill program's rows: the prefill program's / this */
+#endif
+#ifndef AMK_LLM_PREFILL_SHORT_MIN
+#define AMK_LLM_PREFILL_SHORT_MIN 8 /* no short program of fewer rows */
+#endif
+#ifndef AMK_LLM_PREFILL_LONG_PCT
+#define AMK_LLM_PREFILL_LONG_PCT 50 /* with a short program, a padded long chunk fills this share at least */
+#endif
 #ifndef AMK_LLM_PREFILL_PAD_PCT
-#define AMK_LLM_PREFILL_PAD_PCT 50 /* a padded last chunk fills this share of its rows at least; less goes a step a token */
+#define AMK_LLM_PREFILL_PAD_PCT 25 /* a padded last chunk fills this share of its rows at least; less goes a step a token */
 #endif
 #ifndef AMK_LLAMA_HEAD_ARGMAX
 #define AMK_LLAMA_HEAD_ARGMAX 1 /* the LM-head tiles write their argmax pairs (runs 235-236, 244) */

@@ -1158,8 +1158,10 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
             snprintf(dev, sizeof dev, ", device memory %.1f MB", (double)info.arena_bytes / 1e6);
         }
         cli_weight_summary(amk_llm_program(m), sum, sizeof sum);
-        if (amk_llm_prefill_rows(m) > 0) /* the prefill program's device memory of its own */
+        if (amk_llm_prefill_rows(m) > 0) /* the prefill programs' chunk rows */
             snprintf(dev + strlen(dev), sizeof dev - strlen(dev), ", prompt chunks of %d", amk_llm_prefill_rows(m));
+        if (amk_llm_prefill_rows_short(m) > 0)
+            snprintf(dev + strlen(dev), sizeof dev - strlen(dev), " and %d", amk_llm_prefill_rows_short(m));
         fprintf(stderr, "%s: %s, %s, %d layers, %s, backend %s (%s)%s, context %d\n", a.model ? a.model : a.random,
                 amk_llm_config(m)->name[0] ? amk_llm_config(m)->name : "(unnamed)", amk_llm_config(m)->arch,
                 amk_llm_config(m)->n_layers, sum, amk_llm_backend_name(m), amk_llm_backend_reason(m), dev,
@@ -1695,8 +1697,9 @@ static const cli_cmd cli_cmds[] = {
      "to the next step (default 16; 1: a launch a token).\n"
      "--prefill-rows M: the prompt runs in chunks of M tokens (a launch a chunk on the GPU, a run on\n"
      "the reference VM) through a prefill program that shares the decode step's weights and KV\n"
-     "caches (default 128 on the GPU, 32 on the reference VM, at most the context; a last chunk\n"
-     "that fills less than half its rows goes a step a token); off: a token at a time through the\n"
+     "caches (default 512 on the GPU, 32 on the reference VM, at most the context), beside a short\n"
+     "program of M/4 rows (when that is 8 or more) for short prompts and a prompt's end (a last\n"
+     "chunk that fills less than a quarter of its rows goes a step a token); off: a token at a time through the\n"
      "decode step. Qwen2, Qwen3, --spec-ops and random weights on the reference VM run the prompt a\n"
      "token at a time.\n"
      "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",

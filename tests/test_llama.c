@@ -1461,9 +1461,10 @@ static void family_logits_on(const char *dir, const char *file, int max_seq, amk
    prompt length n in {1, 3, T/2 + 1, T} (a fresh cache each, amk_llm_reset) the logits of its last
    token within tol of HF's row n - 1, and for the whole prompt the greedy tokens after it (its
    cache rows feeding the steps) equal to HF's (F32; 16-bit up to a near tie, as
-   family_logits_on). want_rows: the chunk rows amk_llm_prefill_rows must report. */
+   family_logits_on). want_rows, want_short: the chunk rows amk_llm_prefill_rows and
+   amk_llm_prefill_rows_short must report. */
 static void family_prefill_on(const char *dir, const char *file, int max_seq, amk_backend backend, int dt, int rows,
-                              int want_rows, double tol) {
+                              int want_rows, int want_short, double tol) {
     static float ref[64 * 256];
     char model[256], tag[16];
     FILE *f;
@@ -1489,6 +1490,8 @@ static void family_prefill_on(const char *dir, const char *file, int max_seq, am
     }
     CHECK_MSG(amk_llm_prefill_rows(m) == want_rows, "%s: prefill rows %d, want %d (%s)", model, amk_llm_prefill_rows(m),
               want_rows, amk_llm_note(m));
+    CHECK_MSG(amk_llm_prefill_rows_short(m) == want_short, "%s: short prefill rows %d, want %d (%s)", model,
+              amk_llm_prefill_rows_short(m), want_short, amk_llm_note(m));
     for (k = 0; k < 4; k++) {
         const int n = k == 0 ? 1 : k == 1 ? 3 : k == 2 ? T / 2 + 1 : T;
         double big = 0.0, diff = 0.0;
@@ -1528,11 +1531,18 @@ static void test_llm_prefill(void) {
     amk_llm_opts o;
     amk_diag d;
     int ids[4] = {1, 2, 3, 4}, bad[2] = {1, 256}, top = -1;
-    family_prefill_on("tests/data/families/llama", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, 4, 4, FAMILY_REL_TOL);
+    family_prefill_on("tests/data/families/llama", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, 4, 4, 0, FAMILY_REL_TOL);
     family_prefill_on("tests/data/families/llama", "model.gguf", 40, AMK_BACKEND_CPU, AMK_DTYPE_F32, 0,
-                      AMK_LLM_PREFILL_ROWS_CPU < 40 ? AMK_LLM_PREFILL_ROWS_CPU : 40, FAMILY_REL_TOL);
-    family_prefill_on("tests/data/families/mistral", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, 16, 16, FAMILY_REL_TOL);
-    family_prefill_on("tests/data/families/llama", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, -1, 0, FAMILY_REL_TOL);
+                      AMK_LLM_PREFILL_ROWS_CPU < 40 ? AMK_LLM_PREFILL_ROWS_CPU : 40,
+                      (AMK_LLM_PREFILL_ROWS_CPU < 40 ? AMK_LLM_PREFILL_ROWS_CPU : 40) / AMK_LLM_PREFILL_SHORT_DIV >=
+                              AMK_LLM_PREFILL_SHORT_MIN
+                          ? (AMK_LLM_PREFILL_ROWS_CPU < 40 ? AMK_LLM_PREFILL_ROWS_CPU : 40) / AMK_LLM_PREFILL_SHORT_DIV
+                          : 0,
+                      FAMILY_REL_TOL);
+    /* chunks of 32 rows and a short program of 8: the 3-token prompt in a padded short chunk */
+    family_prefill_on("tests/data/families/llama", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, 32, 32, 8, FAMILY_REL_TOL);
+    family_prefill_on("tests/data/families/mistral", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, 16, 16, 0, FAMILY_REL_TOL);
+    family_prefill_on("tests/data/families/llama", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, -1, 0, 0, FAMILY_REL_TOL);
     {
         amk_llama_config c = tiny_config();
         amk_llm_opts_default(&o);
@@ -1688,12 +1698,13 @@ static void test_prefill_cuda(void) {
                                        "tests/data/families/llama_yarn"};
     int i;
     for (i = 0; i < 3; i++) {
-        family_prefill_on(dirs[i], NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 4, 4, FAMILY_REL_TOL);
-        family_prefill_on(dirs[i], NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 16, 16, FAMILY_REL_TOL);
-        family_prefill_on(dirs[i], "model.gguf", 40, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 0, 40, FAMILY_REL_TOL);
-        family_prefill_on(dirs[i], NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_BF16, 16, 16, FAMILY_BF16_TOL);
+        family_prefill_on(dirs[i], NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 4, 4, 0, FAMILY_REL_TOL);
+        family_prefill_on(dirs[i], NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 16, 16, 0, FAMILY_REL_TOL);
+        family_prefill_on(dirs[i], "model.gguf", 40, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 0, 40, 10, FAMILY_REL_TOL);
+        family_prefill_on(dirs[i], NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_BF16, 16, 16, 0, FAMILY_BF16_TOL);
+        family_prefill_on(dirs[i], NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_BF16, 64, 64, 16, FAMILY_BF16_TOL);
     }
-    family_prefill_on("tests/data/families/qwen2", NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 16, 0, FAMILY_REL_TOL);
+    family_prefill_on("tests/data/families/qwen2", NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 16, 0, 0, FAMILY_REL_TOL);
 }
 static void test_family_cuda(void) {
     family_cuda("tests/data/families/llama", 64);
