@@ -808,6 +808,9 @@ static int cli_llm_opts(const cli_cmd *cmd, const cli_llm_args *a, amk_llm_opts 
         if (t != AMK_DTYPE_F32 && t != AMK_DTYPE_BF16 && t != AMK_DTYPE_F16)
             return cli_usage_error(cmd, "bad --dtype '%s' (F32, BF16 or F16)", a->dtype);
         o->build.weight_dtype = t;
+        /* why the activations too: as torch_dtype does; the prompt's tensor-core GEMM and attention
+           take 16-bit x, K and V only (F32 activations ran SmolLM2's BF16 prompt ~10x slower) */
+        o->build.act_dtype = t;
         o->weights_as_stored = 0; /* every matrix converted to t */
     }
     if (!a->model == !a->random) return cli_usage_error(cmd, "%s", "give exactly one of -m MODEL and --random-weights SHAPE");
@@ -1395,7 +1398,7 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
         snprintf(lbuf, sizeof lbuf, "%s", lens_s);
         for (ls = strtok_r(lbuf, ",", &lsave); ls; ls = strtok_r(NULL, ",", &lsave)) {
             const int n = atoi(ls);
-            double t[64], med;
+            double t[64], med, warm = 0.0;
             int it, k, runs = iters < 64 ? iters : 64;
             char one[32] = "";
             for (it = -1; it < runs; it++) {
@@ -1404,6 +1407,7 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
                 t0 = cli_now();
                 if (amk_llm_prefill(m, tok, n, 0, NULL, NULL, &d) != AMK_OK) break;
                 if (it >= 0) t[it] = cli_now() - t0;
+                else warm = cli_now() - t0;
             }
             if (it < runs) {
                 fprintf(stderr, "amk bench: %s prefill %d: %s\n", label, n, d.message);
@@ -1419,6 +1423,8 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
             }
             printf("| %s | %d | %d | %.2f | %.0f | %.1f | %s |\n", label, n, amk_llm_prefill_rows(m), med * 1e3, n / med,
                    cli_prompt_flops(&cfg, n) / med / 1e12, one);
+            fprintf(stderr, "amk bench: %s prefill %d: the warm-up run (not in the median) took %.2f ms\n", label, n,
+                    warm * 1e3);
             fflush(stdout);
             first = 0;
         }
@@ -1644,9 +1650,10 @@ static const cli_cmd cli_cmds[] = {
      "tiles along the KV length (1..8; default 0: one per 512 rows, at most 8).\n"
      "Weights: a MODEL's matrices stored in a GGUF block format (Q8_0, Q4_1, Q4_K, ...) stay in it,\n"
      "read as stored, where the step reads them row-major (a block down_proj or o_proj makes the\n"
-     "default MLP or attention two steps); the other matrices are F32. --dtype F32|BF16|F16\n"
-     "converts every matrix to that dtype. The summary on stderr gives the weight bytes a token\n"
-     "reads and the weight buffers a dtype.\n"
+     "default MLP or attention two steps); the other matrices are F32, and the activations and KV\n"
+     "cache F32. --dtype F32|BF16|F16 converts every matrix to that dtype and runs the activations\n"
+     "and KV cache in it too (the prompt's tensor-core paths take 16-bit ones). The summary on\n"
+     "stderr gives the weight bytes a token reads and the weight buffers a dtype.\n"
      "The step uses AMK's opcodes (20..35); --spec-ops builds it from the spec's opcodes\n"
      "0..18 only (a program any implementation of the spec runs; more dependent steps).\n"
      "--mlp-steps 1 builds each layer's MLP as one step (RMSNORM_MLP tiles adding into an F32\n"
