@@ -392,6 +392,13 @@ typedef struct amk__llm_backend {
     int prefill_rows; /* the chunk rows of amk_llm_opts.prefill_rows 0 on this backend */
 } amk__llm_backend;
 
+/* A prefill program's chunk: its rows, the buffer ids of its inputs (token, pos, last) and outputs
+   (logits, next_token), and io, [2 * rows] a chunk's tokens and positions on the host. */
+typedef struct amk__llm_chunk {
+    int32_t *io;
+    int rows, token, pos, last, logits, next;
+} amk__llm_chunk;
+
 struct amk_llm {
     amk_llama_config cfg;
     amk_llm_opts opts;
@@ -408,14 +415,12 @@ struct amk_llm {
     amk_weight_entry *pre_weights;
     int pre_n_weights;
     int *pre_share;
-    int32_t *pre_io;          /* [2 * pre_rows] a chunk's tokens and positions */
-    int pre_rows, pre_token, pre_pos, pre_last, pre_logits, pre_next;
-    /* The short prefill program (NULL: none) of pre2_rows rows: pre2_share[b] m->pre's buffer
-       that its buffer b is (every weight and KV cache), or -1 for one of its own (activations). */
+    amk__llm_chunk pc;        /* its chunk's rows, inputs and outputs */
+    /* The short prefill program (NULL: none): pre2_share[b] m->pre's buffer that its buffer b is
+       (every weight and KV cache), or -1 for one of its own (activations). */
     amk_program *pre2;
     int *pre2_share;
-    int32_t *pre2_io;         /* [2 * pre2_rows] */
-    int pre2_rows, pre2_token, pre2_pos, pre2_last, pre2_logits, pre2_next;
+    amk__llm_chunk pc2;
     char note[320];           /* amk_llm_note */
     char backend_reason[560]; /* amk_llm_backend_reason (room for a diag's message) */
     amk_model *model;         /* NULL for random weights */
@@ -439,11 +444,10 @@ AMK__FN const amk_buffer *amk__llm_buffer(const amk_llm *m, int id) {
 AMK__FN void amk__llm_drop_short(amk_llm *m) {
     amk_program_free(m->pre2);
     amk__free(m->pre2_share);
-    amk__free(m->pre2_io);
+    amk__free(m->pc2.io);
     m->pre2 = NULL;
     m->pre2_share = NULL;
-    m->pre2_io = NULL;
-    m->pre2_rows = 0;
+    memset(&m->pc2, 0, sizeof m->pc2);
 }
 
 /* Frees the prefill programs: the prompt then runs a token at a time. */
@@ -452,19 +456,19 @@ AMK__FN void amk__llm_drop_prefill(amk_llm *m) {
     amk_program_free(m->pre);
     amk__free(m->pre_weights);
     amk__free(m->pre_share);
-    amk__free(m->pre_io);
-    m->pre_io = NULL;
+    amk__free(m->pc.io);
     m->pre = NULL;
     m->pre_weights = NULL;
     m->pre_share = NULL;
-    m->pre_n_weights = m->pre_rows = 0;
+    m->pre_n_weights = 0;
+    memset(&m->pc, 0, sizeof m->pc);
 }
 
 /* A backend could not load the prefill program (why): the note says so, and the prompt runs a token
    at a time. */
 AMK__FN void amk__llm_prefill_failed(amk_llm *m, const char *why) {
     snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sthe prompt runs a token at a time (the "
-             "prefill program of %d rows does not load: %s)", m->note[0] ? "; " : "", m->pre_rows, why);
+             "prefill program of %d rows does not load: %s)", m->note[0] ? "; " : "", m->pc.rows, why);
     amk__llm_drop_prefill(m);
 }
 
@@ -472,7 +476,7 @@ AMK__FN void amk__llm_prefill_failed(amk_llm *m, const char *why) {
    chunks of m->pre's rows and steps. */
 AMK__FN void amk__llm_short_failed(amk_llm *m, const char *why) {
     snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sno short prefill program (%d rows: %s)",
-             m->note[0] ? "; " : "", m->pre2_rows, why);
+             m->note[0] ? "; " : "", m->pc2.rows, why);
     amk__llm_drop_short(m);
 }
 
@@ -538,6 +542,29 @@ AMK__FN amk_result amk__llm_refvm_fits(const amk_llm *m, amk_diag *d) {
                      (double)total / 1e9, (double)kv / 1e9, m->max_seq, (double)host / 1e9);
 }
 
+/* *out: a VM of p (validated when it was lowered) whose buffers b with share[b] >= 0 are buffer
+   share[b] of from (named with in a failure): its storage, a KV cache read and written, the rest
+   read-only. On failure *out is NULL. */
+AMK__FN amk_result amk__llm_refvm_open_shared(const amk_program *p, const int *share, amk_refvm *from, const char *with,
+                                              amk_refvm **out, amk_diag *d) {
+    amk_result r = amk__refvm_create_validated(p, out, d);
+    int b;
+    for (b = 0; b < p->n_buffers && r == AMK_OK; b++) {
+        size_t nb = 0;
+        void *data;
+        if (share[b] < 0) continue;
+        data = amk_refvm_buffer(from, share[b], &nb);
+        r = p->buffers[b].kind == AMK_KIND_KV_CACHE ? amk_refvm_bind_storage(*out, b, data, nb)
+                                                    : amk_refvm_bind(*out, b, data, nb);
+        if (r != AMK_OK) amk__fail(d, r, "cannot share '%s' with %s", p->buffers[b].name, with);
+    }
+    if (r != AMK_OK) {
+        amk_refvm_free(*out);
+        *out = NULL;
+    }
+    return r;
+}
+
 /* The prefill program's VM beside the step's, its shared buffers bound to the step's storage
    (weights read-only, the KV caches read and written). why a failure drops the prefill program
    instead of failing the open: the step alone runs every prompt, a token at a time; the note says
@@ -547,7 +574,6 @@ AMK__FN void amk__llm_refvm_open_prefill(amk_llm *m) {
     amk__llm_refvm *s = (amk__llm_refvm *)m->state;
     amk_diag dp;
     amk_result r;
-    int b;
     /* why not with random weights: the host draws them in each program's layouts, so a prefill
        weight of a layout the step lacks would be another draw, and the two programs other models */
     if (!m->model) {
@@ -556,37 +582,14 @@ AMK__FN void amk__llm_refvm_open_prefill(amk_llm *m) {
     }
     amk_diag_clear(&dp);
     r = amk__llm_refvm_fits(m, &dp); /* the step's buffers and now the prefill program's own */
-    if (r == AMK_OK) r = amk__refvm_create_validated(m->pre, &s->pre, &dp);
-    for (b = 0; b < m->pre->n_buffers && r == AMK_OK; b++) {
-        size_t nb = 0;
-        void *data;
-        if (m->pre_share[b] < 0) continue;
-        data = amk_refvm_buffer(s->vm, m->pre_share[b], &nb);
-        r = m->pre->buffers[b].kind == AMK_KIND_KV_CACHE ? amk_refvm_bind_storage(s->pre, b, data, nb)
-                                                         : amk_refvm_bind(s->pre, b, data, nb);
-        if (r != AMK_OK) amk__fail(&dp, r, "cannot share '%s' with the step", m->pre->buffers[b].name);
-    }
+    if (r == AMK_OK) r = amk__llm_refvm_open_shared(m->pre, m->pre_share, s->vm, "the step", &s->pre, &dp);
     if (r != AMK_OK) {
-        amk_refvm_free(s->pre);
-        s->pre = NULL;
         amk__llm_prefill_failed(m, dp.message);
         return;
     }
     if (!m->pre2) return;
-    r = amk__refvm_create_validated(m->pre2, &s->pre2, &dp);
-    for (b = 0; b < m->pre2->n_buffers && r == AMK_OK; b++) { /* its shared buffers: m->pre's storage */
-        size_t nb = 0;
-        void *data;
-        if (m->pre2_share[b] < 0) continue;
-        data = amk_refvm_buffer(s->pre, m->pre2_share[b], &nb);
-        r = m->pre2->buffers[b].kind == AMK_KIND_KV_CACHE ? amk_refvm_bind_storage(s->pre2, b, data, nb)
-                                                          : amk_refvm_bind(s->pre2, b, data, nb);
-        if (r != AMK_OK) amk__fail(&dp, r, "cannot share '%s' with the prefill program", m->pre2->buffers[b].name);
-    }
-    if (r == AMK_OK) return;
-    amk_refvm_free(s->pre2);
-    s->pre2 = NULL;
-    amk__llm_short_failed(m, dp.message);
+    r = amk__llm_refvm_open_shared(m->pre2, m->pre2_share, s->pre, "the prefill program", &s->pre2, &dp);
+    if (r != AMK_OK) amk__llm_short_failed(m, dp.message);
 }
 
 AMK__FN amk_result amk__llm_refvm_open(amk_llm *m, amk_diag *d) {
@@ -673,19 +676,17 @@ AMK__FN amk_result amk__llm_refvm_prefill(amk_llm *m, int short_one, const int32
                                           int32_t last, int want_logits, int *argmax, amk_diag *d) {
     amk__llm_refvm *s = (amk__llm_refvm *)m->state;
     amk_refvm *vm = short_one ? s->pre2 : s->pre;
-    const size_t rows = (size_t)(short_one ? m->pre2_rows : m->pre_rows);
+    const amk__llm_chunk *ck = short_one ? &m->pc2 : &m->pc;
     size_t nb;
     amk_result r;
     (void)want_logits; /* the copy of host memory costs little: always made */
-    memcpy(amk_refvm_buffer(vm, short_one ? m->pre2_token : m->pre_token, &nb), tokens, rows * 4);
-    memcpy(amk_refvm_buffer(vm, short_one ? m->pre2_pos : m->pre_pos, &nb), pos, rows * 4);
-    memcpy(amk_refvm_buffer(vm, short_one ? m->pre2_last : m->pre_last, &nb), &last, 4);
+    memcpy(amk_refvm_buffer(vm, ck->token, &nb), tokens, (size_t)ck->rows * 4);
+    memcpy(amk_refvm_buffer(vm, ck->pos, &nb), pos, (size_t)ck->rows * 4);
+    memcpy(amk_refvm_buffer(vm, ck->last, &nb), &last, 4);
     r = amk_refvm_run(vm, NULL, d);
     if (r != AMK_OK) return r;
-    memcpy(m->logits, amk_refvm_buffer(vm, short_one ? m->pre2_logits : m->pre_logits, &nb),
-           (size_t)m->cfg.vocab * sizeof(float));
-    if (argmax)
-        *argmax = (int)amk__load_i64(amk_refvm_buffer(vm, short_one ? m->pre2_next : m->pre_next, &nb), AMK_DTYPE_I32, 0);
+    memcpy(m->logits, amk_refvm_buffer(vm, ck->logits, &nb), (size_t)m->cfg.vocab * sizeof(float));
+    if (argmax) *argmax = (int)amk__load_i64(amk_refvm_buffer(vm, ck->next, &nb), AMK_DTYPE_I32, 0);
     return AMK_OK;
 }
 
@@ -850,17 +851,16 @@ AMK__FN amk_result amk__llm_cuda_generate(amk_llm *m, int token, int pos, int n,
 AMK__FN amk_result amk__llm_cuda_prefill(amk_llm *m, int short_one, const int32_t *tokens, const int32_t *pos,
                                          int32_t last, int want_logits, int *argmax, amk_diag *d) {
     amk__llm_cuda *s = (amk__llm_cuda *)m->state;
-    const size_t rows = (size_t)(short_one ? m->pre2_rows : m->pre_rows);
+    const amk__llm_chunk *ck = short_one ? &m->pc2 : &m->pc;
     int32_t next = -1;
     amk_cuda_in in[3];
     amk_cuda_out out[2];
     amk_result r;
-    in[0].buffer_id = short_one ? m->pre2_token : m->pre_token; in[0].host = tokens; in[0].nbytes = rows * 4;
-    in[1].buffer_id = short_one ? m->pre2_pos : m->pre_pos; in[1].host = pos; in[1].nbytes = rows * 4;
-    in[2].buffer_id = short_one ? m->pre2_last : m->pre_last; in[2].host = &last; in[2].nbytes = 4;
-    out[0].buffer_id = short_one ? m->pre2_next : m->pre_next; out[0].host = &next; out[0].nbytes = 4;
-    out[1].buffer_id = short_one ? m->pre2_logits : m->pre_logits; out[1].host = m->logits;
-    out[1].nbytes = (size_t)m->cfg.vocab * 4;
+    in[0].buffer_id = ck->token; in[0].host = tokens; in[0].nbytes = (size_t)ck->rows * 4;
+    in[1].buffer_id = ck->pos; in[1].host = pos; in[1].nbytes = (size_t)ck->rows * 4;
+    in[2].buffer_id = ck->last; in[2].host = &last; in[2].nbytes = 4;
+    out[0].buffer_id = ck->next; out[0].host = &next; out[0].nbytes = 4;
+    out[1].buffer_id = ck->logits; out[1].host = m->logits; out[1].nbytes = (size_t)m->cfg.vocab * 4;
     r = amk_cuda_run_io(short_one ? s->pre2 : s->pre, in, 3, out, want_logits ? 2 : 1, m->opts.timeout_ms, d);
     if (r == AMK_OK && argmax) *argmax = next;
     return r;
@@ -939,8 +939,8 @@ AMK_API amk_cuda *amk_llm_cuda(amk_llm *m) { return m ? m->backend->cuda(m) : NU
 AMK_API const char *amk_llm_backend_name(const amk_llm *m) { return m ? m->backend->name : "cpu"; }
 AMK_API const char *amk_llm_note(const amk_llm *m) { return m ? m->note : ""; }
 AMK_API const char *amk_llm_backend_reason(const amk_llm *m) { return m ? m->backend_reason : ""; }
-AMK_API int amk_llm_prefill_rows(const amk_llm *m) { return m && m->pre ? m->pre_rows : 0; }
-AMK_API int amk_llm_prefill_rows_short(const amk_llm *m) { return m && m->pre2 ? m->pre2_rows : 0; }
+AMK_API int amk_llm_prefill_rows(const amk_llm *m) { return m && m->pre ? m->pc.rows : 0; }
+AMK_API int amk_llm_prefill_rows_short(const amk_llm *m) { return m && m->pre2 ? m->pc2.rows : 0; }
 AMK_API const amk_program *amk_llm_prefill_program(const amk_llm *m) { return m ? m->pre : NULL; }
 AMK_API amk_cuda *amk_llm_prefill_cuda(amk_llm *m) {
     return m && m->pre && m->backend->cuda_prefill ? m->backend->cuda_prefill(m) : NULL;
@@ -979,16 +979,17 @@ AMK__FN const amk_weight_entry *amk__llm_plan_entry(const amk_weight_entry *w, i
     return NULL;
 }
 
-/* The rows, inputs and outputs a prefill program's chunk uses: 0, or -1 when it lacks one. */
-AMK__FN int amk__llm_chunk_io(const amk_program *p, int rows, int32_t **io, int *token, int *pos, int *last,
-                              int *logits, int *next) {
-    *io = (int32_t *)amk__malloc((size_t)rows * 2 * sizeof(int32_t));
-    *token = amk_program_find_buffer(p, "token");
-    *pos = amk_program_find_buffer(p, "pos");
-    *last = amk_program_find_buffer(p, "last");
-    *logits = amk_program_find_buffer(p, "logits");
-    *next = amk_program_find_buffer(p, "next_token");
-    return *token < 0 || *pos < 0 || *last < 0 || *logits < 0 || *next < 0 ? -1 : 0;
+/* ck: the rows, inputs and outputs of a chunk of prefill program p (ck->io NULL when out of
+   memory); 0, or -1 when p lacks one. */
+AMK__FN int amk__llm_chunk_io(const amk_program *p, int rows, amk__llm_chunk *ck) {
+    ck->rows = rows;
+    ck->io = (int32_t *)amk__malloc((size_t)rows * 2 * sizeof(int32_t));
+    ck->token = amk_program_find_buffer(p, "token");
+    ck->pos = amk_program_find_buffer(p, "pos");
+    ck->last = amk_program_find_buffer(p, "last");
+    ck->logits = amk_program_find_buffer(p, "logits");
+    ck->next = amk_program_find_buffer(p, "next_token");
+    return ck->token < 0 || ck->pos < 0 || ck->last < 0 || ck->logits < 0 || ck->next < 0 ? -1 : 0;
 }
 
 /* The short prefill program beside m->pre (amk_llm_opts.prefill_rows): rows of m->pre's rows /
@@ -998,7 +999,7 @@ AMK__FN amk_result amk__llm_build_short(amk_llm *m, const amk_llama_build_opts *
     amk_llama_build_opts bo = *base;
     amk_llama_step st;
     amk_diag dp;
-    const int rows = m->pre_rows / AMK_LLM_PREFILL_SHORT_DIV;
+    const int rows = m->pc.rows / AMK_LLM_PREFILL_SHORT_DIV;
     int b;
     if (rows < AMK_LLM_PREFILL_SHORT_MIN) return AMK_OK;
     bo.prefill_rows = rows;
@@ -1009,7 +1010,7 @@ AMK__FN amk_result amk__llm_build_short(amk_llm *m, const amk_llama_build_opts *
         return AMK_OK;
     }
     m->pre2 = st.program;
-    m->pre2_rows = rows;
+    m->pc2.rows = rows;
     m->pre2_share = (int *)amk__malloc((size_t)(m->pre2->n_buffers > 0 ? m->pre2->n_buffers : 1) * sizeof(int));
     if (!m->pre2_share) {
         amk__free(st.weights);
@@ -1032,10 +1033,9 @@ AMK__FN amk_result amk__llm_build_short(amk_llm *m, const amk_llama_build_opts *
         amk__llm_drop_short(m);
         return AMK_OK;
     }
-    if (amk__llm_chunk_io(m->pre2, rows, &m->pre2_io, &m->pre2_token, &m->pre2_pos, &m->pre2_last, &m->pre2_logits,
-                          &m->pre2_next) < 0)
+    if (amk__llm_chunk_io(m->pre2, rows, &m->pc2) < 0)
         return amk__fail(d, AMK_ERR_MISMATCH, "the short prefill program lacks an input or output");
-    return m->pre2_io ? AMK_OK : amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    return m->pc2.io ? AMK_OK : amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
 }
 
 /* The prefill program of m's model beside its step (m->pre): a chunk of opts.prefill_rows tokens
@@ -1066,7 +1066,7 @@ AMK__FN amk_result amk__llm_build_prefill(amk_llm *m, amk_diag *d) {
     m->pre = st.program;
     m->pre_weights = st.weights;
     m->pre_n_weights = st.n_weights;
-    m->pre_rows = rows;
+    m->pc.rows = rows;
     m->pre_share = (int *)amk__malloc((size_t)(m->pre->n_buffers > 0 ? m->pre->n_buffers : 1) * sizeof(int));
     if (!m->pre_share) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     for (b = 0; b < m->pre->n_buffers; b++) {
@@ -1082,10 +1082,9 @@ AMK__FN amk_result amk__llm_build_prefill(amk_llm *m, amk_diag *d) {
         else if (!e)
             return amk__fail(d, AMK_ERR_MISMATCH, "the prefill program's weight plan has no entry for '%s'", x->name);
     }
-    if (amk__llm_chunk_io(m->pre, rows, &m->pre_io, &m->pre_token, &m->pre_pos, &m->pre_last, &m->pre_logits,
-                          &m->pre_next) < 0)
+    if (amk__llm_chunk_io(m->pre, rows, &m->pc) < 0)
         return amk__fail(d, AMK_ERR_MISMATCH, "the prefill program lacks an input or output");
-    if (!m->pre_io) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!m->pc.io) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     return amk__llm_build_short(m, &bo, d);
 }
 
@@ -1564,12 +1563,12 @@ AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos
         /* a chunk of the prefill program, else of the short one: whole, or the last one padded
            (where its rows fit the cache and it has tokens enough to beat a step a token) */
         const int pct = m->pre2 ? AMK_LLM_PREFILL_LONG_PCT : AMK_LLM_PREFILL_PAD_PCT;
-        const int sh = !amk__llm_chunk_takes(m->pre ? m->pre_rows : 0, left, p0, m->max_seq, pct) &&
-                       amk__llm_chunk_takes(m->pre2 ? m->pre2_rows : 0, left, p0, m->max_seq, AMK_LLM_PREFILL_PAD_PCT);
-        R = sh ? m->pre2_rows : m->pre ? m->pre_rows : 0;
+        const int sh = !amk__llm_chunk_takes(m->pre ? m->pc.rows : 0, left, p0, m->max_seq, pct) &&
+                       amk__llm_chunk_takes(m->pre2 ? m->pc2.rows : 0, left, p0, m->max_seq, AMK_LLM_PREFILL_PAD_PCT);
+        R = sh ? m->pc2.rows : m->pre ? m->pc.rows : 0;
         if (sh || amk__llm_chunk_takes(R, left, p0, m->max_seq, pct)) {
             const int rows = left < R ? left : R;
-            int32_t *tp = sh ? m->pre2_io : m->pre_io;
+            int32_t *tp = sh ? m->pc2.io : m->pc.io;
             for (i = 0; i < R; i++) { /* why the padding repeats the last token: any id in the vocabulary does */
                 tp[i] = tokens[k + (i < rows ? i : rows - 1)];
                 tp[R + i] = p0 + i;
