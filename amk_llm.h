@@ -123,10 +123,11 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
    KV cache gets their rows, *logits (logits may be NULL) and *argmax (may be NULL) those of the
    last token. With a prefill program (amk_llm_opts.prefill_rows) the tokens go in chunks of its
    rows, a run (on the GPU a launch) a chunk; what is left after the whole chunks goes in one
-   chunk padded where the padded rows fit the cache and the tokens fill AMK_LLM_PREFILL_PAD_PCT %
-   of it (AMK_LLM_PREFILL_LONG_PCT % with a short program), else in chunks of the short program's
-   rows (amk_llm_prefill_rows_short), its last one padded the same way, else a step a token;
-   otherwise a step a token. The padded rows write cache rows past the prompt, which
+   chunk padded where the tokens fill AMK_LLM_PREFILL_PAD_PCT % of it (AMK_LLM_PREFILL_LONG_PCT %
+   with a short program), else in chunks of the short program's rows (amk_llm_prefill_rows_short),
+   its last one padded the same way, else a step a token; otherwise a step a token. A padded chunk
+   whose rows would pass the cache's end starts earlier, over tokens of this call it then computes
+   again (their cache rows written again, the same math), where there are enough of them. The padded rows write cache rows past the prompt, which
    no later step reads before writing. Progress: amk_llm_opts.progress ("prompt", tokens done).
    Arguments as amk_llm_step's (n >= 1; pos + n must fit the KV cache); the next position becomes
    pos + n. */
@@ -1539,9 +1540,10 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
 }
 
 /* 1 when a chunk of R rows (0: no program) takes the next left tokens at position p0: all its rows,
-   or its tokens fill pct % of it and its padded rows fit the cache. */
-AMK__FN int amk__llm_chunk_takes(int R, int left, int p0, int max_seq, int pct) {
-    return R > 0 && (left >= R || ((int64_t)left * 100 >= (int64_t)R * pct && p0 + R <= max_seq));
+   or its tokens fill pct % of it and its rows fit the cache, padded or, where the padding would
+   pass the cache's end, started earlier over at most back tokens before p0 (amk_llm_prefill). */
+AMK__FN int amk__llm_chunk_takes(int R, int left, int p0, int max_seq, int pct, int back) {
+    return R > 0 && (left >= R || ((int64_t)left * 100 >= (int64_t)R * pct && p0 + R - max_seq <= back));
 }
 
 AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos, const float **logits,
@@ -1563,17 +1565,20 @@ AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos
         /* a chunk of the prefill program, else of the short one: whole, or the last one padded
            (where its rows fit the cache and it has tokens enough to beat a step a token) */
         const int pct = m->pre2 ? AMK_LLM_PREFILL_LONG_PCT : AMK_LLM_PREFILL_PAD_PCT;
-        const int sh = !amk__llm_chunk_takes(m->pre ? m->pc.rows : 0, left, p0, m->max_seq, pct) &&
-                       amk__llm_chunk_takes(m->pre2 ? m->pc2.rows : 0, left, p0, m->max_seq, AMK_LLM_PREFILL_PAD_PCT);
+        const int sh = !amk__llm_chunk_takes(m->pre ? m->pc.rows : 0, left, p0, m->max_seq, pct, k) &&
+                       amk__llm_chunk_takes(m->pre2 ? m->pc2.rows : 0, left, p0, m->max_seq, AMK_LLM_PREFILL_PAD_PCT, k);
         R = sh ? m->pc2.rows : m->pre ? m->pc.rows : 0;
-        if (sh || amk__llm_chunk_takes(R, left, p0, m->max_seq, pct)) {
+        if (sh || amk__llm_chunk_takes(R, left, p0, m->max_seq, pct, k)) {
             const int rows = left < R ? left : R;
+            /* back: the rows it starts earlier so that its padding stays in the cache (this call's
+               tokens before p0, computed again: their cache rows rewritten with the same math) */
+            const int back = p0 + R > m->max_seq ? p0 + R - m->max_seq : 0;
             int32_t *tp = sh ? m->pc2.io : m->pc.io;
             for (i = 0; i < R; i++) { /* why the padding repeats the last token: any id in the vocabulary does */
-                tp[i] = tokens[k + (i < rows ? i : rows - 1)];
-                tp[R + i] = p0 + i;
+                tp[i] = tokens[k - back + (i < back + rows ? i : back + rows - 1)];
+                tp[R + i] = p0 - back + i;
             }
-            r = m->backend->prefill(m, sh, tp, tp + R, rows - 1, k + rows == n && logits != NULL, &top, d);
+            r = m->backend->prefill(m, sh, tp, tp + R, back + rows - 1, k + rows == n && logits != NULL, &top, d);
             k += rows;
         } else {
             r = amk_llm_step(m, tokens[k], p0, k + 1 == n ? logits : NULL, &top, d);

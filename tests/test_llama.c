@@ -1373,12 +1373,18 @@ done:
 #define FAMILY_REL_TOL 1e-4
 /* Opens dir on the reference VM with a context of max_seq (0: AMK's choice). */
 static int g_family_prefill_rows; /* family_open_on's amk_llm_opts.prefill_rows */
+static int g_prompt_runs; /* the "prompt" progress calls of models family_open_on opened: a chunk or a step each */
+static void family_progress(void *user, const char *what, uint64_t done, uint64_t total) {
+    (void)user; (void)done; (void)total;
+    if (strcmp(what, "prompt") == 0) g_prompt_runs++;
+}
 static amk_result family_open_on(const char *dir, int max_seq, amk_backend backend, int dt, amk_llm **m, amk_diag *d) {
     amk_llm_opts o;
     amk_diag_clear(d);
     amk_llm_opts_default(&o);
     o.backend = backend;
     o.prefill_rows = g_family_prefill_rows;
+    o.progress = family_progress;
     o.build.max_seq = max_seq;
     o.build.weight_dtype = dt;
     o.build.act_dtype = dt;
@@ -1521,6 +1527,39 @@ static void family_prefill_on(const char *dir, const char *file, int max_seq, am
 static void family_logits(const char *dir, const char *file, int max_seq) {
     family_logits_on(dir, file, max_seq, AMK_BACKEND_CPU, AMK_DTYPE_F32, FAMILY_REL_TOL);
 }
+/* A prompt that fills the cache: chunks of 16 rows in a cache of 20 (the 4 tokens after the first
+   chunk go in a chunk started 12 rows earlier, over tokens it computes again, so that its padding
+   stays in the cache) against a token at a time; the last logits and the greedy token agree. */
+static void family_prefill_full_on(amk_backend backend, int dt, double tol) {
+    amk_llm *a = NULL, *b = NULL;
+    amk_diag d;
+    const float *la = NULL, *lb = NULL;
+    int ids[20], i, ta = -1, tb = -1;
+    double big = 0.0, diff = 0.0;
+    for (i = 0; i < 20; i++) ids[i] = (i * 37 + 5) % 256;
+    g_family_prefill_rows = 16;
+    CHECK_EQ_INT(family_open_on("tests/data/families/llama", 20, backend, dt, &a, &d), AMK_OK);
+    g_family_prefill_rows = -1;
+    CHECK_EQ_INT(family_open_on("tests/data/families/llama", 20, backend, dt, &b, &d), AMK_OK);
+    g_family_prefill_rows = 0;
+    if (a && b) {
+        CHECK_EQ_INT(amk_llm_prefill_rows(a), 16);
+        g_prompt_runs = 0;
+        CHECK_EQ_INT(amk_llm_prefill(a, ids, 20, 0, &la, &ta, &d), AMK_OK);
+        CHECK_EQ_INT(g_prompt_runs, 2); /* two chunks, no step */
+        CHECK_EQ_INT(amk_llm_prefill(b, ids, 20, 0, &lb, &tb, &d), AMK_OK);
+        for (i = 0; la && lb && i < 256; i++) {
+            if (fabs(lb[i]) > big) big = fabs(lb[i]);
+            if (fabs((double)la[i] - lb[i]) > diff) diff = fabs((double)la[i] - lb[i]);
+        }
+        CHECK_MSG(la && lb && diff <= tol * big, "a prompt filling the cache in chunks: last logits differ by %.3g of %.3g",
+                  diff, big);
+        CHECK_EQ_INT(ta, tb);
+    }
+    amk_llm_close(a);
+    amk_llm_close(b);
+}
+
 /* amk_llm_prefill on the reference VM against HF (chunks of 4 and 16 as test_prefill_cuda's, the
    GGUF's in the reference VM's chunk (AMK_LLM_PREFILL_ROWS_CPU), the Mistral window across
    chunks, a step a token); none with random weights (the host draws each program's layouts anew); its refusals:
@@ -1543,6 +1582,7 @@ static void test_llm_prefill(void) {
     family_prefill_on("tests/data/families/llama", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, 32, 32, 8, FAMILY_REL_TOL);
     family_prefill_on("tests/data/families/mistral", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, 16, 16, 0, FAMILY_REL_TOL);
     family_prefill_on("tests/data/families/llama", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, -1, 0, 0, FAMILY_REL_TOL);
+    family_prefill_full_on(AMK_BACKEND_CPU, AMK_DTYPE_F32, FAMILY_REL_TOL);
     {
         amk_llama_config c = tiny_config();
         amk_llm_opts_default(&o);
@@ -1703,6 +1743,10 @@ static void test_prefill_cuda(void) {
         family_prefill_on(dirs[i], "model.gguf", 40, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 0, 40, 10, FAMILY_REL_TOL);
         family_prefill_on(dirs[i], NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_BF16, 16, 16, 0, FAMILY_BF16_TOL);
         family_prefill_on(dirs[i], NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_BF16, 64, 64, 16, FAMILY_BF16_TOL);
+        if (i == 0) {
+            family_prefill_full_on(AMK_BACKEND_CUDA, AMK_DTYPE_F32, FAMILY_REL_TOL);
+            family_prefill_full_on(AMK_BACKEND_CUDA, AMK_DTYPE_BF16, FAMILY_BF16_TOL);
+        }
     }
     family_prefill_on("tests/data/families/qwen2", NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 16, 0, 0, FAMILY_REL_TOL);
 }
