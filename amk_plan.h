@@ -8,9 +8,9 @@
    the launch's shared memory by amk_plan_want and checks it by amk_plan_least and amk_plan_form;
    the builder (amk_arch.h) asks amk_plan_form before it emits a task only a specialised form
    takes. So no host code restates a device condition. The device (amk_ops.cuh) lays out its
-   shared memory by the sizing macros below; it does not read the stored form yet: it still
-   decides each form by its own checks, which these functions were written from, each naming its
-   device twin. why: a device that switched on the stored form (its checks gone) made SmolLM2's
+   shared memory by the sizing macros below; it reads the stored form for the prefill image's
+   forms (GEMM_TMA, ATTN_MMA) only: the decode images' forms it still decides by its own checks,
+   which these functions were written from, each naming its device twin. why: a device that switched on the stored form (its checks gone) made SmolLM2's
    folded step at context 128 12% slower on the H200, a code-placement effect, not work
    (bench/NOTES.md session "planner"). None of this is ABI (amk_ir.h): a rule may change whenever
    host and device change together. The knobs read here (AMK_LEAN_PPL, AMK_RING_SLOTS,
