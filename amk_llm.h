@@ -1565,10 +1565,11 @@ AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos
         /* a chunk of the prefill program, else of the short one: whole, or the last one padded
            (where its rows fit the cache and it has tokens enough to beat a step a token) */
         const int pct = m->pre2 ? AMK_LLM_PREFILL_LONG_PCT : AMK_LLM_PREFILL_PAD_PCT;
-        const int sh = !amk__llm_chunk_takes(m->pre ? m->pc.rows : 0, left, p0, m->max_seq, pct, k) &&
-                       amk__llm_chunk_takes(m->pre2 ? m->pc2.rows : 0, left, p0, m->max_seq, AMK_LLM_PREFILL_PAD_PCT, k);
-        R = sh ? m->pc2.rows : m->pre ? m->pc.rows : 0;
-        if (sh || amk__llm_chunk_takes(R, left, p0, m->max_seq, pct, k)) {
+        const int big = amk__llm_chunk_takes(m->pre ? m->pc.rows : 0, left, p0, m->max_seq, pct, k);
+        const int sh = !big && amk__llm_chunk_takes(m->pre2 ? m->pc2.rows : 0, left, p0, m->max_seq,
+                                                    AMK_LLM_PREFILL_PAD_PCT, k);
+        R = sh ? m->pc2.rows : m->pc.rows;
+        if (big || sh) {
             const int rows = left < R ? left : R;
             /* back: the rows it starts earlier so that its padding stays in the cache (this call's
                tokens before p0, computed again: their cache rows rewritten with the same math) */

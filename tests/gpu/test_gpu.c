@@ -2543,6 +2543,21 @@ static void bench_gemm(int64_t M, amk_dtype xt, int64_t N, int64_t K, int tiles,
    AMK_TMA_BM x AMK_TMA_BN outputs, spread over the SMs in turn; TFLOP/s over the median wall time
    of a launch and over its op span. The rate cuBLAS reaches on the same shapes comes from
    bench/gemm_cublas.py (run beside it: scripts/gpu_gemm.sh). */
+/* A bench's runtime of p (*cu, *info) on the image the runtime picks: the count of its tasks in
+   form, or -1 (said, and p freed) when it does not load. */
+static int bench_create(amk_program *p, const char *what, uint32_t form, amk_cuda **cu, amk_cuda_info *info) {
+    amk_diag d;
+    int i, n = 0;
+    amk_diag_clear(&d);
+    if (amk_cuda_create(p, g_image, g_image_size, cu, &d) != AMK_OK) {
+        printf("  bench %s: create failed: %s\n", what, d.message);
+        amk_program_free(p);
+        return -1;
+    }
+    amk_cuda_get_info(*cu, info);
+    for (i = 0; i < p->n_tasks; i++) n += (*cu)->ins[i].form == form;
+    return n;
+}
 static void bench_gemm_tma(int64_t M, int64_t N, int64_t K) {
     const int64_t nm = (M + AMK_TMA_BM - 1) / AMK_TMA_BM, nn = (N + AMK_TMA_BN - 1) / AMK_TMA_BN;
     amk_program *p = prog_new(132);
@@ -2564,14 +2579,7 @@ static void bench_gemm_tma(int64_t M, int64_t N, int64_t K) {
         seti(p, t, "K", K); seti(p, t, "m_off", m0); seti(p, t, "M_tile", M - m0 < AMK_TMA_BM ? M - m0 : AMK_TMA_BM);
         seti(p, t, "n_off", n0); seti(p, t, "N_tile", N - n0 < AMK_TMA_BN ? N - n0 : AMK_TMA_BN);
     }
-    amk_diag_clear(&d);
-    if (amk_cuda_create(p, g_image, g_image_size, &cu, &d) != AMK_OK) {
-        printf("  bench gemm tma: create failed: %s\n", d.message);
-        amk_program_free(p);
-        return;
-    }
-    amk_cuda_get_info(cu, &info);
-    for (i = 0; i < n_tasks; i++) tma += cu->ins[i].form == AMK_FORM_GEMM_TMA;
+    if ((tma = bench_create(p, "gemm tma", AMK_FORM_GEMM_TMA, &cu, &info)) < 0) return;
     w = (uint16_t *)malloc((size_t)((N > M ? N : M) * K) * 2);
     fill_bf16_pattern(w, N * K, 0.05f, &r);
     amk_cuda_upload(cu, W, w, (size_t)(N * K) * 2, &d);
@@ -2589,7 +2597,7 @@ static void bench_gemm_tma(int64_t M, int64_t N, int64_t K) {
    rows_a_task rows and a kv head spread over the SMs (the builder's tiles), BF16; the causal
    attention's FLOPs (4 hd per query head and key) over the op span. */
 static void bench_attn_prefill(int nh, int nkv, int hd, int max_seq, int M, int32_t pos, int rows_a_task) {
-    int in[4], y, t, m, mma = 0;
+    int in[4], y, m, mma = 0;
     amk_program *p = attn_prefill_program(AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, nh, nkv, hd, max_seq, M,
                                           rows_a_task, 0, 132, in, &y);
     amk_cuda *cu = NULL;
@@ -2600,14 +2608,7 @@ static void bench_attn_prefill(int nh, int nkv, int hd, int max_seq, int M, int3
     amk_t_rng r = trng_for("bench attn");
     p->config.threads_per_block = 512;
     for (m = 0; m < M; m++) flop += 4.0 * hd * nh * (double)(pos + m + 1);
-    amk_diag_clear(&d);
-    if (amk_cuda_create(p, g_image, g_image_size, &cu, &d) != AMK_OK) {
-        printf("  bench attention prefill: create failed: %s\n", d.message);
-        amk_program_free(p);
-        return;
-    }
-    amk_cuda_get_info(cu, &info);
-    for (t = 0; t < p->n_tasks; t++) mma += cu->ins[t].form == AMK_FORM_ATTN_MMA;
+    if ((mma = bench_create(p, "attention prefill", AMK_FORM_ATTN_MMA, &cu, &info)) < 0) return;
     w = (uint16_t *)malloc((size_t)max_seq * nh * hd * 2 + (size_t)M * nh * hd * 2);
     fill_bf16_pattern(w, (int64_t)max_seq * nkv * hd, 1.0f, &r);
     amk_cuda_upload(cu, in[1], w, (size_t)max_seq * nkv * hd * 2, &d);
