@@ -80,8 +80,9 @@ AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_k
    image may be an image set (above): the general build when the set has one and no task of p
    could take a small-model form (amk_cuda_wants_full), else the full build; the prefill build
    instead of the general one when the set has it and a GEMV/GEMM tile of p takes its tensor-copy
-   GEMM or an ATTENTION_PREFILL task its tensor-core form (amk_cuda_wants_prefill: a prefill
-   chunk's matrices and attention). The environment variable
+   GEMM or an ATTENTION_PREFILL task its tensor-core form, or a task runs in the prefill build only
+   (amk_cuda_wants_prefill: a prefill chunk's matrices and attention, its q, k and v in tiles of
+   rows, which the other builds refuse). The environment variable
    AMK_CUDA_IMAGE=full, =general or =prefill forces one (amk_cuda_info.image_kind says which).
    Errors: NO_DRIVER, CUDA (d->cuda_error has the name), UNSUPPORTED (a shape the VM cannot run
    on this device, e.g. head_dim > 256), REJECTED, INVALID_ARG, OUT_OF_MEMORY. */
@@ -585,6 +586,9 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
                              "exceeds %lld bytes of shared memory", ti, (long long)hd, AMK__VM_ATTN_MAX_HEAD_DIM, (long long)smem);
         /* only a specialised form takes them (without tensor maps here: amk__cuda_context drops a
            task's maps where their layout does not fit) */
+        if (amk_plan_prefill_only(&x) && image_kind != AMK_IMAGE_PREFILL)
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: %s in a tile of rows (M_tile) runs in the prefill build "
+                             "only, not the %s build", ti, amk_op_name(t->op), AMK_IMAGE_KIND_NAME(image_kind));
         if (amk_plan_folded(&x) && amk_plan_form(&x, threads, smem, AMK_IMAGE_FORMS(image_kind)) == AMK_FORM_GENERAL)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: the VM takes %s only in its lean form (%s), which "
                              "does not take this task", ti, amk_op_name(t->op),
@@ -745,7 +749,7 @@ AMK__FN amk__CUresult amk__cuda_d2h(amk_cuda *c, void *dst, amk__CUdeviceptr src
      the full build loaded (the others have no lean attention). A task uses its pair only while it
      carries AMK_VM_HINT_KV_EARLY (amk__cuda_context).
    - A GEMV/GEMM or RMSNORM_GEMV tile's x and W (AMK_GEMM_TMA, amk_gemm_tma): each viewed as
-     [numel / K, K] with a box of AMK_TMA_BK x AMK_TMA_BM (x) or AMK_TMA_BN (W) elements, for a task
+     [numel / K, K] with a box of AMK_TMA_BK x AMK_TMA_BM (x) or AMK_TMA_WBOX (W) elements, for a task
      whose operands suit (amk_plan_gemm_tma_ops), with the prefill build loaded.
    Both 16-bit elements (UINT16: the bytes, no float fill) and 128-byte swizzle.
    amk__cuda_kv_pairs assigns the pairs (c->kv_pair[task], -1 for none) before the arena is
@@ -832,7 +836,7 @@ AMK__FN amk_result amk__cuda_kv_maps(amk_cuda *c, const amk_program *p, amk_diag
             const uint64_t dim[2] = {(uint64_t)w, (uint64_t)(amk_buffer_numel(&p->buffers[b]) / w)};
             const uint64_t stride[1] = {(uint64_t)w * 2};
             const uint32_t box[2] = {gemm ? (uint32_t)AMK_TMA_BK : 64u,
-                                     gemm ? (uint32_t)(e ? AMK_TMA_BN : AMK_TMA_BM) : (uint32_t)c->kv_pair_rows[k]};
+                                     gemm ? (uint32_t)(e ? AMK_TMA_WBOX : AMK_TMA_BM) : (uint32_t)c->kv_pair_rows[k]};
             const uint32_t one[2] = {1u, 1u};
             /* UINT16 (the bytes, no float fill), no interleave, 128-byte swizzle, no L2 promotion */
             if (c->TensorMapEncodeTiled(maps + (size_t)(2 * k + e) * AMK__CUDA_TMAP_BYTES, 1, 2u,
@@ -1021,7 +1025,8 @@ AMK_API int amk_cuda_wants_prefill(const amk_program *p) {
     if (!p) return 0;
     for (i = 0; i < p->n_tasks; i++) {
         amk_task_context(p, i, &x);
-        if (amk_plan_gemm_tma_ops(&x, amk__cuda_threads(p)) || amk_plan_attn_prefill_mma(&x, amk__cuda_threads(p), INT64_MAX))
+        if (amk_plan_gemm_tma_ops(&x, amk__cuda_threads(p)) || amk_plan_attn_prefill_mma(&x, amk__cuda_threads(p), INT64_MAX) ||
+            amk_plan_prefill_only(&x))
             return 1;
     }
     return 0;
@@ -1696,6 +1701,7 @@ AMK__FN amk_result amk__cuda_complete(amk_cuda *c, const amk_program_t *prog, do
         return amk__fail(d, AMK_ERR_RUNTIME, "task %u (%s): %s %d", ti,
                          ti < (uint32_t)c->n_tasks ? amk_op_name(c->ins[ti].op) : "?",
                          code == AMK_VM_ERR_EMBED_ID ? "token id out of range:" : code == AMK_VM_ERR_ROPE_POS ? "negative position:"
+                         : code == AMK_VM_ERR_KV_POS ? "KV cache position outside the cache (or, in a tile of rows, not pos[0] + m):"
                          : code == AMK_VM_ERR_SMEM ? "shared memory too small for" : code == AMK_VM_ERR_BAD_OP ? "bad opcode"
                          : "device error", (int)val);
     }

@@ -173,7 +173,8 @@ typedef enum amk_buffer_kind {
       amk__check_attention_combine, amk__ref_attention_combine, amk_op_attention_combine, 1, 0, \
       "merge flash partials (acc, m, l)") \
     X(RMSNORM_GEMV, 20, 3, 3, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
-      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 1, 1, "tile of rmsnorm(x) @ W.T") \
+      amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 1, 1, \
+      "tile of rmsnorm(x) @ W.T (M_tile >= 1: rows [m_off, +M_tile))") \
     X(RMSNORM_SWIGLU, 21, 4, 4, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
       amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 0, 1, "tile of silu(xn @ Wg.T) * (xn @ Wu.T)") \
     X(ATTENTION_DECODE, 22, 4, 4, 1, \
@@ -202,10 +203,10 @@ typedef enum amk_buffer_kind {
       "RMSNORM_GEMV's tile, RoPE on its pairs at pos[m] (input 3, a position a row of x)") \
     X(RMSNORM_GEMV_KV, 30, 4, 4, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
       amk__check_norm_gemv, amk__ref_norm_gemv, AMK__AS(RMSNORM_GEMV, AMK_GEMV_FLAG_KV_ROW), AS, 0, \
-      "RMSNORM_GEMV's tile into row pos[m] (input 3) of out, a cache of rows of W's N") \
+      "RMSNORM_GEMV's tile into row pos[m] (input 3) of out, a cache of rows of W's N (M_tile: pos[m] = pos[0] + m)") \
     X(RMSNORM_GEMV_ROPE_KV, 31, 4, 4, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
       amk__check_norm_gemv, amk__ref_norm_gemv, AMK__AS(RMSNORM_GEMV, AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW), \
-      AS, 0, "RMSNORM_GEMV_ROPE's tile into row pos[m] of a cache (a layer's K)") \
+      AS, 0, "RMSNORM_GEMV_ROPE's tile into row pos[m] of a cache (a layer's K; M_tile: pos[m] = pos[0] + m)") \
     X(RMSNORM_GEMV_ARGMAX, 32, 3, 3, 2, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
       amk__check_norm_gemv, amk__ref_norm_gemv, AMK__AS(RMSNORM_GEMV, AMK_GEMV_FLAG_ARGMAX), AS, 0, \
       "RMSNORM_GEMV's tile, and its (max, first index) per row as the pair `part` of output 1") \
@@ -276,7 +277,11 @@ typedef char amk__op_table_dense[AMK__OP_ROWS == AMK_OP_COUNT - 1 ? 1 : -1];
    (n_off+N_tile)*K/N (floored; tiles that partition [0, N) partition the K base rows). */
 #define AMK_MLP_FLAG_FOLD (1u << 0)
 /* RMSNORM_GEMV's forms. RMSNORM_GEMV_ROPE, _KV and _ROPE_KV take the positions as a 4th input (one
-   per row of x); RMSNORM_GEMV_ARGMAX takes a second output. */
+   per row of x); RMSNORM_GEMV_ARGMAX takes a second output. RMSNORM_GEMV and its RoPE and KV forms
+   take the rows [m_off, m_off + M_tile) of x alone when M_tile is given (a prefill chunk's tiles
+   split by rows as well as columns); a KV form's task with M_tile then needs consecutive
+   positions, pos[m] = pos[0] + m for each of its rows (a position error at run time otherwise), so
+   that tiles of disjoint rows write disjoint cache rows. */
 #define AMK_GEMV_FLAG_ROPE (1u << 0)   /* RoPE on the tile's output, pairs (2i, 2i+1) of each head */
 #define AMK_GEMV_FLAG_KV_ROW (1u << 1) /* out is a cache of rows of W's N: write row pos[m] */
 #define AMK_GEMV_FLAG_ARGMAX (1u << 2) /* output 1 [M, 2P] (F32) gets, per row, the max of the tile's
@@ -437,7 +442,7 @@ typedef struct amk_vm_ctx_t {
 #define AMK_VM_ERR_ROPE_POS 2
 #define AMK_VM_ERR_BAD_OP 3
 #define AMK_VM_ERR_SMEM 4
-#define AMK_VM_ERR_KV_POS 5 /* a KV-cache row position outside the cache */
+#define AMK_VM_ERR_KV_POS 5 /* a KV-cache row position outside the cache (or, M_tile, not pos[0] + m) */
 
 /* One per instruction when amk_program_t.timing != 0 (globaltimer ns). */
 typedef struct amk_vm_timing_t {

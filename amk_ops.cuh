@@ -1558,14 +1558,19 @@ static __device__ __forceinline__ uint64_t amk_tma_desc(uint32_t saddr) {
 }
 
 /* Thread 0: chunk ck's copies (x rows m0.., W rows n0.., K from ck * BK) into the stage at
-   shared address st, completing on the mbarrier at bar. */
-static __device__ __forceinline__ void amk_tma_issue(const amk_op_ctx *c, uint32_t st, uint32_t bar, int ck, int m0, int n0) {
+   shared address st, completing on the mbarrier at bar. W in nw boxes of AMK_TMA_WBOX rows (2: the
+   block's AMK_TMA_BN columns; 1: a narrow block's half). */
+static __device__ __forceinline__ void amk_tma_issue(const amk_op_ctx *c, uint32_t st, uint32_t bar, int ck, int m0, int n0,
+                                                     const int nw) {
     const uint64_t map = c->maps;
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"((uint32_t)AMK_TMA_STAGE) : "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(bar), "r"((uint32_t)((AMK_TMA_BM + AMK_TMA_WBOX * nw) * AMK_TMA_BK * 2)) : "memory");
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
                  :: "r"(st), "l"(map), "r"(ck * AMK_TMA_BK), "r"(m0), "r"(bar) : "memory");
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-                 :: "r"(st + AMK_TMA_BM * AMK_TMA_BK * 2), "l"(map + 128u), "r"(ck * AMK_TMA_BK), "r"(n0), "r"(bar) : "memory");
+    for (int j = 0; j < nw; j++)
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                     :: "r"(st + (AMK_TMA_BM + AMK_TMA_WBOX * j) * AMK_TMA_BK * 2), "l"(map + 128u), "r"(ck * AMK_TMA_BK),
+                        "r"(n0 + AMK_TMA_WBOX * j), "r"(bar) : "memory");
 }
 /* amk_tma_wait: waits until the phase of parity par of the mbarrier at shared address bar has
    completed; amk_tma_arrive: one arrival on it. */
@@ -1618,7 +1623,8 @@ static __device__ __forceinline__ void amk_tma_norm_chunk(const amk_op_ctx *c, u
     }
 }
 
-/* One block's K loop: d = the calling warpgroup's 64 x 128 sums. Shared addresses: ring (stage s
+/* One block's K loop: d = the calling warpgroup's 64 x 64 nw sums (NW, a constant: 2 a block of
+   AMK_TMA_BN columns, 1 a narrow one of AMK_TMA_WBOX, the warpgroups' MMAs m64n64). Shared addresses: ring (stage s
    at ring + s * AMK_TMA_STAGE), bars (full[s] at bars + 8 s, empty[s] at bars + 8 (S + s)). it: the
    ring's chunks before this block in the task (a chunk's stage is it % S, its phase (it / S) & 1).
    F16: a constant in each inlined copy (one loop each, no branch around the MMAs). NORM (an
@@ -1627,13 +1633,13 @@ static __device__ __forceinline__ void amk_tma_norm_chunk(const amk_op_ctx *c, u
    values: everything live across this loop shares the 128 registers with the 64 sums. */
 static __device__ __forceinline__ void amk_tma_block(const amk_op_ctx *c, float *d, uint32_t ring, uint32_t bars,
                                                      uint32_t it, int nk, int S, int m0, int n0, const int f16,
-                                                     const int norm, float *ss) {
+                                                     const int norm, const int nw, float *ss) {
     const int tid = amk_tid(), wg = __shfl_sync(0xFFFFFFFFu, tid >> 7, 0);
-    const uint32_t a_off = (uint32_t)(wg & 1) * 64 * 128, b_off = AMK_TMA_BM * 128 + (uint32_t)(wg >> 1) * 128 * 128;
+    const uint32_t a_off = (uint32_t)(wg & 1) * 64 * 128, b_off = AMK_TMA_BM * 128 + (uint32_t)(wg >> 1) * 64 * nw * 128;
     if (tid == 0)
         for (int t = 0; t < S && t < nk; t++) {
             const uint32_t s = (it + t) % S;
-            amk_tma_issue(c, ring + s * (uint32_t)AMK_TMA_STAGE, bars + 8 * s, t, m0, n0);
+            amk_tma_issue(c, ring + s * (uint32_t)AMK_TMA_STAGE, bars + 8 * s, t, m0, n0, nw);
         }
     for (int t = 0; t < nk; t++) {
         const uint32_t g = it + t, s = g % S, st = ring + s * (uint32_t)AMK_TMA_STAGE;
@@ -1646,7 +1652,10 @@ static __device__ __forceinline__ void amk_tma_block(const amk_op_ctx *c, float 
         }
         amk_ptx_wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < AMK_TMA_BK / 16; kk++) amk_ptx_wgmma_m64n128k16(d, da + 2 * kk, db + 2 * kk, t > 0 || kk > 0, f16);
+        for (int kk = 0; kk < AMK_TMA_BK / 16; kk++) {
+            if (nw == 2) amk_ptx_wgmma_m64n128k16(d, da + 2 * kk, db + 2 * kk, t > 0 || kk > 0, f16);
+            else amk_ptx_wgmma_m64n64k16(d, da + 2 * kk, db + 2 * kk, t > 0 || kk > 0, f16);
+        }
         amk_ptx_wgmma_commit();
         amk_ptx_wgmma_wait_1(); /* chunk t - 1's MMAs are done: its stage is free of this warpgroup */
         if (t > 0) {
@@ -1654,7 +1663,7 @@ static __device__ __forceinline__ void amk_tma_block(const amk_op_ctx *c, float 
             if ((tid & 127) == 0) amk_tma_arrive(bars + 8 * (S + p));
             if (tid == 0 && t - 1 + S < nk) { /* every warpgroup's arrival, then the stage's next chunk */
                 amk_tma_wait(bars + 8 * (S + p), ((g - 1) / S) & 1u);
-                amk_tma_issue(c, ring + p * (uint32_t)AMK_TMA_STAGE, bars + 8 * p, t - 1 + S, m0, n0);
+                amk_tma_issue(c, ring + p * (uint32_t)AMK_TMA_STAGE, bars + 8 * p, t - 1 + S, m0, n0, nw);
             }
         }
     }
@@ -1663,28 +1672,30 @@ static __device__ __forceinline__ void amk_tma_block(const amk_op_ctx *c, float 
 }
 
 /* A block's epilogue: the warpgroup's sums d through its staging (64 rows of AMK_TMA_EPI_LD floats
-   at st), then its rows [m0 + 64 (g & 1), +64) below m_end, columns n0 + 128 (g >> 1) + 0..127,
-   one column a thread, + bias, into the output. rs: an RMSNORM_GEMV tile's row scales (the block's
+   at st), then its rows [m0 + 64 (g & 1), +64) below m_end, columns n0 + cw (g >> 1) + 0..cw-1 (cw =
+   64 nw: 128, or a narrow block's 64), a column a thread (narrow: every other row), + bias, into
+   the output. rs: an RMSNORM_GEMV tile's row scales (the block's
    128 rows; NULL for GEMV/GEMM), then its RoPE and cache rows as amk_norm_gemv_body's epilogue. */
 static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, const float *d, float *ring, int m0, int n0,
-                                                        int64_t m_end, const float *rs) {
+                                                        int64_t m_end, const float *rs, const int nw) {
     /* why volatile: read here, not hoisted out of the blocks' loop, where they would stay live across
        the K loop beside the 64 sums */
     const volatile amk_op_ctx *v = c;
     const int tid = amk_tid(), wg = tid >> 7, tw = tid & 127, w4 = tw >> 5, lane = tw & 31;
     const int64_t K = v->ins.params.K, N_out = amk_div_rows(v->out[0].numel, amk_div_rows(v->in[0].numel, K));
     const int64_t n_end = (int64_t)v->ins.params.n_off + v->ins.params.N_tile, mb = m0 + 64 * (wg & 1);
-    const int64_t n = n0 + 128 * (wg >> 1) + tw;
+    const int cw = 64 * nw, ci = tw & (cw - 1), r0 = tw / cw, rstep = 128 / cw; /* a thread's column and first row */
+    const int64_t n = n0 + cw * (wg >> 1) + ci;
     float *st = ring + wg * 64 * AMK_TMA_EPI_LD, *sp = st + (16 * w4 + (lane >> 2)) * AMK_TMA_EPI_LD + 2 * (lane & 3);
 #pragma unroll
     for (int i = 0; i < 64; i += 2) /* d[i], d[i + 1]: row + 8 ((i >> 1) & 1), columns 8 (i >> 2) + 0..1 */
-        *(float2 *)(sp + 8 * ((i >> 1) & 1) * AMK_TMA_EPI_LD + 8 * (i >> 2)) = make_float2(d[i], d[i + 1]);
+        if (i < 32 * nw) *(float2 *)(sp + 8 * ((i >> 1) & 1) * AMK_TMA_EPI_LD + 8 * (i >> 2)) = make_float2(d[i], d[i + 1]);
     amk_ptx_bar_warpgroup();
     if (n < n_end && !rs) {
         void *out = (void *)v->out[0].ptr;
         const int odt = v->out[0].dtype;
         const float bv = v->ins.n_inputs > 2 ? amk_load((const void *)v->in[2].ptr, v->in[2].dtype, n) : 0.0f;
-        for (int r = 0; r < 64 && mb + r < m_end; r++) amk_store(out, odt, (mb + r) * N_out + n, st[r * AMK_TMA_EPI_LD + tw] + bv);
+        for (int r = r0; r < 64 && mb + r < m_end; r += rstep) amk_store(out, odt, (mb + r) * N_out + n, st[r * AMK_TMA_EPI_LD + ci] + bv);
     } else if (n < n_end) { /* RMSNORM_GEMV: the rows' norms, RoPE on pairs (n, n ^ 1), the cache row pos[m] */
         void *out = (void *)v->out[0].ptr;
         const int odt = v->out[0].dtype;
@@ -1692,16 +1703,20 @@ static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, con
         const int rope = (fl & AMK_GEMV_FLAG_ROPE) != 0, kv_row = (fl & AMK_GEMV_FLAG_KV_ROW) != 0;
         const int64_t N = v->in[2].shape[0], last = kv_row ? N : amk_div_rows(v->out[0].numel, amk_div_rows(v->in[0].numel, K));
         const float inv = rope ? amk_rope_inv_freq(&c->ins.params, (int)((n % v->ins.params.head_dim) / 2)) : 0.0f;
-        for (int r = 0; r < 64 && mb + r < m_end; r++) {
+        for (int r = r0; r < 64 && mb + r < m_end; r += rstep) {
             const int64_t m = mb + r, pos = rope || kv_row ? amk_load_int((const void *)v->in[3].ptr, v->in[3].dtype, m) : 0;
-            float y = st[r * AMK_TMA_EPI_LD + tw] * rs[64 * (wg & 1) + r];
+            float y = st[r * AMK_TMA_EPI_LD + ci] * rs[64 * (wg & 1) + r];
             if (rope) {
-                const float p = st[r * AMK_TMA_EPI_LD + (tw ^ 1)] * rs[64 * (wg & 1) + r];
+                const float p = st[r * AMK_TMA_EPI_LD + (ci ^ 1)] * rs[64 * (wg & 1) + r];
                 double sd, cd;
                 sincos((double)((float)pos * inv), &sd, &cd);
                 y = (n & 1) ? y * (float)cd + p * (float)sd : y * (float)cd - p * (float)sd;
             }
-            if (amk_fused_pos_bad(&c->out[0], kv_row, pos, N)) amk_op_fail((amk_op_ctx *)c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
+            /* a KV form's tile of rows (M_tile) takes consecutive positions, pos[0] + m (amk_ir.h).
+               why pos[0] read here: held across the rows, it spilled */
+            if (amk_fused_pos_bad(&c->out[0], kv_row, pos, N) ||
+                (kv_row && v->ins.params.M_tile > 0 && pos != amk_load_int((const void *)v->in[3].ptr, v->in[3].dtype, 0) + m))
+                amk_op_fail((amk_op_ctx *)c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
             else amk_store(out, odt, kv_row ? pos * N + n : m * last + n, y);
         }
     }
@@ -1728,15 +1743,20 @@ static __device__ __noinline__ void amk_gemm_tma(amk_op_ctx *c, float *smem, int
        tensor copies write it through the async proxy */
     amk_ptx_fence_proxy_async_smem();
     if (amk_op_go(c)) { /* its barrier also publishes the mbarriers' init */
-        const int nn = (int)((c->ins.params.N_tile + AMK_TMA_BN - 1) / AMK_TMA_BN);
+        /* a GEMV/GEMM tile of at most AMK_TMA_WBOX columns in narrow blocks (the host gives a phase
+           such tiles when its wide blocks would not cover the SMs) */
+        const int nw = !norm && c->ins.params.N_tile <= AMK_TMA_WBOX ? 1 : 2, bn = AMK_TMA_WBOX * nw;
+        const int nn = (int)((c->ins.params.N_tile + bn - 1) / bn);
         const int nb = (int)((m_end - m_begin + AMK_TMA_BM - 1) / AMK_TMA_BM) * nn;
         if (tid == 0) amk_ptx_fence_proxy_async_global(); /* x was written by other SMs' generic stores */
         for (int b = 0; b < nb; b++) {
-            const int m0 = (int)m_begin + b / nn * AMK_TMA_BM, n0 = c->ins.params.n_off + b % nn * AMK_TMA_BN;
+            const int m0 = (int)m_begin + b / nn * AMK_TMA_BM, n0 = c->ins.params.n_off + b % nn * bn;
             float d[64], ss[2] = {0.0f, 0.0f};
-            if (norm) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 1, ss); /* bf16 only (the planner) */
-            else if (c->in[1].dtype == AMK_DTYPE_F16) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 0, ss);
-            else amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 0, ss);
+            if (norm) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 1, 2, ss); /* bf16 only (the planner) */
+            else if (c->in[1].dtype == AMK_DTYPE_F16 && nw == 2) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 0, 2, ss);
+            else if (c->in[1].dtype == AMK_DTYPE_F16) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 0, 1, ss);
+            else if (nw == 2) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 0, 2, ss);
+            else amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 0, 1, ss);
             if (norm) { /* a row's squares are its 8 threads' (amk_tma_norm_chunk): 1 / rms, as amk__ref_rms_inv */
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
@@ -1747,7 +1767,8 @@ static __device__ __noinline__ void amk_gemm_tma(amk_op_ctx *c, float *smem, int
                 }
             }
             __syncthreads(); /* why: every warpgroup's MMAs have read the ring, which the epilogue reuses */
-            amk_tma_epilogue(c, d, (float *)((char *)smem + (ring - bars)), m0, n0, m_end, norm ? rs : NULL);
+            if (nw == 2) amk_tma_epilogue(c, d, (float *)((char *)smem + (ring - bars)), m0, n0, m_end, norm ? rs : NULL, 2);
+            else amk_tma_epilogue(c, d, (float *)((char *)smem + (ring - bars)), m0, n0, m_end, NULL, 1);
             __syncthreads(); /* why: the ring takes the next block's copies */
         }
     }
@@ -3818,9 +3839,19 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
     const int rope = (flags & AMK_GEMV_FLAG_ROPE) != 0, kv_row = (flags & AMK_GEMV_FLAG_KV_ROW) != 0;
     const amk_buffer_t *x = &c->in[0], *nwt = &c->in[1], *W = &c->in[2], *Wu = &c->in[3], *o = &c->out[0];
     const int K = P->K, lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
-    const int64_t M = amk_div_rows(x->numel, K), N = W->shape[0], nt = P->N_tile;
+    /* the rows of x: [m_first, M), all of them or, in the prefill image, with M_tile the task's (m_off
+       is 0 without M_tile: the host's default). why only there: a prefill chunk's tiles of rows,
+       which the other images' hosts refuse (amk__cuda_check_task), and the decode images' code stays
+       as it was, byte for byte (their VM is at its 128 registers; bench/RESULTS.md run 389) */
+#if AMK_VM_PREFILL
+    const int64_t R = amk_div_rows(x->numel, K), M = P->M_tile > 0 ? (int64_t)P->m_off + P->M_tile : R, N = W->shape[0], nt = P->N_tile;
+    const int64_t m_first = P->m_off;
+#else
+    const int64_t M = amk_div_rows(x->numel, K), N = W->shape[0], nt = P->N_tile, R = M;
+    const int64_t m_first = 0;
+#endif
     const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
-    const int64_t last = kv_row ? N : amk_div_rows(o->numel, M);
+    const int64_t last = kv_row ? N : amk_div_rows(o->numel, R);
     const int esz = W->dtype == AMK_DTYPE_F32 ? 4 : 2;
     const int fast = !blk && (W->dtype == AMK_DTYPE_F32 || W->dtype == AMK_DTYPE_F16 || W->dtype == AMK_DTYPE_BF16) &&
                      (!swiglu || Wu->dtype == W->dtype) && ((int64_t)K * esz) % 16 == 0;
@@ -3867,7 +3898,7 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
     /* why: the first position is loaded before staging and checked after it, so its load
        latency hides behind the staging loads instead of preceding them */
     const int64_t pos_first = flags ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
-    for (m0 = 0; m0 < M; m0 += mc) {
+    for (m0 = m_first; m0 < M; m0 += mc) {
         const int mr = (int)(M - m0 < mc ? M - m0 : mc);
         float inv[AMK_GEMV_ROWS]; /* why: xs holds x * norm_w; the row's 1/rms scales the sums */
 #pragma unroll
@@ -3881,10 +3912,11 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
             if (swiglu) amk_blk_rows(Wu, K, n_begin, nt, xs, yb + nt);
             __syncthreads();
         }
-        if (flags && m0 == 0) /* why: every thread reads the same positions, so all return together */
-            for (int64_t m = 0; m < M; m++) {
+        if (flags && m0 == m_first) /* why: every thread reads the same positions, so all return together */
+            for (int64_t m = m_first; m < M; m++) {
                 const int64_t pos = amk_fused_pos(c, m, pos_first);
-                if (amk_fused_pos_bad(o, kv_row, pos, N)) {
+                /* a KV form's tile of rows (M_tile) takes consecutive positions, pos[0] + m (amk_ir.h) */
+                if (amk_fused_pos_bad(o, kv_row, pos, N) || (AMK_VM_PREFILL && kv_row && P->M_tile > 0 && pos != pos_first + m)) {
                     if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
                     return;
                 }
@@ -3978,7 +4010,8 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
 #if AMK_GEMM_TMA && AMK_VM_PREFILL
     if (c->ins.form == AMK_FORM_GEMM_TMA) { /* a prefill chunk's q, k or v (the prefill image) */
-        amk_gemm_tma(c, smem, 0, amk_div_rows(c->in[0].numel, c->ins.params.K));
+        const int64_t m0 = c->ins.params.m_off; /* 0 without M_tile (the host's default) */
+        amk_gemm_tma(c, smem, m0, c->ins.params.M_tile > 0 ? m0 + c->ins.params.M_tile : amk_div_rows(c->in[0].numel, c->ins.params.K));
         return;
     }
 #endif

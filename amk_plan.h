@@ -131,13 +131,15 @@ AMK_PLAN_FN int64_t amk_plan_rows_stage_bytes(int dt, int64_t H, int64_t nt) {
 
 /* ---- the tensor-copy GEMM (amk_gemm_tma) ----------------------------------------------------------
    Blocks of AMK_TMA_BM x AMK_TMA_BN outputs, K in chunks of AMK_TMA_BK: a stage is x's 128 rows and
-   W's 256 rows of a chunk, 16-bit, as two tensor copies with 128-byte swizzle; the four warpgroups
-   each own 64 x 128 of the block. Shared memory: the stages' mbarriers, then (1024-byte aligned)
+   W's 256 rows of a chunk, 16-bit, as tensor copies with 128-byte swizzle (W's in boxes of
+   AMK_TMA_WBOX rows); the four warpgroups each own 64 x 128 of the block. A GEMV/GEMM tile of at
+   most AMK_TMA_WBOX columns runs narrow blocks of AMK_TMA_BM x AMK_TMA_WBOX, 64 x 64 a warpgroup. Shared memory: the stages' mbarriers, then (1024-byte aligned)
    the ring of 3..AMK_TMA_STAGES stages; the epilogue's staging (4 x 64 x AMK_TMA_EPI_LD floats)
    reuses the ring. */
 #define AMK_TMA_BM 128
 #define AMK_TMA_BN 256
 #define AMK_TMA_BK 64
+#define AMK_TMA_WBOX 128 /* W's tensor-map box rows: two a block, one a narrow block (a tile of at most 128 columns) */
 #define AMK_TMA_STAGE ((int64_t)(AMK_TMA_BM + AMK_TMA_BN) * AMK_TMA_BK * 2) /* 48 KB */
 #define AMK_TMA_EPI_LD 136 /* a staged row's floats: 128 + 8, so that a warp's pairs spread over the banks */
 /* bytes for s stages: 2048 hold the 2 x AMK_TMA_STAGES mbarriers and the alignment pad */
@@ -363,10 +365,17 @@ AMK_PLAN_FN int amk_plan_blk_mats(const amk_vm_ctx_t *x) {
    with a block-format W the block staging and the dots; decode
    attention one chunk of 32 rows at 4 bytes an element (ATTENTION_O: + its results); ATTENTION_TILE
    a head of q a warp. */
-/* The rows of x a GEMV/GEMM tile multiplies. */
+/* The rows of x a GEMV/GEMM tile multiplies (GEMM_TILE, and RMSNORM_GEMV with M_tile: M_tile). */
 AMK_PLAN_FN int64_t amk_plan_gemm_rows(const amk_vm_ctx_t *x) {
     const int64_t K = x->ins.params.K;
-    return x->ins.op == AMK_OP_GEMM_TILE ? x->ins.params.M_tile : K > 0 ? x->in[0].numel / K : 0;
+    return x->ins.op == AMK_OP_GEMM_TILE || (x->ins.op == AMK_OP_RMSNORM_GEMV && x->ins.params.M_tile > 0)
+               ? x->ins.params.M_tile : K > 0 ? x->in[0].numel / K : 0;
+}
+/* 1 when only the prefill image runs the task: an RMSNORM_GEMV tile (or its RoPE or KV form) of
+   rows [m_off, m_off + M_tile), a prefill chunk's q, k or v (the other images' fused body takes
+   every row, amk_norm_gemv_body). */
+AMK_PLAN_FN int amk_plan_prefill_only(const amk_vm_ctx_t *x) {
+    return x->ins.op == AMK_OP_RMSNORM_GEMV && x->ins.params.M_tile > 0;
 }
 /* W's input of a tile amk_gemm_tma may take: 1 (GEMV_TILE, GEMM_TILE), 2 (RMSNORM_GEMV: x, its
    norm weight, W, the positions), else 0. */

@@ -592,7 +592,8 @@ AMK__FN void amk__ref_pair(const void *x, int t, int64_t base, int64_t j0, int64
    RMSNORM_GEMV's variants: _ROPE rotates pairs (n, n+1), n even, by pos[m] *
    inv_freq((n % head_dim)/2) (the interleaved pair order, like GGUF's Q/K rows); _KV stores y at
    pos[m] * N + n of a cache of rows of N, instead of out[m, n]; _ROPE_KV both. Positions are
-   checked before anything is written. _ARGMAX: then, per row m, the max of the tile's values as
+   checked before anything is written. With M_tile, the rows [m_off, m_off + M_tile) of x only, and
+   a KV form's positions must be pos[0] + m. _ARGMAX: then, per row m, the max of the tile's values as
    out holds them (rounded to its dtype) and its first index, as ARGMAX_PARTIAL's pair `part` of
    the second output.
    RMSNORM_MLP: the SWIGLU values y (not cast) times the tile's rows of W_downT (of a block-format
@@ -607,6 +608,7 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
     const int argmax = !swiglu && ((uint32_t)o->P.flags & AMK_GEMV_FLAG_ARGMAX) != 0;
     const int64_t K = o->P.K, M = o->n_in[0] / K, N = o->in[2]->shape[0], n0 = o->P.n_off, nt = o->P.N_tile;
     const int64_t last = (flags & AMK_GEMV_FLAG_KV_ROW) ? N : o->n_out / M;
+    const int64_t m_begin = o->P.M_tile > 0 ? o->P.m_off : 0, m_end = o->P.M_tile > 0 ? m_begin + o->P.M_tile : M;
     const int fold = mlp && ((uint32_t)o->P.flags & AMK_MLP_FLAG_FOLD) != 0;
     const int64_t F = fold ? o->in[5]->shape[1] : 0;
     const int64_t b0 = n0 * K / N, b1 = (n0 + nt) * K / N; /* FOLD: the tile's base rows of W_cat, N + [b0, b1) */
@@ -617,7 +619,7 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
     float *qs = fold ? amk__refvm_floats(F) : NULL; /* [F] FOLD: the tile's share of a row of qkv */
     amk_result r = AMK_OK;
     if (!xs || !w || !y || (fold && !qs)) { r = amk__refvm_oom(o, d); goto done; }
-    for (m = 0; m < M && flags; m++) {
+    for (m = m_begin; m < m_end && flags; m++) {
         int64_t pos = amk__load_i64(o->x[3], o->in[3]->dtype, m);
         if (pos < 0 || ((flags & AMK_GEMV_FLAG_KV_ROW) && pos >= o->n_out / N)) {
             r = amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1, "%s: position %lld of row %lld "
@@ -625,8 +627,14 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
                                 (flags & AMK_GEMV_FLAG_KV_ROW) ? "the cache" : "[0, inf)");
             goto done;
         }
+        if ((flags & AMK_GEMV_FLAG_KV_ROW) && o->P.M_tile > 0 && pos != amk__load_i64(o->x[3], o->in[3]->dtype, 0) + m) {
+            r = amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1, "%s: position %lld of row %lld is not "
+                                "pos[0] + %lld (a tile of rows, M_tile, takes consecutive positions)",
+                                amk_op_name(o->t->op), (long long)pos, (long long)m, (long long)m);
+            goto done;
+        }
     }
-    for (m = 0; m < M; m++) {
+    for (m = m_begin; m < m_end; m++) {
         const float inv = amk__ref_rms_inv(o, 0, m * K, K);
         int64_t pos = flags ? amk__load_i64(o->x[3], o->in[3]->dtype, m) : 0;
         for (k = 0; k < K; k++) xs[k] = AMK__IN(o, 0, m * K + k) * inv * AMK__IN(o, 1, k);

@@ -771,6 +771,23 @@ AMK__FN int amk__check_fill(const amk__opshape *c) {
     return 1;
 }
 
+/* The rows of x a fused tile takes: every row, or with M_tile [m_off, m_off + M_tile) (RMSNORM_GEMV
+   and its RoPE and KV forms only). 1 when c's task is well formed so. */
+AMK__FN int amk__check_norm_gemv_rows(const amk__opshape *c, int64_t M) {
+    const amk_param *moff = amk_task_param(c->t, "m_off"), *mw = amk_task_param(c->t, "M_tile");
+    const int op = c->t->op;
+    if (!mw && !moff) return 1;
+    if (op != AMK_OP_RMSNORM_GEMV && op != AMK_OP_RMSNORM_GEMV_ROPE && op != AMK_OP_RMSNORM_GEMV_KV &&
+        op != AMK_OP_RMSNORM_GEMV_ROPE_KV)
+        AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off and M_tile (rows) are RMSNORM_GEMV's and its RoPE and KV forms', "
+                      "not this op's");
+    if (!mw) AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off without M_tile");
+    if (c->P.M_tile < 1 || c->P.m_off < 0 || (int64_t)c->P.m_off + c->P.M_tile > M)
+        AMK__OPS_FAIL(PARAM_VALUE, "rows m_off = %d, M_tile = %d are outside x's %lld rows", c->P.m_off, c->P.M_tile,
+                      (long long)M);
+    return 1;
+}
+
 /* RMSNORM_GEMV and its variants (_ROPE, _KV, _ROPE_KV, _ARGMAX), RMSNORM_SWIGLU, RMSNORM_MLP and
    RMSNORM_MLP_FOLD. The arity is the op table's; the forms' bits come with the opcode (P.flags). */
 AMK__FN int amk__check_norm_gemv(const amk__opshape *c) {
@@ -864,7 +881,7 @@ AMK__FN int amk__check_norm_gemv(const amk__opshape *c) {
     } else if (!amk__opshape_tile_out(c, c->out, c->n_out, M, end)) {
         return 0;
     }
-    return 1;
+    return amk__check_norm_gemv_rows(c, M);
 }
 /* BIAS_ADD: x [M, N] (any shape whose element count is a multiple of N), b [N], out as x. */
 AMK__FN int amk__check_bias_add(const amk__opshape *c) {
@@ -2077,8 +2094,10 @@ AMK__FN void amk__v_query(amk__vctx *v, int set_off, int set_len, int target, in
    (ATTENTION_DECODE: the rows of its query heads); 3 whole rows [n0, n1) of the output's first
    axis (ADD, SILU_MUL and RMSNORM with M_tile: rows [m_off, m_off+M_tile)). Of buffer x: an
    RMSNORM_GEMV_ARGMAX writes its pair (kind 1) into its second output. Regions of different kinds
-   never compare as disjoint (amk__v_waw). */
+   never compare as disjoint (amk__v_waw). Kind AMK__V_REGION_POS + b: a KV form's tile of rows m
+   [m0, m1) (M_tile) writes the cache rows pos[0] + m, b its position buffer. */
 typedef struct amk__v_region { int64_t n0, n1, m0, m1; int task, kind; } amk__v_region;
+#define AMK__V_REGION_POS 16
 
 /* The region functions (the op table's region column): what task t writes of its output x, into r,
    which comes preset to kind 0 (the whole buffer). */
@@ -2108,6 +2127,17 @@ AMK__FN void amk__region_cols(const amk_task *t, int x, amk__v_region *r) {
     if (t->op == AMK_OP_GEMM_TILE) {
         const amk_param *moff = amk__v_param(t, "m_off"), *mw = amk__v_param(t, "M_tile");
         if (!mw) { r->kind = 0; r->n0 = INT64_MIN; r->n1 = INT64_MAX; return; }
+        r->m0 = moff ? moff->i : 0;
+        r->m1 = r->m0 + mw->i;
+    } else if (amk_op_device(t->op, NULL) == AMK_OP_RMSNORM_GEMV && amk__v_param(t, "M_tile")) {
+        /* rows [m_off, m_off + M_tile) of its output; a KV form's, the cache rows pos[0] + m of
+           those m (the device and the reference VM refuse other positions), so of one kind a
+           position buffer: rows of tiles with different positions never compare as disjoint */
+        const amk_param *moff = amk__v_param(t, "m_off"), *mw = amk__v_param(t, "M_tile");
+        if (t->op == AMK_OP_RMSNORM_GEMV_KV || t->op == AMK_OP_RMSNORM_GEMV_ROPE_KV) {
+            if (t->n_inputs < 4 || !t->inputs) return; /* pass 2 reports it (the region stays whole) */
+            r->kind = AMK__V_REGION_POS + t->inputs[3];
+        }
         r->m0 = moff ? moff->i : 0;
         r->m1 = r->m0 + mw->i;
     }

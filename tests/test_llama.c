@@ -1371,6 +1371,8 @@ done:
    position the context holds to rel. 1e-4 of the row's largest (issue 41's bar), and where the
    context holds them the greedy continuation of 8 tokens is HF's. */
 #define FAMILY_REL_TOL 1e-4
+/* BF16 weights and activations: test_sweep.c sw_dtype_tol, four times BF16's two roundings */
+#define FAMILY_BF16_TOL 6.4e-2
 /* Opens dir on the reference VM with a context of max_seq (0: AMK's choice). */
 static int g_family_prefill_rows; /* family_open_on's amk_llm_opts.prefill_rows */
 static int g_prompt_runs; /* the "prompt" progress calls of models family_open_on opened: a chunk or a step each */
@@ -1560,6 +1562,75 @@ static void family_prefill_full_on(amk_backend backend, int dt, double tol) {
     amk_llm_close(b);
 }
 
+/* A 200-token prompt in chunks of a 160-row program (its q, k and v tiles in blocks of 128 rows,
+   M_tile, with 16-bit activations) in a context of 256: a chunk of 160 and one of the short
+   program's 40, against a token at a time; the last logits agree within tol and so does the
+   greedy token. */
+static void family_prefill_long_on(amk_backend backend, int dt, double tol) {
+    amk_llm *a = NULL, *b = NULL;
+    amk_diag d;
+    const float *la = NULL, *lb = NULL;
+    int ids[200], i, ta = -1, tb = -1;
+    double big = 0.0, diff = 0.0;
+    for (i = 0; i < 200; i++) ids[i] = (i * 53 + 11) % 256;
+    g_family_prefill_rows = 160;
+    CHECK_MSG(family_open_on("tests/data/families/llama", 256, backend, dt, &a, &d) == AMK_OK, "%s", d.message);
+    g_family_prefill_rows = -1;
+    CHECK_MSG(family_open_on("tests/data/families/llama", 256, backend, dt, &b, &d) == AMK_OK, "%s", d.message);
+    g_family_prefill_rows = 0;
+    if (a && b) {
+        CHECK_EQ_INT(amk_llm_prefill_rows(a), 160);
+        g_prompt_runs = 0;
+        CHECK_EQ_INT(amk_llm_prefill(a, ids, 200, 0, &la, &ta, &d), AMK_OK);
+        CHECK_EQ_INT(g_prompt_runs, 2); /* two chunks, no step */
+        CHECK_EQ_INT(amk_llm_prefill(b, ids, 200, 0, &lb, &tb, &d), AMK_OK);
+        for (i = 0; la && lb && i < 256; i++) {
+            if (fabs(lb[i]) > big) big = fabs(lb[i]);
+            if (fabs((double)la[i] - lb[i]) > diff) diff = fabs((double)la[i] - lb[i]);
+        }
+        printf("a 200-token prompt in chunks of 160 (%s, %s): last logits %.2e of the largest from a token at a time\n",
+               backend == AMK_BACKEND_CUDA ? "CUDA" : "reference VM", amk_dtype_name(dt), diff / (big > 0 ? big : 1));
+        CHECK_MSG(la && lb && diff <= tol * big, "a 200-token prompt in chunks of 160: last logits differ by %.3g of %.3g",
+                  diff, big);
+        CHECK_EQ_INT(ta, tb);
+    }
+    amk_llm_close(a);
+    amk_llm_close(b);
+}
+
+/* The prefill program's q, k and v tiles with 16-bit activations: blocks of 128 rows (M_tile) by
+   columns, which cover each layer's rows and columns once; F32 activations keep whole-row tiles. */
+static void test_prefill_row_tiles(void) {
+    amk_llama_config c = tiny_config();
+    amk_llama_build_opts o;
+    int k;
+    c.max_pos = 256;
+    for (k = 0; k < 2; k++) {
+        amk_program *p = NULL;
+        amk_diag d;
+        int64_t cover = 0;
+        int i, tiles = 0, split = 0;
+        amk_llama_build_opts_default(&o);
+        o.max_seq = 256;
+        o.prefill_rows = 200;
+        o.weight_dtype = o.act_dtype = k ? AMK_DTYPE_F32 : AMK_DTYPE_BF16;
+        CHECK_EQ_INT(amk_llama_build(&c, &o, &p, &d), AMK_OK);
+        for (i = 0; p && i < p->n_tasks; i++) {
+            const amk_task *t = &p->tasks[i];
+            const amk_param *mt = amk_task_param(t, "M_tile"), *nt = amk_task_param(t, "N_tile");
+            if (t->op != AMK_OP_RMSNORM_GEMV_ROPE && t->op != AMK_OP_RMSNORM_GEMV_ROPE_KV && t->op != AMK_OP_RMSNORM_GEMV_KV)
+                continue;
+            tiles++;
+            split += mt != NULL;
+            CHECK(!mt || mt->i <= 128);
+            cover += (mt ? mt->i : 200) * (nt ? nt->i : 0);
+        }
+        CHECK_EQ_INT(split, k ? 0 : tiles);
+        CHECK(tiles > 0 && cover == (int64_t)c.n_layers * 200 * (c.n_heads + 2 * c.n_kv_heads) * c.head_dim);
+        amk_program_free(p);
+    }
+}
+
 /* amk_llm_prefill on the reference VM against HF (chunks of 4 and 16 as test_prefill_cuda's, the
    GGUF's in the reference VM's chunk (AMK_LLM_PREFILL_ROWS_CPU), the Mistral window across
    chunks, a step a token); none with random weights (the host draws each program's layouts anew); its refusals:
@@ -1583,6 +1654,7 @@ static void test_llm_prefill(void) {
     family_prefill_on("tests/data/families/mistral", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, 16, 16, 0, FAMILY_REL_TOL);
     family_prefill_on("tests/data/families/llama", NULL, 64, AMK_BACKEND_CPU, AMK_DTYPE_F32, -1, 0, 0, FAMILY_REL_TOL);
     family_prefill_full_on(AMK_BACKEND_CPU, AMK_DTYPE_F32, FAMILY_REL_TOL);
+    family_prefill_long_on(AMK_BACKEND_CPU, AMK_DTYPE_BF16, FAMILY_BF16_TOL);
     {
         amk_llama_config c = tiny_config();
         amk_llm_opts_default(&o);
@@ -1718,9 +1790,7 @@ static void test_golden_smollm2(void) { golden_run(AMK_BACKEND_CPU); }
 static void test_golden_smollm2_cuda(void) { golden_run(AMK_BACKEND_CUDA); }
 
 /* The four families on the GPU (issue 41): from safetensors and GGUF, F32 within the reference
-   VM's bar, BF16 weights and activations within BF16's (test_sweep.c sw_dtype_tol: four times
-   its two roundings). */
-#define FAMILY_BF16_TOL 6.4e-2
+   VM's bar, BF16 weights and activations within BF16's (FAMILY_BF16_TOL). */
 static void family_cuda(const char *dir, int max_seq) {
     family_logits_on(dir, NULL, max_seq, AMK_BACKEND_CUDA, AMK_DTYPE_F32, FAMILY_REL_TOL);
     family_logits_on(dir, "model.gguf", max_seq, AMK_BACKEND_CUDA, AMK_DTYPE_F32, FAMILY_REL_TOL);
@@ -1746,6 +1816,7 @@ static void test_prefill_cuda(void) {
         if (i == 0) {
             family_prefill_full_on(AMK_BACKEND_CUDA, AMK_DTYPE_F32, FAMILY_REL_TOL);
             family_prefill_full_on(AMK_BACKEND_CUDA, AMK_DTYPE_BF16, FAMILY_BF16_TOL);
+            family_prefill_long_on(AMK_BACKEND_CUDA, AMK_DTYPE_BF16, FAMILY_BF16_TOL);
         }
     }
     family_prefill_on("tests/data/families/qwen2", NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 16, 0, 0, FAMILY_REL_TOL);
@@ -1850,6 +1921,7 @@ int main(void) {
     RUN(test_as_stored_matches_f32);
     RUN(test_fused_matches_spec_ops);
     RUN(test_prefill_matches_decode);
+    RUN(test_prefill_row_tiles);
     RUN(test_fold_matches_unfolded);
     RUN(test_random_weights_decode);
     RUN(test_sampler);

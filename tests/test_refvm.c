@@ -952,6 +952,47 @@ static void test_mlp_block_down(void) {
     }
 }
 
+/* RMSNORM_GEMV_ROPE_KV in tiles of rows (M_tile): rows [0, 2) and [2, 5) write the same cache rows
+   as one tile over all five, bit for bit, and no other row; a tile whose positions are not pos[0] + m
+   fails naming the rule, having written nothing. */
+static void test_norm_gemv_rows(void) {
+    const int64_t M = 5, K = 16, N = 8, S = 12;
+    tc c;
+    amk_diag d;
+    int x, nw, W, pos, A, B, ins[4], k;
+    int64_t i, bad = 0;
+    tc_init(&c);
+    x = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, M, K, 0);
+    nw = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
+    W = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, N, K, 0);
+    pos = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
+    A = tc_buf(&c, AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 2, S, N, 0);
+    B = tc_buf(&c, AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 2, S, N, 0);
+    tfill(&c.b[x], -1, 1);
+    tfill(&c.b[nw], 0.5, 1.5);
+    tfill(&c.b[W], -0.5, 0.5);
+    for (i = 0; i < M; i++) tset(&c.b[pos], i, (double)(3 + i));
+    for (i = 0; i < S * N; i++) { tset(&c.b[A], i, 9.0); tset(&c.b[B], i, 9.0); }
+    ins[0] = x; ins[1] = nw; ins[2] = W; ins[3] = pos;
+    for (k = 0; k < 3; k++) { /* all rows into A; rows [0, 2), then [2, 5) into B */
+        tc_task(&c, AMK_OP_RMSNORM_GEMV_ROPE_KV, ins, 4, k ? B : A);
+        tc_real(&c, "eps", 1e-5); tc_int(&c, "K", K); tc_int(&c, "N_tile", N); tc_int(&c, "n_off", 0);
+        tc_int(&c, "head_dim", 4); tc_real(&c, "theta", 10000.0);
+        if (k) { tc_int(&c, "m_off", k == 1 ? 0 : 2); tc_int(&c, "M_tile", k == 1 ? 2 : 3); }
+        CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "rows tile %d: %s", k, d.message);
+    }
+    for (i = 0; i < S * N; i++)
+        bad += tget(&c.b[A], i) != tget(&c.b[B], i) || ((i / N < 3 || i / N >= 3 + M) != (tget(&c.b[A], i) == 9.0));
+    CHECK_MSG(bad == 0, "%d cache elements differ between the row tiles and the whole tile", (int)bad);
+    tset(&c.b[pos], 3, 11.0); /* row 3 at position 11, not 3 + 3 */
+    for (i = 0; i < S * N; i++) tset(&c.b[B], i, 9.0);
+    CHECK_EQ_INT(tc_exec(&c, &d), AMK_ERR_RUNTIME);
+    CHECK_MSG(strstr(d.message, "not pos[0] + 3") != NULL, "message: %s", d.message);
+    for (i = 0; i < S * N; i++) bad += tget(&c.b[B], i) != 9.0;
+    CHECK_MSG(bad == 0, "the refused tile wrote %d cache elements", (int)bad);
+    tc_free(&c);
+}
+
 static void test_gemv_f16_every_value(void) {
     tc c;
     amk_diag d;
@@ -2833,6 +2874,7 @@ int main(void) {
     RUN(test_gemv_float);
     RUN(test_gemv_blocks);
     RUN(test_mlp_block_down);
+    RUN(test_norm_gemv_rows);
     RUN(test_gemv_f16_every_value);
     RUN(test_gemm_tile);
     RUN(test_gemv_quant);

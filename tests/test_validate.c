@@ -919,6 +919,85 @@ static void test_race_waw_gemm_grid(void) {
     amk_program_free(p);
 }
 
+/* RMSNORM_GEMV's KV form in tiles of rows (M_tile): a prefill chunk's k tiles, each writing the
+   cache rows pos[0] + m of its rows m. Tiles of one position buffer on disjoint rows, or disjoint
+   columns, need no order; overlapping rows race, and so do tiles of two position buffers (their
+   rows are data); the plain form's tiles are a grid as GEMM_TILE's; rows past x's, m_off without
+   M_tile and rows on RMSNORM_SWIGLU are refused. */
+static int norm_rows_task(amk_program *p, int op, const int *in, int n_in, int out, int c, int n_off, int N_tile, int m_off,
+                          int M_tile) {
+    int t = amk_program_add_task(p, op, in, n_in, &out, 1, c, "rows");
+    amk_task_set_real(p, t, "eps", 1e-5);
+    amk_task_set_int(p, t, "K", 16);
+    amk_task_set_int(p, t, "N_tile", N_tile);
+    amk_task_set_int(p, t, "n_off", n_off);
+    if (M_tile > 0) amk_task_set_int(p, t, "M_tile", M_tile);
+    if (m_off >= 0) amk_task_set_int(p, t, "m_off", m_off);
+    return t;
+}
+static void test_race_waw_norm_rows(void) {
+    amk_program *p = amk_program_create();
+    int64_t sh[2];
+    int in[4], pos2, out, c = amk_program_add_counter(p, ""), i;
+    sh[0] = 6; sh[1] = 16;
+    in[0] = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 16;
+    in[1] = amk_program_add_buffer(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, sh, AMK_SPACE_HBM, NULL);
+    in[2] = weight(p, "w", 8, 16);
+    sh[0] = 6;
+    in[3] = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
+    pos2 = amk_program_add_buffer(p, "pos2", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 32; sh[1] = 8;
+    out = amk_program_add_buffer(p, "cache", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    for (i = 0; i < 4; i++) /* rows [0, 3), [3, 6) x columns [0, 4), [4, 8) */
+        norm_rows_task(p, AMK_OP_RMSNORM_GEMV_KV, in, 4, out, c, 4 * (i % 2), 4, 3 * (i / 2), 3);
+    expect_clean(p);
+    amk_task_set_int(p, 3, "m_off", 2); /* rows [2, 5) meet task 1's [0, 3) in columns [4, 8) */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+    amk_task_set_int(p, 3, "m_off", 3);
+    p->tasks[3].inputs[3] = pos2; /* rows of other positions: the group's regions meet, every pair */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 6);
+    p->tasks[3].inputs[3] = in[3];
+    amk_task_set_int(p, 3, "M_tile", 4); /* rows [3, 7) of 6 */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_PARAM_VALUE), 1);
+    amk_task_set_int(p, 3, "M_tile", 3);
+    expect_clean(p);
+    amk_program_free(p);
+    /* the plain form: rows of out [6, 8]; then m_off alone; then rows on RMSNORM_SWIGLU */
+    p = amk_program_create();
+    c = amk_program_add_counter(p, "");
+    sh[0] = 6; sh[1] = 16;
+    in[0] = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    sh[0] = 16;
+    in[1] = amk_program_add_buffer(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, sh, AMK_SPACE_HBM, NULL);
+    in[2] = weight(p, "w", 8, 16);
+    in[3] = weight(p, "w_up", 8, 16);
+    sh[0] = 6; sh[1] = 8;
+    out = amk_program_add_buffer(p, "q", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    for (i = 0; i < 2; i++) norm_rows_task(p, AMK_OP_RMSNORM_GEMV, in, 3, out, c, 0, 8, 3 * i, 3);
+    expect_clean(p);
+    amk_task_set_int(p, 1, "m_off", 1);
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+    amk_program_free(p);
+    for (i = 0; i < 2; i++) {
+        int o;
+        p = amk_program_create();
+        c = amk_program_add_counter(p, "");
+        sh[0] = 6; sh[1] = 16;
+        in[0] = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+        sh[0] = 16;
+        in[1] = amk_program_add_buffer(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, sh, AMK_SPACE_HBM, NULL);
+        in[2] = weight(p, "w", 8, 16);
+        in[3] = weight(p, "w_up", 8, 16);
+        sh[0] = 6; sh[1] = 8;
+        o = amk_program_add_buffer(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+        if (i == 0) norm_rows_task(p, AMK_OP_RMSNORM_GEMV, in, 3, o, c, 0, 8, 1, 0);
+        else norm_rows_task(p, AMK_OP_RMSNORM_SWIGLU, in, 4, o, c, 0, 8, 0, 2);
+        CHECK_EQ_INT(expect_only(p, AMK_CHECK_PARAM_VALUE), 1);
+        amk_program_free(p);
+    }
+}
+
 /* AMK's ATTENTION_DECODE writes the rows of its kv heads' query heads: tasks on disjoint kv
    heads are disjoint; overlapping heads, or a whole-output writer of another kind on the same
    counter, race. */
@@ -1994,6 +2073,7 @@ int main(void) {
     RUN(test_race_waw_tiles);
     RUN(test_race_waw_200_tiles);
     RUN(test_race_waw_gemm_grid);
+    RUN(test_race_waw_norm_rows);
     RUN(test_race_waw_attention_decode);
     RUN(test_race_waw_attention_prefill);
     RUN(test_race_waw_rows);

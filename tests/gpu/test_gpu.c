@@ -189,6 +189,18 @@ static int general_refuses(const amk_program *p, amk_result r, const char *messa
     }
     return 0;
 }
+/* 1 when the full or general build refuses p by design: a task only the prefill build runs
+   (amk_plan_prefill_only: RMSNORM_GEMV's tiles of rows), and that is what the runtime said. */
+static int prefill_only_refused(const amk_program *p, amk_result r, const char *message) {
+    int i;
+    if (r != AMK_ERR_UNSUPPORTED || !strstr(message, "runs in the prefill build only")) return 0;
+    for (i = 0; i < p->n_tasks; i++) {
+        amk_vm_ctx_t x;
+        amk_task_context(p, i, &x);
+        if (amk_plan_prefill_only(&x)) return 1;
+    }
+    return 0;
+}
 
 /* One program on both VMs; the GPU's on image (amk_image_kind: the build loaded, else g_img). */
 typedef struct gcase {
@@ -217,9 +229,10 @@ static int gcase_begin(gcase *g, amk_program *p, const char *tag, float scale) {
     CHECK_MSG(r == AMK_OK, "%s [%s]: refvm_create: %s", tag, image_name(g->image), g->d.message);
     if (r != AMK_OK) return 0;
     r = create_on_image(p, 0, &g->cu, &g->d);
-    if ((g_img == AMK_IMAGE_GENERAL || g_img == AMK_IMAGE_PREFILL) && general_refuses(p, r, g->d.message)) {
+    if (((g_img == AMK_IMAGE_GENERAL || g_img == AMK_IMAGE_PREFILL) && general_refuses(p, r, g->d.message)) ||
+        (g_img != AMK_IMAGE_PREFILL && prefill_only_refused(p, r, g->d.message))) {
         g_skipped[image_index(g_img)]++;
-        printf("    %s [general]: skipped by design: %s\n", tag, g->d.message);
+        printf("    %s [%s]: skipped by design: %s\n", tag, image_name(g_img), g->d.message);
         return 0;
     }
     CHECK_MSG(r == AMK_OK, "%s [%s]: cuda_create: %s [%s] %s", tag, image_name(g->image), amk_result_str(r), g->d.cuda_error,
@@ -557,6 +570,9 @@ static void test_gemm_tile(void) {
               .ot = AMK_DTYPE_F32, .M = 12, .N = 256, .K = 4096, .n_off = 64, .N_tile = 128});
     gemv_case("GEMM f32 W rows", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_F32,
               .ot = AMK_DTYPE_F32, .M = 8, .N = 40, .K = 64, .n_off = 0, .N_tile = 40, .M_tile = 8});
+    /* the rows path's tile of rows inside x's: the rows outside it keep their poison */
+    gemv_case("GEMM f32 W inner rows", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_F32,
+              .ot = AMK_DTYPE_F32, .M = 9, .N = 40, .K = 64, .n_off = 0, .N_tile = 40, .m_off = 2, .M_tile = 3});
     /* 16-bit x and W, 512 threads: the prefill image's tensor-copy GEMM (amk_gemm_tma; the others
        run amk_gemm_mma): K tails past a 64 chunk, blocks past M_tile and N_tile, several blocks a
        tile, the bias, every output dtype, f16, the smallest tile */
@@ -571,6 +587,15 @@ static void test_gemm_tile(void) {
     gemv_case("GEMM tma tiny", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_BF16,
               .ot = AMK_DTYPE_F32, .M = 4, .N = 8, .K = 8, .n_off = 0, .N_tile = 8, .m_off = 0, .M_tile = 4,
               .threads = 512});
+    /* tiles of at most AMK_TMA_WBOX columns: narrow blocks (64 x 64 a warpgroup) */
+    gemv_case("GEMM tma narrow bf16 bias", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_BF16,
+              .ot = AMK_DTYPE_F32, .M = 300, .N = 300, .K = 1000, .n_off = 7, .N_tile = 128, .bias = 1, .m_off = 5,
+              .M_tile = 290, .threads = 512});
+    gemv_case("GEMM tma narrow f16 K=4096", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F16, .wt = AMK_DTYPE_F16,
+              .ot = AMK_DTYPE_BF16, .M = 130, .N = 200, .K = 4096, .n_off = 64, .N_tile = 100, .m_off = 0, .M_tile = 130,
+              .threads = 512});
+    gemv_case("GEMV tma narrow", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_BF16,
+              .ot = AMK_DTYPE_BF16, .M = 64, .N = 72, .K = 576, .n_off = 0, .N_tile = 72, .threads = 512});
     /* block-format W with rows enough for the tensor cores: the rows path takes it */
     gemv_case("GEMM Q4_K rows", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_Q4_K,
               .ot = AMK_DTYPE_F32, .M = 70, .N = 40, .K = 256, .n_off = 2, .N_tile = 30, .bias = 1, .m_off = 3,
@@ -897,8 +922,10 @@ static void check_argmax_pairs(gcase *g, int y, int pp, int64_t M, int64_t N, in
 
 /* RMSNORM_GEMV (flags: 1 RoPE, 2 KV row, 4 ARGMAX) or RMSNORM_SWIGLU tiles, two tasks on two SMs
    splitting N, against the reference VM; positions set by hand (random ones could leave the cache).
-   Blocks of g_fused_threads threads (0: the runtime's default). */
+   Blocks of g_fused_threads threads (0: the runtime's default); with g_fused_rows, each half of N in
+   tasks of that many rows of x (M_tile), alternating between the SMs. */
 static int g_fused_threads;
+static int64_t g_fused_rows;
 static amk_dtype g_fused_up; /* RMSNORM_SWIGLU's up dtype when not F32 (0): else wt */
 static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t M,
                        int64_t N, int64_t K, int64_t hd, const int32_t *pos, int64_t cache_rows, double rtol) {
@@ -917,17 +944,24 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
     if (flags & AMK_GEMV_FLAG_ARGMAX) pp = buf(p, "partials", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, M, 4, 0);
     if (g_fused_threads) p->config.threads_per_block = g_fused_threads;
     for (i = 0; i < 2; i++) {
-        int outs[2];
-        outs[0] = y;
-        outs[1] = pp;
-        t = amk_program_add_task(p, amk_op_variant(op, (uint32_t)flags), in, ni, outs, pp >= 0 ? 2 : 1, c, amk_op_name(op));
-        if (t >= 0) p->tasks[t].sm = i;
-        setf(p, t, "eps", 1e-5);
-        seti(p, t, "K", K);
-        seti(p, t, "n_off", i ? half : 0);
-        seti(p, t, "N_tile", i ? N - half : half);
-        if (pp >= 0) seti(p, t, "part", i);
-        if (flags & AMK_GEMV_FLAG_ROPE) { seti(p, t, "head_dim", hd); setf(p, t, "theta", 500000.0); }
+        int64_t m0;
+        for (m0 = 0; m0 < M; m0 += g_fused_rows ? g_fused_rows : M) {
+            int outs[2];
+            outs[0] = y;
+            outs[1] = pp;
+            t = amk_program_add_task(p, amk_op_variant(op, (uint32_t)flags), in, ni, outs, pp >= 0 ? 2 : 1, c, amk_op_name(op));
+            if (t >= 0) p->tasks[t].sm = t % 2;
+            setf(p, t, "eps", 1e-5);
+            seti(p, t, "K", K);
+            seti(p, t, "n_off", i ? half : 0);
+            seti(p, t, "N_tile", i ? N - half : half);
+            if (g_fused_rows) {
+                seti(p, t, "m_off", m0);
+                seti(p, t, "M_tile", M - m0 < g_fused_rows ? M - m0 : g_fused_rows);
+            }
+            if (pp >= 0) seti(p, t, "part", i);
+            if (flags & AMK_GEMV_FLAG_ROPE) { seti(p, t, "head_dim", hd); setf(p, t, "theta", 500000.0); }
+        }
     }
     if (gcase_begin(&g, p, tag, 1.0f)) {
         if (pflags) gcase_set_i32(&g, in[ni - 1], pos, (int)M);
@@ -937,6 +971,70 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
         }
     }
     gcase_end(&g);
+}
+
+/* RMSNORM_GEMV and its RoPE and KV forms in tasks of rows (M_tile), as a prefill chunk's q, k and v:
+   bf16 x and W with 512 threads (the prefill image's tensor-copy form; the general form on the
+   others), a row tile past a block of 128 and one inside it, and an F32 x (the general form
+   everywhere). Then a KV form's tiles whose positions are not pos[0] + m: a run-time error naming
+   one of them on the GPU and on the reference VM, the device usable after. */
+static void test_fused_gemv_rows(void) {
+    static int32_t pc[300];
+    int i;
+    for (i = 0; i < 300; i++) pc[i] = 7 + i;
+    g_fused_threads = 512;
+    g_fused_rows = 128;
+    fused_case("NORM_GEMV rows rope kv bf16", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 300, 256, 512,
+               64, pc, 320, -1);
+    fused_case("NORM_GEMV rows rope bf16", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 200, 192, 256,
+               64, pc, 0, 1e-3);
+    g_fused_rows = 40;
+    fused_case("NORM_GEMV rows 40 kv bf16", AMK_OP_RMSNORM_GEMV, 2, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 130, 128, 256,
+               0, pc, 140, -1);
+    g_fused_threads = 0;
+    g_fused_rows = 2;
+    fused_case("NORM_GEMV rows f32 rope kv", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_F32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 5, 64, 128, 32,
+               pc, 12, -1);
+    g_fused_rows = 0;
+    {
+        amk_program *p = prog_new(2);
+        int in[4], y, t, m, c = amk_program_add_counter(p, "");
+        static const int32_t gap[6] = {3, 4, 5, 9, 10, 11};
+        gcase g;
+        amk_refvm *vm = NULL;
+        amk_diag d;
+        p->config.threads_per_block = 512;
+        in[0] = buf(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, 6, 64, 0);
+        in[1] = buf(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, 64, 0, 0);
+        in[2] = buf(p, "W", AMK_KIND_WEIGHT, AMK_DTYPE_BF16, 2, 16, 64, 0);
+        in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 6, 0, 0);
+        y = buf(p, "cache", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 2, 16, 16, 0);
+        for (m = 0; m < 6; m += 3) {
+            t = task(p, AMK_OP_RMSNORM_GEMV_KV, in, 4, y, c, m / 3);
+            setf(p, t, "eps", 1e-5);
+            seti(p, t, "K", 64); seti(p, t, "n_off", 0); seti(p, t, "N_tile", 16);
+            seti(p, t, "m_off", m); seti(p, t, "M_tile", 3);
+        }
+        amk_diag_clear(&d);
+        CHECK_EQ_INT(amk_refvm_create(p, &vm, &d), AMK_OK);
+        if (vm) {
+            memcpy(amk_refvm_buffer(vm, in[3], NULL), gap, sizeof gap);
+            CHECK_EQ_INT(amk_refvm_run(vm, NULL, &d), AMK_ERR_RUNTIME);
+            CHECK_MSG(strstr(d.message, "pos[0] + 3") != NULL, "reference VM: %s", d.message);
+            amk_refvm_free(vm);
+        }
+        if (gcase_begin(&g, p, "rows positions", 1.0f)) {
+            amk_result r;
+            CHECK_EQ_INT(amk_cuda_upload(g.cu, in[3], gap, sizeof gap, NULL), AMK_OK);
+            r = amk_cuda_run(g.cu, 5000.0 * g_slow, &g.d);
+            CHECK_EQ_INT(r, AMK_ERR_RUNTIME);
+            CHECK_MSG(g.d.task == 1 && strstr(g.d.message, "not pos[0] + m): 9"), "task %d: %s", g.d.task, g.d.message);
+            for (m = 0; m < 6; m++) amk__store_i64(amk_refvm_buffer(g.vm, in[3], NULL), AMK_DTYPE_I32, m, 2 + m);
+            gcase_sync(&g, in[3]);
+            if (gcase_run(&g, "rows positions, then good")) gcase_compare(&g, y, -1, -1, "rows positions cache");
+        }
+        gcase_end(&g);
+    }
 }
 
 static void test_fused_gemv(void) {
@@ -989,6 +1087,7 @@ static void test_fused_gemv(void) {
     g_fused_up = (amk_dtype)0;
     if (!g_quick)
         fused_case("NORM_SWIGLU 8B tile", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 218, 4096, 0, NULL, 0, -1);
+    test_fused_gemv_rows();
 }
 
 /* RMSNORM_MLP: a FILL starts the sum, then tiles of tr rows of gate/up and W_downT (the first with
