@@ -1723,8 +1723,10 @@ static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, con
 }
 
 /* GEMV/GEMM tile rows [m_begin, m_end) in the tensor-copy form (the host planned it: operands,
-   maps and shared memory; amk_plan_gemm_tma). Blocks go in order of rows, then columns. */
-static __device__ __noinline__ void amk_gemm_tma(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
+   maps and shared memory; amk_plan_gemm_tma). Blocks go in order of rows, then columns. why
+   inlined (one call, amk_op_dispatch): out of line, ptxas serialised its MMAs (a wait after each
+   wgmma; AMK_GEMM_TRY_MMA says why) */
+static __device__ __forceinline__ void amk_gemm_tma(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
     const int tid = amk_tid();
     const int nk = (int)((c->ins.params.K + AMK_TMA_BK - 1) / AMK_TMA_BK);
     const int64_t avail = (int64_t)amk_ptx_dynamic_smem_size() - 2048;
@@ -1966,11 +1968,13 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
 }
 
 /* The tensor-core path for a tile of at least AMK_MMA_MIN_ROWS rows whose operands it takes
-   (the rows test inline, the rest out of line); 0 when the tile is left to the rows path. */
+   (the rows test inline, the rest out of line); 0 when the tile is left to the rows path. The
+   prefill image has none: its tensor-copy GEMM runs from amk_op_dispatch, and the tiles it does
+   not take run the rows path. why no amk_gemm_mma there: a wgmma in a function the VM calls makes
+   ptxas serialise every wgmma of the kernel (C7510, "pipeline crossing function boundary"), the
+   tensor-copy GEMM's too: a wait for each MMA (bench/NOTES.md session "rows") */
 #if AMK_GEMM_TMA && AMK_VM_PREFILL /* the prefill image's (gpu.mk) */
-#define AMK_GEMM_TRY_MMA(c, smem, m_begin, m_end)                                                        \
-    ((c)->ins.form == AMK_FORM_GEMM_TMA ? (amk_gemm_tma(c, smem, m_begin, m_end), 1)                        \
-                                        : (m_end) - (m_begin) >= AMK_MMA_MIN_ROWS && amk_gemm_mma(c, smem, m_begin, m_end))
+#define AMK_GEMM_TRY_MMA(c, smem, m_begin, m_end) 0
 #else
 #define AMK_GEMM_TRY_MMA(c, smem, m_begin, m_end) \
     ((m_end) - (m_begin) >= AMK_MMA_MIN_ROWS && amk_gemm_mma(c, smem, m_begin, m_end))
@@ -4008,13 +4012,6 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
 }
 
 AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
-#if AMK_GEMM_TMA && AMK_VM_PREFILL
-    if (c->ins.form == AMK_FORM_GEMM_TMA) { /* a prefill chunk's q, k or v (the prefill image) */
-        const int64_t m0 = c->ins.params.m_off; /* 0 without M_tile (the host's default) */
-        amk_gemm_tma(c, smem, m0, c->ins.params.M_tile > 0 ? m0 + c->ins.params.M_tile : amk_div_rows(c->in[0].numel, c->ins.params.K));
-        return;
-    }
-#endif
     const int mats = c->ins.op == AMK_OP_RMSNORM_SWIGLU || c->ins.op == AMK_OP_RMSNORM_MLP ? 2 : 1;
     /* a block-format W (or gate, up or W_down): the body's block instance */
     if (amk_dtype_blk(c->in[2].dtype) || (mats == 2 && amk_dtype_blk(c->in[3].dtype)) ||
@@ -4332,6 +4329,15 @@ static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *sme
     const int splits = 0 AMK_OPS(AMK__OP_SPLITS);
 #undef AMK__OP_SPLITS
     if ((!AMK_VM_EARLY_SETUP || !splits) && !amk_op_wait_go(c)) return;
+#if AMK_GEMM_TMA && AMK_VM_PREFILL
+    /* the tensor-copy GEMM of a GEMV_TILE, GEMM_TILE or RMSNORM_GEMV tile (the prefill image): its
+       rows [m_off, m_off + M_tile), or all of x's. why here: its one call, inlined into the VM */
+    if (c->ins.form == AMK_FORM_GEMM_TMA) {
+        const int64_t m0 = c->ins.params.M_tile > 0 ? c->ins.params.m_off : 0;
+        amk_gemm_tma(c, smem, m0, c->ins.params.M_tile > 0 ? m0 + c->ins.params.M_tile : amk_div_rows(c->in[0].numel, c->ins.params.K));
+        return;
+    }
+#endif
     switch (op) { /* each op jumps to its device function's one call (the table's dev_first) */
 #define AMK__OP_DEV_CASE_1(code, dv) case code: goto amk__dev_##dv;
 #define AMK__OP_DEV_CASE_0(code, dv) case code: goto amk__dev_##dv;
