@@ -973,11 +973,12 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
     gcase_end(&g);
 }
 
-/* RMSNORM_GEMV and its RoPE and KV forms in tasks of rows (M_tile), as a prefill chunk's q, k and v:
-   bf16 x and W with 512 threads (the prefill image's tensor-copy form; the general form on the
-   others), a row tile past a block of 128 and one inside it, and an F32 x (the general form
-   everywhere). Then a KV form's tiles whose positions are not pos[0] + m: a run-time error naming
-   one of them on the GPU and on the reference VM, the device usable after. */
+/* RMSNORM_GEMV and its RoPE and KV forms in tasks of rows (M_tile), as a prefill chunk's q, k and v
+   (the prefill image only; the others refuse them, a skip by design): bf16 x and W with 512
+   threads (the tensor-copy form, where x * norm_w is rounded to bf16 before the MMA: BF16's
+   tolerance), a row tile past a block of 128 and one inside it, and an F32 x (the general form).
+   Then a KV form's tiles whose positions are not pos[0] + m: a run-time error naming one of them on
+   the GPU and on the reference VM, the device usable after. */
 static void test_fused_gemv_rows(void) {
     static int32_t pc[300];
     int i;
@@ -987,7 +988,7 @@ static void test_fused_gemv_rows(void) {
     fused_case("NORM_GEMV rows rope kv bf16", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 300, 256, 512,
                64, pc, 320, -1);
     fused_case("NORM_GEMV rows rope bf16", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 200, 192, 256,
-               64, pc, 0, 1e-3);
+               64, pc, 0, 1.6e-2);
     g_fused_rows = 40;
     fused_case("NORM_GEMV rows 40 kv bf16", AMK_OP_RMSNORM_GEMV, 2, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 130, 128, 256,
                0, pc, 140, -1);
@@ -1087,7 +1088,6 @@ static void test_fused_gemv(void) {
     g_fused_up = (amk_dtype)0;
     if (!g_quick)
         fused_case("NORM_SWIGLU 8B tile", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 218, 4096, 0, NULL, 0, -1);
-    test_fused_gemv_rows();
 }
 
 /* RMSNORM_MLP: a FILL starts the sum, then tiles of tr rows of gate/up and W_downT (the first with
@@ -2998,6 +2998,8 @@ int main(int argc, char **argv) {
     TRY_IMAGES(test_argmax_pairs);
     TRY_IMAGES(test_attention_combine);
     TRY_IMAGES(test_fused_gemv);
+    TRY_IMAGES(test_fused_gemv_rows);
+    TRY_PREFILL(test_fused_gemv_rows);
     TRY_IMAGES(test_fused_mlp);
     TRY_IMAGES(test_fused_mlp_fold);
     TRY_IMAGES(test_attention_decode);
