@@ -1626,7 +1626,8 @@ static __device__ __forceinline__ void amk_tma_norm_chunk(const amk_op_ctx *c, u
 /* One block's K loop: d = the calling warpgroup's 64 x 64 nw sums (NW, a constant: 2 a block of
    AMK_TMA_BN columns, 1 a narrow one of AMK_TMA_WBOX, the warpgroups' MMAs m64n64). Shared addresses: ring (stage s
    at ring + s * AMK_TMA_STAGE), bars (full[s] at bars + 8 s, empty[s] at bars + 8 (S + s)). it: the
-   ring's chunks before this block in the task (a chunk's stage is it % S, its phase (it / S) & 1).
+   ring's chunks before this block in the task (chunk g's stage is g % S, its phase (g / S) & 1,
+   counted from it's).
    F16: a constant in each inlined copy (one loop each, no branch around the MMAs). NORM (an
    RMSNORM_GEMV tile, a constant too): x's chunks are scaled by the norm weight first, the squares
    summed into ss (amk_tma_norm_chunk), and a block barrier before the MMAs. why so few
@@ -1636,17 +1637,19 @@ static __device__ __forceinline__ void amk_tma_block(const amk_op_ctx *c, float 
                                                      const int norm, const int nw, float *ss) {
     const int tid = amk_tid(), wg = __shfl_sync(0xFFFFFFFFu, tid >> 7, 0);
     const uint32_t a_off = (uint32_t)(wg & 1) * 64 * 128, b_off = AMK_TMA_BM * 128 + (uint32_t)(wg >> 1) * 64 * nw * 128;
+    /* chunk t's stage s and phase ph, the previous chunk's sp and php. why counted, not it + t's
+       % S and / S: S is known at run time only, and those divisions were a quarter of the loop's
+       stall samples (bench/RESULTS.md run 402) */
+    uint32_t s = it % (uint32_t)S, ph = (it / (uint32_t)S) & 1u, sp = 0, php = 0;
     if (tid == 0)
-        for (int t = 0; t < S && t < nk; t++) {
-            const uint32_t s = (it + t) % S;
-            amk_tma_issue(c, ring + s * (uint32_t)AMK_TMA_STAGE, bars + 8 * s, t, m0, n0, nw);
-        }
+        for (uint32_t t = 0, q = s; t < (uint32_t)S && t < (uint32_t)nk; t++, q = q + 1 == (uint32_t)S ? 0 : q + 1)
+            amk_tma_issue(c, ring + q * (uint32_t)AMK_TMA_STAGE, bars + 8 * q, (int)t, m0, n0, nw);
     for (int t = 0; t < nk; t++) {
-        const uint32_t g = it + t, s = g % S, st = ring + s * (uint32_t)AMK_TMA_STAGE;
+        const uint32_t st = ring + s * (uint32_t)AMK_TMA_STAGE;
         const uint64_t da = amk_tma_desc(st + a_off), db = amk_tma_desc(st + b_off);
-        amk_tma_wait(bars + 8 * s, (g / S) & 1u);
+        amk_tma_wait(bars + 8 * s, ph);
         if (norm) { /* x's chunk times the norm weight, in place; its squares into ss */
-            amk_tma_norm_chunk(c, ring + s * (uint32_t)AMK_TMA_STAGE, t, f16, ss);
+            amk_tma_norm_chunk(c, st, t, f16, ss);
             amk_ptx_fence_proxy_async_smem(); /* the MMAs read what the threads wrote */
             __syncthreads();
         }
@@ -1659,16 +1662,21 @@ static __device__ __forceinline__ void amk_tma_block(const amk_op_ctx *c, float 
         amk_ptx_wgmma_commit();
         amk_ptx_wgmma_wait_1(); /* chunk t - 1's MMAs are done: its stage is free of this warpgroup */
         if (t > 0) {
-            const uint32_t p = (g - 1) % S;
-            if ((tid & 127) == 0) amk_tma_arrive(bars + 8 * (S + p));
+            if ((tid & 127) == 0) amk_tma_arrive(bars + 8 * (S + sp));
             if (tid == 0 && t - 1 + S < nk) { /* every warpgroup's arrival, then the stage's next chunk */
-                amk_tma_wait(bars + 8 * (S + p), ((g - 1) / S) & 1u);
-                amk_tma_issue(c, ring + p * (uint32_t)AMK_TMA_STAGE, bars + 8 * p, t - 1 + S, m0, n0, nw);
+                amk_tma_wait(bars + 8 * (S + sp), php);
+                amk_tma_issue(c, ring + sp * (uint32_t)AMK_TMA_STAGE, bars + 8 * sp, t - 1 + S, m0, n0, nw);
             }
+        }
+        sp = s;
+        php = ph;
+        if (++s == (uint32_t)S) {
+            s = 0;
+            ph ^= 1u;
         }
     }
     amk_ptx_wgmma_wait_all();
-    if ((tid & 127) == 0) amk_tma_arrive(bars + 8 * (S + (it + nk - 1) % S));
+    if ((tid & 127) == 0) amk_tma_arrive(bars + 8 * (S + sp)); /* sp: the last chunk's stage */
 }
 
 /* A block's epilogue: the warpgroup's sums d through its staging (64 rows of AMK_TMA_EPI_LD floats
