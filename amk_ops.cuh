@@ -1623,9 +1623,9 @@ static __device__ __forceinline__ void amk_tma_norm_chunk(const amk_op_ctx *c, u
     }
 }
 
-/* One block's K loop: d = the calling warpgroup's 64 x 64 nw sums (NW, a constant: 2 a block of
-   AMK_TMA_BN columns, 1 a narrow one of AMK_TMA_WBOX, the warpgroups' MMAs m64n64). Shared addresses: ring (stage s
-   at ring + s * AMK_TMA_STAGE), bars (full[s] at bars + 8 s, empty[s] at bars + 8 (S + s)). it: the
+/* One block's K loop: d = the calling warpgroup's 64 x 64 nw sums (NW, a constant: 2 for a block of
+   AMK_TMA_BN columns, m64n128 MMAs; 1 for a narrow block of AMK_TMA_WBOX, m64n64). Shared
+   addresses: ring (stage s at ring + s * AMK_TMA_STAGE), bars (full[s] at bars + 8 s, empty[s] at bars + 8 (S + s)). it: the
    ring's chunks before this block in the task (chunk g's stage is g % S, its phase (g / S) & 1,
    counted from it's).
    F16: a constant in each inlined copy (one loop each, no branch around the MMAs). NORM (an

@@ -1529,73 +1529,50 @@ static void family_prefill_on(const char *dir, const char *file, int max_seq, am
 static void family_logits(const char *dir, const char *file, int max_seq) {
     family_logits_on(dir, file, max_seq, AMK_BACKEND_CPU, AMK_DTYPE_F32, FAMILY_REL_TOL);
 }
-/* A prompt that fills the cache: chunks of 16 rows in a cache of 20 (the 4 tokens after the first
-   chunk go in a chunk started 12 rows earlier, over tokens it computes again, so that its padding
-   stays in the cache) against a token at a time; the last logits and the greedy token agree. */
-static void family_prefill_full_on(amk_backend backend, int dt, double tol) {
+/* A prompt of n tokens in chunks of a program of rows rows in a context of max_seq, against a token
+   at a time: the last logits agree within tol of the largest and so does the greedy token, and the
+   prompt ran as runs chunks (no step). Two cases: 20 tokens in chunks of 16 in a cache of 20 (the 4
+   after the first chunk go in a chunk started 12 rows earlier, over tokens it computes again, so
+   that its padding stays in the cache); 200 tokens in chunks of 160 in a context of 256 (its q, k
+   and v tiles in blocks of 128 rows, M_tile, with 16-bit activations: a chunk of 160 and one of the
+   short program's 40). */
+static void family_prefill_chunks_on(amk_backend backend, int dt, double tol, int n, int rows, int max_seq, int runs) {
     amk_llm *a = NULL, *b = NULL;
     amk_diag d;
     const float *la = NULL, *lb = NULL;
-    int ids[20], i, ta = -1, tb = -1;
+    int ids[256], i, ta = -1, tb = -1;
     double big = 0.0, diff = 0.0;
-    for (i = 0; i < 20; i++) ids[i] = (i * 37 + 5) % 256;
-    g_family_prefill_rows = 16;
-    CHECK_EQ_INT(family_open_on("tests/data/families/llama", 20, backend, dt, &a, &d), AMK_OK);
+    for (i = 0; i < n && i < 256; i++) ids[i] = (i * 37 + 5) % 256;
+    g_family_prefill_rows = rows;
+    CHECK_MSG(family_open_on("tests/data/families/llama", max_seq, backend, dt, &a, &d) == AMK_OK, "%s", d.message);
     g_family_prefill_rows = -1;
-    CHECK_EQ_INT(family_open_on("tests/data/families/llama", 20, backend, dt, &b, &d), AMK_OK);
+    CHECK_MSG(family_open_on("tests/data/families/llama", max_seq, backend, dt, &b, &d) == AMK_OK, "%s", d.message);
     g_family_prefill_rows = 0;
-    if (a && b) {
-        CHECK_EQ_INT(amk_llm_prefill_rows(a), 16);
+    if (a && b && n <= 256) {
+        CHECK_EQ_INT(amk_llm_prefill_rows(a), rows);
         g_prompt_runs = 0;
-        CHECK_EQ_INT(amk_llm_prefill(a, ids, 20, 0, &la, &ta, &d), AMK_OK);
-        CHECK_EQ_INT(g_prompt_runs, 2); /* two chunks, no step */
-        CHECK_EQ_INT(amk_llm_prefill(b, ids, 20, 0, &lb, &tb, &d), AMK_OK);
+        CHECK_EQ_INT(amk_llm_prefill(a, ids, n, 0, &la, &ta, &d), AMK_OK);
+        CHECK_EQ_INT(g_prompt_runs, runs);
+        CHECK_EQ_INT(amk_llm_prefill(b, ids, n, 0, &lb, &tb, &d), AMK_OK);
         for (i = 0; la && lb && i < 256; i++) {
             if (fabs(lb[i]) > big) big = fabs(lb[i]);
             if (fabs((double)la[i] - lb[i]) > diff) diff = fabs((double)la[i] - lb[i]);
         }
-        CHECK_MSG(la && lb && diff <= tol * big, "a prompt filling the cache in chunks: last logits differ by %.3g of %.3g",
-                  diff, big);
+        printf("a %d-token prompt in chunks of %d, context %d (%s, %s): last logits %.2e of the largest from a token "
+               "at a time\n", n, rows, max_seq, backend == AMK_BACKEND_CUDA ? "CUDA" : "reference VM", amk_dtype_name(dt),
+               diff / (big > 0 ? big : 1));
+        CHECK_MSG(la && lb && diff <= tol * big, "a %d-token prompt in chunks of %d: last logits differ by %.3g of %.3g", n,
+                  rows, diff, big);
         CHECK_EQ_INT(ta, tb);
     }
     amk_llm_close(a);
     amk_llm_close(b);
 }
-
-/* A 200-token prompt in chunks of a 160-row program (its q, k and v tiles in blocks of 128 rows,
-   M_tile, with 16-bit activations) in a context of 256: a chunk of 160 and one of the short
-   program's 40, against a token at a time; the last logits agree within tol and so does the
-   greedy token. */
+static void family_prefill_full_on(amk_backend backend, int dt, double tol) {
+    family_prefill_chunks_on(backend, dt, tol, 20, 16, 20, 2);
+}
 static void family_prefill_long_on(amk_backend backend, int dt, double tol) {
-    amk_llm *a = NULL, *b = NULL;
-    amk_diag d;
-    const float *la = NULL, *lb = NULL;
-    int ids[200], i, ta = -1, tb = -1;
-    double big = 0.0, diff = 0.0;
-    for (i = 0; i < 200; i++) ids[i] = (i * 53 + 11) % 256;
-    g_family_prefill_rows = 160;
-    CHECK_MSG(family_open_on("tests/data/families/llama", 256, backend, dt, &a, &d) == AMK_OK, "%s", d.message);
-    g_family_prefill_rows = -1;
-    CHECK_MSG(family_open_on("tests/data/families/llama", 256, backend, dt, &b, &d) == AMK_OK, "%s", d.message);
-    g_family_prefill_rows = 0;
-    if (a && b) {
-        CHECK_EQ_INT(amk_llm_prefill_rows(a), 160);
-        g_prompt_runs = 0;
-        CHECK_EQ_INT(amk_llm_prefill(a, ids, 200, 0, &la, &ta, &d), AMK_OK);
-        CHECK_EQ_INT(g_prompt_runs, 2); /* two chunks, no step */
-        CHECK_EQ_INT(amk_llm_prefill(b, ids, 200, 0, &lb, &tb, &d), AMK_OK);
-        for (i = 0; la && lb && i < 256; i++) {
-            if (fabs(lb[i]) > big) big = fabs(lb[i]);
-            if (fabs((double)la[i] - lb[i]) > diff) diff = fabs((double)la[i] - lb[i]);
-        }
-        printf("a 200-token prompt in chunks of 160 (%s, %s): last logits %.2e of the largest from a token at a time\n",
-               backend == AMK_BACKEND_CUDA ? "CUDA" : "reference VM", amk_dtype_name(dt), diff / (big > 0 ? big : 1));
-        CHECK_MSG(la && lb && diff <= tol * big, "a 200-token prompt in chunks of 160: last logits differ by %.3g of %.3g",
-                  diff, big);
-        CHECK_EQ_INT(ta, tb);
-    }
-    amk_llm_close(a);
-    amk_llm_close(b);
+    family_prefill_chunks_on(backend, dt, tol, 200, 160, 256, 2);
 }
 
 /* The prefill program's q, k and v tiles with 16-bit activations: blocks of 128 rows (M_tile) by

@@ -176,30 +176,25 @@ static amk_result create_on_image(const amk_program *p, int unchecked, amk_cuda 
     return r;
 }
 
-/* 1 when the general build refuses p by design: a task in a form only the full build's lean
-   forms take (amk__cuda_check_task: RMSNORM_MLP FOLD, ATTENTION_O PRENORM), and that is what the
-   runtime said (r, message). */
-static int general_refuses(const amk_program *p, amk_result r, const char *message) {
+/* 1 when a build refuses p by design: the runtime said so (r UNSUPPORTED, its message holding says)
+   and a task of p is one that build does not take (takes, a planner test): the general and
+   prefill builds a form only the full build's lean forms take (amk_plan_folded: RMSNORM_MLP FOLD,
+   ATTENTION_O PRENORM; "not in the general or prefill build"), the full and general builds a task
+   only the prefill build runs (amk_plan_prefill_only: RMSNORM_GEMV's tiles of rows; "runs in the
+   prefill build only"). */
+static int refused_by_design(const amk_program *p, amk_result r, const char *message, const char *says,
+                             int (*takes)(const amk_vm_ctx_t *)) {
     int i;
-    if (r != AMK_ERR_UNSUPPORTED || !strstr(message, "not in the general or prefill build")) return 0;
+    if (r != AMK_ERR_UNSUPPORTED || !strstr(message, says)) return 0;
     for (i = 0; i < p->n_tasks; i++) {
         amk_vm_ctx_t x;
         amk_task_context(p, i, &x);
-        if (amk_plan_folded(&x)) return 1;
+        if (takes(&x)) return 1;
     }
     return 0;
 }
-/* 1 when the full or general build refuses p by design: a task only the prefill build runs
-   (amk_plan_prefill_only: RMSNORM_GEMV's tiles of rows), and that is what the runtime said. */
-static int prefill_only_refused(const amk_program *p, amk_result r, const char *message) {
-    int i;
-    if (r != AMK_ERR_UNSUPPORTED || !strstr(message, "runs in the prefill build only")) return 0;
-    for (i = 0; i < p->n_tasks; i++) {
-        amk_vm_ctx_t x;
-        amk_task_context(p, i, &x);
-        if (amk_plan_prefill_only(&x)) return 1;
-    }
-    return 0;
+static int general_refuses(const amk_program *p, amk_result r, const char *message) {
+    return refused_by_design(p, r, message, "not in the general or prefill build", amk_plan_folded);
 }
 
 /* One program on both VMs; the GPU's on image (amk_image_kind: the build loaded, else g_img). */
@@ -230,7 +225,8 @@ static int gcase_begin(gcase *g, amk_program *p, const char *tag, float scale) {
     if (r != AMK_OK) return 0;
     r = create_on_image(p, 0, &g->cu, &g->d);
     if (((g_img == AMK_IMAGE_GENERAL || g_img == AMK_IMAGE_PREFILL) && general_refuses(p, r, g->d.message)) ||
-        (g_img != AMK_IMAGE_PREFILL && prefill_only_refused(p, r, g->d.message))) {
+        (g_img != AMK_IMAGE_PREFILL &&
+         refused_by_design(p, r, g->d.message, "runs in the prefill build only", amk_plan_prefill_only))) {
         g_skipped[image_index(g_img)]++;
         printf("    %s [%s]: skipped by design: %s\n", tag, image_name(g_img), g->d.message);
         return 0;
