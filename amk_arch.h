@@ -464,82 +464,71 @@ AMK__FN int64_t amk__lb_row_bytes(const amk__lb *b, const int *ins, int n_in, in
    n_mats matrices among them count in est_bytes, by their bytes a row; RMSNORM_MLP's last, the residual, goes to
    the first tile only: it is added once), rows per tile; all signal counter after all wait_n[k]
    producers of each wait_c[k], k < n_wait, in that order. Tasks get K, N_tile, n_off (and eps for
-   the fused RMSNORM_* ops and their variants; RoPE's params for the RoPE variants). Returns the
-   tile count, or -1. The tiles are the last tasks of the program. */
+   the fused RMSNORM_* ops and their variants; RoPE's params for the RoPE variants). A prefill
+   chunk's tiles the tensor-copy GEMM takes (amk_gemm_tma, the prefill image) go by its blocks of
+   rows as well (M_tile, m_off): GEMV tiles as GEMM_TILE tasks, rows first, RMSNORM_GEMV tiles
+   (q, k and v) columns first. Returns the tile count, or -1. The tiles are the last tasks of the
+   program. */
 AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_mats, int out, int counter,
                          int64_t N, int64_t K, int rows, const int *wait_c, const int *wait_n, int n_wait,
                          const char *what, int layer) {
     const int base = amk_op_device(op, NULL);
-    int n_tiles = 0;
-    int64_t off;
     const int64_t row_bytes = amk__lb_row_bytes(b, ins, n_in, n_mats, K); /* why by bytes: tiles of block formats balance too */
     const int xt = b->p->buffers[ins[0]].dtype, wt = b->p->buffers[ins[1]].dtype;
     /* x's rows: the chunk's, or the LM head's one row of a prefill program */
     const int64_t R = K > 0 ? amk_buffer_numel(&b->p->buffers[ins[0]]) / K : 0;
-    int64_t mstep = R > 0 ? R : 1, m0;
+    int64_t mstep = R > 0 ? R : 1, nm, nn, i;
+    int tile_op = op, rows_first = 0, n_tiles = 0;
     if (base == AMK_OP_RMSNORM_GEMV && op != AMK_OP_RMSNORM_GEMV_ARGMAX && AMK_GEMM_TMA && R >= AMK_MMA_MIN_ROWS &&
         AMK_LLAMA_THREADS == 512 && xt == AMK_DTYPE_BF16 && wt == AMK_DTYPE_F32 && b->p->buffers[ins[2]].dtype == AMK_DTYPE_BF16 &&
         K % 8 == 0) {
-        /* a chunk's q, k or v in the tensor-copy GEMM's blocks (amk_gemm_tma): a task a block of
-           AMK_TMA_BM rows (M_tile) x AMK_TMA_BN columns. why rows too: by columns alone the 8B's
-           512-row chunk was 24 tasks of 4 blocks each, while the other SMs waited */
+        /* a chunk's q, k or v: a task a block of AMK_TMA_BM rows x AMK_TMA_BN columns. why rows too:
+           by columns alone the 8B's 512-row chunk was 24 tasks of 4 blocks each, while the other SMs
+           waited */
         rows = AMK_TMA_BN;
         mstep = AMK_TMA_BM;
     }
-    if (op == AMK_OP_GEMV_TILE && AMK_GEMM_TMA && b->R >= AMK_MMA_MIN_ROWS && AMK_LLAMA_THREADS == 512 && xt == wt &&
+    if (op == AMK_OP_GEMV_TILE && AMK_GEMM_TMA && R >= AMK_MMA_MIN_ROWS && AMK_LLAMA_THREADS == 512 && xt == wt &&
         (wt == AMK_DTYPE_BF16 || wt == AMK_DTYPE_F16) && K % 8 == 0) {
-        /* a chunk's matrix in the tensor-copy GEMM's blocks (amk_gemm_tma, the prefill image): a
-           GEMM_TILE a block of AMK_TMA_BM rows x AMK_TMA_BN columns, so that the blocks spread over
-           the SMs (a tile of N / num_sms columns would compute a whole block for a few); narrow
-           blocks of AMK_TMA_WBOX columns where the phase's wide ones (its columns: rows a tile over
-           the SMs, as the caller sized them) would leave SMs idle (the 8B's O and down at 512 rows:
-           64 blocks) */
-        const int64_t bn = (b->R + AMK_TMA_BM - 1) / AMK_TMA_BM * (((int64_t)rows * b->o.num_sms + AMK_TMA_BN - 1) / AMK_TMA_BN)
-                         < b->o.num_sms ? AMK_TMA_WBOX : AMK_TMA_BN;
-        int64_t m0;
-        for (m0 = 0; m0 < b->R; m0 += AMK_TMA_BM)
-            for (off = 0; off < N; off += bn) {
-                const int64_t nt = N - off < bn ? N - off : bn, mt = b->R - m0 < AMK_TMA_BM ? b->R - m0 : AMK_TMA_BM;
-                int t;
-                char label[96];
-                snprintf(label, sizeof label, "L%d %s[%lld:%lld, %lld:%lld]", layer, what, (long long)m0, (long long)(m0 + mt),
-                         (long long)off, (long long)(off + nt));
-                t = amk__lb_task(b, AMK_OP_GEMM_TILE, ins, n_in, out, counter, wait_c, wait_n, n_wait, nt * row_bytes, label);
-                if (t < 0) return -1;
-                amk_task_set_int(b->p, t, "K", K);
-                amk_task_set_int(b->p, t, "N_tile", nt);
-                amk_task_set_int(b->p, t, "n_off", off);
-                amk_task_set_int(b->p, t, "M_tile", mt);
-                amk_task_set_int(b->p, t, "m_off", m0);
-                n_tiles++;
-            }
-        return n_tiles;
+        /* a chunk's matrix: a GEMM_TILE a block of AMK_TMA_BM rows x AMK_TMA_BN columns, so that the
+           blocks spread over the SMs (a tile of N / num_sms columns would compute a whole block for a
+           few); narrow blocks of AMK_TMA_WBOX columns where the phase's wide ones (its columns: rows
+           a tile over the SMs, as the caller sized them) would leave SMs idle (the 8B's O and down at
+           512 rows: 64 blocks) */
+        rows = (R + AMK_TMA_BM - 1) / AMK_TMA_BM * (((int64_t)rows * b->o.num_sms + AMK_TMA_BN - 1) / AMK_TMA_BN) <
+                       b->o.num_sms ? AMK_TMA_WBOX : AMK_TMA_BN;
+        mstep = AMK_TMA_BM;
+        tile_op = AMK_OP_GEMM_TILE;
+        rows_first = 1;
     }
-    for (off = 0; off < N; off += rows)
-        for (m0 = 0; m0 == 0 || m0 < R; m0 += mstep) {
-            const int64_t nt = N - off < rows ? N - off : rows, mt = R - m0 < mstep ? R - m0 : mstep;
-            int t;
-            char label[96];
-            if (mstep < R)
-                snprintf(label, sizeof label, "L%d %s[%lld:%lld, %lld:%lld]", layer, what, (long long)m0, (long long)(m0 + mt),
-                         (long long)off, (long long)(off + nt));
-            else
-                snprintf(label, sizeof label, "L%d %s[%lld:%lld]", layer, what, (long long)off, (long long)(off + nt));
-            t = amk__lb_task(b, op, ins, base == AMK_OP_RMSNORM_MLP && off > 0 ? n_in - 1 : n_in, out, counter, wait_c,
-                             wait_n, n_wait, nt * row_bytes, label);
-            if (t < 0) return -1;
-            amk_task_set_int(b->p, t, "K", K);
-            amk_task_set_int(b->p, t, "N_tile", nt);
-            amk_task_set_int(b->p, t, "n_off", off);
-            if (mstep < R) {
-                amk_task_set_int(b->p, t, "M_tile", mt);
-                amk_task_set_int(b->p, t, "m_off", m0);
-            }
-            if (base == AMK_OP_RMSNORM_GEMV || base == AMK_OP_RMSNORM_SWIGLU || base == AMK_OP_RMSNORM_MLP)
-                amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
-            if (op == AMK_OP_RMSNORM_GEMV_ROPE || op == AMK_OP_RMSNORM_GEMV_ROPE_KV) amk__lb_rope_params(b, t);
-            n_tiles++;
+    nm = R > mstep ? (R + mstep - 1) / mstep : 1;
+    nn = (N + rows - 1) / rows;
+    for (i = 0; i < nm * nn; i++) {
+        const int64_t m0 = (rows_first ? i / nn : i % nm) * mstep, off = (rows_first ? i % nn : i / nm) * rows;
+        const int64_t nt = N - off < rows ? N - off : rows, mt = R - m0 < mstep ? R - m0 : mstep;
+        const int by_rows = tile_op == AMK_OP_GEMM_TILE || mstep < R; /* GEMM_TILE always takes its rows */
+        int t;
+        char label[96];
+        if (by_rows)
+            snprintf(label, sizeof label, "L%d %s[%lld:%lld, %lld:%lld]", layer, what, (long long)m0, (long long)(m0 + mt),
+                     (long long)off, (long long)(off + nt));
+        else
+            snprintf(label, sizeof label, "L%d %s[%lld:%lld]", layer, what, (long long)off, (long long)(off + nt));
+        t = amk__lb_task(b, tile_op, ins, base == AMK_OP_RMSNORM_MLP && off > 0 ? n_in - 1 : n_in, out, counter, wait_c,
+                         wait_n, n_wait, nt * row_bytes, label);
+        if (t < 0) return -1;
+        amk_task_set_int(b->p, t, "K", K);
+        amk_task_set_int(b->p, t, "N_tile", nt);
+        amk_task_set_int(b->p, t, "n_off", off);
+        if (by_rows) {
+            amk_task_set_int(b->p, t, "M_tile", mt);
+            amk_task_set_int(b->p, t, "m_off", m0);
         }
+        if (base == AMK_OP_RMSNORM_GEMV || base == AMK_OP_RMSNORM_SWIGLU || base == AMK_OP_RMSNORM_MLP)
+            amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
+        if (op == AMK_OP_RMSNORM_GEMV_ROPE || op == AMK_OP_RMSNORM_GEMV_ROPE_KV) amk__lb_rope_params(b, t);
+        n_tiles++;
+    }
     return n_tiles;
 }
 
