@@ -314,6 +314,12 @@ typedef struct amk__lb {
     int qkv_prev; /* folded, qkv.(i-1) [1, F] F32: layer i-1's MLP tiles built it; else -1 */
     amk_weight_entry *wp; /* the weight plan so far (amk__lb_plan_weight) */
     int n_wp, cap_wp;
+    /* a prefill chunk's matrices in a block format, dequantized for the tensor cores
+       (amk__lb_dequant): per role, the layer's 16-bit copy its tiles read */
+    struct {
+        int buf;            /* w_deq.<role>.<layer> [N, K] in the activations' dtype; -1 none */
+        int c_copy, n_copy; /* the COPY tasks into it: their counter and count */
+    } deq[7];
 } amk__lb;
 
 /* Appends weight buffer id's entry to the plan (an id < 0, or no memory: the program's build error
@@ -446,14 +452,35 @@ AMK__FN int amk__lb_rope(amk__lb *b, int x, int pos, int out, int counter, int w
     return t;
 }
 
-/* The bytes of a row of K columns of each of the first n_mats matrices (rank-2 WEIGHT buffers)
-   among ins[0..n_in), summed: what a tile reads a row, in each matrix's own dtype. */
+/* The role of buffer id among a prefill chunk's dequantized copies (amk__lb.deq), or -1. */
+AMK__FN int amk__lb_deq_role(const amk__lb *b, int id) {
+    int r;
+    for (r = 0; r < 7; r++)
+        if (id >= 0 && b->deq[r].buf == id) return r;
+    return -1;
+}
+
+/* 1 when a chunk's tile of op (base op GEMV_TILE, or RMSNORM_GEMV other than its ARGMAX form) over
+   R rows of x (dtype xt), K columns, W of dtype wt (and RMSNORM_GEMV's norm weight of dtype nt) takes
+   the tensor-copy GEMM (amk_gemm_tma, the prefill image; amk_plan_gemm_tma decides on the device
+   side): R >= AMK_MMA_MIN_ROWS, 512 threads, K a multiple of 8; GEMV with x and W of one 16-bit
+   dtype; RMSNORM_GEMV with bf16 x and W and an F32 norm weight. */
+AMK__FN int amk__lb_tma(int op, int xt, int nt, int wt, int64_t K, int64_t R) {
+    if (!AMK_GEMM_TMA || R < AMK_MMA_MIN_ROWS || AMK_LLAMA_THREADS != 512 || K % 8) return 0;
+    if (op == AMK_OP_GEMV_TILE) return xt == wt && (wt == AMK_DTYPE_BF16 || wt == AMK_DTYPE_F16);
+    return amk_op_device(op, NULL) == AMK_OP_RMSNORM_GEMV && op != AMK_OP_RMSNORM_GEMV_ARGMAX &&
+           xt == AMK_DTYPE_BF16 && nt == AMK_DTYPE_F32 && wt == AMK_DTYPE_BF16;
+}
+
+/* The bytes of a row of K columns of each of the first n_mats matrices (rank-2 WEIGHT buffers, or
+   their dequantized copies) among ins[0..n_in), summed: what a tile reads a row, in each matrix's
+   own dtype. */
 AMK__FN int64_t amk__lb_row_bytes(const amk__lb *b, const int *ins, int n_in, int n_mats, int64_t K) {
     int64_t sum = 0;
     int j;
     for (j = 0; j < n_in && n_mats > 0; j++) {
         const amk_buffer *w = ins[j] >= 0 && ins[j] < b->p->n_buffers ? &b->p->buffers[ins[j]] : NULL;
-        if (!w || w->kind != AMK_KIND_WEIGHT || w->rank != 2) continue;
+        if (!w || (w->kind != AMK_KIND_WEIGHT && amk__lb_deq_role(b, ins[j]) < 0) || w->rank != 2) continue;
         sum += amk_dtype_nbytes(w->dtype, K);
         n_mats--;
     }
@@ -478,18 +505,25 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
     /* x's rows: the chunk's, or the LM head's one row of a prefill program */
     const int64_t R = K > 0 ? amk_buffer_numel(&b->p->buffers[ins[0]]) / K : 0;
     int64_t mstep = R > 0 ? R : 1, nm, nn, i;
-    int tile_op = op, rows_first = 0, n_tiles = 0;
-    if (base == AMK_OP_RMSNORM_GEMV && op != AMK_OP_RMSNORM_GEMV_ARGMAX && AMK_GEMM_TMA && R >= AMK_MMA_MIN_ROWS &&
-        AMK_LLAMA_THREADS == 512 && xt == AMK_DTYPE_BF16 && wt == AMK_DTYPE_F32 && b->p->buffers[ins[2]].dtype == AMK_DTYPE_BF16 &&
-        K % 8 == 0) {
+    int tile_op = op, rows_first = 0, n_tiles = 0, wc[4], wn[4], role = -1;
+    /* a dequantized copy's tiles also wait for this layer's COPYs into it */
+    for (i = 0; i < n_in && role < 0; i++) role = amk__lb_deq_role(b, ins[i]);
+    if (role >= 0) {
+        if (n_wait > 3) return -1; /* why never met: the callers pass at most 2 */
+        for (i = 0; i < n_wait; i++) { wc[i] = wait_c[i]; wn[i] = wait_n[i]; }
+        wc[n_wait] = b->deq[role].c_copy;
+        wn[n_wait++] = b->deq[role].n_copy;
+        wait_c = wc;
+        wait_n = wn;
+    }
+    if (base == AMK_OP_RMSNORM_GEMV && amk__lb_tma(op, xt, wt, b->p->buffers[ins[2]].dtype, K, R)) {
         /* a chunk's q, k or v: a task a block of AMK_TMA_BM rows x AMK_TMA_BN columns. why rows too:
            by columns alone the 8B's 512-row chunk was 24 tasks of 4 blocks each, while the other SMs
            waited */
         rows = AMK_TMA_BN;
         mstep = AMK_TMA_BM;
     }
-    if (op == AMK_OP_GEMV_TILE && AMK_GEMM_TMA && R >= AMK_MMA_MIN_ROWS && AMK_LLAMA_THREADS == 512 && xt == wt &&
-        (wt == AMK_DTYPE_BF16 || wt == AMK_DTYPE_F16) && K % 8 == 0) {
+    if (op == AMK_OP_GEMV_TILE && amk__lb_tma(op, xt, -1, wt, K, R)) {
         /* a chunk's matrix: a GEMM_TILE a block of AMK_TMA_BM rows x AMK_TMA_BN columns, so that the
            blocks spread over the SMs (a tile of N / num_sms columns would compute a whole block for a
            few); narrow blocks of AMK_TMA_WBOX columns where the phase's wide ones (its columns: rows
@@ -992,6 +1026,63 @@ AMK__FN void amk__lb_layer_buffers(amk__lb *b, amk__lb_layer *ly, int i) {
     ly->xo = amk__lb_buf(b, AMK_KIND_ACTIVATION, pl->rd, b->R, H, 0, 2, NULL, "x.%d", i + 1);
 }
 
+/* A prefill chunk's layer ly: its matrices in a block format whose tiles would take the
+   tensor-copy GEMM as 16-bit matrices (amk__lb_tma) are dequantized, each into a copy
+   (w_deq.<role>.<layer> [N, K] in the activations' dtype) by COPY tasks of whole rows that together
+   spread over the SMs, after the n_wait waits of wc/wn (the layer's input x: so all of the layer
+   before has read its copies, and the lowering's pages, graph_color, put this layer's where those
+   were: the chunk holds a layer's matrices in 16 bits, not the model's); ly's field is replaced by
+   the copy, and the tiles that read it wait for its COPYs (amk__lb_tiles). why: the tensor cores
+   take 16-bit operands; a block tile decodes its rows of W once a row of x, so a chunk of R rows
+   costs ~R decode steps' work (bench/RESULTS.md run 365). why all at the layer's start: beside the
+   layer before's attention (on the SMs it leaves idle) was 3-6% slower (runs 409, 411), each just
+   before the phase that reads it no faster (run 412).
+   Returns the COPY tasks (0: none), or -1. */
+AMK__FN int amk__lb_dequant(amk__lb *b, amk__lb_layer *ly, const int *wc, const int *wn, int n_wait) {
+    static const char *const name[7] = {"k", "v", "q", "o", "gate", "up", "down"};
+    int *const field[7] = {&ly->w_k, &ly->w_v, &ly->w_q, &ly->w_o, &ly->w_g, &ly->w_u, &ly->w_dn};
+    const int ad = b->o.act_dtype;
+    int64_t total = 0, per;
+    int r, take[7], n = 0;
+    for (r = 0; r < 7; r++) { /* which roles, and their bytes (read and written) */
+        const amk_buffer *w = &b->p->buffers[*field[r]];
+        take[r] = amk_dtype_is_block(w->dtype) && w->rank == 2 &&
+                  amk__lb_tma(r < 3 ? AMK_OP_RMSNORM_GEMV : AMK_OP_GEMV_TILE, ad, AMK_DTYPE_F32, ad, w->shape[1], b->R);
+        if (take[r]) total += amk_dtype_nbytes(w->dtype, w->shape[0] * w->shape[1]) + amk_dtype_nbytes(ad, w->shape[0] * w->shape[1]);
+    }
+    per = total / b->o.num_sms + 1;
+    for (r = 0; r < 7; r++) {
+        const amk_buffer *w;
+        int64_t N, K, bytes, tasks, rows, m;
+        int t, *d = &b->deq[r].buf;
+        char label[64];
+        *d = -1;
+        if (!take[r]) continue;
+        w = &b->p->buffers[*field[r]];
+        N = w->shape[0];
+        K = w->shape[1];
+        if ((*d = amk__lb_buf(b, AMK_KIND_ACTIVATION, ad, N, K, 0, 2, NULL, "w_deq.%s.%d", name[r], ly->i)) < 0) return -1;
+        b->deq[r].c_copy = amk_program_add_counter(b->p, "dequantized");
+        b->deq[r].n_copy = 0;
+        bytes = amk_dtype_nbytes(w->dtype, K) + amk_dtype_nbytes(ad, K);
+        tasks = (N * bytes + per - 1) / per; /* this role's share of the SMs */
+        rows = (N + tasks - 1) / tasks;
+        for (m = 0; m < N; m += rows) {
+            const int64_t mt = N - m < rows ? N - m : rows;
+            snprintf(label, sizeof label, "L%d dequant %s[%lld:%lld]", ly->i, name[r], (long long)m, (long long)(m + mt));
+            t = amk__lb_task(b, AMK_OP_COPY, field[r], 1, *d, b->deq[r].c_copy, wc, wn, n_wait, mt * bytes,
+                             label);
+            if (t < 0) return -1;
+            amk_task_set_int(b->p, t, "m_off", (int)m);
+            amk_task_set_int(b->p, t, "M_tile", (int)mt);
+            b->deq[r].n_copy++;
+            n++;
+        }
+        *field[r] = *d;
+    }
+    return n;
+}
+
 /* The fused Q/K/V: RMSNORM_GEMV tiles over x (norm, interleaved RoPE) into q_rot.i [1, q_rows] ad
    (*q), K and V straight into the caches' row pos; with ATTENTION_O layer 0's FILL of h.0 counts
    with them. A folded layer has none: *q is qkv.(i-1). *wc, *wn: what the attention and the FILLs
@@ -1330,6 +1421,7 @@ AMK__FN int amk__lb_forms_ok(const amk_program *p) {
 AMK__FN amk_result amk__lb_build(const amk_llama_config *c, const amk_llama_build_opts *opts, amk_llama_step *out,
                                  amk_diag *d) {
     amk__lb b;
+    amk__lb_layer ly;
     amk_result r;
     int i;
     memset(out, 0, sizeof *out);
@@ -1348,11 +1440,12 @@ AMK__FN amk_result amk__lb_build(const amk_llama_config *c, const amk_llama_buil
     b.p = amk_program_create();
     if (!b.p) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     b.h_next = b.qkv_prev = -1;
+    for (i = 0; i < 7; i++) b.deq[i].buf = -1;
     amk__lb_meta(&b);
     amk__lb_embed(&b); /* x.0 = embed[token] */
     for (i = 0; i < c->n_layers; i++) {
-        amk__lb_layer ly;
         amk__lb_layer_buffers(&b, &ly, i);
+        if (b.R > 1 && amk__lb_dequant(&b, &ly, &b.cx, &b.n_cx, 1) < 0) goto fail;
         if (amk__lb_attention_half(&b, &ly) < 0) goto fail; /* h.i = x.i + O(attention(x.i)) */
         if (amk__lb_mlp_half(&b, &ly) < 0) goto fail;       /* x.(i+1) = h.i + MLP(h.i) */
     }

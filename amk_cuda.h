@@ -587,8 +587,9 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
         /* only a specialised form takes them (without tensor maps here: amk__cuda_context drops a
            task's maps where their layout does not fit) */
         if (amk_plan_prefill_only(&x) && image_kind != AMK_IMAGE_PREFILL)
-            return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: %s in a tile of rows (M_tile) runs in the prefill build "
-                             "only, not the %s build", ti, amk_op_name(t->op), AMK_IMAGE_KIND_NAME(image_kind));
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: %s in a tile of rows (M_tile)%s runs in the prefill "
+                             "build only, not the %s build", ti, amk_op_name(t->op),
+                             t->op == AMK_OP_COPY ? " or of a block format" : "", AMK_IMAGE_KIND_NAME(image_kind));
         if (amk_plan_folded(&x) && amk_plan_form(&x, threads, smem, AMK_IMAGE_FORMS(image_kind)) == AMK_FORM_GENERAL)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: the VM takes %s only in its lean form (%s), which "
                              "does not take this task", ti, amk_op_name(t->op),

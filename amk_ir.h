@@ -134,8 +134,8 @@ typedef enum amk_buffer_kind {
 #define AMK_OPS(X) \
     X(NOP, 0, 0, 0, 0, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_nop, amk__ref_nop, amk_op_nop, 1, 0, \
       "no-op") \
-    X(COPY, 1, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_same, amk__ref_copy, amk_op_copy, 1, 0, \
-      "out = x (cast)") \
+    X(COPY, 1, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_rows, amk__check_copy, amk__ref_copy, amk_op_copy, 1, 0, \
+      "out = x (cast; a block-format x dequantized; M_tile >= 1: rows [m_off, +M_tile))") \
     X(EMBED, 2, 2, 2, 1, ("hidden",), AMK_WRITE_PLAIN, amk__region_all, amk__check_embed, amk__ref_embed, \
       amk_op_embed, 1, 0, "[ids, table[V,...]] -> gathered rows, viewed as out") \
     X(RMSNORM, 3, 2, 2, 1, ("eps", "hidden",), AMK_WRITE_PLAIN, amk__region_rows, amk__check_norm, \

@@ -463,6 +463,12 @@ static __device__ __forceinline__ void amk_store_int(void *base, int t, int64_t 
     else amk_store(base, t, i, (float)v);
 }
 
+/* Two floats as a bf16x2 word (round to nearest even), a in the low half. */
+static __device__ __forceinline__ uint32_t amk_pack_bf16x2(float a, float b) {
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
+           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
+}
+
 /* 8 consecutive 16-bit floats of a 16-byte vector as floats. */
 static __device__ __forceinline__ void amk_unpack_bf16x8(uint4 r, float *w) {
     uint32_t u[4] = {r.x, r.y, r.z, r.w};
@@ -642,12 +648,24 @@ static __device__ void amk_op_fail(amk_op_ctx *c, int code, int64_t value) {
    reference VM's bit for bit. Every block size is even and buffers start 256-aligned, and a
    quad's bytes sit at an even offset of its block: 16-bit loads, on the read-only path (only
    WEIGHT and CONST buffers hold block formats: the validator's rule). */
-static __device__ __forceinline__ uint32_t amk_blk_u16(const uint8_t *p) { return __ldg((const unsigned short *)p); }
-static __device__ __forceinline__ uint32_t amk_blk_u32(const uint8_t *p) { return amk_blk_u16(p) | amk_blk_u16(p + 2) << 16; }
-static __device__ __forceinline__ uint32_t amk_blk_u8(const uint8_t *p) { return __ldg((const unsigned char *)p); }
-static __device__ __forceinline__ float amk_blk_f16(const uint8_t *p) {
-    return __half2float(__ushort_as_half((unsigned short)amk_blk_u16(p)));
+/* sh (a constant at each call): the block sits in shared memory (a dequantizing COPY's ring), read
+   through a generic pointer; 0: in global memory, read on the read-only path. */
+static __device__ __forceinline__ uint32_t amk_blk_ld16(const uint8_t *p, const int sh) {
+    return sh ? (uint32_t)*(const unsigned short *)p : (uint32_t)__ldg((const unsigned short *)p);
 }
+static __device__ __forceinline__ uint32_t amk_blk_ld8(const uint8_t *p, const int sh) {
+    return sh ? (uint32_t)*p : (uint32_t)__ldg((const unsigned char *)p);
+}
+static __device__ __forceinline__ uint32_t amk_blk_ld32(const uint8_t *p, const int sh) {
+    return amk_blk_ld16(p, sh) | amk_blk_ld16(p + 2, sh) << 16;
+}
+static __device__ __forceinline__ float amk_blk_ldf16(const uint8_t *p, const int sh) {
+    return __half2float(__ushort_as_half((unsigned short)amk_blk_ld16(p, sh)));
+}
+static __device__ __forceinline__ uint32_t amk_blk_u16(const uint8_t *p) { return amk_blk_ld16(p, 0); }
+static __device__ __forceinline__ uint32_t amk_blk_u32(const uint8_t *p) { return amk_blk_ld32(p, 0); }
+static __device__ __forceinline__ uint32_t amk_blk_u8(const uint8_t *p) { return amk_blk_ld8(p, 0); }
+static __device__ __forceinline__ float amk_blk_f16(const uint8_t *p) { return amk_blk_ldf16(p, 0); }
 
 /* Elements and bytes a block of block dtype t. */
 static __device__ __forceinline__ int amk_blk_elems(int t) { return AMK_BLOCK_ELEMS(t); }
@@ -660,29 +678,32 @@ static __device__ __forceinline__ float amk_blk_iq4_level(uint32_t v) {
 }
 
 /* The 6-bit scale and min of sub-block s (0..7) of a Q4_K/Q5_K block's scales at sc. */
-static __device__ __forceinline__ void amk_blk_k4_scale_min(const uint8_t *sc, int s, float *scale, float *min) {
+static __device__ __forceinline__ void amk_blk_k4_scale_min_at(const uint8_t *sc, int s, float *scale, float *min, const int sh) {
     if (s < 4) {
-        *scale = (float)(amk_blk_u8(sc + s) & 63u);
-        *min = (float)(amk_blk_u8(sc + s + 4) & 63u);
+        *scale = (float)(amk_blk_ld8(sc + s, sh) & 63u);
+        *min = (float)(amk_blk_ld8(sc + s + 4, sh) & 63u);
     } else {
-        const uint32_t a = amk_blk_u8(sc + s + 4);
-        *scale = (float)((a & 0xFu) | (amk_blk_u8(sc + s - 4) >> 6) << 4);
-        *min = (float)((a >> 4) | (amk_blk_u8(sc + s) >> 6) << 4);
+        const uint32_t a = amk_blk_ld8(sc + s + 4, sh);
+        *scale = (float)((a & 0xFu) | (amk_blk_ld8(sc + s - 4, sh) >> 6) << 4);
+        *min = (float)((a >> 4) | (amk_blk_ld8(sc + s, sh) >> 6) << 4);
     }
 }
+static __device__ __forceinline__ void amk_blk_k4_scale_min(const uint8_t *sc, int s, float *scale, float *min) {
+    amk_blk_k4_scale_min_at(sc, s, scale, min, 0);
+}
 
-static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int e, float *w) {
+static __device__ __forceinline__ void amk_blk_quad_at(const uint8_t *x, int t, int e, float *w, const int sh) {
     switch (t) {
     case AMK_DTYPE_Q8_0: {
-        const float d = amk_blk_f16(x);
-        const uint32_t u = amk_blk_u32(x + 2 + e);
+        const float d = amk_blk_ldf16(x, sh);
+        const uint32_t u = amk_blk_ld32(x + 2 + e, sh);
 #pragma unroll
         for (int i = 0; i < 4; i++) w[i] = __fmul_rn((float)(int8_t)(uint8_t)(u >> (8 * i)), d);
         break;
     }
     case AMK_DTYPE_Q4_0: case AMK_DTYPE_IQ4_NL: { /* low nibbles are elements 0..15, high 16..31 */
-        const float d = amk_blk_f16(x);
-        const uint32_t u = amk_blk_u32(x + 2 + (e & 15)) >> (4 * (e >> 4));
+        const float d = amk_blk_ldf16(x, sh);
+        const uint32_t u = amk_blk_ld32(x + 2 + (e & 15), sh) >> (4 * (e >> 4));
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const uint32_t v = (u >> (8 * i)) & 0xFu;
@@ -691,16 +712,16 @@ static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int
         break;
     }
     case AMK_DTYPE_Q4_1: {
-        const float d = amk_blk_f16(x), m = amk_blk_f16(x + 2);
-        const uint32_t u = amk_blk_u32(x + 4 + (e & 15)) >> (4 * (e >> 4));
+        const float d = amk_blk_ldf16(x, sh), m = amk_blk_ldf16(x + 2, sh);
+        const uint32_t u = amk_blk_ld32(x + 4 + (e & 15), sh) >> (4 * (e >> 4));
 #pragma unroll
         for (int i = 0; i < 4; i++) w[i] = __fadd_rn(__fmul_rn((float)((u >> (8 * i)) & 0xFu), d), m);
         break;
     }
     case AMK_DTYPE_Q5_0: case AMK_DTYPE_Q5_1: { /* bit e of qh is element e's fifth bit */
         const int m1 = t == AMK_DTYPE_Q5_1, ho = m1 ? 4 : 2;
-        const float d = amk_blk_f16(x), m = m1 ? amk_blk_f16(x + 2) : 0.0f;
-        const uint32_t qh = amk_blk_u32(x + ho) >> e, u = amk_blk_u32(x + ho + 4 + (e & 15)) >> (4 * (e >> 4));
+        const float d = amk_blk_ldf16(x, sh), m = m1 ? amk_blk_ldf16(x + 2, sh) : 0.0f;
+        const uint32_t qh = amk_blk_ld32(x + ho, sh) >> e, u = amk_blk_ld32(x + ho + 4 + (e & 15), sh) >> (4 * (e >> 4));
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int q = (int)(((u >> (8 * i)) & 0xFu) | ((qh >> i) & 1u) << 4);
@@ -711,10 +732,10 @@ static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int
     case AMK_DTYPE_Q4_K: case AMK_DTYPE_Q5_K: { /* chunk c of 64: low nibbles sub-block 2c, high 2c + 1 */
         const int five = t == AMK_DTYPE_Q5_K, c = e >> 6, h = (e >> 5) & 1, l = e & 31, s = 2 * c + h;
         float sc, mn;
-        amk_blk_k4_scale_min(x + 4, s, &sc, &mn);
-        const float dd = __fmul_rn(amk_blk_f16(x), sc), mm = __fmul_rn(amk_blk_f16(x + 2), mn);
-        const uint32_t u = amk_blk_u32(x + (five ? 48 : 16) + 32 * c + l) >> (4 * h);
-        const uint32_t qh = five ? amk_blk_u32(x + 16 + l) >> s : 0u;
+        amk_blk_k4_scale_min_at(x + 4, s, &sc, &mn, sh);
+        const float dd = __fmul_rn(amk_blk_ldf16(x, sh), sc), mm = __fmul_rn(amk_blk_ldf16(x + 2, sh), mn);
+        const uint32_t u = amk_blk_ld32(x + (five ? 48 : 16) + 32 * c + l, sh) >> (4 * h);
+        const uint32_t qh = five ? amk_blk_ld32(x + 16 + l, sh) >> s : 0u;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const uint32_t q = ((u >> (8 * i)) & 0xFu) | ((qh >> (8 * i)) & 1u) << 4;
@@ -725,19 +746,19 @@ static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int
     case AMK_DTYPE_Q2_K: case AMK_DTYPE_Q3_K: { /* e = 128n + 32j + 16h + l: bits 2j of qs[32n + 16h + l] */
         const int n = e >> 7, j = (e >> 5) & 3, h = (e >> 4) & 1, l = e & 15;
         if (t == AMK_DTYPE_Q2_K) {
-            const float d = amk_blk_f16(x + 80), dmin = amk_blk_f16(x + 82);
-            const uint32_t s = amk_blk_u8(x + 8 * n + 2 * j + h);
+            const float d = amk_blk_ldf16(x + 80, sh), dmin = amk_blk_ldf16(x + 82, sh);
+            const uint32_t s = amk_blk_ld8(x + 8 * n + 2 * j + h, sh);
             const float dl = __fmul_rn(d, (float)(s & 0xFu)), ml = __fmul_rn(dmin, (float)(s >> 4));
-            const uint32_t u = amk_blk_u32(x + 16 + 32 * n + 16 * h + l) >> (2 * j);
+            const uint32_t u = amk_blk_ld32(x + 16 + 32 * n + 16 * h + l, sh) >> (2 * j);
 #pragma unroll
             for (int i = 0; i < 4; i++) w[i] = __fsub_rn(__fmul_rn(dl, (float)((u >> (8 * i)) & 3u)), ml);
         } else { /* the 2-bit value is q - 4 where the element's bit 4n + j of hmask[16h + l] is clear */
             const int si = 8 * n + 2 * j + h;
-            const uint32_t lo = si < 8 ? amk_blk_u8(x + 96 + si) & 0xFu : amk_blk_u8(x + 96 + si - 8) >> 4;
-            const uint32_t hi = (amk_blk_u8(x + 96 + 8 + si % 4) >> (2 * (si / 4))) & 3u;
-            const float dl = __fmul_rn(amk_blk_f16(x + 108), (float)((int)(lo | hi << 4) - 32));
-            const uint32_t u = amk_blk_u32(x + 32 + 32 * n + 16 * h + l) >> (2 * j);
-            const uint32_t m = amk_blk_u32(x + 16 * h + l) >> (4 * n + j);
+            const uint32_t lo = si < 8 ? amk_blk_ld8(x + 96 + si, sh) & 0xFu : amk_blk_ld8(x + 96 + si - 8, sh) >> 4;
+            const uint32_t hi = (amk_blk_ld8(x + 96 + 8 + si % 4, sh) >> (2 * (si / 4))) & 3u;
+            const float dl = __fmul_rn(amk_blk_ldf16(x + 108, sh), (float)((int)(lo | hi << 4) - 32));
+            const uint32_t u = amk_blk_ld32(x + 32 + 32 * n + 16 * h + l, sh) >> (2 * j);
+            const uint32_t m = amk_blk_ld32(x + 16 * h + l, sh) >> (4 * n + j);
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 w[i] = __fmul_rn(dl, (float)((int)((u >> (8 * i)) & 3u) - ((m >> (8 * i)) & 1u ? 0 : 4)));
@@ -746,9 +767,9 @@ static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int
     }
     case AMK_DTYPE_Q6_K: { /* e = 128n + 32k + l: nibble k / 2 of ql[64n + 32(k % 2) + l], bits 2k of qh[32n + l] */
         const int n = e >> 7, k = (e >> 5) & 3, l = e & 31;
-        const float ds = __fmul_rn(amk_blk_f16(x + 208), (float)(int8_t)(uint8_t)amk_blk_u8(x + 192 + 8 * n + l / 16 + 2 * k));
-        const uint32_t u = amk_blk_u32(x + 64 * n + 32 * (k & 1) + l) >> (4 * (k >> 1));
-        const uint32_t qh = amk_blk_u32(x + 128 + 32 * n + l) >> (2 * k);
+        const float ds = __fmul_rn(amk_blk_ldf16(x + 208, sh), (float)(int8_t)(uint8_t)amk_blk_ld8(x + 192 + 8 * n + l / 16 + 2 * k, sh));
+        const uint32_t u = amk_blk_ld32(x + 64 * n + 32 * (k & 1) + l, sh) >> (4 * (k >> 1));
+        const uint32_t qh = amk_blk_ld32(x + 128 + 32 * n + l, sh) >> (2 * k);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int q = (int)(((u >> (8 * i)) & 0xFu) | ((qh >> (8 * i)) & 3u) << 4) - 32;
@@ -761,6 +782,9 @@ static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int
         for (int i = 0; i < 4; i++) w[i] = 0.0f;
         break;
     }
+}
+static __device__ __forceinline__ void amk_blk_quad(const uint8_t *x, int t, int e, float *w) {
+    amk_blk_quad_at(x, t, e, w, 0);
 }
 
 /* Row r of a block-format matrix of K-element rows: its first byte. */
@@ -1088,9 +1112,142 @@ AMK_OP_FN void amk_op_nop(amk_op_ctx *c, float *smem) {
     (void)smem;
 }
 
-/* COPY: out = x, cast. */
+#if AMK_VM_PREFILL
+/* 8 elements of out (F32, BF16 or F16) from v, stored as 32 or 16 bytes at element i. */
+static __device__ __forceinline__ void amk_copy_store8(const amk_buffer_t *o, int64_t i, const float *v) {
+    if (o->dtype == AMK_DTYPE_F32) {
+        float4 *d = (float4 *)((float *)o->ptr + i);
+        d[0] = make_float4(v[0], v[1], v[2], v[3]);
+        d[1] = make_float4(v[4], v[5], v[6], v[7]);
+    } else {
+        uint32_t w[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            w[k] = o->dtype == AMK_DTYPE_BF16 ? amk_pack_bf16x2(v[2 * k], v[2 * k + 1])
+                                              : (uint32_t)__half_as_ushort(__float2half_rn(v[2 * k])) |
+                                                    (uint32_t)__half_as_ushort(__float2half_rn(v[2 * k + 1])) << 16;
+        *(uint4 *)((uint16_t *)o->ptr + i) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+
+/* Elements [e, n) of COPY's out from its block-format x of format t (a constant in each inlined
+   copy, so that its decode is straight-line code), where they start 16-byte aligned in x: their
+   blocks through a ring of bulk copies (AMK_COPY_SLOT bytes a slot, up to 4 slots of the shared
+   memory: the count measured, run 411; more were not tried), each slot whole units of lcm(16, block bytes) (so every copy is 16-byte aligned and
+   sized); the threads decode a slot's groups of 8 elements (two quads of one block: blocks are 32
+   or 256 elements) as the reference VM decodes them, store them as 16 or 32 bytes, and the slot
+   takes the chunk S on. Returns where it stopped: the blocks after the last whole unit (fewer than
+   one unit's), or all of [e, n) when x is not aligned or the shared memory holds no two slots, are
+   the caller's. why a ring: a thread's own loads of a block's few bytes wait out their latency
+   one group at a time (~1.5 TB/s read and written, bench/RESULTS.md run 407); bytes in flight in
+   shared memory do not take registers (the VM is at its cap). */
+static __device__ __forceinline__ int64_t amk_copy_blk_ring(const amk_op_ctx *c, float *smem, const int t, int64_t e, int64_t n) {
+    const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
+    const int tid = amk_tid(), nt = amk_ntid();
+    const int E = amk_blk_elems(t), B = amk_blk_bytes(t), lg = __ffs(E) - 1;
+    const int L = B * 16 / ((B & -B) < 16 ? (B & -B) : 16), u = L / B; /* a unit: L bytes, u blocks */
+    const int64_t pb = (int64_t)(AMK_COPY_SLOT / L) * u, nr = ((n - e) >> lg) / u * u; /* blocks a slot, the ring's */
+    const char *src = (const char *)x->ptr + (e >> lg) * B;
+    /* shared memory: the slots' mbarriers in the first 128 bytes, then the slots (16-byte aligned,
+       as bulk copies need). why - 2048: amk_gemm_tma's reserve (its mbarriers, row scales and
+       alignment); the ring needs 128 of it, and 6 slots fit either way, of which it takes 4 */
+    const int64_t avail = (int64_t)amk_ptx_dynamic_smem_size() - 2048;
+    const int S = avail / AMK_COPY_SLOT >= 4 ? 4 : (int)(avail / AMK_COPY_SLOT);
+    if (S < 2 || nr == 0 || ((uintptr_t)src & 15)) return e;
+    const int64_t nch = (nr + pb - 1) / pb;
+    uint64_t *bar = (uint64_t *)smem;
+    char *ring = (char *)smem + 128;
+    if (tid == 0) {
+        for (int k = 0; k < S; k++) amk_ptx_mbar_init(bar + k, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    amk_ptx_fence_proxy_async_smem(); /* why: the ring was last written through the generic proxy */
+    __syncthreads();
+    if (tid == 0)
+        for (int64_t j = 0; j < S && j < nch; j++) {
+            const uint32_t bytes = (uint32_t)((nr - j * pb < pb ? nr - j * pb : pb) * B);
+            amk_ptx_mbar_arrive_expect(bar + j, bytes);
+            amk_ptx_bulk_copy_weights(ring + j * AMK_COPY_SLOT, src + j * pb * B, bytes, bar + j);
+        }
+    uint32_t s = 0, ph = 0;
+    for (int64_t j = 0; j < nch; j++) {
+        const int64_t cnt = nr - j * pb < pb ? nr - j * pb : pb, base = e + ((j * pb) << lg);
+        const uint8_t *slot = (const uint8_t *)ring + s * AMK_COPY_SLOT;
+        amk_ptx_mbar_wait(bar + s, ph);
+        for (int64_t g = tid; g < (cnt << lg) / 8; g += nt) {
+            const int64_t el = 8 * g;
+            const uint8_t *blk = slot + (el >> lg) * B;
+            float v[8];
+            amk_blk_quad_at(blk, t, (int)(el & (E - 1)), v, 1);
+            amk_blk_quad_at(blk, t, (int)(el & (E - 1)) + 4, v + 4, 1);
+            amk_copy_store8(o, base + el, v);
+        }
+        __syncthreads(); /* why: every thread is done with the slot before it takes the next chunk */
+        if (tid == 0 && j + S < nch) {
+            const int64_t b0 = (j + S) * pb;
+            const uint32_t bytes = (uint32_t)((nr - b0 < pb ? nr - b0 : pb) * B);
+            amk_ptx_mbar_arrive_expect(bar + s, bytes);
+            amk_ptx_bulk_copy_weights(ring + s * AMK_COPY_SLOT, src + b0 * B, bytes, bar + s);
+        }
+        if (++s == (uint32_t)S) {
+            s = 0;
+            ph ^= 1u;
+        }
+    }
+    if (tid == 0)
+        for (int k = 0; k < S; k++)
+            asm volatile("mbarrier.inval.shared::cta.b64 [%0];" :: "r"((uint32_t)__cvta_generic_to_shared(bar + k)) : "memory");
+    return e + (nr << lg);
+}
+
+/* Elements [e, n) of COPY's out from its block-format x of format t (a constant): the ring
+   (amk_copy_blk_ring) where it takes them, the rest by the threads' own loads, a group of 8
+   elements a thread at a time, decoded and stored as there. */
+static __device__ __forceinline__ void amk_copy_blk(const amk_op_ctx *c, float *smem, const int t, int64_t e, int64_t n) {
+    const amk_buffer_t *x = &c->in[0];
+    const int E = amk_blk_elems(t), B = amk_blk_bytes(t), lg = __ffs(E) - 1;
+    e = amk_copy_blk_ring(c, smem, t, e, n);
+    for (e += 8 * (int64_t)amk_tid(); e < n; e += 8 * (int64_t)amk_ntid()) {
+        const uint8_t *blk = (const uint8_t *)x->ptr + (e >> lg) * B;
+        float v[8];
+        amk_blk_quad(blk, t, (int)(e & (E - 1)), v);
+        amk_blk_quad(blk, t, (int)(e & (E - 1)) + 4, v + 4);
+        amk_copy_store8(&c->out[0], e, v);
+    }
+}
+
+/* COPY's rows [m_off, m_off + M_tile) (amk_ir.h), or all of out, from a block-format x
+   (dequantized: a prefill chunk's matrix for its tensor-core tiles, amk_copy_blk) or a float one.
+   Only the prefill image runs them (amk_plan_prefill_only). Returns 0 for a COPY it does not take.
+   why __noinline__: inlined, the decodes spilled the VM ~1.6 KB more. */
+static __device__ __noinline__ int amk_copy_rows(amk_op_ctx *c, float *smem) {
+    const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
+    const int xt = x->dtype, ot = o->dtype;
+    if (c->ins.params.M_tile <= 0 && !amk_dtype_blk(xt)) return 0;
+    const int64_t row = c->ins.params.M_tile > 0 ? o->numel / o->shape[0] : 0;
+    const int64_t e0 = row ? c->ins.params.m_off * row : 0;
+    const int64_t n = row ? (c->ins.params.m_off + (int64_t)c->ins.params.M_tile) * row : o->numel;
+    switch (xt) {
+#define AMK__COPY_BLK(t) case t: amk_copy_blk(c, smem, t, e0, n); break;
+    AMK__COPY_BLK(AMK_DTYPE_Q8_0) AMK__COPY_BLK(AMK_DTYPE_Q4_0) AMK__COPY_BLK(AMK_DTYPE_Q4_1) AMK__COPY_BLK(AMK_DTYPE_Q5_0)
+    AMK__COPY_BLK(AMK_DTYPE_Q5_1) AMK__COPY_BLK(AMK_DTYPE_Q2_K) AMK__COPY_BLK(AMK_DTYPE_Q3_K) AMK__COPY_BLK(AMK_DTYPE_Q4_K)
+    AMK__COPY_BLK(AMK_DTYPE_Q5_K) AMK__COPY_BLK(AMK_DTYPE_Q6_K) AMK__COPY_BLK(AMK_DTYPE_IQ4_NL)
+#undef AMK__COPY_BLK
+    default:
+        for (int64_t i = e0 + AMK_OPS_TID; i < n; i += AMK_OPS_NT)
+            amk_store((void *)o->ptr, ot, i, amk_load((const void *)x->ptr, xt, i));
+        break;
+    }
+    return 1;
+}
+#endif
+
+/* COPY: out = x, cast (the prefill image: also rows, and a block-format x, amk_copy_rows). */
 AMK_OP_FN void amk_op_copy(amk_op_ctx *c, float *smem) {
     (void)smem;
+#if AMK_VM_PREFILL
+    if (amk_copy_rows(c, smem)) return;
+#endif
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
     const void *xp = (const void *)x->ptr;
     void *op = (void *)o->ptr;
@@ -1484,12 +1641,6 @@ static __device__ __forceinline__ void amk_mma_issue(char *raw, const amk_buffer
             }
     }
     amk_ptx_cp_async_commit();
-}
-
-/* Two floats as a bf16x2 word (round to nearest even), a in the low half. */
-static __device__ __forceinline__ uint32_t amk_pack_bf16x2(float a, float b) {
-    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
-           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
 }
 
 /* why: the calling warpgroup's 128 threads only: named barrier 1 + group (0 is __syncthreads;

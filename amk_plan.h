@@ -373,9 +373,12 @@ AMK_PLAN_FN int64_t amk_plan_gemm_rows(const amk_vm_ctx_t *x) {
 }
 /* 1 when only the prefill image runs the task: an RMSNORM_GEMV tile (or its RoPE or KV form) of
    rows [m_off, m_off + M_tile), a prefill chunk's q, k or v (the other images' fused body takes
-   every row, amk_norm_gemv_body). */
+   every row, amk_norm_gemv_body); a COPY of rows, or of a block-format x (a prefill chunk's
+   matrix dequantized for its tensor-core tiles). why not in the other images: their op code is
+   what the decode steps were measured with (the VM's registers, bench/NOTES.md session "rows"). */
 AMK_PLAN_FN int amk_plan_prefill_only(const amk_vm_ctx_t *x) {
-    return x->ins.op == AMK_OP_RMSNORM_GEMV && x->ins.params.M_tile > 0;
+    return (x->ins.op == AMK_OP_RMSNORM_GEMV && x->ins.params.M_tile > 0) ||
+           (x->ins.op == AMK_OP_COPY && (x->ins.params.M_tile > 0 || AMK_DTYPE_IS_BLOCK(x->in[0].dtype)));
 }
 /* W's input of a tile amk_gemm_tma may take: 1 (GEMV_TILE, GEMM_TILE), 2 (RMSNORM_GEMV: x, its
    norm weight, W, the positions), else 0. */

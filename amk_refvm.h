@@ -237,7 +237,7 @@ AMK__FN float amk__ref_rms_inv(const amk__refop *o, int i, int64_t off, int64_t 
     return 1.0f / sqrtf(ss / (float)n + o->P.eps);
 }
 
-/* [e0, e1): the elements ADD, SILU_MUL and RMSNORM write: with M_tile, rows [m_off, m_off+M_tile)
+/* [e0, e1): the elements ADD, SILU_MUL, RMSNORM and COPY write: with M_tile, rows [m_off, m_off+M_tile)
    of the output's first axis (amk__check_rows), else every element. */
 AMK__FN void amk__ref_rows(const amk__refop *o, int64_t *e0, int64_t *e1) {
     const int64_t row = o->P.M_tile > 0 ? o->n_out / o->out->shape[0] : 0;
@@ -786,8 +786,10 @@ AMK__FN amk_result amk__ref_nop(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 AMK__FN amk_result amk__ref_copy(const amk__refop *o, amk_diag *d) {
+    int64_t e0, e1;
     AMK__UNUSED(d);
-    amk__refvm_cast(o->y, o->out->dtype, 0, o->x[0], o->in[0]->dtype, 0, o->n_out);
+    amk__ref_rows(o, &e0, &e1);
+    amk__refvm_cast(o->y, o->out->dtype, e0, o->x[0], o->in[0]->dtype, e0, e1 - e0);
     return AMK_OK;
 }
 AMK__FN amk_result amk__ref_fill(const amk__refop *o, amk_diag *d) {

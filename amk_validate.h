@@ -307,7 +307,7 @@ AMK__FN int amk__check_nop(const amk__opshape *c) {
     return 1;
 }
 
-/* COPY, GELU */
+/* GELU (and COPY's first check) */
 AMK__FN int amk__check_same(const amk__opshape *c) {
     if (c->n_out != c->n_in[0])
         AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, x '%s' has %lld",
@@ -340,7 +340,7 @@ AMK__FN int amk__check_embed(const amk__opshape *c) {
     return 1;
 }
 
-/* ADD, SILU_MUL and RMSNORM with the params M_tile (and m_off, default 0): rows [m_off,
+/* ADD, SILU_MUL, RMSNORM and COPY with the params M_tile (and m_off, default 0): rows [m_off,
    m_off+M_tile) of the output's first axis, a row being numel / shape[0] elements (RMSNORM: one
    row of hidden). Other ops take no rows (m_off, M_tile are other ops' params). 1 when c's task is
    well formed so (or has neither param). */
@@ -349,8 +349,9 @@ AMK__FN int amk__check_rows(const amk__opshape *c, int64_t row) {
     const int op = c->t->op;
     int64_t rows;
     if (!mw && !moff) return 1;
-    if (op != AMK_OP_ADD && op != AMK_OP_SILU_MUL && op != AMK_OP_RMSNORM)
-        AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off and M_tile (rows) are ADD's, SILU_MUL's and RMSNORM's, not this op's");
+    if (op != AMK_OP_ADD && op != AMK_OP_SILU_MUL && op != AMK_OP_RMSNORM && op != AMK_OP_COPY)
+        AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off and M_tile (rows) are ADD's, SILU_MUL's, RMSNORM's and COPY's, not "
+                      "this op's");
     if (!mw) AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off without M_tile");
     if (c->out->rank < 1 || c->out->shape[0] < 1 || c->n_out % c->out->shape[0])
         AMK__OPS_FAIL(OP_SHAPE, "out '%s' has no rows to take", amk__opshape_name(c->out));
@@ -361,6 +362,25 @@ AMK__FN int amk__check_rows(const amk__opshape *c, int64_t row) {
     if (c->P.M_tile < 1 || c->P.m_off < 0 || (int64_t)c->P.m_off + c->P.M_tile > rows)
         AMK__OPS_FAIL(PARAM_VALUE, "rows m_off = %d, M_tile = %d are outside out '%s''s %lld rows", c->P.m_off,
                       c->P.M_tile, amk__opshape_name(c->out), (long long)rows);
+    return 1;
+}
+
+/* COPY: out = x cast, element for element. x may be a matrix in a block format (a weight
+   dequantized, as a prefill chunk's tensor-core tiles read it): out is then F32, BF16 or F16.
+   With M_tile, rows [m_off, m_off+M_tile) of out's first axis (amk__check_rows), which for a
+   block x must be whole blocks. */
+AMK__FN int amk__check_copy(const amk__opshape *c) {
+    const int xt = c->in[0]->dtype, ot = c->out->dtype;
+    if (!amk__check_same(c)) return 0;
+    if (amk_dtype_is_block(xt) && ot != AMK_DTYPE_F32 && ot != AMK_DTYPE_BF16 && ot != AMK_DTYPE_F16)
+        AMK__OPS_FAIL(OP_DTYPE, "out '%s' is %s: x '%s' in %s dequantizes to F32, BF16 or F16", amk__opshape_name(c->out),
+                      amk_dtype_name(ot), amk__opshape_name(c->in[0]), amk_dtype_name(xt));
+    if (!amk__check_rows(c, 0)) return 0;
+    if (amk_dtype_is_block(xt) && amk_task_param(c->t, "M_tile") &&
+        (c->n_out / c->out->shape[0]) % amk_dtype_block(xt, NULL))
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s': a row of %lld elements is not whole blocks of %s (%d elements)",
+                      amk__opshape_name(c->out), (long long)(c->n_out / c->out->shape[0]), amk_dtype_name(xt),
+                      amk_dtype_block(xt, NULL));
     return 1;
 }
 
@@ -970,7 +990,7 @@ AMK__FN int amk__op_caveat(const amk_program *p, const amk_task *t, char *msg, s
    the weight rows a tile reads and dequantizes as float. GEMV_TILE/GEMM_TILE's W (not their
    spec-quantized form, whose qW is I8 or I4 with scales), the RMSNORM_* tiles' W (RMSNORM_MLP's
    gate and up, and its down as W_down [H, N] read by K-slices of whole blocks; not W_cat, which
-   the loader derives in a float dtype) and EMBED's table. */
+   the loader derives in a float dtype), EMBED's table and COPY's x (a matrix dequantized). */
 AMK__FN int amk__op_block_input(const amk_task *t, int i) {
     switch (amk_op_device(t->op, NULL)) {
     case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: return i == 1 && amk__param_i(t, "qdtype", 0) == 0;
@@ -978,6 +998,7 @@ AMK__FN int amk__op_block_input(const amk_task *t, int i) {
     case AMK_OP_RMSNORM_SWIGLU: return i == 2 || i == 3;
     case AMK_OP_RMSNORM_MLP: return i >= 2 && i <= 4;
     case AMK_OP_EMBED: return i == 1;
+    case AMK_OP_COPY: return i == 0;
     default: return 0;
     }
 }
@@ -1042,7 +1063,7 @@ AMK__FN int amk__op_check(const amk_program *p, const amk_task *t, amk_check *wh
         else if (i == ni + 1) { c.out2 = b; c.n_out2 = amk_buffer_numel(b); }
         if (amk_dtype_is_block(b->dtype) && (i >= ni || !amk__op_block_input(t, i)))
             AMK__OPS_FAIL(OP_DTYPE, "%s %d '%s' is %s, a weight format: only a GEMV or GEMM tile's W, the "
-                          "RMSNORM_* tiles' W (gate, up) and EMBED's table take one", i < ni ? "input" : "output",
+                          "RMSNORM_* tiles' W (gate, up), EMBED's table and COPY's x take one", i < ni ? "input" : "output",
                           i < ni ? i : i - ni, amk__opshape_name(b), amk_dtype_name(b->dtype));
     }
     for (i = 0; i < t->n_params; i++) {
@@ -2092,7 +2113,7 @@ AMK__FN void amk__v_query(amk__vctx *v, int set_off, int set_len, int target, in
    fused tiles, whose KV-row form writes columns of every cache row it may pick; ARGMAX_PARTIAL's
    pair; an ATTENTION_O_PRENORM's kv heads in its caches, the KV-row tiles' columns); 2 flat elements
    (ATTENTION_DECODE: the rows of its query heads); 3 whole rows [n0, n1) of the output's first
-   axis (ADD, SILU_MUL and RMSNORM with M_tile: rows [m_off, m_off+M_tile)). Of buffer x: an
+   axis (ADD, SILU_MUL, RMSNORM and COPY with M_tile: rows [m_off, m_off+M_tile)). Of buffer x: an
    RMSNORM_GEMV_ARGMAX writes its pair (kind 1) into its second output. Regions of different kinds
    never compare as disjoint (amk__v_waw). Kind AMK__V_REGION_POS + b: a KV form's tile of rows m
    [m0, m1) (M_tile) writes the cache rows pos[0] + m, b its position buffer. */
@@ -2143,7 +2164,7 @@ AMK__FN void amk__region_cols(const amk_task *t, int x, amk__v_region *r) {
     }
 }
 
-/* ADD, SILU_MUL, RMSNORM: with M_tile, rows [m_off, m_off+M_tile) of the output's first axis
+/* ADD, SILU_MUL, RMSNORM, COPY: with M_tile, rows [m_off, m_off+M_tile) of the output's first axis
    (kind 3: the rows as n0..n1, so the sort by n0 finds the neighbours); else the whole output. */
 AMK__FN void amk__region_rows(const amk_task *t, int x, amk__v_region *r) {
     const amk_param *moff = amk__v_param(t, "m_off"), *mw = amk__v_param(t, "M_tile");

@@ -127,6 +127,14 @@ static int64_t cli_weight_bytes_read(const amk_program *p) {
     return total;
 }
 
+/* 1 when some WEIGHT buffer of p is in a GGUF block format. */
+static int cli_has_block_weights(const amk_program *p) {
+    int b;
+    for (b = 0; b < p->n_buffers; b++)
+        if (p->buffers[b].kind == AMK_KIND_WEIGHT && amk_dtype_is_block(p->buffers[b].dtype)) return 1;
+    return 0;
+}
+
 /* The WEIGHT buffers of p a dtype, block formats first, into buf: "Q4_1 210, Q8_0 1, F32 61". */
 static void cli_weight_dtypes(const amk_program *p, char *buf, size_t size) {
     int t, i;
@@ -754,7 +762,7 @@ static int cli_write_trace(amk_cuda *c, const amk_program *p, const char *path) 
 /* ---- build and generate: the Llama path ------------------------------------------------------- */
 
 typedef struct cli_llm_args {
-    const char *model, *random, *ctx, *dtype, *sms, *splits, *seed, *timeout, *mlp_steps, *attn_steps, *qkv_fold;
+    const char *model, *random, *ctx, *dtype, *act_dtype, *sms, *splits, *seed, *timeout, *mlp_steps, *attn_steps, *qkv_fold;
     int cpu, spec_ops;
 } cli_llm_args;
 
@@ -765,6 +773,7 @@ static int cli_llm_option(const cli_cmd *cmd, int argc, char **argv, int *i, cli
                       : strcmp(o, "--random-weights") == 0 ? &a->random
                       : strcmp(o, "--ctx") == 0 ? &a->ctx
                       : strcmp(o, "--dtype") == 0 ? &a->dtype
+                      : strcmp(o, "--act-dtype") == 0 ? &a->act_dtype
                       : strcmp(o, "--sms") == 0 ? &a->sms
                       : strcmp(o, "--kv-splits") == 0 ? &a->splits
                       : strcmp(o, "--weight-seed") == 0 ? &a->seed
@@ -812,6 +821,16 @@ static int cli_llm_opts(const cli_cmd *cmd, const cli_llm_args *a, amk_llm_opts 
            take 16-bit x, K and V only (F32 activations ran SmolLM2's BF16 prompt ~10x slower) */
         o->build.act_dtype = t;
         o->weights_as_stored = 0; /* every matrix converted to t */
+    }
+    if (a->act_dtype) {
+        int t = amk_dtype_from_name(a->act_dtype);
+        if (t != AMK_DTYPE_F32 && t != AMK_DTYPE_BF16 && t != AMK_DTYPE_F16)
+            return cli_usage_error(cmd, "bad --act-dtype '%s' (F32, BF16 or F16)", a->act_dtype);
+        o->build.act_dtype = t;
+        /* why the matrices outside a block format too (without --dtype): the prompt's tensor-core
+           tiles take x and W of one 16-bit dtype; the block formats stay as stored, and a chunk
+           dequantizes them to t for those tiles */
+        if (!a->dtype) o->build.weight_dtype = t;
     }
     if (!a->model == !a->random) return cli_usage_error(cmd, "%s", "give exactly one of -m MODEL and --random-weights SHAPE");
     return CLI_OK;
@@ -1169,6 +1188,10 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
                 amk_llm_config(m)->name[0] ? amk_llm_config(m)->name : "(unnamed)", amk_llm_config(m)->arch,
                 amk_llm_config(m)->n_layers, sum, amk_llm_backend_name(m), amk_llm_backend_reason(m), dev,
                 amk_llm_max_seq(m));
+        if (amk_llm_cuda(m) && amk_llm_prefill_rows(m) > 0 && o.build.act_dtype == AMK_DTYPE_F32 &&
+            cli_has_block_weights(amk_llm_program(m)))
+            fprintf(stderr, "amk: with F32 activations the prompt's quantized matrices run on the CUDA cores; "
+                            "--act-dtype BF16 runs them on the tensor cores\n");
     }
     if (tok && !chat) fputs(prompt, stdout);
     t1 = t2 = cli_prompt_t0 = cli_now();
@@ -1641,7 +1664,8 @@ static const cli_cmd cli_cmds[] = {
      cmd_run},
     {"build", "build a model's decode step as a program (JSON)",
      "amk build (-m MODEL | --random-weights SHAPE) [-o STEP.json] [--ctx N] [--dtype F32|BF16|F16]\n"
-     "          [--sms N] [--kv-splits N] [--spec-ops] [--mlp-steps 1|2] [--attn-steps 1|2] [--qkv-fold 0|1]\n"
+     "          [--act-dtype F32|BF16|F16] [--sms N] [--kv-splits N] [--spec-ops] [--mlp-steps 1|2]\n"
+     "          [--attn-steps 1|2] [--qkv-fold 0|1]\n"
      "          [--prefill M]",
      "Builds the Llama decode step of MODEL (a .gguf, a .safetensors with config.json, or a model\n"
      "directory) or of SHAPE (llama3-8b, llama3.2-1b, smollm2-135m, or a config.json), lowers it\n"
@@ -1652,7 +1676,10 @@ static const cli_cmd cli_cmds[] = {
      "read as stored, where the step reads them row-major (a block down_proj or o_proj makes the\n"
      "default MLP or attention two steps); the other matrices are F32, and the activations and KV\n"
      "cache F32. --dtype F32|BF16|F16 converts every matrix to that dtype and runs the activations\n"
-     "and KV cache in it too (the prompt's tensor-core paths take 16-bit ones). The summary on\n"
+     "and KV cache in it too (the prompt's tensor-core paths take 16-bit ones). --act-dtype D runs\n"
+     "the activations and KV cache in D and converts the matrices outside a block format to D,\n"
+     "the block formats staying as stored: a prefill chunk then dequantizes each layer's block\n"
+     "matrices into 16-bit copies for its tensor-core tiles (COPY tasks). The summary on\n"
      "stderr gives the weight bytes a token reads and the weight buffers a dtype.\n"
      "The step uses AMK's opcodes (20..35); --spec-ops builds it from the spec's opcodes\n"
      "0..18 only (a program any implementation of the spec runs; more dependent steps).\n"
@@ -1676,7 +1703,8 @@ static const cli_cmd cli_cmds[] = {
      cmd_build},
     {"generate", "generate text with a model",
      "amk generate (-m MODEL -p PROMPT | --random-weights SHAPE) [-n N] [--chat] [--system S]\n"
-     "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--dtype D] [--cpu] [-q]\n"
+     "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--dtype D] [--act-dtype D]\n"
+     "             [--cpu] [-q]\n"
      "             [--trace FILE.json] [--timeout MS] [--chain N] [--spec-ops] [--mlp-steps 1|2]\n"
      "             [--attn-steps 1|2] [--qkv-fold 0|1] [--prefill-rows M|off]",
      "Loads MODEL, builds its decode step and a prefill program, runs the prompt in chunks through\n"
@@ -1693,7 +1721,9 @@ static const cli_cmd cli_cmds[] = {
      "longer than the context is an error, and so is a KV cache larger than the machine's memory\n"
      "on the reference VM. Runs on the GPU when there is one (and this amk holds the device\n"
      "image), else on the reference VM; --cpu forces the reference VM. Quantized matrices run as\n"
-     "stored and --dtype D (F32, BF16, F16) converts every matrix, as for build; the first line on\n"
+     "stored and --dtype D (F32, BF16, F16) converts every matrix, as for build; --act-dtype BF16\n"
+     "keeps them stored with 16-bit activations, the fast prompt of a quantized model on the GPU\n"
+     "(its chunks dequantize each layer for the tensor cores); the first line on\n"
      "stderr gives the weight bytes a token reads and the weight buffers a dtype.\n"
      "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
      "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops,\n"
@@ -1713,7 +1743,8 @@ static const cli_cmd cli_cmds[] = {
      cmd_generate},
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",
      "amk bench [--shapes A,B,...] [--ctx N,M,...] [--pos N] [--iters N] [--kv-splits N] [--chain N]\n"
-     "          [--qkv-fold 0|1] [--quant Q,...] [--trace PREFIX]",
+     "          [--qkv-fold 0|1] [--quant Q,...] [--trace PREFIX]\n"
+     "amk bench [--shapes A,B,...] [--quant Q,...] --prefill N,M,... [--prefill-rows M] [--iters N]",
      "For each shape (default llama3-8b,llama3.2-1b,smollm2-135m; random bf16 weights made on the\n"
      "GPU) and context (default 128,4096): builds, lowers and loads the decode step, runs one step\n"
      "at position ctx (--pos N: at N, the cache still ctx + 1 rows; N <= ctx), then times --iters\n"
@@ -1731,6 +1762,12 @@ static const cli_cmd cli_cmds[] = {
      "in some layers, its fallbacks where a block does not divide a row): BF16 (the default), Q8_0,\n"
      "Q4_0, Q4_1, Q5_0, Q4_K_M, Q5_K_M, Q6_K; random bytes a block with scales set (timing weights).\n"
      "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE[.Q].CTX.json; Perfetto).\n"
+     "--prefill N,M,... times prompts instead: for each shape and --quant, a prompt of each length\n"
+     "through amk_llm_prefill in chunks of --prefill-rows (default 512), the median of --iters\n"
+     "(default 5) after a warm-up: ms, tok/s and TFLOP/s, and on the first length the same prompt a\n"
+     "token at a time; then one chunk's launch, its per-opcode time and its device memory. The\n"
+     "activations are BF16; a quantization's block matrices are dequantized a layer at a time for\n"
+     "the tensor cores (as amk generate --act-dtype BF16).\n"
      "Needs a GPU and an amk built with the device image.\n",
      cmd_bench},
 };

@@ -598,25 +598,47 @@ static int buf_named(const amk_program *p, const char *name) {
     return -1;
 }
 
-/* Every F32 WEIGHT of p in vm from its name and element alone (so two programs that name a weight
-   get the same values): norms in [0.9, 1.1), the rest in [-0.5, 0.5) / sqrt(row length). */
+/* Every WEIGHT of p in vm from its name and element alone (so two programs that name a weight
+   get the same values): norms in [0.9, 1.1), the rest in [-0.5, 0.5) / sqrt(row length); F32,
+   BF16 (rounded) or Q8_0 (each block of 32 quantized: d = max |v| / 127, q = round(v / d)). */
 static int fill_named_weights(amk_refvm *vm, const amk_program *p) {
     int b;
     for (b = 0; b < p->n_buffers; b++) {
         const amk_buffer *w = &p->buffers[b];
         size_t n = 0;
-        float *v;
+        uint8_t *dst;
         uint64_t h = 1469598103934665603ull;
         const char *c;
-        int64_t i, cols;
+        int64_t i, cols, numel = amk_buffer_numel(w);
         if (w->kind != AMK_KIND_WEIGHT) continue;
-        if (w->dtype != AMK_DTYPE_F32 || !(v = (float *)amk_refvm_buffer(vm, b, &n))) return 0;
+        if ((w->dtype != AMK_DTYPE_F32 && w->dtype != AMK_DTYPE_BF16 && w->dtype != AMK_DTYPE_Q8_0) ||
+            !(dst = (uint8_t *)amk_refvm_buffer(vm, b, &n)))
+            return 0;
         for (c = w->name; c && *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
         cols = w->rank >= 2 ? w->shape[w->rank - 1] : 1;
-        for (i = 0; i < (int64_t)(n / 4); i++) {
-            uint64_t x = (h + (uint64_t)i) * 0x9E3779B97F4A7C15ull;
-            const double u = (double)((x ^ (x >> 31)) >> 11) / 9007199254740992.0; /* [0, 1) */
-            v[i] = w->rank == 1 ? (float)(0.9 + 0.2 * u) : (float)((u - 0.5) / sqrt((double)cols));
+        for (i = 0; i < numel; i += 32) {
+            float v[32], amax = 0.0f;
+            int k, nk = numel - i < 32 ? (int)(numel - i) : 32;
+            for (k = 0; k < nk; k++) {
+                uint64_t x = (h + (uint64_t)(i + k)) * 0x9E3779B97F4A7C15ull;
+                const double u = (double)((x ^ (x >> 31)) >> 11) / 9007199254740992.0; /* [0, 1) */
+                v[k] = w->rank == 1 ? (float)(0.9 + 0.2 * u) : (float)((u - 0.5) / sqrt((double)cols));
+                if (fabsf(v[k]) > amax) amax = fabsf(v[k]);
+            }
+            if (w->dtype == AMK_DTYPE_F32) memcpy(dst + 4 * i, v, (size_t)nk * 4);
+            else if (w->dtype == AMK_DTYPE_BF16)
+                for (k = 0; k < nk; k++) {
+                    const uint16_t u = amk_f32_to_bf16(v[k]);
+                    memcpy(dst + 2 * (i + k), &u, 2);
+                }
+            else { /* Q8_0: a 2-byte f16 d, then 32 int8 (numel is whole blocks: the validator's rule) */
+                uint8_t *blk = dst + (i / 32) * 34;
+                const uint16_t d16 = amk_f32_to_f16(amax / 127.0f);
+                const float d = amk_f16_to_f32(d16);
+                blk[0] = (uint8_t)(d16 & 255u);
+                blk[1] = (uint8_t)(d16 >> 8);
+                for (k = 0; k < 32; k++) blk[2 + k] = (uint8_t)(int8_t)(d > 0.0f ? lrintf(v[k] / d) : 0);
+            }
         }
     }
     return 1;
@@ -709,6 +731,20 @@ done:
     amk_refvm_free(pv);
     amk_program_free(dp);
     amk_program_free(pp);
+}
+
+/* Element i of buffer id in vm (F32 or BF16) as a float. */
+static double vm_value(amk_refvm *vm, const amk_program *p, int id, int64_t i) {
+    size_t n = 0;
+    const uint8_t *v = (const uint8_t *)amk_refvm_buffer(vm, id, &n);
+    uint16_t h;
+    float f;
+    if (p->buffers[id].dtype == AMK_DTYPE_BF16) {
+        memcpy(&h, v + 2 * i, 2);
+        return amk_bf16_to_f32(h);
+    }
+    memcpy(&f, v + 4 * i, 4);
+    return f;
 }
 
 static void test_prefill_matches_decode(void) {
@@ -1072,6 +1108,119 @@ static int count_op(const amk_program *p, int op) {
     int i, n = 0;
     for (i = 0; i < p->n_tasks; i++) n += p->tasks[i].op == op;
     return n;
+}
+
+/* A prefill chunk whose matrices are in a block format (Q8_0, BF16 activations) dequantizes them
+   into 16-bit copies (COPY tasks into w_deq.<role>.<layer>, on pages that do not grow with the
+   layers) that its row tiles read, so that the tensor cores take them; the LM head's one row keeps its block tile. Its prompt (11 tokens: a chunk of 8 and a
+   padded one) gives the decode step's K/V cache rows and last logits within BF16 roundings (the
+   copies round each weight to bf16, the step reads the blocks). */
+static void test_prefill_dequant(void) {
+    amk_llama_config c = block_config();
+    amk_llama_build_opts o;
+    block_pick bp = {AMK_DTYPE_Q8_0, {"_proj", NULL, NULL, NULL}, 0};
+    amk_program *dp = NULL, *pp = NULL;
+    amk_refvm *dv = NULL, *pv = NULL;
+    amk_diag d;
+    int32_t tok[16], pos[16], last;
+    int k, i, l, n_copy = 0, n_rows = 0, n_block_rows = 0;
+    double worst = 0.0, worst_kv = 0.0, lmax = 0.0;
+    const int n_tok = 11, R = 8;
+    amk_diag_clear(&d);
+    amk_llama_build_opts_default(&o);
+    o.num_sms = 4;
+    o.max_seq = 16;
+    o.weight_dtype = o.act_dtype = AMK_DTYPE_BF16;
+    o.weight_dtype_of = block_pick_of;
+    o.weight_dtype_user = &bp;
+    o.mlp_accum = o.attn_o = o.qkv_fold = 0; /* why: every matrix as the prefill program lays it out */
+    CHECK_EQ_INT(amk_llama_build(&c, &o, &dp, &d), AMK_OK);
+    o.prefill_rows = R;
+    CHECK_EQ_INT(amk_llama_build(&c, &o, &pp, &d), AMK_OK);
+    if (!dp || !pp) { fprintf(stderr, "%s\n", d.message); goto done; }
+    CHECK_EQ_INT(count_op(dp, AMK_OP_COPY), 0);
+    for (i = 0; i < pp->n_tasks; i++) { /* the COPYs read blocks into w_deq.*; the row tiles read no block */
+        const amk_task *t = &pp->tasks[i];
+        const amk_param *mtp = amk_task_param(t, "M_tile");
+        const int mt = mtp ? (int)mtp->i : 0;
+        if (t->op == AMK_OP_COPY) {
+            n_copy++;
+            CHECK(amk_dtype_is_block(pp->buffers[t->inputs[0]].dtype) && mt > 0 &&
+                  strncmp(pp->buffers[t->outputs[0]].name, "w_deq.", 6) == 0);
+        } else if (mt > 0 && (t->op == AMK_OP_GEMM_TILE || amk_op_device(t->op, NULL) == AMK_OP_RMSNORM_GEMV)) {
+            n_rows++;
+            for (k = 0; k < t->n_inputs; k++) n_block_rows += amk_dtype_is_block(pp->buffers[t->inputs[k]].dtype);
+        }
+    }
+    CHECK_MSG(n_copy >= 7 * c.n_layers && n_rows > 0 && n_block_rows == 0, "%d COPYs, %d row tiles, %d block inputs",
+              n_copy, n_rows, n_block_rows);
+    CHECK_EQ_INT(buf_dtype(pp, "w_deq.gate.1"), AMK_DTYPE_BF16);
+    { /* lowered (graph_color pages), the copies' memory does not grow with the layers (3 and 6) */
+        int64_t bytes[2] = {0, 0};
+        for (k = 0; k < 2; k++) {
+            amk_program *lp = NULL;
+            amk_llama_config c2 = c;
+            c2.n_layers = 3 + 3 * k;
+            CHECK_EQ_INT(amk_llama_build_lowered(&c2, &o, &lp, &d), AMK_OK);
+            for (i = 0; lp && i < lp->n_pages; i++) bytes[k] += lp->pages[i].nbytes;
+            CHECK(lp && lp->has_pages && buf_named(lp, "w_deq.gate.5") == (k ? buf_named(lp, "w_deq.gate.5") : -1));
+            amk_program_free(lp);
+        }
+        CHECK_MSG(bytes[0] > 0 && bytes[0] == bytes[1], "pages of 3 layers %lld bytes, of 6 %lld", (long long)bytes[0],
+                  (long long)bytes[1]);
+    }
+    CHECK_EQ_INT(amk_refvm_create(dp, &dv, &d), AMK_OK);
+    CHECK_MSG(amk_refvm_create(pp, &pv, &d) == AMK_OK, "prefill program: %s", d.message);
+    if (!dv || !pv) goto done;
+    CHECK(fill_named_weights(dv, dp) && fill_named_weights(pv, pp));
+    for (k = 0; k < n_tok; k++) tok[k] = (int32_t)((k * 7 + 3) % c.vocab);
+    for (k = 0; k < n_tok; k++) {
+        pos[0] = k;
+        set_i32(dv, dp, "token", &tok[k], 1);
+        set_i32(dv, dp, "pos", pos, 1);
+        CHECK_MSG(amk_refvm_run(dv, NULL, &d) == AMK_OK, "decode at %d: %s", k, d.message);
+    }
+    for (k = 0; k < n_tok; k += R) {
+        const int n = n_tok - k < R ? n_tok - k : R;
+        int32_t t[16], ps[16];
+        for (i = 0; i < R; i++) { t[i] = tok[k + (i < n ? i : n - 1)]; ps[i] = k + i; }
+        last = n - 1;
+        set_i32(pv, pp, "token", t, R);
+        set_i32(pv, pp, "pos", ps, R);
+        set_i32(pv, pp, "last", &last, 1);
+        CHECK_MSG(amk_refvm_run(pv, NULL, &d) == AMK_OK, "prefill of rows %d..: %s", k, d.message);
+    }
+    for (l = 0; l < c.n_layers; l++)
+        for (k = 0; k < 2; k++) {
+            char name[32];
+            int a, b;
+            snprintf(name, sizeof name, "%s_cache.%d", k ? "v" : "k", l);
+            a = buf_named(dp, name);
+            b = buf_named(pp, name);
+            CHECK(a >= 0 && b >= 0);
+            for (i = 0; a >= 0 && b >= 0 && i < n_tok * c.n_kv_heads * c.head_dim; i++) {
+                const double x = vm_value(dv, dp, a, i), e = fabs(x - vm_value(pv, pp, b, i)) / (1.0 + fabs(x));
+                if (e > worst_kv) worst_kv = e;
+            }
+        }
+    {
+        const int a = buf_named(dp, "logits"), b = buf_named(pp, "logits");
+        CHECK(a >= 0 && b >= 0);
+        for (i = 0; a >= 0 && b >= 0 && i < c.vocab; i++)
+            if (fabs(vm_value(dv, dp, a, i)) > lmax) lmax = fabs(vm_value(dv, dp, a, i));
+        for (i = 0; a >= 0 && b >= 0 && i < c.vocab; i++) {
+            const double e = fabs(vm_value(dv, dp, a, i) - vm_value(pv, pp, b, i)) / (lmax > 0 ? lmax : 1.0);
+            if (e > worst) worst = e;
+        }
+    }
+    printf("  prefill of Q8_0 matrices dequantized to BF16 (%d COPYs): worst cache difference %.2g, logits %.2g\n",
+           n_copy, worst_kv, worst);
+    CHECK_MSG(worst_kv < 3e-2 && worst < 3e-2, "cache %.3g, logits %.3g", worst_kv, worst);
+done:
+    amk_refvm_free(dv);
+    amk_refvm_free(pv);
+    amk_program_free(dp);
+    amk_program_free(pp);
 }
 
 /* Builds cfg with o lowered onto o->num_sms (amk_llama_build_step) and checks it validates;
@@ -1898,6 +2047,7 @@ int main(void) {
     RUN(test_as_stored_matches_f32);
     RUN(test_fused_matches_spec_ops);
     RUN(test_prefill_matches_decode);
+    RUN(test_prefill_dequant);
     RUN(test_prefill_row_tiles);
     RUN(test_fold_matches_unfolded);
     RUN(test_random_weights_decode);

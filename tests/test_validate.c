@@ -1112,6 +1112,49 @@ static void test_race_waw_rows(void) {
     }
 }
 
+/* COPY dequantizes a matrix in a block format (a prefill chunk's copy for its tensor-core tiles)
+   into F32, BF16 or F16 only, and takes rows (m_off, M_tile) as ADD does: disjoint rows of one
+   counter need no order, overlapping ones race; a row of a block x must be whole blocks. A block
+   format as another op's input (ADD's) is still refused. */
+static void test_copy_rows_blocks(void) {
+    amk_program *p = amk_program_create();
+    const int64_t sh[2] = {6, 64};
+    int x = amk_program_add_buffer(p, "w", AMK_KIND_WEIGHT, AMK_DTYPE_Q8_0, 2, sh, AMK_SPACE_HBM, NULL);
+    int o = amk_program_add_buffer(p, "w16", AMK_KIND_IO_OUTPUT, AMK_DTYPE_BF16, 2, sh, AMK_SPACE_HBM, NULL);
+    int c = amk_program_add_counter(p, ""), j, t, ins[2];
+    for (j = 0; j < 3; j++) {
+        t = amk_program_add_task(p, AMK_OP_COPY, &x, 1, &o, 1, c, "dequant");
+        amk_task_set_int(p, t, "m_off", 2 * j);
+        amk_task_set_int(p, t, "M_tile", 2);
+    }
+    expect_clean(p);
+    amk_task_set_int(p, 2, "m_off", 3); /* rows [3, 5) meet task 1's [2, 4) */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+    amk_task_set_int(p, 2, "m_off", 5); /* rows [5, 7) of 6 */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_PARAM_VALUE), 1);
+    amk_task_set_int(p, 2, "m_off", 4);
+    expect_clean(p);
+    p->buffers[o].dtype = AMK_DTYPE_I8; /* a block format dequantizes to a float */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_OP_DTYPE), 3);
+    p->buffers[o].dtype = AMK_DTYPE_F8E4M3; /* not to FP8 */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_OP_DTYPE), 3);
+    p->buffers[o].dtype = AMK_DTYPE_F32;
+    p->buffers[o].shape[0] = 12; /* rows of 32: Q8_0's block, still whole */
+    p->buffers[o].shape[1] = 32;
+    expect_clean(p);
+    p->buffers[o].shape[0] = 24; /* rows of 16: half blocks */
+    p->buffers[o].shape[1] = 16;
+    CHECK(expect_only(p, AMK_CHECK_OP_SHAPE) >= 1);
+    amk_program_free(p);
+    p = amk_program_create(); /* ADD takes no block format */
+    ins[0] = amk_program_add_buffer(p, "w", AMK_KIND_WEIGHT, AMK_DTYPE_Q8_0, 2, sh, AMK_SPACE_HBM, NULL);
+    ins[1] = amk_program_add_buffer(p, "b", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    o = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    amk_program_add_task(p, AMK_OP_ADD, ins, 2, &o, 1, amk_program_add_counter(p, ""), "add");
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_OP_DTYPE), 1);
+    amk_program_free(p);
+}
+
 /* An ARGMAX_COMBINE of the partials [rows, 2P] pr into a new I32 [rows] output, after the n
    producers of counter c. */
 static void argmax_combine(amk_program *p, int pr, int c, int n) {
@@ -2069,6 +2112,7 @@ int main(void) {
     RUN(test_race_waw_attention_decode);
     RUN(test_race_waw_attention_prefill);
     RUN(test_race_waw_rows);
+    RUN(test_copy_rows_blocks);
     RUN(test_race_waw_argmax_parts);
     RUN(test_race_waw_head_argmax);
     RUN(test_accumulate);
