@@ -600,7 +600,7 @@ static int buf_named(const amk_program *p, const char *name) {
 
 /* Every WEIGHT of p in vm from its name and element alone (so two programs that name a weight
    get the same values): norms in [0.9, 1.1), the rest in [-0.5, 0.5) / sqrt(row length); F32,
-   BF16 (rounded) or Q8_0 (each block of 32 quantized: d = max |v| / 127, q = round(v / d)). */
+   BF16 or F16 (rounded) or Q8_0 (each block of 32 quantized: d = max |v| / 127, q = round(v / d)). */
 static int fill_named_weights(amk_refvm *vm, const amk_program *p) {
     int b;
     for (b = 0; b < p->n_buffers; b++) {
@@ -611,7 +611,8 @@ static int fill_named_weights(amk_refvm *vm, const amk_program *p) {
         const char *c;
         int64_t i, cols, numel = amk_buffer_numel(w);
         if (w->kind != AMK_KIND_WEIGHT) continue;
-        if ((w->dtype != AMK_DTYPE_F32 && w->dtype != AMK_DTYPE_BF16 && w->dtype != AMK_DTYPE_Q8_0) ||
+        if ((w->dtype != AMK_DTYPE_F32 && w->dtype != AMK_DTYPE_BF16 && w->dtype != AMK_DTYPE_F16 &&
+             w->dtype != AMK_DTYPE_Q8_0) ||
             !(dst = (uint8_t *)amk_refvm_buffer(vm, b, &n)))
             return 0;
         for (c = w->name; c && *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
@@ -626,9 +627,9 @@ static int fill_named_weights(amk_refvm *vm, const amk_program *p) {
                 if (fabsf(v[k]) > amax) amax = fabsf(v[k]);
             }
             if (w->dtype == AMK_DTYPE_F32) memcpy(dst + 4 * i, v, (size_t)nk * 4);
-            else if (w->dtype == AMK_DTYPE_BF16)
+            else if (w->dtype == AMK_DTYPE_BF16 || w->dtype == AMK_DTYPE_F16)
                 for (k = 0; k < nk; k++) {
-                    const uint16_t u = amk_f32_to_bf16(v[k]);
+                    const uint16_t u = w->dtype == AMK_DTYPE_BF16 ? amk_f32_to_bf16(v[k]) : amk_f32_to_f16(v[k]);
                     memcpy(dst + 2 * (i + k), &u, 2);
                 }
             else { /* Q8_0: a 2-byte f16 d, then 32 int8 (numel is whole blocks: the validator's rule) */
@@ -733,15 +734,15 @@ done:
     amk_program_free(pp);
 }
 
-/* Element i of buffer id in vm (F32 or BF16) as a float. */
+/* Element i of buffer id in vm (F32, BF16 or F16) as a float. */
 static double vm_value(amk_refvm *vm, const amk_program *p, int id, int64_t i) {
     size_t n = 0;
     const uint8_t *v = (const uint8_t *)amk_refvm_buffer(vm, id, &n);
     uint16_t h;
     float f;
-    if (p->buffers[id].dtype == AMK_DTYPE_BF16) {
+    if (p->buffers[id].dtype == AMK_DTYPE_BF16 || p->buffers[id].dtype == AMK_DTYPE_F16) {
         memcpy(&h, v + 2 * i, 2);
-        return amk_bf16_to_f32(h);
+        return p->buffers[id].dtype == AMK_DTYPE_BF16 ? amk_bf16_to_f32(h) : amk_f16_to_f32(h);
     }
     memcpy(&f, v + 4 * i, 4);
     return f;
@@ -1110,12 +1111,14 @@ static int count_op(const amk_program *p, int op) {
     return n;
 }
 
-/* A prefill chunk whose matrices are in a block format (Q8_0, BF16 activations) dequantizes them
-   into 16-bit copies (COPY tasks into w_deq.<role>.<layer>, on pages that do not grow with the
-   layers) that its row tiles read, so that the tensor cores take them; the LM head's one row keeps its block tile. Its prompt (11 tokens: a chunk of 8 and a
-   padded one) gives the decode step's K/V cache rows and last logits within BF16 roundings (the
-   copies round each weight to bf16, the step reads the blocks). */
-static void test_prefill_dequant(void) {
+/* A prefill chunk whose matrices are in a block format (Q8_0) with 16-bit activations (ad)
+   dequantizes them into 16-bit copies (COPY tasks into w_deq.<role>.<layer>, on pages that do not
+   grow with the layers) that its row tiles read, so that the tensor cores take them: all seven
+   with BF16; with F16 the four the GEMM takes (the tensor-copy Q/K/V is bf16 only: those tiles
+   read the blocks). The LM head's one row keeps its block tile. Its prompt (11 tokens: a chunk of 8
+   and a padded one) gives the decode step's K/V cache rows and last logits within 16-bit roundings
+   (the copies round each weight, the step reads the blocks). */
+static void prefill_dequant_case(int ad) {
     amk_llama_config c = block_config();
     amk_llama_build_opts o;
     block_pick bp = {AMK_DTYPE_Q8_0, {"_proj", NULL, NULL, NULL}, 0};
@@ -1130,7 +1133,7 @@ static void test_prefill_dequant(void) {
     amk_llama_build_opts_default(&o);
     o.num_sms = 4;
     o.max_seq = 16;
-    o.weight_dtype = o.act_dtype = AMK_DTYPE_BF16;
+    o.weight_dtype = o.act_dtype = ad;
     o.weight_dtype_of = block_pick_of;
     o.weight_dtype_user = &bp;
     o.mlp_accum = o.attn_o = o.qkv_fold = 0; /* why: every matrix as the prefill program lays it out */
@@ -1152,10 +1155,11 @@ static void test_prefill_dequant(void) {
             for (k = 0; k < t->n_inputs; k++) n_block_rows += amk_dtype_is_block(pp->buffers[t->inputs[k]].dtype);
         }
     }
-    CHECK_MSG(n_copy >= 7 * c.n_layers && n_rows > 0 && n_block_rows == 0, "%d COPYs, %d row tiles, %d block inputs",
-              n_copy, n_rows, n_block_rows);
-    CHECK_EQ_INT(buf_dtype(pp, "w_deq.gate.1"), AMK_DTYPE_BF16);
-    { /* lowered (graph_color pages), the copies' memory does not grow with the layers (3 and 6) */
+    CHECK_MSG(n_copy >= (ad == AMK_DTYPE_BF16 ? 7 : 4) * c.n_layers && n_rows > 0 && n_block_rows == 0,
+              "%s: %d COPYs, %d row tiles, %d block inputs", amk_dtype_name(ad), n_copy, n_rows, n_block_rows);
+    CHECK_EQ_INT(buf_dtype(pp, "w_deq.gate.1"), ad);
+    CHECK_EQ_INT(buf_dtype(pp, "w_deq.q.1"), ad == AMK_DTYPE_BF16 ? ad : -1);
+    if (ad == AMK_DTYPE_BF16) { /* lowered (graph_color pages), the copies' memory does not grow with the layers (3 and 6) */
         int64_t bytes[2] = {0, 0};
         for (k = 0; k < 2; k++) {
             amk_program *lp = NULL;
@@ -1213,14 +1217,19 @@ static void test_prefill_dequant(void) {
             if (e > worst) worst = e;
         }
     }
-    printf("  prefill of Q8_0 matrices dequantized to BF16 (%d COPYs): worst cache difference %.2g, logits %.2g\n",
-           n_copy, worst_kv, worst);
-    CHECK_MSG(worst_kv < 3e-2 && worst < 3e-2, "cache %.3g, logits %.3g", worst_kv, worst);
+    printf("  prefill of Q8_0 matrices dequantized to %s (%d COPYs): worst cache difference %.2g, logits %.2g\n",
+           amk_dtype_name(ad), n_copy, worst_kv, worst);
+    CHECK_MSG(worst_kv < 3e-2 && worst < 3e-2, "%s: cache %.3g, logits %.3g", amk_dtype_name(ad), worst_kv, worst);
 done:
     amk_refvm_free(dv);
     amk_refvm_free(pv);
     amk_program_free(dp);
     amk_program_free(pp);
+}
+
+static void test_prefill_dequant(void) {
+    prefill_dequant_case(AMK_DTYPE_BF16);
+    prefill_dequant_case(AMK_DTYPE_F16);
 }
 
 /* Builds cfg with o lowered onto o->num_sms (amk_llama_build_step) and checks it validates;
