@@ -343,6 +343,18 @@ if [ -f "$SMOL" ]; then
   amk build -m "$SMOL" --ctx 64 --dtype F32 -o "$TMP/smol_f32.json"
   expect_rc 0 "build the default model converted to F32"
   expect_true '! grep -q "\"Q4_1\"" "$TMP/smol_f32.json" && ! grep -q "\"Q8_0\"" "$TMP/smol_f32.json"' "--dtype F32: no block buffers"
+  # --act-dtype BF16: the blocks as stored; its prefill program dequantizes them for the tensor cores
+  amk build -m "$SMOL" --ctx 64 --act-dtype BF16 --prefill 32 -o "$TMP/smol_pf.json"
+  expect_rc 0 "build a prefill program with BF16 activations, blocks as stored"
+  amk info "$TMP/smol_pf.json"
+  expect_true 'printf "%s" "$out" | grep -q "weight_dtypes: Q4_1 210, Q8_0 1, F32 61" &&
+               printf "%s" "$out" | grep -q "COPY [1-9]"' "--act-dtype BF16: Q4_1 as stored, COPY tasks dequantize it"
+  amk build -m "$SMOL" --ctx 64 --prefill 32 -o "$TMP/smol_pf32.json"
+  amk info "$TMP/smol_pf32.json"
+  expect_true '! printf "%s" "$out" | grep -q "COPY"' "F32 activations: no COPY (the row tiles read the blocks)"
+  amk build -m "$SMOL" --act-dtype I8
+  expect_rc 2 "--act-dtype I8"
+  expect_err "bad --act-dtype 'I8' (F32, BF16 or F16)" "--act-dtype I8 names the choices"
 else
   fail "$SMOL missing (make model)"
 fi
