@@ -6,6 +6,11 @@
 #            about 4.5 minutes)
 #   phase 2: on the same warm machine: llama-bench -fa 1 -p 0 -n 128 -d 0,4096 on each F16 GGUF,
 #            then `amk bench --ctx 128,4096` on the same shapes, and a table of both
+#   phase p: on the same warm machine (after phase 1), issue 40's prompt bar: each F16 GGUF
+#            quantized to Q4_K_M and Q8_0 (llama-quantize), llama-bench -fa 1 -p 512 -n 0 on the
+#            three, then `amk bench --quant BF16,Q4_K_M,Q8_0 --prefill 512` (random weights in the
+#            same recipes), and a table of both with the ratios (SHAPES=llama3-8b for the 8B alone:
+#            about 2 minutes; bench/RESULTS.md run 414)
 # Prepare once on the dev machine (.lcp/ is in .git/info/exclude): the steps in the header of
 # ../shared/bench/llamacpp_baseline.sh (llama.tgz and the gguf wheel in .lcp/), then
 #   cp -r ../shared/bench .lcp/bench
@@ -41,5 +46,35 @@ case "${1:-}" in
     done
   done
   ;;
-*) echo "usage: scripts/gpu_llamacpp.sh 1|2" >&2; exit 2 ;;
+p)
+  B=/tmp/lcpw/llama.cpp/build/bin
+  [ -x "$B/llama-bench" ] || { echo "no llama-bench: run phase 1 on this machine first" >&2; exit 1; }
+  : > /tmp/lcp_pp.txt
+  for s in $SHAPES; do
+    for q in Q4_K_M Q8_0; do
+      [ -f "/tmp/lcpw/$s.$q.gguf" ] || "$B/llama-quantize" "/tmp/lcpw/$s.f16.gguf" "/tmp/lcpw/$s.$q.gguf" $q 16 > /dev/null 2>&1 ||
+        echo "quantize $s $q failed"
+    done
+    for q in f16 Q8_0 Q4_K_M; do
+      "$B/llama-bench" -m "/tmp/lcpw/$s.$q.gguf" -ngl 99 -fa 1 -p 512 -n 0 -r 3 -o md 2>/dev/null | grep pp512 |
+        sed "s/^/$s $q /" | tee -a /tmp/lcp_pp.txt
+    done
+  done
+  make -j16 BUILD=build-gpu WARN=-Wall build-gpu/amk > /tmp/lcp_amk_build.log 2>&1 || { tail -20 /tmp/lcp_amk_build.log; exit 1; }
+  build-gpu/amk bench --iters 3 --quant BF16,Q4_K_M,Q8_0 --prefill 512 --shapes "$(echo $SHAPES | tr ' ' ',')" |
+    tee /tmp/lcp_amk_pp.txt | grep -E '^\|'
+  echo
+  echo "| shape | weights | llama.cpp pp512 tok/s | AMK 512-token prompt tok/s | AMK / llama.cpp |"
+  echo "|---|---|---|---|---|"
+  for s in $SHAPES; do
+    for q in f16 Q8_0 Q4_K_M; do
+      aq=$([ "$q" = f16 ] && echo BF16 || echo "$q")
+      tps=$(grep "^$s $q " /tmp/lcp_pp.txt | awk -F'|' '{ split($(NF-1), a, "±"); print a[1] + 0 }' | head -1)
+      amk=$(grep -E "^\| $s $aq \| 512 \|" /tmp/lcp_amk_pp.txt | awk -F'|' '{print $6 + 0}')
+      awk -v s="$s" -v q="$q" -v t="$tps" -v a="$amk" 'BEGIN {
+        printf "| %s | %s | %.0f | %.0f | %.2f |\n", s, q, t, a, (t > 0 ? a / t : 0) }'
+    done
+  done
+  ;;
+*) echo "usage: scripts/gpu_llamacpp.sh 1|2|p" >&2; exit 2 ;;
 esac
