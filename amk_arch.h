@@ -49,7 +49,10 @@ typedef struct amk_llama_build_opts {
                          caches' rows pos[m], ATTENTION_PREFILL tiles, O and down as GEMV tiles and
                          an ADD, the MLP as RMSNORM, gate/up GEMV tiles and SILU_MUL (ADD,
                          SILU_MUL and RMSNORM in tasks of a few rows each: m_off, M_tile), the
-                         head on row `last` only. AMK's opcodes; not with Qwen2's
+                         head on row `last` only. With 16-bit activations, matrices in a block
+                         format (weight_dtype_of) are first copied a layer at a time into
+                         act_dtype copies by COPY tasks (w_deq.<role>.<layer>) that those tiles
+                         read on the tensor cores. AMK's opcodes; not with Qwen2's
                          biases or Qwen3's norms yet (AMK_ERR_UNSUPPORTED) */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
                          0 (default): AMK's opcodes 20..35, fewer dependent steps a layer. A config
