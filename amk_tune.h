@@ -50,9 +50,9 @@
    |                           |         | (amk_gemm_tma; H+D)              |                                    |              |
    | AMK_GEMM_TMA_STAGES       | 4       | its ring's stages of 48 KB, 3..4 | the most that fit                  | 370          |
    |                           |         | (H+D)                            |                                    |              |
-   | AMK_COPY_SLOT             | 32768   | bytes a slot of the prefill      | 4 slots of 32 KB: 8B Q4_K_M 512-   | 411          |
-   |                           |         | image's dequantizing COPY ring   | token prompt 9,933 -> 13,541 tok/s |              |
-   |                           |         | (4 slots; device only)           | against a thread's own loads       |              |
+   | AMK_COPY_SLOT             | 32768   | bytes a slot of the prefill      | 4 slots of 32 KB: 8B Q4_K_M 512-   | 409, 411     |
+   |                           |         | image's dequantizing COPY ring   | token prompt 12,137 -> 13,541      |              |
+   |                           |         | (4 slots; device only)           | tok/s against a thread's own loads |              |
    | AMK_ATTN_PREFILL_MMA      | 1       | the prefill image's              | 8B's 2048-token prompt 1,844 ->    | 373, 378     |
    |                           |         | ATTENTION_PREFILL on the tensor  | 5,652 tok/s (chunks of 128 rows)   |              |
    |                           |         | cores (amk_attn_prefill_mma; H+D)|                                    |              |

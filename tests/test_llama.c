@@ -6,6 +6,7 @@
    stays fast under sanitizers; AMK_GOLDEN_FULL=1 (make test-golden) runs every prompt, 32 tokens. */
 #include "../amk.h"
 #include "amk_test.h"
+#include "data/model/gguf_writer.h"
 #ifdef AMK_EMBED_DEVICE_IMAGE
 #include "amk_device_image.h"
 #endif
@@ -600,7 +601,7 @@ static int buf_named(const amk_program *p, const char *name) {
 
 /* Every WEIGHT of p in vm from its name and element alone (so two programs that name a weight
    get the same values): norms in [0.9, 1.1), the rest in [-0.5, 0.5) / sqrt(row length); F32,
-   BF16 or F16 (rounded) or Q8_0 (each block of 32 quantized: d = max |v| / 127, q = round(v / d)). */
+   BF16 or F16 (rounded) or Q8_0 (each block of 32 quantized as llama.cpp does, tw_quant_q8_0). */
 static int fill_named_weights(amk_refvm *vm, const amk_program *p) {
     int b;
     for (b = 0; b < p->n_buffers; b++) {
@@ -618,13 +619,12 @@ static int fill_named_weights(amk_refvm *vm, const amk_program *p) {
         for (c = w->name; c && *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
         cols = w->rank >= 2 ? w->shape[w->rank - 1] : 1;
         for (i = 0; i < numel; i += 32) {
-            float v[32], amax = 0.0f;
+            float v[32];
             int k, nk = numel - i < 32 ? (int)(numel - i) : 32;
             for (k = 0; k < nk; k++) {
                 uint64_t x = (h + (uint64_t)(i + k)) * 0x9E3779B97F4A7C15ull;
                 const double u = (double)((x ^ (x >> 31)) >> 11) / 9007199254740992.0; /* [0, 1) */
                 v[k] = w->rank == 1 ? (float)(0.9 + 0.2 * u) : (float)((u - 0.5) / sqrt((double)cols));
-                if (fabsf(v[k]) > amax) amax = fabsf(v[k]);
             }
             if (w->dtype == AMK_DTYPE_F32) memcpy(dst + 4 * i, v, (size_t)nk * 4);
             else if (w->dtype == AMK_DTYPE_BF16 || w->dtype == AMK_DTYPE_F16)
@@ -632,14 +632,8 @@ static int fill_named_weights(amk_refvm *vm, const amk_program *p) {
                     const uint16_t u = w->dtype == AMK_DTYPE_BF16 ? amk_f32_to_bf16(v[k]) : amk_f32_to_f16(v[k]);
                     memcpy(dst + 2 * (i + k), &u, 2);
                 }
-            else { /* Q8_0: a 2-byte f16 d, then 32 int8 (numel is whole blocks: the validator's rule) */
-                uint8_t *blk = dst + (i / 32) * 34;
-                const uint16_t d16 = amk_f32_to_f16(amax / 127.0f);
-                const float d = amk_f16_to_f32(d16);
-                blk[0] = (uint8_t)(d16 & 255u);
-                blk[1] = (uint8_t)(d16 >> 8);
-                for (k = 0; k < 32; k++) blk[2 + k] = (uint8_t)(int8_t)(d > 0.0f ? lrintf(v[k] / d) : 0);
-            }
+            else /* Q8_0 (numel is whole blocks: the validator's rule) */
+                tw_quant_q8_0(v, 32, dst + (i / 32) * 34);
         }
     }
     return 1;
@@ -1167,7 +1161,7 @@ static void prefill_dequant_case(int ad) {
             c2.n_layers = 3 + 3 * k;
             CHECK_EQ_INT(amk_llama_build_lowered(&c2, &o, &lp, &d), AMK_OK);
             for (i = 0; lp && i < lp->n_pages; i++) bytes[k] += lp->pages[i].nbytes;
-            CHECK(lp && lp->has_pages && buf_named(lp, "w_deq.gate.5") == (k ? buf_named(lp, "w_deq.gate.5") : -1));
+            CHECK(lp && lp->has_pages && (buf_named(lp, "w_deq.gate.5") >= 0) == k); /* (6 layers: a layer 5) */
             amk_program_free(lp);
         }
         CHECK_MSG(bytes[0] > 0 && bytes[0] == bytes[1], "pages of 3 layers %lld bytes, of 6 %lld", (long long)bytes[0],

@@ -369,57 +369,56 @@ static void copy_case(amk_dtype src, amk_dtype dst, int64_t n, float scale) {
     check_program(p, tag, scale, 0.0, 0.0); /* a cast is exact: both round to nearest even */
 }
 
-/* COPY of rows [m_off, m_off + M_tile) on three SMs (row 5 of 7 left alone: it keeps its
-   poison), from a block format (dequantized, as a prefill chunk's matrices are for its tensor
-   cores) or a float dtype; whole (no rows) with whole = 1. Exact: both decode a block the same way
-   and round to nearest even. The prefill image runs them (amk_plan_prefill_only). */
-static void copy_rows_case(amk_dtype src, amk_dtype dst, int whole) {
-    const int64_t cols = amk_dtype_is_block(src) ? 2 * amk_dtype_block(src, NULL) : 96;
-    amk_program *p = prog_new(3);
-    int x = buf(p, "x", AMK_KIND_WEIGHT, src, 2, 7, cols, 0), y = buf(p, "y", AMK_KIND_IO_OUTPUT, dst, 2, 7, cols, 0);
+/* COPY of a [rows, cols] matrix into out (dst) by n tasks on SMs 0..n-1, task k rows [off[k],
+   off[k] + len[k]) (n 0: one task over all of it, no rows), from a block format (dequantized, as a
+   prefill chunk's matrices are for its tensor cores) or a float dtype. Rows no task writes keep
+   their poison. Exact: both decode a block the same way and round to nearest even. The prefill
+   image runs them (amk_plan_prefill_only). */
+static void copy_tiles_case(amk_dtype src, amk_dtype dst, int64_t rows, int64_t cols, int n, const int64_t *off,
+                            const int64_t *len) {
+    amk_program *p = prog_new(n > 0 ? n : 1);
+    int x = buf(p, "x", AMK_KIND_WEIGHT, src, 2, rows, cols, 0), y = buf(p, "y", AMK_KIND_IO_OUTPUT, dst, 2, rows, cols, 0);
     int c = amk_program_add_counter(p, ""), k, t;
-    char tag[64];
-    for (k = 0; k < (whole ? 1 : 3); k++) {
+    char tag[96];
+    for (k = 0; k < (n > 0 ? n : 1); k++) {
         t = task(p, AMK_OP_COPY, &x, 1, y, c, k);
-        if (whole) break;
-        seti(p, t, "m_off", k == 0 ? 0 : k == 1 ? 2 : 6);
-        seti(p, t, "M_tile", k == 1 ? 3 : k == 0 ? 2 : 1);
+        if (n == 0) break;
+        seti(p, t, "m_off", off[k]);
+        seti(p, t, "M_tile", len[k]);
     }
-    snprintf(tag, sizeof tag, "COPY %s %s->%s", whole ? "whole" : "rows", amk_dtype_name(src), amk_dtype_name(dst));
+    snprintf(tag, sizeof tag, "COPY %s [%lld, %lld] %s->%s", n ? "rows" : "whole", (long long)rows, (long long)cols,
+             amk_dtype_name(src), amk_dtype_name(dst));
     check_program(p, tag, 3.0f, 0.0, 0.0);
 }
 
-/* A matrix [rows, cols] in a block format dequantized by two COPY tasks, rows [0, split) and
-   [split, rows): the first task's bytes take more rounds than the prefill image's ring has slots
-   (4 of 32 KB), so slots are refilled, and its end is a partial unit of lcm(16, block bytes); the
-   second starts where its bytes are 16-byte aligned or, for Q4_1's 360-byte rows at an odd row,
-   are not (the threads' own loads then). Exact against the reference VM. */
+/* Three tasks of rows [0, 2), [2, 5), [6, 7) of 7 (row 5 left alone), two blocks a row; whole
+   with n 0. */
+static void copy_rows_case(amk_dtype src, amk_dtype dst, int n) {
+    static const int64_t off[3] = {0, 2, 6}, len[3] = {2, 3, 1};
+    copy_tiles_case(src, dst, 7, amk_dtype_is_block(src) ? 2 * amk_dtype_block(src, NULL) : 96, n, off, len);
+}
+
+/* Two tasks, rows [0, split) and [split, rows): the first task's bytes take more rounds than the
+   prefill image's ring has slots (4 of 32 KB), so slots are refilled; the second starts where its
+   bytes are 16-byte aligned or, for Q4_1's 360-byte rows at an odd row, are not (the threads' own
+   loads then), and Q4_1's first task ends in a partial unit of lcm(16, its 20 bytes). */
 static void copy_ring_case(amk_dtype src, int64_t rows, int64_t cols, int64_t split) {
-    amk_program *p = prog_new(2);
-    int x = buf(p, "x", AMK_KIND_WEIGHT, src, 2, rows, cols, 0), y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_BF16, 2, rows, cols, 0);
-    int c = amk_program_add_counter(p, ""), k, t;
-    char tag[64];
-    for (k = 0; k < 2; k++) {
-        t = task(p, AMK_OP_COPY, &x, 1, y, c, k);
-        seti(p, t, "m_off", k ? split : 0);
-        seti(p, t, "M_tile", k ? rows - split : split);
-    }
-    snprintf(tag, sizeof tag, "COPY ring %s [%lld, %lld]->BF16", amk_dtype_name(src), (long long)rows, (long long)cols);
-    check_program(p, tag, 3.0f, 0.0, 0.0);
+    const int64_t off[2] = {0, split}, len[2] = {split, rows - split};
+    copy_tiles_case(src, AMK_DTYPE_BF16, rows, cols, 2, off, len);
 }
 
 static void test_copy_rows(void) {
     static const amk_dtype out[3] = {AMK_DTYPE_BF16, AMK_DTYPE_F16, AMK_DTYPE_F32};
     int t;
     for (t = AMK_DTYPE_Q8_0; t < AMK_DTYPE_COUNT; t++)
-        if (amk_dtype_is_block(t)) copy_rows_case((amk_dtype)t, out[t % 3], 0);
-    copy_rows_case(AMK_DTYPE_Q4_K, AMK_DTYPE_BF16, 1);
+        if (amk_dtype_is_block(t)) copy_rows_case((amk_dtype)t, out[t % 3], 3);
+    copy_rows_case(AMK_DTYPE_Q4_K, AMK_DTYPE_BF16, 0);
     copy_ring_case(AMK_DTYPE_Q4_K, 128, 4096, 81);
     copy_ring_case(AMK_DTYPE_Q8_0, 128, 4096, 81);
     copy_ring_case(AMK_DTYPE_Q6_K, 128, 4096, 81);
     copy_ring_case(AMK_DTYPE_Q4_1, 1024, 576, 641);
-    copy_rows_case(AMK_DTYPE_F32, AMK_DTYPE_BF16, 0);
-    copy_rows_case(AMK_DTYPE_BF16, AMK_DTYPE_BF16, 0);
+    copy_rows_case(AMK_DTYPE_F32, AMK_DTYPE_BF16, 3);
+    copy_rows_case(AMK_DTYPE_BF16, AMK_DTYPE_BF16, 3);
 }
 
 static void test_copy(void) {
