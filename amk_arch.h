@@ -39,8 +39,10 @@ typedef struct amk_llama_build_opts {
     int weight_dtype; /* dtype of the matrices and the embedding: F32 (default), BF16 or F16 */
     int act_dtype;    /* activations and KV cache: F32 (default), BF16 or F16 */
     int num_sms;      /* tiles are sized so each of this many SMs moves the same weight bytes */
-    int kv_splits;    /* attention tiles along the KV length, 1..8 (merged by ATTENTION_COMBINE);
-                         0 (default) = ceil(max_seq / 512), at most 8 */
+    int kv_splits;    /* attention tiles along the KV length (merged by ATTENTION_COMBINE): 1..8, or
+                         a multiple of 8 up to AMK_LLAMA_MAX_SPLITS with AMK's opcodes (stacked
+                         partials); 0 (default): one up to 512 rows, beyond that a task a kv head
+                         a split on each of num_sms SMs, splits of at least AMK_LLAMA_SPLIT_ROWS */
     int prefill_rows; /* 0 (default): the decode step (one token). M >= 1: a prefill program for a
                          chunk of M prompt tokens (inputs token [M], pos [M] their positions, pos[0]
                          + m, and last [1] = the row whose logits to make, M - 1 for a prompt's
@@ -282,7 +284,8 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
    activation dtypes. */
 typedef struct amk__lb_plan {
     int max_seq;             /* KV cache rows */
-    int S, window;           /* KV splits (1..8) and the rows of each (the last may be shorter) */
+    int S, window;           /* KV splits and the rows of each (the last may be shorter) */
+    int S_sets;              /* the partial sets a COMBINE input holds (S > 8: S / 8) */
     int fused;               /* AMK's opcodes (not spec_ops) */
     int accum;               /* the one-step MLP: RMSNORM_MLP tiles adding into an F32 x.(i+1) */
     int ao;                  /* the one-step attention: ATTENTION_O tasks adding into an F32 h */
@@ -636,7 +639,8 @@ AMK__FN int amk__lb_zero(amk__lb *b, int out, int counter, const int *wait_c, co
 /* The attention tasks of one layer (S KV splits of window rows) reading q and the caches; each
    signals c_att after wc/wn. Fused: ATTENTION_DECODE per kv head and split (kv_len the full
    window, cut at pos on the device); else ATTENTION_TILE per split (kv_len set per step by
-   amk_llama_set_pos). With S > 1 they write partials parts[j] (made here), else attn. */
+   amk_llama_set_pos). With S > 1 they write partials into parts[0..nb) (made here): nb = S / S_sets
+   buffers of S_sets stacked sets, split j into set j / nb of buffer j % nb; else into attn. */
 AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int pos, int attn, int S,
                              int window, int max_seq, int c_att, const int *wc, const int *wn, int nwait,
                              int *parts) {
@@ -645,21 +649,25 @@ AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int 
     const int64_t kv_rows = (int64_t)c->n_kv_heads * c->head_dim;
     int j, g, t, ins[4];
     char label[64];
+    const int sets = b->plan.S_sets, nb = S / sets; /* partial buffers, each of `sets` stacked sets */
     for (j = 0; j < S; j++) {
         const int64_t start = (int64_t)j * window, len = max_seq - start < window ? max_seq - start : window;
-        parts[j] = S > 1 ? amk__lb_buf(b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, c->n_heads, c->head_dim + 2, 0, 2, NULL,
-                                       "attn_part.%d.%d", layer, j)
-                         : attn;
+        if (j < nb)
+            parts[j] = S > 1 ? amk__lb_buf(b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, (int64_t)sets * c->n_heads,
+                                           c->head_dim + 2, 0, 2, NULL, "attn_part.%d.%d", layer, j)
+                             : attn;
         ins[0] = q; ins[1] = kc; ins[2] = vc; ins[3] = pos;
         for (g = 0; g < (fused ? c->n_kv_heads : 1); g++) {
             if (fused) snprintf(label, sizeof label, "L%d attention[%d] kv%d", layer, j, g);
             else snprintf(label, sizeof label, "L%d attention[%d]", layer, j);
-            t = amk__lb_task(b, fused ? AMK_OP_ATTENTION_DECODE : AMK_OP_ATTENTION_TILE, ins, fused ? 4 : 3, parts[j],
-                             c_att, wc, wn, nwait, 2LL * len * (fused ? c->head_dim : kv_rows) * (amk_dtype_bits(ad) / 8),
-                             label);
+            /* split j: set j / nb of buffer j % nb (COMBINE's partial order) */
+            t = amk__lb_task(b, fused ? AMK_OP_ATTENTION_DECODE : AMK_OP_ATTENTION_TILE, ins, fused ? 4 : 3,
+                             parts[j % nb], c_att, wc, wn, nwait,
+                             2LL * len * (fused ? c->head_dim : kv_rows) * (amk_dtype_bits(ad) / 8), label);
             if (t < 0) return -1;
             amk__lb_attn_params(b, t, start, fused ? len : 0, fused ? g : -1);
             if (S > 1) amk_task_set_int(b->p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
+            if (sets > 1) amk_task_set_int(b->p, t, "part", j / nb);
         }
     }
     return fused ? S * c->n_kv_heads : S;
@@ -801,6 +809,44 @@ AMK__FN void amk__lb_sm_sets(amk__lb *b) {
     }
 }
 
+/* The KV splits AMK picks for a cache of max_seq rows. why: a split's task streams its kv head's
+   rows at about one SM's rate (~17 GB/s on the H200: 8B 256 rows 10.2 us, 512 17.8, 1024 33.6;
+   bench/RESULTS.md run 420), so a long cache is spread over the SMs: a task a kv head a split, as
+   many splits as the SMs hold, windows of at least AMK_LLAMA_SPLIT_ROWS rows. A cache of up to 512
+   rows keeps one split (the one-step attention, ATTENTION_O, takes only that). The spec's
+   ATTENTION_TILE has no stacked partials: 8 at most there. */
+AMK__FN int amk__lb_auto_splits(const amk_llama_build_opts *o, const amk_llama_config *c, int max_seq, int fused) {
+    int S = (max_seq + 511) / 512, fill, by_rows;
+    if (S <= 1) return 1;
+    fill = c->n_kv_heads > 0 && o->num_sms > c->n_kv_heads ? o->num_sms / c->n_kv_heads : 1;
+    by_rows = (max_seq + AMK_LLAMA_SPLIT_ROWS - 1) / AMK_LLAMA_SPLIT_ROWS;
+    if (fill > by_rows) fill = by_rows;
+    if (fill > S) S = fill;
+    if (!fused || S <= 8) return S > 8 ? 8 : S;
+    S = S > AMK_LLAMA_MAX_SPLITS ? AMK_LLAMA_MAX_SPLITS : S;
+    return S - S % 8;
+}
+
+/* A window of w rows a split for splits of max_seq rows: in whole 16-row groups (the tensor-core
+   attention's grain) where that keeps the split count. */
+AMK__FN int amk__lb_window(int max_seq, int s) {
+    const int w = (max_seq + s - 1) / s, w16 = (w + 15) / 16 * 16;
+    return s > 1 && (int64_t)w16 * (s - 1) < max_seq ? w16 : w;
+}
+
+/* *S splits of *window rows for a cache of max_seq rows from `want` of them (the last split may be
+   shorter; none starts past the cache; above 8 a multiple of 8: a COMBINE input's stacked sets). */
+AMK__FN void amk__lb_splits(int max_seq, int want, int *S, int *window) {
+    int s = want < 1 ? 1 : want > max_seq ? max_seq : want, n;
+    for (;;) {
+        n = (max_seq + amk__lb_window(max_seq, s) - 1) / amk__lb_window(max_seq, s);
+        if (n <= 8 || n % 8 == 0) break;
+        s = n - n % 8;
+    }
+    *S = n;
+    *window = amk__lb_window(max_seq, s);
+}
+
 /* Checks the config and the options and resolves b->plan from them (the -1s into AMK's choices);
    AMK_ERR_INVALID_ARG for a bad shape or dtype. */
 AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
@@ -809,7 +855,6 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     amk__lb_plan *pl = &b->plan;
     const int L = c->n_layers, H = c->hidden, I = c->intermediate, NH = c->n_heads, NKV = c->n_kv_heads;
     const int HD = c->head_dim, V = c->vocab, wd = o->weight_dtype;
-    int S;
     pl->mlp_rows = amk__lb_tile_rows(I, o->num_sms > 0 ? o->num_sms : 1); /* an RMSNORM_MLP tile's */
     if (o->mlp_accum >= 0) pl->accum = o->mlp_accum != 0;
     else /* do one tile's rows of W_downT stage on the device? */
@@ -836,15 +881,14 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
                              "fused step does)", o->max_seq, c->sliding_window);
         pl->max_seq = c->sliding_window;
     }
-    /* why: the device's ATTENTION_DECODE loads a chunk of up to 512 rows in one round trip, so
-       a split of 512 rows costs about what a split of 16 does, while a split needs a COMBINE
-       step (a whole dependent step a layer). So one split per 512 rows; COMBINE takes <= 8. */
-    S = o->kv_splits > 0 ? o->kv_splits : (pl->max_seq + 511) / 512;
-    S = S > 8 ? 8 : S;
-    if (S > pl->max_seq) S = pl->max_seq;
-    pl->window = (pl->max_seq + S - 1) / S;
-    pl->S = (pl->max_seq + pl->window - 1) / pl->window; /* why: no split may start past the cache */
     pl->fused = !o->spec_ops;
+    if (o->kv_splits < 0 || o->kv_splits > (pl->fused ? AMK_LLAMA_MAX_SPLITS : 8) ||
+        (o->kv_splits > 8 && o->kv_splits % 8))
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: kv_splits = %d (0: AMK's choice; 1..8, or a multiple "
+                         "of 8 up to %d with AMK's opcodes)", o->kv_splits, pl->fused ? AMK_LLAMA_MAX_SPLITS : 8);
+    amk__lb_splits(pl->max_seq, o->kv_splits > 0 ? o->kv_splits : amk__lb_auto_splits(o, c, pl->max_seq, pl->fused),
+                   &pl->S, &pl->window);
+    pl->S_sets = pl->S > 8 ? pl->S / 8 : 1;
     if (o->prefill_rows < 0)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: prefill_rows = %d (0: the decode step)", o->prefill_rows);
     if (o->prefill_rows > 0) { /* the prefill program: one split, the two-step attention and MLP, no fold */
@@ -856,6 +900,7 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
                              "(%d rows)", o->prefill_rows, pl->max_seq);
         pl->window = pl->max_seq;
         pl->S = 1;
+        pl->S_sets = 1;
         pl->accum = 0;
         pl->rd = o->act_dtype;
     }
@@ -1228,12 +1273,21 @@ AMK__FN int amk__lb_attention_half(amk__lb *b, amk__lb_layer *ly) {
                                             c_att, wc, wn, n_wait, parts);
     if (n_att < 0 || (pl->fused && amk__lb_fills(b, ly, c_att, wc[0], wn[0]) < 0)) return -1;
     c_comb = c_att;
-    if (S > 1) {
+    if (S > 1) { /* why a task a kv head's query heads: one task merging every head was a whole
+                    phase of one SM's loads (8B at context 4096 6.8 us, 1B 4.1: run 420) */
+        const int nb = S / pl->S_sets, grp = b->c->n_heads / b->c->n_kv_heads, tiles = pl->fused ? b->c->n_kv_heads : 1;
+        int g;
         c_comb = amk_program_add_counter(b->p, "attention combine");
-        snprintf(label, sizeof label, "L%d attention combine", i);
-        t = amk__lb_task(b, AMK_OP_ATTENTION_COMBINE, parts, S, ly->attn, c_comb, &c_att, &n_att, 1, 0, label);
-        amk_task_set_int(b->p, t, "head_dim", b->c->head_dim);
-        n_att = 1;
+        for (g = 0; g < tiles; g++) {
+            if (tiles > 1) snprintf(label, sizeof label, "L%d attention combine[%d]", i, g);
+            else snprintf(label, sizeof label, "L%d attention combine", i);
+            t = amk__lb_task(b, AMK_OP_ATTENTION_COMBINE, parts, nb, ly->attn, c_comb, &c_att, &n_att, 1,
+                             4LL * S * grp * (b->c->head_dim + 2) * (tiles > 1 ? 1 : b->c->n_kv_heads), label);
+            if (t < 0) return -1;
+            amk_task_set_int(b->p, t, "head_dim", b->c->head_dim);
+            if (tiles > 1) { amk_task_set_int(b->p, t, "n_off", g * grp); amk_task_set_int(b->p, t, "N_tile", grp); }
+        }
+        n_att = tiles;
     }
     if (pl->ao) { /* h is complete when the ATTENTION_O tasks and the FILLs beside them are */
         ly->c_o = c_att;

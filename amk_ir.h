@@ -169,9 +169,9 @@ typedef enum amk_buffer_kind {
       amk__ref_kv_append, amk_op_kv_append, 1, 0, "write row pos of the KV cache") \
     X(SAMPLE_ARGMAX, 17, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_argmax, amk__ref_argmax, \
       amk_op_sample_argmax, 1, 0, "greedy argmax over the last axis") \
-    X(ATTENTION_COMBINE, 18, 2, 8, 1, ("head_dim",), AMK_WRITE_PLAIN, amk__region_all, \
+    X(ATTENTION_COMBINE, 18, 2, 8, 1, ("head_dim",), AMK_WRITE_PLAIN, amk__region_head_rows, \
       amk__check_attention_combine, amk__ref_attention_combine, amk_op_attention_combine, 1, 0, \
-      "merge flash partials (acc, m, l)") \
+      "merge flash partials (acc, m, l); an input may stack sets, N_tile >= 1: heads [n_off, +N_tile)") \
     X(RMSNORM_GEMV, 20, 3, 3, 1, ("eps", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
       amk__check_norm_gemv, amk__ref_norm_gemv, amk_op_norm_gemv, 1, 1, \
       "tile of rmsnorm(x) @ W.T (M_tile >= 1: rows [m_off, +M_tile))") \
@@ -180,7 +180,7 @@ typedef enum amk_buffer_kind {
     X(ATTENTION_DECODE, 22, 4, 4, 1, \
       ("head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile",), \
       AMK_WRITE_PLAIN, amk__region_heads, amk__check_attention, amk__ref_attention, amk_op_attention_decode, 1, 1, \
-      "attention of kv heads [n_off, n_off+N_tile) over rows up to pos") \
+      "attention of kv heads [n_off, n_off+N_tile) over rows up to pos (partials: into set part)") \
     X(ARGMAX_PARTIAL, 23, 1, 1, 1, ("N_tile", "n_off", "part",), AMK_WRITE_PLAIN, amk__region_pair, \
       amk__check_argmax, amk__ref_argmax, amk_op_argmax_pair, 1, 0, "(max, first index) of a column range, per row") \
     X(ARGMAX_COMBINE, 24, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_argmax, amk__ref_argmax, \
@@ -256,6 +256,12 @@ typedef char amk__op_table_dense[AMK__OP_ROWS == AMK_OP_COUNT - 1 ? 1 : -1];
 /* ATTENTION_TILE / ATTENTION_DECODE params.flags bit (IR_SPEC_NOTES conventions table): the op's
    output is the flash partials, not the attention. */
 #define AMK_ATTN_FLAG_PARTIAL (1u << 1) /* write [n_heads, head_dim+2] = [acc | m | l] */
+/* Stacked partials (AMK's extension of the spec's COMBINE): ATTENTION_DECODE's partial output may
+   hold several sets of [n_heads, head_dim+2], the task writing set `part` (0 by default), so that
+   more KV splits than COMBINE's 8 inputs meet in one merge. ATTENTION_COMBINE then takes n_heads
+   from its output ([n_heads*head_dim]), and each of its ni inputs holds k sets: partial p = s*ni + i
+   is set s of input i, the splits' order. With N_tile >= 1 a COMBINE task merges only the heads
+   [n_off, n_off+N_tile) (several tasks share the heads). */
 
 /* The device ABI's form bits (amk_instruction_t.params.flags; the op table's AS rows set them):
    which variant of its base op the device runs. Not IR params: a task names its variant by its

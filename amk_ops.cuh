@@ -535,7 +535,8 @@ static_assert(offsetof(amk_op_ctx, in) == offsetof(amk_vm_ctx_t, in) &&
    0 passed point k (0 .. AMK_VM_MARKS_N - 1) of a timed task, in ns after its t_start, and the VM
    writes them beside the timing records (amk_vm_marks_t, amk_ir.h). why a build of its own: a
    timer read in an op changes its code, and the shipped image stays the one measured (with 0 the
-   image is byte-identical to one without marks). Marked: the lean attention and the lean tiles. */
+   image is byte-identical to one without marks). Marked: the lean attention, the lean tiles and the
+   tensor-core ATTENTION_DECODE (position read, K/V staged, key groups done, outputs stored). */
 #if AMK_VM_MARKS
 #define AMK_OP_MARK(c, k)                                                                                    \
     do {                                                                                                     \
@@ -2456,6 +2457,7 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
             if (tid == 0) amk_op_fail(c, AMK_VM_ERR_ROPE_POS, pos);
             return 1;
         }
+        AMK_OP_MARK(c, 0); /* q staging issued, the position read */
         if (pos + 1 < r1) r1 = pos + 1;
         if (P->sliding_window > 0 && pos + 1 - P->sliding_window > r0) { /* rows (pos - window, pos] */
             if (loaded >= 0) { /* why: no copy of the rows loaded ahead may land over the window's */
@@ -2490,6 +2492,7 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
                     amk_ptx_cp_async_wait_all();
                     if (n < lo_n) amk_attn_mma_zero_v(vs, n, lo_n, lo_n16, hd, rowb, tid, NT);
                     __syncthreads(); /* K, V and q staged */
+                    AMK_OP_MARK(c, 1);
                     for (int gi = tid >> 5; gi < G; gi += NT >> 5) {
                         const int k0 = gi * 16, gr = lane >> 2, t4 = lane & 3, mj = lane >> 3, mr = lane & 7;
                         float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
@@ -2567,6 +2570,7 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
                         }
                     }
                     __syncthreads(); /* the groups' sums and m, l */
+                    AMK_OP_MARK(c, 2);
                     for (int i = tid; i < gh * hd; i += NT) { /* output (head h, dim e) */
                         const int h = i / hd, e = i - h * hd, first = c0 == r0;
                         const float mo = first ? -INFINITY : rml[(par * R + h) * 2];
@@ -2596,6 +2600,7 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
             }
         }
     }
+    AMK_OP_MARK(c, 3); /* the outputs stored */
     return 1;
 }
 
@@ -3562,6 +3567,8 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
         /* why base below ys: the attention stores head h's dim e at h * hd + e */
         optr = (uint64_t)(uintptr_t)smem + (uint64_t)dyn - (uint64_t)base * 4u;
         odt = AMK_DTYPE_F32;
+    } else if (P->part > 0 && (P->flags & AMK_ATTN_FLAG_PARTIAL)) { /* set part of the stacked partials */
+        optr += (uint64_t)P->part * (uint64_t)P->n_heads * (uint64_t)(P->head_dim + 2) * 4u;
     }
     if (!amk_attn_decode_mma(c, smem, optr, odt, dyn)) amk_attn_decode_cc(c, smem, optr, odt, dyn);
     if (!fo) return;
@@ -4380,87 +4387,88 @@ static __device__ __noinline__ void amk_op_argmax_pair(amk_op_ctx *c, float *sme
     }
 }
 
-/* ATTENTION_COMBINE: partials [n_heads, head_dim + 2] = [acc | m | l] merged with the max m:
-   w_p = l_p > 0 ? exp(m_p - m) : 0, out = sum acc_p w_p / sum l_p w_p (0 when the sum is 0). */
-AMK_OP_FN void amk_op_attention_combine(amk_op_ctx *c, float *smem) {
-    const int hd = c->ins.params.head_dim, np = c->ins.n_inputs;
-    const amk_buffer_t *o = &c->out[0];
-    const int64_t nh = c->in[0].numel / (hd + 2);
-    /* why: the per-head weights w_p and 1/l go to shared memory first (one pass over the m and l
-       words), so the element loop issues its np loads back to back instead of three dependent
-       rounds per element; a head count too large for the staging falls back to computing them
-       per element */
-    const int staged = (uint64_t)nh * (AMK_MAX_INPUTS + 1) * 4u <= amk_ptx_dynamic_smem_size();
-    /* why pairs: a partial's rows are head_dim + 2 floats, so with an even head_dim (and 8-byte
-       aligned partials) two dims are one 8-byte load: half the rounds of loads of one element a
-       thread, which one task merging every head waits for one after another (the 8B shape's
-       combine at context 4096 8.1 -> 7.0 us; two pairs a thread a round were slower: run 322) */
-    int pairs = hd % 2 == 0;
-    float *wts = smem; /* [nh, AMK_MAX_INPUTS + 1]: w_p, then 1/l (0 when l is 0) */
-    int64_t e;
-    for (int p = 0; p < np; p++) pairs &= c->in[p].ptr % 8 == 0;
-    if (staged) {
-        for (int64_t h = AMK_OPS_TID; h < nh; h += AMK_OPS_NT) {
-            const int64_t row = h * (hd + 2);
-            float m = -INFINITY, l = 0.0f, mp[AMK_MAX_INPUTS], lp[AMK_MAX_INPUTS];
+/* One set of ATTENTION_COMBINE's partials into a thread's running max M, mass L and pair of sums
+   (a0, a1): the sums so far rescaled to the new max, then each input's weight exp(m_i - max). */
+static __device__ __forceinline__ void amk_combine_set(const float2 *v, const float2 *ml, float *M, float *L, float *a0,
+                                                       float *a1) {
+    float mc = *M, r;
 #pragma unroll
-            for (int p = 0; p < AMK_MAX_INPUTS; p++) {
-                mp[p] = p < np ? ((const float *)c->in[p].ptr)[row + hd] : -INFINITY;
-                lp[p] = p < np ? ((const float *)c->in[p].ptr)[row + hd + 1] : 0.0f;
-            }
+    for (int i = 0; i < AMK_MAX_INPUTS; i++) mc = fmaxf(mc, ml[i].x);
+    r = *M == -INFINITY ? 0.0f : expf(*M - mc);
+    *L *= r;
+    *a0 *= r;
+    *a1 *= r;
 #pragma unroll
-            for (int p = 0; p < AMK_MAX_INPUTS; p++) m = fmaxf(m, mp[p]);
-#pragma unroll
-            for (int p = 0; p < AMK_MAX_INPUTS; p++) {
-                const float w = lp[p] > 0.0f ? expf(mp[p] - m) : 0.0f;
-                wts[h * (AMK_MAX_INPUTS + 1) + p] = w;
-                l += lp[p] * w;
-            }
-            wts[h * (AMK_MAX_INPUTS + 1) + AMK_MAX_INPUTS] = l > 0.0f ? 1.0f / l : 0.0f;
-        }
-        __syncthreads();
+    for (int i = 0; i < AMK_MAX_INPUTS; i++) {
+        const float w = ml[i].y > 0.0f ? expf(ml[i].x - mc) : 0.0f;
+        *L += ml[i].y * w;
+        *a0 += v[i].x * w;
+        *a1 += v[i].y * w;
     }
-    if (staged && pairs) { /* a pair of dims a thread a round: one 8-byte load from every partial */
-        const int64_t n2 = nh * hd / 2;
-        for (e = AMK_OPS_TID; e < n2; e += AMK_OPS_NT) {
-            const int64_t h = 2 * e / hd, d = 2 * e - h * hd;
-            const float *w = wts + h * (AMK_MAX_INPUTS + 1);
-            float2 v[AMK_MAX_INPUTS];
-            float a0 = 0.0f, a1 = 0.0f;
+    *M = mc;
+}
+
+/* ATTENTION_COMBINE: out [n_heads, head_dim] from the partials [n_heads, head_dim + 2] = [acc | m |
+   l], k sets an input (AMK_ATTN_FLAG_PARTIAL's stacked sets; partial p = s * ni + i is set s of
+   input i), merged with the max m: w_p = l_p > 0 ? exp(m_p - m) : 0, out = sum acc_p w_p / sum l_p
+   w_p (0 when the sum is 0); with N_tile >= 1 the heads [n_off, n_off + N_tile) only. A thread a
+   pair of dims (an even head_dim, 8-byte aligned partials) loads two sets of every input at once,
+   each its acc pair and its (m, l), and keeps a running max over the sets (the sums rescaled when
+   it grows): one load round for two sets, no shared memory. why: the staged weights' form (a round
+   for the (m, l), a barrier, the weights, a barrier, then the sums) took 6.3 us a task for 4 heads
+   of 16 splits (8B at context 4096, run 421), its rounds of latency, not its bytes; a round a set
+   3.9 (run 422). Else a thread an element, the max first. */
+AMK_OP_FN void amk_op_attention_combine(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
+    const int hd = P->head_dim, ni = c->ins.n_inputs;
+    const amk_buffer_t *o = &c->out[0];
+    const int64_t nh = o->numel / hd, row = hd + 2;
+    const int k = (int)(c->in[0].numel / (nh * row)), np = ni * k;
+    const int64_t h0 = P->N_tile > 0 ? P->n_off : 0, nt = P->N_tile > 0 ? P->N_tile : nh;
+    int pairs = hd % 2 == 0;
+    int64_t e;
+    (void)smem;
+    for (int i = 0; i < ni; i++) pairs &= c->in[i].ptr % 8 == 0;
+    if (pairs) {
+        for (e = AMK_OPS_TID; e < nt * hd / 2; e += AMK_OPS_NT) {
+            const int64_t t = 2 * e / hd, d = 2 * e - t * hd, h = h0 + t;
+            float M = -INFINITY, L = 0.0f, a0 = 0.0f, a1 = 0.0f;
+            for (int s = 0; s < k; s += 2) {
+                const int two = s + 1 < k;
+                const int64_t off = (s * nh + h) * row, off2 = two ? off + nh * row : off;
+                float2 v[2][AMK_MAX_INPUTS], ml[2][AMK_MAX_INPUTS];
 #pragma unroll
-            for (int p = 0; p < AMK_MAX_INPUTS; p++)
-                v[p] = p < np ? *(const float2 *)((const float *)c->in[p].ptr + h * (hd + 2) + d) : make_float2(0.0f, 0.0f);
-#pragma unroll
-            for (int p = 0; p < AMK_MAX_INPUTS; p++) {
-                a0 += v[p].x * w[p];
-                a1 += v[p].y * w[p];
+                for (int i = 0; i < AMK_MAX_INPUTS; i++) {
+                    const float *pi = (const float *)c->in[i < ni ? i : 0].ptr;
+                    v[0][i] = i < ni ? *(const float2 *)(pi + off + d) : make_float2(0.0f, 0.0f);
+                    ml[0][i] = i < ni ? *(const float2 *)(pi + off + hd) : make_float2(-INFINITY, 0.0f);
+                    v[1][i] = i < ni && two ? *(const float2 *)(pi + off2 + d) : make_float2(0.0f, 0.0f);
+                    ml[1][i] = i < ni && two ? *(const float2 *)(pi + off2 + hd) : make_float2(-INFINITY, 0.0f);
+                }
+                amk_combine_set(v[0], ml[0], &M, &L, &a0, &a1);
+                amk_combine_set(v[1], ml[1], &M, &L, &a0, &a1);
             }
-            amk_store((void *)o->ptr, o->dtype, h * hd + d, a0 * w[AMK_MAX_INPUTS]);
-            amk_store((void *)o->ptr, o->dtype, h * hd + d + 1, a1 * w[AMK_MAX_INPUTS]);
+            L = L > 0.0f ? 1.0f / L : 0.0f;
+            amk_store((void *)o->ptr, o->dtype, h * hd + d, a0 * L);
+            amk_store((void *)o->ptr, o->dtype, h * hd + d + 1, a1 * L);
         }
         return;
     }
-    for (e = AMK_OPS_TID; e < nh * hd; e += AMK_OPS_NT) {
-        const int64_t h = e / hd, d = e - h * hd, row = h * (hd + 2);
-        float acc = 0.0f;
-        if (staged) {
-            float v[AMK_MAX_INPUTS];
-#pragma unroll
-            for (int p = 0; p < AMK_MAX_INPUTS; p++) v[p] = p < np ? ((const float *)c->in[p].ptr)[row + d] : 0.0f;
-#pragma unroll
-            for (int p = 0; p < AMK_MAX_INPUTS; p++) acc += v[p] * wts[h * (AMK_MAX_INPUTS + 1) + p];
-            amk_store((void *)o->ptr, o->dtype, e, acc * wts[h * (AMK_MAX_INPUTS + 1) + AMK_MAX_INPUTS]);
-        } else {
-            float m = -INFINITY, l = 0.0f;
-            for (int p = 0; p < np; p++) m = fmaxf(m, ((const float *)c->in[p].ptr)[row + hd]);
-            for (int p = 0; p < np; p++) {
-                const float *pp = (const float *)c->in[p].ptr; /* [n_heads, head_dim + 2] F32 */
-                const float lp = pp[row + hd + 1], w = lp > 0.0f ? expf(pp[row + hd] - m) : 0.0f;
-                l += lp * w;
-                acc += pp[row + d] * w;
-            }
-            amk_store((void *)o->ptr, o->dtype, e, l > 0.0f ? acc / l : 0.0f);
+    for (e = AMK_OPS_TID; e < nt * hd; e += AMK_OPS_NT) {
+        const int64_t t = e / hd, d = e - t * hd, h = h0 + t;
+        float m = -INFINITY, l = 0.0f, acc = 0.0f;
+        for (int p = 0; p < np; p++) {
+            const int s = p / ni, i = p - s * ni;
+            m = fmaxf(m, ((const float *)c->in[i].ptr)[(s * nh + h) * row + hd]);
         }
+        for (int p = 0; p < np; p++) {
+            const int s = p / ni, i = p - s * ni;
+            const float *pp = (const float *)c->in[i].ptr + (s * nh + h) * row; /* F32 (op_check) */
+            const float lp = pp[hd + 1], w = lp > 0.0f ? expf(pp[hd] - m) : 0.0f;
+            l += lp * w;
+            acc += pp[d] * w;
+        }
+        amk_store((void *)o->ptr, o->dtype, h * hd + d, l > 0.0f ? acc / l : 0.0f);
     }
 }
 

@@ -540,9 +540,6 @@ AMK_PLAN_FN int64_t amk_plan_want(const amk_vm_ctx_t *x, int threads) {
             if (AMK_ATTN_PF_MERGE(hd, groups) > w) w = AMK_ATTN_PF_MERGE(hd, groups);
         }
         break;
-    case AMK_OP_ATTENTION_COMBINE: /* the heads' weights staged (else it recomputes them) */
-        w = hd > 0 ? x->in[0].numel / (hd + 2) * (AMK_MAX_INPUTS + 1) * 4 : 0;
-        break;
     default: break;
     }
     return w > least ? w : least;

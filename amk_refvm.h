@@ -469,10 +469,11 @@ AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
         /* (PRENORM: one batch, r0 = start; its row pos from kv) */
         amk__ref_attn_head(o, q, g, r0, len, prenorm ? pos : -1, prenorm ? kv + (g - g0) * hd : NULL,
                            prenorm ? kv + (o->P.N_tile + g - g0) * hd : NULL, s, row, acc, &m, &l);
-        if (partial) { /* an empty window leaves acc 0, m -inf, l 0 */
-            for (e = 0; e < hd; e++) AMK__OUT(o, h * (hd + 2) + e, acc[e]);
-            AMK__OUT(o, h * (hd + 2) + hd, m);
-            AMK__OUT(o, h * (hd + 2) + hd + 1, l);
+        if (partial) { /* an empty window leaves acc 0, m -inf, l 0; into set part */
+            const int64_t ph = (int64_t)o->P.part * nh + h;
+            for (e = 0; e < hd; e++) AMK__OUT(o, ph * (hd + 2) + e, acc[e]);
+            AMK__OUT(o, ph * (hd + 2) + hd, m);
+            AMK__OUT(o, ph * (hd + 2) + hd + 1, l);
         } else if (fo) {
             for (e = 0; e < hd; e++) a[(h - h0) * hd + e] = len ? acc[e] / l : 0.0f;
         } else {
@@ -754,28 +755,36 @@ AMK__FN amk_result amk__ref_argmax(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 
-/* m = max m_p; w_p = l_p > 0 ? exp(m_p - m) : 0; out = sum acc_p*w_p / sum l_p*w_p (0 if empty). */
+/* Heads [h0, h1) (N_tile >= 1: [n_off, n_off+N_tile), else all n_heads = out's / head_dim), over
+   the partials p = s*ni + i (set s of input i; AMK_ATTN_FLAG_PARTIAL's stacked sets) in that order:
+   m = max m_p; w_p = l_p > 0 ? exp(m_p - m) : 0; out = sum acc_p*w_p / sum l_p*w_p (0 if empty). */
 AMK__FN amk_result amk__ref_attention_combine(const amk__refop *o, amk_diag *d) {
-    AMK__UNUSED(d);
-    int64_t hd = o->P.head_dim, nh = o->n_in[0] / (hd + 2), h, e;
-    int p;
-    for (h = 0; h < nh; h++) {
-        float m = -INFINITY, l = 0.0f, w[AMK_MAX_INPUTS];
-        for (p = 0; p < o->ni; p++) {
-            float mp = AMK__IN(o, p, h * (hd + 2) + hd);
+    const int64_t hd = o->P.head_dim, nh = o->n_out / hd, k = o->n_in[0] / (nh * (hd + 2));
+    const int64_t h0 = o->P.N_tile > 0 ? o->P.n_off : 0, h1 = o->P.N_tile > 0 ? h0 + o->P.N_tile : nh;
+    const int64_t np = k * o->ni;
+    float *w = amk__refvm_floats(np);
+    int64_t h, e, p;
+    if (!w) return amk__refvm_oom(o, d);
+#define AMK__COMBINE_IN(p, j) AMK__IN(o, (int)((p) % o->ni), ((p) / o->ni * nh + h) * (hd + 2) + (j))
+    for (h = h0; h < h1; h++) {
+        float m = -INFINITY, l = 0.0f;
+        for (p = 0; p < np; p++) {
+            float mp = AMK__COMBINE_IN(p, hd);
             if (mp > m) m = mp;
         }
-        for (p = 0; p < o->ni; p++) {
-            float mp = AMK__IN(o, p, h * (hd + 2) + hd), lp = AMK__IN(o, p, h * (hd + 2) + hd + 1);
+        for (p = 0; p < np; p++) {
+            float mp = AMK__COMBINE_IN(p, hd), lp = AMK__COMBINE_IN(p, hd + 1);
             w[p] = lp > 0.0f ? expf(mp - m) : 0.0f;
             l += lp * w[p];
         }
         for (e = 0; e < hd; e++) {
             float num = 0.0f;
-            for (p = 0; p < o->ni; p++) num += AMK__IN(o, p, h * (hd + 2) + e) * w[p];
+            for (p = 0; p < np; p++) num += AMK__COMBINE_IN(p, e) * w[p];
             AMK__OUT(o, h * hd + e, l > 0.0f ? num / l : 0.0f);
         }
     }
+#undef AMK__COMBINE_IN
+    amk__free(w);
     return AMK_OK;
 }
 

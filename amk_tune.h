@@ -128,6 +128,12 @@
    |                           |         | argmax pairs, one ARGMAX_COMBINE | SmolLM2; 0 is 0.1-0.9% slower      |              |
    |                           |         | after them; 0: an ARGMAX_PARTIAL |                                    |              |
    |                           |         | phase between                    |                                    |              |
+   | AMK_LLAMA_SPLIT_ROWS      | 128     | a cache of more than 512 rows:   | a split's task streams its rows at | 420          |
+   |                           |         | KV splits of at least this many  | one SM's rate (~17 GB/s): 8B at    |              |
+   |                           |         | rows, up to a task a kv head a   | 4096 rows in 16 splits, not 8      |              |
+   |                           |         | split on each SM (amk_arch.h)    |                                    |              |
+   | AMK_LLAMA_MAX_SPLITS      | 64      | the most KV splits (above 8 in   | COMBINE's 8 inputs of 8 stacked    | -            |
+   |                           |         | multiples of 8)                  | partial sets                       |              |
    | amk_llm (amk_llm.h)                                                                                                        |
    | AMK_LLM_PREFILL_ROWS      | 512     | amk_llm's prefill chunk rows     | 8B at 512 tokens 10,626 tok/s in   | 376          |
    |                           |         | (prefill_rows 0)                 | chunks of 512, 6,120 in 128; at    |              |
@@ -278,6 +284,12 @@
 #endif
 #ifndef AMK_LLAMA_ATTN_O_MIN_ROWS
 #define AMK_LLAMA_ATTN_O_MIN_ROWS 8 /* without the sets: the fewest rows of W_oT a task (run 204) */
+#endif
+#ifndef AMK_LLAMA_SPLIT_ROWS
+#define AMK_LLAMA_SPLIT_ROWS 128 /* a KV split's fewest rows when the splits spread a long cache (run 420) */
+#endif
+#ifndef AMK_LLAMA_MAX_SPLITS
+#define AMK_LLAMA_MAX_SPLITS 64 /* the most KV splits: 8 COMBINE inputs of 8 stacked sets */
 #endif
 #ifndef AMK_LLM_PREFILL_ROWS
 #define AMK_LLM_PREFILL_ROWS 512 /* amk_llm's prefill chunk (prefill_rows 0) */

@@ -533,6 +533,8 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
     if (!amk__opshape_finite(scale)) AMK__OPS_FAIL(PARAM_VALUE, "scale = %g must be finite", scale);
     if (!fo && decode && ((uint32_t)c->P.flags & ~AMK_ATTN_FLAG_PARTIAL))
         AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than PARTIAL (2)", c->P.flags);
+    if (c->P.part < 0 || (c->P.part > 0 && !(decode && !fo && ((uint32_t)c->P.flags & AMK_ATTN_FLAG_PARTIAL))))
+        AMK__OPS_FAIL(PARAM_VALUE, "part = %d: only ATTENTION_DECODE's partials take a set (>= 0)", c->P.part);
     if (fo) { /* W_oT [n_heads*head_dim, H]: its rows [m_off, m_off+M_tile) among the kv heads' */
         const amk_buffer *Wo = c->in[4];
         const int64_t grp = c->P.n_heads / c->P.n_kv_heads, a0 = (int64_t)c->P.n_off * grp * c->P.head_dim;
@@ -570,6 +572,13 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
             AMK__OPS_FAIL(OP_DTYPE, "partial out '%s' must be %s, not %s", amk__opshape_name(c->out),
                           decode ? "F32" : "a float dtype", amk_dtype_name(c->out->dtype));
         want = (int64_t)c->P.n_heads * (c->P.head_dim + 2);
+        if (decode && c->n_out != want) { /* stacked sets (AMK_ATTN_FLAG_PARTIAL): set part of several */
+            if (c->n_out % want || c->n_out / want <= c->P.part)
+                AMK__OPS_FAIL(OP_SHAPE, "partial out '%s' has %lld elements, not sets of n_heads*(head_dim+2) = "
+                              "%lld with a set part = %d", amk__opshape_name(c->out), (long long)c->n_out,
+                              (long long)want, c->P.part);
+            want = c->n_out;
+        }
     }
     if (c->n_out != want)
         AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, needs %lld", amk__opshape_name(c->out),
@@ -719,24 +728,31 @@ AMK__FN int amk__check_argmax(const amk__opshape *c) {
     return 1;
 }
 
-/* ATTENTION_COMBINE */
+/* ATTENTION_COMBINE: out [n_heads*head_dim]; each input k >= 1 sets of [n_heads, head_dim+2], all
+   inputs alike (AMK_ATTN_FLAG_PARTIAL's stacked sets); N_tile >= 1: heads [n_off, n_off+N_tile). */
 AMK__FN int amk__check_attention_combine(const amk__opshape *c) {
     int i;
-    int64_t row = (int64_t)c->P.head_dim + 2;
+    const int64_t row = (int64_t)c->P.head_dim + 2;
+    int64_t nh;
     if (c->P.head_dim < 1) AMK__OPS_FAIL(PARAM_VALUE, "head_dim = %d must be >= 1", c->P.head_dim);
+    nh = c->n_out / c->P.head_dim;
+    if (c->n_out < 1 || c->n_out % c->P.head_dim)
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, not n_heads*head_dim (head_dim %d)",
+                      amk__opshape_name(c->out), (long long)c->n_out, c->P.head_dim);
     for (i = 0; i < c->ni; i++) {
         if (!amk_dtype_is_float(c->in[i]->dtype)) /* F32 advised (amk__op_caveat) */
             AMK__OPS_FAIL(OP_DTYPE, "partial %d '%s' must be a float dtype, not %s", i,
                           amk__opshape_name(c->in[i]), amk_dtype_name(c->in[i]->dtype));
-        if (c->n_in[i] != c->n_in[0] || c->n_in[i] % row)
-            AMK__OPS_FAIL(OP_SHAPE, "partial %d '%s' has %lld elements; every partial needs "
-                          "%lld, a multiple of head_dim+2 = %lld", i, amk__opshape_name(c->in[i]),
-                          (long long)c->n_in[i], (long long)c->n_in[0], (long long)row);
+        if (c->n_in[i] != c->n_in[0] || c->n_in[i] < 1 || c->n_in[i] % (nh * row))
+            AMK__OPS_FAIL(OP_SHAPE, "partial %d '%s' has %lld elements; every partial needs %lld, whole sets "
+                          "of n_heads*(head_dim+2) = %lld*%lld (n_heads from out '%s')", i,
+                          amk__opshape_name(c->in[i]), (long long)c->n_in[i], (long long)c->n_in[0],
+                          (long long)nh, (long long)row, amk__opshape_name(c->out));
     }
-    if (c->n_out != c->n_in[0] / row * c->P.head_dim)
-        AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, n_heads*head_dim = %lld*%d",
-                      amk__opshape_name(c->out), (long long)c->n_out, (long long)(c->n_in[0] / row),
-                      c->P.head_dim);
+    if (c->P.N_tile < 0 || c->P.n_off < 0 || (c->P.N_tile == 0 && c->P.n_off != 0) ||
+        (int64_t)c->P.n_off + c->P.N_tile > nh)
+        AMK__OPS_FAIL(PARAM_VALUE, "heads n_off = %d, N_tile = %d are outside [0, n_heads = %lld) (N_tile 0: all)",
+                      c->P.n_off, c->P.N_tile, (long long)nh);
     return 1;
 }
 
@@ -2198,6 +2214,20 @@ AMK__FN void amk__region_heads(const amk_task *t, int x, amk__v_region *r) {
     r->kind = 2;
     r->n0 = off->i * rw;
     r->n1 = (off->i + w->i) * rw;
+    if (P.part > 0 && ((uint32_t)P.flags & AMK_ATTN_FLAG_PARTIAL)) { /* set part of the stacked partials */
+        r->n0 += (int64_t)P.part * P.n_heads * (P.head_dim + 2);
+        r->n1 += (int64_t)P.part * P.n_heads * (P.head_dim + 2);
+    }
+}
+
+/* ATTENTION_COMBINE with N_tile: the flat elements of its heads. */
+AMK__FN void amk__region_head_rows(const amk_task *t, int x, amk__v_region *r) {
+    const amk_param *off = amk__v_param(t, "n_off"), *w = amk__v_param(t, "N_tile"), *hd = amk__v_param(t, "head_dim");
+    AMK__UNUSED(x);
+    if (!w || w->i < 1 || !hd) return;
+    r->kind = 2;
+    r->n0 = (int64_t)(off ? off->i : 0) * hd->i; /* why: pass 2 proved these are int32 */
+    r->n1 = r->n0 + (int64_t)w->i * hd->i;
 }
 
 /* ATTENTION_O_PRENORM: a writer's cache, its kv heads' columns of the cache row (its first output,

@@ -61,11 +61,17 @@ static int cli_parse_u64(const char *s, uint64_t *out) {
     return 1;
 }
 
-/* --kv-splits: 0 (automatic) or 1..8 (ATTENTION_COMBINE merges at most 8) into *out; CLI_OK, or
-   the usage error's code. */
+#define CLI_STR_(x) #x
+#define CLI_STR(x) CLI_STR_(x)
+
+/* --kv-splits: 0 (automatic), 1..8, or a multiple of 8 up to AMK_LLAMA_MAX_SPLITS (ATTENTION_COMBINE's
+   8 inputs of stacked partial sets; the spec-opcode step takes 8 at most: the build says so) into
+   *out; CLI_OK, or the usage error's code. */
 static int cli_parse_splits(const cli_cmd *cmd, const char *s, int *out) {
     uint64_t v;
-    if (!cli_parse_u64(s, &v) || v > 8) return cli_usage_error(cmd, "bad --kv-splits '%s' (0 auto, 1..8)", s);
+    if (!cli_parse_u64(s, &v) || v > AMK_LLAMA_MAX_SPLITS || (v > 8 && v % 8))
+        return cli_usage_error(cmd, "bad --kv-splits '%s' (0 auto, 1..8, or a multiple of 8 up to "
+                               CLI_STR(AMK_LLAMA_MAX_SPLITS) ")", s);
     *out = (int)v;
     return CLI_OK;
 }
@@ -1671,7 +1677,8 @@ static const cli_cmd cli_cmds[] = {
      "directory) or of SHAPE (llama3-8b, llama3.2-1b, smollm2-135m, or a config.json), lowers it\n"
      "onto --sms SMs (default 132, an H100), validates it and writes its JSON to STEP.json or stdout.\n"
      "--ctx sets the KV cache rows (default min(model context, 4096)); --kv-splits the attention\n"
-     "tiles along the KV length (1..8; default 0: one per 512 rows, at most 8).\n"
+     "tiles along the KV length (1..8, or a multiple of 8 up to 64; default 0: one split up to 512\n"
+     "rows, beyond that a task a kv head a split on each SM, splits of at least 128 rows).\n"
      "Weights: a MODEL's matrices stored in a GGUF block format (Q8_0, Q4_1, Q4_K, ...) stay in it,\n"
      "read as stored, where the step reads them row-major (a block down_proj or o_proj makes the\n"
      "default MLP or attention two steps); the other matrices are F32, and the activations and KV\n"

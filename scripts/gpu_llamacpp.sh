@@ -14,11 +14,23 @@
 # Prepare once on the dev machine (.lcp/ is in .git/info/exclude): the steps in the header of
 # ../shared/bench/llamacpp_baseline.sh (llama.tgz and the gguf wheel in .lcp/), then
 #   cp -r ../shared/bench .lcp/bench
-# Device calls: `scripts/gpu_llamacpp.sh 1` then `scripts/gpu_llamacpp.sh 2`, each carrying .lcp.
+# Device calls: `scripts/gpu_llamacpp.sh 1` then `scripts/gpu_llamacpp.sh 2`, each carrying .lcp
+# (AMK_BIN=build/amk, carrying build/amk too, times a dev-machine build instead of building one).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 [ -f .lcp/bench/llamacpp_baseline.sh ] || { echo "no .lcp/bench: prepare .lcp first (header)" >&2; exit 2; }
 SHAPES="llama3.2-1b llama3-8b"
+# The amk that phases 2 and p time: $AMK_BIN (one built on the dev machine with the device image
+# and carried, which spares the device ~3 minutes of building), else build-gpu/amk built here
+amk_bin() {
+  if [ -n "${AMK_BIN:-}" ]; then
+    AMK=$AMK_BIN
+    [ -x "$AMK" ] || { echo "AMK_BIN=$AMK_BIN is not an executable" >&2; return 1; }
+    return 0
+  fi
+  AMK=build-gpu/amk
+  make -j16 BUILD=build-gpu WARN=-Wall build-gpu/amk > /tmp/lcp_amk_build.log 2>&1 || { tail -20 /tmp/lcp_amk_build.log; return 1; }
+}
 case "${1:-}" in
 1) SHAPES="$SHAPES" bash .lcp/bench/llamacpp_baseline.sh 1 ;;
 2)
@@ -29,8 +41,8 @@ case "${1:-}" in
     "$B/llama-bench" -m "/tmp/lcpw/$s.f16.gguf" -ngl 99 -fa 1 -p 0 -n 128 -d 0,4096 -r 3 -o md 2>/dev/null |
       grep tg128 | sed "s/^/$s /" | tee -a /tmp/lcp_tg.txt
   done
-  make -j16 BUILD=build-gpu WARN=-Wall build-gpu/amk > /tmp/lcp_amk_build.log 2>&1 || { tail -20 /tmp/lcp_amk_build.log; exit 1; }
-  build-gpu/amk bench --iters 50 --ctx 128,4096 --shapes llama3-8b,llama3.2-1b | tee /tmp/lcp_amk.txt | grep -E '^\||ceiling'
+  amk_bin || exit 1
+  "$AMK" bench --iters 50 --ctx 128,4096 --shapes llama3-8b,llama3.2-1b | tee /tmp/lcp_amk.txt | grep -E '^\||ceiling'
   # the table: llama.cpp's tokens/s (the last number before "±" on a tg128 line) as ms/token
   echo
   echo "| shape | depth / ctx | llama.cpp F16 ms/token | AMK bf16 ms/token | llama.cpp / AMK |"
@@ -60,8 +72,8 @@ p)
         sed "s/^/$s $q /" | tee -a /tmp/lcp_pp.txt
     done
   done
-  make -j16 BUILD=build-gpu WARN=-Wall build-gpu/amk > /tmp/lcp_amk_build.log 2>&1 || { tail -20 /tmp/lcp_amk_build.log; exit 1; }
-  build-gpu/amk bench --iters 3 --quant BF16,Q4_K_M,Q8_0 --prefill 512 --shapes "$(echo $SHAPES | tr ' ' ',')" |
+  amk_bin || exit 1
+  "$AMK" bench --iters 3 --quant BF16,Q4_K_M,Q8_0 --prefill 512 --shapes "$(echo $SHAPES | tr ' ' ',')" |
     tee /tmp/lcp_amk_pp.txt | grep -E '^\|'
   echo
   echo "| shape | weights | llama.cpp pp512 tok/s | AMK 512-token prompt tok/s | AMK / llama.cpp |"

@@ -590,14 +590,114 @@ static void test_fused_matches_spec_ops(void) {
     for (k = 0; k < 5; k++) amk_llm_close(m[k]);
 }
 
-/* ---- the prefill program against the decode step (reference VM) ---- */
-
 static int buf_named(const amk_program *p, const char *name) {
     int i;
     for (i = 0; i < p->n_buffers; i++)
         if (p->buffers[i].name && strcmp(p->buffers[i].name, name) == 0) return i;
     return -1;
 }
+
+/* More KV splits than COMBINE's 8 inputs: 16 and 24 splits over a 96-row cache (windows of 6 and
+   4 rows) write stacked partial sets (8 buffers of 2 and 3 sets, set j / 8 of buffer j % 8),
+   merged by a COMBINE task a kv head (N_tile = its 3 query heads). Each step's logits equal one
+   split's within the merge's reassociation (bound 1e-5), over all 96 positions so every window
+   fills. AMK's choice, the count's rules, and the validator's refusal of a set past the buffer. */
+static void test_stacked_splits(void) {
+    amk_llama_config c = tiny_config();
+    const int splits[3] = {1, 16, 24};
+    amk_llm_opts o;
+    amk_llm *m[3] = {NULL, NULL, NULL};
+    amk_diag d;
+    const float *lg[3];
+    int pos, k, i, tok = 5, a[3], ok = 1;
+    double worst = 0.0;
+    amk_diag_clear(&d);
+    c.max_pos = 4096;
+    for (k = 0; k < 3; k++) {
+        amk_llm_opts_default(&o);
+        o.backend = AMK_BACKEND_CPU;
+        o.build.num_sms = 8;
+        o.build.max_seq = 96;
+        o.build.kv_splits = splits[k];
+        o.build.attn_o = 0;
+        CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m[k], &d), AMK_OK);
+        ok = ok && m[k];
+    }
+    if (!ok) { for (k = 0; k < 3; k++) amk_llm_close(m[k]); return; }
+    for (k = 1; k < 3; k++) { /* the step's shape: stacked sets, the COMBINE tiles */
+        const amk_program *p = amk_llm_program(m[k]);
+        int n_dec = 0, n_comb = 0, max_part = 0, b = buf_named(p, "attn_part.0.0");
+        for (i = 0; i < p->n_tasks; i++) {
+            const amk_task *t = &p->tasks[i];
+            if (t->op == AMK_OP_ATTENTION_DECODE) {
+                n_dec++;
+                if (amk_task_param(t, "part") && amk_task_param(t, "part")->i > max_part) max_part = (int)amk_task_param(t, "part")->i;
+            }
+            if (t->op == AMK_OP_ATTENTION_COMBINE) {
+                n_comb++;
+                CHECK_EQ_INT(t->n_inputs, 8);
+                CHECK(amk_task_param(t, "N_tile") && amk_task_param(t, "N_tile")->i == 3);
+            }
+        }
+        CHECK_EQ_INT(n_dec, 2 * splits[k] * 2); /* layers x splits x kv heads */
+        CHECK_EQ_INT(n_comb, 2 * 2);
+        CHECK_EQ_INT(max_part, splits[k] / 8 - 1);
+        CHECK(b >= 0 && p->buffers[b].shape[0] == splits[k] / 8 * c.n_heads);
+    }
+    for (pos = 0; pos < 96; pos++) {
+        for (k = 0; k < 3; k++) CHECK_EQ_INT(amk_llm_step(m[k], tok, pos, &lg[k], &a[k], &d), AMK_OK);
+        for (k = 1; k < 3; k++) {
+            for (i = 0; i < c.vocab; i++) {
+                double e = fabs((double)lg[0][i] - (double)lg[k][i]);
+                if (e > worst) worst = e;
+            }
+            CHECK_EQ_INT(a[0], a[k]);
+        }
+        tok = a[0];
+    }
+    CHECK_MSG(worst < 1e-5, "stacked splits' logits differ by %.3g", worst);
+    for (k = 0; k < 3; k++) amk_llm_close(m[k]);
+    { /* AMK's choice on 64 SMs: 64 / 2 kv heads = 32 splits wanted, windows of at least 128 rows
+         allow one: a 64-row cache keeps one split; 1024 rows: 8 splits of 128 */
+        amk_llama_build_opts bo;
+        amk_program *p = NULL;
+        char buf[32];
+        amk_llama_build_opts_default(&bo);
+        bo.num_sms = 64;
+        bo.max_seq = 1024;
+        CHECK_EQ_INT(amk_llama_build(&c, &bo, &p, &d), AMK_OK);
+        CHECK(p && amk_program_meta_string(p, "kv_window", buf, sizeof buf) && strcmp(buf, "128") == 0);
+        amk_program_free(p);
+        p = NULL;
+        bo.max_seq = 4096; /* 32 splits of 128 rows: 8 buffers of 4 sets */
+        CHECK_EQ_INT(amk_llama_build(&c, &bo, &p, &d), AMK_OK);
+        CHECK(p && amk_program_meta_string(p, "kv_window", buf, sizeof buf) && strcmp(buf, "128") == 0);
+        if (p) {
+            const int b = buf_named(p, "attn_part.1.7");
+            CHECK(b >= 0 && p->buffers[b].shape[0] == 4 * c.n_heads);
+            CHECK(buf_named(p, "attn_part.1.8") < 0);
+            /* a set past the buffer's four is refused */
+            for (i = 0; i < p->n_tasks; i++)
+                if (p->tasks[i].op == AMK_OP_ATTENTION_DECODE) break;
+            if (i < p->n_tasks) {
+                amk_report rep;
+                memset(&rep, 0, sizeof rep);
+                amk_task_set_int(p, i, "part", 4);
+                CHECK_EQ_INT(amk_program_validate(p, &rep), AMK_ERR_REJECTED);
+                CHECK(rep.n_errors > 0);
+                amk_report_free(&rep);
+            }
+        }
+        amk_program_free(p);
+        bo.kv_splits = 12; /* above 8 only multiples of 8 */
+        CHECK_EQ_INT(amk_llama_build(&c, &bo, &p, &d), AMK_ERR_INVALID_ARG);
+        bo.kv_splits = 16;
+        bo.spec_ops = 1; /* the spec's ATTENTION_TILE has no stacked sets */
+        CHECK_EQ_INT(amk_llama_build(&c, &bo, &p, &d), AMK_ERR_INVALID_ARG);
+    }
+}
+
+/* ---- the prefill program against the decode step (reference VM) ---- */
 
 /* Every WEIGHT of p in vm from its name and element alone (so two programs that name a weight
    get the same values): norms in [0.9, 1.1), the rest in [-0.5, 0.5) / sqrt(row length); F32,
@@ -2049,6 +2149,7 @@ int main(void) {
     RUN(test_random_block_weights);
     RUN(test_as_stored_matches_f32);
     RUN(test_fused_matches_spec_ops);
+    RUN(test_stacked_splits);
     RUN(test_prefill_matches_decode);
     RUN(test_prefill_dequant);
     RUN(test_prefill_row_tiles);

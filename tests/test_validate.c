@@ -1032,6 +1032,52 @@ static void test_race_waw_attention_decode(void) {
     amk_program_free(p);
 }
 
+/* Stacked partials: ATTENTION_DECODE's partial output [2 sets x 6 heads, head_dim + 2], a task a
+   (kv head, set): disjoint sets or kv heads are clean, the same (kv head, set) races, a set past the
+   buffer is a shape error, part on another op a param error. Then COMBINE tasks of disjoint heads
+   (N_tile) of the merged output: clean; overlapping heads race; heads past n_heads, or an output
+   that is not whole heads, refused. */
+static void test_race_waw_stacked_partials(void) {
+    amk_program *p = amk_program_create();
+    int c = amk_program_add_counter(p, ""), cc = amk_program_add_counter(p, ""), g, t, in[4], o[1], y, part[2];
+    int64_t sh[2] = {12, 6};
+    attn_task_bufs(p, 6, 4, in, o);
+    part[0] = amk_program_add_buffer(p, "part0", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    part[1] = amk_program_add_buffer(p, "part1", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    for (g = 0; g < 8; g++) { /* tasks 0..3 into part0, 4..7 into part1: kv head g % 2, set g / 2 % 2 */
+        t = amk_program_add_task(p, AMK_OP_ATTENTION_DECODE, in, 4, &part[g / 4], 1, c, "attn");
+        attn_params(p, t, 4, 6, 2, 8, g % 2);
+        amk_task_set_int(p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
+        amk_task_set_int(p, t, "part", g / 2 % 2);
+    }
+    y = o[0];
+    for (g = 0; g < 2; g++) { /* tasks 8, 9 */
+        t = amk_program_add_task(p, AMK_OP_ATTENTION_COMBINE, part, 2, &y, 1, cc, "combine");
+        amk_task_set_int(p, t, "head_dim", 4);
+        amk_task_set_int(p, t, "n_off", 3 * g);
+        amk_task_set_int(p, t, "N_tile", 3);
+        amk_task_add_wait(p, t, c, 8);
+    }
+    expect_clean(p);
+    amk_task_set_int(p, 3, "part", 0); /* (kv head 1, set 0) of part0 twice */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+    amk_task_set_int(p, 3, "part", 2); /* past the two sets */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_OP_SHAPE), 1);
+    amk_task_set_int(p, 3, "part", 1);
+    amk_task_set_int(p, 3, "flags", 0); /* a set without partials */
+    CHECK(expect_only(p, AMK_CHECK_PARAM_VALUE) >= 1);
+    amk_task_set_int(p, 3, "flags", AMK_ATTN_FLAG_PARTIAL);
+    expect_clean(p);
+    amk_task_set_int(p, 9, "n_off", 2); /* heads 2..4 against 0..2 */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+    amk_task_set_int(p, 9, "n_off", 4); /* heads 4..6 of 6 */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_PARAM_VALUE), 1);
+    amk_task_set_int(p, 9, "n_off", 3);
+    amk_task_set_int(p, 9, "head_dim", 5); /* 24 elements are not heads of 5 */
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_OP_SHAPE), 1);
+    amk_program_free(p);
+}
+
 /* ATTENTION_PREFILL writes its query rows' columns of its kv heads: tiles of other rows or other
    kv heads are disjoint; the same rows and heads race. */
 static void test_race_waw_attention_prefill(void) {
@@ -2110,6 +2156,7 @@ int main(void) {
     RUN(test_race_waw_gemm_grid);
     RUN(test_race_waw_norm_rows);
     RUN(test_race_waw_attention_decode);
+    RUN(test_race_waw_stacked_partials);
     RUN(test_race_waw_attention_prefill);
     RUN(test_race_waw_rows);
     RUN(test_copy_rows_blocks);

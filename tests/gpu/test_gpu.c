@@ -893,30 +893,37 @@ static void test_sample_argmax(void) {
     gcase_end(&g);
 }
 
-/* ATTENTION_COMBINE on nh heads of head_dim hd from P partials (one of them empty for head 1,
-   every one empty for head 3), to F32 and BF16. */
-static void attention_combine_case(int nh, int hd, int P, const char *name) {
-    amk_program *p = prog_new(1);
-    int in[AMK_MAX_INPUTS], y, y2, i, t;
+/* ATTENTION_COMBINE on nh heads of head_dim hd from P inputs of k stacked partial sets each (one
+   set empty for head 1, every one empty for head 3), to F32 and BF16, each by `tiles` tasks of
+   nh / tiles heads (N_tile; 1: one task, no N_tile). */
+static void attention_combine_case(int nh, int hd, int P, int k, int tiles, const char *name) {
+    amk_program *p = prog_new(tiles);
+    int in[AMK_MAX_INPUTS], y, y2, i, t, j, c = amk_program_add_counter(p, "");
     gcase g;
-    for (i = 0; i < P; i++) in[i] = buf(p, "partial", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, nh, hd + 2, 0);
+    for (i = 0; i < P; i++) in[i] = buf(p, "partial", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, k * nh, hd + 2, 0);
     y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, nh, hd, 0);
     y2 = buf(p, "y2", AMK_KIND_IO_OUTPUT, AMK_DTYPE_BF16, 2, nh, hd, 0);
-    t = task(p, AMK_OP_ATTENTION_COMBINE, in, P, y, amk_program_add_counter(p, ""), 0);
-    seti(p, t, "head_dim", hd);
-    t = task(p, AMK_OP_ATTENTION_COMBINE, in, P, y2, amk_program_add_counter(p, ""), 0);
-    seti(p, t, "head_dim", hd);
+    for (j = 0; j < tiles; j++) {
+        t = task(p, AMK_OP_ATTENTION_COMBINE, in, P, y, c, j);
+        seti(p, t, "head_dim", hd);
+        if (tiles > 1) { seti(p, t, "n_off", j * (nh / tiles)); seti(p, t, "N_tile", nh / tiles); }
+        t = task(p, AMK_OP_ATTENTION_COMBINE, in, P, y2, c, j);
+        seti(p, t, "head_dim", hd);
+        if (tiles > 1) { seti(p, t, "n_off", j * (nh / tiles)); seti(p, t, "N_tile", nh / tiles); }
+    }
     if (gcase_begin(&g, p, name, 1.0f)) {
         for (i = 0; i < P; i++) {
             float *pp = (float *)amk_refvm_buffer(g.vm, in[i], NULL);
             int h;
-            for (h = 0; h < nh; h++) {
+            for (h = 0; h < k * nh; h++) {
                 pp[h * (hd + 2) + hd] = 2.0f * amk_t_rng_sym(&g.rng);         /* m */
                 pp[h * (hd + 2) + hd + 1] = 1.5f + amk_t_rng_sym(&g.rng);     /* l > 0 */
             }
             if (i == 1) { pp[1 * (hd + 2) + hd] = -INFINITY; pp[1 * (hd + 2) + hd + 1] = 0.0f; } /* empty */
-            pp[3 * (hd + 2) + hd] = -INFINITY; /* head 3: every partial empty -> zeros */
-            pp[3 * (hd + 2) + hd + 1] = 0.0f;
+            for (j = 0; j < k; j++) { /* head 3: every partial empty -> zeros */
+                pp[(j * nh + 3) * (hd + 2) + hd] = -INFINITY;
+                pp[(j * nh + 3) * (hd + 2) + hd + 1] = 0.0f;
+            }
             gcase_sync(&g, in[i]);
         }
         if (gcase_run(&g, name)) {
@@ -928,11 +935,67 @@ static void attention_combine_case(int nh, int hd, int P, const char *name) {
 }
 
 /* why these shapes: the pair loads in one round (4 x 64), in several rounds from the most partials
-   (Llama-3-8B's 32 x 128 from 8 splits), and an odd head_dim (one element a load) */
+   (Llama-3-8B's 32 x 128 from 8 splits), an odd head_dim (one element a load); stacked sets (8B at
+   context 4096: 16 splits, 8 inputs of 2 sets, a task a kv head's 4 heads; 3 sets of 5 inputs) */
 static void test_attention_combine(void) {
-    attention_combine_case(4, 64, 3, "COMBINE");
-    attention_combine_case(32, 128, AMK_MAX_INPUTS, "COMBINE 32x128 8 partials");
-    attention_combine_case(5, 7, 2, "COMBINE odd head_dim");
+    attention_combine_case(4, 64, 3, 1, 1, "COMBINE");
+    attention_combine_case(32, 128, AMK_MAX_INPUTS, 1, 1, "COMBINE 32x128 8 partials");
+    attention_combine_case(5, 7, 2, 1, 1, "COMBINE odd head_dim");
+    attention_combine_case(32, 128, AMK_MAX_INPUTS, 2, 8, "COMBINE 8B 16 splits, 8 tiles");
+    attention_combine_case(9, 64, 5, 3, 3, "COMBINE 3 sets, 3 tiles");
+    attention_combine_case(6, 7, 2, 4, 2, "COMBINE odd head_dim, 4 sets, 2 tiles");
+}
+
+/* A layer's split attention as the builder writes it for S splits of `window` rows over a cache of
+   max_seq rows at position pos: ATTENTION_DECODE a kv head a split, split j writing set j / nb of
+   partial buffer j % nb (nb = min(S, 8) buffers of S / nb sets), then a COMBINE task a kv head
+   (N_tile its query heads), each on its own SM; partials and output against the reference VM. */
+static void split_attention_case(const char *tag, int nh, int nkv, int hd, int max_seq, int S, int32_t pos) {
+    const int nb = S < 8 ? S : 8, sets = S / nb, window = (max_seq + S - 1) / S, grp = nh / nkv;
+    amk_program *p = prog_new(8);
+    int in[4], parts[8], o, t, j, g, n = 0, catt = amk_program_add_counter(p, "partials");
+    int cout = amk_program_add_counter(p, "out");
+    gcase gc;
+    in[0] = buf(p, "q", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, nh, hd, 0);
+    in[1] = buf(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 3, max_seq, nkv, hd);
+    in[2] = buf(p, "v", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 3, max_seq, nkv, hd);
+    in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
+    o = buf(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_BF16, 2, nh, hd, 0);
+    for (j = 0; j < nb; j++) parts[j] = buf(p, "partial", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, sets * nh, hd + 2, 0);
+    for (j = 0; j < S; j++)
+        for (g = 0; g < nkv; g++) {
+            const int start = j * window, len = max_seq - start < window ? max_seq - start : window;
+            t = task(p, AMK_OP_ATTENTION_DECODE, in, 4, parts[j % nb], catt, n++ % 8);
+            attn_params(p, t, nh, nkv, hd, start, len, 1);
+            seti(p, t, "n_off", g);
+            seti(p, t, "N_tile", 1);
+            if (sets > 1) seti(p, t, "part", j / nb);
+        }
+    for (g = 0; g < nkv; g++) {
+        t = task(p, AMK_OP_ATTENTION_COMBINE, parts, nb, o, cout, g % 8);
+        seti(p, t, "head_dim", hd);
+        seti(p, t, "n_off", g * grp);
+        seti(p, t, "N_tile", grp);
+        amk_task_add_wait(p, t, catt, n);
+    }
+    if (gcase_begin(&gc, p, tag, 1.0f)) {
+        gcase_set_i32(&gc, in[3], &pos, 1);
+        if (gcase_run(&gc, tag)) {
+            for (j = 0; j < nb; j++) gcase_compare(&gc, parts[j], 1e-4, 1e-5, tag);
+            gcase_compare(&gc, o, -1, 1e-3, tag);
+        }
+    }
+    gcase_end(&gc);
+}
+
+/* the 8B's heads at 4096 rows in 16 splits (windows of 256: the tensor cores; pos inside the last
+   split, and one in the fifth, so that later splits are empty), 24 splits over 300 rows with the
+   CUDA cores' head_dim (72), 4 splits (one set each) */
+static void test_split_attention(void) {
+    split_attention_case("SPLIT 8B 16 splits", 32, 8, 128, 4096, 16, 4095);
+    split_attention_case("SPLIT 8B 16 splits, pos 1100", 32, 8, 128, 4096, 16, 1100);
+    split_attention_case("SPLIT 24 splits hd72", 12, 3, 72, 300, 24, 290);
+    split_attention_case("SPLIT 4 splits", 9, 3, 64, 500, 4, 333);
 }
 
 /* ---- AMK's fused opcodes ------------------------------------------------------------------------- */
@@ -3051,6 +3114,7 @@ int main(int argc, char **argv) {
     TRY_IMAGES(test_sample_argmax);
     TRY_IMAGES(test_argmax_pairs);
     TRY_IMAGES(test_attention_combine);
+    TRY_IMAGES(test_split_attention);
     TRY_IMAGES(test_fused_gemv);
     TRY_IMAGES(test_fused_gemv_rows);
     TRY_PREFILL(test_fused_gemv_rows);

@@ -86,16 +86,19 @@ static double now_ms(void) {
                   so the folded step is built (amk__lb_forms_ok: its PRENORM tasks run only in that
                   form), and the tensor-core ATTENTION_DECODE loads its window's rows with q,
                   before the position (amk_attn_decode_mma)
-     511-513      512 rows a KV split (amk__lb_decide: S = ceil(max_seq / 512)): up to 512 one
-                  split, which ATTENTION_O and the fold need (pl->ao: S == 1); above it
-                  ATTENTION_DECODE + ATTENTION_COMBINE + O tiles. 512 is also a chunk's most rows
-                  (amk_attn_decode_mma, amk_attn_decode_cc, amk_plan_want)
-     1024-3585    each k * 512, k * 512 + 1: S = k, k + 1 (k = 2..7)
-     4096, 4097   S capped at 8 (amk__lb_decide): from 4097 a window holds more than 512 rows, so
-                  attention takes several chunks (the CUDA-core path's chunk is what the launch's
-                  shared memory holds: with F32 caches fewer than 512 rows, so there earlier)
-     6000         windows of 750 rows: a chunk and a part of one
-     8191, 8192   the model's context (SmolLM2 and Llama-3-8B: 8192): windows of 1024 rows
+     511-513      up to 512 rows one KV split (amk__lb_auto_splits), which ATTENTION_O and the fold
+                  need (pl->ao: S == 1); above it ATTENTION_DECODE + ATTENTION_COMBINE + O tiles,
+                  splits of at least 128 rows up to a task a kv head a split on each SM (513: 5
+                  splits of 112 rows). 512 is also a chunk's most rows (amk_attn_decode_mma,
+                  amk_attn_decode_cc, amk_plan_want)
+     1024-3585    k * 512, k * 512 + 1: 8 splits at 1024 and 1025 (windows of 128 and 144 rows),
+                  more than 8 (stacked partial sets, a multiple of 8) beyond as the kv heads allow
+                  (SmolLM2's 3 kv heads: 16 at 2048, 24 at 3072)
+     4096, 4097   16 splits of 256 and 272 rows for 8 kv heads (8B, 1B), 32 of 128 and 129 for
+                  SmolLM2; the CUDA-core path's chunk is what the launch's shared memory holds
+     6000         16 splits of 384 rows (8 kv heads), or more splits of fewer rows
+     8191, 8192   the model's context (SmolLM2 and Llama-3-8B: 8192): 16 splits of 512 rows (8 kv
+                  heads), 40 of 208 for SmolLM2
    Positions within a context are sw_positions'. Shapes (per layer): the lean and ring tiles take K
    = hidden <= 768 (AMK_LEAN_PPL, AMK_RING_VPL) with BF16 weights; the one-step MLP and ATTENTION_O
    stage at most AMK_ROWS_STAGE_MAX (48 KB) of rows; the SM sets and the fold need small MLP and
@@ -204,6 +207,14 @@ static void sw_configs(void) {
     sw_add(0, 1, 300, "kv-splits", 3, SW_EXPECT_RUNS);  /* windows of 100 rows: ATTENTION_DECODE's early loads with COMBINE */
     sw_add(0, 3, 300, "kv-splits", 3, SW_EXPECT_RUNS);
     sw_add(0, 3, 64, "kv-splits", 8, SW_EXPECT_RUNS);   /* windows of 8 rows */
+    /* the split counts AMK's choice (one, or as many as fill the SMs) leaves out, and stacked sets
+       beyond the automatic 16: 24 splits (3 sets an input), 64 (8 sets) */
+    sw_add(0, 3, 300, "kv-splits", 2, SW_EXPECT_RUNS);
+    sw_add(0, 1, 300, "kv-splits", 4, SW_EXPECT_RUNS);
+    sw_add(0, 3, 300, "kv-splits", 6, SW_EXPECT_RUNS);
+    sw_add(0, 1, 300, "kv-splits", 7, SW_EXPECT_RUNS);
+    sw_add(0, 3, 1025, "kv-splits", 24, SW_EXPECT_RUNS);
+    sw_add(0, 1, 2049, "kv-splits", 64, SW_EXPECT_RUNS);
     sw_add(0, 1, 300, "spec-ops", 1, SW_EXPECT_RUNS);   /* the spec's opcodes 0-18 alone */
     sw_add(0, 3, 1025, "spec-ops", 1, SW_EXPECT_RUNS);
     sw_add(0, 3, 128, "sms", 64, SW_EXPECT_RUNS);       /* fewer SMs than the device: larger tiles, no SM sets */
@@ -725,7 +736,7 @@ static void sw_check(int k, const sw_result *ref, const sw_result *gpu, double *
 /* What the configurations that ran met on the device: a full run must meet every form and split
    count the sweep is there for (test "coverage"). */
 typedef struct sw_cover {
-    int lean, ring, attn_lean, attn_mma, folded, attn_o, spec_ops, general, full, chain, splits[9];
+    int lean, ring, attn_lean, attn_mma, folded, attn_o, spec_ops, general, full, chain, splits[9], stacked;
 } sw_cover;
 
 static void sw_cover_add(sw_cover *cv, const sw_result *g) {
@@ -741,6 +752,7 @@ static void sw_cover_add(sw_cover *cv, const sw_result *g) {
     cv->full += AMK_IMAGE_LEAN(g->image_kind);
     cv->chain += g->can_chain && g->n_chain > 1;
     if (g->splits >= 1 && g->splits <= 8) cv->splits[g->splits]++;
+    cv->stacked += g->splits > 8;
 }
 
 static void test_coverage(const sw_cover *cv) {
@@ -750,10 +762,11 @@ static void test_coverage(const sw_cover *cv) {
            cv->lean, cv->ring, cv->attn_lean, cv->attn_mma, cv->folded, cv->attn_o, cv->spec_ops, cv->chain, cv->full,
            cv->general);
     for (s = 1; s <= 8; s++) printf(" %d:%d", s, cv->splits[s]);
-    printf("\n");
+    printf(", more (stacked partials) %d\n", cv->stacked);
     CHECK(cv->lean > 0 && cv->ring > 0 && cv->attn_lean > 0 && cv->attn_mma > 0 && cv->folded > 0 && cv->attn_o > 0);
     CHECK(cv->spec_ops > 0 && cv->chain > 0 && cv->full > 0 && cv->general > 0);
     for (s = 1; s <= 8; s++) CHECK_MSG(cv->splits[s] > 0, "no configuration ran with %d KV splits", s);
+    CHECK_MSG(cv->stacked > 0, "no configuration ran with more than 8 KV splits");
 }
 
 /* ---- main -------------------------------------------------------------------------------------------------- */
