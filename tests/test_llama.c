@@ -542,6 +542,27 @@ static void test_fold_matches_unfolded(void) {
     }
 }
 
+/* Steps the n models m[] in lockstep over positions 0..steps-1, each fed m[0]'s greedy token
+   (from 5), checking every greedy token equals m[0]'s; returns the largest logit difference from
+   m[0]'s over all steps (each amk_llm owns its logits). */
+static double lockstep_worst(amk_llm **m, int n, int vocab, int steps, amk_diag *d) {
+    const float *lg[8];
+    int pos, k, i, tok = 5, a[8];
+    double worst = 0.0;
+    for (pos = 0; pos < steps; pos++) {
+        for (k = 0; k < n; k++) CHECK_EQ_INT(amk_llm_step(m[k], tok, pos, &lg[k], &a[k], d), AMK_OK);
+        for (k = 1; k < n; k++) {
+            for (i = 0; i < vocab; i++) {
+                const double e = fabs((double)lg[0][i] - (double)lg[k][i]);
+                if (e > worst) worst = e;
+            }
+            CHECK_EQ_INT(a[0], a[k]);
+        }
+        tok = a[0];
+    }
+    return worst;
+}
+
 /* The fused steps compute what the spec_ops step computes: same random weights (the loader puts
    Q/K rows in interleaved order for the fused ones, and transposes down_proj and o_proj where the
    step takes them so), 12 steps, logits within fp32 noise. m[0] is spec_ops; m[1] fused with the
@@ -552,9 +573,7 @@ static void test_fused_matches_spec_ops(void) {
     amk_llm_opts o;
     amk_llm *m[5] = {NULL, NULL, NULL, NULL, NULL};
     amk_diag d;
-    const float *lg[5];
-    int pos, k, i, tok = 5, a[5], ok = 1;
-    double worst = 0.0;
+    int k, i, ok = 1;
     amk_diag_clear(&d);
     for (k = 0; k < 5; k++) {
         amk_llm_opts_default(&o);
@@ -574,19 +593,7 @@ static void test_fused_matches_spec_ops(void) {
         CHECK(n > 0);
     }
     if (!ok) { for (k = 0; k < 5; k++) amk_llm_close(m[k]); return; }
-    for (pos = 0; pos < 12; pos++) {
-        for (k = 0; k < 5; k++) /* each amk_llm owns its logits */
-            CHECK_EQ_INT(amk_llm_step(m[k], tok, pos, &lg[k], &a[k], &d), AMK_OK);
-        for (k = 1; k < 5; k++) {
-            for (i = 0; i < c.vocab; i++) {
-                double e = fabs((double)lg[0][i] - (double)lg[k][i]);
-                if (e > worst) worst = e;
-            }
-            CHECK_EQ_INT(a[0], a[k]);
-        }
-        tok = a[0];
-    }
-    CHECK(worst < 1e-4);
+    CHECK(lockstep_worst(m, 5, c.vocab, 12, &d) < 1e-4);
     for (k = 0; k < 5; k++) amk_llm_close(m[k]);
 }
 
@@ -608,9 +615,8 @@ static void test_stacked_splits(void) {
     amk_llm_opts o;
     amk_llm *m[3] = {NULL, NULL, NULL};
     amk_diag d;
-    const float *lg[3];
-    int pos, k, i, tok = 5, a[3], ok = 1;
-    double worst = 0.0;
+    int k, i, ok = 1;
+    double worst;
     amk_diag_clear(&d);
     c.max_pos = 4096;
     for (k = 0; k < 3; k++) {
@@ -644,17 +650,7 @@ static void test_stacked_splits(void) {
         CHECK_EQ_INT(max_part, splits[k] / 8 - 1);
         CHECK(b >= 0 && p->buffers[b].shape[0] == splits[k] / 8 * c.n_heads);
     }
-    for (pos = 0; pos < 96; pos++) {
-        for (k = 0; k < 3; k++) CHECK_EQ_INT(amk_llm_step(m[k], tok, pos, &lg[k], &a[k], &d), AMK_OK);
-        for (k = 1; k < 3; k++) {
-            for (i = 0; i < c.vocab; i++) {
-                double e = fabs((double)lg[0][i] - (double)lg[k][i]);
-                if (e > worst) worst = e;
-            }
-            CHECK_EQ_INT(a[0], a[k]);
-        }
-        tok = a[0];
-    }
+    worst = lockstep_worst(m, 3, c.vocab, 96, &d);
     CHECK_MSG(worst < 1e-5, "stacked splits' logits differ by %.3g", worst);
     for (k = 0; k < 3; k++) amk_llm_close(m[k]);
     { /* AMK's choice on 64 SMs: 64 / 2 kv heads = 32 splits wanted, windows of at least 128 rows
