@@ -674,20 +674,27 @@ AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int 
 }
 
 /* A prefill program's attention of one layer: ATTENTION_PREFILL tiles of q's R rows (their
-   positions pos[0] + m) over the caches, a kv head and a slice of rows each, so that about num_sms
-   tiles share the work; all wait for the n_wait producers of each wc/wn. Returns the tile count,
-   or -1. */
+   positions pos[0] + m) over the caches, a kv head and a slice of rows each, about a tile an SM;
+   with AMK_LLAMA_PF_ATTN_ROWS rows a tile or more at two tiles an SM, two, emitted from the last
+   rows to the first. All wait for the n_wait producers of each wc/wn. why two: row m attends
+   pos[0] + m + 1 keys, so at a prompt's first chunk the last rows' tiles have twice the mean's
+   work; load_balance places a level's tasks greedily on the least-loaded SM in order, which in
+   descending order of their bytes (the keys up to their last row) pairs a heavy tile with a light
+   one on each SM (8B 2048-token prompt +3.4%, 1B +3.0%, their 512-token prompts +0.6% and +1.0%;
+   tiles of 4 rows at 128 lost 4%: bench/RESULTS.md run 429). Returns the tile count, or -1. */
 AMK__FN int amk__lb_attention_prefill(amk__lb *b, int layer, int q, int kc, int vc, int attn, int c_att, const int *wc,
                                      const int *wn, int nwait) {
     const amk_llama_config *c = b->c;
-    const int64_t per = ((int64_t)b->o.num_sms + c->n_kv_heads - 1) / c->n_kv_heads;
-    const int64_t rows = (b->R + per - 1) / per;
+    const int64_t per1 = ((int64_t)b->o.num_sms + c->n_kv_heads - 1) / c->n_kv_heads;
+    const int two = (b->R + 2 * per1 - 1) / (2 * per1) >= AMK_LLAMA_PF_ATTN_ROWS, per = two ? 2 * per1 : per1;
+    const int64_t rows = (b->R + per - 1) / per, last = (b->R - 1) / rows * rows;
     int g, t, n = 0, ins[4];
-    int64_t m;
+    int64_t i, m;
     char label[64];
     ins[0] = q; ins[1] = kc; ins[2] = vc; ins[3] = b->pos;
-    for (m = 0; m < b->R; m += rows)
+    for (i = 0; i <= last; i += rows)
         for (g = 0; g < c->n_kv_heads; g++) {
+            m = two ? last - i : i;
             const int64_t mt = b->R - m < rows ? b->R - m : rows;
             snprintf(label, sizeof label, "L%d attention kv%d rows[%lld:%lld]", layer, g, (long long)m, (long long)(m + mt));
             /* its bytes: the caches' rows up to its last query, a kv head's columns */

@@ -134,6 +134,10 @@
    |                           |         | split on each SM (amk_arch.h)    |                                    |              |
    | AMK_LLAMA_MAX_SPLITS      | 64      | the most KV splits (above 8 in   | COMBINE's 8 inputs of 8 stacked    | -            |
    |                           |         | multiples of 8)                  | partial sets                       |              |
+   | AMK_LLAMA_PF_ATTN_ROWS    | 16      | a prefill chunk's attention: two | 8B 2048-token prompt +3.4%, 1B     | 429          |
+   |                           |         | tiles an SM, heavy (last rows)   | +3.0%, at 512 +0.6% / +1.0%; tiles |              |
+   |                           |         | first, from this many rows a     | of 4 rows (128-token prompts) lost |              |
+   |                           |         | tile (amk__lb_attention_prefill) | 4%                                 |              |
    | amk_llm (amk_llm.h)                                                                                                        |
    | AMK_LLM_PREFILL_ROWS      | 512     | amk_llm's prefill chunk rows     | 8B at 512 tokens 10,626 tok/s in   | 376          |
    |                           |         | (prefill_rows 0)                 | chunks of 512, 6,120 in 128; at    |              |
@@ -290,6 +294,9 @@
 #endif
 #ifndef AMK_LLAMA_MAX_SPLITS
 #define AMK_LLAMA_MAX_SPLITS 64 /* the most KV splits: 8 COMBINE inputs of 8 stacked sets */
+#endif
+#ifndef AMK_LLAMA_PF_ATTN_ROWS
+#define AMK_LLAMA_PF_ATTN_ROWS 16 /* a prefill chunk's attention in two tiles an SM from this many rows a tile (run 429) */
 #endif
 #ifndef AMK_LLM_PREFILL_ROWS
 #define AMK_LLM_PREFILL_ROWS 512 /* amk_llm's prefill chunk (prefill_rows 0) */

@@ -1856,6 +1856,53 @@ static void test_prefill_row_tiles(void) {
     }
 }
 
+/* A prefill chunk's attention tiles (amk__lb_attention_prefill) on 16 SMs, 2 kv heads: 512 rows
+   make two tiles an SM (32 tiles of 32 rows), the last rows first, and lowered their work (rows
+   times the keys up to them, at a first chunk) is within 10% of the mean on every SM; 128 rows stay
+   a tile an SM (16 tiles of 16 rows, in order). Every tiling covers each (row, kv head) once. */
+static void test_prefill_attention_tiles(void) {
+    amk_llama_config c = tiny_config();
+    const int rows[2] = {512, 128};
+    int k;
+    c.max_pos = 1024;
+    for (k = 0; k < 2; k++) {
+        amk_llama_build_opts o;
+        amk_program *p = NULL;
+        amk_diag d;
+        int64_t work[16], cover = 0, first = -1, prev = -1, hi = 0, sum = 0;
+        int i, tiles = 0, desc = 1, asc = 1;
+        memset(work, 0, sizeof work);
+        amk_llama_build_opts_default(&o);
+        o.num_sms = 16;
+        o.max_seq = 1024;
+        o.prefill_rows = rows[k];
+        o.weight_dtype = o.act_dtype = AMK_DTYPE_BF16;
+        CHECK_EQ_INT(amk_llama_build_lowered(&c, &o, &p, &d), AMK_OK);
+        for (i = 0; p && i < p->n_tasks; i++) {
+            const amk_task *t = &p->tasks[i];
+            int64_t m, mt;
+            if (t->op != AMK_OP_ATTENTION_PREFILL || strncmp(t->label, "L0 ", 3) != 0) continue;
+            m = amk_task_param(t, "m_off")->i;
+            mt = amk_task_param(t, "M_tile")->i;
+            tiles++;
+            cover += mt;
+            if (first < 0) first = mt;
+            if (prev >= 0) { desc &= m <= prev; asc &= m >= prev; }
+            prev = m;
+            CHECK(t->sm >= 0 && t->sm < 16);
+            if (t->sm >= 0 && t->sm < 16) work[t->sm] += mt * (m + (mt + 1) / 2);
+        }
+        for (i = 0; i < 16; i++) { sum += work[i]; if (work[i] > hi) hi = work[i]; }
+        CHECK_EQ_INT(cover, (int64_t)rows[k] * c.n_kv_heads);
+        CHECK_EQ_INT(tiles, 16 * (k == 0 ? 2 : 1));
+        CHECK_EQ_INT(first, k == 0 ? 32 : 16);
+        CHECK(k == 0 ? desc : asc);
+        if (k == 0) CHECK_MSG(hi * 16 <= sum * 11 / 10, "an SM's attention work %lld against a mean of %lld", (long long)hi,
+                              (long long)(sum / 16));
+        amk_program_free(p);
+    }
+}
+
 /* amk_llm_prefill on the reference VM against HF (chunks of 4 and 16 as test_prefill_cuda's, the
    GGUF's in the reference VM's chunk (AMK_LLM_PREFILL_ROWS_CPU), the Mistral window across
    chunks, a step a token); none with random weights (the host draws each program's layouts anew); its refusals:
@@ -2149,6 +2196,7 @@ int main(void) {
     RUN(test_prefill_matches_decode);
     RUN(test_prefill_dequant);
     RUN(test_prefill_row_tiles);
+    RUN(test_prefill_attention_tiles);
     RUN(test_fold_matches_unfolded);
     RUN(test_random_weights_decode);
     RUN(test_sampler);
