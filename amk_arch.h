@@ -891,8 +891,9 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
     pl->fused = !o->spec_ops;
     if (o->kv_splits < 0 || o->kv_splits > (pl->fused ? AMK_LLAMA_MAX_SPLITS : 8) ||
         (o->kv_splits > 8 && o->kv_splits % 8))
-        return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: kv_splits = %d (0: AMK's choice; 1..8, or a multiple "
-                         "of 8 up to %d with AMK's opcodes)", o->kv_splits, pl->fused ? AMK_LLAMA_MAX_SPLITS : 8);
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: kv_splits = %d (0: AMK's choice; 1..8, or with AMK's "
+                         "opcodes a multiple of 8 up to %d: the spec's ATTENTION_TILE has no stacked partial sets)",
+                         o->kv_splits, AMK_LLAMA_MAX_SPLITS);
     amk__lb_splits(pl->max_seq, o->kv_splits > 0 ? o->kv_splits : amk__lb_auto_splits(o, c, pl->max_seq, pl->fused),
                    &pl->S, &pl->window);
     pl->S_sets = pl->S > 8 ? pl->S / 8 : 1;

@@ -814,6 +814,9 @@ static int cli_llm_opts(const cli_cmd *cmd, const cli_llm_args *a, amk_llm_opts 
         o->timeout_ms = (double)v;
     }
     o->build.spec_ops = a->spec_ops;
+    if (a->spec_ops && o->build.kv_splits > 8)
+        return cli_usage_error(cmd, "--kv-splits %s with --spec-ops: the spec's opcodes take 1..8 (its ATTENTION_TILE "
+                               "has no stacked partial sets)", a->splits);
     if (a->mlp_steps && (rc = cli_parse_steps(cmd, "--mlp-steps", a->mlp_steps, &o->build.mlp_accum)) != CLI_OK) return rc;
     if (a->attn_steps && (rc = cli_parse_steps(cmd, "--attn-steps", a->attn_steps, &o->build.attn_o)) != CLI_OK)
         return rc;
@@ -1762,6 +1765,8 @@ static const cli_cmd cli_cmds[] = {
      "--chain N adds a row for the same step run N steps a launch (amk generate's greedy decoding:\n"
      "the device feeds each token to the next step), positions pos - N + 1 .. pos: a launch's\n"
      "median time / N.\n"
+     "--kv-splits N as for build (AMK's choice: one split up to 512 rows, else a task a kv head a split\n"
+     "on each SM).\n"
      "--qkv-fold as for build (its folded weight random too: for timing only; unfolded, with a\n"
      "note, where the GPU's forms do not take the folded step).\n"
      "--quant Q,... runs each shape with its random weights in each quantization as llama.cpp\n"

@@ -302,7 +302,16 @@ amk build --random-weights "$DATA/tiny_config.json" --qkv-fold 2
 expect_rc 2 "--qkv-fold other than 0 or 1 is a usage error"
 expect_err "bad --qkv-fold '2'" "--qkv-fold's usage error names it"
 amk build --random-weights "$DATA/tiny_config.json" --kv-splits 9
-expect_rc 2 "--kv-splits above 8 is a usage error"
+expect_rc 2 "--kv-splits above 8 and not a multiple of 8 is a usage error"
+amk build --random-weights "$DATA/tiny_config.json" --kv-splits 72
+expect_rc 2 "--kv-splits above 64 is a usage error"
+amk build --random-weights "$DATA/tiny_config.json" --ctx 64 --kv-splits 16 -o "$TMP/step16.json"
+expect_rc 0 "--kv-splits 16: stacked partial sets"
+expect_true 'grep -q "\"name\": \"attn_part.0.7\", \"kind\": \"ACTIVATION\", \"dtype\": \"F32\", \"shape\": \[8, 10\]" "$TMP/step16.json"' \
+  "16 splits: 8 partial buffers of 2 sets of 4 heads"
+amk build --random-weights "$DATA/tiny_config.json" --ctx 64 --kv-splits 16 --spec-ops
+expect_rc 2 "--kv-splits 16 with the spec's opcodes (no stacked sets) is refused"
+expect_err "the spec's opcodes take 1..8" "--kv-splits 16 --spec-ops says why"
 amk build --random-weights gpt-9
 expect_rc 2 "build with an unknown shape"
 expect_err "unknown shape 'gpt-9'" "build with an unknown shape"
