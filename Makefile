@@ -28,7 +28,7 @@ TEST_SCRIPTS := $(wildcard tests/test_*.sh)
 FUZZERS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_SECONDS ?= 60
 
-.PHONY: all test test-build test-golden test-gpu-llama cxx-check clean fuzz model run
+.PHONY: all app test test-build test-golden test-gpu-llama cxx-check clean fuzz model run
 
 # Device code (amk_vm.cuh, amk_ops.cuh): targets and DEVICE_CHECK come from gpu.mk.
 -include gpu.mk
@@ -39,6 +39,20 @@ all: $(BUILD)/amk
 AMK_IMAGE_FLAGS := $(if $(DEVICE_CHECK),-I$(BUILD) -DAMK_EMBED_DEVICE_IMAGE)
 $(BUILD)/amk: examples/amk.c $(HDRS) $(DEVICE_CHECK) | $(BUILD)
 	$(CC) $(CSTD) $(OPT) $(AMK_IMAGE_FLAGS) -o $@ examples/amk.c $(LDLIBS)
+
+# A program of your own with the device images, in one command:
+#   make app SRC=path/to/prog.c OUT=path/to/prog
+# Where nvcc exists the images are built once (build/amk_device_image.h, a few minutes) and
+# embedded: the program runs on the GPU when there is one, else on the reference VM. Without nvcc
+# it holds none (the reference VM only). The source includes "amk.h" (this directory is on the
+# include path) and passes the image to amk_llm_open under AMK_EMBED_DEVICE_IMAGE, as
+# examples/generate.c does; $(BUILD)/generate is that example so built (make test runs it).
+APP_FLAGS := -std=c99 $(OPT) -I$(CURDIR) $(AMK_IMAGE_FLAGS)
+app: $(DEVICE_CHECK)
+	@if [ -z "$(SRC)" ] || [ -z "$(OUT)" ]; then echo "usage: make app SRC=prog.c OUT=prog" >&2; exit 2; fi
+	$(CC) $(APP_FLAGS) -o $(OUT) $(SRC) $(LDLIBS)
+$(BUILD)/generate: examples/generate.c $(HDRS) $(DEVICE_CHECK) | $(BUILD)
+	$(CC) $(WARN) $(APP_FLAGS) -o $@ examples/generate.c $(LDLIBS)
 
 # Host tests: C99, -Werror, ASan + UBSan, one binary per tests/test_*.c over one shared impl object.
 $(BUILD)/tests/impl.o: tests/impl.c $(HDRS) | $(BUILD)/tests
@@ -54,7 +68,7 @@ cxx-check: $(DEVICE_CHECK) | $(BUILD)
 # why test_gpu and test_sweep too (where nvcc is): CI has no GPU to run them, but a suite that no
 # longer compiles must not wait for the next GPU session to be found
 test-build: $(TESTS) $(BUILD)/amk cxx-check $(DEVICE_CHECK) $(if $(DEVICE_CHECK),$(BUILD)/gpu/test_gpu $(BUILD)/gpu/test_sweep) \
-            $(BUILD)/sampler_time
+            $(BUILD)/sampler_time $(BUILD)/generate
 
 # The host sampler's time a draw on the default model's logits (bench/NOTES.md); built by make test
 # so it keeps compiling, run by hand.
@@ -66,7 +80,8 @@ $(BUILD)/sampler_time: bench/sampler_time.c $(HDRS) | $(BUILD)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test:
 	@$(MAKE) --no-print-directory -j$(JOBS) test-build $(MODEL) $(BUILD)/locale
-	@LOCPATH=$(CURDIR)/$(BUILD)/locale AMK=$(BUILD)/amk bash tests/run.sh $(TESTS) $(TEST_SCRIPTS)
+	@LOCPATH=$(CURDIR)/$(BUILD)/locale AMK=$(BUILD)/amk GENERATE=$(BUILD)/generate \
+	  GENERATE_IMAGES=$(if $(DEVICE_CHECK),1,0) bash tests/run.sh $(TESTS) $(TEST_SCRIPTS)
 
 # A comma-decimal locale for the JSON parser's locale-independence test (test_json.c); best effort:
 # without glibc's localedef and locale sources the test says it could not run.

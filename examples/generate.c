@@ -1,9 +1,13 @@
 /* generate.c - greedy text generation with AMK's public API, in a few dozen lines.
 
-   Build:  cc -std=c99 -O2 -o generate examples/generate.c -lm -ldl
+   Build:  make app SRC=examples/generate.c OUT=build/generate   (the device images where nvcc is)
+     or:   cc -std=c99 -O2 -o generate examples/generate.c -lm -ldl   (the reference VM only)
    Run:    ./generate models/SmolLM2-135M-Instruct.Q4_1.gguf "The capital of France is" */
 #define AMK_IMPLEMENTATION
 #include "../amk.h"
+#ifdef AMK_EMBED_DEVICE_IMAGE /* `make app` builds the images and defines it */
+#include "amk_device_image.h"
+#endif
 #include <stdio.h>
 #include <string.h>
 
@@ -12,11 +16,17 @@ int main(int argc, char **argv) {
     const char *prompt = argc > 2 ? argv[2] : "The capital of France is";
     int ids[1024], n, pos, next = 0, n_new = 32;
     char piece[256];
+    amk_llm_opts o;
     amk_llm *m;
     amk_diag d;
 
     amk_diag_clear(&d);
-    if (amk_llm_open(path, NULL, &m, &d) != AMK_OK) { /* load, build, lower, upload */
+    amk_llm_opts_default(&o);
+#ifdef AMK_EMBED_DEVICE_IMAGE /* the GPU when there is one, else the reference VM */
+    o.device_image = amk_device_cubin.bytes;
+    o.device_image_size = amk_device_cubin_size;
+#endif
+    if (amk_llm_open(path, &o, &m, &d) != AMK_OK) { /* load, build, lower, upload */
         fprintf(stderr, "error: %s\n", d.message);
         return 1;
     }
