@@ -844,14 +844,15 @@ AMK__FN int amk__lb_window(int max_seq, int s) {
 /* *S splits of *window rows for a cache of max_seq rows from `want` of them (the last split may be
    shorter; none starts past the cache; above 8 a multiple of 8: a COMBINE input's stacked sets). */
 AMK__FN void amk__lb_splits(int max_seq, int want, int *S, int *window) {
-    int s = want < 1 ? 1 : want > max_seq ? max_seq : want, n;
+    int s = want < 1 ? 1 : want > max_seq ? max_seq : want, w, n;
     for (;;) {
-        n = (max_seq + amk__lb_window(max_seq, s) - 1) / amk__lb_window(max_seq, s);
+        w = amk__lb_window(max_seq, s);
+        n = (max_seq + w - 1) / w;
         if (n <= 8 || n % 8 == 0) break;
         s = n - n % 8;
     }
     *S = n;
-    *window = amk__lb_window(max_seq, s);
+    *window = w;
 }
 
 /* Checks the config and the options and resolves b->plan from them (the -1s into AMK's choices);

@@ -885,7 +885,7 @@ AMK__FN amk_result amk__llm_backend_open(amk_llm *m, amk_diag *d) {
         snprintf(m->backend_reason, sizeof m->backend_reason, "%s", "the reference VM asked for");
     } else if (!m->opts.device_image) {
         if (m->opts.backend == AMK_BACKEND_CUDA)
-            return amk__fail(d, AMK_ERR_INVALID_ARG, "no device image (build it with `make device`)");
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "no device image (build the program with `make app`, or set amk_llm_opts.device_image)");
         snprintf(m->backend_reason, sizeof m->backend_reason, "%s", "no device image in this program");
     } else {
         amk_diag dc; /* why its own: the reason keeps the message even when the caller passes no diag */

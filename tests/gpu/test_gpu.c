@@ -898,19 +898,17 @@ static void test_sample_argmax(void) {
    nh / tiles heads (N_tile; 1: one task, no N_tile). */
 static void attention_combine_case(int nh, int hd, int P, int k, int tiles, const char *name) {
     amk_program *p = prog_new(tiles);
-    int in[AMK_MAX_INPUTS], y, y2, i, t, j, c = amk_program_add_counter(p, "");
+    int in[AMK_MAX_INPUTS], y, y2, i, t, j, o, c = amk_program_add_counter(p, "");
     gcase g;
     for (i = 0; i < P; i++) in[i] = buf(p, "partial", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, k * nh, hd + 2, 0);
     y = buf(p, "y", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, nh, hd, 0);
     y2 = buf(p, "y2", AMK_KIND_IO_OUTPUT, AMK_DTYPE_BF16, 2, nh, hd, 0);
-    for (j = 0; j < tiles; j++) {
-        t = task(p, AMK_OP_ATTENTION_COMBINE, in, P, y, c, j);
-        seti(p, t, "head_dim", hd);
-        if (tiles > 1) { seti(p, t, "n_off", j * (nh / tiles)); seti(p, t, "N_tile", nh / tiles); }
-        t = task(p, AMK_OP_ATTENTION_COMBINE, in, P, y2, c, j);
-        seti(p, t, "head_dim", hd);
-        if (tiles > 1) { seti(p, t, "n_off", j * (nh / tiles)); seti(p, t, "N_tile", nh / tiles); }
-    }
+    for (j = 0; j < tiles; j++)
+        for (o = 0; o < 2; o++) { /* y, then y2 */
+            t = task(p, AMK_OP_ATTENTION_COMBINE, in, P, o ? y2 : y, c, j);
+            seti(p, t, "head_dim", hd);
+            if (tiles > 1) { seti(p, t, "n_off", j * (nh / tiles)); seti(p, t, "N_tile", nh / tiles); }
+        }
     if (gcase_begin(&g, p, name, 1.0f)) {
         for (i = 0; i < P; i++) {
             float *pp = (float *)amk_refvm_buffer(g.vm, in[i], NULL);
