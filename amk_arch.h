@@ -1473,12 +1473,12 @@ AMK__FN int amk__lb_head(amk__lb *b) {
 /* 1 when every task of p that only a specialised device form takes (RMSNORM_MLP_FOLD,
    ATTENTION_O_PRENORM) takes it (amk_plan_form) in the launch the builder plans for: AMK_LLAMA_THREADS threads
    a block, AMK_LLAMA_SMEM bytes of shared memory. */
-AMK__FN int amk__lb_forms_ok(const amk_program *p) {
+AMK__FN int amk__lb_forms_ok(const amk_program *p, int forms) {
     amk_vm_ctx_t x;
     int i;
     for (i = 0; i < p->n_tasks; i++) {
         amk_task_context(p, i, &x);
-        if (amk_plan_folded(&x) && amk_plan_form(&x, AMK_LLAMA_THREADS, AMK_LLAMA_SMEM, AMK_PLAN_FORMS_LEAN) == AMK_FORM_GENERAL) return 0;
+        if (amk_plan_folded(&x) && amk_plan_form(&x, AMK_LLAMA_THREADS, AMK_LLAMA_SMEM, forms) == AMK_FORM_GENERAL) return 0;
     }
     return 1;
 }
@@ -1611,9 +1611,11 @@ AMK__FN amk_result amk__llama_pins(const amk_llama_step *s, int num_sms, int *n,
     return AMK_OK;
 }
 
-/* amk_llama_build_step; gpu set: the step is for a backend that may be the GPU, so an explicit
-   qkv_fold 1 the device's lean forms do not take is dropped too (*dropped set then). */
-AMK__FN amk_result amk__llama_build_step(const amk_llama_config *cfg, const amk_llama_build_opts *o, int lower, int gpu,
+/* amk_llama_build_step; forms >= 0: the step is for a backend that may be the GPU, whose image has
+   the specialised forms forms (AMK_PLAN_FORMS_*: the full image's lean ones, the portable image's
+   none of them), so an explicit qkv_fold 1 those forms do not take is dropped too (*dropped set
+   then); -1: any backend, the folded step checked against the full image's forms. */
+AMK__FN amk_result amk__llama_build_step(const amk_llama_config *cfg, const amk_llama_build_opts *o, int lower, int forms,
                                          amk_llama_step *out, int *dropped, amk_diag *d) {
     amk_llama_build_opts bo;
     amk_config sc;
@@ -1623,9 +1625,10 @@ AMK__FN amk_result amk__llama_build_step(const amk_llama_config *cfg, const amk_
     if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no output");
     if (o) bo = *o; else amk_llama_build_opts_default(&bo);
     r = amk__lb_build(cfg, &bo, out, d);
-    if (r == AMK_OK && (bo.qkv_fold != 1 || gpu) && !amk__lb_forms_ok(out->program)) {
+    if (r == AMK_OK && (bo.qkv_fold != 1 || forms >= 0) && !amk__lb_forms_ok(out->program, forms >= 0 ? forms : AMK_PLAN_FORMS_LEAN)) {
         /* a folded task the device's lean forms do not take (a window longer than the lean
-           attention's, F32 weights): the step without the fold, whose tasks the general forms take */
+           attention's, F32 weights; the portable image has none): the step without the fold,
+           whose tasks the general forms take */
         amk_llama_step_free(out);
         if (dropped) *dropped = bo.qkv_fold == 1;
         bo.qkv_fold = 0;
@@ -1649,7 +1652,7 @@ AMK__FN amk_result amk__llama_build_step(const amk_llama_config *cfg, const amk_
 
 AMK_API amk_result amk_llama_build_step(const amk_llama_config *cfg, const amk_llama_build_opts *o, int lower,
                                         amk_llama_step *out, amk_diag *d) {
-    return amk__llama_build_step(cfg, o, lower, 0, out, NULL, d);
+    return amk__llama_build_step(cfg, o, lower, -1, out, NULL, d);
 }
 
 /* amk_llama_build and amk_llama_build_lowered: the step's program alone. */

@@ -50,17 +50,25 @@ typedef enum amk_image_kind {
     AMK_IMAGE_GENERAL = 1,       /* no small-model forms */
     AMK_IMAGE_FULL_CHAIN = 2,    /* the full build's chained-steps kernel (amk_vm_chain; amk_cuda_set_chain) */
     AMK_IMAGE_GENERAL_CHAIN = 3, /* the general build's */
-    AMK_IMAGE_PREFILL = 4        /* the general build's chain kernel with the tensor-copy GEMM (amk_gemm_tma),
+    AMK_IMAGE_PREFILL = 4,       /* the general build's chain kernel with the tensor-copy GEMM (amk_gemm_tma),
                                     for a program whose GEMV/GEMM tiles take it: launched a step at a time */
+    AMK_IMAGE_PORTABLE = 5       /* sm_80 and newer (AMK_PORTABLE): the general build's chain kernel with the
+                                    prefill build's ops but no wgmma and no tensor maps, a fatbin of cubins for
+                                    sm_80, 86, 89 and 120 and compute_80 PTX; every program, on any GPU */
 } amk_image_kind;
-/* The kind's name: "full", "general", "full chain", "general chain", "prefill" ("?" otherwise). */
+/* The kind's name: "full", "general", "full chain", "general chain", "prefill", "portable" ("?"
+   otherwise). */
 #define AMK_IMAGE_KIND_NAME(kind)                                                                          \
     ((kind) == AMK_IMAGE_FULL ? "full" : (kind) == AMK_IMAGE_GENERAL ? "general" : (kind) == AMK_IMAGE_FULL_CHAIN \
-     ? "full chain" : (kind) == AMK_IMAGE_GENERAL_CHAIN ? "general chain" : (kind) == AMK_IMAGE_PREFILL ? "prefill" : "?")
+     ? "full chain" : (kind) == AMK_IMAGE_GENERAL_CHAIN ? "general chain" : (kind) == AMK_IMAGE_PREFILL ? "prefill" \
+     : (kind) == AMK_IMAGE_PORTABLE ? "portable" : "?")
 /* 1 for the kinds with the small-model forms (the planner's lean images). */
 #define AMK_IMAGE_LEAN(kind) ((kind) == AMK_IMAGE_FULL || (kind) == AMK_IMAGE_FULL_CHAIN)
+/* 1 for the kinds that hold the prefill chunk's ops (amk_plan_prefill_only) and run the chain kernel
+   for single steps too */
+#define AMK_IMAGE_HAS_PREFILL(kind) ((kind) == AMK_IMAGE_PREFILL || (kind) == AMK_IMAGE_PORTABLE)
 /* the specialised forms an image kind has (amk_plan_form's forms) */
-#define AMK_IMAGE_FORMS(kind) (AMK_IMAGE_LEAN(kind) ? AMK_PLAN_FORMS_LEAN : (kind) == AMK_IMAGE_PREFILL ? AMK_PLAN_FORMS_PREFILL : 0)
+#define AMK_IMAGE_FORMS(kind) (AMK_IMAGE_LEAN(kind) ? AMK_PLAN_FORMS_LEAN : AMK_IMAGE_HAS_PREFILL(kind) ? AMK_PLAN_FORMS_PREFILL : 0)
 /* 1 if blob (size bytes) starts with the image set's magic, else 0. */
 AMK_API int amk_image_set_is(const void *blob, size_t size);
 /* Finds the image of kind in the set blob: *image and *image_size point into blob. Errors:
@@ -84,6 +92,10 @@ AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_k
    (amk_cuda_wants_prefill: a prefill chunk's matrices and attention, its q, k and v in tiles of
    rows, which the other builds refuse). The environment variable
    AMK_CUDA_IMAGE=full, =general or =prefill forces one (amk_cuda_info.image_kind says which).
+   On a GPU other than sm_90 (Ampere, Ada, Blackwell) it loads the set's portable build for every
+   program (AMK_CUDA_IMAGE=portable forces it on an H100/H200 too); without one, UNSUPPORTED says
+   so. AMK_CUDA_SMEM_CAP=bytes caps the dynamic shared memory a block (a 99 KB GPU on an H200:
+   101376); the planner then sizes every task's form to what is left.
    Errors: NO_DRIVER, CUDA (d->cuda_error has the name), UNSUPPORTED (a shape the VM cannot run
    on this device, e.g. head_dim > 256), REJECTED, INVALID_ARG, OUT_OF_MEMORY. */
 AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size_t image_size,
@@ -215,6 +227,16 @@ AMK_API amk_result amk_cuda_fill_value(amk_cuda *c, int buffer_id, float value, 
    (INVALID_ARG if none ran since the chain was set). */
 AMK_API amk_result amk_cuda_time_runs(amk_cuda *c, int warmup, int n, double *median_us,
                                       double *times_us, amk_diag *d);
+
+/* Device 0's compute capability and SM count, without a runtime (opens the driver and closes it
+   again). Errors: NO_DRIVER (no driver, or it sees no device), INVALID_ARG (a NULL pointer). */
+AMK_API amk_result amk_cuda_device_query(int *cc_major, int *cc_minor, int *sms, amk_diag *d);
+/* Whether amk_cuda_create would load a set's portable build on this machine's device 0: 1 for a
+   GPU other than sm_90 or AMK_CUDA_IMAGE=portable, 0 for an sm_90 GPU (the sm_90a builds), -1 when
+   it cannot tell (no driver or device; AMK_CUDA_IMAGE names no build). The portable build has none
+   of the small-model forms, so a program for it must not need them (amk_llm builds its step for
+   it). Opens the driver when AMK_CUDA_IMAGE does not decide. */
+AMK_API int amk_cuda_picks_portable(void);
 
 typedef struct amk_cuda_info {
     char device_name[128];
@@ -586,14 +608,14 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
                              "exceeds %lld bytes of shared memory", ti, (long long)hd, AMK__VM_ATTN_MAX_HEAD_DIM, (long long)smem);
         /* only a specialised form takes them (without tensor maps here: amk__cuda_context drops a
            task's maps where their layout does not fit) */
-        if (amk_plan_prefill_only(&x) && image_kind != AMK_IMAGE_PREFILL)
+        if (amk_plan_prefill_only(&x) && !AMK_IMAGE_HAS_PREFILL(image_kind))
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: %s in a tile of rows (M_tile)%s runs in the prefill "
-                             "build only, not the %s build", ti, amk_op_name(t->op),
+                             "and portable builds only, not the %s build", ti, amk_op_name(t->op),
                              t->op == AMK_OP_COPY ? " or of a block format" : "", AMK_IMAGE_KIND_NAME(image_kind));
         if (amk_plan_folded(&x) && amk_plan_form(&x, threads, smem, AMK_IMAGE_FORMS(image_kind)) == AMK_FORM_GENERAL)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: the VM takes %s only in its lean form (%s), which "
                              "does not take this task", ti, amk_op_name(t->op),
-                             !AMK_IMAGE_LEAN(image_kind) ? "not in the general or prefill build" : "shapes, dtypes or shared memory");
+                             !AMK_IMAGE_LEAN(image_kind) ? "not in the general, prefill or portable build" : "shapes, dtypes or shared memory");
     }
     if (d) d->task = saved_task;
     return AMK_OK;
@@ -1046,19 +1068,43 @@ AMK_API int amk_cuda_wants_full(const amk_program *p) {
     return 0;
 }
 
-/* The image amk__cuda_load_image loads from what the caller passed: itself, or from a set the
-   build AMK_CUDA_IMAGE names, else when p takes no small-model form the prefill build (when a
-   tile of p takes its GEMM) or the general build, if the set has it, else the full build. *kind
-   gets the kind loaded. */
-AMK__FN amk_result amk__cuda_pick_image(const amk_program *p, const void **image, size_t *size, int *kind, amk_diag *d) {
+/* 1 when a device of compute capability major.minor runs the portable build rather than the
+   sm_90a ones (every GPU but sm_90), or AMK_CUDA_IMAGE forces it; -1 when AMK_CUDA_IMAGE names no
+   build. */
+AMK__FN int amk__cuda_portable(int major, int minor) {
+    const char *force = getenv("AMK_CUDA_IMAGE");
+    if (force && *force) {
+        if (strcmp(force, "full") != 0 && strcmp(force, "general") != 0 && strcmp(force, "prefill") != 0 &&
+            strcmp(force, "portable") != 0)
+            return -1;
+        return strcmp(force, "portable") == 0;
+    }
+    return !(major == 9 && minor == 0);
+}
+
+/* The image amk__cuda_load_image loads from what the caller passed, for a device of compute
+   capability major.minor: itself, or from a set the portable build (amk__cuda_portable), the build
+   AMK_CUDA_IMAGE names, else when p takes no small-model form the prefill build (when a tile of p
+   takes its GEMM) or the general build, if the set has it, else the full build. *kind gets the
+   kind loaded. */
+AMK__FN amk_result amk__cuda_pick_image(const amk_program *p, int major, int minor, const void **image, size_t *size,
+                                        int *kind, amk_diag *d) {
     const char *force = getenv("AMK_CUDA_IMAGE");
     const void *blob = *image;
     const size_t n = *size;
+    const int portable = amk__cuda_portable(major, minor);
     *kind = AMK_IMAGE_FULL;
+    if (portable < 0)
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "AMK_CUDA_IMAGE is '%s': full, general, prefill or portable", force);
     if (!amk_image_set_is(blob, n)) return AMK_OK;
+    if (portable) {
+        *kind = AMK_IMAGE_PORTABLE;
+        if (amk_image_set_find(blob, n, AMK_IMAGE_PORTABLE, image, size, NULL) != AMK_OK)
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "the device is sm_%d%d and the device image set has no portable "
+                             "build (sm_80 and newer; `make device` builds it), only sm_90a ones", major, minor);
+        return AMK_OK;
+    }
     if (force && *force) {
-        if (strcmp(force, "full") != 0 && strcmp(force, "general") != 0 && strcmp(force, "prefill") != 0)
-            return amk__fail(d, AMK_ERR_INVALID_ARG, "AMK_CUDA_IMAGE is '%s': full, general or prefill", force);
         *kind = strcmp(force, "full") == 0 ? AMK_IMAGE_FULL : strcmp(force, "general") == 0 ? AMK_IMAGE_GENERAL : AMK_IMAGE_PREFILL;
     } else if (!amk_cuda_wants_full(p)) {
         if (amk_cuda_wants_prefill(p) && amk_image_set_find(blob, n, AMK_IMAGE_PREFILL, image, size, NULL) == AMK_OK) {
@@ -1110,7 +1156,7 @@ AMK__FN amk_result amk__cuda_load_image(amk_cuda *c, const void *image, size_t s
     if (r != AMK_OK) return r;
     /* why amk_vm_chain for the prefill build: it is built as a chain kernel (gpu.mk), which runs
        one step when its chain argument says none */
-    if (c->info.image_kind == AMK_IMAGE_PREFILL)
+    if (AMK_IMAGE_HAS_PREFILL(c->info.image_kind))
         AMK__CU_TRY(c, d, ModuleGetFunction(&c->fn, c->mod, "amk_vm_chain"), "cuModuleGetFunction(amk_vm_chain)");
     else
         AMK__CU_TRY(c, d, ModuleGetFunction(&c->fn, c->mod, "amk_vm_main"), "cuModuleGetFunction(amk_vm_main)");
@@ -1123,11 +1169,16 @@ AMK__FN amk_result amk__cuda_load_image(amk_cuda *c, const void *image, size_t s
 }
 
 /* The chained-steps build of the kind c loaded (c->mod_chain, c->fn_chain), when image is a set
-   that has one; none is no error (amk_cuda_set_chain then says UNSUPPORTED). */
+   that has one; none is no error (amk_cuda_set_chain then says UNSUPPORTED). The portable build's
+   kernel is a chain kernel itself. */
 AMK__FN amk_result amk__cuda_load_chain(amk_cuda *c, const void *image, size_t size, amk_diag *d) {
     const void *one;
     size_t one_size;
     amk_result r;
+    if (c->info.image_kind == AMK_IMAGE_PORTABLE) {
+        c->fn_chain = c->fn;
+        return AMK_OK;
+    }
     if (!amk_image_set_is(image, size) || c->info.image_kind > AMK_IMAGE_GENERAL ||
         amk_image_set_find(image, size, (amk_image_kind)(c->info.image_kind + AMK_IMAGE_FULL_CHAIN), &one, &one_size, NULL) != AMK_OK)
         return AMK_OK;
@@ -1163,6 +1214,17 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     amk_buffer_t *bt;
     amk_result r;
     AMK__CU_TRY(c, d, DeviceGetAttribute(&optin, AMK__CU_DEV_ATTR_SMEM_PER_BLOCK_OPTIN, c->dev), "cuDeviceGetAttribute");
+    {
+        const char *cap = getenv("AMK_CUDA_SMEM_CAP"); /* a smaller GPU's shared memory a block, emulated */
+        if (cap && *cap) {
+            char *end = NULL;
+            const long v = strtol(cap, &end, 10);
+            if (!end || *end || v < 1024 || v > (1L << 30))
+                return amk__fail(d, AMK_ERR_INVALID_ARG, "AMK_CUDA_SMEM_CAP is '%s': bytes of shared memory a block, "
+                                 "1024 or more (a 99 KB GPU: 101376)", cap);
+            if (v < optin) optin = (int)v;
+        }
+    }
     AMK__CU_TRY(c, d, DeviceGetAttribute(&coop, AMK__CU_DEV_ATTR_COOPERATIVE_LAUNCH, c->dev), "cuDeviceGetAttribute");
     AMK__CU_TRY(c, d, FuncGetAttribute(&static_smem, AMK__CU_FUNC_ATTR_SHARED_SIZE_BYTES, c->fn), "cuFuncGetAttribute");
     AMK__CU_TRY(c, d, FuncGetAttribute(&fn_max_threads, AMK__CU_FUNC_ATTR_MAX_THREADS_PER_BLOCK, c->fn), "cuFuncGetAttribute");
@@ -1369,7 +1431,7 @@ AMK__FN amk_result amk__cuda_create_from(const amk_program *p, const void *image
     {
         const void *one = image;
         size_t one_size = image_size;
-        r = amk__cuda_pick_image(p, &one, &one_size, &c->info.image_kind, d);
+        r = amk__cuda_pick_image(p, c->info.cc_major, c->info.cc_minor, &one, &one_size, &c->info.image_kind, d);
         if (r == AMK_OK) r = amk__cuda_load_image(c, one, one_size, d);
         if (r == AMK_OK) r = amk__cuda_load_chain(c, image, image_size, d);
         if (r == AMK_OK) r = amk__cuda_setup(c, p, d);
@@ -1423,6 +1485,33 @@ AMK_API amk_result amk_cuda_create_shared(const amk_program *p, const void *imag
 AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size_t image_size,
                                    amk_cuda **out, amk_diag *d) {
     return amk_cuda_create_shared(p, image, image_size, NULL, NULL, out, d);
+}
+
+AMK_API amk_result amk_cuda_device_query(int *cc_major, int *cc_minor, int *sms, amk_diag *d) {
+    amk_cuda *c;
+    amk_result r;
+    int n = 0;
+    if (!cc_major || !cc_minor || !sms) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_device_query: NULL argument");
+    *cc_major = *cc_minor = *sms = 0;
+    c = (amk_cuda *)amk__calloc(1, sizeof *c);
+    if (!c) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    r = amk__cuda_open_driver(c, d);
+    if (r == AMK_OK &&
+        (c->api.Init(0) != AMK__CUDA_SUCCESS || c->api.DeviceGetCount(&n) != AMK__CUDA_SUCCESS || n < 1 ||
+         c->api.DeviceGet(&c->dev, 0) != AMK__CUDA_SUCCESS ||
+         c->api.DeviceGetAttribute(cc_major, AMK__CU_DEV_ATTR_CC_MAJOR, c->dev) != AMK__CUDA_SUCCESS ||
+         c->api.DeviceGetAttribute(cc_minor, AMK__CU_DEV_ATTR_CC_MINOR, c->dev) != AMK__CUDA_SUCCESS ||
+         c->api.DeviceGetAttribute(sms, AMK__CU_DEV_ATTR_MULTIPROCESSOR_COUNT, c->dev) != AMK__CUDA_SUCCESS))
+        r = amk__fail(d, AMK_ERR_NO_DRIVER, "the CUDA driver sees no usable device");
+    amk_cuda_free(c);
+    return r;
+}
+
+AMK_API int amk_cuda_picks_portable(void) {
+    const char *force = getenv("AMK_CUDA_IMAGE");
+    int major, minor, sms;
+    if (force && *force) return amk__cuda_portable(0, 0); /* why (0, 0): the variable decides alone */
+    return amk_cuda_device_query(&major, &minor, &sms, NULL) == AMK_OK ? amk__cuda_portable(major, minor) : -1;
 }
 
 AMK_API void amk_cuda_free(amk_cuda *c) {

@@ -105,9 +105,11 @@ AMK_API const char *amk_llm_backend_name(const amk_llm *m); /* "cpu" or "cuda" *
    loaded ("NVIDIA H200, the full image"); on the reference VM why (asked for; no device image in
    the program; or, AUTO, the GPU's error: "no usable GPU: no CUDA driver: ..."). */
 AMK_API const char *amk_llm_backend_reason(const amk_llm *m);
-/* What opening m changed of the options it was given, as one line for the user ("" when nothing):
-   build.qkv_fold 1 where the GPU's forms do not take the folded step (a context past the lean
-   attention's window, F32 weights), for a backend that may be the GPU, builds the step unfolded. */
+/* What opening m changed of the options it was given, as one line for the user ("" when nothing),
+   for a backend that may be the GPU: build.num_sms above the device's SM count becomes the
+   device's (the step's blocks must all be resident); build.qkv_fold 1 where the GPU's forms do not
+   take the folded step (a context past the lean attention's window, F32 weights, the portable
+   image) builds the step unfolded. */
 AMK_API const char *amk_llm_note(const amk_llm *m);
 /* Runs one decode step: token at position pos. *logits (logits may be NULL) points at vocab
    floats owned by m, valid until the next step; with logits NULL the GPU backend does not copy
@@ -1109,13 +1111,28 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     {
         amk_llama_step st;
         int dropped = 0;
-        /* why gpu for AUTO too: the GPU runs folded tasks in its lean forms only */
-        r = amk__llama_build_step(&m->cfg, &m->opts.build, 1, m->opts.backend != AMK_BACKEND_CPU, &st, &dropped, d);
+        /* why for AUTO too: the GPU runs folded tasks in its lean forms only, which the portable
+           image (a GPU other than sm_90) lacks */
+        const int portable = m->opts.backend != AMK_BACKEND_CPU && amk_cuda_picks_portable() == 1;
+        int major, minor, sms;
+        /* why: the step runs one block an SM, all co-resident, so a GPU with fewer SMs than the
+           step's (an A100's 108, an RTX 4090's 128 against the default 132) gets a step of its own */
+        if (m->opts.backend != AMK_BACKEND_CPU && amk_cuda_device_query(&major, &minor, &sms, NULL) == AMK_OK && sms > 0 &&
+            sms < m->opts.build.num_sms) {
+            snprintf(m->note, sizeof m->note, "the step on the device's %d SMs, not %d", sms, m->opts.build.num_sms);
+            m->opts.build.num_sms = sms;
+        }
+        r = amk__llama_build_step(&m->cfg, &m->opts.build, 1,
+                                  m->opts.backend == AMK_BACKEND_CPU ? -1 : portable ? AMK_IMAGE_FORMS(AMK_IMAGE_PORTABLE)
+                                                                                     : AMK_PLAN_FORMS_LEAN,
+                                  &st, &dropped, d);
         if (r != AMK_OK) return r;
-        if (dropped)
-            snprintf(m->note, sizeof m->note, "qkv_fold 1: the GPU's lean forms do not take this folded step "
-                     "(context %d, %s weights); built unfolded", m->opts.build.max_seq,
-                     amk_dtype_name(m->opts.build.weight_dtype));
+        if (dropped) {
+            const size_t at = strlen(m->note);
+            snprintf(m->note + at, sizeof m->note - at, "%sqkv_fold 1: the GPU's %s do not take this folded step "
+                     "(context %d, %s weights); built unfolded", at ? "; " : "", portable ? "portable image's forms" : "lean forms",
+                     m->opts.build.max_seq, amk_dtype_name(m->opts.build.weight_dtype));
+        }
         m->prog = st.program;
         m->weights = st.weights;
         m->n_weights = st.n_weights;

@@ -28,6 +28,20 @@
 
 /* ==== >>ptx: tiny wrappers, one per PTX instruction ========================================== */
 
+/* AMK_PORTABLE (the portable image, gpu.mk: sm_80 and newer): the wrappers below that need sm_90
+   have an sm_80 body there. A bulk copy becomes the issuing thread's 16-byte cp.async copies, and
+   its mbarrier phase completes when they have landed (amk_ptx_bulk_commit after a phase's last
+   copy: cp.async.mbarrier.arrive.noinc, one arrival); arming a phase for bytes is then nothing,
+   the async-proxy fences are nothing (cp.async writes through the generic proxy), an L2 bulk
+   prefetch is skipped, a vector reduction is four. The forms that need wgmma or tensor maps are
+   not in that build (AMK_GEMM_TMA 0, AMK_ATTN_KV_TMA 0, no amk_gemm_mma). */
+#ifndef AMK_PORTABLE
+#define AMK_PORTABLE 0
+#endif
+#if AMK_PORTABLE && (AMK_LEAN || AMK_RING || AMK_ATTN_LEAN || AMK_GEMM_TMA || AMK_ATTN_KV_TMA)
+#error "AMK_PORTABLE: the lean, ring and tensor-map forms need sm_90 (gpu.mk's DEVICE_PORTABLE turns them off)"
+#endif
+
 /* why: weights are read once per token and never written during a launch, so they take the
    non-coherent path and skip L1 allocation (keeps L1 for activations). ONLY for WEIGHT/CONST/
    IO_INPUT buffers: data another SM writes during the launch must never be read through .nc.
@@ -57,7 +71,9 @@ static __device__ __forceinline__ uint64_t amk_ptx_policy_evict_first(void) {
    waits for its inputs (the megakernel's central win); a hint, never a fault for valid addresses.
    Evict-first with AMK_L2_HINTS. sm_90 (PTX 8.0). addr 16-byte aligned, bytes a multiple of 16. */
 static __device__ __forceinline__ void amk_ptx_prefetch_l2_bulk(const void *addr, uint32_t bytes) {
-#if AMK_L2_HINTS
+#if AMK_PORTABLE
+    (void)addr; (void)bytes;
+#elif AMK_L2_HINTS
     asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;"
                  :: "l"(addr), "r"(bytes), "l"(amk_ptx_policy_evict_first()) : "memory");
 #else
@@ -122,7 +138,11 @@ static __device__ __forceinline__ void amk_ptx_cp_async_16(void *dst, const void
 /* why: RMSNORM_MLP adds four consecutive outputs with one reduction at L2 (a quarter of the
    atomics at the same address). 16-byte aligned. sm_90. */
 static __device__ __forceinline__ void amk_ptx_red_add_v4_f32(float *p, float a, float b, float c, float d) {
+#if AMK_PORTABLE
+    atomicAdd(p, a); atomicAdd(p + 1, b); atomicAdd(p + 2, c); atomicAdd(p + 3, d);
+#else
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+#endif
 }
 
 /* why: waits for all of the calling thread's cp.async copies (a barrier then publishes them to
@@ -162,7 +182,17 @@ static __device__ __forceinline__ void amk_ptx_cp_async_wait_pending(int n) {
 /* why: shared memory written through the generic proxy (st.shared, cp.async) is read by wgmma
    through the async proxy: the writers fence, then the block syncs (REFERENCE.md §5.2). sm_90. */
 static __device__ __forceinline__ void amk_ptx_fence_proxy_async_smem(void) {
+#if !AMK_PORTABLE
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+/* Orders the thread's mbarrier inits before the async proxy's arrivals on them (sm_90; nothing in
+   the portable image, where the block barrier after the inits publishes them). */
+static __device__ __forceinline__ void amk_ptx_fence_mbar_init(void) {
+#if !AMK_PORTABLE
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
 }
 
 /* An mbarrier in shared memory (8-byte aligned) and a bulk copy completing on it (REFERENCE.md
@@ -171,22 +201,41 @@ static __device__ __forceinline__ void amk_ptx_fence_proxy_async_smem(void) {
 static __device__ __forceinline__ void amk_ptx_mbar_init(uint64_t *bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(count)
                  : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    amk_ptx_fence_mbar_init();
 }
 static __device__ __forceinline__ void amk_ptx_mbar_arrive_expect(uint64_t *bar, uint32_t bytes) {
+#if AMK_PORTABLE
+    (void)bar; (void)bytes; /* the phase's arrival is amk_ptx_bulk_commit's */
+#else
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                  :: "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(bytes) : "memory");
+#endif
 }
 /* A copy into a phase already armed for its bytes (amk_ptx_mbar_arrive_expect: one arrival for
    the phase's copies together). */
 static __device__ __forceinline__ void amk_ptx_bulk_copy_armed(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+#if AMK_PORTABLE
+    (void)bar;
+    for (uint32_t i = 0; i < bytes; i += 16) amk_ptx_cp_async_16((char *)dst + i, (const char *)src + i);
+#else
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes),
                     "r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
+#endif
+}
+/* After the last copy of a phase (every phase that copies has one; the issuer's thread): nothing
+   on sm_90, where the armed byte count completes the phase; the phase's one arrival, once the
+   thread's copies have landed, in the portable image. */
+static __device__ __forceinline__ void amk_ptx_bulk_commit(uint64_t *bar) {
+#if AMK_PORTABLE
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
+#else
+    (void)bar;
+#endif
 }
 /* The same for weights: evict-first in L2 with AMK_L2_HINTS. */
 static __device__ __forceinline__ void amk_ptx_bulk_copy_weights(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-#if AMK_L2_HINTS
+#if AMK_L2_HINTS && !AMK_PORTABLE
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes),
                     "r"((uint32_t)__cvta_generic_to_shared(bar)), "l"(amk_ptx_policy_evict_first()) : "memory");
@@ -197,24 +246,37 @@ static __device__ __forceinline__ void amk_ptx_bulk_copy_weights(void *dst, cons
 /* A box of a 2-D tensor map (cuTensorMapEncodeTiled; map: its generic address in global memory)
    at element coordinates (x, y) into dst, completing on bar (armed by the caller). */
 static __device__ __forceinline__ void amk_ptx_tensor_copy_2d(void *dst, uint64_t map, int32_t x, int32_t y, uint64_t *bar) {
+#if AMK_PORTABLE
+    (void)dst; (void)map; (void)x; (void)y; (void)bar;
+    __trap(); /* no tensor maps there: the forms that copy by them are not built (AMK_ATTN_KV_TMA 0) */
+#else
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(map), "r"(x), "r"(y),
                     "r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
+#endif
 }
 /* why: global memory another SM wrote through the generic proxy (acquired through a counter or a
    chain join) is read next by this thread's bulk copies, through the async proxy */
 static __device__ __forceinline__ void amk_ptx_fence_proxy_async_global(void) {
+#if !AMK_PORTABLE
     asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
 }
 static __device__ __forceinline__ void amk_ptx_bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
     amk_ptx_mbar_arrive_expect(bar, bytes);
     amk_ptx_bulk_copy_armed(dst, src, bytes, bar);
+    amk_ptx_bulk_commit(bar);
 }
 static __device__ __forceinline__ void amk_ptx_mbar_wait(uint64_t *bar, uint32_t parity) {
     uint32_t done;
     do {
+#if AMK_PORTABLE /* why test_wait: try_wait is sm_90 */
+        asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(parity) : "memory");
+#else
         asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
                      : "=r"(done) : "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(parity) : "memory");
+#endif
     } while (!done);
 }
 
@@ -1160,7 +1222,7 @@ static __device__ __forceinline__ int64_t amk_copy_blk_ring(const amk_op_ctx *c,
     char *ring = (char *)smem + 128;
     if (tid == 0) {
         for (int k = 0; k < S; k++) amk_ptx_mbar_init(bar + k, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        amk_ptx_fence_mbar_init();
     }
     amk_ptx_fence_proxy_async_smem(); /* why: the ring was last written through the generic proxy */
     __syncthreads();
@@ -1169,6 +1231,7 @@ static __device__ __forceinline__ int64_t amk_copy_blk_ring(const amk_op_ctx *c,
             const uint32_t bytes = (uint32_t)((nr - j * pb < pb ? nr - j * pb : pb) * B);
             amk_ptx_mbar_arrive_expect(bar + j, bytes);
             amk_ptx_bulk_copy_weights(ring + j * AMK_COPY_SLOT, src + j * pb * B, bytes, bar + j);
+            amk_ptx_bulk_commit(bar + j);
         }
     uint32_t s = 0, ph = 0;
     for (int64_t j = 0; j < nch; j++) {
@@ -1189,6 +1252,7 @@ static __device__ __forceinline__ int64_t amk_copy_blk_ring(const amk_op_ctx *c,
             const uint32_t bytes = (uint32_t)((nr - b0 < pb ? nr - b0 : pb) * B);
             amk_ptx_mbar_arrive_expect(bar + s, bytes);
             amk_ptx_bulk_copy_weights(ring + s * AMK_COPY_SLOT, src + b0 * B, bytes, bar + s);
+            amk_ptx_bulk_commit(bar + s);
         }
         if (++s == (uint32_t)S) {
             s = 0;
@@ -1899,7 +1963,7 @@ static __device__ __forceinline__ void amk_gemm_tma(amk_op_ctx *c, float *smem, 
     if (tid == 0) {
         for (int s = 0; s < 2 * S; s++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bars + 8 * s), "r"(s < S ? 1 : 4) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        amk_ptx_fence_mbar_init();
     }
     /* why: the ring's memory was last written by other ops through the generic proxy, and the
        tensor copies write it through the async proxy */
@@ -2133,7 +2197,7 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
    not take run the rows path. why no amk_gemm_mma there: a wgmma in a function the VM calls makes
    ptxas serialise every wgmma of the kernel (C7510, "pipeline crossing function boundary"), the
    tensor-copy GEMM's too: a wait for each MMA (bench/NOTES.md session "rows") */
-#if AMK_GEMM_TMA && AMK_VM_PREFILL /* the prefill image's (gpu.mk) */
+#if (AMK_GEMM_TMA && AMK_VM_PREFILL) || AMK_PORTABLE /* the prefill image's (gpu.mk); the portable one has no wgmma */
 #define AMK_GEMM_TRY_MMA(c, smem, m_begin, m_end) 0
 #else
 #define AMK_GEMM_TRY_MMA(c, smem, m_begin, m_end) \
@@ -3179,7 +3243,10 @@ static __device__ __forceinline__ uint32_t amk_stage_arm(const amk_op_ctx *c, ui
    bench/RESULTS.md run 151) */
 static __device__ __forceinline__ uint32_t amk_rows_stage(const amk_op_ctx *c, char *ws, int64_t n0, int64_t wsb) {
     const uint32_t par = amk_stage_arm(c, (uint32_t)wsb);
-    if (amk_tid() == AMK_AUX_TID) amk_ptx_bulk_copy_weights(ws, amk_rows_src(c, n0), (uint32_t)wsb, c->mbar);
+    if (amk_tid() == AMK_AUX_TID) {
+        amk_ptx_bulk_copy_weights(ws, amk_rows_src(c, n0), (uint32_t)wsb, c->mbar);
+        amk_ptx_bulk_commit(c->mbar);
+    }
     return par;
 }
 
@@ -3403,6 +3470,7 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
             amk_ptx_bulk_copy_weights(ws, amk_rows_src(c, P->m_off), (uint32_t)want, c->mbar);
             amk_ptx_tensor_copy_2d(ks, c->maps, P->n_off * hd, P->kv_start, c->mbar);
             amk_ptx_tensor_copy_2d(vs, c->maps + 128u, P->n_off * hd, P->kv_start, c->mbar);
+            amk_ptx_bulk_commit(c->mbar);
         }
     } else
         wpar = amk_rows_stage(c, ws, P->m_off, want); /* W_oT's rows, before the wait */
@@ -3812,6 +3880,7 @@ static __device__ __forceinline__ int amk_norm_gemv_lean(amk_op_ctx *c, float *s
             if (L.nb > 0)
                 amk_ptx_bulk_copy_weights((char *)smem + L.fso + L.nt * fb, wc + (L.N + L.b0) * fb, (uint32_t)L.nb * fb, c->mbar);
         }
+        amk_ptx_bulk_commit(c->mbar);
     }
     if (!amk_op_go(c)) {
         amk_rows_release(c, par);
@@ -3890,6 +3959,7 @@ static __device__ __forceinline__ void amk_ring_issue(const amk_op_ctx *c, char 
     amk_ptx_mbar_arrive_expect(c->mbar + 1 + s, bytes);
     amk_ptx_bulk_copy_weights(smem + (uint32_t)s * rb, (const char *)c->in[2].ptr + (c->ins.params.n_off + r0) * K * 2, bytes,
                               c->mbar + 1 + s);
+    amk_ptx_bulk_commit(c->mbar + 1 + s);
 }
 static __device__ __forceinline__ int amk_norm_gemv_ring(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;

@@ -7,7 +7,8 @@
 #                  (without the small-model forms), amk_vm_chain.cubin and amk_vm_general_chain.cubin
 #                  (the same with the chained-steps kernel, AMK_VM_CHAIN), amk_vm_prefill.cubin (the
 #                  general chain kernel with the tensor-copy GEMM, AMK_VM_PREFILL), amk_vm.set (the
-#                  five as an image set, amk.h),
+#                  amk_vm_portable.fatbin (sm_80 and newer: PORTABLE_SMS's cubins and compute_80 PTX,
+#                  AMK_PORTABLE), the six as an image set, amk.h),
 #                  amk_vm.ptx, and $(BUILD)/amk_device_image.h (C arrays: amk_device_cubin holds
 #                  the set, amk_device_ptx the PTX of the full build)
 #   make test-gpu  builds and runs the GPU test suite (needs an NVIDIA H100/H200 and its driver)
@@ -23,6 +24,8 @@ NVCC_FLAGS ?= -O3 -fmad=false -Xptxas -v,--warn-on-spills -Werror all-warnings
 # rules it shares with the host)
 DEVICE_SRC := amk_vm.cuh amk_ops.cuh amk_ir.h amk_tune.h amk_plan.h
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
+# the fatbin tool beside nvcc (the portable image)
+FATBINARY ?= $(if $(HAVE_NVCC),$(dir $(HAVE_NVCC))fatbinary,fatbinary)
 
 .PHONY: device test-gpu test-gpu-sweep device-report
 
@@ -63,12 +66,34 @@ $(BUILD)/device/amk_vm_prefill.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 	  -o $@ amk_vm.cuh 2> $(BUILD)/device/ptxas_prefill.log || { cat $(BUILD)/device/ptxas_prefill.log; rm -f $@; exit 1; }
 	@grep -A3 "entry function 'amk_vm_chain'" $(BUILD)/device/ptxas_prefill.log | tail -n 2
 
+# The portable image (AMK_PORTABLE, issue 42): the general build's chain kernel with the prefill
+# build's ops, in sm_80's instructions only (cp.async for the bulk copies, no wgmma, no tensor
+# maps), as a fatbin of a cubin for each of PORTABLE_SMS and compute_80 PTX (the driver picks the
+# cubin of the device's architecture, or JIT-compiles the PTX for a newer one). The runtime loads it
+# on a GPU that is not sm_90 (or when AMK_CUDA_IMAGE=portable), and launches amk_vm_chain for single
+# steps too. Let spill, as the prefill build (its report in ptxas_portable_smNN.log): ptxas puts
+# ~100 bytes of the chain kernel in local memory at sm_80
+PORTABLE_SMS ?= 80 86 89 120
+DEVICE_PORTABLE := $(DEVICE_GENERAL) -DAMK_PORTABLE=1 -DAMK_GEMM_TMA=0 -DAMK_ATTN_KV_TMA=0 -DAMK_VM_CHAIN=1 -DAMK_VM_PREFILL=1
+PORTABLE_CUBINS := $(foreach a,$(PORTABLE_SMS),$(BUILD)/device/amk_vm_portable_sm$(a).cubin)
+$(BUILD)/device/amk_vm_portable_sm%.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
+	$(NVCC) -x cu -cubin -gencode arch=compute_$*,code=sm_$* $(NVCC_FLAGS_PREFILL) $(DEVICE_PORTABLE) \
+	  -o $@ amk_vm.cuh 2> $(BUILD)/device/ptxas_portable_sm$*.log || { cat $(BUILD)/device/ptxas_portable_sm$*.log; rm -f $@; exit 1; }
+	@grep -A3 "entry function 'amk_vm_chain'" $(BUILD)/device/ptxas_portable_sm$*.log | tail -n 2
+$(BUILD)/device/amk_vm_portable.ptx: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
+	$(NVCC) -x cu -ptx -arch=compute_80 -O3 -fmad=false $(DEVICE_PORTABLE) -o $@ amk_vm.cuh
+$(BUILD)/device/amk_vm_portable.fatbin: $(PORTABLE_CUBINS) $(BUILD)/device/amk_vm_portable.ptx
+	$(FATBINARY) --64 --create=$@ $(foreach a,$(PORTABLE_SMS),--image3=kind=elf,sm=$(a),file=$(BUILD)/device/amk_vm_portable_sm$(a).cubin) \
+	  --image3=kind=ptx,sm=80,file=$(BUILD)/device/amk_vm_portable.ptx
+
 # CHAIN_IMAGES=0 (make): the set without the two chain builds (amk_cuda_info.can_chain is then 0 and
 # chained generation runs a step a launch). why: scripts/gpu_ab.sh times single steps of several
 # trees, and the chain builds were half of each tree's ptxas time
 CHAIN_IMAGES ?= 1
-DEVICE_CUBINS := $(BUILD)/device/amk_vm.cubin $(BUILD)/device/amk_vm_general.cubin $(BUILD)/device/amk_vm_prefill.cubin
-DEVICE_SET_ARGS := 0 $(BUILD)/device/amk_vm.cubin 1 $(BUILD)/device/amk_vm_general.cubin 4 $(BUILD)/device/amk_vm_prefill.cubin
+DEVICE_CUBINS := $(BUILD)/device/amk_vm.cubin $(BUILD)/device/amk_vm_general.cubin $(BUILD)/device/amk_vm_prefill.cubin \
+                 $(BUILD)/device/amk_vm_portable.fatbin
+DEVICE_SET_ARGS := 0 $(BUILD)/device/amk_vm.cubin 1 $(BUILD)/device/amk_vm_general.cubin 4 $(BUILD)/device/amk_vm_prefill.cubin \
+                   5 $(BUILD)/device/amk_vm_portable.fatbin
 ifneq ($(CHAIN_IMAGES),0)
 DEVICE_CUBINS += $(BUILD)/device/amk_vm_chain.cubin $(BUILD)/device/amk_vm_general_chain.cubin
 DEVICE_SET_ARGS += 2 $(BUILD)/device/amk_vm_chain.cubin 3 $(BUILD)/device/amk_vm_general_chain.cubin

@@ -68,6 +68,19 @@ static void test_no_driver(void) {
     CHECK_EQ_INT(d.result, AMK_ERR_NO_DRIVER);
     CHECK_MSG(strstr(d.message, "no CUDA driver") != NULL, "message: %s", d.message);
     CHECK_MSG(strstr(d.message, "/nonexistent/libcuda.so.1") != NULL, "message: %s", d.message);
+    { /* the device query, and the image pick that rests on it, without a driver */
+        int major = 1, minor = 1, sms = 1;
+        const char *old = getenv("AMK_CUDA_IMAGE");
+        char *saved = old ? strdup(old) : NULL;
+        amk_diag_clear(&d);
+        CHECK_EQ_INT(amk_cuda_device_query(&major, &minor, &sms, &d), AMK_ERR_NO_DRIVER);
+        CHECK(major == 0 && minor == 0 && sms == 0 && strstr(d.message, "no CUDA driver") != NULL);
+        CHECK_EQ_INT(amk_cuda_device_query(NULL, &minor, &sms, &d), AMK_ERR_INVALID_ARG);
+        unsetenv("AMK_CUDA_IMAGE");
+        CHECK_EQ_INT(amk_cuda_picks_portable(), -1);
+        if (saved) setenv("AMK_CUDA_IMAGE", saved, 1);
+        free(saved);
+    }
     amk_program_free(p);
 }
 
@@ -674,9 +687,12 @@ static void test_folded_refused(void) {
     CHECK_EQ_INT(amk__cuda_check_task(p, mlp, 132, 512, smem, AMK_IMAGE_FULL, &d), AMK_OK);
     CHECK_EQ_INT(amk__cuda_check_task(p, att, 132, 512, smem, AMK_IMAGE_FULL, &d), AMK_OK);
     CHECK_EQ_INT(amk__cuda_check_task(p, mlp, 132, 512, smem, AMK_IMAGE_GENERAL, &d), AMK_ERR_UNSUPPORTED);
-    CHECK(strstr(d.message, "FOLD") && strstr(d.message, "general or prefill build"));
+    CHECK(strstr(d.message, "FOLD") && strstr(d.message, "general, prefill or portable build"));
     CHECK_EQ_INT(amk__cuda_check_task(p, att, 132, 512, smem, AMK_IMAGE_GENERAL, &d), AMK_ERR_UNSUPPORTED);
-    CHECK(strstr(d.message, "PRENORM") && strstr(d.message, "general or prefill build"));
+    CHECK(strstr(d.message, "PRENORM") && strstr(d.message, "general, prefill or portable build"));
+    CHECK_EQ_INT(amk__cuda_check_task(p, mlp, 132, 512, smem, AMK_IMAGE_PORTABLE, &d), AMK_ERR_UNSUPPORTED);
+    CHECK(strstr(d.message, "FOLD") && strstr(d.message, "portable build"));
+    CHECK_EQ_INT(amk__cuda_check_task(p, att, 132, 512, smem, AMK_IMAGE_PORTABLE, &d), AMK_ERR_UNSUPPORTED);
     CHECK_EQ_INT(amk__cuda_check_task(p, mlp, 132, 256, smem, AMK_IMAGE_FULL, &d), AMK_ERR_UNSUPPORTED);
     CHECK(strstr(d.message, "FOLD") != NULL);
     {
@@ -687,6 +703,96 @@ static void test_folded_refused(void) {
                      AMK_ERR_UNSUPPORTED);
     }
     CHECK(strstr(d.message, "PRENORM") != NULL);
+    amk_program_free(p);
+}
+
+/* The step amk_llm builds for a GPU whose image lacks the lean forms (the portable build: a GPU
+   other than sm_90): the builder's folded step (SmolLM2 BF16 folds by default) is built unfolded,
+   so every task passes the portable build's check; for the full build's forms it stays folded;
+   an explicit qkv_fold 1 is dropped only for the portable forms (and said so). */
+static void test_portable_step(void) {
+    amk_llama_config cfg;
+    amk_llama_build_opts o;
+    amk_llama_step st;
+    int forms, fold, i, dropped;
+    amk_diag d;
+    CHECK(amk_llama_config_preset("smollm2-135m", &cfg) == AMK_OK);
+    for (fold = -1; fold <= 1; fold += 2)
+        for (forms = 0; forms < 2; forms++) {
+            const int f = forms ? AMK_IMAGE_FORMS(AMK_IMAGE_PORTABLE) : AMK_PLAN_FORMS_LEAN;
+            int folded = 0;
+            amk_llama_build_opts_default(&o);
+            o.weight_dtype = AMK_DTYPE_BF16;
+            o.act_dtype = AMK_DTYPE_BF16;
+            o.max_seq = 129;
+            o.qkv_fold = fold;
+            amk_diag_clear(&d);
+            CHECK_EQ_INT(amk__llama_build_step(&cfg, &o, 1, f, &st, &dropped, &d), AMK_OK);
+            if (!st.program) continue;
+            for (i = 0; i < st.program->n_tasks; i++) {
+                amk_vm_ctx_t x;
+                amk_task_context(st.program, i, &x);
+                folded += amk_plan_folded(&x);
+                if (forms)
+                    CHECK_MSG(amk__cuda_check_task(st.program, i, 132, 512, 99 * 1024, AMK_IMAGE_PORTABLE, &d) == AMK_OK,
+                              "task %d: %s", i, d.message);
+            }
+            CHECK_MSG((folded > 0) == !forms, "qkv_fold %d, %s forms: %d folded tasks", fold, forms ? "portable" : "lean", folded);
+            CHECK_EQ_INT(dropped, forms && fold == 1);
+            amk_llama_step_free(&st);
+        }
+}
+
+/* The build a device loads from a set: the portable one on every GPU but sm_90 (Ampere 8.0 / 8.6,
+   Ada 8.9, Blackwell 10.0 / 12.0), or where AMK_CUDA_IMAGE=portable says so on sm_90; a set
+   without it on such a GPU is refused by name (UNSUPPORTED), not loaded to fail in the driver; an
+   AMK_CUDA_IMAGE that names no build is INVALID_ARG. */
+static void test_pick_portable(void) {
+    static const int cc[6][3] = {{8, 0, 1}, {8, 6, 1}, {8, 9, 1}, {9, 0, 0}, {10, 0, 1}, {12, 0, 1}};
+    unsigned char b[512];
+    const uint32_t kinds[3] = {AMK_IMAGE_FULL, AMK_IMAGE_GENERAL, AMK_IMAGE_PORTABLE};
+    uint64_t offs[3] = {96, 112, 128}, sizes[3] = {16, 8, 40};
+    const size_t len = make_set(b, 256, 3, kinds, offs, sizes), len2 = make_set(b + 256, 256, 2, kinds, offs, sizes);
+    amk_program *p = lowered_step("llama3.2-1b", 0);
+    const char *old = getenv("AMK_CUDA_IMAGE");
+    char *saved = old ? strdup(old) : NULL;
+    int i, kind;
+    amk_diag d;
+    if (!p) { free(saved); return; }
+    unsetenv("AMK_CUDA_IMAGE");
+    for (i = 0; i < 6; i++) {
+        const void *img = b;
+        size_t n = len;
+        CHECK_EQ_INT(amk__cuda_portable(cc[i][0], cc[i][1]), cc[i][2]);
+        amk_diag_clear(&d);
+        CHECK_EQ_INT(amk__cuda_pick_image(p, cc[i][0], cc[i][1], &img, &n, &kind, &d), AMK_OK);
+        CHECK_EQ_INT(kind, cc[i][2] ? AMK_IMAGE_PORTABLE : AMK_IMAGE_GENERAL);
+        CHECK(img == b + (cc[i][2] ? 128 : 112) && n == (cc[i][2] ? 40u : 8u));
+        img = b + 256;
+        n = len2;
+        CHECK_EQ_INT(amk__cuda_pick_image(p, cc[i][0], cc[i][1], &img, &n, &kind, &d), cc[i][2] ? AMK_ERR_UNSUPPORTED : AMK_OK);
+        if (cc[i][2]) CHECK(strstr(d.message, "no portable build") != NULL);
+    }
+    {
+        const void *img = b;
+        size_t n = len;
+        setenv("AMK_CUDA_IMAGE", "portable", 1);
+        CHECK_EQ_INT(amk__cuda_portable(9, 0), 1);
+        CHECK_EQ_INT(amk_cuda_picks_portable(), 1);
+        CHECK_EQ_INT(amk__cuda_pick_image(p, 9, 0, &img, &n, &kind, &d), AMK_OK);
+        CHECK_EQ_INT(kind, AMK_IMAGE_PORTABLE);
+        setenv("AMK_CUDA_IMAGE", "general", 1);
+        CHECK_EQ_INT(amk__cuda_portable(8, 6), 0);
+        CHECK_EQ_INT(amk_cuda_picks_portable(), 0);
+        setenv("AMK_CUDA_IMAGE", "sm80", 1);
+        CHECK_EQ_INT(amk__cuda_portable(8, 6), -1);
+        CHECK_EQ_INT(amk_cuda_picks_portable(), -1);
+        CHECK_EQ_INT(amk__cuda_pick_image(p, 8, 6, &img, &n, &kind, &d), AMK_ERR_INVALID_ARG);
+        CHECK(strstr(d.message, "portable") != NULL);
+    }
+    if (saved) setenv("AMK_CUDA_IMAGE", saved, 1);
+    else unsetenv("AMK_CUDA_IMAGE");
+    free(saved);
     amk_program_free(p);
 }
 
@@ -972,9 +1078,9 @@ static void test_device_memory_check(void) {
     amk_program_free(p);
 }
 
-/* The image set `make device` wrote (embed --set): amk_image_set_find finds each of the four
-   builds, each an ELF cubin holding its kernel (amk_vm_main, or amk_vm_chain in the chained-steps
-   builds). Only where nvcc built the set. */
+/* The image set `make device` wrote (embed --set): amk_image_set_find finds each of the builds,
+   each an ELF cubin holding its kernel (amk_vm_main, or amk_vm_chain in the chained-steps, prefill
+   and portable builds), the portable one a fatbin. Only where nvcc built the set. */
 static void test_built_set(void) {
 #ifdef AMK_TEST_DEVICE_SET
     FILE *f = fopen(AMK_TEST_DEVICE_SET, "rb");
@@ -989,14 +1095,17 @@ static void test_built_set(void) {
     CHECK(blob != NULL);
     if (!blob) return;
     CHECK(amk_image_set_is(blob, (size_t)n));
-    for (k = AMK_IMAGE_FULL; k <= AMK_IMAGE_GENERAL_CHAIN; k++) {
+    for (k = AMK_IMAGE_FULL; k <= AMK_IMAGE_PORTABLE; k++) {
         const void *img = NULL;
         size_t sz = 0, i;
         const char *want = k >= AMK_IMAGE_FULL_CHAIN ? "amk_vm_chain" : "amk_vm_main";
         int found = 0;
         CHECK_EQ_INT(amk_image_set_find(blob, (size_t)n, (amk_image_kind)k, &img, &sz, NULL), AMK_OK);
         if (!img) continue;
-        CHECK(sz > 4 && memcmp(img, "\x7f" "ELF", 4) == 0);
+        if (k == AMK_IMAGE_PORTABLE) /* a fatbin (its magic 0xBA55ED50, little-endian) of cubins and PTX */
+            CHECK(sz > 4 && memcmp(img, "\x50\xed\x55\xba", 4) == 0);
+        else
+            CHECK(sz > 4 && memcmp(img, "\x7f" "ELF", 4) == 0);
         for (i = 0; i + strlen(want) <= sz && !found; i++) found = memcmp((const char *)img + i, want, strlen(want)) == 0;
         CHECK_MSG(found, "kind %d: no %s in the image", k, want);
     }
@@ -1008,6 +1117,8 @@ int main(void) {
     RUN(test_built_set);
     RUN(test_kv_hints);
     RUN(test_folded_refused);
+    RUN(test_portable_step);
+    RUN(test_pick_portable);
     RUN(test_kv_pairs);
     RUN(test_gemm_pairs);
     RUN(test_device_memory_check);

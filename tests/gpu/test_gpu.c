@@ -134,12 +134,15 @@ static int is_input_kind(int kind) {
 static int g_images[2] = {-1, -1}, g_n_images = 1, g_img = -1, g_has_prefill = 0;
 /* Per image loaded ([0] full, [1] general): programs loaded beside the reference VM (gcase_begin),
    buffers compared (gcase_compare), those that differed, programs skipped by design. */
-static int g_programs[3], g_buffers[3], g_differ[3], g_skipped[3];
+static int g_programs[4], g_buffers[4], g_differ[4], g_skipped[4];
 
 static const char *image_name(int kind) {
-    return kind == AMK_IMAGE_FULL ? "full" : kind == AMK_IMAGE_GENERAL ? "general" : kind == AMK_IMAGE_PREFILL ? "prefill" : "picked";
+    return kind == AMK_IMAGE_FULL ? "full" : kind == AMK_IMAGE_GENERAL ? "general" : kind == AMK_IMAGE_PREFILL ? "prefill"
+         : kind == AMK_IMAGE_PORTABLE ? "portable" : "picked";
 }
-static int image_index(int kind) { return kind == AMK_IMAGE_GENERAL ? 1 : kind == AMK_IMAGE_PREFILL ? 2 : 0; }
+static int image_index(int kind) {
+    return kind == AMK_IMAGE_GENERAL ? 1 : kind == AMK_IMAGE_PREFILL ? 2 : kind == AMK_IMAGE_PORTABLE ? 3 : 0;
+}
 
 /* amk_cuda_create of p (unchecked: the entry without validate) on the image g_img forces: the
    runtime's switch AMK_CUDA_IMAGE set around the call and its previous value restored, and the
@@ -179,9 +182,9 @@ static amk_result create_on_image(const amk_program *p, int unchecked, amk_cuda 
 /* 1 when a build refuses p by design: the runtime said so (r UNSUPPORTED, its message holding says)
    and a task of p is one that build does not take (takes, a planner test): the general and
    prefill builds a form only the full build's lean forms take (amk_plan_folded: RMSNORM_MLP FOLD,
-   ATTENTION_O PRENORM; "not in the general or prefill build"), the full and general builds a task
+   ATTENTION_O PRENORM; "not in the general, prefill or portable build"), the full and general builds a task
    only the prefill build runs (amk_plan_prefill_only: RMSNORM_GEMV's tiles of rows; "runs in the
-   prefill build only"). */
+   prefill and portable builds only"). */
 static int refused_by_design(const amk_program *p, amk_result r, const char *message, const char *says,
                              int (*takes)(const amk_vm_ctx_t *)) {
     int i;
@@ -194,7 +197,7 @@ static int refused_by_design(const amk_program *p, amk_result r, const char *mes
     return 0;
 }
 static int general_refuses(const amk_program *p, amk_result r, const char *message) {
-    return refused_by_design(p, r, message, "not in the general or prefill build", amk_plan_folded);
+    return refused_by_design(p, r, message, "not in the general, prefill or portable build", amk_plan_folded);
 }
 
 /* One program on both VMs; the GPU's on image (amk_image_kind: the build loaded, else g_img). */
@@ -224,9 +227,10 @@ static int gcase_begin(gcase *g, amk_program *p, const char *tag, float scale) {
     CHECK_MSG(r == AMK_OK, "%s [%s]: refvm_create: %s", tag, image_name(g->image), g->d.message);
     if (r != AMK_OK) return 0;
     r = create_on_image(p, 0, &g->cu, &g->d);
-    if (((g_img == AMK_IMAGE_GENERAL || g_img == AMK_IMAGE_PREFILL) && general_refuses(p, r, g->d.message)) ||
-        (g_img != AMK_IMAGE_PREFILL &&
-         refused_by_design(p, r, g->d.message, "runs in the prefill build only", amk_plan_prefill_only))) {
+    if (((g_img == AMK_IMAGE_GENERAL || g_img == AMK_IMAGE_PREFILL || g_img == AMK_IMAGE_PORTABLE) &&
+         general_refuses(p, r, g->d.message)) ||
+        (!AMK_IMAGE_HAS_PREFILL(g_img) &&
+         refused_by_design(p, r, g->d.message, "runs in the prefill and portable builds only", amk_plan_prefill_only))) {
         g_skipped[image_index(g_img)]++;
         printf("    %s [%s]: skipped by design: %s\n", tag, image_name(g_img), g->d.message);
         return 0;
@@ -1375,10 +1379,10 @@ static void prefill_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype
     amk_program *p = attn_prefill_program(qt, kvt, ot, nh, nkv, hd, max_seq, M, rows_a_task, window, 4, in, &y);
     gcase gc;
     if (gcase_begin(&gc, p, tag, 1.0f)) {
-        /* the tensor-core form (prefill image, BF16 q/K/V) rounds p to bf16 before p . V, as flash
-           attention does: each output within a few bf16 roundings of p of the largest output's
-           magnitude; every other form matches the reference to f32 rounding */
-        const int mma = gc.image == AMK_IMAGE_PREFILL && qt == AMK_DTYPE_BF16 && kvt == AMK_DTYPE_BF16 && hd % 16 == 0 &&
+        /* the tensor-core form (prefill and portable images, BF16 q/K/V) rounds p to bf16 before
+           p . V, as flash attention does: each output within a few bf16 roundings of p of the
+           largest output's magnitude; every other form matches the reference to f32 rounding */
+        const int mma = AMK_IMAGE_HAS_PREFILL(gc.image) && qt == AMK_DTYPE_BF16 && kvt == AMK_DTYPE_BF16 && hd % 16 == 0 &&
                         hd <= AMK_ATTN_PF_MAX_HD;
         gcase_set_i32(&gc, in[3], &pos, 1);
         if (mma) {
@@ -2699,7 +2703,13 @@ static double gemm_tile_us(int64_t M) {
 /* The tensor-core path runs: 64 rows cost a few times one row (W read once), where the rows path
    would cost ~64 times (W streamed once a row; the GEMM results are test_gemm_tile's). */
 static void test_gemm_mma_runs(void) {
-    const double t1 = gemm_tile_us(1), t64 = gemm_tile_us(64);
+    double t1, t64;
+    if (amk_cuda_picks_portable() == 1) { /* why: the portable image has no wgmma; its GEMMs are test_gemm_tile's */
+        printf("  GEMM tile: the portable image has no tensor-core GEMV/GEMM path; not timed\n");
+        return;
+    }
+    t1 = gemm_tile_us(1);
+    t64 = gemm_tile_us(64);
     printf("  GEMM tile 256x2048 bf16 on one SM: M=1 %.1f us, M=64 %.1f us\n", t1, t64);
     CHECK_MSG(t1 > 0 && t64 > 0 && t64 < 16.0 * t1, "M=64 took %.1f us, M=1 %.1f: not the tensor-core path", t64, t1);
 }
@@ -3013,7 +3023,7 @@ static int wanted(const char *name) {
    the line, the filters and every CHECK's message). */
 static void try_test(void (*fn)(void), const char *name, int kind) {
     static char label[96]; /* why static: amk_t_cur keeps pointing at it */
-    const int skipped = g_skipped[0] + g_skipped[1] + g_skipped[2];
+    const int skipped = g_skipped[0] + g_skipped[1] + g_skipped[2] + g_skipped[3];
     double t0;
     if (kind >= 0) snprintf(label, sizeof label, "%s [%s]", name, image_name(kind));
     else snprintf(label, sizeof label, "%s", name);
@@ -3023,7 +3033,8 @@ static void try_test(void (*fn)(void), const char *name, int kind) {
     RUN_AS(fn, label);
     g_img = -1;
     printf("  %-36s %s %7.0f ms", label, amk_t_cur_failed ? "FAIL" : "ok  ", now_ms() - t0);
-    if (g_skipped[0] + g_skipped[1] + g_skipped[2] > skipped) printf("  (%d skipped by design)", g_skipped[0] + g_skipped[1] + g_skipped[2] - skipped);
+    if (g_skipped[0] + g_skipped[1] + g_skipped[2] + g_skipped[3] > skipped)
+        printf("  (%d skipped by design)", g_skipped[0] + g_skipped[1] + g_skipped[2] + g_skipped[3] - skipped);
     printf("\n");
     fflush(stdout);
 }
@@ -3066,6 +3077,9 @@ int main(int argc, char **argv) {
         size_t one_size;
         int k;
         g_n_images = 0;
+        if (force && strcmp(force, "portable") == 0 && amk_image_set_is(g_image, g_image_size) &&
+            amk_image_set_find(g_image, g_image_size, AMK_IMAGE_PORTABLE, &one, &one_size, NULL) == AMK_OK)
+            g_images[g_n_images++] = AMK_IMAGE_PORTABLE;
         for (k = AMK_IMAGE_FULL; k <= AMK_IMAGE_GENERAL && amk_image_set_is(g_image, g_image_size); k++)
             if ((!force || !*force || strcmp(force, image_name(k)) == 0) &&
                 amk_image_set_find(g_image, g_image_size, (amk_image_kind)k, &one, &one_size, NULL) == AMK_OK)
@@ -3177,8 +3191,8 @@ int main(int argc, char **argv) {
         bench_service();
     }
     amk_cuda_free(g_keep);
-    for (i = AMK_IMAGE_FULL; i <= AMK_IMAGE_PREFILL; i++)
-        if (i <= AMK_IMAGE_GENERAL || i == AMK_IMAGE_PREFILL)
+    for (i = AMK_IMAGE_FULL; i <= AMK_IMAGE_PORTABLE; i++)
+        if (i <= AMK_IMAGE_GENERAL || AMK_IMAGE_HAS_PREFILL(i))
             printf("  images: %-7s %4d programs loaded, %4d buffers compared with the reference VM (%d differ), %d skipped by design\n",
                image_name(i), g_programs[image_index(i)], g_buffers[image_index(i)], g_differ[image_index(i)],
                g_skipped[image_index(i)]);

@@ -633,12 +633,15 @@ static double sw_dtype_tol(int dt) {
     return dt == AMK_DTYPE_BF16 ? 6.4e-2 : dt == AMK_DTYPE_F16 ? 8e-3 : 5e-4;
 }
 /* Configuration c's tolerance: its activation dtype's; for a folded reference against an unfolded
-   GPU step (SW_EXPECT_GPU_UNFOLDS) its weight dtype's too, the larger: the fold's derived weight
-   W_cat is rounded to the weight dtype, so the two steps differ by a rounding of it. */
-static double sw_tol(const sw_config *c) {
+   GPU step (unfolded: SW_EXPECT_GPU_UNFOLDS, and on the portable image every step the reference
+   folds, since that image has no lean forms) its weight dtype's too, the larger: the fold's derived
+   weight W_cat is rounded to the weight dtype, so the two steps differ by a rounding of it. */
+static double sw_tol(const sw_config *c, int unfolded) {
     const double a = sw_dtype_tol(c->adt), w = sw_dtype_tol(c->wdt);
-    return c->expect == SW_EXPECT_GPU_UNFOLDS && w > a ? w : a;
+    return (c->expect == SW_EXPECT_GPU_UNFOLDS || unfolded) && w > a ? w : a;
 }
+/* 1 when the reference's step is folded and the GPU's is not. */
+static int sw_unfolded(const sw_result *ref, const sw_result *gpu) { return ref->folded && !gpu->folded; }
 
 static int sw_host_argmax(const float *l, int n) {
     int i, best = 0;
@@ -649,13 +652,13 @@ static int sw_host_argmax(const float *l, int n) {
 
 /* Step i's logits (V of them) of the GPU against the reference's; *worst gets the largest error as
    a fraction of the tolerance; *near counts an allowed greedy-token difference. */
-static void sw_compare_step(const sw_config *c, const float *ref, const float *gpu, int V, int ref_tok, int gpu_tok,
-                           int pos, double *worst, int *near) {
+static void sw_compare_step(const sw_config *c, int unfolded, const float *ref, const float *gpu, int V, int ref_tok,
+                            int gpu_tok, int pos, double *worst, int *near) {
     double scale = 0.0, err = 0.0, tol;
     int i, bad = 0, worst_i = 0, host_tok;
     for (i = 0; i < V; i++)
         if (isfinite(ref[i]) && fabs(ref[i]) > scale) scale = fabs(ref[i]);
-    tol = sw_tol(c) * (scale > 0.0 ? scale : 1.0);
+    tol = sw_tol(c, unfolded) * (scale > 0.0 ? scale : 1.0);
     for (i = 0; i < V; i++) {
         const double e = fabs((double)gpu[i] - (double)ref[i]);
         if (isfinite(ref[i]) && !isfinite(gpu[i])) bad++;
@@ -690,7 +693,7 @@ static int sw_compare_chain(const sw_config *c, const sw_result *ref, const sw_r
         for (j = 0; j < V; j++)
             if (isfinite(l[j]) && fabs(l[j]) > scale) scale = fabs(l[j]);
         gap = g >= 0 && g < V ? (double)l[r] - (double)l[g] : INFINITY;
-        CHECK_MSG(gap <= 2.0 * sw_tol(c) * scale, "%s: chained greedy step %d (position %d): token %d, the "
+        CHECK_MSG(gap <= 2.0 * sw_tol(c, sw_unfolded(ref, gpu)) * scale, "%s: chained greedy step %d (position %d): token %d, the "
                   "reference's %d (its logits %.6g apart)", c->name, i, ref->chain_pos + i, g, r, gap);
         return i;
     }
@@ -721,8 +724,8 @@ static void sw_check(int k, const sw_result *ref, const sw_result *gpu, double *
     CHECK_EQ_INT(gpu->n_steps, ref->n_steps);
     for (i = 0; i < ref->n_steps && i < gpu->n_steps; i++) {
         const int before = amk_t_cur_failed;
-        sw_compare_step(c, ref->logits + (size_t)i * (size_t)ref->vocab, gpu->logits + (size_t)i * (size_t)ref->vocab,
-                        ref->vocab, ref->argmax[i], gpu->argmax[i], ref->pos[i], worst, near);
+        sw_compare_step(c, sw_unfolded(ref, gpu), ref->logits + (size_t)i * (size_t)ref->vocab,
+                        gpu->logits + (size_t)i * (size_t)ref->vocab, ref->vocab, ref->argmax[i], gpu->argmax[i], ref->pos[i], worst, near);
         if (amk_t_cur_failed > before && ++failed >= 3) { /* why: a broken form fails every step alike */
             fprintf(stderr, "  %s: the steps after position %d not compared\n", c->name, ref->pos[i]);
             return;
@@ -736,7 +739,7 @@ static void sw_check(int k, const sw_result *ref, const sw_result *gpu, double *
 /* What the configurations that ran met on the device: a full run must meet every form and split
    count the sweep is there for (test "coverage"). */
 typedef struct sw_cover {
-    int lean, ring, attn_lean, attn_mma, folded, attn_o, spec_ops, general, full, chain, splits[9], stacked;
+    int lean, ring, attn_lean, attn_mma, folded, attn_o, spec_ops, general, full, portable, chain, splits[9], stacked;
 } sw_cover;
 
 static void sw_cover_add(sw_cover *cv, const sw_result *g) {
@@ -750,21 +753,29 @@ static void sw_cover_add(sw_cover *cv, const sw_result *g) {
     cv->spec_ops += g->spec_ops;
     cv->general += g->image_kind == AMK_IMAGE_GENERAL;
     cv->full += AMK_IMAGE_LEAN(g->image_kind);
+    cv->portable += g->image_kind == AMK_IMAGE_PORTABLE;
     cv->chain += g->can_chain && g->n_chain > 1;
     if (g->splits >= 1 && g->splits <= 8) cv->splits[g->splits]++;
     cv->stacked += g->splits > 8;
 }
 
-static void test_coverage(const sw_cover *cv) {
+/* portable: the GPU's side ran on the portable image (AMK_CUDA_IMAGE=portable, or a GPU other than
+   sm_90), which has none of the lean forms and folds no step: every configuration there. */
+static void test_coverage(const sw_cover *cv, int portable) {
     int s;
     printf("  coverage: configurations with lean tiles %d, ring tiles %d, lean ATTENTION_O %d, tensor-core attention %d,\n"
-           "            folded %d, ATTENTION_O %d, spec ops %d, chained %d; image full %d, general %d; KV splits",
+           "            folded %d, ATTENTION_O %d, spec ops %d, chained %d; image full %d, general %d, portable %d; KV splits",
            cv->lean, cv->ring, cv->attn_lean, cv->attn_mma, cv->folded, cv->attn_o, cv->spec_ops, cv->chain, cv->full,
-           cv->general);
+           cv->general, cv->portable);
     for (s = 1; s <= 8; s++) printf(" %d:%d", s, cv->splits[s]);
     printf(", more (stacked partials) %d\n", cv->stacked);
-    CHECK(cv->lean > 0 && cv->ring > 0 && cv->attn_lean > 0 && cv->attn_mma > 0 && cv->folded > 0 && cv->attn_o > 0);
-    CHECK(cv->spec_ops > 0 && cv->chain > 0 && cv->full > 0 && cv->general > 0);
+    if (portable) {
+        CHECK(cv->lean == 0 && cv->ring == 0 && cv->attn_lean == 0 && cv->folded == 0 && cv->full == 0 && cv->general == 0);
+        CHECK(cv->portable > 0 && cv->attn_mma > 0 && cv->attn_o > 0 && cv->spec_ops > 0 && cv->chain > 0);
+    } else {
+        CHECK(cv->lean > 0 && cv->ring > 0 && cv->attn_lean > 0 && cv->attn_mma > 0 && cv->folded > 0 && cv->attn_o > 0);
+        CHECK(cv->spec_ops > 0 && cv->chain > 0 && cv->full > 0 && cv->general > 0);
+    }
     for (s = 1; s <= 8; s++) CHECK_MSG(cv->splits[s] > 0, "no configuration ran with %d KV splits", s);
     CHECK_MSG(cv->stacked > 0, "no configuration ran with more than 8 KV splits");
 }
@@ -855,13 +866,14 @@ static void sw_line(int k, const sw_result *ref, const sw_result *gpu, double wo
         printf(" refused as documented: %.90s", g->msg);
     } else if (g->open_rc == AMK_OK) {
         if (!g_ref_only)
-            printf(" err %.2f tol %.1e tok %d/%d chain %d/%d", worst, sw_tol(&g_cfgs[k]), ref->n_steps - near,
+            printf(" err %.2f tol %.1e tok %d/%d chain %d/%d", worst, sw_tol(&g_cfgs[k], sw_unfolded(ref, gpu)), ref->n_steps - near,
                    ref->n_steps, chain_same, ref->n_chain);
         printf(" | S%d w%d%s%s%s", g->splits, g->window, g->folded ? " fold" : "", g->attn_o ? " ao" : "",
                g->spec_ops ? " spec" : "");
         if (!g_ref_only && !g_self)
             printf(" L%d R%d A%d M%d %s%s", g->n_lean, g->n_ring, g->n_attn_lean, g->n_attn_mma,
-                   g->image_kind == AMK_IMAGE_GENERAL ? "gen" : "full", g->can_chain ? "" : " nochain");
+                   g->image_kind == AMK_IMAGE_GENERAL ? "gen" : g->image_kind == AMK_IMAGE_PORTABLE ? "port" : "full",
+                   g->can_chain ? "" : " nochain");
     }
     printf(" | cpu %.0f+%.0f", ref->open_ms, ref->run_ms);
     if (!g_ref_only) printf(" %s %.0f+%.0f ms", g_self ? "cpu2" : "gpu", gpu->open_ms, gpu->run_ms);
@@ -909,7 +921,7 @@ static void sw_sweep(int ref_threads, int dev_threads) {
     if (g_n_filters == 0 && !g_ref_only && !g_self) { /* RUN_AS's steps: the test takes an argument */
         amk_t_cur = "coverage";
         amk_t_cur_failed = 0;
-        test_coverage(&cv);
+        test_coverage(&cv, amk_cuda_picks_portable() == 1);
         if (amk_t_cur_failed) amk_t_failed++;
         else amk_t_passed++;
         printf("  %-36s %s\n", "coverage", amk_t_cur_failed ? "FAIL" : "ok");
