@@ -17,13 +17,13 @@
      - Reads models: GGUF (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K) and
        safetensors (single or sharded) with config.json; byte-level BPE tokenizers from GGUF or
        tokenizer.json; builds a Llama decode step as a program; generates text (amk_llm_*).
-     - Runs programs on NVIDIA Hopper GPUs through the driver API (libcuda opened at run time:
-       without a driver every other feature still works and amk_cuda_create says
-       AMK_ERR_NO_DRIVER).
+     - Runs programs on NVIDIA GPUs through the driver API (libcuda opened at run time: without a
+       driver every other feature still works and amk_cuda_create says AMK_ERR_NO_DRIVER):
+       sm_90a builds on Hopper (H100, H200), a portable build on sm_80 and newer (A100, RTX 30 /
+       40 / 50, L4, Jetson Orin).
    WHAT IT DOES NOT DO (yet)
-     Prefill in one launch (prompts go through the decode step token by token), batch > 1,
-     SentencePiece tokenizers, architectures other than Llama, a warp-specialised weight
-     loader on the GPU (see bench/RESULTS.md for where the time goes).
+     Batch > 1, architectures other than Llama, Mistral, Qwen2 and Qwen3, a warp-specialised
+     weight loader on the GPU (see bench/RESULTS.md for where the time goes).
 
    LAYERS (one stb-style header each, with its own manual at its top, in the order data flows;
    each includes the one before it and calls only the layers below it; amk.h includes them all)

@@ -1,7 +1,7 @@
 /* amk_cuda.h - AMK's CUDA runtime layer. Part of AMK (amk.h has the library's manual).
 
    WHAT IT DOES
-     Runs a validated, lowered program on an NVIDIA Hopper GPU through the driver API: libcuda
+     Runs a validated, lowered program on an NVIDIA GPU through the driver API: libcuda
      opened at run time (AMK_ERR_NO_DRIVER without one, never a crash), the device image set
      (`make device`: the full and the general build of amk_vm.cuh) loaded with
      cuModuleLoadDataEx, one device arena holding every buffer, counter and table, each
@@ -9,7 +9,8 @@
      launched cooperatively with a watchdog, chained decode steps, timing records and a Chrome
      trace of the per-SM timeline.
    WHAT IT DOES NOT DO
-     Other GPUs than sm_90a (yet); build programs (amk_arch.h) or generate text (amk_llm.h).
+     GPUs older than sm_80; build programs (amk_arch.h) or generate text (amk_llm.h). On GPUs other
+     than sm_90 it runs the portable build (sm_80's instructions), slower than the sm_90a ones.
    CONTENTS
      declarations >>cuda | implementation >>impl_cuda */
 #ifndef AMK_CUDA_H
