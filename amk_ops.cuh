@@ -1919,7 +1919,15 @@ static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, con
         void *out = (void *)v->out[0].ptr;
         const int odt = v->out[0].dtype;
         const float bv = v->ins.n_inputs > 2 ? amk_load((const void *)v->in[2].ptr, v->in[2].dtype, n) : 0.0f;
-        for (int r = r0; r < 64 && mb + r < m_end; r += rstep) amk_store(out, odt, (mb + r) * N_out + n, st[r * AMK_TMA_EPI_LD + ci] + bv);
+        /* why a loop a dtype: amk_store's switch in the loop is one branch a value */
+        if (odt == AMK_DTYPE_BF16) {
+            for (int r = r0; r < 64 && mb + r < m_end; r += rstep)
+                ((__nv_bfloat16 *)out)[(mb + r) * N_out + n] = __float2bfloat16_rn(st[r * AMK_TMA_EPI_LD + ci] + bv);
+        } else if (odt == AMK_DTYPE_F32) {
+            for (int r = r0; r < 64 && mb + r < m_end; r += rstep) ((float *)out)[(mb + r) * N_out + n] = st[r * AMK_TMA_EPI_LD + ci] + bv;
+        } else {
+            for (int r = r0; r < 64 && mb + r < m_end; r += rstep) amk_store(out, odt, (mb + r) * N_out + n, st[r * AMK_TMA_EPI_LD + ci] + bv);
+        }
     } else if (n < n_end) { /* RMSNORM_GEMV: the rows' norms, RoPE on pairs (n, n ^ 1), the cache row pos[m] */
         void *out = (void *)v->out[0].ptr;
         const int odt = v->out[0].dtype;
@@ -1930,11 +1938,12 @@ static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, con
         for (int r = r0; r < 64 && mb + r < m_end; r += rstep) {
             const int64_t m = mb + r, pos = rope || kv_row ? amk_load_int((const void *)v->in[3].ptr, v->in[3].dtype, m) : 0;
             float y = st[r * AMK_TMA_EPI_LD + ci] * rs[64 * (wg & 1) + r];
-            if (rope) {
+            if (rope) { /* why sincosf, not the decode forms' double sincos: the outputs are bf16 (2 ulp of f32 is far
+                           below their rounding), and a value a thread of double sincos took ~80 FP64 operations */
                 const float p = st[r * AMK_TMA_EPI_LD + (ci ^ 1)] * rs[64 * (wg & 1) + r];
-                double sd, cd;
-                sincos((double)((float)pos * inv), &sd, &cd);
-                y = (n & 1) ? y * (float)cd + p * (float)sd : y * (float)cd - p * (float)sd;
+                float sf, cf;
+                sincosf((float)pos * inv, &sf, &cf);
+                y = (n & 1) ? y * cf + p * sf : y * cf - p * sf;
             }
             /* a KV form's tile of rows (M_tile) takes consecutive positions, pos[0] + m (amk_ir.h).
                why pos[0] read here: held across the rows, it spilled */
