@@ -4268,12 +4268,55 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
 /* The binary elementwise ops, out[e] = f(a[e], b[e]); op is a compile-time constant at each call
    so the choice folds away. With M_tile, the rows [m_off, m_off + M_tile) of the output's first
    axis only. */
+/* SILU_MUL's silu(a) * b, else ADD's a + b. */
+static __device__ __forceinline__ float amk_binary_value(int op, float a, float b) {
+    return op == AMK_OP_SILU_MUL ? a / (1.0f + expf(-a)) * b : a + b;
+}
 static __device__ __forceinline__ void amk_op_binary(amk_op_ctx *c, int op) {
     const amk_buffer_t *a = &c->in[0], *b = &c->in[1], *o = &c->out[0];
     const int64_t row = c->ins.params.M_tile > 0 ? o->numel / o->shape[0] : 0;
     const int64_t e0 = row ? c->ins.params.m_off * row : 0;
     const int64_t n = row ? (c->ins.params.m_off + (int64_t)c->ins.params.M_tile) * row : o->numel;
     int64_t i;
+#if AMK_VM_PREFILL
+    /* a prefill chunk's SILU_MUL and residual ADDs (512 rows of bf16): 16-byte vectors, two a thread
+       in flight, the same values as below. why the prefill builds only: the decode images' code
+       stays the one measured (their binary ops are a row or none) */
+    if (a->dtype == o->dtype && b->dtype == o->dtype && (o->dtype == AMK_DTYPE_BF16 || o->dtype == AMK_DTYPE_F32) &&
+        ((a->ptr | b->ptr | o->ptr) & 15u) == 0 && e0 % 8 == 0 && n % 8 == 0 && a->numel >= n && b->numel >= n) {
+        const int bf = o->dtype == AMK_DTYPE_BF16, per = bf ? 8 : 4; /* elements a vector */
+        const uint4 *av = (const uint4 *)a->ptr, *bv = (const uint4 *)b->ptr;
+        uint4 *ov = (uint4 *)o->ptr;
+        const int64_t v1 = n / per, step = AMK_OPS_NT;
+        for (int64_t v = e0 / per + AMK_OPS_TID; v < v1; v += 2 * step) {
+            uint4 ra[2], rb[2];
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                ra[k] = v + k * step < v1 ? av[v + k * step] : make_uint4(0u, 0u, 0u, 0u);
+                rb[k] = v + k * step < v1 ? bv[v + k * step] : make_uint4(0u, 0u, 0u, 0u);
+            }
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                if (v + k * step >= v1) break;
+                float fa[8], fb[8], r[8];
+                if (bf) {
+                    amk_unpack_bf16x8(ra[k], fa);
+                    amk_unpack_bf16x8(rb[k], fb);
+                } else {
+                    amk_unpack_f32x4(ra[k], fa);
+                    amk_unpack_f32x4(rb[k], fb);
+                }
+#pragma unroll
+                for (int j = 0; j < 8; j++) r[j] = j < per ? amk_binary_value(op, fa[j], fb[j]) : 0.0f;
+                ov[v + k * step] = bf ? make_uint4(amk_pack_bf16x2(r[0], r[1]), amk_pack_bf16x2(r[2], r[3]),
+                                                   amk_pack_bf16x2(r[4], r[5]), amk_pack_bf16x2(r[6], r[7]))
+                                      : make_uint4(__float_as_uint(r[0]), __float_as_uint(r[1]), __float_as_uint(r[2]),
+                                                   __float_as_uint(r[3]));
+            }
+        }
+        return;
+    }
+#endif
     for (i = e0 + AMK_OPS_TID; i < n; i += AMK_EW_ILP * AMK_OPS_NT) {
         float av[AMK_EW_ILP], bv[AMK_EW_ILP];
         int k;
@@ -4281,7 +4324,7 @@ static __device__ __forceinline__ void amk_op_binary(amk_op_ctx *c, int op) {
         amk_load_ilp((const void *)b->ptr, b->dtype, i, AMK_OPS_NT, n, bv);
 #pragma unroll
         for (k = 0; k < AMK_EW_ILP; k++) {
-            const float r = op == AMK_OP_SILU_MUL ? av[k] / (1.0f + expf(-av[k])) * bv[k] : av[k] + bv[k];
+            const float r = amk_binary_value(op, av[k], bv[k]);
             if (i + k * AMK_OPS_NT < n) amk_store((void *)o->ptr, o->dtype, i + k * AMK_OPS_NT, r);
         }
     }

@@ -3120,6 +3120,7 @@ int main(int argc, char **argv) {
     TRY_IMAGES(test_attention_tile);
     TRY_IMAGES(test_rope);
     TRY_IMAGES(test_elementwise);
+    TRY_PREFILL(test_elementwise); /* its binary ops' 16-byte path (the prefill builds') */
     TRY_IMAGES(test_dequant);
     TRY_IMAGES(test_softmax);
     TRY_IMAGES(test_kv_append);
