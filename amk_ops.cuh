@@ -377,6 +377,13 @@ static __device__ __forceinline__ void amk_ptx_mma_bf16_16816(float *d, const ui
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+/* The same with f16 operands. */
+static __device__ __forceinline__ void amk_ptx_mma_f16_16816(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
 /* why: ops size their shared-memory staging by what the launch actually gave. sm_20+ (PTX 4.1). */
 static __device__ __forceinline__ uint32_t amk_ptx_dynamic_smem_size(void) {
@@ -2206,7 +2213,104 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
    not take run the rows path. why no amk_gemm_mma there: a wgmma in a function the VM calls makes
    ptxas serialise every wgmma of the kernel (C7510, "pipeline crossing function boundary"), the
    tensor-copy GEMM's too: a wait for each MMA (bench/NOTES.md session "rows") */
-#if (AMK_GEMM_TMA && AMK_VM_PREFILL) || AMK_PORTABLE /* the prefill image's (gpu.mk); the portable one has no wgmma */
+#if AMK_PORTABLE
+/* The portable image's tensor-core path for such a tile (no wgmma on sm_80): blocks of
+   AMK_SYNC_BM rows x AMK_SYNC_BN columns, K in chunks of AMK_SYNC_BK through two cp.async stages
+   (rows of AMK_SYNC_LD 16-bit values: 80 bytes, so a ldmatrix's eight rows fall on distinct
+   banks); 16 warps, each 16 rows x 32 columns of the block by ldmatrix and mma.sync m16n8k16.
+   x and W of one 16-bit dtype (bf16 or f16), K a multiple of 8, 512 threads; else 0 (the rows
+   path runs). The same products and f32 sums as amk_gemm_mma's direct path. */
+#define AMK_SYNC_BM 64
+#define AMK_SYNC_BN 128
+#define AMK_SYNC_BK 32
+#define AMK_SYNC_LD 40
+#define AMK_SYNC_STAGE ((AMK_SYNC_BM + AMK_SYNC_BN) * AMK_SYNC_LD * 2)
+/* Chunk k0 of the block (rows m0.., columns n0..) into stage st: thread u copies W's 16-byte unit
+   u (row u / 4, k k0 + 8 (u % 4)) and, below 256, x's; units past m_end, n_end or K read nothing. */
+static __device__ __forceinline__ void amk_sync_issue(char *st, const amk_buffer_t *x, const amk_buffer_t *W, int64_t K,
+                                                      int64_t m0, int64_t m_end, int64_t n0, int64_t n_end, int64_t k0,
+                                                      int u) {
+    const int r = u >> 2, kk = 8 * (u & 3);
+    const int in_k = k0 + kk < K;
+    uint16_t *xs = (uint16_t *)st, *ws = xs + AMK_SYNC_BM * AMK_SYNC_LD;
+    const int64_t n = n0 + r;
+    amk_ptx_cp_async_16_zfill(ws + r * AMK_SYNC_LD + kk, (const uint16_t *)W->ptr + (n < n_end && in_k ? n * K + k0 + kk : 0),
+                              n < n_end && in_k ? 16u : 0u);
+    if (u < 4 * AMK_SYNC_BM) {
+        const int64_t m = m0 + r;
+        amk_ptx_cp_async_16_zfill(xs + r * AMK_SYNC_LD + kk, (const uint16_t *)x->ptr + (m < m_end && in_k ? m * K + k0 + kk : 0),
+                                  m < m_end && in_k ? 16u : 0u);
+    }
+}
+static __device__ __noinline__ int amk_gemm_sync(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *x = &c->in[0], *W = &c->in[1], *o = &c->out[0];
+    const int64_t K = P->K, M = amk_div_rows(x->numel, K), N_out = amk_div_rows(o->numel, M);
+    const int64_t n_begin = P->n_off, n_end = (int64_t)P->n_off + P->N_tile;
+    const int tid = amk_tid(), lane = tid & 31, warp = tid >> 5, wm = warp & 3, wn = warp >> 2;
+    const int f16 = W->dtype == AMK_DTYPE_F16, nck = (int)((K + AMK_SYNC_BK - 1) / AMK_SYNC_BK);
+    char *ring = (char *)smem;
+    if (amk_gemv_quant(c) || K % 8 != 0 || amk_ntid() != 512 || x->dtype != W->dtype ||
+        (W->dtype != AMK_DTYPE_BF16 && W->dtype != AMK_DTYPE_F16) || amk_ptx_dynamic_smem_size() < 2 * AMK_SYNC_STAGE)
+        return 0;
+    if (!amk_op_go(c)) return 1;
+    for (int64_t m0 = m_begin; m0 < m_end; m0 += AMK_SYNC_BM) {
+        for (int64_t n0 = n_begin; n0 < n_end; n0 += AMK_SYNC_BN) {
+            float d[4][4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.0f;
+            __syncthreads(); /* why: the last block's warps may still read the stages */
+            amk_sync_issue(ring, x, W, K, m0, m_end, n0, n_end, 0, tid);
+            amk_ptx_cp_async_commit();
+            for (int ck = 0; ck < nck; ck++) {
+                if (ck + 1 < nck) { /* the next chunk into the other stage (free since the last barrier) */
+                    amk_sync_issue(ring + ((ck + 1) & 1) * AMK_SYNC_STAGE, x, W, K, m0, m_end, n0, n_end,
+                                   (int64_t)(ck + 1) * AMK_SYNC_BK, tid);
+                    amk_ptx_cp_async_commit();
+                    amk_ptx_cp_async_wait_pending(1);
+                } else {
+                    amk_ptx_cp_async_wait_pending(0);
+                }
+                __syncthreads(); /* chunk ck staged */
+                const uint16_t *xs = (const uint16_t *)(ring + (ck & 1) * AMK_SYNC_STAGE), *ws = xs + AMK_SYNC_BM * AMK_SYNC_LD;
+#pragma unroll
+                for (int k16 = 0; k16 < AMK_SYNC_BK; k16 += 16) {
+                    uint32_t a[4], b[4];
+                    /* A: rows 16 wm + (lane % 16), k16 + 8 (lane / 16); B: W rows 32 wn + 16 h + (lane % 8) + 8 (lane / 16),
+                       k16 + 8 ((lane / 8) % 2): matrices (b0, b1) of two 8-column fragments */
+                    amk_ptx_ldmatrix_x4(a, xs + (16 * wm + (lane & 15)) * AMK_SYNC_LD + k16 + 8 * (lane >> 4));
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        amk_ptx_ldmatrix_x4(b, ws + (32 * wn + 16 * h + (lane & 7) + 8 * (lane >> 4)) * AMK_SYNC_LD + k16 +
+                                                   8 * ((lane >> 3) & 1));
+                        if (f16) {
+                            amk_ptx_mma_f16_16816(d[2 * h], a, b[0], b[1]);
+                            amk_ptx_mma_f16_16816(d[2 * h + 1], a, b[2], b[3]);
+                        } else {
+                            amk_ptx_mma_bf16_16816(d[2 * h], a, b[0], b[1]);
+                            amk_ptx_mma_bf16_16816(d[2 * h + 1], a, b[2], b[3]);
+                        }
+                    }
+                }
+                __syncthreads(); /* why: the next chunk's copies go into this stage */
+            }
+            /* d[j]: rows m0 + 16 wm + lane / 4 (+ 8), columns n0 + 32 wn + 8 j + 2 (lane % 4) (+ 1) */
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int64_t m = m0 + 16 * wm + (lane >> 2) + 8 * (e >> 1), n = n0 + 32 * wn + 8 * j + 2 * (lane & 3) + (e & 1);
+                    if (m < m_end && n < n_end)
+                        amk_store((void *)o->ptr, o->dtype, m * N_out + n,
+                                  d[j][e] + (c->ins.n_inputs > 2 ? amk_load((const void *)c->in[2].ptr, c->in[2].dtype, n) : 0.0f));
+                }
+        }
+    }
+    return 1;
+}
+#define AMK_GEMM_TRY_MMA(c, smem, m_begin, m_end) \
+    ((m_end) - (m_begin) >= AMK_MMA_MIN_ROWS && amk_gemm_sync(c, smem, m_begin, m_end))
+#elif AMK_GEMM_TMA && AMK_VM_PREFILL /* the prefill image's (gpu.mk) */
 #define AMK_GEMM_TRY_MMA(c, smem, m_begin, m_end) 0
 #else
 #define AMK_GEMM_TRY_MMA(c, smem, m_begin, m_end) \

@@ -19,7 +19,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 [ -f .lcp/bench/llamacpp_baseline.sh ] || { echo "no .lcp/bench: prepare .lcp first (header)" >&2; exit 2; }
-SHAPES="llama3.2-1b llama3-8b"
+SHAPES=${SHAPES:-llama3.2-1b llama3-8b}
 # The amk that phases 2 and p time: $AMK_BIN (one built on the dev machine with the device image
 # and carried, which spares the device ~3 minutes of building), else build-gpu/amk built here
 amk_bin() {
