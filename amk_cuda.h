@@ -54,7 +54,7 @@ typedef enum amk_image_kind {
     AMK_IMAGE_PREFILL = 4,       /* the general build's chain kernel with the tensor-copy GEMM (amk_gemm_tma),
                                     for a program whose GEMV/GEMM tiles take it: launched a step at a time */
     AMK_IMAGE_PORTABLE = 5       /* sm_80 and newer (AMK_PORTABLE): the general build's chain kernel with the
-                                    prefill build's ops but no wgmma and no tensor maps, a fatbin of cubins for
+                                    prefill build's ops, mma.sync for wgmma, no tensor maps, a fatbin of cubins for
                                     sm_80, 86, 89 and 120 and compute_80 PTX; every program, on any GPU */
 } amk_image_kind;
 /* The kind's name: "full", "general", "full chain", "general chain", "prefill", "portable" ("?"

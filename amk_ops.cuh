@@ -34,7 +34,8 @@
    copy: cp.async.mbarrier.arrive.noinc, one arrival); arming a phase for bytes is then nothing,
    the async-proxy fences are nothing (cp.async writes through the generic proxy), an L2 bulk
    prefetch is skipped, a vector reduction is four. The forms that need wgmma or tensor maps are
-   not in that build (AMK_GEMM_TMA 0, AMK_ATTN_KV_TMA 0, no amk_gemm_mma). */
+   not in that build (AMK_GEMM_TMA 0, AMK_ATTN_KV_TMA 0); its GEMM tiles of 16-bit x and W run
+   amk_gemm_sync (mma.sync) where the others run amk_gemm_mma. */
 #ifndef AMK_PORTABLE
 #define AMK_PORTABLE 0
 #endif
