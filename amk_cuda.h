@@ -1100,9 +1100,13 @@ AMK__FN amk_result amk__cuda_pick_image(const amk_program *p, int major, int min
     if (!amk_image_set_is(blob, n)) return AMK_OK;
     if (portable) {
         *kind = AMK_IMAGE_PORTABLE;
-        if (amk_image_set_find(blob, n, AMK_IMAGE_PORTABLE, image, size, NULL) != AMK_OK)
+        if (amk_image_set_find(blob, n, AMK_IMAGE_PORTABLE, image, size, NULL) != AMK_OK) {
+            if (force && *force)
+                return amk__fail(d, AMK_ERR_UNSUPPORTED, "AMK_CUDA_IMAGE=portable and the device image set has no "
+                                 "portable build (`make device` builds it), only sm_90a ones");
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "the device is sm_%d%d and the device image set has no portable "
                              "build (sm_80 and newer; `make device` builds it), only sm_90a ones", major, minor);
+        }
         return AMK_OK;
     }
     if (force && *force) {
