@@ -1070,8 +1070,8 @@ AMK_API int amk_cuda_wants_full(const amk_program *p) {
 }
 
 /* 1 when a device of compute capability major.minor runs the portable build rather than the
-   sm_90a ones (every GPU but sm_90), or AMK_CUDA_IMAGE forces it; -1 when AMK_CUDA_IMAGE names no
-   build. */
+   sm_90a ones (every GPU but sm_90), or AMK_CUDA_IMAGE forces it; 0 for the sm_90a ones; -1 when
+   AMK_CUDA_IMAGE names no build, or when it is unset and the device is unknown (major < 0). */
 AMK__FN int amk__cuda_portable(int major, int minor) {
     const char *force = getenv("AMK_CUDA_IMAGE");
     if (force && *force) {
@@ -1080,7 +1080,7 @@ AMK__FN int amk__cuda_portable(int major, int minor) {
             return -1;
         return strcmp(force, "portable") == 0;
     }
-    return !(major == 9 && minor == 0);
+    return major < 0 ? -1 : !(major == 9 && minor == 0);
 }
 
 /* The image amk__cuda_load_image loads from what the caller passed, for a device of compute
@@ -1514,9 +1514,9 @@ AMK_API amk_result amk_cuda_device_query(int *cc_major, int *cc_minor, int *sms,
 
 AMK_API int amk_cuda_picks_portable(void) {
     const char *force = getenv("AMK_CUDA_IMAGE");
-    int major, minor, sms;
-    if (force && *force) return amk__cuda_portable(0, 0); /* why (0, 0): the variable decides alone */
-    return amk_cuda_device_query(&major, &minor, &sms, NULL) == AMK_OK ? amk__cuda_portable(major, minor) : -1;
+    int major = -1, minor = 0, sms;
+    if (!(force && *force) && amk_cuda_device_query(&major, &minor, &sms, NULL) != AMK_OK) major = -1;
+    return amk__cuda_portable(major, minor); /* why the query only without the variable: it decides alone */
 }
 
 AMK_API void amk_cuda_free(amk_cuda *c) {

@@ -1116,7 +1116,7 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
         int major = 0, minor = 0, sms = 0, portable = 0, dev = 0;
         if (m->opts.backend != AMK_BACKEND_CPU) { /* the device, once: its image's forms and its SMs */
             dev = amk_cuda_device_query(&major, &minor, &sms, NULL) == AMK_OK;
-            portable = dev ? amk__cuda_portable(major, minor) == 1 : amk_cuda_picks_portable() == 1;
+            portable = amk__cuda_portable(dev ? major : -1, minor) == 1;
         }
         /* why: the step runs one block an SM, all co-resident, so a GPU with fewer SMs than the
            step's (an A100's 108, an RTX 4090's 128 against the default 132) gets a step of its own */

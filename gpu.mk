@@ -72,12 +72,12 @@ $(BUILD)/device/amk_vm_prefill.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 	@grep -A3 "entry function 'amk_vm_chain'" $(BUILD)/device/ptxas_prefill.log | tail -n 2
 
 # The portable image (AMK_PORTABLE, issue 42): the general build's chain kernel with the prefill
-# build's ops, in sm_80's instructions only (cp.async for the bulk copies, no wgmma, no tensor
-# maps), as a fatbin of a cubin for each of PORTABLE_SMS and compute_80 PTX (the driver picks the
+# build's ops, in sm_80's instructions only (cp.async for the bulk copies, mma.sync for wgmma, no
+# tensor maps), as a fatbin of a cubin for each of PORTABLE_SMS and compute_80 PTX (the driver picks the
 # cubin of the device's architecture, or JIT-compiles the PTX for a newer one). The runtime loads it
 # on a GPU that is not sm_90 (or when AMK_CUDA_IMAGE=portable), and launches amk_vm_chain for single
 # steps too. Let spill, as the prefill build (its report in ptxas_portable_smNN.log): ptxas puts
-# ~100 bytes of the chain kernel in local memory at sm_80
+# 40-100 bytes of the chain kernel in local memory
 # The front end runs once (the compute_80 PTX), ptxas once an architecture on it. why not nvcc a
 # cubin: its front end took half of each build's minute, four times over, in the CI's 15 minutes
 PORTABLE_SMS ?= 80 86 89 120

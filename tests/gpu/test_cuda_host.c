@@ -760,6 +760,7 @@ static void test_pick_portable(void) {
     amk_diag d;
     if (!p) { free(saved); return; }
     unsetenv("AMK_CUDA_IMAGE");
+    CHECK_EQ_INT(amk__cuda_portable(-1, 0), -1); /* no device and no variable: cannot tell */
     for (i = 0; i < 6; i++) {
         const void *img = b;
         size_t n = len;
@@ -778,6 +779,7 @@ static void test_pick_portable(void) {
         size_t n = len;
         setenv("AMK_CUDA_IMAGE", "portable", 1);
         CHECK_EQ_INT(amk__cuda_portable(9, 0), 1);
+        CHECK_EQ_INT(amk__cuda_portable(-1, 0), 1); /* the variable decides without the device */
         CHECK_EQ_INT(amk_cuda_picks_portable(), 1);
         CHECK_EQ_INT(amk__cuda_pick_image(p, 9, 0, &img, &n, &kind, &d), AMK_OK);
         CHECK_EQ_INT(kind, AMK_IMAGE_PORTABLE);
