@@ -140,6 +140,8 @@ static const char *image_name(int kind) {
     return kind == AMK_IMAGE_FULL ? "full" : kind == AMK_IMAGE_GENERAL ? "general" : kind == AMK_IMAGE_PREFILL ? "prefill"
          : kind == AMK_IMAGE_PORTABLE ? "portable" : "picked";
 }
+/* The programs skipped by design so far, on every image. */
+static int skipped_total(void) { return g_skipped[0] + g_skipped[1] + g_skipped[2] + g_skipped[3]; }
 static int image_index(int kind) {
     return kind == AMK_IMAGE_GENERAL ? 1 : kind == AMK_IMAGE_PREFILL ? 2 : kind == AMK_IMAGE_PORTABLE ? 3 : 0;
 }
@@ -3030,7 +3032,7 @@ static int wanted(const char *name) {
    the line, the filters and every CHECK's message). */
 static void try_test(void (*fn)(void), const char *name, int kind) {
     static char label[96]; /* why static: amk_t_cur keeps pointing at it */
-    const int skipped = g_skipped[0] + g_skipped[1] + g_skipped[2] + g_skipped[3];
+    const int skipped = skipped_total();
     double t0;
     if (kind >= 0) snprintf(label, sizeof label, "%s [%s]", name, image_name(kind));
     else snprintf(label, sizeof label, "%s", name);
@@ -3040,8 +3042,7 @@ static void try_test(void (*fn)(void), const char *name, int kind) {
     RUN_AS(fn, label);
     g_img = -1;
     printf("  %-36s %s %7.0f ms", label, amk_t_cur_failed ? "FAIL" : "ok  ", now_ms() - t0);
-    if (g_skipped[0] + g_skipped[1] + g_skipped[2] + g_skipped[3] > skipped)
-        printf("  (%d skipped by design)", g_skipped[0] + g_skipped[1] + g_skipped[2] + g_skipped[3] - skipped);
+    if (skipped_total() > skipped) printf("  (%d skipped by design)", skipped_total() - skipped);
     printf("\n");
     fflush(stdout);
 }
