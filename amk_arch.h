@@ -97,6 +97,10 @@ typedef struct amk_llama_build_opts {
        (amk_llm_opts.weights_as_stored). */
     int (*weight_dtype_of)(void *user, const char *tensor, int64_t rows, int64_t cols);
     void *weight_dtype_user;
+    int x_q8;         /* 1 (default): a tile whose matrices are in block formats with an integer dot,
+                         K a multiple of 2048 (amk_plan_blk_x8), rounds x to 8 bits a 32-element
+                         unit (param x_q8, amk_ir.h's AMK_X_Q8), which the GPU's block ring
+                         multiplies by dp4a; 0: x stays f32 in every tile */
 } amk_llama_build_opts;
 
 /* What -1 (AMK's choice) means for mlp_accum, attn_o and qkv_fold, and the SM sets and task sizes
@@ -220,6 +224,7 @@ AMK_API void amk_llama_build_opts_default(amk_llama_build_opts *o) {
     o->mlp_accum = -1;
     o->attn_o = -1;
     o->qkv_fold = -1;
+    o->x_q8 = 1;
 }
 
 AMK_API amk_result amk_llama_config_preset(const char *name, amk_llama_config *c) {
@@ -508,6 +513,9 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
     const int base = amk_op_device(op, NULL);
     const int64_t row_bytes = amk__lb_row_bytes(b, ins, n_in, n_mats, K); /* why by bytes: tiles of block formats balance too */
     const int xt = b->p->buffers[ins[0]].dtype, wt = b->p->buffers[ins[1]].dtype;
+    /* the matrices' inputs: W (GEMV's 1, the RMSNORM_* ops' 2), the up's (3) or -1 */
+    const int wi = base == AMK_OP_GEMV_TILE || base == AMK_OP_GEMM_TILE ? 1 : 2;
+    const int wu = (base == AMK_OP_RMSNORM_SWIGLU || base == AMK_OP_RMSNORM_MLP) && n_in > 3 ? b->p->buffers[ins[3]].dtype : -1;
     /* x's rows: the chunk's, or the LM head's one row of a prefill program */
     const int64_t R = K > 0 ? amk_buffer_numel(&b->p->buffers[ins[0]]) / K : 0;
     int64_t mstep = R > 0 ? R : 1, nm, nn, i;
@@ -566,6 +574,8 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
         }
         if (base == AMK_OP_RMSNORM_GEMV || base == AMK_OP_RMSNORM_SWIGLU || base == AMK_OP_RMSNORM_MLP)
             amk_task_set_real(b->p, t, "eps", b->c->rms_eps);
+        if (b->o.x_q8 && amk_plan_blk_x8(b->p->buffers[ins[wi]].dtype, wu, K))
+            amk_task_set_int(b->p, t, "x_q8", 1);
         if (op == AMK_OP_RMSNORM_GEMV_ROPE || op == AMK_OP_RMSNORM_GEMV_ROPE_KV) amk__lb_rope_params(b, t);
         n_tiles++;
     }

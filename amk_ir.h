@@ -288,6 +288,16 @@ typedef char amk__op_table_dense[AMK__OP_ROWS == AMK_OP_COUNT - 1 ? 1 : -1];
    split by rows as well as columns); a KV form's task with M_tile then needs consecutive
    positions, pos[m] = pos[0] + m for each of its rows (a position error at run time otherwise), so
    that tiles of disjoint rows write disjoint cache rows. */
+/* AMK_X_Q8: param x_q8 = 1 on a GEMV_TILE, GEMM_TILE or RMSNORM_* tile (any form) whose W (or gate
+   or up) is in a GGUF block format rounds the vector its matrices multiply to 8 bits, as llama.cpp's
+   q8_1 does: each row of x (RMSNORM_*: x * norm_w, before the 1/rms scale, which then scales the
+   dots) in units of 32 elements, element y of a unit becoming d * q with d = amax / 127 and q =
+   rint(y * 127 / amax) in [-127, 127] (amk_plan.h's amk_plan_x_q8: its exact float steps). Every
+   matrix of the tile (a float one beside a block one too) multiplies the rounded x; RMSNORM_MLP's
+   W_down multiplies its values unrounded. So a block unit's dot is d_w d sum(q_w q) plus its min's
+   term, integer sums the GPU's block ring computes by dp4a. The validator takes x_q8 = 1 only on
+   a tile with a block-format matrix. */
+#define AMK_X_Q8 1
 #define AMK_GEMV_FLAG_ROPE (1u << 0)   /* RoPE on the tile's output, pairs (2i, 2i+1) of each head */
 #define AMK_GEMV_FLAG_KV_ROW (1u << 1) /* out is a cache of rows of W's N: write row pos[m] */
 #define AMK_GEMV_FLAG_ARGMAX (1u << 2) /* output 1 [M, 2P] (F32) gets, per row, the max of the tile's
@@ -308,6 +318,8 @@ typedef struct amk_params_t {
     float eps, scale, theta, rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int32_t sliding_window; /* ATTENTION_DECODE/_O: a query at pos sees rows (pos - it, pos]; 0 all */
     int32_t rope_type;      /* AMK_ROPE_*: how rope_factor scales RoPE's frequencies */
+    int32_t x_q8;           /* GEMV-family tiles with a block-format W: 1 rounds x to 8 bits a unit (AMK_X_Q8) */
+    int32_t reserved[3];    /* 0. why: amk_vm_ctx_t stays a multiple of 16 bytes (the VM's one bulk copy) */
 } amk_params_t;
 
 /* RoPE's frequency scaling (param rope_type; RoPE's ops and forms). DEFAULT: llama3's when

@@ -39,7 +39,7 @@
 #ifndef AMK_PORTABLE
 #define AMK_PORTABLE 0
 #endif
-#if AMK_PORTABLE && (AMK_LEAN || AMK_RING || AMK_ATTN_LEAN || AMK_GEMM_TMA || AMK_ATTN_KV_TMA)
+#if AMK_PORTABLE && (AMK_LEAN || AMK_RING || AMK_ATTN_LEAN || AMK_GEMM_TMA || AMK_ATTN_KV_TMA || AMK_BLK_RING)
 #error "AMK_PORTABLE: the lean, ring and tensor-map forms need sm_90 (gpu.mk's DEVICE_PORTABLE turns them off)"
 #endif
 
@@ -893,12 +893,31 @@ static __device__ __forceinline__ void amk_blk_put(float *xq, int UP, int k, flo
     if ((k & 31) == 0) xq[32 * UP + (k >> 5)] = s;
 }
 
-/* x[base .. base + K) (times w[0 .. K), an F32 norm weight, when w) into xq as above; returns the
-   thread's sum of x^2. K a multiple of 32 (a block's), the block's threads a multiple of 32; the
-   caller syncs before reading xq. */
+/* The same with x_q8 (amk_ir.h's AMK_X_Q8): y rounded to d q by its unit's largest |y| (a warp's
+   max of the bits), q into the byte staging x8 (amk_plan.h's AMK_BLK_X8_BYTES: the units' q by
+   16-byte halves, then each unit's d, then its halves' sums of q), and with fl (a constant) the
+   rounded value placed and summed as above (the float decoders' x; the block ring reads x8 alone). */
+static __device__ __forceinline__ void amk_blk_put8(float *xq, uint8_t *x8, int UP, int k, float y, const int fl) {
+    const uint32_t top = __reduce_max_sync(0xFFFFFFFFu, __float_as_uint(y) & 0x7FFFFFFFu);
+    const int l = k & 31, u = k >> 5;
+    float d;
+    const float q = amk_plan_x_q8(y, __uint_as_float(top), &d);
+    const int qi = (int)q;
+    x8[((l >> 4) * UP + u) * 16 + (l & 15)] = (uint8_t)(int8_t)qi;
+    const int s0 = __reduce_add_sync(0xFFFFFFFFu, l < 16 ? qi : 0), sa = __reduce_add_sync(0xFFFFFFFFu, qi);
+    if (fl) amk_blk_put(xq, UP, k, d * q);
+    if (l == 0) {
+        ((float *)(x8 + 32 * UP))[u] = d;
+        ((int *)(x8 + 36 * UP))[u] = (s0 & 0xFFFF) | (sa - s0) << 16;
+    }
+}
+
+/* x[base .. base + K) (times w[0 .. K), an F32 norm weight, when w) into xq as above (and, with x8,
+   rounded to 8 bits into x8 too: amk_blk_put8); returns the thread's sum of x^2. K a multiple of 32
+   (a block's), the block's threads a multiple of 32; the caller syncs before reading xq. */
 #define AMK_BLK_STAGE_ILP 4
 static __device__ __forceinline__ float amk_blk_stage_x(float *xq, const amk_buffer_t *x, int64_t base, int K,
-                                                        const amk_buffer_t *w) {
+                                                        const amk_buffer_t *w, uint8_t *x8, const int fl) {
     const int tid = amk_tid(), nt = amk_ntid(), UP = AMK_BLK_UP(K);
     float ss = 0.0f;
     for (int k0 = tid; k0 < K; k0 += AMK_BLK_STAGE_ILP * nt) {
@@ -914,7 +933,8 @@ static __device__ __forceinline__ float amk_blk_stage_x(float *xq, const amk_buf
             const int k = k0 + i * nt; /* why uniform in a warp: K and nt are multiples of 32 */
             if (k < K) {
                 ss = fmaf(v[i], v[i], ss);
-                amk_blk_put(xq, UP, k, v[i] * f[i]);
+                if (x8) amk_blk_put8(xq, x8, UP, k, v[i] * f[i], fl);
+                else amk_blk_put(xq, UP, k, v[i] * f[i]);
             }
         }
     }
@@ -1103,6 +1123,305 @@ static __device__ __forceinline__ void amk_blk_rows(const amk_buffer_t *W, int K
     }
     }
 }
+
+/* ---- the block ring: an x_q8 tile's rows through shared memory, integer dots ------------------
+   A tile of one row of x whose matrices hold blocks of a format with an integer dot
+   (amk_plan_blk_x8) streams its rows through a ring a warp: warp w takes the tile's rows [r0, r1)
+   (ceil(nt / warps) each; a SWIGLU tile's gate rows, then its up rows), chunks of
+   AMK_BLK_RING_UNITS units of a row a slot, one bulk copy a chunk, S slots of the largest chunk a
+   warp at the end of shared memory (amk_plan.h's AMK_BLK_RING_BYTES: the warps' mbarriers, then
+   their slots). Each lane decodes units lane and lane + 32 of a chunk against x's q (the byte
+   staging of amk_blk_put8) by dp4a: a unit of a block with scale d_w and x's d is d_w d sum(q_w q)
+   plus its offset's or min's term from the unit's sums of q. The first S chunks go out before the
+   op's wait (the weights are constant), so the staging of x overlaps them. why: the lane loads
+   of amk_blk_rows hold one unit a lane in flight and decode floats (~1 TB/s on the H200,
+   bench/NOTES.md sessions "bound" and "x8": bytes in flight and instructions an element, both);
+   the ring holds its bytes in shared memory, not registers, and dp4a takes four elements an
+   instruction. */
+#if AMK_BLK_RING
+/* The ring's slots for a tile (0: the tile does not take it): W and Wu (NULL: none) the matrices,
+   avail the bytes of shared memory the op leaves it. */
+static __device__ __forceinline__ int64_t amk_blk_ring_cb(const amk_buffer_t *W, const amk_buffer_t *Wu, int m);
+static __device__ __forceinline__ int amk_blk_ring_slots(const amk_op_ctx *c, const amk_buffer_t *W, const amk_buffer_t *Wu,
+                                                         int64_t avail, int *m) {
+    const amk_params_t *P = &c->ins.params;
+    if (!P->x_q8 || !amk_plan_blk_x8(W->dtype, Wu ? Wu->dtype : -1, P->K)) return 0;
+    for (*m = amk_plan_blk_ring_m(P->K, amk_blk_ring_cb(W, Wu, 1)); *m >= 1; *m >>= 1) { /* two slots of m, or of 1 */
+        const int64_t per = AMK_BLK_RING_BYTES(amk_ntid() >> 5, 1, amk_blk_ring_cb(W, Wu, *m));
+        const int64_t S = per > 0 ? avail / per : 0;
+        if (S >= 2) return S > AMK_BLK_RING_SLOTS ? AMK_BLK_RING_SLOTS : (int)S;
+    }
+    return 0;
+}
+/* Where the ring starts: the last AMK_BLK_RING_BYTES of shared memory, 16-byte aligned. */
+static __device__ __forceinline__ char *amk_blk_ring_base(float *smem, int S, int64_t cb) {
+    return (char *)smem + (((int64_t)amk_ptx_dynamic_smem_size() - AMK_BLK_RING_BYTES(amk_ntid() >> 5, S, cb)) & ~(int64_t)15);
+}
+/* A slot's bytes: the larger matrix's chunk of m times AMK_BLK_RING_UNITS units. */
+static __device__ __forceinline__ int64_t amk_blk_ring_cb(const amk_buffer_t *W, const amk_buffer_t *Wu, int m) {
+    const int64_t a = amk_plan_blk_chunk(W->dtype), b = Wu ? amk_plan_blk_chunk(Wu->dtype) : 0;
+    return (a > b ? a : b) * m;
+}
+/* Where the warp's chunks come from: its first gate (or W) chunk and its first up chunk (rows from
+   row0, cpr chunks a row), and their chunks' bytes; chunk j < Tm is the gate's j, the rest the up's
+   j - Tm. */
+typedef struct amk_blk_src {
+    const char *g, *u;
+    uint32_t gb, ub;
+    int Tm;
+} amk_blk_src;
+static __device__ __forceinline__ amk_blk_src amk_blk_ring_src(const amk_buffer_t *W, const amk_buffer_t *Wu, int64_t row0,
+                                                              int cpr, int Tm, int m) {
+    amk_blk_src r;
+    r.gb = (uint32_t)(amk_plan_blk_chunk(W->dtype) * m);
+    r.ub = Wu ? (uint32_t)(amk_plan_blk_chunk(Wu->dtype) * m) : 0u;
+    r.g = (const char *)W->ptr + row0 * cpr * r.gb;
+    r.u = Wu ? (const char *)Wu->ptr + row0 * cpr * r.ub : NULL;
+    r.Tm = Tm;
+    return r;
+}
+/* Lane 0's copy of the warp's chunk j into slot (its mbarrier bar). */
+static __device__ __forceinline__ void amk_blk_ring_issue(const amk_blk_src *r, int j, char *slot, uint64_t *bar) {
+    const uint32_t b = j < r->Tm ? r->gb : r->ub;
+    amk_ptx_mbar_arrive_expect(bar, b);
+    amk_ptx_bulk_copy_weights(slot, j < r->Tm ? r->g + (int64_t)j * b : r->u + (int64_t)(j - r->Tm) * b, b, bar);
+    amk_ptx_bulk_commit(bar);
+}
+/* The warp's rows [*r0, r0 + rows) of a tile of nt rows. */
+static __device__ __forceinline__ int amk_blk_ring_rows_of(int nt, int *r0) {
+    const int nw = amk_ntid() >> 5, per = (nt + nw - 1) / nw, a = (amk_tid() >> 5) * per;
+    *r0 = a < nt ? a : nt;
+    return a + per < nt ? per : nt - *r0;
+}
+/* Every thread, before the op's wait: the ring's mbarriers, and each warp's first S chunks. */
+static __device__ __forceinline__ void amk_blk_ring_start(const amk_op_ctx *c, float *smem, int S, int m, const amk_buffer_t *W,
+                                                          const amk_buffer_t *Wu, int64_t n0, int64_t nt) {
+    const int64_t cb = amk_blk_ring_cb(W, Wu, m);
+    const int cpr = c->ins.params.K / (32 * AMK_BLK_RING_UNITS * m), nw = amk_ntid() >> 5, warp = amk_tid() >> 5;
+    char *ring = amk_blk_ring_base(smem, S, cb);
+    uint64_t *bar = (uint64_t *)ring + warp * S;
+    char *slots = ring + (int64_t)8 * nw * S + (int64_t)warp * S * cb;
+    int r0;
+    const int Tm = amk_blk_ring_rows_of((int)nt, &r0) * cpr, T = Tm * (Wu ? 2 : 1);
+    const amk_blk_src src = amk_blk_ring_src(W, Wu, n0 + r0, cpr, Tm, m);
+    if ((amk_tid() & 31) == 0)
+        for (int s = 0; s < S; s++) amk_ptx_mbar_init(bar + s, 1);
+    amk_ptx_fence_proxy_async_smem(); /* why: the slots were last written through the generic proxy */
+    __syncthreads();
+    if ((amk_tid() & 31) == 0)
+        for (int s = 0; s < S && s < T; s++) amk_blk_ring_issue(&src, s, slots + s * cb, bar + s);
+}
+/* Every thread, at the op's end (also when it gave up, so that no copy lands after it): the
+   warp's copies still in flight waited for, its mbarriers invalidated. done: the chunks the warp
+   consumed. */
+static __device__ __forceinline__ void amk_blk_ring_end(float *smem, int S, int64_t cb, int T, int done) {
+    uint64_t *bar = (uint64_t *)amk_blk_ring_base(smem, S, cb) + (amk_tid() >> 5) * S;
+    if ((amk_tid() & 31) == 0) {
+        for (int j = done; j < T && j < done + S; j++) amk_ptx_mbar_wait(bar + j % S, (uint32_t)((j / S) & 1));
+        for (int s = 0; s < S; s++)
+            asm volatile("mbarrier.inval.shared::cta.b64 [%0];" :: "r"((uint32_t)__cvta_generic_to_shared(bar + s)) : "memory");
+    }
+}
+/* The warp's chunks of a tile (for amk_blk_ring_end after an op that gave up). */
+static __device__ __forceinline__ int amk_blk_ring_chunks(const amk_op_ctx *c, int64_t nt, int two, int m) {
+    int r0;
+    return amk_blk_ring_rows_of((int)nt, &r0) * (c->ins.params.K / (32 * AMK_BLK_RING_UNITS * m)) * (two ? 2 : 1);
+}
+
+/* The integer dots of a unit against x's q (xw: its 8 words, elements 4g .. 4g + 3 in word g), a
+   unit at b in a slot. */
+static __device__ __forceinline__ uint32_t amk_s32(const uint8_t *p) { return *(const uint32_t *)p; }
+/* w[0 .. n) = the n 32-bit words at the even shared-memory address p (amk_blk_w32n's funnel). */
+static __device__ __forceinline__ void amk_s32n(const uint8_t *p, uint32_t *w, const int n) {
+    const uint8_t *a = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)3);
+    const uint32_t sh = 8u * (uint32_t)((uintptr_t)p & 3u);
+    uint32_t lo = amk_s32(a);
+#pragma unroll
+    for (int i = 0; i < n; i++) {
+        const uint32_t hi = i + 1 < n || sh ? amk_s32(a + 4 * (i + 1)) : 0u;
+        w[i] = __funnelshift_r(lo, hi, sh);
+        lo = hi;
+    }
+}
+static __device__ __forceinline__ float amk_s_f16(const uint8_t *p) {
+    return __half2float(__ushort_as_half(*(const unsigned short *)p));
+}
+/* Unit uu (0 .. AMK_BLK_RING_UNITS - 1) of a chunk at slot, of format t in family fam (amk_blk_unit's
+   families but Q2_K's), times x's unit: its q words xw, its d dx and its halves' sums of q sq. */
+static __device__ __forceinline__ float amk_blk_unit8(const uint8_t *slot, const int fam, const int t, int uu,
+                                                      const uint32_t *xw, float dx, int sq) {
+    const int s0 = (int)(short)(sq & 0xFFFF), s1 = sq >> 16;
+    int a = 0;
+    switch (fam) {
+    case AMK_DTYPE_Q8_0: {
+        const uint8_t *b = slot + uu * 34;
+        uint32_t q[8];
+        int a1 = 0; /* why two sums: a chain of eight dependent dp4a waits out each one's latency */
+        amk_s32n(b + 2, q, 8);
+#pragma unroll
+        for (int g = 0; g < 8; g += 2) {
+            a = __dp4a((int)q[g], (int)xw[g], a);
+            a1 = __dp4a((int)q[g + 1], (int)xw[g + 1], a1);
+        }
+        return amk_s_f16(b) * dx * (float)(a + a1);
+    }
+    case AMK_DTYPE_Q4_0: {
+        const int m1 = t == AMK_DTYPE_Q4_1 || t == AMK_DTYPE_Q5_1, five = t == AMK_DTYPE_Q5_0 || t == AMK_DTYPE_Q5_1;
+        const int B = t == AMK_DTYPE_Q4_0 ? 18 : t == AMK_DTYPE_Q4_1 ? 20 : t == AMK_DTYPE_Q5_0 ? 22 : 24;
+        const uint8_t *b = slot + uu * B, *qw = b + (m1 ? 4 : 2) - (five ? 0 : 4);
+        uint32_t q[5];
+        q[0] = 0u;
+        if (m1) {
+#pragma unroll
+            for (int i = 0; i < 5; i++)
+                if (i > 0 || five) q[i] = amk_s32(qw + 4 * i);
+        } else {
+            if (five) amk_s32n(qw, q, 5);
+            else amk_s32n(qw + 4, q + 1, 4);
+        }
+        int a1 = 0;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            uint32_t w = (q[1 + (g & 3)] >> (g < 4 ? 0 : 4)) & 0x0F0F0F0Fu;
+            if (five) {
+                const uint32_t h = q[0] >> (4 * g);
+                w |= ((h & 1u) << 4) | ((h & 2u) << 11) | ((h & 4u) << 18) | ((h & 8u) << 25);
+            }
+            if (g & 1) a1 = __dp4a((int)w, (int)xw[g], a1);
+            else a = __dp4a((int)w, (int)xw[g], a);
+        }
+        a += a1;
+        const float d = amk_s_f16(b) * dx;
+        return m1 ? fmaf(d, (float)a, amk_s_f16(b + 2) * dx * (float)(s0 + s1)) : d * (float)(a - (five ? 16 : 8) * (s0 + s1));
+    }
+    case AMK_DTYPE_Q4_K: {
+        const int five = t == AMK_DTYPE_Q5_K, s = uu & 7, c = s >> 1, h = s & 1;
+        const uint8_t *b = slot + (uu >> 3) * (five ? 176 : 144);
+        const uint4 hd = *(const uint4 *)b;
+        const uint4 q0 = *(const uint4 *)(b + (five ? 48 : 16) + 32 * c), q1 = *(const uint4 *)(b + (five ? 64 : 32) + 32 * c);
+        uint4 h0 = make_uint4(0u, 0u, 0u, 0u), h1 = h0;
+        if (five) { h0 = *(const uint4 *)(b + 16); h1 = *(const uint4 *)(b + 32); }
+#define AMK__BLK_SC(k) ((((k) < 4 ? hd.y : (k) < 8 ? hd.z : hd.w) >> (8 * ((k) & 3))) & 0xFFu)
+        uint32_t sc, mn;
+        if (s < 4) {
+            sc = AMK__BLK_SC(s) & 63u;
+            mn = AMK__BLK_SC(s + 4) & 63u;
+        } else {
+            sc = (AMK__BLK_SC(s + 4) & 0xFu) | (AMK__BLK_SC(s - 4) >> 6) << 4;
+            mn = (AMK__BLK_SC(s + 4) >> 4) | (AMK__BLK_SC(s) >> 6) << 4;
+        }
+#undef AMK__BLK_SC
+        const float d = __half2float(__ushort_as_half((unsigned short)(hd.x & 0xFFFFu)));
+        const float dmin = __half2float(__ushort_as_half((unsigned short)(hd.x >> 16)));
+        const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+        const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+        int a1 = 0;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const int w = (int)(((qw[g] >> (4 * h)) & 0x0F0F0F0Fu) | (five ? ((hw[g] >> s) & 0x01010101u) << 4 : 0u));
+            if (g & 1) a1 = __dp4a(w, (int)xw[g], a1);
+            else a = __dp4a(w, (int)xw[g], a);
+        }
+        return dx * fmaf(d * (float)sc, (float)(a + a1), -(dmin * (float)mn) * (float)(s0 + s1));
+    }
+    default: { /* Q6_K: elements 128n + 32k + l: nibble k / 2 of ql[64n + 32(k % 2) + l], bits 2k of qh[32n + l] */
+        const int s = uu & 7, n = s >> 2, k = s & 3;
+        const uint8_t *b = slot + (uu >> 3) * 210, *ql = b + 64 * n + 32 * (k & 1), *qh = b + 128 + 32 * n;
+        const uint32_t scs = *(const unsigned short *)(b + 192 + 8 * n + 2 * k); /* the scales of l < 16 and l >= 16 */
+        uint32_t wl[8], wh[8];
+        int a1 = 0, b0 = 0, b1 = 0;
+        amk_s32n(ql, wl, 8);
+        amk_s32n(qh, wh, 8);
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const int w = (int)(((wl[g] >> (4 * (k >> 1))) & 0x0F0F0F0Fu) | (((wh[g] >> (2 * k)) & 0x03030303u) << 4));
+            if (g < 4) {
+                if (g & 1) b0 = __dp4a(w, (int)xw[g], b0);
+                else a = __dp4a(w, (int)xw[g], a);
+            } else {
+                if (g & 1) b1 = __dp4a(w, (int)xw[g], b1);
+                else a1 = __dp4a(w, (int)xw[g], a1);
+            }
+        }
+        a += b0;
+        a1 += b1;
+        return amk_s_f16(b + 208) * dx *
+               (float)((int)(int8_t)(uint8_t)scs * (a - 32 * s0) + (int)(int8_t)(uint8_t)(scs >> 8) * (a1 - 32 * s1));
+    }
+    }
+}
+
+/* The warp's chunks [j, je) of one matrix (family fam, a constant), its row rr's dots into
+   yo[rr] (lane 0); j counts across the gate and up, so the slot and phase follow from it. Returns
+   je. */
+static __device__ __forceinline__ void amk_blk_ring_mat(const amk_blk_src *src, const int fam, const int t, float *smem,
+                                                       int S, int m, int64_t cb, int cpr, int T, int j, int je,
+                                                       const uint8_t *x8, int UP, float *yo) {
+    const int lane = amk_tid() & 31, warp = amk_tid() >> 5, nw = amk_ntid() >> 5;
+    char *ring = amk_blk_ring_base(smem, S, cb);
+    uint64_t *bar = (uint64_t *)ring + warp * S;
+    char *slots = ring + (int64_t)8 * nw * S + (int64_t)warp * S * cb;
+    const uint4 *xv = (const uint4 *)x8;
+    const float *dxs = (const float *)(x8 + 32 * UP);
+    const int *sqs = (const int *)(x8 + 36 * UP);
+    float acc = 0.0f;
+    int cc = 0, rr = 0, s = j % S;          /* the chunk within its row, the row, j's slot */
+    uint32_t ph = (uint32_t)((j / S) & 1); /* and its phase */
+    for (; j < je; j++) {
+        const uint8_t *slot = (const uint8_t *)slots + s * cb;
+        amk_ptx_mbar_wait(bar + s, ph);
+#pragma unroll 1
+        for (int hh = 0; hh < m; hh++) {
+#pragma unroll
+            for (int h = 0; h < AMK_BLK_RING_UNITS / 32; h++) {
+                const int uu = lane + 32 * h + AMK_BLK_RING_UNITS * hh, u = cc * AMK_BLK_RING_UNITS * m + uu;
+                const uint4 xa = xv[u], xb = xv[UP + u];
+                const uint32_t xw[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+                acc += amk_blk_unit8(slot, fam, t, uu, xw, dxs[u], sqs[u]);
+            }
+        }
+        __syncwarp();
+        if (lane == 0 && j + S < T) amk_blk_ring_issue(src, j + S, (char *)slot, bar + s);
+        if (++cc == cpr) {
+            const float a = amk_warp_sum(acc);
+            if (lane == 0) yo[rr] = a;
+            acc = 0.0f;
+            cc = 0;
+            rr++;
+        }
+        if (++s == S) {
+            s = 0;
+            ph ^= 1u;
+        }
+    }
+}
+static __device__ __forceinline__ void amk_blk_ring_fam(const amk_blk_src *src, const amk_buffer_t *M, float *smem, int S,
+                                                       int m, int64_t cb, int cpr, int T, int j, int je, const uint8_t *x8,
+                                                       int UP, float *yo) {
+    switch (M->dtype) {
+    case AMK_DTYPE_Q8_0: amk_blk_ring_mat(src, AMK_DTYPE_Q8_0, M->dtype, smem, S, m, cb, cpr, T, j, je, x8, UP, yo); break;
+    case AMK_DTYPE_Q4_0: case AMK_DTYPE_Q4_1: case AMK_DTYPE_Q5_0: case AMK_DTYPE_Q5_1:
+        amk_blk_ring_mat(src, AMK_DTYPE_Q4_0, M->dtype, smem, S, m, cb, cpr, T, j, je, x8, UP, yo);
+        break;
+    case AMK_DTYPE_Q4_K: case AMK_DTYPE_Q5_K: amk_blk_ring_mat(src, AMK_DTYPE_Q4_K, M->dtype, smem, S, m, cb, cpr, T, j, je, x8, UP, yo); break;
+    default: amk_blk_ring_mat(src, AMK_DTYPE_Q6_K, M->dtype, smem, S, m, cb, cpr, T, j, je, x8, UP, yo); break;
+    }
+}
+/* The tile's dots (every thread, x staged and the block synced): yb[r] = gate (or W) row n0 + r .
+   x, yb[nt + r] the up's; then the ring's end. */
+static __device__ __forceinline__ void amk_blk_ring(const amk_op_ctx *c, float *smem, int S, int m, const amk_buffer_t *W,
+                                                    const amk_buffer_t *Wu, int64_t n0, int64_t nt, const uint8_t *x8,
+                                                    float *yb) {
+    const int64_t cb = amk_blk_ring_cb(W, Wu, m);
+    const int cpr = c->ins.params.K / (32 * AMK_BLK_RING_UNITS * m), UP = AMK_BLK_UP(c->ins.params.K);
+    int r0;
+    const int Tm = amk_blk_ring_rows_of((int)nt, &r0) * cpr, T = Tm * (Wu ? 2 : 1);
+    const amk_blk_src src = amk_blk_ring_src(W, Wu, n0 + r0, cpr, Tm, m);
+    amk_blk_ring_fam(&src, W, smem, S, m, cb, cpr, T, 0, Tm, x8, UP, yb + r0);
+    if (Wu) amk_blk_ring_fam(&src, Wu, smem, S, m, cb, cpr, T, Tm, T, x8, UP, yb + nt + r0);
+    amk_blk_ring_end(smem, S, cb, T, T);
+}
+#endif /* AMK_BLK_RING */
 
 /* RMSNORM_MLP's second half where its fifth input is W_down [H, N] in a block format, as stored
    (amk_blk_down): out[m, h] += sum_j ys[j] W_down[h, n0 + j] (+ resid[m, h], input ri when the
@@ -2186,14 +2505,16 @@ static __device__ __forceinline__ void amk_gemm_rows_blk(amk_op_ctx *c, float *s
     const int K = c->ins.params.K;
     const int64_t nt = c->ins.params.N_tile, n0 = c->ins.params.n_off;
     const int64_t M = amk_div_rows(x->numel, K), N_out = amk_div_rows(o->numel, M);
+    const int64_t sf = AMK_BLK_STAGE_FLOATS(K, 1, nt, c->ins.params.x_q8); /* the staging's floats */
     float *xq = smem, *yb = smem + AMK_BLK_X_FLOATS(K);
-    if ((int64_t)amk_ptx_dynamic_smem_size() < 4 * (AMK_BLK_X_FLOATS(K) + nt)) { /* the host sizes it (amk_plan_least) */
+    uint8_t *x8 = c->ins.params.x_q8 ? (uint8_t *)(smem + AMK_BLK_X8_OFF(K, 1, nt)) : NULL;
+    if ((int64_t)amk_ptx_dynamic_smem_size() < 4 * sf) { /* the host sizes it (amk_plan_least) */
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
     if (!amk_op_go(c)) return;
     for (int64_t m = m_begin; m < m_end; m++) {
-        amk_blk_stage_x(xq, x, m * K, K, 0);
+        amk_blk_stage_x(xq, x, m * K, K, 0, x8, 1);
         __syncthreads();
         amk_blk_rows(W, K, n0, nt, xq, yb);
         __syncthreads();
@@ -4212,7 +4533,7 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
     const int w_nc = W->kind == AMK_KIND_WEIGHT || W->kind == AMK_KIND_CONST || W->kind == AMK_KIND_IO_INPUT;
     /* RMSNORM_MLP's rows of W_downT at the end of shared memory */
     /* floats a staged row of x takes: with a block-format W, x by units and the tile's dots (yb) */
-    const int64_t xfl = blk ? AMK_BLK_X_FLOATS(K) + (swiglu ? 2 : 1) * nt : K;
+    const int64_t xfl = blk ? AMK_BLK_STAGE_FLOATS(K, swiglu ? 2 : 1, nt, P->x_q8) : K;
     const int64_t per_row = xfl + (rope ? 2 * nt : mlp ? nt : 0);
     const int64_t wsb = mlp ? amk_rows_stage_bytes(c, nt) : 0;
     const int64_t wso = ((int64_t)amk_ptx_dynamic_smem_size() - wsb) & ~(int64_t)15; /* why: the bulk copy's
@@ -4226,6 +4547,7 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
     float *yb = smem + AMK_BLK_X_FLOATS(K); /* a block-format W's dots: [N_tile] (and the up's [N_tile]) */
     float *ys = smem + mc * xfl; /* [mc, N_tile] the tile's values before RoPE */
     float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
+    uint8_t *x8 = blk && P->x_q8 ? (uint8_t *)(smem + AMK_BLK_X8_OFF(K, swiglu ? 2 : 1, nt)) : NULL; /* x_q8's q */
     int64_t m0, n, i;
 #if AMK_LEAN /* why after the setup above (the compiler sinks what the lean form does not use):
                  called first, or from the dispatcher, it is no faster (bench/RESULTS.md run 186) */
@@ -4257,7 +4579,7 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
         float inv[AMK_GEMV_ROWS]; /* why: xs holds x * norm_w; the row's 1/rms scales the sums */
 #pragma unroll
         for (int r = 0; r < AMK_GEMV_ROWS; r++) {
-            const float ss = r >= mr ? 0.0f : blk ? amk_blk_stage_x(xs, x, (m0 + r) * K, K, nwt)
+            const float ss = r >= mr ? 0.0f : blk ? amk_blk_stage_x(xs, x, (m0 + r) * K, K, nwt, x8, 1)
                                                   : amk_stage_x(xs + (int64_t)r * K, x, (m0 + r) * K, K, nwt);
             inv[r] = r < mr ? 1.0f / sqrtf(amk_block_sum(c, ss) / (float)K + P->eps) : 0.0f; /* syncs */
         }
@@ -4369,6 +4691,87 @@ AMK_OP_FN void amk_op_norm_gemv(amk_op_ctx *c, float *smem) {
         amk_norm_gemv_body(c, smem, 1);
     else amk_norm_gemv_body(c, smem, 0);
 }
+
+/* The block's dynamic shared memory (the VM's, amk_vm.cuh: every op's smem argument points here). */
+extern __shared__ __align__(16) unsigned char amk_vm_smem[];
+
+#if AMK_BLK_RING
+/* An x_q8 tile (GEMV_TILE, RMSNORM_GEMV in any form, RMSNORM_SWIGLU) of one row of x, which
+   amk_op_dispatch sends here: the whole op with its block ring (amk_blk_ring) where the tile takes
+   it; 0 (before its wait, nothing done) where it does not, for the op's own function. Its shared
+   memory: the block staging with x8 (AMK_BLK_STAGE_FLOATS), RoPE's cos and sin, the ring at the
+   end. The epilogue is the fused body's (amk_norm_gemv_body) for one row: the dots times 1/rms,
+   SiLU(gate) * up, RoPE on pairs, into out or the cache's row pos, the argmax pairs; GEMV's + bias.
+   why a function of its own, out of the VM's line, and not the fused body's: the ring's loop
+   inlined into the VM, or into the body, or called from inside either, spilled the VM's
+   registers (bench/NOTES.md session "dp4a"); here it runs with little else live, and a call from
+   the dispatch, like amk_op_bias_add's, leaves the VM as it was. */
+static __device__ __noinline__ int amk_op_blk_ring(amk_op_ctx *c, float *smem_arg) {
+    /* why the VM's array, not the argument: a pointer argument is generic to a function out of
+       line, and the slots' and x's loads through it were generic loads, not shared-memory ones */
+    float *smem = (float *)amk_vm_smem;
+    const amk_params_t *P = &c->ins.params;
+    (void)smem_arg;
+    const int gemv = c->ins.op == AMK_OP_GEMV_TILE, swiglu = c->ins.op == AMK_OP_RMSNORM_SWIGLU;
+    const uint32_t flags = gemv || swiglu ? 0u : (uint32_t)P->flags;
+    const int rope = (flags & AMK_GEMV_FLAG_ROPE) != 0, kv_row = (flags & AMK_GEMV_FLAG_KV_ROW) != 0;
+    const amk_buffer_t *x = &c->in[0], *W = &c->in[gemv ? 1 : 2], *Wu = swiglu ? &c->in[3] : NULL, *o = &c->out[0];
+    const int K = P->K;
+    const int64_t nt = P->N_tile, n0 = P->n_off, N = W->shape[0];
+    const int64_t sf = AMK_BLK_STAGE_FLOATS(K, swiglu ? 2 : 1, nt, 1) + (rope ? nt : 0); /* + RoPE's cos and sin */
+    if (amk_div_rows(x->numel, K) != 1 || P->M_tile > 0) return 0;
+    int m = 1; /* chunks of m times AMK_BLK_RING_UNITS units */
+    const int S = amk_blk_ring_slots(c, W, Wu, (int64_t)amk_ptx_dynamic_smem_size() - 4 * sf - 16, &m);
+    if (!S) return 0;
+    amk_blk_ring_start(c, smem, S, m, W, Wu, n0, nt);
+    if (!amk_op_go(c)) {
+        amk_blk_ring_end(smem, S, amk_blk_ring_cb(W, Wu, m), amk_blk_ring_chunks(c, nt, swiglu, m), 0);
+        return 1;
+    }
+    float *yb = smem + AMK_BLK_X_FLOATS(K), *cssn = smem + AMK_BLK_STAGE_FLOATS(K, swiglu ? 2 : 1, nt, 1);
+    uint8_t *x8 = (uint8_t *)(smem + AMK_BLK_X8_OFF(K, swiglu ? 2 : 1, nt));
+    const int64_t pos = flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW) ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
+    const float ss = amk_blk_stage_x(smem, x, 0, K, gemv ? NULL : &c->in[1], x8, 0);
+    const float inv = gemv ? 1.0f : 1.0f / sqrtf(amk_block_sum(c, ss) / (float)K + P->eps); /* syncs */
+    if (gemv) __syncthreads();
+    if ((rope || kv_row) && amk_fused_pos_bad(o, kv_row, pos, N)) { /* every thread read the same position */
+        if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
+        amk_blk_ring_end(smem, S, amk_blk_ring_cb(W, Wu, m), amk_blk_ring_chunks(c, nt, swiglu, m), 0);
+        return 1;
+    }
+    if (rope) /* the pairs' cos and sin, as the fused body's (before the dots, by the block's last threads) */
+        for (int64_t i = AMK_OPS_NT - 1 - AMK_OPS_TID; i < nt / 2; i += AMK_OPS_NT) {
+            const float ang = (float)pos * amk_rope_inv_freq(P, (int)(((n0 + 2 * i) % P->head_dim) / 2));
+            double sd, cd;
+            sincos((double)ang, &sd, &cd);
+            cssn[2 * i] = (float)cd;
+            cssn[2 * i + 1] = (float)sd;
+        }
+    amk_blk_ring(c, smem, S, m, W, Wu, n0, nt, x8, yb);
+    __syncthreads();
+    const int64_t last = kv_row ? N : o->numel;
+    if (rope) {
+        for (int64_t i = AMK_OPS_TID; i < nt / 2; i += AMK_OPS_NT) {
+            const float cs = cssn[2 * i], sn = cssn[2 * i + 1], x1 = yb[2 * i] * inv, x2 = yb[2 * i + 1] * inv;
+            amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, 0, n0 + 2 * i, N, last, pos), x1 * cs - x2 * sn);
+            amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, 0, n0 + 2 * i + 1, N, last, pos), x2 * cs + x1 * sn);
+        }
+    } else {
+        const amk_buffer_t *bias = gemv && c->ins.n_inputs > 2 ? &c->in[2] : NULL;
+        for (int64_t r = AMK_OPS_TID; r < nt; r += AMK_OPS_NT) {
+            float v = yb[r] * inv;
+            if (swiglu) v = v / (1.0f + expf(-v)) * (yb[nt + r] * inv);
+            if (bias) v += amk_load((const void *)bias->ptr, bias->dtype, n0 + r);
+            amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, 0, n0 + r, N, last, pos), v);
+        }
+    }
+    if (flags & AMK_GEMV_FLAG_ARGMAX) {
+        __syncthreads(); /* why: amk_tile_pairs reads the tile's values as stored */
+        amk_tile_pairs(c, 1, last);
+    }
+    return 1;
+}
+#endif
 
 /* The binary elementwise ops, out[e] = f(a[e], b[e]); op is a compile-time constant at each call
    so the choice folds away. With M_tile, the rows [m_off, m_off + M_tile) of the output's first
@@ -4730,6 +5133,12 @@ static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *sme
         const int64_t m0 = c->ins.params.M_tile > 0 ? c->ins.params.m_off : 0;
         amk_gemm_tma(c, smem, m0, c->ins.params.M_tile > 0 ? m0 + c->ins.params.M_tile : amk_div_rows(c->in[0].numel, c->ins.params.K));
         return;
+    }
+#endif
+#if AMK_BLK_RING
+    if (c->ins.params.x_q8 && ((op == AMK_OP_GEMV_TILE && !amk_gemv_quant(c)) || op == AMK_OP_RMSNORM_GEMV ||
+                               op == AMK_OP_RMSNORM_SWIGLU)) { /* its W in a block format: the validator's rule */
+        if (amk_op_blk_ring(c, smem)) return;
     }
 #endif
     switch (op) { /* each op jumps to its device function's one call (the table's dev_first) */

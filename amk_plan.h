@@ -22,6 +22,9 @@
 
 #include "amk_ir.h"
 #include "amk_tune.h"
+#if !defined(__CUDACC__)
+#include <math.h>
+#endif
 
 /* ---- the lean decode tiles (amk_norm_gemv_lean) -------------------------------------------------
    Their shared memory, 16-byte aligned parts: [x: K floats | nt floats (RMSNORM_MLP's values, or
@@ -341,6 +344,61 @@ AMK_PLAN_FN int64_t amk_plan_attn_o_ys_bytes(const amk_params_t *P) {
 #define AMK_BLK_UP(K) (((K) / 32) | 1)
 #define AMK_BLK_X_FLOATS(K) (33 * (int64_t)AMK_BLK_UP(K))
 
+/* ---- x rounded to 8 bits (param x_q8: amk_ir.h's AMK_X_Q8) --------------------------------------
+   Element y of a unit whose largest |y| is amax (largest by its bits: a NaN beats every number)
+   becomes d * q, d = amax / 127 as amax * (1 / 127) and q = rint(y * (127 / amax)) within
+   [-127, 127] (0 when amax is 0). The reference VM and the device both compute it here, so their q
+   are the same integers. The device's staging of such an x adds AMK_BLK_X8_BYTES: the units' q
+   (32 bytes each, two 16-byte halves a unit: half h of unit u at 16 (h * UP + u), so a warp's lanes
+   read consecutive 16-byte pieces), then each unit's d (F32), then its halves' sums of q (two
+   int16 in an I32, low half first). */
+AMK_PLAN_FN float amk_plan_x_q8(float y, float amax, float *d) {
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    *d = amax * (1.0f / 127.0f);
+    return fminf(fmaxf(rintf(y * id), -127.0f), 127.0f);
+}
+#define AMK_BLK_X8_BYTES(K) (40 * (int64_t)AMK_BLK_UP(K))
+/* A block tile's staging in floats: x by units, then the dots of its mats matrices' nt rows, then
+   (q8: x_q8) the byte staging from the next 16-byte boundary (AMK_BLK_X8_OFF floats in). */
+#define AMK_BLK_X8_OFF(K, mats, nt) ((AMK_BLK_X_FLOATS(K) + (int64_t)(mats) * (int64_t)(nt) + 3) & ~(int64_t)3)
+#define AMK_BLK_STAGE_FLOATS(K, mats, nt, q8) \
+    ((q8) ? AMK_BLK_X8_OFF(K, mats, nt) + AMK_BLK_X8_BYTES(K) / 4 : AMK_BLK_X_FLOATS(K) + (int64_t)(mats) * (int64_t)(nt))
+
+/* ---- the block ring (amk_ops.cuh's amk_blk_ring): a tile of x_q8 whose W (and up) hold blocks of
+   a format with an integer dot streams its rows through shared memory, a ring of
+   AMK_BLK_RING_SLOTS slots a warp, each slot a chunk of AMK_BLK_RING_UNITS units (of 32 elements)
+   of one row: a bulk copy a chunk. So rows must be whole chunks (K a multiple of 32 *
+   AMK_BLK_RING_UNITS), and a chunk's bytes are 16-byte multiples for every such format. Its
+   shared memory: 8 bytes a slot's mbarrier, then the slots. */
+#ifndef AMK_BLK_RING_UNITS
+#define AMK_BLK_RING_UNITS 64
+#endif
+/* 1 for a block format the ring decodes by integer dots: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. */
+AMK_PLAN_FN int amk_plan_blk_int(int t) {
+    return t == AMK_DTYPE_Q8_0 || t == AMK_DTYPE_Q4_0 || t == AMK_DTYPE_Q4_1 || t == AMK_DTYPE_Q5_0 ||
+           t == AMK_DTYPE_Q5_1 || t == AMK_DTYPE_Q4_K || t == AMK_DTYPE_Q5_K || t == AMK_DTYPE_Q6_K;
+}
+/* A ring chunk's bytes for format t. */
+AMK_PLAN_FN int64_t amk_plan_blk_chunk(int t) {
+    return AMK_BLOCK_ELEMS(t) > 0 ? (int64_t)AMK_BLK_RING_UNITS * 32 / AMK_BLOCK_ELEMS(t) * AMK_BLOCK_BYTES(t) : 0;
+}
+/* 1 when the builder sets x_q8 on a tile of K whose matrices have dtypes w and wu (-1: none): both
+   (every one given) in a format with the integer dot, and K whole chunks. why only there: elsewhere
+   the device's tiles decode floats and x's rounding would cost accuracy for nothing. */
+AMK_PLAN_FN int amk_plan_blk_x8(int w, int wu, int64_t K) {
+    return amk_plan_blk_int(w) && (wu < 0 || amk_plan_blk_int(wu)) && K > 0 && K % (32 * AMK_BLK_RING_UNITS) == 0;
+}
+/* Chunks of m times AMK_BLK_RING_UNITS units, for a tile of K whose larger chunk of one is cb bytes:
+   2 where rows hold whole ones and cb is under 2 KB, else 1. why: a chunk's copy and the decode's
+   setup are per chunk, and the 8B's Q4_K and Q4_0 steps were 2-5% faster with chunks of 128 units
+   (2.3 KB), its Q8_0 step 5% slower (4.3 KB; bench/NOTES.md session "dp4a"). The device takes 1
+   where two slots of 2 do not fit. */
+AMK_PLAN_FN int amk_plan_blk_ring_m(int64_t K, int64_t cb) {
+    return K % (2 * 32 * AMK_BLK_RING_UNITS) == 0 && cb < 2048 ? 2 : 1;
+}
+/* The ring's bytes for warps warps of S slots, the tile's larger chunk cb. */
+#define AMK_BLK_RING_BYTES(warps, S, cb) ((int64_t)(warps) * (S) * (8 + (int64_t)(cb)))
+
 /* The matrices of x's tile that its block-format staging holds dots for (GEMV/GEMM tiles without
    I8/I4 scales 1, RMSNORM_GEMV 1, RMSNORM_SWIGLU and RMSNORM_MLP 2); 0 when no W of the tile is in
    a block format (RMSNORM_MLP: W_down included). */
@@ -435,11 +493,29 @@ AMK_PLAN_FN int amk_plan_attn_prefill_mma(const amk_vm_ctx_t *x, int threads, in
 #endif
 }
 
+/* The bytes the block ring (amk_blk_ring) adds to a tile's shared memory with AMK_BLK_RING_SLOTS
+   slots a warp, or 0 when the tile does not take it: an x_q8 GEMV/GEMM, RMSNORM_GEMV or
+   RMSNORM_SWIGLU tile whose matrices amk_plan_blk_x8 takes (the device also needs one row of x). */
+AMK_PLAN_FN int64_t amk_plan_blk_ring_bytes(const amk_vm_ctx_t *x, int threads) {
+    const int op = x->ins.op;
+    int w = -1, u = -1;
+    int64_t a, b;
+    if (!AMK_BLK_RING || !x->ins.params.x_q8) return 0;
+    if (op == AMK_OP_GEMV_TILE || op == AMK_OP_GEMM_TILE) w = x->in[1].dtype;
+    else if (op == AMK_OP_RMSNORM_GEMV) w = x->in[2].dtype;
+    else if (op == AMK_OP_RMSNORM_SWIGLU) { w = x->in[2].dtype; u = x->in[3].dtype; }
+    if (w < 0 || !amk_plan_blk_x8(w, u, x->ins.params.K)) return 0;
+    a = amk_plan_blk_chunk(w);
+    b = u >= 0 ? amk_plan_blk_chunk(u) : 0;
+    a = a > b ? a : b;
+    return 16 + AMK_BLK_RING_BYTES(threads / 32, AMK_BLK_RING_SLOTS, a * amk_plan_blk_ring_m(x->ins.params.K, a));
+}
+
 AMK_PLAN_FN int64_t amk_plan_least(const amk_vm_ctx_t *x, int threads) {
     const amk_params_t *P = &x->ins.params;
     const int64_t K = P->K, hd = P->head_dim, blk = amk_plan_blk_mats(x);
-    /* the float path's row of x, or the block staging and dots */
-    const int64_t xf = blk ? AMK_BLK_X_FLOATS(K) + blk * (int64_t)P->N_tile : K;
+    /* the float path's row of x, or the block staging and dots (and x_q8's bytes) */
+    const int64_t xf = blk ? AMK_BLK_STAGE_FLOATS(K, blk, P->N_tile, P->x_q8) : K;
     switch (x->ins.op) {
     case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: case AMK_OP_RMSNORM_SWIGLU: return 4 * xf;
     case AMK_OP_RMSNORM_MLP: return 4 * (xf + P->N_tile); /* + the tile's values */
@@ -480,7 +556,7 @@ AMK_PLAN_FN uint32_t amk_plan_form(const amk_vm_ctx_t *x, int threads, int64_t s
 AMK_PLAN_FN int64_t amk_plan_want(const amk_vm_ctx_t *x, int threads) {
     const amk_params_t *P = &x->ins.params;
     const int64_t K = P->K, hd = P->head_dim, least = amk_plan_least(x, threads);
-    int64_t w = least;
+    int64_t w = least + amk_plan_blk_ring_bytes(x, threads); /* the block ring's slots, if it takes the tile */
     switch (x->ins.op) {
     case AMK_OP_GEMV_TILE: case AMK_OP_GEMM_TILE: {
         /* the tensor-core path (tiles of AMK_MMA_MIN_ROWS rows and more) wants its full ring, + an

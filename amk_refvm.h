@@ -15,6 +15,7 @@
 #define AMK_REFVM_H
 
 #include "amk_validate.h"
+#include "amk_plan.h" /* x_q8's rounding (amk_plan_x_q8), the device's */
 
 #ifdef __cplusplus
 extern "C" {
@@ -149,6 +150,26 @@ AMK__FN float amk__refvm_dot(const float *a, const float *b, int64_t n) {
     }
     for (; k < n; k++) s0 += a[k] * b[k];
     return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
+}
+
+/* x_q8 (AMK_X_Q8): xs[0 .. K) rounded to 8 bits a unit of 32 elements, in place, by
+   amk_plan_x_q8 (the device's rule). */
+AMK__FN void amk__ref_x_q8(float *xs, int64_t K) {
+    int64_t u, k;
+    for (u = 0; u < K; u += 32) {
+        const int64_t e = K - u < 32 ? K : u + 32;
+        uint32_t top = 0;
+        float amax, d;
+        for (k = u; k < e; k++) { /* the largest |y| by its bits, as the device's max over lanes */
+            const uint32_t b = amk__f32_bits(xs[k]) & 0x7FFFFFFFu;
+            if (b > top) top = b;
+        }
+        amax = amk__bits_f32(top);
+        for (k = u; k < e; k++) {
+            const float q = amk_plan_x_q8(xs[k], amax, &d);
+            xs[k] = d * q;
+        }
+    }
 }
 
 /* Element e of 4-bit packed data (dtype I4, or U8 holding two per byte): low nibble first,
@@ -313,6 +334,8 @@ AMK__FN amk_result amk__ref_gemv(const amk__refop *o, amk_diag *d) {
     w = amk__refvm_floats(K);
     if (!xs || !w) { amk__free(xs); amk__free(w); return amk__refvm_oom(o, d); }
     amk__refvm_load_row(o->x[0], o->in[0]->dtype, m0 * K, (m1 - m0) * K, xs);
+    if (o->P.x_q8)
+        for (m = m0; m < m1; m++) amk__ref_x_q8(xs + (m - m0) * K, K);
     for (n = o->P.n_off; n < (int64_t)o->P.n_off + o->P.N_tile; n++) {
         if (quant) amk__ref_dequant_wrow(o, n, w);
         else amk__refvm_load_row(o->x[1], o->in[1]->dtype, n * K, K, w);
@@ -638,13 +661,17 @@ AMK__FN amk_result amk__ref_norm_gemv(const amk__refop *o, amk_diag *d) {
     for (m = m_begin; m < m_end; m++) {
         const float inv = amk__ref_rms_inv(o, 0, m * K, K);
         int64_t pos = flags ? amk__load_i64(o->x[3], o->in[3]->dtype, m) : 0;
-        for (k = 0; k < K; k++) xs[k] = AMK__IN(o, 0, m * K + k) * inv * AMK__IN(o, 1, k);
+        /* x_q8: x * norm_w rounded, its dots then scaled by inv (the device's order) */
+        const float sc = o->P.x_q8 ? inv : 1.0f;
+        for (k = 0; k < K; k++) xs[k] = o->P.x_q8 ? AMK__IN(o, 0, m * K + k) * AMK__IN(o, 1, k)
+                                                  : AMK__IN(o, 0, m * K + k) * inv * AMK__IN(o, 1, k);
+        if (o->P.x_q8) amk__ref_x_q8(xs, K);
         for (n = 0; n < nt; n++) {
             amk__refvm_load_row(o->x[2], o->in[2]->dtype, (n0 + n) * K, K, w);
-            y[n] = amk__refvm_dot(xs, w, K);
+            y[n] = amk__refvm_dot(xs, w, K) * sc;
             if (swiglu) {
                 amk__refvm_load_row(o->x[3], o->in[3]->dtype, (n0 + n) * K, K, w);
-                y[n] = y[n] / (1.0f + expf(-y[n])) * amk__refvm_dot(xs, w, K);
+                y[n] = y[n] / (1.0f + expf(-y[n])) * (amk__refvm_dot(xs, w, K) * sc);
             }
         }
         if (flags & AMK_GEMV_FLAG_ROPE) amk__ref_rope_pairs(&o->P, pos, n0, y, nt);

@@ -410,6 +410,14 @@ AMK__FN int amk__check_norm(const amk__opshape *c) {
     return amk__check_rows(c, c->P.hidden);
 }
 
+/* Param x_q8 (AMK_X_Q8): 0, or 1 on a tile that multiplies x by a matrix in a GGUF block format
+   (blk). */
+AMK__FN int amk__check_x_q8(const amk__opshape *c, int blk) {
+    if (c->P.x_q8 != 0 && (c->P.x_q8 != 1 || !blk))
+        AMK__OPS_FAIL(PARAM_VALUE, "x_q8 = %d must be 0, or 1 on a tile whose W is in a GGUF block format", c->P.x_q8);
+    return 1;
+}
+
 /* GEMV_TILE, GEMM_TILE */
 AMK__FN int amk__check_gemv(const amk__opshape *c) {
     int64_t v;
@@ -470,6 +478,7 @@ AMK__FN int amk__check_gemv(const amk__opshape *c) {
         AMK__OPS_FAIL(PARAM_VALUE, "n_off+N_tile = %lld exceeds W rows %lld", (long long)end,
                       (long long)N);
     if (!amk__opshape_tile_out(c, c->out, c->n_out, M, end)) return 0;
+    if (!amk__check_x_q8(c, !c->quant && amk_dtype_is_block(W->dtype))) return 0;
     if (c->t->op == AMK_OP_GEMM_TILE) {
         if (c->P.M_tile < 1 || c->P.m_off < 0)
             AMK__OPS_FAIL(PARAM_VALUE, "m_off = %d must be >= 0 and M_tile = %d >= 1", c->P.m_off,
@@ -860,6 +869,8 @@ AMK__FN int amk__check_norm_gemv(const amk__opshape *c) {
     end = (int64_t)c->P.n_off + c->P.N_tile;
     if (end > N)
         AMK__OPS_FAIL(PARAM_VALUE, "n_off+N_tile = %lld exceeds W rows %lld", (long long)end, (long long)N);
+    if (!amk__check_x_q8(c, amk_dtype_is_block(c->in[2]->dtype) || (swiglu && amk_dtype_is_block(c->in[3]->dtype))))
+        return 0;
     if (c->t->op == AMK_OP_RMSNORM_SWIGLU && c->P.flags) /* the others' flags: amk__op_flags_named */
         AMK__OPS_FAIL(PARAM_VALUE, "flags = %d: RMSNORM_SWIGLU takes none", c->P.flags);
     if (flags & AMK_GEMV_FLAG_ARGMAX) {

@@ -139,7 +139,6 @@ extern "C" __global__ void __launch_bounds__(AMK_VM_MAX_THREADS, 1) amk_vm_main(
     __shared__ int step_go; /* the wait between steps: 1 met, 0 aborted. why not c->go: the block may
                                still be reading c->go after the op's last barrier */
 #endif
-    extern __shared__ __align__(16) unsigned char amk_vm_smem[];
     const amk_vm_ctx_t *ctxs = (const amk_vm_ctx_t *)prog.contexts; /* [n_instructions], queue order */
     uint32_t *counters = (uint32_t *)prog.counters;                /* [n_counters] */
     uint32_t *status = (uint32_t *)prog.abort_flag;                /* [4 + num_sms] */

@@ -64,10 +64,12 @@ $(BUILD)/device/amk_vm_general_chain.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/devi
 # chunk) and launches a step at a time. why a build of its own: with that GEMM's 64 sums a thread
 # in the module, ptxas spills the VM around it by ~2 KB (bench/NOTES.md session "tma"), which the
 # decode builds must not; so this build alone is let spill (NVCC_FLAGS_PREFILL: spills reported,
-# not errors) and the decode builds keep the check
+# not errors) and the decode builds keep the check. The block ring (AMK_BLK_RING, a decode tile's)
+# is not in it: its function spilled there, and the VM around it ~300 bytes more; a prefill
+# program's x_q8 tiles (the head's one row) run the lanes' path on the rounded x
 NVCC_FLAGS_PREFILL ?= $(subst -Werror all-warnings,,$(NVCC_FLAGS))
 $(BUILD)/device/amk_vm_prefill.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
-	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS_PREFILL) $(DEVICE_GENERAL) -DAMK_VM_CHAIN=1 -DAMK_VM_PREFILL=1 \
+	$(NVCC) -x cu -cubin $(NVCC_GENCODE) $(NVCC_FLAGS_PREFILL) $(DEVICE_GENERAL) -DAMK_BLK_RING=0 -DAMK_VM_CHAIN=1 -DAMK_VM_PREFILL=1 \
 	  -o $@ amk_vm.cuh 2> $(BUILD)/device/ptxas_prefill.log || { cat $(BUILD)/device/ptxas_prefill.log; rm -f $@; exit 1; }
 	@grep -A3 "entry function 'amk_vm_chain'" $(BUILD)/device/ptxas_prefill.log | tail -n 2
 
@@ -81,7 +83,7 @@ $(BUILD)/device/amk_vm_prefill.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 # The front end runs once (the compute_80 PTX), ptxas once an architecture on it. why not nvcc a
 # cubin: its front end took half of each build's minute, four times over, in the CI's 15 minutes
 PORTABLE_SMS ?= 80 86 89 120
-DEVICE_PORTABLE := $(DEVICE_GENERAL) -DAMK_PORTABLE=1 -DAMK_GEMM_TMA=0 -DAMK_ATTN_KV_TMA=0 -DAMK_VM_CHAIN=1 -DAMK_VM_PREFILL=1
+DEVICE_PORTABLE := $(DEVICE_GENERAL) -DAMK_PORTABLE=1 -DAMK_BLK_RING=0 -DAMK_GEMM_TMA=0 -DAMK_ATTN_KV_TMA=0 -DAMK_VM_CHAIN=1 -DAMK_VM_PREFILL=1
 PORTABLE_CUBINS := $(foreach a,$(PORTABLE_SMS),$(BUILD)/device/amk_vm_portable_sm$(a).cubin)
 $(BUILD)/device/amk_vm_portable.ptx: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 	$(NVCC) -x cu -ptx -arch=compute_80 $(filter -O% -fmad% -D%,$(NVCC_FLAGS)) $(DEVICE_PORTABLE) -o $@ amk_vm.cuh

@@ -87,6 +87,13 @@ static int cli_parse_steps(const cli_cmd *cmd, const char *opt, const char *s, i
     return CLI_OK;
 }
 
+/* --x-q8: "0" or "1" into *out (amk_llama_build_opts.x_q8); CLI_OK, or the usage error's code. */
+static int cli_parse_x_q8(const cli_cmd *cmd, const char *s, int *out) {
+    if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0) return cli_usage_error(cmd, "bad --x-q8 '%s' (0 or 1)", s);
+    *out = s[0] == '1';
+    return CLI_OK;
+}
+
 /* --qkv-fold: "0" or "1" into *out (amk_llama_build_opts.qkv_fold); CLI_OK, or the usage error's code. */
 static int cli_parse_fold(const cli_cmd *cmd, const char *s, int *out) {
     if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0) return cli_usage_error(cmd, "bad --qkv-fold '%s' (0 or 1)", s);
@@ -769,6 +776,7 @@ static int cli_write_trace(amk_cuda *c, const amk_program *p, const char *path) 
 
 typedef struct cli_llm_args {
     const char *model, *random, *ctx, *dtype, *act_dtype, *sms, *splits, *seed, *timeout, *mlp_steps, *attn_steps, *qkv_fold;
+    const char *x_q8;
     int cpu, spec_ops;
 } cli_llm_args;
 
@@ -786,7 +794,8 @@ static int cli_llm_option(const cli_cmd *cmd, int argc, char **argv, int *i, cli
                       : strcmp(o, "--timeout") == 0 ? &a->timeout
                       : strcmp(o, "--mlp-steps") == 0 ? &a->mlp_steps
                       : strcmp(o, "--attn-steps") == 0 ? &a->attn_steps
-                      : strcmp(o, "--qkv-fold") == 0 ? &a->qkv_fold : NULL;
+                      : strcmp(o, "--qkv-fold") == 0 ? &a->qkv_fold
+                      : strcmp(o, "--x-q8") == 0 ? &a->x_q8 : NULL;
     if (strcmp(o, "--cpu") == 0) { a->cpu = 1; return 1; }
     if (strcmp(o, "--spec-ops") == 0) { a->spec_ops = 1; return 1; }
     if (!slot) return 0;
@@ -821,6 +830,7 @@ static int cli_llm_opts(const cli_cmd *cmd, const cli_llm_args *a, amk_llm_opts 
     if (a->attn_steps && (rc = cli_parse_steps(cmd, "--attn-steps", a->attn_steps, &o->build.attn_o)) != CLI_OK)
         return rc;
     if (a->qkv_fold && (rc = cli_parse_fold(cmd, a->qkv_fold, &o->build.qkv_fold)) != CLI_OK) return rc;
+    if (a->x_q8 && (rc = cli_parse_x_q8(cmd, a->x_q8, &o->build.x_q8)) != CLI_OK) return rc;
     if (a->dtype) {
         int t = amk_dtype_from_name(a->dtype);
         if (t != AMK_DTYPE_F32 && t != AMK_DTYPE_BF16 && t != AMK_DTYPE_F16)
@@ -1484,10 +1494,10 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
 
 static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
     const char *shapes_s = NULL, *ctx_s = NULL, *iters_s = NULL, *trace = NULL, *splits_s = NULL, *pos_s = NULL;
-    const char *chain_s = NULL, *fold_s = NULL, *quant_s = NULL, *prefill_s = NULL, *rows_s = NULL;
+    const char *chain_s = NULL, *fold_s = NULL, *quant_s = NULL, *prefill_s = NULL, *rows_s = NULL, *x8_s = NULL;
     char shapes[256], ctxs[128], quants[128], *save = NULL, *sh;
     uint64_t v;
-    int iters = 50, i, rc = CLI_OK, splits = 0, pos_opt = -1, chain = 1, fold = -1;
+    int iters = 50, i, rc = CLI_OK, splits = 0, pos_opt = -1, chain = 1, fold = -1, x8 = 1;
     size_t image_size = 0;
     const void *image = cli_image(&image_size);
     double read_gbs = 0.0, copy_gbs = 0.0;
@@ -1497,7 +1507,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
                           : strcmp(argv[i], "--kv-splits") == 0 ? &splits_s : strcmp(argv[i], "--pos") == 0 ? &pos_s
                           : strcmp(argv[i], "--chain") == 0 ? &chain_s : strcmp(argv[i], "--qkv-fold") == 0 ? &fold_s
                           : strcmp(argv[i], "--quant") == 0 ? &quant_s : strcmp(argv[i], "--prefill") == 0 ? &prefill_s
-                          : strcmp(argv[i], "--prefill-rows") == 0 ? &rows_s : NULL;
+                          : strcmp(argv[i], "--prefill-rows") == 0 ? &rows_s : strcmp(argv[i], "--x-q8") == 0 ? &x8_s : NULL;
         if (!slot) return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
         if (!cli_take_value(cmd, argc, argv, &i, slot)) return CLI_BAD_INPUT;
     }
@@ -1506,6 +1516,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
     if (chain_s && !cli_parse_chain(cmd, chain_s, &chain)) return CLI_BAD_INPUT;
     if (splits_s && (rc = cli_parse_splits(cmd, splits_s, &splits)) != CLI_OK) return rc;
     if (fold_s && (rc = cli_parse_fold(cmd, fold_s, &fold)) != CLI_OK) return rc;
+    if (x8_s && (rc = cli_parse_x_q8(cmd, x8_s, &x8)) != CLI_OK) return rc;
     snprintf(shapes, sizeof shapes, "%s", shapes_s ? shapes_s : "llama3-8b,llama3.2-1b,smollm2-135m");
     snprintf(ctxs, sizeof ctxs, "%s", ctx_s ? ctx_s : "128,4096");
     snprintf(quants, sizeof quants, "%s", quant_s ? quant_s : "BF16");
@@ -1555,6 +1566,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
             cli_bench_opts(&o, image, image_size, ctx + 1, qn, &cfg, &quant);
             o.build.kv_splits = splits;
             o.build.qkv_fold = fold;
+            o.build.x_q8 = x8;
             if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) {
                 fprintf(stderr, "amk bench: %s ctx %d: %s\n", label, ctx, d.message);
                 rc = CLI_FAIL;
@@ -1674,7 +1686,7 @@ static const cli_cmd cli_cmds[] = {
     {"build", "build a model's decode step as a program (JSON)",
      "amk build (-m MODEL | --random-weights SHAPE) [-o STEP.json] [--ctx N] [--dtype F32|BF16|F16]\n"
      "          [--act-dtype F32|BF16|F16] [--sms N] [--kv-splits N] [--spec-ops] [--mlp-steps 1|2]\n"
-     "          [--attn-steps 1|2] [--qkv-fold 0|1]\n"
+     "          [--attn-steps 1|2] [--qkv-fold 0|1] [--x-q8 0|1]\n"
      "          [--prefill M]",
      "Builds the Llama decode step of MODEL (a .gguf, a .safetensors with config.json, or a model\n"
      "directory) or of SHAPE (llama3-8b, llama3.2-1b, smollm2-135m, or a config.json), lowers it\n"
@@ -1705,6 +1717,9 @@ static const cli_cmd cli_cmds[] = {
      "loader derives a weight a layer, [ffn + hidden, q + 2 kv rows]), 0 does not; default: AMK's\n"
      "choice (AMK_LLAMA_QKV_FOLD 1: BF16 weights with the one-step attention and the SM sets).\n"
      "Where the step cannot fold, 1 builds it unfolded.\n"
+     "--x-q8 1 (default): a tile whose matrices are in Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or\n"
+     "Q6_K with rows of a multiple of 2048 rounds its x to 8 bits a 32-element unit (as llama.cpp's\n"
+     "q8_1), which the GPU multiplies by integer dots; 0 keeps x in F32 everywhere.\n"
      "--prefill M builds the prefill program of a chunk of M prompt tokens instead (inputs token\n"
      "[M], pos [M] and last [1]: K and V of every row into the caches, ATTENTION_PREFILL, the\n"
      "logits of row last); AMK's opcodes only. amk generate runs one beside the decode step\n"
@@ -1716,7 +1731,7 @@ static const cli_cmd cli_cmds[] = {
      "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--ctx N] [--dtype D] [--act-dtype D]\n"
      "             [--cpu] [-q]\n"
      "             [--trace FILE.json] [--timeout MS] [--chain N] [--spec-ops] [--mlp-steps 1|2]\n"
-     "             [--attn-steps 1|2] [--qkv-fold 0|1] [--prefill-rows M|off]",
+     "             [--attn-steps 1|2] [--qkv-fold 0|1] [--x-q8 0|1] [--prefill-rows M|off]",
      "Loads MODEL, builds its decode step and a prefill program, runs the prompt in chunks through\n"
      "the prefill program, then\n"
      "generates up to N tokens (default 64; -n 0: the prompt alone), streaming the text, stopping\n"
@@ -1737,7 +1752,7 @@ static const cli_cmd cli_cmds[] = {
      "stderr gives the weight bytes a token reads and the weight buffers a dtype.\n"
      "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
      "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops,\n"
-     "--mlp-steps, --attn-steps and --qkv-fold as for build; on the GPU, --qkv-fold 1 where its\n"
+     "--mlp-steps, --attn-steps, --qkv-fold and --x-q8 as for build; on the GPU, --qkv-fold 1 where its\n"
      "forms do not take the folded step (past 256 cached rows, F32 weights) builds it unfolded,\n"
      "with a note.\n"
      "--chain N: greedy decoding on the GPU runs N steps a launch, the device feeding each token\n"
@@ -1753,7 +1768,7 @@ static const cli_cmd cli_cmds[] = {
      cmd_generate},
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",
      "amk bench [--shapes A,B,...] [--ctx N,M,...] [--pos N] [--iters N] [--kv-splits N] [--chain N]\n"
-     "          [--qkv-fold 0|1] [--quant Q,...] [--trace PREFIX]\n"
+     "          [--qkv-fold 0|1] [--x-q8 0|1] [--quant Q,...] [--trace PREFIX]\n"
      "amk bench [--shapes A,B,...] [--quant Q,...] --prefill N,M,... [--prefill-rows M] [--iters N]",
      "For each shape (default llama3-8b,llama3.2-1b,smollm2-135m; random bf16 weights made on the\n"
      "GPU) and context (default 128,4096): builds, lowers and loads the decode step, runs one step\n"
@@ -1768,7 +1783,7 @@ static const cli_cmd cli_cmds[] = {
      "--kv-splits N as for build (AMK's choice: one split up to 512 rows, else a task a kv head a split\n"
      "on each SM).\n"
      "--qkv-fold as for build (its folded weight random too: for timing only; unfolded, with a\n"
-     "note, where the GPU's forms do not take the folded step).\n"
+     "note, where the GPU's forms do not take the folded step). --x-q8 as for build.\n"
      "--quant Q,... runs each shape with its random weights in each quantization as llama.cpp\n"
      "quantizes a Llama model (the matrices' type, Q6_K or Q8_0 for the output and attn_v/ffn_down\n"
      "in some layers, its fallbacks where a block does not divide a row): BF16 (the default), Q8_0,\n"

@@ -1550,6 +1550,72 @@ static void test_random_block_weights(void) {
     }
 }
 
+/* x_q8 (amk_llama_build_opts.x_q8, default 1): a model whose matrices are Q4_K with K = 2048 gets
+   x_q8 on every GEMV-family tile (all of them read a block matrix of K 2048: amk_plan_blk_x8), none
+   with x_q8 0; the step's logits with x rounded stay within X_Q8_TOL of the unrounded step's
+   (random weights, 2 layers, 4 steps on the reference VM), and differ from them (the rounding
+   happens). */
+/* why 2e-2 of the largest logit: x rounded to 8 bits a unit of 32 moves an element by up to 0.4%
+   of its unit's largest value; through two layers and the head the measured worst was 1.1e-2 */
+#define X_Q8_TOL 2e-2
+static void test_x_q8_step(void) {
+    amk_llama_config c = block_config();
+    amk_llm_opts o;
+    amk_llm *m[2] = {NULL, NULL};
+    amk_diag d;
+    block_pick bp = {AMK_DTYPE_Q4_K, {NULL, NULL, NULL, NULL}, 0};
+    static float ref[64];
+    const float *logits = NULL;
+    int k, pos, i, tok = 3, tiles = 0, xq = 0;
+    double worst = 0.0, big = 0.0;
+    c.hidden = 2048; c.intermediate = 2048; c.n_heads = 16; c.n_kv_heads = 8; c.head_dim = 128; c.vocab = 64;
+    amk_diag_clear(&d);
+    amk_llm_opts_default(&o);
+    CHECK_EQ_INT(o.build.x_q8, 1);
+    o.backend = AMK_BACKEND_CPU;
+    o.build.num_sms = 8;
+    o.build.max_seq = 8;
+    o.build.weight_dtype_of = block_pick_of;
+    o.build.weight_dtype_user = &bp;
+    for (k = 0; k < 2; k++) {
+        o.build.x_q8 = k == 0;
+        CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m[k], &d), AMK_OK);
+        if (!m[k]) { fprintf(stderr, "%s\n", d.message); goto done; }
+    }
+    for (k = 0; k < 2; k++) {
+        const amk_program *p = amk_llm_program(m[k]);
+        for (i = 0; i < p->n_tasks; i++) {
+            const int op = amk_op_device(p->tasks[i].op, NULL);
+            const int gemv = op == AMK_OP_GEMV_TILE || op == AMK_OP_RMSNORM_GEMV || op == AMK_OP_RMSNORM_SWIGLU;
+            amk_params_t P;
+            amk_task_marshal_params(&p->tasks[i], &P);
+            tiles += k == 0 && gemv;
+            xq += P.x_q8 != 0;
+        }
+        if (k == 0) CHECK_MSG(tiles > 0 && xq == tiles, "%d of %d tiles take x_q8", xq, tiles);
+        else CHECK_MSG(xq == tiles, "x_q8 0: %d tiles take it", xq - tiles);
+    }
+    for (pos = 0; pos < 4; pos++) {
+        for (k = 1; k >= 0; k--) { /* unrounded first: the reference */
+            CHECK_EQ_INT(amk_llm_step(m[k], tok, pos, &logits, NULL, &d), AMK_OK);
+            if (!logits) goto done;
+            for (i = 0; i < c.vocab; i++) {
+                if (k == 1) {
+                    ref[i] = logits[i];
+                    if (fabs(logits[i]) > big) big = fabs(logits[i]);
+                } else if (fabs((double)ref[i] - logits[i]) > worst) {
+                    worst = fabs((double)ref[i] - logits[i]);
+                }
+            }
+        }
+        tok = (tok * 7 + 5) % c.vocab;
+    }
+    printf("x_q8 vs f32 x: worst logit difference %.2e of the largest logit %.2f (%.2e)\n", worst, big, worst / big);
+    CHECK(big > 0.0 && worst <= X_Q8_TOL * big && worst > 1e-6 * big);
+done:
+    for (k = 0; k < 2; k++) amk_llm_close(m[k]);
+}
+
 /* The real model read as stored (weights_as_stored, the default): its matrices in Q4_1, the tied
    embedding in Q8_0 (as the file stores them), a step that validates; the greedy tokens of a short
    prompt equal those of the same model converted to F32 (weights_as_stored 0), the logits within
@@ -2191,6 +2257,7 @@ int main(void) {
     RUN(test_weight_dtype_of_spec_ops);
     RUN(test_random_block_weights);
     RUN(test_as_stored_matches_f32);
+    RUN(test_x_q8_step);
     RUN(test_fused_matches_spec_ops);
     RUN(test_stacked_splits);
     RUN(test_prefill_matches_decode);

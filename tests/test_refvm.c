@@ -281,6 +281,12 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_RMSNORM_GEMV, "F32[1,256] F32[256] Q6_K[4,256] | F32[1,4]", "eps=1e-5 K=256 N_tile=4 n_off=0", "ok"},
     {AMK_OP_RMSNORM_SWIGLU, "F32[1,256] F32[256] Q5_K[4,256] Q3_K[4,256] | F32[1,4]", "eps=1e-5 K=256 N_tile=4 n_off=0", "ok"},
     {AMK_OP_RMSNORM_GEMV, "F32[1,256] Q6_K[256] F32[4,256] | F32[1,4]", "eps=1e-5 K=256 N_tile=4 n_off=0", "OP_DTYPE"},
+    /* x_q8: 0 or 1, and 1 only on a tile with a block-format matrix */
+    {AMK_OP_GEMV_TILE, "F32[1,64] Q8_0[4,64] | F32[1,4]", "K=64 N_tile=4 n_off=0 x_q8=1", "ok"},
+    {AMK_OP_GEMV_TILE, "F32[1,64] Q8_0[4,64] | F32[1,4]", "K=64 N_tile=4 n_off=0 x_q8=2", "PARAM_VALUE"},
+    {AMK_OP_GEMV_TILE, "F32[1,64] BF16[4,64] | F32[1,4]", "K=64 N_tile=4 n_off=0 x_q8=1", "PARAM_VALUE"},
+    {AMK_OP_RMSNORM_SWIGLU, "F32[1,256] F32[256] F32[4,256] Q4_K[4,256] | F32[1,4]", "eps=1e-5 K=256 N_tile=4 n_off=0 x_q8=1", "ok"},
+    {AMK_OP_RMSNORM_GEMV, "F32[1,256] F32[256] BF16[4,256] | F32[1,4]", "eps=1e-5 K=256 N_tile=4 n_off=0 x_q8=1", "PARAM_VALUE"},
     /* RMSNORM_MLP's down in a block format: W_down [H, N], the tile's K-slice whole blocks */
     {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] F32[64,8] F32[64,8] Q8_0[8,64] | F32[1,8]", "eps=1e-5 K=8 N_tile=32 n_off=32", "ok"},
     {AMK_OP_RMSNORM_MLP, "F32[1,8] F32[8] F32[64,8] F32[64,8] Q8_0[8,64] | F32[1,8]", "eps=1e-5 K=8 N_tile=16 n_off=32", "PARAM_VALUE"},
@@ -907,6 +913,84 @@ static void test_gemv_blocks(void) {
         CHECK_MSG(bad == 0, "EMBED table=%s: %d elements differ from the decoded rows", amk_dtype_name(dt), (int)bad);
         tc_free(&c);
     }
+}
+
+/* x_q8 (amk_ir.h's AMK_X_Q8) against a twin of its rule written here from the IR's words: each
+   32-element unit of x (RMSNORM_GEMV: of x * norm_w) becomes d q, d = amax * (1/127), q =
+   rint(y * (127 / amax)); the dots of the rounded x with the decoded W in double (RMSNORM_GEMV: times
+   1/rms). Every block format; K with a short last unit for the float W beside a block one. The
+   rounding must move the result (the test would pass unrounded otherwise): the same tile without
+   x_q8 differs from it by more than f32 sums differ, somewhere. */
+static void twin_x_q8(double *xr, const float *y, int64_t K) {
+    int64_t u, k;
+    for (u = 0; u < K; u += 32) {
+        const int64_t e = u + 32 < K ? u + 32 : K;
+        float amax = 0.0f, d, id;
+        for (k = u; k < e; k++) amax = fabsf(y[k]) > amax ? fabsf(y[k]) : amax;
+        d = amax * (1.0f / 127.0f);
+        id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (k = u; k < e; k++) {
+            double q = nearbyint((double)(y[k] * id));
+            q = q > 127 ? 127 : q < -127 ? -127 : q;
+            xr[k] = (double)(d * (float)q);
+        }
+    }
+}
+static void test_gemv_x_q8(void) {
+    int dt, norm;
+    for (norm = 0; norm < 2; norm++)
+        for (dt = AMK_DTYPE_Q8_0; dt < AMK_DTYPE_COUNT; dt++) {
+            const int64_t K = 512, N = 6;
+            tc c;
+            amk_diag d;
+            int x, nw, W, y, ins[3], pass;
+            int64_t n, k, bad = 0, moved = 0;
+            double inv = 1.0, xr[512], got[6];
+            float yv[512];
+            tc_init(&c);
+            x = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 1, K, 0);
+            nw = tc_buf(&c, AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
+            W = tc_buf(&c, AMK_KIND_WEIGHT, dt, 2, N, K, 0);
+            y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, 1, N, 0);
+            tfill(&c.b[x], -2, 2);
+            tfill(&c.b[nw], 0.5, 1.5);
+            tfill_blocks(&c.b[W]);
+            for (k = 0; k < K; k++) yv[k] = norm ? (float)c.b[x].v[k] * (float)c.b[nw].v[k] : (float)c.b[x].v[k];
+            if (norm) {
+                double ss = 0;
+                for (k = 0; k < K; k++) ss += c.b[x].v[k] * c.b[x].v[k];
+                inv = 1.0 / sqrt(ss / (double)K + 1e-5);
+            }
+            twin_x_q8(xr, yv, K);
+            for (pass = 0; pass < 2; pass++) {
+                if (norm) { ins[0] = x; ins[1] = nw; ins[2] = W; }
+                else { ins[0] = x; ins[1] = W; }
+                tc_task(&c, norm ? AMK_OP_RMSNORM_GEMV : AMK_OP_GEMV_TILE, ins, norm ? 3 : 2, y);
+                tc_int(&c, "K", K); tc_int(&c, "N_tile", N); tc_int(&c, "n_off", 0);
+                if (norm) tc_real(&c, "eps", 1e-5);
+                if (pass == 0) tc_int(&c, "x_q8", 1);
+                tpoison(&c.b[y]);
+                CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "x_q8 %s W=%s: %s", norm ? "RMSNORM_GEMV" : "GEMV", amk_dtype_name(dt),
+                          d.message);
+                for (n = 0; n < N; n++) {
+                    double want = 0, mag = 0;
+                    for (k = 0; k < K; k++) {
+                        want += xr[k] * c.b[W].v[n * K + k];
+                        mag += fabs(xr[k] * c.b[W].v[n * K + k]);
+                    }
+                    if (pass == 0) {
+                        got[n] = tget(&c.b[y], n);
+                        bad += !near_out(AMK_DTYPE_F32, got[n], want * inv, mag * inv, 1e-5 * sqrt((double)K));
+                    } else { /* the rounding's effect: far above the f32 sums' differences */
+                        moved += fabs(tget(&c.b[y], n) - got[n]) > 1e-5 * mag * inv;
+                    }
+                }
+            }
+            CHECK_MSG(bad == 0, "x_q8 %s W=%s: %d bad elements", norm ? "RMSNORM_GEMV" : "GEMV", amk_dtype_name(dt), (int)bad);
+            CHECK_MSG(moved > 0, "x_q8 %s W=%s: the unrounded tile equals the rounded twin", norm ? "RMSNORM_GEMV" : "GEMV",
+                      amk_dtype_name(dt));
+            tc_free(&c);
+        }
 }
 
 /* RMSNORM_MLP with a block-format W_down [H, N] (its tile's K-slices) gives out exactly what the
@@ -2873,6 +2957,7 @@ int main(void) {
     RUN(test_norms);
     RUN(test_gemv_float);
     RUN(test_gemv_blocks);
+    RUN(test_gemv_x_q8);
     RUN(test_mlp_block_down);
     RUN(test_norm_gemv_rows);
     RUN(test_gemv_f16_every_value);

@@ -522,7 +522,7 @@ typedef struct gemv_spec {
     amk_opcode op;
     amk_dtype xt, wt, ot, st;
     int64_t M, N, K, n_off, N_tile, group, m_off, M_tile;
-    int bias, quant, zeros, threads;
+    int bias, quant, zeros, threads, xq8;
 } gemv_spec;
 
 static void gemv_case(const char *tag, gemv_spec c) {
@@ -544,6 +544,7 @@ static void gemv_case(const char *tag, gemv_spec c) {
     seti(p, t, "N_tile", c.N_tile);
     if (c.op == AMK_OP_GEMM_TILE) { seti(p, t, "m_off", c.m_off); seti(p, t, "M_tile", c.M_tile); }
     if (c.quant) { seti(p, t, "qdtype", c.quant); seti(p, t, "group", c.group); }
+    if (c.xq8) seti(p, t, "x_q8", 1);
     if (c.threads) p->config.threads_per_block = c.threads;
     check_program(p, tag, 1.0f, -1, -1);
 }
@@ -1049,6 +1050,7 @@ static void check_argmax_pairs(gcase *g, int y, int pp, int64_t M, int64_t N, in
 static int g_fused_threads;
 static int64_t g_fused_rows;
 static amk_dtype g_fused_up; /* RMSNORM_SWIGLU's up dtype when not F32 (0): else wt */
+static int g_fused_xq8;       /* 1: the tiles take x_q8 (x rounded to 8 bits a unit) */
 static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t M,
                        int64_t N, int64_t K, int64_t hd, const int32_t *pos, int64_t cache_rows, double rtol) {
     amk_program *p = prog_new(2);
@@ -1083,6 +1085,7 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
             }
             if (pp >= 0) seti(p, t, "part", i);
             if (flags & AMK_GEMV_FLAG_ROPE) { seti(p, t, "head_dim", hd); setf(p, t, "theta", 500000.0); }
+            if (g_fused_xq8) seti(p, t, "x_q8", 1);
         }
     }
     if (gcase_begin(&g, p, tag, 1.0f)) {
@@ -1210,6 +1213,58 @@ static void test_fused_gemv(void) {
     g_fused_up = (amk_dtype)0;
     if (!g_quick)
         fused_case("NORM_SWIGLU 8B tile", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1, 218, 4096, 0, NULL, 0, -1);
+}
+
+/* x_q8 tiles (x rounded to 8 bits a 32-element unit) against the reference VM, which rounds x by
+   the same rule: with one row of x and K a multiple of 2048, the block ring (amk_op_blk_ring) of
+   every format with an integer dot, as GEMV (rows of one, two and three chunks of 64 units, or one
+   of 128 where K is a multiple of 4096: amk_plan_blk_ring_m; tiles whose rows leave
+   warps unequal counts or none, the bias) and as the fused forms (RoPE into the cache, the head's
+   ARGMAX, a gate and an up of two formats); with two rows, or K = 512, the lanes' float path on the
+   rounded x. */
+static void test_blk_ring(void) {
+    static const int32_t pk[1] = {6}, p2[2] = {3, 900};
+    static const amk_dtype ints[] = {AMK_DTYPE_Q8_0, AMK_DTYPE_Q4_0, AMK_DTYPE_Q4_1, AMK_DTYPE_Q5_0, AMK_DTYPE_Q5_1,
+                                     AMK_DTYPE_Q4_K, AMK_DTYPE_Q5_K, AMK_DTYPE_Q6_K};
+    int i;
+    for (i = 0; i < (int)(sizeof ints / sizeof ints[0]); i++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "GEMV ring %s", amk_dtype_name(ints[i]));
+        gemv_case(tag, (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = i % 2 ? AMK_DTYPE_F32 : AMK_DTYPE_BF16, .wt = ints[i],
+                  .ot = i % 3 ? AMK_DTYPE_F32 : AMK_DTYPE_BF16, .M = 1, .N = 90, .K = i % 2 ? 4096 : 2048, .n_off = 7,
+                  .N_tile = i % 4 == 3 ? 5 : 61, .bias = i % 2, .xq8 = 1});
+    }
+    gemv_case("GEMV ring Q4_K K=6144", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_Q4_K,
+              .ot = AMK_DTYPE_F32, .M = 1, .N = 40, .K = 6144, .n_off = 3, .N_tile = 33, .xq8 = 1});
+    gemv_case("GEMV x_q8 Q4_K lanes K=512", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_Q4_K,
+              .ot = AMK_DTYPE_F32, .M = 1, .N = 40, .K = 512, .n_off = 0, .N_tile = 40, .xq8 = 1});
+    gemv_case("GEMV x_q8 Q8_0 lanes M=2", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_Q8_0,
+              .ot = AMK_DTYPE_F32, .M = 2, .N = 40, .K = 2048, .n_off = 0, .N_tile = 40, .xq8 = 1});
+    g_fused_xq8 = 1;
+    fused_case("NORM_GEMV ring Q4_K rope kv", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_BF16, AMK_DTYPE_Q4_K, AMK_DTYPE_BF16, 1, 256,
+               4096, 128, pk, 9, -1);
+    fused_case("NORM_GEMV ring Q6_K rope", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_F32, AMK_DTYPE_Q6_K, AMK_DTYPE_F32, 1, 128, 2048,
+               64, pk, 0, 1e-3);
+    fused_case("NORM_GEMV ring Q5_0 kv", AMK_OP_RMSNORM_GEMV, 2, AMK_DTYPE_F32, AMK_DTYPE_Q5_0, AMK_DTYPE_F32, 1, 64, 2048, 0,
+               pk, 9, -1);
+    fused_case("NORM_GEMV ring Q8_0 argmax", AMK_OP_RMSNORM_GEMV, 4, AMK_DTYPE_F32, AMK_DTYPE_Q8_0, AMK_DTYPE_F32, 1, 700, 2048,
+               0, NULL, 0, -1);
+    fused_case("NORM_GEMV ring Q4_0", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_BF16, AMK_DTYPE_Q4_0, AMK_DTYPE_BF16, 1, 300, 4096, 0,
+               NULL, 0, -1);
+    g_fused_up = AMK_DTYPE_Q6_K;
+    fused_case("NORM_SWIGLU ring Q4_K/Q6_K", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_Q4_K, AMK_DTYPE_BF16, 1, 90,
+               4096, 0, NULL, 0, -1);
+    g_fused_up = AMK_DTYPE_Q5_K;
+    fused_case("NORM_SWIGLU ring Q5_K", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_F32, AMK_DTYPE_Q5_K, AMK_DTYPE_F32, 1, 34, 2048, 0,
+               NULL, 0, -1);
+    g_fused_up = (amk_dtype)0;
+    fused_case("NORM_SWIGLU ring Q4_1", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_F32, AMK_DTYPE_Q4_1, AMK_DTYPE_F32, 1, 66, 2048, 0,
+               NULL, 0, -1);
+    fused_case("NORM_GEMV x_q8 Q4_0 lanes M=2", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_F32, AMK_DTYPE_Q4_0, AMK_DTYPE_F32, 2, 64,
+               2048, 64, p2, 0, 1e-3);
+    fused_case("NORM_SWIGLU x_q8 Q8_0 lanes K=576", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_F32, AMK_DTYPE_Q8_0, AMK_DTYPE_F32, 1,
+               40, 576, 0, NULL, 0, -1);
+    g_fused_xq8 = 0;
 }
 
 /* RMSNORM_MLP: a FILL starts the sum, then tiles of tr rows of gate/up and W_downT (the first with
@@ -3137,6 +3192,7 @@ int main(int argc, char **argv) {
     TRY_IMAGES(test_attention_combine);
     TRY_IMAGES(test_split_attention);
     TRY_IMAGES(test_fused_gemv);
+    TRY_IMAGES(test_blk_ring);
     TRY_IMAGES(test_fused_gemv_rows);
     TRY_PREFILL(test_fused_gemv_rows);
     TRY_IMAGES(test_fused_mlp);

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# scripts/gpu_quant.sh - quantized decode on the GPU (issue 39), in one call: the carried binaries
+# (.gpu_carry/bins.tar.xz: build/amk, build/gpu/test_gpu, build/gpu/test_sweep, built on the dev
+# machine), test_gpu's block and x_q8 cases on every image (or all of test_gpu: FULL=1), then
+# `amk bench --quant` with x rounded to 8 bits (--x-q8 1, the default) and without (--x-q8 0) in the
+# same call: the block ring's dp4a path against the lanes' float path; FULL=1 adds the sweep and
+# the bf16 steps' bench. Logs in $OUT; a table last.
+#   tar -cf - build/amk build/gpu/test_gpu build/gpu/test_sweep | xz -T2 -6 > .gpu_carry/bins.tar.xz
+set -u
+cd "$(dirname "$0")/.."
+OUTD=${OUT:-/tmp/amk-out}
+mkdir -p "$OUTD"
+[ -f .gpu_carry/bins.tar.xz ] && xz -dc .gpu_carry/bins.tar.xz | tar -xf -
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+rows=()
+run() { # run NAME CMD...: log to $OUTD/NAME.log, keep rc and time
+  local name=$1; shift
+  local t0=$(date +%s.%N)
+  "$@" > "$OUTD/$name.log" 2>&1; local rc=$?
+  rows+=("$(printf '%-16s rc=%-3s %6.1f s  %s' "$name" "$rc" "$(awk "BEGIN{print $(date +%s.%N) - $t0}")" \
+          "$(grep -E '[0-9]+ passed, [0-9]+ failed' "$OUTD/$name.log" | tail -n 1 | cut -c1-80)")")
+}
+if [ "${FULL:-0}" = 1 ]; then
+  run test_gpu timeout 900 build/gpu/test_gpu
+  run test_sweep timeout 600 build/gpu/test_sweep
+  run bench_bf16 timeout 300 build/amk bench --iters 30 --ctx 128
+else
+  run test_gpu_blk timeout 600 build/gpu/test_gpu test_blk_ring test_gemv_tile test_fused_gemv test_fused_mlp
+fi
+grep -E "FAIL|failed:" "$OUTD"/test_gpu*.log | head -20
+SH=${SHAPES:-llama3-8b,llama3.2-1b}
+Q=${QUANTS:-Q4_K_M,Q8_0,Q4_0}
+run bench_x8 timeout 600 build/amk bench --shapes "$SH" --iters 30 --ctx 128 --quant "$Q" --x-q8 1
+run bench_f32x timeout 600 build/amk bench --shapes "$SH" --iters 30 --ctx 128 --quant "$Q" --x-q8 0
+for f in bench_x8 bench_f32x bench_bf16; do
+  [ -f "$OUTD/$f.log" ] && { echo "== $f"; grep -E '^\| [a-z]|^read ceiling|per opcode' "$OUTD/$f.log" | sed 's/(sum over SMs of op time; % of all SMs x step time)//'; }
+done
+printf '%s\n' "${rows[@]}"
