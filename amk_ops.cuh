@@ -1127,17 +1127,21 @@ static __device__ __forceinline__ void amk_blk_rows(const amk_buffer_t *W, int K
 /* ---- the block ring: an x_q8 tile's rows through shared memory, integer dots ------------------
    A tile of one row of x whose matrices hold blocks of a format with an integer dot
    (amk_plan_blk_x8) streams its rows through a ring a warp: warp w takes the tile's rows [r0, r1)
-   (ceil(nt / warps) each; a SWIGLU tile's gate rows, then its up rows), chunks of
-   AMK_BLK_RING_UNITS units of a row a slot, one bulk copy a chunk, S slots of the largest chunk a
-   warp at the end of shared memory (amk_plan.h's AMK_BLK_RING_BYTES: the warps' mbarriers, then
-   their slots). Each lane decodes units lane and lane + 32 of a chunk against x's q (the byte
-   staging of amk_blk_put8) by dp4a: a unit of a block with scale d_w and x's d is d_w d sum(q_w q)
-   plus its offset's or min's term from the unit's sums of q. The first S chunks go out before the
-   op's wait (the weights are constant), so the staging of x overlaps them. why: the lane loads
-   of amk_blk_rows hold one unit a lane in flight and decode floats (~1 TB/s on the H200,
-   bench/NOTES.md sessions "bound" and "x8": bytes in flight and instructions an element, both);
-   the ring holds its bytes in shared memory, not registers, and dp4a takes four elements an
-   instruction. */
+   (ceil(nt / warps) each; a SWIGLU tile's gate rows, then its up rows), chunks of m *
+   AMK_BLK_RING_UNITS units of a row a slot (m: amk_plan_blk_ring_m), one bulk copy a chunk, S
+   slots of the larger matrix's chunk a warp at the end of shared memory (amk_plan.h's
+   AMK_BLK_RING_BYTES: the warps' mbarriers, then their slots). Each lane decodes units lane,
+   lane + 32, ... of a chunk against x's q (the byte staging of amk_blk_put8) by dp4a: a unit of a
+   block with scale d_w and x's d is d_w d sum(q_w q) plus its offset's or min's term from the
+   unit's sums of q. The first S chunks go out before the op's wait (the weights are constant), so
+   the staging of x overlaps them. why: the lane loads of amk_blk_rows hold one unit a lane in
+   flight and decode floats (~1 TB/s on the H200, bench/NOTES.md sessions "bound" and "x8": bytes
+   in flight and instructions an element, both); the ring holds its bytes in shared memory, not
+   registers, and dp4a takes four elements an instruction (bench/NOTES.md session "dp4a": what
+   bounds it now is a chunk's fixed work). Its decoders (amk_blk_unit8, amk_s32n) restate the lane
+   path's block layouts (amk_blk_unit, amk_blk_w32n) for shared memory and integer dots. why not
+   shared helpers: factored, they changed the VM's register allocation and the chain image spilled
+   (12 bytes; session "dp4a"), and the lane path's code is the one measured. */
 #if AMK_BLK_RING
 /* The ring's slots for a tile (0: the tile does not take it): W and Wu (NULL: none) the matrices,
    avail the bytes of shared memory the op leaves it. */

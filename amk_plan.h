@@ -365,11 +365,11 @@ AMK_PLAN_FN float amk_plan_x_q8(float y, float amax, float *d) {
     ((q8) ? AMK_BLK_X8_OFF(K, mats, nt) + AMK_BLK_X8_BYTES(K) / 4 : AMK_BLK_X_FLOATS(K) + (int64_t)(mats) * (int64_t)(nt))
 
 /* ---- the block ring (amk_ops.cuh's amk_blk_ring): a tile of x_q8 whose W (and up) hold blocks of
-   a format with an integer dot streams its rows through shared memory, a ring of
-   AMK_BLK_RING_SLOTS slots a warp, each slot a chunk of AMK_BLK_RING_UNITS units (of 32 elements)
-   of one row: a bulk copy a chunk. So rows must be whole chunks (K a multiple of 32 *
-   AMK_BLK_RING_UNITS), and a chunk's bytes are 16-byte multiples for every such format. Its
-   shared memory: 8 bytes a slot's mbarrier, then the slots. */
+   a format with an integer dot streams its rows through shared memory, a ring of up to
+   AMK_BLK_RING_SLOTS slots a warp, each slot a chunk of m * AMK_BLK_RING_UNITS units (of 32
+   elements; m: amk_plan_blk_ring_m) of one row: a bulk copy a chunk. So rows must be whole chunks
+   (K a multiple of 32 * AMK_BLK_RING_UNITS), and a chunk's bytes are 16-byte multiples for every
+   such format. Its shared memory: 8 bytes a slot's mbarrier, then the slots. */
 #ifndef AMK_BLK_RING_UNITS
 #define AMK_BLK_RING_UNITS 64
 #endif

@@ -6,6 +6,9 @@
 #            about 4.5 minutes)
 #   phase 2: on the same warm machine: llama-bench -fa 1 -p 0 -n 128 -d 0,4096 on each F16 GGUF,
 #            then `amk bench --ctx 128,4096` on the same shapes, and a table of both
+#   phase q: on the same warm machine (after phase 1), issue 39's decode bars: each F16 GGUF
+#            quantized to Q4_K_M and Q8_0, llama-bench -fa 1 -p 0 -n 128 on each, then `amk bench
+#            --quant Q4_K_M,Q8_0 --ctx 128` (random weights in the same recipes), and a table of both
 #   phase p: on the same warm machine (after phase 1), issue 40's prompt bar: each F16 GGUF
 #            quantized to Q4_K_M and Q8_0 (llama-quantize), llama-bench -fa 1 -p 512 -n 0 on the
 #            three, then `amk bench --quant BF16,Q4_K_M,Q8_0 --prefill 512` (random weights in the
@@ -30,6 +33,11 @@ amk_bin() {
   fi
   AMK=build-gpu/amk
   make -j16 BUILD=build-gpu WARN=-Wall build-gpu/amk > /tmp/lcp_amk_build.log 2>&1 || { tail -20 /tmp/lcp_amk_build.log; return 1; }
+}
+# quantize S Q: the F16 GGUF of shape S quantized to Q by llama-quantize, once a machine
+quantize() {
+  [ -f "/tmp/lcpw/$1.$2.gguf" ] || "$B/llama-quantize" "/tmp/lcpw/$1.f16.gguf" "/tmp/lcpw/$1.$2.gguf" "$2" 16 > /dev/null 2>&1 ||
+    echo "quantize $1 $2 failed"
 }
 case "${1:-}" in
 1) SHAPES="$SHAPES" bash .lcp/bench/llamacpp_baseline.sh 1 ;;
@@ -63,10 +71,7 @@ p)
   [ -x "$B/llama-bench" ] || { echo "no llama-bench: run phase 1 on this machine first" >&2; exit 1; }
   : > /tmp/lcp_pp.txt
   for s in $SHAPES; do
-    for q in Q4_K_M Q8_0; do
-      [ -f "/tmp/lcpw/$s.$q.gguf" ] || "$B/llama-quantize" "/tmp/lcpw/$s.f16.gguf" "/tmp/lcpw/$s.$q.gguf" $q 16 > /dev/null 2>&1 ||
-        echo "quantize $s $q failed"
-    done
+    for q in Q4_K_M Q8_0; do quantize "$s" $q; done
     for q in f16 Q8_0 Q4_K_M; do
       "$B/llama-bench" -m "/tmp/lcpw/$s.$q.gguf" -ngl 99 -fa 1 -p 512 -n 0 -r 3 -o md 2>/dev/null | grep pp512 |
         sed "s/^/$s $q /" | tee -a /tmp/lcp_pp.txt
@@ -88,5 +93,31 @@ p)
     done
   done
   ;;
-*) echo "usage: scripts/gpu_llamacpp.sh 1|2|p" >&2; exit 2 ;;
+q)
+  B=/tmp/lcpw/llama.cpp/build/bin
+  [ -x "$B/llama-bench" ] || { echo "no llama-bench: run phase 1 on this machine first" >&2; exit 1; }
+  : > /tmp/lcp_tq.txt
+  for s in $SHAPES; do
+    for q in Q4_K_M Q8_0; do
+      quantize "$s" $q
+      "$B/llama-bench" -m "/tmp/lcpw/$s.$q.gguf" -ngl 99 -fa 1 -p 0 -n 128 -r 3 -o md 2>/dev/null | grep tg128 |
+        sed "s/^/$s $q /" | tee -a /tmp/lcp_tq.txt
+    done
+  done
+  amk_bin || exit 1
+  "$AMK" bench --iters 50 --ctx 128 --quant Q4_K_M,Q8_0 --shapes "$(echo $SHAPES | tr ' ' ',')" |
+    tee /tmp/lcp_amk_tq.txt | grep -E '^\||ceiling'
+  echo
+  echo "| shape | weights | llama.cpp tg128 ms/token | AMK ms/token (ctx 128) | llama.cpp / AMK |"
+  echo "|---|---|---|---|---|"
+  for s in $SHAPES; do
+    for q in Q4_K_M Q8_0; do
+      tps=$(grep "^$s $q " /tmp/lcp_tq.txt | awk -F'|' '{ split($(NF-1), a, "±"); print a[1] + 0 }' | head -1)
+      amk=$(grep -E "^\| $s $q \| 128 \|" /tmp/lcp_amk_tq.txt | awk -F'|' '{print $4 + 0}')
+      awk -v s="$s" -v q="$q" -v t="$tps" -v a="$amk" 'BEGIN {
+        l = t > 0 ? 1000 / t : 0; printf "| %s | %s | %.3f | %.3f | %.3f |\n", s, q, l, a, (a > 0 ? l / a : 0) }'
+    done
+  done
+  ;;
+*) echo "usage: scripts/gpu_llamacpp.sh 1|2|p|q" >&2; exit 2 ;;
 esac

@@ -163,15 +163,15 @@ static void test_caps_and_versions(void) {
     CHECK_EQ_INT(AMK_ABI_VERSION_MAJOR, 0);
     CHECK_EQ_INT(AMK_ABI_VERSION_MINOR, 2);
     /* the on-device PODs: fixed sizes so host and device agree without CUDA headers */
-    CHECK_EQ_INT(sizeof(amk_params_t), 18 * 4 + 8 * 4);
+    CHECK_EQ_INT(sizeof(amk_params_t), 18 * 4 + 8 * 4 + 4 * 4); /* + x_q8 and 3 reserved words */
     CHECK_EQ_INT(sizeof(amk_buffer_t), 8 + 8 + 16 + 32 + 32);
     CHECK_EQ_INT(sizeof(amk_instruction_t) % 8, 0);
     /* AMK's instruction layout (the spec's fields, then the runtime's L2 prefetch ranges and a
        reserved word): host and device images built apart must agree on it */
     CHECK_EQ_INT(offsetof(amk_instruction_t, params), 144);
-    CHECK_EQ_INT(offsetof(amk_instruction_t, prefetch_addr), 248);
-    CHECK_EQ_INT(offsetof(amk_instruction_t, form), 284);
-    CHECK_EQ_INT(sizeof(amk_instruction_t), 288);
+    CHECK_EQ_INT(offsetof(amk_instruction_t, prefetch_addr), 264);
+    CHECK_EQ_INT(offsetof(amk_instruction_t, form), 300);
+    CHECK_EQ_INT(sizeof(amk_instruction_t), 304);
     /* the VM fetches a context with one bulk copy: 16-byte multiples, descriptors 16-aligned */
     CHECK_EQ_INT(sizeof(amk_vm_ctx_t) % 16, 0);
     CHECK_EQ_INT(offsetof(amk_vm_ctx_t, in) % 16, 0);

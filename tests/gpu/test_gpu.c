@@ -2303,8 +2303,15 @@ static void prefill_program_case(const char *tag, int dt, int blk) {
         if (gcase_run(&g, tag))
             for (b = 0; b < p->n_buffers; b++) {
                 const char *n = p->buffers[b].name ? p->buffers[b].name : "";
+                /* why a 16-bit tolerance a layer deep: the prefill image rounds x * norm_w to bf16
+                   before its tensor-core products (the reference VM does not), so the differences
+                   grow through the layers: a layer's caches take its depth + 1 times BF16's
+                   tolerance, the logits n_layers + 1 times (one seed in ~300 crossed the flat
+                   tolerance: bench/NOTES.md sessions "rows" and "portable") */
+                const int depth = strcmp(n, "logits") == 0 ? c.n_layers : atoi(strchr(n, '.') ? strchr(n, '.') + 1 : "0");
                 if (strcmp(n, "logits") == 0 || strncmp(n, "k_cache.", 8) == 0 || strncmp(n, "v_cache.", 8) == 0)
-                    gcase_compare(&g, b, dt == AMK_DTYPE_F32 ? 1e-4 : -1, dt == AMK_DTYPE_F32 ? 1e-4 : 2e-2, tag);
+                    gcase_compare(&g, b, dt == AMK_DTYPE_F32 ? 1e-4 : dtype_tol(AMK_DTYPE_BF16) * (depth + 1),
+                                  dt == AMK_DTYPE_F32 ? 1e-4 : 2e-2 * (depth + 1), tag);
             }
     }
     gcase_end(&g);
