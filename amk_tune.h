@@ -82,8 +82,8 @@
    | AMK_RING_SLOTS            | 3       | the ring's shared-memory slots,  | 4 speed the head, yet the step was | 220, 237,    |
    |                           |         | 2..8 (H+D)                       | slower each time (its layers: code | 298          |
    |                           |         |                                  | placement)                         |              |
-   | AMK_BLK_RING              | 1       | the block ring of an x_q8 tile   | 8B Q4_K_M 4.86 -> 3.7 ms (x_q8 0   | 441-444      |
-   |                           |         | (amk_blk_ring)                   |                                    |              |
+   | AMK_BLK_RING              | 1       | the block ring of an x_q8 tile   | 8B Q4_K_M 4.85 -> 3.56 ms (x_q8    | 441-446      |
+   |                           |         | (amk_blk_ring)                   | off, on; the lanes' path when off) |              |
    | AMK_BLK_RING_SLOTS        | 2       | its slots a warp, 2..8 (H+D)     | 4 and 8 no faster; with chunks of  | 441-444      |
    |                           |         |                                  | 128 units 4 was 3-5% slower        |              |
    | AMK_NAMED_BARRIERS        | 1       | the lean tile's named barriers;  | racecheck misreports correct code  | 278          |

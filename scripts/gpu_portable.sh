@@ -21,15 +21,8 @@ OUTD=${OUT:-/tmp/amk-portable}
 mkdir -p "$OUTD"
 export AMK_TEST_SEED=${AMK_TEST_SEED:-$(date +%s)}
 PORT=(env AMK_CUDA_IMAGE=portable AMK_CUDA_SMEM_CAP=101376)
-rows=()
-run() { # run NAME CMD...: log to $OUTD/NAME.log, keep rc and time
-  local name=$1; shift
-  local t0; t0=$(date +%s.%N)
-  "$@" > "$OUTD/$name.log" 2>&1; local rc=$?
-  rows+=("$(printf '%-16s rc=%-3s %6.1f s  %s' "$name" "$rc" "$(awk "BEGIN{print $(date +%s.%N) - $t0}")" \
-          "$(grep -E '[0-9]+ passed, [0-9]+ failed|golden|coverage' "$OUTD/$name.log" | tail -n 2 | tr '\n' ' ' | cut -c1-110)")")
-  echo "== $name rc=$rc"
-}
+# shellcheck source=scripts/gpu_lib.sh
+. scripts/gpu_lib.sh # run NAME CMD... and rows
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 echo "seed $AMK_TEST_SEED"
 unpack() { xz -dc .gpu_carry/bins.tar.xz | tar -xf - || { echo "no .gpu_carry/bins.tar.xz (header)" >&2; exit 2; }; }

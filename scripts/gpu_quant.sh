@@ -12,14 +12,8 @@ OUTD=${OUT:-/tmp/amk-out}
 mkdir -p "$OUTD"
 [ -f .gpu_carry/bins.tar.xz ] && xz -dc .gpu_carry/bins.tar.xz | tar -xf -
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-rows=()
-run() { # run NAME CMD...: log to $OUTD/NAME.log, keep rc and time
-  local name=$1; shift
-  local t0=$(date +%s.%N)
-  "$@" > "$OUTD/$name.log" 2>&1; local rc=$?
-  rows+=("$(printf '%-16s rc=%-3s %6.1f s  %s' "$name" "$rc" "$(awk "BEGIN{print $(date +%s.%N) - $t0}")" \
-          "$(grep -E '[0-9]+ passed, [0-9]+ failed' "$OUTD/$name.log" | tail -n 1 | cut -c1-80)")")
-}
+# shellcheck source=scripts/gpu_lib.sh
+. scripts/gpu_lib.sh # run NAME CMD... and rows
 if [ "${FULL:-0}" = 1 ]; then
   run test_gpu timeout 900 build/gpu/test_gpu
   run test_sweep timeout 600 build/gpu/test_sweep

@@ -20,15 +20,8 @@ B=build-gpu
 MK="make -j16 BUILD=$B WARN=-Wall"
 OUTD=${OUT:-/tmp/amk-out}
 mkdir -p "$OUTD"
-rows=()
-run() { # run NAME CMD...: log to $OUTD/NAME.log, keep rc and time
-  local name=$1; shift
-  local t0=$(date +%s.%N)
-  "$@" > "$OUTD/$name.log" 2>&1; local rc=$?
-  rows+=("$(printf '%-14s rc=%-3s %6.1f s  %s' "$name" "$rc" "$(awk "BEGIN{print $(date +%s.%N) - $t0}")" \
-          "$(grep -E '[0-9]+ passed, [0-9]+ failed|ERROR SUMMARY|RACECHECK SUMMARY|golden' "$OUTD/$name.log" | tail -n 2 | tr '\n' ' ' | cut -c1-90)")")
-  echo "== $name rc=$rc"
-}
+# shellcheck source=scripts/gpu_lib.sh
+. scripts/gpu_lib.sh # run NAME CMD... and rows
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 # why the compiler's version: the VM sits at the register cap, and this host's build has spilled
 # code the dev machine's build did not (bench/RESULTS.md runs 323, 326: the same nvcc there)
