@@ -32,12 +32,16 @@ extern "C" {
 /* How the decode step is built. */
 /* KV cache rows a decode step gets when the caller does not say (at most the model's context). */
 #define AMK_LLAMA_DEFAULT_MAX_SEQ 4096
+/* amk_llm's weight_dtype/act_dtype default (amk_llm_opts_default): the backend's choice, made when
+   amk_llm opens the model (amk_llm_opts says which). amk_llama_build refuses it. */
+#define AMK_DTYPE_AUTO (-1)
 
 typedef struct amk_llama_build_opts {
     int max_seq;      /* KV cache rows (the longest context); 0 = min(config max_pos, AMK_LLAMA_DEFAULT_MAX_SEQ,
                          the sliding window); more than a sliding window fails (AMK_ERR_UNSUPPORTED) */
-    int weight_dtype; /* dtype of the matrices and the embedding: F32 (default), BF16 or F16 */
-    int act_dtype;    /* activations and KV cache: F32 (default), BF16 or F16 */
+    int weight_dtype; /* dtype of the matrices and the embedding: F32 (default), BF16 or F16 (amk_llm
+                         also takes AMK_DTYPE_AUTO, its default) */
+    int act_dtype;    /* activations and KV cache: F32 (default), BF16 or F16 (amk_llm: AUTO too) */
     int num_sms;      /* tiles are sized so each of this many SMs moves the same weight bytes */
     int kv_splits;    /* attention tiles along the KV length (merged by ATTENTION_COMBINE): 1..8, or
                          a multiple of 8 up to AMK_LLAMA_MAX_SPLITS with AMK's opcodes (stacked
@@ -1634,6 +1638,11 @@ AMK__FN amk_result amk__llama_build_step(const amk_llama_config *cfg, const amk_
     if (dropped) *dropped = 0;
     if (!out) return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: no output");
     if (o) bo = *o; else amk_llama_build_opts_default(&bo);
+    if (bo.weight_dtype == AMK_DTYPE_AUTO || bo.act_dtype == AMK_DTYPE_AUTO) { /* why here: amk_llm resolves it first */
+        memset(out, 0, sizeof *out);
+        return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: AMK_DTYPE_AUTO is amk_llm's choice by backend; "
+                         "the builder takes F32, BF16 or F16");
+    }
     r = amk__lb_build(cfg, &bo, out, d);
     if (r == AMK_OK && (bo.qkv_fold != 1 || forms >= 0) && !amk__lb_forms_ok(out->program, forms >= 0 ? forms : AMK_PLAN_FORMS_LEAN)) {
         /* a folded task the device's lean forms do not take (a window longer than the lean

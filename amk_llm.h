@@ -31,6 +31,11 @@ typedef enum amk_backend {
 } amk_backend;
 
 typedef struct amk_llm_opts {
+    /* build.weight_dtype and build.act_dtype: AMK_DTYPE_AUTO by default, chosen as the model opens.
+       On the GPU (backend CUDA, or AUTO where a device and a device image are): BF16 matrices
+       (those not kept in a block format), and activations and KV cache in the matrices' dtype
+       (BF16 unless weight_dtype is set): the path of the prompt's tensor cores and of the
+       benchmarks. On the reference VM: F32, its exact path. */
     amk_llama_build_opts build;
     amk_backend backend;
     uint64_t random_seed; /* amk_llm_open_random: the weights' seed */
@@ -71,8 +76,8 @@ typedef struct amk_llm amk_llm;
    stay open while o builds. NULL o is ignored. */
 AMK_API void amk_llama_build_opts_stored(amk_llama_build_opts *o, amk_model *model);
 
-/* Defaults: AUTO backend, random_seed 1, weights_as_stored 1, amk_llama_build_opts_default's build.
-   NULL is ignored. */
+/* Defaults: AUTO backend, random_seed 1, weights_as_stored 1, amk_llama_build_opts_default's build
+   with AMK_DTYPE_AUTO dtypes. NULL is ignored. */
 AMK_API void amk_llm_opts_default(amk_llm_opts *o);
 /* Opens a model file (see amk_model_open), builds, lowers and loads its decode step. Refuses a
    tokenizer with more tokens than the embedding has rows (AMK_ERR_MISMATCH; fewer is legal: HF
@@ -915,6 +920,8 @@ AMK_API void amk_llm_opts_default(amk_llm_opts *o) {
     if (!o) return;
     memset(o, 0, sizeof *o);
     amk_llama_build_opts_default(&o->build);
+    o->build.weight_dtype = AMK_DTYPE_AUTO;
+    o->build.act_dtype = AMK_DTYPE_AUTO;
     o->backend = AMK_BACKEND_AUTO;
     o->random_seed = 1;
     o->weights_as_stored = 1;
@@ -1091,6 +1098,15 @@ AMK__FN amk_result amk__llm_build_prefill(amk_llm *m, amk_diag *d) {
     return amk__llm_build_short(m, &bo, d);
 }
 
+/* AMK_DTYPE_AUTO dtypes of o->build as amk_llm_opts says, for the GPU (gpu 1) or the reference VM. */
+AMK__FN void amk__llm_resolve_dtypes(amk_llm_opts *o, int gpu) {
+    if (o->build.weight_dtype == AMK_DTYPE_AUTO) {
+        o->build.weight_dtype = gpu ? AMK_DTYPE_BF16 : AMK_DTYPE_F32;
+        if (o->build.act_dtype == AMK_DTYPE_AUTO) o->build.act_dtype = o->build.weight_dtype;
+    }
+    if (o->build.act_dtype == AMK_DTYPE_AUTO) o->build.act_dtype = gpu ? o->build.weight_dtype : AMK_DTYPE_F32;
+}
+
 /* Builds and lowers the step of m->cfg and opens its backend. */
 AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     amk_result r;
@@ -1118,6 +1134,8 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
             dev = amk_cuda_device_query(&major, &minor, &sms, NULL) == AMK_OK;
             portable = amk__cuda_portable(dev ? major : -1, minor) == 1;
         }
+        amk__llm_resolve_dtypes(&m->opts, m->opts.backend == AMK_BACKEND_CUDA ||
+                                              (m->opts.backend == AMK_BACKEND_AUTO && dev && m->opts.device_image));
         /* why: the step runs one block an SM, all co-resident, so a GPU with fewer SMs than the
            step's (an A100's 108, an RTX 4090's 128 against the default 132) gets a step of its own */
         if (dev && sms > 0 && sms < m->opts.build.num_sms) {

@@ -171,6 +171,12 @@ static void cli_weight_summary(const amk_program *p, char *buf, size_t size) {
     snprintf(buf, size, "%.1f MB of weights a token (%s)", wb < 0 ? -1.0 : (double)wb / 1e6, dts);
 }
 
+/* The dtype of a Llama step's activations and KV cache (its first K cache's), -1 without one. */
+static int cli_act_dtype(const amk_program *p) {
+    const int b = amk_program_find_buffer(p, "k_cache.0");
+    return b >= 0 ? p->buffers[b].dtype : -1;
+}
+
 /* Reads and loads a program; on failure prints "FILE:LINE:COL: PATH: message" (or the I/O error)
    to stderr and returns NULL. */
 static amk_program *cli_load(const char *path) {
@@ -903,6 +909,9 @@ static int cmd_build(const cli_cmd *cmd, int argc, char **argv) {
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
     }
     if ((rc = cli_llm_opts(cmd, &a, &o)) != CLI_OK) return rc;
+    /* why F32: a program file is for any backend; amk_llm's GPU choice (BF16) is --dtype BF16 here */
+    if (o.build.weight_dtype == AMK_DTYPE_AUTO) o.build.weight_dtype = AMK_DTYPE_F32;
+    if (o.build.act_dtype == AMK_DTYPE_AUTO) o.build.act_dtype = AMK_DTYPE_F32;
     if (prefill) {
         uint64_t v;
         if (!cli_parse_u64(prefill, &v) || v < 1 || v > (1u << 20)) return cli_usage_error(cmd, "bad --prefill '%s'", prefill);
@@ -1203,11 +1212,11 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
             snprintf(dev + strlen(dev), sizeof dev - strlen(dev), ", prompt chunks of %d", amk_llm_prefill_rows(m));
         if (amk_llm_prefill_rows_short(m) > 0)
             snprintf(dev + strlen(dev), sizeof dev - strlen(dev), " and %d", amk_llm_prefill_rows_short(m));
-        fprintf(stderr, "%s: %s, %s, %d layers, %s, backend %s (%s)%s, context %d\n", a.model ? a.model : a.random,
-                amk_llm_config(m)->name[0] ? amk_llm_config(m)->name : "(unnamed)", amk_llm_config(m)->arch,
-                amk_llm_config(m)->n_layers, sum, amk_llm_backend_name(m), amk_llm_backend_reason(m), dev,
-                amk_llm_max_seq(m));
-        if (amk_llm_cuda(m) && amk_llm_prefill_rows(m) > 0 && o.build.act_dtype == AMK_DTYPE_F32 &&
+        fprintf(stderr, "%s: %s, %s, %d layers, %s, activations %s, backend %s (%s)%s, context %d\n",
+                a.model ? a.model : a.random, amk_llm_config(m)->name[0] ? amk_llm_config(m)->name : "(unnamed)",
+                amk_llm_config(m)->arch, amk_llm_config(m)->n_layers, sum, amk_dtype_name(cli_act_dtype(amk_llm_program(m))),
+                amk_llm_backend_name(m), amk_llm_backend_reason(m), dev, amk_llm_max_seq(m));
+        if (amk_llm_cuda(m) && amk_llm_prefill_rows(m) > 0 && cli_act_dtype(amk_llm_program(m)) == AMK_DTYPE_F32 &&
             cli_has_block_weights(amk_llm_program(m)))
             fprintf(stderr, "amk: with F32 activations the prompt's quantized matrices run on the CUDA cores; "
                             "--act-dtype BF16 runs them on the tensor cores\n");
@@ -1746,9 +1755,11 @@ static const cli_cmd cli_cmds[] = {
      "longer than the context is an error, and so is a KV cache larger than the machine's memory\n"
      "on the reference VM. Runs on the GPU when there is one (and this amk holds the device\n"
      "image), else on the reference VM; --cpu forces the reference VM. Quantized matrices run as\n"
-     "stored and --dtype D (F32, BF16, F16) converts every matrix, as for build; --act-dtype BF16\n"
-     "keeps them stored with 16-bit activations, the fast prompt of a quantized model on the GPU\n"
-     "(its chunks dequantize each layer for the tensor cores); the first line on\n"
+     "stored. The other matrices, the activations and the KV cache are BF16 on the GPU (the\n"
+     "prompt on the tensor cores; a quantized model's chunks dequantize each layer for them) and\n"
+     "F32 on the reference VM. --dtype D (F32, BF16, F16) converts every matrix and runs the\n"
+     "activations in D, as for build; --act-dtype D keeps the quantized matrices stored and runs\n"
+     "the rest in D (--act-dtype F32: the GPU's exact path); the first line on\n"
      "stderr gives the weight bytes a token reads and the weight buffers a dtype.\n"
      "--trace FILE.json writes the per-SM instruction timeline of one step (Chrome trace JSON;\n"
      "open it in Perfetto). --timeout MS is the GPU step watchdog (default 10000); --spec-ops,\n"

@@ -60,7 +60,7 @@ d)
       -p "The capital of France is"
     grep -E 'backend|tok/s|prompt' "$OUTD/gen_$dt.log" | head -4
   done
-  run gen_stored "${PORT[@]}" build/amk generate -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 32 -p "The capital of France is"
+  run gen_stored "${PORT[@]}" build/amk generate -m models/SmolLM2-135M-Instruct.Q4_1.gguf --act-dtype F32 -n 32 -p "The capital of France is"
   run gen_cpu build/amk generate --cpu -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 32 -p "The capital of France is"
   for f in gen_F32 gen_BF16 gen_F16 gen_stored gen_cpu; do echo "--- $f"; grep -v -E 'backend|tok/s|load|prompt' "$OUTD/$f.log" | head -5; done
   ;;

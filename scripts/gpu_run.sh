@@ -48,19 +48,28 @@ b)
   sha256sum models/SmolLM2-135M-Instruct.Q4_1.gguf
   [ -x $B/amk ] || run build $MK $B/amk
   run golden $MK test-gpu-llama
-  run generate $B/amk generate -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 48 -p "The history of the printing press" --trace "$OUTD/smollm2_trace.json"
+  # the file's own types (Q4_1 matrices, a Q8_0 embedding) with F32 activations (the reference VM's
+  # default) and with the GPU's default BF16 ones, each on the GPU and the reference VM: the same text
+  P="The history of the printing press"
+  run generate $B/amk generate -m models/SmolLM2-135M-Instruct.Q4_1.gguf --act-dtype F32 -n 48 -p "$P" --trace "$OUTD/smollm2_trace.json"
   run generate_chat $B/amk generate -m models/SmolLM2-135M-Instruct.Q4_1.gguf --chat -n 48 -p "What is the capital of France? Answer in one sentence."
-  run generate_cpu $B/amk generate --cpu -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 48 -p "The history of the printing press"
-  # the file's own types (Q4_1 matrices, a Q8_0 embedding) on the GPU and the reference VM: the same text
+  run generate_cpu $B/amk generate --cpu -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 48 -p "$P"
+  run generate_default $B/amk generate -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 48 -p "$P"
+  run generate_default_cpu $B/amk generate --cpu --act-dtype BF16 -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 48 -p "$P"
   cpu_text=$(grep -v '^load\|backend' "$OUTD/generate_cpu.log" | sed '/^$/d')
   # why the sed: --trace's line (stderr) lands right after the text, which ends without a newline
   [ -n "$cpu_text" ] && [ "$(grep -v '^load\|backend' "$OUTD/generate.log" | sed 's/trace: .*$//' | sed '/^$/d')" = "$cpu_text" ] &&
-    rows+=("generate (as stored) = generate_cpu: same text") || rows+=("generate (as stored) DIFFERS from generate_cpu (or no text)")
-  run memcheck timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/amk generate -q -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 2 -p "Hello"
-  # a prefill launch under memcheck (issue 40): the prompt's 6 tokens as a padded chunk of 8 rows
+    rows+=("generate (as stored, F32) = generate_cpu: same text") || rows+=("generate (as stored, F32) DIFFERS from generate_cpu (or no text)")
+  cpu_text=$(grep -v '^load\|backend' "$OUTD/generate_default_cpu.log" | sed '/^$/d')
+  [ -n "$cpu_text" ] && [ "$(grep -v '^load\|backend' "$OUTD/generate_default.log" | sed '/^$/d')" = "$cpu_text" ] &&
+    rows+=("generate (GPU default: as stored, BF16) = its reference VM run: same text") ||
+    rows+=("generate (GPU default: as stored, BF16) DIFFERS from its reference VM run (or no text)")
+  run memcheck timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/amk generate -q --act-dtype F32 -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 2 -p "Hello"
+  # a prefill launch under memcheck (issue 40): the prompt's 6 tokens as a padded chunk of 8 rows,
+  # the GPU's default dtypes (the Q4_1 blocks dequantized for the tensor cores)
   run memcheck_prefill timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $B/amk generate -q -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 2 --prefill-rows 8 -p "The history of the printing press"
-  # bf16 caches (the lean attention's tensor-copy form; the golden check and the runs above are
-  # F32): the same text on CUDA, chained and a launch a token, as on the reference VM
+  # bf16 matrices and caches (the lean attention's tensor-copy form; the golden check is F32): the
+  # same text on CUDA, chained and a launch a token, as on the reference VM
   G="generate --dtype BF16 --ctx 256 -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 64"
   # shellcheck disable=SC2086 # $G: words
   run generate_bf16 $B/amk $G -p "The history of the printing press"
@@ -109,7 +118,7 @@ b)
   run racecheck_lean env AMK_CUDA_IMAGE=full timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 build-san/gpu/test_gpu test_fused test_lean_errors test_attention_o
   run racecheck_step env AMK_TEST_SLOW=45 AMK_TEST_LLM_CHAIN=single:2 timeout 200 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 build-san/gpu/test_gpu test_llm_chain
   run racecheck_chain env AMK_TEST_SLOW=45 AMK_TEST_LLM_CHAIN=chain:3 timeout 200 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 build-san/gpu/test_gpu test_llm_chain
-  for f in generate generate_chat generate_cpu; do echo "--- $f"; tail -n 4 "$OUTD/$f.log"; done
+  for f in generate generate_chat generate_cpu generate_default generate_default_cpu; do echo "--- $f"; tail -n 4 "$OUTD/$f.log"; done
   grep golden "$OUTD/golden.log"
   tail -n 6 "$OUTD/memcheck.log" "$OUTD/memcheck_bf16.log" "$OUTD/racecheck.log" "$OUTD/memcheck_gemm.log" "$OUTD/racecheck_gemm.log" \
     "$OUTD/memcheck_attn.log" "$OUTD/racecheck_attn.log" "$OUTD/memcheck_lean.log" "$OUTD/racecheck_lean.log" \

@@ -341,6 +341,9 @@ if [ -f "$SMOL" ]; then
   amk generate --cpu -m "$SMOL" -n 3 --ctx 64 -p "The capital of France is"
   expect_err "context 64" "--ctx still sets the context"
   expect_err "(Q4_1 210, Q8_0 1, F32 61)" "generate runs the quantized tensors as stored (the weight buffers a dtype)"
+  expect_err "activations F32, backend cpu" "the reference VM's default activations are F32, and the summary says so"
+  amk generate --cpu -m "$SMOL" -n 1 --ctx 64 --act-dtype BF16 -p "Hi"
+  expect_err "activations BF16, backend cpu" "--act-dtype BF16 on the reference VM"
   # the quantized tensors as stored by default; --dtype F32 converts every matrix
   amk build -m "$SMOL" --ctx 64 -o "$TMP/smol.json"
   expect_rc 0 "build the default model as stored"

@@ -208,6 +208,48 @@ static char *old_form_json(const char *text) {
     return out;
 }
 
+/* The dtype meta of m's step (its matrices') and its KV cache's dtype, against want_w and want_a. */
+static void check_step_dtypes(const amk_llm *m, int want_w, int want_a, const char *what) {
+    const amk_program *p = amk_llm_program(m);
+    char buf[16] = "";
+    const int kb = amk_program_find_buffer(p, "k_cache.0");
+    CHECK_MSG(amk_program_meta_string(p, "dtype", buf, sizeof buf) && strcmp(buf, amk_dtype_name(want_w)) == 0,
+              "%s: matrices %s, want %s", what, buf, amk_dtype_name(want_w));
+    CHECK_MSG(kb >= 0 && p->buffers[kb].dtype == want_a, "%s: KV cache %s, want %s", what,
+              kb >= 0 ? amk_dtype_name(p->buffers[kb].dtype) : "missing", amk_dtype_name(want_a));
+}
+
+/* AMK_DTYPE_AUTO, amk_llm's default dtypes: on the reference VM F32 (an explicit weight_dtype
+   keeps F32 activations there); amk_llama_build refuses AUTO by name. The GPU's choice (BF16, or
+   the explicit weight dtype) is test_auto_dtypes_cuda's. */
+static void test_auto_dtypes(void) {
+    amk_llama_config c = tiny_config();
+    amk_llama_build_opts bo;
+    amk_llm_opts o;
+    amk_llm *m = NULL;
+    amk_program *p = NULL;
+    amk_diag d;
+    amk_diag_clear(&d);
+    amk_llm_opts_default(&o);
+    CHECK_EQ_INT(o.build.weight_dtype, AMK_DTYPE_AUTO);
+    CHECK_EQ_INT(o.build.act_dtype, AMK_DTYPE_AUTO);
+    CHECK_EQ_INT(amk_llama_build(&c, &o.build, &p, &d), AMK_ERR_INVALID_ARG);
+    CHECK(p == NULL && strstr(d.message, "AMK_DTYPE_AUTO") != NULL);
+    amk_llama_build_opts_default(&bo); /* the builder's own default stays F32 */
+    CHECK(bo.weight_dtype == AMK_DTYPE_F32 && bo.act_dtype == AMK_DTYPE_F32);
+    o.backend = AMK_BACKEND_CPU;
+    o.build.max_seq = 16;
+    o.build.num_sms = 4;
+    CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m, &d), AMK_OK);
+    if (m) check_step_dtypes(m, AMK_DTYPE_F32, AMK_DTYPE_F32, "reference VM, AUTO");
+    amk_llm_close(m);
+    m = NULL;
+    o.build.weight_dtype = AMK_DTYPE_BF16;
+    CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m, &d), AMK_OK);
+    if (m) check_step_dtypes(m, AMK_DTYPE_BF16, AMK_DTYPE_F32, "reference VM, BF16 weights");
+    amk_llm_close(m);
+}
+
 /* qkv_fold 1 on a step the GPU's lean forms do not take (the tiny F32 model): amk_llm builds it
    folded for the reference VM alone, and unfolded, with a note, for a backend that may be the GPU
    (AUTO; here without an image it then runs on the reference VM). */
@@ -1046,6 +1088,7 @@ static void golden_run(amk_backend backend) {
     amk_llm_opts_default(&o);
     o.backend = backend;
     o.build.max_seq = 96;
+    o.build.weight_dtype = o.build.act_dtype = AMK_DTYPE_F32; /* why: HF's tokens are F32's (the GPU's default is BF16) */
     o.prefill_rows = 8;
 #ifdef AMK_EMBED_DEVICE_IMAGE
     o.device_image = amk_device_cubin.bytes;
@@ -1478,6 +1521,7 @@ static void test_weight_dtype_of_spec_ops(void) {
     o.build.spec_ops = 1;
     o.build.weight_dtype_of = block_pick_of;
     o.build.weight_dtype_user = &bp;
+    o.build.weight_dtype = o.build.act_dtype = AMK_DTYPE_F32; /* why: the builder takes no AMK_DTYPE_AUTO */
     if ((s = build_checked(&c, &o.build, &st))) {
         for (i = 0; i < s->program->n_tasks; i++) {
             const amk_task *t = &s->program->tasks[i];
@@ -2159,6 +2203,30 @@ static void test_prefill_cuda(void) {
     }
     family_prefill_on("tests/data/families/qwen2", NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 16, 0, 0, FAMILY_REL_TOL);
 }
+/* The GPU's AMK_DTYPE_AUTO: BF16 matrices and activations; an explicit F16 weight_dtype makes the
+   activations F16, F32 F32 (test_auto_dtypes has the reference VM's). */
+static void test_auto_dtypes_cuda(void) {
+    static const int w[3] = {AMK_DTYPE_AUTO, AMK_DTYPE_F16, AMK_DTYPE_F32};
+    static const int want[3] = {AMK_DTYPE_BF16, AMK_DTYPE_F16, AMK_DTYPE_F32};
+    amk_llama_config c = tiny_config();
+    amk_llm_opts o;
+    amk_diag d;
+    int k;
+    for (k = 0; k < 3; k++) {
+        amk_llm *m = NULL;
+        amk_diag_clear(&d);
+        amk_llm_opts_default(&o);
+        o.backend = AMK_BACKEND_CUDA;
+        o.device_image = amk_device_cubin.bytes;
+        o.device_image_size = amk_device_cubin_size;
+        o.build.max_seq = 16;
+        o.build.weight_dtype = w[k];
+        CHECK_EQ_INT(amk_llm_open_random(&c, &o, &m, &d), AMK_OK);
+        if (m) check_step_dtypes(m, want[k], want[k], "CUDA");
+        amk_llm_close(m);
+    }
+}
+
 static void test_family_cuda(void) {
     family_cuda("tests/data/families/llama", 64);
     family_cuda("tests/data/families/mistral", 64); /* the window of 8 inside the 24 positions */
@@ -2250,6 +2318,7 @@ int main(void) {
     RUN(test_fold_build);
     RUN(test_variants_json);
     RUN(test_fold_note);
+    RUN(test_auto_dtypes);
     RUN(test_fold_planned);
     RUN(test_weight_plan);
     RUN(test_weight_dtype_of);
@@ -2278,6 +2347,7 @@ int main(void) {
     RUN(test_golden_smollm2);
 #ifdef AMK_EMBED_DEVICE_IMAGE
     RUN(test_golden_smollm2_cuda);
+    RUN(test_auto_dtypes_cuda);
     RUN(test_family_cuda);
     RUN(test_prefill_cuda);
 #endif
