@@ -50,7 +50,7 @@ typedef struct amk_llama_build_opts {
     int prefill_rows; /* 0 (default): the decode step (one token). M >= 1: a prefill program for a
                          chunk of M prompt tokens (inputs token [M], pos [M] their positions, pos[0]
                          + m, and last [1] = the row whose logits to make, M - 1 for a prompt's
-                         last chunk): each layer's Q/K/V tiles over the M rows (with BF16
+                         last chunk): each layer's Q/K/V tiles over the M rows (with 16-bit
                          activations in blocks of 128 rows: m_off, M_tile), K and V into the
                          caches' rows pos[m], ATTENTION_PREFILL tiles, O and down as GEMV tiles and
                          an ADD, the MLP as RMSNORM, gate/up GEMV tiles and SILU_MUL (ADD,
@@ -478,13 +478,13 @@ AMK__FN int amk__lb_deq_role(const amk__lb *b, int id) {
 /* 1 when a chunk's tile of op (base op GEMV_TILE, or RMSNORM_GEMV other than its ARGMAX form) over
    R rows of x (dtype xt), K columns, W of dtype wt (and RMSNORM_GEMV's norm weight of dtype nt) takes
    the tensor-copy GEMM (amk_gemm_tma, the prefill image; amk_plan_gemm_tma decides on the device
-   side): R >= AMK_MMA_MIN_ROWS, 512 threads, K a multiple of 8; GEMV with x and W of one 16-bit
-   dtype; RMSNORM_GEMV with bf16 x and W and an F32 norm weight. */
+   side): R >= AMK_MMA_MIN_ROWS, 512 threads, K a multiple of 8, x and W of one 16-bit dtype;
+   RMSNORM_GEMV with an F32 norm weight. */
 AMK__FN int amk__lb_tma(int op, int xt, int nt, int wt, int64_t K, int64_t R) {
     if (!AMK_GEMM_TMA || R < AMK_MMA_MIN_ROWS || AMK_LLAMA_THREADS != 512 || K % 8) return 0;
-    if (op == AMK_OP_GEMV_TILE) return xt == wt && (wt == AMK_DTYPE_BF16 || wt == AMK_DTYPE_F16);
-    return amk_op_device(op, NULL) == AMK_OP_RMSNORM_GEMV && op != AMK_OP_RMSNORM_GEMV_ARGMAX &&
-           xt == AMK_DTYPE_BF16 && nt == AMK_DTYPE_F32 && wt == AMK_DTYPE_BF16;
+    if (xt != wt || (wt != AMK_DTYPE_BF16 && wt != AMK_DTYPE_F16)) return 0;
+    return op == AMK_OP_GEMV_TILE ||
+           (amk_op_device(op, NULL) == AMK_OP_RMSNORM_GEMV && op != AMK_OP_RMSNORM_GEMV_ARGMAX && nt == AMK_DTYPE_F32);
 }
 
 /* The bytes of a row of K columns of each of the first n_mats matrices (rank-2 WEIGHT buffers, or

@@ -2269,7 +2269,7 @@ static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, con
         for (int r = r0; r < 64 && mb + r < m_end; r += rstep) {
             const int64_t m = mb + r, pos = rope || kv_row ? amk_load_int((const void *)v->in[3].ptr, v->in[3].dtype, m) : 0;
             float y = st[r * AMK_TMA_EPI_LD + ci] * rs[64 * (wg & 1) + r];
-            if (rope) { /* why sincosf, not the decode forms' double sincos: the outputs are bf16 (2 ulp of f32 is far
+            if (rope) { /* why sincosf, not the decode forms' double sincos: the outputs are 16-bit (2 ulp of f32 is far
                            below their rounding), and a value a thread of double sincos took ~80 FP64 operations */
                 const float p = st[r * AMK_TMA_EPI_LD + (ci ^ 1)] * rs[64 * (wg & 1) + r];
                 float sf, cf;
@@ -2318,7 +2318,8 @@ static __device__ __forceinline__ void amk_gemm_tma(amk_op_ctx *c, float *smem, 
         for (int b = 0; b < nb; b++) {
             const int m0 = (int)m_begin + b / nn * AMK_TMA_BM, n0 = c->ins.params.n_off + b % nn * bn;
             float d[64], ss[2] = {0.0f, 0.0f};
-            if (norm) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 1, 2, ss); /* bf16 only (the planner) */
+            if (norm && c->in[2].dtype == AMK_DTYPE_F16) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 1, 2, ss);
+            else if (norm) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 1, 2, ss);
             else if (c->in[1].dtype == AMK_DTYPE_F16 && nw == 2) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 0, 2, ss);
             else if (c->in[1].dtype == AMK_DTYPE_F16) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 0, 1, ss);
             else if (nw == 2) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 0, 2, ss);
@@ -3138,16 +3139,18 @@ static __device__ __forceinline__ void amk_ptx_bar_pair(int pair) {
    AMK_ATTN_PF_KS keys each scores its half of q . k by ldmatrix and mma, the two add their partial
    scores through shared memory (a slot a warp, two a step's parity, the pair's own barrier), and
    both then run the same online softmax (masked per vector, in log2 units) and rescale and add p .
-   V into their half of the sums, p rounded to bf16 (AMK_ATTN_PF_PTERMS terms). why pairs: a
+   V into their half of the sums, p rounded to q's 16-bit type (AMK_ATTN_PF_PTERMS terms). why pairs: a
    warp's whole head_dim of sums (64 registers at 128) and the step's scores spilled in the VM's
    register budget. A pass takes up to a group a pair; when the groups are fewer than the pairs,
    the spare pairs split the keys (split s takes the steps t with t % S == s) and merge into split
    0's registers at the pass's end, through shared memory. The block stages the pass's q rows once
    and its keys [lo(first row), pos + last row] in chunks of C rows, the next chunk's copies in
    flight while the warps work on this one. Shared memory: AMK_ATTN_PF_SMEM (C as it fits, 32..128).
-   HD: head_dim (0: P->head_dim, loops bounded by AMK_ATTN_PF_MAX_HD); WIN 0: no sliding window. */
+   HD: head_dim (0: P->head_dim, loops bounded by AMK_ATTN_PF_MAX_HD); WIN 0: no sliding window;
+   F16: q, K and V are f16 (else bf16). */
 #define AMK_PF_MNONE (-1e30f) /* a running max before any key (finite, far below any score) */
-static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, float *smem, const int HD, const int WIN) {
+static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, float *smem, const int HD, const int WIN,
+                                                             const int F16) {
     const amk_params_t *P = &c->ins.params;
     const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
     const int hd = HD ? HD : P->head_dim, nh = P->n_heads, nkv = P->n_kv_heads, grp = nh / nkv, sw = WIN ? P->sliding_window : 0;
@@ -3246,8 +3249,13 @@ static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, floa
 #pragma unroll
                             for (int h2 = 0; h2 < KS / 16; h2++) {
                                 amk_ptx_ldmatrix_x4_at(b, ka + (k0 + 16 * h2) * rowb + 32 * sl);
-                                amk_ptx_mma_bf16_16816(s[2 * h2], a, b[0], b[1]);
-                                amk_ptx_mma_bf16_16816(s[2 * h2 + 1], a, b[2], b[3]);
+                                if (F16) {
+                                    amk_ptx_mma_f16_16816(s[2 * h2], a, b[0], b[1]);
+                                    amk_ptx_mma_f16_16816(s[2 * h2 + 1], a, b[2], b[3]);
+                                } else {
+                                    amk_ptx_mma_bf16_16816(s[2 * h2], a, b[0], b[1]);
+                                    amk_ptx_mma_bf16_16816(s[2 * h2 + 1], a, b[2], b[3]);
+                                }
                             }
                         }
                     }
@@ -3311,17 +3319,29 @@ static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, floa
                             uint32_t pa[4];
 #pragma unroll
                             for (int r = 0; r < 4; r++) { /* the A fragment: rows gr / gr + 8, keys 2t4.. / 8 + 2t4.. */
-                                pa[r] = amk_pack_bf16x2(x[r][0], x[r][1]);
-                                x[r][0] -= __uint_as_float(pa[r] << 16);
-                                x[r][1] -= __uint_as_float(pa[r] & 0xFFFF0000u);
+                                if (F16) {
+                                    const __half h0 = __float2half_rn(x[r][0]), h1 = __float2half_rn(x[r][1]);
+                                    pa[r] = (uint32_t)__half_as_ushort(h0) | ((uint32_t)__half_as_ushort(h1) << 16);
+                                    x[r][0] -= __half2float(h0);
+                                    x[r][1] -= __half2float(h1);
+                                } else {
+                                    pa[r] = amk_pack_bf16x2(x[r][0], x[r][1]);
+                                    x[r][0] -= __uint_as_float(pa[r] << 16);
+                                    x[r][1] -= __uint_as_float(pa[r] & 0xFFFF0000u);
+                                }
                             }
 #pragma unroll
                             for (int sl = 0; sl < SL; sl++) {
                                 if (sl < ns) {
                                     uint32_t b[4];
                                     amk_ptx_ldmatrix_x4_trans_at(b, va + (k0 + 16 * h2) * rowb + 32 * sl);
-                                    amk_ptx_mma_bf16_16816(acc[2 * sl], pa, b[0], b[1]);
-                                    amk_ptx_mma_bf16_16816(acc[2 * sl + 1], pa, b[2], b[3]);
+                                    if (F16) {
+                                        amk_ptx_mma_f16_16816(acc[2 * sl], pa, b[0], b[1]);
+                                        amk_ptx_mma_f16_16816(acc[2 * sl + 1], pa, b[2], b[3]);
+                                    } else {
+                                        amk_ptx_mma_bf16_16816(acc[2 * sl], pa, b[0], b[1]);
+                                        amk_ptx_mma_bf16_16816(acc[2 * sl + 1], pa, b[2], b[3]);
+                                    }
                                 }
                             }
                         }
@@ -3403,9 +3423,10 @@ static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, floa
 /* why three bodies: with head_dim a constant and no window the loops carry no guards */
 static __device__ __noinline__ void amk_attn_prefill_mma(amk_op_ctx *c, float *smem) {
     const int hd = c->ins.params.head_dim, win = c->ins.params.sliding_window > 0;
-    if (hd == 128 && !win) amk_attn_prefill_body(c, smem, 128, 0);
-    else if (hd == 64 && !win) amk_attn_prefill_body(c, smem, 64, 0);
-    else amk_attn_prefill_body(c, smem, 0, 1);
+    if (c->in[0].dtype == AMK_DTYPE_F16) amk_attn_prefill_body(c, smem, 0, 1, 1); /* why one body: F16 is asked for, not AMK's default */
+    else if (hd == 128 && !win) amk_attn_prefill_body(c, smem, 128, 0, 0);
+    else if (hd == 64 && !win) amk_attn_prefill_body(c, smem, 64, 0, 0);
+    else amk_attn_prefill_body(c, smem, 0, 1, 0);
 }
 #endif /* AMK_ATTN_PREFILL_MMA && AMK_VM_PREFILL */
 

@@ -446,15 +446,14 @@ AMK_PLAN_FN int amk_plan_gemm_w(int op) {
 /* 1 when a tile's operands suit the tensor-copy GEMM (amk_gemm_tma), its maps aside: at least
    AMK_MMA_MIN_ROWS rows, x and W of one 16-bit float dtype (not the I8/I4 form), K a multiple of 8
    (a map's rows are 16-byte multiples), and 512 threads (four warpgroups). An RMSNORM_GEMV tile
-   (the prefill chunk's q, k and v: its ROPE and KV_ROW forms, not ARGMAX) also needs bf16 x and
-   W, an F32 norm weight and, with ROPE, its pairs inside the tile (n_off and N_tile even). */
+   (the prefill chunk's q, k and v: its ROPE and KV_ROW forms, not ARGMAX) also needs an F32 norm
+   weight and, with ROPE, its pairs inside the tile (n_off and N_tile even). */
 AMK_PLAN_FN int amk_plan_gemm_tma_ops(const amk_vm_ctx_t *x, int threads) {
     const amk_params_t *P = &x->ins.params;
     const int wi = amk_plan_gemm_w(x->ins.op), wt = x->in[wi].dtype;
     const uint32_t fl = (uint32_t)P->flags;
 #if AMK_GEMM_TMA
     if (wi == 2 && ((fl & ~(uint32_t)(AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW)) != 0 || x->in[1].dtype != AMK_DTYPE_F32 ||
-                    wt != AMK_DTYPE_BF16 ||
                     ((fl & AMK_GEMV_FLAG_ROPE) && (P->n_off % 2 != 0 || P->N_tile % 2 != 0))))
         return 0;
     return wi > 0 && threads == 512 && amk_plan_gemm_rows(x) >= AMK_MMA_MIN_ROWS && (wt == AMK_DTYPE_BF16 || wt == AMK_DTYPE_F16) &&
@@ -471,15 +470,15 @@ AMK_PLAN_FN int amk_plan_gemm_tma(const amk_vm_ctx_t *x, int threads, int64_t sm
     return x->maps != 0 && amk_plan_gemm_tma_ops(x, threads) && smem >= AMK_TMA_SMEM(3);
 }
 
-/* 1 when an ATTENTION_PREFILL task runs amk_attn_prefill_mma (prefill image): BF16 q, K and V,
+/* 1 when an ATTENTION_PREFILL task runs amk_attn_prefill_mma (prefill image): q, K and V all BF16 or all F16,
    a BF16, F16 or F32 output, head_dim a multiple of 16 up to AMK_ATTN_PF_MAX_HD, and chunks of 32 rows (and the merge) fit. */
 AMK_PLAN_FN int amk_plan_attn_prefill_mma(const amk_vm_ctx_t *x, int threads, int64_t smem) {
 #if AMK_ATTN_PREFILL_MMA
     const amk_params_t *P = &x->ins.params;
     const int64_t hd = P->head_dim;
     int64_t groups, need;
-    if (x->ins.op != AMK_OP_ATTENTION_PREFILL || x->in[0].dtype != AMK_DTYPE_BF16 || x->in[1].dtype != AMK_DTYPE_BF16 ||
-        x->in[2].dtype != AMK_DTYPE_BF16 || (x->out[0].dtype != AMK_DTYPE_BF16 && x->out[0].dtype != AMK_DTYPE_F16 &&
+    if (x->ins.op != AMK_OP_ATTENTION_PREFILL || (x->in[0].dtype != AMK_DTYPE_BF16 && x->in[0].dtype != AMK_DTYPE_F16) ||
+        x->in[1].dtype != x->in[0].dtype || x->in[2].dtype != x->in[0].dtype || (x->out[0].dtype != AMK_DTYPE_BF16 && x->out[0].dtype != AMK_DTYPE_F16 &&
         x->out[0].dtype != AMK_DTYPE_F32) || hd <= 0 || hd % 16 != 0 || hd > AMK_ATTN_PF_MAX_HD || P->n_kv_heads <= 0 ||
         P->M_tile <= 0 || threads < 64)
         return 0;

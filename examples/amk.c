@@ -1366,9 +1366,9 @@ static void cli_bench_row(const char *shape, const char *ctxcell, const char *ho
            100.0 * wgb / (us * 1e-6) / read_gbs, n_tasks);
 }
 
-/* amk bench's options for a shape on the GPU: BF16 weights and activations, max_seq cache rows,
-   and quant's block formats where it names a recipe (*quant: the recipe named qn for cfg, zeroed
-   for BF16; o keeps a pointer to it). */
+/* amk bench's options for a shape on the GPU: BF16 weights and activations (F16 where qn is
+   "F16"), max_seq cache rows, and quant's block formats where it names a recipe (*quant: the recipe
+   named qn for cfg, zeroed for BF16 and F16; o keeps a pointer to it). */
 static void cli_bench_opts(amk_llm_opts *o, const void *image, size_t image_size, int max_seq, const char *qn,
                            const amk_llama_config *cfg, cli_quant *quant) {
     size_t k;
@@ -1381,8 +1381,7 @@ static void cli_bench_opts(amk_llm_opts *o, const void *image, size_t image_size
     o->backend = AMK_BACKEND_CUDA;
     o->device_image = image;
     o->device_image_size = image_size;
-    o->build.weight_dtype = AMK_DTYPE_BF16;
-    o->build.act_dtype = AMK_DTYPE_BF16;
+    o->build.weight_dtype = o->build.act_dtype = strcmp(qn, "F16") == 0 ? AMK_DTYPE_F16 : AMK_DTYPE_BF16;
     o->build.max_seq = max_seq;
     if (quant->name) { /* the recipe's block formats; BF16 where none applies */
         o->build.weight_dtype_of = cli_quant_dtype;
@@ -1534,10 +1533,10 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
         snprintf(qb, sizeof qb, "%s", quants);
         for (qn = strtok_r(qb, ",", &qsave); qn; qn = strtok_r(NULL, ",", &qsave)) {
             size_t k;
-            int known = strcmp(qn, "BF16") == 0;
+            int known = strcmp(qn, "BF16") == 0 || strcmp(qn, "F16") == 0;
             for (k = 0; k < sizeof cli_quants / sizeof cli_quants[0]; k++) known |= strcmp(qn, cli_quants[k].name) == 0;
             if (!known)
-                return cli_usage_error(cmd, "bad --quant '%s' (BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K_M, Q5_K_M or Q6_K)", qn);
+                return cli_usage_error(cmd, "bad --quant '%s' (BF16, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K_M, Q5_K_M or Q6_K)", qn);
         }
     }
     if (!image) { fprintf(stderr, "amk bench: this amk was built without the device image (needs nvcc)\n"); return CLI_FAIL; }
@@ -1799,6 +1798,7 @@ static const cli_cmd cli_cmds[] = {
      "quantizes a Llama model (the matrices' type, Q6_K or Q8_0 for the output and attn_v/ffn_down\n"
      "in some layers, its fallbacks where a block does not divide a row): BF16 (the default), Q8_0,\n"
      "Q4_0, Q4_1, Q5_0, Q4_K_M, Q5_K_M, Q6_K; random bytes a block with scales set (timing weights).\n"
+     "F16 runs F16 weights and activations (BF16: both BF16; a recipe: BF16 activations).\n"
      "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE[.Q].CTX.json; Perfetto).\n"
      "--prefill N,M,... times prompts instead: for each shape and --quant, a prompt of each length\n"
      "through amk_llm_prefill in chunks of --prefill-rows (default 512), the median of --iters\n"

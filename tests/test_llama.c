@@ -1246,9 +1246,8 @@ static int count_op(const amk_program *p, int op) {
 
 /* A prefill chunk whose matrices are in a block format (Q8_0) with 16-bit activations (ad)
    dequantizes them into 16-bit copies (COPY tasks into w_deq.<role>.<layer>, on pages that do not
-   grow with the layers) that its row tiles read, so that the tensor cores take them: all seven
-   with BF16; with F16 the four the GEMM takes (the tensor-copy Q/K/V is bf16 only: those tiles
-   read the blocks). The LM head's one row keeps its block tile. Its prompt (11 tokens: a chunk of 8
+   grow with the layers) that its row tiles read, so that the tensor cores take them: all seven,
+   with BF16 and with F16. The LM head's one row keeps its block tile. Its prompt (11 tokens: a chunk of 8
    and a padded one) gives the decode step's K/V cache rows and last logits within 16-bit roundings
    (the copies round each weight, the step reads the blocks). */
 static void prefill_dequant_case(int ad) {
@@ -1288,10 +1287,10 @@ static void prefill_dequant_case(int ad) {
             for (k = 0; k < t->n_inputs; k++) n_block_rows += amk_dtype_is_block(pp->buffers[t->inputs[k]].dtype);
         }
     }
-    CHECK_MSG(n_copy >= (ad == AMK_DTYPE_BF16 ? 7 : 4) * c.n_layers && n_rows > 0 && n_block_rows == 0,
+    CHECK_MSG(n_copy >= 7 * c.n_layers && n_rows > 0 && n_block_rows == 0,
               "%s: %d COPYs, %d row tiles, %d block inputs", amk_dtype_name(ad), n_copy, n_rows, n_block_rows);
     CHECK_EQ_INT(buf_dtype(pp, "w_deq.gate.1"), ad);
-    CHECK_EQ_INT(buf_dtype(pp, "w_deq.q.1"), ad == AMK_DTYPE_BF16 ? ad : -1);
+    CHECK_EQ_INT(buf_dtype(pp, "w_deq.q.1"), ad);
     if (ad == AMK_DTYPE_BF16) { /* lowered (graph_color pages), the copies' memory does not grow with the layers (3 and 6) */
         int64_t bytes[2] = {0, 0};
         for (k = 0; k < 2; k++) {

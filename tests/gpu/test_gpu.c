@@ -1099,9 +1099,9 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
 }
 
 /* RMSNORM_GEMV and its RoPE and KV forms in tasks of rows (M_tile), as a prefill chunk's q, k and v
-   (the prefill image only; the others refuse them, a skip by design): bf16 x and W with 512
-   threads (the tensor-copy form, where x * norm_w is rounded to bf16 before the MMA: BF16's
-   tolerance), a row tile past a block of 128 and one inside it, and an F32 x (the general form).
+   (the prefill image only; the others refuse them, a skip by design): bf16 or f16 x and W with
+   512 threads (the tensor-copy form, where x * norm_w is rounded to x's dtype before the MMA: that
+   dtype's tolerance), a row tile past a block of 128 and one inside it, and an F32 x (the general form).
    Then a KV form's tiles whose positions are not pos[0] + m: a run-time error naming one of them on
    the GPU and on the reference VM, the device usable after. */
 static void test_fused_gemv_rows(void) {
@@ -1114,6 +1114,11 @@ static void test_fused_gemv_rows(void) {
                64, pc, 320, -1);
     fused_case("NORM_GEMV rows rope bf16", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 200, 192, 256,
                64, pc, 0, 1.6e-2);
+    /* f16 x and W: the tensor-copy form too, x * norm_w rounded to f16 */
+    fused_case("NORM_GEMV rows rope kv f16", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F16, 300, 256, 512,
+               64, pc, 320, 4e-3);
+    fused_case("NORM_GEMV rows rope f16", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F32, 200, 192, 256,
+               64, pc, 0, 4e-3);
     g_fused_rows = 40;
     fused_case("NORM_GEMV rows 40 kv bf16", AMK_OP_RMSNORM_GEMV, 2, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 130, 128, 256,
                0, pc, 140, -1);
@@ -1443,11 +1448,12 @@ static void prefill_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype
     amk_program *p = attn_prefill_program(qt, kvt, ot, nh, nkv, hd, max_seq, M, rows_a_task, window, 4, in, &y);
     gcase gc;
     if (gcase_begin(&gc, p, tag, 1.0f)) {
-        /* the tensor-core form (prefill and portable images, BF16 q/K/V) rounds p to bf16 before
-           p . V, as flash attention does: each output within a few bf16 roundings of p of the
-           largest output's magnitude; every other form matches the reference to f32 rounding */
-        const int mma = AMK_IMAGE_HAS_PREFILL(gc.image) && qt == AMK_DTYPE_BF16 && kvt == AMK_DTYPE_BF16 && hd % 16 == 0 &&
-                        hd <= AMK_ATTN_PF_MAX_HD;
+        /* the tensor-core form (prefill and portable images, q/K/V all BF16 or all F16) rounds p to
+           that dtype before p . V, as flash attention does: each output within a few bf16
+           roundings of p of the largest output's magnitude; every other form matches the
+           reference to f32 rounding */
+        const int mma = AMK_IMAGE_HAS_PREFILL(gc.image) && qt == kvt && (qt == AMK_DTYPE_BF16 || qt == AMK_DTYPE_F16) &&
+                        hd % 16 == 0 && hd <= AMK_ATTN_PF_MAX_HD;
         gcase_set_i32(&gc, in[3], &pos, 1);
         if (mma) {
             for (t = 0; t < p->n_tasks; t++)
@@ -1470,6 +1476,9 @@ static void test_attention_prefill(void) {
     prefill_case("PREFILL long bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 32, 8, 128, 700, 130, 500, 64, 0);
     prefill_case("PREFILL window bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 12, 4, 64, 90, 50, 0, 13, 40);
     prefill_case("PREFILL hd32 bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 6, 2, 32, 400, 70, 300, 35, 0);
+    /* f16 q, K and V: the tensor-core form with f16 operands (and p) */
+    prefill_case("PREFILL long f16", AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F16, 32, 8, 128, 700, 130, 500, 64, 0);
+    prefill_case("PREFILL window f16 mma", AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F32, 12, 4, 64, 90, 50, 0, 13, 40);
 }
 
 static void test_attention_decode(void) {
@@ -2322,6 +2331,10 @@ static void test_prefill_program(void) {
     prefill_program_case("PREFILL program bf16", AMK_DTYPE_BF16, -1);
     prefill_program_case("PREFILL program q4_k", AMK_DTYPE_BF16, AMK_DTYPE_Q4_K);
     prefill_program_case("PREFILL program q8_0", AMK_DTYPE_F32, AMK_DTYPE_Q8_0);
+    /* F16 activations: the tensor-copy Q/K/V and the tensor-core attention in f16 (BF16's
+       tolerance, a bound f16's finer rounding meets) */
+    prefill_program_case("PREFILL program f16", AMK_DTYPE_F16, -1);
+    prefill_program_case("PREFILL program q4_k f16", AMK_DTYPE_F16, AMK_DTYPE_Q4_K);
 }
 
 static void test_llm_chain(void) {

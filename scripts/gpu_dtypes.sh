@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# scripts/gpu_dtypes.sh PHASE - the GPU's default dtypes (amk_llm's AMK_DTYPE_AUTO: BF16 on the GPU)
+# and the F16 prompt on the tensor cores, in three calls on one warm machine: the 98 MB model
+# travels in thirds (.model_parts/{a,b,c}, see scripts/gpu_run.sh), one a call, beside the
+# binaries built on the dev machine (.gpu_carry/bins.tar.xz: build/amk, build/amk_old (the same
+# with the previous tree's prefill cubin: the A/B of the prompt), build/gpu/test_gpu,
+# build/gpu/test_sweep, build/test_llama_gpu).
+#   phase a (carry .gpu_carry .model_parts/a): test_gpu (FULL=1: all of it; else its prompt cases),
+#            the prompt's bench, BF16 and F16, new and old prefill image
+#   phase b (carry .gpu_carry .model_parts/b): the builder sweep
+#   phase c (carry .gpu_carry .model_parts/c): the golden check (F32) and test_llama's GPU cases;
+#            `amk generate` of the real SmolLM2 Q4_1: the default (BF16 activations) against
+#            --act-dtype F32, each against the reference VM's text; --dtype F16
+# Logs in $OUT; a table last.
+set -u
+cd "$(dirname "$0")/.."
+OUTD=${OUT:-/tmp/amk-out}
+mkdir -p "$OUTD"
+[ -f .gpu_carry/bins.tar.xz ] && xz -dc .gpu_carry/bins.tar.xz | tar -xf -
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+# shellcheck source=scripts/gpu_lib.sh
+. scripts/gpu_lib.sh # run NAME CMD... and rows
+M=models/SmolLM2-135M-Instruct.Q4_1.gguf
+case "${1:-a}" in
+a)
+  cp .model_parts/a/part00 /tmp/amk_model_part00
+  if [ "${FULL:-0}" = 1 ]; then run test_gpu timeout 900 build/gpu/test_gpu
+  else run test_gpu_pf timeout 600 build/gpu/test_gpu test_attention_prefill test_fused_gemv_rows test_prefill_program; fi
+  grep -E "FAIL|failed:" "$OUTD"/test_gpu*.log | head -20
+  SH=${SHAPES:-llama3-8b,llama3.2-1b}
+  run pf_new timeout 400 build/amk bench --shapes "$SH" --quant BF16,F16 --prefill 128,512,2048
+  run pf_old timeout 400 build/amk_old bench --shapes "$SH" --quant BF16,F16 --prefill 128,512,2048
+  # a long prompt in longer chunks: what chunks of 1024 and 2048 rows give the 8B's 2048 tokens
+  run pf_rows1024 timeout 300 build/amk bench --shapes llama3-8b --prefill 2048 --prefill-rows 1024
+  run pf_rows2048 timeout 300 build/amk bench --shapes llama3-8b --prefill 2048 --prefill-rows 2048
+  for f in pf_new pf_old pf_rows1024 pf_rows2048; do echo "== $f"; grep -E '^\| [a-z]' "$OUTD/$f.log" | head -20; done
+  ;;
+b)
+  cp .model_parts/b/part01 /tmp/amk_model_part01
+  run test_sweep timeout 500 build/gpu/test_sweep
+  ;;
+c)
+  mkdir -p models
+  cat /tmp/amk_model_part00 /tmp/amk_model_part01 .model_parts/c/part02 > $M
+  sha256sum $M
+  run golden env AMK_GOLDEN_FULL=1 timeout 400 build/test_llama_gpu
+  grep -E 'golden|FAIL' "$OUTD/golden.log" | head
+  long_p=$(for i in $(seq 46); do printf 'The quick brown fox jumps over the lazy dog. '; done)
+  # the default against F32 activations, each against the reference VM with the same dtypes
+  run gen_default timeout 120 build/amk generate -m $M -n 64 -p "$long_p"
+  run gen_f32 timeout 120 build/amk generate -m $M -n 64 --act-dtype F32 -p "$long_p"
+  run gen_f16 timeout 120 build/amk generate -m $M -n 64 --dtype F16 -p "$long_p"
+  run gen_bf16 timeout 120 build/amk generate -m $M -n 64 --dtype BF16 -p "$long_p"
+  # the reference VM's three at once (a core each)
+  timeout 600 build/amk generate --cpu -m $M -n 64 --act-dtype BF16 -p "$long_p" > "$OUTD/cpu_bf16.log" 2>&1 &
+  timeout 600 build/amk generate --cpu -m $M -n 64 -p "$long_p" > "$OUTD/cpu_f32.log" 2>&1 &
+  timeout 600 build/amk generate --cpu -m $M -n 64 --dtype F16 -p "$long_p" > "$OUTD/cpu_f16.log" 2>&1 &
+  wait
+  for p in default:cpu_bf16 f32:cpu_f32 f16:cpu_f16; do
+    g=gen_${p%%:*}; c=${p##*:}
+    a=$(grep -v '^load\|backend\|prompt chunks\|^amk:' "$OUTD/$g.log"); b=$(grep -v '^load\|backend\|prompt chunks\|^amk:' "$OUTD/$c.log")
+    [ -n "$b" ] && [ "$a" = "$b" ] && rows+=("$g = $c: same text") || rows+=("$g DIFFERS from $c (or no text)")
+  done
+  for f in gen_default gen_f32 gen_f16 gen_bf16; do echo "== $f"; grep -E 'activations|tok/s' "$OUTD/$f.log" | cut -c1-300; done
+  ;;
+esac
+echo
+printf '%s\n' "${rows[@]}"
