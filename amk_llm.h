@@ -55,9 +55,10 @@ typedef struct amk_llm_opts {
        (default) the backend's (AMK_LLM_PREFILL_ROWS on the GPU, AMK_LLM_PREFILL_ROWS_CPU on the
        reference VM), at most the context; -1 none: the prompt goes through the decode step a
        token at a time, as it does for a config the prefill program does not take and on the
-       reference VM with random weights. Beside it a short prefill program of a quarter of the
-       rows (AMK_LLM_PREFILL_SHORT_DIV, when that is AMK_LLM_PREFILL_SHORT_MIN rows or more)
-       takes short prompts and the ends of long ones. */
+       reference VM with random weights. Beside it up to AMK_LLM_PREFILL_SUBS smaller prefill
+       programs, each of a quarter of the rows of the one before (AMK_LLM_PREFILL_SHORT_DIV, when
+       that is AMK_LLM_PREFILL_SHORT_MIN rows or more; on the GPU 2048, 512 and 128), take shorter
+       prompts and the ends of long ones (amk_llm_prefill_rows_at). */
     int prefill_rows;
     /* Called while weights load (what: "weights", done/total in bytes; then for a folded step,
        what: "fold", done/total in rows of W_fold computed: amk_llama_build's qkv_fold). May be NULL. */
@@ -128,11 +129,12 @@ AMK_API amk_result amk_llm_step(amk_llm *m, int token, int pos, const float **lo
                                 amk_diag *d);
 /* Runs the prompt tokens[0..n) at positions pos..pos + n - 1, as n amk_llm_step calls would: the
    KV cache gets their rows, *logits (logits may be NULL) and *argmax (may be NULL) those of the
-   last token. With a prefill program (amk_llm_opts.prefill_rows) the tokens go in chunks of its
-   rows, a run (on the GPU a launch) a chunk; what is left after the whole chunks goes in one
-   chunk padded where the tokens fill AMK_LLM_PREFILL_PAD_PCT % of it (AMK_LLM_PREFILL_LONG_PCT %
-   with a short program), else in chunks of the short program's rows (amk_llm_prefill_rows_short),
-   its last one padded the same way, else a step a token; otherwise a step a token. A padded chunk
+   last token. With prefill programs (amk_llm_opts.prefill_rows) the tokens go in chunks of the
+   longest's rows, a run (on the GPU a launch) a chunk; what is left after the whole chunks goes in
+   one chunk of it, padded, where the tokens fill a share of it (AMK_LLM_PREFILL_TOP_PCT % with two
+   smaller programs below it, AMK_LLM_PREFILL_LONG_PCT % with one, AMK_LLM_PREFILL_PAD_PCT % with
+   none), else in chunks of the next smaller program by the same rule (amk_llm_prefill_rows_at),
+   and past the shortest a step a token; without a prefill program a step a token. A padded chunk
    whose rows would pass the cache's end starts earlier, over tokens of this call it then computes
    again (their cache rows written again, the same math), where there are enough of them. The padded rows write cache rows past the prompt, which
    no later step reads before writing. Progress: amk_llm_opts.progress ("prompt", tokens done).
@@ -144,8 +146,11 @@ AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos
    (a config the prefill program does not take yet, random weights on the reference VM,
    prefill_rows -1). */
 AMK_API int amk_llm_prefill_rows(const amk_llm *m);
-/* The rows of the short prefill program (a quarter of amk_llm_prefill_rows, for short prompts and
-   a prompt's end); 0 when there is none. */
+/* The rows of the prefill program of tier t: 0 the longest (amk_llm_prefill_rows), 1.. the smaller
+   ones (each a quarter of the one before, AMK_LLM_PREFILL_SHORT_DIV: short prompts and a prompt's
+   end; at most AMK_LLM_PREFILL_SUBS, none of fewer than 8 rows); 0 past the last. */
+AMK_API int amk_llm_prefill_rows_at(const amk_llm *m, int t);
+/* amk_llm_prefill_rows_at(m, 1): the next smaller prefill program's rows, 0 when there is none. */
 AMK_API int amk_llm_prefill_rows_short(const amk_llm *m);
 /* The prefill program and its GPU runtime (NULL when amk_llm_prefill_rows is 0): for timing a
    chunk and its timeline (amk bench --prefill). */
@@ -388,14 +393,14 @@ typedef struct amk__llm_backend {
     /* n >= 2 greedy steps at once (amk_llm_generate, arguments checked, a program without per-step
        params). NULL, or AMK_ERR_UNSUPPORTED before anything ran: amk_llm_generate steps them one by one. */
     amk_result (*generate)(amk_llm *m, int token, int pos, int n, int *tokens, amk_diag *d);
-    /* One chunk of the prefill program m->pre (short 0) or of the short one m->pre2 (short 1)
-       (amk_llm_prefill, arguments checked): tokens and pos its rows' inputs, last the row whose
-       logits (at least when want_logits) and greedy token it makes. */
-    amk_result (*prefill)(amk_llm *m, int short_one, const int32_t *tokens, const int32_t *pos, int32_t last,
+    /* One chunk of the prefill program of tier t (amk__llm_tier: 0 m->pre, j + 1 the smaller
+       m->pre2[j]) (amk_llm_prefill, arguments checked): tokens and pos its rows' inputs, last the
+       row whose logits (at least when want_logits) and greedy token it makes. */
+    amk_result (*prefill)(amk_llm *m, int t, const int32_t *tokens, const int32_t *pos, int32_t last,
                           int want_logits, int *argmax, amk_diag *d);
     /* After open: the prefill program m->pre's state beside the step's (its shared buffers the
-       step's), then the short one's beside it (its shared buffers m->pre's); on failure it drops
-       the program (m->pre drops both) with a note (amk__llm_prefill_failed). */
+       step's), then the smaller ones' beside it (their shared buffers m->pre's); on failure it drops
+       the program (m->pre drops them all) with a note (amk__llm_prefill_failed). */
     void (*open_prefill)(amk_llm *m);
     int prefill_rows; /* the chunk rows of amk_llm_opts.prefill_rows 0 on this backend */
 } amk__llm_backend;
@@ -424,11 +429,13 @@ struct amk_llm {
     int pre_n_weights;
     int *pre_share;
     amk__llm_chunk pc;        /* its chunk's rows, inputs and outputs */
-    /* The short prefill program (NULL: none): pre2_share[b] m->pre's buffer that its buffer b is
-       (every weight and KV cache), or -1 for one of its own (activations). */
-    amk_program *pre2;
-    int *pre2_share;
-    amk__llm_chunk pc2;
+    /* The smaller prefill programs (n_pre2 of them; rows of m->pre's / AMK_LLM_PREFILL_SHORT_DIV,
+       then / that again): pre2_share[j][b] m->pre's buffer that buffer b of pre2[j] is (every
+       weight and KV cache), or -1 for one of its own (activations). */
+    amk_program *pre2[AMK_LLM_PREFILL_SUBS];
+    int *pre2_share[AMK_LLM_PREFILL_SUBS];
+    amk__llm_chunk pc2[AMK_LLM_PREFILL_SUBS];
+    int n_pre2;
     char note[320];           /* amk_llm_note */
     char backend_reason[560]; /* amk_llm_backend_reason (room for a diag's message) */
     amk_model *model;         /* NULL for random weights */
@@ -448,19 +455,28 @@ AMK__FN const amk_buffer *amk__llm_buffer(const amk_llm *m, int id) {
     return id < m->prog->n_buffers ? &m->prog->buffers[id] : &m->pre->buffers[id - m->prog->n_buffers];
 }
 
-/* Frees the short prefill program: prompts then go in chunks of m->pre's rows and steps. */
-AMK__FN void amk__llm_drop_short(amk_llm *m) {
-    amk_program_free(m->pre2);
-    amk__free(m->pre2_share);
-    amk__free(m->pc2.io);
-    m->pre2 = NULL;
-    m->pre2_share = NULL;
-    memset(&m->pc2, 0, sizeof m->pc2);
+/* Frees the smaller prefill programs from pre2[from] on: prompts then go in chunks of the others
+   and steps. */
+AMK__FN void amk__llm_drop_short(amk_llm *m, int from) {
+    int j;
+    for (j = from; j < m->n_pre2; j++) {
+        amk_program_free(m->pre2[j]);
+        amk__free(m->pre2_share[j]);
+        amk__free(m->pc2[j].io);
+        m->pre2[j] = NULL;
+        m->pre2_share[j] = NULL;
+        memset(&m->pc2[j], 0, sizeof m->pc2[j]);
+    }
+    if (from < m->n_pre2) m->n_pre2 = from;
 }
+
+/* The prefill tiers: T (amk__llm_tiers) programs of falling rows, tier 0 m->pre, tier j + 1 m->pre2[j]. */
+AMK__FN int amk__llm_tiers(const amk_llm *m) { return m->pre ? 1 + m->n_pre2 : 0; }
+AMK__FN const amk__llm_chunk *amk__llm_tier(const amk_llm *m, int t) { return t == 0 ? &m->pc : &m->pc2[t - 1]; }
 
 /* Frees the prefill programs: the prompt then runs a token at a time. */
 AMK__FN void amk__llm_drop_prefill(amk_llm *m) {
-    amk__llm_drop_short(m);
+    amk__llm_drop_short(m, 0);
     amk_program_free(m->pre);
     amk__free(m->pre_weights);
     amk__free(m->pre_share);
@@ -480,12 +496,12 @@ AMK__FN void amk__llm_prefill_failed(amk_llm *m, const char *why) {
     amk__llm_drop_prefill(m);
 }
 
-/* A backend could not load the short prefill program (why): the note says so; prompts go in
-   chunks of m->pre's rows and steps. */
-AMK__FN void amk__llm_short_failed(amk_llm *m, const char *why) {
-    snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sno short prefill program (%d rows: %s)",
-             m->note[0] ? "; " : "", m->pc2.rows, why);
-    amk__llm_drop_short(m);
+/* A backend could not load the smaller prefill program pre2[j] (why): the note says so; it and the
+   ones after it are dropped, prompts go in chunks of the others and steps. */
+AMK__FN void amk__llm_short_failed(amk_llm *m, int j, const char *why) {
+    snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sno prefill program of %d rows (%s)",
+             m->note[0] ? "; " : "", m->pc2[j].rows, why);
+    amk__llm_drop_short(m, j);
 }
 
 /* ---- backend: reference VM -------------------------------------------------------------------- */
@@ -494,7 +510,7 @@ AMK__FN void amk__llm_short_failed(amk_llm *m, const char *why) {
 typedef struct amk__llm_refvm {
     amk_refvm *vm;  /* the step's */
     amk_refvm *pre; /* the prefill program's (m->pre), its shared buffers bound to vm's storage, or NULL */
-    amk_refvm *pre2; /* the short one's (m->pre2), its shared buffers bound to pre's storage, or NULL */
+    amk_refvm *pre2[AMK_LLM_PREFILL_SUBS]; /* the smaller ones' (m->pre2), their shared buffers bound to pre's storage */
 } amk__llm_refvm;
 
 AMK__FN amk_refvm *amk__llm_vm(const amk_llm *m) { return ((amk__llm_refvm *)m->state)->vm; }
@@ -526,7 +542,7 @@ AMK__FN amk_result amk__llm_refvm_fits(const amk_llm *m, amk_diag *d) {
     const uint64_t host = amk__llm_host_memory();
     const int n_all = m->prog->n_buffers + (m->pre ? m->pre->n_buffers : 0);
     uint64_t total = 0, kv = 0;
-    int i;
+    int i, j;
     if (!host) return AMK_OK;
     for (i = 0; i < n_all; i++) { /* the step's buffers, then the prefill program's own */
         const amk_buffer *b = amk__llm_buffer(m, i);
@@ -536,10 +552,12 @@ AMK__FN amk_result amk__llm_refvm_fits(const amk_llm *m, amk_diag *d) {
         if (!amk__add_u64(total, u, &total)) total = UINT64_MAX;
         if (b->kind == AMK_KIND_KV_CACHE && !amk__add_u64(kv, u, &kv)) kv = UINT64_MAX;
     }
-    for (i = 0; m->pre2 && i < m->pre2->n_buffers; i++) { /* the short program's own (its activations) */
-        const int64_t nb = amk__buffer_nbytes(&m->pre2->buffers[i]);
-        if (m->pre2_share[i] < 0 && !amk__add_u64(total, nb < 0 ? UINT64_MAX : (uint64_t)nb, &total)) total = UINT64_MAX;
-    }
+    for (j = 0; j < m->n_pre2; j++) /* the smaller programs' own (their activations) */
+        for (i = 0; i < m->pre2[j]->n_buffers; i++) {
+            const int64_t nb = amk__buffer_nbytes(&m->pre2[j]->buffers[i]);
+            if (m->pre2_share[j][i] < 0 && !amk__add_u64(total, nb < 0 ? UINT64_MAX : (uint64_t)nb, &total))
+                total = UINT64_MAX;
+        }
     if (total <= host) return AMK_OK;
     if (kv > host)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "the KV cache of a %d-token context needs %.1f GB, more than this "
@@ -582,6 +600,7 @@ AMK__FN void amk__llm_refvm_open_prefill(amk_llm *m) {
     amk__llm_refvm *s = (amk__llm_refvm *)m->state;
     amk_diag dp;
     amk_result r;
+    int j;
     /* why not with random weights: the host draws them in each program's layouts, so a prefill
        weight of a layout the step lacks would be another draw, and the two programs other models */
     if (!m->model) {
@@ -595,9 +614,12 @@ AMK__FN void amk__llm_refvm_open_prefill(amk_llm *m) {
         amk__llm_prefill_failed(m, dp.message);
         return;
     }
-    if (!m->pre2) return;
-    r = amk__llm_refvm_open_shared(m->pre2, m->pre2_share, s->pre, "the prefill program", &s->pre2, &dp);
-    if (r != AMK_OK) amk__llm_short_failed(m, dp.message);
+    for (j = 0; j < m->n_pre2; j++)
+        if (amk__llm_refvm_open_shared(m->pre2[j], m->pre2_share[j], s->pre, "the prefill program", &s->pre2[j], &dp) !=
+            AMK_OK) {
+            amk__llm_short_failed(m, j, dp.message);
+            break;
+        }
 }
 
 AMK__FN amk_result amk__llm_refvm_open(amk_llm *m, amk_diag *d) {
@@ -614,8 +636,10 @@ AMK__FN amk_result amk__llm_refvm_open(amk_llm *m, amk_diag *d) {
 
 AMK__FN void amk__llm_refvm_close(amk_llm *m) {
     amk__llm_refvm *s = (amk__llm_refvm *)m->state;
+    int j;
     if (!s) return;
-    amk_refvm_free(s->pre2); /* why first: it uses the prefill program's storage, which uses the step's */
+    for (j = 0; j < AMK_LLM_PREFILL_SUBS; j++) /* why first: they use the prefill program's storage, which uses the step's */
+        amk_refvm_free(s->pre2[j]);
     amk_refvm_free(s->pre);
     amk_refvm_free(s->vm);
     amk__free(s);
@@ -680,11 +704,11 @@ AMK__FN amk_result amk__llm_refvm_step(amk_llm *m, int token, int pos, int want_
 
 /* A chunk of the prefill program: its inputs into the VM's buffers, a run, the logits and the
    greedy token out. */
-AMK__FN amk_result amk__llm_refvm_prefill(amk_llm *m, int short_one, const int32_t *tokens, const int32_t *pos,
+AMK__FN amk_result amk__llm_refvm_prefill(amk_llm *m, int t, const int32_t *tokens, const int32_t *pos,
                                           int32_t last, int want_logits, int *argmax, amk_diag *d) {
     amk__llm_refvm *s = (amk__llm_refvm *)m->state;
-    amk_refvm *vm = short_one ? s->pre2 : s->pre;
-    const amk__llm_chunk *ck = short_one ? &m->pc2 : &m->pc;
+    amk_refvm *vm = t ? s->pre2[t - 1] : s->pre;
+    const amk__llm_chunk *ck = amk__llm_tier(m, t);
     size_t nb;
     amk_result r;
     (void)want_logits; /* the copy of host memory costs little: always made */
@@ -712,7 +736,7 @@ static const amk__llm_backend amk__llm_refvm_backend = {
 typedef struct amk__llm_cuda {
     amk_cuda *cuda;
     amk_cuda *pre;            /* the prefill program's runtime (m->pre), sharing cuda's buffers, or NULL */
-    amk_cuda *pre2;           /* the short one's (m->pre2), sharing pre's buffers, or NULL */
+    amk_cuda *pre2[AMK_LLM_PREFILL_SUBS]; /* the smaller ones' (m->pre2), sharing pre's buffers */
     int32_t *chain_tok;       /* [chain_cap] a chained launch's tokens */
     int chain_cap;
 } amk__llm_cuda;
@@ -735,6 +759,7 @@ AMK__FN void amk__llm_cuda_open_prefill(amk_llm *m) {
     amk__llm_cuda *s = (amk__llm_cuda *)m->state;
     amk_diag dp;
     amk_result r;
+    int j;
     amk_diag_clear(&dp);
     r = amk__cuda_create_from(m->pre, m->opts.device_image, m->opts.device_image_size, s->cuda, m->pre_share,
                               &s->pre, &dp);
@@ -742,12 +767,14 @@ AMK__FN void amk__llm_cuda_open_prefill(amk_llm *m) {
         amk__llm_prefill_failed(m, dp.message);
         return;
     }
-    if (!m->pre2) return;
-    /* why pre as the base: every buffer the short program shares is one of pre's (which may itself
+    /* why pre as the base: every buffer a smaller program shares is one of pre's (which may itself
        be the step's: its address is pre's) */
-    r = amk__cuda_create_from(m->pre2, m->opts.device_image, m->opts.device_image_size, s->pre, m->pre2_share,
-                              &s->pre2, &dp);
-    if (r != AMK_OK) amk__llm_short_failed(m, dp.message);
+    for (j = 0; j < m->n_pre2; j++)
+        if (amk__cuda_create_from(m->pre2[j], m->opts.device_image, m->opts.device_image_size, s->pre, m->pre2_share[j],
+                                  &s->pre2[j], &dp) != AMK_OK) {
+            amk__llm_short_failed(m, j, dp.message);
+            break;
+        }
 }
 
 AMK__FN amk_result amk__llm_cuda_open(amk_llm *m, amk_diag *d) {
@@ -769,8 +796,9 @@ AMK__FN amk_result amk__llm_cuda_open(amk_llm *m, amk_diag *d) {
 
 AMK__FN void amk__llm_cuda_close(amk_llm *m) {
     amk__llm_cuda *s = (amk__llm_cuda *)m->state;
+    int j;
     if (!s) return;
-    amk_cuda_free(s->pre2); /* why first: it uses pre's buffers, which use the step's */
+    for (j = 0; j < AMK_LLM_PREFILL_SUBS; j++) amk_cuda_free(s->pre2[j]); /* why first: they use pre's buffers, which use the step's */
     amk_cuda_free(s->pre);
     amk_cuda_free(s->cuda);
     amk__free(s->chain_tok);
@@ -856,10 +884,10 @@ AMK__FN amk_result amk__llm_cuda_generate(amk_llm *m, int token, int pos, int n,
 
 /* A chunk of the prefill program: its inputs up and its next token (and logits) down in one
    wait (amk_cuda_run_io). */
-AMK__FN amk_result amk__llm_cuda_prefill(amk_llm *m, int short_one, const int32_t *tokens, const int32_t *pos,
+AMK__FN amk_result amk__llm_cuda_prefill(amk_llm *m, int t, const int32_t *tokens, const int32_t *pos,
                                          int32_t last, int want_logits, int *argmax, amk_diag *d) {
     amk__llm_cuda *s = (amk__llm_cuda *)m->state;
-    const amk__llm_chunk *ck = short_one ? &m->pc2 : &m->pc;
+    const amk__llm_chunk *ck = amk__llm_tier(m, t);
     int32_t next = -1;
     amk_cuda_in in[3];
     amk_cuda_out out[2];
@@ -869,7 +897,7 @@ AMK__FN amk_result amk__llm_cuda_prefill(amk_llm *m, int short_one, const int32_
     in[2].buffer_id = ck->last; in[2].host = &last; in[2].nbytes = 4;
     out[0].buffer_id = ck->next; out[0].host = &next; out[0].nbytes = 4;
     out[1].buffer_id = ck->logits; out[1].host = m->logits; out[1].nbytes = (size_t)m->cfg.vocab * 4;
-    r = amk_cuda_run_io(short_one ? s->pre2 : s->pre, in, 3, out, want_logits ? 2 : 1, m->opts.timeout_ms, d);
+    r = amk_cuda_run_io(t ? s->pre2[t - 1] : s->pre, in, 3, out, want_logits ? 2 : 1, m->opts.timeout_ms, d);
     if (r == AMK_OK && argmax) *argmax = next;
     return r;
 }
@@ -950,7 +978,10 @@ AMK_API const char *amk_llm_backend_name(const amk_llm *m) { return m ? m->backe
 AMK_API const char *amk_llm_note(const amk_llm *m) { return m ? m->note : ""; }
 AMK_API const char *amk_llm_backend_reason(const amk_llm *m) { return m ? m->backend_reason : ""; }
 AMK_API int amk_llm_prefill_rows(const amk_llm *m) { return m && m->pre ? m->pc.rows : 0; }
-AMK_API int amk_llm_prefill_rows_short(const amk_llm *m) { return m && m->pre2 ? m->pc2.rows : 0; }
+AMK_API int amk_llm_prefill_rows_short(const amk_llm *m) { return amk_llm_prefill_rows_at(m, 1); }
+AMK_API int amk_llm_prefill_rows_at(const amk_llm *m, int tier) {
+    return m && tier >= 0 && tier < amk__llm_tiers(m) ? amk__llm_tier(m, tier)->rows : 0;
+}
 AMK_API const amk_program *amk_llm_prefill_program(const amk_llm *m) { return m ? m->pre : NULL; }
 AMK_API amk_cuda *amk_llm_prefill_cuda(amk_llm *m) {
     return m && m->pre && m->backend->cuda_prefill ? m->backend->cuda_prefill(m) : NULL;
@@ -1002,50 +1033,57 @@ AMK__FN int amk__llm_chunk_io(const amk_program *p, int rows, amk__llm_chunk *ck
     return ck->token < 0 || ck->pos < 0 || ck->last < 0 || ck->logits < 0 || ck->next < 0 ? -1 : 0;
 }
 
-/* The short prefill program beside m->pre (amk_llm_opts.prefill_rows): rows of m->pre's rows /
-   AMK_LLM_PREFILL_SHORT_DIV, every weight and KV cache m->pre's (pre2_share), its activations its
-   own. A program that would need a buffer of its own beyond those is left out, with a note. */
+/* The smaller prefill programs beside m->pre (amk_llm_opts.prefill_rows), up to
+   AMK_LLM_PREFILL_SUBS: rows of m->pre's rows / AMK_LLM_PREFILL_SHORT_DIV, then / that again, none of
+   fewer than AMK_LLM_PREFILL_SHORT_MIN; every weight and KV cache m->pre's (pre2_share), their
+   activations their own. A program that would need a buffer of its own beyond those is left out
+   (and those after it), with a note. */
 AMK__FN amk_result amk__llm_build_short(amk_llm *m, const amk_llama_build_opts *base, amk_diag *d) {
     amk_llama_build_opts bo = *base;
-    amk_llama_step st;
-    amk_diag dp;
-    const int rows = m->pc.rows / AMK_LLM_PREFILL_SHORT_DIV;
-    int b;
-    if (rows < AMK_LLM_PREFILL_SHORT_MIN) return AMK_OK;
-    bo.prefill_rows = rows;
-    amk_diag_clear(&dp);
-    if (amk__llama_build_step(&m->cfg, &bo, 1, 1, &st, NULL, &dp) != AMK_OK) { /* m->pre's config: not expected */
-        snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sno short prefill program (%s)",
-                 m->note[0] ? "; " : "", dp.message);
-        return AMK_OK;
-    }
-    m->pre2 = st.program;
-    m->pc2.rows = rows;
-    m->pre2_share = (int *)amk__malloc((size_t)(m->pre2->n_buffers > 0 ? m->pre2->n_buffers : 1) * sizeof(int));
-    if (!m->pre2_share) {
+    int j, rows = m->pc.rows;
+    for (j = 0; j < AMK_LLM_PREFILL_SUBS; j++) {
+        amk_llama_step st;
+        amk_diag dp;
+        int b;
+        rows /= AMK_LLM_PREFILL_SHORT_DIV;
+        if (rows < AMK_LLM_PREFILL_SHORT_MIN) return AMK_OK;
+        bo.prefill_rows = rows;
+        amk_diag_clear(&dp);
+        if (amk__llama_build_step(&m->cfg, &bo, 1, 1, &st, NULL, &dp) != AMK_OK) { /* m->pre's config: not expected */
+            snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sno prefill program of %d rows (%s)",
+                     m->note[0] ? "; " : "", rows, dp.message);
+            return AMK_OK;
+        }
+        m->pre2[j] = st.program;
+        m->pc2[j].rows = rows;
+        m->n_pre2 = j + 1;
+        m->pre2_share[j] = (int *)amk__malloc((size_t)(st.program->n_buffers > 0 ? st.program->n_buffers : 1) * sizeof(int));
+        if (!m->pre2_share[j]) {
+            amk__free(st.weights);
+            return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+        for (b = 0; b < st.program->n_buffers; b++) {
+            const amk_buffer *x = &st.program->buffers[b];
+            const int b2 = amk_program_find_buffer(m->pre, x->name);
+            m->pre2_share[j][b] = -1;
+            if (x->kind != AMK_KIND_WEIGHT && x->kind != AMK_KIND_KV_CACHE) continue;
+            if (b2 < 0 || !amk__llm_same_layout(x, amk__llm_plan_entry(st.weights, st.n_weights, b), &m->pre->buffers[b2],
+                                                amk__llm_plan_entry(m->pre_weights, m->pre_n_weights, b2)))
+                break;
+            m->pre2_share[j][b] = b2;
+        }
         amk__free(st.weights);
-        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+        if (b < st.program->n_buffers) { /* why never met: the programs come from one builder, one config */
+            snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sno prefill program of %d rows "
+                     "(its '%s' is not the longest program's)", m->note[0] ? "; " : "", rows, st.program->buffers[b].name);
+            amk__llm_drop_short(m, j);
+            return AMK_OK;
+        }
+        if (amk__llm_chunk_io(m->pre2[j], rows, &m->pc2[j]) < 0)
+            return amk__fail(d, AMK_ERR_MISMATCH, "the prefill program of %d rows lacks an input or output", rows);
+        if (!m->pc2[j].io) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     }
-    for (b = 0; b < m->pre2->n_buffers; b++) {
-        const amk_buffer *x = &m->pre2->buffers[b];
-        const int b2 = amk_program_find_buffer(m->pre, x->name);
-        m->pre2_share[b] = -1;
-        if (x->kind != AMK_KIND_WEIGHT && x->kind != AMK_KIND_KV_CACHE) continue;
-        if (b2 < 0 || !amk__llm_same_layout(x, amk__llm_plan_entry(st.weights, st.n_weights, b), &m->pre->buffers[b2],
-                                            amk__llm_plan_entry(m->pre_weights, m->pre_n_weights, b2)))
-            break;
-        m->pre2_share[b] = b2;
-    }
-    amk__free(st.weights);
-    if (b < m->pre2->n_buffers) { /* why never met: both programs come from one builder, one config */
-        snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sno short prefill program (its '%s' "
-                 "is not the prefill program's)", m->note[0] ? "; " : "", m->pre2->buffers[b].name);
-        amk__llm_drop_short(m);
-        return AMK_OK;
-    }
-    if (amk__llm_chunk_io(m->pre2, rows, &m->pc2) < 0)
-        return amk__fail(d, AMK_ERR_MISMATCH, "the short prefill program lacks an input or output");
-    return m->pc2.io ? AMK_OK : amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    return AMK_OK;
 }
 
 /* The prefill program of m's model beside its step (m->pre): a chunk of opts.prefill_rows tokens
@@ -1585,7 +1623,7 @@ AMK__FN int amk__llm_chunk_takes(int R, int left, int p0, int max_seq, int pct, 
 
 AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos, const float **logits,
                                    int *argmax, amk_diag *d) {
-    int k = 0, i, R, top = -1;
+    int k = 0, i, top = -1;
     amk_result r = AMK_OK;
     if (!m || !tokens) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_prefill: NULL argument");
     if (n < 1) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_llm_prefill: n %d (a prompt has a token at least)", n);
@@ -1599,24 +1637,28 @@ AMK_API amk_result amk_llm_prefill(amk_llm *m, const int *tokens, int n, int pos
     if (pos > m->next_pos) return amk__llm_skips(m, "amk_llm_prefill", pos, d);
     while (k < n && r == AMK_OK) {
         const int left = n - k, p0 = pos + k;
-        /* a chunk of the prefill program, else of the short one: whole, or the last one padded
-           (where its rows fit the cache and it has tokens enough to beat a step a token) */
-        const int pct = m->pre2 ? AMK_LLM_PREFILL_LONG_PCT : AMK_LLM_PREFILL_PAD_PCT;
-        const int big = amk__llm_chunk_takes(m->pre ? m->pc.rows : 0, left, p0, m->max_seq, pct, k);
-        const int sh = !big && amk__llm_chunk_takes(m->pre2 ? m->pc2.rows : 0, left, p0, m->max_seq,
-                                                    AMK_LLM_PREFILL_PAD_PCT, k);
-        R = sh ? m->pc2.rows : m->pc.rows;
-        if (big || sh) {
-            const int rows = left < R ? left : R;
+        /* a chunk of the longest prefill program that takes it: whole, or the last one padded (where
+           its rows fit the cache and it has tokens enough to beat the smaller programs' chunks, or
+           for the shortest, a step a token) */
+        const int T = amk__llm_tiers(m);
+        int t = -1, j;
+        for (j = 0; j < T && t < 0; j++) {
+            const int pct = j == T - 1 ? AMK_LLM_PREFILL_PAD_PCT : j == T - 2 ? AMK_LLM_PREFILL_LONG_PCT
+                                                                              : AMK_LLM_PREFILL_TOP_PCT;
+            if (amk__llm_chunk_takes(amk__llm_tier(m, j)->rows, left, p0, m->max_seq, pct, k)) t = j;
+        }
+        if (t >= 0) {
+            const amk__llm_chunk *ck = amk__llm_tier(m, t);
+            const int R = ck->rows, rows = left < R ? left : R;
             /* back: the rows it starts earlier so that its padding stays in the cache (this call's
                tokens before p0, computed again: their cache rows rewritten with the same math) */
             const int back = p0 + R > m->max_seq ? p0 + R - m->max_seq : 0;
-            int32_t *tp = sh ? m->pc2.io : m->pc.io;
+            int32_t *tp = ck->io;
             for (i = 0; i < R; i++) { /* why the padding repeats the last token: any id in the vocabulary does */
                 tp[i] = tokens[k - back + (i < back + rows ? i : back + rows - 1)];
                 tp[R + i] = p0 - back + i;
             }
-            r = m->backend->prefill(m, sh, tp, tp + R, back + rows - 1, k + rows == n && logits != NULL, &top, d);
+            r = m->backend->prefill(m, t, tp, tp + R, back + rows - 1, k + rows == n && logits != NULL, &top, d);
             k += rows;
         } else {
             r = amk_llm_step(m, tokens[k], p0, k + 1 == n ? logits : NULL, &top, d);

@@ -538,6 +538,10 @@ static __device__ __forceinline__ uint32_t amk_pack_bf16x2(float a, float b) {
     return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
            ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
 }
+/* The same as f16. */
+static __device__ __forceinline__ uint32_t amk_pack_f16x2(float a, float b) {
+    return (uint32_t)__half_as_ushort(__float2half_rn(a)) | ((uint32_t)__half_as_ushort(__float2half_rn(b)) << 16);
+}
 
 /* 8 consecutive 16-bit floats of a 16-byte vector as floats. */
 static __device__ __forceinline__ void amk_unpack_bf16x8(uint4 r, float *w) {
@@ -2163,8 +2167,7 @@ static __device__ __forceinline__ void amk_tma_norm_chunk(const amk_op_ctx *c, u
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const float lo = v[2 * e] * w[2 * e], hi = v[2 * e + 1] * w[2 * e + 1];
-            q[e] = f16 ? (uint32_t)__half_as_ushort(__float2half_rn(lo)) | ((uint32_t)__half_as_ushort(__float2half_rn(hi)) << 16)
-                       : amk_pack_bf16x2(lo, hi);
+            q[e] = f16 ? amk_pack_f16x2(lo, hi) : amk_pack_bf16x2(lo, hi);
         }
         asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(a), "r"(q[0]), "r"(q[1]), "r"(q[2]), "r"(q[3]) : "memory");
     }
@@ -2254,6 +2257,9 @@ static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, con
         if (odt == AMK_DTYPE_BF16) {
             for (int r = r0; r < 64 && mb + r < m_end; r += rstep)
                 ((__nv_bfloat16 *)out)[(mb + r) * N_out + n] = __float2bfloat16_rn(st[r * AMK_TMA_EPI_LD + ci] + bv);
+        } else if (odt == AMK_DTYPE_F16) {
+            for (int r = r0; r < 64 && mb + r < m_end; r += rstep)
+                ((__half *)out)[(mb + r) * N_out + n] = __float2half_rn(st[r * AMK_TMA_EPI_LD + ci] + bv);
         } else if (odt == AMK_DTYPE_F32) {
             for (int r = r0; r < 64 && mb + r < m_end; r += rstep) ((float *)out)[(mb + r) * N_out + n] = st[r * AMK_TMA_EPI_LD + ci] + bv;
         } else {
@@ -3320,10 +3326,9 @@ static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, floa
 #pragma unroll
                             for (int r = 0; r < 4; r++) { /* the A fragment: rows gr / gr + 8, keys 2t4.. / 8 + 2t4.. */
                                 if (F16) {
-                                    const __half h0 = __float2half_rn(x[r][0]), h1 = __float2half_rn(x[r][1]);
-                                    pa[r] = (uint32_t)__half_as_ushort(h0) | ((uint32_t)__half_as_ushort(h1) << 16);
-                                    x[r][0] -= __half2float(h0);
-                                    x[r][1] -= __half2float(h1);
+                                    pa[r] = amk_pack_f16x2(x[r][0], x[r][1]);
+                                    x[r][0] -= __half2float(__ushort_as_half((unsigned short)(pa[r] & 0xFFFFu)));
+                                    x[r][1] -= __half2float(__ushort_as_half((unsigned short)(pa[r] >> 16)));
                                 } else {
                                     pa[r] = amk_pack_bf16x2(x[r][0], x[r][1]);
                                     x[r][0] -= __uint_as_float(pa[r] << 16);
@@ -3423,10 +3428,20 @@ static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, floa
 /* why three bodies: with head_dim a constant and no window the loops carry no guards */
 static __device__ __noinline__ void amk_attn_prefill_mma(amk_op_ctx *c, float *smem) {
     const int hd = c->ins.params.head_dim, win = c->ins.params.sliding_window > 0;
-    if (c->in[0].dtype == AMK_DTYPE_F16) amk_attn_prefill_body(c, smem, 0, 1, 1); /* why one body: F16 is asked for, not AMK's default */
-    else if (hd == 128 && !win) amk_attn_prefill_body(c, smem, 128, 0, 0);
-    else if (hd == 64 && !win) amk_attn_prefill_body(c, smem, 64, 0, 0);
-    else amk_attn_prefill_body(c, smem, 0, 1, 0);
+    const int f16 = c->in[0].dtype == AMK_DTYPE_F16;
+    /* why head_dim 128 and 64 apart: the loops bounded by a constant (the general body: +30% on
+       the 8B, run 449) */
+    if (hd == 128 && !win) {
+        if (f16) amk_attn_prefill_body(c, smem, 128, 0, 1);
+        else amk_attn_prefill_body(c, smem, 128, 0, 0);
+    } else if (hd == 64 && !win) {
+        if (f16) amk_attn_prefill_body(c, smem, 64, 0, 1);
+        else amk_attn_prefill_body(c, smem, 64, 0, 0);
+    } else if (f16) {
+        amk_attn_prefill_body(c, smem, 0, 1, 1);
+    } else {
+        amk_attn_prefill_body(c, smem, 0, 1, 0);
+    }
 }
 #endif /* AMK_ATTN_PREFILL_MMA && AMK_VM_PREFILL */
 
@@ -4812,12 +4827,13 @@ static __device__ __forceinline__ void amk_op_binary(amk_op_ctx *c, int op) {
     const int64_t n = row ? (c->ins.params.m_off + (int64_t)c->ins.params.M_tile) * row : o->numel;
     int64_t i;
 #if AMK_VM_PREFILL
-    /* a prefill chunk's SILU_MUL and residual ADDs (512 rows of bf16): 16-byte vectors, two a thread
-       in flight, the same values as below. why the prefill builds only: the decode images' code
-       stays the one measured (their binary ops are a row or none) */
-    if (a->dtype == o->dtype && b->dtype == o->dtype && (o->dtype == AMK_DTYPE_BF16 || o->dtype == AMK_DTYPE_F32) &&
+    /* a prefill chunk's SILU_MUL and residual ADDs (512 rows of bf16, f16 or f32): 16-byte vectors,
+       two a thread in flight, the same values as below. why the prefill builds only: the decode
+       images' code stays the one measured (their binary ops are a row or none) */
+    if (a->dtype == o->dtype && b->dtype == o->dtype &&
+        (o->dtype == AMK_DTYPE_BF16 || o->dtype == AMK_DTYPE_F16 || o->dtype == AMK_DTYPE_F32) &&
         ((a->ptr | b->ptr | o->ptr) & 15u) == 0 && e0 % 8 == 0 && n % 8 == 0 && a->numel >= n && b->numel >= n) {
-        const int bf = o->dtype == AMK_DTYPE_BF16, per = bf ? 8 : 4; /* elements a vector */
+        const int bf = o->dtype == AMK_DTYPE_BF16, hf = o->dtype == AMK_DTYPE_F16, per = bf || hf ? 8 : 4; /* elements a vector */
         const uint4 *av = (const uint4 *)a->ptr, *bv = (const uint4 *)b->ptr;
         uint4 *ov = (uint4 *)o->ptr;
         const int64_t v1 = n / per, step = AMK_OPS_NT;
@@ -4835,6 +4851,9 @@ static __device__ __forceinline__ void amk_op_binary(amk_op_ctx *c, int op) {
                 if (bf) {
                     amk_unpack_bf16x8(ra[k], fa);
                     amk_unpack_bf16x8(rb[k], fb);
+                } else if (hf) {
+                    amk_unpack_f16x8(ra[k], fa);
+                    amk_unpack_f16x8(rb[k], fb);
                 } else {
                     amk_unpack_f32x4(ra[k], fa);
                     amk_unpack_f32x4(rb[k], fb);
@@ -4843,8 +4862,10 @@ static __device__ __forceinline__ void amk_op_binary(amk_op_ctx *c, int op) {
                 for (int j = 0; j < 8; j++) r[j] = j < per ? amk_binary_value(op, fa[j], fb[j]) : 0.0f;
                 ov[v + k * step] = bf ? make_uint4(amk_pack_bf16x2(r[0], r[1]), amk_pack_bf16x2(r[2], r[3]),
                                                    amk_pack_bf16x2(r[4], r[5]), amk_pack_bf16x2(r[6], r[7]))
-                                      : make_uint4(__float_as_uint(r[0]), __float_as_uint(r[1]), __float_as_uint(r[2]),
-                                                   __float_as_uint(r[3]));
+                                   : hf ? make_uint4(amk_pack_f16x2(r[0], r[1]), amk_pack_f16x2(r[2], r[3]),
+                                                     amk_pack_f16x2(r[4], r[5]), amk_pack_f16x2(r[6], r[7]))
+                                        : make_uint4(__float_as_uint(r[0]), __float_as_uint(r[1]), __float_as_uint(r[2]),
+                                                     __float_as_uint(r[3]));
             }
         }
         return;

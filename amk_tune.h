@@ -143,21 +143,27 @@
    |                           |         | first, from this many rows a     | of 4 rows (128-token prompts) lost |              |
    |                           |         | tile (amk__lb_attention_prefill) | 4%                                 |              |
    | amk_llm (amk_llm.h)                                                                                                        |
-   | AMK_LLM_PREFILL_ROWS      | 512     | amk_llm's prefill chunk rows     | 8B at 512 tokens 10,626 tok/s in   | 376          |
-   |                           |         | (prefill_rows 0)                 | chunks of 512, 6,120 in 128; at    |              |
-   |                           |         |                                  | 2048 9,452 and 5,652 (1B alike)    |              |
-   | AMK_LLM_PREFILL_SHORT_DIV | 4       | the short prefill program's rows | a 128-token 8B prompt: 20.6 ms in  | 376          |
-   |                           |         | (short prompts, a prompt's end): | a chunk of 128, a 512-row chunk    |              |
-   |                           |         | the prefill program's / this     | ~48                                |              |
-   | AMK_LLM_PREFILL_SHORT_MIN | 8       | no short program below this      | a chunk of fewer rows gains little | -            |
+   | AMK_LLM_PREFILL_ROWS      | 2048    | amk_llm's longest prefill chunk  | 8B 2048-token prompt 19,027 tok/s  | 376, 449     |
+   |                           |         | rows (prefill_rows 0)            | in chunks of 512, 23,036 in 1024,  |              |
+   |                           |         |                                  | 24,576 in one of 2048 (run 449;    |              |
+   |                           |         |                                  | 512 against 128: run 376)          |              |
+   | AMK_LLM_PREFILL_SHORT_DIV | 4       | each smaller prefill program's   | a 128-token 8B prompt: 20.6 ms in  | 376          |
+   |                           |         | rows (short prompts, a prompt's  | a chunk of 128, a 512-row chunk    |              |
+   |                           |         | end): the one above's / this     | ~48                                |              |
+   | AMK_LLM_PREFILL_SUBS      | 2       | the smaller prefill programs     | 2048, 512 and 128 rows: each       | 449          |
+   |                           |         | beside the longest (at most)     | prompt length its chunk            |              |
+   | AMK_LLM_PREFILL_SHORT_MIN | 8       | no smaller program below this    | a chunk of fewer rows gains little | -            |
    |                           |         |                                  | over steps                         |              |
+   | AMK_LLM_PREFILL_TOP_PCT   | 75      | with two smaller programs: the   | a chunk of 2048 rows takes the     | 449          |
+   |                           |         | least share (%) a padded chunk   | time of 3.8 of 512 (8B): three     |              |
+   |                           |         | of the longest fills             | 512-row chunks beat it below 3/4   |              |
    | AMK_LLM_PREFILL_ROWS_CPU  | 32      | the reference VM's chunk rows    | SmolLM2 F32 on 2 cores: chunks of  | NOTES        |
    |                           |         | (prefill_rows 0)                 | 8-64 rows 32-51 tok/s, a token at  | "chunks"     |
    |                           |         |                                  | a time 10-14; progress a chunk     |              |
-   | AMK_LLM_PREFILL_LONG_PCT  | 50      | with a short program: the least  | a chunk of 512 rows takes the time | 380          |
-   |                           |         | share (%) a padded chunk of the  | of 2.1-2.3 of 128 (8B, 1B): under  |              |
-   |                           |         | prefill program fills (less:     | half, two short chunks are faster  |              |
-   |                           |         | short chunks)                    |                                    |              |
+   | AMK_LLM_PREFILL_LONG_PCT  | 50      | the least share (%) a padded     | a chunk of 512 rows takes the time | 380          |
+   |                           |         | chunk of the program just above  | of 2.1-2.3 of 128 (8B, 1B): under  |              |
+   |                           |         | the shortest fills (less: the    | half, two short chunks are faster  |              |
+   |                           |         | shortest's chunks)               |                                    |              |
    | AMK_LLM_PREFILL_PAD_PCT   | 25      | the least share (%) of a chunk's | a chunk of 128 rows takes the time | 365, 366,    |
    |                           |         | rows a padded last chunk fills   | of 4.7 steps on 8B BF16, 6.5 on 1B | 376          |
    |                           |         | (less: the short program, else a | (run 376); 61 on SmolLM2 Q4_1 (run |              |
@@ -309,19 +315,25 @@
 #define AMK_LLAMA_PF_ATTN_ROWS 16 /* a prefill chunk's attention in two tiles an SM from this many rows a tile (run 429) */
 #endif
 #ifndef AMK_LLM_PREFILL_ROWS
-#define AMK_LLM_PREFILL_ROWS 512 /* amk_llm's prefill chunk (prefill_rows 0) */
+#define AMK_LLM_PREFILL_ROWS 2048 /* amk_llm's longest prefill chunk (prefill_rows 0) */
 #endif
 #ifndef AMK_LLM_PREFILL_ROWS_CPU
 #define AMK_LLM_PREFILL_ROWS_CPU 32 /* the reference VM's: as fast a token as 64, and progress twice as often */
 #endif
 #ifndef AMK_LLM_PREFILL_SHORT_DIV
-#define AMK_LLM_PREFILL_SHORT_DIV 4 /* the short prefill program's rows: the prefill program's / this */
+#define AMK_LLM_PREFILL_SHORT_DIV 4 /* each smaller prefill program's rows: the one above's / this */
+#endif
+#ifndef AMK_LLM_PREFILL_SUBS
+#define AMK_LLM_PREFILL_SUBS 2 /* the smaller prefill programs beside the longest, at most */
 #endif
 #ifndef AMK_LLM_PREFILL_SHORT_MIN
-#define AMK_LLM_PREFILL_SHORT_MIN 8 /* no short program of fewer rows */
+#define AMK_LLM_PREFILL_SHORT_MIN 8 /* no smaller program of fewer rows */
+#endif
+#ifndef AMK_LLM_PREFILL_TOP_PCT
+#define AMK_LLM_PREFILL_TOP_PCT 75 /* with two smaller programs, a padded chunk of the longest fills this share at least */
 #endif
 #ifndef AMK_LLM_PREFILL_LONG_PCT
-#define AMK_LLM_PREFILL_LONG_PCT 50 /* with a short program, a padded long chunk fills this share at least */
+#define AMK_LLM_PREFILL_LONG_PCT 50 /* a padded chunk of the program just above the shortest fills this share at least */
 #endif
 #ifndef AMK_LLM_PREFILL_PAD_PCT
 #define AMK_LLM_PREFILL_PAD_PCT 25 /* a padded last chunk fills this share of its rows at least; less goes a step a token */

@@ -1201,17 +1201,16 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     amk_sampler_init(&smp, (float)temp, top_k, (float)top_p, seed);
     chained = temp == 0.0 && chain > 1 && amk_llm_cuda(m) != NULL; /* greedy on the GPU: the decode in chunks */
     if (!quiet) {
-        char sum[256], dev[64] = "";
+        char sum[256], dev[128] = "";
         if (amk_llm_cuda(m)) { /* the one device allocation: weights, caches, activations, tables */
             amk_cuda_info info;
             amk_cuda_get_info(amk_llm_cuda(m), &info);
             snprintf(dev, sizeof dev, ", device memory %.1f MB", (double)info.arena_bytes / 1e6);
         }
         cli_weight_summary(amk_llm_program(m), sum, sizeof sum);
-        if (amk_llm_prefill_rows(m) > 0) /* the prefill programs' chunk rows */
-            snprintf(dev + strlen(dev), sizeof dev - strlen(dev), ", prompt chunks of %d", amk_llm_prefill_rows(m));
-        if (amk_llm_prefill_rows_short(m) > 0)
-            snprintf(dev + strlen(dev), sizeof dev - strlen(dev), " and %d", amk_llm_prefill_rows_short(m));
+        for (i = 0; amk_llm_prefill_rows_at(m, i) > 0; i++) /* the prefill programs' chunk rows: "of 2048, 512 and 128" */
+            snprintf(dev + strlen(dev), sizeof dev - strlen(dev), "%s%d", i == 0 ? ", prompt chunks of "
+                     : amk_llm_prefill_rows_at(m, i + 1) > 0 ? ", " : " and ", amk_llm_prefill_rows_at(m, i));
         fprintf(stderr, "%s: %s, %s, %d layers, %s, activations %s, backend %s (%s)%s, context %d\n",
                 a.model ? a.model : a.random, amk_llm_config(m)->name[0] ? amk_llm_config(m)->name : "(unnamed)",
                 amk_llm_config(m)->arch, amk_llm_config(m)->n_layers, sum, amk_dtype_name(cli_act_dtype(amk_llm_program(m))),
@@ -1407,11 +1406,36 @@ static double cli_prompt_flops(const amk_llama_config *c, int n) {
 /* amk bench --prefill: a prompt of each length through amk_llm_prefill on random weights (the
    median of iters runs after one warm-up, the KV cache reset before each), beside the same model's
    decode step a token at a time (amk_llm_step, one run) on the first length. */
+/* The chunks one amk_llm_prefill ran, from its progress calls ("prompt", tokens done): runs of equal
+   sizes, "512 x 2 + 128" (a step a token: "1"). */
+typedef struct cli_chunks {
+    char text[96];
+    uint64_t last, size, count;
+    int frozen; /* text is whole: later calls change nothing */
+} cli_chunks;
+static void cli_chunks_flush(cli_chunks *c) {
+    const size_t at = strlen(c->text);
+    if (!c->count) return;
+    if (c->count > 1) snprintf(c->text + at, sizeof c->text - at, "%s%llu x %llu", at ? " + " : "", (unsigned long long)c->size, (unsigned long long)c->count);
+    else snprintf(c->text + at, sizeof c->text - at, "%s%llu", at ? " + " : "", (unsigned long long)c->size);
+    c->count = 0;
+}
+static void cli_chunks_progress(void *user, const char *what, uint64_t done, uint64_t total) {
+    cli_chunks *c = (cli_chunks *)user;
+    (void)total;
+    if (!c || c->frozen || strcmp(what, "prompt") != 0 || done <= c->last) return;
+    if (done - c->last != c->size) cli_chunks_flush(c);
+    c->size = done - c->last;
+    c->count++;
+    c->last = done;
+}
+
 static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const char *lens_s, int rows, int iters,
                              const void *image, size_t image_size) {
     char shapes[256], *save = NULL, *sh;
     int rc = CLI_OK;
-    printf("| shape | prompt tokens | chunk rows | ms | tok/s | TFLOP/s | a token at a time: ms |\n|---|---|---|---|---|---|---|\n");
+    cli_chunks chunks;
+    printf("| shape | prompt tokens | chunks (rows) | ms | tok/s | TFLOP/s | a token at a time: ms |\n|---|---|---|---|---|---|---|\n");
     snprintf(shapes, sizeof shapes, "%s", shapes_s);
     for (sh = strtok_r(shapes, ",", &save); sh; sh = strtok_r(NULL, ",", &save)) {
       char qbuf[128], *qsave = NULL, *qn;
@@ -1435,6 +1459,8 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
         }
         cli_bench_opts(&o, image, image_size, longest, qn, &cfg, &quant);
         o.prefill_rows = rows;
+        o.progress = cli_chunks_progress;
+        o.progress_user = &chunks;
         tok = (int *)malloc((size_t)longest * sizeof(int));
         if (!tok) return CLI_FAIL;
         for (j = 0; j < longest; j++) tok[j] = (int)(((uint64_t)j * 7919u + 13u) % (uint64_t)cfg.vocab);
@@ -1451,9 +1477,14 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
             double t[64], med, warm = 0.0;
             int it, k, runs = iters < 64 ? iters : 64;
             char one[32] = "";
+            memset(&chunks, 0, sizeof chunks);
             for (it = -1; it < runs; it++) {
                 double t0;
                 if (amk_llm_reset(m, &d) != AMK_OK) break;
+                if (it == 0) { /* the warm-up's chunks: every run's */
+                    cli_chunks_flush(&chunks);
+                    chunks.frozen = 1;
+                }
                 t0 = cli_now();
                 if (amk_llm_prefill(m, tok, n, 0, NULL, NULL, &d) != AMK_OK) break;
                 if (it >= 0) t[it] = cli_now() - t0;
@@ -1471,7 +1502,7 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
                 for (k = 0; k < n && amk_llm_step(m, tok[k], k, NULL, NULL, &d) == AMK_OK; k++) {}
                 if (k == n) snprintf(one, sizeof one, "%.1f", (cli_now() - t0) * 1e3);
             }
-            printf("| %s | %d | %d | %.2f | %.0f | %.1f | %s |\n", label, n, amk_llm_prefill_rows(m), med * 1e3, n / med,
+            printf("| %s | %d | %s | %.2f | %.0f | %.1f | %s |\n", label, n, chunks.text, med * 1e3, n / med,
                    cli_prompt_flops(&cfg, n) / med / 1e12, one);
             fprintf(stderr, "amk bench: %s prefill %d: the warm-up run (not in the median) took %.2f ms\n", label, n,
                     warm * 1e3);
@@ -1769,11 +1800,12 @@ static const cli_cmd cli_cmds[] = {
      "to the next step (default 16; 1: a launch a token).\n"
      "--prefill-rows M: the prompt runs in chunks of M tokens (a launch a chunk on the GPU, a run on\n"
      "the reference VM) through a prefill program that shares the decode step's weights and KV\n"
-     "caches (default 512 on the GPU, 32 on the reference VM, at most the context), beside a short\n"
-     "program of M/4 rows (when that is 8 or more) for short prompts and a prompt's end (a last\n"
-     "chunk that fills less than a quarter of its rows goes a step a token); off: a token at a time through the\n"
-     "decode step. Qwen2, Qwen3, --spec-ops and random weights on the reference VM run the prompt a\n"
-     "token at a time.\n"
+     "caches (default 2048 on the GPU, 32 on the reference VM, at most the context), beside smaller\n"
+     "programs of M/4 and M/16 rows (those of 8 rows or more) for shorter prompts and a prompt's end\n"
+     "(a padded chunk where the tokens fill 3/4 of the longest, half of the next, a quarter of the\n"
+     "shortest; less than that goes a step a token); off: a token at a time through the decode step.\n"
+     "Qwen2, Qwen3, --spec-ops and random weights on the reference VM run the prompt a token at a\n"
+     "time.\n"
      "Exit: 0 ok, 1 failed at run time, 2 bad arguments or model file.\n",
      cmd_generate},
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",
@@ -1801,11 +1833,12 @@ static const cli_cmd cli_cmds[] = {
      "F16 runs F16 weights and activations (BF16: both BF16; a recipe: BF16 activations).\n"
      "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE[.Q].CTX.json; Perfetto).\n"
      "--prefill N,M,... times prompts instead: for each shape and --quant, a prompt of each length\n"
-     "through amk_llm_prefill in chunks of --prefill-rows (default 512), the median of --iters\n"
-     "(default 5) after a warm-up: ms, tok/s and TFLOP/s, and on the first length the same prompt a\n"
-     "token at a time; then one chunk's launch, its per-opcode time and its device memory. The\n"
-     "activations are BF16; a quantization's block matrices are dequantized a layer at a time for\n"
-     "the tensor cores (as amk generate --act-dtype BF16).\n"
+     "through amk_llm_prefill in chunks of --prefill-rows (default 2048, programs of 512 and 128\n"
+     "beside it, as amk generate), the median of --iters (default 5) after a warm-up: the chunks it\n"
+     "ran (\"512 x 2 + 128\"), ms, tok/s and TFLOP/s, and on the first length the same prompt a\n"
+     "token at a time; then the longest program's chunk launched again, its per-opcode time and its\n"
+     "device memory. The activations are BF16 (F16 with --quant F16); a quantization's block\n"
+     "matrices are dequantized a layer at a time for the tensor cores (as amk generate on the GPU).\n"
      "Needs a GPU and an amk built with the device image.\n",
      cmd_bench},
 };

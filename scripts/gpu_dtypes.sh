@@ -7,10 +7,12 @@
 # build/gpu/test_sweep, build/test_llama_gpu).
 #   phase a (carry .gpu_carry .model_parts/a): test_gpu (FULL=1: all of it; else its prompt cases),
 #            the prompt's bench, BF16 and F16, new and old prefill image
-#   phase b (carry .gpu_carry .model_parts/b): the builder sweep
+#   phase b (carry .gpu_carry .model_parts/b): all of test_gpu, the builder sweep
 #   phase c (carry .gpu_carry .model_parts/c): the golden check (F32) and test_llama's GPU cases;
 #            `amk generate` of the real SmolLM2 Q4_1: the default (BF16 activations) against
 #            --act-dtype F32, each against the reference VM's text; --dtype F16
+#   phase d (carry .gpu_carry): the prompt's three programs and the F16 prompt's vector paths: test
+#            cases, the prompt's bench at lengths that pick each program
 # Logs in $OUT; a table last.
 set -u
 cd "$(dirname "$0")/.."
@@ -37,7 +39,9 @@ a)
   ;;
 b)
   cp .model_parts/b/part01 /tmp/amk_model_part01
+  run test_gpu timeout 400 build/gpu/test_gpu
   run test_sweep timeout 500 build/gpu/test_sweep
+  grep -E "FAIL|failed:" "$OUTD"/test_gpu.log "$OUTD"/test_sweep.log | head -20
   ;;
 c)
   mkdir -p models
@@ -62,6 +66,21 @@ c)
     [ -n "$b" ] && [ "$a" = "$b" ] && rows+=("$g = $c: same text") || rows+=("$g DIFFERS from $c (or no text)")
   done
   for f in gen_default gen_f32 gen_f16 gen_bf16; do echo "== $f"; grep -E 'activations|tok/s' "$OUTD/$f.log" | cut -c1-300; done
+  ;;
+d)
+  # the prompt's programs of 2048, 512 and 128 rows (amk_llm's default now) and the F16 prompt's
+  # vector paths: test_gpu's prompt cases, test_llama's GPU cases (three programs on the GPU),
+  # the prompt's bench at lengths that pick each program and the padded longest chunk
+  run test_gpu_pf timeout 600 build/gpu/test_gpu test_attention_prefill test_fused_gemv_rows test_prefill_program test_elementwise
+  # its GPU cases that need no model file (the golden check is phase c's)
+  for t in test_prefill_cuda test_family_cuda test_auto_dtypes_cuda; do run "llama_$t" env AMK_TEST_ONLY=$t timeout 300 build/test_llama_gpu; done
+  run test_sweep timeout 500 build/gpu/test_sweep
+  grep -E "FAIL|failed:" "$OUTD"/test_gpu_pf.log "$OUTD"/llama_*.log "$OUTD"/test_sweep.log | head -20
+  run pf_8b timeout 400 build/amk bench --shapes llama3-8b --quant BF16 --prefill 128,512,1000,1600,2048,4096
+  run pf_f16 timeout 400 build/amk bench --shapes llama3-8b,llama3.2-1b --quant F16,Q4_K_M --prefill 128,512,2048
+  run pf_1b timeout 300 build/amk bench --shapes llama3.2-1b --quant BF16 --prefill 128,512,2048
+  run pf_128 timeout 300 build/amk bench --shapes llama3-8b --quant BF16 --prefill 128 --prefill-rows 128
+  for f in pf_8b pf_f16 pf_1b pf_128; do echo "== $f"; grep -E '^\| [a-z]|a chunk of|per opcode|until the' "$OUTD/$f.log" | cut -c1-400; done
   ;;
 esac
 echo

@@ -1925,6 +1925,31 @@ static void family_prefill_chunks_on(amk_backend backend, int dt, double tol, in
     amk_llm_close(a);
     amk_llm_close(b);
 }
+/* Three prefill programs (rows 128: 128, 32 and 8; amk_llm_prefill_rows_at) and the rule that
+   picks a chunk's program: 165 tokens go 128 + 32 + 5 in a padded 8 (3 runs); 100 fill 78% of 128,
+   past AMK_LLM_PREFILL_TOP_PCT's 75: one padded chunk; 90 (70%) go 32 + 32 + 26 in a padded 32. */
+static void test_prefill_tiers(void) {
+    amk_llm *m = NULL;
+    amk_diag d;
+    g_family_prefill_rows = 128;
+    CHECK_MSG(family_open_on("tests/data/families/llama", 256, AMK_BACKEND_CPU, AMK_DTYPE_F32, &m, &d) == AMK_OK, "%s",
+              d.message);
+    g_family_prefill_rows = 0;
+    if (m) {
+        CHECK_EQ_INT(amk_llm_prefill_rows_at(m, 0), 128);
+        CHECK_EQ_INT(amk_llm_prefill_rows_at(m, 1), 32);
+        CHECK_EQ_INT(amk_llm_prefill_rows_at(m, 2), 8);
+        CHECK_EQ_INT(amk_llm_prefill_rows_at(m, 3), 0);
+        CHECK_EQ_INT(amk_llm_prefill_rows_at(m, -1), 0);
+        CHECK_EQ_INT(amk_llm_prefill_rows_short(m), 32);
+    }
+    amk_llm_close(m);
+    CHECK_EQ_INT(amk_llm_prefill_rows_at(NULL, 0), 0);
+    family_prefill_chunks_on(AMK_BACKEND_CPU, AMK_DTYPE_F32, FAMILY_REL_TOL, 165, 128, 256, 3);
+    family_prefill_chunks_on(AMK_BACKEND_CPU, AMK_DTYPE_F32, FAMILY_REL_TOL, 100, 128, 256, 1);
+    family_prefill_chunks_on(AMK_BACKEND_CPU, AMK_DTYPE_F32, FAMILY_REL_TOL, 90, 128, 256, 3);
+}
+
 static void family_prefill_full_on(amk_backend backend, int dt, double tol) {
     family_prefill_chunks_on(backend, dt, tol, 20, 16, 20, 2);
 }
@@ -2198,6 +2223,8 @@ static void test_prefill_cuda(void) {
             family_prefill_full_on(AMK_BACKEND_CUDA, AMK_DTYPE_F32, FAMILY_REL_TOL);
             family_prefill_full_on(AMK_BACKEND_CUDA, AMK_DTYPE_BF16, FAMILY_BF16_TOL);
             family_prefill_long_on(AMK_BACKEND_CUDA, AMK_DTYPE_BF16, FAMILY_BF16_TOL);
+            /* three programs (128, 32, 8 rows): 128 + 32 + a padded 8, as test_prefill_tiers */
+            family_prefill_chunks_on(AMK_BACKEND_CUDA, AMK_DTYPE_BF16, FAMILY_BF16_TOL, 165, 128, 256, 3);
         }
     }
     family_prefill_on("tests/data/families/qwen2", NULL, 64, AMK_BACKEND_CUDA, AMK_DTYPE_F32, 16, 0, 0, FAMILY_REL_TOL);
@@ -2339,6 +2366,7 @@ int main(void) {
     RUN(test_llm_open_model);
     RUN(test_family_llama);
     RUN(test_llm_prefill);
+    RUN(test_prefill_tiers);
     RUN(test_family_rope_scaling);
     RUN(test_family_mistral);
     RUN(test_family_qwen2);

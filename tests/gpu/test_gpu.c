@@ -777,6 +777,8 @@ static void rows_case(const char *tag, amk_opcode op, amk_dtype dt) {
 static void test_elementwise(void) {
     rows_case("ADD rows bf16", AMK_OP_ADD, AMK_DTYPE_BF16);
     rows_case("SILU_MUL rows f32", AMK_OP_SILU_MUL, AMK_DTYPE_F32);
+    rows_case("ADD rows f16", AMK_OP_ADD, AMK_DTYPE_F16); /* the 16-byte path of the prefill builds, f16 */
+    rows_case("SILU_MUL rows f16", AMK_OP_SILU_MUL, AMK_DTYPE_F16);
     rows_case("RMSNORM rows bf16", AMK_OP_RMSNORM, AMK_DTYPE_BF16);
     rows_case("RMSNORM rows f32", AMK_OP_RMSNORM, AMK_DTYPE_F32);
     eltwise_case("SILU_MUL bf16", AMK_OP_SILU_MUL, 2, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 1536, 1536, 6.0f, -1, -1);
