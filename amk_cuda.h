@@ -96,7 +96,9 @@ AMK_API amk_result amk_image_set_find(const void *blob, size_t size, amk_image_k
    On a GPU other than sm_90 (Ampere, Ada, Blackwell) it loads the set's portable build for every
    program (AMK_CUDA_IMAGE=portable forces it on an H100/H200 too); without one, UNSUPPORTED says
    so. AMK_CUDA_SMEM_CAP=bytes caps the dynamic shared memory a block (a 99 KB GPU on an H200:
-   101376); the planner then sizes every task's form to what is left.
+   101376); the planner then sizes every task's form to what is left. AMK_CUDA_MEM_CAP=bytes
+   makes the device's memory look that large (what is in use stays in use): an arena past what
+   is left is OUT_OF_MEMORY, as on a smaller GPU.
    Errors: NO_DRIVER, CUDA (d->cuda_error has the name), UNSUPPORTED (a shape the VM cannot run
    on this device, e.g. head_dim > 256), REJECTED, INVALID_ARG, OUT_OF_MEMORY. */
 AMK_API amk_result amk_cuda_create(const amk_program *p, const void *image, size_t image_size,
@@ -1197,9 +1199,22 @@ AMK__FN amk_result amk__cuda_load_chain(amk_cuda *c, const void *image, size_t s
    exceeds what is free now; each naming the sizes. */
 AMK__FN amk_result amk__cuda_fits(amk_cuda *c, const amk_program *p, amk_diag *d) {
     size_t free_b = 0, total_b = 0;
-    uint64_t kv = 0;
+    uint64_t kv = 0, cap = 0;
     int b;
+    const char *cap_s = getenv("AMK_CUDA_MEM_CAP"); /* a smaller GPU's memory, emulated */
     if (c->api.MemGetInfo(&free_b, &total_b) != AMK__CUDA_SUCCESS) return AMK_OK; /* why: cuMemAlloc still says */
+    if (cap_s && *cap_s) {
+        char *end = NULL;
+        cap = (uint64_t)strtoull(cap_s, &end, 10);
+        if (!end || *end || cap == 0)
+            return amk__fail(d, AMK_ERR_INVALID_ARG, "AMK_CUDA_MEM_CAP is '%s': bytes of device memory, a positive "
+                             "integer", cap_s);
+        if (cap < (uint64_t)total_b) { /* what is in use now stays in use on the smaller device */
+            const uint64_t used = (uint64_t)total_b - (uint64_t)free_b;
+            free_b = (size_t)(cap > used ? cap - used : 0);
+            total_b = (size_t)cap;
+        }
+    }
     for (b = 0; b < p->n_buffers; b++)
         if (p->buffers[b].kind == AMK_KIND_KV_CACHE && c->buf_bytes[b] > 0 && !(c->shared && c->shared[b] >= 0))
             kv += (uint64_t)c->buf_bytes[b];
@@ -1207,7 +1222,7 @@ AMK__FN amk_result amk__cuda_fits(amk_cuda *c, const amk_program *p, amk_diag *d
         return amk__fail(d, AMK_ERR_INVALID_ARG, "the KV caches need %.1f GB, more than device %s's %.1f GB; use a "
                          "smaller context (--ctx)", (double)kv / 1e9, c->info.device_name, (double)total_b / 1e9);
     if (c->arena_bytes > (uint64_t)free_b)
-        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "the step needs %.1f GB of device memory (%.1f GB of it the KV "
+        return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "the program needs %.1f GB of device memory (%.1f GB of it the KV "
                          "caches), device %s has %.1f GB free of %.1f GB", (double)c->arena_bytes / 1e9, (double)kv / 1e9,
                          c->info.device_name, (double)free_b / 1e9, (double)total_b / 1e9);
     return AMK_OK;

@@ -58,7 +58,9 @@ typedef struct amk_llm_opts {
        reference VM with random weights. Beside it up to AMK_LLM_PREFILL_SUBS smaller prefill
        programs, each of a quarter of the rows of the one before (AMK_LLM_PREFILL_SHORT_DIV, when
        that is AMK_LLM_PREFILL_SHORT_MIN rows or more; on the GPU 2048, 512 and 128), take shorter
-       prompts and the ends of long ones (amk_llm_prefill_rows_at). */
+       prompts and the ends of long ones (amk_llm_prefill_rows_at). Where the device (or the host,
+       on the reference VM) has no memory for the set, the set of a quarter of the rows, and so on,
+       with a note (amk_llm_note). */
     int prefill_rows;
     /* Called while weights load (what: "weights", done/total in bytes; then for a folded step,
        what: "fold", done/total in rows of W_fold computed: amk_llama_build's qkv_fold). May be NULL. */
@@ -156,6 +158,10 @@ AMK_API int amk_llm_prefill_rows_short(const amk_llm *m);
    chunk and its timeline (amk bench --prefill). */
 AMK_API const amk_program *amk_llm_prefill_program(const amk_llm *m);
 AMK_API amk_cuda *amk_llm_prefill_cuda(amk_llm *m);
+/* The device memory m holds on the GPU, in bytes: the step's arena (weights, KV caches,
+   activations, tables) and each prefill program's own (its activations, a quantized model's
+   dequantized copies); 0 on the reference VM. */
+AMK_API uint64_t amk_llm_device_bytes(const amk_llm *m);
 /* Greedy decode of n tokens in order from token at position pos: tokens[i] gets the greedy token
    of the step at position pos + i, whose input is token (i = 0) or tokens[i - 1] (so tokens[n -
    1] has not been fed). On the GPU backend the n steps run in one launch (amk_cuda_run_chain: no
@@ -400,8 +406,10 @@ typedef struct amk__llm_backend {
                           int want_logits, int *argmax, amk_diag *d);
     /* After open: the prefill program m->pre's state beside the step's (its shared buffers the
        step's), then the smaller ones' beside it (their shared buffers m->pre's); on failure it drops
-       the program (m->pre drops them all) with a note (amk__llm_prefill_failed). */
-    void (*open_prefill)(amk_llm *m);
+       the program (m->pre drops them all) with a note (amk__llm_prefill_failed). Returns m->pre's
+       failure, or OUT_OF_MEMORY where any of them does not fit (then all are dropped: amk_llm
+       tries a set of fewer rows), else AMK_OK. */
+    amk_result (*open_prefill)(amk_llm *m);
     int prefill_rows; /* the chunk rows of amk_llm_opts.prefill_rows 0 on this backend */
 } amk__llm_backend;
 
@@ -491,8 +499,8 @@ AMK__FN void amk__llm_drop_prefill(amk_llm *m) {
 /* A backend could not load the prefill program (why): the note says so, and the prompt runs a token
    at a time. */
 AMK__FN void amk__llm_prefill_failed(amk_llm *m, const char *why) {
-    snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sthe prompt runs a token at a time (the "
-             "prefill program of %d rows does not load: %s)", m->note[0] ? "; " : "", m->pc.rows, why);
+    snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sthe prefill program of %d rows does not "
+             "load (%s)", m->note[0] ? "; " : "", m->pc.rows, why);
     amk__llm_drop_prefill(m);
 }
 
@@ -596,7 +604,7 @@ AMK__FN amk_result amk__llm_refvm_open_shared(const amk_program *p, const int *s
    instead of failing the open: the step alone runs every prompt, a token at a time; the note says
    why. why its shared buffers cost nothing: the VM's calloc'd blocks of them, freed by the bind,
    were never touched. */
-AMK__FN void amk__llm_refvm_open_prefill(amk_llm *m) {
+AMK__FN amk_result amk__llm_refvm_open_prefill(amk_llm *m) {
     amk__llm_refvm *s = (amk__llm_refvm *)m->state;
     amk_diag dp;
     amk_result r;
@@ -605,14 +613,14 @@ AMK__FN void amk__llm_refvm_open_prefill(amk_llm *m) {
        weight of a layout the step lacks would be another draw, and the two programs other models */
     if (!m->model) {
         amk__llm_drop_prefill(m);
-        return;
+        return AMK_OK;
     }
     amk_diag_clear(&dp);
     r = amk__llm_refvm_fits(m, &dp); /* the step's buffers and now the prefill program's own */
     if (r == AMK_OK) r = amk__llm_refvm_open_shared(m->pre, m->pre_share, s->vm, "the step", &s->pre, &dp);
     if (r != AMK_OK) {
         amk__llm_prefill_failed(m, dp.message);
-        return;
+        return r;
     }
     for (j = 0; j < m->n_pre2; j++)
         if (amk__llm_refvm_open_shared(m->pre2[j], m->pre2_share[j], s->pre, "the prefill program", &s->pre2[j], &dp) !=
@@ -620,6 +628,7 @@ AMK__FN void amk__llm_refvm_open_prefill(amk_llm *m) {
             amk__llm_short_failed(m, j, dp.message);
             break;
         }
+    return AMK_OK;
 }
 
 AMK__FN amk_result amk__llm_refvm_open(amk_llm *m, amk_diag *d) {
@@ -755,7 +764,7 @@ AMK__FN amk_cuda *amk__llm_cuda_holder(const amk_llm *m, int *id) {
 /* The prefill program's runtime beside the step's, sharing its buffers (m->pre_share). why a
    failure drops the prefill program instead of failing the open: the decode step alone runs
    every prompt, a token at a time; the note says why. */
-AMK__FN void amk__llm_cuda_open_prefill(amk_llm *m) {
+AMK__FN amk_result amk__llm_cuda_open_prefill(amk_llm *m) {
     amk__llm_cuda *s = (amk__llm_cuda *)m->state;
     amk_diag dp;
     amk_result r;
@@ -765,16 +774,29 @@ AMK__FN void amk__llm_cuda_open_prefill(amk_llm *m) {
                               &s->pre, &dp);
     if (r != AMK_OK) {
         amk__llm_prefill_failed(m, dp.message);
-        return;
+        return r;
     }
     /* why pre as the base: every buffer a smaller program shares is one of pre's (which may itself
        be the step's: its address is pre's) */
-    for (j = 0; j < m->n_pre2; j++)
-        if (amk__cuda_create_from(m->pre2[j], m->opts.device_image, m->opts.device_image_size, s->pre, m->pre2_share[j],
-                                  &s->pre2[j], &dp) != AMK_OK) {
+    for (j = 0; j < m->n_pre2; j++) {
+        r = amk__cuda_create_from(m->pre2[j], m->opts.device_image, m->opts.device_image_size, s->pre, m->pre2_share[j],
+                                  &s->pre2[j], &dp);
+        if (r == AMK_ERR_OUT_OF_MEMORY) { /* why all: the short programs matter most; amk_llm tries a smaller set */
+            for (j = 0; j < AMK_LLM_PREFILL_SUBS; j++) {
+                amk_cuda_free(s->pre2[j]);
+                s->pre2[j] = NULL;
+            }
+            amk_cuda_free(s->pre);
+            s->pre = NULL;
+            amk__llm_prefill_failed(m, dp.message);
+            return r;
+        }
+        if (r != AMK_OK) {
             amk__llm_short_failed(m, j, dp.message);
             break;
         }
+    }
+    return AMK_OK;
 }
 
 AMK__FN amk_result amk__llm_cuda_open(amk_llm *m, amk_diag *d) {
@@ -987,6 +1009,22 @@ AMK_API amk_cuda *amk_llm_prefill_cuda(amk_llm *m) {
     return m && m->pre && m->backend->cuda_prefill ? m->backend->cuda_prefill(m) : NULL;
 }
 
+AMK_API uint64_t amk_llm_device_bytes(const amk_llm *m) {
+    const amk__llm_cuda *s;
+    amk_cuda_info info;
+    uint64_t sum = 0;
+    int j;
+    if (!m || m->backend != &amk__llm_cuda_backend || !m->state) return 0;
+    s = (const amk__llm_cuda *)m->state;
+    for (j = -2; j < AMK_LLM_PREFILL_SUBS; j++) { /* the step, the longest prefill program, the smaller ones */
+        amk_cuda *c = j == -2 ? s->cuda : j == -1 ? s->pre : s->pre2[j];
+        if (!c) continue;
+        amk_cuda_get_info(c, &info);
+        if (info.arena_bytes > 0) sum += (uint64_t)info.arena_bytes;
+    }
+    return sum;
+}
+
 AMK_API void amk_llm_close(amk_llm *m) {
     if (!m) return;
     if (m->backend) m->backend->close(m);
@@ -1086,17 +1124,17 @@ AMK__FN amk_result amk__llm_build_short(amk_llm *m, const amk_llama_build_opts *
     return AMK_OK;
 }
 
-/* The prefill program of m's model beside its step (m->pre): a chunk of opts.prefill_rows tokens
-   (0: the backend's, AMK_LLM_PREFILL_ROWS on the GPU), at most the step's context; its weights and KV caches the step's
+/* The prefill program of m's model beside its step (m->pre): a chunk of rows tokens, at most the
+   step's context; its weights and KV caches the step's
    where they are the same buffers (pre_share), the rest its own. A config the prefill program does
    not take (AMK_ERR_UNSUPPORTED: Qwen2's biases, Qwen3's norms, the spec's opcodes) leaves it out,
    with a note: the prompt then runs a token at a time. */
-AMK__FN amk_result amk__llm_build_prefill(amk_llm *m, amk_diag *d) {
+AMK__FN amk_result amk__llm_build_prefill(amk_llm *m, int rows, amk_diag *d) {
     amk_llama_build_opts bo = m->opts.build;
     amk_llama_step st;
     amk_diag dp;
     amk_result r;
-    int b, rows = m->opts.prefill_rows > 0 ? m->opts.prefill_rows : m->backend->prefill_rows;
+    int b;
     if (rows > m->max_seq) rows = m->max_seq;
     bo.prefill_rows = rows;
     bo.max_seq = m->max_seq;
@@ -1215,9 +1253,20 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
         if (m->prog->tasks[i].op == AMK_OP_KV_APPEND || m->prog->tasks[i].op == AMK_OP_ATTENTION_TILE)
             m->step_tasks[m->n_step_tasks++] = i;
     if ((r = amk__llm_backend_open(m, d)) != AMK_OK) return r;
-    /* the prefill program for the backend that runs (its chunk rows are the backend's) */
-    if (m->opts.prefill_rows >= 0 && (r = amk__llm_build_prefill(m, d)) != AMK_OK) return r;
-    if (m->pre) m->backend->open_prefill(m);
+    /* the prefill programs for the backend that runs (their chunk rows are the backend's); where
+       the device has no memory for them, the set a quarter of the rows (why: a GPU of 8 GB holds
+       an 8B Q4_K_M step with a 4096-token cache, but not always its 2048-row prompt program) */
+    if (m->opts.prefill_rows >= 0) {
+        int rows = m->opts.prefill_rows > 0 ? m->opts.prefill_rows : m->backend->prefill_rows;
+        for (;;) {
+            if ((r = amk__llm_build_prefill(m, rows, d)) != AMK_OK) return r;
+            if (!m->pre || m->backend->open_prefill(m) != AMK_ERR_OUT_OF_MEMORY) break;
+            rows = (rows < m->max_seq ? rows : m->max_seq) / AMK_LLM_PREFILL_SHORT_DIV;
+            if (rows < AMK_LLM_PREFILL_SHORT_MIN) break;
+        }
+        if (!m->pre && strstr(m->note, "does not load"))
+            snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "; the prompt runs a token at a time");
+    }
     return AMK_OK;
 }
 

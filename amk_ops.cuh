@@ -3122,19 +3122,11 @@ static __device__ __forceinline__ float amk_ptx_ex2(float x) {
     return y;
 }
 
-/* why: a warp pair's own barrier (64 threads), named barriers 5..12 (0 is __syncthreads, 1..4 the
-   warpgroups'); constant ids, as amk_ptx_bar_warpgroup. At most 8 pairs (512 threads). */
+/* A warp pair's own barrier (64 threads): named barrier 5 + pair, 5..12 (0 is __syncthreads, 1..4
+   the warpgroups'). At most 8 pairs (512 threads). why the id in a register: a switch over constant
+   ids cost a jump table and two branches a step (run 453). */
 static __device__ __forceinline__ void amk_ptx_bar_pair(int pair) {
-    switch (pair) {
-    case 0: asm volatile("bar.sync 5, 64;" ::: "memory"); break;
-    case 1: asm volatile("bar.sync 6, 64;" ::: "memory"); break;
-    case 2: asm volatile("bar.sync 7, 64;" ::: "memory"); break;
-    case 3: asm volatile("bar.sync 8, 64;" ::: "memory"); break;
-    case 4: asm volatile("bar.sync 9, 64;" ::: "memory"); break;
-    case 5: asm volatile("bar.sync 10, 64;" ::: "memory"); break;
-    case 6: asm volatile("bar.sync 11, 64;" ::: "memory"); break;
-    default: asm volatile("bar.sync 12, 64;" ::: "memory"); break;
-    }
+    asm volatile("bar.sync %0, 64;" :: "r"(5 + pair) : "memory");
 }
 
 /* ATTENTION_PREFILL on the tensor cores (AMK_FORM_ATTN_MMA: amk_plan_attn_prefill_mma took the
@@ -4820,13 +4812,12 @@ static __device__ __noinline__ int amk_op_blk_ring(amk_op_ctx *c, float *smem_ar
 static __device__ __forceinline__ float amk_binary_value(int op, float a, float b) {
     return op == AMK_OP_SILU_MUL ? a / (1.0f + expf(-a)) * b : a + b;
 }
-static __device__ __forceinline__ void amk_op_binary(amk_op_ctx *c, int op) {
-    const amk_buffer_t *a = &c->in[0], *b = &c->in[1], *o = &c->out[0];
-    const int64_t row = c->ins.params.M_tile > 0 ? o->numel / o->shape[0] : 0;
-    const int64_t e0 = row ? c->ins.params.m_off * row : 0;
-    const int64_t n = row ? (c->ins.params.m_off + (int64_t)c->ins.params.M_tile) * row : o->numel;
-    int64_t i;
 #if AMK_VM_PREFILL
+/* amk_op_binary's rows [e0, n) over 16-byte vectors where the buffers take them; 0 (nothing done)
+   where they do not. why out of line: inlined, its loop over three dtypes made the prefill VM
+   spill 1.1 KB more (bench/RESULTS.md run 452) */
+static __device__ __noinline__ int amk_binary_vec(amk_op_ctx *c, int op, int64_t e0, int64_t n) {
+    const amk_buffer_t *a = &c->in[0], *b = &c->in[1], *o = &c->out[0];
     /* a prefill chunk's SILU_MUL and residual ADDs (512 rows of bf16, f16 or f32): 16-byte vectors,
        two a thread in flight, the same values as below. why the prefill builds only: the decode
        images' code stays the one measured (their binary ops are a row or none) */
@@ -4868,8 +4859,20 @@ static __device__ __forceinline__ void amk_op_binary(amk_op_ctx *c, int op) {
                                                      __float_as_uint(r[3]));
             }
         }
-        return;
+        return 1;
     }
+    return 0;
+}
+#endif
+
+static __device__ __forceinline__ void amk_op_binary(amk_op_ctx *c, int op) {
+    const amk_buffer_t *a = &c->in[0], *b = &c->in[1], *o = &c->out[0];
+    const int64_t row = c->ins.params.M_tile > 0 ? o->numel / o->shape[0] : 0;
+    const int64_t e0 = row ? c->ins.params.m_off * row : 0;
+    const int64_t n = row ? (c->ins.params.m_off + (int64_t)c->ins.params.M_tile) * row : o->numel;
+    int64_t i;
+#if AMK_VM_PREFILL
+    if (amk_binary_vec(c, op, e0, n)) return;
 #endif
     for (i = e0 + AMK_OPS_TID; i < n; i += AMK_EW_ILP * AMK_OPS_NT) {
         float av[AMK_EW_ILP], bv[AMK_EW_ILP];

@@ -58,9 +58,10 @@
    |                           |         | cores (amk_attn_prefill_mma; H+D)|                                    |              |
    | AMK_ATTN_PF_PTERMS        | 1       | its p in this many bf16 terms    | one, as flash attention and SDPA:  | -            |
    |                           |         | (1..3) times V                   | each term costs p . V's mma again  |              |
-   | AMK_ATTN_PF_KS            | 32      | its keys a step, 16 or 32 (H+D)  | half the steps' fixed work (the    | 376          |
-   |                           |         |                                  | exchange, max, rescale); 16 not    |              |
-   |                           |         |                                  | timed                              |              |
+   | AMK_ATTN_PF_KS            | 16      | its keys a step, 16 or 32 (H+D)  | 8B prompts +1.1% (512 tokens) and  | 376, 453     |
+   |                           |         |                                  | +1.5% (2048), attention -7% of SM  |              |
+   |                           |         |                                  | time: 32 halved the steps' fixed   |              |
+   |                           |         |                                  | work but its scores spilled more   |              |
    | AMK_ATTN_SPEC_ROWS        | 256     | windows of up to this many rows  | 1B -0.4% at context 128; 512-row   | 108          |
    |                           |         | request their rows before the    | windows read rows past the         |              |
    |                           |         | position (H+D)                   | position for nothing               |              |
@@ -230,7 +231,7 @@
 #define AMK_ATTN_PF_PTERMS 1 /* its p as this many bf16 terms, 1..3; why 1: as flash attention and SDPA */
 #endif
 #ifndef AMK_ATTN_PF_KS
-#define AMK_ATTN_PF_KS 32 /* its keys a step, 16 or 32 (a warp's scores: KS / 2 registers a thread) */
+#define AMK_ATTN_PF_KS 16 /* its keys a step, 16 or 32 (a warp's scores: KS / 2 registers a thread; run 453) */
 #endif
 #ifndef AMK_ATTN_SPEC_ROWS
 #define AMK_ATTN_SPEC_ROWS 256 /* why: longer windows read rows past the position for nothing (run 108) */

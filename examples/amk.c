@@ -1202,11 +1202,8 @@ static int cmd_generate(const cli_cmd *cmd, int argc, char **argv) {
     chained = temp == 0.0 && chain > 1 && amk_llm_cuda(m) != NULL; /* greedy on the GPU: the decode in chunks */
     if (!quiet) {
         char sum[256], dev[128] = "";
-        if (amk_llm_cuda(m)) { /* the one device allocation: weights, caches, activations, tables */
-            amk_cuda_info info;
-            amk_cuda_get_info(amk_llm_cuda(m), &info);
-            snprintf(dev, sizeof dev, ", device memory %.1f MB", (double)info.arena_bytes / 1e6);
-        }
+        if (amk_llm_cuda(m)) /* the step's arena (weights, caches, activations, tables) and the prefill programs' */
+            snprintf(dev, sizeof dev, ", device memory %.1f MB", (double)amk_llm_device_bytes(m) / 1e6);
         cli_weight_summary(amk_llm_program(m), sum, sizeof sum);
         for (i = 0; amk_llm_prefill_rows_at(m, i) > 0; i++) /* the prefill programs' chunk rows: "of 2048, 512 and 128" */
             snprintf(dev + strlen(dev), sizeof dev - strlen(dev), "%s%d", i == 0 ? ", prompt chunks of "
@@ -1516,9 +1513,9 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
             amk_cuda_get_info(pc, &info);
             if (amk_cuda_time_runs(pc, 1, 5, &cmed, NULL, &d) == AMK_OK) {
                 printf("    %s: a chunk of %d rows %.2f ms, %d tasks, %d registers, %lld bytes of shared memory a block, "
-                       "device memory of its own %.2f GB\n", label, amk_llm_prefill_rows(m), cmed / 1e3,
-                       amk_llm_prefill_program(m)->n_tasks, info.regs_per_thread, (long long)info.smem_bytes,
-                       (double)info.arena_bytes / 1e9);
+                       "device memory of its own %.2f GB (%.2f GB with the step and the other prefill programs)\n", label,
+                       amk_llm_prefill_rows(m), cmed / 1e3, amk_llm_prefill_program(m)->n_tasks, info.regs_per_thread,
+                       (long long)info.smem_bytes, (double)info.arena_bytes / 1e9, (double)amk_llm_device_bytes(m) / 1e9);
                 amk_cuda_set_timing(pc, 1);
                 if (amk_cuda_run(pc, 0.0, &d) == AMK_OK) cli_print_op_times(pc, amk_llm_prefill_program(m), cmed, info.grid);
                 amk_cuda_set_timing(pc, 0);

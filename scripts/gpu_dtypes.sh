@@ -13,15 +13,18 @@
 #            --act-dtype F32, each against the reference VM's text; --dtype F16
 #   phase d (carry .gpu_carry): the prompt's three programs and the F16 prompt's vector paths: test
 #            cases, the prompt's bench at lengths that pick each program
+#   phase e (carry .gpu_carry): the prompt's BF16 bench again and the 8B Q4_K_M's device memory
+#   phase f (carry .gpu_carry): the last tree: the tests, the benches, the 8B Q4_K_M on an emulated
+#            8 GB (and smaller) GPU
 # Logs in $OUT; a table last.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 OUTD=${OUT:-/tmp/amk-out}
 mkdir -p "$OUTD"
-[ -f .gpu_carry/bins.tar.xz ] && xz -dc .gpu_carry/bins.tar.xz | tar -xf -
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 # shellcheck source=scripts/gpu_lib.sh
 . scripts/gpu_lib.sh # run NAME CMD... and rows
+unpack_bins
+gpu_header
 M=models/SmolLM2-135M-Instruct.Q4_1.gguf
 case "${1:-a}" in
 a)
@@ -49,7 +52,7 @@ c)
   sha256sum $M
   run golden env AMK_GOLDEN_FULL=1 timeout 400 build/test_llama_gpu
   grep -E 'golden|FAIL' "$OUTD/golden.log" | head
-  long_p=$(for i in $(seq 46); do printf 'The quick brown fox jumps over the lazy dog. '; done)
+  long_p=$(for _ in $(seq 46); do printf 'The quick brown fox jumps over the lazy dog. '; done)
   # the default against F32 activations, each against the reference VM with the same dtypes
   run gen_default timeout 120 build/amk generate -m $M -n 64 -p "$long_p"
   run gen_f32 timeout 120 build/amk generate -m $M -n 64 --act-dtype F32 -p "$long_p"
@@ -81,6 +84,42 @@ d)
   run pf_1b timeout 300 build/amk bench --shapes llama3.2-1b --quant BF16 --prefill 128,512,2048
   run pf_128 timeout 300 build/amk bench --shapes llama3-8b --quant BF16 --prefill 128 --prefill-rows 128
   for f in pf_8b pf_f16 pf_1b pf_128; do echo "== $f"; grep -E '^\| [a-z]|a chunk of|per opcode|until the' "$OUTD/$f.log" | cut -c1-400; done
+  ;;
+e)
+  # the binary ops' vector path out of the VM's line (the prefill VM's spills back to before the
+  # F16 path): the prompt's BF16 bench against runs 449/452, and the device memory in all of the
+  # 8B Q4_K_M with a 4096-token cache (its step and three prefill programs)
+  run test_gpu_pf timeout 600 build/gpu/test_gpu test_attention_prefill test_fused_gemv_rows test_prefill_program test_elementwise
+  grep -E "FAIL|failed:" "$OUTD"/test_gpu_pf.log | head
+  run pf_bf16 timeout 400 build/amk bench --shapes llama3-8b,llama3.2-1b --quant BF16,F16 --prefill 128,512,2048
+  run pf_q4 timeout 400 build/amk bench --shapes llama3-8b --quant Q4_K_M --prefill 512,4096
+  # variants of the prompt's attention body where VARIANTS names amk builds (build/amk_V: another
+  # prefill cubin), two rounds interleaved with build/amk
+  for round in 1 2; do
+    for v in "" ${VARIANTS:-}; do
+      b=build/amk${v:+_$v}
+      [ -x "$b" ] && run "ab_${v:-base}_$round" timeout 200 $b bench --shapes llama3-8b --quant BF16 --prefill 512,2048
+    done
+  done
+  for f in pf_bf16 pf_q4 $(cd "$OUTD" && ls ab_*.log 2>/dev/null | sed 's/\.log$//'); do [ -f "$OUTD/$f.log" ] || continue; echo "== $f"; grep -E '^\| [a-z]|a chunk of|per opcode' "$OUTD/$f.log" | cut -c1-300; done
+  ;;
+f)
+  # the session's last tree: all of test_gpu, the sweep, test_llama's GPU cases; the prompt's
+  # bench; decode as before; the 8B Q4_K_M with a 4096-token cache on an emulated smaller GPU
+  # (AMK_CUDA_MEM_CAP): which prefill programs it keeps
+  run test_gpu timeout 400 build/gpu/test_gpu
+  run test_sweep timeout 500 build/gpu/test_sweep
+  for t in test_prefill_cuda test_family_cuda test_auto_dtypes_cuda; do run "llama_$t" env AMK_TEST_ONLY=$t timeout 300 build/test_llama_gpu; done
+  grep -E "FAIL|failed:" "$OUTD"/test_gpu.log "$OUTD"/llama_*.log "$OUTD"/test_sweep.log | head -20
+  run pf timeout 400 build/amk bench --shapes llama3-8b,llama3.2-1b --quant BF16 --prefill 128,512,2048
+  run dec timeout 400 build/amk bench --shapes llama3-8b --quant BF16,Q4_K_M --ctx 128 --iters 30
+  for cap in 0 8000000000 7500000000 7000000000; do
+    c=$cap; [ "$cap" = 0 ] && c=
+    run "cap_$cap" env AMK_CUDA_MEM_CAP="$c" timeout 300 build/amk bench --shapes llama3-8b --quant Q4_K_M --prefill 128,512,4096 --iters 2
+  done
+  for f in pf dec cap_0 cap_8000000000 cap_7500000000 cap_7000000000; do
+    echo "== $f"; grep -E '^\| [a-z]|a chunk of|note|amk bench:.*prefill:' "$OUTD/$f.log" | grep -v warm-up | cut -c1-400
+  done
   ;;
 esac
 echo

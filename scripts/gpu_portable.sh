@@ -23,7 +23,7 @@ export AMK_TEST_SEED=${AMK_TEST_SEED:-$(date +%s)}
 PORT=(env AMK_CUDA_IMAGE=portable AMK_CUDA_SMEM_CAP=101376)
 # shellcheck source=scripts/gpu_lib.sh
 . scripts/gpu_lib.sh # run NAME CMD... and rows
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+gpu_header
 echo "seed $AMK_TEST_SEED"
 unpack() { xz -dc .gpu_carry/bins.tar.xz | tar -xf - || { echo "no .gpu_carry/bins.tar.xz (header)" >&2; exit 2; }; }
 case "${1:-a}" in

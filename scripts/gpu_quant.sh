@@ -10,10 +10,10 @@ set -u
 cd "$(dirname "$0")/.."
 OUTD=${OUT:-/tmp/amk-out}
 mkdir -p "$OUTD"
-[ -f .gpu_carry/bins.tar.xz ] && xz -dc .gpu_carry/bins.tar.xz | tar -xf -
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 # shellcheck source=scripts/gpu_lib.sh
 . scripts/gpu_lib.sh # run NAME CMD... and rows
+unpack_bins
+gpu_header
 if [ "${FULL:-0}" = 1 ]; then
   run test_gpu timeout 900 build/gpu/test_gpu
   run test_sweep timeout 600 build/gpu/test_sweep

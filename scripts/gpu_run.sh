@@ -22,7 +22,7 @@ OUTD=${OUT:-/tmp/amk-out}
 mkdir -p "$OUTD"
 # shellcheck source=scripts/gpu_lib.sh
 . scripts/gpu_lib.sh # run NAME CMD... and rows
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+gpu_header
 # why the compiler's version: the VM sits at the register cap, and this host's build has spilled
 # code the dev machine's build did not (bench/RESULTS.md runs 323, 326: the same nvcc there)
 nvcc --version | tail -n 2 | head -n 1
