@@ -59,8 +59,8 @@ typedef struct amk_llm_opts {
        programs, each of a quarter of the rows of the one before (AMK_LLM_PREFILL_SHORT_DIV, when
        that is AMK_LLM_PREFILL_SHORT_MIN rows or more; on the GPU 2048, 512 and 128), take shorter
        prompts and the ends of long ones (amk_llm_prefill_rows_at). Where the device (or the host,
-       on the reference VM) has no memory for the set, the set of a quarter of the rows, and so on,
-       with a note (amk_llm_note). */
+       on the reference VM) has no memory for the set, the set of a quarter of the rows and one
+       program fewer (512 and 128, then 128 alone, ...), with a note (amk_llm_note). */
     int prefill_rows;
     /* Called while weights load (what: "weights", done/total in bytes; then for a folded step,
        what: "fold", done/total in rows of W_fold computed: amk_llama_build's qkv_fold). May be NULL. */
@@ -1071,15 +1071,15 @@ AMK__FN int amk__llm_chunk_io(const amk_program *p, int rows, amk__llm_chunk *ck
     return ck->token < 0 || ck->pos < 0 || ck->last < 0 || ck->logits < 0 || ck->next < 0 ? -1 : 0;
 }
 
-/* The smaller prefill programs beside m->pre (amk_llm_opts.prefill_rows), up to
-   AMK_LLM_PREFILL_SUBS: rows of m->pre's rows / AMK_LLM_PREFILL_SHORT_DIV, then / that again, none of
+/* The smaller prefill programs beside m->pre (amk_llm_opts.prefill_rows), up to subs (at most
+   AMK_LLM_PREFILL_SUBS): rows of m->pre's rows / AMK_LLM_PREFILL_SHORT_DIV, then / that again, none of
    fewer than AMK_LLM_PREFILL_SHORT_MIN; every weight and KV cache m->pre's (pre2_share), their
    activations their own. A program that would need a buffer of its own beyond those is left out
    (and those after it), with a note. */
-AMK__FN amk_result amk__llm_build_short(amk_llm *m, const amk_llama_build_opts *base, amk_diag *d) {
+AMK__FN amk_result amk__llm_build_short(amk_llm *m, const amk_llama_build_opts *base, int subs, amk_diag *d) {
     amk_llama_build_opts bo = *base;
     int j, rows = m->pc.rows;
-    for (j = 0; j < AMK_LLM_PREFILL_SUBS; j++) {
+    for (j = 0; j < subs && j < AMK_LLM_PREFILL_SUBS; j++) {
         amk_llama_step st;
         amk_diag dp;
         int b;
@@ -1125,11 +1125,11 @@ AMK__FN amk_result amk__llm_build_short(amk_llm *m, const amk_llama_build_opts *
 }
 
 /* The prefill program of m's model beside its step (m->pre): a chunk of rows tokens, at most the
-   step's context; its weights and KV caches the step's
-   where they are the same buffers (pre_share), the rest its own. A config the prefill program does
-   not take (AMK_ERR_UNSUPPORTED: Qwen2's biases, Qwen3's norms, the spec's opcodes) leaves it out,
-   with a note: the prompt then runs a token at a time. */
-AMK__FN amk_result amk__llm_build_prefill(amk_llm *m, int rows, amk_diag *d) {
+   step's context, and up to subs smaller ones (amk__llm_build_short); its weights and KV caches
+   the step's where they are the same buffers (pre_share), the rest its own. A config the prefill
+   program does not take (AMK_ERR_UNSUPPORTED: Qwen2's biases, Qwen3's norms, the spec's opcodes)
+   leaves it out, with a note: the prompt then runs a token at a time. */
+AMK__FN amk_result amk__llm_build_prefill(amk_llm *m, int rows, int subs, amk_diag *d) {
     amk_llama_build_opts bo = m->opts.build;
     amk_llama_step st;
     amk_diag dp;
@@ -1171,7 +1171,7 @@ AMK__FN amk_result amk__llm_build_prefill(amk_llm *m, int rows, amk_diag *d) {
     if (amk__llm_chunk_io(m->pre, rows, &m->pc) < 0)
         return amk__fail(d, AMK_ERR_MISMATCH, "the prefill program lacks an input or output");
     if (!m->pc.io) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
-    return amk__llm_build_short(m, &bo, d);
+    return amk__llm_build_short(m, &bo, subs, d);
 }
 
 /* AMK_DTYPE_AUTO dtypes of o->build as amk_llm_opts says, for the GPU (gpu 1) or the reference VM. */
@@ -1258,10 +1258,12 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
        an 8B Q4_K_M step with a 4096-token cache, but not always its 2048-row prompt program) */
     if (m->opts.prefill_rows >= 0) {
         int rows = m->opts.prefill_rows > 0 ? m->opts.prefill_rows : m->backend->prefill_rows;
-        for (;;) {
-            if ((r = amk__llm_build_prefill(m, rows, d)) != AMK_OK) return r;
+        int subs = AMK_LLM_PREFILL_SUBS;
+        for (;;) { /* why one program fewer each time: each holds a quantized layer's copies (8B: 0.44 GB) */
+            if ((r = amk__llm_build_prefill(m, rows, subs, d)) != AMK_OK) return r;
             if (!m->pre || m->backend->open_prefill(m) != AMK_ERR_OUT_OF_MEMORY) break;
             rows = (rows < m->max_seq ? rows : m->max_seq) / AMK_LLM_PREFILL_SHORT_DIV;
+            if (subs > 0) subs--;
             if (rows < AMK_LLM_PREFILL_SHORT_MIN) break;
         }
         if (!m->pre && strstr(m->note, "does not load"))

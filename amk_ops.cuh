@@ -385,6 +385,18 @@ static __device__ __forceinline__ void amk_ptx_mma_f16_16816(float *d, const uin
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+/* Two m16n8k16 MMAs sharing A: d0 += a . (b[0], b[1]), d1 += a . (b[2], b[3]) (an ldmatrix x4's
+   two 8-column fragments), f16 or bf16 operands. */
+static __device__ __forceinline__ void amk_ptx_mma_16816_x2(float *d0, float *d1, const uint32_t *a, const uint32_t *b,
+                                                            int f16) {
+    if (f16) {
+        amk_ptx_mma_f16_16816(d0, a, b[0], b[1]);
+        amk_ptx_mma_f16_16816(d1, a, b[2], b[3]);
+    } else {
+        amk_ptx_mma_bf16_16816(d0, a, b[0], b[1]);
+        amk_ptx_mma_bf16_16816(d1, a, b[2], b[3]);
+    }
+}
 
 /* why: ops size their shared-memory staging by what the launch actually gave. sm_20+ (PTX 4.1). */
 static __device__ __forceinline__ uint32_t amk_ptx_dynamic_smem_size(void) {
@@ -2616,13 +2628,7 @@ static __device__ __noinline__ int amk_gemm_sync(amk_op_ctx *c, float *smem, int
                     for (int h = 0; h < 2; h++) {
                         amk_ptx_ldmatrix_x4(b, ws + (32 * wn + 16 * h + (lane & 7) + 8 * (lane >> 4)) * AMK_SYNC_LD + k16 +
                                                    8 * ((lane >> 3) & 1));
-                        if (f16) {
-                            amk_ptx_mma_f16_16816(d[2 * h], a, b[0], b[1]);
-                            amk_ptx_mma_f16_16816(d[2 * h + 1], a, b[2], b[3]);
-                        } else {
-                            amk_ptx_mma_bf16_16816(d[2 * h], a, b[0], b[1]);
-                            amk_ptx_mma_bf16_16816(d[2 * h + 1], a, b[2], b[3]);
-                        }
+                        amk_ptx_mma_16816_x2(d[2 * h], d[2 * h + 1], a, b, f16);
                     }
                 }
                 __syncthreads(); /* why: the next chunk's copies go into this stage */
@@ -3247,13 +3253,7 @@ static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, floa
 #pragma unroll
                             for (int h2 = 0; h2 < KS / 16; h2++) {
                                 amk_ptx_ldmatrix_x4_at(b, ka + (k0 + 16 * h2) * rowb + 32 * sl);
-                                if (F16) {
-                                    amk_ptx_mma_f16_16816(s[2 * h2], a, b[0], b[1]);
-                                    amk_ptx_mma_f16_16816(s[2 * h2 + 1], a, b[2], b[3]);
-                                } else {
-                                    amk_ptx_mma_bf16_16816(s[2 * h2], a, b[0], b[1]);
-                                    amk_ptx_mma_bf16_16816(s[2 * h2 + 1], a, b[2], b[3]);
-                                }
+                                amk_ptx_mma_16816_x2(s[2 * h2], s[2 * h2 + 1], a, b, F16);
                             }
                         }
                     }
@@ -3332,13 +3332,7 @@ static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, floa
                                 if (sl < ns) {
                                     uint32_t b[4];
                                     amk_ptx_ldmatrix_x4_trans_at(b, va + (k0 + 16 * h2) * rowb + 32 * sl);
-                                    if (F16) {
-                                        amk_ptx_mma_f16_16816(acc[2 * sl], pa, b[0], b[1]);
-                                        amk_ptx_mma_f16_16816(acc[2 * sl + 1], pa, b[2], b[3]);
-                                    } else {
-                                        amk_ptx_mma_bf16_16816(acc[2 * sl], pa, b[0], b[1]);
-                                        amk_ptx_mma_bf16_16816(acc[2 * sl + 1], pa, b[2], b[3]);
-                                    }
+                                    amk_ptx_mma_16816_x2(acc[2 * sl], acc[2 * sl + 1], pa, b, F16);
                                 }
                             }
                         }
