@@ -16,6 +16,7 @@
 #   phase e (carry .gpu_carry): the prompt's BF16 bench again and the 8B Q4_K_M's device memory
 #   phase f (carry .gpu_carry): the last tree: the tests, the benches, the 8B Q4_K_M on an emulated
 #            8 GB (and smaller) GPU
+#   phase g (carry .gpu_carry): the smaller prefill sets under AMK_CUDA_MEM_CAP, the prompt's GPU cases
 # Logs in $OUT; a table last.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -119,6 +120,15 @@ f)
   done
   for f in pf dec cap_0 cap_8000000000 cap_7500000000 cap_7000000000; do
     echo "== $f"; grep -E '^\| [a-z]|a chunk of|note|amk bench:.*prefill:' "$OUTD/$f.log" | grep -v warm-up | cut -c1-400
+  done
+  ;;
+g)
+  # the smaller prefill sets on an emulated smaller GPU, and the GPU cases of the last tree
+  run test_gpu_pf timeout 600 build/gpu/test_gpu test_attention_prefill test_fused_gemv_rows test_prefill_program test_elementwise
+  for t in test_prefill_cuda test_auto_dtypes_cuda; do run "llama_$t" env AMK_TEST_ONLY=$t timeout 300 build/test_llama_gpu; done
+  for cap in 7500000000 7000000000; do
+    run "cap_$cap" env AMK_CUDA_MEM_CAP="$cap" timeout 300 build/amk bench --shapes llama3-8b --quant Q4_K_M --prefill 128,512,4096 --iters 2
+    echo "== cap_$cap"; grep -E '^\| [a-z]|a chunk of|note' "$OUTD/cap_$cap.log" | grep -v warm-up | cut -c1-600
   done
   ;;
 esac
