@@ -496,8 +496,9 @@ AMK__FN void amk__llm_drop_prefill(amk_llm *m) {
     memset(&m->pc, 0, sizeof m->pc);
 }
 
-/* A backend could not load the prefill program (why): the note says so, and the prompt runs a token
-   at a time. */
+/* A backend could not load the prefill program (why): the note says so, and the programs are
+   dropped (amk__llm_prepare may then try a smaller set; without one the prompt runs a token at a
+   time). */
 AMK__FN void amk__llm_prefill_failed(amk_llm *m, const char *why) {
     snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "%sthe prefill program of %d rows does not "
              "load (%s)", m->note[0] ? "; " : "", m->pc.rows, why);
@@ -647,8 +648,8 @@ AMK__FN void amk__llm_refvm_close(amk_llm *m) {
     amk__llm_refvm *s = (amk__llm_refvm *)m->state;
     int j;
     if (!s) return;
-    for (j = 0; j < AMK_LLM_PREFILL_SUBS; j++) /* why first: they use the prefill program's storage, which uses the step's */
-        amk_refvm_free(s->pre2[j]);
+    /* why first: they use the prefill program's storage, which uses the step's */
+    for (j = 0; j < AMK_LLM_PREFILL_SUBS; j++) amk_refvm_free(s->pre2[j]);
     amk_refvm_free(s->pre);
     amk_refvm_free(s->vm);
     amk__free(s);
@@ -820,7 +821,8 @@ AMK__FN void amk__llm_cuda_close(amk_llm *m) {
     amk__llm_cuda *s = (amk__llm_cuda *)m->state;
     int j;
     if (!s) return;
-    for (j = 0; j < AMK_LLM_PREFILL_SUBS; j++) amk_cuda_free(s->pre2[j]); /* why first: they use pre's buffers, which use the step's */
+    /* why first: they use pre's buffers, which use the step's */
+    for (j = 0; j < AMK_LLM_PREFILL_SUBS; j++) amk_cuda_free(s->pre2[j]);
     amk_cuda_free(s->pre);
     amk_cuda_free(s->cuda);
     amk__free(s->chain_tok);

@@ -1400,9 +1400,6 @@ static double cli_prompt_flops(const amk_llama_config *c, int n) {
     return layer * c->n_layers + 2.0 * H * c->vocab;
 }
 
-/* amk bench --prefill: a prompt of each length through amk_llm_prefill on random weights (the
-   median of iters runs after one warm-up, the KV cache reset before each), beside the same model's
-   decode step a token at a time (amk_llm_step, one run) on the first length. */
 /* The chunks one amk_llm_prefill ran, from its progress calls ("prompt", tokens done): runs of equal
    sizes, "512 x 2 + 128" (a step a token: "1"). */
 typedef struct cli_chunks {
@@ -1413,8 +1410,11 @@ typedef struct cli_chunks {
 static void cli_chunks_flush(cli_chunks *c) {
     const size_t at = strlen(c->text);
     if (!c->count) return;
-    if (c->count > 1) snprintf(c->text + at, sizeof c->text - at, "%s%llu x %llu", at ? " + " : "", (unsigned long long)c->size, (unsigned long long)c->count);
-    else snprintf(c->text + at, sizeof c->text - at, "%s%llu", at ? " + " : "", (unsigned long long)c->size);
+    if (c->count > 1)
+        snprintf(c->text + at, sizeof c->text - at, "%s%llu x %llu", at ? " + " : "", (unsigned long long)c->size,
+                 (unsigned long long)c->count);
+    else
+        snprintf(c->text + at, sizeof c->text - at, "%s%llu", at ? " + " : "", (unsigned long long)c->size);
     c->count = 0;
 }
 static void cli_chunks_progress(void *user, const char *what, uint64_t done, uint64_t total) {
@@ -1427,6 +1427,9 @@ static void cli_chunks_progress(void *user, const char *what, uint64_t done, uin
     c->last = done;
 }
 
+/* amk bench --prefill: a prompt of each length through amk_llm_prefill on random weights (the
+   median of iters runs after one warm-up, the KV cache reset before each), beside the same model's
+   decode step a token at a time (amk_llm_step, one run) on the first length. */
 static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const char *lens_s, int rows, int iters,
                              const void *image, size_t image_size) {
     char shapes[256], *save = NULL, *sh;
