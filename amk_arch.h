@@ -689,18 +689,23 @@ AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int 
 
 /* A prefill program's attention of one layer: ATTENTION_PREFILL tiles of q's R rows (their
    positions pos[0] + m) over the caches, a kv head and a slice of rows each, about a tile an SM;
-   with AMK_LLAMA_PF_ATTN_ROWS rows a tile or more at two tiles an SM, two, emitted from the last
+   with AMK_LLAMA_PF_ATTN_ROWS rows a tile or more at two tiles an SM, two (or four, below), emitted from the last
    rows to the first. All wait for the n_wait producers of each wc/wn. why two: row m attends
    pos[0] + m + 1 keys, so at a prompt's first chunk the last rows' tiles have twice the mean's
    work; load_balance places a level's tasks greedily on the least-loaded SM in order, which in
    descending order of their bytes (the keys up to their last row) pairs a heavy tile with a light
    one on each SM (8B 2048-token prompt +3.4%, 1B +3.0%, their 512-token prompts +0.6% and +1.0%;
-   tiles of 4 rows at 128 lost 4%: bench/RESULTS.md run 429). Returns the tile count, or -1. */
+   tiles of 4 rows at 128 lost 4%: bench/RESULTS.md run 429). With AMK_LLAMA_PF_ATTN_ROWS4 rows a tile
+   or more at four tiles an SM, four (a 2048-row chunk: tiles of 31 rows, 124 vectors of the 8B's
+   GQA, one pass of the block's 8 warp pairs where 61 rows took two; its 4096-token prompt +4.3%,
+   run 456). Returns the tile count, or -1. */
 AMK__FN int amk__lb_attention_prefill(amk__lb *b, int layer, int q, int kc, int vc, int attn, int c_att, const int *wc,
                                      const int *wn, int nwait) {
     const amk_llama_config *c = b->c;
     const int64_t per1 = ((int64_t)b->o.num_sms + c->n_kv_heads - 1) / c->n_kv_heads;
-    const int two = (b->R + 2 * per1 - 1) / (2 * per1) >= AMK_LLAMA_PF_ATTN_ROWS, per = two ? 2 * per1 : per1;
+    const int two = (b->R + 2 * per1 - 1) / (2 * per1) >= AMK_LLAMA_PF_ATTN_ROWS;
+    const int four = (b->R + 4 * per1 - 1) / (4 * per1) >= AMK_LLAMA_PF_ATTN_ROWS4;
+    const int per = four ? 4 * per1 : two ? 2 * per1 : per1;
     const int64_t rows = (b->R + per - 1) / per, last = (b->R - 1) / rows * rows;
     int g, t, n = 0, ins[4];
     int64_t i, m;

@@ -143,6 +143,10 @@
    |                           |         | tiles an SM, heavy (last rows)   | +3.0%, at 512 +0.6% / +1.0%; tiles |              |
    |                           |         | first, from this many rows a     | of 4 rows (128-token prompts) lost |              |
    |                           |         | tile (amk__lb_attention_prefill) | 4%                                 |              |
+   | AMK_LLAMA_PF_ATTN_ROWS4   | 24      | four tiles an SM from this many  | 2048-row chunks (31 rows a tile):  | 456          |
+   |                           |         | rows a tile (a tile's vectors in | 8B 4096-token prompt +4.3%, 1B     |              |
+   |                           |         | one pass of the block's pairs)   | +3.5%, 2048 tokens +0.4% / 0;      |              |
+   |                           |         |                                  | three tiles (41 rows) lost 5-9%    |              |
    | amk_llm (amk_llm.h)                                                                                                        |
    | AMK_LLM_PREFILL_ROWS      | 2048    | amk_llm's longest prefill chunk  | 8B 2048-token prompt 19,027 tok/s  | 376, 449     |
    |                           |         | rows (prefill_rows 0)            | in chunks of 512, 23,036 in 1024,  |              |
@@ -314,6 +318,9 @@
 #endif
 #ifndef AMK_LLAMA_PF_ATTN_ROWS
 #define AMK_LLAMA_PF_ATTN_ROWS 16 /* a prefill chunk's attention in two tiles an SM from this many rows a tile (run 429) */
+#endif
+#ifndef AMK_LLAMA_PF_ATTN_ROWS4
+#define AMK_LLAMA_PF_ATTN_ROWS4 24 /* ... in four tiles an SM from this many rows a tile (run 456) */
 #endif
 #ifndef AMK_LLM_PREFILL_ROWS
 #define AMK_LLM_PREFILL_ROWS 2048 /* amk_llm's longest prefill chunk (prefill_rows 0) */

@@ -17,6 +17,7 @@
 #   phase f (carry .gpu_carry): the last tree: the tests, the benches, the 8B Q4_K_M on an emulated
 #            8 GB (and smaller) GPU
 #   phase g (carry .gpu_carry): the smaller prefill sets under AMK_CUDA_MEM_CAP, the prompt's GPU cases
+#   phase h (carry .gpu_carry): the prompt attention's tiling, amk builds of other builders (VARIANTS)
 # Logs in $OUT; a table last.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -129,6 +130,19 @@ g)
   for cap in 7500000000 7000000000; do
     run "cap_$cap" env AMK_CUDA_MEM_CAP="$cap" timeout 300 build/amk bench --shapes llama3-8b --quant Q4_K_M --prefill 128,512,4096 --iters 2
     echo "== cap_$cap"; grep -E '^\| [a-z]|a chunk of|note' "$OUTD/cap_$cap.log" | grep -v warm-up | cut -c1-600
+  done
+  ;;
+h)
+  # the prompt attention's tiles a SM in long chunks (VARIANTS: amk builds of other builders), two
+  # rounds interleaved with build/amk
+  for round in 1 2; do
+    for v in "" ${VARIANTS:-}; do
+      b=build/amk${v:+_$v}
+      [ -x "$b" ] && run "tiles_${v:-base}_$round" timeout 200 $b bench --shapes llama3-8b,llama3.2-1b --quant BF16 --prefill 2048,4096 --iters 3
+    done
+  done
+  for f in $(cd "$OUTD" && ls tiles_*.log 2>/dev/null | sed 's/\.log$//'); do
+    echo "== $f"; grep -E '^\| [a-z]|a chunk of|per opcode' "$OUTD/$f.log" | cut -c1-300
   done
   ;;
 esac

@@ -1991,15 +1991,16 @@ static void test_prefill_row_tiles(void) {
 }
 
 /* A prefill chunk's attention tiles (amk__lb_attention_prefill) on 16 SMs, 2 kv heads: 512 rows
-   make two tiles an SM (32 tiles of 32 rows), the last rows first, and lowered their work (rows
-   times the keys up to them, at a first chunk) is within 10% of the mean on every SM; 128 rows stay
-   a tile an SM (16 tiles of 16 rows, in order). Every tiling covers each (row, kv head) once. */
+   make two tiles an SM (32 tiles of 32 rows) and 1024 rows four (64 tiles of 32 rows), the last
+   rows first, and lowered their work (rows times the keys up to them, at a first chunk) is within
+   10% of the mean on every SM; 128 rows stay a tile an SM (16 tiles of 16 rows, in order). Every
+   tiling covers each (row, kv head) once. */
 static void test_prefill_attention_tiles(void) {
     amk_llama_config c = tiny_config();
-    const int rows[2] = {512, 128};
+    const int rows[3] = {512, 128, 1024};
     int k;
     c.max_pos = 1024;
-    for (k = 0; k < 2; k++) {
+    for (k = 0; k < 3; k++) {
         amk_llama_build_opts o;
         amk_program *p = NULL;
         amk_diag d;
@@ -2028,10 +2029,10 @@ static void test_prefill_attention_tiles(void) {
         }
         for (i = 0; i < 16; i++) { sum += work[i]; if (work[i] > hi) hi = work[i]; }
         CHECK_EQ_INT(cover, (int64_t)rows[k] * c.n_kv_heads);
-        CHECK_EQ_INT(tiles, 16 * (k == 0 ? 2 : 1));
-        CHECK_EQ_INT(first, k == 0 ? 32 : 16);
-        CHECK(k == 0 ? desc : asc);
-        if (k == 0) CHECK_MSG(hi * 16 <= sum * 11 / 10, "an SM's attention work %lld against a mean of %lld", (long long)hi,
+        CHECK_EQ_INT(tiles, 16 * (k == 0 ? 2 : k == 2 ? 4 : 1));
+        CHECK_EQ_INT(first, k == 1 ? 16 : 32);
+        CHECK(k == 1 ? asc : desc);
+        if (k != 1) CHECK_MSG(hi * 16 <= sum * 11 / 10, "an SM's attention work %lld against a mean of %lld", (long long)hi,
                               (long long)(sum / 16));
         amk_program_free(p);
     }
