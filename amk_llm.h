@@ -1261,14 +1261,15 @@ AMK__FN amk_result amk__llm_prepare(amk_llm *m, amk_diag *d) {
     if (m->opts.prefill_rows >= 0) {
         int rows = m->opts.prefill_rows > 0 ? m->opts.prefill_rows : m->backend->prefill_rows;
         int subs = AMK_LLM_PREFILL_SUBS;
+        amk_result ro = AMK_OK; /* the last open's: a set that did not load */
         for (;;) { /* why one program fewer each time: each holds a quantized layer's copies (8B: 0.44 GB) */
             if ((r = amk__llm_build_prefill(m, rows, subs, d)) != AMK_OK) return r;
-            if (!m->pre || m->backend->open_prefill(m) != AMK_ERR_OUT_OF_MEMORY) break;
+            if (!m->pre || (ro = m->backend->open_prefill(m)) != AMK_ERR_OUT_OF_MEMORY) break;
             rows = (rows < m->max_seq ? rows : m->max_seq) / AMK_LLM_PREFILL_SHORT_DIV;
             if (subs > 0) subs--;
             if (rows < AMK_LLM_PREFILL_SHORT_MIN) break;
         }
-        if (!m->pre && strstr(m->note, "does not load"))
+        if (!m->pre && ro != AMK_OK)
             snprintf(m->note + strlen(m->note), sizeof m->note - strlen(m->note), "; the prompt runs a token at a time");
     }
     return AMK_OK;
