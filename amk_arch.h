@@ -327,6 +327,8 @@ typedef struct amk__lb {
     int cx, n_cx; /* x complete: its counter, that counter's producers */
     int h_next;   /* with ATTENTION_O, h.(i+1) [1, H] F32, which layer i makes and zeroes; else -1 */
     int qkv_prev; /* folded, qkv.(i-1) [1, F] F32: layer i-1's MLP tiles built it; else -1 */
+    int64_t phase_cols; /* a prefill chunk's Q/K/V tiles: the columns of the phase's matrices
+                           together (amk__lb_tiles' block width); 0 elsewhere */
     amk_weight_entry *wp; /* the weight plan so far (amk__lb_plan_weight) */
     int n_wp, cap_wp;
     /* a prefill chunk's matrices in a block format, dequantized for the tensor cores
@@ -535,10 +537,15 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
         wait_n = wn;
     }
     if (base == AMK_OP_RMSNORM_GEMV && amk__lb_tma(op, xt, wt, b->p->buffers[ins[2]].dtype, K, R)) {
-        /* a chunk's q, k or v: a task a block of AMK_TMA_BM rows x AMK_TMA_BN columns. why rows too:
-           by columns alone the 8B's 512-row chunk was 24 tasks of 4 blocks each, while the other SMs
-           waited */
-        rows = AMK_TMA_BN;
+        /* a chunk's q, k or v: a task a block of AMK_TMA_BM rows x AMK_TMA_BN columns (why rows
+           too: by columns alone the 8B's 512-row chunk was 24 tasks of 4 blocks each, while the
+           other SMs waited), or of AMK_TMA_WBOX columns where the phase's narrow blocks all fit
+           one round on the SMs (the 8B's 128-row chunk: 48 tasks, not 24 on 24 SMs). why not
+           narrow wherever the wide blocks leave SMs idle: a narrow block normalises the same x
+           chunks as a wide one, so two rounds of them cost more than one of wide blocks */
+        const int64_t cols = b->phase_cols > 0 ? b->phase_cols : N;
+        rows = 2 * ((R + AMK_TMA_BM - 1) / AMK_TMA_BM) * ((cols + AMK_TMA_BN - 1) / AMK_TMA_BN) <= b->o.num_sms
+                   ? AMK_TMA_WBOX : AMK_TMA_BN;
         mstep = AMK_TMA_BM;
     }
     if (op == AMK_OP_GEMV_TILE && amk__lb_tma(op, xt, -1, wt, K, R)) {
@@ -1180,6 +1187,7 @@ AMK__FN int amk__lb_qkv_tiles(amk__lb *b, amk__lb_layer *ly, int *q, int *wc, in
     /* why: K and V rows need fewer tiles than Q; their tiles and tasks come first in list
        order, so an SM that also holds Q work does not block them behind it */
     ins[0] = b->x; ins[1] = ly->w_an; ins[3] = b->pos;
+    b->phase_cols = pl->q_rows + 2 * pl->kv_rows;
     ins[2] = ly->w_k;
     n = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV_ROPE_KV, ins, 4, 1, ly->kc, c_qkv, pl->kv_rows, H, rows, &b->cx, &b->n_cx,
                       1, "k", i);
@@ -1193,6 +1201,7 @@ AMK__FN int amk__lb_qkv_tiles(amk__lb *b, amk__lb_layer *ly, int *q, int *wc, in
     ins[2] = ly->w_q;
     n = amk__lb_tiles(b, AMK_OP_RMSNORM_GEMV_ROPE, ins, 4, 1, *q, c_qkv, pl->q_rows, H, rows, &b->cx, &b->n_cx, 1,
                       "q", i);
+    b->phase_cols = 0;
     if (n < 0) return -1;
     *wc = c_qkv;
     *wn = n_qkv + n;

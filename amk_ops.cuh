@@ -2149,31 +2149,36 @@ static __device__ __forceinline__ void amk_tma_arrive(uint32_t bar) {
 }
 
 /* An RMSNORM_GEMV tile's x chunk ck in its stage (shared address st: 128 rows of 64 16-bit
-   elements, 128-byte swizzle): each element times its column's norm weight (F32, input 1), in
-   place, and each thread's squares of the raw values into ss[0..1]. Thread i takes the 16-byte
-   units i and i + 512, so always rows i / 8 and 64 + i / 8; the unit's columns are 8 (u ^ row % 8)
-   on (the swizzle). Columns past K hold zeros (the map's bounds) and stay zero. */
+   elements, 128-byte swizzle), the calling warpgroup pair's half of it: the 64 rows its MMAs read
+   (half = wg & 1; warpgroups 0 and 2 share the first half, 1 and 3 the second). Each element times
+   its column's norm weight (F32, input 1), in place, and each thread's squares of the raw values
+   into ss[0..1]. Thread p of the pair (0..255) takes rows r = 64 half + p / 8 (amk_tma_norm_row)
+   and r + 32, the 16-byte unit p % 8 of each; a unit's columns are 8 (p % 8 ^ r % 8) on (the swizzle), the same
+   for both rows (32 apart), so one load of the weights serves both. Columns past K hold zeros (the
+   map's bounds) and stay zero. */
+static __device__ __forceinline__ int amk_tma_norm_row(int tid) {
+    return 64 * ((tid >> 7) & 1) + 16 * (tid >> 8) + ((tid & 127) >> 3);
+}
 static __device__ __forceinline__ void amk_tma_norm_chunk(const amk_op_ctx *c, uint32_t st, int ck, const int f16, float *ss) {
-    const int tid = amk_tid();
-    const int64_t K = c->ins.params.K;
+    const int tid = amk_tid(), u = tid & 7, r0 = amk_tma_norm_row(tid);
+    const int64_t K = c->ins.params.K, k = (int64_t)ck * AMK_TMA_BK + 8 * (u ^ (r0 & 7));
     const float *g = (const float *)c->in[1].ptr;
+    float w[8];
+    if (k < K) {
+        const float4 g0 = *(const float4 *)(g + k), g1 = *(const float4 *)(g + k + 4);
+        w[0] = g0.x; w[1] = g0.y; w[2] = g0.z; w[3] = g0.w; w[4] = g1.x; w[5] = g1.y; w[6] = g1.z; w[7] = g1.w;
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; e++) w[e] = 0.0f;
+    }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        const int ui = tid + 512 * h, row = ui >> 3;
-        const uint32_t a = st + (uint32_t)ui * 16;
-        const int64_t k = (int64_t)ck * AMK_TMA_BK + 8 * ((ui & 7) ^ (row & 7));
+        const uint32_t a = st + (uint32_t)((r0 + 32 * h) * 8 + u) * 16;
         uint32_t q[4];
-        float v[8], w[8];
+        float v[8];
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(q[0]), "=r"(q[1]), "=r"(q[2]), "=r"(q[3]) : "r"(a));
         if (f16) amk_unpack_f16x8(make_uint4(q[0], q[1], q[2], q[3]), v);
         else amk_unpack_bf16x8(make_uint4(q[0], q[1], q[2], q[3]), v);
-        if (k < K) {
-            const float4 g0 = *(const float4 *)(g + k), g1 = *(const float4 *)(g + k + 4);
-            w[0] = g0.x; w[1] = g0.y; w[2] = g0.z; w[3] = g0.w; w[4] = g1.x; w[5] = g1.y; w[6] = g1.z; w[7] = g1.w;
-        } else {
-#pragma unroll
-            for (int e = 0; e < 8; e++) w[e] = 0.0f;
-        }
 #pragma unroll
         for (int e = 0; e < 8; e++) ss[h] = fmaf(v[e], v[e], ss[h]);
 #pragma unroll
@@ -2213,7 +2218,9 @@ static __device__ __forceinline__ void amk_tma_block(const amk_op_ctx *c, float 
         if (norm) { /* x's chunk times the norm weight, in place; its squares into ss */
             amk_tma_norm_chunk(c, st, t, f16, ss);
             amk_ptx_fence_proxy_async_smem(); /* the MMAs read what the threads wrote */
-            __syncthreads();
+            /* the pair that shares the half (barriers 1 and 2 of 256 threads; the epilogue's
+               warpgroup barriers 1..4 of 128 come after the block's barrier) */
+            asm volatile("bar.sync %0, 256;" :: "r"(1 + (wg & 1)) : "memory");
         }
         amk_ptx_wgmma_fence();
 #pragma unroll
@@ -2239,6 +2246,17 @@ static __device__ __forceinline__ void amk_tma_block(const amk_op_ctx *c, float 
     }
     amk_ptx_wgmma_wait_all();
     if ((tid & 127) == 0) amk_tma_arrive(bars + 8 * (S + sp)); /* sp: the last chunk's stage */
+}
+
+/* sin and cos of a RoPE angle a (radians) for a 16-bit output: a reduced by 2 pi in two parts
+   (Cody-Waite: j 2pi exact in the fma for |a| < 2^24), then the SFU's __sincosf on [-pi, pi]
+   (absolute error ~4e-7 there; the float angle itself is off by up to half an ulp of a). why not
+   sincosf: ~40 instructions and a slow path a value, in an epilogue of 64 values a thread, whose
+   outputs round to 16 bits (~4e-3) */
+static __device__ __forceinline__ void amk_sincos_rope(float a, float *s, float *c) {
+    const float j = rintf(a * 0.159154943091895336f);
+    const float r = fmaf(-j, -1.74845553e-7f, fmaf(-j, 6.28318548202514648f, a));
+    __sincosf(r, s, c);
 }
 
 /* A block's epilogue: the warpgroup's sums d through its staging (64 rows of AMK_TMA_EPI_LD floats
@@ -2284,20 +2302,22 @@ static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, con
         const int rope = (fl & AMK_GEMV_FLAG_ROPE) != 0, kv_row = (fl & AMK_GEMV_FLAG_KV_ROW) != 0;
         const int64_t N = v->in[2].shape[0], last = kv_row ? N : amk_div_rows(v->out[0].numel, amk_div_rows(v->in[0].numel, K));
         const float inv = rope ? amk_rope_inv_freq(&c->ins.params, (int)((n % v->ins.params.head_dim) / 2)) : 0.0f;
+        /* read once, not through the volatile view a row */
+        const void *pp = (const void *)v->in[3].ptr;
+        const int pdt = v->in[3].dtype, tiled = v->ins.params.M_tile > 0;
+        const float *rsh = rs + 64 * (wg & 1);
         for (int r = r0; r < 64 && mb + r < m_end; r += rstep) {
-            const int64_t m = mb + r, pos = rope || kv_row ? amk_load_int((const void *)v->in[3].ptr, v->in[3].dtype, m) : 0;
-            float y = st[r * AMK_TMA_EPI_LD + ci] * rs[64 * (wg & 1) + r];
-            if (rope) { /* why sincosf, not the decode forms' double sincos: the outputs are 16-bit (2 ulp of f32 is far
-                           below their rounding), and a value a thread of double sincos took ~80 FP64 operations */
-                const float p = st[r * AMK_TMA_EPI_LD + (ci ^ 1)] * rs[64 * (wg & 1) + r];
+            const int64_t m = mb + r, pos = rope || kv_row ? amk_load_int(pp, pdt, m) : 0;
+            float y = st[r * AMK_TMA_EPI_LD + ci] * rsh[r];
+            if (rope) {
+                const float p = st[r * AMK_TMA_EPI_LD + (ci ^ 1)] * rsh[r];
                 float sf, cf;
-                sincosf((float)pos * inv, &sf, &cf);
+                amk_sincos_rope((float)pos * inv, &sf, &cf);
                 y = (n & 1) ? y * cf + p * sf : y * cf - p * sf;
             }
             /* a KV form's tile of rows (M_tile) takes consecutive positions, pos[0] + m (amk_ir.h).
                why pos[0] read here: held across the rows, it spilled */
-            if (amk_fused_pos_bad(&c->out[0], kv_row, pos, N) ||
-                (kv_row && v->ins.params.M_tile > 0 && pos != amk_load_int((const void *)v->in[3].ptr, v->in[3].dtype, 0) + m))
+            if (amk_fused_pos_bad(&c->out[0], kv_row, pos, N) || (kv_row && tiled && pos != amk_load_int(pp, pdt, 0) + m))
                 amk_op_fail((amk_op_ctx *)c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
             else amk_store(out, odt, kv_row ? pos * N + n : m * last + n, y);
         }
@@ -2327,33 +2347,36 @@ static __device__ __forceinline__ void amk_gemm_tma(amk_op_ctx *c, float *smem, 
        tensor copies write it through the async proxy */
     amk_ptx_fence_proxy_async_smem();
     if (amk_op_go(c)) { /* its barrier also publishes the mbarriers' init */
-        /* a GEMV/GEMM tile of at most AMK_TMA_WBOX columns in narrow blocks (the host gives a phase
-           such tiles when its wide blocks would not cover the SMs) */
-        const int nw = !norm && c->ins.params.N_tile <= AMK_TMA_WBOX ? 1 : 2, bn = AMK_TMA_WBOX * nw;
+        /* a tile of at most AMK_TMA_WBOX columns in narrow blocks (the host gives a phase such
+           tiles when its wide blocks would not cover the SMs) */
+        const int nw = c->ins.params.N_tile <= AMK_TMA_WBOX ? 1 : 2, bn = AMK_TMA_WBOX * nw;
         const int nn = (int)((c->ins.params.N_tile + bn - 1) / bn);
         const int nb = (int)((m_end - m_begin + AMK_TMA_BM - 1) / AMK_TMA_BM) * nn;
         if (tid == 0) amk_ptx_fence_proxy_async_global(); /* x was written by other SMs' generic stores */
         for (int b = 0; b < nb; b++) {
             const int m0 = (int)m_begin + b / nn * AMK_TMA_BM, n0 = c->ins.params.n_off + b % nn * bn;
             float d[64], ss[2] = {0.0f, 0.0f};
-            if (norm && c->in[2].dtype == AMK_DTYPE_F16) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 1, 2, ss);
-            else if (norm) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 1, 2, ss);
+            if (norm && c->in[2].dtype == AMK_DTYPE_F16 && nw == 2) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 1, 2, ss);
+            else if (norm && c->in[2].dtype == AMK_DTYPE_F16) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 1, 1, ss);
+            else if (norm && nw == 2) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 1, 2, ss);
+            else if (norm) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 1, 1, ss);
             else if (c->in[1].dtype == AMK_DTYPE_F16 && nw == 2) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 0, 2, ss);
             else if (c->in[1].dtype == AMK_DTYPE_F16) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 0, 1, ss);
             else if (nw == 2) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 0, 2, ss);
             else amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 0, 1, ss);
-            if (norm) { /* a row's squares are its 8 threads' (amk_tma_norm_chunk): 1 / rms, as amk__ref_rms_inv */
+            if (norm) { /* a row's squares are its 8 threads' (amk_tma_norm_chunk's rows): 1 / rms, as amk__ref_rms_inv */
+                const int r0 = amk_tma_norm_row(tid);
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     ss[h] += __shfl_xor_sync(0xFFFFFFFFu, ss[h], 1);
                     ss[h] += __shfl_xor_sync(0xFFFFFFFFu, ss[h], 2);
                     ss[h] += __shfl_xor_sync(0xFFFFFFFFu, ss[h], 4);
-                    if ((tid & 7) == 0) rs[64 * h + (tid >> 3)] = 1.0f / sqrtf(ss[h] / (float)c->ins.params.K + c->ins.params.eps);
+                    if ((tid & 7) == 0) rs[r0 + 32 * h] = 1.0f / sqrtf(ss[h] / (float)c->ins.params.K + c->ins.params.eps);
                 }
             }
             __syncthreads(); /* why: every warpgroup's MMAs have read the ring, which the epilogue reuses */
             if (nw == 2) amk_tma_epilogue(c, d, (float *)((char *)smem + (ring - bars)), m0, n0, m_end, norm ? rs : NULL, 2);
-            else amk_tma_epilogue(c, d, (float *)((char *)smem + (ring - bars)), m0, n0, m_end, NULL, 1);
+            else amk_tma_epilogue(c, d, (float *)((char *)smem + (ring - bars)), m0, n0, m_end, norm ? rs : NULL, 1);
             __syncthreads(); /* why: the ring takes the next block's copies */
         }
     }

@@ -5,8 +5,9 @@
     python3 bench/phases.py TRACE [--layer N] [--starts]
 
 A phase is the tasks of one layer with the same role (Q/K/V tiles, attention, O or the one-step
-attention + O, gate/up and down or the one-step MLP;
-the LM head and argmax after the last layer). For each phase of the chosen layer (default: the
+attention + O, gate/up and down or the one-step MLP; the LM head and argmax after the last layer;
+any other label's words, such as a prefill chunk's 'residual o' or 'silu_mul', are a role of
+their own). A prefill chunk's trace (`amk bench --prefill N --trace PREFIX`) reads the same way. For each phase of the chosen layer (default: the
 middle one) and the head it prints: tasks, the span from the phase's first start to its last
 end, the median and the slowest task's op time, how far apart the tasks started, and the hop:
 from the previous phase's last end (before its signal) to this phase's first start. A trace of
@@ -31,8 +32,9 @@ LAYER = ["qkv", "attention", "combine", "attention+o", "o", "gate/up", "down", "
 
 
 def layer_end(groups, layer):
-    """The tasks that complete a layer's output (its down tiles, or its mlp tiles)."""
-    return groups.get((layer, "down")) or groups.get((layer, "mlp"))
+    """The tasks that complete a layer's output: its residual ADD after down (a prefill chunk), its
+    down tiles, or its mlp tiles."""
+    return groups.get((layer, "residual down")) or groups.get((layer, "down")) or groups.get((layer, "mlp"))
 
 
 def load(path):
@@ -47,11 +49,17 @@ def phase_of(name):
         return (None, name)
     if name.startswith("argmax["):  # ARGMAX_PARTIAL tasks; "argmax" is the combine (or SAMPLE_ARGMAX)
         return (None, "argmax parts")
-    m = re.match(r"L(\d+) ([a-z_/ ]+?)(\[|$)", name)
+    m = re.match(r"L(\d+) ([^\[]+)", name)
     if not m:
         return None
-    role = ROLE.get(m.group(2).strip())
-    return (int(m.group(1)), role) if role else None
+    words = m.group(2).split()
+    role = ROLE.get(" ".join(words))
+    if role:
+        return (int(m.group(1)), role)
+    # a prefill program's (or the spec ops') other roles: the label's words without a kv head and
+    # "rows" ('L5 attention kv3 rows[0:31]' -> 'attention', 'L5 residual o' as it is)
+    words = [w for w in words if w != "rows" and not re.fullmatch(r"kv\d+", w)]
+    return (int(m.group(1)), ROLE.get(" ".join(words), " ".join(words))) if words else None
 
 
 def main():
@@ -72,7 +80,9 @@ def main():
         layer = layers[len(layers) // 2]
     t0 = min(e["ts"] for e in events)
     step = max(e["ts"] + e["dur"] for e in events) - t0
-    rows = [(layer, r) for r in LAYER] + [(layers[-1] + 1, "lm_head"), (None, "argmax parts"), (None, "argmax")]
+    # the layer's phases in the order they started
+    roles = sorted((r for (l, r) in groups if l == layer), key=lambda r: min(e["ts"] for e in groups[(layer, r)]))
+    rows = [(layer, r) for r in roles] + [(layers[-1] + 1, "lm_head"), (None, "argmax parts"), (None, "argmax")]
     print(f"step {step:.1f} us over {len(layers)} layers; phases of layer {layer} and the head (us)")
     print("| phase | tasks | span | task median | task max | start spread | hop |")
     print("|---|---|---|---|---|---|---|")

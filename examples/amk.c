@@ -1431,7 +1431,7 @@ static void cli_chunks_progress(void *user, const char *what, uint64_t done, uin
    median of iters runs after one warm-up, the KV cache reset before each), beside the same model's
    decode step a token at a time (amk_llm_step, one run) on the first length. */
 static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const char *lens_s, int rows, int iters,
-                             const void *image, size_t image_size) {
+                             const char *trace, const void *image, size_t image_size) {
     char shapes[256], *save = NULL, *sh;
     int rc = CLI_OK;
     cli_chunks chunks;
@@ -1520,7 +1520,14 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
                        amk_llm_prefill_rows(m), cmed / 1e3, amk_llm_prefill_program(m)->n_tasks, info.regs_per_thread,
                        (long long)info.smem_bytes, (double)info.arena_bytes / 1e9, (double)amk_llm_device_bytes(m) / 1e9);
                 amk_cuda_set_timing(pc, 1);
-                if (amk_cuda_run(pc, 0.0, &d) == AMK_OK) cli_print_op_times(pc, amk_llm_prefill_program(m), cmed, info.grid);
+                if (amk_cuda_run(pc, 0.0, &d) == AMK_OK) {
+                    cli_print_op_times(pc, amk_llm_prefill_program(m), cmed, info.grid);
+                    if (trace) {
+                        char path[512];
+                        snprintf(path, sizeof path, "%s.%s.%s.prefill%d.json", trace, sh, qn, amk_llm_prefill_rows(m));
+                        if (cli_write_trace(pc, amk_llm_prefill_program(m), path) == CLI_OK) printf("    trace: %s\n", path);
+                    }
+                }
                 amk_cuda_set_timing(pc, 0);
             }
         }
@@ -1574,7 +1581,7 @@ static int cmd_bench(const cli_cmd *cmd, int argc, char **argv) {
     if (prefill_s) {
         int rows = 0;
         if (rows_s && (rc = cli_parse_prefill_rows(cmd, rows_s, &rows)) != CLI_OK) return rc;
-        return cli_bench_prefill(shapes, quants, prefill_s, rows, iters_s ? iters : 5, image, image_size);
+        return cli_bench_prefill(shapes, quants, prefill_s, rows, iters_s ? iters : 5, trace, image, image_size);
     }
     printf("| shape | ctx | ms/token | weight GB | GB/s | %% of read ceiling | tasks |\n|---|---|---|---|---|---|---|\n");
     for (sh = strtok_r(shapes, ",", &save); sh; sh = strtok_r(NULL, ",", &save)) {
@@ -1811,7 +1818,8 @@ static const cli_cmd cli_cmds[] = {
     {"bench", "time the decode step on the GPU against the read-bandwidth ceiling",
      "amk bench [--shapes A,B,...] [--ctx N,M,...] [--pos N] [--iters N] [--kv-splits N] [--chain N]\n"
      "          [--qkv-fold 0|1] [--x-q8 0|1] [--quant Q,...] [--trace PREFIX]\n"
-     "amk bench [--shapes A,B,...] [--quant Q,...] --prefill N,M,... [--prefill-rows M] [--iters N]",
+     "amk bench [--shapes A,B,...] [--quant Q,...] --prefill N,M,... [--prefill-rows M] [--iters N]\n"
+     "          [--trace PREFIX]",
      "For each shape (default llama3-8b,llama3.2-1b,smollm2-135m; random bf16 weights made on the\n"
      "GPU) and context (default 128,4096): builds, lowers and loads the decode step, runs one step\n"
      "at position ctx (--pos N: at N, the cache still ctx + 1 rows; N <= ctx), then times --iters\n"
@@ -1831,7 +1839,8 @@ static const cli_cmd cli_cmds[] = {
      "in some layers, its fallbacks where a block does not divide a row): BF16 (the default), Q8_0,\n"
      "Q4_0, Q4_1, Q5_0, Q4_K_M, Q5_K_M, Q6_K; random bytes a block with scales set (timing weights).\n"
      "F16 runs F16 weights and activations (BF16: both BF16; a recipe: BF16 activations).\n"
-     "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE[.Q].CTX.json; Perfetto).\n"
+     "--trace PREFIX writes each timeline as Chrome trace JSON (PREFIX.SHAPE[.Q].CTX.json; Perfetto;\n"
+     "with --prefill the relaunched chunk's, PREFIX.SHAPE.Q.prefillROWS.json).\n"
      "--prefill N,M,... times prompts instead: for each shape and --quant, a prompt of each length\n"
      "through amk_llm_prefill in chunks of --prefill-rows (default 2048, programs of 512 and 128\n"
      "beside it, as amk generate), the median of --iters (default 5) after a warm-up: the chunks it\n"

@@ -774,7 +774,29 @@ static void rows_case(const char *tag, amk_opcode op, amk_dtype dt) {
     check_program(p, tag, 3.0f, dt == AMK_DTYPE_F32 ? 2e-5 : -1, dt == AMK_DTYPE_F32 ? 1e-6 : -1);
 }
 
+/* RMSNORM over rows with an F32 weight, as a prefill chunk's norms: tasks of 1, 10 and 10 rows of
+   out [21, H] (the prefill builds' rows path: rounds of 8 rows, a round of 2) on three SMs. */
+static void norm_rows_case(const char *tag, amk_dtype dt, int64_t H) {
+    amk_program *p = prog_new(3);
+    int in[2], y, t, k, c;
+    in[0] = buf(p, "x", AMK_KIND_IO_INPUT, dt, 2, 21, H, 0);
+    in[1] = buf(p, "w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, H, 0, 0);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, dt, 2, 21, H, 0);
+    c = amk_program_add_counter(p, "");
+    for (k = 0; k < 3; k++) {
+        t = task(p, AMK_OP_RMSNORM, in, 2, y, c, k);
+        setf(p, t, "eps", 1e-5);
+        seti(p, t, "hidden", H);
+        seti(p, t, "m_off", k == 0 ? 0 : k == 1 ? 1 : 11);
+        seti(p, t, "M_tile", k == 0 ? 1 : 10);
+    }
+    check_program(p, tag, 3.0f, dt == AMK_DTYPE_F32 ? 2e-5 : -1, dt == AMK_DTYPE_F32 ? 1e-6 : -1);
+}
+
 static void test_elementwise(void) {
+    norm_rows_case("RMSNORM rows bf16, f32 w", AMK_DTYPE_BF16, 4096);
+    norm_rows_case("RMSNORM rows f16, f32 w", AMK_DTYPE_F16, 776);
+    norm_rows_case("RMSNORM rows f32, f32 w", AMK_DTYPE_F32, 1000);
     rows_case("ADD rows bf16", AMK_OP_ADD, AMK_DTYPE_BF16);
     rows_case("SILU_MUL rows f32", AMK_OP_SILU_MUL, AMK_DTYPE_F32);
     rows_case("ADD rows f16", AMK_OP_ADD, AMK_DTYPE_F16); /* the 16-byte path of the prefill builds, f16 */
@@ -1116,6 +1138,10 @@ static void test_fused_gemv_rows(void) {
                64, pc, 320, -1);
     fused_case("NORM_GEMV rows rope bf16", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 200, 192, 256,
                64, pc, 0, 1.6e-2);
+    /* tiles of 256 columns: the tensor-copy form's wide blocks (those above, of 64 and 128, its
+       narrow ones) */
+    fused_case("NORM_GEMV rows rope kv bf16 wide", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 300,
+               512, 512, 128, pc, 320, -1);
     /* f16 x and W: the tensor-copy form too, x * norm_w rounded to f16 */
     fused_case("NORM_GEMV rows rope kv f16", AMK_OP_RMSNORM_GEMV, 3, AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F16, 300, 256, 512,
                64, pc, 320, 4e-3);
