@@ -540,11 +540,14 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
         /* a chunk's q, k or v: a task a block of AMK_TMA_BM rows x AMK_TMA_BN columns (why rows
            too: by columns alone the 8B's 512-row chunk was 24 tasks of 4 blocks each, while the
            other SMs waited), or of AMK_TMA_WBOX columns where the phase's narrow blocks all fit
-           one round on the SMs (the 8B's 128-row chunk: 48 tasks, not 24 on 24 SMs). why not
-           narrow wherever the wide blocks leave SMs idle: a narrow block normalises the same x
-           chunks as a wide one, so two rounds of them cost more than one of wide blocks */
+           one round on the SMs (the 8B's 128-row chunk: 48 tasks, not 24 on 24 SMs) and W is the
+           model's own. why not narrow wherever the wide blocks leave SMs idle: a narrow block
+           normalises the same x chunks as a wide one, so two rounds of them cost more than one of
+           wide blocks. why not over a dequantized copy: the next layer's COPY tasks hold SMs
+           then, and twice the tiles met them more often (8B Q4_K_M, 128 rows: 23.3 -> 24.5 ms,
+           bench/RESULTS.md run 463) */
         const int64_t cols = b->phase_cols > 0 ? b->phase_cols : N;
-        rows = 2 * ((R + AMK_TMA_BM - 1) / AMK_TMA_BM) * ((cols + AMK_TMA_BN - 1) / AMK_TMA_BN) <= b->o.num_sms
+        rows = role < 0 && 2 * ((R + AMK_TMA_BM - 1) / AMK_TMA_BM) * ((cols + AMK_TMA_BN - 1) / AMK_TMA_BN) <= b->o.num_sms
                    ? AMK_TMA_WBOX : AMK_TMA_BN;
         mstep = AMK_TMA_BM;
     }

@@ -21,12 +21,9 @@
 # Logs in $OUT; a table last.
 set -u
 cd "$(dirname "$0")/.." || exit 2
-OUTD=${OUT:-/tmp/amk-out}
-mkdir -p "$OUTD"
 # shellcheck source=scripts/gpu_lib.sh
 . scripts/gpu_lib.sh # run NAME CMD... and rows
-unpack_bins
-gpu_header
+gpu_start
 M=models/SmolLM2-135M-Instruct.Q4_1.gguf
 case "${1:-a}" in
 a)

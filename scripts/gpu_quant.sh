@@ -8,12 +8,9 @@
 #   tar -cf - build/amk build/gpu/test_gpu build/gpu/test_sweep | xz -T2 -6 > .gpu_carry/bins.tar.xz
 set -u
 cd "$(dirname "$0")/.."
-OUTD=${OUT:-/tmp/amk-out}
-mkdir -p "$OUTD"
 # shellcheck source=scripts/gpu_lib.sh
 . scripts/gpu_lib.sh # run NAME CMD... and rows
-unpack_bins
-gpu_header
+gpu_start
 if [ "${FULL:-0}" = 1 ]; then
   run test_gpu timeout 900 build/gpu/test_gpu
   run test_sweep timeout 600 build/gpu/test_sweep
