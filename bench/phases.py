@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
-"""Per-phase table of one decode step's timeline (a trace from `amk bench --trace` or
-`amk generate --trace`; .json or .json.gz).
+"""Per-phase table of one decode step's or prefill chunk's timeline (a trace from `amk bench
+--trace` or `amk generate --trace`; .json or .json.gz).
 
     python3 bench/phases.py TRACE [--layer N] [--starts]
 
 A phase is the tasks of one layer with the same role (Q/K/V tiles, attention, O or the one-step
 attention + O, gate/up and down or the one-step MLP; the LM head and argmax after the last layer;
 any other label's words, such as a prefill chunk's 'residual o' or 'silu_mul', are a role of
-their own). A prefill chunk's trace (`amk bench --prefill N --trace PREFIX`) reads the same way. For each phase of the chosen layer (default: the
-middle one) and the head it prints: tasks, the span from the phase's first start to its last
-end, the median and the slowest task's op time, how far apart the tasks started, and the hop:
-from the previous phase's last end (before its signal) to this phase's first start. A trace of
-an image with marks (AMK_VM_MARKS 1) adds the layer's marks: where inside the tasks the time goes.
+their own). A prefill chunk's trace (`amk bench --prefill N --trace PREFIX`) reads the same way.
+For each phase of the chosen layer (default: the middle one), in the order the phases started,
+and the head it prints: tasks, the span from the phase's first start to its last end, the
+median and the slowest task's op time, how far apart the tasks started, and the hop: from the
+previous phase's last end (before its signal) to this phase's first start. A trace of an image
+with marks (AMK_VM_MARKS 1) adds the layer's marks: where inside the tasks the time goes.
 
 --starts adds, over the middle half of the layers, each role's task starts after the moment T
 its inputs were complete (the last end of the phase before), split by whether the task's SM had
@@ -80,8 +81,10 @@ def main():
         layer = layers[len(layers) // 2]
     t0 = min(e["ts"] for e in events)
     step = max(e["ts"] + e["dur"] for e in events) - t0
-    # the layer's phases in the order they started
-    roles = sorted((r for (l, r) in groups if l == layer), key=lambda r: min(e["ts"] for e in groups[(layer, r)]))
+    # the layer's phases in the order they started (not the FILLs that start the sums: they run off
+    # the path)
+    roles = sorted((r for (l, r) in groups if l == layer and r != "fill" and not r.endswith(" start")),
+                   key=lambda r: min(e["ts"] for e in groups[(layer, r)]))
     rows = [(layer, r) for r in roles] + [(layers[-1] + 1, "lm_head"), (None, "argmax parts"), (None, "argmax")]
     print(f"step {step:.1f} us over {len(layers)} layers; phases of layer {layer} and the head (us)")
     print("| phase | tasks | span | task median | task max | start spread | hop |")

@@ -774,8 +774,8 @@ static void rows_case(const char *tag, amk_opcode op, amk_dtype dt) {
     check_program(p, tag, 3.0f, dt == AMK_DTYPE_F32 ? 2e-5 : -1, dt == AMK_DTYPE_F32 ? 1e-6 : -1);
 }
 
-/* RMSNORM over rows with an F32 weight, as a prefill chunk's norms: tasks of 1, 10 and 10 rows of
-   out [21, H] (the prefill builds' rows path: rounds of 8 rows, a round of 2) on three SMs. */
+/* RMSNORM over rows with an F32 weight and x in out's dtype, as a prefill chunk's norms: tasks of
+   1, 10 and 10 rows of out [21, H] on three SMs. */
 static void norm_rows_case(const char *tag, amk_dtype dt, int64_t H) {
     amk_program *p = prog_new(3);
     int in[2], y, t, k, c;
