@@ -202,6 +202,14 @@ AMK_API amk_result amk_cuda_timing(amk_cuda *c, amk_cuda_timing_record *records,
    Errors: INVALID_ARG, UNSUPPORTED (an image without the kernels), CUDA (out of device memory). */
 AMK_API amk_result amk_cuda_read_bandwidth(amk_cuda *c, size_t bytes, int iters, double *gbs,
                                            double *copy_gbs, amk_diag *d);
+/* Measures the tensor cores' dense rate as the prompt's GEMM issues them, in the same process: a
+   kernel of the prefill image (amk_tc_peak: a block of 512 threads an SM, its four warpgroups
+   issuing the tensor-copy GEMM's bf16 m64n128k16 MMAs back to back on operands in shared memory)
+   run `iters` times after 2 warm-up launches, timed with CUDA events; *tflops gets the median in
+   TFLOP/s (2 operations a multiply-add). It is the ceiling `amk bench --prefill` reports against.
+   iters in [1, 10000]. Errors: INVALID_ARG, UNSUPPORTED (an image without the kernel: only the
+   prefill image has it), CUDA. */
+AMK_API amk_result amk_cuda_tensor_peak(amk_cuda *c, int iters, double *tflops, amk_diag *d);
 /* Fills a buffer on the device with seeded uniform values in [-scale, scale) in its dtype (float
    dtypes; integer dtypes get values in [0, (int)scale)), without a host copy: the random-weight
    benchmark uses it for 16 GB of weights. Same (seed, buffer) -> same values on every run.
@@ -379,6 +387,7 @@ struct amk_cuda {
     amk__CUfunction fn_chain;   /* its amk_vm_chain, or NULL */
     amk__CUfunction fn;
     amk__CUfunction fn_bw_read, fn_bw_copy, fn_fill_random, fn_fill_value; /* NULL if the image lacks one */
+    amk__CUfunction fn_tc_peak; /* the prefill image's amk_tc_peak; NULL in the others */
     amk__CUstream stream;       /* the launch */
     amk__CUstream ctl;          /* the abort write: a second stream, so it passes the kernel */
     amk__CUdeviceptr arena;
@@ -1172,6 +1181,7 @@ AMK__FN amk_result amk__cuda_load_image(amk_cuda *c, const void *image, size_t s
     if (c->api.ModuleGetFunction(&c->fn_bw_copy, c->mod, "amk_bw_copy") != AMK__CUDA_SUCCESS) c->fn_bw_copy = NULL;
     if (c->api.ModuleGetFunction(&c->fn_fill_random, c->mod, "amk_fill_random") != AMK__CUDA_SUCCESS) c->fn_fill_random = NULL;
     if (c->api.ModuleGetFunction(&c->fn_fill_value, c->mod, "amk_fill_value") != AMK__CUDA_SUCCESS) c->fn_fill_value = NULL;
+    if (c->api.ModuleGetFunction(&c->fn_tc_peak, c->mod, "amk_tc_peak") != AMK__CUDA_SUCCESS) c->fn_tc_peak = NULL;
     return AMK_OK;
 }
 
@@ -2135,6 +2145,47 @@ AMK_API amk_result amk_cuda_read_bandwidth(amk_cuda *c, size_t bytes, int iters,
         if (g > *copy_gbs) *copy_gbs = g;
     }
     return AMK_OK;
+}
+
+AMK_API amk_result amk_cuda_tensor_peak(amk_cuda *c, int iters, double *tflops, amk_diag *d) {
+    /* why 20000 rounds: ~10 ms a launch on an H200, so the launch's own cost is far below the spread */
+    int rounds = 20000;
+    amk__CUdeviceptr sink = 0;
+    amk__CUevent e0 = NULL, e1 = NULL;
+    amk_result r;
+    double *times, ms = 0.0;
+    uint64_t sink_addr;
+    void *args[2];
+    if (tflops) *tflops = 0.0;
+    if (!c || !tflops) return amk__fail(d, AMK_ERR_INVALID_ARG, "amk_cuda_tensor_peak: NULL argument");
+    if (iters < 1 || iters > AMK__CUDA_MAX_ITERS) return amk__fail(d, AMK_ERR_INVALID_ARG, "iters %d is outside [1, %d]", iters, AMK__CUDA_MAX_ITERS);
+    if (!c->fn_tc_peak)
+        return amk__fail(d, AMK_ERR_UNSUPPORTED, "the %s image has no amk_tc_peak kernel (the prefill image has it)",
+                         AMK_IMAGE_KIND_NAME(c->info.image_kind));
+    times = (double *)amk__malloc((size_t)iters * sizeof(double));
+    if (!times) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
+    if ((r = amk__cuda_enter(c, d)) != AMK_OK) { amk__free(times); return r; }
+    AMK__CU_GOTO(MemAlloc(&sink, 16), "cuMemAlloc (tensor peak sink)", done);
+    AMK__CU_GOTO(EventCreate(&e0, AMK__CU_EVENT_DEFAULT), "cuEventCreate", done);
+    AMK__CU_GOTO(EventCreate(&e1, AMK__CU_EVENT_DEFAULT), "cuEventCreate", done);
+    sink_addr = sink;
+    args[0] = &rounds;
+    args[1] = &sink_addr;
+    r = amk__cuda_time_kernel(c, c->fn_tc_peak, (unsigned)c->info.device_sms, 512, args, iters, e0, e1, times, &ms, d);
+    /* a block's round: 4 warpgroups x AMK_TMA_BK / 16 MMAs of 64 x 128 x 16 multiply-adds */
+    if (r == AMK_OK && ms > 0.0)
+        *tflops = (double)c->info.device_sms * rounds * 4.0 * (AMK_TMA_BK / 16) * 64.0 * 128.0 * 16.0 * 2.0 / (ms * 1e-3) * 1e-12;
+    else if (r == AMK_OK) r = amk__fail(d, AMK_ERR_CUDA, "the tensor peak kernel's time read 0 ms");
+done:
+    if (e0) c->api.EventDestroy(e0);
+    if (e1) c->api.EventDestroy(e1);
+    if (sink) {
+        c->api.StreamSynchronize(c->stream);
+        c->api.MemFree(sink);
+    }
+    amk__cuda_leave(c);
+    amk__free(times);
+    return r;
 }
 
 /* The seed of buffer_id's stream: distinct buffers filled with one seed get unrelated values. */

@@ -35,10 +35,11 @@
    (t_start), when the op finished before the signal (t_end), the program SM (block) and the
    hardware SM (smid); done = 1 once written. Both layouts are amk_ir.h's, shared with the host.
 
-   The same image holds three small service kernels the runtime launches normally (not
-   cooperatively): amk_bw_read and amk_bw_copy (the device's streaming bandwidth, measured in the
-   process that runs the VM) and amk_fill (seeded random or constant buffer contents on the
-   device, for benchmarks with random weights). */
+   The same image holds small service kernels the runtime launches normally (not cooperatively):
+   amk_bw_read and amk_bw_copy (the device's streaming bandwidth, measured in the process that runs
+   the VM), amk_fill (seeded random or constant buffer contents on the device, for benchmarks with
+   random weights) and, in the prefill image, amk_tc_peak (the tensor cores' rate as the prompt's
+   GEMM issues its MMAs). */
 #ifndef AMK_VM_CUH
 #define AMK_VM_CUH
 
@@ -308,6 +309,47 @@ extern "C" __global__ void __launch_bounds__(AMK_BW_THREADS) amk_bw_copy(uint64_
     }
     for (; i < n; i += stride) __stcs(dst + i, amk_ptx_ld_nc_na_v4(src + i));
 }
+
+#if AMK_GEMM_TMA && AMK_VM_PREFILL
+#define AMK_TC_PEAK_THREADS 512 /* the tensor-copy GEMM's four warpgroups */
+/* The tensor cores' dense rate as the prompt's GEMM issues them (amk_cuda_tensor_peak: the
+   ceiling of `amk bench --prefill`): a block an SM, each warpgroup issuing `rounds` times a K
+   chunk's MMAs of amk_tma_block (AMK_TMA_BK / 16 bf16 m64n128k16, its quarter of a 128 x 256
+   block) with one group in flight, on one stage of shared memory laid out as the GEMM's. The
+   threads fill it first with pseudo-random bf16 below 1 in magnitude (zeros would draw less power
+   than real operands). The sums reach sink only when they hit a rare value, so no MMA is dead. */
+extern "C" __global__ void __launch_bounds__(AMK_TC_PEAK_THREADS, 1) amk_tc_peak(int rounds, uint64_t sink_addr) {
+    __shared__ __align__(1024) uint32_t st[AMK_TMA_STAGE / 4];
+    const int tid = (int)threadIdx.x, wg = tid >> 7;
+    uint32_t h = 0x9E3779B9u * (uint32_t)(tid + 1), base;
+    uint64_t da, db;
+    float d[64], sum = 0.0f;
+    for (int i = tid; i < (int)(AMK_TMA_STAGE / 4); i += AMK_TC_PEAK_THREADS) {
+        h ^= h << 13;
+        h ^= h >> 17;
+        h ^= h << 5;
+        st[i] = h & 0xBF7FBF7Fu; /* two bf16 of either sign, exponents below 127 */
+    }
+    amk_ptx_fence_proxy_async_smem(); /* the MMAs read what the threads wrote */
+    __syncthreads();
+    base = (uint32_t)__cvta_generic_to_shared(st);
+    da = amk_tma_desc(base + (uint32_t)(wg & 1) * 64 * 128);
+    db = amk_tma_desc(base + AMK_TMA_BM * 128 + (uint32_t)(wg >> 1) * 128 * 128);
+#pragma unroll
+    for (int i = 0; i < 64; i++) d[i] = 0.0f;
+    for (int r = 0; r < rounds; r++) {
+        amk_ptx_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < AMK_TMA_BK / 16; kk++) amk_ptx_wgmma_m64n128k16(d, da + 2 * kk, db + 2 * kk, 1, 0);
+        amk_ptx_wgmma_commit();
+        amk_ptx_wgmma_wait_1();
+    }
+    amk_ptx_wgmma_wait_all();
+#pragma unroll
+    for (int i = 0; i < 64; i++) sum += d[i];
+    if (sum == 1234.5f) *(float *)sink_addr = sum; /* why: any rare value */
+}
+#endif
 
 /* The 64 random bits of element i: splitmix64 of seed + i * golden (the host's amk__splitmix64
    on that state), so a value depends only on (seed, i), never on the grid. */

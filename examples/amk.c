@@ -1427,6 +1427,13 @@ static void cli_chunks_progress(void *user, const char *what, uint64_t done, uin
     c->last = done;
 }
 
+/* A row of amk bench --prefill's table: its cells up to TFLOP/s, that rate, and the token-at-a-time
+   time ("" when not run). */
+typedef struct cli_prefill_row {
+    char head[320], one[32];
+    double tflops;
+} cli_prefill_row;
+
 /* amk bench --prefill: a prompt of each length through amk_llm_prefill on random weights (the
    median of iters runs after one warm-up, the KV cache reset before each), beside the same model's
    decode step a token at a time (amk_llm_step, one run) on the first length. */
@@ -1434,8 +1441,12 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
                              const char *trace, const void *image, size_t image_size) {
     char shapes[256], *save = NULL, *sh;
     int rc = CLI_OK;
+    /* the tensor cores' rate, measured once by the first prefill image after its prompts (why
+       after: right before them, its full-power launches slowed the first prompt by ~2%) */
+    double peak = 0.0;
+    cli_prefill_row *tab = NULL; /* the table's rows, printed last */
+    int n_tab = 0, cap_tab = 0, t;
     cli_chunks chunks;
-    printf("| shape | prompt tokens | chunks (rows) | ms | tok/s | TFLOP/s | a token at a time: ms |\n|---|---|---|---|---|---|---|\n");
     snprintf(shapes, sizeof shapes, "%s", shapes_s);
     for (sh = strtok_r(shapes, ",", &save); sh; sh = strtok_r(NULL, ",", &save)) {
       char qbuf[128], *qsave = NULL, *qn;
@@ -1450,11 +1461,15 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
         amk_diag d;
         uint64_t v;
         amk_diag_clear(&d);
-        if (cli_random_config(sh, &cfg) != CLI_OK) return CLI_BAD_INPUT;
+        if (cli_random_config(sh, &cfg) != CLI_OK) { rc = CLI_BAD_INPUT; goto out; }
         snprintf(label, sizeof label, "%s %s", sh, qn);
         snprintf(lbuf, sizeof lbuf, "%s", lens_s);
         for (ls = strtok_r(lbuf, ",", &lsave); ls; ls = strtok_r(NULL, ",", &lsave)) {
-            if (!cli_parse_u64(ls, &v) || v < 1 || v > (1u << 20)) { fprintf(stderr, "amk bench: bad --prefill length '%s'\n", ls); return CLI_BAD_INPUT; }
+            if (!cli_parse_u64(ls, &v) || v < 1 || v > (1u << 20)) {
+                fprintf(stderr, "amk bench: bad --prefill length '%s'\n", ls);
+                rc = CLI_BAD_INPUT;
+                goto out;
+            }
             if ((int)v > longest) longest = (int)v;
         }
         cli_bench_opts(&o, image, image_size, longest, qn, &cfg, &quant);
@@ -1462,7 +1477,7 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
         o.progress = cli_chunks_progress;
         o.progress_user = &chunks;
         tok = (int *)malloc((size_t)longest * sizeof(int));
-        if (!tok) return CLI_FAIL;
+        if (!tok) { rc = CLI_FAIL; goto out; }
         for (j = 0; j < longest; j++) tok[j] = (int)(((uint64_t)j * 7919u + 13u) % (uint64_t)cfg.vocab);
         if (amk_llm_open_random(&cfg, &o, &m, &d) != AMK_OK) {
             fprintf(stderr, "amk bench: %s prefill: %s\n", label, d.message);
@@ -1502,13 +1517,22 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
                 for (k = 0; k < n && amk_llm_step(m, tok[k], k, NULL, NULL, &d) == AMK_OK; k++) {}
                 if (k == n) snprintf(one, sizeof one, "%.1f", (cli_now() - t0) * 1e3);
             }
-            printf("| %s | %d | %s | %.2f | %.0f | %.1f | %s |\n", label, n, chunks.text, med * 1e3, n / med,
-                   cli_prompt_flops(&cfg, n) / med / 1e12, one);
+            if (n_tab == cap_tab) {
+                void *grown = realloc(tab, (size_t)(cap_tab = cap_tab ? 2 * cap_tab : 16) * sizeof *tab);
+                if (!grown) { free(tok); amk_llm_close(m); rc = CLI_FAIL; goto out; }
+                tab = (cli_prefill_row *)grown;
+            }
+            snprintf(tab[n_tab].head, sizeof tab[n_tab].head, "| %s | %d | %s | %.2f | %.0f | %.1f |", label, n, chunks.text,
+                     med * 1e3, n / med, cli_prompt_flops(&cfg, n) / med / 1e12);
+            snprintf(tab[n_tab].one, sizeof tab[n_tab].one, "%s", one);
+            tab[n_tab++].tflops = cli_prompt_flops(&cfg, n) / med / 1e12;
             fprintf(stderr, "amk bench: %s prefill %d: the warm-up run (not in the median) took %.2f ms\n", label, n,
                     warm * 1e3);
             fflush(stdout);
             first = 0;
         }
+        if (peak == 0.0 && amk_llm_prefill_cuda(m) && amk_cuda_tensor_peak(amk_llm_prefill_cuda(m), 5, &peak, &d) != AMK_OK)
+            fprintf(stderr, "amk bench: tensor-core ceiling: %s\n", d.message);
         if (amk_llm_prefill_cuda(m)) { /* the last chunk's launch again, timed, then its timeline */
             amk_cuda *pc = amk_llm_prefill_cuda(m);
             amk_cuda_info info;
@@ -1535,6 +1559,17 @@ static int cli_bench_prefill(const char *shapes_s, const char *quants_s, const c
         free(tok);
       }
     }
+out: /* the rows so far, also after an error */
+    printf("| shape | prompt tokens | chunks (rows) | ms | tok/s | TFLOP/s | %% of tensor-core ceiling | a token at a time: ms |\n"
+           "|---|---|---|---|---|---|---|---|\n");
+    for (t = 0; t < n_tab; t++) {
+        if (peak > 0.0) printf("%s %.1f%% | %s |\n", tab[t].head, 100.0 * tab[t].tflops / peak, tab[t].one);
+        else printf("%s - | %s |\n", tab[t].head, tab[t].one);
+    }
+    if (peak > 0.0)
+        printf("tensor-core ceiling (same run): %.0f TFLOP/s (bf16 m64n128k16 MMAs back to back on every SM, the prompt "
+               "GEMM's shape)\n", peak);
+    free(tab);
     return rc;
 }
 
@@ -1844,7 +1879,8 @@ static const cli_cmd cli_cmds[] = {
      "--prefill N,M,... times prompts instead: for each shape and --quant, a prompt of each length\n"
      "through amk_llm_prefill in chunks of --prefill-rows (default 2048, programs of 512 and 128\n"
      "beside it, as amk generate), the median of --iters (default 5) after a warm-up: the chunks it\n"
-     "ran (\"512 x 2 + 128\"), ms, tok/s and TFLOP/s, and on the first length the same prompt a\n"
+     "ran (\"512 x 2 + 128\"), ms, tok/s, TFLOP/s and their share of the tensor cores' rate measured\n"
+     "in the same run (amk_cuda_tensor_peak), and on the first length the same prompt a\n"
      "token at a time; then the longest program's chunk launched again, its per-opcode time and its\n"
      "device memory. The activations are BF16 (F16 with --quant F16); a quantization's block\n"
      "matrices are dequantized a layer at a time for the tensor cores (as amk generate on the GPU).\n"

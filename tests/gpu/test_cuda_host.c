@@ -288,6 +288,9 @@ static void test_service_null_arguments(void) {
     amk_diag_clear(&d);
     CHECK_EQ_INT(amk_cuda_read_bandwidth(NULL, 1u << 20, 5, &g, &cg, &d), AMK_ERR_INVALID_ARG);
     CHECK(g == 0.0 && cg == 0.0); /* outputs cleared even on failure */
+    g = -1.0;
+    CHECK_EQ_INT(amk_cuda_tensor_peak(NULL, 5, &g, &d), AMK_ERR_INVALID_ARG);
+    CHECK(g == 0.0);
     CHECK_EQ_INT(amk_cuda_fill_random(NULL, 0, 1, 0.5f, &d), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_fill_value(NULL, 0, 1.0f, NULL), AMK_ERR_INVALID_ARG);
     CHECK_EQ_INT(amk_cuda_time_runs(NULL, 1, 2, &med, times, &d), AMK_ERR_INVALID_ARG);

@@ -2692,6 +2692,37 @@ static void test_read_bandwidth(void) {
     printf("  bandwidth (4x L2 scratch, median of 5): read %.0f GB/s, copy %.0f GB/s (read + write)\n", g, cg);
 }
 
+/* amk_cuda_tensor_peak on the prefill image (TRY_PREFILL): its kernel measures a rate in a
+   plausible range; a bad iteration count, and the full image (no kernel), are refused by name. */
+static void test_tensor_peak(void) {
+    amk_program *p = prog_new(1);
+    amk_cuda *cu = NULL;
+    const int img = g_img;
+    double t = 0.0, t2 = -1.0;
+    amk_diag d;
+    amk_diag_clear(&d);
+    mul_chain(p, 1, 1, 1, 256);
+    if (create_on_image(p, 0, &cu, &d) == AMK_OK) {
+        CHECK_EQ_INT(amk_cuda_tensor_peak(cu, 3, &t, &d), AMK_OK);
+        CHECK_MSG(t > 50.0 && t < 5000.0, "tensor-core peak %.1f TFLOP/s", t);
+        CHECK_EQ_INT(amk_cuda_tensor_peak(cu, 0, &t2, &d), AMK_ERR_INVALID_ARG);
+        CHECK(t2 == 0.0);
+        amk_cuda_free(cu);
+        cu = NULL;
+        printf("  tensor-core peak (bf16 m64n128k16 on every SM, median of 3): %.0f TFLOP/s\n", t);
+    } else {
+        CHECK_MSG(0, "the prefill image: %s", d.message);
+    }
+    g_img = AMK_IMAGE_FULL;
+    if (create_on_image(p, 0, &cu, &d) == AMK_OK) {
+        CHECK_EQ_INT(amk_cuda_tensor_peak(cu, 3, &t2, &d), AMK_ERR_UNSUPPORTED);
+        CHECK_MSG(strstr(d.message, "amk_tc_peak") != NULL, "message: %s", d.message);
+        amk_cuda_free(cu);
+    }
+    g_img = img;
+    amk_program_free(p);
+}
+
 /* time_runs: n positive per-launch times around the median, the program really ran (its output
    matches the reference), and timing records still come from the last launch. */
 static void test_time_runs(void) {
@@ -3272,6 +3303,7 @@ int main(int argc, char **argv) {
     TRY(test_fill_blocks);
     TRY(test_fill_value);
     TRY(test_read_bandwidth);
+    TRY_PREFILL(test_tensor_peak);
     TRY_IMAGES(test_time_runs);
     TRY(test_gemm_mma_runs);
     if (g_bench_gemm) {
