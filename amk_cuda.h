@@ -322,6 +322,7 @@ typedef unsigned long long amk__CUdeviceptr;
    amk_vm_timing_t. */
 #define AMK__VM_ATTN_MAX_HEAD_DIM 256 /* 32 lanes x AMK_ATTN_DPL accumulators */
 #define AMK__VM_BW_THREADS 1024 /* AMK_BW_THREADS: amk_bw_read/amk_bw_copy's launch bound */
+#define AMK__VM_TC_PEAK_THREADS 512 /* AMK_TC_PEAK_THREADS: amk_tc_peak's launch bound */
 #define AMK__VM_FILL_THREADS 256 /* AMK_FILL_THREADS: amk_fill_random/amk_fill_value's */
 
 #define AMK__CUDA_ALIGN 256            /* why: every buffer 16-byte-vector and cache-line aligned */
@@ -2070,6 +2071,20 @@ AMK__FN amk_result amk__cuda_time_kernel(amk_cuda *c, amk__CUfunction fn, unsign
     return AMK_OK;
 }
 
+/* The end of a timed service kernel's measurement (amk__cuda_bw_measure, amk_cuda_tensor_peak):
+   its events and device memory (0 and NULL: none), once the stream is done with them, the context
+   left (amk__cuda_enter's), the host times freed. */
+AMK__FN void amk__cuda_timed_end(amk_cuda *c, amk__CUevent e0, amk__CUevent e1, amk__CUdeviceptr mem, double *times) {
+    if (e0) c->api.EventDestroy(e0);
+    if (e1) c->api.EventDestroy(e1);
+    if (mem) {
+        c->api.StreamSynchronize(c->stream);
+        c->api.MemFree(mem);
+    }
+    amk__cuda_leave(c);
+    amk__free(times);
+}
+
 /* One bandwidth configuration: copy == 0 reads `bytes` with amk_bw_read, copy != 0 copies the
    first half into the second with amk_bw_copy; blocks_per_sm <= 0 means as many as fit. *gbs
    gets the median in GB/s (read bytes, or read + write bytes). bytes is raised to 4x L2. */
@@ -2116,14 +2131,7 @@ AMK__FN amk_result amk__cuda_bw_measure(amk_cuda *c, size_t bytes, int iters, in
     if (r == AMK_OK && ms > 0.0) *gbs = (double)bytes / (ms * 1e-3) * 1e-9;
     else if (r == AMK_OK) r = amk__fail(d, AMK_ERR_CUDA, "the bandwidth kernel's time read 0 ms");
 done:
-    if (e0) c->api.EventDestroy(e0);
-    if (e1) c->api.EventDestroy(e1);
-    if (scratch) {
-        c->api.StreamSynchronize(c->stream);
-        c->api.MemFree(scratch);
-    }
-    amk__cuda_leave(c);
-    amk__free(times);
+    amk__cuda_timed_end(c, e0, e1, scratch, times);
     return r;
 }
 
@@ -2171,20 +2179,14 @@ AMK_API amk_result amk_cuda_tensor_peak(amk_cuda *c, int iters, double *tflops, 
     sink_addr = sink;
     args[0] = &rounds;
     args[1] = &sink_addr;
-    r = amk__cuda_time_kernel(c, c->fn_tc_peak, (unsigned)c->info.device_sms, 512, args, iters, e0, e1, times, &ms, d);
+    r = amk__cuda_time_kernel(c, c->fn_tc_peak, (unsigned)c->info.device_sms, AMK__VM_TC_PEAK_THREADS, args, iters, e0, e1,
+                              times, &ms, d);
     /* a block's round: 4 warpgroups x AMK_TMA_BK / 16 MMAs of 64 x 128 x 16 multiply-adds */
     if (r == AMK_OK && ms > 0.0)
         *tflops = (double)c->info.device_sms * rounds * 4.0 * (AMK_TMA_BK / 16) * 64.0 * 128.0 * 16.0 * 2.0 / (ms * 1e-3) * 1e-12;
     else if (r == AMK_OK) r = amk__fail(d, AMK_ERR_CUDA, "the tensor peak kernel's time read 0 ms");
 done:
-    if (e0) c->api.EventDestroy(e0);
-    if (e1) c->api.EventDestroy(e1);
-    if (sink) {
-        c->api.StreamSynchronize(c->stream);
-        c->api.MemFree(sink);
-    }
-    amk__cuda_leave(c);
-    amk__free(times);
+    amk__cuda_timed_end(c, e0, e1, sink, times);
     return r;
 }
 
