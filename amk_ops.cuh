@@ -900,6 +900,38 @@ static __device__ __forceinline__ int amk_dtype_blk(int t) { return AMK_DTYPE_IS
    flight (run 342: Q8_0 -8%, Q4_0 +3%, the K-quants spill), dp4a on int8 x (runs 339, 342), loads
    coalesced as a repacked layout would allow (run 343). bench/NOTES.md session "bound". */
 
+/* why: the single-task elementwise ops sit on the critical path between the GEMV phases. With
+   the dtype switch inside amk_load, each element's load is behind a branch and waits a full load
+   latency; amk_load_ilp switches once and issues AMK_EW_ILP loads (elements i0 + k*step) back to
+   back, so they are in flight together (what made ATTENTION_TILE 2.6x faster). Out-of-range
+   elements read as 0. */
+#define AMK_EW_ILP 4
+static __device__ __forceinline__ void amk_load_ilp(const void *base, int t, int64_t i0, int64_t step,
+                                                    int64_t n, float *v) {
+    int k;
+    if (t == AMK_DTYPE_BF16) {
+        const uint16_t *p = (const uint16_t *)base;
+#pragma unroll
+        for (k = 0; k < AMK_EW_ILP; k++) {
+            const int64_t e = i0 + k * step;
+            v[k] = e < n ? __uint_as_float((uint32_t)p[e] << 16) : 0.0f;
+        }
+    } else if (t == AMK_DTYPE_F32) {
+        const float *p = (const float *)base;
+#pragma unroll
+        for (k = 0; k < AMK_EW_ILP; k++) {
+            const int64_t e = i0 + k * step;
+            v[k] = e < n ? p[e] : 0.0f;
+        }
+    } else {
+#pragma unroll
+        for (k = 0; k < AMK_EW_ILP; k++) {
+            const int64_t e = i0 + k * step;
+            v[k] = e < n ? amk_load(base, t, e) : 0.0f;
+        }
+    }
+}
+
 /* Element k of the vector staged into xq (UP: AMK_BLK_UP of its length): its place, and by the
    unit's first lane the unit's sum. A warp's 32 lanes hold one unit's 32 elements (k's lanes a
    unit, in order), so every lane of the warp calls it. */
@@ -910,46 +942,55 @@ static __device__ __forceinline__ void amk_blk_put(float *xq, int UP, int k, flo
 }
 
 /* The same with x_q8 (amk_ir.h's AMK_X_Q8): y rounded to d q by its unit's largest |y| (a warp's
-   max of the bits), q into the byte staging x8 (amk_plan.h's AMK_BLK_X8_BYTES: the units' q by
-   16-byte halves, then each unit's d, then its halves' sums of q), and with fl (a constant) the
-   rounded value placed and summed as above (the float decoders' x; the block ring reads x8 alone). */
-static __device__ __forceinline__ void amk_blk_put8(float *xq, uint8_t *x8, int UP, int k, float y, const int fl) {
+   max of the bits), q into the byte staging x8 (amk_plan.h's AMK_BLK_X8_BYTES), and with fl (a
+   constant) the rounded value placed and summed as above for the float decoders, else (the block
+   ring's staging: U = K / 32 even) x8 alone. x8 is laid out for the ring's pairs of units
+   (amk_blk_ring_mat: a lane takes units 2P and 2P + 1): four planes of P2 = U / 2 16-byte pieces,
+   half h of unit u in plane 2 (u & 1) + h at piece u >> 1, so a warp's lanes read consecutive
+   pieces; then at 32 UP bytes each unit's d (F32) and its halves' sums of q (two int16 in an I32,
+   low half first), 8 bytes a unit, so a pair's four are one 16-byte load. */
+static __device__ __forceinline__ void amk_blk_put8(float *xq, uint8_t *x8, int UP, int P2, int k, float y, const int fl) {
     const uint32_t top = __reduce_max_sync(0xFFFFFFFFu, __float_as_uint(y) & 0x7FFFFFFFu);
     const int l = k & 31, u = k >> 5;
     float d;
     const float q = amk_plan_x_q8(y, __uint_as_float(top), &d);
+    if (fl) {
+        amk_blk_put(xq, UP, k, d * q);
+        return;
+    }
     const int qi = (int)q;
-    x8[((l >> 4) * UP + u) * 16 + (l & 15)] = (uint8_t)(int8_t)qi;
+    x8[((((u & 1) << 1) | (l >> 4)) * P2 + (u >> 1)) * 16 + (l & 15)] = (uint8_t)(int8_t)qi;
     const int s0 = __reduce_add_sync(0xFFFFFFFFu, l < 16 ? qi : 0), sa = __reduce_add_sync(0xFFFFFFFFu, qi);
-    if (fl) amk_blk_put(xq, UP, k, d * q);
     if (l == 0) {
-        ((float *)(x8 + 32 * UP))[u] = d;
-        ((int *)(x8 + 36 * UP))[u] = (s0 & 0xFFFF) | (sa - s0) << 16;
+        ((float *)(x8 + 32 * UP))[2 * u] = d;
+        ((int *)(x8 + 32 * UP))[2 * u + 1] = (s0 & 0xFFFF) | (sa - s0) << 16;
     }
 }
 
 /* x[base .. base + K) (times w[0 .. K), an F32 norm weight, when w) into xq as above (and, with x8,
    rounded to 8 bits into x8 too: amk_blk_put8); returns the thread's sum of x^2. K a multiple of 32
    (a block's), the block's threads a multiple of 32; the caller syncs before reading xq. */
-#define AMK_BLK_STAGE_ILP 4
+#define AMK_BLK_STAGE_ILP AMK_EW_ILP
 static __device__ __forceinline__ float amk_blk_stage_x(float *xq, const amk_buffer_t *x, int64_t base, int K,
                                                         const amk_buffer_t *w, uint8_t *x8, const int fl) {
-    const int tid = amk_tid(), nt = amk_ntid(), UP = AMK_BLK_UP(K);
+    const int tid = amk_tid(), nt = amk_ntid(), UP = AMK_BLK_UP(K), P2 = K / 64;
     float ss = 0.0f;
     for (int k0 = tid; k0 < K; k0 += AMK_BLK_STAGE_ILP * nt) {
         float v[AMK_BLK_STAGE_ILP], f[AMK_BLK_STAGE_ILP];
+        /* why amk_load_ilp: its dtype switch once, then the loads back to back; amk_load's switch
+           an element left them one at a time, each waiting out its latency (~8% of the 8B Q4_K_M
+           step's stall samples, bench/NOTES.md session "pairs") */
+        amk_load_ilp((const void *)x->ptr, x->dtype, base + k0, nt, base + K, v);
+        if (w) amk_load_ilp((const void *)w->ptr, w->dtype, k0, nt, K, f);
+        else
 #pragma unroll
-        for (int i = 0; i < AMK_BLK_STAGE_ILP; i++) {
-            const int k = k0 + i * nt;
-            v[i] = k < K ? amk_load((const void *)x->ptr, x->dtype, base + k) : 0.0f;
-            f[i] = w && k < K ? amk_load((const void *)w->ptr, w->dtype, k) : 1.0f;
-        }
+            for (int i = 0; i < AMK_BLK_STAGE_ILP; i++) f[i] = 1.0f;
 #pragma unroll
         for (int i = 0; i < AMK_BLK_STAGE_ILP; i++) {
             const int k = k0 + i * nt; /* why uniform in a warp: K and nt are multiples of 32 */
             if (k < K) {
                 ss = fmaf(v[i], v[i], ss);
-                if (x8) amk_blk_put8(xq, x8, UP, k, v[i] * f[i], fl);
+                if (x8) amk_blk_put8(xq, x8, UP, P2, k, v[i] * f[i], fl);
                 else amk_blk_put(xq, UP, k, v[i] * f[i]);
             }
         }
@@ -1146,15 +1187,15 @@ static __device__ __forceinline__ void amk_blk_rows(const amk_buffer_t *W, int K
    (ceil(nt / warps) each; a SWIGLU tile's gate rows, then its up rows), chunks of m *
    AMK_BLK_RING_UNITS units of a row a slot (m: amk_plan_blk_ring_m), one bulk copy a chunk, S
    slots of the larger matrix's chunk a warp at the end of shared memory (amk_plan.h's
-   AMK_BLK_RING_BYTES: the warps' mbarriers, then their slots). Each lane decodes units lane,
-   lane + 32, ... of a chunk against x's q (the byte staging of amk_blk_put8) by dp4a: a unit of a
-   block with scale d_w and x's d is d_w d sum(q_w q) plus its offset's or min's term from the
-   unit's sums of q. The first S chunks go out before the op's wait (the weights are constant), so
+   AMK_BLK_RING_BYTES: the warps' mbarriers, then their slots). Each lane decodes pairs of units
+   (2p, 2p + 1 for p = lane, lane + 32, ... of a chunk: amk_blk_pair8) against x's q (the byte
+   staging of amk_blk_put8) by dp4a: a unit of a block with scale d_w and x's d is d_w d sum(q_w q)
+   plus its offset's or min's term from the unit's sums of q. The first S chunks go out before the op's wait (the weights are constant), so
    the staging of x overlaps them. why: the lane loads of amk_blk_rows hold one unit a lane in
    flight and decode floats (~1 TB/s on the H200, bench/NOTES.md sessions "bound" and "x8": bytes
    in flight and instructions an element, both); the ring holds its bytes in shared memory, not
    registers, and dp4a takes four elements an instruction (bench/NOTES.md session "dp4a": what
-   bounds it now is a chunk's fixed work). Its decoders (amk_blk_unit8, amk_s32n) restate the lane
+   bounds it now is a chunk's fixed work). Its decoders (amk_blk_pair8, amk_blk_unit8, amk_s32n) restate the lane
    path's block layouts (amk_blk_unit, amk_blk_w32n) for shared memory and integer dots. why not
    shared helpers: factored, they changed the VM's register allocation and the chain image spilled
    (12 bytes; session "dp4a"), and the lane path's code is the one measured. */
@@ -1371,6 +1412,91 @@ static __device__ __forceinline__ float amk_blk_unit8(const uint8_t *slot, const
     }
 }
 
+/* Units 2p and 2p + 1 of a chunk at slot (a pair: p < 32 m), of format t in family fam, times x's
+   units: their q words xa and xb (amk_blk_unit8's xw), and e = {d, halves' sums of q} of unit 2p,
+   then of 2p + 1 (amk_blk_put8's layout). why pairs: a K-quant's two adjacent units share their
+   loads (Q4_K's sub-blocks 2c and 2c + 1 are the low and high nibbles of the same 32 bytes, under
+   one header; Q6_K's k = 0, 1 or 2, 3 share their high bits), and their scales come from one
+   word by branch-free selects, where a unit a lane decoded its scale's two cases as divergent
+   branches: ~155 instructions a Q4_K unit (bench/NOTES.md session "pairs"). */
+/* c + the dot of a's four unsigned bytes with b's four signed ones. */
+static __device__ __forceinline__ int amk_dp4a_us(uint32_t a, uint32_t b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+static __device__ __forceinline__ int amk_blk_sq(uint32_t sq) { return (int)(short)(sq & 0xFFFFu) + ((int)sq >> 16); }
+static __device__ __forceinline__ float amk_blk_pair8(const uint8_t *slot, const int fam, const int t, int p, const uint32_t *xa,
+                                                      const uint32_t *xb, float4 e) {
+    switch (fam) {
+    case AMK_DTYPE_Q4_K: case AMK_DTYPE_Q5_K: { /* sub-blocks 2c, 2c + 1 (c = p & 3) of superblock p >> 2: the low
+                                                   and high nibbles; Q5_K (its own family: a constant) their 5th bits */
+        const int five = fam == AMK_DTYPE_Q5_K, c = p & 3;
+        const uint8_t *b = slot + (p >> 2) * (five ? 176 : 144);
+        const uint4 hd = *(const uint4 *)b;
+        const uint4 q0 = *(const uint4 *)(b + (five ? 48 : 16) + 32 * c), q1 = *(const uint4 *)(b + (five ? 64 : 32) + 32 * c);
+        uint4 h0 = make_uint4(0u, 0u, 0u, 0u), h1 = h0;
+        if (five) { h0 = *(const uint4 *)(b + 16); h1 = *(const uint4 *)(b + 32); }
+        /* the two sub-blocks' 6-bit scales and mins, as byte pairs: scales 2c, 2c + 1 (c < 2) are
+           bytes 2c, 2c + 1 of the header's scales (mins at 4 on); for c >= 2, the low 4 bits from
+           bytes 2c + 4, 2c + 5 and the top 2 from the top bits of bytes 2c - 4, 2c - 3 (mins: the
+           high 4 bits, and the top bits of bytes 2c, 2c + 1) */
+        const uint32_t sh = 16u * (uint32_t)(c & 1), Y = hd.y >> sh, Z = hd.z >> sh, Wd = hd.w >> sh;
+        const uint32_t sc = c < 2 ? Y & 0x3F3Fu : (Wd & 0x0F0Fu) | ((Y >> 2) & 0x3030u);
+        const uint32_t mn = c < 2 ? Z & 0x3F3Fu : ((Wd >> 4) & 0x0F0Fu) | ((Z >> 2) & 0x3030u);
+        const float d = __half2float(__ushort_as_half((unsigned short)(hd.x & 0xFFFFu)));
+        const float dmin = __half2float(__ushort_as_half((unsigned short)(hd.x >> 16)));
+        const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+        const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+        int a0 = 0, a1 = 0;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            if (five) {
+                a0 = __dp4a((int)((qw[g] & 0x0F0F0F0Fu) | ((hw[g] >> (2 * c)) & 0x01010101u) << 4), (int)xa[g], a0);
+                a1 = __dp4a((int)(((qw[g] >> 4) & 0x0F0F0F0Fu) | ((hw[g] >> (2 * c + 1)) & 0x01010101u) << 4), (int)xb[g], a1);
+            } else { /* the high nibbles in place (16 q): unsigned bytes against x's signed ones */
+                a0 = __dp4a((int)(qw[g] & 0x0F0F0F0Fu), (int)xa[g], a0);
+                a1 = amk_dp4a_us(qw[g] & 0xF0F0F0F0u, xb[g], a1);
+            }
+        }
+        if (!five) a1 >>= 4; /* exact: every term a multiple of 16 */
+        const int sa = amk_blk_sq(__float_as_uint(e.y)), sb = amk_blk_sq(__float_as_uint(e.w));
+        return d * fmaf(e.x, (float)((int)(sc & 0xFFu) * a0), e.z * (float)((int)(sc >> 8) * a1)) -
+               dmin * fmaf(e.x, (float)((int)(mn & 0xFFu) * sa), e.z * (float)((int)(mn >> 8) * sb));
+    }
+    case AMK_DTYPE_Q6_K: { /* sub-blocks 2j, 2j + 1 (j = p & 3) of superblock p >> 2: n = j >> 1 and k = 2 (j & 1), + 1:
+                              ql rows 64n and 64n + 32, nibble j & 1; qh row 32n, bits 2k and 2k + 2 */
+        const int j = p & 3, n = j >> 1, hi = j & 1;
+        const uint8_t *b = slot + (p >> 2) * 210, *ql = b + 64 * n, *qh = b + 128 + 32 * n;
+        const uint32_t sca = *(const unsigned short *)(b + 192 + 8 * n + 4 * hi), scb = *(const unsigned short *)(b + 194 + 8 * n + 4 * hi);
+        uint32_t wl[8], wm[8], wh[8];
+        amk_s32n(ql, wl, 8);
+        amk_s32n(ql + 32, wm, 8);
+        amk_s32n(qh, wh, 8);
+        int a0 = 0, a1 = 0, b0 = 0, b1 = 0; /* units 2j and 2j + 1, elements l < 16 and l >= 16 */
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const int wa = (int)(((wl[g] >> (4 * hi)) & 0x0F0F0F0Fu) | (((wh[g] >> (4 * hi)) & 0x03030303u) << 4));
+            const int wb = (int)(((wm[g] >> (4 * hi)) & 0x0F0F0F0Fu) | (((wh[g] >> (4 * hi + 2)) & 0x03030303u) << 4));
+            if (g < 4) {
+                a0 = __dp4a(wa, (int)xa[g], a0);
+                b0 = __dp4a(wb, (int)xb[g], b0);
+            } else {
+                a1 = __dp4a(wa, (int)xa[g], a1);
+                b1 = __dp4a(wb, (int)xb[g], b1);
+            }
+        }
+        const uint32_t qa = __float_as_uint(e.y), qb = __float_as_uint(e.w);
+        const int A = (int)(int8_t)(uint8_t)sca * (a0 - 32 * (int)(short)(qa & 0xFFFFu)) + (int)(int8_t)(uint8_t)(sca >> 8) * (a1 - 32 * ((int)qa >> 16));
+        const int B = (int)(int8_t)(uint8_t)scb * (b0 - 32 * (int)(short)(qb & 0xFFFFu)) + (int)(int8_t)(uint8_t)(scb >> 8) * (b1 - 32 * ((int)qb >> 16));
+        return amk_s_f16(b + 208) * fmaf(e.x, (float)A, e.z * (float)B);
+    }
+    default: /* Q8_0 and the Q4_0 family: blocks of one unit, decoded one by one */
+        return amk_blk_unit8(slot, fam, t, 2 * p, xa, e.x, (int)__float_as_uint(e.y)) +
+               amk_blk_unit8(slot, fam, t, 2 * p + 1, xb, e.z, (int)__float_as_uint(e.w));
+    }
+}
+
 /* The warp's chunks [j, je) of one matrix (family fam, a constant), its row rr's dots into
    yo[rr] (lane 0); j counts across the gate and up, so the slot and phase follow from it. Returns
    je. */
@@ -1382,8 +1508,8 @@ static __device__ __forceinline__ void amk_blk_ring_mat(const amk_blk_src *src, 
     uint64_t *bar = (uint64_t *)ring + warp * S;
     char *slots = ring + (int64_t)8 * nw * S + (int64_t)warp * S * cb;
     const uint4 *xv = (const uint4 *)x8;
-    const float *dxs = (const float *)(x8 + 32 * UP);
-    const int *sqs = (const int *)(x8 + 36 * UP);
+    const float4 *xe = (const float4 *)(x8 + 32 * UP);
+    const int P2 = cpr * m * (AMK_BLK_RING_UNITS / 2); /* a plane of x8's pieces (amk_blk_put8) */
     float acc = 0.0f;
     int cc = 0, rr = 0, s = j % S;          /* the chunk within its row, the row, j's slot */
     uint32_t ph = (uint32_t)((j / S) & 1); /* and its phase */
@@ -1391,14 +1517,12 @@ static __device__ __forceinline__ void amk_blk_ring_mat(const amk_blk_src *src, 
         const uint8_t *slot = (const uint8_t *)slots + s * cb;
         amk_ptx_mbar_wait(bar + s, ph);
 #pragma unroll 1
-        for (int hh = 0; hh < m; hh++) {
-#pragma unroll
-            for (int h = 0; h < AMK_BLK_RING_UNITS / 32; h++) {
-                const int uu = lane + 32 * h + AMK_BLK_RING_UNITS * hh, u = cc * AMK_BLK_RING_UNITS * m + uu;
-                const uint4 xa = xv[u], xb = xv[UP + u];
-                const uint32_t xw[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-                acc += amk_blk_unit8(slot, fam, t, uu, xw, dxs[u], sqs[u]);
-            }
+        for (int pp = lane; pp < AMK_BLK_RING_UNITS / 2 * m; pp += 32) { /* the lane's pairs of units */
+            const int P = cc * (AMK_BLK_RING_UNITS / 2) * m + pp;
+            const uint4 a0 = xv[P], a1 = xv[P2 + P], b0 = xv[2 * P2 + P], b1 = xv[3 * P2 + P];
+            const uint32_t xa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const uint32_t xb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+            acc += amk_blk_pair8(slot, fam, t, pp, xa, xb, xe[P]);
         }
         __syncwarp();
         if (lane == 0 && j + S < T) amk_blk_ring_issue(src, j + S, (char *)slot, bar + s);
@@ -1423,7 +1547,8 @@ static __device__ __forceinline__ void amk_blk_ring_fam(const amk_blk_src *src, 
     case AMK_DTYPE_Q4_0: case AMK_DTYPE_Q4_1: case AMK_DTYPE_Q5_0: case AMK_DTYPE_Q5_1:
         amk_blk_ring_mat(src, AMK_DTYPE_Q4_0, M->dtype, smem, S, m, cb, cpr, T, j, je, x8, UP, yo);
         break;
-    case AMK_DTYPE_Q4_K: case AMK_DTYPE_Q5_K: amk_blk_ring_mat(src, AMK_DTYPE_Q4_K, M->dtype, smem, S, m, cb, cpr, T, j, je, x8, UP, yo); break;
+    case AMK_DTYPE_Q4_K: amk_blk_ring_mat(src, AMK_DTYPE_Q4_K, M->dtype, smem, S, m, cb, cpr, T, j, je, x8, UP, yo); break;
+    case AMK_DTYPE_Q5_K: amk_blk_ring_mat(src, AMK_DTYPE_Q5_K, M->dtype, smem, S, m, cb, cpr, T, j, je, x8, UP, yo); break;
     default: amk_blk_ring_mat(src, AMK_DTYPE_Q6_K, M->dtype, smem, S, m, cb, cpr, T, j, je, x8, UP, yo); break;
     }
 }
@@ -1481,38 +1606,6 @@ static __device__ __forceinline__ void amk_blk_down(const amk_op_ctx *c, float *
 
 #define AMK_OPS_TID ((int64_t)amk_tid())
 #define AMK_OPS_NT ((int64_t)amk_ntid())
-
-/* why: the single-task elementwise ops sit on the critical path between the GEMV phases. With
-   the dtype switch inside amk_load, each element's load is behind a branch and waits a full load
-   latency; amk_load_ilp switches once and issues AMK_EW_ILP loads (elements i0 + k*step) back to
-   back, so they are in flight together (what made ATTENTION_TILE 2.6x faster). Out-of-range
-   elements read as 0. */
-#define AMK_EW_ILP 4
-static __device__ __forceinline__ void amk_load_ilp(const void *base, int t, int64_t i0, int64_t step,
-                                                    int64_t n, float *v) {
-    int k;
-    if (t == AMK_DTYPE_BF16) {
-        const uint16_t *p = (const uint16_t *)base;
-#pragma unroll
-        for (k = 0; k < AMK_EW_ILP; k++) {
-            const int64_t e = i0 + k * step;
-            v[k] = e < n ? __uint_as_float((uint32_t)p[e] << 16) : 0.0f;
-        }
-    } else if (t == AMK_DTYPE_F32) {
-        const float *p = (const float *)base;
-#pragma unroll
-        for (k = 0; k < AMK_EW_ILP; k++) {
-            const int64_t e = i0 + k * step;
-            v[k] = e < n ? p[e] : 0.0f;
-        }
-    } else {
-#pragma unroll
-        for (k = 0; k < AMK_EW_ILP; k++) {
-            const int64_t e = i0 + k * step;
-            v[k] = e < n ? amk_load(base, t, e) : 0.0f;
-        }
-    }
-}
 
 /* ==== >>ops: the instructions, in opcode order ================================================ */
 

@@ -15,7 +15,9 @@ export NVCC_FLAGS="-O3 -fmad=false -lineinfo -Xptxas -v,--warn-on-spills -Werror
 OUTD=${OUT:-/tmp/amk-out}
 mkdir -p "$OUTD"
 # why WARN: see gpu_run.sh (the GPU machine's newer gcc)
-make -j16 BUILD=$B WARN=-Wall $B/amk > "$OUTD/build.log" 2>&1 || { tail -n 30 "$OUTD/build.log"; exit 1; }
+# BIN=path: a binary built elsewhere (the dev machine's; ncu's SASS page needs no line info)
+if [ -n "${BIN:-}" ]; then mkdir -p "$B"; cp "$BIN" "$B/amk"
+else make -j16 BUILD=$B WARN=-Wall $B/amk > "$OUTD/build.log" 2>&1 || { tail -n 30 "$OUTD/build.log"; exit 1; }; fi
 Q=${QUANT:+--quant $QUANT}
 for sh in $(echo "${1:-smollm2-135m,llama3.2-1b}" | tr ',' ' '); do
   $B/amk bench --shapes "$sh" $Q --ctx 128 --iters 50 --trace "$OUTD/trace" > "$OUTD/bench.$sh.log" 2>&1

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# scripts/variant.sh NAME KIND CUBIN - an amk binary whose image set is this build's with one
+# image replaced, for A/B runs of a device change on the GPU (scripts/gpu_ab.sh, gpu_quant.sh)
+# without a full device build: KIND is the image's amk_image_kind (0 full, 1 general, 2 full
+# chain, 3 general chain, 4 prefill), CUBIN the variant (one nvcc -cubin of amk_vm.cuh with that
+# image's defines, gpu.mk). Writes build/var_NAME/amk_vm.set (for test_gpu's AMK_TEST_IMAGE) and
+# build/amk_NAME, compiled from this tree's host headers against build/'s other images.
+set -eu
+cd "$(dirname "$0")/.."
+[ $# -eq 3 ] || { echo "usage: scripts/variant.sh NAME KIND CUBIN" >&2; exit 2; }
+name=$1 kind=$2 cubin=$3
+dev=build/device
+d=build/var_$name
+mkdir -p "$d"
+files=("$dev/amk_vm.cubin" "$dev/amk_vm_general.cubin" "$dev/amk_vm_chain.cubin" "$dev/amk_vm_general_chain.cubin"
+       "$dev/amk_vm_prefill.cubin" "$dev/amk_vm_portable.fatbin")
+args=()
+for k in 0 1 2 3 4 5; do
+  f=${files[$k]}
+  [ "$k" = "$kind" ] && f=$cubin
+  [ -f "$f" ] || { echo "variant.sh: $f missing (make device first)" >&2; exit 1; }
+  args+=("$k" "$f")
+done
+"$dev/embed" --set "$d/amk_vm.set" "${args[@]}"
+"$dev/embed" "$d/amk_device_image.h" amk_device_cubin "$d/amk_vm.set" amk_device_ptx "$dev/amk_vm.ptx"
+cc -std=c99 -O2 -I"$d" -DAMK_EMBED_DEVICE_IMAGE -o "build/amk_$name" examples/amk.c -lm -ldl
+echo "build/amk_$name, $d/amk_vm.set"
