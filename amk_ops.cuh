@@ -622,7 +622,8 @@ static_assert(offsetof(amk_op_ctx, in) == offsetof(amk_vm_ctx_t, in) &&
    writes them beside the timing records (amk_vm_marks_t, amk_ir.h). why a build of its own: a
    timer read in an op changes its code, and the shipped image stays the one measured (with 0 the
    image is byte-identical to one without marks). Marked: the lean attention, the lean tiles and the
-   tensor-core ATTENTION_DECODE (position read, K/V staged, key groups done, outputs stored). */
+   tensor-core ATTENTION_DECODE (position read, K/V staged, key groups done, outputs stored), the
+   block ring's op (x staged, warp 0's rows, every warp's, the outputs stored). */
 #if AMK_VM_MARKS
 #define AMK_OP_MARK(c, k)                                                                                    \
     do {                                                                                                     \
@@ -942,38 +943,21 @@ static __device__ __forceinline__ void amk_blk_put(float *xq, int UP, int k, flo
 }
 
 /* The same with x_q8 (amk_ir.h's AMK_X_Q8): y rounded to d q by its unit's largest |y| (a warp's
-   max of the bits), q into the byte staging x8 (amk_plan.h's AMK_BLK_X8_BYTES), and with fl (a
-   constant) the rounded value placed and summed as above for the float decoders, else (the block
-   ring's staging: U = K / 32 even) x8 alone. x8 is laid out for the ring's pairs of units
-   (amk_blk_ring_mat: a lane takes units 2P and 2P + 1): four planes of P2 = U / 2 16-byte pieces,
-   half h of unit u in plane 2 (u & 1) + h at piece u >> 1, so a warp's lanes read consecutive
-   pieces; then at 32 UP bytes each unit's d (F32) and its halves' sums of q (two int16 in an I32,
-   low half first), 8 bytes a unit, so a pair's four are one 16-byte load. */
-static __device__ __forceinline__ void amk_blk_put8(float *xq, uint8_t *x8, int UP, int P2, int k, float y, const int fl) {
+   max of the bits), the rounded value placed and summed as above. */
+static __device__ __forceinline__ void amk_blk_put8(float *xq, int UP, int k, float y) {
     const uint32_t top = __reduce_max_sync(0xFFFFFFFFu, __float_as_uint(y) & 0x7FFFFFFFu);
-    const int l = k & 31, u = k >> 5;
     float d;
     const float q = amk_plan_x_q8(y, __uint_as_float(top), &d);
-    if (fl) {
-        amk_blk_put(xq, UP, k, d * q);
-        return;
-    }
-    const int qi = (int)q;
-    x8[((((u & 1) << 1) | (l >> 4)) * P2 + (u >> 1)) * 16 + (l & 15)] = (uint8_t)(int8_t)qi;
-    const int s0 = __reduce_add_sync(0xFFFFFFFFu, l < 16 ? qi : 0), sa = __reduce_add_sync(0xFFFFFFFFu, qi);
-    if (l == 0) {
-        ((float *)(x8 + 32 * UP))[2 * u] = d;
-        ((int *)(x8 + 32 * UP))[2 * u + 1] = (s0 & 0xFFFF) | (sa - s0) << 16;
-    }
+    amk_blk_put(xq, UP, k, d * q);
 }
 
-/* x[base .. base + K) (times w[0 .. K), an F32 norm weight, when w) into xq as above (and, with x8,
-   rounded to 8 bits into x8 too: amk_blk_put8); returns the thread's sum of x^2. K a multiple of 32
+/* x[base .. base + K) (times w[0 .. K), an F32 norm weight, when w) into xq as above (with q8,
+   rounded to 8 bits first: amk_blk_put8); returns the thread's sum of x^2. K a multiple of 32
    (a block's), the block's threads a multiple of 32; the caller syncs before reading xq. */
 #define AMK_BLK_STAGE_ILP AMK_EW_ILP
 static __device__ __forceinline__ float amk_blk_stage_x(float *xq, const amk_buffer_t *x, int64_t base, int K,
-                                                        const amk_buffer_t *w, uint8_t *x8, const int fl) {
-    const int tid = amk_tid(), nt = amk_ntid(), UP = AMK_BLK_UP(K), P2 = K / 64;
+                                                        const amk_buffer_t *w, const int q8) {
+    const int tid = amk_tid(), nt = amk_ntid(), UP = AMK_BLK_UP(K);
     float ss = 0.0f;
     for (int k0 = tid; k0 < K; k0 += AMK_BLK_STAGE_ILP * nt) {
         float v[AMK_BLK_STAGE_ILP], f[AMK_BLK_STAGE_ILP];
@@ -990,7 +974,7 @@ static __device__ __forceinline__ float amk_blk_stage_x(float *xq, const amk_buf
             const int k = k0 + i * nt; /* why uniform in a warp: K and nt are multiples of 32 */
             if (k < K) {
                 ss = fmaf(v[i], v[i], ss);
-                if (x8) amk_blk_put8(xq, x8, UP, P2, k, v[i] * f[i], fl);
+                if (q8) amk_blk_put8(xq, UP, k, v[i] * f[i]);
                 else amk_blk_put(xq, UP, k, v[i] * f[i]);
             }
         }
@@ -1189,7 +1173,7 @@ static __device__ __forceinline__ void amk_blk_rows(const amk_buffer_t *W, int K
    slots of the larger matrix's chunk a warp at the end of shared memory (amk_plan.h's
    AMK_BLK_RING_BYTES: the warps' mbarriers, then their slots). Each lane decodes pairs of units
    (2p, 2p + 1 for p = lane, lane + 32, ... of a chunk: amk_blk_pair8) against x's q (the byte
-   staging of amk_blk_put8) by dp4a: a unit of a block with scale d_w and x's d is d_w d sum(q_w q)
+   staging of amk_blk_stage_x8) by dp4a: a unit of a block with scale d_w and x's d is d_w d sum(q_w q)
    plus its offset's or min's term from the unit's sums of q. The first S chunks go out before the op's wait (the weights are constant), so
    the staging of x overlaps them. why: the lane loads of amk_blk_rows hold one unit a lane in
    flight and decode floats (~1 TB/s on the H200, bench/NOTES.md sessions "bound" and "x8": bytes
@@ -1200,6 +1184,10 @@ static __device__ __forceinline__ void amk_blk_rows(const amk_buffer_t *W, int K
    shared helpers: factored, they changed the VM's register allocation and the chain image spilled
    (12 bytes; session "dp4a"), and the lane path's code is the one measured. */
 #if AMK_BLK_RING
+#ifndef AMK_BLK_PAIR_UNROLL
+#define AMK_BLK_PAIR_UNROLL 1
+#endif
+static const int amk_blk_pair_unroll = AMK_BLK_PAIR_UNROLL; /* why: a pragma's argument is not macro-expanded */
 /* The ring's slots for a tile (0: the tile does not take it): W and Wu (NULL: none) the matrices,
    avail the bytes of shared memory the op leaves it. */
 static __device__ __forceinline__ int64_t amk_blk_ring_cb(const amk_buffer_t *W, const amk_buffer_t *Wu, int m);
@@ -1287,6 +1275,96 @@ static __device__ __forceinline__ void amk_blk_ring_end(float *smem, int S, int6
 static __device__ __forceinline__ int amk_blk_ring_chunks(const amk_op_ctx *c, int64_t nt, int two, int m) {
     int r0;
     return amk_blk_ring_rows_of((int)nt, &r0) * (c->ins.params.K / (32 * AMK_BLK_RING_UNITS * m)) * (two ? 2 : 1);
+}
+
+/* x[0 .. K) times w (a norm weight, when w) rounded to 8 bits a unit (amk_plan_x_q8) into the
+   ring's staging x8 (amk_plan.h's AMK_BLK_X8_BYTES), laid out for the ring's pairs of units
+   (amk_blk_ring_mat: a lane takes units 2P and 2P + 1): four planes of P2 = K / 64 16-byte pieces,
+   half h of unit u in plane 2 (u & 1) + h at piece u >> 1, so a warp's lanes read consecutive
+   pieces; then at 32 UP bytes each unit's d (F32) and its halves' sums of q (two int16 in an I32,
+   low half first), 8 bytes a unit, so a pair's four are one 16-byte load. Returns the thread's sum
+   of x^2. A thread takes quarter units (8 elements: quarters tid, tid + threads, ...), their x and
+   w by 16-byte loads issued together, a unit's four quarters in neighbouring lanes. K a multiple of
+   2048 (the ring's rows), the block's threads a multiple of 32, x and w 16-byte aligned F32, BF16
+   or F16 (amk_blk_stage_x8_takes). why: amk_blk_stage_x (a warp a unit, an element a lane) waits
+   out a load's latency each round of AMK_BLK_STAGE_ILP elements, behind the round's warp
+   reductions: x's staging took 2.6-3.8 us of a K = 4096 tile on the 8B and 8 us at K = 14336
+   (AMK_VM_MARKS, bench/NOTES.md session "pairs"). */
+/* 1 when amk_blk_stage_x8 takes x and w (NULL: none). */
+static __device__ __forceinline__ int amk_blk_stage_x8_takes(const amk_buffer_t *x, const amk_buffer_t *w) {
+    const int a = x->dtype, b = w ? w->dtype : AMK_DTYPE_F32;
+    return (a == AMK_DTYPE_F32 || a == AMK_DTYPE_BF16 || a == AMK_DTYPE_F16) &&
+           (b == AMK_DTYPE_F32 || b == AMK_DTYPE_BF16 || b == AMK_DTYPE_F16) && (x->ptr & 15u) == 0 && (!w || (w->ptr & 15u) == 0);
+}
+/* Quarter unit h of b (8 elements: two 16-byte pieces of F32, one of 16 bits) into r; as floats
+   into y. */
+static __device__ __forceinline__ void amk_blk_ld8(const amk_buffer_t *b, int h, uint4 *r) {
+    if (b->dtype == AMK_DTYPE_F32) {
+        r[0] = ((const uint4 *)b->ptr)[2 * h];
+        r[1] = ((const uint4 *)b->ptr)[2 * h + 1];
+    } else r[0] = ((const uint4 *)b->ptr)[h];
+}
+static __device__ __forceinline__ void amk_blk_cv8(int t, const uint4 *r, float *y) {
+    if (t == AMK_DTYPE_F32) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            y[4 * i] = __uint_as_float(r[i].x);
+            y[4 * i + 1] = __uint_as_float(r[i].y);
+            y[4 * i + 2] = __uint_as_float(r[i].z);
+            y[4 * i + 3] = __uint_as_float(r[i].w);
+        }
+    } else if (t == AMK_DTYPE_BF16) amk_unpack_bf16x8(r[0], y);
+    else amk_unpack_f16x8(r[0], y);
+}
+static __device__ __forceinline__ float amk_blk_stage_x8(const amk_buffer_t *x, int K, const amk_buffer_t *w, uint8_t *x8) {
+    const int tid = amk_tid(), nt = amk_ntid(), P2 = K / 64, UP = AMK_BLK_UP(K), j = tid & 3;
+    float *xd = (float *)(x8 + 32 * UP);
+    float ss = 0.0f;
+    for (int h = tid; h < K / 8; h += nt) { /* why uniform in a warp: K / 8 and nt are multiples of 32 */
+        uint4 rx[2], rw[2];
+        float y[8];
+        amk_blk_ld8(x, h, rx);
+        if (w) amk_blk_ld8(w, h, rw);
+        amk_blk_cv8(x->dtype, rx, y);
+#pragma unroll
+        for (int k = 0; k < 8; k++) ss = fmaf(y[k], y[k], ss);
+        if (w) { /* why element by element, not through a float array: that took the op's registers */
+            const int tw = w->dtype;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const uint4 r = rw[tw == AMK_DTYPE_F32 ? k >> 2 : 0];
+                const uint32_t e = tw == AMK_DTYPE_F32 ? ((k & 3) == 0 ? r.x : (k & 3) == 1 ? r.y : (k & 3) == 2 ? r.z : r.w)
+                                                       : ((k >> 1) == 0 ? r.x : (k >> 1) == 1 ? r.y : (k >> 1) == 2 ? r.z : r.w);
+                const uint32_t hb = (k & 1) ? e >> 16 : e & 0xFFFFu; /* a 16-bit weight's bits */
+                y[k] *= tw == AMK_DTYPE_F32 ? __uint_as_float(e)
+                        : tw == AMK_DTYPE_BF16 ? __uint_as_float(hb << 16)
+                                               : __half2float(__ushort_as_half((unsigned short)hb));
+            }
+        }
+        uint32_t top = 0u;
+#pragma unroll
+        for (int k = 0; k < 8; k++) top = max(top, __float_as_uint(y[k]) & 0x7FFFFFFFu);
+        top = max(top, __shfl_xor_sync(0xFFFFFFFFu, top, 1));
+        top = max(top, __shfl_xor_sync(0xFFFFFFFFu, top, 2)); /* the unit's largest */
+        float d = 0.0f;
+        uint32_t q2[2] = {0u, 0u};
+        int sq = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int q = (int)amk_plan_x_q8(y[k], __uint_as_float(top), &d);
+            q2[k >> 2] |= ((uint32_t)q & 0xFFu) << (8 * (k & 3));
+            sq += q;
+        }
+        const int u = h >> 2; /* elements 8j .. 8j + 7 of unit u: bytes 8 (j & 1) of its half j >> 1 */
+        *(uint2 *)(x8 + (((((u & 1) << 1) | (j >> 1)) * P2 + (u >> 1)) * 16 + 8 * (j & 1))) = make_uint2(q2[0], q2[1]);
+        sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 1); /* the half's sum */
+        const int sa = sq + __shfl_xor_sync(0xFFFFFFFFu, sq, 2);
+        if (j == 0) {
+            xd[2 * u] = d;
+            ((int *)xd)[2 * u + 1] = (sq & 0xFFFF) | (sa - sq) << 16;
+        }
+    }
+    return ss;
 }
 
 /* The integer dots of a unit against x's q (xw: its 8 words, elements 4g .. 4g + 3 in word g), a
@@ -1414,7 +1492,7 @@ static __device__ __forceinline__ float amk_blk_unit8(const uint8_t *slot, const
 
 /* Units 2p and 2p + 1 of a chunk at slot (a pair: p < 32 m), of format t in family fam, times x's
    units: their q words xa and xb (amk_blk_unit8's xw), and e = {d, halves' sums of q} of unit 2p,
-   then of 2p + 1 (amk_blk_put8's layout). why pairs: a K-quant's two adjacent units share their
+   then of 2p + 1 (amk_blk_stage_x8's layout). why pairs: a K-quant's two adjacent units share their
    loads (Q4_K's sub-blocks 2c and 2c + 1 are the low and high nibbles of the same 32 bytes, under
    one header; Q6_K's k = 0, 1 or 2, 3 share their high bits), and their scales come from one
    word by branch-free selects, where a unit a lane decoded its scale's two cases as divergent
@@ -1509,14 +1587,14 @@ static __device__ __forceinline__ void amk_blk_ring_mat(const amk_blk_src *src, 
     char *slots = ring + (int64_t)8 * nw * S + (int64_t)warp * S * cb;
     const uint4 *xv = (const uint4 *)x8;
     const float4 *xe = (const float4 *)(x8 + 32 * UP);
-    const int P2 = cpr * m * (AMK_BLK_RING_UNITS / 2); /* a plane of x8's pieces (amk_blk_put8) */
+    const int P2 = cpr * m * (AMK_BLK_RING_UNITS / 2); /* a plane of x8's pieces (amk_blk_stage_x8) */
     float acc = 0.0f;
     int cc = 0, rr = 0, s = j % S;          /* the chunk within its row, the row, j's slot */
     uint32_t ph = (uint32_t)((j / S) & 1); /* and its phase */
     for (; j < je; j++) {
         const uint8_t *slot = (const uint8_t *)slots + s * cb;
         amk_ptx_mbar_wait(bar + s, ph);
-#pragma unroll 1
+#pragma unroll amk_blk_pair_unroll
         for (int pp = lane; pp < AMK_BLK_RING_UNITS / 2 * m; pp += 32) { /* the lane's pairs of units */
             const int P = cc * (AMK_BLK_RING_UNITS / 2) * m + pp;
             const uint4 a0 = xv[P], a1 = xv[P2 + P], b0 = xv[2 * P2 + P], b1 = xv[3 * P2 + P];
@@ -2646,14 +2724,14 @@ static __device__ __forceinline__ void amk_gemm_rows_blk(amk_op_ctx *c, float *s
     const int64_t M = amk_div_rows(x->numel, K), N_out = amk_div_rows(o->numel, M);
     const int64_t sf = AMK_BLK_STAGE_FLOATS(K, 1, nt, c->ins.params.x_q8); /* the staging's floats */
     float *xq = smem, *yb = smem + AMK_BLK_X_FLOATS(K);
-    uint8_t *x8 = c->ins.params.x_q8 ? (uint8_t *)(smem + AMK_BLK_X8_OFF(K, 1, nt)) : NULL;
+    const int q8 = c->ins.params.x_q8;
     if ((int64_t)amk_ptx_dynamic_smem_size() < 4 * sf) { /* the host sizes it (amk_plan_least) */
         if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_SMEM, K);
         return;
     }
     if (!amk_op_go(c)) return;
     for (int64_t m = m_begin; m < m_end; m++) {
-        amk_blk_stage_x(xq, x, m * K, K, 0, x8, 1);
+        amk_blk_stage_x(xq, x, m * K, K, 0, q8);
         __syncthreads();
         amk_blk_rows(W, K, n0, nt, xq, yb);
         __syncthreads();
@@ -4689,7 +4767,7 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
     float *yb = smem + AMK_BLK_X_FLOATS(K); /* a block-format W's dots: [N_tile] (and the up's [N_tile]) */
     float *ys = smem + mc * xfl; /* [mc, N_tile] the tile's values before RoPE */
     float *cssn = ys + mc * nt; /* [mc, N_tile / 2, 2] each pair's cos and sin */
-    uint8_t *x8 = blk && P->x_q8 ? (uint8_t *)(smem + AMK_BLK_X8_OFF(K, swiglu ? 2 : 1, nt)) : NULL; /* x_q8's q */
+    const int q8 = blk && P->x_q8; /* x rounded to 8 bits a unit (x_q8) */
     int64_t m0, n, i;
 #if AMK_LEAN /* why after the setup above (the compiler sinks what the lean form does not use):
                  called first, or from the dispatcher, it is no faster (bench/RESULTS.md run 186) */
@@ -4721,7 +4799,7 @@ static __device__ __forceinline__ void amk_norm_gemv_body(amk_op_ctx *c, float *
         float inv[AMK_GEMV_ROWS]; /* why: xs holds x * norm_w; the row's 1/rms scales the sums */
 #pragma unroll
         for (int r = 0; r < AMK_GEMV_ROWS; r++) {
-            const float ss = r >= mr ? 0.0f : blk ? amk_blk_stage_x(xs, x, (m0 + r) * K, K, nwt, x8, 1)
+            const float ss = r >= mr ? 0.0f : blk ? amk_blk_stage_x(xs, x, (m0 + r) * K, K, nwt, q8)
                                                   : amk_stage_x(xs + (int64_t)r * K, x, (m0 + r) * K, K, nwt);
             inv[r] = r < mr ? 1.0f / sqrtf(amk_block_sum(c, ss) / (float)K + P->eps) : 0.0f; /* syncs */
         }
@@ -4861,7 +4939,7 @@ static __device__ __noinline__ int amk_op_blk_ring(amk_op_ctx *c, float *smem_ar
     const int K = P->K;
     const int64_t nt = P->N_tile, n0 = P->n_off, N = W->shape[0];
     const int64_t sf = AMK_BLK_STAGE_FLOATS(K, swiglu ? 2 : 1, nt, 1) + (rope ? nt : 0); /* + RoPE's cos and sin */
-    if (amk_div_rows(x->numel, K) != 1 || P->M_tile > 0) return 0;
+    if (amk_div_rows(x->numel, K) != 1 || P->M_tile > 0 || !amk_blk_stage_x8_takes(x, gemv ? NULL : &c->in[1])) return 0;
     int m = 1; /* chunks of m times AMK_BLK_RING_UNITS units */
     const int S = amk_blk_ring_slots(c, W, Wu, (int64_t)amk_ptx_dynamic_smem_size() - 4 * sf - 16, &m);
     if (!S) return 0;
@@ -4873,9 +4951,10 @@ static __device__ __noinline__ int amk_op_blk_ring(amk_op_ctx *c, float *smem_ar
     float *yb = smem + AMK_BLK_X_FLOATS(K), *cssn = smem + AMK_BLK_STAGE_FLOATS(K, swiglu ? 2 : 1, nt, 1);
     uint8_t *x8 = (uint8_t *)(smem + AMK_BLK_X8_OFF(K, swiglu ? 2 : 1, nt));
     const int64_t pos = flags & (AMK_GEMV_FLAG_ROPE | AMK_GEMV_FLAG_KV_ROW) ? amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0) : 0;
-    const float ss = amk_blk_stage_x(smem, x, 0, K, gemv ? NULL : &c->in[1], x8, 0);
+    const float ss = amk_blk_stage_x8(x, K, gemv ? NULL : &c->in[1], x8);
     const float inv = gemv ? 1.0f : 1.0f / sqrtf(amk_block_sum(c, ss) / (float)K + P->eps); /* syncs */
     if (gemv) __syncthreads();
+    AMK_OP_MARK(c, 0); /* x staged */
     if ((rope || kv_row) && amk_fused_pos_bad(o, kv_row, pos, N)) { /* every thread read the same position */
         if (amk_tid() == 0) amk_op_fail(c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
         amk_blk_ring_end(smem, S, amk_blk_ring_cb(W, Wu, m), amk_blk_ring_chunks(c, nt, swiglu, m), 0);
@@ -4890,7 +4969,9 @@ static __device__ __noinline__ int amk_op_blk_ring(amk_op_ctx *c, float *smem_ar
             cssn[2 * i + 1] = (float)sd;
         }
     amk_blk_ring(c, smem, S, m, W, Wu, n0, nt, x8, yb);
+    AMK_OP_MARK(c, 1); /* warp 0's rows */
     __syncthreads();
+    AMK_OP_MARK(c, 2); /* every warp's */
     const int64_t last = kv_row ? N : o->numel;
     if (rope) {
         for (int64_t i = AMK_OPS_TID; i < nt / 2; i += AMK_OPS_NT) {
@@ -4907,6 +4988,7 @@ static __device__ __noinline__ int amk_op_blk_ring(amk_op_ctx *c, float *smem_ar
             amk_store((void *)o->ptr, o->dtype, amk_fused_index(c, kv_row, 0, n0 + r, N, last, pos), v);
         }
     }
+    AMK_OP_MARK(c, 3); /* the outputs stored */
     if (flags & AMK_GEMV_FLAG_ARGMAX) {
         __syncthreads(); /* why: amk_tile_pairs reads the tile's values as stored */
         amk_tile_pairs(c, 1, last);

@@ -349,9 +349,8 @@ AMK_PLAN_FN int64_t amk_plan_attn_o_ys_bytes(const amk_params_t *P) {
    becomes d * q, d = amax / 127 as amax * (1 / 127) and q = rint(y * (127 / amax)) within
    [-127, 127] (0 when amax is 0). The reference VM and the device both compute it here, so their q
    are the same integers. The device's staging of such an x adds AMK_BLK_X8_BYTES: the units' q
-   (32 bytes each, two 16-byte halves a unit: half h of unit u at 16 (h * UP + u), so a warp's lanes
-   read consecutive 16-byte pieces), then each unit's d (F32), then its halves' sums of q (two
-   int16 in an I32, low half first). */
+   (32 bytes each), then from byte 32 UP each unit's d (F32) and its halves' sums of q (two int16
+   in an I32, low half first); amk_ops.cuh's amk_blk_stage_x8 has the layout. */
 AMK_PLAN_FN float amk_plan_x_q8(float y, float amax, float *d) {
     const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
     *d = amax * (1.0f / 127.0f);
@@ -394,7 +393,7 @@ AMK_PLAN_FN int amk_plan_blk_x8(int w, int wu, int64_t K) {
    (2.3 KB), its Q8_0 step 5% slower (4.3 KB; bench/NOTES.md session "dp4a"). The device takes 1
    where two slots of 2 do not fit. */
 AMK_PLAN_FN int amk_plan_blk_ring_m(int64_t K, int64_t cb) {
-    return K % (2 * 32 * AMK_BLK_RING_UNITS) == 0 && cb < 2048 ? 2 : 1;
+    return K % (2 * 32 * AMK_BLK_RING_UNITS) == 0 && cb < AMK_BLK_RING_M2_BYTES ? 2 : 1;
 }
 /* The ring's bytes for warps warps of S slots, the tile's larger chunk cb. */
 #define AMK_BLK_RING_BYTES(warps, S, cb) ((int64_t)(warps) * (S) * (8 + (int64_t)(cb)))

@@ -264,6 +264,9 @@
 #ifndef AMK_BLK_RING
 #define AMK_BLK_RING 1 /* the block ring of an x_q8 tile (amk_blk_ring) */
 #endif
+#ifndef AMK_BLK_RING_M2_BYTES
+#define AMK_BLK_RING_M2_BYTES 2048 /* the block ring's chunks are two parts where one part is fewer bytes (amk_plan_blk_ring_m) */
+#endif
 #ifndef AMK_BLK_RING_SLOTS
 #define AMK_BLK_RING_SLOTS 2 /* slots a warp in the block ring: 4 and 8 were no faster (bench/NOTES.md session "dp4a") */
 #endif

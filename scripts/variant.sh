@@ -4,7 +4,8 @@
 # without a full device build: KIND is the image's amk_image_kind (0 full, 1 general, 2 full
 # chain, 3 general chain, 4 prefill), CUBIN the variant (one nvcc -cubin of amk_vm.cuh with that
 # image's defines, gpu.mk). Writes build/var_NAME/amk_vm.set (for test_gpu's AMK_TEST_IMAGE) and
-# build/amk_NAME, compiled from this tree's host headers against build/'s other images.
+# build/amk_NAME, compiled from this tree's host headers against build/'s other images (with DEFS,
+# e.g. DEFS=-DAMK_BLK_RING_SLOTS=4, where a knob is the host's and the device's: amk_tune.h's H+D).
 set -eu
 cd "$(dirname "$0")/.."
 [ $# -eq 3 ] || { echo "usage: scripts/variant.sh NAME KIND CUBIN" >&2; exit 2; }
@@ -23,5 +24,5 @@ for k in 0 1 2 3 4 5; do
 done
 "$dev/embed" --set "$d/amk_vm.set" "${args[@]}"
 "$dev/embed" "$d/amk_device_image.h" amk_device_cubin "$d/amk_vm.set" amk_device_ptx "$dev/amk_vm.ptx"
-cc -std=c99 -O2 -I"$d" -DAMK_EMBED_DEVICE_IMAGE -o "build/amk_$name" examples/amk.c -lm -ldl
+cc -std=c99 -O2 ${DEFS:-} -I"$d" -DAMK_EMBED_DEVICE_IMAGE -o "build/amk_$name" examples/amk.c -lm -ldl
 echo "build/amk_$name, $d/amk_vm.set"
