@@ -1173,20 +1173,18 @@ static __device__ __forceinline__ void amk_blk_rows(const amk_buffer_t *W, int K
    slots of the larger matrix's chunk a warp at the end of shared memory (amk_plan.h's
    AMK_BLK_RING_BYTES: the warps' mbarriers, then their slots). Each lane decodes pairs of units
    (2p, 2p + 1 for p = lane, lane + 32, ... of a chunk: amk_blk_pair8) against x's q (the byte
-   staging of amk_blk_stage_x8) by dp4a: a unit of a block with scale d_w and x's d is d_w d sum(q_w q)
-   plus its offset's or min's term from the unit's sums of q. The first S chunks go out before the op's wait (the weights are constant), so
-   the staging of x overlaps them. why: the lane loads of amk_blk_rows hold one unit a lane in
-   flight and decode floats (~1 TB/s on the H200, bench/NOTES.md sessions "bound" and "x8": bytes
-   in flight and instructions an element, both); the ring holds its bytes in shared memory, not
-   registers, and dp4a takes four elements an instruction (bench/NOTES.md session "dp4a": what
-   bounds it now is a chunk's fixed work). Its decoders (amk_blk_pair8, amk_blk_unit8, amk_s32n) restate the lane
-   path's block layouts (amk_blk_unit, amk_blk_w32n) for shared memory and integer dots. why not
+   staging of amk_blk_stage_x8) by dp4a: a unit of a block with scale d_w and x's d is
+   d_w d sum(q_w q) plus its offset's or min's term from the unit's sums of q. The first S chunks
+   go out before the op's wait (the weights are constant), so the staging of x overlaps them.
+   why: the lane loads of amk_blk_rows hold one unit a lane in flight and decode floats (~1 TB/s
+   on the H200, bench/NOTES.md sessions "bound" and "x8": bytes in flight and instructions an
+   element, both); the ring holds its bytes in shared memory, not registers, and dp4a takes four
+   elements an instruction (bench/NOTES.md sessions "dp4a" and "pairs"). Its decoders
+   (amk_blk_pair8, amk_blk_unit8, amk_s32n) restate the lane path's block layouts (amk_blk_unit,
+   amk_blk_w32n) for shared memory and integer dots. why not
    shared helpers: factored, they changed the VM's register allocation and the chain image spilled
    (12 bytes; session "dp4a"), and the lane path's code is the one measured. */
 #if AMK_BLK_RING
-#ifndef AMK_BLK_PAIR_UNROLL
-#define AMK_BLK_PAIR_UNROLL 1
-#endif
 static const int amk_blk_pair_unroll = AMK_BLK_PAIR_UNROLL; /* why: a pragma's argument is not macro-expanded */
 /* The ring's slots for a tile (0: the tile does not take it): W and Wu (NULL: none) the matrices,
    avail the bytes of shared memory the op leaves it. */
@@ -1294,7 +1292,8 @@ static __device__ __forceinline__ int amk_blk_ring_chunks(const amk_op_ctx *c, i
 static __device__ __forceinline__ int amk_blk_stage_x8_takes(const amk_buffer_t *x, const amk_buffer_t *w) {
     const int a = x->dtype, b = w ? w->dtype : AMK_DTYPE_F32;
     return (a == AMK_DTYPE_F32 || a == AMK_DTYPE_BF16 || a == AMK_DTYPE_F16) &&
-           (b == AMK_DTYPE_F32 || b == AMK_DTYPE_BF16 || b == AMK_DTYPE_F16) && (x->ptr & 15u) == 0 && (!w || (w->ptr & 15u) == 0);
+           (b == AMK_DTYPE_F32 || b == AMK_DTYPE_BF16 || b == AMK_DTYPE_F16) && (x->ptr & 15u) == 0 &&
+           (!w || (w->ptr & 15u) == 0);
 }
 /* Quarter unit h of b (8 elements: two 16-byte pieces of F32, one of 16 bits) into r; as floats
    into y. */
@@ -1324,11 +1323,13 @@ static __device__ __forceinline__ float amk_blk_stage_x8(const amk_buffer_t *x, 
         uint4 rx[2], rw[2];
         float y[8];
         amk_blk_ld8(x, h, rx);
-        if (w) amk_blk_ld8(w, h, rw);
         amk_blk_cv8(x->dtype, rx, y);
 #pragma unroll
         for (int k = 0; k < 8; k++) ss = fmaf(y[k], y[k], ss);
-        if (w) { /* why element by element, not through a float array: that took the op's registers */
+        if (w) { /* why after x's (a weight read by every SM: an L2 hit), and element by element, not
+                    through a float array: with both in flight, the op ran out of registers */
+            asm volatile("" ::: "memory");
+            amk_blk_ld8(w, h, rw);
             const int tw = w->dtype;
 #pragma unroll
             for (int k = 0; k < 8; k++) {
@@ -1546,7 +1547,8 @@ static __device__ __forceinline__ float amk_blk_pair8(const uint8_t *slot, const
                               ql rows 64n and 64n + 32, nibble j & 1; qh row 32n, bits 2k and 2k + 2 */
         const int j = p & 3, n = j >> 1, hi = j & 1;
         const uint8_t *b = slot + (p >> 2) * 210, *ql = b + 64 * n, *qh = b + 128 + 32 * n;
-        const uint32_t sca = *(const unsigned short *)(b + 192 + 8 * n + 4 * hi), scb = *(const unsigned short *)(b + 194 + 8 * n + 4 * hi);
+        const uint32_t sca = *(const unsigned short *)(b + 192 + 8 * n + 4 * hi);
+        const uint32_t scb = *(const unsigned short *)(b + 194 + 8 * n + 4 * hi);
         uint32_t wl[8], wm[8], wh[8];
         amk_s32n(ql, wl, 8);
         amk_s32n(ql + 32, wm, 8);
@@ -1565,8 +1567,10 @@ static __device__ __forceinline__ float amk_blk_pair8(const uint8_t *slot, const
             }
         }
         const uint32_t qa = __float_as_uint(e.y), qb = __float_as_uint(e.w);
-        const int A = (int)(int8_t)(uint8_t)sca * (a0 - 32 * (int)(short)(qa & 0xFFFFu)) + (int)(int8_t)(uint8_t)(sca >> 8) * (a1 - 32 * ((int)qa >> 16));
-        const int B = (int)(int8_t)(uint8_t)scb * (b0 - 32 * (int)(short)(qb & 0xFFFFu)) + (int)(int8_t)(uint8_t)(scb >> 8) * (b1 - 32 * ((int)qb >> 16));
+        const int A = (int)(int8_t)(uint8_t)sca * (a0 - 32 * (int)(short)(qa & 0xFFFFu)) +
+                      (int)(int8_t)(uint8_t)(sca >> 8) * (a1 - 32 * ((int)qa >> 16));
+        const int B = (int)(int8_t)(uint8_t)scb * (b0 - 32 * (int)(short)(qb & 0xFFFFu)) +
+                      (int)(int8_t)(uint8_t)(scb >> 8) * (b1 - 32 * ((int)qb >> 16));
         return amk_s_f16(b + 208) * fmaf(e.x, (float)A, e.z * (float)B);
     }
     default: /* Q8_0 and the Q4_0 family: blocks of one unit, decoded one by one */

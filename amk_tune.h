@@ -85,8 +85,13 @@
    |                           |         |                                  | placement)                         |              |
    | AMK_BLK_RING              | 1       | the block ring of an x_q8 tile   | 8B Q4_K_M 4.85 -> 3.56 ms (x_q8    | 441-446      |
    |                           |         | (amk_blk_ring)                   | off, on; the lanes' path when off) |              |
-   | AMK_BLK_RING_SLOTS        | 2       | its slots a warp, 2..8 (H+D)     | 4 and 8 no faster; with chunks of  | 441-444      |
-   |                           |         |                                  | 128 units 4 was 3-5% slower        |              |
+   | AMK_BLK_RING_SLOTS        | 2       | its slots a warp, 2..8 (H+D)     | 4 and 8 no faster; with chunks of  | 441-444,     |
+   |                           |         |                                  | 128 units 4 was 3-5% slower; with  | 469          |
+   |                           |         |                                  | the pair decode 3 +1.3%, 4 +3.5%   |              |
+   | AMK_BLK_RING_M2_BYTES     | 2048    | chunks of two parts (128 units)  | Q8_0's 4.3 KB chunks: 8B Q8_0      | 445, 469     |
+   |                           |         | where a part is fewer bytes (H+D)| +5%, again +9.5% (run 469)         |              |
+   | AMK_BLK_PAIR_UNROLL       | 1       | the ring's pairs of units a lane | 2: 8B Q4_K_M +1%, spills 4 bytes   | 469          |
+   |                           |         | unrolled (amk_blk_ring_mat)      |                                    |              |
    | AMK_NAMED_BARRIERS        | 1       | the lean tile's named barriers;  | racecheck misreports correct code  | 278          |
    |                           |         | 0: one block barrier (racecheck  | after named barriers; 0 is never   |              |
    |                           |         | builds)                          | shipped                            |              |
@@ -264,11 +269,14 @@
 #ifndef AMK_BLK_RING
 #define AMK_BLK_RING 1 /* the block ring of an x_q8 tile (amk_blk_ring) */
 #endif
+#ifndef AMK_BLK_PAIR_UNROLL
+#define AMK_BLK_PAIR_UNROLL 1 /* the block ring's pairs of units a lane, unrolled: 2 was slower (run 469) */
+#endif
 #ifndef AMK_BLK_RING_M2_BYTES
 #define AMK_BLK_RING_M2_BYTES 2048 /* the block ring's chunks are two parts where one part is fewer bytes (amk_plan_blk_ring_m) */
 #endif
 #ifndef AMK_BLK_RING_SLOTS
-#define AMK_BLK_RING_SLOTS 2 /* slots a warp in the block ring: 4 and 8 were no faster (bench/NOTES.md session "dp4a") */
+#define AMK_BLK_RING_SLOTS 2 /* slots a warp in the block ring: 3, 4 and 8 were no faster (bench/NOTES.md sessions "dp4a", "pairs") */
 #endif
 #ifndef AMK_NAMED_BARRIERS
 #define AMK_NAMED_BARRIERS 1 /* 0: block barriers, for compute-sanitizer racecheck only (run 278) */
