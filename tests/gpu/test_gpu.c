@@ -1075,6 +1075,7 @@ static int g_fused_threads;
 static int64_t g_fused_rows;
 static amk_dtype g_fused_up; /* RMSNORM_SWIGLU's up dtype when not F32 (0): else wt */
 static int g_fused_xq8;       /* 1: the tiles take x_q8 (x rounded to 8 bits a unit) */
+static amk_dtype g_fused_norm; /* the norm weight's dtype when not F32 (0) */
 static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, amk_dtype wt, amk_dtype ot, int64_t M,
                        int64_t N, int64_t K, int64_t hd, const int32_t *pos, int64_t cache_rows, double rtol) {
     amk_program *p = prog_new(2);
@@ -1083,7 +1084,7 @@ static void fused_case(const char *tag, amk_opcode op, int flags, amk_dtype xt, 
     const int64_t half = (N / 2) & ~(int64_t)1; /* why: even, so RoPE pairs stay in one tile */
     gcase g;
     in[0] = buf(p, "x", AMK_KIND_IO_INPUT, xt, 2, M, K, 0);
-    in[1] = buf(p, "norm_w", AMK_KIND_WEIGHT, AMK_DTYPE_F32, 1, K, 0, 0);
+    in[1] = buf(p, "norm_w", AMK_KIND_WEIGHT, g_fused_norm ? g_fused_norm : AMK_DTYPE_F32, 1, K, 0, 0);
     in[2] = buf(p, "W", AMK_KIND_WEIGHT, wt, 2, N, K, 0);
     if (op == AMK_OP_RMSNORM_SWIGLU) in[ni++] = buf(p, "W_up", AMK_KIND_WEIGHT, g_fused_up ? g_fused_up : wt, 2, N, K, 0);
     if (pflags) in[ni++] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, M, 0, 0);
@@ -1293,6 +1294,14 @@ static void test_blk_ring(void) {
     g_fused_up = (amk_dtype)0;
     fused_case("NORM_SWIGLU ring Q4_1", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_F32, AMK_DTYPE_Q4_1, AMK_DTYPE_F32, 1, 66, 2048, 0,
                NULL, 0, -1);
+    /* the ring's staging of x and a norm weight in each 16- and 32-bit float (amk_blk_stage_x8) */
+    g_fused_norm = AMK_DTYPE_BF16;
+    fused_case("NORM_GEMV ring Q4_K, F16 x, BF16 norm", AMK_OP_RMSNORM_GEMV, 0, AMK_DTYPE_F16, AMK_DTYPE_Q4_K, AMK_DTYPE_F32, 1,
+               72, 4096, 0, NULL, 0, -1);
+    g_fused_norm = AMK_DTYPE_F16;
+    fused_case("NORM_SWIGLU ring Q6_K, BF16 x, F16 norm", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_BF16, AMK_DTYPE_Q6_K,
+               AMK_DTYPE_BF16, 1, 48, 2048, 0, NULL, 0, -1);
+    g_fused_norm = (amk_dtype)0;
     fused_case("NORM_GEMV x_q8 Q4_0 lanes M=2", AMK_OP_RMSNORM_GEMV, 1, AMK_DTYPE_F32, AMK_DTYPE_Q4_0, AMK_DTYPE_F32, 2, 64,
                2048, 64, p2, 0, 1e-3);
     fused_case("NORM_SWIGLU x_q8 Q8_0 lanes K=576", AMK_OP_RMSNORM_SWIGLU, 0, AMK_DTYPE_F32, AMK_DTYPE_Q8_0, AMK_DTYPE_F32, 1,
