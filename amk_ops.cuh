@@ -1275,19 +1275,6 @@ static __device__ __forceinline__ int amk_blk_ring_chunks(const amk_op_ctx *c, i
     return amk_blk_ring_rows_of((int)nt, &r0) * (c->ins.params.K / (32 * AMK_BLK_RING_UNITS * m)) * (two ? 2 : 1);
 }
 
-/* x[0 .. K) times w (a norm weight, when w) rounded to 8 bits a unit (amk_plan_x_q8) into the
-   ring's staging x8 (amk_plan.h's AMK_BLK_X8_BYTES), laid out for the ring's pairs of units
-   (amk_blk_ring_mat: a lane takes units 2P and 2P + 1): four planes of P2 = K / 64 16-byte pieces,
-   half h of unit u in plane 2 (u & 1) + h at piece u >> 1, so a warp's lanes read consecutive
-   pieces; then at 32 UP bytes each unit's d (F32) and its halves' sums of q (two int16 in an I32,
-   low half first), 8 bytes a unit, so a pair's four are one 16-byte load. Returns the thread's sum
-   of x^2. A thread takes quarter units (8 elements: quarters tid, tid + threads, ...), their x and
-   w by 16-byte loads issued together, a unit's four quarters in neighbouring lanes. K a multiple of
-   2048 (the ring's rows), the block's threads a multiple of 32, x and w 16-byte aligned F32, BF16
-   or F16 (amk_blk_stage_x8_takes). why: amk_blk_stage_x (a warp a unit, an element a lane) waits
-   out a load's latency each round of AMK_BLK_STAGE_ILP elements, behind the round's warp
-   reductions: x's staging took 2.6-3.8 us of a K = 4096 tile on the 8B and 8 us at K = 14336
-   (AMK_VM_MARKS, bench/NOTES.md session "pairs"). */
 /* 1 when amk_blk_stage_x8 takes x and w (NULL: none). */
 static __device__ __forceinline__ int amk_blk_stage_x8_takes(const amk_buffer_t *x, const amk_buffer_t *w) {
     const int a = x->dtype, b = w ? w->dtype : AMK_DTYPE_F32;
@@ -1315,6 +1302,19 @@ static __device__ __forceinline__ void amk_blk_cv8(int t, const uint4 *r, float 
     } else if (t == AMK_DTYPE_BF16) amk_unpack_bf16x8(r[0], y);
     else amk_unpack_f16x8(r[0], y);
 }
+/* x[0 .. K) times w (a norm weight, when w) rounded to 8 bits a unit (amk_plan_x_q8) into the
+   ring's staging x8 (amk_plan.h's AMK_BLK_X8_BYTES), laid out for the ring's pairs of units
+   (amk_blk_ring_mat: a lane takes units 2P and 2P + 1): four planes of P2 = K / 64 16-byte pieces,
+   half h of unit u in plane 2 (u & 1) + h at piece u >> 1, so a warp's lanes read consecutive
+   pieces; then at 32 UP bytes each unit's d (F32) and its halves' sums of q (two int16 in an I32,
+   low half first), 8 bytes a unit, so a pair's four are one 16-byte load. Returns the thread's sum
+   of x^2. A thread takes quarter units (8 elements: quarters tid, tid + threads, ...), their x and
+   w by 16-byte loads issued together, a unit's four quarters in neighbouring lanes. K a multiple of
+   2048 (the ring's rows), the block's threads a multiple of 32, x and w 16-byte aligned F32, BF16
+   or F16 (amk_blk_stage_x8_takes). why: amk_blk_stage_x (a warp a unit, an element a lane) waits
+   out a load's latency each round of AMK_BLK_STAGE_ILP elements, behind the round's warp
+   reductions: x's staging took 2.6-3.8 us of a K = 4096 tile on the 8B and 8 us at K = 14336
+   (AMK_VM_MARKS, bench/NOTES.md session "pairs"). */
 static __device__ __forceinline__ float amk_blk_stage_x8(const amk_buffer_t *x, int K, const amk_buffer_t *w, uint8_t *x8) {
     const int tid = amk_tid(), nt = amk_ntid(), P2 = K / 64, UP = AMK_BLK_UP(K), j = tid & 3;
     float *xd = (float *)(x8 + 32 * UP);
@@ -1491,6 +1491,14 @@ static __device__ __forceinline__ float amk_blk_unit8(const uint8_t *slot, const
     }
 }
 
+/* c + the dot of a's four unsigned bytes with b's four signed ones. */
+static __device__ __forceinline__ int amk_dp4a_us(uint32_t a, uint32_t b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+/* A unit's sum of q from its halves' (amk_blk_stage_x8's two int16). */
+static __device__ __forceinline__ int amk_blk_sq(uint32_t sq) { return (int)(short)(sq & 0xFFFFu) + ((int)sq >> 16); }
 /* Units 2p and 2p + 1 of a chunk at slot (a pair: p < 32 m), of format t in family fam, times x's
    units: their q words xa and xb (amk_blk_unit8's xw), and e = {d, halves' sums of q} of unit 2p,
    then of 2p + 1 (amk_blk_stage_x8's layout). why pairs: a K-quant's two adjacent units share their
@@ -1498,13 +1506,6 @@ static __device__ __forceinline__ float amk_blk_unit8(const uint8_t *slot, const
    one header; Q6_K's k = 0, 1 or 2, 3 share their high bits), and their scales come from one
    word by branch-free selects, where a unit a lane decoded its scale's two cases as divergent
    branches: ~155 instructions a Q4_K unit (bench/NOTES.md session "pairs"). */
-/* c + the dot of a's four unsigned bytes with b's four signed ones. */
-static __device__ __forceinline__ int amk_dp4a_us(uint32_t a, uint32_t b, int c) {
-    int d;
-    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-static __device__ __forceinline__ int amk_blk_sq(uint32_t sq) { return (int)(short)(sq & 0xFFFFu) + ((int)sq >> 16); }
 static __device__ __forceinline__ float amk_blk_pair8(const uint8_t *slot, const int fam, const int t, int p, const uint32_t *xa,
                                                       const uint32_t *xb, float4 e) {
     switch (fam) {
