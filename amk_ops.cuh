@@ -1308,13 +1308,13 @@ static __device__ __forceinline__ void amk_blk_cv8(int t, const uint4 *r, float 
    half h of unit u in plane 2 (u & 1) + h at piece u >> 1, so a warp's lanes read consecutive
    pieces; then at 32 UP bytes each unit's d (F32) and its halves' sums of q (two int16 in an I32,
    low half first), 8 bytes a unit, so a pair's four are one 16-byte load. Returns the thread's sum
-   of x^2. A thread takes quarter units (8 elements: quarters tid, tid + threads, ...), their x and
-   w by 16-byte loads issued together, a unit's four quarters in neighbouring lanes. K a multiple of
-   2048 (the ring's rows), the block's threads a multiple of 32, x and w 16-byte aligned F32, BF16
-   or F16 (amk_blk_stage_x8_takes). why: amk_blk_stage_x (a warp a unit, an element a lane) waits
-   out a load's latency each round of AMK_BLK_STAGE_ILP elements, behind the round's warp
-   reductions: x's staging took 2.6-3.8 us of a K = 4096 tile on the 8B and 8 us at K = 14336
-   (AMK_VM_MARKS, bench/NOTES.md session "pairs"). */
+   of x^2. A thread takes quarter units (8 elements: quarters tid, tid + threads, ...), x's by
+   16-byte loads issued together (then w's, below), a unit's four quarters in neighbouring lanes.
+   K a multiple of 2048 (the ring's rows), the block's threads a multiple of 32, x and w 16-byte
+   aligned F32, BF16 or F16 (amk_blk_stage_x8_takes). why: amk_blk_stage_x (a warp a unit, an
+   element a lane) waits out a load's latency each round of AMK_BLK_STAGE_ILP elements, behind the
+   round's warp reductions: x's staging took 2.6-3.8 us of a K = 4096 tile on the 8B and 8 us at
+   K = 14336 (AMK_VM_MARKS, bench/NOTES.md session "pairs"). */
 static __device__ __forceinline__ float amk_blk_stage_x8(const amk_buffer_t *x, int K, const amk_buffer_t *w, uint8_t *x8) {
     const int tid = amk_tid(), nt = amk_ntid(), P2 = K / 64, UP = AMK_BLK_UP(K), j = tid & 3;
     float *xd = (float *)(x8 + 32 * UP);
@@ -1386,8 +1386,9 @@ static __device__ __forceinline__ void amk_s32n(const uint8_t *p, uint32_t *w, c
 static __device__ __forceinline__ float amk_s_f16(const uint8_t *p) {
     return __half2float(__ushort_as_half(*(const unsigned short *)p));
 }
-/* Unit uu (0 .. AMK_BLK_RING_UNITS - 1) of a chunk at slot, of format t in family fam (amk_blk_unit's
-   families but Q2_K's), times x's unit: its q words xw, its d dx and its halves' sums of q sq. */
+/* Unit uu (0 .. AMK_BLK_RING_UNITS - 1) of a chunk at slot, of format t in family fam (Q8_0 or the
+   Q4_0 family, whose blocks are one unit; the K-quants decode by pairs, amk_blk_pair8), times x's
+   unit: its q words xw, its d dx and its halves' sums of q sq. */
 static __device__ __forceinline__ float amk_blk_unit8(const uint8_t *slot, const int fam, const int t, int uu,
                                                       const uint32_t *xw, float dx, int sq) {
     const int s0 = (int)(short)(sq & 0xFFFF), s1 = sq >> 16;
@@ -1405,7 +1406,7 @@ static __device__ __forceinline__ float amk_blk_unit8(const uint8_t *slot, const
         }
         return amk_s_f16(b) * dx * (float)(a + a1);
     }
-    case AMK_DTYPE_Q4_0: {
+    default: { /* the Q4_0 family */
         const int m1 = t == AMK_DTYPE_Q4_1 || t == AMK_DTYPE_Q5_1, five = t == AMK_DTYPE_Q5_0 || t == AMK_DTYPE_Q5_1;
         const int B = t == AMK_DTYPE_Q4_0 ? 18 : t == AMK_DTYPE_Q4_1 ? 20 : t == AMK_DTYPE_Q5_0 ? 22 : 24;
         const uint8_t *b = slot + uu * B, *qw = b + (m1 ? 4 : 2) - (five ? 0 : 4);
@@ -1433,60 +1434,6 @@ static __device__ __forceinline__ float amk_blk_unit8(const uint8_t *slot, const
         a += a1;
         const float d = amk_s_f16(b) * dx;
         return m1 ? fmaf(d, (float)a, amk_s_f16(b + 2) * dx * (float)(s0 + s1)) : d * (float)(a - (five ? 16 : 8) * (s0 + s1));
-    }
-    case AMK_DTYPE_Q4_K: {
-        const int five = t == AMK_DTYPE_Q5_K, s = uu & 7, c = s >> 1, h = s & 1;
-        const uint8_t *b = slot + (uu >> 3) * (five ? 176 : 144);
-        const uint4 hd = *(const uint4 *)b;
-        const uint4 q0 = *(const uint4 *)(b + (five ? 48 : 16) + 32 * c), q1 = *(const uint4 *)(b + (five ? 64 : 32) + 32 * c);
-        uint4 h0 = make_uint4(0u, 0u, 0u, 0u), h1 = h0;
-        if (five) { h0 = *(const uint4 *)(b + 16); h1 = *(const uint4 *)(b + 32); }
-#define AMK__BLK_SC(k) ((((k) < 4 ? hd.y : (k) < 8 ? hd.z : hd.w) >> (8 * ((k) & 3))) & 0xFFu)
-        uint32_t sc, mn;
-        if (s < 4) {
-            sc = AMK__BLK_SC(s) & 63u;
-            mn = AMK__BLK_SC(s + 4) & 63u;
-        } else {
-            sc = (AMK__BLK_SC(s + 4) & 0xFu) | (AMK__BLK_SC(s - 4) >> 6) << 4;
-            mn = (AMK__BLK_SC(s + 4) >> 4) | (AMK__BLK_SC(s) >> 6) << 4;
-        }
-#undef AMK__BLK_SC
-        const float d = __half2float(__ushort_as_half((unsigned short)(hd.x & 0xFFFFu)));
-        const float dmin = __half2float(__ushort_as_half((unsigned short)(hd.x >> 16)));
-        const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-        const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-        int a1 = 0;
-#pragma unroll
-        for (int g = 0; g < 8; g++) {
-            const int w = (int)(((qw[g] >> (4 * h)) & 0x0F0F0F0Fu) | (five ? ((hw[g] >> s) & 0x01010101u) << 4 : 0u));
-            if (g & 1) a1 = __dp4a(w, (int)xw[g], a1);
-            else a = __dp4a(w, (int)xw[g], a);
-        }
-        return dx * fmaf(d * (float)sc, (float)(a + a1), -(dmin * (float)mn) * (float)(s0 + s1));
-    }
-    default: { /* Q6_K: elements 128n + 32k + l: nibble k / 2 of ql[64n + 32(k % 2) + l], bits 2k of qh[32n + l] */
-        const int s = uu & 7, n = s >> 2, k = s & 3;
-        const uint8_t *b = slot + (uu >> 3) * 210, *ql = b + 64 * n + 32 * (k & 1), *qh = b + 128 + 32 * n;
-        const uint32_t scs = *(const unsigned short *)(b + 192 + 8 * n + 2 * k); /* the scales of l < 16 and l >= 16 */
-        uint32_t wl[8], wh[8];
-        int a1 = 0, b0 = 0, b1 = 0;
-        amk_s32n(ql, wl, 8);
-        amk_s32n(qh, wh, 8);
-#pragma unroll
-        for (int g = 0; g < 8; g++) {
-            const int w = (int)(((wl[g] >> (4 * (k >> 1))) & 0x0F0F0F0Fu) | (((wh[g] >> (2 * k)) & 0x03030303u) << 4));
-            if (g < 4) {
-                if (g & 1) b0 = __dp4a(w, (int)xw[g], b0);
-                else a = __dp4a(w, (int)xw[g], a);
-            } else {
-                if (g & 1) b1 = __dp4a(w, (int)xw[g], b1);
-                else a1 = __dp4a(w, (int)xw[g], a1);
-            }
-        }
-        a += b0;
-        a1 += b1;
-        return amk_s_f16(b + 208) * dx *
-               (float)((int)(int8_t)(uint8_t)scs * (a - 32 * s0) + (int)(int8_t)(uint8_t)(scs >> 8) * (a1 - 32 * s1));
     }
     }
 }
