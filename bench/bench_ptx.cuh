@@ -1,5 +1,6 @@
 /* bench/bench_ptx.cuh - the few PTX helpers the standalone GPU probes in bench/ share
-   (sm_rate.cu, cluster_probe.cu, red_probe.cu). Not part of the library: amk_ops.cuh has its own. */
+   (sm_rate.cu, cluster_probe.cu, red_probe.cu, poll_probe.cu). Not part of the library: amk_ops.cuh
+   has its own. */
 #ifndef AMK_BENCH_PTX_CUH
 #define AMK_BENCH_PTX_CUH
 #include <cstdio>
