@@ -8,7 +8,7 @@
 # its rounds' ms/token and their median, and each binary's median over the first's. TRACE=1 adds
 # one step's timeline per binary, shape and weights at the first context (bench/phases.py --starts).
 # Logs and traces in $OUT.
-#   here:       DEFS=-DKNOB=1 scripts/variant.sh x 1 /tmp/x/amk_vm.cubin
+#   here:       DEFS=-DKNOB=1 scripts/variant.sh x 1        (builds the general image with the knob)
 #               tar -cf - build/amk build/amk_x | xz -T2 -6 --lzma2=dict=64MiB > .gpu_carry/bins.tar.xz
 #   on the GPU: scripts/gpu_variants.sh build/amk build/amk_x       (the device tool: carry [".gpu_carry"])
 # Knobs (environment): ROUNDS (3), ITERS (30), CTX (128; a list such as 128,4096), SHAPES
