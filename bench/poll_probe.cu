@@ -14,7 +14,8 @@
    (busy 0), issues `bytes` of copies at T - lead from warp 1, and thread 0 polls the counter as the
    VM does (relaxed loads, a nanosleep back-off of 32 doubling to 64 ns, one acquire read once
    met). The row: the median and 90th percentile over the blocks of (seen - T), and the median of
-   the copies' completion after T (from the block's wait for them after the poll).
+   the copies' completion after T (warp 1's wait for them; "-" for none and prefetch, which have
+   nothing to wait for).
 
      none      no copies
      ldgsts    cp.async 16-byte pieces (LDGSTS) over warp 1's lanes, into shared memory
@@ -171,8 +172,10 @@ int main(void) {
                     std::sort(seen.begin(), seen.end());
                     std::sort(done.begin(), done.end());
                     const size_t n = seen.size();
-                    printf("| %d | %s | %u | %.1f | %.2f | %.2f | %.2f |\n", busy, names[mode], bytes >> 10, lead / 1000.0,
-                           seen[n / 2], seen[n * 9 / 10], mode == 0 || mode == 3 ? 0.0 : done[n / 2]);
+                    char dn[16] = "-";
+                    if (mode != 0 && mode != 3) snprintf(dn, sizeof dn, "%.2f", done[n / 2]);
+                    printf("| %d | %s | %u | %.1f | %.2f | %.2f | %s |\n", busy, names[mode], bytes >> 10, lead / 1000.0,
+                           seen[n / 2], seen[n * 9 / 10], dn);
                 }
     return 0;
 }

@@ -22,6 +22,8 @@ gpu_start
 ROUNDS=${ROUNDS:-3} ITERS=${ITERS:-30} CTX=${CTX:-128} SHAPES=${SHAPES:-llama3-8b,llama3.2-1b}
 QUANTS=${QUANTS-Q4_K_M}
 bins=("$@")
+# qargs W: amk bench's options for weights W (BF16: the float step's own)
+qargs() { [ "$1" = BF16 ] || printf '%s\n' --quant "$1"; }
 weights=(BF16)
 for q in ${QUANTS//,/ }; do weights+=("$q"); done
 for b in "${bins[@]}"; do [ -x "$b" ] || { echo "gpu_variants.sh: $b is not an executable" >&2; exit 2; }; done
@@ -30,8 +32,7 @@ for r in $(seq 1 "$ROUNDS"); do
   for k in "${!bins[@]}"; do
     b=${bins[$(((k + r - 1) % ${#bins[@]}))]}
     for w in "${weights[@]}"; do
-      qa=()
-      [ "$w" = BF16 ] || qa=(--quant "$w")
+      mapfile -t qa < <(qargs "$w")
       run "$(basename "$b").$w.$r" timeout 300 "$b" bench --shapes "$SHAPES" --iters "$ITERS" --ctx "$CTX" "${qa[@]}"
     done
   done
@@ -39,8 +40,7 @@ done
 if [ "${TRACE:-0}" = 1 ]; then
   for b in "${bins[@]}"; do
     for w in "${weights[@]}"; do
-      qa=()
-      [ "$w" = BF16 ] || qa=(--quant "$w")
+      mapfile -t qa < <(qargs "$w")
       run "$(basename "$b").$w.trace" timeout 300 "$b" bench --shapes "$SHAPES" --iters 10 --ctx "${CTX%%,*}" "${qa[@]}" \
         --trace "$OUTD/$(basename "$b")"
     done
@@ -53,10 +53,10 @@ if [ "${TRACE:-0}" = 1 ]; then
   done
 fi
 printf '%s\n' "${rows[@]}"
-python3 - "$OUTD" "$ROUNDS" "${bins[@]}" <<'EOF'
+python3 - "$OUTD" "${bins[@]}" <<'EOF'
 import os, statistics, sys
-outd, rounds, bins = sys.argv[1], int(sys.argv[2]), [os.path.basename(b) for b in sys.argv[3:]]
-cells, order = {}, []  # (row, bin) -> [ms by round]; rows in the order first seen
+outd, bins = sys.argv[1], [os.path.basename(b) for b in sys.argv[2:]]
+cells, rows = {}, set()  # (row, bin) -> {round: ms}; the rows seen
 for name in sorted(os.listdir(outd)):
     parts = name.rsplit(".", 3)  # BIN.WEIGHTS.ROUND.log
     if len(parts) != 4 or parts[3] != "log" or parts[0] not in bins or not parts[2].isdigit():
@@ -70,13 +70,12 @@ for name in sorted(os.listdir(outd)):
         except ValueError:
             continue
         row = (f[0], int(f[1]))
-        if row not in order:
-            order.append(row)
+        rows.add(row)
         cells.setdefault((row, parts[0]), {})[int(parts[2])] = ms
 print("\n| shape | ctx | " + " | ".join(f"{b} ms (rounds; median)" for b in bins) + " | " +
       " | ".join(f"{b} / {bins[0]}" for b in bins[1:]) + " |")
 print("|---|---|" + "---|" * (2 * len(bins) - 1))
-for row in sorted(order, key=lambda r: (r[0], r[1])):
+for row in sorted(rows):
     meds, out = [], []
     for b in bins:
         v = cells.get((row, b), {})
