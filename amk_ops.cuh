@@ -3074,8 +3074,11 @@ static __device__ __forceinline__ void amk_attn_mma_stage_q(unsigned char *qs, c
    (groups gi = warp, warp + warps, ...): scores = q . K^T on the tensor cores (16 query-head rows,
    the rows past the pass's heads zero), its softmax over the 16 keys in registers (m, l), p . V
    on the tensor cores with p split into three bf16 terms (hi + mid + lo: ~24 bits, so the sums
-   keep F32 accuracy), the group's sums and m, l to shared memory; then one thread an output
-   (head, dim) combines the groups (and the running sums of earlier chunks). The window's K and V
+   keep F32 accuracy), the group's sums and m, l to shared memory; then a warp a head turns the
+   groups' (m, l) into their weights (a lane a group: one exp each), and one thread an output (head,
+   dim) adds the groups' sums by them (and the running sums of earlier chunks). why the weights
+   once: with one thread an output doing both, each paid an exp a group, and the step ~0.5% more
+   (bench/RESULTS.md runs 484, 487). The window's K and V
    rows are requested with q and the position when the window fits one chunk. */
 AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int odt, int64_t dyn) {
     const amk_params_t *P = &c->ins.params;
@@ -3233,29 +3236,31 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
                     }
                     __syncthreads(); /* the groups' sums and m, l */
                     AMK_OP_MARK(c, 2);
-                    for (int i = tid; i < gh * hd; i += NT) { /* output (head h, dim e) */
-                        const int h = i / hd, e = i - h * hd, first = c0 == r0;
+                    for (int h = tid >> 5; h < gh; h += NT >> 5) { /* head h's weights, a lane a group (G <= 32) */
+                        const int first = c0 == r0;
                         const float mo = first ? -INFINITY : rml[(par * R + h) * 2];
-                        float M = mo, L, A, a;
-                        /* why unrolled: the groups' loads then go out together (SmolLM2 -0.6%, 1B
-                           -0.2%, bench/RESULTS.md run 115) */
-#pragma unroll 4
-                        for (int k = 0; k < G; k++) M = fmaxf(M, pml[(k * R + h) * 2]);
-                        a = first ? 0.0f : expf(mo - M); /* M is finite: every group has a key */
-                        L = first ? 0.0f : rml[(par * R + h) * 2 + 1] * a;
-                        A = first ? 0.0f : racc[i] * a;
-#pragma unroll 4
-                        for (int k = 0; k < G; k++) {
-                            const float w = expf(pml[(k * R + h) * 2] - M);
-                            L += w * pml[(k * R + h) * 2 + 1];
-                            A += w * pacc[(int64_t)(k * R + h) * hd + e];
+                        const float mk = lane < G ? pml[(lane * R + h) * 2] : -INFINITY;
+                        const float lk = lane < G ? pml[(lane * R + h) * 2 + 1] : 0.0f;
+                        const float M = fmaxf(mo, amk_warp_max(mk)); /* finite: every group has a key */
+                        const float w = lane < G ? expf(mk - M) : 0.0f, a = first ? 0.0f : expf(mo - M);
+                        const float L = amk_warp_sum(w * lk) + (first ? 0.0f : rml[(par * R + h) * 2 + 1] * a);
+                        __syncwarp(); /* every lane read its group's m and l */
+                        if (lane < G) pml[(lane * R + h) * 2] = w;
+                        if (lane == 0) {
+                            pml[h * 2 + 1] = a; /* group 0's l slot: the running sums' factor */
+                            rml[((par ^ 1) * R + h) * 2] = M;
+                            rml[((par ^ 1) * R + h) * 2 + 1] = L;
                         }
-                        if (!last) {
-                            racc[i] = A;
-                            if (e == 0) { rml[((par ^ 1) * R + h) * 2] = M; rml[((par ^ 1) * R + h) * 2 + 1] = L; }
-                        } else {
-                            amk_attn_out(optr, odt, partial, h0 + h, hd, e, A, M, L);
-                        }
+                    }
+                    __syncthreads(); /* the weights */
+                    for (int i = tid; i < gh * hd; i += NT) { /* output (head h, dim e) */
+                        const int h = i / hd, e = i - h * hd;
+                        float A = c0 == r0 ? 0.0f : racc[i] * pml[h * 2 + 1];
+#pragma unroll 4
+                        for (int k = 0; k < G; k++) A = fmaf(pml[(k * R + h) * 2], pacc[(int64_t)(k * R + h) * hd + e], A);
+                        if (!last) racc[i] = A;
+                        else amk_attn_out(optr, odt, partial, h0 + h, hd, e, A, rml[((par ^ 1) * R + h) * 2],
+                                          rml[((par ^ 1) * R + h) * 2 + 1]);
                     }
                     __syncthreads(); /* why: the next chunk or pass overwrites K, V, q and the sums */
                 }
@@ -5271,10 +5276,12 @@ AMK_OP_FN void amk_op_attention_combine(amk_op_ctx *c, float *smem) {
                 amk_combine_set(v[0], ml[0], &M, &L, &a0, &a1);
                 amk_combine_set(v[1], ml[1], &M, &L, &a0, &a1);
             }
+            AMK_OP_MARK(c, 0); /* the sets merged */
             L = L > 0.0f ? 1.0f / L : 0.0f;
             amk_store((void *)o->ptr, o->dtype, h * hd + d, a0 * L);
             amk_store((void *)o->ptr, o->dtype, h * hd + d + 1, a1 * L);
         }
+        AMK_OP_MARK(c, 1); /* the outputs stored */
         return;
     }
     for (e = AMK_OPS_TID; e < nt * hd; e += AMK_OPS_NT) {
