@@ -56,6 +56,19 @@ static __device__ __forceinline__ void prefetch_l2(const void *src, uint32_t byt
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(src), "r"(bytes) : "memory");
 }
 
+/* The warp's read of bytes at p: 16-byte ld.global.nc a lane, 8 in flight; returns the lane's XOR. */
+static __device__ __forceinline__ uint32_t warp_read(const char *p, uint32_t bytes, int lane) {
+    uint32_t acc = 0;
+    for (uint32_t o = lane * 16; o < bytes; o += 8 * 32 * 16) {
+        uint4 r[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) r[u] = o + u * 32 * 16 < bytes ? ld_nc_na(p + o + u * 32 * 16) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < 8; u++) acc ^= r[u].x ^ r[u].y ^ r[u].z ^ r[u].w;
+    }
+    return acc;
+}
+
 /* ctl[0]: blocks ready; ctl[1]: T's low word, ctl[2] its high word, ctl[3] T announced; ctl[4]: the
    counter. out[3 b + 0] seen - T, out[3 b + 1] copies done (or the prefetched bytes read) - T,
    out[3 b + 2] x read - T (ns; signed as int64). */
@@ -115,13 +128,7 @@ __global__ void __launch_bounds__(THREADS, 1) k_poll(int mode, uint32_t bytes, u
         } else if (mode == 3 && lane == 0) {
             for (uint32_t o = 0; o < bytes; o += CHUNK) prefetch_l2(s + o, CHUNK);
         } else if (mode == 4) {
-            for (uint32_t o = lane * 16; o < bytes; o += 8 * 32 * 16) {
-                uint4 r[8];
-#pragma unroll
-                for (int u = 0; u < 8; u++) r[u] = o + u * 32 * 16 < bytes ? ld_nc_na(s + o + u * 32 * 16) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-                for (int u = 0; u < 8; u++) acc ^= r[u].x ^ r[u].y ^ r[u].z ^ r[u].w;
-            }
+            acc ^= warp_read(s, bytes, lane);
         } else if (mode == 5) {
             for (uint32_t o = lane * 128; o < bytes; o += 32 * 128) asm volatile("prefetch.global.L2 [%0];" :: "l"(s + o) : "memory");
         }
@@ -153,13 +160,7 @@ __global__ void __launch_bounds__(THREADS, 1) k_poll(int mode, uint32_t bytes, u
         if (mode == 2) bar_wait(&bar, 0);
         if (mode == 3 || mode == 5 || mode == 6) {
             while (gtimer() < T) {}
-            for (uint32_t o = lane * 16; o < bytes; o += 8 * 32 * 16) {
-                uint4 r[8];
-#pragma unroll
-                for (int u = 0; u < 8; u++) r[u] = o + u * 32 * 16 < bytes ? ld_nc_na(s + o + u * 32 * 16) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-                for (int u = 0; u < 8; u++) acc ^= r[u].x ^ r[u].y ^ r[u].z ^ r[u].w;
-            }
+            acc ^= warp_read(s, bytes, lane);
         }
         __syncwarp();
         if (lane == 0) out[3 * b + 1] = (int64_t)(gtimer() - T);
