@@ -39,7 +39,7 @@
 #ifndef AMK_PORTABLE
 #define AMK_PORTABLE 0
 #endif
-#if AMK_PORTABLE && (AMK_LEAN || AMK_RING || AMK_ATTN_LEAN || AMK_GEMM_TMA || AMK_ATTN_KV_TMA || AMK_BLK_RING)
+#if AMK_PORTABLE && (AMK_LEAN || AMK_RING || AMK_ATTN_LEAN || AMK_GEMM_TMA || AMK_ATTN_KV_TMA)
 #error "AMK_PORTABLE: the lean, ring and tensor-map forms need sm_90 (gpu.mk's DEVICE_PORTABLE turns them off)"
 #endif
 
@@ -1227,13 +1227,31 @@ static __device__ __forceinline__ amk_blk_src amk_blk_ring_src(const amk_buffer_
     r.Tm = Tm;
     return r;
 }
-/* Lane 0's copy of the warp's chunk j into slot (its mbarrier bar). */
+/* Lane 0's copy of the warp's chunk j into slot (its mbarrier bar); in the portable image every
+   lane's part, 16-byte cp.async pieces, each lane then one arrival (the slots' mbarriers count
+   AMK_BLK_RING_ISSUERS). why every lane there: the bulk copy's emulation is one thread's cp.async,
+   72-288 of them a chunk one after another. AMK_BLK_RING_ISSUER(lane): whether lane issues. */
+#if AMK_PORTABLE
+#define AMK_BLK_RING_ISSUERS 32
+#define AMK_BLK_RING_ISSUER(lane) 1
+static __device__ __forceinline__ void amk_blk_ring_issue_lane(const amk_blk_src *r, int j, char *slot, uint64_t *bar, int lane) {
+    const uint32_t b = j < r->Tm ? r->gb : r->ub;
+    const char *src = j < r->Tm ? r->g + (int64_t)j * b : r->u + (int64_t)(j - r->Tm) * b;
+    for (uint32_t i = 16u * (uint32_t)lane; i < b; i += 16u * AMK_BLK_RING_ISSUERS) amk_ptx_cp_async_16(slot + i, src + i);
+    amk_ptx_bulk_commit(bar);
+}
+#define AMK_BLK_RING_ISSUE(r, j, slot, bar, lane) amk_blk_ring_issue_lane(r, j, slot, bar, lane)
+#else
+#define AMK_BLK_RING_ISSUERS 1
+#define AMK_BLK_RING_ISSUER(lane) ((lane) == 0)
 static __device__ __forceinline__ void amk_blk_ring_issue(const amk_blk_src *r, int j, char *slot, uint64_t *bar) {
     const uint32_t b = j < r->Tm ? r->gb : r->ub;
     amk_ptx_mbar_arrive_expect(bar, b);
     amk_ptx_bulk_copy_weights(slot, j < r->Tm ? r->g + (int64_t)j * b : r->u + (int64_t)(j - r->Tm) * b, b, bar);
     amk_ptx_bulk_commit(bar);
 }
+#define AMK_BLK_RING_ISSUE(r, j, slot, bar, lane) amk_blk_ring_issue(r, j, slot, bar)
+#endif
 /* The warp's rows [*r0, r0 + rows) of a tile of nt rows. */
 static __device__ __forceinline__ int amk_blk_ring_rows_of(int nt, int *r0) {
     const int nw = amk_ntid() >> 5, per = (nt + nw - 1) / nw, a = (amk_tid() >> 5) * per;
@@ -1252,11 +1270,11 @@ static __device__ __forceinline__ void amk_blk_ring_start(const amk_op_ctx *c, f
     const int Tm = amk_blk_ring_rows_of((int)nt, &r0) * cpr, T = Tm * (Wu ? 2 : 1);
     const amk_blk_src src = amk_blk_ring_src(W, Wu, n0 + r0, cpr, Tm, m);
     if ((amk_tid() & 31) == 0)
-        for (int s = 0; s < S; s++) amk_ptx_mbar_init(bar + s, 1);
+        for (int s = 0; s < S; s++) amk_ptx_mbar_init(bar + s, AMK_BLK_RING_ISSUERS);
     amk_ptx_fence_proxy_async_smem(); /* why: the slots were last written through the generic proxy */
     __syncthreads();
-    if ((amk_tid() & 31) == 0)
-        for (int s = 0; s < S && s < T; s++) amk_blk_ring_issue(&src, s, slots + s * cb, bar + s);
+    if (AMK_BLK_RING_ISSUER(amk_tid() & 31))
+        for (int s = 0; s < S && s < T; s++) AMK_BLK_RING_ISSUE(&src, s, slots + s * cb, bar + s, amk_tid() & 31);
 }
 /* Every thread, at the op's end (also when it gave up, so that no copy lands after it): the
    warp's copies still in flight waited for, its mbarriers invalidated. done: the chunks the warp
@@ -1555,7 +1573,7 @@ static __device__ __forceinline__ void amk_blk_ring_mat(const amk_blk_src *src, 
             acc += amk_blk_pair8(slot, fam, t, pp, xa, xb, xe[P]);
         }
         __syncwarp();
-        if (lane == 0 && j + S < T) amk_blk_ring_issue(src, j + S, (char *)slot, bar + s);
+        if (AMK_BLK_RING_ISSUER(lane) && j + S < T) AMK_BLK_RING_ISSUE(src, j + S, (char *)slot, bar + s, lane);
         if (++cc == cpr) {
             const float a = amk_warp_sum(acc);
             if (lane == 0) yo[rr] = a;
