@@ -1230,7 +1230,9 @@ static __device__ __forceinline__ amk_blk_src amk_blk_ring_src(const amk_buffer_
 /* Lane 0's copy of the warp's chunk j into slot (its mbarrier bar); in the portable image every
    lane's part, 16-byte cp.async pieces, each lane then one arrival (the slots' mbarriers count
    AMK_BLK_RING_ISSUERS). why every lane there: the bulk copy's emulation is one thread's cp.async,
-   72-288 of them a chunk one after another. AMK_BLK_RING_ISSUER(lane): whether lane issues. */
+   72-288 of them a chunk one after another. AMK_BLK_RING_ISSUER(lane): whether lane issues. why
+   the chunk's source written out in both bodies, not a shared helper: with one, the sm_90a images'
+   VM code changed (bench/NOTES.md session "poll"), and theirs is the code measured. */
 #if AMK_PORTABLE
 #define AMK_BLK_RING_ISSUERS 32
 #define AMK_BLK_RING_ISSUER(lane) 1
