@@ -83,11 +83,11 @@ $(BUILD)/device/amk_vm_prefill.cubin: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
 # The front end runs once (the compute_80 PTX), ptxas once an architecture on it. why not nvcc a
 # cubin: its front end took half of each build's minute, four times over, in the CI's 15 minutes
 PORTABLE_SMS ?= 80 86 89 120
-# PORTABLE_BLK_RING=1: the block ring (x_q8 tiles) in the portable image too, its chunks copied by
-# every lane's cp.async (amk_blk_ring_issue_lane). Off until measured: it builds for every listed
-# architecture (the ring's function spills 64 bytes there, the VM fewer than without it) and passed
-# test_blk_ring forced at 99 KB on the H200 (bench/RESULTS.md run 489), its speed not yet measured
-PORTABLE_BLK_RING ?= 0
+# PORTABLE_BLK_RING (default 1): the block ring (x_q8 tiles) in the portable image too, its chunks
+# copied by every lane's cp.async (amk_blk_ring_issue_lane); the ring's function spills 64 bytes
+# there, the VM fewer than without it. why on: forced at 99 KB on the H200 the 8B Q4_K_M step took
+# 3.32 ms against 4.81 without it (bench/RESULTS.md run 490); 0 builds the lanes' path alone
+PORTABLE_BLK_RING ?= 1
 DEVICE_PORTABLE := $(DEVICE_GENERAL) -DAMK_PORTABLE=1 -DAMK_BLK_RING=$(PORTABLE_BLK_RING) -DAMK_GEMM_TMA=0 -DAMK_ATTN_KV_TMA=0 -DAMK_VM_CHAIN=1 -DAMK_VM_PREFILL=1
 PORTABLE_CUBINS := $(foreach a,$(PORTABLE_SMS),$(BUILD)/device/amk_vm_portable_sm$(a).cubin)
 $(BUILD)/device/amk_vm_portable.ptx: $(DEVICE_SRC) gpu.mk | $(BUILD)/device
