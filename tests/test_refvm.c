@@ -2949,6 +2949,168 @@ static void test_vm_kv_persists(void) {
     amk_program_free(p);
 }
 
+/* ---- ATTENTION_DECODE_MERGE: split attention merged by each kv head's last task -------------- */
+
+/* The merge step's test program (F32): q [nh, hd], caches [max_seq, nkv, hd], pos, S splits of W
+   rows per kv head, one counter. combine 0: ATTENTION_DECODE_MERGE tasks, set j of part [S*nh,
+   hd+2] and output 1 out; combine 1 (S even): PARTIAL ATTENTION_DECODE tasks, split j into set
+   j / 2 of part (j even) or part2 [S/2*nh, hd+2] (the builder's layout of two inputs), then a
+   COMBINE a kv head. Broken groups for the validator: drop leaves out kv head 0's last split, dup
+   gives its split 1 split 0's set, other0 gives split 1 of kv head 1 a partial buffer of its own,
+   same01 makes output 1 the partials. Buffer ids in io: q, k, v, pos, part, out. */
+static amk_program *merge_program(int nh, int nkv, int hd, int max_seq, int S, int combine, int drop, int dup,
+                                  int other0, int same01, int *io) {
+    amk_program *p = amk_program_create();
+    const int W = (max_seq + S - 1) / S, rep = nh / nkv;
+    int64_t shape[3];
+    int ins[4], outs[2], c = amk_program_add_counter(p, "splits"), cc, j, g, t, other;
+    shape[0] = nh; shape[1] = hd;
+    io[0] = amk_program_add_buffer(p, "q", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, shape, AMK_SPACE_HBM, NULL);
+    shape[0] = max_seq; shape[1] = nkv; shape[2] = hd;
+    io[1] = amk_program_add_buffer(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, shape, AMK_SPACE_HBM, NULL);
+    io[2] = amk_program_add_buffer(p, "v", AMK_KIND_KV_CACHE, AMK_DTYPE_F32, 3, shape, AMK_SPACE_HBM, NULL);
+    shape[0] = 1;
+    io[3] = amk_program_add_buffer(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, shape, AMK_SPACE_HBM, NULL);
+    shape[0] = (int64_t)(combine ? S / 2 : S) * nh; shape[1] = hd + 2;
+    io[4] = amk_program_add_buffer(p, "part", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, shape, AMK_SPACE_HBM, NULL);
+    other = amk_program_add_buffer(p, "part2", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, shape, AMK_SPACE_HBM, NULL);
+    shape[0] = nh; shape[1] = hd;
+    io[5] = amk_program_add_buffer(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, shape, AMK_SPACE_HBM, NULL);
+    ins[0] = io[0]; ins[1] = io[1]; ins[2] = io[2]; ins[3] = io[3];
+    for (j = 0; j < S; j++)
+        for (g = 0; g < nkv; g++) {
+            if (drop && g == 0 && j == S - 1) continue;
+            outs[0] = (other0 && g == 1 && j == 1) || (combine && j % 2) ? other : io[4];
+            outs[1] = same01 ? outs[0] : io[5];
+            t = amk_program_add_task(p, combine ? AMK_OP_ATTENTION_DECODE : AMK_OP_ATTENTION_DECODE_MERGE, ins, 4,
+                                     outs, combine ? 1 : 2, c, "split");
+            amk_task_set_int(p, t, "head_dim", hd);
+            amk_task_set_int(p, t, "n_heads", nh);
+            amk_task_set_int(p, t, "n_kv_heads", nkv);
+            amk_task_set_real(p, t, "scale", 1.0 / sqrt((double)hd));
+            amk_task_set_int(p, t, "kv_start", j * W);
+            amk_task_set_int(p, t, "kv_len", max_seq - j * W < W ? max_seq - j * W : W);
+            amk_task_set_int(p, t, "n_off", g);
+            amk_task_set_int(p, t, "N_tile", 1);
+            amk_task_set_int(p, t, "part", dup && g == 0 && j == 1 ? 0 : combine ? j / 2 : j);
+            if (combine) amk_task_set_int(p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
+        }
+    cc = combine ? amk_program_add_counter(p, "combine") : -1;
+    for (g = 0; combine && g < nkv; g++) {
+        ins[0] = io[4];
+        ins[1] = other;
+        t = amk_program_add_task(p, AMK_OP_ATTENTION_COMBINE, ins, 2, &io[5], 1, cc, "combine");
+        amk_task_set_int(p, t, "head_dim", hd);
+        amk_task_set_int(p, t, "n_off", g * rep);
+        amk_task_set_int(p, t, "N_tile", rep);
+        amk_task_add_wait(p, t, c, S * nkv);
+    }
+    return p;
+}
+
+/* The validator's verdict on p names check ck (AMK_CHECK_COUNT: accepted). */
+static int merge_verdict(const amk_program *p, amk_check ck) {
+    amk_report r;
+    int i, found = 0;
+    const amk_result res = amk_program_validate(p, &r);
+    for (i = 0; i < r.n_items; i++) found |= r.items[i].is_error && r.items[i].check == ck;
+    if (ck == AMK_CHECK_COUNT && res != AMK_OK)
+        for (i = 0; i < r.n_items; i++) fprintf(stderr, "  merge program: %s\n", r.items[i].message);
+    amk_report_free(&r);
+    return ck == AMK_CHECK_COUNT ? res == AMK_OK : res == AMK_ERR_REJECTED && found;
+}
+
+/* A merge program on the reference VM, q, the caches and pos (the last row it sees) random: the
+   walk merges at each group's last task. Output 1 equals the PARTIAL ATTENTION_DECODE tasks plus
+   a COMBINE a kv head (even S; within fp32 rounding, the sets merge in another order), the double
+   reference within fp32 tolerance, and its own bits in 20 random orders (another last task). */
+static void merge_case(int nh, int nkv, int hd, int max_seq, int S, int pos) {
+    amk_program *pm, *pc;
+    amk_refvm *vm = NULL, *vc = NULL;
+    amk_diag d;
+    int io[6], io2[6], i, h, e, seed, bad = 0;
+    const int64_t nq = (int64_t)nh * hd, nkvr = (int64_t)max_seq * nkv * hd;
+    double *qd = (double *)calloc((size_t)nq, sizeof(double)), *kd = (double *)calloc((size_t)nkvr, sizeof(double));
+    double *vd = (double *)calloc((size_t)nkvr, sizeof(double)), part[16 * 66], acc_mag[16 * 64], s_mag[16];
+    float *snap = (float *)calloc((size_t)nq, sizeof(float));
+    pm = merge_program(nh, nkv, hd, max_seq, S, 0, 0, 0, 0, 0, io);
+    pc = merge_program(nh, nkv, hd, max_seq, S + S % 2, 1, 0, 0, 0, 0, io2);
+    CHECK(merge_verdict(pm, AMK_CHECK_COUNT));
+    CHECK(merge_verdict(pc, AMK_CHECK_COUNT));
+    amk_diag_clear(&d);
+    CHECK_MSG(amk_refvm_create(pm, &vm, &d) == AMK_OK, "[%s] %s", d.check, d.message);
+    CHECK_MSG(amk_refvm_create(pc, &vc, &d) == AMK_OK, "[%s] %s", d.check, d.message);
+    if (!vm || !vc || !qd || !kd || !vd || !snap) goto done;
+    for (i = 0; i < nq; i++) qd[i] = (float)rnd_in(-1.5, 1.5);
+    for (i = 0; i < nkvr; i++) { kd[i] = (float)rnd_in(-1.5, 1.5); vd[i] = (float)rnd_in(-2, 2); }
+    for (i = 0; i < 2; i++) {
+        amk_refvm *x = i ? vc : vm;
+        float *f;
+        int64_t k;
+        f = (float *)amk_refvm_buffer(x, io[0], NULL);
+        for (k = 0; k < nq; k++) f[k] = (float)qd[k];
+        f = (float *)amk_refvm_buffer(x, io[1], NULL);
+        for (k = 0; k < nkvr; k++) f[k] = (float)kd[k];
+        f = (float *)amk_refvm_buffer(x, io[2], NULL);
+        for (k = 0; k < nkvr; k++) f[k] = (float)vd[k];
+        *(int32_t *)amk_refvm_buffer(x, io[3], NULL) = pos;
+        CHECK_MSG(amk_refvm_run(x, NULL, &d) == AMK_OK, "run %d: %s", i, d.message);
+    }
+    if (S % 2 == 0) {
+        const float *a = (const float *)amk_refvm_buffer(vm, io[5], NULL), *b = (const float *)amk_refvm_buffer(vc, io2[5], NULL);
+        for (i = 0; i < nq; i++) bad += !(fabs(a[i] - b[i]) <= 1e-6 * (fabs(b[i]) + 1e-3));
+        CHECK_MSG(bad == 0, "MERGE %dx%d hd %d S %d pos %d: %d elements differ from DECODE + COMBINE", nh, nkv, hd, S,
+                  pos, bad);
+        bad = 0;
+    }
+    attn_ref(qd, kd, vd, nh, nkv, hd, 0, pos + 1, 1.0 / sqrt((double)hd), part, acc_mag, s_mag);
+    memcpy(snap, amk_refvm_buffer(vm, io[5], NULL), (size_t)nq * 4);
+    for (h = 0; h < nh; h++)
+        for (e = 0; e < hd; e++) {
+            const double l = part[h * (hd + 2) + hd + 1], want = part[h * (hd + 2) + e] / l;
+            bad += !(fabs(snap[h * hd + e] - want) <= 1e-5 * (acc_mag[h * hd + e] / l + 1e-6) * (1 + s_mag[h]) * (hd + pos));
+        }
+    CHECK_MSG(bad == 0, "MERGE %dx%d hd %d S %d pos %d: %d elements off the double reference", nh, nkv, hd, S, pos, bad);
+    for (seed = 1; seed <= 20; seed++) { /* the last task is another one in another order: the same bits */
+        amk_refvm_opts o;
+        o.seed = (uint64_t)seed;
+        memset(amk_refvm_buffer(vm, io[5], NULL), 0xAB, (size_t)nq * 4);
+        memset(amk_refvm_buffer(vm, io[4], NULL), 0xAB, (size_t)S * nh * (hd + 2) * 4);
+        CHECK_MSG(amk_refvm_run(vm, &o, &d) == AMK_OK, "seed %d: %s", seed, d.message);
+        CHECK_MSG(memcmp(snap, amk_refvm_buffer(vm, io[5], NULL), (size_t)nq * 4) == 0, "seed %d: output differs", seed);
+    }
+done:
+    amk_refvm_free(vm);
+    amk_refvm_free(vc);
+    amk_program_free(pm);
+    amk_program_free(pc);
+    free(qd); free(kd); free(vd); free(snap);
+}
+
+static void test_attention_merge(void) {
+    amk_program *p;
+    int io[6];
+    merge_case(8, 2, 16, 40, 4, 39);  /* every split has rows */
+    merge_case(6, 3, 8, 48, 8, 13);   /* splits past the position are empty */
+    merge_case(4, 4, 6, 20, 3, 19);   /* MHA, three sets */
+    p = merge_program(8, 2, 16, 40, 4, 0, 1, 0, 0, 0, io);
+    CHECK_MSG(merge_verdict(p, AMK_CHECK_MERGE_GROUP), "a group of 3 tasks for 4 sets accepted");
+    amk_program_free(p);
+    p = merge_program(8, 2, 16, 40, 4, 0, 0, 1, 0, 0, io);
+    CHECK_MSG(merge_verdict(p, AMK_CHECK_MERGE_GROUP), "two tasks of one set accepted");
+    amk_program_free(p);
+    p = merge_program(8, 2, 16, 40, 4, 0, 0, 0, 1, 0, io);
+    CHECK_MSG(merge_verdict(p, AMK_CHECK_MERGE_GROUP), "a group with two partial buffers accepted");
+    amk_program_free(p);
+    p = merge_program(8, 2, 16, 40, 4, 0, 0, 0, 0, 1, io);
+    CHECK_MSG(merge_verdict(p, AMK_CHECK_OP_SHAPE), "output 1 the partials accepted");
+    amk_program_free(p);
+    p = merge_program(8, 2, 16, 40, 4, 0, 0, 0, 0, 0, io);
+    amk_task_set_int(p, 0, "flags", AMK_ATTN_FLAG_PARTIAL);
+    CHECK_MSG(merge_verdict(p, AMK_CHECK_PARAM_VALUE), "flags on an ATTENTION_DECODE_MERGE accepted");
+    amk_program_free(p);
+}
+
 int main(void) {
     RUN(test_op_check_rules);
     RUN(test_op_check_messages);
@@ -2972,6 +3134,7 @@ int main(void) {
     RUN(test_attention_decode);
     RUN(test_attention_o);
     RUN(test_attention_prefill);
+    RUN(test_attention_merge);
     RUN(test_mlp_fold);
     RUN(test_attention_prenorm);
     RUN(test_elementwise);
