@@ -61,7 +61,7 @@ typedef struct amk_llama_build_opts {
                          read on the tensor cores. AMK's opcodes; not with Qwen2's
                          biases or Qwen3's norms yet (AMK_ERR_UNSUPPORTED) */
     int spec_ops;     /* 1: only the spec's opcodes 0..18 (a program any implementation runs);
-                         0 (default): AMK's opcodes 20..36, fewer dependent steps a layer. A config
+                         0 (default): AMK's opcodes 20..35, fewer dependent steps a layer. A config
                          with q/k/v biases (qkv_bias: Qwen2) or q/k norms (qk_norm: Qwen3) builds the
                          spec's step whatever this says: its Q/K/V GEMV tiles add the biases, RMSNORMs
                          of q's and k's heads precede RoPE; the fused tiles take neither yet */
@@ -120,11 +120,10 @@ AMK_API amk_result amk_llama_config_preset(const char *name, amk_llama_config *c
 AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config *cfg, amk_diag *d);
 
 /* Builds the decode step of cfg (one token at position pos, KV cache persisted across steps).
-   Fused (the default), five dependent steps a layer: RMSNORM_GEMV tiles for Q, K and V (norm,
-   interleaved RoPE, K and V stored straight into the cache row pos); ATTENTION_DECODE per kv head
-   and KV split (with more than one split ATTENTION_DECODE_MERGE, whose last task of a kv head
-   merges the splits' partials; AMK_LLAMA_ATTN_MERGE 0 builds ATTENTION_DECODE partials and an
-   ATTENTION_COMBINE step instead, six steps); O tiles (GEMV_TILE, the residual as bias); RMSNORM_SWIGLU tiles for gate/up; down tiles
+   Fused (the default), six dependent steps a layer (five without COMBINE): RMSNORM_GEMV tiles
+   for Q, K and V (norm, interleaved RoPE, K and V stored straight into the cache row pos);
+   ATTENTION_DECODE per kv head and KV split; ATTENTION_COMBINE (with more than one split); O
+   tiles (GEMV_TILE, the residual as bias); RMSNORM_SWIGLU tiles for gate/up; down tiles
    (residual as bias). With o->mlp_accum (see there; by default for SmolLM2-sized shapes) the
    last two are one step: RMSNORM_MLP tiles adding into the next residual (F32), which a FILL
    beside attention zeroes (the O tiles wait for it); down_proj is then a [I, H] buffer (meta
@@ -295,9 +294,7 @@ AMK_API amk_result amk_llama_config_load_json(const char *path, amk_llama_config
 typedef struct amk__lb_plan {
     int max_seq;             /* KV cache rows */
     int S, window;           /* KV splits and the rows of each (the last may be shorter) */
-    int S_sets;              /* the partial sets a COMBINE input holds (S > 8: S / 8); merge: S */
-    int merge;               /* S > 1 with AMK's opcodes: ATTENTION_DECODE_MERGE tasks, no COMBINE
-                                (AMK_LLAMA_ATTN_MERGE) */
+    int S_sets;              /* the partial sets a COMBINE input holds (S > 8: S / 8) */
     int fused;               /* AMK's opcodes (not spec_ops) */
     int accum;               /* the one-step MLP: RMSNORM_MLP tiles adding into an F32 x.(i+1) */
     int ao;                  /* the one-step attention: ATTENTION_O tasks adding into an F32 h */
@@ -667,9 +664,7 @@ AMK__FN int amk__lb_zero(amk__lb *b, int out, int counter, const int *wait_c, co
    signals c_att after wc/wn. Fused: ATTENTION_DECODE per kv head and split (kv_len the full
    window, cut at pos on the device); else ATTENTION_TILE per split (kv_len set per step by
    amk_llama_set_pos). With S > 1 they write partials into parts[0..nb) (made here): nb = S / S_sets
-   buffers of S_sets stacked sets, split j into set j / nb of buffer j % nb; else into attn. With
-   plan.merge (one buffer of S sets) they are ATTENTION_DECODE_MERGE tasks whose second output is
-   attn: a kv head's last one merges its S sets there, and no COMBINE follows. */
+   buffers of S_sets stacked sets, split j into set j / nb of buffer j % nb; else into attn. */
 AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int pos, int attn, int S,
                              int window, int max_seq, int c_att, const int *wc, const int *wn, int nwait,
                              int *parts) {
@@ -690,14 +685,12 @@ AMK__FN int amk__lb_attention(amk__lb *b, int layer, int q, int kc, int vc, int 
             if (fused) snprintf(label, sizeof label, "L%d attention[%d] kv%d", layer, j, g);
             else snprintf(label, sizeof label, "L%d attention[%d]", layer, j);
             /* split j: set j / nb of buffer j % nb (COMBINE's partial order) */
-            t = amk__lb_task(b, b->plan.merge ? AMK_OP_ATTENTION_DECODE_MERGE
-                                : fused       ? AMK_OP_ATTENTION_DECODE
-                                              : AMK_OP_ATTENTION_TILE,
-                             ins, fused ? 4 : 3, parts[j % nb], c_att, wc, wn, nwait,
+            t = amk__lb_task(b, fused ? AMK_OP_ATTENTION_DECODE : AMK_OP_ATTENTION_TILE, ins, fused ? 4 : 3,
+                             parts[j % nb], c_att, wc, wn, nwait,
                              2LL * len * (fused ? c->head_dim : kv_rows) * (amk_dtype_bits(ad) / 8), label);
-            if (t < 0 || (b->plan.merge && amk__lb_add_output(b, t, attn) < 0)) return -1;
+            if (t < 0) return -1;
             amk__lb_attn_params(b, t, start, fused ? len : 0, fused ? g : -1);
-            if (S > 1 && !b->plan.merge) amk_task_set_int(b->p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
+            if (S > 1) amk_task_set_int(b->p, t, "flags", AMK_ATTN_FLAG_PARTIAL);
             if (sets > 1) amk_task_set_int(b->p, t, "part", j / nb);
         }
     }
@@ -933,8 +926,7 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
                          o->kv_splits, AMK_LLAMA_MAX_SPLITS);
     amk__lb_splits(pl->max_seq, o->kv_splits > 0 ? o->kv_splits : amk__lb_auto_splits(o, c, pl->max_seq, pl->fused),
                    &pl->S, &pl->window);
-    pl->merge = pl->fused && pl->S > 1 && AMK_LLAMA_ATTN_MERGE;
-    pl->S_sets = pl->merge ? pl->S : pl->S > 8 ? pl->S / 8 : 1;
+    pl->S_sets = pl->S > 8 ? pl->S / 8 : 1;
     if (o->prefill_rows < 0)
         return amk__fail(d, AMK_ERR_INVALID_ARG, "llama build: prefill_rows = %d (0: the decode step)", o->prefill_rows);
     if (o->prefill_rows > 0) { /* the prefill program: one split, the two-step attention and MLP, no fold */
@@ -947,7 +939,6 @@ AMK__FN amk_result amk__lb_decide(amk__lb *b, amk_diag *d) {
         pl->window = pl->max_seq;
         pl->S = 1;
         pl->S_sets = 1;
-        pl->merge = 0;
         pl->accum = 0;
         pl->rd = o->act_dtype;
     }
@@ -1322,7 +1313,7 @@ AMK__FN int amk__lb_attention_half(amk__lb *b, amk__lb_layer *ly) {
                                             c_att, wc, wn, n_wait, parts);
     if (n_att < 0 || (pl->fused && amk__lb_fills(b, ly, c_att, wc[0], wn[0]) < 0)) return -1;
     c_comb = c_att;
-    if (S > 1 && !pl->merge) { /* why a task a kv head's query heads: one task merging every head was a whole
+    if (S > 1) { /* why a task a kv head's query heads: one task merging every head was a whole
                     phase of one SM's loads (8B at context 4096 6.8 us, 1B 4.1: run 420) */
         const int nb = S / pl->S_sets, grp = b->c->n_heads / b->c->n_kv_heads, tiles = pl->fused ? b->c->n_kv_heads : 1;
         int g;

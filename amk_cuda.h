@@ -427,11 +427,6 @@ struct amk_cuda {
     int32_t *queue_off;         /* [num_sms + 1] */
     int32_t *queue;             /* [n_tasks] */
     int32_t *queue_pos;         /* [n_tasks] task i's entry in queue */
-    /* ATTENTION_DECODE_MERGE: [n_tasks] each task's group (amk__merge_groups) or -1; the groups,
-       whose arrival words follow the counters (zeroed and counted with them: params.arrive) */
-    int32_t *merge_group;
-    int32_t *merge_size;        /* [n_arrive] each group's tasks */
-    int n_arrive;
     amk_vm_ctx_t *ctxs;         /* [n_tasks] host copy of the context table (queue order) */
     int no_prefetch;            /* the program's config has pipelining_depth 0: no L2 prefetches */
     uint64_t off_counters, off_status, off_timing, off_contexts;
@@ -717,14 +712,6 @@ AMK__FN void amk__cuda_prefetches(const amk_buffer_t *bt, int n_buffers, amk_ins
 
 /* Task i's L2 prefetches in its instruction (amk__cuda_prefetches); none when the program's config
    sets pipelining_depth 0 (spec §5: "0 = no prefetch"). */
-/* Task i's arrival word (an ATTENTION_DECODE_MERGE's group: amk_params_t.arrive) into its
-   instruction, after its params were marshalled. */
-AMK__FN void amk__cuda_arrive(amk_cuda *c, int i) {
-    if (c->merge_group[i] < 0) return;
-    c->ins[i].params.arrive = c->n_counters + c->merge_group[i];
-    c->ins[i].params.arrivals = c->merge_size[c->merge_group[i]];
-}
-
 AMK__FN void amk__cuda_task_prefetches(amk_cuda *c, int i) {
     amk_instruction_t *in = &c->ins[i];
     if (c->no_prefetch) {
@@ -986,7 +973,7 @@ AMK__FN amk_result amk__cuda_plan(amk_cuda *c, const amk_program *p, amk_diag *d
         if (!amk__cuda_reserve(&top, page_bytes[pg], &page_off[pg])) goto overflow;
     for (b = 0; b < p->n_buffers; b++)
         if (n_pages > 0 && p->buffer_page[b] >= 0) c->buf_off[b] = page_off[p->buffer_page[b]];
-    if (!amk__cuda_reserve(&top, ((uint64_t)c->n_counters + (uint64_t)c->n_arrive) * 4, &c->off_counters) ||
+    if (!amk__cuda_reserve(&top, (uint64_t)c->n_counters * 4, &c->off_counters) ||
         !amk__cuda_reserve(&top, (uint64_t)AMK_VM_STATUS_WORDS(c->num_sms) * 4, &c->off_status) ||
         !amk__mul_u64((uint64_t)p->n_buffers, sizeof(amk_buffer_t), &n) || !amk__cuda_reserve(&top, n, &off_buffers) ||
         !amk__cuda_reserve(&top, (uint64_t)(c->num_sms + 1) * 4, &off_qoff) ||
@@ -1346,7 +1333,6 @@ AMK__FN amk_result amk__cuda_setup(amk_cuda *c, const amk_program *p, amk_diag *
     c->no_prefetch = p->has_config && p->config.pipelining_depth == 0;
     for (i = 0; i < p->n_tasks; i++) {
         amk_task_instruction(&p->tasks[i], &c->ins[i]);
-        amk__cuda_arrive(c, i);
         amk__cuda_task_prefetches(c, i);
     }
     if (amk__cuda_kv_hints(p, c->ins) < 0) return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
@@ -1441,19 +1427,13 @@ AMK__FN amk_result amk__cuda_create_from(const amk_program *p, const void *image
     c->queue_off = (int32_t *)amk__calloc((size_t)num_sms + 1, sizeof(int32_t));
     c->queue_pos = (int32_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(int32_t));
     c->ctxs = (amk_vm_ctx_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(amk_vm_ctx_t));
-    c->merge_group = (int32_t *)amk__calloc((size_t)(p->n_tasks ? p->n_tasks : 1), sizeof(int32_t));
-    c->n_arrive = c->merge_group ? amk__merge_groups(p, c->merge_group) : -1;
-    c->merge_size = c->n_arrive >= 0 ? (int32_t *)amk__calloc((size_t)c->n_arrive + 1, sizeof(int32_t)) : NULL;
-    for (i = 0; c->merge_size && i < p->n_tasks; i++)
-        if (c->merge_group[i] >= 0) c->merge_size[c->merge_group[i]]++;
     if (share) {
         c->base = base;
         c->shared = (int32_t *)amk__calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(int32_t));
         if (c->shared)
             for (i = 0; i < p->n_buffers; i++) c->shared[i] = share[i] < 0 ? -1 : share[i];
     }
-    if ((share && !c->shared) || !c->buf_off || !c->buf_bytes || !c->ins || !c->queue || !c->queue_off || !c->queue_pos || !c->ctxs ||
-        !c->merge_size) {
+    if ((share && !c->shared) || !c->buf_off || !c->buf_bytes || !c->ins || !c->queue || !c->queue_off || !c->queue_pos || !c->ctxs) {
         amk_cuda_free(c);
         return amk__fail(d, AMK_ERR_OUT_OF_MEMORY, "out of memory");
     }
@@ -1593,8 +1573,6 @@ AMK_API void amk_cuda_free(amk_cuda *c) {
     amk__free(c->queue);
     amk__free(c->queue_off);
     amk__free(c->queue_pos);
-    amk__free(c->merge_group);
-    amk__free(c->merge_size);
     amk__free(c->ctxs);
     amk__free(c->kv_pair);
     amk__free(c->kv_pair_task);
@@ -1668,9 +1646,6 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
         for (j = 0; same && j < t->n_outputs; j++) same = t->outputs[j] == in->outputs[j];
         for (j = 0; same && j < t->n_waits; j++)
             same = t->waits[j].counter == in->wait_counter[j] && t->waits[j].threshold == (int64_t)in->wait_threshold[j];
-        if (same && t->op == AMK_OP_ATTENTION_DECODE_MERGE) /* its group and set (the arrival words) */
-            same = amk__param_i(t, "n_off", 0) == in->params.n_off && amk__param_i(t, "N_tile", 0) == in->params.N_tile &&
-                   amk__param_i(t, "part", 0) == in->params.part;
         if (!same) {
             if (d) d->task = i;
             return amk__fail(d, AMK_ERR_MISMATCH, "task %d differs from the program this amk_cuda was created from", i);
@@ -1682,7 +1657,6 @@ AMK__FN amk_result amk__cuda_update(amk_cuda *c, const amk_program *p, int all, 
     for (k = 0; k < n; k++) { /* the params, the prefetches that follow from them, the contexts */
         const int i = all ? k : list[k], q = c->queue_pos[i];
         amk_task_marshal_params(&p->tasks[i], &c->ins[i].params);
-        amk__cuda_arrive(c, i);
         amk__cuda_task_prefetches(c, i);
         amk__cuda_context(c, q);
         if (q < lo) lo = q;

@@ -222,13 +222,7 @@ typedef enum amk_buffer_kind {
     X(ATTENTION_PREFILL, 35, 4, 4, 1, \
       ("head_dim", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile", "m_off", "M_tile",), AMK_WRITE_PLAIN, \
       amk__region_query_rows, amk__check_attention_prefill, amk__ref_attention_prefill, amk_op_attention_prefill, 1, 0, \
-      "causal attention of query rows [m_off, m_off+M_tile) at positions pos + m over the cache rows up to each") \
-    X(ATTENTION_DECODE_MERGE, 36, 4, 4, 2, \
-      ("head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "n_off", "N_tile",), \
-      AMK_WRITE_PLAIN, amk__region_merge, amk__check_attention, amk__ref_attention, \
-      AMK__AS(ATTENTION_DECODE, AMK_ATTN_FLAG_MERGE), AS, 0, \
-      "ATTENTION_DECODE's partials into set part of output 0; its group's last task merges every set of its heads " \
-      "into output 1")
+      "causal attention of query rows [m_off, m_off+M_tile) at positions pos + m over the cache rows up to each")
 
 /* How an op writes its outputs (the op table's write column). The validator's race rules read it. */
 typedef enum amk_write_kind {
@@ -268,20 +262,6 @@ typedef char amk__op_table_dense[AMK__OP_ROWS == AMK_OP_COUNT - 1 ? 1 : -1];
    from its output ([n_heads*head_dim]), and each of its ni inputs holds k sets: partial p = s*ni + i
    is set s of input i, the splits' order. With N_tile >= 1 a COMBINE task merges only the heads
    [n_off, n_off+N_tile) (several tasks share the heads). */
-
-/* ATTENTION_DECODE_MERGE: split attention without a COMBINE step. Output 0 holds k stacked
-   partial sets ([k*n_heads, head_dim+2], F32), output 1 the attention ([n_heads*head_dim], a
-   float dtype, not output 0). The tasks with the same output 1 and n_off are a merge group: k of
-   them, the same output 0 and N_tile, each writing its own set `part` of their kv heads' query
-   heads (0..k-1, once each; the validator's MERGE_GROUP). Each writes its partial as
-   ATTENTION_DECODE's PARTIAL form does and counts itself in its group's arrival word; the one
-   that completes the count then merges the k sets of those heads into output 1 as
-   ATTENTION_COMBINE would, before its signal. So output 1's heads are final once every task of
-   the group has signalled: its readers wait for all of them, and no COMBINE step runs. The
-   arrival words are the runtime's (amk_params_t.arrive), zeroed and counted on across launches
-   with the counters (k a launch); the reference VM counts the group's tasks. amk__merge_groups
-   (amk_program.h) finds the groups for the validator, the reference VM and the runtime. */
-#define AMK_ATTN_FLAG_MERGE (1u << 3)
 
 /* The device ABI's form bits (amk_instruction_t.params.flags; the op table's AS rows set them):
    which variant of its base op the device runs. Not IR params: a task names its variant by its
@@ -339,10 +319,7 @@ typedef struct amk_params_t {
     int32_t sliding_window; /* ATTENTION_DECODE/_O: a query at pos sees rows (pos - it, pos]; 0 all */
     int32_t rope_type;      /* AMK_ROPE_*: how rope_factor scales RoPE's frequencies */
     int32_t x_q8;           /* GEMV-family tiles with a block-format W: 1 rounds x to 8 bits a unit (AMK_X_Q8) */
-    int32_t arrive;         /* ATTENTION_DECODE_MERGE: its group's arrival word, an index into the counters
-                               array past the program's counters (the runtime sets it; 0 elsewhere) */
-    int32_t arrivals;       /* ... and its group's tasks, the word's adds a launch (the runtime's; 0 elsewhere) */
-    int32_t reserved[1];    /* 0. why: amk_vm_ctx_t stays a multiple of 16 bytes (the VM's one bulk copy) */
+    int32_t reserved[3];    /* 0. why: amk_vm_ctx_t stays a multiple of 16 bytes (the VM's one bulk copy) */
 } amk_params_t;
 
 /* RoPE's frequency scaling (param rope_type; RoPE's ops and forms). DEFAULT: llama3's when

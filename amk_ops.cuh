@@ -108,16 +108,6 @@ static __device__ __forceinline__ void amk_ptx_red_release_gpu_add(uint32_t *p, 
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 
-/* *p += v at device scope with acquire and release semantics; returns the old value. An
-   ATTENTION_DECODE_MERGE task's count in its group's arrival word: its release orders the block's
-   partial stores (the barrier before it) before the add, its acquire the last task's reads of the
-   other tasks' partials after theirs. sm_70+. */
-static __device__ __forceinline__ uint32_t amk_ptx_atom_add_acq_rel_gpu(uint32_t *p, uint32_t v) {
-    uint32_t old;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-    return old;
-}
-
 /* why: back-off in counter spins so a waiting SM does not hammer L2. sm_70+; sleeps ~[0, 2ns]. */
 static __device__ __forceinline__ void amk_ptx_nanosleep(uint32_t ns) {
     asm volatile("nanosleep.u32 %0;" :: "r"(ns));
@@ -4248,7 +4238,6 @@ static __device__ __forceinline__ int amk_attn_o_lean(amk_op_ctx *c, float *smem
    + M_tile] @ W_oT[m_off .. + M_tile] (+ resid) by amk_rows_add. Shared memory: the attention's,
    then ys, then W_oT's rows when they stage (AMK_ATTN_O_YS_BYTES, amk_plan.h); the rows go out with
    one bulk copy before the wait. why one function for both: the attention paths are inlined once */
-static __device__ __forceinline__ void amk_attn_merge(amk_op_ctx *c); /* below */
 AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
     const amk_params_t *P = &c->ins.params;
     const int fo = c->ins.op == AMK_OP_ATTENTION_O;
@@ -4282,10 +4271,7 @@ AMK_OP_FN void amk_op_attention_decode(amk_op_ctx *c, float *smem) {
         optr += (uint64_t)P->part * (uint64_t)P->n_heads * (uint64_t)(P->head_dim + 2) * 4u;
     }
     if (!amk_attn_decode_mma(c, smem, optr, odt, dyn)) amk_attn_decode_cc(c, smem, optr, odt, dyn);
-    if (!fo) {
-        if (P->flags & AMK_ATTN_FLAG_MERGE) amk_attn_merge(c);
-        return;
-    }
+    if (!fo) return;
     __syncthreads(); /* ys is complete; c->go and c->error are final */
     if (c->go && !c->error) {
         if (wsb) amk_ptx_mbar_wait(c->mbar, wpar); /* the rows landed (every thread waits) */
@@ -5336,44 +5322,6 @@ AMK_OP_FN void amk_op_attention_combine(amk_op_ctx *c, float *smem) {
     }
 }
 
-/* ATTENTION_DECODE_MERGE's end (amk_ir.h), after its partial: the task counts itself in its
-   group's arrival word (c->counters[arrive], past the program's counters; K = arrivals adds a
-   launch, so the count after launch e is K * e, on the counters' epochs and zeroed with them), and
-   the task whose add completes K * epoch merges the group's K sets into output 1 before the VM's
-   signal: it rewrites its context as the ATTENTION_COMBINE of those sets (its inputs ni = the
-   largest divisor of K up to AMK_MAX_INPUTS slices of output 0, each K / ni sets, so that a load
-   round takes 2 ni sets; its output output 1; its heads the kv heads' query heads), and c->redi[0]
-   says so to the dispatch, which then runs amk_op_attention_combine. why not a merge of its own: a
-   second copy of that code in the VM, inlined or not, made the VM or amk_op_blk_ring spill (ptxas,
-   sm_90a). A task that did not run (an abort) or failed does not count: the launch ends without
-   its signal. */
-static __device__ __forceinline__ void amk_attn_merge(amk_op_ctx *c) {
-    amk_params_t *P = &c->ins.params;
-    __syncthreads(); /* every thread's partial stores are before thread 0's release */
-    if (amk_tid() == 0) {
-        const int run = c->go && !c->error, K = P->arrivals;
-        const int last = run && amk_ptx_atom_add_acq_rel_gpu((uint32_t *)c->counters + P->arrive, 1u) + 1u ==
-                                    (uint32_t)K * c->epoch;
-        if (last) {
-            const int64_t sets = (int64_t)P->n_heads * (P->head_dim + 2); /* floats a set */
-            const int grp = P->n_heads / P->n_kv_heads;
-            int ni = K < AMK_MAX_INPUTS ? K : AMK_MAX_INPUTS;
-            while (K % ni) ni--;
-            for (int i = 0; i < ni; i++) {
-                c->in[i] = c->out[0];
-                c->in[i].ptr += (uint64_t)i * (uint64_t)(K / ni) * (uint64_t)sets * 4u;
-                c->in[i].numel = (int64_t)(K / ni) * sets;
-            }
-            c->ins.n_inputs = ni;
-            c->out[0] = c->out[1];
-            P->n_off *= grp;
-            P->N_tile *= grp;
-        }
-        c->redi[0] = last;
-    }
-    __syncthreads(); /* the other tasks' partials are visible to the block from here (thread 0's acquire) */
-}
-
 /* BIAS_ADD: out[m, n] = x[m, n] + b[n], a thread a column of b, row by row (no division). why
    __noinline__: no decode step runs it, so its code stays out of the VM loop's (like ARGMAX's). */
 static __device__ __noinline__ void amk_op_bias_add(amk_op_ctx *c, float *smem) {
@@ -5425,18 +5373,12 @@ static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *sme
 #undef AMK__OP_DEV_CASE_1
     default: if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_BAD_OP, c->ins.op); return;
     }
-#define AMK__OP_DEV_CALL_0(code, dv)
-#define AMK__OP_DEV_CALL_AS(code, dv)
-#define AMK__OP_DEV_CALL_1(code, dv) amk__dev_##dv: dv(c, smem); AMK__OP_THEN_MERGE(code) return;
-/* after ATTENTION_DECODE's call (code: the row's constant): an ATTENTION_DECODE_MERGE group's last
-   task goes on to the merge as an ATTENTION_COMBINE (amk_attn_merge) */
-#define AMK__OP_THEN_MERGE(code)                                                                           \
-    if ((code) == AMK_OP_ATTENTION_DECODE && (c->ins.params.flags & AMK_ATTN_FLAG_MERGE) && c->redi[0])    \
-        goto amk__dev_amk_op_attention_combine;
-#define AMK__OP_DEV_CALL(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) AMK__OP_DEV_CALL_##df(code, dv)
+#define AMK__OP_DEV_CALL_0(dv)
+#define AMK__OP_DEV_CALL_AS(dv)
+#define AMK__OP_DEV_CALL_1(dv) amk__dev_##dv: dv(c, smem); return;
+#define AMK__OP_DEV_CALL(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) AMK__OP_DEV_CALL_##df(dv)
     AMK_OPS(AMK__OP_DEV_CALL)
 #undef AMK__OP_DEV_CALL
-#undef AMK__OP_THEN_MERGE
 #undef AMK__OP_DEV_CALL_1
 #undef AMK__OP_DEV_CALL_AS
 #undef AMK__OP_DEV_CALL_0

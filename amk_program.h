@@ -776,8 +776,6 @@ AMK_API void amk_task_marshal_params(const amk_task *t, amk_params_t *o) {
     { /* a variant's form bits (the op table's AS rows) */
         uint32_t form;
         amk_op_device(t->op, &form);
-        /* ATTENTION_DECODE_MERGE writes ATTENTION_DECODE's partials: the device sees PARTIAL too */
-        if (form & AMK_ATTN_FLAG_MERGE) form |= AMK_ATTN_FLAG_PARTIAL;
         o->flags = (int32_t)((uint32_t)o->flags | form);
     }
     AMK__MI(dim, -1);             /* SOFTMAX: the last axis */
@@ -805,45 +803,6 @@ AMK_API void amk_task_marshal_params(const amk_task *t, amk_params_t *o) {
         o->rope_low_freq_factor = (float)lo;
         o->rope_high_freq_factor = (float)hi;
     }
-}
-
-/* ATTENTION_DECODE_MERGE's groups (amk_ir.h, AMK_ATTN_FLAG_MERGE): the tasks of that op with the
-   same output 1 and n_off. group[t] (one an entry of p's tasks) becomes the group of task t,
-   numbered from 0, or -1 for a task of another op or with fewer than two outputs. Returns the
-   group count, or -1 when out of memory. The validator checks each group (MERGE_GROUP), the
-   reference VM counts its tasks, the runtime gives it an arrival word. */
-typedef struct amk__merge_key { int64_t out1, n_off; int task; } amk__merge_key;
-AMK__FN int amk__merge_key_cmp(const void *x, const void *y) {
-    const amk__merge_key *a = (const amk__merge_key *)x, *b = (const amk__merge_key *)y;
-    if (a->out1 != b->out1) return a->out1 < b->out1 ? -1 : 1;
-    if (a->n_off != b->n_off) return a->n_off < b->n_off ? -1 : 1;
-    return (a->task > b->task) - (a->task < b->task);
-}
-AMK__FN int amk__merge_groups(const amk_program *p, int *group) {
-    amk__merge_key *k;
-    int i, n = 0, ng = 0;
-    for (i = 0; i < p->n_tasks; i++) {
-        const amk_task *t = &p->tasks[i];
-        group[i] = -1;
-        n += t->op == AMK_OP_ATTENTION_DECODE_MERGE && t->n_outputs >= 2 && t->outputs;
-    }
-    if (!n) return 0;
-    k = (amk__merge_key *)amk__calloc((size_t)n, sizeof *k);
-    if (!k) return -1;
-    for (i = 0, n = 0; i < p->n_tasks; i++) {
-        const amk_task *t = &p->tasks[i];
-        if (t->op != AMK_OP_ATTENTION_DECODE_MERGE || t->n_outputs < 2 || !t->outputs) continue;
-        k[n].out1 = t->outputs[1];
-        k[n].n_off = amk__param_i(t, "n_off", 0);
-        k[n++].task = i;
-    }
-    qsort(k, (size_t)n, sizeof *k, amk__merge_key_cmp);
-    for (i = 0; i < n; i++) {
-        if (i > 0 && (k[i].out1 != k[i - 1].out1 || k[i].n_off != k[i - 1].n_off)) ng++;
-        group[k[i].task] = ng;
-    }
-    amk__free(k);
-    return ng + 1;
 }
 
 AMK_API void amk_task_instruction(const amk_task *t, amk_instruction_t *in) {

@@ -222,8 +222,6 @@ typedef struct amk__refop {
                                                 partials, RMSNORM_MLP_FOLD's qkv, the caches of an
                                                 ATTENTION_O_PRENORM that writes them */
     void *ys[AMK_MAX_OUTPUTS];
-    int merge_last;                /* ATTENTION_DECODE_MERGE: the walk counted the group's last task
-                                      (amk_ref_exec, one task alone: 0, partials only) */
 } amk__refop;
 
 #define AMK__IN(o, i, e) amk__load_f32((o)->x[i], (o)->in[i]->dtype, (e))
@@ -434,39 +432,6 @@ AMK__FN void amk__ref_attn_head(const amk__refop *o, const float *q, int64_t g, 
     }
 }
 
-/* Heads [h0, h1) of y (dtype ydt, [n_heads, head_dim]) from ni partial buffers x[i] (dtypes
-   xdt[i], each k stacked sets of [nh, head_dim + 2]), over the partials p = s*ni + i (set s of
-   input i) in that order: m = max m_p; w_p = l_p > 0 ? exp(m_p - m) : 0; y = sum acc_p*w_p / sum
-   l_p*w_p (0 if empty). ATTENTION_COMBINE's and ATTENTION_DECODE_MERGE's merge. */
-AMK__FN amk_result amk__ref_merge_heads(const amk__refop *o, const void *const *x, const int *xdt, int ni, int64_t k,
-                                        int64_t nh, int64_t hd, int64_t h0, int64_t h1, void *y, int ydt, amk_diag *d) {
-    const int64_t np = k * ni;
-    float *w = amk__refvm_floats(np);
-    int64_t h, e, p;
-    if (!w) return amk__refvm_oom(o, d);
-#define AMK__MERGE_IN(p, j) amk__load_f32(x[(p) % ni], xdt[(p) % ni], ((p) / ni * nh + h) * (hd + 2) + (j))
-    for (h = h0; h < h1; h++) {
-        float m = -INFINITY, l = 0.0f;
-        for (p = 0; p < np; p++) {
-            float mp = AMK__MERGE_IN(p, hd);
-            if (mp > m) m = mp;
-        }
-        for (p = 0; p < np; p++) {
-            float mp = AMK__MERGE_IN(p, hd), lp = AMK__MERGE_IN(p, hd + 1);
-            w[p] = lp > 0.0f ? expf(mp - m) : 0.0f;
-            l += lp * w[p];
-        }
-        for (e = 0; e < hd; e++) {
-            float num = 0.0f;
-            for (p = 0; p < np; p++) num += AMK__MERGE_IN(p, e) * w[p];
-            amk__store_f32(y, ydt, h * hd + e, l > 0.0f ? num / l : 0.0f);
-        }
-    }
-#undef AMK__MERGE_IN
-    amk__free(w);
-    return AMK_OK;
-}
-
 /* Head h uses kv head h / (n_heads/n_kv_heads); cache row j of kv head g starts at element
    (j*n_kv_heads + g)*head_dim. ATTENTION_DECODE/_O with sliding_window W > 0: only rows above
    pos - W (Mistral's window). ATTENTION_TILE over rank-4 caches [B, S, ...]: query b [n_heads,
@@ -486,7 +451,7 @@ AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
     const int writer = prenorm && o->t->n_outputs == 3;
     float *q, *row, *acc, *s, *a = NULL, *kv = NULL; /* kv: PRENORM's [2, N_tile, head_dim] keys, values at pos */
     float inv = 0.0f;
-    if (amk_op_device(o->t->op, NULL) == AMK_OP_ATTENTION_DECODE || fo) { /* its kv heads, rows up to the position */
+    if (o->t->op == AMK_OP_ATTENTION_DECODE || fo) { /* its kv heads, and rows up to the position */
         pos = amk__load_i64(o->x[3], o->in[3]->dtype, 0);
         if (pos < 0)
             return amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1,
@@ -554,11 +519,6 @@ AMK__FN amk_result amk__ref_attention(const amk__refop *o, amk_diag *d) {
             for (e = 0; e < o->P.N_tile * hd; e++)
                 amk__store_f32(o->ys[1 + j], o->outs[1 + j]->dtype, (pos * nkv + g0) * hd + e, kv[(j * o->P.N_tile) * hd + e]);
     amk__free(q); amk__free(row); amk__free(acc); amk__free(s); amk__free(a); amk__free(kv);
-    if (o->merge_last) { /* the group's last: every set of output 0 into its heads of output 1 */
-        const int xdt = o->out->dtype;
-        return amk__ref_merge_heads(o, (const void *const *)&o->ys[0], &xdt, 1, o->n_out / (nh * (hd + 2)), nh, hd,
-                                    h0, h1, o->ys[1], o->outs[1]->dtype, d);
-    }
     return AMK_OK;
 }
 
@@ -822,14 +782,37 @@ AMK__FN amk_result amk__ref_argmax(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 
-/* ATTENTION_COMBINE: heads [n_off, n_off+N_tile) with N_tile >= 1, else all n_heads = out's /
-   head_dim, from its inputs' partials (amk__ref_merge_heads). */
+/* Heads [h0, h1) (N_tile >= 1: [n_off, n_off+N_tile), else all n_heads = out's / head_dim), over
+   the partials p = s*ni + i (set s of input i; AMK_ATTN_FLAG_PARTIAL's stacked sets) in that order:
+   m = max m_p; w_p = l_p > 0 ? exp(m_p - m) : 0; out = sum acc_p*w_p / sum l_p*w_p (0 if empty). */
 AMK__FN amk_result amk__ref_attention_combine(const amk__refop *o, amk_diag *d) {
     const int64_t hd = o->P.head_dim, nh = o->n_out / hd, k = o->n_in[0] / (nh * (hd + 2));
     const int64_t h0 = o->P.N_tile > 0 ? o->P.n_off : 0, h1 = o->P.N_tile > 0 ? h0 + o->P.N_tile : nh;
-    int xdt[AMK_MAX_INPUTS], i;
-    for (i = 0; i < o->ni; i++) xdt[i] = o->in[i]->dtype;
-    return amk__ref_merge_heads(o, o->x, xdt, o->ni, k, nh, hd, h0, h1, o->y, o->out->dtype, d);
+    const int64_t np = k * o->ni;
+    float *w = amk__refvm_floats(np);
+    int64_t h, e, p;
+    if (!w) return amk__refvm_oom(o, d);
+#define AMK__COMBINE_IN(p, j) AMK__IN(o, (int)((p) % o->ni), ((p) / o->ni * nh + h) * (hd + 2) + (j))
+    for (h = h0; h < h1; h++) {
+        float m = -INFINITY, l = 0.0f;
+        for (p = 0; p < np; p++) {
+            float mp = AMK__COMBINE_IN(p, hd);
+            if (mp > m) m = mp;
+        }
+        for (p = 0; p < np; p++) {
+            float mp = AMK__COMBINE_IN(p, hd), lp = AMK__COMBINE_IN(p, hd + 1);
+            w[p] = lp > 0.0f ? expf(mp - m) : 0.0f;
+            l += lp * w[p];
+        }
+        for (e = 0; e < hd; e++) {
+            float num = 0.0f;
+            for (p = 0; p < np; p++) num += AMK__COMBINE_IN(p, e) * w[p];
+            AMK__OUT(o, h * hd + e, l > 0.0f ? num / l : 0.0f);
+        }
+    }
+#undef AMK__COMBINE_IN
+    amk__free(w);
+    return AMK_OK;
 }
 
 /* The reference functions of the ops whose numerics fit in a few lines. */
@@ -1203,8 +1186,7 @@ AMK_API amk_result amk_refvm_run(amk_refvm *vm, const amk_refvm_opts *opts, amk_
     int *off = NULL, *next = NULL;  /* [n_counters+1] waiter offsets, [n_counters] next to release */
     int *ready = NULL, n_ready = 0; /* a min-heap (list order) or a bag (seeded random order) */
     amk__refvm_waiter *ws = NULL;   /* [n_waits] sorted by (counter, threshold) */
-    int *mgroup = NULL, *mleft = NULL; /* [n_tasks] ATTENTION_DECODE_MERGE's group; [groups] tasks to run */
-    int i, j, n_ws = 0, n_fired = 0, nc, nt, ng;
+    int i, j, n_ws = 0, n_fired = 0, nc, nt;
     uint64_t seed = opts ? opts->seed : 0;
     amk__rng rng;
     amk_result r = AMK_OK;
@@ -1235,15 +1217,10 @@ AMK_API amk_result amk_refvm_run(amk_refvm *vm, const amk_refvm_opts *opts, amk_
     pending = (int *)amk__calloc((size_t)nt + 1, sizeof(int));
     ready = (int *)amk__calloc((size_t)nt + 1, sizeof(int));
     ws = (amk__refvm_waiter *)amk__calloc((size_t)n_ws + 1, sizeof(amk__refvm_waiter));
-    mgroup = (int *)amk__calloc((size_t)nt + 1, sizeof(int));
-    ng = mgroup ? amk__merge_groups(p, mgroup) : -1;
-    mleft = ng >= 0 ? (int *)amk__calloc((size_t)ng + 1, sizeof(int)) : NULL;
-    if (!counters || !off || !next || !pending || !ready || !ws || !mleft) {
+    if (!counters || !off || !next || !pending || !ready || !ws) {
         r = amk__refvm_fail(d, AMK_ERR_OUT_OF_MEMORY, NULL, -1, -1, "out of memory for the walk");
         goto done;
     }
-    for (i = 0; i < nt; i++)
-        if (mgroup[i] >= 0) mleft[mgroup[i]]++;
     n_ws = 0;
     for (i = 0; i < nt; i++)
         for (j = 0; j < p->tasks[i].n_waits; j++) {
@@ -1292,7 +1269,6 @@ AMK_API amk_result amk_refvm_run(amk_refvm *vm, const amk_refvm_opts *opts, amk_
             outs[j] = vm->data[t->outputs[j]];
         }
         r = amk__refvm_fill(p, t, i, ins, outs, &o, d);
-        o.merge_last = mgroup[i] >= 0 && --mleft[mgroup[i]] == 0; /* the device's arrival count */
         if (r == AMK_OK) r = amk__refvm_exec(&o, d);
         if (r != AMK_OK) goto done;
         pending[i] = -1;
@@ -1315,8 +1291,6 @@ done:
     amk__free(pending);
     amk__free(ready);
     amk__free(ws);
-    amk__free(mgroup);
-    amk__free(mleft);
     return r;
 }
 

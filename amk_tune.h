@@ -116,10 +116,6 @@
    |                           |         | where the MLP is one step and a  | the context                        |              |
    |                           |         | task's rows of W_oT stage (1),   |                                    |              |
    |                           |         | never (0), always (2)            |                                    |              |
-   | AMK_LLAMA_ATTN_MERGE      | 1       | with several KV splits (AMK's    | 1B at 4096 +2.0%, 8B +1.0-1.2%:    | 491-492      |
-   |                           |         | opcodes), ATTENTION_DECODE_MERGE | the merging task takes ~6 us more  |              |
-   |                           |         | tasks whose last a kv head       | than the others, a COMBINE task 4  |              |
-   |                           |         | merges (1), or a COMBINE step (0)|                                    |              |
    | AMK_LLAMA_QKV_FOLD        | 1       | qkv_fold: with BF16 weights and  | SmolLM2 bf16 0.390 -> 0.372 ms;    | 291          |
    |                           |         | the SM sets (1), never (0),      | only the lean bf16 MLP tile folds  |              |
    |                           |         | wherever ATTENTION_O (2)         |                                    |              |
@@ -306,9 +302,6 @@
 #endif
 #ifndef AMK_LLAMA_ATTN_O
 #define AMK_LLAMA_ATTN_O 1 /* attn_o -1: attention and O in one step where W_oT's rows stage (run 165) */
-#endif
-#ifndef AMK_LLAMA_ATTN_MERGE
-#define AMK_LLAMA_ATTN_MERGE 1 /* several KV splits: the last split task of a kv head merges (no COMBINE step) */
 #endif
 #ifndef AMK_LLAMA_QKV_FOLD
 #define AMK_LLAMA_QKV_FOLD 1 /* qkv_fold -1: fold with BF16 weights and the SM sets (run 291) */

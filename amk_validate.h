@@ -68,8 +68,7 @@ extern "C" {
     X(GPU_LABEL,           'W', "meta.gpu differs from target.name") \
     X(OP_LENIENT,          'W', "a form the spec's reference accepts that AMK runs with a caveat") \
     X(PAGE_MISMATCH,       'W', "a buffer's space or size differs from its page's") \
-    X(BUILD_ERROR,         'E', "a builder call failed, so the program is incomplete") \
-    X(MERGE_GROUP,         'E', "an ATTENTION_DECODE_MERGE group is not one task a partial set")
+    X(BUILD_ERROR,         'E', "a builder call failed, so the program is incomplete")
 
 typedef enum amk_check {
 #define AMK__CHECK_ENUM(id, sev, msg) AMK_CHECK_##id,
@@ -496,7 +495,6 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
     const int op = amk_op_device(c->t->op, NULL);
     const int fo = op == AMK_OP_ATTENTION_O, decode = op == AMK_OP_ATTENTION_DECODE || fo;
     const int prenorm = c->t->op == AMK_OP_ATTENTION_O_PRENORM; /* input 0 is qkv */
-    const int merge = c->t->op == AMK_OP_ATTENTION_DECODE_MERGE; /* its partials' PARTIAL is marshalled */
     const int64_t B = amk__opshape_batch(c->in[1]); /* caches [B, max_seq, n_kv_heads, head_dim]: B queries */
     int64_t row, max_seq, want;
     double scale = amk__param_f(c->t, "scale", 1.0);
@@ -542,7 +540,7 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
         AMK__OPS_FAIL(PARAM_VALUE, "sliding_window = %d must be >= 0, and 0 without the position input "
                       "(ATTENTION_TILE: its kv window is the host's to set)", c->P.sliding_window);
     if (!amk__opshape_finite(scale)) AMK__OPS_FAIL(PARAM_VALUE, "scale = %g must be finite", scale);
-    if (!fo && decode && ((uint32_t)c->P.flags & ~(AMK_ATTN_FLAG_PARTIAL | (merge ? AMK_ATTN_FLAG_MERGE : 0u))))
+    if (!fo && decode && ((uint32_t)c->P.flags & ~AMK_ATTN_FLAG_PARTIAL))
         AMK__OPS_FAIL(PARAM_VALUE, "flags = %d has bits other than PARTIAL (2)", c->P.flags);
     if (c->P.part < 0 || (c->P.part > 0 && !(decode && !fo && ((uint32_t)c->P.flags & AMK_ATTN_FLAG_PARTIAL))))
         AMK__OPS_FAIL(PARAM_VALUE, "part = %d: only ATTENTION_DECODE's partials take a set (>= 0)", c->P.part);
@@ -594,12 +592,6 @@ AMK__FN int amk__check_attention(const amk__opshape *c) {
     if (c->n_out != want)
         AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, needs %lld", amk__opshape_name(c->out),
                       (long long)c->n_out, (long long)want);
-    if (merge) { /* output 1: the merged attention of every head, a buffer of its own */
-        want = (int64_t)c->P.n_heads * c->P.head_dim;
-        if (!c->out2 || c->t->outputs[1] == c->t->outputs[0] || c->n_out2 != want || !amk_dtype_is_float(c->out2->dtype))
-            AMK__OPS_FAIL(OP_SHAPE, "output 1 '%s' must be a float buffer of n_heads*head_dim = %lld elements, "
-                          "not the partials", c->out2 ? amk__opshape_name(c->out2) : "?", (long long)want);
-    }
     return 1;
 }
 
@@ -968,8 +960,7 @@ AMK__FN int amk__op_flags_named(const amk_task *t, char *msg, size_t msg_size) {
         if (msg && msg_size) snprintf(msg, msg_size, "flags = %u: %s takes no flags (its opcode is its form)", fl, amk_op_name(t->op));
         return 0;
     }
-    /* an op without variants, or ATTENTION_DECODE's PARTIAL (no form's bit): its own check reads flags */
-    if (!amk__op_form_bits(t->op) || (t->op == AMK_OP_ATTENTION_DECODE && !form)) return 1;
+    if (!amk__op_form_bits(t->op)) return 1; /* an op without variants: its own check reads flags */
     if (msg && msg_size && v >= 0)
         snprintf(msg, msg_size, "flags = %u: that form of %s is the op %s (%d)", fl, amk_op_name(t->op), amk_op_name(v), v);
     else if (msg && msg_size) { /* no variant has these bits: name those that exist */
@@ -1801,63 +1792,6 @@ AMK__FN void amk__v_tasks(amk__vctx *v) {
     }
 }
 
-/* ---- pass 2b: ATTENTION_DECODE_MERGE groups (MERGE_GROUP) ---------------------------------------
-   A group (amk__merge_groups: the same output 1 and n_off) is k tasks, k the partial sets of their
-   output 0, with that output 0 and N_tile each, and each a set part of its own: the last task to
-   count itself then finds every set written, and exactly one merges. A group with a task that
-   failed pass 2 is not checked (that task's issue stands). */
-AMK__FN void amk__v_merge(amk__vctx *v) {
-    const amk_program *p = v->p;
-    int *grp = (int *)amk__calloc((size_t)v->n + 1, sizeof(int)), *first = NULL, *cnt = NULL, *off = NULL;
-    unsigned char *bad = NULL, *seen = NULL;
-    int ng, i, g;
-    char tn[64], bn[64];
-    if (!grp) { v->oom = 1; return; }
-    ng = amk__merge_groups(p, grp);
-    if (ng <= 0) { v->oom = ng < 0; amk__free(grp); return; }
-    first = (int *)amk__calloc((size_t)ng, sizeof(int));
-    cnt = (int *)amk__calloc((size_t)ng, sizeof(int));
-    off = (int *)amk__calloc((size_t)ng + 1, sizeof(int));
-    bad = (unsigned char *)amk__calloc((size_t)ng, 1);
-    seen = (unsigned char *)amk__calloc((size_t)v->n + 1, 1);
-    if (!first || !cnt || !off || !bad || !seen) { v->oom = 1; goto done; }
-    for (g = 0; g < ng; g++) first[g] = -1;
-    for (i = 0; i < v->n; i++) {
-        if ((g = grp[i]) < 0) continue;
-        if (v->task_bad[i]) bad[g] = 1;
-        if (first[g] < 0) first[g] = i;
-        cnt[g]++;
-    }
-    for (g = 0; g < ng; g++) off[g + 1] = off[g] + cnt[g];
-    for (i = 0; i < v->n; i++) {
-        const amk_task *t = &p->tasks[i], *f;
-        amk_params_t P;
-        int64_t k;
-        if ((g = grp[i]) < 0 || bad[g]) continue;
-        f = &p->tasks[first[g]];
-        amk_task_marshal_params(t, &P);
-        k = amk_buffer_numel(&p->buffers[t->outputs[0]]) / ((int64_t)P.n_heads * (P.head_dim + 2));
-        amk__v_tname(p, i, tn, sizeof tn);
-        amk__v_bname(p, t->outputs[1], bn, sizeof bn);
-        if (t->outputs[0] != f->outputs[0] || P.N_tile != amk__param_i(f, "N_tile", 0)) {
-            amk__v_issue(v, AMK_CHECK_MERGE_GROUP, i, t->outputs[0], -1, "%s: its group (output 1 %s, n_off %d) "
-                         "differs in output 0 or N_tile from task %d", tn, bn, P.n_off, first[g]);
-            bad[g] = 1;
-        } else if (k != cnt[g]) {
-            if (i == first[g])
-                amk__v_issue(v, AMK_CHECK_MERGE_GROUP, i, t->outputs[0], -1, "%s: its group (output 1 %s, n_off %d) "
-                             "has %d tasks for the %lld partial sets of output 0", tn, bn, P.n_off, cnt[g], (long long)k);
-        } else if (seen[off[g] + P.part]) { /* part < k: pass 2 */
-            amk__v_issue(v, AMK_CHECK_MERGE_GROUP, i, t->outputs[0], -1, "%s: its group (output 1 %s, n_off %d) "
-                         "has another task writing set part %d", tn, bn, P.n_off, P.part);
-        } else {
-            seen[off[g] + P.part] = 1;
-        }
-    }
-done:
-    amk__free(grp); amk__free(first); amk__free(cnt); amk__free(off); amk__free(bad); amk__free(seen);
-}
-
 /* ---- pass 3: waits ------------------------------------------------------------------------------ */
 
 AMK__FN void amk__v_waits(amk__vctx *v) {
@@ -2297,38 +2231,6 @@ AMK__FN void amk__region_heads(const amk_task *t, int x, amk__v_region *r) {
     }
 }
 
-/* ATTENTION_DECODE_MERGE: of output 0 its set part's rows of its kv heads' query heads, as the
-   PARTIAL ATTENTION_DECODE's; of output 1 the flat elements of those heads, which one task of its
-   group writes (amk__v_merge_pair: the group's writers are not a race among themselves). */
-AMK__FN void amk__region_merge(const amk_task *t, int x, amk__v_region *r) {
-    const amk_param *off = amk__v_param(t, "n_off"), *w = amk__v_param(t, "N_tile");
-    amk_params_t P;
-    int64_t rw;
-    if (!off || !w || t->n_outputs != 2 || !t->outputs) return;
-    amk_task_marshal_params(t, &P);
-    if (P.n_kv_heads < 1 || P.n_heads % P.n_kv_heads || P.head_dim < 1) return; /* pass 2 reports it */
-    r->kind = 2;
-    if (x == t->outputs[1]) {
-        rw = (int64_t)(P.n_heads / P.n_kv_heads) * P.head_dim;
-        r->n0 = off->i * rw;
-        r->n1 = (off->i + w->i) * rw;
-        return;
-    }
-    rw = (int64_t)(P.n_heads / P.n_kv_heads) * (P.head_dim + 2);
-    r->n0 = off->i * rw + (int64_t)P.part * P.n_heads * (P.head_dim + 2);
-    r->n1 = (off->i + w->i) * rw + (int64_t)P.part * P.n_heads * (P.head_dim + 2);
-}
-
-/* Tasks a and b of one ATTENTION_DECODE_MERGE group (the same output 1 x and n_off): one of them
-   writes x's heads, whichever comes last, so their regions of x are no race (MERGE_GROUP checks
-   the group). */
-AMK__FN int amk__v_merge_pair(const amk_program *p, int a, int b, int x) {
-    const amk_task *u = &p->tasks[a], *w = &p->tasks[b];
-    return u->op == AMK_OP_ATTENTION_DECODE_MERGE && w->op == AMK_OP_ATTENTION_DECODE_MERGE && u->n_outputs == 2 &&
-           w->n_outputs == 2 && u->outputs[1] == x && w->outputs[1] == x &&
-           amk__param_i(u, "n_off", 0) == amk__param_i(w, "n_off", 0);
-}
-
 /* ATTENTION_COMBINE with N_tile: the flat elements of its heads. */
 AMK__FN void amk__region_head_rows(const amk_task *t, int x, amk__v_region *r) {
     const amk_param *off = amk__v_param(t, "n_off"), *w = amk__v_param(t, "N_tile"), *hd = amk__v_param(t, "head_dim");
@@ -2448,7 +2350,6 @@ AMK__FN void amk__v_waw(amk__vctx *v, int x, amk__v_key3 *tmp, amk__v_region *re
                 int a = reg[j].task, b = reg[k].task, lo, hi;
                 if (!amk__v_overlap(&reg[j], &reg[k])) continue;
                 if (next[j] != j && next[k] != k) continue; /* why: additions commute */
-                if (amk__v_merge_pair(v->p, a, b, x)) continue;
                 lo = g->rank[a] < g->rank[b] ? a : b;
                 hi = lo == a ? b : a;
                 amk__v_query(v, amk__v_pool_add(v, &lo, 1), 1, hi, 0, AMK__VQ_WAW_OVERLAP, x, -1);
@@ -2981,7 +2882,6 @@ AMK__FN amk_result amk__validate(const amk_program *p, amk_report *report, int s
     if (!v.oom) amk__v_buffers(&v);
     if (!v.oom) amk__v_counters_and_ids(&v);
     if (!v.oom) amk__v_tasks(&v);
-    if (!v.oom && !schedule_only) amk__v_merge(&v);
     if (!v.oom && !amk__vgraph_build(p, v.n, v.nc, &v.g)) v.oom = 1;
     if (!v.oom) amk__v_waits(&v);
     if (!v.oom) {

@@ -92,8 +92,7 @@ static void test_opcodes(void) {
     CHECK_EQ_INT(AMK_OP_RMSNORM_MLP_FOLD, 33);
     CHECK_EQ_INT(AMK_OP_ATTENTION_O_PRENORM, 34);
     CHECK_EQ_INT(AMK_OP_ATTENTION_PREFILL, 35);
-    CHECK_EQ_INT(AMK_OP_ATTENTION_DECODE_MERGE, 36);
-    CHECK_EQ_INT(AMK_OP_COUNT, 37);
+    CHECK_EQ_INT(AMK_OP_COUNT, 36);
     CHECK_EQ_INT(amk_op_from_name("RMSNORM_GEMV"), 20);
     CHECK_EQ_INT(amk_op_from_name("RMSNORM_SWIGLU"), 21);
     CHECK_EQ_INT(amk_op_from_name("ATTENTION_DECODE"), 22);
@@ -110,8 +109,7 @@ static void test_opcodes(void) {
     CHECK_STR(amk_op_name(34), "ATTENTION_O_PRENORM");
     CHECK_EQ_INT(amk_op_from_name("RMSNORM_GEMV_ROPE_KV"), 31);
     CHECK_STR(amk_op_name(35), "ATTENTION_PREFILL");
-    CHECK_STR(amk_op_name(36), "ATTENTION_DECODE_MERGE");
-    CHECK(amk_op_spec_get(37) == NULL);
+    CHECK(amk_op_spec_get(36) == NULL);
     { /* the device runs each variant as its base op with the form's bits (the device ABI) */
         static const int want[6][2] = {{AMK_OP_RMSNORM_GEMV, 1}, {AMK_OP_RMSNORM_GEMV, 2}, {AMK_OP_RMSNORM_GEMV, 3},
                                        {AMK_OP_RMSNORM_GEMV, 4}, {AMK_OP_RMSNORM_MLP, 1}, {AMK_OP_ATTENTION_O, 4}};
@@ -122,10 +120,6 @@ static void test_opcodes(void) {
             CHECK_EQ_INT((int)bits, want[k][1]);
             CHECK_EQ_INT(amk_op_variant(want[k][0], (uint32_t)want[k][1]), 29 + k);
         }
-        CHECK_EQ_INT(amk_op_device(AMK_OP_ATTENTION_DECODE_MERGE, &bits), AMK_OP_ATTENTION_DECODE);
-        CHECK_EQ_INT((int)bits, AMK_ATTN_FLAG_MERGE);
-        CHECK_EQ_INT(amk_op_variant(AMK_OP_ATTENTION_DECODE, AMK_ATTN_FLAG_MERGE), AMK_OP_ATTENTION_DECODE_MERGE);
-        CHECK_EQ_INT(amk_op_variant(AMK_OP_ATTENTION_DECODE, AMK_ATTN_FLAG_PARTIAL), -1);
         CHECK_EQ_INT(amk_op_device(AMK_OP_ATTENTION_O, &bits), AMK_OP_ATTENTION_O);
         CHECK_EQ_INT((int)bits, 0);
         CHECK_EQ_INT(amk_op_device(-1, NULL), -1);
@@ -169,7 +163,7 @@ static void test_caps_and_versions(void) {
     CHECK_EQ_INT(AMK_ABI_VERSION_MAJOR, 0);
     CHECK_EQ_INT(AMK_ABI_VERSION_MINOR, 2);
     /* the on-device PODs: fixed sizes so host and device agree without CUDA headers */
-    CHECK_EQ_INT(sizeof(amk_params_t), 18 * 4 + 8 * 4 + 4 * 4); /* + x_q8, arrive, arrivals and a reserved word */
+    CHECK_EQ_INT(sizeof(amk_params_t), 18 * 4 + 8 * 4 + 4 * 4); /* + x_q8 and 3 reserved words */
     CHECK_EQ_INT(sizeof(amk_buffer_t), 8 + 8 + 16 + 32 + 32);
     CHECK_EQ_INT(sizeof(amk_instruction_t) % 8, 0);
     /* AMK's instruction layout (the spec's fields, then the runtime's L2 prefetch ranges and a

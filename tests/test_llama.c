@@ -73,8 +73,7 @@ static void check_build(int spec_ops, int mlp_accum, int attn_o) {
     for (i = 0; i < p->n_tasks; i++) {
         const int op = p->tasks[i].op;
         n_attn += op == AMK_OP_ATTENTION_TILE;
-        n_decode += op == AMK_OP_ATTENTION_DECODE_MERGE; /* 3 splits: each kv head's last task merges */
-        CHECK(spec_ops || (op != AMK_OP_ATTENTION_DECODE && op != AMK_OP_ATTENTION_COMBINE));
+        n_decode += op == AMK_OP_ATTENTION_DECODE;
         n_small += op == AMK_OP_RMSNORM || op == AMK_OP_ROPE || op == AMK_OP_KV_APPEND || op == AMK_OP_ADD || op == AMK_OP_SILU_MUL;
         n_fused += op >= AMK_OP_RMSNORM_GEMV;
         n_mlp += op == AMK_OP_RMSNORM_MLP;
@@ -648,11 +647,10 @@ static int buf_named(const amk_program *p, const char *name) {
 }
 
 /* More KV splits than COMBINE's 8 inputs: 16 and 24 splits over a 96-row cache (windows of 6 and
-   4 rows) are ATTENTION_DECODE_MERGE tasks writing stacked partial sets (one buffer a layer, split
-   j its set j), a kv head's last task merging them into the attention (no COMBINE). Each step's
-   logits equal one split's within the merge's reassociation (bound 1e-5), over all 96 positions so
-   every window fills. AMK's choice, the count's rules, and the validator's refusal of a set past
-   the buffer. */
+   4 rows) write stacked partial sets (8 buffers of 2 and 3 sets, set j / 8 of buffer j % 8),
+   merged by a COMBINE task a kv head (N_tile = its 3 query heads). Each step's logits equal one
+   split's within the merge's reassociation (bound 1e-5), over all 96 positions so every window
+   fills. AMK's choice, the count's rules, and the validator's refusal of a set past the buffer. */
 static void test_stacked_splits(void) {
     amk_llama_config c = tiny_config();
     const int splits[3] = {1, 16, 24};
@@ -674,23 +672,25 @@ static void test_stacked_splits(void) {
         ok = ok && m[k];
     }
     if (!ok) { for (k = 0; k < 3; k++) amk_llm_close(m[k]); return; }
-    for (k = 1; k < 3; k++) { /* the step's shape: one buffer of stacked sets, no COMBINE */
+    for (k = 1; k < 3; k++) { /* the step's shape: stacked sets, the COMBINE tiles */
         const amk_program *p = amk_llm_program(m[k]);
         int n_dec = 0, n_comb = 0, max_part = 0, b = buf_named(p, "attn_part.0.0");
         for (i = 0; i < p->n_tasks; i++) {
             const amk_task *t = &p->tasks[i];
-            if (t->op == AMK_OP_ATTENTION_DECODE_MERGE) {
+            if (t->op == AMK_OP_ATTENTION_DECODE) {
                 n_dec++;
-                CHECK(t->n_outputs == 2 && t->outputs[0] == (i < p->n_tasks / 2 ? b : buf_named(p, "attn_part.1.0")));
                 if (amk_task_param(t, "part") && amk_task_param(t, "part")->i > max_part) max_part = (int)amk_task_param(t, "part")->i;
             }
-            n_comb += t->op == AMK_OP_ATTENTION_COMBINE || t->op == AMK_OP_ATTENTION_DECODE;
+            if (t->op == AMK_OP_ATTENTION_COMBINE) {
+                n_comb++;
+                CHECK_EQ_INT(t->n_inputs, 8);
+                CHECK(amk_task_param(t, "N_tile") && amk_task_param(t, "N_tile")->i == 3);
+            }
         }
         CHECK_EQ_INT(n_dec, 2 * splits[k] * 2); /* layers x splits x kv heads */
-        CHECK_EQ_INT(n_comb, 0);
-        CHECK_EQ_INT(max_part, splits[k] - 1);
-        CHECK(b >= 0 && p->buffers[b].shape[0] == splits[k] * c.n_heads);
-        CHECK(buf_named(p, "attn_part.0.1") < 0);
+        CHECK_EQ_INT(n_comb, 2 * 2);
+        CHECK_EQ_INT(max_part, splits[k] / 8 - 1);
+        CHECK(b >= 0 && p->buffers[b].shape[0] == splits[k] / 8 * c.n_heads);
     }
     worst = lockstep_worst(m, 3, c.vocab, 96, &d);
     CHECK_MSG(worst < 1e-5, "stacked splits' logits differ by %.3g", worst);
@@ -707,20 +707,20 @@ static void test_stacked_splits(void) {
         CHECK(p && amk_program_meta_string(p, "kv_window", buf, sizeof buf) && strcmp(buf, "128") == 0);
         amk_program_free(p);
         p = NULL;
-        bo.max_seq = 4096; /* 32 splits of 128 rows: a buffer of 32 sets a layer */
+        bo.max_seq = 4096; /* 32 splits of 128 rows: 8 buffers of 4 sets */
         CHECK_EQ_INT(amk_llama_build(&c, &bo, &p, &d), AMK_OK);
         CHECK(p && amk_program_meta_string(p, "kv_window", buf, sizeof buf) && strcmp(buf, "128") == 0);
         if (p) {
-            const int b = buf_named(p, "attn_part.1.0");
-            CHECK(b >= 0 && p->buffers[b].shape[0] == 32 * c.n_heads);
-            CHECK(buf_named(p, "attn_part.1.1") < 0);
-            /* a set past the buffer's 32 is refused */
+            const int b = buf_named(p, "attn_part.1.7");
+            CHECK(b >= 0 && p->buffers[b].shape[0] == 4 * c.n_heads);
+            CHECK(buf_named(p, "attn_part.1.8") < 0);
+            /* a set past the buffer's four is refused */
             for (i = 0; i < p->n_tasks; i++)
-                if (p->tasks[i].op == AMK_OP_ATTENTION_DECODE_MERGE) break;
+                if (p->tasks[i].op == AMK_OP_ATTENTION_DECODE) break;
             if (i < p->n_tasks) {
                 amk_report rep;
                 memset(&rep, 0, sizeof rep);
-                amk_task_set_int(p, i, "part", 32);
+                amk_task_set_int(p, i, "part", 4);
                 CHECK_EQ_INT(amk_program_validate(p, &rep), AMK_ERR_REJECTED);
                 CHECK(rep.n_errors > 0);
                 amk_report_free(&rep);

@@ -168,16 +168,6 @@ static void expect_clean(const amk_program *p) {
     amk_report_free(&r);
 }
 
-/* Validates p: how many issues of id c it reports (the program rejected when c is an error). */
-static int expect_count(const amk_program *p, amk_check c) {
-    amk_report r;
-    const amk_result res = amk_program_validate(p, &r);
-    const int n = count_id(&r, c);
-    if (n > 0 && amk_check_is_error(c)) CHECK_EQ_INT(res, AMK_ERR_REJECTED);
-    amk_report_free(&r);
-    return n;
-}
-
 /* The message of the first issue of id c ("" if none), copied into buf. */
 static const char *first_message(const amk_program *p, amk_check c, char *buf, size_t size) {
     amk_report r;
@@ -1039,57 +1029,6 @@ static void test_race_waw_attention_decode(void) {
     CHECK(expect_only(p, AMK_CHECK_RACE_WAW) >= 1);
     amk_task_set_int(p, 1, "sliding_window", 4); /* ATTENTION_TILE takes none: no position input */
     CHECK(expect_only(p, AMK_CHECK_PARAM_VALUE) >= 1);
-    amk_program_free(p);
-}
-
-/* ATTENTION_DECODE_MERGE groups: 6 heads of head_dim 4 over 2 kv heads, a partial buffer of `sets`
-   sets and `tasks` tasks a kv head (set j each), one counter. */
-static amk_program *merge_prog(int sets, int tasks) {
-    amk_program *p = amk_program_create();
-    int c = amk_program_add_counter(p, ""), g, j, t, in[4], o[1], outs[2];
-    int64_t sh[2];
-    attn_task_bufs(p, 6, 4, in, o);
-    sh[0] = 6 * sets; sh[1] = 6;
-    outs[0] = amk_program_add_buffer(p, "part", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
-    outs[1] = o[0];
-    for (j = 0; j < tasks; j++)
-        for (g = 0; g < 2; g++) {
-            t = amk_program_add_task(p, AMK_OP_ATTENTION_DECODE_MERGE, in, 4, outs, 2, c, "merge");
-            attn_params(p, t, 4, 6, 2, 8, g);
-            amk_task_set_int(p, t, "part", j);
-        }
-    return p;
-}
-
-/* A group a kv head (3 sets) is clean: its tasks all write that head's rows of output 1, which one
-   of them merges, and that is no race. A group of fewer tasks than sets is MERGE_GROUP (one a
-   group); two tasks of one set race in output 0 too; groups of overlapping kv heads race in
-   output 1; output 1 the partials, or flags on a task, are refused. */
-static void test_merge_group(void) {
-    amk_program *p = merge_prog(3, 3);
-    expect_clean(p);
-    amk_task_set_int(p, 2, "part", 0); /* kv head 0's set 0 twice, its set 1 never */
-    CHECK(expect_count(p, AMK_CHECK_MERGE_GROUP) == 1 && expect_count(p, AMK_CHECK_RACE_WAW) == 1);
-    amk_task_set_int(p, 2, "part", 1);
-    amk_task_set_int(p, 1, "N_tile", 2); /* kv heads 1..2 of 2 */
-    CHECK(expect_count(p, AMK_CHECK_PARAM_VALUE) >= 1);
-    amk_task_set_int(p, 1, "N_tile", 1);
-    amk_task_set_int(p, 0, "flags", AMK_ATTN_FLAG_PARTIAL);
-    CHECK_EQ_INT(expect_only(p, AMK_CHECK_PARAM_VALUE), 1);
-    amk_program_free(p);
-    p = merge_prog(4, 3);
-    CHECK_EQ_INT(expect_only(p, AMK_CHECK_MERGE_GROUP), 2);
-    amk_program_free(p);
-    p = merge_prog(3, 3); /* kv head 0's group over heads 0..1: overlaps kv head 1's in output 1 */
-    {
-        int t;
-        for (t = 0; t < 6; t += 2) amk_task_set_int(p, t, "N_tile", 2);
-    }
-    CHECK(expect_count(p, AMK_CHECK_RACE_WAW) >= 1);
-    amk_program_free(p);
-    p = merge_prog(3, 3);
-    p->tasks[4].outputs[1] = p->tasks[4].outputs[0];
-    CHECK(expect_count(p, AMK_CHECK_OP_SHAPE) == 1);
     amk_program_free(p);
 }
 
@@ -2218,7 +2157,6 @@ int main(void) {
     RUN(test_race_waw_norm_rows);
     RUN(test_race_waw_attention_decode);
     RUN(test_race_waw_stacked_partials);
-    RUN(test_merge_group);
     RUN(test_race_waw_attention_prefill);
     RUN(test_race_waw_rows);
     RUN(test_copy_rows_blocks);

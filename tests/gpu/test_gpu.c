@@ -1034,56 +1034,6 @@ static void test_split_attention(void) {
     split_attention_case("SPLIT 4 splits", 9, 3, 64, 500, 4, 333);
 }
 
-/* The split attention as the builder writes it without a COMBINE: ATTENTION_DECODE_MERGE a kv head
-   a split (split j into set j of one partial buffer, the output the task's second), over 8 SMs;
-   the last task of each kv head merges. Three launches (the arrival words count on across them:
-   launch e's last task completes 16 * e), each at another position, so a merge that did not run
-   leaves the last launch's output; partials and output against the reference VM each time. */
-static void merge_attention_case(const char *tag, int nh, int nkv, int hd, int max_seq, int S, int32_t pos) {
-    const int window = (max_seq + S - 1) / S;
-    amk_program *p = prog_new(8);
-    int in[4], outs[2], t, j, g, r, n = 0, catt = amk_program_add_counter(p, "splits");
-    gcase gc;
-    in[0] = buf(p, "q", AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, nh, hd, 0);
-    in[1] = buf(p, "k", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 3, max_seq, nkv, hd);
-    in[2] = buf(p, "v", AMK_KIND_KV_CACHE, AMK_DTYPE_BF16, 3, max_seq, nkv, hd);
-    in[3] = buf(p, "pos", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, 1, 0, 0);
-    outs[0] = buf(p, "partial", AMK_KIND_ACTIVATION, AMK_DTYPE_F32, 2, (int64_t)S * nh, hd + 2, 0);
-    outs[1] = buf(p, "out", AMK_KIND_IO_OUTPUT, AMK_DTYPE_BF16, 2, nh, hd, 0);
-    for (j = 0; j < S; j++)
-        for (g = 0; g < nkv; g++) {
-            const int start = j * window, len = max_seq - start < window ? max_seq - start : window;
-            t = amk_program_add_task(p, AMK_OP_ATTENTION_DECODE_MERGE, in, 4, outs, 2, catt, "merge");
-            if (t < 0) break;
-            p->tasks[t].sm = n++ % 8;
-            attn_params(p, t, nh, nkv, hd, start, len, 0);
-            seti(p, t, "n_off", g);
-            seti(p, t, "N_tile", 1);
-            seti(p, t, "part", j);
-        }
-    if (gcase_begin(&gc, p, tag, 1.0f)) {
-        for (r = 0; r < 3; r++) {
-            const int32_t at = r == 0 ? pos : r == 1 ? pos / 2 : max_seq - 1;
-            gcase_set_i32(&gc, in[3], &at, 1);
-            if (!gcase_run(&gc, tag)) break;
-            gcase_compare(&gc, outs[0], 1e-4, 1e-5, tag);
-            gcase_compare(&gc, outs[1], -1, 1e-3, tag);
-        }
-    }
-    gcase_end(&gc);
-}
-
-/* the 8B's and the 1B's heads at 4096 rows in 16 splits (as amk_llama_build: one a kv head on
-   each of 128 SMs), 24 sets over 300 rows with the CUDA cores' head_dim (72: a merge read as 8
-   inputs of 3 sets), 5 sets (5 inputs of one), an odd head_dim (a thread an element) */
-static void test_merge_attention(void) {
-    merge_attention_case("MERGE 8B 16 splits", 32, 8, 128, 4096, 16, 4095);
-    merge_attention_case("MERGE 1B 16 splits, pos 1100", 32, 8, 64, 4096, 16, 1100);
-    merge_attention_case("MERGE 24 sets hd72", 12, 3, 72, 300, 24, 290);
-    merge_attention_case("MERGE 5 sets", 9, 3, 64, 500, 5, 333);
-    merge_attention_case("MERGE odd head_dim", 6, 2, 7, 90, 4, 70);
-}
-
 /* ---- AMK's fused opcodes ------------------------------------------------------------------------- */
 
 /* With ARGMAX: the pairs the device wrote (partials pp [M, 4], tile i's pair i) are exactly the max
@@ -3328,7 +3278,6 @@ int main(int argc, char **argv) {
     TRY_IMAGES(test_sample_argmax);
     TRY_IMAGES(test_argmax_pairs);
     TRY_IMAGES(test_attention_combine);
-    TRY_IMAGES(test_merge_attention);
     TRY_IMAGES(test_split_attention);
     TRY_IMAGES(test_fused_gemv);
     TRY_IMAGES(test_blk_ring);
