@@ -504,6 +504,17 @@ AMK__FN int64_t amk__lb_row_bytes(const amk__lb *b, const int *ins, int n_in, in
     return sum;
 }
 
+/* The columns of a prefill chunk's GEMM_TILE blocks (amk__lb_tiles) over R rows, the caller's tiles
+   being `rows` columns each: a chunk's matrix goes as blocks of AMK_TMA_BM rows x AMK_TMA_BN
+   columns, so that the blocks spread over the SMs (a tile of N / num_sms columns would compute a
+   whole block for a few); as narrow blocks of AMK_TMA_WBOX columns where the phase's wide ones
+   (its columns: rows a tile over the SMs, as the caller sized them) would leave SMs idle (the
+   8B's O and down at 512 rows: 64 blocks). */
+AMK__FN int amk__lb_gemm_cols(const amk__lb *b, int64_t R, int rows) {
+    return (R + AMK_TMA_BM - 1) / AMK_TMA_BM * (((int64_t)rows * b->o.num_sms + AMK_TMA_BN - 1) / AMK_TMA_BN) < b->o.num_sms
+               ? AMK_TMA_WBOX : AMK_TMA_BN;
+}
+
 /* Tiles of opcode op over N weight rows of K columns: ins[0..n_in) are the task inputs (the first
    n_mats matrices among them count in est_bytes, by their bytes a row; RMSNORM_MLP's last, the residual, goes to
    the first tile only: it is added once), rows per tile; all signal counter after all wait_n[k]
@@ -552,13 +563,7 @@ AMK__FN int amk__lb_tiles(amk__lb *b, int op, const int *ins, int n_in, int n_ma
         mstep = AMK_TMA_BM;
     }
     if (op == AMK_OP_GEMV_TILE && amk__lb_tma(op, xt, -1, wt, K, R)) {
-        /* a chunk's matrix: a GEMM_TILE a block of AMK_TMA_BM rows x AMK_TMA_BN columns, so that the
-           blocks spread over the SMs (a tile of N / num_sms columns would compute a whole block for a
-           few); narrow blocks of AMK_TMA_WBOX columns where the phase's wide ones (its columns: rows
-           a tile over the SMs, as the caller sized them) would leave SMs idle (the 8B's O and down at
-           512 rows: 64 blocks) */
-        rows = (R + AMK_TMA_BM - 1) / AMK_TMA_BM * (((int64_t)rows * b->o.num_sms + AMK_TMA_BN - 1) / AMK_TMA_BN) <
-                       b->o.num_sms ? AMK_TMA_WBOX : AMK_TMA_BN;
+        rows = amk__lb_gemm_cols(b, R, rows);
         mstep = AMK_TMA_BM;
         tile_op = AMK_OP_GEMM_TILE;
         rows_first = 1;
@@ -606,15 +611,36 @@ AMK__FN int amk__lb_gemv(amk__lb *b, int x, int w, int bias, int out, int counte
                          what, layer);
 }
 
+/* The K splits of a prefill chunk's projection of a [R, K] by w [N, K] (amk__lb_proj_residual; rows
+   the caller's columns a tile): 1, or S (a power of 2 up to AMK_LLAMA_PF_SPLIT_K) where the
+   chunk's blocks (amk__lb_gemm_cols) take at most 1/S of the SMs, each split's K a multiple of
+   AMK_TMA_BK and at least AMK_LLAMA_PF_SPLIT_K_MIN. why: a short chunk's O and down are a round
+   of few blocks, each streaming a whole row of W at one SM's rate (the 8B's 128-row down: 32
+   blocks of 111 us beside 100 idle SMs, bench/NOTES.md session "norm tiles"). Only for blocks the
+   tensor-copy GEMM takes (prefill image; the portable one runs them by mma.sync). */
+AMK__FN int amk__lb_k_splits(const amk__lb *b, int a, int w, int64_t N, int64_t K, int rows) {
+    const int xt = b->p->buffers[a].dtype, wt = b->p->buffers[w].dtype;
+    int64_t blocks;
+    int S = 1;
+    if (b->o.spec_ops || b->R <= 1 || !amk__lb_tma(AMK_OP_GEMV_TILE, xt, -1, wt, K, b->R)) return 1;
+    blocks = (b->R + AMK_TMA_BM - 1) / AMK_TMA_BM * ((N + amk__lb_gemm_cols(b, b->R, rows) - 1) / amk__lb_gemm_cols(b, b->R, rows));
+    while (2 * S <= AMK_LLAMA_PF_SPLIT_K && blocks * 2 * S <= b->o.num_sms && K % (2 * S * AMK_TMA_BK) == 0 &&
+           K / (2 * S) >= AMK_LLAMA_PF_SPLIT_K_MIN)
+        S *= 2;
+    return S;
+}
+
 /* out = resid + a @ w.T ([N, K] tiles after the n_wait waits of wait_c/wait_n, as amk__lb_tiles):
    fused, the tiles add resid as their bias; spec_ops, GEMV tiles into a scratch buffer and an
-   ADD. Returns the counter that marks out complete (its producer count in *n_done), or -1. */
+   ADD; a prefill chunk's few blocks (amk__lb_k_splits) as S GEMM_TILEs of a K range each a block,
+   into F32 partials that an ALLREDUCE_SHARD of rows adds to resid. Returns the counter that marks
+   out complete (its producer count in *n_done), or -1. */
 AMK__FN int amk__lb_proj_residual(amk__lb *b, int a, int w, int resid, int out, int64_t N, int64_t K,
                                   const int *wait_c, const int *wait_n, int n_wait, const char *what, int layer,
                                   int *n_done) {
     const int rows = amk__lb_tile_rows(N, b->o.num_sms);
     int c = amk_program_add_counter(b->p, b->o.spec_ops || b->R > 1 ? "projection tiles" : "projection + residual tiles");
-    int ins[3], n, tmp, c_add;
+    int ins[3], sum[2 + AMK_LLAMA_PF_SPLIT_K], n, tmp, c_add, S, s;
     char label[64];
     if (!b->o.spec_ops && b->R == 1) { /* (a bias is one row: over R rows the residual is an ADD) */
         ins[0] = a; ins[1] = w; ins[2] = resid;
@@ -622,14 +648,26 @@ AMK__FN int amk__lb_proj_residual(amk__lb *b, int a, int w, int resid, int out, 
         *n_done = n;
         return n < 0 ? -1 : c;
     }
-    tmp = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, b->R, N, 0, 2, NULL, "%s.%d", what, layer);
-    ins[0] = a; ins[1] = w;
-    n = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, tmp, c, N, K, rows, wait_c, wait_n, n_wait, what, layer);
-    if (n < 0) return -1;
+    S = amk__lb_k_splits(b, a, w, N, K, rows);
+    sum[0] = resid;
+    for (s = 0, n = 0; s < S; s++) { /* split s: columns [s K / S, (s + 1) K / S) into its own partial */
+        const int t0 = b->p->n_tasks;
+        int j, ns;
+        tmp = S > 1 ? amk__lb_buf(b, AMK_KIND_ACTIVATION, AMK_DTYPE_F32, b->R, N, 0, 2, NULL, "%s.%d.k%d", what, layer, s)
+                    : amk__lb_buf(b, AMK_KIND_ACTIVATION, b->o.act_dtype, b->R, N, 0, 2, NULL, "%s.%d", what, layer);
+        ins[0] = a; ins[1] = w;
+        ns = amk__lb_tiles(b, AMK_OP_GEMV_TILE, ins, 2, 1, tmp, c, N, K, rows, wait_c, wait_n, n_wait, what, layer);
+        if (ns < 0) return -1;
+        for (j = t0; S > 1 && j < b->p->n_tasks; j++) { /* (the tiles are the program's last tasks) */
+            amk_task_set_int(b->p, j, "k_off", K / S * s);
+            amk_task_set_int(b->p, j, "K_tile", K / S);
+        }
+        sum[1 + s] = tmp;
+        n += ns;
+    }
     c_add = amk_program_add_counter(b->p, "residual");
-    ins[0] = resid; ins[1] = tmp;
     snprintf(label, sizeof label, "L%d residual %s", layer, what);
-    *n_done = amk__lb_rowwise(b, AMK_OP_ADD, ins, 2, out, c_add, &c, &n, 1, N, label);
+    *n_done = amk__lb_rowwise(b, S > 1 ? AMK_OP_ALLREDUCE_SHARD : AMK_OP_ADD, sum, 1 + S, out, c_add, &c, &n, 1, N, label);
     return *n_done < 0 ? -1 : c_add;
 }
 

@@ -786,7 +786,8 @@ AMK__FN amk__CUresult amk__cuda_d2h(amk_cuda *c, void *dst, amk__CUdeviceptr src
      carries AMK_VM_HINT_KV_EARLY (amk__cuda_context).
    - A GEMV/GEMM or RMSNORM_GEMV tile's x and W (AMK_GEMM_TMA, amk_gemm_tma): each viewed as
      [numel / K, K] with a box of AMK_TMA_BK x AMK_TMA_BM (x) or AMK_TMA_WBOX (W) elements, for a task
-     whose operands suit (amk_plan_gemm_tma_ops), with the prefill build loaded.
+     whose operands suit (amk_plan_gemm_tma_ops), with the prefill build loaded; a GEMM_TILE of a
+     K range (K_tile) views columns [k_off, k_off + K_tile) of each (a pair a range).
    Both 16-bit elements (UINT16: the bytes, no float fill) and 128-byte swizzle.
    amk__cuda_kv_pairs assigns the pairs (c->kv_pair[task], -1 for none) before the arena is
    planned; amk__cuda_kv_maps encodes and uploads them once it exists. Returns 0, or -1 out of
@@ -840,7 +841,9 @@ AMK__FN int amk__cuda_kv_pairs(amk_cuda *c, const amk_program *p) {
             const int a = n < 0 ? 0 : 1, b = n < 0 ? amk_plan_gemm_w(op) : 2;
             const int ua = n < 0 ? 0 : 1, ub = n < 0 ? amk_plan_gemm_w(amk_op_device(u->op, NULL)) : 2;
             if (c->kv_pair_rows[k] == n && u->inputs[ua] == t->inputs[a] && u->inputs[ub] == t->inputs[b] &&
-                (n < 0 ? amk__param_i(u, "K", 0) == w : amk__param_i(u, "n_kv_heads", 0) == nkv))
+                (n < 0 ? amk__param_i(u, "K", 0) == w && amk__param_i(u, "k_off", 0) == amk__param_i(t, "k_off", 0) &&
+                             amk__param_i(u, "K_tile", 0) == amk__param_i(t, "K_tile", 0)
+                       : amk__param_i(u, "n_kv_heads", 0) == nkv))
                 break;
         }
         if (k == c->n_kv_pairs) {
@@ -866,17 +869,22 @@ AMK__FN amk_result amk__cuda_kv_maps(amk_cuda *c, const amk_program *p, amk_diag
         const amk_task *t = &p->tasks[c->kv_pair_task[k]];
         const int gemm = c->kv_pair_rows[k] < 0;
         const int64_t w = gemm ? amk__param_i(t, "K", 0) : amk__param_i(t, "head_dim", 0) * amk__param_i(t, "n_kv_heads", 0);
+        /* a GEMM_TILE of a K range: both maps start at column k_off and end K_tile later (the
+           columns past it read as zero, as past K) */
+        const int64_t k0 = gemm && amk__param_i(t, "K_tile", 0) > 0 ? amk__param_i(t, "k_off", 0) : 0;
+        const int64_t kw = gemm && amk__param_i(t, "K_tile", 0) > 0 ? amk__param_i(t, "K_tile", 0) : w;
         int e, ok = 1;
         for (e = 0; e < 2; e++) { /* x and W (input amk_plan_gemm_w), or K and V (inputs 1 and 2) */
             const int b = t->inputs[gemm ? (e ? amk_plan_gemm_w(amk_op_device(t->op, NULL)) : 0) : 1 + e];
-            const uint64_t dim[2] = {(uint64_t)w, (uint64_t)(amk_buffer_numel(&p->buffers[b]) / w)};
+            const uint64_t dim[2] = {(uint64_t)kw, (uint64_t)(amk_buffer_numel(&p->buffers[b]) / w)};
             const uint64_t stride[1] = {(uint64_t)w * 2};
             const uint32_t box[2] = {gemm ? (uint32_t)AMK_TMA_BK : 64u,
                                      gemm ? (uint32_t)(e ? AMK_TMA_WBOX : AMK_TMA_BM) : (uint32_t)c->kv_pair_rows[k]};
             const uint32_t one[2] = {1u, 1u};
             /* UINT16 (the bytes, no float fill), no interleave, 128-byte swizzle, no L2 promotion */
             if (c->TensorMapEncodeTiled(maps + (size_t)(2 * k + e) * AMK__CUDA_TMAP_BYTES, 1, 2u,
-                                        (void *)(uintptr_t)c->bufs[b].ptr, dim, stride, box, one, 0, 3, 0, 0) !=
+                                        (void *)(uintptr_t)(c->bufs[b].ptr + (uint64_t)k0 * 2), dim, stride, box, one, 0, 3,
+                                        0, 0) !=
                 AMK__CUDA_SUCCESS)
                 ok = 0;
         }

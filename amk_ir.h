@@ -145,7 +145,8 @@ typedef enum amk_buffer_kind {
     X(GEMV_TILE, 5, 2, 3, 1, ("K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, amk__check_gemv, \
       amk__ref_gemv, amk_op_gemv_tile, 1, 1, "out[..,n_off:n_off+N_tile] = x @ W[n_off:..].T") \
     X(GEMM_TILE, 6, 2, 3, 1, ("M_tile", "K", "N_tile", "n_off",), AMK_WRITE_PLAIN, amk__region_cols, \
-      amk__check_gemv, amk__ref_gemv, amk_op_gemm_tile, 1, 1, "tiled GEMM (prefill/batch)") \
+      amk__check_gemv, amk__ref_gemv, amk_op_gemm_tile, 1, 1, \
+      "tiled GEMM (prefill/batch; K_tile >= 1: the sum over k in [k_off, +K_tile) alone)") \
     X(ATTENTION_TILE, 7, 3, 4, 1, ("head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads",), \
       AMK_WRITE_PLAIN, amk__region_all, amk__check_attention, amk__ref_attention, amk_op_attention_tile, 1, 0, \
       "GQA attention over a KV window") \
@@ -163,8 +164,8 @@ typedef enum amk_buffer_kind {
       amk__ref_dequant, amk_op_dequant, 1, 0, "int4/int8 + scales -> fp") \
     X(SOFTMAX, 14, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_softmax, amk__ref_softmax, \
       amk_op_softmax, 1, 0, "softmax over dim") \
-    X(ALLREDUCE_SHARD, 15, 1, 8, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_elementwise, \
-      amk__ref_allreduce_shard, amk_op_allreduce_shard, 1, 0, "sum of shards") \
+    X(ALLREDUCE_SHARD, 15, 1, 8, 1, (), AMK_WRITE_PLAIN, amk__region_rows, amk__check_elementwise, \
+      amk__ref_allreduce_shard, amk_op_allreduce_shard, 1, 0, "sum of shards (M_tile >= 1: rows [m_off, +M_tile))") \
     X(KV_APPEND, 16, 2, 2, 1, ("pos",), AMK_WRITE_INPLACE, amk__region_all, amk__check_kv_append, \
       amk__ref_kv_append, amk_op_kv_append, 1, 0, "write row pos of the KV cache") \
     X(SAMPLE_ARGMAX, 17, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_all, amk__check_argmax, amk__ref_argmax, \
@@ -319,7 +320,8 @@ typedef struct amk_params_t {
     int32_t sliding_window; /* ATTENTION_DECODE/_O: a query at pos sees rows (pos - it, pos]; 0 all */
     int32_t rope_type;      /* AMK_ROPE_*: how rope_factor scales RoPE's frequencies */
     int32_t x_q8;           /* GEMV-family tiles with a block-format W: 1 rounds x to 8 bits a unit (AMK_X_Q8) */
-    int32_t reserved[3];    /* 0. why: amk_vm_ctx_t stays a multiple of 16 bytes (the VM's one bulk copy) */
+    int32_t k_off, K_tile;  /* GEMM_TILE: K_tile >= 1 sums k in [k_off, k_off + K_tile) alone (split K); 0 all of K */
+    int32_t reserved[1];    /* 0. why: amk_vm_ctx_t stays a multiple of 16 bytes (the VM's one bulk copy) */
 } amk_params_t;
 
 /* RoPE's frequency scaling (param rope_type; RoPE's ops and forms). DEFAULT: llama3's when

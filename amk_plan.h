@@ -431,11 +431,15 @@ AMK_PLAN_FN int64_t amk_plan_gemm_rows(const amk_vm_ctx_t *x) {
 /* 1 when only the prefill image runs the task: an RMSNORM_GEMV tile (or its RoPE or KV form) of
    rows [m_off, m_off + M_tile), a prefill chunk's q, k or v (the other images' fused body takes
    every row, amk_norm_gemv_body); a COPY of rows, or of a block-format x (a prefill chunk's
-   matrix dequantized for its tensor-core tiles). why not in the other images: their op code is
-   what the decode steps were measured with (the VM's registers, bench/NOTES.md session "rows"). */
+   matrix dequantized for its tensor-core tiles); a GEMM_TILE of a K range (K_tile) and an
+   ALLREDUCE_SHARD of rows (a short chunk's split-K projection and the sum of its partials). why
+   not in the other images: their op code is what the decode steps were measured with (the VM's
+   registers, bench/NOTES.md session "rows"). */
 AMK_PLAN_FN int amk_plan_prefill_only(const amk_vm_ctx_t *x) {
     return (x->ins.op == AMK_OP_RMSNORM_GEMV && x->ins.params.M_tile > 0) ||
-           (x->ins.op == AMK_OP_COPY && (x->ins.params.M_tile > 0 || AMK_DTYPE_IS_BLOCK(x->in[0].dtype)));
+           (x->ins.op == AMK_OP_COPY && (x->ins.params.M_tile > 0 || AMK_DTYPE_IS_BLOCK(x->in[0].dtype))) ||
+           (x->ins.op == AMK_OP_GEMM_TILE && x->ins.params.K_tile > 0) ||
+           (x->ins.op == AMK_OP_ALLREDUCE_SHARD && x->ins.params.M_tile > 0);
 }
 /* W's input of a tile amk_gemm_tma may take: 1 (GEMV_TILE, GEMM_TILE), 2 (RMSNORM_GEMV: x, its
    norm weight, W, the positions), else 0. */
@@ -444,7 +448,8 @@ AMK_PLAN_FN int amk_plan_gemm_w(int op) {
 }
 /* 1 when a tile's operands suit the tensor-copy GEMM (amk_gemm_tma), its maps aside: at least
    AMK_MMA_MIN_ROWS rows, x and W of one 16-bit float dtype (not the I8/I4 form), K a multiple of 8
-   (a map's rows are 16-byte multiples), and 512 threads (four warpgroups). An RMSNORM_GEMV tile
+   (a map's rows are 16-byte multiples) and so a K range's start (its maps start there), and 512
+   threads (four warpgroups). An RMSNORM_GEMV tile
    (the prefill chunk's q, k and v: its ROPE and KV_ROW forms, not ARGMAX) also needs an F32 norm
    weight and, with ROPE, its pairs inside the tile (n_off and N_tile even). */
 AMK_PLAN_FN int amk_plan_gemm_tma_ops(const amk_vm_ctx_t *x, int threads) {
@@ -457,7 +462,7 @@ AMK_PLAN_FN int amk_plan_gemm_tma_ops(const amk_vm_ctx_t *x, int threads) {
         return 0;
     return wi > 0 && threads == 512 && amk_plan_gemm_rows(x) >= AMK_MMA_MIN_ROWS && (wt == AMK_DTYPE_BF16 || wt == AMK_DTYPE_F16) &&
            x->in[0].dtype == wt && !(wi == 1 && (P->qdtype == AMK_DTYPE_I8 || P->qdtype == AMK_DTYPE_I4)) && P->K > 0 &&
-           P->K % 8 == 0 && P->N_tile > 0;
+           P->K % 8 == 0 && P->N_tile > 0 && P->k_off % 8 == 0;
 #else
     (void)P; (void)wt; (void)fl; (void)threads;
     return 0;

@@ -55,7 +55,7 @@ typedef struct amk_param {
     X(head_dim, 'i') X(kv_start, 'i') X(kv_len, 'i') X(n_heads, 'i') X(n_kv_heads, 'i') \
     X(qdtype, 'i') X(group, 'i') X(pos, 'i') X(flags, 'i') X(dim, 'i') X(rope_orig_ctx, 'i') X(part, 'i') \
     X(eps, 'f') X(scale, 'f') X(theta, 'f') X(rope_factor, 'f') X(rope_low_freq_factor, 'f') \
-    X(rope_high_freq_factor, 'f') X(sliding_window, 'i') X(rope_type, 'i') X(x_q8, 'i')
+    X(rope_high_freq_factor, 'f') X(sliding_window, 'i') X(rope_type, 'i') X(x_q8, 'i') X(k_off, 'i') X(K_tile, 'i')
 
 /* One row of OP_REGISTRY (spec §7): arity and the params that make the op correct. */
 typedef struct amk_op_spec {
@@ -786,6 +786,7 @@ AMK_API void amk_task_marshal_params(const amk_task *t, amk_params_t *o) {
     AMK__MI(sliding_window, 0);   /* 0: every row up to the position */
     AMK__MI(rope_type, AMK_ROPE_DEFAULT);
     AMK__MI(x_q8, 0);             /* 0: x stays f32 (AMK_X_Q8) */
+    AMK__MI(k_off, 0); AMK__MI(K_tile, 0); /* 0: GEMM_TILE sums all of K */
 #undef AMK__MI
 #undef AMK__MF
     /* why the ramp here, once: RoPE's device tiles would otherwise pay YaRN's double logs a

@@ -258,7 +258,7 @@ AMK__FN float amk__ref_rms_inv(const amk__refop *o, int i, int64_t off, int64_t 
     return 1.0f / sqrtf(ss / (float)n + o->P.eps);
 }
 
-/* [e0, e1): the elements ADD, SILU_MUL, RMSNORM and COPY write: with M_tile, rows [m_off, m_off+M_tile)
+/* [e0, e1): the elements ADD, SILU_MUL, ALLREDUCE_SHARD, RMSNORM and COPY write: with M_tile, rows [m_off, m_off+M_tile)
    of the output's first axis (amk__check_rows), else every element. */
 AMK__FN void amk__ref_rows(const amk__refop *o, int64_t *e0, int64_t *e1) {
     const int64_t row = o->P.M_tile > 0 ? o->n_out / o->out->shape[0] : 0;
@@ -323,9 +323,11 @@ AMK__FN void amk__ref_dequant_wrow(const amk__refop *o, int64_t n, float *dst) {
     }
 }
 
-/* out[m, n] = sum_k x[m,k]*W[n,k] (+bias[n]) for n in the tile (GEMM: m in its rows too). */
+/* out[m, n] = sum_k x[m,k]*W[n,k] (+bias[n]) for n in the tile (GEMM: m in its rows too, and k in
+   [k_off, k_off + K_tile) alone with K_tile). */
 AMK__FN amk_result amk__ref_gemv(const amk__refop *o, amk_diag *d) {
     int64_t K = o->P.K, M = o->n_in[0] / K, n_out_last = o->n_out / M;
+    const int64_t k0 = o->P.K_tile > 0 ? o->P.k_off : 0, kn = o->P.K_tile > 0 ? o->P.K_tile : K;
     int64_t m0 = 0, m1 = M, n, m;
     int quant = o->P.qdtype == AMK_DTYPE_I8 || o->P.qdtype == AMK_DTYPE_I4;
     float *xs, *w; /* xs [m1-m0, K] fp32 rows of x; w [K] one weight row */
@@ -340,7 +342,7 @@ AMK__FN amk_result amk__ref_gemv(const amk__refop *o, amk_diag *d) {
         if (quant) amk__ref_dequant_wrow(o, n, w);
         else amk__refvm_load_row(o->x[1], o->in[1]->dtype, n * K, K, w);
         for (m = m0; m < m1; m++) {
-            float acc = amk__refvm_dot(xs + (m - m0) * K, w, K);
+            float acc = amk__refvm_dot(xs + (m - m0) * K + k0, w + k0, kn);
             if (!quant && o->ni == 3) acc += AMK__IN(o, 2, n);
             AMK__OUT(o, m * n_out_last + n, acc);
         }
@@ -870,10 +872,11 @@ AMK__FN amk_result amk__ref_mul(const amk__refop *o, amk_diag *d) {
     return AMK_OK;
 }
 AMK__FN amk_result amk__ref_allreduce_shard(const amk__refop *o, amk_diag *d) {
-    int64_t i;
+    int64_t i, e0, e1;
     int p;
     AMK__UNUSED(d);
-    for (i = 0; i < o->n_out; i++) {
+    amk__ref_rows(o, &e0, &e1);
+    for (i = e0; i < e1; i++) {
         float s = AMK__IN(o, 0, i);
         for (p = 1; p < o->ni; p++) s += AMK__IN(o, p, i);
         AMK__OUT(o, i, s);

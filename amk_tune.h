@@ -152,6 +152,11 @@
    |                           |         | rows a tile (a tile's vectors in | 8B 4096-token prompt +4.3%, 1B     |              |
    |                           |         | one pass of the block's pairs)   | +3.5%, 2048 tokens +0.4% / 0;      |              |
    |                           |         |                                  | three tiles (41 rows) lost 5-9%    |              |
+   | AMK_LLAMA_PF_SPLIT_K      | 4       | a prefill chunk's O and down in  | 8B 128-token prompt: see NOTES     | 497          |
+   |                           |         | up to this many K splits where   | session "split-k"                  |              |
+   |                           |         | their blocks leave SMs idle      |                                    |              |
+   | AMK_LLAMA_PF_SPLIT_K_MIN  | 512     | ... each split this many columns | -                                  | -            |
+   |                           |         | at least                         |                                    |              |
    | amk_llm (amk_llm.h)                                                                                                        |
    | AMK_LLM_PREFILL_ROWS      | 2048    | amk_llm's longest prefill chunk  | 8B 2048-token prompt 19,027 tok/s  | 376, 449     |
    |                           |         | rows (prefill_rows 0)            | in chunks of 512, 23,036 in 1024,  |              |
@@ -332,6 +337,15 @@
 #endif
 #ifndef AMK_LLAMA_PF_ATTN_ROWS4
 #define AMK_LLAMA_PF_ATTN_ROWS4 24 /* ... in four tiles an SM from this many rows a tile (run 456) */
+#endif
+#ifndef AMK_LLAMA_PF_SPLIT_K
+#define AMK_LLAMA_PF_SPLIT_K 4 /* a short prefill chunk's O and down in up to this many K splits (1: none) */
+#endif
+#if AMK_LLAMA_PF_SPLIT_K > 7
+#error "AMK_LLAMA_PF_SPLIT_K: at most 7 (the partials and the residual are an ALLREDUCE_SHARD's 8 inputs)"
+#endif
+#ifndef AMK_LLAMA_PF_SPLIT_K_MIN
+#define AMK_LLAMA_PF_SPLIT_K_MIN 512 /* ... each of this many columns at least */
 #endif
 #ifndef AMK_LLM_PREFILL_ROWS
 #define AMK_LLM_PREFILL_ROWS 2048 /* amk_llm's longest prefill chunk (prefill_rows 0) */

@@ -340,18 +340,19 @@ AMK__FN int amk__check_embed(const amk__opshape *c) {
     return 1;
 }
 
-/* ADD, SILU_MUL, RMSNORM and COPY with the params M_tile (and m_off, default 0): rows [m_off,
-   m_off+M_tile) of the output's first axis, a row being numel / shape[0] elements (RMSNORM: one
-   row of hidden). Other ops take no rows (m_off, M_tile are other ops' params). 1 when c's task is
-   well formed so (or has neither param). */
+/* ADD, SILU_MUL, ALLREDUCE_SHARD, RMSNORM and COPY with the params M_tile (and m_off, default 0):
+   rows [m_off, m_off+M_tile) of the output's first axis, a row being numel / shape[0] elements
+   (RMSNORM: one row of hidden). Other ops take no rows (m_off, M_tile are other ops' params). 1
+   when c's task is well formed so (or has neither param). */
 AMK__FN int amk__check_rows(const amk__opshape *c, int64_t row) {
     const amk_param *moff = amk_task_param(c->t, "m_off"), *mw = amk_task_param(c->t, "M_tile");
     const int op = c->t->op;
     int64_t rows;
     if (!mw && !moff) return 1;
-    if (op != AMK_OP_ADD && op != AMK_OP_SILU_MUL && op != AMK_OP_RMSNORM && op != AMK_OP_COPY)
-        AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off and M_tile (rows) are ADD's, SILU_MUL's, RMSNORM's and COPY's, not "
-                      "this op's");
+    if (op != AMK_OP_ADD && op != AMK_OP_SILU_MUL && op != AMK_OP_ALLREDUCE_SHARD && op != AMK_OP_RMSNORM &&
+        op != AMK_OP_COPY)
+        AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off and M_tile (rows) are ADD's, SILU_MUL's, ALLREDUCE_SHARD's, RMSNORM's "
+                      "and COPY's, not this op's");
     if (!mw) AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off without M_tile");
     if (c->out->rank < 1 || c->out->shape[0] < 1 || c->n_out % c->out->shape[0])
         AMK__OPS_FAIL(OP_SHAPE, "out '%s' has no rows to take", amk__opshape_name(c->out));
@@ -418,6 +419,26 @@ AMK__FN int amk__check_x_q8(const amk__opshape *c, int blk) {
     return 1;
 }
 
+/* GEMM_TILE's K range (k_off, K_tile): absent, or K_tile >= 1 and [k_off, k_off + K_tile) inside
+   [0, K), with a float W and no bias (a split-K tile's partial sums are added by another task:
+   which of them would take the bias is a choice the program makes there). GEMV_TILE takes none. */
+AMK__FN int amk__check_k_range(const amk__opshape *c) {
+    const amk_param *ko = amk_task_param(c->t, "k_off"), *kt = amk_task_param(c->t, "K_tile");
+    if (!ko && !kt) return 1;
+    if (c->t->op != AMK_OP_GEMM_TILE)
+        AMK__OPS_FAIL(PARAM_VALUE, "%s", "k_off and K_tile (a K range) are GEMM_TILE's, not this op's");
+    if (!kt) AMK__OPS_FAIL(PARAM_VALUE, "%s", "k_off without K_tile");
+    if (c->P.K_tile < 1 || c->P.k_off < 0 || (int64_t)c->P.k_off + c->P.K_tile > c->P.K)
+        AMK__OPS_FAIL(PARAM_VALUE, "the K range k_off = %d, K_tile = %d is outside [0, K = %d)", c->P.k_off, c->P.K_tile,
+                      c->P.K);
+    if (c->quant || !amk_dtype_is_float(c->in[1]->dtype))
+        AMK__OPS_FAIL(OP_DTYPE, "W '%s' is %s: a K range (K_tile) takes a float W",
+                      amk__opshape_name(c->in[1]), c->quant ? "quantized" : amk_dtype_name(c->in[1]->dtype));
+    if (c->ni > 2)
+        AMK__OPS_FAIL(OP_SHAPE, "%s", "a tile of a K range (K_tile) takes no bias: its sums are partial");
+    return 1;
+}
+
 /* GEMV_TILE, GEMM_TILE */
 AMK__FN int amk__check_gemv(const amk__opshape *c) {
     int64_t v;
@@ -479,6 +500,7 @@ AMK__FN int amk__check_gemv(const amk__opshape *c) {
                       (long long)N);
     if (!amk__opshape_tile_out(c, c->out, c->n_out, M, end)) return 0;
     if (!amk__check_x_q8(c, !c->quant && amk_dtype_is_block(W->dtype))) return 0;
+    if (!amk__check_k_range(c)) return 0;
     if (c->t->op == AMK_OP_GEMM_TILE) {
         if (c->P.M_tile < 1 || c->P.m_off < 0)
             AMK__OPS_FAIL(PARAM_VALUE, "m_off = %d must be >= 0 and M_tile = %d >= 1", c->P.m_off,
@@ -617,8 +639,7 @@ AMK__FN int amk__check_rope(const amk__opshape *c) {
     return 1;
 }
 
-/* SILU_MUL, ADD, ALLREDUCE_SHARD; SILU_MUL and ADD with M_tile: rows of the output only
-   (amk__check_rows). */
+/* SILU_MUL, ADD, ALLREDUCE_SHARD; with M_tile rows of the output only (amk__check_rows). */
 AMK__FN int amk__check_elementwise(const amk__opshape *c) {
     int i;
     for (i = 0; i < c->ni; i++)
@@ -2191,7 +2212,7 @@ AMK__FN void amk__region_cols(const amk_task *t, int x, amk__v_region *r) {
     }
 }
 
-/* ADD, SILU_MUL, RMSNORM, COPY: with M_tile, rows [m_off, m_off+M_tile) of the output's first axis
+/* ADD, SILU_MUL, ALLREDUCE_SHARD, RMSNORM, COPY: with M_tile, rows [m_off, m_off+M_tile) of the output's first axis
    (kind 3: the rows as n0..n1, so the sort by n0 finds the neighbours); else the whole output. */
 AMK__FN void amk__region_rows(const amk_task *t, int x, amk__v_region *r) {
     const amk_param *moff = amk__v_param(t, "m_off"), *mw = amk__v_param(t, "M_tile");

@@ -163,7 +163,8 @@ static void test_caps_and_versions(void) {
     CHECK_EQ_INT(AMK_ABI_VERSION_MAJOR, 0);
     CHECK_EQ_INT(AMK_ABI_VERSION_MINOR, 2);
     /* the on-device PODs: fixed sizes so host and device agree without CUDA headers */
-    CHECK_EQ_INT(sizeof(amk_params_t), 18 * 4 + 8 * 4 + 4 * 4); /* + x_q8 and 3 reserved words */
+    CHECK_EQ_INT(sizeof(amk_params_t), 18 * 4 + 8 * 4 + 4 * 4); /* + x_q8, k_off, K_tile and a reserved word */
+    CHECK_EQ_INT(offsetof(amk_params_t, k_off), 18 * 4 + 8 * 4 + 4);
     CHECK_EQ_INT(sizeof(amk_buffer_t), 8 + 8 + 16 + 32 + 32);
     CHECK_EQ_INT(sizeof(amk_instruction_t) % 8, 0);
     /* AMK's instruction layout (the spec's fields, then the runtime's L2 prefetch ranges and a

@@ -1244,6 +1244,70 @@ static int count_op(const amk_program *p, int op) {
     return n;
 }
 
+/* The decode step dp token by token and the prefill program pp of R rows in chunks (the last one
+   padded) over n_tok tokens on the reference VM with the same weights: the worst relative
+   difference of their K/V cache rows into *worst_kv, of the last logits (relative to the largest)
+   into *worst. */
+static void prefill_vs_decode(const amk_llama_config *c, const amk_program *dp, const amk_program *pp, int n_tok, int R,
+                              double *worst_kv, double *worst) {
+    amk_refvm *dv = NULL, *pv = NULL;
+    amk_diag d;
+    int32_t tok[16], pos[16], last;
+    int k, i, l;
+    double lmax = 0.0;
+    *worst_kv = *worst = 1e30;
+    amk_diag_clear(&d);
+    CHECK(n_tok <= 16 && R <= 16);
+    CHECK_EQ_INT(amk_refvm_create(dp, &dv, &d), AMK_OK);
+    CHECK_MSG(amk_refvm_create(pp, &pv, &d) == AMK_OK, "prefill program: %s", d.message);
+    if (!dv || !pv || n_tok > 16 || R > 16) goto done;
+    *worst_kv = *worst = 0.0;
+    CHECK(fill_named_weights(dv, dp) && fill_named_weights(pv, pp));
+    for (k = 0; k < n_tok; k++) tok[k] = (int32_t)((k * 7 + 3) % c->vocab);
+    for (k = 0; k < n_tok; k++) {
+        pos[0] = k;
+        set_i32(dv, dp, "token", &tok[k], 1);
+        set_i32(dv, dp, "pos", pos, 1);
+        CHECK_MSG(amk_refvm_run(dv, NULL, &d) == AMK_OK, "decode at %d: %s", k, d.message);
+    }
+    for (k = 0; k < n_tok; k += R) {
+        const int n = n_tok - k < R ? n_tok - k : R;
+        int32_t t[16], ps[16];
+        for (i = 0; i < R; i++) { t[i] = tok[k + (i < n ? i : n - 1)]; ps[i] = k + i; }
+        last = n - 1;
+        set_i32(pv, pp, "token", t, R);
+        set_i32(pv, pp, "pos", ps, R);
+        set_i32(pv, pp, "last", &last, 1);
+        CHECK_MSG(amk_refvm_run(pv, NULL, &d) == AMK_OK, "prefill of rows %d..: %s", k, d.message);
+    }
+    for (l = 0; l < c->n_layers; l++)
+        for (k = 0; k < 2; k++) {
+            char name[32];
+            int a, b;
+            snprintf(name, sizeof name, "%s_cache.%d", k ? "v" : "k", l);
+            a = buf_named(dp, name);
+            b = buf_named(pp, name);
+            CHECK(a >= 0 && b >= 0);
+            for (i = 0; a >= 0 && b >= 0 && i < n_tok * c->n_kv_heads * c->head_dim; i++) {
+                const double x = vm_value(dv, dp, a, i), e = fabs(x - vm_value(pv, pp, b, i)) / (1.0 + fabs(x));
+                if (e > *worst_kv) *worst_kv = e;
+            }
+        }
+    {
+        const int a = buf_named(dp, "logits"), b = buf_named(pp, "logits");
+        CHECK(a >= 0 && b >= 0);
+        for (i = 0; a >= 0 && b >= 0 && i < c->vocab; i++)
+            if (fabs(vm_value(dv, dp, a, i)) > lmax) lmax = fabs(vm_value(dv, dp, a, i));
+        for (i = 0; a >= 0 && b >= 0 && i < c->vocab; i++) {
+            const double e = fabs(vm_value(dv, dp, a, i) - vm_value(pv, pp, b, i)) / (lmax > 0 ? lmax : 1.0);
+            if (e > *worst) *worst = e;
+        }
+    }
+done:
+    amk_refvm_free(dv);
+    amk_refvm_free(pv);
+}
+
 /* A prefill chunk whose matrices are in a block format (Q8_0) with 16-bit activations (ad)
    dequantizes them into 16-bit copies (COPY tasks into w_deq.<role>.<layer>, on pages that do not
    grow with the layers) that its row tiles read, so that the tensor cores take them: all seven,
@@ -1255,11 +1319,9 @@ static void prefill_dequant_case(int ad) {
     amk_llama_build_opts o;
     block_pick bp = {AMK_DTYPE_Q8_0, {"_proj", NULL, NULL, NULL}, 0};
     amk_program *dp = NULL, *pp = NULL;
-    amk_refvm *dv = NULL, *pv = NULL;
     amk_diag d;
-    int32_t tok[16], pos[16], last;
-    int k, i, l, n_copy = 0, n_rows = 0, n_block_rows = 0;
-    double worst = 0.0, worst_kv = 0.0, lmax = 0.0;
+    int k, i, n_copy = 0, n_rows = 0, n_block_rows = 0;
+    double worst = 0.0, worst_kv = 0.0;
     const int n_tok = 11, R = 8;
     amk_diag_clear(&d);
     amk_llama_build_opts_default(&o);
@@ -1305,56 +1367,11 @@ static void prefill_dequant_case(int ad) {
         CHECK_MSG(bytes[0] > 0 && bytes[0] == bytes[1], "pages of 3 layers %lld bytes, of 6 %lld", (long long)bytes[0],
                   (long long)bytes[1]);
     }
-    CHECK_EQ_INT(amk_refvm_create(dp, &dv, &d), AMK_OK);
-    CHECK_MSG(amk_refvm_create(pp, &pv, &d) == AMK_OK, "prefill program: %s", d.message);
-    if (!dv || !pv) goto done;
-    CHECK(fill_named_weights(dv, dp) && fill_named_weights(pv, pp));
-    for (k = 0; k < n_tok; k++) tok[k] = (int32_t)((k * 7 + 3) % c.vocab);
-    for (k = 0; k < n_tok; k++) {
-        pos[0] = k;
-        set_i32(dv, dp, "token", &tok[k], 1);
-        set_i32(dv, dp, "pos", pos, 1);
-        CHECK_MSG(amk_refvm_run(dv, NULL, &d) == AMK_OK, "decode at %d: %s", k, d.message);
-    }
-    for (k = 0; k < n_tok; k += R) {
-        const int n = n_tok - k < R ? n_tok - k : R;
-        int32_t t[16], ps[16];
-        for (i = 0; i < R; i++) { t[i] = tok[k + (i < n ? i : n - 1)]; ps[i] = k + i; }
-        last = n - 1;
-        set_i32(pv, pp, "token", t, R);
-        set_i32(pv, pp, "pos", ps, R);
-        set_i32(pv, pp, "last", &last, 1);
-        CHECK_MSG(amk_refvm_run(pv, NULL, &d) == AMK_OK, "prefill of rows %d..: %s", k, d.message);
-    }
-    for (l = 0; l < c.n_layers; l++)
-        for (k = 0; k < 2; k++) {
-            char name[32];
-            int a, b;
-            snprintf(name, sizeof name, "%s_cache.%d", k ? "v" : "k", l);
-            a = buf_named(dp, name);
-            b = buf_named(pp, name);
-            CHECK(a >= 0 && b >= 0);
-            for (i = 0; a >= 0 && b >= 0 && i < n_tok * c.n_kv_heads * c.head_dim; i++) {
-                const double x = vm_value(dv, dp, a, i), e = fabs(x - vm_value(pv, pp, b, i)) / (1.0 + fabs(x));
-                if (e > worst_kv) worst_kv = e;
-            }
-        }
-    {
-        const int a = buf_named(dp, "logits"), b = buf_named(pp, "logits");
-        CHECK(a >= 0 && b >= 0);
-        for (i = 0; a >= 0 && b >= 0 && i < c.vocab; i++)
-            if (fabs(vm_value(dv, dp, a, i)) > lmax) lmax = fabs(vm_value(dv, dp, a, i));
-        for (i = 0; a >= 0 && b >= 0 && i < c.vocab; i++) {
-            const double e = fabs(vm_value(dv, dp, a, i) - vm_value(pv, pp, b, i)) / (lmax > 0 ? lmax : 1.0);
-            if (e > worst) worst = e;
-        }
-    }
+    prefill_vs_decode(&c, dp, pp, n_tok, R, &worst_kv, &worst);
     printf("  prefill of Q8_0 matrices dequantized to %s (%d COPYs): worst cache difference %.2g, logits %.2g\n",
            amk_dtype_name(ad), n_copy, worst_kv, worst);
     CHECK_MSG(worst_kv < 3e-2 && worst < 3e-2, "%s: cache %.3g, logits %.3g", amk_dtype_name(ad), worst_kv, worst);
 done:
-    amk_refvm_free(dv);
-    amk_refvm_free(pv);
     amk_program_free(dp);
     amk_program_free(pp);
 }
@@ -1362,6 +1379,55 @@ done:
 static void test_prefill_dequant(void) {
     prefill_dequant_case(AMK_DTYPE_BF16);
     prefill_dequant_case(AMK_DTYPE_F16);
+}
+
+/* A short BF16 chunk whose down projection's blocks would leave SMs idle (one block of 8 rows on 8
+   SMs, K = 1024) goes as AMK_LLAMA_PF_SPLIT_K's K splits: GEMM_TILEs of K ranges [0, 512) and
+   [512, 1024) into F32 partials, and ALLREDUCE_SHARDs of rows adding them to the residual, in
+   place of the ADD; O (K = 256, below AMK_LLAMA_PF_SPLIT_K_MIN twice) keeps its ADD. Its prompt
+   (11 tokens: a chunk of 8 and a padded one) gives the decode step's K/V cache rows and last
+   logits within bf16 roundings. */
+static void test_prefill_split_k(void) {
+    amk_llama_config c = block_config();
+    amk_llama_build_opts o;
+    amk_program *dp = NULL, *pp = NULL;
+    amk_diag d;
+    int i, n_range = 0, n_sum = 0, bad = 0;
+    double worst = 0.0, worst_kv = 0.0;
+    c.intermediate = 1024;
+    amk_diag_clear(&d);
+    amk_llama_build_opts_default(&o);
+    o.num_sms = 8;
+    o.max_seq = 16;
+    o.weight_dtype = o.act_dtype = AMK_DTYPE_BF16;
+    o.mlp_accum = o.attn_o = o.qkv_fold = 0; /* why: every matrix as the prefill program lays it out */
+    CHECK_EQ_INT(amk_llama_build(&c, &o, &dp, &d), AMK_OK);
+    o.prefill_rows = 8;
+    CHECK_EQ_INT(amk_llama_build(&c, &o, &pp, &d), AMK_OK);
+    if (!dp || !pp) { fprintf(stderr, "%s\n", d.message); goto done; }
+    CHECK_EQ_INT(amk_program_validate(pp, NULL), AMK_OK);
+    for (i = 0; i < pp->n_tasks; i++) {
+        const amk_task *t = &pp->tasks[i];
+        const amk_param *kt = amk_task_param(t, "K_tile"), *ko = amk_task_param(t, "k_off"), *kk = amk_task_param(t, "K");
+        if (kt) {
+            n_range++;
+            bad += t->op != AMK_OP_GEMM_TILE || kt->i != 512 || !ko || (ko->i != 0 && ko->i != 512) ||
+                   pp->buffers[t->outputs[0]].dtype != AMK_DTYPE_F32 || !kk || kk->i != 1024;
+        }
+        if (t->op == AMK_OP_ALLREDUCE_SHARD) {
+            n_sum++;
+            bad += t->n_inputs != 3 || !amk_task_param(t, "M_tile");
+        }
+    }
+    /* down's [8, 256] output: two column blocks of AMK_TMA_WBOX, each in two K ranges */
+    CHECK_MSG(bad == 0 && n_range == 2 * 2 * c.n_layers && n_sum >= c.n_layers && count_op(pp, AMK_OP_ADD) >= c.n_layers,
+              "%d K-range tiles, %d sums, %d ADDs, %d wrong", n_range, n_sum, count_op(pp, AMK_OP_ADD), bad);
+    prefill_vs_decode(&c, dp, pp, 11, 8, &worst_kv, &worst);
+    printf("  split-K prefill (%d K-range tiles): worst cache difference %.2g, logits %.2g\n", n_range, worst_kv, worst);
+    CHECK_MSG(worst_kv < 3e-2 && worst < 3e-2, "split K: cache %.3g, logits %.3g", worst_kv, worst);
+done:
+    amk_program_free(dp);
+    amk_program_free(pp);
 }
 
 /* Builds cfg with o lowered onto o->num_sms (amk_llama_build_step) and checks it validates;
@@ -2358,6 +2424,7 @@ int main(void) {
     RUN(test_stacked_splits);
     RUN(test_prefill_matches_decode);
     RUN(test_prefill_dequant);
+    RUN(test_prefill_split_k);
     RUN(test_prefill_row_tiles);
     RUN(test_prefill_attention_tiles);
     RUN(test_fold_matches_unfolded);

@@ -312,6 +312,15 @@ static const check_case CHECK_CASES[] = {
     {AMK_OP_GEMM_TILE, "F32[4,8] F32[6,8] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=0 m_off=1", "PARAM_VALUE"},
     {AMK_OP_GEMM_TILE, "F32[4,8] F32[6,8] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=2 m_off=-1", "PARAM_VALUE"},
     {AMK_OP_GEMM_TILE, "F32[4,8] F32[6,8] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=2 m_off=3", "PARAM_VALUE"},
+    /* a K range (split K): GEMM_TILE's, inside [0, K), a float W, no bias */
+    {AMK_OP_GEMM_TILE, "F32[4,8] BF16[6,8] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=2 m_off=1 k_off=2 K_tile=6", "ok"},
+    {AMK_OP_GEMM_TILE, "F32[4,8] F32[6,8] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=2 k_off=3 K_tile=6", "PARAM_VALUE"},
+    {AMK_OP_GEMM_TILE, "F32[4,8] F32[6,8] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=2 k_off=0 K_tile=0", "PARAM_VALUE"},
+    {AMK_OP_GEMM_TILE, "F32[4,8] F32[6,8] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=2 k_off=-1 K_tile=2", "PARAM_VALUE"},
+    {AMK_OP_GEMM_TILE, "F32[4,8] F32[6,8] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=2 k_off=2", "PARAM_VALUE"},
+    {AMK_OP_GEMM_TILE, "F32[4,8] F32[6,8] F32[6] | F32[4,6]", "K=8 N_tile=6 n_off=0 M_tile=2 k_off=0 K_tile=4", "OP_SHAPE"},
+    {AMK_OP_GEMM_TILE, "F32[1,64] Q8_0[4,64] | F32[1,4]", "K=64 N_tile=4 n_off=0 M_tile=1 k_off=0 K_tile=32", "OP_DTYPE"},
+    {AMK_OP_GEMV_TILE, "F32[2,8] F32[6,8] | F32[2,6]", "K=8 N_tile=3 n_off=3 k_off=0 K_tile=4", "PARAM_VALUE"},
     /* GEMV, weight-only quantized */
     {AMK_OP_GEMV_TILE, "F32[1,16] I8[4,16] F32[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=6 group=8", "ok"},
     {AMK_OP_GEMV_TILE, "F32[1,16] I4[4,16] BF16[4,2] F32[4,2] | F32[1,4]", "K=16 N_tile=4 n_off=0 qdtype=7 group=8", "ok"},
@@ -406,6 +415,8 @@ static const check_case CHECK_CASES[] = {
     /* ALLREDUCE_SHARD */
     {AMK_OP_ALLREDUCE_SHARD, "F32[4] BF16[4] F32[2,2] | F32[4]", "", "ok"},
     {AMK_OP_ALLREDUCE_SHARD, "F32[4] F32[5] | F32[4]", "", "OP_SHAPE"},
+    {AMK_OP_ALLREDUCE_SHARD, "BF16[3,4] F32[3,4] F32[3,4] | BF16[3,4]", "m_off=1 M_tile=2", "ok"},
+    {AMK_OP_ALLREDUCE_SHARD, "BF16[3,4] F32[3,4] | BF16[3,4]", "m_off=2 M_tile=2", "PARAM_VALUE"},
     /* KV_APPEND: new [n_kv_heads, head_dim], cache [max_seq, n_kv_heads, head_dim] */
     {AMK_OP_KV_APPEND, "F32[2,4] F32[6,2,4] | =1", "pos=5", "ok"},
     {AMK_OP_KV_APPEND, "F32[2,4] F32[6,2,4] | =1", "pos=6", "PARAM_VALUE"},
@@ -778,13 +789,17 @@ static void test_norms(void) {
 }
 
 /* GEMV/GEMM tile on float weights: out [M, N+2] is poisoned first; only the tile may change. */
+/* gemv_case's GEMM_TILE K range (k_off, K_tile; K_tile 0: none) */
+static int64_t g_k_off, g_k_tile;
+
 static void gemv_case(int op, int xdt, int wdt, int bdt, int odt, int64_t M, int64_t K, int64_t N,
                       int n_off, int n_tile, int m_off, int m_tile) {
     tc c;
     amk_diag d;
     int x, W, bias = -1, y, ins[3];
     int64_t Nout = N + 2, m, n, k, bad = 0;
-    char label[128];
+    const int64_t k0 = g_k_tile > 0 ? g_k_off : 0, k1 = g_k_tile > 0 ? g_k_off + g_k_tile : K;
+    char label[160];
     tc_init(&c);
     x = tc_buf(&c, AMK_KIND_IO_INPUT, xdt, 2, M, K, 0);
     W = tc_buf(&c, AMK_KIND_WEIGHT, wdt, 2, N, K, 0);
@@ -800,10 +815,11 @@ static void gemv_case(int op, int xdt, int wdt, int bdt, int odt, int64_t M, int
     tc_int(&c, "n_off", n_off);
     if (op == AMK_OP_GEMM_TILE) { tc_int(&c, "M_tile", m_tile); tc_int(&c, "m_off", m_off); }
     else { m_off = 0; m_tile = (int)M; }
+    if (g_k_tile > 0) { tc_int(&c, "k_off", g_k_off); tc_int(&c, "K_tile", g_k_tile); }
     tpoison(&c.b[y]);
-    snprintf(label, sizeof label, "%s x=%s W=%s bias=%s out=%s M=%d K=%d N=%d tile=[%d,+%d) rows=[%d,+%d)",
+    snprintf(label, sizeof label, "%s x=%s W=%s bias=%s out=%s M=%d K=%d [%d,%d) N=%d tile=[%d,+%d) rows=[%d,+%d)",
              amk_op_name(op), amk_dtype_name(xdt), amk_dtype_name(wdt), bdt >= 0 ? amk_dtype_name(bdt) : "-",
-             amk_dtype_name(odt), (int)M, (int)K, (int)N, n_off, n_tile, m_off, m_tile);
+             amk_dtype_name(odt), (int)M, (int)K, (int)k0, (int)k1, (int)N, n_off, n_tile, m_off, m_tile);
     CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "%s: %s", label, d.message);
     for (m = 0; m < M; m++)
         for (n = 0; n < Nout; n++) {
@@ -812,7 +828,7 @@ static void gemv_case(int op, int xdt, int wdt, int bdt, int odt, int64_t M, int
                 if (!tpoisoned(&c.b[y], m * Nout + n)) bad++;
             } else {
                 double want = 0, mag = 0;
-                for (k = 0; k < K; k++) {
+                for (k = k0; k < k1; k++) {
                     want += c.b[x].v[m * K + k] * c.b[W].v[n * K + k];
                     mag += fabs(c.b[x].v[m * K + k] * c.b[W].v[n * K + k]);
                 }
@@ -1109,6 +1125,41 @@ static void test_gemm_tile(void) {
     gemv_case(AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_F32, -1, AMK_DTYPE_F32, 5, 24, 6, 2, 3, 1, 3);
     gemv_case(AMK_OP_GEMM_TILE, AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, AMK_DTYPE_BF16, 4, 40, 9, 0, 9, 0, 4);
     gemv_case(AMK_OP_GEMM_TILE, AMK_DTYPE_F16, AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_F32, 6, 17, 5, 4, 1, 5, 1);
+    /* K ranges: the sum over [k_off, k_off + K_tile) alone (a range inside, at each end) */
+    g_k_off = 7; g_k_tile = 20;
+    gemv_case(AMK_OP_GEMM_TILE, AMK_DTYPE_F32, AMK_DTYPE_BF16, -1, AMK_DTYPE_F32, 5, 40, 6, 1, 4, 1, 3);
+    g_k_off = 0; g_k_tile = 8;
+    gemv_case(AMK_OP_GEMM_TILE, AMK_DTYPE_BF16, AMK_DTYPE_BF16, -1, AMK_DTYPE_BF16, 4, 40, 9, 0, 9, 0, 4);
+    g_k_off = 32; g_k_tile = 8;
+    gemv_case(AMK_OP_GEMM_TILE, AMK_DTYPE_F16, AMK_DTYPE_F16, -1, AMK_DTYPE_F32, 3, 40, 5, 0, 5, 0, 3);
+    g_k_off = g_k_tile = 0;
+}
+
+/* ALLREDUCE_SHARD over rows (a split-K projection's partials and its residual): rows [1, 3) of
+   out [4, 6] get the sum in input order, rounded once to bf16; rows 0 and 3 keep their poison. */
+static void test_allreduce_rows(void) {
+    tc c;
+    amk_diag d;
+    int in[3], y, k;
+    int64_t i, bad = 0;
+    tc_init(&c);
+    in[0] = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_BF16, 2, 4, 6, 0);
+    in[1] = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 4, 6, 0);
+    in[2] = tc_buf(&c, AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, 4, 6, 0);
+    y = tc_buf(&c, AMK_KIND_ACTIVATION, AMK_DTYPE_BF16, 2, 4, 6, 0);
+    for (k = 0; k < 3; k++) tfill(&c.b[in[k]], -2, 2);
+    tc_task(&c, AMK_OP_ALLREDUCE_SHARD, in, 3, y);
+    tc_int(&c, "m_off", 1);
+    tc_int(&c, "M_tile", 2);
+    tpoison(&c.b[y]);
+    CHECK_MSG(tc_exec(&c, &d) == AMK_OK, "ALLREDUCE_SHARD rows: %s", d.message);
+    for (i = 0; i < 24; i++) {
+        const float want = ((float)c.b[in[0]].v[i] + (float)c.b[in[1]].v[i]) + (float)c.b[in[2]].v[i];
+        if (i < 6 || i >= 18) bad += !tpoisoned(&c.b[y], i);
+        else bad += tget(&c.b[y], i) != (double)amk_bf16_to_f32(amk_f32_to_bf16(want));
+    }
+    CHECK_MSG(bad == 0, "ALLREDUCE_SHARD rows: %d elements wrong", (int)bad);
+    tc_free(&c);
 }
 
 /* Weight-only quantized GEMV: form 0 = I8 [N,K], 1 = I4 [N,K], 2 = U8 [N,K/2] (same bytes as 1).
@@ -2962,6 +3013,7 @@ int main(void) {
     RUN(test_norm_gemv_rows);
     RUN(test_gemv_f16_every_value);
     RUN(test_gemm_tile);
+    RUN(test_allreduce_rows);
     RUN(test_gemv_quant);
     RUN(test_attention);
     RUN(test_attention_combine);

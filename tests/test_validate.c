@@ -919,6 +919,38 @@ static void test_race_waw_gemm_grid(void) {
     amk_program_free(p);
 }
 
+/* GEMM_TILEs of K ranges (split K) write partial sums: the ranges of one block into one output
+   race (each overwrites the other's sum); into outputs of their own they need no order. */
+static void test_race_waw_k_range(void) {
+    amk_program *p = amk_program_create();
+    int64_t sh[2];
+    int x, w = weight(p, "w", 16, 16), out[2], c = amk_program_add_counter(p, ""), i, t, in[2];
+    sh[0] = 4; sh[1] = 16;
+    x = amk_program_add_buffer(p, "x", AMK_KIND_IO_INPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    out[0] = amk_program_add_buffer(p, "p0", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    out[1] = amk_program_add_buffer(p, "p1", AMK_KIND_IO_OUTPUT, AMK_DTYPE_F32, 2, sh, AMK_SPACE_HBM, NULL);
+    in[0] = x; in[1] = w;
+    for (i = 0; i < 2; i++) {
+        t = amk_program_add_task(p, AMK_OP_GEMM_TILE, in, 2, &out[i], 1, c, "gemm");
+        amk_task_set_int(p, t, "K", 16);
+        amk_task_set_int(p, t, "M_tile", 4);
+        amk_task_set_int(p, t, "N_tile", 16);
+        amk_task_set_int(p, t, "n_off", 0);
+        amk_task_set_int(p, t, "k_off", 8 * i);
+        amk_task_set_int(p, t, "K_tile", 8);
+    }
+    expect_clean(p);
+    t = amk_program_add_task(p, AMK_OP_GEMM_TILE, in, 2, &out[0], 1, c, "gemm"); /* range [8, 16) into p0 too */
+    amk_task_set_int(p, t, "K", 16);
+    amk_task_set_int(p, t, "M_tile", 4);
+    amk_task_set_int(p, t, "N_tile", 16);
+    amk_task_set_int(p, t, "n_off", 0);
+    amk_task_set_int(p, t, "k_off", 8);
+    amk_task_set_int(p, t, "K_tile", 8);
+    CHECK_EQ_INT(expect_only(p, AMK_CHECK_RACE_WAW), 1);
+    amk_program_free(p);
+}
+
 /* RMSNORM_GEMV's KV form in tiles of rows (M_tile): a prefill chunk's k tiles, each writing the
    cache rows pos[0] + m of its rows m. Tiles of one position buffer on disjoint rows, or disjoint
    columns, need no order; overlapping rows race, and so do tiles of two position buffers (their
@@ -1105,13 +1137,13 @@ static void test_race_waw_attention_prefill(void) {
     amk_program_free(p);
 }
 
-/* ADD, SILU_MUL and RMSNORM over rows (m_off, M_tile: a prefill chunk's tasks over the SMs): tasks
+/* ADD, SILU_MUL, RMSNORM and ALLREDUCE_SHARD over rows (m_off, M_tile: a prefill chunk's tasks over the SMs): tasks
    of one counter on disjoint rows of one output need no order, overlapping rows race, rows past
    the output's, a row of RMSNORM other than its hidden, and rows on LAYERNORM are refused. */
 static void test_race_waw_rows(void) {
-    static const int ops[3] = {AMK_OP_ADD, AMK_OP_SILU_MUL, AMK_OP_RMSNORM};
+    static const int ops[4] = {AMK_OP_ADD, AMK_OP_SILU_MUL, AMK_OP_RMSNORM, AMK_OP_ALLREDUCE_SHARD};
     int k, j;
-    for (k = 0; k < 3; k++) {
+    for (k = 0; k < 4; k++) {
         amk_program *p = amk_program_create();
         const int64_t sh[2] = {5, 8}, wsh[1] = {8};
         int in[2], o, c = amk_program_add_counter(p, ""), t;
@@ -2154,6 +2186,7 @@ int main(void) {
     RUN(test_race_waw_tiles);
     RUN(test_race_waw_200_tiles);
     RUN(test_race_waw_gemm_grid);
+    RUN(test_race_waw_k_range);
     RUN(test_race_waw_norm_rows);
     RUN(test_race_waw_attention_decode);
     RUN(test_race_waw_stacked_partials);

@@ -521,7 +521,7 @@ static void test_layernorm(void) {
 typedef struct gemv_spec {
     amk_opcode op;
     amk_dtype xt, wt, ot, st;
-    int64_t M, N, K, n_off, N_tile, group, m_off, M_tile;
+    int64_t M, N, K, n_off, N_tile, group, m_off, M_tile, k_off, K_tile;
     int bias, quant, zeros, threads, xq8;
 } gemv_spec;
 
@@ -545,6 +545,7 @@ static void gemv_case(const char *tag, gemv_spec c) {
     if (c.op == AMK_OP_GEMM_TILE) { seti(p, t, "m_off", c.m_off); seti(p, t, "M_tile", c.M_tile); }
     if (c.quant) { seti(p, t, "qdtype", c.quant); seti(p, t, "group", c.group); }
     if (c.xq8) seti(p, t, "x_q8", 1);
+    if (c.K_tile) { seti(p, t, "k_off", c.k_off); seti(p, t, "K_tile", c.K_tile); }
     if (c.threads) p->config.threads_per_block = c.threads;
     check_program(p, tag, 1.0f, -1, -1);
 }
@@ -658,6 +659,21 @@ static void test_gemm_tile(void) {
               .threads = 512});
     gemv_case("GEMV tma narrow", (gemv_spec){.op = AMK_OP_GEMV_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_BF16,
               .ot = AMK_DTYPE_BF16, .M = 64, .N = 72, .K = 576, .n_off = 0, .N_tile = 72, .threads = 512});
+    /* a K range (K_tile: a split-K tile, the prefill and portable images only): the tensor-copy GEMM's
+       maps from k_off (prefill), the mma.sync blocks (portable); a range ending inside a 64 chunk; the
+       rows path's vector loop (f32 W) and its scalar one (a range start off 16 bytes) */
+    gemv_case("GEMM tma krange bf16", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_BF16,
+              .ot = AMK_DTYPE_F32, .M = 130, .N = 200, .K = 4096, .n_off = 8, .N_tile = 128, .m_off = 1, .M_tile = 128,
+              .k_off = 1024, .K_tile = 2048, .threads = 512});
+    gemv_case("GEMM tma krange ragged f16", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F16, .wt = AMK_DTYPE_F16,
+              .ot = AMK_DTYPE_BF16, .M = 70, .N = 300, .K = 1000, .n_off = 0, .N_tile = 300, .m_off = 0, .M_tile = 70,
+              .k_off = 392, .K_tile = 500, .threads = 512});
+    gemv_case("GEMM rows krange f32 W", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_F32,
+              .ot = AMK_DTYPE_F32, .M = 9, .N = 40, .K = 1024, .n_off = 3, .N_tile = 30, .m_off = 2, .M_tile = 6,
+              .k_off = 256, .K_tile = 512});
+    gemv_case("GEMM rows krange unaligned", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_F32, .wt = AMK_DTYPE_BF16,
+              .ot = AMK_DTYPE_F32, .M = 3, .N = 33, .K = 600, .n_off = 0, .N_tile = 33, .m_off = 0, .M_tile = 3,
+              .k_off = 100, .K_tile = 301});
     /* block-format W with rows enough for the tensor cores: the rows path takes it */
     gemv_case("GEMM Q4_K rows", (gemv_spec){.op = AMK_OP_GEMM_TILE, .xt = AMK_DTYPE_BF16, .wt = AMK_DTYPE_Q4_K,
               .ot = AMK_DTYPE_F32, .M = 70, .N = 40, .K = 256, .n_off = 2, .N_tile = 30, .bias = 1, .m_off = 3,
@@ -793,7 +809,30 @@ static void norm_rows_case(const char *tag, amk_dtype dt, int64_t H) {
     check_program(p, tag, 3.0f, dt == AMK_DTYPE_F32 ? 2e-5 : -1, dt == AMK_DTYPE_F32 ? 1e-6 : -1);
 }
 
+/* ALLREDUCE_SHARD over rows, as a split-K projection's sum (amk_llama_build's short prefill chunks):
+   a residual of dtype dt plus np F32 partials into out [R, H] of dt, by three tasks on three SMs
+   (rows [0, 1), [1, R - 2), [R - 2, R)); H not a multiple of 8 takes the scalar loop. Exact: the
+   sum goes in input order on both. The prefill and portable images run it. */
+static void allreduce_rows_case(const char *tag, amk_dtype dt, int np, int64_t R, int64_t H) {
+    amk_program *p = prog_new(3);
+    int in[8], y, t, k, c;
+    in[0] = buf(p, "resid", AMK_KIND_IO_INPUT, dt, 2, R, H, 0);
+    for (k = 1; k <= np; k++) in[k] = buf(p, k == 1 ? "p1" : k == 2 ? "p2" : k == 3 ? "p3" : "p4", AMK_KIND_IO_INPUT,
+                                          AMK_DTYPE_F32, 2, R, H, 0);
+    y = buf(p, "y", AMK_KIND_IO_OUTPUT, dt, 2, R, H, 0);
+    c = amk_program_add_counter(p, "");
+    for (k = 0; k < 3; k++) {
+        t = task(p, AMK_OP_ALLREDUCE_SHARD, in, 1 + np, y, c, k);
+        seti(p, t, "m_off", k == 0 ? 0 : k == 1 ? 1 : R - 2);
+        seti(p, t, "M_tile", k == 1 ? R - 3 : k == 0 ? 1 : 2);
+    }
+    check_program(p, tag, 3.0f, 0.0, 0.0);
+}
+
 static void test_elementwise(void) {
+    allreduce_rows_case("ALLREDUCE rows bf16 4 partials", AMK_DTYPE_BF16, 4, 12, 4096);
+    allreduce_rows_case("ALLREDUCE rows f16 2 partials", AMK_DTYPE_F16, 2, 7, 1000);
+    allreduce_rows_case("ALLREDUCE rows f32 odd", AMK_DTYPE_F32, 3, 5, 97);
     norm_rows_case("RMSNORM rows bf16, f32 w", AMK_DTYPE_BF16, 4096);
     norm_rows_case("RMSNORM rows f16, f32 w", AMK_DTYPE_F16, 776);
     norm_rows_case("RMSNORM rows f32, f32 w", AMK_DTYPE_F32, 1000);
@@ -2313,8 +2352,10 @@ static int prefill_blk_of(void *user, const char *tensor, int64_t rows, int64_t 
    COPY; with F32 ones the row tiles read the blocks). With a block format the random values are
    scaled down: a K-quant's 6-bit sub-block scales make random blocks' weights ~60x a Q4_0's, the
    attention's scores then saturate, and the tensor-copy norm's bf16 rounding of x * norm_w (the
-   reference VM does not round) flips which key wins in a row (seeds 1 and 4 at 0.5, run 410). */
-static void prefill_program_case(const char *tag, int dt, int blk) {
+   reference VM does not round) flips which key wins in a row (seeds 1 and 4 at 0.5, run 410).
+   wide: hidden 1024 (16 heads) and intermediate 2048, whose O and down the builder splits by K
+   (amk__lb_k_splits: GEMM_TILEs of K ranges and ALLREDUCE_SHARDs of rows; checked present). */
+static void prefill_program_case(const char *tag, int dt, int blk, int wide) {
     amk_llama_config c;
     amk_llama_build_opts o;
     amk_program *p = NULL;
@@ -2324,8 +2365,8 @@ static void prefill_program_case(const char *tag, int dt, int blk) {
     int i, b;
     memset(&c, 0, sizeof c);
     snprintf(c.arch, sizeof c.arch, "llama");
-    c.n_layers = 2; c.hidden = 256; c.intermediate = 512; c.n_heads = 4; c.n_kv_heads = 2;
-    c.head_dim = 64; c.vocab = 300; c.max_pos = 64; c.rms_eps = 1e-5f; c.rope_theta = 10000.0f;
+    c.n_layers = 2; c.hidden = wide ? 1024 : 256; c.intermediate = wide ? 2048 : 512; c.n_heads = wide ? 16 : 4;
+    c.n_kv_heads = 2; c.head_dim = 64; c.vocab = 300; c.max_pos = 64; c.rms_eps = 1e-5f; c.rope_theta = 10000.0f;
     c.tie_embeddings = 1;
     amk_llama_build_opts_default(&o);
     o.weight_dtype = o.act_dtype = dt;
@@ -2338,6 +2379,14 @@ static void prefill_program_case(const char *tag, int dt, int blk) {
     amk_diag_clear(&d);
     CHECK_MSG(amk_llama_build_lowered(&c, &o, &p, &d) == AMK_OK, "%s: %s", tag, d.message);
     if (!p) return;
+    if (wide) {
+        int n_range = 0, n_sum = 0;
+        for (i = 0; i < p->n_tasks; i++) {
+            n_range += amk_task_param(&p->tasks[i], "K_tile") != NULL;
+            n_sum += p->tasks[i].op == AMK_OP_ALLREDUCE_SHARD;
+        }
+        CHECK_MSG(n_range > 0 && n_sum > 0, "%s: %d K-range tiles, %d sums", tag, n_range, n_sum);
+    }
     for (i = 0; i < 12; i++) { tok[i] = (i * 37 + 11) % c.vocab; pos[i] = 5 + i; }
     if (gcase_begin(&g, p, tag, blk >= 0 ? 0.02f : 0.5f)) {
         for (b = 0; b < p->n_buffers; b++) {
@@ -2364,14 +2413,17 @@ static void prefill_program_case(const char *tag, int dt, int blk) {
 }
 
 static void test_prefill_program(void) {
-    prefill_program_case("PREFILL program f32", AMK_DTYPE_F32, -1);
-    prefill_program_case("PREFILL program bf16", AMK_DTYPE_BF16, -1);
-    prefill_program_case("PREFILL program q4_k", AMK_DTYPE_BF16, AMK_DTYPE_Q4_K);
-    prefill_program_case("PREFILL program q8_0", AMK_DTYPE_F32, AMK_DTYPE_Q8_0);
+    prefill_program_case("PREFILL program f32", AMK_DTYPE_F32, -1, 0);
+    prefill_program_case("PREFILL program bf16", AMK_DTYPE_BF16, -1, 0);
+    prefill_program_case("PREFILL program q4_k", AMK_DTYPE_BF16, AMK_DTYPE_Q4_K, 0);
+    prefill_program_case("PREFILL program q8_0", AMK_DTYPE_F32, AMK_DTYPE_Q8_0, 0);
     /* F16 activations: the tensor-copy Q/K/V and the tensor-core attention in f16 (BF16's
        tolerance, a bound f16's finer rounding meets) */
-    prefill_program_case("PREFILL program f16", AMK_DTYPE_F16, -1);
-    prefill_program_case("PREFILL program q4_k f16", AMK_DTYPE_F16, AMK_DTYPE_Q4_K);
+    prefill_program_case("PREFILL program f16", AMK_DTYPE_F16, -1, 0);
+    prefill_program_case("PREFILL program q4_k f16", AMK_DTYPE_F16, AMK_DTYPE_Q4_K, 0);
+    /* O and down by K ranges (a short chunk on many SMs) */
+    prefill_program_case("PREFILL program split-K bf16", AMK_DTYPE_BF16, -1, 1);
+    prefill_program_case("PREFILL program split-K q4_k", AMK_DTYPE_BF16, AMK_DTYPE_Q4_K, 1);
 }
 
 static void test_llm_chain(void) {
