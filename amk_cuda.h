@@ -622,9 +622,11 @@ AMK__FN amk_result amk__cuda_check_task(const amk_program *p, int ti, int num_sm
         /* only a specialised form takes them (without tensor maps here: amk__cuda_context drops a
            task's maps where their layout does not fit) */
         if (amk_plan_prefill_only(&x) && !AMK_IMAGE_HAS_PREFILL(image_kind))
-            return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: %s in a tile of rows (M_tile)%s runs in the prefill "
-                             "and portable builds only, not the %s build", ti, amk_op_name(t->op),
-                             t->op == AMK_OP_COPY ? " or of a block format" : "", AMK_IMAGE_KIND_NAME(image_kind));
+            return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: %s %s runs in the prefill and portable builds only, not "
+                             "the %s build", ti, amk_op_name(t->op),
+                             t->op == AMK_OP_COPY ? "in a tile of rows (M_tile) or of a block format"
+                             : t->op == AMK_OP_GEMM_TILE ? "of a K range (K_tile)" : "in a tile of rows (M_tile)",
+                             AMK_IMAGE_KIND_NAME(image_kind));
         if (amk_plan_folded(&x) && amk_plan_form(&x, threads, smem, AMK_IMAGE_FORMS(image_kind)) == AMK_FORM_GENERAL)
             return amk__fail(d, AMK_ERR_UNSUPPORTED, "task %d: the VM takes %s only in its lean form (%s), which "
                              "does not take this task", ti, amk_op_name(t->op),
@@ -926,6 +928,15 @@ AMK__FN void amk__cuda_context(amk_cuda *c, int q) {
         x->maps = 0;
         x->kv_rows = 0;
         x->ins.form = amk_plan_form(x, c->threads, c->smem_bytes, AMK_IMAGE_FORMS(c->info.image_kind));
+    }
+    if (x->ins.form == AMK_FORM_GEMM_TMA && x->ins.params.K_tile > 0) {
+        /* a K range: its maps view columns [k_off, k_off + K_tile) of x and W (amk__cuda_kv_maps),
+           so the device runs a GEMM of K_tile columns on them (x keeps its rows). why here, not a
+           range in amk_gemm_tma: any change to that inlined loop moved the prefill VM's registers
+           and its unsplit chunks' time (bench/NOTES.md session "split-k") */
+        x->in[0].numel = x->in[0].numel / x->ins.params.K * x->ins.params.K_tile;
+        x->ins.params.K = x->ins.params.K_tile;
+        x->ins.params.k_off = x->ins.params.K_tile = 0;
     }
     c->ins[i].form = x->ins.form;
 }

@@ -1773,9 +1773,9 @@ static __device__ __forceinline__ void amk_copy_blk(const amk_op_ctx *c, float *
 
 /* COPY's rows [m_off, m_off + M_tile) (amk_ir.h), or all of out, from a block-format x
    (dequantized: a prefill chunk's matrix for its tensor-core tiles, amk_copy_blk) or a float one.
-   Only the prefill image runs them (amk_plan_prefill_only). Returns 0 for a COPY it does not take.
-   why __noinline__: inlined, the decodes spilled the VM ~1.6 KB more. */
-static __device__ __noinline__ int amk_copy_rows(amk_op_ctx *c, float *smem) {
+   Only the prefill image runs them (amk_plan_prefill_only), out of the VM's line (amk_prefill_ops).
+   Returns 0 for a COPY it does not take. */
+static __device__ __forceinline__ int amk_copy_rows(amk_op_ctx *c, float *smem) {
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
     const int xt = x->dtype, ot = o->dtype;
     if (c->ins.params.M_tile <= 0 && !amk_dtype_blk(xt)) return 0;
@@ -1797,11 +1797,16 @@ static __device__ __noinline__ int amk_copy_rows(amk_op_ctx *c, float *smem) {
 }
 #endif
 
-/* COPY: out = x, cast (the prefill image: also rows, and a block-format x, amk_copy_rows). */
+#if AMK_VM_PREFILL
+static __device__ __noinline__ int amk_prefill_ops(amk_op_ctx *c, float *smem); /* below */
+#endif
+
+/* COPY: out = x, cast (the prefill image's rows and block-format x: amk_copy_rows; the prefill
+   image's amk_op_dispatch also sends its tasks for amk_prefill_ops here). */
 AMK_OP_FN void amk_op_copy(amk_op_ctx *c, float *smem) {
     (void)smem;
 #if AMK_VM_PREFILL
-    if (amk_copy_rows(c, smem)) return;
+    if (amk_prefill_ops(c, smem)) return;
 #endif
     const amk_buffer_t *x = &c->in[0], *o = &c->out[0];
     const void *xp = (const void *)x->ptr;
@@ -2473,9 +2478,7 @@ static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, con
    wgmma; AMK_GEMM_TRY_MMA says why) */
 static __device__ __forceinline__ void amk_gemm_tma(amk_op_ctx *c, float *smem, int64_t m_begin, int64_t m_end) {
     const int tid = amk_tid();
-    /* a K range's maps start at its first column (amk__cuda_kv_maps): its chunks are the range's */
-    const int kw = c->ins.params.K_tile > 0 ? c->ins.params.K_tile : c->ins.params.K;
-    const int nk = (kw + AMK_TMA_BK - 1) / AMK_TMA_BK;
+    const int nk = (int)((c->ins.params.K + AMK_TMA_BK - 1) / AMK_TMA_BK);
     const int64_t avail = (int64_t)amk_ptx_dynamic_smem_size() - 2048;
     const int S = avail / AMK_TMA_STAGE >= AMK_GEMM_TMA_STAGES ? AMK_GEMM_TMA_STAGES : (int)(avail / AMK_TMA_STAGE);
     const int norm = c->ins.op == AMK_OP_RMSNORM_GEMV; /* x's rows normalised: W is input 2 */
@@ -2738,8 +2741,9 @@ static __device__ void amk_op_gemm_rows(amk_op_ctx *c, float *smem, int64_t m_be
    AMK_SYNC_BM rows x AMK_SYNC_BN columns, K in chunks of AMK_SYNC_BK through two cp.async stages
    (rows of AMK_SYNC_LD 16-bit values: 80 bytes, so a ldmatrix's eight rows fall on distinct
    banks); 16 warps, each 16 rows x 32 columns of the block by ldmatrix and mma.sync m16n8k16.
-   x and W of one 16-bit dtype (bf16 or f16), K a multiple of 8, 512 threads; else 0 (the rows
-   path runs). The same products and f32 sums as amk_gemm_mma's direct path. */
+   x and W of one 16-bit dtype (bf16 or f16), K (and a K range's start and length) a multiple of
+   8, 512 threads; else 0 (the rows path runs). The same products and f32 sums as amk_gemm_mma's
+   direct path. */
 #define AMK_SYNC_BM 64
 #define AMK_SYNC_BN 128
 #define AMK_SYNC_BK 32
@@ -2773,7 +2777,7 @@ static __device__ __noinline__ int amk_gemm_sync(amk_op_ctx *c, float *smem, int
     const int64_t kb = P->K_tile > 0 ? P->k_off : 0, ke = P->K_tile > 0 ? kb + P->K_tile : K;
     const int f16 = W->dtype == AMK_DTYPE_F16, nck = (int)((ke - kb + AMK_SYNC_BK - 1) / AMK_SYNC_BK);
     char *ring = (char *)smem;
-    if (amk_gemv_quant(c) || K % 8 != 0 || kb % 8 != 0 || amk_ntid() != 512 || x->dtype != W->dtype ||
+    if (amk_gemv_quant(c) || K % 8 != 0 || kb % 8 != 0 || (ke - kb) % 8 != 0 || amk_ntid() != 512 || x->dtype != W->dtype ||
         (W->dtype != AMK_DTYPE_BF16 && W->dtype != AMK_DTYPE_F16) || amk_ptx_dynamic_smem_size() < 2 * AMK_SYNC_STAGE)
         return 0;
     if (!amk_op_go(c)) return 1;
@@ -2840,26 +2844,19 @@ AMK_OP_FN void amk_op_gemv_tile(amk_op_ctx *c, float *smem) {
     if (!AMK_GEMM_TRY_MMA(c, smem, 0, M)) amk_op_gemm_rows(c, smem, 0, M);
 }
 
-#if AMK_VM_PREFILL
-/* A GEMM_TILE of a K range (K_tile) that the tensor-copy GEMM does not take: the portable image's
-   mma.sync blocks, else the rows path over the range (a float W: the validator's rule). why out of
-   line: the rows path inlined a second time, for the range, spilled the VM (bench/NOTES.md session
-   "split-k"). */
-static __device__ __noinline__ void amk_gemm_krange(amk_op_ctx *c, float *smem, int64_t m0, int64_t m1) {
-    if (!AMK_GEMM_TRY_MMA(c, smem, m0, m1)) amk_gemm_rows_body(c, smem, m0, m1, c->ins.params.k_off, c->ins.params.K_tile);
-}
-#endif
-
-/* GEMM_TILE: rows [m_off, m_off + M_tile) (the prefill image: of a K range too). */
+/* GEMM_TILE: rows [m_off, m_off + M_tile); in the prefill image (out of the VM's line there:
+   amk_prefill_ops) of a K range too, which the portable image's mma.sync blocks or the rows path
+   take (a float W: the validator's rule). */
 AMK_OP_FN void amk_op_gemm_tile(amk_op_ctx *c, float *smem) {
     const int64_t m0 = c->ins.params.m_off, m1 = m0 + c->ins.params.M_tile;
+    if (AMK_GEMM_TRY_MMA(c, smem, m0, m1)) return;
 #if AMK_VM_PREFILL
     if (c->ins.params.K_tile > 0) {
-        amk_gemm_krange(c, smem, m0, m1);
+        amk_gemm_rows_body(c, smem, m0, m1, c->ins.params.k_off, c->ins.params.K_tile);
         return;
     }
 #endif
-    if (!AMK_GEMM_TRY_MMA(c, smem, m0, m1)) amk_op_gemm_rows(c, smem, m0, m1);
+    amk_op_gemm_rows(c, smem, m0, m1);
 }
 
 /* ---- attention ---------------------------------------------------------------------------------
@@ -5221,8 +5218,8 @@ static __device__ __noinline__ int amk_allreduce_vec(amk_op_ctx *c, int64_t e0, 
 /* ALLREDUCE_SHARD: the sum of the shards, in input order (the single-device meaning); with M_tile
    (the prefill image's: amk_plan_prefill_only) rows [m_off, m_off + M_tile) of out alone. */
 #if AMK_VM_PREFILL
-/* why out of line: the prefill VM's registers (a split-K projection's sums are its only use). */
-static __device__ __noinline__ void amk_allreduce_rows(amk_op_ctx *c) {
+/* The prefill image's ALLREDUCE_SHARD, out of the VM's line (amk_prefill_ops). */
+static __device__ __forceinline__ void amk_allreduce_rows(amk_op_ctx *c) {
     const amk_buffer_t *o = &c->out[0];
     const int64_t row = c->ins.params.M_tile > 0 ? o->numel / o->shape[0] : 0;
     const int64_t e0 = row ? c->ins.params.m_off * row : 0;
@@ -5249,6 +5246,22 @@ AMK_OP_FN void amk_op_allreduce_shard(amk_op_ctx *c, float *smem) {
     }
 #endif
 }
+
+#if AMK_VM_PREFILL
+/* The prefill image's ops that run out of the VM's line, from COPY's one call (amk_op_dispatch sends
+   the others there); 1 when it ran c's task: a COPY of rows or of a block-format x (amk_copy_rows),
+   every GEMM_TILE the tensor-copy GEMM does not take (a K range among them), every ALLREDUCE_SHARD.
+   why one call for them all: each call site in the VM's op loop costs the VM registers (calls of
+   their own, in GEMM_TILE's and ALLREDUCE_SHARD's functions, spilled the prefill VM more and slowed
+   its chunks 1-2%: bench/NOTES.md session "split-k"); why out of line at all: inlined, COPY's rows
+   spilled the VM ~1.6 KB more. */
+static __device__ __noinline__ int amk_prefill_ops(amk_op_ctx *c, float *smem) {
+    if (c->ins.op == AMK_OP_GEMM_TILE) amk_op_gemm_tile(c, smem);
+    else if (c->ins.op == AMK_OP_ALLREDUCE_SHARD) amk_op_allreduce_shard(c, smem);
+    else return amk_copy_rows(c, smem);
+    return 1;
+}
+#endif
 
 /* KV_APPEND: row pos (numel(new) elements) of the cache = new, cast; the rest untouched. */
 AMK_OP_FN void amk_op_kv_append(amk_op_ctx *c, float *smem) {
@@ -5462,7 +5475,10 @@ static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *sme
     }
 #endif
     switch (op) { /* each op jumps to its device function's one call (the table's dev_first) */
-#define AMK__OP_DEV_CASE_1(code, dv) case code: goto amk__dev_##dv;
+/* (the prefill image: GEMM_TILE and ALLREDUCE_SHARD to amk_prefill_ops's one call, in COPY's function) */
+#define AMK__OP_DEV_CASE_1(code, dv) \
+    case code: if (AMK_VM_PREFILL && ((code) == AMK_OP_GEMM_TILE || (code) == AMK_OP_ALLREDUCE_SHARD)) goto amk__dev_amk_op_copy; \
+        goto amk__dev_##dv;
 #define AMK__OP_DEV_CASE_0(code, dv) case code: goto amk__dev_##dv;
 #define AMK__OP_DEV_CASE_AS(code, dv) /* the host sends it as its base op's form */
 #define AMK__OP_DEV_CASE(name, code, mi, ma, no, req, w, rg, ck, rf, dv, df, go, note) AMK__OP_DEV_CASE_##df(code, dv)
