@@ -1042,9 +1042,12 @@ AMK__FN void amk__lb_meta(amk__lb *b) {
     }
 }
 
-/* The embedding: x.0 [1, H] rd = embed [V, H] (wd, or its block format: amk__lb_matrix_dtype) at
-   row token (IO_INPUT I32 [1]); also makes the input pos. */
-AMK__FN void amk__lb_embed(amk__lb *b) {
+/* The embedding: x.0 [R, H] rd = embed [V, H] (wd, or its block format: amk__lb_matrix_dtype) at
+   the rows token (IO_INPUT I32 [R]); also makes the input pos. A prefill chunk's rows go as tasks
+   of rows spread over the SMs (amk__lb_rowwise). why: as one task, on one SM, the 8B's 512 rows
+   took 294 us in BF16 and 1.9 ms from Q4_K blocks while every other SM waited (bench/RESULTS.md
+   run 505). */
+AMK__FN int amk__lb_embed(amk__lb *b) {
     const int H = b->c->hidden, wd = amk__lb_matrix_dtype(b, "model.embed_tokens.weight", b->c->vocab, H);
     int ins[2], t;
     ins[0] = amk__lb_buf(b, AMK_KIND_IO_INPUT, AMK_DTYPE_I32, b->R, 0, 0, 1, NULL, "token");
@@ -1054,10 +1057,18 @@ AMK__FN void amk__lb_embed(amk__lb *b) {
     amk__lb_plan_weight(b, b->embed, AMK_WEIGHT_AS_STORED, 0, -1);
     b->x = amk__lb_buf(b, AMK_KIND_ACTIVATION, b->plan.rd, b->R, H, 0, 2, NULL, "x.0");
     b->cx = amk_program_add_counter(b->p, "embed done");
-    b->n_cx = 1;
     ins[1] = b->embed;
+    if (b->R > 1) {
+        const int t0 = b->p->n_tasks;
+        b->n_cx = amk__lb_rowwise(b, AMK_OP_EMBED, ins, 2, b->x, b->cx, NULL, NULL, 0, H, "embed");
+        for (t = t0; t < b->p->n_tasks; t++) amk_task_set_int(b->p, t, "hidden", H);
+        return b->n_cx < 0 ? -1 : 0;
+    }
+    b->n_cx = 1;
     t = amk__lb_task(b, AMK_OP_EMBED, ins, 2, b->x, b->cx, NULL, NULL, 0, b->R * amk_dtype_nbytes(wd, H), "embed");
+    if (t < 0) return -1;
     amk_task_set_int(b->p, t, "hidden", H);
+    return 0;
 }
 
 /* One layer's buffers, and what its attention half hands its MLP half. */
@@ -1166,18 +1177,33 @@ AMK__FN int amk__lb_dequant(amk__lb *b, amk__lb_layer *ly, const int *wc, const 
     static const char *const name[7] = {"k", "v", "q", "o", "gate", "up", "down"};
     int *const field[7] = {&ly->w_k, &ly->w_v, &ly->w_q, &ly->w_o, &ly->w_g, &ly->w_u, &ly->w_dn};
     const int ad = b->o.act_dtype;
-    int64_t total = 0, per;
-    int r, take[7], n = 0;
+    int64_t all[7];
+    int r, take[7], tasks[7], n = 0, sum = 0;
     for (r = 0; r < 7; r++) { /* which roles, and their bytes (read and written) */
         const amk_buffer *w = &b->p->buffers[*field[r]];
         take[r] = amk_dtype_is_block(w->dtype) && w->rank == 2 &&
                   amk__lb_tma(r < 3 ? AMK_OP_RMSNORM_GEMV : AMK_OP_GEMV_TILE, ad, AMK_DTYPE_F32, ad, w->shape[1], b->R);
-        if (take[r]) total += amk_dtype_nbytes(w->dtype, w->shape[0] * w->shape[1]) + amk_dtype_nbytes(ad, w->shape[0] * w->shape[1]);
+        all[r] = take[r] ? amk_dtype_nbytes(w->dtype, w->shape[0] * w->shape[1]) + amk_dtype_nbytes(ad, w->shape[0] * w->shape[1]) : 0;
+        tasks[r] = take[r];
+        sum += take[r];
     }
-    per = total / b->o.num_sms + 1;
+    /* the roles' task counts: one each, then one more at a time to the role whose tasks are the
+       largest, until the tasks are one an SM. why: the phase lasts as long as its largest task,
+       and a task past the SMs' count is a second round (rounding each role's share up gave the
+       8B's 136 tasks on 132 SMs: the phase took 420 us, not 220, bench/RESULTS.md run 505) */
+    while (sum < b->o.num_sms) {
+        int best = -1;
+        for (r = 0; r < 7; r++)
+            if (take[r] && tasks[r] < b->p->buffers[*field[r]].shape[0] &&
+                (best < 0 || all[r] * tasks[best] > all[best] * tasks[r]))
+                best = r;
+        if (best < 0) break;
+        tasks[best]++;
+        sum++;
+    }
     for (r = 0; r < 7; r++) {
         const amk_buffer *w;
-        int64_t N, K, bytes, tasks, rows, m;
+        int64_t N, K, bytes, rows, m;
         int t, *d = &b->deq[r].buf;
         char label[64];
         *d = -1;
@@ -1189,8 +1215,7 @@ AMK__FN int amk__lb_dequant(amk__lb *b, amk__lb_layer *ly, const int *wc, const 
         b->deq[r].c_copy = amk_program_add_counter(b->p, "dequantized");
         b->deq[r].n_copy = 0;
         bytes = amk_dtype_nbytes(w->dtype, K) + amk_dtype_nbytes(ad, K);
-        tasks = (N * bytes + per - 1) / per; /* this role's share of the SMs */
-        rows = (N + tasks - 1) / tasks;
+        rows = (N + tasks[r] - 1) / tasks[r];
         for (m = 0; m < N; m += rows) {
             const int64_t mt = N - m < rows ? N - m : rows;
             snprintf(label, sizeof label, "L%d dequant %s[%lld:%lld]", ly->i, name[r], (long long)m, (long long)(m + mt));
@@ -1577,7 +1602,7 @@ AMK__FN amk_result amk__lb_build(const amk_llama_config *c, const amk_llama_buil
     b.h_next = b.qkv_prev = -1;
     for (i = 0; i < 7; i++) b.deq[i].buf = -1;
     amk__lb_meta(&b);
-    amk__lb_embed(&b); /* x.0 = embed[token] */
+    if (amk__lb_embed(&b) < 0) goto fail; /* x.0 = embed[token] */
     for (i = 0; i < c->n_layers; i++) {
         amk__lb_layer_buffers(&b, &ly, i);
         if (b.R > 1 && amk__lb_dequant(&b, &ly, &b.cx, &b.n_cx, 1) < 0) goto fail;

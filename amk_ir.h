@@ -136,8 +136,8 @@ typedef enum amk_buffer_kind {
       "no-op") \
     X(COPY, 1, 1, 1, 1, (), AMK_WRITE_PLAIN, amk__region_rows, amk__check_copy, amk__ref_copy, amk_op_copy, 1, 0, \
       "out = x (cast; a block-format x dequantized; M_tile >= 1: rows [m_off, +M_tile))") \
-    X(EMBED, 2, 2, 2, 1, ("hidden",), AMK_WRITE_PLAIN, amk__region_all, amk__check_embed, amk__ref_embed, \
-      amk_op_embed, 1, 0, "[ids, table[V,...]] -> gathered rows, viewed as out") \
+    X(EMBED, 2, 2, 2, 1, ("hidden",), AMK_WRITE_PLAIN, amk__region_rows, amk__check_embed, amk__ref_embed, \
+      amk_op_embed, 1, 0, "[ids, table[V,...]] -> gathered rows, viewed as out (M_tile >= 1: ids [m_off, +M_tile))") \
     X(RMSNORM, 3, 2, 2, 1, ("eps", "hidden",), AMK_WRITE_PLAIN, amk__region_rows, amk__check_norm, \
       amk__ref_rmsnorm, amk_op_rmsnorm, 1, 0, "x*rsqrt(mean(x^2)+eps)*w (M_tile >= 1: rows [m_off, +M_tile))") \
     X(LAYERNORM, 4, 2, 3, 1, ("eps", "hidden",), AMK_WRITE_PLAIN, amk__region_all, amk__check_norm, \

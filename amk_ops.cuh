@@ -1861,7 +1861,13 @@ AMK_OP_FN void amk_op_embed(amk_op_ctx *c, float *smem) {
     const int pieces = tab->dtype == o->dtype && w >= 8 && H * (w / 8) % 16 == 0;
     const int nc = tab->kind == AMK_KIND_WEIGHT || tab->kind == AMK_KIND_CONST; /* read-only: no-allocate loads */
     const int blk = amk_dtype_blk(tab->dtype);
-    for (int64_t r = 0; r < n_ids; r++) {
+#if AMK_VM_PREFILL /* with M_tile (the prefill image's: amk_plan_prefill_only) ids [m_off, m_off + M_tile) alone */
+    const int64_t r0 = c->ins.params.M_tile > 0 ? c->ins.params.m_off : 0;
+    const int64_t r1 = c->ins.params.M_tile > 0 ? r0 + c->ins.params.M_tile : n_ids;
+#else
+    const int64_t r0 = 0, r1 = n_ids;
+#endif
+    for (int64_t r = r0; r < r1; r++) {
         const int64_t id = amk_load_int((const void *)ids->ptr, ids->dtype, r); /* every thread: one value */
         if (id < 0 || id >= V) {
             if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_EMBED_ID, id);
@@ -5163,101 +5169,36 @@ AMK_OP_FN void amk_op_softmax(amk_op_ctx *c, float *smem) {
     }
 }
 
-#if AMK_VM_PREFILL
-/* 4 elements from element 4 v of b (F32, BF16 or F16, 16-byte aligned) as floats. */
-static __device__ __forceinline__ void amk_load4(const amk_buffer_t *b, int64_t v, float *f) {
-    if (b->dtype == AMK_DTYPE_F32) {
-        amk_unpack_f32x4(((const uint4 *)b->ptr)[v], f);
-    } else {
-        const uint2 r = ((const uint2 *)b->ptr)[v];
-        const uint32_t u[2] = {r.x, r.y};
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            f[2 * j] = b->dtype == AMK_DTYPE_BF16 ? __uint_as_float(u[j] << 16)
-                                                  : __half2float(__ushort_as_half((unsigned short)(u[j] & 0xFFFFu)));
-            f[2 * j + 1] = b->dtype == AMK_DTYPE_BF16 ? __uint_as_float(u[j] & 0xFFFF0000u)
-                                                      : __half2float(__ushort_as_half((unsigned short)(u[j] >> 16)));
-        }
-    }
-}
-/* ALLREDUCE_SHARD's elements [e0, n) by vectors of 4 (a split-K projection's partials and its
-   residual, rows of a prefill chunk): every input's vector loaded before the sum, which goes in
-   input order as the scalar loop's. 0 (nothing done) unless every buffer is F32, BF16 or F16 and
-   16-byte aligned and e0 and n are multiples of 4. why out of line: only the prefill image's
-   chunks run it, and the VM's op loop keeps its registers. */
-static __device__ __noinline__ int amk_allreduce_vec(amk_op_ctx *c, int64_t e0, int64_t n) {
-    const int ni = c->ins.n_inputs;
-    if (e0 % 4 || n % 4) return 0;
-    for (int p = 0; p <= ni; p++) {
-        const amk_buffer_t *b = p < ni ? &c->in[p] : &c->out[0];
-        if ((b->dtype != AMK_DTYPE_F32 && b->dtype != AMK_DTYPE_BF16 && b->dtype != AMK_DTYPE_F16) || b->ptr % 16) return 0;
-    }
-    const amk_buffer_t *o = &c->out[0];
-    for (int64_t v = e0 / 4 + AMK_OPS_TID; v < n / 4; v += AMK_OPS_NT) {
-        float f[AMK_MAX_INPUTS][4];
-#pragma unroll
-        for (int p = 0; p < AMK_MAX_INPUTS; p++)
-            if (p < ni) amk_load4(&c->in[p], v, f[p]);
-#pragma unroll
-        for (int p = 1; p < AMK_MAX_INPUTS; p++)
-            if (p < ni)
-#pragma unroll
-                for (int j = 0; j < 4; j++) f[0][j] += f[p][j];
-        if (o->dtype == AMK_DTYPE_F32)
-            ((uint4 *)o->ptr)[v] = make_uint4(__float_as_uint(f[0][0]), __float_as_uint(f[0][1]), __float_as_uint(f[0][2]),
-                                              __float_as_uint(f[0][3]));
-        else if (o->dtype == AMK_DTYPE_BF16)
-            ((uint2 *)o->ptr)[v] = make_uint2(amk_pack_bf16x2(f[0][0], f[0][1]), amk_pack_bf16x2(f[0][2], f[0][3]));
-        else
-            ((uint2 *)o->ptr)[v] = make_uint2(amk_pack_f16x2(f[0][0], f[0][1]), amk_pack_f16x2(f[0][2], f[0][3]));
-    }
-    return 1;
-}
-#endif
-
 /* ALLREDUCE_SHARD: the sum of the shards, in input order (the single-device meaning); with M_tile
    (the prefill image's: amk_plan_prefill_only) rows [m_off, m_off + M_tile) of out alone. */
-#if AMK_VM_PREFILL
-/* The prefill image's ALLREDUCE_SHARD, out of the VM's line (amk_prefill_ops). */
-static __device__ __forceinline__ void amk_allreduce_rows(amk_op_ctx *c) {
+AMK_OP_FN void amk_op_allreduce_shard(amk_op_ctx *c, float *smem) {
+    (void)smem;
     const amk_buffer_t *o = &c->out[0];
+#if AMK_VM_PREFILL
     const int64_t row = c->ins.params.M_tile > 0 ? o->numel / o->shape[0] : 0;
     const int64_t e0 = row ? c->ins.params.m_off * row : 0;
     const int64_t n = row ? (c->ins.params.m_off + (int64_t)c->ins.params.M_tile) * row : o->numel;
-    if (amk_allreduce_vec(c, e0, n)) return;
-    for (int64_t i = e0 + AMK_OPS_TID; i < n; i += AMK_OPS_NT) {
-        float s = amk_load((const void *)c->in[0].ptr, c->in[0].dtype, i);
-        for (int p = 1; p < c->ins.n_inputs; p++) s += amk_load((const void *)c->in[p].ptr, c->in[p].dtype, i);
-        amk_store((void *)o->ptr, o->dtype, i, s);
-    }
-}
+#else
+    const int64_t e0 = 0, n = o->numel;
 #endif
-AMK_OP_FN void amk_op_allreduce_shard(amk_op_ctx *c, float *smem) {
-    (void)smem;
-#if AMK_VM_PREFILL
-    amk_allreduce_rows(c);
-#else /* why not amk_allreduce_rows's loop over [0, numel): the decode images' code stays as measured */
-    const amk_buffer_t *o = &c->out[0];
     int64_t i;
-    for (i = AMK_OPS_TID; i < o->numel; i += AMK_OPS_NT) {
+    for (i = e0 + AMK_OPS_TID; i < n; i += AMK_OPS_NT) {
         float s = amk_load((const void *)c->in[0].ptr, c->in[0].dtype, i);
         for (int p = 1; p < c->ins.n_inputs; p++) s += amk_load((const void *)c->in[p].ptr, c->in[p].dtype, i);
         amk_store((void *)o->ptr, o->dtype, i, s);
     }
-#endif
 }
 
 #if AMK_VM_PREFILL
 /* The prefill image's ops that run out of the VM's line, from COPY's one call (amk_op_dispatch sends
    the others there); 1 when it ran c's task: a COPY of rows or of a block-format x (amk_copy_rows),
-   every GEMM_TILE the tensor-copy GEMM does not take (a K range among them), every ALLREDUCE_SHARD.
-   why one call for them all: each call site in the VM's op loop costs the VM registers (calls of
-   their own, in GEMM_TILE's and ALLREDUCE_SHARD's functions, spilled the prefill VM more and slowed
-   its chunks 1-2%: bench/NOTES.md session "split-k"); why out of line at all: inlined, COPY's rows
+   every GEMM_TILE the tensor-copy GEMM does not take (a K range among them). why one call for
+   both: each call site in the VM's op loop costs the VM registers (a call of its own, in
+   GEMM_TILE's function, spilled the prefill VM more and slowed its chunks 1-2%: bench/NOTES.md
+   session "split-k"); why out of line at all: inlined, COPY's rows
    spilled the VM ~1.6 KB more. */
 static __device__ __noinline__ int amk_prefill_ops(amk_op_ctx *c, float *smem) {
     if (c->ins.op == AMK_OP_GEMM_TILE) amk_op_gemm_tile(c, smem);
-    else if (c->ins.op == AMK_OP_ALLREDUCE_SHARD) amk_op_allreduce_shard(c, smem);
     else return amk_copy_rows(c, smem);
     return 1;
 }
@@ -5475,9 +5416,9 @@ static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *sme
     }
 #endif
     switch (op) { /* each op jumps to its device function's one call (the table's dev_first) */
-/* (the prefill image: GEMM_TILE and ALLREDUCE_SHARD to amk_prefill_ops's one call, in COPY's function) */
+/* (the prefill image: GEMM_TILE to amk_prefill_ops's one call, in COPY's function) */
 #define AMK__OP_DEV_CASE_1(code, dv) \
-    case code: if (AMK_VM_PREFILL && ((code) == AMK_OP_GEMM_TILE || (code) == AMK_OP_ALLREDUCE_SHARD)) goto amk__dev_amk_op_copy; \
+    case code: if (AMK_VM_PREFILL && (code) == AMK_OP_GEMM_TILE) goto amk__dev_amk_op_copy; \
         goto amk__dev_##dv;
 #define AMK__OP_DEV_CASE_0(code, dv) case code: goto amk__dev_##dv;
 #define AMK__OP_DEV_CASE_AS(code, dv) /* the host sends it as its base op's form */

@@ -432,14 +432,16 @@ AMK_PLAN_FN int64_t amk_plan_gemm_rows(const amk_vm_ctx_t *x) {
    rows [m_off, m_off + M_tile), a prefill chunk's q, k or v (the other images' fused body takes
    every row, amk_norm_gemv_body); a COPY of rows, or of a block-format x (a prefill chunk's
    matrix dequantized for its tensor-core tiles); a GEMM_TILE of a K range (K_tile) and an
-   ALLREDUCE_SHARD of rows (a short chunk's split-K projection and the sum of its partials). why
+   ALLREDUCE_SHARD of rows (a short chunk's split-K projection and the sum of its partials); an
+   EMBED of rows (a chunk's embedding spread over the SMs). why
    not in the other images: their op code is what the decode steps were measured with (the VM's
    registers, bench/NOTES.md session "rows"). */
 AMK_PLAN_FN int amk_plan_prefill_only(const amk_vm_ctx_t *x) {
     return (x->ins.op == AMK_OP_RMSNORM_GEMV && x->ins.params.M_tile > 0) ||
            (x->ins.op == AMK_OP_COPY && (x->ins.params.M_tile > 0 || AMK_DTYPE_IS_BLOCK(x->in[0].dtype))) ||
            (x->ins.op == AMK_OP_GEMM_TILE && x->ins.params.K_tile > 0) ||
-           (x->ins.op == AMK_OP_ALLREDUCE_SHARD && x->ins.params.M_tile > 0);
+           (x->ins.op == AMK_OP_ALLREDUCE_SHARD && x->ins.params.M_tile > 0) ||
+           (x->ins.op == AMK_OP_EMBED && x->ins.params.M_tile > 0);
 }
 /* W's input of a tile amk_gemm_tma may take: 1 (GEMV_TILE, GEMM_TILE), 2 (RMSNORM_GEMV: x, its
    norm weight, W, the positions), else 0. */

@@ -233,16 +233,17 @@ AMK__FN amk_result amk__refvm_oom(const amk__refop *o, amk_diag *d) {
 }
 
 AMK__FN amk_result amk__ref_embed(const amk__refop *o, amk_diag *d) {
-    /* a row: the table's numel / V elements (amk__check_embed) */
+    /* a row: the table's numel / V elements (amk__check_embed); with M_tile ids [m_off, +M_tile) */
     int64_t i, V = o->in[1]->shape[0], H = o->n_in[1] / V;
-    for (i = 0; i < o->n_in[0]; i++) { /* why: check every id first, so an error writes nothing */
+    const int64_t i0 = o->P.M_tile > 0 ? o->P.m_off : 0, i1 = o->P.M_tile > 0 ? i0 + o->P.M_tile : o->n_in[0];
+    for (i = i0; i < i1; i++) { /* why: check every id first, so an error writes nothing */
         int64_t id = amk__load_i64(o->x[0], o->in[0]->dtype, i);
         if (id < 0 || id >= V)
             return amk__refvm_fail(d, AMK_ERR_RUNTIME, NULL, o->task_index, -1,
                                    "EMBED: token id %lld at index %lld is outside [0, %lld)",
                                    (long long)id, (long long)i, (long long)V);
     }
-    for (i = 0; i < o->n_in[0]; i++) {
+    for (i = i0; i < i1; i++) {
         int64_t id = amk__load_i64(o->x[0], o->in[0]->dtype, i);
         amk__refvm_cast(o->y, o->out->dtype, i * H, o->x[1], o->in[1]->dtype, id * H, H);
     }

@@ -152,9 +152,9 @@
    |                           |         | rows a tile (a tile's vectors in | 8B 4096-token prompt +4.3%, 1B     |              |
    |                           |         | one pass of the block's pairs)   | +3.5%, 2048 tokens +0.4% / 0;      |              |
    |                           |         |                                  | three tiles (41 rows) lost 5-9%    |              |
-   | AMK_LLAMA_PF_SPLIT_K      | 4       | a prefill chunk's O and down in  | 8B 128-token prompt: see NOTES     | 497          |
-   |                           |         | up to this many K splits where   | session "split-k"                  |              |
-   |                           |         | their blocks leave SMs idle      |                                    |              |
+   | AMK_LLAMA_PF_SPLIT_K      | 4       | a prefill chunk's O and down in  | 8B 128-token prompt 10.5 ms        | 500, 504     |
+   |                           |         | up to this many K splits where   | against 12.5-13.0 unsplit, 1B 3.1  |              |
+   |                           |         | their blocks leave SMs idle      | against 3.7                        |              |
    | AMK_LLAMA_PF_SPLIT_K_MIN  | 512     | ... each split this many columns | -                                  | -            |
    |                           |         | at least                         |                                    |              |
    | amk_llm (amk_llm.h)                                                                                                        |

@@ -319,7 +319,10 @@ AMK__FN int amk__check_same(const amk__opshape *c) {
 /* EMBED: ids select rows of the table [V, ...] (a row: numel/V elements), written one after another
    in out, whatever out's shape. The row length is the table's, not `hidden`: the reference
    implementation gathers with index_select and views the result as out, and its lowering reshapes a
-   flat [1, n*d] activation into n rows of d that way (ids [0], hidden = d). `hidden` is not read. */
+   flat [1, n*d] activation into n rows of d that way (ids [0], hidden = d). `hidden` is not read.
+   With M_tile (an AMK prefill chunk's embedding spread over the SMs): ids [m_off, m_off+M_tile)
+   into the same rows of out, whose first axis is then one row an id (amk__check_rows). */
+AMK__FN int amk__check_rows(const amk__opshape *c, int64_t row); /* below */
 AMK__FN int amk__check_embed(const amk__opshape *c) {
     int64_t v, R;
     const amk_buffer *tab = c->in[1];
@@ -337,12 +340,15 @@ AMK__FN int amk__check_embed(const amk__opshape *c) {
         AMK__OPS_FAIL(OP_SHAPE, "out '%s' has %lld elements, ids*row = %lld*%lld (table '%s' rows of %lld)",
                       amk__opshape_name(c->out), (long long)c->n_out, (long long)c->n_in[0], (long long)R,
                       amk__opshape_name(tab), (long long)R);
-    return 1;
+    if (amk_task_param(c->t, "M_tile") && (c->out->rank < 1 || c->out->shape[0] != c->n_in[0]))
+        AMK__OPS_FAIL(OP_SHAPE, "out '%s': with M_tile its first axis must be one row an id (%lld ids)",
+                      amk__opshape_name(c->out), (long long)c->n_in[0]);
+    return amk__check_rows(c, R);
 }
 
-/* ADD, SILU_MUL, ALLREDUCE_SHARD, RMSNORM and COPY with the params M_tile (and m_off, default 0):
-   rows [m_off, m_off+M_tile) of the output's first axis, a row being numel / shape[0] elements
-   (RMSNORM: one row of hidden). Other ops take no rows (m_off, M_tile are other ops' params). 1
+/* ADD, SILU_MUL, ALLREDUCE_SHARD, RMSNORM, COPY and EMBED with the params M_tile (and m_off, default
+   0): rows [m_off, m_off+M_tile) of the output's first axis, a row being numel / shape[0] elements
+   (RMSNORM: one row of hidden; EMBED: one id's row of the table). Other ops take no rows (m_off, M_tile are other ops' params). 1
    when c's task is well formed so (or has neither param). */
 AMK__FN int amk__check_rows(const amk__opshape *c, int64_t row) {
     const amk_param *moff = amk_task_param(c->t, "m_off"), *mw = amk_task_param(c->t, "M_tile");
@@ -350,9 +356,9 @@ AMK__FN int amk__check_rows(const amk__opshape *c, int64_t row) {
     int64_t rows;
     if (!mw && !moff) return 1;
     if (op != AMK_OP_ADD && op != AMK_OP_SILU_MUL && op != AMK_OP_ALLREDUCE_SHARD && op != AMK_OP_RMSNORM &&
-        op != AMK_OP_COPY)
-        AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off and M_tile (rows) are ADD's, SILU_MUL's, ALLREDUCE_SHARD's, RMSNORM's "
-                      "and COPY's, not this op's");
+        op != AMK_OP_COPY && op != AMK_OP_EMBED)
+        AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off and M_tile (rows) are ADD's, SILU_MUL's, ALLREDUCE_SHARD's, RMSNORM's, "
+                      "COPY's and EMBED's, not this op's");
     if (!mw) AMK__OPS_FAIL(PARAM_VALUE, "%s", "m_off without M_tile");
     if (c->out->rank < 1 || c->out->shape[0] < 1 || c->n_out % c->out->shape[0])
         AMK__OPS_FAIL(OP_SHAPE, "out '%s' has no rows to take", amk__opshape_name(c->out));
@@ -2212,7 +2218,7 @@ AMK__FN void amk__region_cols(const amk_task *t, int x, amk__v_region *r) {
     }
 }
 
-/* ADD, SILU_MUL, ALLREDUCE_SHARD, RMSNORM, COPY: with M_tile, rows [m_off, m_off+M_tile) of the output's first axis
+/* ADD, SILU_MUL, ALLREDUCE_SHARD, RMSNORM, COPY, EMBED: with M_tile, rows [m_off, m_off+M_tile) of the output's first axis
    (kind 3: the rows as n0..n1, so the sort by n0 finds the neighbours); else the whole output. */
 AMK__FN void amk__region_rows(const amk_task *t, int x, amk__v_region *r) {
     const amk_param *moff = amk__v_param(t, "m_off"), *mw = amk__v_param(t, "M_tile");

@@ -1349,8 +1349,18 @@ static void prefill_dequant_case(int ad) {
             for (k = 0; k < t->n_inputs; k++) n_block_rows += amk_dtype_is_block(pp->buffers[t->inputs[k]].dtype);
         }
     }
-    CHECK_MSG(n_copy >= 7 * c.n_layers && n_rows > 0 && n_block_rows == 0,
+    CHECK_MSG(n_copy == 7 * c.n_layers && n_rows > 0 && n_block_rows == 0, /* (4 SMs: a COPY a role) */
               "%s: %d COPYs, %d row tiles, %d block inputs", amk_dtype_name(ad), n_copy, n_rows, n_block_rows);
+    { /* on 24 SMs a layer's COPYs are one an SM, not a second round for some */
+        amk_program *sp = NULL;
+        amk_llama_build_opts o2 = o;
+        int ns = 0;
+        o2.num_sms = 24;
+        CHECK_EQ_INT(amk_llama_build(&c, &o2, &sp, &d), AMK_OK);
+        for (i = 0; sp && i < sp->n_tasks; i++) ns += sp->tasks[i].op == AMK_OP_COPY;
+        CHECK_MSG(ns == 24 * c.n_layers, "%d COPYs on 24 SMs over %d layers", ns, c.n_layers);
+        amk_program_free(sp);
+    }
     CHECK_EQ_INT(buf_dtype(pp, "w_deq.gate.1"), ad);
     CHECK_EQ_INT(buf_dtype(pp, "w_deq.q.1"), ad);
     if (ad == AMK_DTYPE_BF16) { /* lowered (graph_color pages), the copies' memory does not grow with the layers (3 and 6) */

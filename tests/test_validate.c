@@ -477,6 +477,19 @@ static void test_op_check_ids(void) {
     expect_only(p, AMK_CHECK_OP_DTYPE);
     p->buffers[ids].dtype = AMK_DTYPE_I32;
     expect_clean(p);
+    /* EMBED of rows (a prefill chunk's, spread over the SMs): two tasks of one id each are clean;
+       rows past the ids, or an out whose first axis is not one row an id, are refused */
+    amk_task_set_int(p, t, "M_tile", 1);
+    t = op2(p, AMK_OP_EMBED, ids, tab, out, p->tasks[t].out_counter, "embed row 1");
+    amk_task_set_int(p, t, "hidden", 16);
+    amk_task_set_int(p, t, "m_off", 1);
+    amk_task_set_int(p, t, "M_tile", 1);
+    expect_clean(p);
+    amk_task_set_int(p, t, "M_tile", 2);
+    expect_only(p, AMK_CHECK_PARAM_VALUE);
+    amk_task_set_int(p, t, "M_tile", 1);
+    p->buffers[out].shape[0] = 1; p->buffers[out].shape[1] = 32;
+    expect_only(p, AMK_CHECK_OP_SHAPE);
     amk_program_free(p);
 
     p = amk_program_create(); /* PARAM_VALUE: KV_APPEND pos past the cache; OP_UNSUPPORTED */
