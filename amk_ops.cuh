@@ -623,7 +623,8 @@ static_assert(offsetof(amk_op_ctx, in) == offsetof(amk_vm_ctx_t, in) &&
    timer read in an op changes its code, and the shipped image stays the one measured (with 0 the
    image is byte-identical to one without marks). Marked: the lean attention, the lean tiles and the
    tensor-core ATTENTION_DECODE (position read, K/V staged, key groups done, outputs stored), the
-   block ring's op (x staged, warp 0's rows, every warp's, the outputs stored). */
+   block ring's op (x staged, warp 0's rows, every warp's, the outputs stored), the tensor-copy
+   GEMM (inputs complete, the first block's K loop, its epilogue, every block). */
 #if AMK_VM_MARKS
 #define AMK_OP_MARK(c, k)                                                                                    \
     do {                                                                                                     \
@@ -1683,6 +1684,45 @@ static __device__ __forceinline__ void amk_copy_store8(const amk_buffer_t *o, in
     }
 }
 
+/* The float of a small unsigned integer q (< 2^23) minus bias, exactly (float)((int)q - bias): 2^23 + q
+   by its bits, less 2^23 + bias. why: the convert instruction issues at a quarter of the FP32 rate,
+   and the K-quants' decode converts every element (bench/NOTES.md session "embed") */
+static __device__ __forceinline__ float amk_u2f_bias(uint32_t q, float bias) {
+    return __fsub_rn(__uint_as_float(0x4B000000u | q), 8388608.0f + bias);
+}
+/* Elements e..e+7 (e a multiple of 8) of a block of format t in shared memory (a constant), equal
+   to two amk_blk_quad_at(x, t, e (+4), w, 1): the K-quants read their scale and quants once for
+   the eight (Q4_K and Q5_K blocks 16-byte aligned: whole units, amk_copy_blk_ring), the other
+   formats as two quads. */
+static __device__ __forceinline__ void amk_blk_oct_sh(const uint8_t *x, const int t, int e, float *w) {
+    if (t == AMK_DTYPE_Q4_K || t == AMK_DTYPE_Q5_K) { /* chunk c of 64: low nibbles sub-block 2c, high 2c + 1 */
+        const int five = t == AMK_DTYPE_Q5_K, c = e >> 6, h = (e >> 5) & 1, l = e & 31, s = 2 * c + h;
+        float sc, mn;
+        amk_blk_k4_scale_min_at(x + 4, s, &sc, &mn, 1);
+        const float dd = __fmul_rn(amk_blk_ldf16(x, 1), sc), mm = __fmul_rn(amk_blk_ldf16(x + 2, 1), mn);
+        const uint2 u = *(const uint2 *)(x + (five ? 48 : 16) + 32 * c + l);
+        const uint2 qh = five ? *(const uint2 *)(x + 16 + l) : make_uint2(0u, 0u);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t a = (i < 4 ? u.x : u.y) >> (8 * (i & 3) + 4 * h), b = (i < 4 ? qh.x : qh.y) >> (8 * (i & 3) + s);
+            w[i] = __fsub_rn(__fmul_rn(dd, amk_u2f_bias((a & 0xFu) | (b & 1u) << 4, 0.0f)), mm);
+        }
+    } else if (t == AMK_DTYPE_Q6_K) { /* e = 128n + 32k + l: nibble k / 2 of ql[64n + 32(k % 2) + l], bits 2k of qh[32n + l] */
+        const int n = e >> 7, k = (e >> 5) & 3, l = e & 31;
+        const float ds = __fmul_rn(amk_blk_ldf16(x + 208, 1), (float)(int8_t)(uint8_t)amk_blk_ld8(x + 192 + 8 * n + l / 16 + 2 * k, 1));
+        const uint8_t *ql = x + 64 * n + 32 * (k & 1) + l, *qh = x + 128 + 32 * n + l; /* (2-byte aligned: 210-byte blocks) */
+        const uint32_t u[2] = {amk_blk_ld32(ql, 1), amk_blk_ld32(ql + 4, 1)}, v[2] = {amk_blk_ld32(qh, 1), amk_blk_ld32(qh + 4, 1)};
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t q = ((u[i >> 2] >> (8 * (i & 3) + 4 * (k >> 1))) & 0xFu) | ((v[i >> 2] >> (8 * (i & 3) + 2 * k)) & 3u) << 4;
+            w[i] = __fmul_rn(ds, amk_u2f_bias(q, 32.0f));
+        }
+    } else {
+        amk_blk_quad_at(x, t, e, w, 1);
+        amk_blk_quad_at(x, t, e + 4, w + 4, 1);
+    }
+}
+
 /* Elements [e, n) of COPY's out from its block-format x of format t (a constant in each inlined
    copy, so that its decode is straight-line code), where they start 16-byte aligned in x: their
    blocks through a ring of bulk copies (AMK_COPY_SLOT bytes a slot, up to 4 slots of the shared
@@ -1732,8 +1772,7 @@ static __device__ __forceinline__ int64_t amk_copy_blk_ring(const amk_op_ctx *c,
             const int64_t el = 8 * g;
             const uint8_t *blk = slot + (el >> lg) * B;
             float v[8];
-            amk_blk_quad_at(blk, t, (int)(el & (E - 1)), v, 1);
-            amk_blk_quad_at(blk, t, (int)(el & (E - 1)) + 4, v + 4, 1);
+            amk_blk_oct_sh(blk, t, (int)(el & (E - 1)), v);
             amk_copy_store8(o, base + el, v);
         }
         __syncthreads(); /* why: every thread is done with the slot before it takes the next chunk */
@@ -2449,7 +2488,7 @@ static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, con
         } else {
             for (int r = r0; r < 64 && mb + r < m_end; r += rstep) amk_store(out, odt, (mb + r) * N_out + n, st[r * AMK_TMA_EPI_LD + ci] + bv);
         }
-    } else if (n < n_end) { /* RMSNORM_GEMV: the rows' norms, RoPE on pairs (n, n ^ 1), the cache row pos[m] */
+    } else if (rs) { /* RMSNORM_GEMV: the rows' norms, RoPE on pairs (n, n ^ 1), the cache row pos[m] */
         void *out = (void *)v->out[0].ptr;
         const int odt = v->out[0].dtype;
         const uint32_t fl = (uint32_t)v->ins.params.flags;
@@ -2460,8 +2499,28 @@ static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, con
         const void *pp = (const void *)v->in[3].ptr;
         const int pdt = v->in[3].dtype, tiled = v->ins.params.M_tile > 0;
         const float *rsh = rs + 64 * (wg & 1);
+        /* the warpgroup's 64 rows' positions: lane l reads and checks rows l and l + 32 (a KV form's
+           tile of rows, M_tile, takes consecutive positions, pos[0] + m: amk_ir.h), and the row loop
+           takes them by shuffles, the checks by ballots. why: read and checked for every value
+           (64 rows a thread), they made the epilogue 38 of the q/k/v tile's 112 us, where an o
+           tile's plain one takes 3.4 (bench/RESULTS.md runs 509-510). Every lane takes part (the
+           shuffles); a lane past the tile's columns stores nothing. */
+        int64_t pa = 0, pb = 0;
+        int bad_a = 0, bad_b = 0;
+        if (rope || kv_row) {
+            const int64_t p0 = kv_row && tiled ? amk_load_int(pp, pdt, 0) : 0;
+            if (mb + lane < m_end) {
+                pa = amk_load_int(pp, pdt, mb + lane);
+                bad_a = amk_fused_pos_bad(&c->out[0], kv_row, pa, N) || (kv_row && tiled && pa != p0 + mb + lane);
+            }
+            if (mb + 32 + lane < m_end) {
+                pb = amk_load_int(pp, pdt, mb + 32 + lane);
+                bad_b = amk_fused_pos_bad(&c->out[0], kv_row, pb, N) || (kv_row && tiled && pb != p0 + mb + 32 + lane);
+            }
+        }
+        const uint32_t bad[2] = {__ballot_sync(0xFFFFFFFFu, bad_a), __ballot_sync(0xFFFFFFFFu, bad_b)};
         for (int r = r0; r < 64 && mb + r < m_end; r += rstep) {
-            const int64_t m = mb + r, pos = rope || kv_row ? amk_load_int(pp, pdt, m) : 0;
+            const int64_t m = mb + r, pos = __shfl_sync(0xFFFFFFFFu, r < 32 ? pa : pb, r & 31);
             float y = st[r * AMK_TMA_EPI_LD + ci] * rsh[r];
             if (rope) {
                 const float p = st[r * AMK_TMA_EPI_LD + (ci ^ 1)] * rsh[r];
@@ -2469,11 +2528,12 @@ static __device__ __forceinline__ void amk_tma_epilogue(const amk_op_ctx *c, con
                 amk_sincos_rope((float)pos * inv, &sf, &cf);
                 y = (n & 1) ? y * cf + p * sf : y * cf - p * sf;
             }
-            /* a KV form's tile of rows (M_tile) takes consecutive positions, pos[0] + m (amk_ir.h).
-               why pos[0] read here: held across the rows, it spilled */
-            if (amk_fused_pos_bad(&c->out[0], kv_row, pos, N) || (kv_row && tiled && pos != amk_load_int(pp, pdt, 0) + m))
-                amk_op_fail((amk_op_ctx *)c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
-            else amk_store(out, odt, kv_row ? pos * N + n : m * last + n, y);
+            if (n >= n_end) continue;
+            const int64_t e = kv_row ? pos * N + n : m * last + n;
+            if ((bad[r >> 5] >> (r & 31)) & 1u) amk_op_fail((amk_op_ctx *)c, kv_row ? AMK_VM_ERR_KV_POS : AMK_VM_ERR_ROPE_POS, pos);
+            else if (odt == AMK_DTYPE_BF16) ((__nv_bfloat16 *)out)[e] = __float2bfloat16_rn(y);
+            else if (odt == AMK_DTYPE_F16) ((__half *)out)[e] = __float2half_rn(y);
+            else amk_store(out, odt, e, y);
         }
     }
 }
@@ -2501,6 +2561,7 @@ static __device__ __forceinline__ void amk_gemm_tma(amk_op_ctx *c, float *smem, 
        tensor copies write it through the async proxy */
     amk_ptx_fence_proxy_async_smem();
     if (amk_op_go(c)) { /* its barrier also publishes the mbarriers' init */
+        AMK_OP_MARK(c, 0); /* the inputs complete */
         /* a tile of at most AMK_TMA_WBOX columns in narrow blocks (the host gives a phase such
            tiles when its wide blocks would not cover the SMs) */
         const int nw = c->ins.params.N_tile <= AMK_TMA_WBOX ? 1 : 2, bn = AMK_TMA_WBOX * nw;
@@ -2518,6 +2579,7 @@ static __device__ __forceinline__ void amk_gemm_tma(amk_op_ctx *c, float *smem, 
             else if (c->in[1].dtype == AMK_DTYPE_F16) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 1, 0, 1, ss);
             else if (nw == 2) amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 0, 2, ss);
             else amk_tma_block(c, d, ring, bars, (uint32_t)(b * nk), nk, S, m0, n0, 0, 0, 1, ss);
+            if (b == 0) AMK_OP_MARK(c, 1); /* the first block's K loop done */
             if (norm) { /* a row's squares are its 8 threads' (amk_tma_norm_chunk's rows): 1 / rms, as amk__ref_rms_inv */
                 const int r0 = amk_tma_norm_row(tid);
 #pragma unroll
@@ -2532,7 +2594,9 @@ static __device__ __forceinline__ void amk_gemm_tma(amk_op_ctx *c, float *smem, 
             if (nw == 2) amk_tma_epilogue(c, d, (float *)((char *)smem + (ring - bars)), m0, n0, m_end, norm ? rs : NULL, 2);
             else amk_tma_epilogue(c, d, (float *)((char *)smem + (ring - bars)), m0, n0, m_end, norm ? rs : NULL, 1);
             __syncthreads(); /* why: the ring takes the next block's copies */
+            if (b == 0) AMK_OP_MARK(c, 2); /* its epilogue done */
         }
+        AMK_OP_MARK(c, 3); /* every block */
     }
     if (tid == 0)
         for (int s = 0; s < 2 * S; s++) asm volatile("mbarrier.inval.shared::cta.b64 [%0];" :: "r"(bars + 8 * s) : "memory");

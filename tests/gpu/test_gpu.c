@@ -472,6 +472,44 @@ static void embed_case(amk_dtype ids_t, amk_dtype tab_t, amk_dtype out_t, int64_
     gcase_end(&g);
 }
 
+/* EMBED of 7 ids in tasks of rows [0, 2), [2, 5), [6, 7) on three SMs (a prefill chunk's
+   embedding; row 5 left alone), from table tab_t; exact as embed_case. The prefill and portable
+   images run them (amk_plan_prefill_only). */
+static void embed_rows_case(amk_dtype tab_t, amk_dtype out_t, int64_t H) {
+    static const int64_t off[3] = {0, 2, 6}, len[3] = {2, 3, 1};
+    const int64_t V = 40, n = 7;
+    amk_program *p = prog_new(3);
+    int ids = buf(p, "ids", AMK_KIND_IO_INPUT, AMK_DTYPE_I32, 1, n, 0, 0);
+    int tab = buf(p, "table", AMK_KIND_WEIGHT, tab_t, 2, V, H, 0);
+    int y = buf(p, "y", AMK_KIND_IO_OUTPUT, out_t, 2, n, H, 0);
+    int in[2], c = amk_program_add_counter(p, ""), k, t, i;
+    char tag[64];
+    gcase g;
+    in[0] = ids; in[1] = tab;
+    for (k = 0; k < 3; k++) {
+        t = task(p, AMK_OP_EMBED, in, 2, y, c, k);
+        seti(p, t, "hidden", H);
+        seti(p, t, "m_off", off[k]);
+        seti(p, t, "M_tile", len[k]);
+    }
+    snprintf(tag, sizeof tag, "EMBED rows %s->%s", amk_dtype_name(tab_t), amk_dtype_name(out_t));
+    if (gcase_begin(&g, p, tag, 1.0f)) {
+        void *idv = amk_refvm_buffer(g.vm, ids, NULL);
+        for (i = 0; i < n; i++) amk__store_i64(idv, AMK_DTYPE_I32, i, (int64_t)(amk_t_rng_next(&g.rng) % (uint64_t)V));
+        amk__store_i64(idv, AMK_DTYPE_I32, n - 1, V - 1); /* the last row too */
+        gcase_sync(&g, ids);
+        if (gcase_run(&g, tag)) gcase_compare(&g, y, 0.0, 0.0, tag);
+    }
+    gcase_end(&g);
+}
+
+static void test_embed_rows(void) {
+    embed_rows_case(AMK_DTYPE_BF16, AMK_DTYPE_BF16, 2048);
+    embed_rows_case(AMK_DTYPE_F32, AMK_DTYPE_BF16, 72);
+    embed_rows_case(AMK_DTYPE_Q4_K, AMK_DTYPE_BF16, 512);
+    embed_rows_case(AMK_DTYPE_Q6_K, AMK_DTYPE_F16, 512);
+}
+
 static void test_embed(void) {
     embed_case(AMK_DTYPE_I32, AMK_DTYPE_BF16, AMK_DTYPE_F32, 37, 72, 5, 72);
     embed_case(AMK_DTYPE_U8, AMK_DTYPE_F32, AMK_DTYPE_BF16, 200, 576, 3, 576);
@@ -3314,6 +3352,8 @@ int main(int argc, char **argv) {
     TRY_IMAGES(test_copy_rows);
     TRY_PREFILL(test_copy_rows);
     TRY_IMAGES(test_embed);
+    TRY_IMAGES(test_embed_rows);
+    TRY_PREFILL(test_embed_rows);
     TRY_IMAGES(test_rmsnorm);
     TRY_IMAGES(test_layernorm);
     TRY_IMAGES(test_gemv_tile);
