@@ -69,7 +69,9 @@ typedef enum amk_image_kind {
    for single steps too */
 #define AMK_IMAGE_HAS_PREFILL(kind) ((kind) == AMK_IMAGE_PREFILL || (kind) == AMK_IMAGE_PORTABLE)
 /* the specialised forms an image kind has (amk_plan_form's forms) */
-#define AMK_IMAGE_FORMS(kind) (AMK_IMAGE_LEAN(kind) ? AMK_PLAN_FORMS_LEAN : AMK_IMAGE_HAS_PREFILL(kind) ? AMK_PLAN_FORMS_PREFILL : 0)
+#define AMK_IMAGE_FORMS(kind) \
+    (AMK_IMAGE_LEAN(kind) ? AMK_PLAN_FORMS_LEAN : (kind) == AMK_IMAGE_PREFILL ? AMK_PLAN_FORMS_PREFILL | AMK_PLAN_FORMS_WG \
+                                                : AMK_IMAGE_HAS_PREFILL(kind) ? AMK_PLAN_FORMS_PREFILL : 0)
 /* 1 if blob (size bytes) starts with the image set's magic, else 0. */
 AMK_API int amk_image_set_is(const void *blob, size_t size);
 /* Finds the image of kind in the set blob: *image and *image_size point into blob. Errors:

@@ -299,8 +299,8 @@ static __device__ __forceinline__ void amk_ptx_wgmma_wait_1(void) {
 
 /* d[64 x N tile, N/2 f32 a thread] (+)= A[64 x 16] . B[N x 16]^T, both K-major in shared memory
    (descriptors da, db); accumulate != 0 adds to d. One warpgroup (4 aligned warps) issues it
-   together. F16 != 0: f16 operands, else bf16. sm_90a (PTX 8.0). N = 64 (amk_ptx_wgmma_m64n64k16)
-   or 128 (amk_ptx_wgmma_m64n128k16: columns 8j.. in d[4j..4j+3], the same fragment layout). */
+   together. F16 != 0: f16 operands, else bf16. sm_90a (PTX 8.0). N = 32, 64 or 128
+   (amk_ptx_wgmma_m64n<N>k16: columns 8j.. in d[4j..4j+3], the same fragment layout). */
 #define AMK__WGMMA_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
     "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define AMK__WGMMA_D64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
@@ -325,8 +325,39 @@ static __device__ __forceinline__ void amk_ptx_wgmma_wait_1(void) {
                          "wgmma.mma_async.sync.aligned." shape ".f32.bf16.bf16 " dlist ", %" a ", %" b ", p, 1, 1, 0, 0;\n}" \
                          : outs(d) : "l"(da), "l"(db), "r"(accumulate) : "memory");                            \
     }
+#define AMK__WGMMA_D16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define AMK__WGMMA_OUT16(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+    "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+AMK__WGMMA_FN(amk_ptx_wgmma_m64n32k16, "m64n32k16", AMK__WGMMA_D16, AMK__WGMMA_OUT16, "16", "17", "18")
 AMK__WGMMA_FN(amk_ptx_wgmma_m64n64k16, "m64n64k16", AMK__WGMMA_D, AMK__WGMMA_OUT, "32", "33", "34")
 AMK__WGMMA_FN(amk_ptx_wgmma_m64n128k16, "m64n128k16", AMK__WGMMA_D64, AMK__WGMMA_OUT64, "64", "65", "66")
+
+/* d[64 x N tile] += A[64 x 16] . B[16 x N] with A in registers (a[0..3]: wgmma's A fragment, the
+   mma.sync m16n8k16 layout a warp a 16-row slice) and B N-major in shared memory (descriptor db, V
+   rows of a head as they lie in the cache). Always accumulates. F16 as above. sm_90a. */
+#define AMK__WGMMA_RS_FN(name, shape, dlist, outs, a, b)                                                        \
+    static __device__ __forceinline__ void name(float *d, const uint32_t *r, uint64_t db, int f16) {             \
+        if (f16)                                                                                                \
+            asm volatile("wgmma.mma_async.sync.aligned." shape ".f32.f16.f16 " dlist ", {%" a ", %" b "}, %" AMK__WGMMA_DB_##name ", 1, 1, 1, 1;" \
+                         : outs(d) : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(db) : "memory");        \
+        else                                                                                                    \
+            asm volatile("wgmma.mma_async.sync.aligned." shape ".f32.bf16.bf16 " dlist ", {%" a ", %" b "}, %" AMK__WGMMA_DB_##name ", 1, 1, 1, 1;" \
+                         : outs(d) : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(db) : "memory");        \
+    }
+#define AMK__WGMMA_DB_amk_ptx_wgmma_rs_m64n64k16 "36"
+#define AMK__WGMMA_DB_amk_ptx_wgmma_rs_m64n128k16 "68"
+AMK__WGMMA_RS_FN(amk_ptx_wgmma_rs_m64n64k16, "m64n64k16", AMK__WGMMA_D, AMK__WGMMA_OUT, "32, %33, %34", "35")
+AMK__WGMMA_RS_FN(amk_ptx_wgmma_rs_m64n128k16, "m64n128k16", AMK__WGMMA_D64, AMK__WGMMA_OUT64, "64, %65, %66", "67")
+
+/* Descriptor of a 16-bit operand tile in shared memory with 128-byte swizzle (8-row atoms of 128-byte
+   rows, 1024 bytes, 1024-byte aligned; REFERENCE.md section 5.4): start address >> 4, the leading
+   byte offset lbo (K-major: unused, 16; N-major: from one 64-element column block to the next), the
+   stride byte offset 1024 (from one 8-row atom to the next), layout type 1 (128-byte swizzle) in
+   bits 62-63. */
+static __device__ __forceinline__ uint64_t amk_wg_desc(uint32_t saddr, uint32_t lbo) {
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo & 0x3FFFFu) >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
 
 /* why: the VM runs every op inside one persistent loop; values derived from threadIdx.x (the
    lane, lane + 32t, divisions by blockDim.x) are hoisted out of that loop by the compiler and
@@ -2305,12 +2336,10 @@ static __device__ __forceinline__ void amk_mma_epilogue(amk_op_ctx *c, const flo
 static __device__ float amk_rope_inv_freq(const amk_params_t *P, int i);
 static __device__ __forceinline__ int amk_fused_pos_bad(const amk_buffer_t *o, int kv_row, int64_t pos, int64_t N);
 
-/* Descriptor of a K-major 16-bit operand tile in shared memory with 128-byte swizzle (rows of 64
-   elements = 128 bytes, 8-row atoms of 1024 bytes, 1024-byte aligned): start address >> 4, leading
-   byte offset 1 (unused with swizzle), stride byte offset 1024 between 8-row atoms, layout type 1
-   (128-byte swizzle) in bits 62-63 (REFERENCE.md section 5.4). +16 K elements: start + 32 bytes. */
+/* Descriptor of a K-major 16-bit operand tile with 128-byte swizzle (rows of 64 elements = 128
+   bytes; amk_wg_desc). +16 K elements: start + 32 bytes. */
 static __device__ __forceinline__ uint64_t amk_tma_desc(uint32_t saddr) {
-    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+    return amk_wg_desc(saddr, 16);
 }
 
 /* Thread 0: chunk ck's copies (x rows m0.., W rows n0.., K from ck * BK) into the stage at
@@ -3386,6 +3415,8 @@ AMK_OP_FN int amk_attn_decode_mma(amk_op_ctx *c, float *smem, uint64_t optr, int
     return 1;
 }
 
+/* ATTENTION_PREFILL's form by warpgroup MMAs (AMK_FORM_ATTN_WG): the sm_90a prefill image's */
+#define AMK__ATTN_WG (AMK_ATTN_PF_WG && AMK_ATTN_PREFILL_MMA && AMK_VM_PREFILL && !AMK_PORTABLE)
 #if AMK_ATTN_PREFILL_MMA && AMK_VM_PREFILL
 /* 2^x in one MUFU.EX2 (2 ulp; -inf gives +0, so masked scores need no test). sm_20+. */
 static __device__ __forceinline__ float amk_ptx_ex2(float x) {
@@ -3676,6 +3707,231 @@ static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, floa
         }
     }
 }
+#if AMK__ATTN_WG
+/* 1/x in one MUFU.RCP (1 ulp), no slow path. */
+static __device__ __forceinline__ float amk_ptx_rcp(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* The keys [c0, c0 + CH) of kv head g (CH = S AMK_ATTN_WG_KEYS) into a chunk at dst (amk_attn_pf_wg's
+   layout), by cp.async; rows at r1 and past it as zeros. */
+static __device__ __forceinline__ void amk_attn_wg_load(unsigned char *dst, const amk_buffer_t *kc, const amk_buffer_t *vc,
+                                                        int c0, int r1, int S, int g, int nkv, const int HD, int tid) {
+    const int UR = HD / 8, CH = AMK_ATTN_WG_KEYS * S; /* 16-byte units a row; keys a chunk */
+    const uint32_t KVB = (uint32_t)AMK_ATTN_WG_KEYS * HD * 2u;
+    for (int i = tid; i < 2 * CH * UR; i += 512) {
+        const int u = i % UR, k = (i / UR) % CH, isv = i / (UR * CH), r = c0 + k, ok = r < r1;
+        const uint32_t off = (uint32_t)(k / AMK_ATTN_WG_KEYS) * 2u * KVB + (uint32_t)isv * KVB + (uint32_t)(u >> 3) * 8192u +
+                             (uint32_t)(k % AMK_ATTN_WG_KEYS) * 128u + (uint32_t)((u & 7) ^ (k & 7)) * 16u;
+        const uint16_t *src = (const uint16_t *)(isv ? vc->ptr : kc->ptr) + ((int64_t)(ok ? r : 0) * nkv + g) * HD + u * 8;
+        amk_ptx_cp_async_16_zfill(dst + off, src, ok ? 16u : 0u);
+    }
+}
+
+/* ATTENTION_PREFILL by warpgroup MMAs (amk_plan_attn_pf_wg_bytes took the task: 512 threads,
+   head_dim HD 64 or 128, no sliding window): the flash method over amk_attn_prefill_body's
+   vectors, vector v = (row v / grp, head v % grp of kv head g) seeing the cache rows [0, pos + m].
+   Warpgroup w owns a group of 64 vectors (wgmma's M); a pass takes np <= 4 groups, and with np <= 2
+   the warpgroups past them split the keys (S = 2: split w / np takes the second 64 keys of each
+   chunk). A step of a warpgroup: the scores of its 64 vectors x 64 keys by wgmma from q's and K's
+   rows in shared memory; the online softmax on them in registers (a thread holds 16 keys of two
+   vectors, in log2 units, masked on the diagonal); p . V by wgmma with p from those registers (the
+   accumulator's layout is the A fragment's, so p is only rounded to 16 bits) and V's rows as they
+   lie (N-major). The block copies the next chunk (S steps of keys) by cp.async while the
+   warpgroups work on this one; keys at the pass's end and past it are zeros. Shared memory
+   (AMK_ATTN_WG_SMEM): q [np groups][HD / 64 column blocks][64 rows of 128 bytes], then two chunks of
+   [S splits][K, V][HD / 64 blocks][64 keys of 128 bytes], all with 128-byte swizzle (the 16-byte
+   unit u of row r at u ^ (r & 7)); the splits merge through the chunks' memory. F16: q, K and V
+   f16 (else bf16). */
+static __device__ __forceinline__ void amk_attn_pf_wg_body(amk_op_ctx *c, float *smem, int64_t pos, const int HD,
+                                                           const int F16) {
+    const amk_params_t *P = &c->ins.params;
+    const amk_buffer_t *q = &c->in[0], *kc = &c->in[1], *vc = &c->in[2], *o = &c->out[0];
+    const int nh = P->n_heads, nkv = P->n_kv_heads, grp = nh / nkv, KB = AMK_ATTN_WG_KEYS, UR = HD / 8;
+    const int tid = amk_tid(), wg = tid >> 7, w4 = (tid >> 5) & 3, lane = tid & 31, gr = lane >> 2, t4 = lane & 3;
+    const uint32_t QG = 64u * HD * 2u, KVB = (uint32_t)KB * HD * 2u; /* a group's q; a split's K (or V) */
+    const int nv = P->M_tile * grp, ng = (nv + 63) / 64;
+    const float sl2 = P->scale * 1.44269504088896341f; /* scores in log2 units: p = 2^(s - m) */
+    const uint32_t s0 = (uint32_t)__cvta_generic_to_shared(smem), base = (s0 + 1023u) & ~1023u;
+    unsigned char *const sb = (unsigned char *)smem + (base - s0);
+    for (int g = P->n_off; g < P->n_off + P->N_tile; g++) {
+        for (int p0 = 0; p0 < ng;) {
+            const int np = ng - p0 < 4 ? ng - p0 : 4, S = np <= 2 ? 2 : 1, CH = KB * S; /* groups, splits, keys a chunk */
+            const int gq = wg % np, split = wg / np, act = wg < np * S; /* the warpgroup's group and split */
+            const int vb = (p0 + gq) * 64, vend = (p0 + np) * 64 < nv ? (p0 + np) * 64 : nv;
+            const int64_t m0 = pos + P->m_off; /* row m sees the keys [0, m0 + m] */
+            /* the pass's keys [0, r1); the group's last (wmax) and the key every vector of the group
+               sees (wall: a step up to it needs no mask); the thread's two vectors' last */
+            const int r1 = (int)(m0 + (vend - 1) / grp + 1), nch = (r1 + CH - 1) / CH;
+            const int wmax = (int)(m0 + (vb + 63 < nv ? vb + 63 : nv - 1) / grp), wall = (int)(m0 + vb / grp);
+            const int v_lo = vb + 16 * w4 + gr, kmax_lo = (int)(m0 + v_lo / grp), kmax_hi = (int)(m0 + (v_lo + 8) / grp);
+            const uint32_t qs = base + (uint32_t)gq * QG, kvs = base + (uint32_t)np * QG, cb = 2u * (uint32_t)S * KVB;
+            /* m starts at AMK_PF_MNONE, not -inf (amk_attn_prefill_body's reason) */
+            float acc[64], m_lo = AMK_PF_MNONE, m_hi = AMK_PF_MNONE, l_lo = 0.0f, l_hi = 0.0f;
+#pragma unroll
+            for (int i = 0; i < HD / 2; i++) acc[i] = 0.0f;
+            for (int i = tid; i < np * 64 * UR; i += 512) { /* q's rows (vectors past nv: zeros) */
+                const int r = i / UR, u = i % UR, v = p0 * 64 + r, w = v < nv ? v : 0;
+                const uint16_t *src = (const uint16_t *)q->ptr + ((P->m_off + w / grp) * (int64_t)nh + (int64_t)g * grp + w % grp) * HD + u * 8;
+                amk_ptx_cp_async_16_zfill(sb + (uint32_t)(r >> 6) * QG + (uint32_t)(u >> 3) * 8192u + (uint32_t)(r & 63) * 128u +
+                                              (uint32_t)((u & 7) ^ (r & 7)) * 16u, src, v < nv ? 16u : 0u);
+            }
+            amk_attn_wg_load(sb + (kvs - base), kc, vc, 0, r1, S, g, nkv, HD, tid);
+            amk_ptx_cp_async_commit();
+            for (int j = 0; j < nch; j++) {
+                const int kb = j * CH + KB * split; /* the warpgroup's step: keys [kb, kb + KB) */
+                amk_ptx_cp_async_wait_pending(0);
+                amk_ptx_fence_proxy_async_smem(); /* the MMAs read what the copies wrote */
+                __syncthreads(); /* chunk j is in; every warpgroup is done with chunk j - 1's buffer */
+                if (j + 1 < nch) {
+                    amk_attn_wg_load(sb + (kvs - base) + ((j + 1) & 1) * cb, kc, vc, (j + 1) * CH, r1, S, g, nkv, HD, tid);
+                    amk_ptx_cp_async_commit();
+                }
+                for (int h = 0; h < KB / AMK_ATTN_WG_STEP; h++) { /* its steps of AMK_ATTN_WG_STEP keys */
+                    const int k0 = kb + h * AMK_ATTN_WG_STEP, NS = AMK_ATTN_WG_STEP;
+                    if (!act || k0 > wmax) break; /* (uniform in the warpgroup) */
+                    const uint32_t ks = kvs + (uint32_t)(j & 1) * cb + (uint32_t)split * 2u * KVB + (uint32_t)h * NS * 128u;
+                    const uint32_t vs = ks + KVB;
+                    float s[AMK_ATTN_WG_STEP / 2], x_lo = -INFINITY, x_hi = -INFINITY, e_lo = 0.0f, e_hi = 0.0f;
+                    uint32_t pa[AMK_ATTN_WG_STEP / 4];
+#pragma unroll
+                    for (int i = 0; i < NS / 2; i++) s[i] = 0.0f; /* why, though the first MMA does not add: bench/NOTES.md session "wg" */
+                    amk_ptx_wgmma_fence();
+#pragma unroll
+                    for (int kk = 0; kk < HD / 16; kk++) { /* +16 dims: 32 bytes, a column block every 64 */
+                        const uint32_t d = (uint32_t)(kk >> 2) * 8192u + (uint32_t)(kk & 3) * 32u;
+                        amk_ptx_wgmma_m64n32k16(s, amk_wg_desc(qs + d, 16), amk_wg_desc(ks + d, 16), kk > 0, F16);
+                    }
+                    amk_ptx_wgmma_commit();
+                    amk_ptx_wgmma_wait_all();
+                    /* s[4i + e]: vector v_lo (e < 2) or v_lo + 8, key k0 + 8i + 2 t4 + (e & 1) */
+#pragma unroll
+                    for (int i = 0; i < NS / 2; i++) s[i] *= sl2;
+                    if (k0 + NS - 1 > wall) { /* a step on the diagonal: keys past a vector's row are -inf */
+#pragma unroll
+                        for (int i = 0; i < NS / 2; i++)
+                            if (k0 + 8 * (i >> 2) + 2 * t4 + (i & 1) > ((i & 2) ? kmax_hi : kmax_lo)) s[i] = -INFINITY;
+                    }
+#pragma unroll
+                    for (int i = 0; i < NS / 2; i += 4) {
+                        x_lo = fmaxf(x_lo, fmaxf(s[i], s[i + 1]));
+                        x_hi = fmaxf(x_hi, fmaxf(s[i + 2], s[i + 3]));
+                    }
+                    x_lo = fmaxf(x_lo, __shfl_xor_sync(0xFFFFFFFFu, x_lo, 1));
+                    x_lo = fmaxf(x_lo, __shfl_xor_sync(0xFFFFFFFFu, x_lo, 2));
+                    x_hi = fmaxf(x_hi, __shfl_xor_sync(0xFFFFFFFFu, x_hi, 1));
+                    x_hi = fmaxf(x_hi, __shfl_xor_sync(0xFFFFFFFFu, x_hi, 2));
+                    const float n_lo = fmaxf(m_lo, x_lo), n_hi = fmaxf(m_hi, x_hi);
+                    const float a_lo = amk_ptx_ex2(m_lo - n_lo), a_hi = amk_ptx_ex2(m_hi - n_hi);
+#pragma unroll
+                    for (int i = 0; i < NS / 2; i += 4) { /* p, and its A fragments: pa[4 j2 ..] keys 16 j2.. */
+                        const float p0v = amk_ptx_ex2(s[i] - n_lo), p1v = amk_ptx_ex2(s[i + 1] - n_lo);
+                        const float p2v = amk_ptx_ex2(s[i + 2] - n_hi), p3v = amk_ptx_ex2(s[i + 3] - n_hi);
+                        e_lo += p0v + p1v;
+                        e_hi += p2v + p3v;
+                        pa[i / 2] = F16 ? amk_pack_f16x2(p0v, p1v) : amk_pack_bf16x2(p0v, p1v);
+                        pa[i / 2 + 1] = F16 ? amk_pack_f16x2(p2v, p3v) : amk_pack_bf16x2(p2v, p3v);
+                    }
+                    l_lo = l_lo * a_lo + e_lo;
+                    l_hi = l_hi * a_hi + e_hi;
+                    m_lo = n_lo;
+                    m_hi = n_hi;
+#pragma unroll
+                    for (int i = 0; i < HD / 2; i += 4) {
+                        acc[i] *= a_lo; acc[i + 1] *= a_lo;
+                        acc[i + 2] *= a_hi; acc[i + 3] *= a_hi;
+                    }
+                    amk_ptx_wgmma_fence();
+#pragma unroll
+                    for (int j2 = 0; j2 < NS / 16; j2++) { /* +16 keys: 2048 bytes; V's column blocks 8192 apart */
+                        const uint64_t dv = amk_wg_desc(vs + (uint32_t)j2 * 2048u, 8192u);
+                        if (HD == 128) amk_ptx_wgmma_rs_m64n128k16(acc, pa + 4 * j2, dv, F16);
+                        else amk_ptx_wgmma_rs_m64n64k16(acc, pa + 4 * j2, dv, F16);
+                    }
+                    amk_ptx_wgmma_commit();
+                    amk_ptx_wgmma_wait_all();
+                }
+            }
+            amk_ptx_wgmma_wait_all(); /* why: ptxas then sees no MMA in flight past the loop */
+            l_lo += __shfl_xor_sync(0xFFFFFFFFu, l_lo, 1);
+            l_lo += __shfl_xor_sync(0xFFFFFFFFu, l_lo, 2);
+            l_hi += __shfl_xor_sync(0xFFFFFFFFu, l_hi, 1);
+            l_hi += __shfl_xor_sync(0xFFFFFFFFu, l_hi, 2);
+            if (S > 1) { /* split 1's sums into split 0's, through a slot a group in the chunks' memory */
+                const int LD = HD + 8, rl = 16 * w4 + gr; /* a slot's row stride (floats), the thread's first row */
+                float *slot = (float *)(sb + (kvs - base) + (uint32_t)gq * (64u * (uint32_t)LD * 4u + 512u)), *ml = slot + 64 * LD;
+                __syncthreads(); /* every warpgroup is done with the chunks */
+                if (act && split == 1) {
+#pragma unroll
+                    for (int i = 0; i < HD / 2; i += 4) {
+                        const int d = 8 * (i >> 2) + 2 * t4;
+                        *(float2 *)(slot + rl * LD + d) = make_float2(acc[i], acc[i + 1]);
+                        *(float2 *)(slot + (rl + 8) * LD + d) = make_float2(acc[i + 2], acc[i + 3]);
+                    }
+                    if (t4 == 0) {
+                        ml[2 * rl] = m_lo; ml[2 * rl + 1] = l_lo;
+                        ml[2 * (rl + 8)] = m_hi; ml[2 * (rl + 8) + 1] = l_hi;
+                    }
+                }
+                __syncthreads();
+                if (act && split == 0) {
+                    const float o_lo = ml[2 * rl], o_hi = ml[2 * (rl + 8)];
+                    const float n_lo = fmaxf(m_lo, o_lo), n_hi = fmaxf(m_hi, o_hi);
+                    const float a_lo = amk_ptx_ex2(m_lo - n_lo), b_lo = amk_ptx_ex2(o_lo - n_lo);
+                    const float a_hi = amk_ptx_ex2(m_hi - n_hi), b_hi = amk_ptx_ex2(o_hi - n_hi);
+                    l_lo = l_lo * a_lo + ml[2 * rl + 1] * b_lo;
+                    l_hi = l_hi * a_hi + ml[2 * (rl + 8) + 1] * b_hi;
+#pragma unroll
+                    for (int i = 0; i < HD / 2; i += 4) {
+                        const int d = 8 * (i >> 2) + 2 * t4;
+                        const float2 u = *(const float2 *)(slot + rl * LD + d), w = *(const float2 *)(slot + (rl + 8) * LD + d);
+                        acc[i] = acc[i] * a_lo + u.x * b_lo; acc[i + 1] = acc[i + 1] * a_lo + u.y * b_lo;
+                        acc[i + 2] = acc[i + 2] * a_hi + w.x * b_hi; acc[i + 3] = acc[i + 3] * a_hi + w.y * b_hi;
+                    }
+                }
+            }
+            if (act && split == 0) { /* acc / l into the output rows (every vector sees its own row: l > 0) */
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int v = v_lo + 8 * h;
+                    const float iv = amk_ptx_rcp(h ? l_hi : l_lo);
+                    if (v >= nv) continue;
+                    const int64_t at = ((P->m_off + v / grp) * (int64_t)nh + (int64_t)g * grp + v % grp) * HD + 2 * t4;
+#pragma unroll
+                    for (int i = 0; i < HD / 2; i += 4) {
+                        const float y0 = acc[i + 2 * h] * iv, y1 = acc[i + 2 * h + 1] * iv;
+                        const int64_t e = at + 8 * (i >> 2);
+                        if (o->dtype == AMK_DTYPE_BF16) *(uint32_t *)((__nv_bfloat16 *)o->ptr + e) = amk_pack_bf16x2(y0, y1);
+                        else if (o->dtype == AMK_DTYPE_F16) *(uint32_t *)((__half *)o->ptr + e) = amk_pack_f16x2(y0, y1);
+                        else *(float2 *)((float *)o->ptr + e) = make_float2(y0, y1);
+                    }
+                }
+            }
+            __syncthreads(); /* why: the next pass stages q and the chunks over this one's */
+            p0 += np;
+        }
+    }
+}
+/* ATTENTION_PREFILL in the form AMK_FORM_ATTN_WG (amk_plan_form): amk_attn_pf_wg_body's four
+   bodies; rows [pos + m_off, + M_tile) outside the cache are a run-time error. why inlined at its
+   one call (amk_op_dispatch): a wgmma in a function the VM calls makes ptxas serialise every
+   wgmma of the kernel (C7510; bench/NOTES.md session "rows") */
+static __device__ __forceinline__ void amk_attn_pf_wg(amk_op_ctx *c, float *smem) {
+    const amk_params_t *P = &c->ins.params;
+    const int hd = P->head_dim, f16 = c->in[0].dtype == AMK_DTYPE_F16;
+    const int64_t pos = amk_load_int((const void *)c->in[3].ptr, c->in[3].dtype, 0);
+    if (pos < 0 || pos + P->m_off + P->M_tile > c->in[1].numel / ((int64_t)P->n_kv_heads * hd)) { /* every thread read pos */
+        if (amk_tid() == 0) amk_op_fail(c, AMK_VM_ERR_KV_POS, pos);
+        return;
+    }
+    if (hd == 128 && f16) amk_attn_pf_wg_body(c, smem, pos, 128, 1);
+    else if (hd == 128) amk_attn_pf_wg_body(c, smem, pos, 128, 0);
+    else if (f16) amk_attn_pf_wg_body(c, smem, pos, 64, 1);
+    else amk_attn_pf_wg_body(c, smem, pos, 64, 0);
+}
+#endif /* AMK__ATTN_WG */
 #undef AMK_PF_MNONE
 /* why three bodies: with head_dim a constant and no window the loops carry no guards */
 static __device__ __noinline__ void amk_attn_prefill_mma(amk_op_ctx *c, float *smem) {
@@ -5464,6 +5720,12 @@ static __device__ __forceinline__ void amk_op_dispatch(amk_op_ctx *c, float *sme
     const int splits = 0 AMK_OPS(AMK__OP_SPLITS);
 #undef AMK__OP_SPLITS
     if ((!AMK_VM_EARLY_SETUP || !splits) && !amk_op_wait_go(c)) return;
+#if AMK__ATTN_WG
+    if (c->ins.form == AMK_FORM_ATTN_WG) { /* why here: amk_attn_pf_wg's one call, inlined into the VM */
+        amk_attn_pf_wg(c, smem);
+        return;
+    }
+#endif
 #if AMK_GEMM_TMA && AMK_VM_PREFILL
     /* the tensor-copy GEMM of a GEMV_TILE, GEMM_TILE or RMSNORM_GEMV tile (the prefill image): its
        rows [m_off, m_off + M_tile), or all of x's. why here: its one call, inlined into the VM */

@@ -123,6 +123,19 @@ AMK_PLAN_FN int64_t amk_plan_rows_stage_bytes(int dt, int64_t H, int64_t nt) {
     ((16 * (int64_t)(groups) + 4 * (int64_t)(C)) * AMK_ATTN_ROW_BYTES(hd, 2) + (int64_t)((threads) / 32) * 2 * AMK_ATTN_PF_KS * 64)
 #define AMK_ATTN_PF_MERGE(hd, groups) ((int64_t)(groups) * 16 * ((hd) + 2) * 4)
 
+/* ---- ATTENTION_PREFILL by warpgroup MMAs (amk_attn_pf_wg) ----------------------------------------
+   512 threads, head_dim 64 or 128, no sliding window. A warpgroup owns a group of 64 vectors
+   (wgmma's M); a pass takes up to four groups, and with two or fewer the spare warpgroups split
+   the keys (S = 2 splits). A chunk holds AMK_ATTN_WG_KEYS keys a split, the next chunk in flight
+   while the warpgroups work on this one, a warpgroup's keys in steps of AMK_ATTN_WG_STEP (why 32,
+   not 64: 64 keys' scores beside 64 sums made ptxas serialise every wgmma of the VM). Shared memory (1024-byte aligned, rows of
+   128 bytes with 128-byte swizzle): q, 64 x head_dim 16-bit a group; two chunks of [K: 64 keys]
+   [V: 64 keys] a split. At most 2 groups x 64 x hd x 2 + 2 x 2 x 2 x 64 x hd x 2 bytes = 1280 hd
+   (4 groups, one split: 1024 hd), + 1024 for the alignment. */
+#define AMK_ATTN_WG_KEYS 64
+#define AMK_ATTN_WG_STEP 32
+#define AMK_ATTN_WG_SMEM(hd) (1024 + 1280 * (int64_t)(hd))
+
 /* ---- the tensor-core GEMM path (amk_gemm_mma) ---------------------------------------------------
    Tiles of AMK_MMA_MIN_ROWS rows and more, K in chunks of AMK_MMA_KC, a ring of AMK_MMA_STAGES;
    the host sizes the launch's shared memory from these (amk_plan_want). */
@@ -158,17 +171,21 @@ AMK_PLAN_FN int64_t amk_plan_rows_stage_bytes(int dt, int64_t H, int64_t nt) {
    specialised forms (amk_ops.cuh): LEAN the lean decode tile (amk_norm_gemv_lean: RMSNORM_GEMV,
    RMSNORM_MLP), RING the ring of short rows (amk_norm_gemv_ring: RMSNORM_GEMV), ATTN_LEAN the lean
    ATTENTION_O (amk_attn_o_lean). The prefill image's: GEMM_TMA the tensor-copy GEMM of a GEMV/GEMM
-   tile (amk_gemm_tma), ATTN_MMA ATTENTION_PREFILL on the tensor cores (amk_attn_prefill_mma). */
+   tile (amk_gemm_tma), ATTN_MMA ATTENTION_PREFILL on the tensor cores (amk_attn_prefill_mma; the
+   portable image's too), ATTN_WG ATTENTION_PREFILL by warpgroup MMAs (amk_attn_pf_wg). */
 #define AMK_FORM_GENERAL 0u
 #define AMK_FORM_LEAN 1u
 #define AMK_FORM_RING 2u
 #define AMK_FORM_ATTN_LEAN 3u
 #define AMK_FORM_GEMM_TMA 4u
 #define AMK_FORM_ATTN_MMA 5u
-/* The forms an image has (amk_plan_form's forms): the full image's lean forms, the prefill image's
-   ATTN_MMA (GEMM_TMA needs the tensor maps, which only the prefill image's runtime assigns). */
+#define AMK_FORM_ATTN_WG 6u
+/* The forms an image has (amk_plan_form's forms): the full image's lean forms, the prefill and
+   portable images' ATTN_MMA, the sm_90a prefill image's ATTN_WG (GEMM_TMA needs the tensor maps,
+   which only the prefill image's runtime assigns). */
 #define AMK_PLAN_FORMS_LEAN 1
 #define AMK_PLAN_FORMS_PREFILL 2
+#define AMK_PLAN_FORMS_WG 4
 
 /* 1 for a task only a specialised form takes (RMSNORM_MLP_FOLD, ATTENTION_O_PRENORM: their form
    bits in the instruction). */
@@ -498,6 +515,17 @@ AMK_PLAN_FN int amk_plan_attn_prefill_mma(const amk_vm_ctx_t *x, int threads, in
 #endif
 }
 
+/* The dynamic shared memory the form ATTN_WG (amk_attn_pf_wg) needs for x, or 0 when it does not
+   take x: an ATTENTION_PREFILL task amk_plan_attn_prefill_mma takes, at 512 threads, head_dim 64 or
+   128, no sliding window. */
+AMK_PLAN_FN int64_t amk_plan_attn_pf_wg_bytes(const amk_vm_ctx_t *x, int threads) {
+    const int64_t hd = x->ins.params.head_dim;
+    if (!AMK_ATTN_PF_WG || threads != 512 || (hd != 64 && hd != 128) || x->ins.params.sliding_window > 0 ||
+        !amk_plan_attn_prefill_mma(x, threads, INT64_MAX))
+        return 0;
+    return AMK_ATTN_WG_SMEM(hd);
+}
+
 /* The bytes the block ring (amk_blk_ring) adds to a tile's shared memory with AMK_BLK_RING_SLOTS
    slots a warp, or 0 when the tile does not take it: an x_q8 GEMV/GEMM, RMSNORM_GEMV or
    RMSNORM_SWIGLU tile whose matrices amk_plan_blk_x8 takes (the device also needs one row of x). */
@@ -538,6 +566,7 @@ AMK_PLAN_FN int64_t amk_plan_least(const amk_vm_ctx_t *x, int threads) {
 AMK_PLAN_FN uint32_t amk_plan_form(const amk_vm_ctx_t *x, int threads, int64_t smem, int forms) {
     int64_t b;
     if (amk_plan_gemm_tma(x, threads, smem)) return AMK_FORM_GEMM_TMA;
+    if ((forms & AMK_PLAN_FORMS_WG) && (b = amk_plan_attn_pf_wg_bytes(x, threads)) > 0 && b <= smem) return AMK_FORM_ATTN_WG;
     if ((forms & AMK_PLAN_FORMS_PREFILL) && amk_plan_attn_prefill_mma(x, threads, smem)) return AMK_FORM_ATTN_MMA;
     if (!(forms & AMK_PLAN_FORMS_LEAN)) return AMK_FORM_GENERAL;
     switch (x->ins.op) {
@@ -619,6 +648,7 @@ AMK_PLAN_FN int64_t amk_plan_want(const amk_vm_ctx_t *x, int threads) {
             const int64_t groups = AMK_ATTN_PF_GROUPS((int64_t)P->M_tile * (P->n_heads / P->n_kv_heads), threads);
             w = AMK_ATTN_PF_SMEM(hd, groups, 64, threads);
             if (AMK_ATTN_PF_MERGE(hd, groups) > w) w = AMK_ATTN_PF_MERGE(hd, groups);
+            if (amk_plan_attn_pf_wg_bytes(x, threads) > w) w = amk_plan_attn_pf_wg_bytes(x, threads);
         }
         break;
     default: break;

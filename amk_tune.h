@@ -62,6 +62,8 @@
    |                           |         |                                  | +1.5% (2048), attention -7% of SM  |              |
    |                           |         |                                  | time: 32 halved the steps' fixed   |              |
    |                           |         |                                  | work but its scores spilled more   |              |
+   | AMK_ATTN_PF_WG            | 0       | its form by warpgroup MMAs       | off: inlined, ptxas serialises     | -            |
+   |                           |         | (amk_attn_pf_wg; H+D)            | the VM's every wgmma (GEMM too)    |              |
    | AMK_ATTN_SPEC_ROWS        | 256     | windows of up to this many rows  | 1B -0.4% at context 128; 512-row   | 108          |
    |                           |         | request their rows before the    | windows read rows past the         |              |
    |                           |         | position (H+D)                   | position for nothing               |              |
@@ -246,6 +248,11 @@
 #endif
 #ifndef AMK_ATTN_PF_KS
 #define AMK_ATTN_PF_KS 16 /* its keys a step, 16 or 32 (a warp's scores: KS / 2 registers a thread; run 453) */
+#endif
+#ifndef AMK_ATTN_PF_WG
+#define AMK_ATTN_PF_WG 0 /* the prefill image's ATTENTION_PREFILL by warpgroup MMAs where it takes the task (amk_attn_pf_wg);
+                            why 0: inlined into the VM it makes ptxas serialise every wgmma of the prefill image (bench/NOTES.md
+                            session "wg") */
 #endif
 #ifndef AMK_ATTN_SPEC_ROWS
 #define AMK_ATTN_SPEC_ROWS 256 /* why: longer windows read rows past the position for nothing (run 108) */

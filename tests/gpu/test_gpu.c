@@ -1571,8 +1571,8 @@ static void prefill_case(const char *tag, amk_dtype qt, amk_dtype kvt, amk_dtype
         gcase_set_i32(&gc, in[3], &pos, 1);
         if (mma) {
             for (t = 0; t < p->n_tasks; t++)
-                CHECK_MSG(gc.cu->ins[t].form == AMK_FORM_ATTN_MMA, "%s: task %d in form %u, not ATTN_MMA", tag, t,
-                          (unsigned)gc.cu->ins[t].form);
+                CHECK_MSG(gc.cu->ins[t].form == AMK_FORM_ATTN_MMA || gc.cu->ins[t].form == AMK_FORM_ATTN_WG,
+                          "%s: task %d in form %u, not ATTN_MMA or ATTN_WG", tag, t, (unsigned)gc.cu->ins[t].form);
         }
         if (gcase_run(&gc, tag)) gcase_compare(&gc, y, mma ? 1.6e-2 : -1, mma ? 8e-3 : 1e-5, tag);
     }
@@ -1593,6 +1593,12 @@ static void test_attention_prefill(void) {
     /* f16 q, K and V: the tensor-core form with f16 operands (and p) */
     prefill_case("PREFILL long f16", AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F16, 32, 8, 128, 700, 130, 500, 64, 0);
     prefill_case("PREFILL window f16 mma", AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F32, 12, 4, 64, 90, 50, 0, 13, 40);
+    /* the warpgroup form's passes (prefill image, head_dim 64 or 128, no window): two groups of 64
+       vectors straddling rows (3 heads a kv head) and two key splits; seven groups in two passes of
+       four and three, f16 out; 130 vectors of one head each (MHA) in three groups from position 0 */
+    prefill_case("PREFILL wg grp3 bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 9, 3, 64, 300, 100, 150, 40, 0);
+    prefill_case("PREFILL wg passes f16", AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F16, 32, 8, 128, 1100, 200, 800, 100, 0);
+    prefill_case("PREFILL wg mha bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 4, 4, 64, 200, 130, 0, 130, 0);
 }
 
 static void test_attention_decode(void) {
@@ -3019,7 +3025,8 @@ static int bench_create(amk_program *p, const char *what, uint32_t form, amk_cud
         return -1;
     }
     amk_cuda_get_info(*cu, info);
-    for (i = 0; i < p->n_tasks; i++) n += (*cu)->ins[i].form == form;
+    for (i = 0; i < p->n_tasks; i++) /* (ATTN_MMA: either tensor-core form of ATTENTION_PREFILL) */
+        n += (*cu)->ins[i].form == form || (form == AMK_FORM_ATTN_MMA && (*cu)->ins[i].form == AMK_FORM_ATTN_WG);
     return n;
 }
 static void bench_gemm_tma(int64_t M, int64_t N, int64_t K) {
