@@ -3425,6 +3425,30 @@ static __device__ __forceinline__ float amk_ptx_ex2(float x) {
     return y;
 }
 
+/* The maxima of *x_lo and *x_hi over the four lanes that hold a row's values (an mma fragment's
+   lanes 4i..4i+3), in place. */
+static __device__ __forceinline__ void amk_quad_max2(float *x_lo, float *x_hi) {
+    *x_lo = fmaxf(*x_lo, __shfl_xor_sync(0xFFFFFFFFu, *x_lo, 1));
+    *x_lo = fmaxf(*x_lo, __shfl_xor_sync(0xFFFFFFFFu, *x_lo, 2));
+    *x_hi = fmaxf(*x_hi, __shfl_xor_sync(0xFFFFFFFFu, *x_hi, 1));
+    *x_hi = fmaxf(*x_hi, __shfl_xor_sync(0xFFFFFFFFu, *x_hi, 2));
+}
+
+/* A flash merge of a thread's two running rows (r and r + 8: max *m, sum *l in log2 units) with
+   another split's, read from ml (row i's max at ml[2 i], its sum at ml[2 i + 1]): the merged max and
+   sum, and the factors of the thread's own sums (a[0], a[1]: rows r, r + 8) and the other's (b). */
+static __device__ __forceinline__ void amk_flash_merge_ml(const float *ml, int r, float *m_lo, float *m_hi, float *l_lo,
+                                                          float *l_hi, float *a, float *b) {
+    const float o_lo = ml[2 * r], o_hi = ml[2 * (r + 8)];
+    const float n_lo = fmaxf(*m_lo, o_lo), n_hi = fmaxf(*m_hi, o_hi);
+    a[0] = amk_ptx_ex2(*m_lo - n_lo); b[0] = amk_ptx_ex2(o_lo - n_lo);
+    a[1] = amk_ptx_ex2(*m_hi - n_hi); b[1] = amk_ptx_ex2(o_hi - n_hi);
+    *l_lo = *l_lo * a[0] + ml[2 * r + 1] * b[0];
+    *l_hi = *l_hi * a[1] + ml[2 * (r + 8) + 1] * b[1];
+    *m_lo = n_lo;
+    *m_hi = n_hi;
+}
+
 /* A warp pair's own barrier (64 threads): named barrier 5 + pair, 5..12 (0 is __syncthreads, 1..4
    the warpgroups'). At most 8 pairs (512 threads). why the id in a register: a switch over constant
    ids cost a jump table and two branches a step (run 453). */
@@ -3580,10 +3604,7 @@ static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, floa
                         x_hi = fmaxf(x_hi, fmaxf(s[nt][2], s[nt][3]));
                     }
                     par ^= 1;
-                    x_lo = fmaxf(x_lo, __shfl_xor_sync(0xFFFFFFFFu, x_lo, 1));
-                    x_lo = fmaxf(x_lo, __shfl_xor_sync(0xFFFFFFFFu, x_lo, 2));
-                    x_hi = fmaxf(x_hi, __shfl_xor_sync(0xFFFFFFFFu, x_hi, 1));
-                    x_hi = fmaxf(x_hi, __shfl_xor_sync(0xFFFFFFFFu, x_hi, 2));
+                    amk_quad_max2(&x_lo, &x_hi);
                     {
                         const float n_lo = fmaxf(m_lo, x_lo), n_hi = fmaxf(m_hi, x_hi);
                         const float a_lo = amk_ptx_ex2(m_lo - n_lo), a_hi = amk_ptx_ex2(m_hi - n_hi);
@@ -3660,12 +3681,8 @@ static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, floa
                 }
                 __syncthreads();
                 if (split == 0) {
-                    const float ok_lo = ml[2 * gr], ok_hi = ml[2 * (gr + 8)];
-                    const float n_lo = fmaxf(m_lo, ok_lo), n_hi = fmaxf(m_hi, ok_hi);
-                    const float a_lo = amk_ptx_ex2(m_lo - n_lo), b_lo = amk_ptx_ex2(ok_lo - n_lo);
-                    const float a_hi = amk_ptx_ex2(m_hi - n_hi), b_hi = amk_ptx_ex2(ok_hi - n_hi);
-                    l_lo = l_lo * a_lo + ml[2 * gr + 1] * b_lo;
-                    l_hi = l_hi * a_hi + ml[2 * (gr + 8) + 1] * b_hi;
+                    float fa[2], fb[2];
+                    amk_flash_merge_ml(ml, gr, &m_lo, &m_hi, &l_lo, &l_hi, fa, fb);
 #pragma unroll
                     for (int sl = 0; sl < SL; sl++)
                         if (sl < ns)
@@ -3674,11 +3691,9 @@ static __device__ __forceinline__ void amk_attn_prefill_body(amk_op_ctx *c, floa
                                 const int dim = 16 * (s0 + sl) + 8 * e + 2 * t4;
                                 const float2 u = *(const float2 *)(slot + gr * hd + dim), w = *(const float2 *)(slot + (gr + 8) * hd + dim);
                                 float *a = acc[2 * sl + e];
-                                a[0] = a[0] * a_lo + u.x * b_lo; a[1] = a[1] * a_lo + u.y * b_lo;
-                                a[2] = a[2] * a_hi + w.x * b_hi; a[3] = a[3] * a_hi + w.y * b_hi;
+                                a[0] = a[0] * fa[0] + u.x * fb[0]; a[1] = a[1] * fa[0] + u.y * fb[0];
+                                a[2] = a[2] * fa[1] + w.x * fb[1]; a[3] = a[3] * fa[1] + w.y * fb[1];
                             }
-                    m_lo = n_lo;
-                    m_hi = n_hi;
                 }
                 __syncthreads(); /* why: split k + 1 writes the slot next */
             }
@@ -3735,11 +3750,11 @@ static __device__ __forceinline__ void amk_attn_wg_load(unsigned char *dst, cons
    vectors, vector v = (row v / grp, head v % grp of kv head g) seeing the cache rows [0, pos + m].
    Warpgroup w owns a group of 64 vectors (wgmma's M); a pass takes np <= 4 groups, and with np <= 2
    the warpgroups past them split the keys (S = 2: split w / np takes the second 64 keys of each
-   chunk). A step of a warpgroup: the scores of its 64 vectors x 64 keys by wgmma from q's and K's
-   rows in shared memory; the online softmax on them in registers (a thread holds 16 keys of two
-   vectors, in log2 units, masked on the diagonal); p . V by wgmma with p from those registers (the
+   chunk). A step of a warpgroup: the scores of its 64 vectors x AMK_ATTN_WG_STEP keys by wgmma from
+   q's and K's rows in shared memory; the online softmax on them in registers (a thread holds 8 keys
+   of two vectors, in log2 units, masked on the diagonal); p . V by wgmma with p from those registers (the
    accumulator's layout is the A fragment's, so p is only rounded to 16 bits) and V's rows as they
-   lie (N-major). The block copies the next chunk (S steps of keys) by cp.async while the
+   lie (N-major). The block copies the next chunk (AMK_ATTN_WG_KEYS keys a split) by cp.async while the
    warpgroups work on this one; keys at the pass's end and past it are zeros. Shared memory
    (AMK_ATTN_WG_SMEM): q [np groups][HD / 64 column blocks][64 rows of 128 bytes], then two chunks of
    [S splits][K, V][HD / 64 blocks][64 keys of 128 bytes], all with 128-byte swizzle (the 16-byte
@@ -3819,10 +3834,7 @@ static __device__ __forceinline__ void amk_attn_pf_wg_body(amk_op_ctx *c, float 
                         x_lo = fmaxf(x_lo, fmaxf(s[i], s[i + 1]));
                         x_hi = fmaxf(x_hi, fmaxf(s[i + 2], s[i + 3]));
                     }
-                    x_lo = fmaxf(x_lo, __shfl_xor_sync(0xFFFFFFFFu, x_lo, 1));
-                    x_lo = fmaxf(x_lo, __shfl_xor_sync(0xFFFFFFFFu, x_lo, 2));
-                    x_hi = fmaxf(x_hi, __shfl_xor_sync(0xFFFFFFFFu, x_hi, 1));
-                    x_hi = fmaxf(x_hi, __shfl_xor_sync(0xFFFFFFFFu, x_hi, 2));
+                    amk_quad_max2(&x_lo, &x_hi);
                     const float n_lo = fmaxf(m_lo, x_lo), n_hi = fmaxf(m_hi, x_hi);
                     const float a_lo = amk_ptx_ex2(m_lo - n_lo), a_hi = amk_ptx_ex2(m_hi - n_hi);
 #pragma unroll
@@ -3877,18 +3889,14 @@ static __device__ __forceinline__ void amk_attn_pf_wg_body(amk_op_ctx *c, float 
                 }
                 __syncthreads();
                 if (act && split == 0) {
-                    const float o_lo = ml[2 * rl], o_hi = ml[2 * (rl + 8)];
-                    const float n_lo = fmaxf(m_lo, o_lo), n_hi = fmaxf(m_hi, o_hi);
-                    const float a_lo = amk_ptx_ex2(m_lo - n_lo), b_lo = amk_ptx_ex2(o_lo - n_lo);
-                    const float a_hi = amk_ptx_ex2(m_hi - n_hi), b_hi = amk_ptx_ex2(o_hi - n_hi);
-                    l_lo = l_lo * a_lo + ml[2 * rl + 1] * b_lo;
-                    l_hi = l_hi * a_hi + ml[2 * (rl + 8) + 1] * b_hi;
+                    float fa[2], fb[2];
+                    amk_flash_merge_ml(ml, rl, &m_lo, &m_hi, &l_lo, &l_hi, fa, fb);
 #pragma unroll
                     for (int i = 0; i < HD / 2; i += 4) {
                         const int d = 8 * (i >> 2) + 2 * t4;
                         const float2 u = *(const float2 *)(slot + rl * LD + d), w = *(const float2 *)(slot + (rl + 8) * LD + d);
-                        acc[i] = acc[i] * a_lo + u.x * b_lo; acc[i + 1] = acc[i + 1] * a_lo + u.y * b_lo;
-                        acc[i + 2] = acc[i + 2] * a_hi + w.x * b_hi; acc[i + 3] = acc[i + 3] * a_hi + w.y * b_hi;
+                        acc[i] = acc[i] * fa[0] + u.x * fb[0]; acc[i + 1] = acc[i + 1] * fa[0] + u.y * fb[0];
+                        acc[i + 2] = acc[i + 2] * fa[1] + w.x * fb[1]; acc[i + 3] = acc[i + 3] * fa[1] + w.y * fb[1];
                     }
                 }
             }
