@@ -1190,7 +1190,8 @@ AMK__FN int amk__lb_dequant(amk__lb *b, amk__lb_layer *ly, const int *wc, const 
     /* the roles' task counts: one each, then one more at a time to the role whose tasks are the
        largest, until the tasks are one an SM. why: the phase lasts as long as its largest task,
        and a task past the SMs' count is a second round (rounding each role's share up gave the
-       8B's 136 tasks on 132 SMs: the phase took 420 us, not 220, bench/RESULTS.md run 505) */
+       8B's 136 tasks on 132 SMs: the phase took 420 us, where one round of 132 took 232,
+       bench/RESULTS.md runs 505-506) */
     while (sum < b->o.num_sms) {
         int best = -1;
         for (r = 0; r < 7; r++)
