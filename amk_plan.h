@@ -127,9 +127,10 @@ AMK_PLAN_FN int64_t amk_plan_rows_stage_bytes(int dt, int64_t H, int64_t nt) {
    512 threads, head_dim 64 or 128, no sliding window. A warpgroup owns a group of 64 vectors
    (wgmma's M); a pass takes up to four groups, and with two or fewer the spare warpgroups split
    the keys (S = 2 splits). A chunk holds AMK_ATTN_WG_KEYS keys a split, the next chunk in flight
-   while the warpgroups work on this one, a warpgroup's keys in steps of AMK_ATTN_WG_STEP (why 32,
-   not 64: 64 keys' scores beside 64 sums made ptxas serialise every wgmma of the VM). Shared memory (1024-byte aligned, rows of
-   128 bytes with 128-byte swizzle): q, 64 x head_dim 16-bit a group; two chunks of [K: 64 keys]
+   while the warpgroups work on this one, a warpgroup's keys in steps of AMK_ATTN_WG_STEP (why 32:
+   the step's scores in half the registers of 64, beside head_dim / 2 sums a thread; the form ran
+   so in bench/RESULTS.md run 511). Shared memory (1024-byte aligned, rows of 128 bytes with
+   128-byte swizzle): q, 64 x head_dim 16-bit a group; two chunks of [K: 64 keys]
    [V: 64 keys] a split. At most 2 groups x 64 x hd x 2 + 2 x 2 x 2 x 64 x hd x 2 bytes = 1280 hd
    (4 groups, one split: 1024 hd), + 1024 for the alignment. */
 #define AMK_ATTN_WG_KEYS 64
