@@ -3730,6 +3730,12 @@ static __device__ __forceinline__ float amk_ptx_rcp(float x) {
     return y;
 }
 
+/* The byte offset of row r's 16-byte unit u in amk_attn_pf_wg's 64-row blocks (a block of 64 rows
+   of 128 bytes for every 64 columns, 128-byte swizzle). */
+static __device__ __forceinline__ uint32_t amk_attn_wg_at(int r, int u) {
+    return (uint32_t)(u >> 3) * 8192u + (uint32_t)(r & 63) * 128u + (uint32_t)((u & 7) ^ (r & 7)) * 16u;
+}
+
 /* The keys [c0, c0 + CH) of kv head g (CH = S AMK_ATTN_WG_KEYS) into a chunk at dst (amk_attn_pf_wg's
    layout), by cp.async; rows at r1 and past it as zeros. */
 static __device__ __forceinline__ void amk_attn_wg_load(unsigned char *dst, const amk_buffer_t *kc, const amk_buffer_t *vc,
@@ -3738,8 +3744,7 @@ static __device__ __forceinline__ void amk_attn_wg_load(unsigned char *dst, cons
     const uint32_t KVB = (uint32_t)AMK_ATTN_WG_KEYS * HD * 2u;
     for (int i = tid; i < 2 * CH * UR; i += 512) {
         const int u = i % UR, k = (i / UR) % CH, isv = i / (UR * CH), r = c0 + k, ok = r < r1;
-        const uint32_t off = (uint32_t)(k / AMK_ATTN_WG_KEYS) * 2u * KVB + (uint32_t)isv * KVB + (uint32_t)(u >> 3) * 8192u +
-                             (uint32_t)(k % AMK_ATTN_WG_KEYS) * 128u + (uint32_t)((u & 7) ^ (k & 7)) * 16u;
+        const uint32_t off = (uint32_t)(k / AMK_ATTN_WG_KEYS) * 2u * KVB + (uint32_t)isv * KVB + amk_attn_wg_at(k, u);
         const uint16_t *src = (const uint16_t *)(isv ? vc->ptr : kc->ptr) + ((int64_t)(ok ? r : 0) * nkv + g) * HD + u * 8;
         amk_ptx_cp_async_16_zfill(dst + off, src, ok ? 16u : 0u);
     }
@@ -3790,8 +3795,7 @@ static __device__ __forceinline__ void amk_attn_pf_wg_body(amk_op_ctx *c, float 
             for (int i = tid; i < np * 64 * UR; i += 512) { /* q's rows (vectors past nv: zeros) */
                 const int r = i / UR, u = i % UR, v = p0 * 64 + r, w = v < nv ? v : 0;
                 const uint16_t *src = (const uint16_t *)q->ptr + ((P->m_off + w / grp) * (int64_t)nh + (int64_t)g * grp + w % grp) * HD + u * 8;
-                amk_ptx_cp_async_16_zfill(sb + (uint32_t)(r >> 6) * QG + (uint32_t)(u >> 3) * 8192u + (uint32_t)(r & 63) * 128u +
-                                              (uint32_t)((u & 7) ^ (r & 7)) * 16u, src, v < nv ? 16u : 0u);
+                amk_ptx_cp_async_16_zfill(sb + (uint32_t)(r >> 6) * QG + amk_attn_wg_at(r, u), src, v < nv ? 16u : 0u);
             }
             amk_attn_wg_load(sb + (kvs - base), kc, vc, 0, r1, S, g, nkv, HD, tid);
             amk_ptx_cp_async_commit();
@@ -3811,8 +3815,6 @@ static __device__ __forceinline__ void amk_attn_pf_wg_body(amk_op_ctx *c, float 
                     const uint32_t vs = ks + KVB;
                     float s[AMK_ATTN_WG_STEP / 2], x_lo = -INFINITY, x_hi = -INFINITY, e_lo = 0.0f, e_hi = 0.0f;
                     uint32_t pa[AMK_ATTN_WG_STEP / 4];
-#pragma unroll
-                    for (int i = 0; i < NS / 2; i++) s[i] = 0.0f; /* why, though the first MMA does not add: bench/NOTES.md session "wg" */
                     amk_ptx_wgmma_fence();
 #pragma unroll
                     for (int kk = 0; kk < HD / 16; kk++) { /* +16 dims: 32 bytes, a column block every 64 */
@@ -3866,7 +3868,6 @@ static __device__ __forceinline__ void amk_attn_pf_wg_body(amk_op_ctx *c, float 
                     amk_ptx_wgmma_wait_all();
                 }
             }
-            amk_ptx_wgmma_wait_all(); /* why: ptxas then sees no MMA in flight past the loop */
             l_lo += __shfl_xor_sync(0xFFFFFFFFu, l_lo, 1);
             l_lo += __shfl_xor_sync(0xFFFFFFFFu, l_lo, 2);
             l_hi += __shfl_xor_sync(0xFFFFFFFFu, l_hi, 1);

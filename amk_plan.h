@@ -644,12 +644,13 @@ AMK_PLAN_FN int64_t amk_plan_want(const amk_vm_ctx_t *x, int threads) {
         if (form > w) w = form;
         break;
     }
-    case AMK_OP_ATTENTION_PREFILL: /* the tensor-core form's chunks of 64 rows (and its merge) */
+    case AMK_OP_ATTENTION_PREFILL: /* the tensor-core form's chunks of 64 rows (and its merge); the warpgroup form's */
         if (amk_plan_attn_prefill_mma(x, threads, INT64_MAX)) {
             const int64_t groups = AMK_ATTN_PF_GROUPS((int64_t)P->M_tile * (P->n_heads / P->n_kv_heads), threads);
             w = AMK_ATTN_PF_SMEM(hd, groups, 64, threads);
             if (AMK_ATTN_PF_MERGE(hd, groups) > w) w = AMK_ATTN_PF_MERGE(hd, groups);
-            if (amk_plan_attn_pf_wg_bytes(x, threads) > w) w = amk_plan_attn_pf_wg_bytes(x, threads);
+            const int64_t wg = amk_plan_attn_pf_wg_bytes(x, threads);
+            if (wg > w) w = wg;
         }
         break;
     default: break;

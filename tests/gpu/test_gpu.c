@@ -1593,9 +1593,10 @@ static void test_attention_prefill(void) {
     /* f16 q, K and V: the tensor-core form with f16 operands (and p) */
     prefill_case("PREFILL long f16", AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F16, 32, 8, 128, 700, 130, 500, 64, 0);
     prefill_case("PREFILL window f16 mma", AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F32, 12, 4, 64, 90, 50, 0, 13, 40);
-    /* the warpgroup form's passes (prefill image, head_dim 64 or 128, no window): two groups of 64
-       vectors straddling rows (3 heads a kv head) and two key splits; seven groups in two passes of
-       four and three, f16 out; 130 vectors of one head each (MHA) in three groups from position 0 */
+    /* the warpgroup form's passes (AMK_ATTN_PF_WG; with it off, as by default, the mma.sync form
+       takes them): two groups of 64 vectors straddling rows (3 heads a kv head) and two key splits;
+       seven groups in two passes of four and three, f16 out; 130 vectors of one head each (MHA) in
+       three groups from position 0 */
     prefill_case("PREFILL wg grp3 bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_BF16, 9, 3, 64, 300, 100, 150, 40, 0);
     prefill_case("PREFILL wg passes f16", AMK_DTYPE_F16, AMK_DTYPE_F16, AMK_DTYPE_F16, 32, 8, 128, 1100, 200, 800, 100, 0);
     prefill_case("PREFILL wg mha bf16", AMK_DTYPE_BF16, AMK_DTYPE_BF16, AMK_DTYPE_F32, 4, 4, 64, 200, 130, 0, 130, 0);
